@@ -1,0 +1,122 @@
+//! Errors on the wire: the one place an [`ErrorKind`] becomes a status, and
+//! the body every error has: `{"error": {"kind", "message", "field"?}}`,
+//! plus `current` on a lost compare-and-swap.
+
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use crate::error::{Error, ErrorKind};
+
+/// The status of each kind.
+pub fn status_of(kind: ErrorKind) -> StatusCode {
+    match kind {
+        ErrorKind::Invalid => StatusCode::BAD_REQUEST,
+        ErrorKind::Unauthenticated => StatusCode::UNAUTHORIZED,
+        ErrorKind::NotFound => StatusCode::NOT_FOUND,
+        ErrorKind::Conflict => StatusCode::CONFLICT,
+        ErrorKind::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+        ErrorKind::RateLimited => StatusCode::TOO_MANY_REQUESTS,
+        ErrorKind::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+        ErrorKind::Internal => StatusCode::INTERNAL_SERVER_ERROR,
+    }
+}
+
+/// The kind a status stands for (what a client makes of a response).
+pub fn kind_of(status: StatusCode) -> ErrorKind {
+    match status.as_u16() {
+        400 | 405 | 415 | 422 => ErrorKind::Invalid,
+        401 | 403 => ErrorKind::Unauthenticated,
+        404 => ErrorKind::NotFound,
+        409 | 412 => ErrorKind::Conflict,
+        413 => ErrorKind::TooLarge,
+        429 => ErrorKind::RateLimited,
+        502..=504 => ErrorKind::Unavailable,
+        _ => ErrorKind::Internal,
+    }
+}
+
+/// The body of an error response.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct ErrorBody {
+    /// What went wrong.
+    pub error: ErrorDetail,
+    /// For a lost compare-and-swap on a ref: where it points now (absent if
+    /// the ref does not exist).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub current: Option<String>,
+}
+
+/// The error itself.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct ErrorDetail {
+    /// `invalid`, `unauthenticated`, `not_found`, `conflict`, `too_large`,
+    /// `rate_limited`, `unavailable` or `internal`.
+    pub kind: String,
+    /// What was wrong, with the offending value.
+    pub message: String,
+    /// The request field at fault.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub field: Option<String>,
+}
+
+impl From<&Error> for ErrorBody {
+    fn from(e: &Error) -> Self {
+        ErrorBody {
+            error: ErrorDetail {
+                kind: e.kind.as_str().to_owned(),
+                message: e.message.clone(),
+                field: e.field.clone(),
+            },
+            current: e.current.clone(),
+        }
+    }
+}
+
+/// An [`Error`] as a response.
+#[derive(Debug)]
+pub struct ApiError(pub Error);
+
+impl From<Error> for ApiError {
+    fn from(e: Error) -> Self {
+        ApiError(e)
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let e = self.0;
+        let status = status_of(e.kind);
+        if status.is_server_error() {
+            tracing::error!(kind = %e.kind, error = %e, source = ?e.source, "request failed");
+        }
+        let mut resp = (status, axum::Json(ErrorBody::from(&e))).into_response();
+        if e.kind.is_retryable() {
+            resp.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        }
+        resp
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_kind_maps_to_its_status_and_back() {
+        for kind in [
+            ErrorKind::Invalid,
+            ErrorKind::Unauthenticated,
+            ErrorKind::NotFound,
+            ErrorKind::Conflict,
+            ErrorKind::TooLarge,
+            ErrorKind::RateLimited,
+            ErrorKind::Unavailable,
+            ErrorKind::Internal,
+        ] {
+            assert_eq!(kind_of(status_of(kind)), kind);
+        }
+    }
+}

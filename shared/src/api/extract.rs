@@ -1,0 +1,225 @@
+//! Request extractors whose failures are ordinary ctx errors: a JSON body
+//! parsed with the failing field named, raw bodies with the size limit as a
+//! 413, query strings and path ids validated field by field, and the caller.
+
+use std::collections::HashMap;
+use std::str::FromStr;
+
+use axum::extract::{FromRequest, FromRequestParts, Request};
+use axum::http::StatusCode;
+use axum::http::request::Parts;
+use axum::response::IntoResponse;
+use bytes::Bytes;
+use serde::de::DeserializeOwned;
+
+use super::AppState;
+use super::error::ApiError;
+use crate::auth::Caller;
+use crate::error::{Error, ErrorKind, Result};
+
+/// A request body as bytes, within the route's body limit.
+pub struct Body(pub Bytes);
+
+impl<S: Send + Sync> FromRequest<S> for Body {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
+        let limit_note = "the body is larger than this route accepts";
+        match Bytes::from_request(req, state).await {
+            Ok(b) => Ok(Body(b)),
+            Err(rejection) => {
+                let status = rejection.status();
+                let kind = if status == StatusCode::PAYLOAD_TOO_LARGE {
+                    ErrorKind::TooLarge
+                } else {
+                    ErrorKind::Invalid
+                };
+                let text = rejection.body_text();
+                let message = if kind == ErrorKind::TooLarge {
+                    format!("{limit_note}: {text}")
+                } else {
+                    format!("cannot read the body: {text}")
+                };
+                Err(Error::new(kind, message).with_field("body").into())
+            }
+        }
+    }
+}
+
+/// A JSON body. An empty body counts as `{}`. Errors name the field at
+/// fault (`ref.expected`, `message_count`) or `body` when it is not JSON.
+pub struct Json<T>(pub T);
+
+impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for Json<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
+        let Body(bytes) = Body::from_request(req, state).await?;
+        Ok(Json(parse_json(&bytes)?))
+    }
+}
+
+/// Parses `bytes` as `T`, naming the failing field.
+///
+/// # Errors
+/// `Invalid` with `field` set to the JSON path, or `body`.
+pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T> {
+    let bytes: &[u8] = if bytes.iter().all(u8::is_ascii_whitespace) {
+        b"{}"
+    } else {
+        bytes
+    };
+    let de = &mut serde_json::Deserializer::from_slice(bytes);
+    let result: Result<T, _> = serde_path_to_error::deserialize(de);
+    let e = match result {
+        Ok(v) => return Ok(v),
+        Err(e) => e,
+    };
+    let inner = e.inner();
+    if inner.is_syntax() || inner.is_eof() {
+        return Err(Error::invalid(
+            "body",
+            format!("the body is not valid JSON: {inner}"),
+        ));
+    }
+    let path = e.path().to_string();
+    let message = inner.to_string();
+    let named = ["missing field `", "unknown field `"]
+        .iter()
+        .find_map(|p| message.strip_prefix(p))
+        .and_then(|rest| rest.split('`').next());
+    let field = match (path.as_str(), named) {
+        (".", Some(name)) => name.to_owned(),
+        (p, Some(name)) if p == name || p.ends_with(&format!(".{name}")) => p.to_owned(),
+        (p, Some(name)) => format!("{p}.{name}"),
+        (".", None) => "body".to_owned(),
+        (p, None) => p.to_owned(),
+    };
+    // serde_json appends " at line L column C"; keep it, it helps find the spot.
+    Err(Error::invalid(field.clone(), format!("{field}: {message}")))
+}
+
+/// Query-string parameters, parsed one by one so errors name the parameter.
+pub struct Query(HashMap<String, String>);
+
+impl<S: Send + Sync> FromRequestParts<S> for Query {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, ApiError> {
+        let q = parts.uri.query().unwrap_or("");
+        let map = axum::extract::Query::<HashMap<String, String>>::try_from_uri(&parts.uri)
+            .map_err(|e| {
+                Error::invalid(
+                    "query",
+                    format!("cannot parse the query string {q:?}: {}", e.body_text()),
+                )
+            })?;
+        Ok(Query(map.0))
+    }
+}
+
+impl Query {
+    /// A required parameter.
+    ///
+    /// # Errors
+    /// `Invalid` naming the parameter.
+    pub fn required<T: FromStr<Err = Error>>(&self, name: &str) -> Result<T> {
+        self.optional(name)?
+            .ok_or_else(|| Error::invalid(name, format!("the query parameter {name} is required")))
+    }
+
+    /// An optional parameter.
+    ///
+    /// # Errors
+    /// `Invalid` naming the parameter when it does not parse.
+    pub fn optional<T: FromStr<Err = Error>>(&self, name: &str) -> Result<Option<T>> {
+        self.0
+            .get(name)
+            .map(|v| v.parse::<T>().map_err(|e| e.with_field(name)))
+            .transpose()
+    }
+
+    /// An optional parameter parsed by `parse`.
+    ///
+    /// # Errors
+    /// `Invalid` naming the parameter when it does not parse.
+    pub fn optional_with<T, E: std::fmt::Display>(
+        &self,
+        name: &str,
+        parse: impl Fn(&str) -> Result<T, E>,
+    ) -> Result<Option<T>> {
+        self.0
+            .get(name)
+            .map(|v| parse(v).map_err(|e| Error::invalid(name, format!("{name} {v:?}: {e}"))))
+            .transpose()
+    }
+}
+
+/// Parses a path segment as an id, naming `field` on failure.
+///
+/// # Errors
+/// `Invalid` naming `field`.
+pub fn path_id<T: FromStr<Err = Error>>(field: &str, s: &str) -> Result<T> {
+    s.parse().map_err(|e: Error| e.with_field(field))
+}
+
+impl FromRequestParts<AppState> for Caller {
+    type Rejection = axum::response::Response;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &AppState,
+    ) -> Result<Self, Self::Rejection> {
+        state
+            .auth
+            .authenticate(parts)
+            .await
+            .map_err(|e| ApiError(e).into_response())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct Inner {
+        expected: Option<u64>,
+    }
+
+    #[derive(Debug, serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct Outer {
+        count: u64,
+        #[serde(rename = "ref")]
+        r: Option<Inner>,
+    }
+
+    fn field_of(json: &str) -> String {
+        parse_json::<Outer>(json.as_bytes())
+            .unwrap_err()
+            .field
+            .unwrap()
+    }
+
+    #[test]
+    fn json_errors_name_the_field() {
+        assert_eq!(field_of("{\"count\": -1}"), "count");
+        assert_eq!(field_of("{}"), "count");
+        assert_eq!(field_of(""), "count");
+        assert_eq!(field_of("{\"count\": 1, \"cuont\": 2}"), "cuont");
+        assert_eq!(
+            field_of("{\"count\": 1, \"ref\": {\"expected\": \"x\"}}"),
+            "ref.expected"
+        );
+        assert_eq!(
+            field_of("{\"count\": 1, \"ref\": {\"nope\": 1}}"),
+            "ref.nope"
+        );
+        assert_eq!(field_of("not json"), "body");
+        assert_eq!(field_of("{\"count\": 1"), "body");
+    }
+}

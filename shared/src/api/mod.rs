@@ -1,0 +1,493 @@
+//! The HTTP API: one axum [`Router`] for every host. `ctx serve` serves all
+//! of it; each Lambda serves the routes of its [`Group`]s.
+//!
+//! Handlers only translate between HTTP and [`Service`] calls; errors become
+//! responses in [`error`].
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::{DefaultBodyLimit, Path, State};
+use axum::http::{Method, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{MethodFilter, MethodRouter, on};
+use serde::{Deserialize, Serialize};
+use utoipa::{OpenApi, ToSchema};
+
+use crate::auth::{Authenticator, Caller};
+use crate::commit::Commit;
+use crate::error::Error;
+use crate::id::{ArtifactRef, CommitId, Principal, RefName};
+use crate::service::{
+    CheckpointRequest, MaterializeRequest, MaterializeResponse, Service, SetRefRequest,
+    UpdateMetadataRequest,
+};
+use crate::store::RefRecord;
+
+pub mod error;
+pub mod extract;
+
+use error::{ApiError, ErrorBody};
+use extract::{Body, Json, Query, path_id};
+
+/// What every handler gets.
+#[derive(Clone)]
+pub struct AppState {
+    /// The operations.
+    pub service: Arc<Service>,
+    /// Who is calling.
+    pub auth: Arc<dyn Authenticator>,
+}
+
+/// A set of routes one host serves (one Lambda function per group or more).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
+pub enum Group {
+    /// `/healthz`, `/v1/openapi.json`.
+    Meta,
+    /// Artifact upload and download.
+    Artifacts,
+    /// Checkpoint (commit creation).
+    Checkpoint,
+    /// Show, history, update-metadata.
+    History,
+    /// Materialize.
+    Materialize,
+    /// Resolve.
+    Resolve,
+    /// Refs.
+    Refs,
+}
+
+impl Group {
+    /// Every group.
+    pub const ALL: &'static [Group] = &[
+        Group::Meta,
+        Group::Artifacts,
+        Group::Checkpoint,
+        Group::History,
+        Group::Materialize,
+        Group::Resolve,
+        Group::Refs,
+    ];
+}
+
+/// One route: its group, method, path (axum syntax) and handler.
+pub struct RouteDef {
+    /// The group it belongs to.
+    pub group: Group,
+    /// Its method.
+    pub method: Method,
+    /// Its path, in axum syntax (`{id}`, `{*name}`).
+    pub path: &'static str,
+    handler: MethodRouter<AppState>,
+}
+
+impl RouteDef {
+    /// The path in OpenAPI syntax (`{*name}` becomes `{name}`).
+    pub fn openapi_path(&self) -> String {
+        self.path.replace("{*", "{")
+    }
+}
+
+fn route(
+    group: Group,
+    method: Method,
+    path: &'static str,
+    handler: MethodRouter<AppState>,
+) -> RouteDef {
+    RouteDef {
+        group,
+        method,
+        path,
+        handler,
+    }
+}
+
+/// Every route of the API.
+pub fn routes(limits: &crate::service::Limits) -> Vec<RouteDef> {
+    use Group::*;
+    let upload_limit = DefaultBodyLimit::max(limits.max_artifact_bytes);
+    vec![
+        route(
+            Meta,
+            Method::GET,
+            "/healthz",
+            on(MethodFilter::GET, healthz),
+        ),
+        route(
+            Meta,
+            Method::GET,
+            "/v1/openapi.json",
+            on(MethodFilter::GET, openapi_json),
+        ),
+        route(
+            Artifacts,
+            Method::POST,
+            "/v1/artifacts",
+            on(MethodFilter::POST, upload_artifact).layer(upload_limit),
+        ),
+        route(
+            Artifacts,
+            Method::GET,
+            "/v1/artifacts/{art}",
+            on(MethodFilter::GET, download_artifact),
+        ),
+        route(
+            Checkpoint,
+            Method::POST,
+            "/v1/commits",
+            on(MethodFilter::POST, checkpoint),
+        ),
+        route(
+            History,
+            Method::GET,
+            "/v1/commits/{ctx}",
+            on(MethodFilter::GET, show),
+        ),
+        route(
+            History,
+            Method::PATCH,
+            "/v1/commits/{ctx}",
+            on(MethodFilter::PATCH, update_metadata),
+        ),
+        route(
+            History,
+            Method::GET,
+            "/v1/commits/{ctx}/history",
+            on(MethodFilter::GET, history),
+        ),
+        route(
+            Materialize,
+            Method::POST,
+            "/v1/commits/{ctx}/materialize",
+            on(MethodFilter::POST, materialize),
+        ),
+        route(
+            Resolve,
+            Method::GET,
+            "/v1/resolve",
+            on(MethodFilter::GET, resolve),
+        ),
+        route(
+            Refs,
+            Method::GET,
+            "/v1/refs",
+            on(MethodFilter::GET, list_refs),
+        ),
+        route(
+            Refs,
+            Method::GET,
+            "/v1/refs/{*name}",
+            on(MethodFilter::GET, get_ref),
+        ),
+        route(
+            Refs,
+            Method::PUT,
+            "/v1/refs/{*name}",
+            on(MethodFilter::PUT, set_ref),
+        ),
+    ]
+}
+
+/// The router for the given groups (all of them for `ctx serve`).
+pub fn router(state: AppState, groups: &[Group]) -> Router {
+    let limits = *state.service.limits();
+    let mut r = Router::new();
+    for def in routes(&limits) {
+        if groups.contains(&def.group) {
+            r = r.route(def.path, def.handler);
+        }
+    }
+    r.fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(DefaultBodyLimit::max(limits.max_json_bytes()))
+        .with_state(state)
+}
+
+async fn not_found(uri: axum::http::Uri) -> ApiError {
+    ApiError(Error::not_found(format!("route {}", uri.path())))
+}
+
+async fn method_not_allowed(method: Method, uri: axum::http::Uri) -> Response {
+    let e = Error::invalid(
+        "method",
+        format!("{method} is not allowed on {}", uri.path()),
+    );
+    let mut resp = ApiError(e).into_response();
+    *resp.status_mut() = StatusCode::METHOD_NOT_ALLOWED;
+    resp
+}
+
+type ApiResult<T> = Result<T, ApiError>;
+
+/// Liveness.
+#[utoipa::path(get, path = "/healthz", tag = "meta", responses((status = 200, description = "The server is up", body = String)))]
+async fn healthz() -> &'static str {
+    "ok"
+}
+
+/// This document.
+#[utoipa::path(get, path = "/v1/openapi.json", tag = "meta", responses((status = 200, description = "The OpenAPI 3.1 document")))]
+async fn openapi_json() -> Response {
+    (
+        [(header::CONTENT_TYPE, "application/json")],
+        ApiDoc::openapi().to_json().unwrap_or_default(),
+    )
+        .into_response()
+}
+
+/// An artifact reference and size.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct ArtifactInfo {
+    /// `art-` and the BLAKE3 hash of the bytes.
+    #[serde(rename = "ref")]
+    pub artifact_ref: ArtifactRef,
+    /// Size in bytes.
+    pub size: u64,
+}
+
+/// Stores raw bytes as an artifact: 201 when new, 200 when already stored.
+#[utoipa::path(post, path = "/v1/artifacts", tag = "artifacts",
+    request_body(content = Vec<u8>, content_type = "application/octet-stream"),
+    responses((status = 201, body = ArtifactInfo), (status = 200, body = ArtifactInfo), (status = 413, body = ErrorBody)),
+    security(("bearer" = [])))]
+async fn upload_artifact(
+    State(s): State<AppState>,
+    caller: Caller,
+    Body(bytes): Body,
+) -> ApiResult<Response> {
+    let put = s.service.upload_artifact(&caller.tenant, bytes).await?;
+    let status = if put.created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    Ok((
+        status,
+        axum::Json(ArtifactInfo {
+            artifact_ref: put.artifact,
+            size: put.size,
+        }),
+    )
+        .into_response())
+}
+
+/// An artifact's bytes, verified against their hash.
+#[utoipa::path(get, path = "/v1/artifacts/{art}", tag = "artifacts",
+    params(("art" = String, Path, description = "art-…")),
+    responses((status = 200, content_type = "application/octet-stream", body = Vec<u8>), (status = 404, body = ErrorBody)),
+    security(("bearer" = [])))]
+async fn download_artifact(
+    State(s): State<AppState>,
+    caller: Caller,
+    Path(art): Path<String>,
+) -> ApiResult<Response> {
+    let art: ArtifactRef = path_id("art", &art)?;
+    let bytes = s.service.download_artifact(&caller.tenant, &art).await?;
+    Ok(([(header::CONTENT_TYPE, "application/octet-stream")], bytes).into_response())
+}
+
+/// Records a checkpoint: 201 with the new commit, or 200 with the stored one
+/// when the same checkpoint (same `created_at`) was recorded before.
+#[utoipa::path(post, path = "/v1/commits", tag = "commits", request_body = CheckpointRequest,
+    responses((status = 201, body = Commit), (status = 200, body = Commit), (status = 400, body = ErrorBody), (status = 409, body = ErrorBody)),
+    security(("bearer" = [])))]
+async fn checkpoint(
+    State(s): State<AppState>,
+    caller: Caller,
+    Json(req): Json<CheckpointRequest>,
+) -> ApiResult<Response> {
+    let (commit, created) = s.service.checkpoint(&caller.tenant, req).await?;
+    let status = if created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    Ok((status, axum::Json(commit)).into_response())
+}
+
+/// One commit.
+#[utoipa::path(get, path = "/v1/commits/{ctx}", tag = "commits",
+    params(("ctx" = String, Path, description = "ctx-…")),
+    responses((status = 200, body = Commit), (status = 404, body = ErrorBody)),
+    security(("bearer" = [])))]
+async fn show(
+    State(s): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> ApiResult<axum::Json<Commit>> {
+    let id: CommitId = path_id("ctx", &id)?;
+    Ok(axum::Json(s.service.show(&caller.tenant, &id).await?))
+}
+
+/// Changes a commit's summary (null clears it) and replaces its tags.
+#[utoipa::path(patch, path = "/v1/commits/{ctx}", tag = "commits", request_body = UpdateMetadataRequest,
+    params(("ctx" = String, Path, description = "ctx-…")),
+    responses((status = 200, body = Commit), (status = 404, body = ErrorBody)),
+    security(("bearer" = [])))]
+async fn update_metadata(
+    State(s): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    Json(req): Json<UpdateMetadataRequest>,
+) -> ApiResult<axum::Json<Commit>> {
+    let id: CommitId = path_id("ctx", &id)?;
+    Ok(axum::Json(
+        s.service.update_metadata(&caller.tenant, &id, req).await?,
+    ))
+}
+
+/// A list of commits, newest first.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct HistoryResponse {
+    /// The commits.
+    pub commits: Vec<Commit>,
+}
+
+/// The commits from `ctx` towards the root, newest first.
+#[utoipa::path(get, path = "/v1/commits/{ctx}/history", tag = "commits",
+    params(("ctx" = String, Path, description = "ctx-…"), ("depth" = Option<usize>, Query, description = "How many commits (default 50, at most 1000)")),
+    responses((status = 200, body = HistoryResponse), (status = 404, body = ErrorBody)),
+    security(("bearer" = [])))]
+async fn history(
+    State(s): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    q: Query,
+) -> ApiResult<axum::Json<HistoryResponse>> {
+    let id: CommitId = path_id("ctx", &id)?;
+    let depth = q.optional_with("depth", str::parse::<usize>)?.unwrap_or(50);
+    let commits = s.service.history(&caller.tenant, &id, depth).await?;
+    Ok(axum::Json(HistoryResponse { commits }))
+}
+
+/// Rebuilds the context at `ctx` from its stop point; cached per (commit, stop, format).
+#[utoipa::path(post, path = "/v1/commits/{ctx}/materialize", tag = "commits", request_body = MaterializeRequest,
+    params(("ctx" = String, Path, description = "ctx-…")),
+    responses((status = 200, body = MaterializeResponse), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)),
+    security(("bearer" = [])))]
+async fn materialize(
+    State(s): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    Json(req): Json<MaterializeRequest>,
+) -> ApiResult<axum::Json<MaterializeResponse>> {
+    let id: CommitId = path_id("ctx", &id)?;
+    Ok(axum::Json(
+        s.service.materialize(&caller.tenant, &id, req).await?,
+    ))
+}
+
+/// A resolved commit id.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct ResolveResponse {
+    /// The newest commit at or before the time.
+    pub id: CommitId,
+}
+
+/// What did `principal` know at `at`: the newest commit at or before it.
+#[utoipa::path(get, path = "/v1/resolve", tag = "commits",
+    params(("principal" = String, Query), ("at" = Option<String>, Query, description = "RFC 3339; default now")),
+    responses((status = 200, body = ResolveResponse), (status = 404, body = ErrorBody)),
+    security(("bearer" = [])))]
+async fn resolve(
+    State(s): State<AppState>,
+    caller: Caller,
+    q: Query,
+) -> ApiResult<axum::Json<ResolveResponse>> {
+    let principal: Principal = q.required("principal")?;
+    let at = q.optional_with("at", |v| {
+        chrono::DateTime::parse_from_rfc3339(v).map(|t| t.with_timezone(&chrono::Utc))
+    })?;
+    let id = s.service.resolve(&caller.tenant, &principal, at).await?;
+    Ok(axum::Json(ResolveResponse { id }))
+}
+
+/// A list of refs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct RefList {
+    /// The refs, by name.
+    pub refs: Vec<RefRecord>,
+}
+
+/// Refs whose names start with `prefix`, by name.
+#[utoipa::path(get, path = "/v1/refs", tag = "refs",
+    params(("prefix" = Option<String>, Query), ("limit" = Option<usize>, Query, description = "default 100, at most 1000")),
+    responses((status = 200, body = RefList)),
+    security(("bearer" = [])))]
+async fn list_refs(
+    State(s): State<AppState>,
+    caller: Caller,
+    q: Query,
+) -> ApiResult<axum::Json<RefList>> {
+    let prefix: String = q
+        .optional_with("prefix", |v| Ok::<_, Error>(v.to_owned()))?
+        .unwrap_or_default();
+    let limit = q
+        .optional_with("limit", str::parse::<usize>)?
+        .unwrap_or(100);
+    let refs = s.service.list_refs(&caller.tenant, &prefix, limit).await?;
+    Ok(axum::Json(RefList { refs }))
+}
+
+/// A ref.
+#[utoipa::path(get, path = "/v1/refs/{name}", tag = "refs",
+    params(("name" = String, Path, description = "may contain '/'")),
+    responses((status = 200, body = RefRecord), (status = 404, body = ErrorBody)),
+    security(("bearer" = [])))]
+async fn get_ref(
+    State(s): State<AppState>,
+    caller: Caller,
+    Path(name): Path<String>,
+) -> ApiResult<axum::Json<RefRecord>> {
+    let name: RefName = path_id("name", &name)?;
+    Ok(axum::Json(s.service.get_ref(&caller.tenant, &name).await?))
+}
+
+/// Creates a ref (no `expected`) or moves it by compare-and-swap; 409 with
+/// `current` when `expected` is stale.
+#[utoipa::path(put, path = "/v1/refs/{name}", tag = "refs", request_body = SetRefRequest,
+    params(("name" = String, Path, description = "may contain '/'")),
+    responses((status = 200, body = RefRecord), (status = 400, body = ErrorBody), (status = 409, body = ErrorBody)),
+    security(("bearer" = [])))]
+async fn set_ref(
+    State(s): State<AppState>,
+    caller: Caller,
+    Path(name): Path<String>,
+    Json(req): Json<SetRefRequest>,
+) -> ApiResult<axum::Json<RefRecord>> {
+    let name: RefName = path_id("name", &name)?;
+    Ok(axum::Json(
+        s.service.set_ref(&caller.tenant, &name, req).await?,
+    ))
+}
+
+struct BearerAuth;
+
+impl utoipa::Modify for BearerAuth {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "bearer",
+            SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
+        );
+    }
+}
+
+/// The OpenAPI 3.1 document of the API, generated from the handlers.
+#[derive(OpenApi)]
+#[openapi(
+    info(title = "ctx", description = "A git for AI-agent context."),
+    paths(
+        healthz, openapi_json, upload_artifact, download_artifact, checkpoint, show,
+        update_metadata, history, materialize, resolve, list_refs, get_ref, set_ref
+    ),
+    components(schemas(ErrorBody, error::ErrorDetail, crate::store::RefMove)),
+    modifiers(&BearerAuth)
+)]
+pub struct ApiDoc;
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,33 @@
+//! # ctx-core
+//!
+//! A git for AI-agent context: agents checkpoint what they know as commits
+//! (`ctx-…`) whose deltas are BLAKE3-addressed artifacts (`art-…`); anyone
+//! can later materialize, resolve, fork or audit them.
+//!
+//! # Layout
+//! - [`id`]: `Hash`, the prefixed ids and validated names.
+//! - [`commit`]: the commit model and its field limits.
+//! - [`format`]: format ids and the codec per format.
+//! - [`store`]: the `BlobStore` / `MetaStore` / `TokenStore` traits, their
+//!   backends (memory, local) and the conformance suite.
+//! - [`service`]: every operation, over the stores.
+//! - [`auth`]: credentials → tenant.
+//! - [`api`]: the one axum router, error mapping, OpenAPI document.
+//! - [`clock`]: time and randomness, injected.
+//! - [`error`]: the error type and its kinds.
+
+pub mod api;
+pub mod auth;
+pub mod clock;
+pub mod commit;
+pub mod error;
+pub mod format;
+pub mod id;
+pub mod service;
+pub mod store;
+
+pub use clock::{Clock, IdSource, ManualClock, OsRandom, SystemClock};
+pub use commit::{Commit, CommitType, Trigger};
+pub use error::{Error, ErrorKind, Result};
+pub use id::{ArtifactRef, BranchId, CommitId, Hash, Principal, RefName, TenantId};
+pub use service::Service;

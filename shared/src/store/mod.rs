@@ -1,0 +1,353 @@
+//! Storage: the [`BlobStore`] for artifacts, the [`MetaStore`] for commits,
+//! timelines, refs and the materialization cache, and the [`TokenStore`]
+//! that maps bearer tokens to tenants.
+//!
+//! The traits are small and say nothing about policy: what to write when is
+//! decided by `service`. Every behaviour a backend must have is written once
+//! in [`conformance`] and run against every backend.
+//!
+//! Backends: [`memory`] (tests, `ctx serve --store memory`) and [`local`]
+//! (filesystem CAS + SQLite, the embedded default).
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use crate::commit::{Commit, Tags};
+use crate::error::{Error, Result};
+use crate::format::FormatId;
+use crate::id::{ArtifactRef, CommitId, Hash, Principal, RefName, TenantId};
+
+#[cfg(any(test, feature = "conformance"))]
+pub mod conformance;
+#[cfg(feature = "local")]
+pub mod local;
+pub mod memory;
+
+/// The result of storing an artifact.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PutBlob {
+    /// Its reference.
+    pub artifact: ArtifactRef,
+    /// Its size in bytes.
+    pub size: u64,
+    /// False when the bytes were already stored.
+    pub created: bool,
+}
+
+/// Content-addressed artifact storage, scoped by tenant.
+///
+/// Writes are create-only: an artifact's key is its hash, so a second write
+/// of the same bytes stores nothing.
+#[async_trait]
+pub trait BlobStore: Send + Sync + 'static {
+    /// Stores `bytes` under their BLAKE3 hash, if not already there.
+    ///
+    /// # Errors
+    /// `Unavailable` when the storage cannot be written.
+    async fn put(&self, tenant: &TenantId, bytes: Bytes) -> Result<PutBlob>;
+
+    /// The stored bytes, unverified; callers use [`BlobStoreExt::get`].
+    ///
+    /// # Errors
+    /// `Unavailable` when the storage cannot be read.
+    async fn read(&self, tenant: &TenantId, artifact: &ArtifactRef) -> Result<Option<Bytes>>;
+
+    /// The size of the artifact if it is stored.
+    ///
+    /// # Errors
+    /// `Unavailable` when the storage cannot be read.
+    async fn size(&self, tenant: &TenantId, artifact: &ArtifactRef) -> Result<Option<u64>>;
+}
+
+/// Helpers every [`BlobStore`] gets.
+#[async_trait]
+pub trait BlobStoreExt: BlobStore {
+    /// The artifact's bytes, re-hashed: bytes that do not match their
+    /// reference are an error, never returned.
+    ///
+    /// # Errors
+    /// `Internal` on a hash mismatch; `Unavailable` when storage fails.
+    async fn get(&self, tenant: &TenantId, artifact: &ArtifactRef) -> Result<Option<Bytes>> {
+        let Some(bytes) = self.read(tenant, artifact).await? else {
+            return Ok(None);
+        };
+        verify(artifact, &bytes)?;
+        Ok(Some(bytes))
+    }
+}
+
+impl<T: BlobStore + ?Sized> BlobStoreExt for T {}
+
+/// Checks that `bytes` hash to `artifact`.
+///
+/// # Errors
+/// `Internal` naming both hashes.
+pub fn verify(artifact: &ArtifactRef, bytes: &[u8]) -> Result<()> {
+    let actual = Hash::of(bytes);
+    if &actual != artifact.hash() {
+        return Err(Error::internal(format!(
+            "artifact {artifact} failed verification: its {} stored bytes hash to art-{actual}",
+            bytes.len()
+        )));
+    }
+    Ok(())
+}
+
+/// A ref move requested together with a checkpoint.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct RefMove {
+    /// The ref to move to the new commit.
+    #[schema(value_type = String)]
+    pub name: RefName,
+    /// The tip the caller believes the ref has; absent means the ref must
+    /// not exist yet.
+    pub expected: Option<CommitId>,
+}
+
+/// A named, mutable pointer to a commit.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct RefRecord {
+    /// The ref's name.
+    #[schema(value_type = String)]
+    pub name: RefName,
+    /// The commit it points at.
+    pub target: CommitId,
+    /// When it last moved.
+    pub updated_at: DateTime<Utc>,
+}
+
+/// The outcome of [`MetaStore::put_commit`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PutCommit {
+    /// The commit was written; this is it as stored (with its lineage).
+    Created(Commit),
+    /// A commit with this id already existed; this is the stored one.
+    Existing(Commit),
+}
+
+impl PutCommit {
+    /// The stored commit.
+    pub fn commit(&self) -> &Commit {
+        match self {
+            PutCommit::Created(c) | PutCommit::Existing(c) => c,
+        }
+    }
+}
+
+/// A change to a commit's mutable metadata.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MetadataPatch {
+    /// `Some(None)` clears the summary; `None` leaves it.
+    pub summary: Option<Option<String>>,
+    /// Replaces the tags when given.
+    pub tags: Option<Tags>,
+}
+
+/// The key of a materialization in the cache.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct MaterializeKey {
+    /// The commit materialized.
+    pub commit: CommitId,
+    /// The stop point: `compaction`, `root` or a `ctx-…` id.
+    pub stop: String,
+    /// The format produced.
+    pub format: FormatId,
+}
+
+/// A cached materialization.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Materialized {
+    /// The artifact holding the materialized context.
+    pub artifact_ref: ArtifactRef,
+    /// Its size in bytes.
+    pub size: u64,
+    /// Messages in it.
+    pub message_count: u64,
+    /// Tokens in it.
+    pub token_count: u64,
+    /// How it was produced (`native`, ...).
+    pub tier: String,
+}
+
+/// A registered bearer token (only its hash is stored).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TokenRecord {
+    /// A short public id for listing and revoking: `tok-` + 12 hex digits.
+    pub id: String,
+    /// The tenant the token acts for.
+    pub tenant: TenantId,
+    /// When it was added.
+    pub created_at: DateTime<Utc>,
+}
+
+/// Commit metadata, timelines, refs and the materialization cache.
+///
+/// Every method is one request to the underlying store, scoped by tenant.
+#[async_trait]
+pub trait MetaStore: Send + Sync + 'static {
+    /// Writes `commit`, its principal's timeline entry and, when `ref_move`
+    /// is given, the ref's move to the commit: all of it or nothing.
+    ///
+    /// `commit.lineage` names the run the caller would continue (the
+    /// parent's, or the commit's own id for a root). If the parent already
+    /// has a child in that run (a fork), the store starts a new run whose
+    /// lineage is the commit's own id; the returned commit says which.
+    ///
+    /// If a commit with the same id exists nothing is written and it is
+    /// returned as `Existing`; a requested ref move is still made unless the
+    /// ref already points at it.
+    ///
+    /// # Errors
+    /// `Conflict` with the current tip when the ref moved; `Unavailable`.
+    async fn put_commit(
+        &self,
+        tenant: &TenantId,
+        commit: &Commit,
+        ref_move: Option<&RefMove>,
+    ) -> Result<PutCommit>;
+
+    /// One commit.
+    ///
+    /// # Errors
+    /// `Unavailable`.
+    async fn get_commit(&self, tenant: &TenantId, id: &CommitId) -> Result<Option<Commit>>;
+
+    /// The commits of run `lineage` at depth `max_depth` and below, deepest
+    /// first, at most `limit` of them.
+    ///
+    /// # Errors
+    /// `Unavailable`.
+    async fn lineage_run(
+        &self,
+        tenant: &TenantId,
+        lineage: &CommitId,
+        max_depth: u64,
+        limit: usize,
+    ) -> Result<Vec<Commit>>;
+
+    /// The newest commit of `principal` created at or before `at`.
+    ///
+    /// # Errors
+    /// `Unavailable`.
+    async fn resolve(
+        &self,
+        tenant: &TenantId,
+        principal: &Principal,
+        at: DateTime<Utc>,
+    ) -> Result<Option<CommitId>>;
+
+    /// Applies `patch` to a commit's summary and tags.
+    ///
+    /// # Errors
+    /// `Unavailable`.
+    async fn update_metadata(
+        &self,
+        tenant: &TenantId,
+        id: &CommitId,
+        patch: &MetadataPatch,
+    ) -> Result<Option<Commit>>;
+
+    /// A ref.
+    ///
+    /// # Errors
+    /// `Unavailable`.
+    async fn get_ref(&self, tenant: &TenantId, name: &RefName) -> Result<Option<RefRecord>>;
+
+    /// Points `name` at `target` if it currently points at `expected`
+    /// (`None`: if it does not exist).
+    ///
+    /// # Errors
+    /// `Conflict` carrying the current target when `expected` is stale.
+    async fn cas_ref(
+        &self,
+        tenant: &TenantId,
+        name: &RefName,
+        expected: Option<&CommitId>,
+        target: &CommitId,
+        now: DateTime<Utc>,
+    ) -> Result<RefRecord>;
+
+    /// Refs whose names start with `prefix`, by name, at most `limit`.
+    ///
+    /// # Errors
+    /// `Unavailable`.
+    async fn list_refs(
+        &self,
+        tenant: &TenantId,
+        prefix: &str,
+        limit: usize,
+    ) -> Result<Vec<RefRecord>>;
+
+    /// A cached materialization.
+    ///
+    /// # Errors
+    /// `Unavailable`.
+    async fn get_materialized(
+        &self,
+        tenant: &TenantId,
+        key: &MaterializeKey,
+    ) -> Result<Option<Materialized>>;
+
+    /// Caches a materialization.
+    ///
+    /// # Errors
+    /// `Unavailable`.
+    async fn put_materialized(
+        &self,
+        tenant: &TenantId,
+        key: &MaterializeKey,
+        value: &Materialized,
+    ) -> Result<()>;
+}
+
+/// Bearer tokens, stored by hash.
+#[async_trait]
+pub trait TokenStore: Send + Sync + 'static {
+    /// Registers the token whose BLAKE3 hash is `hash` for `tenant`.
+    ///
+    /// # Errors
+    /// `Unavailable`.
+    async fn add_token(
+        &self,
+        hash: &Hash,
+        tenant: &TenantId,
+        now: DateTime<Utc>,
+    ) -> Result<TokenRecord>;
+
+    /// The tenant of the token hashing to `hash`.
+    ///
+    /// # Errors
+    /// `Unavailable`.
+    async fn tenant_for(&self, hash: &Hash) -> Result<Option<TenantId>>;
+
+    /// Every token, oldest first.
+    ///
+    /// # Errors
+    /// `Unavailable`.
+    async fn list_tokens(&self) -> Result<Vec<TokenRecord>>;
+
+    /// Removes the token with public id `id`; false if there was none.
+    ///
+    /// # Errors
+    /// `Unavailable`.
+    async fn revoke_token(&self, id: &str) -> Result<bool>;
+}
+
+/// The public id of the token hashing to `hash`.
+pub fn token_id(hash: &Hash) -> String {
+    format!("tok-{}", &hash.to_hex()[..12])
+}
+
+/// The stores a service runs on.
+#[derive(Clone)]
+pub struct Stores {
+    /// Artifacts.
+    pub blobs: Arc<dyn BlobStore>,
+    /// Metadata.
+    pub meta: Arc<dyn MetaStore>,
+}
