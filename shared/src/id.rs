@@ -168,7 +168,7 @@ macro_rules! prefixed_id {
                         Error::invalid(
                             $field,
                             format!(
-                                "{s:?} is not a valid id: expected {}{} lower-case hex digits",
+                                "{s:?} is not a valid id: expected {} followed by {} lower-case hex digits",
                                 $prefix,
                                 $n * 2
                             ),
@@ -291,7 +291,7 @@ impl FromStr for ArtifactRef {
             .ok_or_else(|| {
                 Error::invalid(
                     "artifact_ref",
-                    format!("{s:?} is not a valid artifact ref: expected art- and 64 lower-case hex digits"),
+                    format!("{s:?} is not a valid artifact ref: expected art- followed by 64 lower-case hex digits"),
                 )
             })
     }

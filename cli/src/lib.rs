@@ -1,0 +1,761 @@
+//! # ctx-cli
+//!
+//! The `ctx` command: `ctx serve` runs the whole API over embedded storage;
+//! the other commands are clients of a running server.
+//!
+//! # Layout
+//! - [`serve`]: starting the embedded server, token administration.
+//! - [`client`]: the HTTP client and exit codes.
+//! - this file: the command line and what each command prints.
+//!
+//! Exit codes: 0 success, 1 internal error, 2 usage or invalid input,
+//! 3 not found, 4 conflict, 5 unauthenticated, 6 server unreachable or
+//! unavailable.
+
+use std::io::{Read, Write};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use base64::Engine as _;
+use clap::{Args, Parser, Subcommand};
+use ctx_core::api::{HistoryResponse, RefList, ResolveResponse};
+use ctx_core::service::MaterializeResponse;
+use ctx_core::store::RefRecord;
+use ctx_core::{Commit, Error, Result, TenantId};
+use reqwest::Method;
+use serde_json::{Value, json};
+
+pub mod client;
+pub mod serve;
+
+use client::{Client, encode, exit_code};
+
+/// A git for AI-agent context.
+#[derive(Debug, Parser)]
+#[command(name = "ctx", version, about)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Args)]
+struct DataDir {
+    /// The data directory.
+    #[arg(long, env = "CTX_DATA", default_value = ".ctx")]
+    data: PathBuf,
+}
+
+#[derive(Debug, Args)]
+struct Conn {
+    /// The server's base URL.
+    #[arg(long, env = "CTX_SERVER", default_value = "http://127.0.0.1:7878")]
+    server: String,
+    /// The bearer token; read from <data>/token when not given.
+    #[arg(long, env = "CTX_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+    /// Where to find the token file of a local server.
+    #[arg(long, env = "CTX_DATA", default_value = ".ctx")]
+    data: PathBuf,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Serve the API on embedded storage (filesystem + SQLite).
+    Serve {
+        #[command(flatten)]
+        data: DataDir,
+        /// The address to listen on.
+        #[arg(long, env = "CTX_ADDR", default_value = "127.0.0.1:7878")]
+        addr: SocketAddr,
+        /// The storage backend.
+        #[arg(long, value_enum, default_value = "local")]
+        store: serve::StoreKind,
+    },
+    /// Manage the bearer tokens of a local server.
+    Tokens {
+        #[command(subcommand)]
+        command: TokensCommand,
+    },
+    /// Record a checkpoint: a delta from FILE (or stdin) as a new commit.
+    Checkpoint(Box<CheckpointArgs>),
+    /// Show one commit (a ctx-… id or a ref name).
+    Show {
+        /// The commit or ref.
+        rev: String,
+        #[command(flatten)]
+        conn: Conn,
+    },
+    /// One line per commit, newest first.
+    Log {
+        /// The commit or ref to start from.
+        rev: String,
+        /// How many commits.
+        #[arg(short = 'n', long, default_value_t = 50)]
+        max_count: usize,
+        #[command(flatten)]
+        conn: Conn,
+    },
+    /// Rebuild the context at a commit, to stdout or a file.
+    Materialize {
+        /// The commit or ref.
+        rev: String,
+        /// compaction (default), root, or a ctx-… ancestor.
+        #[arg(long)]
+        stop: Option<String>,
+        /// The format wanted (default: the commit's).
+        #[arg(long)]
+        format: Option<String>,
+        /// Write the context here instead of stdout.
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+        #[command(flatten)]
+        conn: Conn,
+    },
+    /// The newest commit of a principal at or before a time.
+    Resolve {
+        /// Who.
+        #[arg(long, env = "CTX_PRINCIPAL")]
+        principal: String,
+        /// When (RFC 3339); default now.
+        #[arg(long)]
+        at: Option<String>,
+        #[command(flatten)]
+        conn: Conn,
+    },
+    /// Change a commit's summary or tags.
+    UpdateMetadata {
+        /// The commit or ref.
+        rev: String,
+        /// The new summary.
+        #[arg(long, conflicts_with = "clear_summary")]
+        summary: Option<String>,
+        /// Remove the summary.
+        #[arg(long)]
+        clear_summary: bool,
+        /// Replace the tags with these KEY=VALUE pairs.
+        #[arg(long = "tag", value_parser = parse_tag)]
+        tags: Vec<(String, String)>,
+        #[command(flatten)]
+        conn: Conn,
+    },
+    /// Read and move refs.
+    Ref {
+        #[command(subcommand)]
+        command: RefCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum TokensCommand {
+    /// Add a token for TENANT and print it (shown only once).
+    Add {
+        /// The tenant the token acts for.
+        tenant: String,
+        #[command(flatten)]
+        data: DataDir,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// List tokens (ids and tenants, never the secrets).
+    List {
+        #[command(flatten)]
+        data: DataDir,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Revoke a token by its id (tok-…).
+    Revoke {
+        /// The token id.
+        id: String,
+        #[command(flatten)]
+        data: DataDir,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum RefCommand {
+    /// Where a ref points.
+    Get {
+        /// The ref name.
+        name: String,
+        #[command(flatten)]
+        conn: Conn,
+    },
+    /// Create a ref, or move it by compare-and-swap with --expected.
+    Set {
+        /// The ref name.
+        name: String,
+        /// The commit (or ref) to point at.
+        target: String,
+        /// The commit the ref must point at now; omit to create the ref.
+        #[arg(long)]
+        expected: Option<String>,
+        #[command(flatten)]
+        conn: Conn,
+    },
+    /// Refs by name prefix.
+    List {
+        /// Only refs starting with this.
+        #[arg(long, default_value = "")]
+        prefix: String,
+        /// At most this many.
+        #[arg(long, default_value_t = 100)]
+        limit: usize,
+        #[command(flatten)]
+        conn: Conn,
+    },
+}
+
+#[derive(Debug, Args)]
+struct CheckpointArgs {
+    /// The delta: a file, or - (the default) for stdin.
+    #[arg(default_value = "-")]
+    file: String,
+    /// Who checkpoints.
+    #[arg(long, env = "CTX_PRINCIPAL")]
+    principal: String,
+    /// The parent commit (or ref); omit for a root, or with --ref to use the ref's tip.
+    #[arg(long)]
+    parent: Option<String>,
+    /// delta, compaction or snapshot.
+    #[arg(long = "type", default_value = "delta")]
+    commit_type: String,
+    /// The delta's format.
+    #[arg(long, default_value = "raw")]
+    format: String,
+    /// The context template.
+    #[arg(long, env = "CTX_TEMPLATE", default_value = "default")]
+    template: String,
+    /// Why: turn_boundary, tool_call, compaction, session_end, explicit, branch_return.
+    #[arg(long, default_value = "explicit")]
+    trigger: String,
+    /// A summary of the delta.
+    #[arg(long)]
+    summary: Option<String>,
+    /// The wrapper's session id.
+    #[arg(long)]
+    session: Option<String>,
+    /// The machine.
+    #[arg(long)]
+    machine: Option<String>,
+    /// A ticket id.
+    #[arg(long)]
+    ticket: Option<String>,
+    /// A thread id.
+    #[arg(long)]
+    thread: Option<String>,
+    /// Messages in the delta.
+    #[arg(long)]
+    message_count: Option<u64>,
+    /// Tokens in the delta (estimated by the server when omitted).
+    #[arg(long)]
+    token_count: Option<u64>,
+    /// The checkpoint time (RFC 3339); send the same one to retry idempotently.
+    #[arg(long)]
+    created_at: Option<String>,
+    /// KEY=VALUE labels.
+    #[arg(long = "tag", value_parser = parse_tag)]
+    tags: Vec<(String, String)>,
+    /// Move this ref to the new commit in the same write. Without --parent
+    /// the ref's tip is the parent (a root if the ref does not exist).
+    #[arg(long = "ref")]
+    ref_name: Option<String>,
+    /// The tip the ref must have (default: the parent).
+    #[arg(long, requires = "ref_name")]
+    expected: Option<String>,
+    /// The ref must not exist yet.
+    #[arg(long, requires = "ref_name", conflicts_with = "expected")]
+    new_ref: bool,
+    #[command(flatten)]
+    conn: Conn,
+}
+
+fn parse_tag(s: &str) -> Result<(String, String), String> {
+    s.split_once('=')
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .ok_or_else(|| format!("{s:?} is not KEY=VALUE"))
+}
+
+/// Parses the arguments and runs the command.
+pub async fn main_with(args: impl IntoIterator<Item = String>) -> ExitCode {
+    let cli = match Cli::try_parse_from(args) {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = e.print();
+            return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
+        }
+    };
+    match run(cli).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            let field = e
+                .field
+                .as_deref()
+                .map(|f| format!(" [{f}]"))
+                .unwrap_or_default();
+            let current = e
+                .current
+                .as_deref()
+                .map(|c| format!(" (current: {c})"))
+                .unwrap_or_default();
+            eprintln!("ctx: {}{field}: {}{current}", e.kind, e.message);
+            ExitCode::from(exit_code(e.kind))
+        }
+    }
+}
+
+impl Conn {
+    fn client(&self) -> Result<Client> {
+        let token = match &self.token {
+            Some(t) => Some(t.clone()),
+            None => read_token_file(&self.data),
+        };
+        Ok(Client::new(&self.server, token))
+    }
+}
+
+fn read_token_file(data: &Path) -> Option<String> {
+    std::fs::read_to_string(serve::token_file(data))
+        .ok()
+        .map(|t| t.trim().to_owned())
+        .filter(|t| !t.is_empty())
+}
+
+fn print_json(v: &impl serde::Serialize) -> Result<()> {
+    let s = serde_json::to_string_pretty(v).map_err(|e| Error::internal(e.to_string()))?;
+    println!("{s}");
+    Ok(())
+}
+
+/// A ctx-… id as is; anything else is a ref name, resolved to its tip.
+async fn rev(client: &Client, rev: &str) -> Result<String> {
+    if rev.starts_with("ctx-") {
+        let id: ctx_core::CommitId = rev.parse()?;
+        return Ok(id.to_string());
+    }
+    let (_, r): (_, RefRecord) = client
+        .json(Method::GET, &format!("/v1/refs/{}", encode(rev)), None)
+        .await?;
+    Ok(r.target.to_string())
+}
+
+async fn run(cli: Cli) -> Result<()> {
+    match cli.command {
+        Command::Serve { data, addr, store } => run_serve(&data.data, addr, store).await,
+        Command::Tokens { command } => run_tokens(command).await,
+        Command::Checkpoint(args) => run_checkpoint(*args).await,
+        Command::Show { rev: r, conn } => {
+            let c = conn.client()?;
+            let id = rev(&c, &r).await?;
+            let (_, commit): (_, Commit) = c
+                .json(Method::GET, &format!("/v1/commits/{id}"), None)
+                .await?;
+            if conn.json {
+                print_json(&commit)
+            } else {
+                print_commit(&commit);
+                Ok(())
+            }
+        }
+        Command::Log {
+            rev: r,
+            max_count,
+            conn,
+        } => {
+            let c = conn.client()?;
+            let id = rev(&c, &r).await?;
+            let (_, h): (_, HistoryResponse) = c
+                .json(
+                    Method::GET,
+                    &format!("/v1/commits/{id}/history?depth={max_count}"),
+                    None,
+                )
+                .await?;
+            if conn.json {
+                return print_json(&h);
+            }
+            for commit in &h.commits {
+                println!("{}", oneline(commit));
+            }
+            Ok(())
+        }
+        Command::Materialize {
+            rev: r,
+            stop,
+            format,
+            output,
+            conn,
+        } => {
+            let c = conn.client()?;
+            let id = rev(&c, &r).await?;
+            let mut body = json!({});
+            if let Some(s) = stop {
+                body["stop"] = Value::String(s);
+            }
+            if let Some(f) = format {
+                body["format"] = Value::String(f);
+            }
+            let (_, m): (_, MaterializeResponse) = c
+                .json(
+                    Method::POST,
+                    &format!("/v1/commits/{id}/materialize"),
+                    Some(&body),
+                )
+                .await?;
+            let bytes = c
+                .bytes(&format!("/v1/artifacts/{}", m.artifact_ref))
+                .await?;
+            match &output {
+                Some(path) => std::fs::write(path, &bytes).map_err(|e| {
+                    Error::unavailable(format!("cannot write {}: {e}", path.display()))
+                })?,
+                None if !conn.json => std::io::stdout()
+                    .write_all(&bytes)
+                    .map_err(|e| Error::unavailable(format!("cannot write to stdout: {e}")))?,
+                None => {}
+            }
+            if conn.json {
+                print_json(&m)?;
+            } else if output.is_some() {
+                eprintln!(
+                    "{}: {} bytes, {} messages, {} tokens ({}{})",
+                    m.artifact_ref,
+                    m.size,
+                    m.message_count,
+                    m.token_count,
+                    m.tier,
+                    if m.cached { ", cached" } else { "" }
+                );
+            }
+            Ok(())
+        }
+        Command::Resolve {
+            principal,
+            at,
+            conn,
+        } => {
+            let c = conn.client()?;
+            let mut path = format!("/v1/resolve?principal={}", encode(&principal));
+            if let Some(at) = at {
+                path.push_str(&format!("&at={}", encode(&at)));
+            }
+            let (_, r): (_, ResolveResponse) = c.json(Method::GET, &path, None).await?;
+            if conn.json {
+                print_json(&r)
+            } else {
+                println!("{}", r.id);
+                Ok(())
+            }
+        }
+        Command::UpdateMetadata {
+            rev: r,
+            summary,
+            clear_summary,
+            tags,
+            conn,
+        } => {
+            let c = conn.client()?;
+            let id = rev(&c, &r).await?;
+            let mut body = json!({});
+            if let Some(s) = summary {
+                body["summary"] = Value::String(s);
+            } else if clear_summary {
+                body["summary"] = Value::Null;
+            }
+            if !tags.is_empty() {
+                body["tags"] = json!(
+                    tags.into_iter()
+                        .collect::<std::collections::BTreeMap<_, _>>()
+                );
+            }
+            let (_, commit): (_, Commit) = c
+                .json(Method::PATCH, &format!("/v1/commits/{id}"), Some(&body))
+                .await?;
+            if conn.json {
+                print_json(&commit)
+            } else {
+                println!("{}", oneline(&commit));
+                Ok(())
+            }
+        }
+        Command::Ref { command } => run_ref(command).await,
+    }
+}
+
+async fn run_serve(data: &Path, addr: SocketAddr, store: serve::StoreKind) -> Result<()> {
+    let server = serve::prepare(data, addr, store).await?;
+    if let Some(token) = &server.new_token {
+        println!(
+            "created a token for tenant {} (saved in {}):\n{token}",
+            serve::DEFAULT_TENANT,
+            serve::token_file(data).display()
+        );
+    }
+    println!("ctx listening on http://{}", server.addr);
+    let _ = std::io::stdout().flush();
+    server
+        .run(shutdown_signal())
+        .await
+        .map_err(|e| Error::unavailable(format!("server failed: {e}")))
+}
+
+async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = match signal(SignalKind::terminate()) {
+        Ok(s) => s,
+        Err(_) => return std::future::pending().await,
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+}
+
+async fn run_tokens(command: TokensCommand) -> Result<()> {
+    match command {
+        TokensCommand::Add { tenant, data, json } => {
+            let tenant: TenantId = tenant.parse()?;
+            let (token, rec) = serve::add_token(&data.data, &tenant).await?;
+            if json {
+                print_json(&json!({"id": rec.id, "tenant": rec.tenant, "token": token}))
+            } else {
+                println!("{token}");
+                eprintln!(
+                    "added {} for tenant {}; the token is shown only now",
+                    rec.id, rec.tenant
+                );
+                Ok(())
+            }
+        }
+        TokensCommand::List { data, json } => {
+            let all = serve::list_tokens(&data.data).await?;
+            if json {
+                return print_json(&all);
+            }
+            for t in all {
+                println!("{}  {}  {}", t.id, t.tenant, t.created_at.to_rfc3339());
+            }
+            Ok(())
+        }
+        TokensCommand::Revoke { id, data } => {
+            if serve::revoke_token(&data.data, &id).await? {
+                eprintln!("revoked {id}");
+                Ok(())
+            } else {
+                Err(Error::not_found(format!("token {id}")))
+            }
+        }
+    }
+}
+
+async fn run_ref(command: RefCommand) -> Result<()> {
+    let (conn, result): (&Conn, RefOutput) = match &command {
+        RefCommand::Get { name, conn } => {
+            let c = conn.client()?;
+            let (_, r): (_, RefRecord) = c
+                .json(Method::GET, &format!("/v1/refs/{}", encode(name)), None)
+                .await?;
+            (conn, RefOutput::One(r))
+        }
+        RefCommand::Set {
+            name,
+            target,
+            expected,
+            conn,
+        } => {
+            let c = conn.client()?;
+            let target = rev(&c, target).await?;
+            let mut body = json!({ "target": target });
+            if let Some(e) = expected {
+                body["expected"] = Value::String(rev(&c, e).await?);
+            }
+            let (_, r): (_, RefRecord) = c
+                .json(
+                    Method::PUT,
+                    &format!("/v1/refs/{}", encode(name)),
+                    Some(&body),
+                )
+                .await?;
+            (conn, RefOutput::One(r))
+        }
+        RefCommand::List {
+            prefix,
+            limit,
+            conn,
+        } => {
+            let c = conn.client()?;
+            let (_, l): (_, RefList) = c
+                .json(
+                    Method::GET,
+                    &format!("/v1/refs?prefix={}&limit={limit}", encode(prefix)),
+                    None,
+                )
+                .await?;
+            (conn, RefOutput::Many(l))
+        }
+    };
+    match result {
+        RefOutput::One(r) if conn.json => print_json(&r),
+        RefOutput::Many(l) if conn.json => print_json(&l),
+        RefOutput::One(r) => {
+            println!("{}  {}", r.target, r.name);
+            Ok(())
+        }
+        RefOutput::Many(l) => {
+            for r in l.refs {
+                println!("{}  {}", r.target, r.name);
+            }
+            Ok(())
+        }
+    }
+}
+
+enum RefOutput {
+    One(RefRecord),
+    Many(RefList),
+}
+
+async fn run_checkpoint(a: CheckpointArgs) -> Result<()> {
+    let c = a.conn.client()?;
+    let mut delta = Vec::new();
+    if a.file == "-" {
+        std::io::stdin()
+            .read_to_end(&mut delta)
+            .map_err(|e| Error::invalid("file", format!("cannot read stdin: {e}")))?;
+    } else {
+        delta = std::fs::read(&a.file)
+            .map_err(|e| Error::invalid("file", format!("cannot read {}: {e}", a.file)))?;
+    }
+    let mut parent = match &a.parent {
+        Some(p) => Some(rev(&c, p).await?),
+        None => None,
+    };
+    let mut body = json!({
+        "commit_type": a.commit_type,
+        "format": a.format,
+        "template": a.template,
+        "principal": a.principal,
+        "checkpoint": a.trigger,
+        "delta_base64": base64::engine::general_purpose::STANDARD.encode(&delta),
+    });
+    if let Some(name) = &a.ref_name {
+        let expected = if a.new_ref {
+            None
+        } else if let Some(e) = &a.expected {
+            Some(rev(&c, e).await?)
+        } else if parent.is_some() {
+            parent.clone()
+        } else {
+            // Continue the ref's tip, or start it with a root commit.
+            match c
+                .json::<RefRecord>(Method::GET, &format!("/v1/refs/{}", encode(name)), None)
+                .await
+            {
+                Ok((_, r)) => Some(r.target.to_string()),
+                Err(e) if e.kind == ctx_core::ErrorKind::NotFound => None,
+                Err(e) => return Err(e),
+            }
+        };
+        if parent.is_none() && !a.new_ref {
+            parent = expected.clone();
+        }
+        body["ref"] = json!({ "name": name, "expected": expected });
+    }
+    let opt = [
+        ("parent", parent),
+        ("summary", a.summary),
+        ("session_id", a.session),
+        ("machine", a.machine),
+        ("ticket_id", a.ticket),
+        ("thread_id", a.thread),
+        ("created_at", a.created_at),
+    ];
+    for (k, v) in opt {
+        if let Some(v) = v {
+            body[k] = Value::String(v);
+        }
+    }
+    if let Some(n) = a.message_count {
+        body["message_count"] = json!(n);
+    }
+    if let Some(n) = a.token_count {
+        body["token_count"] = json!(n);
+    }
+    if !a.tags.is_empty() {
+        body["tags"] = json!(
+            a.tags
+                .into_iter()
+                .collect::<std::collections::BTreeMap<_, _>>()
+        );
+    }
+    let (status, commit): (_, Commit) = c.json(Method::POST, "/v1/commits", Some(&body)).await?;
+    if a.conn.json {
+        print_json(&commit)
+    } else {
+        let note = if status == reqwest::StatusCode::CREATED {
+            ""
+        } else {
+            " (already recorded)"
+        };
+        println!("{}{note}", commit.id);
+        Ok(())
+    }
+}
+
+fn oneline(c: &Commit) -> String {
+    format!(
+        "{} {:<10} {} {}",
+        c.id,
+        c.commit_type.as_str(),
+        c.created_at.format("%Y-%m-%dT%H:%M:%SZ"),
+        c.summary
+            .as_deref()
+            .unwrap_or("(no summary)")
+            .lines()
+            .next()
+            .unwrap_or("")
+    )
+}
+
+fn print_commit(c: &Commit) {
+    println!("commit     {}", c.id);
+    if let Some(p) = &c.parent {
+        println!("parent     {p}");
+    }
+    println!("type       {}", c.commit_type.as_str());
+    println!(
+        "artifact   {} ({} bytes, {})",
+        c.artifact_ref, c.artifact_size, c.format
+    );
+    println!("principal  {}", c.principal);
+    println!("created    {}", c.created_at.to_rfc3339());
+    println!("trigger    {}", c.checkpoint.as_str());
+    println!("template   {}", c.template);
+    for (k, v) in [
+        ("machine", &c.machine),
+        ("session", &c.session_id),
+        ("ticket", &c.ticket_id),
+        ("thread", &c.thread_id),
+    ] {
+        if let Some(v) = v {
+            println!("{k:<10} {v}");
+        }
+    }
+    println!(
+        "counts     {} messages, {} tokens",
+        c.message_count, c.token_count
+    );
+    println!("depth      {}", c.depth);
+    for (k, v) in &c.tags {
+        println!("tag        {k}={v}");
+    }
+    if let Some(s) = &c.summary {
+        println!("\n    {}", s.replace('\n', "\n    "));
+    }
+}
