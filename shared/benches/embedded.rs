@@ -1,1 +1,747 @@
-fn main() {}
+//! Embedded-mode benchmarks: `ctx_core::Service` over the local backends
+//! (`LocalBlobStore` + `SqliteMetaStore` in a temporary directory), each
+//! measurement printed next to an alternative measured in the same run.
+//!
+//! 1. **Durable checkpoints/s**: sequential `Service::checkpoint` calls
+//!    growing one chain with ~1 KiB inline deltas; next to the same through
+//!    the memory backend, the two local stores' writes on their own, and the
+//!    physical limit (each 1 KiB to its own file + fsync + rename +
+//!    directory fsync).
+//! 2. **Materialize** at chain depth 10 / 100 / 1,000: uncached (cold) and
+//!    cached `Service::materialize` with `stop: root`; next to reading the
+//!    same artifact files with `std::fs::read` and concatenating them.
+//! 3. **Resolve** over a timeline of 10^4 / 10^6 entries: `Service::resolve`
+//!    at random times; next to the same query on an in-memory `BTreeMap`.
+//!
+//! "Cold" means not in ctx's materialization cache; the OS page cache is
+//! warm (the files were just written), as it is for the `fs::read` baseline.
+//!
+//! Run (release, the real numbers; prints a markdown report to stdout):
+//!
+//! ```text
+//! cargo bench -p ctx-core --bench embedded
+//! ```
+//!
+//! CI smoke run (small sizes, finishes in seconds in a debug build):
+//!
+//! ```text
+//! cargo bench -p ctx-core --bench embedded --profile dev -- --quick
+//! CTX_BENCH_QUICK=1 cargo bench -p ctx-core --bench embedded
+//! ```
+//!
+//! Temporary directories come from `tempfile`, so `TMPDIR` picks the disk.
+//! Times are measured with `std::time::Instant`; commit times are explicit
+//! `created_at` values, so no wall clock is read.
+
+use std::collections::BTreeMap;
+use std::fs::{self, File};
+use std::io::Write;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use chrono::{DateTime, Utc};
+use ctx_core::clock::micros_to_time;
+use ctx_core::format::FormatId;
+use ctx_core::service::{CheckpointRequest, MaterializeRequest, Stop};
+use ctx_core::store::local::{Durability, LocalBlobStore, SqliteMetaStore};
+use ctx_core::store::memory::{MemoryBlobStore, MemoryMetaStore};
+use ctx_core::store::{BlobStore, MetaStore, Stores};
+use ctx_core::{
+    ArtifactRef, Commit, CommitId, CommitType, Principal, Service, SystemClock, TenantId, Trigger,
+};
+use futures::{StreamExt, TryStreamExt, stream};
+
+/// A fixed epoch for `created_at` values (late 2026), in µs.
+const EPOCH_MICROS: i64 = 1_790_000_000_000_000;
+/// Bytes per delta.
+const DELTA_BYTES: usize = 1024;
+/// Cached materializations timed per depth.
+const CACHED_REPS: usize = 20;
+/// Resolve queries timed per timeline size.
+const RESOLVE_QUERIES: usize = 1000;
+/// Commits per session chain in the resolve timeline.
+const SESSION_LEN: u64 = 1000;
+/// put_commit calls in flight during the resolve bulk load.
+const LOAD_CONCURRENCY: usize = 32;
+
+/// Sizes for one run.
+struct Plan {
+    quick: bool,
+    checkpoints: usize,
+    /// (chain depth, chains built at that depth).
+    depths: Vec<(usize, usize)>,
+    timelines: Vec<u64>,
+}
+
+impl Plan {
+    fn new(quick: bool) -> Self {
+        if quick {
+            Plan {
+                quick,
+                checkpoints: 50,
+                depths: vec![(10, 2), (100, 2)],
+                timelines: vec![1_000, 10_000],
+            }
+        } else {
+            Plan {
+                quick,
+                checkpoints: 500,
+                depths: vec![(10, 3), (100, 3), (1000, 2)],
+                timelines: vec![10_000, 1_000_000],
+            }
+        }
+    }
+}
+
+fn main() {
+    // `cargo bench` passes `--bench`; every flag but `--quick` is ignored.
+    let quick = std::env::args().any(|a| a == "--quick")
+        || std::env::var("CTX_BENCH_QUICK").is_ok_and(|v| v == "1");
+    let plan = Plan::new(quick);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("a tokio runtime can be built");
+
+    let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let profile = if cfg!(debug_assertions) {
+        "debug (numbers are not meaningful)"
+    } else {
+        "release"
+    };
+    println!("# ctx embedded-mode benchmarks\n");
+    println!("- CPUs: {cpus} (std::thread::available_parallelism)");
+    println!("- build profile: {profile}");
+    println!(
+        "- mode: {}",
+        if plan.quick {
+            "quick (CI smoke sizes)"
+        } else {
+            "full"
+        }
+    );
+    println!("- temp dir: {}", std::env::temp_dir().display());
+    println!();
+
+    rt.block_on(async {
+        checkpoints(&plan).await;
+        materialize(&plan).await;
+        resolve(&plan).await;
+    });
+}
+
+// ---------------------------------------------------------------------------
+// Shared helpers
+
+fn tenant() -> TenantId {
+    "bench".parse().expect("a valid tenant")
+}
+
+fn principal() -> Principal {
+    "agent-1".parse().expect("a valid principal")
+}
+
+fn local_service(dir: &Path, durability: Durability) -> Service {
+    let blobs = LocalBlobStore::open(dir).expect("blob store opens");
+    let meta = SqliteMetaStore::open_with(dir, durability).expect("sqlite opens");
+    service(Arc::new(blobs), Arc::new(meta))
+}
+
+fn service(blobs: Arc<dyn BlobStore>, meta: Arc<dyn MetaStore>) -> Service {
+    Service::new(Stores { blobs, meta }, Arc::new(SystemClock))
+}
+
+/// A distinct ~1 KiB text delta for turn `i` of chain `chain`.
+fn delta(chain: usize, i: usize) -> String {
+    let mut s = format!("{{\"chain\":{chain},\"turn\":{i},\"text\":\"");
+    let filler = "the agent read the file, ran the tests and wrote a fix. ";
+    while s.len() < DELTA_BYTES - 2 {
+        s.push_str(filler);
+    }
+    s.truncate(DELTA_BYTES - 2);
+    s.push_str("\"}");
+    s
+}
+
+fn checkpoint_request(
+    parent: Option<CommitId>,
+    delta: String,
+    created_at: DateTime<Utc>,
+) -> CheckpointRequest {
+    CheckpointRequest {
+        parent,
+        commit_type: CommitType::Delta,
+        format: FormatId::raw(),
+        artifact_ref: None,
+        delta: Some(delta),
+        delta_base64: None,
+        template: "bench".into(),
+        principal: principal(),
+        machine: None,
+        session_id: None,
+        checkpoint: Trigger::TurnBoundary,
+        ticket_id: None,
+        thread_id: None,
+        summary: None,
+        message_count: None,
+        token_count: None,
+        created_at: Some(created_at),
+        tags: None,
+        ref_move: None,
+    }
+}
+
+/// A commit as `Service::checkpoint` would build it, for loading stores
+/// directly (mirrors `store::conformance::commit`, which benches cannot see).
+fn commit(parent: Option<&Commit>, at_micros: i64, body: &[u8]) -> Commit {
+    let artifact = ArtifactRef::of(body);
+    let id = CommitId::derive(
+        &tenant(),
+        parent.map(|p| &p.id),
+        &artifact,
+        at_micros,
+        "bench",
+    );
+    Commit {
+        id,
+        parent: parent.map(|p| p.id),
+        commit_type: CommitType::Delta,
+        artifact_ref: artifact,
+        artifact_size: body.len() as u64,
+        format: FormatId::raw(),
+        template: "bench".into(),
+        principal: principal(),
+        machine: None,
+        session_id: None,
+        checkpoint: Trigger::TurnBoundary,
+        ticket_id: None,
+        thread_id: None,
+        summary: None,
+        message_count: 1,
+        token_count: body.len().div_ceil(4) as u64,
+        created_at: micros_to_time(at_micros),
+        tags: Default::default(),
+        depth: parent.map_or(0, |p| p.depth + 1),
+        lineage: parent.map_or(id, |p| p.lineage),
+        parent_lineage: parent.map(|p| p.lineage),
+    }
+}
+
+/// Latency samples of one measurement.
+struct Samples {
+    each: Vec<Duration>,
+    total: Duration,
+}
+
+impl Samples {
+    fn new(mut each: Vec<Duration>, total: Duration) -> Self {
+        each.sort();
+        Samples { each, total }
+    }
+
+    fn ops_per_sec(&self) -> f64 {
+        self.each.len() as f64 / self.total.as_secs_f64()
+    }
+
+    fn mean(&self) -> Duration {
+        self.each.iter().sum::<Duration>() / self.each.len().max(1) as u32
+    }
+
+    fn quantile(&self, q: f64) -> Duration {
+        let i = ((self.each.len() as f64 - 1.0) * q).round() as usize;
+        self.each[i]
+    }
+
+    fn median(&self) -> Duration {
+        self.quantile(0.5)
+    }
+}
+
+fn us(d: Duration) -> String {
+    let us = d.as_secs_f64() * 1e6;
+    if us < 10.0 {
+        format!("{us:.2}")
+    } else if us < 100.0 {
+        format!("{us:.1}")
+    } else {
+        format!("{us:.0}")
+    }
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.2}", d.as_secs_f64() * 1e3)
+}
+
+/// Decimal megabytes per second.
+fn mb_per_s(bytes: u64, d: Duration) -> String {
+    format!("{:.0}", bytes as f64 / d.as_secs_f64() / 1e6)
+}
+
+/// Times `n` sequential calls of `op(i)`.
+async fn time_each<F, Fut>(n: usize, mut op: F) -> Samples
+where
+    F: FnMut(usize) -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    let mut each = Vec::with_capacity(n);
+    let start = Instant::now();
+    for i in 0..n {
+        let t = Instant::now();
+        op(i).await;
+        each.push(t.elapsed());
+    }
+    Samples::new(each, start.elapsed())
+}
+
+// ---------------------------------------------------------------------------
+// 1. Durable checkpoints
+
+async fn checkpoint_chain(svc: &Service, n: usize) -> Samples {
+    let tenant = tenant();
+    let mut parent: Option<CommitId> = None;
+    let mut each = Vec::with_capacity(n);
+    let start = Instant::now();
+    for i in 0..n {
+        let req = checkpoint_request(
+            parent,
+            delta(0, i),
+            micros_to_time(EPOCH_MICROS + i as i64 * 1_000_000),
+        );
+        let t = Instant::now();
+        let (c, created) = svc.checkpoint(&tenant, req).await.expect("checkpoint");
+        each.push(t.elapsed());
+        assert!(created, "every checkpoint is new");
+        parent = Some(c.id);
+    }
+    Samples::new(each, start.elapsed())
+}
+
+/// Each 1 KiB to its own file: write, fsync, rename, fsync the directory.
+fn fsync_files(dir: &Path, n: usize) -> Samples {
+    let (tmp, out) = (dir.join("tmp"), dir.join("out"));
+    fs::create_dir_all(&tmp).expect("mkdir");
+    fs::create_dir_all(&out).expect("mkdir");
+    let mut each = Vec::with_capacity(n);
+    let start = Instant::now();
+    for i in 0..n {
+        let body = delta(1, i);
+        let t = Instant::now();
+        let (from, to) = (tmp.join(i.to_string()), out.join(i.to_string()));
+        let mut f = File::create(&from).expect("create");
+        f.write_all(body.as_bytes()).expect("write");
+        f.sync_all().expect("fsync");
+        drop(f);
+        fs::rename(&from, &to).expect("rename");
+        File::open(&out)
+            .and_then(|d| d.sync_all())
+            .expect("fsync dir");
+        each.push(t.elapsed());
+    }
+    Samples::new(each, start.elapsed())
+}
+
+async fn checkpoints(plan: &Plan) {
+    let n = plan.checkpoints;
+    let tenant = tenant();
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let local = checkpoint_chain(&local_service(dir.path(), Durability::Full), n).await;
+
+    let mem_svc = service(
+        Arc::new(MemoryBlobStore::new()),
+        Arc::new(MemoryMetaStore::new()),
+    );
+    let memory = checkpoint_chain(&mem_svc, n).await;
+
+    // The two writes a local checkpoint makes, each on its own.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let blobs = LocalBlobStore::open(dir.path()).expect("blob store opens");
+    let blob_only = time_each(n, |i| {
+        let (blobs, tenant) = (&blobs, &tenant);
+        async move {
+            let put = blobs
+                .put(tenant, Bytes::from(delta(2, i)))
+                .await
+                .expect("put");
+            assert!(put.created);
+        }
+    })
+    .await;
+    let meta = SqliteMetaStore::open(dir.path()).expect("sqlite opens");
+    let chain = chain_commits(0, n);
+    let meta_only = time_each(n, |i| {
+        let (meta, tenant, c) = (&meta, &tenant, &chain[i]);
+        async move {
+            meta.put_commit(tenant, c, None).await.expect("put_commit");
+        }
+    })
+    .await;
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let physical = fsync_files(dir.path(), n);
+
+    println!("## 1. Durable checkpoints ({n} sequential, one chain, 1 KiB inline deltas)\n");
+    println!("| what | ops/s | mean µs | p50 µs | p99 µs |");
+    println!("|---|---:|---:|---:|---:|");
+    for (name, s) in [
+        (
+            "`Service::checkpoint`, local (fs CAS + SQLite `synchronous=FULL`)",
+            &local,
+        ),
+        ("`Service::checkpoint`, memory backend", &memory),
+        ("  part: `LocalBlobStore::put` alone", &blob_only),
+        (
+            "  part: `SqliteMetaStore::put_commit` alone (`FULL`)",
+            &meta_only,
+        ),
+        (
+            "limit: `std::fs` write + fsync + rename + dir fsync",
+            &physical,
+        ),
+    ] {
+        println!(
+            "| {name} | {:.0} | {} | {} | {} |",
+            s.ops_per_sec(),
+            us(s.mean()),
+            us(s.median()),
+            us(s.quantile(0.99))
+        );
+    }
+    println!();
+}
+
+/// `n` commits of one chain (session `session`), 1 s apart.
+fn chain_commits(session: u64, n: usize) -> Vec<Commit> {
+    let mut out: Vec<Commit> = Vec::with_capacity(n);
+    for i in 0..n {
+        let at = EPOCH_MICROS + (session * SESSION_LEN + i as u64) as i64 * 1_000_000;
+        let c = commit(out.last(), at, format!("s{session} t{i}").as_bytes());
+        out.push(c);
+    }
+    out
+}
+
+// ---------------------------------------------------------------------------
+// 2. Materialize
+
+/// One chain: its tip, its root and its deltas' artifacts, oldest first.
+struct Chain {
+    root: CommitId,
+    tip: CommitId,
+    artifacts: Vec<ArtifactRef>,
+}
+
+async fn build_chain(svc: &Service, chain: usize, depth: usize) -> Chain {
+    let tenant = tenant();
+    let mut parent: Option<CommitId> = None;
+    let mut artifacts = Vec::with_capacity(depth);
+    let mut root = None;
+    for i in 0..depth {
+        let at = EPOCH_MICROS + (chain * 1_000_000 + i) as i64 * 1_000_000;
+        let req = checkpoint_request(parent, delta(chain, i), micros_to_time(at));
+        let (c, _) = svc.checkpoint(&tenant, req).await.expect("checkpoint");
+        root.get_or_insert(c.id);
+        artifacts.push(c.artifact_ref);
+        parent = Some(c.id);
+    }
+    Chain {
+        root: root.expect("depth > 0"),
+        tip: parent.expect("depth > 0"),
+        artifacts,
+    }
+}
+
+struct MaterializeRow {
+    depth: usize,
+    bytes: u64,
+    load: Duration,
+    cold: Samples,
+    cached: Samples,
+    cached_download: Samples,
+    copy: Samples,
+}
+
+async fn materialize_depth(depth: usize, chains: usize) -> MaterializeRow {
+    let tenant = tenant();
+    let dir = tempfile::tempdir().expect("tempdir");
+
+    // Bulk load: artifacts are still fsynced, SQLite is not.
+    let start = Instant::now();
+    let loader = local_service(dir.path(), Durability::Off);
+    let mut built = Vec::with_capacity(chains);
+    for c in 0..chains {
+        // Chain numbers are offset so no delta repeats another depth's.
+        built.push(build_chain(&loader, depth * 100 + c, depth).await);
+    }
+    drop(loader);
+    let load = start.elapsed();
+
+    // Measure on the store as `ctx` opens it.
+    let svc = local_service(dir.path(), Durability::Full);
+    let blobs = LocalBlobStore::open(dir.path()).expect("blob store opens");
+
+    // Cold: every (tip, stop) is a separate cache key. Stop::Compaction is
+    // left out: on a chain of deltas it joins the same bytes as Stop::Root,
+    // so the blob write would be skipped as a duplicate.
+    let mut cold = Vec::new();
+    let mut bytes = 0;
+    let cold_start = Instant::now();
+    for ch in &built {
+        for stop in [Stop::Root, Stop::After(ch.root)] {
+            let t = Instant::now();
+            let m = svc
+                .materialize(
+                    &tenant,
+                    &ch.tip,
+                    MaterializeRequest {
+                        stop: Some(stop),
+                        format: None,
+                    },
+                )
+                .await
+                .expect("materialize");
+            cold.push(t.elapsed());
+            assert!(!m.cached, "first call is not cached");
+            if stop == Stop::Root {
+                bytes = m.size;
+            }
+        }
+    }
+    let cold = Samples::new(cold, cold_start.elapsed());
+
+    let tip = built[0].tip;
+    let req = || MaterializeRequest {
+        stop: Some(Stop::Root),
+        format: None,
+    };
+    let cached = time_each(CACHED_REPS, |_| {
+        let (svc, tenant) = (&svc, &tenant);
+        async move {
+            let m = svc.materialize(tenant, &tip, req()).await.expect("cached");
+            assert!(m.cached);
+        }
+    })
+    .await;
+    let cached_download = time_each(CACHED_REPS, |_| {
+        let (svc, tenant) = (&svc, &tenant);
+        async move {
+            let m = svc.materialize(tenant, &tip, req()).await.expect("cached");
+            let b = svc
+                .download_artifact(tenant, &m.artifact_ref)
+                .await
+                .expect("download");
+            assert_eq!(b.len() as u64, m.size);
+        }
+    })
+    .await;
+
+    // The physical limit: read the same files and concatenate.
+    let paths: Vec<_> = built[0]
+        .artifacts
+        .iter()
+        .map(|a| blobs.path_of(&tenant, a))
+        .collect();
+    let mut each = Vec::with_capacity(CACHED_REPS);
+    let copy_start = Instant::now();
+    for _ in 0..CACHED_REPS {
+        let t = Instant::now();
+        let mut out = Vec::with_capacity(bytes as usize);
+        for p in &paths {
+            out.extend_from_slice(&fs::read(p).expect("read artifact"));
+        }
+        each.push(t.elapsed());
+        assert_eq!(out.len() as u64, bytes);
+    }
+    let copy = Samples::new(each, copy_start.elapsed());
+
+    MaterializeRow {
+        depth,
+        bytes,
+        load,
+        cold,
+        cached,
+        cached_download,
+        copy,
+    }
+}
+
+async fn materialize(plan: &Plan) {
+    let mut rows = Vec::new();
+    for &(depth, chains) in &plan.depths {
+        rows.push(materialize_depth(depth, chains).await);
+    }
+    println!("## 2. Materialize (`stop: root`, 1 KiB deltas, local backend)\n");
+    println!(
+        "| depth | bytes | cold ms (median of n) | cold MB/s | cached µs (median of {CACHED_REPS}) \
+         | cached + download µs | cached + download MB/s | limit: `fs::read` + concat µs | limit MB/s |"
+    );
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for r in &rows {
+        println!(
+            "| {} | {} | {} (n={}) | {} | {} | {} | {} | {} | {} |",
+            r.depth,
+            r.bytes,
+            ms(r.cold.median()),
+            r.cold.each.len(),
+            mb_per_s(r.bytes, r.cold.median()),
+            us(r.cached.median()),
+            us(r.cached_download.median()),
+            mb_per_s(r.bytes, r.cached_download.median()),
+            us(r.copy.median()),
+            mb_per_s(r.bytes, r.copy.median()),
+        );
+    }
+    println!();
+    for r in &rows {
+        println!(
+            "- depth {}: loaded {} chain(s) in {:.2} s (`Service::checkpoint`, SQLite `synchronous=OFF`); \
+             cold min {} ms, max {} ms",
+            r.depth,
+            r.cold.each.len() / 2,
+            r.load.as_secs_f64(),
+            ms(r.cold.each[0]),
+            ms(*r.cold.each.last().expect("samples")),
+        );
+    }
+    println!();
+}
+
+// ---------------------------------------------------------------------------
+// 3. Resolve
+
+/// splitmix64: a fixed-seed generator, so runs query the same times.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+}
+
+/// The timeline: sessions of `SESSION_LEN` chained commits, 1 s apart, all
+/// by one principal. Generated lazily so 10^6 commits are never all held.
+fn timeline(n: u64) -> impl Iterator<Item = Commit> {
+    let mut prev: Option<Commit> = None;
+    (0..n).map(move |i| {
+        let parent = if i % SESSION_LEN == 0 {
+            None
+        } else {
+            prev.as_ref()
+        };
+        let at = EPOCH_MICROS + i as i64 * 1_000_000;
+        let c = commit(parent, at, format!("entry {i}").as_bytes());
+        prev = Some(c.clone());
+        c
+    })
+}
+
+struct ResolveRow {
+    entries: u64,
+    load: Duration,
+    sqlite: Samples,
+    btree: Samples,
+}
+
+async fn resolve_size(n: u64) -> ResolveRow {
+    let tenant = tenant();
+    let principal = principal();
+    let dir = tempfile::tempdir().expect("tempdir");
+
+    let mut index: BTreeMap<(i64, CommitId), ()> = BTreeMap::new();
+    let start = Instant::now();
+    {
+        let meta = Arc::new(SqliteMetaStore::open_with(dir.path(), Durability::Off).expect("open"));
+        stream::iter(timeline(n).map(|c| {
+            index.insert((c.created_at.timestamp_micros(), c.id), ());
+            Ok::<_, ctx_core::Error>(c)
+        }))
+        .map_ok(|c| {
+            let (meta, tenant) = (meta.clone(), tenant.clone());
+            async move { meta.put_commit(&tenant, &c, None).await }
+        })
+        .try_buffer_unordered(LOAD_CONCURRENCY)
+        .try_for_each(|_| async { Ok(()) })
+        .await
+        .expect("bulk load");
+    }
+    let load = start.elapsed();
+
+    let svc = local_service(dir.path(), Durability::Full);
+    let mut rng = Rng(42);
+    let span = n as i64 * 1_000_000;
+    let times: Vec<i64> = (0..RESOLVE_QUERIES)
+        .map(|_| EPOCH_MICROS + (rng.next() % span as u64) as i64)
+        .collect();
+
+    let mut found = Vec::with_capacity(times.len());
+    let sqlite = time_each(times.len(), |i| {
+        let (svc, tenant, principal, at) = (&svc, &tenant, &principal, times[i]);
+        let found = &mut found;
+        async move {
+            let id = svc
+                .resolve(tenant, principal, Some(micros_to_time(at)))
+                .await
+                .expect("resolve");
+            found.push(id);
+        }
+    })
+    .await;
+
+    let max_id: CommitId = "ctx-ffffffffffffffffffffffffffffffff"
+        .parse()
+        .expect("a valid id");
+    let mut each = Vec::with_capacity(times.len());
+    let mut hits = Vec::with_capacity(times.len());
+    let btree_start = Instant::now();
+    for &at in &times {
+        let t = Instant::now();
+        let hit = index.range(..=(at, max_id)).next_back().map(|(k, _)| k.1);
+        each.push(t.elapsed());
+        hits.push(hit);
+    }
+    let btree = Samples::new(each, btree_start.elapsed());
+    for (a, b) in found.iter().zip(&hits) {
+        assert_eq!(Some(*a), *b, "SQLite and the BTreeMap agree");
+    }
+
+    ResolveRow {
+        entries: n,
+        load,
+        sqlite,
+        btree,
+    }
+}
+
+async fn resolve(plan: &Plan) {
+    let mut rows = Vec::new();
+    for &n in &plan.timelines {
+        rows.push(resolve_size(n).await);
+    }
+    println!(
+        "## 3. Resolve ({RESOLVE_QUERIES} queries at random times, one principal, sessions of {SESSION_LEN})\n"
+    );
+    println!(
+        "| entries | load s (`put_commit`, `OFF`, {LOAD_CONCURRENCY} in flight) | load entries/s \
+         | `Service::resolve` p50 µs | p99 µs | limit: `BTreeMap` p50 µs | p99 µs |"
+    );
+    println!("|---:|---:|---:|---:|---:|---:|---:|");
+    for r in &rows {
+        println!(
+            "| {} | {:.1} | {:.0} | {} | {} | {} | {} |",
+            r.entries,
+            r.load.as_secs_f64(),
+            r.entries as f64 / r.load.as_secs_f64(),
+            us(r.sqlite.median()),
+            us(r.sqlite.quantile(0.99)),
+            us(r.btree.median()),
+            us(r.btree.quantile(0.99)),
+        );
+    }
+    println!();
+}

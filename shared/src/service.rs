@@ -373,25 +373,9 @@ impl Service {
                 )?),
                 None => None,
             };
-        let codec = self.formats.codec(&req.format);
-        let (artifact, size, counts) = match inline {
-            Some(bytes) => {
-                codec.validate(&bytes)?;
-                let counts = codec.count(&bytes);
-                let put = self.stores.blobs.put(tenant, bytes).await?;
-                (put.artifact, put.size, counts)
-            }
-            None => {
-                let art = req.artifact_ref.expect("matched above");
-                let size = self.stores.blobs.size(tenant, &art).await?.ok_or_else(|| {
-                    Error::invalid("artifact_ref", format!("artifact {art} does not exist"))
-                })?;
-                let counts = crate::format::Counts {
-                    messages: None,
-                    tokens: crate::format::estimate_tokens(size as usize),
-                };
-                (art, size, counts)
-            }
+        let artifact = match &inline {
+            Some(bytes) => ArtifactRef::of(bytes),
+            None => req.artifact_ref.expect("exactly one of the three is set"),
         };
         let created_at = req
             .created_at
@@ -403,6 +387,51 @@ impl Service {
             created_at.timestamp_micros(),
             &req.template,
         );
+        if let Some(mv) = &req.ref_move {
+            // Refuse a stale expectation before storing anything (unless this
+            // is a retry the ref already reflects). The store checks again
+            // atomically; losing that race leaves at most an unreferenced
+            // artifact, never a half-written checkpoint.
+            let current = self
+                .stores
+                .meta
+                .get_ref(tenant, &mv.name)
+                .await?
+                .map(|r| r.target);
+            if current != mv.expected && current != Some(id) {
+                return Err(crate::store::ref_conflict(
+                    &mv.name,
+                    mv.expected.as_ref(),
+                    current.as_ref(),
+                ));
+            }
+        }
+        let codec = self.formats.codec(&req.format);
+        let (size, counts) = match inline {
+            Some(bytes) => {
+                codec.validate(&bytes)?;
+                let counts = codec.count(&bytes);
+                (self.stores.blobs.put(tenant, bytes).await?.size, counts)
+            }
+            None => {
+                let size = self
+                    .stores
+                    .blobs
+                    .size(tenant, &artifact)
+                    .await?
+                    .ok_or_else(|| {
+                        Error::invalid(
+                            "artifact_ref",
+                            format!("artifact {artifact} does not exist"),
+                        )
+                    })?;
+                let counts = crate::format::Counts {
+                    messages: None,
+                    tokens: crate::format::estimate_tokens(size as usize),
+                };
+                (size, counts)
+            }
+        };
         let commit = Commit {
             id,
             parent: parent.as_ref().map(|p| p.id),

@@ -1,1 +1,645 @@
+//! Router tests: the router driven with `oneshot` over memory stores and a
+//! manual clock. The bad-input table is also what other hosts are held to.
 
+use std::sync::Arc;
+
+use axum::body::Body as AxBody;
+use axum::http::{Request, StatusCode};
+use http_body_util::BodyExt;
+use serde_json::{Value, json};
+use tower::ServiceExt;
+
+use super::*;
+use crate::auth::{TokenAuth, token_hash};
+use crate::clock::ManualClock;
+use crate::service::Limits;
+use crate::store::memory::{MemoryBlobStore, MemoryMetaStore};
+use crate::store::{Stores, TokenStore};
+
+const TOKEN_A: &str = "token-acme";
+const TOKEN_B: &str = "token-other";
+
+struct Harness {
+    app: Router,
+}
+
+async fn harness() -> Harness {
+    let meta = Arc::new(MemoryMetaStore::new());
+    let clock = Arc::new(ManualClock::new(crate::store::conformance::t(0)));
+    for (tok, tenant) in [(TOKEN_A, "acme"), (TOKEN_B, "other")] {
+        meta.add_token(&token_hash(tok), &tenant.parse().unwrap(), clock.now())
+            .await
+            .unwrap();
+    }
+    let stores = Stores {
+        blobs: Arc::new(MemoryBlobStore::new()),
+        meta: meta.clone(),
+    };
+    let limits = Limits {
+        max_artifact_bytes: 4096,
+        ..Limits::default()
+    };
+    let service = Service::new(stores, clock).with_limits(limits);
+    let state = AppState {
+        service: Arc::new(service),
+        auth: Arc::new(TokenAuth::new(meta)),
+    };
+    Harness {
+        app: router(state, Group::ALL),
+    }
+}
+
+use crate::clock::Clock as _;
+
+impl Harness {
+    async fn raw(
+        &self,
+        method: &str,
+        uri: &str,
+        token: Option<&str>,
+        body: Vec<u8>,
+    ) -> (StatusCode, Vec<u8>) {
+        let mut req = Request::builder().method(method).uri(uri);
+        if let Some(t) = token {
+            req = req.header("authorization", format!("Bearer {t}"));
+        }
+        let resp = self
+            .app
+            .clone()
+            .oneshot(req.body(AxBody::from(body)).unwrap())
+            .await
+            .unwrap();
+        let status = resp.status();
+        let bytes = resp
+            .into_body()
+            .collect()
+            .await
+            .unwrap()
+            .to_bytes()
+            .to_vec();
+        (status, bytes)
+    }
+
+    async fn call(
+        &self,
+        method: &str,
+        uri: &str,
+        token: Option<&str>,
+        body: Option<Value>,
+    ) -> (StatusCode, Value) {
+        let body = body.map(|b| b.to_string().into_bytes()).unwrap_or_default();
+        let (status, bytes) = self.raw(method, uri, token, body).await;
+        let v = serde_json::from_slice(&bytes)
+            .unwrap_or(Value::String(String::from_utf8_lossy(&bytes).into()));
+        (status, v)
+    }
+
+    async fn ok(&self, method: &str, uri: &str, body: Value) -> Value {
+        let (s, v) = self.call(method, uri, Some(TOKEN_A), Some(body)).await;
+        assert!(s.is_success(), "{method} {uri}: {s} {v}");
+        v
+    }
+}
+
+fn checkpoint_body(delta: &str, parent: Option<&str>) -> Value {
+    let mut b = json!({
+        "commit_type": "delta",
+        "format": "raw",
+        "template": "tpl",
+        "principal": "alice",
+        "checkpoint": "turn_boundary",
+        "delta": delta,
+        "created_at": "2026-11-22T10:00:00Z",
+    });
+    if let Some(p) = parent {
+        b["parent"] = json!(p);
+    }
+    b
+}
+
+#[tokio::test]
+async fn openapi_lists_exactly_the_routes_served() {
+    let h = harness().await;
+    let (status, doc) = h.call("GET", "/v1/openapi.json", None, None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(doc["openapi"], "3.1.0");
+    let mut documented: Vec<(String, String)> = Vec::new();
+    for (path, item) in doc["paths"].as_object().unwrap() {
+        for method in item.as_object().unwrap().keys() {
+            if ["get", "put", "post", "patch", "delete"].contains(&method.as_str()) {
+                documented.push((method.to_uppercase(), path.clone()));
+            }
+        }
+    }
+    documented.sort();
+    let mut served: Vec<(String, String)> = routes(&Limits::default())
+        .iter()
+        .map(|r| (r.method.to_string(), r.openapi_path()))
+        .collect();
+    served.sort();
+    assert_eq!(documented, served);
+}
+
+#[tokio::test]
+async fn commits_have_a_pinned_wire_format() {
+    let h = harness().await;
+    let (status, c) = h
+        .call(
+            "POST",
+            "/v1/commits",
+            Some(TOKEN_A),
+            Some(checkpoint_body("hello\n", None)),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED);
+    insta::assert_json_snapshot!("commit_wire_format", c);
+    // The same checkpoint again: 200 and the same commit.
+    let (status, again) = h
+        .call(
+            "POST",
+            "/v1/commits",
+            Some(TOKEN_A),
+            Some(checkpoint_body("hello\n", None)),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(again, c);
+}
+
+#[tokio::test]
+async fn other_tenants_data_answers_404() {
+    let h = harness().await;
+    let c = h
+        .ok("POST", "/v1/commits", checkpoint_body("secret", None))
+        .await;
+    let id = c["id"].as_str().unwrap();
+    let art = c["artifact_ref"].as_str().unwrap();
+    h.ok("PUT", "/v1/refs/main", json!({"target": id})).await;
+    for (method, uri, body) in [
+        ("GET", format!("/v1/commits/{id}"), None),
+        (
+            "PATCH",
+            format!("/v1/commits/{id}"),
+            Some(json!({"summary": "x"})),
+        ),
+        ("GET", format!("/v1/commits/{id}/history"), None),
+        (
+            "POST",
+            format!("/v1/commits/{id}/materialize"),
+            Some(json!({})),
+        ),
+        ("GET", format!("/v1/artifacts/{art}"), None),
+        ("GET", "/v1/refs/main".to_owned(), None),
+        ("GET", "/v1/resolve?principal=alice".to_owned(), None),
+    ] {
+        let (status, v) = h.call(method, &uri, Some(TOKEN_B), body).await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "{method} {uri}: {v}");
+        assert_eq!(v["error"]["kind"], "not_found");
+    }
+    let (_, list) = h.call("GET", "/v1/refs", Some(TOKEN_B), None).await;
+    assert_eq!(list["refs"], json!([]));
+    // A checkpoint naming another tenant's commit as parent is refused.
+    let (status, v) = h
+        .call(
+            "POST",
+            "/v1/commits",
+            Some(TOKEN_B),
+            Some(checkpoint_body("x", Some(id))),
+        )
+        .await;
+    assert_eq!(
+        (status, v["error"]["field"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("parent"))
+    );
+}
+
+/// Every bad input gets a 4xx naming the field, and writes nothing.
+#[tokio::test]
+async fn bad_input_is_refused_naming_the_field_and_writes_nothing() {
+    let h = harness().await;
+    let root = h
+        .ok("POST", "/v1/commits", checkpoint_body("root", None))
+        .await;
+    let root_id = root["id"].as_str().unwrap().to_owned();
+    let other_root = {
+        let (s, v) = h
+            .call(
+                "POST",
+                "/v1/commits",
+                Some(TOKEN_B),
+                Some(checkpoint_body("theirs", None)),
+            )
+            .await;
+        assert_eq!(s, StatusCode::CREATED);
+        v["id"].as_str().unwrap().to_owned()
+    };
+    let sibling = h
+        .ok("POST", "/v1/commits", {
+            let mut b = checkpoint_body("sibling root", None);
+            b["created_at"] = json!("2026-11-22T11:00:00Z");
+            b
+        })
+        .await;
+    let bad = |f: &dyn Fn(&mut Value)| {
+        let mut b = checkpoint_body("BAD-DELTA", Some(&root_id));
+        b["principal"] = json!("mallory");
+        f(&mut b);
+        Some(b)
+    };
+    let missing = "ctx-00000000000000000000000000000000";
+    let sib = sibling["id"].as_str().unwrap();
+    let cases: Vec<(&str, &str, String, Option<&str>, Option<Value>)> = vec![
+        (
+            "malformed parent",
+            "POST",
+            "/v1/commits".into(),
+            Some(TOKEN_A),
+            bad(&|b| b["parent"] = json!("ctx-zz")),
+        ),
+        (
+            "unknown parent",
+            "POST",
+            "/v1/commits".into(),
+            Some(TOKEN_A),
+            bad(&|b| b["parent"] = json!(missing)),
+        ),
+        (
+            "parent of another tenant",
+            "POST",
+            "/v1/commits".into(),
+            Some(TOKEN_A),
+            bad(&|b| b["parent"] = json!(other_root)),
+        ),
+        (
+            "missing artifact",
+            "POST",
+            "/v1/commits".into(),
+            Some(TOKEN_A),
+            bad(&|b| {
+                b.as_object_mut().unwrap().remove("delta");
+                b["artifact_ref"] = json!(crate::ArtifactRef::of(b"never stored").to_string());
+            }),
+        ),
+        (
+            "malformed artifact ref",
+            "POST",
+            "/v1/commits".into(),
+            Some(TOKEN_A),
+            bad(&|b| {
+                b.as_object_mut().unwrap().remove("delta");
+                b["artifact_ref"] = json!("art-123");
+            }),
+        ),
+        (
+            "compaction without parent",
+            "POST",
+            "/v1/commits".into(),
+            Some(TOKEN_A),
+            bad(&|b| {
+                b.as_object_mut().unwrap().remove("parent");
+                b["commit_type"] = json!("compaction");
+            }),
+        ),
+        (
+            "negative count",
+            "POST",
+            "/v1/commits".into(),
+            Some(TOKEN_A),
+            bad(&|b| b["message_count"] = json!(-1)),
+        ),
+        (
+            "absurd count",
+            "POST",
+            "/v1/commits".into(),
+            Some(TOKEN_A),
+            bad(&|b| b["token_count"] = json!(1_000_000_000_000u64)),
+        ),
+        (
+            "two deltas",
+            "POST",
+            "/v1/commits".into(),
+            Some(TOKEN_A),
+            bad(&|b| b["delta_base64"] = json!("eA==")),
+        ),
+        (
+            "no delta",
+            "POST",
+            "/v1/commits".into(),
+            Some(TOKEN_A),
+            bad(&|b| {
+                b.as_object_mut().unwrap().remove("delta");
+            }),
+        ),
+        (
+            "bad base64",
+            "POST",
+            "/v1/commits".into(),
+            Some(TOKEN_A),
+            bad(&|b| {
+                b.as_object_mut().unwrap().remove("delta");
+                b["delta_base64"] = json!("not base64!");
+            }),
+        ),
+        (
+            "unknown commit type",
+            "POST",
+            "/v1/commits".into(),
+            Some(TOKEN_A),
+            bad(&|b| b["commit_type"] = json!("merge")),
+        ),
+        (
+            "misspelt field",
+            "POST",
+            "/v1/commits".into(),
+            Some(TOKEN_A),
+            bad(&|b| b["parnet"] = json!("x")),
+        ),
+        (
+            "empty template",
+            "POST",
+            "/v1/commits".into(),
+            Some(TOKEN_A),
+            bad(&|b| b["template"] = json!("")),
+        ),
+        (
+            "control character in principal",
+            "POST",
+            "/v1/commits".into(),
+            Some(TOKEN_A),
+            bad(&|b| b["principal"] = json!("a\u{1}b")),
+        ),
+        (
+            "bad time",
+            "POST",
+            "/v1/commits".into(),
+            Some(TOKEN_A),
+            bad(&|b| b["created_at"] = json!("yesterday")),
+        ),
+        (
+            "oversized summary",
+            "POST",
+            "/v1/commits".into(),
+            Some(TOKEN_A),
+            bad(&|b| b["summary"] = json!("s".repeat(20_000))),
+        ),
+        (
+            "oversized delta",
+            "POST",
+            "/v1/commits".into(),
+            Some(TOKEN_A),
+            bad(&|b| b["delta"] = json!("d".repeat(5000))),
+        ),
+        (
+            "stale ref expectation",
+            "POST",
+            "/v1/commits".into(),
+            Some(TOKEN_A),
+            bad(&|b| b["ref"] = json!({"name": "main", "expected": missing})),
+        ),
+        (
+            "missing token",
+            "POST",
+            "/v1/commits".into(),
+            None,
+            bad(&|_| {}),
+        ),
+        (
+            "wrong token",
+            "POST",
+            "/v1/commits".into(),
+            Some("nope"),
+            bad(&|_| {}),
+        ),
+        (
+            "malformed id in path",
+            "GET",
+            "/v1/commits/ctx-12".into(),
+            Some(TOKEN_A),
+            None,
+        ),
+        (
+            "unknown commit",
+            "GET",
+            format!("/v1/commits/{missing}"),
+            Some(TOKEN_A),
+            None,
+        ),
+        (
+            "stop not an ancestor",
+            "POST",
+            format!("/v1/commits/{root_id}/materialize"),
+            Some(TOKEN_A),
+            Some(json!({"stop": sib})),
+        ),
+        (
+            "unknown stop",
+            "POST",
+            format!("/v1/commits/{root_id}/materialize"),
+            Some(TOKEN_A),
+            Some(json!({"stop": missing})),
+        ),
+        (
+            "garbage stop",
+            "POST",
+            format!("/v1/commits/{root_id}/materialize"),
+            Some(TOKEN_A),
+            Some(json!({"stop": "yesterday"})),
+        ),
+        (
+            "untranslatable format",
+            "POST",
+            format!("/v1/commits/{root_id}/materialize"),
+            Some(TOKEN_A),
+            Some(json!({"format": "openai-chat-v1"})),
+        ),
+        (
+            "zero history depth",
+            "GET",
+            format!("/v1/commits/{root_id}/history?depth=0"),
+            Some(TOKEN_A),
+            None,
+        ),
+        (
+            "non-numeric history depth",
+            "GET",
+            format!("/v1/commits/{root_id}/history?depth=ten"),
+            Some(TOKEN_A),
+            None,
+        ),
+        (
+            "resolve without principal",
+            "GET",
+            "/v1/resolve".into(),
+            Some(TOKEN_A),
+            None,
+        ),
+        (
+            "resolve with a bad time",
+            "GET",
+            "/v1/resolve?principal=alice&at=noon".into(),
+            Some(TOKEN_A),
+            None,
+        ),
+        (
+            "resolve before anything",
+            "GET",
+            "/v1/resolve?principal=alice&at=2000-01-01T00:00:00Z".into(),
+            Some(TOKEN_A),
+            None,
+        ),
+        (
+            "bad ref name",
+            "PUT",
+            "/v1/refs/a//b".into(),
+            Some(TOKEN_A),
+            Some(json!({"target": root_id})),
+        ),
+        (
+            "ref to a missing commit",
+            "PUT",
+            "/v1/refs/x".into(),
+            Some(TOKEN_A),
+            Some(json!({"target": missing})),
+        ),
+        (
+            "ref list limit",
+            "GET",
+            "/v1/refs?limit=0".into(),
+            Some(TOKEN_A),
+            None,
+        ),
+        (
+            "unknown route",
+            "GET",
+            "/v1/nothing".into(),
+            Some(TOKEN_A),
+            None,
+        ),
+        (
+            "wrong method",
+            "DELETE",
+            "/v1/commits".into(),
+            Some(TOKEN_A),
+            None,
+        ),
+    ];
+    let mut table = Vec::new();
+    for (name, method, uri, token, body) in cases {
+        let (status, v) = h.call(method, &uri, token, body).await;
+        assert!(status.is_client_error(), "{name}: {status} {v}");
+        assert!(
+            v["error"]["message"]
+                .as_str()
+                .is_some_and(|m| !m.is_empty()),
+            "{name}: {v}"
+        );
+        table.push(json!({"case": name, "status": status.as_u16(), "body": v}));
+    }
+    // Bodies that are not JSON, or too large for any route.
+    let (status, v) = h
+        .raw("POST", "/v1/commits", Some(TOKEN_A), b"{not json".to_vec())
+        .await;
+    table.push(json!({"case": "non-JSON body", "status": status.as_u16(), "body": serde_json::from_slice::<Value>(&v).unwrap()}));
+    let huge = vec![
+        b' ';
+        Limits {
+            max_artifact_bytes: 4096,
+            ..Limits::default()
+        }
+        .max_json_bytes()
+            + 1
+    ];
+    let (status, v) = h.raw("POST", "/v1/commits", Some(TOKEN_A), huge).await;
+    table.push(json!({"case": "oversize JSON body", "status": status.as_u16(), "body": serde_json::from_slice::<Value>(&v).unwrap()}));
+    let (status, v) = h
+        .raw("POST", "/v1/artifacts", Some(TOKEN_A), vec![0u8; 4097])
+        .await;
+    table.push(json!({"case": "oversize artifact", "status": status.as_u16(), "body": serde_json::from_slice::<Value>(&v).unwrap()}));
+    insta::assert_json_snapshot!("bad_input", table);
+
+    // Nothing was written: mallory has no commit, the bad delta is not stored,
+    // no ref was made.
+    let (status, _) = h
+        .call("GET", "/v1/resolve?principal=mallory", Some(TOKEN_A), None)
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let art = crate::ArtifactRef::of(b"BAD-DELTA");
+    let (status, _) = h
+        .call("GET", &format!("/v1/artifacts/{art}"), Some(TOKEN_A), None)
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (_, refs) = h.call("GET", "/v1/refs", Some(TOKEN_A), None).await;
+    assert_eq!(refs["refs"], json!([]));
+}
+
+#[tokio::test]
+async fn ref_conflicts_carry_the_current_tip() {
+    let h = harness().await;
+    let a = h
+        .ok("POST", "/v1/commits", checkpoint_body("a", None))
+        .await;
+    let a_id = a["id"].as_str().unwrap();
+    let b = h
+        .ok("POST", "/v1/commits", checkpoint_body("b", Some(a_id)))
+        .await;
+    let b_id = b["id"].as_str().unwrap();
+    h.ok("PUT", "/v1/refs/sessions/s1", json!({"target": a_id}))
+        .await;
+    let (status, v) = h
+        .call(
+            "PUT",
+            "/v1/refs/sessions/s1",
+            Some(TOKEN_A),
+            Some(json!({"target": b_id, "expected": b_id})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CONFLICT);
+    assert_eq!(v["current"], json!(a_id));
+    assert_eq!(v["error"]["field"], "expected");
+    let moved = h
+        .ok(
+            "PUT",
+            "/v1/refs/sessions/s1",
+            json!({"target": b_id, "expected": a_id}),
+        )
+        .await;
+    assert_eq!(moved["target"], json!(b_id));
+    let list = h.ok("GET", "/v1/refs?prefix=sessions/", json!(null)).await;
+    assert_eq!(list["refs"][0]["name"], "sessions/s1");
+}
+
+#[tokio::test]
+async fn artifacts_upload_once_and_download_verified() {
+    let h = harness().await;
+    let (s1, v1) = {
+        let (s, b) = h
+            .raw(
+                "POST",
+                "/v1/artifacts",
+                Some(TOKEN_A),
+                b"bytes\x00\xff".to_vec(),
+            )
+            .await;
+        (s, serde_json::from_slice::<Value>(&b).unwrap())
+    };
+    assert_eq!(s1, StatusCode::CREATED);
+    assert_eq!(v1["size"], 7);
+    let (s2, _) = h
+        .raw(
+            "POST",
+            "/v1/artifacts",
+            Some(TOKEN_A),
+            b"bytes\x00\xff".to_vec(),
+        )
+        .await;
+    assert_eq!(s2, StatusCode::OK);
+    let (s3, bytes) = h
+        .raw(
+            "GET",
+            &format!("/v1/artifacts/{}", v1["ref"].as_str().unwrap()),
+            Some(TOKEN_A),
+            vec![],
+        )
+        .await;
+    assert_eq!((s3, bytes), (StatusCode::OK, b"bytes\x00\xff".to_vec()));
+}

@@ -23,10 +23,9 @@ use bytes::Bytes;
 use chrono::{DateTime, Utc};
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
-use super::memory::ref_conflict;
 use super::{
     BlobStore, MaterializeKey, Materialized, MetaStore, MetadataPatch, PutBlob, PutCommit, RefMove,
-    RefRecord, TokenRecord, TokenStore, token_id,
+    RefRecord, TokenRecord, TokenStore, ref_conflict, token_id,
 };
 use crate::clock::micros_to_time;
 use crate::commit::Commit;

@@ -10,10 +10,10 @@ use chrono::{DateTime, Utc};
 
 use super::{
     BlobStore, MaterializeKey, Materialized, MetaStore, MetadataPatch, PutBlob, PutCommit, RefMove,
-    RefRecord, TokenRecord, TokenStore, token_id,
+    RefRecord, TokenRecord, TokenStore, ref_conflict, token_id,
 };
 use crate::commit::Commit;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::id::{ArtifactRef, CommitId, Hash, Principal, RefName, TenantId};
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -114,24 +114,6 @@ impl Meta {
             .insert((tenant.clone(), name.clone()), rec.clone());
         rec
     }
-}
-
-/// The conflict error of a stale compare-and-swap on a ref.
-pub(crate) fn ref_conflict(
-    name: &RefName,
-    expected: Option<&CommitId>,
-    current: Option<&CommitId>,
-) -> Error {
-    let show = |c: Option<&CommitId>| c.map_or_else(|| "absent".to_owned(), ToString::to_string);
-    Error::conflict(
-        format!(
-            "ref {name} is at {}, not the expected {}",
-            show(current),
-            show(expected)
-        ),
-        current.map(ToString::to_string),
-    )
-    .with_field("expected")
 }
 
 /// Metadata, timelines, refs, cache and tokens in maps.

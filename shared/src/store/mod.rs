@@ -338,6 +338,24 @@ pub trait TokenStore: Send + Sync + 'static {
     async fn revoke_token(&self, id: &str) -> Result<bool>;
 }
 
+/// The conflict error of a stale compare-and-swap on a ref.
+pub fn ref_conflict(
+    name: &RefName,
+    expected: Option<&CommitId>,
+    current: Option<&CommitId>,
+) -> Error {
+    let now = current.map_or_else(|| "does not exist".to_owned(), |c| format!("points at {c}"));
+    let wanted = expected.map_or_else(
+        || "expected it not to exist".to_owned(),
+        |e| format!("expected {e}"),
+    );
+    Error::conflict(
+        format!("ref {name} {now} ({wanted})"),
+        current.map(ToString::to_string),
+    )
+    .with_field("expected")
+}
+
 /// The public id of the token hashing to `hash`.
 pub fn token_id(hash: &Hash) -> String {
     format!("tok-{}", &hash.to_hex()[..12])
