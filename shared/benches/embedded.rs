@@ -51,7 +51,7 @@ use ctx_core::store::{BlobStore, MetaStore, Stores};
 use ctx_core::{
     ArtifactRef, Commit, CommitId, CommitType, Principal, Service, SystemClock, TenantId, Trigger,
 };
-use futures::{StreamExt, TryStreamExt, stream};
+use futures::{TryStreamExt, stream};
 
 /// A fixed epoch for `created_at` values (late 2026), in µs.
 const EPOCH_MICROS: i64 = 1_790_000_000_000_000;
@@ -679,19 +679,19 @@ async fn resolve_size(n: u64) -> ResolveRow {
         .map(|_| EPOCH_MICROS + (rng.next() % span as u64) as i64)
         .collect();
 
+    let mut each = Vec::with_capacity(times.len());
     let mut found = Vec::with_capacity(times.len());
-    let sqlite = time_each(times.len(), |i| {
-        let (svc, tenant, principal, at) = (&svc, &tenant, &principal, times[i]);
-        let found = &mut found;
-        async move {
-            let id = svc
-                .resolve(tenant, principal, Some(micros_to_time(at)))
-                .await
-                .expect("resolve");
-            found.push(id);
-        }
-    })
-    .await;
+    let sqlite_start = Instant::now();
+    for &at in &times {
+        let t = Instant::now();
+        let id = svc
+            .resolve(&tenant, &principal, Some(micros_to_time(at)))
+            .await
+            .expect("resolve");
+        each.push(t.elapsed());
+        found.push(id);
+    }
+    let sqlite = Samples::new(each, sqlite_start.elapsed());
 
     let max_id: CommitId = "ctx-ffffffffffffffffffffffffffffffff"
         .parse()
