@@ -213,6 +213,9 @@ async fn other_tenants_data_answers_404() {
     );
 }
 
+/// A bad-input case: name, method, URI, token, body.
+type Case<'a> = (&'a str, &'a str, String, Option<&'a str>, Option<Value>);
+
 /// Every bad input gets a 4xx naming the field, and writes nothing.
 #[tokio::test]
 async fn bad_input_is_refused_naming_the_field_and_writes_nothing() {
@@ -248,7 +251,7 @@ async fn bad_input_is_refused_naming_the_field_and_writes_nothing() {
     };
     let missing = "ctx-00000000000000000000000000000000";
     let sib = sibling["id"].as_str().unwrap();
-    let cases: Vec<(&str, &str, String, Option<&str>, Option<Value>)> = vec![
+    let cases: Vec<Case> = vec![
         (
             "malformed parent",
             "POST",
