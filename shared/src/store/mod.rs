@@ -22,6 +22,8 @@ use crate::error::{Error, Result};
 use crate::format::FormatId;
 use crate::id::{ArtifactRef, CommitId, Hash, Principal, RefName, TenantId};
 
+#[cfg(feature = "aws")]
+pub mod aws;
 #[cfg(any(test, feature = "conformance"))]
 pub mod conformance;
 #[cfg(feature = "local")]

@@ -1,0 +1,32 @@
+"""Creates the bucket and table of localstack/resources.json in an AWS
+emulator (moto or LocalStack). Idempotent: existing resources are kept.
+
+Usage: create_resources.py ENDPOINT_URL
+"""
+import json
+import pathlib
+import sys
+
+import boto3
+from botocore.exceptions import ClientError
+
+endpoint = sys.argv[1]
+spec = json.loads((pathlib.Path(__file__).parent / "resources.json").read_text())
+kw = dict(endpoint_url=endpoint, region_name="us-east-1",
+          aws_access_key_id="test", aws_secret_access_key="test")
+
+s3 = boto3.client("s3", **kw)
+try:
+    s3.create_bucket(Bucket=spec["bucket"])
+except ClientError as e:
+    if e.response["Error"]["Code"] not in ("BucketAlreadyOwnedByYou", "BucketAlreadyExists"):
+        raise
+
+ddb = boto3.client("dynamodb", **kw)
+try:
+    ddb.create_table(**spec["table"])
+except ClientError as e:
+    if e.response["Error"]["Code"] != "ResourceInUseException":
+        raise
+ddb.get_waiter("table_exists").wait(TableName=spec["table"]["TableName"])
+print(f"created bucket {spec['bucket']} and table {spec['table']['TableName']}", file=sys.stderr)

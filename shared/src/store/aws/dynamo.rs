@@ -1,0 +1,546 @@
+//! Metadata in one DynamoDB table (layout in [`super::keys`] and
+//! docs/adr/0003). Every access pattern is one request; a checkpoint is one
+//! `TransactWriteItems` (commit by id + commit in its run + timeline entry +
+//! optional ref move), so no reader sees half of one.
+
+use std::collections::HashMap;
+
+use async_trait::async_trait;
+use aws_sdk_dynamodb::types::{AttributeValue, Put, TransactWriteItem, Update};
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use super::{keys, sdk_error};
+use crate::clock::micros_to_time;
+use crate::commit::Commit;
+use crate::error::{Error, Result};
+use crate::id::{CommitId, Principal, RefName, TenantId};
+use crate::store::{
+    MaterializeKey, Materialized, MetaStore, MetadataPatch, PutCommit, RefMove, RefRecord,
+    ref_conflict,
+};
+
+type Item = HashMap<String, AttributeValue>;
+
+/// The DynamoDB [`MetaStore`].
+#[derive(Debug, Clone)]
+pub struct DynamoMetaStore {
+    client: aws_sdk_dynamodb::Client,
+    table: String,
+}
+
+/// A commit item (by id, or in its run).
+#[derive(Debug, Serialize, Deserialize)]
+struct CommitItem {
+    pk: String,
+    sk: String,
+    /// The commit.
+    c: Commit,
+    /// Set (to the tenant) while the commit has no summary: the key of the
+    /// sparse `missing_summary` index. By-id items only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    nosum: Option<String>,
+    /// `created_at` in µs: the sort key of that index.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    ts: Option<i64>,
+}
+
+/// A ref item.
+#[derive(Debug, Serialize, Deserialize)]
+struct RefItem {
+    pk: String,
+    sk: String,
+    target: CommitId,
+    updated_at: i64,
+}
+
+/// A cached materialization item.
+#[derive(Debug, Serialize, Deserialize)]
+struct MaterializedItem {
+    pk: String,
+    sk: String,
+    m: Materialized,
+}
+
+fn to_item<T: Serialize>(v: &T) -> Result<Item> {
+    serde_dynamo::to_item(v)
+        .map_err(|e| Error::internal(format!("cannot encode a DynamoDB item: {e}")))
+}
+
+fn from_item<T: for<'de> Deserialize<'de>>(item: Item) -> Result<T> {
+    serde_dynamo::from_item(item)
+        .map_err(|e| Error::internal(format!("a stored DynamoDB item does not decode: {e}")))
+}
+
+fn s(v: impl Into<String>) -> AttributeValue {
+    AttributeValue::S(v.into())
+}
+
+fn key(pk: String, sk: String) -> Item {
+    HashMap::from([("pk".to_owned(), s(pk)), ("sk".to_owned(), s(sk))])
+}
+
+fn build<T, E: std::fmt::Display>(r: Result<T, E>) -> Result<T> {
+    r.map_err(|e| Error::internal(format!("cannot build a DynamoDB request: {e}")))
+}
+
+fn ref_record(item: RefItem) -> Result<RefRecord> {
+    Ok(RefRecord {
+        name: item
+            .sk
+            .parse()
+            .map_err(|_| Error::internal(format!("stored ref name {:?} is malformed", item.sk)))?,
+        target: item.target,
+        updated_at: micros_to_time(item.updated_at),
+    })
+}
+
+impl DynamoMetaStore {
+    /// A store over `table`.
+    pub fn new(client: aws_sdk_dynamodb::Client, table: String) -> Self {
+        DynamoMetaStore { client, table }
+    }
+
+    /// The SDK client.
+    pub fn client(&self) -> &aws_sdk_dynamodb::Client {
+        &self.client
+    }
+
+    fn ref_put(
+        &self,
+        tenant: &TenantId,
+        mv: &RefMove,
+        target: &CommitId,
+        now: DateTime<Utc>,
+    ) -> Result<TransactWriteItem> {
+        let item = to_item(&RefItem {
+            pk: keys::refs_pk(tenant),
+            sk: keys::ref_sk(&mv.name),
+            target: *target,
+            updated_at: now.timestamp_micros(),
+        })?;
+        let mut put = Put::builder().table_name(&self.table).set_item(Some(item));
+        put = match &mv.expected {
+            None => put.condition_expression("attribute_not_exists(pk)"),
+            Some(e) => put
+                .condition_expression("#target = :expected")
+                .expression_attribute_names("#target", "target")
+                .expression_attribute_values(":expected", s(e.to_string())),
+        };
+        Ok(TransactWriteItem::builder()
+            .put(build(put.build())?)
+            .build())
+    }
+
+    fn conditional_put(&self, item: Item) -> Result<TransactWriteItem> {
+        let put = Put::builder()
+            .table_name(&self.table)
+            .set_item(Some(item))
+            .condition_expression("attribute_not_exists(pk)");
+        Ok(TransactWriteItem::builder()
+            .put(build(put.build())?)
+            .build())
+    }
+
+    /// One transaction for commit + run slot + timeline (+ ref). Returns
+    /// which condition failed, if one did: 0 commit exists, 1 slot taken,
+    /// 3 ref moved.
+    async fn write_checkpoint(
+        &self,
+        tenant: &TenantId,
+        commit: &Commit,
+        ref_move: Option<&RefMove>,
+    ) -> Result<Option<usize>> {
+        let by_id = CommitItem {
+            pk: keys::commit_pk(tenant, &commit.id),
+            sk: keys::COMMIT_SK.to_owned(),
+            c: commit.clone(),
+            nosum: commit.summary.is_none().then(|| tenant.to_string()),
+            ts: Some(commit.created_at.timestamp_micros()),
+        };
+        let in_run = CommitItem {
+            pk: keys::lineage_pk(tenant, &commit.lineage),
+            sk: keys::depth_sk(commit.depth),
+            c: commit.clone(),
+            nosum: None,
+            ts: None,
+        };
+        let timeline = key(
+            keys::timeline_pk(tenant, &commit.principal),
+            keys::timeline_sk(commit.created_at.timestamp_micros(), &commit.id),
+        );
+        let mut items = vec![
+            self.conditional_put(to_item(&by_id)?)?,
+            self.conditional_put(to_item(&in_run)?)?,
+            TransactWriteItem::builder()
+                .put(build(
+                    Put::builder()
+                        .table_name(&self.table)
+                        .set_item(Some(timeline))
+                        .build(),
+                )?)
+                .build(),
+        ];
+        if let Some(mv) = ref_move {
+            items.push(self.ref_put(tenant, mv, &commit.id, commit.created_at)?);
+        }
+        let result = self
+            .client
+            .transact_write_items()
+            .set_transact_items(Some(items))
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(None),
+            Err(e) => {
+                if let Some(aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError::TransactionCanceledException(c)) = e.as_service_error() {
+                    let failed = c
+                        .cancellation_reasons()
+                        .iter()
+                        .position(|r| r.code() == Some("ConditionalCheckFailed"));
+                    if let Some(i) = failed {
+                        return Ok(Some(i));
+                    }
+                    // Cancelled for another reason (a concurrent transaction
+                    // on the same items): retryable.
+                    return Err(Error::unavailable(format!(
+                        "the checkpoint transaction was cancelled ({:?}); retry",
+                        c.cancellation_reasons().iter().filter_map(|r| r.code()).collect::<Vec<_>>()
+                    )));
+                }
+                Err(sdk_error("DynamoDB TransactWriteItems", e))
+            }
+        }
+    }
+
+    async fn get_item(&self, pk: String, sk: String) -> Result<Option<Item>> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .set_key(Some(key(pk, sk)))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(|e| sdk_error("DynamoDB GetItem", e))?;
+        Ok(out.item)
+    }
+
+    async fn current_ref(&self, tenant: &TenantId, name: &RefName) -> Result<Option<CommitId>> {
+        Ok(self.get_ref(tenant, name).await?.map(|r| r.target))
+    }
+}
+
+#[async_trait]
+impl MetaStore for DynamoMetaStore {
+    async fn put_commit(
+        &self,
+        tenant: &TenantId,
+        commit: &Commit,
+        ref_move: Option<&RefMove>,
+    ) -> Result<PutCommit> {
+        let mut stored = commit.clone();
+        // At most two tries: continuing the parent's run, then (after a fork
+        // was detected) a run of its own, whose slot no one else can take.
+        for _ in 0..2 {
+            match self.write_checkpoint(tenant, &stored, ref_move).await? {
+                None => return Ok(PutCommit::Created(stored)),
+                Some(0) => {
+                    let existing = self.get_commit(tenant, &commit.id).await?.ok_or_else(|| {
+                        Error::unavailable("a commit vanished while it was being written; retry")
+                    })?;
+                    if let Some(mv) = ref_move
+                        && self.current_ref(tenant, &mv.name).await? != Some(existing.id)
+                    {
+                        self.cas_ref(
+                            tenant,
+                            &mv.name,
+                            mv.expected.as_ref(),
+                            &existing.id,
+                            commit.created_at,
+                        )
+                        .await?;
+                    }
+                    return Ok(PutCommit::Existing(existing));
+                }
+                Some(1) if stored.lineage != stored.id => stored.lineage = stored.id,
+                Some(3) => {
+                    let mv = ref_move.expect("a ref item was in the transaction");
+                    let current = self.current_ref(tenant, &mv.name).await?;
+                    return Err(ref_conflict(
+                        &mv.name,
+                        mv.expected.as_ref(),
+                        current.as_ref(),
+                    ));
+                }
+                Some(i) => {
+                    return Err(Error::internal(format!(
+                        "checkpoint transaction item {i} failed its condition unexpectedly"
+                    )));
+                }
+            }
+        }
+        Err(Error::internal("a commit's own run slot was taken"))
+    }
+
+    async fn get_commit(&self, tenant: &TenantId, id: &CommitId) -> Result<Option<Commit>> {
+        let item = self
+            .get_item(keys::commit_pk(tenant, id), keys::COMMIT_SK.to_owned())
+            .await?;
+        item.map(|i| from_item::<CommitItem>(i).map(|c| c.c))
+            .transpose()
+    }
+
+    async fn lineage_run(
+        &self,
+        tenant: &TenantId,
+        lineage: &CommitId,
+        max_depth: u64,
+        limit: usize,
+    ) -> Result<Vec<Commit>> {
+        let mut out = Vec::new();
+        let mut start: Option<Item> = None;
+        while out.len() < limit {
+            let page = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .key_condition_expression("pk = :pk AND sk BETWEEN :lo AND :hi")
+                .expression_attribute_values(":pk", s(keys::lineage_pk(tenant, lineage)))
+                .expression_attribute_values(":lo", s(keys::depth_sk(0)))
+                .expression_attribute_values(":hi", s(keys::depth_sk(max_depth)))
+                .scan_index_forward(false)
+                .consistent_read(true)
+                .limit(i32::try_from(limit - out.len()).unwrap_or(i32::MAX))
+                .set_exclusive_start_key(start.take())
+                .send()
+                .await
+                .map_err(|e| sdk_error("DynamoDB Query", e))?;
+            for item in page.items.unwrap_or_default() {
+                out.push(from_item::<CommitItem>(item)?.c);
+            }
+            match page.last_evaluated_key {
+                Some(k) if !k.is_empty() => start = Some(k),
+                _ => break,
+            }
+        }
+        Ok(out)
+    }
+
+    async fn resolve(
+        &self,
+        tenant: &TenantId,
+        principal: &Principal,
+        at: DateTime<Utc>,
+    ) -> Result<Option<CommitId>> {
+        let out = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .key_condition_expression("pk = :pk AND sk <= :hi")
+            .expression_attribute_values(":pk", s(keys::timeline_pk(tenant, principal)))
+            .expression_attribute_values(
+                ":hi",
+                s(keys::timeline_upper_bound(at.timestamp_micros())),
+            )
+            .scan_index_forward(false)
+            .consistent_read(true)
+            .limit(1)
+            .send()
+            .await
+            .map_err(|e| sdk_error("DynamoDB Query", e))?;
+        let Some(item) = out.items.unwrap_or_default().into_iter().next() else {
+            return Ok(None);
+        };
+        let sk = match item.get("sk") {
+            Some(AttributeValue::S(sk)) => sk.clone(),
+            _ => return Err(Error::internal("a timeline item has no string sort key")),
+        };
+        keys::parse_timeline_sk(&sk)
+            .map(|(_, id)| Some(id))
+            .ok_or_else(|| Error::internal(format!("timeline sort key {sk:?} is malformed")))
+    }
+
+    async fn update_metadata(
+        &self,
+        tenant: &TenantId,
+        id: &CommitId,
+        patch: &MetadataPatch,
+    ) -> Result<Option<Commit>> {
+        let Some(mut commit) = self.get_commit(tenant, id).await? else {
+            return Ok(None);
+        };
+        if let Some(summary) = &patch.summary {
+            commit.summary = summary.clone();
+        }
+        if let Some(tags) = &patch.tags {
+            commit.tags = tags.clone();
+        }
+        let summary: AttributeValue = serde_dynamo::to_attribute_value(&commit.summary)
+            .map_err(|e| Error::internal(format!("cannot encode a summary: {e}")))?;
+        let tags: AttributeValue = serde_dynamo::to_attribute_value(&commit.tags)
+            .map_err(|e| Error::internal(format!("cannot encode tags: {e}")))?;
+        let update = |pk: String, sk: String, by_id: bool| -> Result<TransactWriteItem> {
+            let mut expr = "SET #c.#summary = :summary, #c.#tags = :tags".to_owned();
+            let mut u = Update::builder()
+                .table_name(&self.table)
+                .set_key(Some(key(pk, sk)))
+                .condition_expression("attribute_exists(pk)")
+                .expression_attribute_names("#c", "c")
+                .expression_attribute_names("#summary", "summary")
+                .expression_attribute_names("#tags", "tags")
+                .expression_attribute_values(":summary", summary.clone())
+                .expression_attribute_values(":tags", tags.clone());
+            if by_id {
+                if commit.summary.is_some() {
+                    expr.push_str(" REMOVE nosum");
+                } else {
+                    expr.push_str(", nosum = :tenant");
+                    u = u.expression_attribute_values(":tenant", s(tenant.to_string()));
+                }
+            }
+            Ok(TransactWriteItem::builder()
+                .update(build(u.update_expression(expr).build())?)
+                .build())
+        };
+        let items = vec![
+            update(
+                keys::commit_pk(tenant, id),
+                keys::COMMIT_SK.to_owned(),
+                true,
+            )?,
+            update(
+                keys::lineage_pk(tenant, &commit.lineage),
+                keys::depth_sk(commit.depth),
+                false,
+            )?,
+        ];
+        self.client
+            .transact_write_items()
+            .set_transact_items(Some(items))
+            .send()
+            .await
+            .map_err(|e| sdk_error("DynamoDB TransactWriteItems", e))?;
+        Ok(Some(commit))
+    }
+
+    async fn get_ref(&self, tenant: &TenantId, name: &RefName) -> Result<Option<RefRecord>> {
+        let item = self
+            .get_item(keys::refs_pk(tenant), keys::ref_sk(name))
+            .await?;
+        item.map(|i| from_item::<RefItem>(i).and_then(ref_record))
+            .transpose()
+    }
+
+    async fn cas_ref(
+        &self,
+        tenant: &TenantId,
+        name: &RefName,
+        expected: Option<&CommitId>,
+        target: &CommitId,
+        now: DateTime<Utc>,
+    ) -> Result<RefRecord> {
+        let mv = RefMove {
+            name: name.clone(),
+            expected: expected.copied(),
+        };
+        let put = self.ref_put(tenant, &mv, target, now)?;
+        let put = put.put.expect("ref_put builds a put");
+        let result = self
+            .client
+            .put_item()
+            .table_name(&self.table)
+            .set_item(Some(put.item))
+            .set_condition_expression(put.condition_expression)
+            .set_expression_attribute_names(put.expression_attribute_names)
+            .set_expression_attribute_values(put.expression_attribute_values)
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(RefRecord {
+                name: name.clone(),
+                target: *target,
+                updated_at: now,
+            }),
+            Err(e)
+                if e.as_service_error()
+                    .is_some_and(|s| s.is_conditional_check_failed_exception()) =>
+            {
+                let current = self.current_ref(tenant, name).await?;
+                Err(ref_conflict(name, expected, current.as_ref()))
+            }
+            Err(e) => Err(sdk_error("DynamoDB PutItem", e)),
+        }
+    }
+
+    async fn list_refs(
+        &self,
+        tenant: &TenantId,
+        prefix: &str,
+        limit: usize,
+    ) -> Result<Vec<RefRecord>> {
+        let mut out = Vec::new();
+        let mut start: Option<Item> = None;
+        while out.len() < limit {
+            let mut q = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .expression_attribute_values(":pk", s(keys::refs_pk(tenant)))
+                .consistent_read(true)
+                .limit(i32::try_from(limit - out.len()).unwrap_or(i32::MAX))
+                .set_exclusive_start_key(start.take());
+            q = if prefix.is_empty() {
+                q.key_condition_expression("pk = :pk")
+            } else {
+                q.key_condition_expression("pk = :pk AND begins_with(sk, :prefix)")
+                    .expression_attribute_values(":prefix", s(prefix))
+            };
+            let page = q.send().await.map_err(|e| sdk_error("DynamoDB Query", e))?;
+            for item in page.items.unwrap_or_default() {
+                out.push(ref_record(from_item(item)?)?);
+            }
+            match page.last_evaluated_key {
+                Some(k) if !k.is_empty() => start = Some(k),
+                _ => break,
+            }
+        }
+        Ok(out)
+    }
+
+    async fn get_materialized(
+        &self,
+        tenant: &TenantId,
+        key: &MaterializeKey,
+    ) -> Result<Option<Materialized>> {
+        let item = self
+            .get_item(
+                keys::materialized_pk(tenant, &key.commit),
+                keys::materialized_sk(&key.stop, &key.format),
+            )
+            .await?;
+        item.map(|i| from_item::<MaterializedItem>(i).map(|m| m.m))
+            .transpose()
+    }
+
+    async fn put_materialized(
+        &self,
+        tenant: &TenantId,
+        key: &MaterializeKey,
+        value: &Materialized,
+    ) -> Result<()> {
+        let item = to_item(&MaterializedItem {
+            pk: keys::materialized_pk(tenant, &key.commit),
+            sk: keys::materialized_sk(&key.stop, &key.format),
+            m: value.clone(),
+        })?;
+        self.client
+            .put_item()
+            .table_name(&self.table)
+            .set_item(Some(item))
+            .send()
+            .await
+            .map_err(|e| sdk_error("DynamoDB PutItem", e))?;
+        Ok(())
+    }
+}

@@ -1,0 +1,170 @@
+//! Every S3 key and DynamoDB key of the aws backends, built and parsed here
+//! and nowhere else. Numbers are zero-padded so that string order is
+//! numeric order; times are shifted so that negative ones sort too.
+//!
+//! Table layout (one table, string `pk` / `sk`; see docs/adr/0003):
+//!
+//! | item | pk | sk |
+//! |---|---|---|
+//! | commit by id | `T#<tenant>#C#<ctx id>` | `C` |
+//! | commit in its run | `T#<tenant>#L#<lineage id>` | `D#<depth, 20 digits>` |
+//! | timeline entry | `T#<tenant>#P#<principal>` | `TS#<µs, 20 digits>#<ctx id>` |
+//! | ref | `T#<tenant>#REF` | `<name>` |
+//! | materialization | `T#<tenant>#M#<ctx id>` | `<stop>#<format>` |
+
+use crate::format::FormatId;
+use crate::id::{ArtifactRef, CommitId, Principal, RefName, TenantId};
+
+/// The S3 key of an artifact: `cas/<tenant>/<2 hex>/<64 hex>`.
+pub fn blob_key(tenant: &TenantId, artifact: &ArtifactRef) -> String {
+    let hex = artifact.hash().to_hex();
+    format!("cas/{tenant}/{}/{hex}", &hex[..2])
+}
+
+/// Parses [`blob_key`].
+pub fn parse_blob_key(key: &str) -> Option<(TenantId, ArtifactRef)> {
+    let mut parts = key.strip_prefix("cas/")?.split('/');
+    let (tenant, shard, hex) = (parts.next()?, parts.next()?, parts.next()?);
+    if parts.next().is_some() || hex.get(..2) != Some(shard) {
+        return None;
+    }
+    Some((tenant.parse().ok()?, format!("art-{hex}").parse().ok()?))
+}
+
+/// The partition of a commit's by-id item.
+pub fn commit_pk(tenant: &TenantId, id: &CommitId) -> String {
+    format!("T#{tenant}#C#{id}")
+}
+
+/// The sort key of a by-id item.
+pub const COMMIT_SK: &str = "C";
+
+/// The partition holding a lineage run.
+pub fn lineage_pk(tenant: &TenantId, lineage: &CommitId) -> String {
+    format!("T#{tenant}#L#{lineage}")
+}
+
+/// The sort key of the commit at `depth` in its run.
+pub fn depth_sk(depth: u64) -> String {
+    format!("D#{depth:020}")
+}
+
+/// Parses [`depth_sk`].
+pub fn parse_depth_sk(sk: &str) -> Option<u64> {
+    let digits = sk.strip_prefix("D#")?;
+    (digits.len() == 20).then(|| digits.parse().ok()).flatten()
+}
+
+/// The partition of a principal's timeline.
+pub fn timeline_pk(tenant: &TenantId, principal: &Principal) -> String {
+    format!("T#{tenant}#P#{principal}")
+}
+
+/// Maps µs since the epoch to an unsigned value with the same order.
+fn order_preserving(micros: i64) -> u64 {
+    (micros as u64) ^ (1 << 63)
+}
+
+/// The sort key of a timeline entry.
+pub fn timeline_sk(micros: i64, id: &CommitId) -> String {
+    format!("TS#{:020}#{id}", order_preserving(micros))
+}
+
+/// The largest sort key of any entry at or before `micros`.
+pub fn timeline_upper_bound(micros: i64) -> String {
+    // '~' sorts after every character of a ctx id.
+    format!("TS#{:020}#~", order_preserving(micros))
+}
+
+/// Parses [`timeline_sk`].
+pub fn parse_timeline_sk(sk: &str) -> Option<(i64, CommitId)> {
+    let rest = sk.strip_prefix("TS#")?;
+    let (digits, id) = rest.split_once('#')?;
+    if digits.len() != 20 {
+        return None;
+    }
+    let shifted: u64 = digits.parse().ok()?;
+    Some(((shifted ^ (1 << 63)) as i64, id.parse().ok()?))
+}
+
+/// The partition of a tenant's refs (listing by prefix is a sort-key range).
+pub fn refs_pk(tenant: &TenantId) -> String {
+    format!("T#{tenant}#REF")
+}
+
+/// The sort key of a ref.
+pub fn ref_sk(name: &RefName) -> String {
+    name.as_str().to_owned()
+}
+
+/// The partition of a commit's cached materializations.
+pub fn materialized_pk(tenant: &TenantId, commit: &CommitId) -> String {
+    format!("T#{tenant}#M#{commit}")
+}
+
+/// The sort key of one cached materialization.
+pub fn materialized_sk(stop: &str, format: &FormatId) -> String {
+    format!("{stop}#{format}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn tenant() -> impl Strategy<Value = TenantId> {
+        "[a-z0-9][a-z0-9_-]{0,20}".prop_map(|s| s.parse().unwrap())
+    }
+
+    proptest! {
+        #[test]
+        fn blob_keys_round_trip(t in tenant(), bytes in any::<[u8; 32]>()) {
+            let art = ArtifactRef::from_hash(crate::Hash::from_bytes(bytes));
+            let key = blob_key(&t, &art);
+            prop_assert_eq!(parse_blob_key(&key), Some((t, art)));
+        }
+
+        #[test]
+        fn depth_keys_round_trip_and_sort_numerically(a in any::<u64>(), b in any::<u64>()) {
+            prop_assert_eq!(parse_depth_sk(&depth_sk(a)), Some(a));
+            prop_assert_eq!(depth_sk(a).cmp(&depth_sk(b)), a.cmp(&b));
+        }
+
+        #[test]
+        fn timeline_keys_round_trip_and_sort_by_time(a in any::<i64>(), b in any::<i64>(), x in any::<[u8; 16]>(), y in any::<[u8; 16]>()) {
+            let (ix, iy) = (CommitId::from_bytes(x), CommitId::from_bytes(y));
+            prop_assert_eq!(parse_timeline_sk(&timeline_sk(a, &ix)), Some((a, ix)));
+            prop_assert_eq!(timeline_sk(a, &ix).cmp(&timeline_sk(b, &iy)), (a, ix).cmp(&(b, iy)));
+            prop_assert!(timeline_sk(a, &ix) <= timeline_upper_bound(a));
+            if a < b {
+                prop_assert!(timeline_upper_bound(a) < timeline_sk(b, &iy));
+            }
+        }
+    }
+
+    #[test]
+    fn keys_are_pinned() {
+        let t: TenantId = "acme".parse().unwrap();
+        let id = CommitId::from_bytes([0xab; 16]);
+        assert_eq!(
+            commit_pk(&t, &id),
+            "T#acme#C#ctx-abababababababababababababababab"
+        );
+        assert_eq!(depth_sk(42), "D#00000000000000000042");
+        assert_eq!(
+            timeline_sk(0, &id),
+            "TS#09223372036854775808#ctx-abababababababababababababababab"
+        );
+        assert_eq!(
+            blob_key(&t, &ArtifactRef::of(b"hello")),
+            "cas/acme/ea/ea8f163db38682925e4491c5e58d4bb3506ef8c14eb78a86e908c5624a67200f"
+        );
+        assert_eq!(parse_depth_sk("D#42"), None);
+        assert_eq!(
+            parse_blob_key(
+                "cas/acme/00/ea8f163db38682925e4491c5e58d4bb3506ef8c14eb78a86e908c5624a67200f"
+            ),
+            None
+        );
+    }
+}
