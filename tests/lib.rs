@@ -43,10 +43,44 @@ impl Server {
     /// Starts `ctx serve --data DATA --addr 127.0.0.1:0` and waits until it
     /// says where it listens.
     pub fn start(data: &Path) -> Server {
+        Self::start_with(data, &[])
+    }
+
+    /// Starts `ctx serve --store aws` against the emulator, with a token
+    /// for a tenant no earlier run used (the emulator's table is shared).
+    /// `None` (printed) when aws tests are not expected here; with
+    /// `CTX_TEST_AWS=1` a missing or unreachable emulator panics.
+    #[allow(clippy::disallowed_methods)] // a unique tenant name, not logic under test
+    pub fn start_aws(data: &Path) -> Option<Server> {
+        if !aws_expected() {
+            return None;
+        }
+        let mut server = Self::start_with(data, &["--store", "aws"]);
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .expect("the clock is after 1970")
+            .as_nanos();
+        let tenant = format!("e2e-{}-{nanos}", std::process::id());
+        let out = Command::new(ctx_bin())
+            .args(["tokens", "add", &tenant, "--data"])
+            .arg(data)
+            .output()
+            .expect("ctx tokens add runs");
+        assert!(out.status.success(), "ctx tokens add failed");
+        server.token = String::from_utf8(out.stdout)
+            .expect("utf-8")
+            .trim()
+            .to_owned();
+        Some(server)
+    }
+
+    /// Starts `ctx serve` with extra arguments.
+    pub fn start_with(data: &Path, extra: &[&str]) -> Server {
         let mut child = Command::new(ctx_bin())
             .args(["serve", "--data"])
             .arg(data)
             .args(["--addr", "127.0.0.1:0"])
+            .args(extra)
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
@@ -116,6 +150,31 @@ impl Drop for Server {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+/// Whether tests against the AWS emulator should run: yes when
+/// `AWS_ENDPOINT_URL` is set (and then it must answer); with
+/// `CTX_TEST_AWS=1` it must be set.
+pub fn aws_expected() -> bool {
+    let required = std::env::var("CTX_TEST_AWS").is_ok_and(|v| v == "1");
+    match std::env::var("AWS_ENDPOINT_URL")
+        .ok()
+        .filter(|v| !v.is_empty())
+    {
+        None if required => panic!("CTX_TEST_AWS=1 but AWS_ENDPOINT_URL is not set: run tests/run"),
+        None => {
+            eprintln!("NOT RUN: this test needs the AWS emulator; tests/run starts it");
+            false
+        }
+        Some(url) => {
+            let addr = url.trim_start_matches("http://").trim_end_matches('/');
+            assert!(
+                std::net::TcpStream::connect(addr).is_ok(),
+                "the AWS emulator at {url} is unreachable"
+            );
+            true
+        }
     }
 }
 

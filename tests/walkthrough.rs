@@ -32,7 +32,19 @@ fn id(v: &Value) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn walkthrough_over_http_and_cli() {
     let dir = tempfile::tempdir().unwrap();
-    let server = Server::start(dir.path());
+    walkthrough(&Server::start(dir.path())).await;
+}
+
+/// The same walkthrough with `ctx serve --store aws` on the emulator.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn walkthrough_on_the_aws_backends() {
+    let dir = tempfile::tempdir().unwrap();
+    if let Some(server) = Server::start_aws(dir.path()) {
+        walkthrough(&server).await;
+    }
+}
+
+async fn walkthrough(server: &Server) {
     let http = server.client();
 
     // Unauthenticated requests are refused; health is open.

@@ -20,6 +20,11 @@ pub enum StoreKind {
     Local,
     /// Everything in memory; lost when the server stops.
     Memory,
+    /// S3 + DynamoDB as configured by the environment (`CTX_BUCKET`,
+    /// `CTX_TABLE`, the AWS SDK's variables); tokens stay in the data
+    /// directory. Needs the `aws` feature.
+    #[cfg(feature = "aws")]
+    Aws,
 }
 
 /// The tenant the first token is made for.
@@ -78,6 +83,18 @@ pub async fn prepare(data: &Path, addr: SocketAddr, store: StoreKind) -> Result<
                     meta: meta.clone(),
                 },
                 meta,
+            )
+        }
+        #[cfg(feature = "aws")]
+        StoreKind::Aws => {
+            use ctx_core::store::aws::{AwsConfig, AwsHooks, connect};
+            let (blobs, meta) = connect(&AwsConfig::from_env()?, AwsHooks::default()).await?;
+            (
+                Stores {
+                    blobs: Arc::new(blobs),
+                    meta: Arc::new(meta),
+                },
+                Arc::new(SqliteMetaStore::open(data)?),
             )
         }
     };
