@@ -26,6 +26,8 @@ use crate::store::RefRecord;
 
 pub mod error;
 pub mod extract;
+#[cfg(any(test, feature = "conformance"))]
+pub mod testing;
 
 use error::{ApiError, ErrorBody};
 use extract::{Body, Json, Query, path_id};

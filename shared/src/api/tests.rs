@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 use tower::ServiceExt;
 
 use super::*;
+use crate::api::testing;
 use crate::auth::{TokenAuth, token_hash};
 use crate::clock::ManualClock;
 use crate::service::Limits;
@@ -213,366 +214,33 @@ async fn other_tenants_data_answers_404() {
     );
 }
 
-/// A bad-input case: name, method, URI, token, body.
-type Case<'a> = (&'a str, &'a str, String, Option<&'a str>, Option<Value>);
-
-/// Every bad input gets a 4xx naming the field, and writes nothing.
+/// Every bad input gets a 4xx naming the field, and writes nothing: the
+/// shared table, plus what only bearer tokens can get wrong.
 #[tokio::test]
 async fn bad_input_is_refused_naming_the_field_and_writes_nothing() {
     let h = harness().await;
-    let root = h
-        .ok("POST", "/v1/commits", checkpoint_body("root", None))
-        .await;
-    let root_id = root["id"].as_str().unwrap().to_owned();
-    let other_root = {
-        let (s, v) = h
-            .call(
-                "POST",
-                "/v1/commits",
-                Some(TOKEN_B),
-                Some(checkpoint_body("theirs", None)),
-            )
-            .await;
-        assert_eq!(s, StatusCode::CREATED);
-        v["id"].as_str().unwrap().to_owned()
-    };
-    let sibling = h
-        .ok("POST", "/v1/commits", {
-            let mut b = checkpoint_body("sibling root", None);
-            b["created_at"] = json!("2026-11-22T11:00:00Z");
-            b
-        })
-        .await;
-    let bad = |f: &dyn Fn(&mut Value)| {
-        let mut b = checkpoint_body("BAD-DELTA", Some(&root_id));
-        b["principal"] = json!("mallory");
-        f(&mut b);
-        Some(b)
-    };
-    let missing = "ctx-00000000000000000000000000000000";
-    let sib = sibling["id"].as_str().unwrap();
-    let cases: Vec<Case> = vec![
-        (
-            "malformed parent",
-            "POST",
-            "/v1/commits".into(),
-            Some(TOKEN_A),
-            bad(&|b| b["parent"] = json!("ctx-zz")),
-        ),
-        (
-            "unknown parent",
-            "POST",
-            "/v1/commits".into(),
-            Some(TOKEN_A),
-            bad(&|b| b["parent"] = json!(missing)),
-        ),
-        (
-            "parent of another tenant",
-            "POST",
-            "/v1/commits".into(),
-            Some(TOKEN_A),
-            bad(&|b| b["parent"] = json!(other_root)),
-        ),
-        (
-            "missing artifact",
-            "POST",
-            "/v1/commits".into(),
-            Some(TOKEN_A),
-            bad(&|b| {
-                b.as_object_mut().unwrap().remove("delta");
-                b["artifact_ref"] = json!(crate::ArtifactRef::of(b"never stored").to_string());
-            }),
-        ),
-        (
-            "malformed artifact ref",
-            "POST",
-            "/v1/commits".into(),
-            Some(TOKEN_A),
-            bad(&|b| {
-                b.as_object_mut().unwrap().remove("delta");
-                b["artifact_ref"] = json!("art-123");
-            }),
-        ),
-        (
-            "compaction without parent",
-            "POST",
-            "/v1/commits".into(),
-            Some(TOKEN_A),
-            bad(&|b| {
-                b.as_object_mut().unwrap().remove("parent");
-                b["commit_type"] = json!("compaction");
-            }),
-        ),
-        (
-            "negative count",
-            "POST",
-            "/v1/commits".into(),
-            Some(TOKEN_A),
-            bad(&|b| b["message_count"] = json!(-1)),
-        ),
-        (
-            "absurd count",
-            "POST",
-            "/v1/commits".into(),
-            Some(TOKEN_A),
-            bad(&|b| b["token_count"] = json!(1_000_000_000_000u64)),
-        ),
-        (
-            "two deltas",
-            "POST",
-            "/v1/commits".into(),
-            Some(TOKEN_A),
-            bad(&|b| b["delta_base64"] = json!("eA==")),
-        ),
-        (
-            "no delta",
-            "POST",
-            "/v1/commits".into(),
-            Some(TOKEN_A),
-            bad(&|b| {
-                b.as_object_mut().unwrap().remove("delta");
-            }),
-        ),
-        (
-            "bad base64",
-            "POST",
-            "/v1/commits".into(),
-            Some(TOKEN_A),
-            bad(&|b| {
-                b.as_object_mut().unwrap().remove("delta");
-                b["delta_base64"] = json!("not base64!");
-            }),
-        ),
-        (
-            "unknown commit type",
-            "POST",
-            "/v1/commits".into(),
-            Some(TOKEN_A),
-            bad(&|b| b["commit_type"] = json!("merge")),
-        ),
-        (
-            "misspelt field",
-            "POST",
-            "/v1/commits".into(),
-            Some(TOKEN_A),
-            bad(&|b| b["parnet"] = json!("x")),
-        ),
-        (
-            "empty template",
-            "POST",
-            "/v1/commits".into(),
-            Some(TOKEN_A),
-            bad(&|b| b["template"] = json!("")),
-        ),
-        (
-            "control character in principal",
-            "POST",
-            "/v1/commits".into(),
-            Some(TOKEN_A),
-            bad(&|b| b["principal"] = json!("a\u{1}b")),
-        ),
-        (
-            "bad time",
-            "POST",
-            "/v1/commits".into(),
-            Some(TOKEN_A),
-            bad(&|b| b["created_at"] = json!("yesterday")),
-        ),
-        (
-            "oversized summary",
-            "POST",
-            "/v1/commits".into(),
-            Some(TOKEN_A),
-            bad(&|b| b["summary"] = json!("s".repeat(20_000))),
-        ),
-        (
-            "oversized delta",
-            "POST",
-            "/v1/commits".into(),
-            Some(TOKEN_A),
-            bad(&|b| b["delta"] = json!("d".repeat(5000))),
-        ),
-        (
-            "stale ref expectation",
-            "POST",
-            "/v1/commits".into(),
-            Some(TOKEN_A),
-            bad(&|b| b["ref"] = json!({"name": "main", "expected": missing})),
-        ),
-        (
-            "missing token",
-            "POST",
-            "/v1/commits".into(),
-            None,
-            bad(&|_| {}),
-        ),
-        (
-            "wrong token",
-            "POST",
-            "/v1/commits".into(),
-            Some("nope"),
-            bad(&|_| {}),
-        ),
-        (
-            "malformed id in path",
-            "GET",
-            "/v1/commits/ctx-12".into(),
-            Some(TOKEN_A),
-            None,
-        ),
-        (
-            "unknown commit",
-            "GET",
-            format!("/v1/commits/{missing}"),
-            Some(TOKEN_A),
-            None,
-        ),
-        (
-            "stop not an ancestor",
-            "POST",
-            format!("/v1/commits/{root_id}/materialize"),
-            Some(TOKEN_A),
-            Some(json!({"stop": sib})),
-        ),
-        (
-            "unknown stop",
-            "POST",
-            format!("/v1/commits/{root_id}/materialize"),
-            Some(TOKEN_A),
-            Some(json!({"stop": missing})),
-        ),
-        (
-            "garbage stop",
-            "POST",
-            format!("/v1/commits/{root_id}/materialize"),
-            Some(TOKEN_A),
-            Some(json!({"stop": "yesterday"})),
-        ),
-        (
-            "untranslatable format",
-            "POST",
-            format!("/v1/commits/{root_id}/materialize"),
-            Some(TOKEN_A),
-            Some(json!({"format": "openai-chat-v1"})),
-        ),
-        (
-            "zero history depth",
-            "GET",
-            format!("/v1/commits/{root_id}/history?depth=0"),
-            Some(TOKEN_A),
-            None,
-        ),
-        (
-            "non-numeric history depth",
-            "GET",
-            format!("/v1/commits/{root_id}/history?depth=ten"),
-            Some(TOKEN_A),
-            None,
-        ),
-        (
-            "resolve without principal",
-            "GET",
-            "/v1/resolve".into(),
-            Some(TOKEN_A),
-            None,
-        ),
-        (
-            "resolve with a bad time",
-            "GET",
-            "/v1/resolve?principal=alice&at=noon".into(),
-            Some(TOKEN_A),
-            None,
-        ),
-        (
-            "resolve before anything",
-            "GET",
-            "/v1/resolve?principal=alice&at=2000-01-01T00:00:00Z".into(),
-            Some(TOKEN_A),
-            None,
-        ),
-        (
-            "bad ref name",
-            "PUT",
-            "/v1/refs/a//b".into(),
-            Some(TOKEN_A),
-            Some(json!({"target": root_id})),
-        ),
-        (
-            "ref to a missing commit",
-            "PUT",
-            "/v1/refs/x".into(),
-            Some(TOKEN_A),
-            Some(json!({"target": missing})),
-        ),
-        (
-            "ref list limit",
-            "GET",
-            "/v1/refs?limit=0".into(),
-            Some(TOKEN_A),
-            None,
-        ),
-        (
-            "unknown route",
-            "GET",
-            "/v1/nothing".into(),
-            Some(TOKEN_A),
-            None,
-        ),
-        (
-            "wrong method",
-            "DELETE",
-            "/v1/commits".into(),
-            Some(TOKEN_A),
-            None,
-        ),
-    ];
-    let mut table = Vec::new();
-    for (name, method, uri, token, body) in cases {
-        let (status, v) = h.call(method, &uri, token, body).await;
-        assert!(status.is_client_error(), "{name}: {status} {v}");
-        assert!(
-            v["error"]["message"]
-                .as_str()
-                .is_some_and(|m| !m.is_empty()),
-            "{name}: {v}"
-        );
+    let mut table = testing::bad_input_table(|c| {
+        let token = c.tenant.map(|t| {
+            if t == testing::TENANT_A {
+                TOKEN_A
+            } else {
+                TOKEN_B
+            }
+        });
+        let h = &h;
+        async move {
+            let (status, body) = h.raw(&c.method, &c.uri, token, c.body).await;
+            (status.as_u16(), body)
+        }
+    })
+    .await;
+    for (name, token) in [("missing token", None), ("wrong token", Some("nope"))] {
+        let body = testing::checkpoint_body("x", None);
+        let (status, v) = h.call("POST", "/v1/commits", token, Some(body)).await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED, "{name}");
         table.push(json!({"case": name, "status": status.as_u16(), "body": v}));
     }
-    // Bodies that are not JSON, or too large for any route.
-    let (status, v) = h
-        .raw("POST", "/v1/commits", Some(TOKEN_A), b"{not json".to_vec())
-        .await;
-    table.push(json!({"case": "non-JSON body", "status": status.as_u16(), "body": serde_json::from_slice::<Value>(&v).unwrap()}));
-    let huge = vec![
-        b' ';
-        Limits {
-            max_artifact_bytes: 4096,
-            ..Limits::default()
-        }
-        .max_json_bytes()
-            + 1
-    ];
-    let (status, v) = h.raw("POST", "/v1/commits", Some(TOKEN_A), huge).await;
-    table.push(json!({"case": "oversize JSON body", "status": status.as_u16(), "body": serde_json::from_slice::<Value>(&v).unwrap()}));
-    let (status, v) = h
-        .raw("POST", "/v1/artifacts", Some(TOKEN_A), vec![0u8; 4097])
-        .await;
-    table.push(json!({"case": "oversize artifact", "status": status.as_u16(), "body": serde_json::from_slice::<Value>(&v).unwrap()}));
     insta::assert_json_snapshot!("bad_input", table);
-
-    // Nothing was written: mallory has no commit, the bad delta is not stored,
-    // no ref was made.
-    let (status, _) = h
-        .call("GET", "/v1/resolve?principal=mallory", Some(TOKEN_A), None)
-        .await;
-    assert_eq!(status, StatusCode::NOT_FOUND);
-    let art = crate::ArtifactRef::of(b"BAD-DELTA");
-    let (status, _) = h
-        .call("GET", &format!("/v1/artifacts/{art}"), Some(TOKEN_A), None)
-        .await;
-    assert_eq!(status, StatusCode::NOT_FOUND);
-    let (_, refs) = h.call("GET", "/v1/refs", Some(TOKEN_A), None).await;
-    assert_eq!(refs["refs"], json!([]));
 }
 
 #[tokio::test]

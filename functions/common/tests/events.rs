@@ -1,0 +1,286 @@
+//! The Lambda handlers driven with API Gateway v2 (HTTP API) events: the
+//! fixtures in tests/data/apigw, the shared bad-input table (which must give
+//! the same bodies as `ctx serve`), and a checkpoint → show → materialize run
+//! over the aws backends on the emulator.
+
+use std::sync::Arc;
+
+use axum::Router;
+use base64::Engine as _;
+use ctx_core::api::testing::{self, Call};
+use ctx_core::api::{AppState, Group, router};
+use ctx_core::auth::{TokenAuth, token_hash};
+use ctx_core::store::TokenStore;
+use ctx_lambda::{FUNCTIONS, JwtClaimsAuth};
+use http_body_util::BodyExt;
+use serde_json::{Value, json};
+use tower::ServiceExt;
+
+const BASE_EVENT: &str = include_str!("../../../tests/data/apigw/base-event.json");
+const CHECKPOINT_ROOT: &str = include_str!("../../../tests/data/apigw/checkpoint-root.json");
+const SHOW_UNKNOWN: &str = include_str!("../../../tests/data/apigw/show-unknown.json");
+const RESOLVE_NO_CLAIMS: &str = include_str!("../../../tests/data/apigw/resolve-no-claims.json");
+
+/// Every function's router over one service, as API Gateway would route.
+struct Functions {
+    routers: Vec<(&'static str, Router)>,
+}
+
+impl Functions {
+    fn new(service: Arc<ctx_core::Service>) -> Self {
+        let auth: Arc<JwtClaimsAuth> = Arc::new(JwtClaimsAuth::new("tenant"));
+        let routers = FUNCTIONS
+            .iter()
+            .map(|(name, groups)| {
+                let state = AppState {
+                    service: service.clone(),
+                    auth: auth.clone(),
+                };
+                (*name, router(state, groups))
+            })
+            .collect();
+        Functions { routers }
+    }
+
+    /// Sends an event to the function that serves its route (an unrouted
+    /// event gets the routers' common 404, as from any of them).
+    async fn invoke(&self, event: &str) -> (u16, Vec<u8>, &'static str) {
+        let mut last = None;
+        for (name, r) in &self.routers {
+            let req = lambda_http::request::from_str(event).expect("a valid API Gateway v2 event");
+            let resp = r.clone().oneshot(req).await.expect("infallible");
+            let status = resp.status().as_u16();
+            let body = resp
+                .into_body()
+                .collect()
+                .await
+                .expect("body")
+                .to_bytes()
+                .to_vec();
+            let unrouted = status == 404
+                && serde_json::from_slice::<Value>(&body).is_ok_and(|v| {
+                    v["error"]["message"]
+                        .as_str()
+                        .is_some_and(|m| m.starts_with("route "))
+                });
+            if !unrouted {
+                return (status, body, name);
+            }
+            last = Some((status, body, "none"));
+        }
+        last.expect("there are functions")
+    }
+}
+
+/// An API Gateway v2 event for `call`, built from the base fixture.
+fn event(call: &Call) -> String {
+    let mut e: Value = serde_json::from_str(BASE_EVENT).expect("fixture is JSON");
+    let (path, query) = call.uri.split_once('?').unwrap_or((&call.uri, ""));
+    e["routeKey"] = json!(format!("{} {path}", call.method));
+    e["rawPath"] = json!(path);
+    e["rawQueryString"] = json!(query);
+    e["requestContext"]["http"]["method"] = json!(call.method);
+    e["requestContext"]["http"]["path"] = json!(path);
+    e["body"] = json!(base64::engine::general_purpose::STANDARD.encode(&call.body));
+    e["isBase64Encoded"] = json!(true);
+    match &call.tenant {
+        Some(t) => e["requestContext"]["authorizer"]["jwt"]["claims"]["tenant"] = json!(t),
+        None => {
+            e["requestContext"]
+                .as_object_mut()
+                .expect("object")
+                .remove("authorizer");
+        }
+    }
+    e.to_string()
+}
+
+#[tokio::test]
+async fn bad_input_gets_the_same_bodies_as_embedded_mode() {
+    // Embedded: ctx serve's router with bearer tokens.
+    let (service, meta) = testing::memory_service();
+    for t in [testing::TENANT_A, testing::TENANT_B] {
+        meta.add_token(
+            &token_hash(t),
+            &t.parse().unwrap(),
+            ctx_core::store::conformance::t(0),
+        )
+        .await
+        .unwrap();
+    }
+    let embedded_app = router(
+        AppState {
+            service: Arc::new(service),
+            auth: Arc::new(TokenAuth::new(meta)),
+        },
+        Group::ALL,
+    );
+    let embedded = testing::bad_input_table(|c| {
+        let app = embedded_app.clone();
+        async move {
+            let mut req = axum::http::Request::builder()
+                .method(c.method.as_str())
+                .uri(&c.uri);
+            if let Some(t) = &c.tenant {
+                req = req.header("authorization", format!("Bearer {t}"));
+            }
+            let resp = app
+                .oneshot(req.body(axum::body::Body::from(c.body)).unwrap())
+                .await
+                .unwrap();
+            let status = resp.status().as_u16();
+            (
+                status,
+                resp.into_body()
+                    .collect()
+                    .await
+                    .unwrap()
+                    .to_bytes()
+                    .to_vec(),
+            )
+        }
+    })
+    .await;
+
+    // Lambda: the same calls as API Gateway events, tenant from JWT claims.
+    let (service, _) = testing::memory_service();
+    let functions = Functions::new(Arc::new(service));
+    let lambda = testing::bad_input_table(|c| {
+        let ev = event(&c);
+        let f = &functions;
+        async move {
+            let (status, body, _) = f.invoke(&ev).await;
+            (status, body)
+        }
+    })
+    .await;
+    assert_eq!(embedded.len(), lambda.len());
+    for (e, l) in embedded.iter().zip(&lambda) {
+        assert_eq!(e, l, "the Lambda path answers differently");
+    }
+}
+
+#[tokio::test]
+async fn fixtures_reach_the_right_function_with_the_right_answers() {
+    let (service, _) = testing::memory_service();
+    let functions = Functions::new(Arc::new(service));
+
+    let (status, body, f) = functions.invoke(CHECKPOINT_ROOT).await;
+    assert_eq!(
+        (status, f),
+        (201, "checkpoint"),
+        "{}",
+        String::from_utf8_lossy(&body)
+    );
+    let commit: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(commit["principal"], "agent-7");
+    assert_eq!(commit["artifact_size"], 26);
+    // The same event again: idempotent.
+    let (status, again, _) = functions.invoke(CHECKPOINT_ROOT).await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        serde_json::from_slice::<Value>(&again).unwrap()["id"],
+        commit["id"]
+    );
+
+    let (status, body, f) = functions.invoke(SHOW_UNKNOWN).await;
+    assert_eq!((status, f), (404, "history"));
+    assert_eq!(
+        serde_json::from_slice::<Value>(&body).unwrap()["error"]["kind"],
+        "not_found"
+    );
+
+    let (status, body, f) = functions.invoke(RESOLVE_NO_CLAIMS).await;
+    assert_eq!((status, f), (401, "resolve"));
+    let v: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(v["error"]["kind"], "unauthenticated");
+    assert_eq!(v["error"]["field"], "authorization");
+}
+
+#[tokio::test]
+async fn a_chain_through_the_functions_on_the_aws_backends() {
+    use ctx_core::store::aws::{AwsConfig, AwsHooks, connect};
+    let required = std::env::var("CTX_TEST_AWS").is_ok_and(|v| v == "1");
+    if std::env::var("AWS_ENDPOINT_URL").is_err() {
+        assert!(!required, "CTX_TEST_AWS=1 but AWS_ENDPOINT_URL is not set");
+        eprintln!("NOT RUN: needs the AWS emulator; tests/run starts it");
+        return;
+    }
+    let (blobs, meta) = connect(&AwsConfig::from_env().unwrap(), AwsHooks::default())
+        .await
+        .unwrap();
+    let service = ctx_core::Service::new(
+        ctx_core::store::Stores {
+            blobs: Arc::new(blobs),
+            meta: Arc::new(meta),
+        },
+        Arc::new(ctx_core::SystemClock),
+    );
+    let functions = Functions::new(Arc::new(service));
+    let tenant = ctx_core::store::conformance::fresh_tenant("lambda").to_string();
+    let call = |method: &str, uri: String, body: Value| Call {
+        method: method.into(),
+        uri,
+        tenant: Some(tenant.clone()),
+        body: body.to_string().into_bytes(),
+    };
+    let (s, b, _) = functions
+        .invoke(&event(&call(
+            "POST",
+            "/v1/commits".into(),
+            testing::checkpoint_body("one\n", None),
+        )))
+        .await;
+    assert_eq!(s, 201, "{}", String::from_utf8_lossy(&b));
+    let root: Value = serde_json::from_slice(&b).unwrap();
+    let root_id = root["id"].as_str().unwrap();
+    let (s, b, _) = functions
+        .invoke(&event(&call(
+            "POST",
+            "/v1/commits".into(),
+            testing::checkpoint_body("two\n", Some(root_id)),
+        )))
+        .await;
+    assert_eq!(s, 201);
+    let tip: Value = serde_json::from_slice(&b).unwrap();
+    let tip_id = tip["id"].as_str().unwrap();
+    let (s, b, f) = functions
+        .invoke(&event(&call(
+            "POST",
+            format!("/v1/commits/{tip_id}/materialize"),
+            json!({"stop": "root"}),
+        )))
+        .await;
+    assert_eq!(
+        (s, f),
+        (200, "materialize"),
+        "{}",
+        String::from_utf8_lossy(&b)
+    );
+    let m: Value = serde_json::from_slice(&b).unwrap();
+    let (s, bytes, f) = functions
+        .invoke(&event(&Call {
+            method: "GET".into(),
+            uri: format!("/v1/artifacts/{}", m["artifact_ref"].as_str().unwrap()),
+            tenant: Some(tenant.clone()),
+            body: vec![],
+        }))
+        .await;
+    assert_eq!((s, f, bytes), (200, "checkpoint", b"one\ntwo\n".to_vec()));
+    let (s, b, f) = functions
+        .invoke(&event(&Call {
+            method: "GET".into(),
+            uri: format!("/v1/commits/{tip_id}/history?depth=5"),
+            tenant: Some(tenant.clone()),
+            body: vec![],
+        }))
+        .await;
+    assert_eq!((s, f), (200, "history"));
+    assert_eq!(
+        serde_json::from_slice::<Value>(&b).unwrap()["commits"]
+            .as_array()
+            .unwrap()
+            .len(),
+        2
+    );
+}
