@@ -47,18 +47,20 @@ use ctx_core::format::FormatId;
 use ctx_core::service::{CheckpointRequest, MaterializeRequest, Stop};
 use ctx_core::store::local::{Durability, LocalBlobStore, SqliteMetaStore};
 use ctx_core::store::memory::{MemoryBlobStore, MemoryMetaStore};
-use ctx_core::store::{BlobStore, MetaStore, Stores};
+use ctx_core::store::{BlobStore, BlobStoreExt, MetaStore, Stores};
 use ctx_core::{
     ArtifactRef, Commit, CommitId, CommitType, Principal, Service, SystemClock, TenantId, Trigger,
 };
-use futures::{TryStreamExt, stream};
+use futures::{StreamExt, TryStreamExt, stream};
 
 /// A fixed epoch for `created_at` values (late 2026), in µs.
 const EPOCH_MICROS: i64 = 1_790_000_000_000_000;
 /// Bytes per delta.
 const DELTA_BYTES: usize = 1024;
 /// Cached materializations timed per depth.
-const CACHED_REPS: usize = 20;
+const CACHED_REPS: usize = 50;
+/// Repetitions of each part of the cold-materialize breakdown.
+const PART_REPS: usize = 5;
 /// Resolve queries timed per timeline size.
 const RESOLVE_QUERIES: usize = 1000;
 /// Commits per session chain in the resolve timeline.
@@ -123,6 +125,7 @@ fn main() {
         }
     );
     println!("- temp dir: {}", std::env::temp_dir().display());
+    println!("- load average at start: {}", load_average());
     println!();
 
     rt.block_on(async {
@@ -130,6 +133,16 @@ fn main() {
         materialize(&plan).await;
         resolve(&plan).await;
     });
+    println!("Load average at the end: {}.", load_average());
+}
+
+/// `/proc/loadavg`'s 1/5/15-minute figures: other work on the machine
+/// skews every number here, so the report says how busy it was.
+fn load_average() -> String {
+    fs::read_to_string("/proc/loadavg").map_or_else(
+        |_| "unknown".into(),
+        |s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "),
+    )
 }
 
 // ---------------------------------------------------------------------------
@@ -461,6 +474,10 @@ struct MaterializeRow {
     cached: Samples,
     cached_download: Samples,
     copy: Samples,
+    /// The parts of a cold materialize, timed on their own.
+    walk: Samples,
+    fetch: Samples,
+    write: Samples,
 }
 
 async fn materialize_depth(depth: usize, chains: usize) -> MaterializeRow {
@@ -556,6 +573,44 @@ async fn materialize_depth(depth: usize, chains: usize) -> MaterializeRow {
     }
     let copy = Samples::new(each, copy_start.elapsed());
 
+    // Where a cold materialize spends its time, each part on its own:
+    // the chain walk, the verified artifact reads (as materialize does
+    // them, 16 in flight), and storing the joined result.
+    let walk = time_each(PART_REPS, |_| {
+        let (svc, tenant) = (&svc, &tenant);
+        async move {
+            let h = svc.history(tenant, &tip, depth).await.expect("history");
+            assert_eq!(h.len(), depth);
+        }
+    })
+    .await;
+    let fetch = time_each(PART_REPS, |_| {
+        let (blobs, tenant, arts) = (&blobs, &tenant, &built[0].artifacts);
+        async move {
+            let parts: Vec<Bytes> = stream::iter(arts)
+                .map(|a| async move { blobs.get(tenant, a).await })
+                .buffered(16)
+                .try_collect::<Vec<_>>()
+                .await
+                .expect("get")
+                .into_iter()
+                .map(|b| b.expect("artifact present"))
+                .collect();
+            assert_eq!(parts.len(), depth);
+        }
+    })
+    .await;
+    let write = time_each(PART_REPS, |rep| {
+        let (blobs, tenant) = (&blobs, &tenant);
+        async move {
+            let mut joined = format!("rep {rep} depth {depth}\n").into_bytes();
+            joined.resize(bytes as usize, b'.');
+            let put = blobs.put(tenant, Bytes::from(joined)).await.expect("put");
+            assert!(put.created);
+        }
+    })
+    .await;
+
     MaterializeRow {
         depth,
         bytes,
@@ -564,6 +619,9 @@ async fn materialize_depth(depth: usize, chains: usize) -> MaterializeRow {
         cached,
         cached_download,
         copy,
+        walk,
+        fetch,
+        write,
     }
 }
 
@@ -603,6 +661,25 @@ async fn materialize(plan: &Plan) {
             r.load.as_secs_f64(),
             ms(r.cold.each[0]),
             ms(*r.cold.each.last().expect("samples")),
+        );
+    }
+    println!();
+    println!(
+        "Where a cold materialize goes, each part timed on its own (median of {PART_REPS}):\n"
+    );
+    println!(
+        "| depth | cold ms | walk: `Service::history` ms | fetch: the verified `get`s, 16 in flight, ms \
+         | store result: `LocalBlobStore::put` ms |"
+    );
+    println!("|---:|---:|---:|---:|---:|");
+    for r in &rows {
+        println!(
+            "| {} | {} | {} | {} | {} |",
+            r.depth,
+            ms(r.cold.median()),
+            ms(r.walk.median()),
+            ms(r.fetch.median()),
+            ms(r.write.median()),
         );
     }
     println!();
@@ -723,6 +800,11 @@ async fn resolve(plan: &Plan) {
     for &n in &plan.timelines {
         rows.push(resolve_size(n).await);
     }
+    // Every SQLite call hops to the blocking pool and back: its floor.
+    let hop = time_each(RESOLVE_QUERIES, |_| async {
+        tokio::task::spawn_blocking(|| ()).await.expect("no panic");
+    })
+    .await;
     println!(
         "## 3. Resolve ({RESOLVE_QUERIES} queries at random times, one principal, sessions of {SESSION_LEN})\n"
     );
@@ -743,5 +825,12 @@ async fn resolve(plan: &Plan) {
             us(r.btree.quantile(0.99)),
         );
     }
+    println!();
+    println!(
+        "- floor of any SQLite call: a `tokio::task::spawn_blocking` round trip doing nothing, \
+         p50 {} µs, p99 {} µs",
+        us(hop.median()),
+        us(hop.quantile(0.99))
+    );
     println!();
 }

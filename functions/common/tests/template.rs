@@ -27,7 +27,7 @@ fn template_routes_equal_the_routes_each_function_serves() {
     let resources = t["Resources"].as_mapping().expect("Resources");
     let mut deployed = BTreeSet::new();
     for (name, r) in resources {
-        if r["Type"] != Value::from("AWS::Serverless::Function") {
+        if r["Type"] != "AWS::Serverless::Function" {
             continue;
         }
         let binary = r["Metadata"]["BuildProperties"]["Binary"]
