@@ -1,7 +1,7 @@
 """Creates the bucket and table of localstack/resources.json in an AWS
 emulator (moto or LocalStack). Idempotent: existing resources are kept.
 
-Usage: create_resources.py ENDPOINT_URL
+Usage: create_resources.py ENDPOINT_URL [DYNAMODB_ENDPOINT_URL]
 """
 import json
 import pathlib
@@ -11,6 +11,7 @@ import boto3
 from botocore.exceptions import ClientError
 
 endpoint = sys.argv[1]
+ddb_endpoint = sys.argv[2] if len(sys.argv) > 2 else endpoint
 spec = json.loads((pathlib.Path(__file__).parent / "resources.json").read_text())
 kw = dict(endpoint_url=endpoint, region_name="us-east-1",
           aws_access_key_id="test", aws_secret_access_key="test")
@@ -22,7 +23,7 @@ except ClientError as e:
     if e.response["Error"]["Code"] not in ("BucketAlreadyOwnedByYou", "BucketAlreadyExists"):
         raise
 
-ddb = boto3.client("dynamodb", **kw)
+ddb = boto3.client("dynamodb", **{**kw, "endpoint_url": ddb_endpoint})
 try:
     ddb.create_table(**spec["table"])
 except ClientError as e:

@@ -168,11 +168,14 @@ pub fn aws_expected() -> bool {
             false
         }
         Some(url) => {
-            let addr = url.trim_start_matches("http://").trim_end_matches('/');
-            assert!(
-                std::net::TcpStream::connect(addr).is_ok(),
-                "the AWS emulator at {url} is unreachable"
-            );
+            let dynamodb = std::env::var("AWS_ENDPOINT_URL_DYNAMODB").ok();
+            for url in std::iter::once(url).chain(dynamodb) {
+                let addr = url.trim_start_matches("http://").trim_end_matches('/');
+                assert!(
+                    std::net::TcpStream::connect(addr).is_ok(),
+                    "the AWS emulator at {url} is unreachable"
+                );
+            }
             true
         }
     }

@@ -50,8 +50,11 @@ impl Limits {
     }
 }
 
-/// Commits fetched per lineage query during a chain walk.
-const WALK_PAGE: usize = 256;
+/// The first lineage page of a walk whose length is unknown; later pages
+/// grow eightfold, up to [`MAX_WALK_PAGE`].
+const FIRST_WALK_PAGE: usize = 64;
+/// The largest lineage page a walk asks for.
+const MAX_WALK_PAGE: usize = 10_000;
 /// Artifact reads in flight at once during materialize.
 const FETCH_CONCURRENCY: usize = 16;
 
@@ -508,12 +511,18 @@ impl Service {
     /// Walks from `tip` towards the root, newest first, through whole
     /// lineage runs (one store query per run page, not per commit), until
     /// `done` says the commit just pushed is the last one wanted.
+    ///
+    /// `wanted` is how many commits (the tip included) the walk will take if
+    /// the caller knows; pages are sized to it, so a linear run costs one
+    /// query. Otherwise pages start small and grow.
     async fn walk(
         &self,
         tenant: &TenantId,
         tip: Commit,
+        wanted: Option<usize>,
         mut done: impl FnMut(&Commit) -> bool,
     ) -> Result<Vec<Commit>> {
+        let mut guess = FIRST_WALK_PAGE;
         let mut next = tip.parent_position();
         let mut expected_parent = tip.parent;
         let stop_now = done(&tip);
@@ -522,10 +531,23 @@ impl Service {
             return Ok(out);
         }
         while let Some((lineage, depth)) = next {
+            let limit = match wanted {
+                Some(w) => w.saturating_sub(out.len()),
+                None => {
+                    let this = guess;
+                    guess = (guess * 8).min(MAX_WALK_PAGE);
+                    this
+                }
+            };
+            let limit = limit.clamp(1, MAX_WALK_PAGE).min(
+                usize::try_from(depth)
+                    .unwrap_or(usize::MAX)
+                    .saturating_add(1),
+            );
             let page = self
                 .stores
                 .meta
-                .lineage_run(tenant, &lineage, depth, WALK_PAGE)
+                .lineage_run(tenant, &lineage, depth, limit)
                 .await?;
             if page.is_empty() {
                 return Err(Error::internal(format!(
@@ -575,7 +597,7 @@ impl Service {
         }
         let tip = self.show(tenant, id).await?;
         let mut n = 0;
-        self.walk(tenant, tip, |_| {
+        self.walk(tenant, tip, Some(depth), |_| {
             n += 1;
             n >= depth
         })
@@ -656,12 +678,15 @@ impl Service {
     ) -> Result<Vec<Commit>> {
         let mut path = match stop {
             Stop::Compaction => {
-                self.walk(tenant, tip, |c| {
+                self.walk(tenant, tip, None, |c| {
                     matches!(c.commit_type, CommitType::Compaction | CommitType::Snapshot)
                 })
                 .await?
             }
-            Stop::Root => self.walk(tenant, tip, |_| false).await?,
+            Stop::Root => {
+                let wanted = usize::try_from(tip.depth).ok().map(|d| d.saturating_add(1));
+                self.walk(tenant, tip, wanted, |_| false).await?
+            }
             Stop::After(ancestor) => {
                 let a = self
                     .stores
@@ -675,7 +700,12 @@ impl Service {
                     return Err(not_an_ancestor(&ancestor, &tip.id));
                 }
                 let tip_id = tip.id;
-                let mut path = self.walk(tenant, tip, |c| c.depth <= a.depth).await?;
+                let wanted = usize::try_from(tip.depth - a.depth)
+                    .ok()
+                    .map(|d| d.saturating_add(1));
+                let mut path = self
+                    .walk(tenant, tip, wanted, |c| c.depth <= a.depth)
+                    .await?;
                 match path.pop() {
                     Some(last) if last.id == ancestor => path,
                     _ => return Err(not_an_ancestor(&ancestor, &tip_id)),

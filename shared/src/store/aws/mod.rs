@@ -34,6 +34,7 @@ use crate::error::{Error, Result};
 
 mod dynamo;
 pub mod keys;
+pub mod report;
 mod s3;
 
 pub use dynamo::DynamoMetaStore;

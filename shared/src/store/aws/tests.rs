@@ -89,3 +89,49 @@ fn config_comes_from_the_environment_naming_what_is_missing() {
     }
     let _ = Arc::new(FaultPlan::new(10, 1));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn operations_cost_the_requests_the_design_promises() {
+    let Some(config) = emulator() else { return };
+    let rows = report::request_counts(&config, &[1, 30], 3).await.unwrap();
+    for r in &rows {
+        let forks = r.forks as u64;
+        let ctx = format!(
+            "{} at depth {} with {} forks: {:?}",
+            r.op, r.depth, r.forks, r.counts
+        );
+        match r.op.as_str() {
+            "checkpoint" => {
+                assert_eq!(r.count("PutObject"), 1, "{ctx}");
+                assert_eq!(r.count("TransactWriteItems"), 1, "{ctx}");
+                assert_eq!(r.count("GetItem"), 1, "the parent: {ctx}");
+                assert_eq!(r.total("s3") + r.total("dynamodb"), 3, "{ctx}");
+            }
+            "resolve" => assert_eq!((r.count("Query"), r.total("dynamodb")), (1, 1), "{ctx}"),
+            "show" => assert_eq!((r.count("GetItem"), r.total("dynamodb")), (1, 1), "{ctx}"),
+            "history(50)" => {
+                assert_eq!(r.count("GetItem"), 1, "{ctx}");
+                assert!(r.count("Query") <= 1 + forks, "{ctx}");
+            }
+            "materialize root (cold)" => {
+                assert!(r.count("Query") <= 1 + forks, "one query per run: {ctx}");
+                assert_eq!(
+                    r.count("GetObject"),
+                    r.depth + 1,
+                    "one GET per delta: {ctx}"
+                );
+                assert_eq!(r.count("GetItem"), 2, "tip and cache: {ctx}");
+                assert_eq!((r.count("PutObject"), r.count("PutItem")), (1, 1), "{ctx}");
+            }
+            "materialize root (warm)" => {
+                assert_eq!(r.total("s3") + r.total("dynamodb"), 2, "{ctx}")
+            }
+            other => panic!("unexpected row {other}"),
+        }
+    }
+    assert_eq!(
+        rows.iter().filter(|r| r.forks == 3).count(),
+        6,
+        "the deep chain has 3 forks"
+    );
+}

@@ -1,0 +1,36 @@
+//! The request-count report of the aws backends: S3 and DynamoDB requests
+//! per operation (checkpoint, resolve, show, history(50), materialize cold
+//! and warm) at chain depth 1 / 100 / 1,000, and 1,000 with 3 forks on the
+//! path. Counts come from an SDK interceptor; they do not depend on speed.
+//!
+//! Needs the emulator: `eval "$(localstack/emulator start)"`, then
+//! `cargo bench -p ctx-core --features aws --bench aws_requests`
+//! (`-- --quick` for depths 1 and 100 only).
+
+use ctx_core::store::aws::AwsConfig;
+use ctx_core::store::aws::report::request_counts;
+
+#[tokio::main]
+async fn main() {
+    let quick = std::env::args().any(|a| a == "--quick");
+    let config = AwsConfig::from_env()
+        .expect("start the emulator first: eval \"$(localstack/emulator start)\"");
+    let mut rows = Vec::new();
+    let depths: &[u64] = if quick { &[1, 100] } else { &[1, 100, 1000] };
+    rows.extend(request_counts(&config, depths, 0).await.expect("report"));
+    let forked: &[u64] = if quick { &[100] } else { &[1000] };
+    rows.extend(request_counts(&config, forked, 3).await.expect("report"));
+    println!("| operation | depth | forks | S3 requests | DynamoDB requests | total |");
+    println!("|---|---:|---:|---|---|---:|");
+    for r in rows {
+        println!(
+            "| {} | {} | {} | {} | {} | {} |",
+            r.op,
+            r.depth,
+            r.forks,
+            r.describe("s3"),
+            r.describe("dynamodb"),
+            r.total("s3") + r.total("dynamodb")
+        );
+    }
+}

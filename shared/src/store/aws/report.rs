@@ -1,0 +1,182 @@
+//! The request-count report: how many S3 and DynamoDB requests each
+//! operation costs, counted by [`RequestCounter`] on a service over the aws
+//! backends. Printed by `cargo bench --bench aws_requests`; the test suite
+//! asserts its bounds.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use aws_smithy_runtime_api::client::interceptors::SharedInterceptor;
+use chrono::Duration;
+
+use super::{AwsConfig, AwsHooks, RequestCounter, connect};
+use crate::clock::{Clock, ManualClock};
+use crate::commit::{CommitType, Trigger};
+use crate::error::Result;
+use crate::format::FormatId;
+use crate::id::{CommitId, TenantId};
+use crate::service::{CheckpointRequest, MaterializeRequest, Service, Stop};
+use crate::store::Stores;
+
+/// One operation's requests.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Row {
+    /// The operation, e.g. `materialize (cold)`.
+    pub op: String,
+    /// Chain depth of the tip (commits below it).
+    pub depth: u64,
+    /// Forks on the tip's path.
+    pub forks: usize,
+    /// Requests by (service, operation).
+    pub counts: BTreeMap<(String, String), u64>,
+}
+
+impl Row {
+    /// Requests to one service.
+    pub fn total(&self, service: &str) -> u64 {
+        self.counts
+            .iter()
+            .filter(|((s, _), _)| s == service)
+            .map(|(_, n)| n)
+            .sum()
+    }
+
+    /// Requests of one operation.
+    pub fn count(&self, operation: &str) -> u64 {
+        self.counts
+            .iter()
+            .filter(|((_, o), _)| o == operation)
+            .map(|(_, n)| n)
+            .sum()
+    }
+
+    /// `PutObject×1, GetItem×2`.
+    pub fn describe(&self, service: &str) -> String {
+        let parts: Vec<String> = self
+            .counts
+            .iter()
+            .filter(|((s, _), _)| s == service)
+            .map(|((_, o), n)| format!("{o}×{n}"))
+            .collect();
+        if parts.is_empty() {
+            "-".into()
+        } else {
+            parts.join(", ")
+        }
+    }
+}
+
+fn request(parent: Option<CommitId>, i: u64, principal: &str) -> CheckpointRequest {
+    CheckpointRequest {
+        parent,
+        commit_type: CommitType::Delta,
+        format: FormatId::raw(),
+        artifact_ref: None,
+        delta: Some(format!("turn {i}: some context the agent saw and said\n")),
+        delta_base64: None,
+        template: "report".into(),
+        principal: principal.parse().expect("valid principal"),
+        machine: None,
+        session_id: None,
+        checkpoint: Trigger::TurnBoundary,
+        ticket_id: None,
+        thread_id: None,
+        summary: Some(format!("turn {i}")),
+        message_count: Some(1),
+        token_count: None,
+        created_at: None,
+        tags: None,
+        ref_move: None,
+    }
+}
+
+/// Counts the requests of checkpoint, resolve, show, history(50) and cold
+/// and warm materialize at each depth, with `forks` forks on the path.
+///
+/// # Errors
+/// Storage errors.
+pub async fn request_counts(config: &AwsConfig, depths: &[u64], forks: usize) -> Result<Vec<Row>> {
+    let counter = RequestCounter::new();
+    let hooks = AwsHooks {
+        interceptor: Some(SharedInterceptor::new(counter.clone())),
+        ..AwsHooks::default()
+    };
+    let (blobs, meta) = connect(config, hooks).await?;
+    let clock = Arc::new(ManualClock::new(crate::clock::micros_to_time(
+        1_790_000_000_000_000,
+    )));
+    let service = Service::new(
+        Stores {
+            blobs: Arc::new(blobs),
+            meta: Arc::new(meta),
+        },
+        clock.clone(),
+    );
+    let mut rows = Vec::new();
+    for &depth in depths {
+        let mut nonce = [0u8; 6];
+        crate::clock::IdSource::fill(&crate::clock::OsRandom, &mut nonce);
+        let tenant: TenantId = format!("report-{}", hex::encode(nonce)).parse()?;
+        let principal = "reporter";
+        // Build the chain: `forks` + 1 segments, each after the first
+        // starting at a commit whose run slot a decoy child already holds.
+        let segment = (depth / (forks as u64 + 1)).max(1);
+        let mut tip: Option<CommitId> = None;
+        let mut made_forks = 0;
+        for i in 0..=depth {
+            if i > 0 && i % segment == 0 && made_forks < forks && i < depth {
+                clock.advance_micros(1);
+                let decoy = request(tip, 1_000_000 + i, "decoy");
+                service.checkpoint(&tenant, decoy).await?;
+                made_forks += 1;
+            }
+            clock.advance_micros(1_000);
+            let (c, _) = service
+                .checkpoint(&tenant, request(tip, i, principal))
+                .await?;
+            tip = Some(c.id);
+        }
+        let tip = tip.expect("at least the root");
+        let mut row = |op: &str, counts| {
+            rows.push(Row {
+                op: op.to_owned(),
+                depth,
+                forks: made_forks,
+                counts,
+            })
+        };
+        clock.advance_micros(1_000);
+        counter.reset();
+        let (next, _) = service
+            .checkpoint(&tenant, request(Some(tip), depth + 1, "other"))
+            .await?;
+        row("checkpoint", counter.snapshot());
+        let _ = next;
+        counter.reset();
+        service
+            .resolve(
+                &tenant,
+                &principal.parse()?,
+                Some(clock.now() + Duration::seconds(1)),
+            )
+            .await?;
+        row("resolve", counter.snapshot());
+        counter.reset();
+        service.show(&tenant, &tip).await?;
+        row("show", counter.snapshot());
+        counter.reset();
+        service.history(&tenant, &tip, 50).await?;
+        row("history(50)", counter.snapshot());
+        let req = MaterializeRequest {
+            stop: Some(Stop::Root),
+            format: None,
+        };
+        counter.reset();
+        service.materialize(&tenant, &tip, req.clone()).await?;
+        row("materialize root (cold)", counter.snapshot());
+        counter.reset();
+        service.materialize(&tenant, &tip, req).await?;
+        row("materialize root (warm)", counter.snapshot());
+    }
+    Ok(rows)
+}
