@@ -3,12 +3,16 @@
 
 use std::process::Command;
 
-use ctx_tests::{ctx_bin, Server};
+use ctx_tests::{Server, ctx_bin};
 
 fn walkthrough() -> String {
     let readme = include_str!("../README.md");
-    let start = readme.find("<!-- walkthrough -->").expect("README marks its walkthrough");
-    let end = readme.find("<!-- /walkthrough -->").expect("README closes its walkthrough");
+    let start = readme
+        .find("<!-- walkthrough -->")
+        .expect("README marks its walkthrough");
+    let end = readme
+        .find("<!-- /walkthrough -->")
+        .expect("README closes its walkthrough");
     let block = &readme[start..end];
     let body_start = block.find("```sh\n").expect("a sh block") + "```sh\n".len();
     let body_end = block.rfind("```").expect("a closed block");
@@ -23,7 +27,10 @@ fn the_readme_walkthrough_runs_as_written() {
     assert!(script.contains("export PATH=\"$PWD/target/release:$PATH\""));
     let bin_dir = ctx_bin().parent().unwrap().to_owned();
     let script = script
-        .replace("export PATH=\"$PWD/target/release:$PATH\"", &format!("export PATH=\"{}:$PATH\"", bin_dir.display()))
+        .replace(
+            "export PATH=\"$PWD/target/release:$PATH\"",
+            &format!("export PATH=\"{}:$PATH\"", bin_dir.display()),
+        )
         .replace("http://127.0.0.1:7878", &server.url);
     let out = Command::new("bash")
         .args(["-euo", "pipefail", "-c", &script])
@@ -35,7 +42,10 @@ fn the_readme_walkthrough_runs_as_written() {
         .expect("bash runs");
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "the walkthrough failed:\n{stdout}\n{stderr}");
+    assert!(
+        out.status.success(),
+        "the walkthrough failed:\n{stdout}\n{stderr}"
+    );
     for expected in [
         "summary: off-by-one at parser.rs:42\nuser: fix it\n",
         "user: find the bug in parser.rs\nassistant: reading parser.rs\ntool: parser.rs:42 indexes one past the end\nuser: fix it\n",
@@ -43,9 +53,18 @@ fn the_readme_walkthrough_runs_as_written() {
         "\"tier\":\"native\"",
         "\"commits\":[",
     ] {
-        assert!(stdout.contains(expected), "missing {expected:?} in:\n{stdout}");
+        assert!(
+            stdout.contains(expected),
+            "missing {expected:?} in:\n{stdout}"
+        );
     }
-    let log: Vec<&str> = stdout.lines().filter(|l| l.starts_with("ctx-") && l.contains("T")).collect();
+    let log: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.starts_with("ctx-") && l.contains("T"))
+        .collect();
     assert_eq!(log.len(), 5, "ctx log prints five lines:\n{stdout}");
-    assert!(log[1].contains("compaction") && log[1].ends_with("compacted"), "{stdout}");
+    assert!(
+        log[1].contains("compaction") && log[1].ends_with("compacted"),
+        "{stdout}"
+    );
 }
