@@ -323,7 +323,10 @@ impl Formats {
 }
 
 #[cfg(test)]
-mod tests {
+mod tests;
+
+#[cfg(test)]
+mod unit_tests {
     use super::*;
 
     #[test]
