@@ -261,27 +261,32 @@ fn write_header(out: &mut Vec<u8>, n: u64) {
 /// definite-length parts are copied as bytes; an indefinite-length part is
 /// decoded and its items re-encoded.
 pub(crate) fn concat_arrays(format: &str, parts: &[Bytes]) -> Result<Bytes> {
+    // First the item count (the header comes first), then one copy.
     let mut count = 0u64;
-    let mut body = Vec::with_capacity(parts.iter().map(Bytes::len).sum());
+    let mut bodies: Vec<std::borrow::Cow<'_, [u8]>> = Vec::with_capacity(parts.len());
     for p in parts {
         match array_header(p) {
             Some((n, len)) => {
                 count += n;
-                body.extend_from_slice(&p[len..]);
+                bodies.push(std::borrow::Cow::Borrowed(&p[len..]));
             }
             None => {
                 let items = decode_array(format, p)?;
                 count += items.len() as u64;
+                let mut body = Vec::new();
                 for item in &items {
                     ciborium::into_writer(item, &mut body)
                         .expect("writing CBOR to memory cannot fail");
                 }
+                bodies.push(std::borrow::Cow::Owned(body));
             }
         }
     }
-    let mut out = Vec::with_capacity(body.len() + 9);
+    let mut out = Vec::with_capacity(bodies.iter().map(|b| b.len()).sum::<usize>() + 9);
     write_header(&mut out, count);
-    out.extend_from_slice(&body);
+    for b in &bodies {
+        out.extend_from_slice(b);
+    }
     Ok(out.into())
 }
 

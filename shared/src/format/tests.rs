@@ -702,3 +702,104 @@ proptest! {
         }
     }
 }
+
+#[tokio::test]
+async fn a_chain_may_mix_formats_and_is_translated_whole() {
+    let (svc, tenant) = service();
+    // An Anthropic-format turn ending in two parallel tool calls ...
+    let calls = json!([
+        {"role": "user", "content": "Sizes of a.txt and b.txt?"},
+        {"role": "assistant", "content": [
+            {"type": "thinking", "thinking": "Both at once.", "signature": "sig-1"},
+            {"type": "tool_use", "id": "call_a", "name": "stat", "input": {"path": "a.txt"}},
+            {"type": "tool_use", "id": "call_b", "name": "stat", "input": {"path": "b.txt"}}
+        ]}
+    ]);
+    let (c1, _) = svc
+        .checkpoint(
+            &tenant,
+            request(
+                "anthropic-messages-v1",
+                calls.to_string().as_bytes(),
+                None,
+                CommitType::Delta,
+                1,
+            ),
+        )
+        .await
+        .unwrap();
+    // ... answered by an OpenAI-format delta: its tool messages answer the
+    // parent's calls, across formats.
+    let results = json!([
+        {"role": "tool", "tool_call_id": "call_a", "content": "12 bytes"},
+        {"role": "tool", "tool_call_id": "call_b", "content": "7 bytes"},
+        {"role": "assistant", "content": "a.txt is 12 bytes, b.txt 7."}
+    ]);
+    let (c2, _) = svc
+        .checkpoint(
+            &tenant,
+            request(
+                "openai-chat-v1",
+                results.to_string().as_bytes(),
+                Some(c1.id),
+                CommitType::Delta,
+                2,
+            ),
+        )
+        .await
+        .unwrap();
+    // A tool message answering nothing the parent left open is refused.
+    let stray = json!([{"role": "tool", "tool_call_id": "call_zz", "content": "?"}]);
+    let err = svc
+        .checkpoint(
+            &tenant,
+            request(
+                "openai-chat-v1",
+                stray.to_string().as_bytes(),
+                Some(c2.id),
+                CommitType::Delta,
+                3,
+            ),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(err.field.as_deref(), Some("delta_base64"));
+    assert!(
+        err.message.contains("at index 0") && err.message.contains("call_zz"),
+        "{}",
+        err.message
+    );
+
+    for (to, tier) in [
+        ("anthropic-messages-v1", "cross-runtime"),
+        ("bureau-agent-v2", "cross-runtime"),
+        ("claude-code-v1", "cross-runtime"),
+        ("openai-chat-v1", "cross-runtime"),
+    ] {
+        let (bytes, got_tier) = materialized(&svc, &tenant, &c2.id, Stop::Root, Some(to)).await;
+        assert_eq!(got_tier, tier, "{to}");
+        let conv = formats().codec(&fid(to)).to_canonical(&bytes).unwrap();
+        assert_eq!(
+            tool_results(&conv),
+            vec![
+                ("call_a".to_owned(), "12 bytes".to_owned(), false),
+                ("call_b".to_owned(), "7 bytes".to_owned(), false)
+            ],
+            "{to}"
+        );
+        // Cached per (commit, stop, target format).
+        let m = svc
+            .materialize(
+                &tenant,
+                &c2.id,
+                MaterializeRequest {
+                    stop: Some(Stop::Root),
+                    format: Some(fid(to)),
+                },
+            )
+            .await
+            .unwrap();
+        assert!(m.cached);
+        assert_eq!(m.tier, tier);
+    }
+}
