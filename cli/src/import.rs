@@ -19,7 +19,7 @@ use ctx_core::format::{SegmentKind, segments};
 use ctx_core::service::MaterializeResponse;
 use ctx_core::store::RefRecord;
 use ctx_core::{Commit, Error, ErrorKind, Result};
-use indicatif::ProgressBar;
+use indicatif::{ProgressBar, ProgressStyle};
 use reqwest::Method;
 use serde_json::{Value, json};
 
@@ -98,7 +98,11 @@ pub async fn run_import(cmd: ImportCommand) -> Result<()> {
         Some(p) => Some(rev(&c, p).await?),
         None => None,
     };
-    let bar = ProgressBar::new(bytes.len() as u64);
+    // Drawn on stderr only when it is a terminal.
+    let bar = ProgressBar::new(bytes.len() as u64).with_style(
+        ProgressStyle::with_template("{bar:40} {bytes}/{total_bytes} {msg}")
+            .map_err(|e| Error::internal(format!("progress template: {e}")))?,
+    );
     let mut last: Option<DateTime<Utc>> = None;
     let mut ids: Vec<String> = Vec::with_capacity(segs.len());
     let (mut deltas, mut compactions) = (0u64, 0u64);
@@ -156,6 +160,7 @@ pub async fn run_import(cmd: ImportCommand) -> Result<()> {
         }
         ids.push(commit.id.to_string());
         parent = Some(commit.id.to_string());
+        bar.set_message(format!("{deltas} turns, {compactions} compactions"));
         bar.inc(seg.range.len() as u64);
     }
     bar.finish_and_clear();

@@ -436,6 +436,9 @@ impl Service {
         let counts = match &bytes {
             Some(b) => {
                 let checked = codec.validate(b).map_err(|e| e.with_field(field))?;
+                if req.commit_type == CommitType::Compaction {
+                    codec.check_compaction(b).map_err(|e| e.with_field(field))?;
+                }
                 self.check_open_results(tenant, parent.as_ref(), &req.format, field, &checked)
                     .await?;
                 codec.count(b)

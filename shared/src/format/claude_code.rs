@@ -316,6 +316,26 @@ impl Codec for ClaudeCodeCodec {
     fn compaction_in_history(&self) -> bool {
         true
     }
+
+    fn check_compaction(&self, delta: &[u8]) -> Result<()> {
+        // Root materialization keeps these lines as part of the transcript,
+        // so they must be what Claude Code writes at a compaction.
+        let lines = parse(delta)?;
+        match lines.first() {
+            Some(l)
+                if entry_type(&l.value) == "system"
+                    && l.value.get("subtype").and_then(Value::as_str)
+                        == Some("compact_boundary") =>
+            {
+                Ok(())
+            }
+            _ => Err(bad(
+                ID,
+                at(0, 1),
+                "a compaction commit starts with its compact_boundary entry (then the summary)",
+            )),
+        }
+    }
 }
 
 /// What a segment of a transcript becomes.
@@ -446,6 +466,23 @@ mod tests {
         );
         assert!(err(b"\xff\n").contains("not UTF-8"));
         assert!(err(b"{\"type\": nope}\n").contains("(line 1): the line is not JSON"));
+    }
+
+    #[test]
+    fn compactions_start_with_their_boundary() {
+        assert!(
+            ClaudeCodeCodec
+                .check_compaction(format!("{USER}\n").as_bytes())
+                .unwrap_err()
+                .message
+                .contains("starts with its compact_boundary")
+        );
+        let boundary = r#"{"type":"system","subtype":"compact_boundary","parentUuid":null,"compactMetadata":{"trigger":"manual","preTokens":10}}"#;
+        assert!(
+            ClaudeCodeCodec
+                .check_compaction(format!("{boundary}\n{USER}\n").as_bytes())
+                .is_ok()
+        );
     }
 
     #[test]

@@ -262,6 +262,15 @@ pub trait Codec: Send + Sync + 'static {
     fn compaction_in_history(&self) -> bool {
         false
     }
+
+    /// Checks a (valid) delta checkpointed as a compaction commit.
+    ///
+    /// # Errors
+    /// `Invalid` on field `delta` when the format's compactions have a
+    /// shape and this is not it.
+    fn check_compaction(&self, _delta: &[u8]) -> Result<()> {
+        Ok(())
+    }
 }
 
 /// The chars/4 heuristic on bytes, rounded up.
