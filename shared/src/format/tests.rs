@@ -495,6 +495,7 @@ async fn claude_code_import_then_export_is_byte_identical() {
     let (svc, tenant) = service();
     let segs = segments(TRANSCRIPT).unwrap();
     let mut parent = None;
+    let mut ids = Vec::new();
     let mut table = Vec::new();
     for (i, s) in segs.iter().enumerate() {
         let kind = match s.kind {
@@ -522,8 +523,19 @@ async fn claude_code_import_then_export_is_byte_identical() {
             "tokens": c.token_count,
         }));
         parent = Some(c.id);
+        ids.push(c.id);
     }
     insta::assert_json_snapshot!("claude_code_import", table);
+    // After a named ancestor: the rest of the transcript, compactions kept.
+    let (after, _) = materialized(
+        &svc,
+        &tenant,
+        parent.as_ref().unwrap(),
+        Stop::After(ids[0]),
+        None,
+    )
+    .await;
+    assert_eq!(&after[..], &TRANSCRIPT[segs[1].range.start..]);
     let tip = parent.unwrap();
     let (root, tier) = materialized(&svc, &tenant, &tip, Stop::Root, None).await;
     assert_eq!(tier, "native");
