@@ -141,6 +141,27 @@ async fn claude_code_transcript_imports_and_exports_byte_identical() {
     ]);
     assert_eq!(json(&out)["cached"], true);
 
+    // A format ctx has no codec for: the raw fallback, never a guess.
+    let (code, out) = server.cli(&[
+        "materialize",
+        &tip,
+        "--stop",
+        "root",
+        "--format",
+        "gemini-contents-v9",
+        "-o",
+        path.to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(code, 0);
+    assert_eq!(json(&out)["tier"], "raw");
+    let raw = std::fs::read(&path).unwrap();
+    assert!(raw.starts_with(b"ctx raw fallback: ctx cannot write gemini-contents-v9"));
+    assert!(
+        raw.windows(original.len().min(200))
+            .any(|w| w == &original[..original.len().min(200)])
+    );
+
     // A transcript cut mid-line is refused before anything is written.
     let cut = dir.path().join("cut.jsonl");
     std::fs::write(&cut, &original[..original.len() - 10]).unwrap();

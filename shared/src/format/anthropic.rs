@@ -22,6 +22,9 @@ use crate::error::Result;
 
 const ID: &str = "anthropic-messages-v1";
 
+/// The API family of blocks this codec (and Claude Code's) passes through.
+pub(crate) const ANTHROPIC: &str = "anthropic";
+
 /// `anthropic-messages-v1`.
 #[derive(Debug, Default)]
 pub struct AnthropicCodec;
@@ -109,7 +112,10 @@ pub(crate) fn parse_block(v: &Value) -> Result<Block, String> {
                         url: str_field(src, "url", "an image source")?.to_owned(),
                     },
                 },
-                _ => Block::Other { value: v.clone() },
+                _ => Block::Other {
+                    api: ANTHROPIC.into(),
+                    value: v.clone(),
+                },
             }
         }
         "tool_use" => {
@@ -162,7 +168,10 @@ pub(crate) fn parse_block(v: &Value) -> Result<Block, String> {
         "redacted_thinking" => Block::RedactedThinking {
             data: str_field(obj, "data", &what)?.to_owned(),
         },
-        _ => Block::Other { value: v.clone() },
+        _ => Block::Other {
+            api: ANTHROPIC.into(),
+            value: v.clone(),
+        },
     })
 }
 
@@ -261,7 +270,7 @@ pub(crate) fn block_json(b: &Block) -> Value {
             v
         }
         Block::RedactedThinking { data } => json!({"type": "redacted_thinking", "data": data}),
-        Block::Other { value } => value.clone(),
+        Block::Other { value, .. } => value.clone(),
     }
 }
 
@@ -321,6 +330,9 @@ pub(crate) fn messages_api_losses(conv: &Conversation) -> Vec<String> {
                 }
                 Block::Image { .. } if m.role == Role::Assistant => {
                     lost.push(format!("message {i}: an assistant message holds an image"));
+                }
+                Block::Other { api, value } if api != ANTHROPIC => {
+                    lost.push(format!("message {i}: a block of the {api} API: {value}"));
                 }
                 Block::ToolUse { .. } | Block::Thinking { .. } | Block::RedactedThinking { .. }
                     if m.role != Role::Assistant =>

@@ -404,7 +404,7 @@ fn block_from_canonical(b: &Block, i: usize, lost: &mut Vec<String>) -> Option<B
             signature: signature.clone(),
         },
         Block::RedactedThinking { data } => BlockV1::RedactedThinking { data: data.clone() },
-        Block::Other { value } => {
+        Block::Other { value, .. } => {
             lost.push(format!(
                 "message {i}: a block the format cannot hold: {value}"
             ));

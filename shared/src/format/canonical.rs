@@ -143,8 +143,11 @@ pub enum Block {
         data: String,
     },
     /// A block of a type the canonical model does not know, kept as the
-    /// JSON it came as (Anthropic-family formats pass it through).
+    /// JSON it came as; only formats of the same API family pass it on.
     Other {
+        /// Whose JSON it is: `anthropic` (Messages API, Claude Code) or
+        /// `openai` (Chat Completions).
+        api: String,
         /// The block as it was.
         value: Value,
     },
@@ -166,7 +169,7 @@ impl Block {
             Block::ToolResult { content, .. } => content.iter().map(Block::chars).sum(),
             Block::Thinking { thinking, .. } => thinking.chars().count() as u64,
             Block::RedactedThinking { data } => data.len() as u64,
-            Block::Other { value } => value.to_string().chars().count() as u64,
+            Block::Other { value, .. } => value.to_string().chars().count() as u64,
         }
     }
 
@@ -396,7 +399,7 @@ fn render_block<'a>(s: &mut String, b: &'a Block, tools: &mut BTreeMap<&'a str, 
         Block::RedactedThinking { .. } => {
             let _ = writeln!(s, "(The assistant thought; the provider redacted it.)\n");
         }
-        Block::Other { value } => {
+        Block::Other { value, .. } => {
             let kind = value
                 .get("type")
                 .and_then(Value::as_str)

@@ -20,6 +20,9 @@ use crate::error::Result;
 
 const ID: &str = "openai-chat-v1";
 
+/// The API family of content parts this codec passes through.
+const OPENAI: &str = "openai";
+
 /// `openai-chat-v1`.
 #[derive(Debug, Default)]
 pub struct OpenAiCodec;
@@ -54,7 +57,10 @@ fn part(v: &Value, allow_images: bool) -> Result<Block, String> {
             })
         }
         "image_url" => Err("an image_url part is only allowed in user messages".into()),
-        _ if allow_images => Ok(Block::Other { value: v.clone() }),
+        _ if allow_images => Ok(Block::Other {
+            api: OPENAI.into(),
+            value: v.clone(),
+        }),
         other => Err(format!(
             "a {other} part is not allowed here; use text parts"
         )),
@@ -293,7 +299,10 @@ impl Codec for OpenAiCodec {
                                 };
                                 parts.push(json!({"type": "image_url", "image_url": {"url": url}}));
                             }
-                            Block::Other { value } => {
+                            Block::Other { api, value } if api == OPENAI => {
+                                parts.push(value.clone())
+                            }
+                            Block::Other { value, .. } => {
                                 lost.push(format!(
                                     "message {i}: a block the format cannot hold: {value}"
                                 ));

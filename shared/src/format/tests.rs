@@ -363,6 +363,38 @@ fn no_faithful_mapping_falls_back_to_a_narrative() {
     .unwrap();
     assert_eq!(out.tier, Tier::Narrative);
     assert!(out.note.contains("holds more than text"), "{}", out.note);
+    // A content part of one API has no place in another API's messages.
+    let audio = json!([{"role": "user", "content": [
+        {"type": "text", "text": "Transcribe this."},
+        {"type": "input_audio", "input_audio": {"data": "UklGRg==", "format": "wav"}}
+    ]}]);
+    let part = Part {
+        origin: "c".into(),
+        format: fid("openai-chat-v1"),
+        bytes: Bytes::from(audio.to_string()),
+    };
+    let out = translate(
+        &f,
+        std::slice::from_ref(&part),
+        &fid("anthropic-messages-v1"),
+    )
+    .unwrap();
+    assert_eq!(out.tier, Tier::Narrative);
+    assert!(
+        out.note.contains("a block of the openai API"),
+        "{}",
+        out.note
+    );
+    // ... while a mixed chain back into OpenAI keeps it as it was.
+    let other = Part {
+        origin: "d".into(),
+        format: fid("anthropic-messages-v1"),
+        bytes: Bytes::from(json!([{"role": "assistant", "content": "Done."}]).to_string()),
+    };
+    let out = translate(&f, &[part, other], &fid("openai-chat-v1")).unwrap();
+    assert_eq!(out.tier, Tier::CrossRuntime, "{}", out.note);
+    let v: Value = serde_json::from_slice(&out.bytes).unwrap();
+    assert_eq!(v[0]["content"][1]["type"], "input_audio");
 }
 
 #[test]
