@@ -6,6 +6,7 @@
 //! # Layout
 //! - [`serve`]: starting the embedded server, token administration.
 //! - [`client`]: the HTTP client and exit codes.
+//! - [`import`]: `ctx import claude-code` and `ctx export`.
 //! - this file: the command line and what each command prints.
 //!
 //! Exit codes: 0 success, 1 internal error, 2 usage or invalid input,
@@ -27,6 +28,7 @@ use reqwest::Method;
 use serde_json::{Value, json};
 
 pub mod client;
+pub mod import;
 pub mod serve;
 
 use client::{Client, encode, exit_code};
@@ -106,7 +108,8 @@ enum Command {
         /// compaction (default), root, or a ctx-… ancestor.
         #[arg(long)]
         stop: Option<String>,
-        /// The format wanted (default: the commit's).
+        /// The format wanted (default: the commit's); a different one is
+        /// translated (see the tier printed).
         #[arg(long)]
         format: Option<String>,
         /// Write the context here instead of stdout.
@@ -147,6 +150,14 @@ enum Command {
         #[command(subcommand)]
         command: RefCommand,
     },
+    /// Import a session from another runtime as a chain of commits.
+    Import {
+        #[command(subcommand)]
+        command: import::ImportCommand,
+    },
+    /// Write a chain out in a format (default: the whole history, as the
+    /// original transcript for a Claude Code session).
+    Export(Box<import::ExportArgs>),
 }
 
 #[derive(Debug, Subcommand)]
@@ -422,7 +433,7 @@ async fn run(cli: Cli) -> Result<()> {
             }
             if conn.json {
                 print_json(&m)?;
-            } else if output.is_some() {
+            } else if output.is_some() || m.tier != "native" {
                 eprintln!(
                     "{}: {} bytes, {} messages, {} tokens ({}{})",
                     m.artifact_ref,
@@ -485,6 +496,8 @@ async fn run(cli: Cli) -> Result<()> {
             }
         }
         Command::Ref { command } => run_ref(command).await,
+        Command::Import { command } => import::run_import(command).await,
+        Command::Export(args) => import::run_export(*args).await,
     }
 }
 

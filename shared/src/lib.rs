@@ -7,7 +7,8 @@
 //! # Layout
 //! - [`id`]: `Hash`, the prefixed ids and validated names.
 //! - [`commit`]: the commit model and its field limits.
-//! - [`format`]: format ids and the codec per format.
+//! - [`format`]: format ids, the codec per format, the canonical message
+//!   model and translation between formats.
 //! - [`store`]: the `BlobStore` / `MetaStore` / `TokenStore` traits, their
 //!   backends (memory, local) and the conformance suite.
 //! - [`service`]: every operation, over the stores.

@@ -15,7 +15,8 @@ use utoipa::ToSchema;
 use crate::clock::{Clock, truncate_to_micros};
 use crate::commit::{self, Commit, CommitType, Tags, Trigger, limits};
 use crate::error::{Error, ErrorKind, Result};
-use crate::format::{FormatId, Formats};
+use crate::format::translate::{self, Part, Tier};
+use crate::format::{Checked, FormatId, Formats};
 use crate::id::{ArtifactRef, CommitId, Principal, RefName, TenantId};
 use crate::store::{
     BlobStoreExt, MaterializeKey, Materialized, MetadataPatch, PutBlob, PutCommit, RefMove,
@@ -100,10 +101,13 @@ pub struct CheckpointRequest {
     /// A human-readable summary.
     #[serde(default)]
     pub summary: Option<String>,
-    /// Messages in the delta, if the wrapper knows.
+    /// Messages in the delta, if the wrapper knows; used only for formats
+    /// ctx cannot count itself (opaque ones).
     #[serde(default)]
     pub message_count: Option<u64>,
-    /// Tokens in the delta; estimated by the server when absent.
+    /// Tokens in the delta as the wrapper counted them. The server always
+    /// stores its own estimate as the commit's `token_count`; a different
+    /// claim is kept as the tag `client_token_count`.
     #[serde(default)]
     pub token_count: Option<u64>,
     /// When the wrapper checkpointed; the server's clock when absent. Send
@@ -188,7 +192,8 @@ pub struct MaterializeResponse {
     pub message_count: u64,
     /// Tokens in it.
     pub token_count: u64,
-    /// How it was produced: `native` when every delta is in the format asked for.
+    /// How it was produced: `native` (every delta was in the format asked
+    /// for), `field-level`, `cross-runtime`, `narrative` or `raw`.
     pub tier: String,
     /// Whether it came from the cache.
     pub cached: bool,
@@ -347,7 +352,7 @@ impl Service {
             (Some(_), None, None) => None,
             (None, Some(text), None) => {
                 self.check_artifact_size("delta", text.len())?;
-                Some(Bytes::from(text.clone().into_bytes()))
+                Some(("delta", Bytes::from(text.clone().into_bytes())))
             }
             (None, None, Some(b64)) => {
                 self.check_artifact_size("delta_base64", b64.len() / 4 * 3)?;
@@ -360,7 +365,7 @@ impl Service {
                             format!("delta_base64 is not valid base64: {e}"),
                         )
                     })?;
-                Some(Bytes::from(bytes))
+                Some(("delta_base64", Bytes::from(bytes)))
             }
             _ => {
                 return Err(Error::invalid(
@@ -377,7 +382,7 @@ impl Service {
                 None => None,
             };
         let artifact = match &inline {
-            Some(bytes) => ArtifactRef::of(bytes),
+            Some((_, bytes)) => ArtifactRef::of(bytes),
             None => req.artifact_ref.expect("exactly one of the three is set"),
         };
         let created_at = req
@@ -409,32 +414,75 @@ impl Service {
                 ));
             }
         }
-        let codec = self.formats.codec(&req.format);
-        let (size, counts) = match inline {
-            Some(bytes) => {
-                codec.validate(&bytes)?;
-                let counts = codec.count(&bytes);
-                (self.stores.blobs.put(tenant, bytes).await?.size, counts)
-            }
-            None => {
-                let size = self
-                    .stores
-                    .blobs
-                    .size(tenant, &artifact)
-                    .await?
-                    .ok_or_else(|| {
-                        Error::invalid(
-                            "artifact_ref",
-                            format!("artifact {artifact} does not exist"),
-                        )
-                    })?;
-                let counts = crate::format::Counts {
-                    messages: None,
-                    tokens: crate::format::estimate_tokens(size as usize),
-                };
-                (size, counts)
-            }
+        let codec = self.formats.codec(&req.format).clone();
+        // The bytes to check: inline ones, or a structured format's uploaded
+        // artifact (opaque formats need only its size).
+        let (field, bytes) = match inline {
+            Some((field, bytes)) => (field, Some(bytes)),
+            None if codec.structured() => (
+                "artifact_ref",
+                Some(
+                    self.stores
+                        .blobs
+                        .get(tenant, &artifact)
+                        .await?
+                        .ok_or_else(|| {
+                            Error::invalid(
+                                "artifact_ref",
+                                format!("artifact {artifact} does not exist"),
+                            )
+                        })?,
+                ),
+            ),
+            None => ("artifact_ref", None),
         };
+        let counts = match &bytes {
+            Some(b) => {
+                let checked = codec.validate(b).map_err(|e| e.with_field(field))?;
+                if req.commit_type == CommitType::Compaction {
+                    codec.check_compaction(b).map_err(|e| e.with_field(field))?;
+                }
+                self.check_open_results(tenant, parent.as_ref(), &req.format, field, &checked)
+                    .await?;
+                codec.count(b)
+            }
+            None => crate::format::Counts::default(),
+        };
+        let size = match (bytes, &req.artifact_ref) {
+            (Some(b), None) => self.stores.blobs.put(tenant, b).await?.size,
+            (Some(b), Some(_)) => b.len() as u64,
+            (None, _) => self
+                .stores
+                .blobs
+                .size(tenant, &artifact)
+                .await?
+                .ok_or_else(|| {
+                    Error::invalid(
+                        "artifact_ref",
+                        format!("artifact {artifact} does not exist"),
+                    )
+                })?,
+        };
+        // Counts are the server's: the codec's for a known format, chars/4
+        // of the bytes for opaque ones. A client's token_count is kept apart
+        // as the tag `client_token_count`, never used as the count.
+        let tokens = if codec.structured() {
+            counts.tokens
+        } else {
+            crate::format::estimate_tokens(size as usize)
+        };
+        let messages = match counts.messages {
+            Some(n) => n,
+            None => req.message_count.unwrap_or(0),
+        };
+        let mut tags = req.tags.unwrap_or_default();
+        if let Some(claimed) = req.token_count
+            && claimed != tokens
+            && tags.len() < limits::TAGS
+        {
+            tags.entry("client_token_count".to_owned())
+                .or_insert_with(|| claimed.to_string());
+        }
         let commit = Commit {
             id,
             parent: parent.as_ref().map(|p| p.id),
@@ -450,10 +498,10 @@ impl Service {
             ticket_id: req.ticket_id,
             thread_id: req.thread_id,
             summary: req.summary,
-            message_count: req.message_count.or(counts.messages).unwrap_or(0),
-            token_count: req.token_count.unwrap_or(counts.tokens),
+            message_count: messages,
+            token_count: tokens,
             created_at,
-            tags: req.tags.unwrap_or_default(),
+            tags,
             depth: parent.as_ref().map_or(0, |p| p.depth + 1),
             lineage: parent.as_ref().map_or(id, |p| p.lineage),
             parent_lineage: parent.as_ref().map(|p| p.lineage),
@@ -629,16 +677,6 @@ impl Service {
             return Ok(response(m, true));
         }
         let parts = self.contributing_commits(tenant, tip, stop).await?;
-        if let Some(c) = parts.iter().find(|c| c.format != format) {
-            return Err(Error::invalid(
-                "format",
-                format!(
-                    "commit {} is in format {}, and translation to {format} is not available; \
-                     materialize in {} instead",
-                    c.id, c.format, c.format
-                ),
-            ));
-        }
         let wanted: Vec<(CommitId, ArtifactRef)> =
             parts.iter().map(|c| (c.id, c.artifact_ref)).collect();
         let bytes: Vec<Bytes> = stream::iter(wanted)
@@ -655,17 +693,110 @@ impl Service {
             .buffered(FETCH_CONCURRENCY)
             .try_collect()
             .await?;
-        let joined = self.formats.codec(&format).concat(&bytes)?;
-        let put = self.stores.blobs.put(tenant, joined).await?;
-        let m = Materialized {
-            artifact_ref: put.artifact,
-            size: put.size,
-            message_count: parts.iter().map(|c| c.message_count).sum(),
-            token_count: parts.iter().map(|c| c.token_count).sum(),
-            tier: "native".into(),
+        let codec = self.formats.codec(&format).clone();
+        let m = if parts.iter().all(|c| c.format == format) {
+            let joined = codec.concat(&bytes)?;
+            let put = self.stores.blobs.put(tenant, joined).await?;
+            Materialized {
+                artifact_ref: put.artifact,
+                size: put.size,
+                message_count: parts.iter().map(|c| c.message_count).sum(),
+                token_count: parts.iter().map(|c| c.token_count).sum(),
+                tier: Tier::Native.as_str().into(),
+            }
+        } else {
+            let translate_parts: Vec<Part> = parts
+                .iter()
+                .zip(bytes)
+                .map(|(c, b)| Part {
+                    origin: format!("commit {}", c.id),
+                    format: c.format.clone(),
+                    bytes: b,
+                })
+                .collect();
+            let formats = self.formats.clone();
+            let target = format.clone();
+            let out = tokio::task::spawn_blocking(move || {
+                translate::translate(&formats, &translate_parts, &target)
+            })
+            .await
+            .map_err(|e| Error::internal(format!("translation panicked: {e}")))??;
+            let counts = codec.count(&out.bytes);
+            let put = self.stores.blobs.put(tenant, out.bytes).await?;
+            Materialized {
+                artifact_ref: put.artifact,
+                size: put.size,
+                message_count: counts
+                    .messages
+                    .unwrap_or_else(|| parts.iter().map(|c| c.message_count).sum()),
+                token_count: counts.tokens,
+                tier: out.tier.as_str().into(),
+            }
         };
         self.stores.meta.put_materialized(tenant, &key, &m).await?;
         Ok(response(m, false))
+    }
+
+    /// Tool results in a new delta whose tool use is not in the delta must
+    /// answer a tool use the parent's delta left unanswered.
+    async fn check_open_results(
+        &self,
+        tenant: &TenantId,
+        parent: Option<&Commit>,
+        format: &FormatId,
+        field: &str,
+        checked: &Checked,
+    ) -> Result<()> {
+        if checked.open_results.is_empty() {
+            return Ok(());
+        }
+        let answerable = match parent {
+            // A compaction's summary stands in for the history the tool use
+            // was in; it cannot be checked.
+            Some(p) if p.commit_type == CommitType::Compaction => return Ok(()),
+            Some(p) => {
+                let codec = self.formats.codec(&p.format);
+                if !codec.structured() {
+                    return Ok(());
+                }
+                let bytes = self
+                    .stores
+                    .blobs
+                    .get(tenant, &p.artifact_ref)
+                    .await?
+                    .ok_or_else(|| {
+                        Error::internal(format!(
+                            "artifact {} of commit {} is missing",
+                            p.artifact_ref, p.id
+                        ))
+                    })?;
+                codec
+                    .to_canonical(&bytes)
+                    .map(|c| c.unanswered_tool_uses())
+                    .unwrap_or_default()
+            }
+            None => Default::default(),
+        };
+        match checked
+            .open_results
+            .iter()
+            .find(|r| !answerable.contains(&r.tool_use_id))
+        {
+            None => Ok(()),
+            Some(r) => Err(Error::invalid(
+                field,
+                format!(
+                    "not a valid {format} delta: at {}: a tool_result answers tool_use {:?}, which is neither earlier in the delta nor left unanswered by the parent's delta{}",
+                    r.at,
+                    r.tool_use_id,
+                    if parent.is_none() {
+                        " (there is no parent)"
+                    } else {
+                        ""
+                    }
+                ),
+            )),
+        }
     }
 
     /// The commits whose artifacts make up the context at `tip` for `stop`,
@@ -716,8 +847,16 @@ impl Service {
         if stop != Stop::Compaction {
             // The original conversation: summaries and snapshots that stand
             // in for earlier history are skipped; a parentless snapshot
-            // (an imported context) is where the history starts.
-            path.retain(|c| c.commit_type == CommitType::Delta || c.parent.is_none());
+            // (an imported context) is where the history starts. A
+            // compaction in a format whose own log records it (a Claude Code
+            // transcript holds its compact_boundary and summary lines) is
+            // part of that history and stays (docs/adr/0003).
+            path.retain(|c| {
+                c.commit_type == CommitType::Delta
+                    || c.parent.is_none()
+                    || (c.commit_type == CommitType::Compaction
+                        && self.formats.codec(&c.format).compaction_in_history())
+            });
         }
         Ok(path)
     }

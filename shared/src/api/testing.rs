@@ -300,11 +300,11 @@ where
             Some(json!({"stop": "yesterday"})),
         ),
         (
-            "untranslatable format",
+            "malformed format",
             "POST",
             format!("/v1/commits/{root_id}/materialize"),
             Some(TENANT_A),
-            Some(json!({"format": "openai-chat-v1"})),
+            Some(json!({"format": "OpenAI Chat"})),
         ),
         (
             "zero history depth",

@@ -314,3 +314,139 @@ async fn artifacts_upload_once_and_download_verified() {
         .await;
     assert_eq!((s3, bytes), (StatusCode::OK, b"bytes\x00\xff".to_vec()));
 }
+
+/// A delta that is not valid for its format: 400 naming the format, the
+/// offset or index and what was wrong; nothing is stored.
+#[tokio::test]
+async fn bad_deltas_name_format_and_place_and_store_nothing() {
+    use base64::Engine as _;
+    let h = harness().await;
+    let cbor = {
+        let mut out = Vec::new();
+        ciborium::into_writer(
+            &json!([{"role": "user", "content": [{"kind": "text", "text": "hello there"}]}]),
+            &mut out,
+        )
+        .unwrap();
+        out
+    };
+    let cc_line = r#"{"type":"user","message":{"role":"user","content":"hi"},"uuid":"u1"}"#;
+    let tool_result = json!([{"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": "toolu_missing", "content": "42"}
+    ]}]);
+    let cases: Vec<(&str, &str, Value)> = vec![
+        (
+            "partial JSONL line",
+            "claude-code-v1",
+            json!({"delta": format!("{cc_line}\n{{\"type\":\"assistant\",\"mess")}),
+        ),
+        (
+            "truncated CBOR",
+            "bureau-agent-v1",
+            json!({"delta_base64": base64::engine::general_purpose::STANDARD.encode(&cbor[..cbor.len() - 4])}),
+        ),
+        (
+            "CBOR of the wrong shape",
+            "bureau-agent-v2",
+            json!({"delta_base64": base64::engine::general_purpose::STANDARD.encode(&cbor)}),
+        ),
+        (
+            "JSON object instead of an array",
+            "anthropic-messages-v1",
+            json!({"delta": json!({"role": "user", "content": "hi"}).to_string()}),
+        ),
+        (
+            "array of the wrong shape",
+            "openai-chat-v1",
+            json!({"delta": json!([{"role": "user", "content": "ok"}, {"role": "assistant", "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{not json"}}]}]).to_string()}),
+        ),
+        (
+            "tool_result without its tool_use",
+            "anthropic-messages-v1",
+            json!({"delta": tool_result.to_string()}),
+        ),
+        (
+            "tool message without its tool call",
+            "openai-chat-v1",
+            json!({"delta": json!([{"role": "tool", "tool_call_id": "call_9", "content": "x"}]).to_string()}),
+        ),
+    ];
+    let mut table = Vec::new();
+    for (name, format, delta) in cases {
+        let mut body = checkpoint_body("", None);
+        body["principal"] = json!("mallory");
+        body["format"] = json!(format);
+        body.as_object_mut().unwrap().remove("delta");
+        for (k, v) in delta.as_object().unwrap() {
+            body[k] = v.clone();
+        }
+        let (status, v) = h
+            .call("POST", "/v1/commits", Some(TOKEN_A), Some(body))
+            .await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{name}: {v}");
+        let msg = v["error"]["message"].as_str().unwrap();
+        assert!(msg.contains(format), "{name}: {msg}");
+        assert!(
+            msg.contains("byte offset") || msg.contains("index"),
+            "{name}: {msg}"
+        );
+        table.push(json!({"case": name, "body": v}));
+    }
+    insta::assert_json_snapshot!("bad_deltas", table);
+    // Nothing stored: no commit for mallory, no artifact for the bad CBOR.
+    let (status, _) = h
+        .call("GET", "/v1/resolve?principal=mallory", Some(TOKEN_A), None)
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let art = crate::ArtifactRef::of(&cbor[..cbor.len() - 4]);
+    let (status, _) = h
+        .call("GET", &format!("/v1/artifacts/{art}"), Some(TOKEN_A), None)
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+
+    // The same tool_result is fine when the parent's delta left its tool_use
+    // unanswered.
+    let mut parent = checkpoint_body(
+        &json!([{"role": "assistant", "content": [
+            {"type": "tool_use", "id": "toolu_missing", "name": "calc", "input": {}}
+        ]}])
+        .to_string(),
+        None,
+    );
+    parent["format"] = json!("anthropic-messages-v1");
+    let p = h.ok("POST", "/v1/commits", parent).await;
+    let mut child = checkpoint_body(&tool_result.to_string(), p["id"].as_str());
+    child["format"] = json!("anthropic-messages-v1");
+    let c = h.ok("POST", "/v1/commits", child).await;
+    assert_eq!(c["message_count"], 1);
+}
+
+/// Counts are the server's: a client's token_count never replaces the
+/// estimate, and is kept apart as a tag.
+#[tokio::test]
+async fn token_counts_are_estimated_by_the_server() {
+    let h = harness().await;
+    let mut b = checkpoint_body(
+        &json!([{"role": "user", "content": "12345678"}, {"role": "assistant", "content": "1234"}])
+            .to_string(),
+        None,
+    );
+    b["format"] = json!("openai-chat-v1");
+    b["token_count"] = json!(999_999);
+    b["message_count"] = json!(40);
+    let c = h.ok("POST", "/v1/commits", b).await;
+    assert_eq!(
+        (c["token_count"].clone(), c["message_count"].clone()),
+        (json!(3), json!(2))
+    );
+    assert_eq!(c["tags"]["client_token_count"], "999999");
+    // Opaque bytes: chars/4, and the client's message count (the server cannot know).
+    let mut raw = checkpoint_body("123456789", None);
+    raw["message_count"] = json!(2);
+    raw["created_at"] = json!("2026-11-22T10:00:01Z");
+    let r = h.ok("POST", "/v1/commits", raw).await;
+    assert_eq!(
+        (r["token_count"].clone(), r["message_count"].clone()),
+        (json!(3), json!(2))
+    );
+}

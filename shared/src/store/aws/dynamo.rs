@@ -1,5 +1,5 @@
 //! Metadata in one DynamoDB table (layout in [`super::keys`] and
-//! docs/adr/0003). Every access pattern is one request; a checkpoint is one
+//! docs/adr/0004). Every access pattern is one request; a checkpoint is one
 //! `TransactWriteItems` (commit by id + commit in its run + timeline entry +
 //! optional ref move), so no reader sees half of one.
 

@@ -2,7 +2,7 @@
 //! and nowhere else. Numbers are zero-padded so that string order is
 //! numeric order; times are shifted so that negative ones sort too.
 //!
-//! Table layout (one table, string `pk` / `sk`; see docs/adr/0003):
+//! Table layout (one table, string `pk` / `sk`; see docs/adr/0004):
 //!
 //! | item | pk | sk |
 //! |---|---|---|

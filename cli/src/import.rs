@@ -1,0 +1,243 @@
+//! `ctx import claude-code` and `ctx export`: a Claude Code transcript into
+//! a chain of commits, and a chain back out in any format.
+//!
+//! Import cuts the transcript with [`ctx_core::format::segments`]: one
+//! `claude-code-v1` delta per turn and, at each `compact_boundary`, a
+//! compaction commit holding the boundary and its summary, checkpointed
+//! after the turns before it. Each commit's `created_at` is the newest
+//! entry time in it, so importing the same transcript again returns the
+//! same commits and writes nothing twice. Export materializes with
+//! `stop: root` by default: for a Claude Code chain, the original
+//! transcript byte for byte.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use chrono::{DateTime, Duration, Utc};
+use clap::{Args, Subcommand};
+use ctx_core::format::{SegmentKind, segments};
+use ctx_core::service::MaterializeResponse;
+use ctx_core::store::RefRecord;
+use ctx_core::{Commit, Error, ErrorKind, Result};
+use indicatif::{ProgressBar, ProgressStyle};
+use reqwest::Method;
+use serde_json::{Value, json};
+
+use crate::client::encode;
+use crate::{Conn, print_json, rev};
+
+/// What to import.
+#[derive(Debug, Subcommand)]
+pub enum ImportCommand {
+    /// A Claude Code transcript (JSONL): one commit per turn, a compaction
+    /// commit per compact_boundary; prints the tip's ctx id.
+    ClaudeCode(ClaudeCodeArgs),
+}
+
+/// `ctx import claude-code`.
+#[derive(Debug, Args)]
+pub struct ClaudeCodeArgs {
+    /// The transcript, e.g. ~/.claude/projects/<project>/<session>.jsonl.
+    file: PathBuf,
+    /// Who the session belongs to.
+    #[arg(long, env = "CTX_PRINCIPAL", default_value = "claude-code")]
+    principal: String,
+    /// Point this ref at the tip (created, or moved forward if it points at
+    /// a commit of this import).
+    #[arg(long = "ref")]
+    ref_name: Option<String>,
+    /// Continue this commit (or ref) instead of starting a new root.
+    #[arg(long)]
+    parent: Option<String>,
+    /// The context template recorded on each commit.
+    #[arg(long, env = "CTX_TEMPLATE", default_value = "claude-code")]
+    template: String,
+    /// The machine the session ran on.
+    #[arg(long)]
+    machine: Option<String>,
+    #[command(flatten)]
+    conn: Conn,
+}
+
+/// `ctx export`.
+#[derive(Debug, Args)]
+pub struct ExportArgs {
+    /// The commit or ref.
+    rev: String,
+    /// The format wanted (default: the commit's), e.g. claude-code-v1.
+    #[arg(long)]
+    format: Option<String>,
+    /// root (default: the whole history), compaction, or a ctx-… ancestor.
+    #[arg(long, default_value = "root")]
+    stop: String,
+    /// Write here instead of stdout.
+    #[arg(short, long)]
+    output: Option<PathBuf>,
+    #[command(flatten)]
+    conn: Conn,
+}
+
+/// Runs `ctx import`.
+///
+/// # Errors
+/// `Invalid` for an unreadable or invalid transcript; the server's errors.
+pub async fn run_import(cmd: ImportCommand) -> Result<()> {
+    let ImportCommand::ClaudeCode(a) = cmd;
+    let bytes = std::fs::read(&a.file)
+        .map_err(|e| Error::invalid("file", format!("cannot read {}: {e}", a.file.display())))?;
+    let segs = segments(&bytes)
+        .map_err(|e| Error::invalid("file", format!("{}: {}", a.file.display(), e.message)))?;
+    if segs.is_empty() {
+        return Err(Error::invalid(
+            "file",
+            format!("{} holds no transcript entries", a.file.display()),
+        ));
+    }
+    let c = a.conn.client()?;
+    let mut parent = match &a.parent {
+        Some(p) => Some(rev(&c, p).await?),
+        None => None,
+    };
+    // Drawn on stderr only when it is a terminal.
+    let bar = ProgressBar::new(bytes.len() as u64).with_style(
+        ProgressStyle::with_template("{bar:40} {bytes}/{total_bytes} {msg}")
+            .map_err(|e| Error::internal(format!("progress template: {e}")))?,
+    );
+    let mut last: Option<DateTime<Utc>> = None;
+    let mut ids: Vec<String> = Vec::with_capacity(segs.len());
+    let (mut deltas, mut compactions) = (0u64, 0u64);
+    for seg in &segs {
+        let compaction = seg.kind == SegmentKind::Compaction && parent.is_some();
+        let at = seg
+            .timestamp
+            .as_deref()
+            .and_then(|t| DateTime::parse_from_rfc3339(t).ok())
+            .map(|t| t.with_timezone(&Utc))
+            .or_else(|| last.map(|l| l + Duration::microseconds(1)));
+        last = at;
+        let text = std::str::from_utf8(&bytes[seg.range.clone()])
+            .map_err(|e| Error::invalid("file", format!("not UTF-8: {e}")))?;
+        let mut body = json!({
+            "commit_type": if compaction { "compaction" } else { "delta" },
+            "format": "claude-code-v1",
+            "template": a.template,
+            "principal": a.principal,
+            "checkpoint": if compaction { "compaction" } else { "turn_boundary" },
+            "delta": text,
+        });
+        // Without any entry time the server's clock is used (and a second
+        // import makes new commits).
+        if let Some(at) = at {
+            body["created_at"] = json!(at.to_rfc3339());
+        }
+        for (k, v) in [
+            ("parent", &parent),
+            ("session_id", &seg.session_id),
+            ("machine", &a.machine),
+        ] {
+            if let Some(v) = v {
+                body[k] = Value::String(v.clone());
+            }
+        }
+        let (_, commit): (_, Commit) = c
+            .json(Method::POST, "/v1/commits", Some(&body))
+            .await
+            .map_err(|e| {
+                let mut e = e;
+                e.message = format!(
+                    "{} (the entries at bytes {}..{} of {})",
+                    e.message,
+                    seg.range.start,
+                    seg.range.end,
+                    a.file.display()
+                );
+                e
+            })?;
+        if compaction {
+            compactions += 1;
+        } else {
+            deltas += 1;
+        }
+        ids.push(commit.id.to_string());
+        parent = Some(commit.id.to_string());
+        bar.set_message(format!("{deltas} turns, {compactions} compactions"));
+        bar.inc(seg.range.len() as u64);
+    }
+    bar.finish_and_clear();
+    let tip = parent.expect("at least one segment was imported");
+    if let Some(name) = &a.ref_name {
+        let path = format!("/v1/refs/{}", encode(name));
+        let body = match c.json::<RefRecord>(Method::GET, &path, None).await {
+            Ok((_, r)) if r.target.to_string() == tip => None,
+            Ok((_, r)) if ids.contains(&r.target.to_string()) => {
+                Some(json!({"target": tip, "expected": r.target}))
+            }
+            Ok((_, r)) => {
+                return Err(Error::conflict(
+                    format!(
+                        "ref {name} points at {}, which is not part of this import; it was not moved (the tip is {tip})",
+                        r.target
+                    ),
+                    Some(r.target.to_string()),
+                ));
+            }
+            Err(e) if e.kind == ErrorKind::NotFound => Some(json!({"target": tip})),
+            Err(e) => return Err(e),
+        };
+        if let Some(b) = body {
+            let _: (_, RefRecord) = c.json(Method::PUT, &path, Some(&b)).await?;
+        }
+    }
+    if a.conn.json {
+        print_json(&json!({
+            "tip": tip, "commits": ids, "deltas": deltas, "compactions": compactions,
+        }))
+    } else {
+        eprintln!(
+            "imported {} bytes as {deltas} deltas and {compactions} compactions",
+            bytes.len()
+        );
+        println!("{tip}");
+        Ok(())
+    }
+}
+
+/// Runs `ctx export`.
+///
+/// # Errors
+/// The server's errors; `Unavailable` when the output cannot be written.
+pub async fn run_export(a: ExportArgs) -> Result<()> {
+    let c = a.conn.client()?;
+    let id = rev(&c, &a.rev).await?;
+    let mut body = json!({ "stop": a.stop });
+    if let Some(f) = &a.format {
+        body["format"] = Value::String(f.clone());
+    }
+    let (_, m): (_, MaterializeResponse) = c
+        .json(
+            Method::POST,
+            &format!("/v1/commits/{id}/materialize"),
+            Some(&body),
+        )
+        .await?;
+    let bytes = c
+        .bytes(&format!("/v1/artifacts/{}", m.artifact_ref))
+        .await?;
+    match &a.output {
+        Some(path) => std::fs::write(path, &bytes)
+            .map_err(|e| Error::unavailable(format!("cannot write {}: {e}", path.display())))?,
+        None => std::io::stdout()
+            .write_all(&bytes)
+            .map_err(|e| Error::unavailable(format!("cannot write to stdout: {e}")))?,
+    }
+    if a.conn.json {
+        let mut err = std::io::stderr();
+        let _ = writeln!(err, "{}", serde_json::to_string(&m).unwrap_or_default());
+    } else {
+        eprintln!(
+            "{}: {} bytes, {} messages, {} tokens ({})",
+            m.artifact_ref, m.size, m.message_count, m.token_count, m.tier
+        );
+    }
+    Ok(())
+}

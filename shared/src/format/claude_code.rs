@@ -1,0 +1,514 @@
+//! `claude-code-v1`: Claude Code transcript JSONL, one JSON object per line,
+//! each line ending in a newline. Deltas are whole lines; concatenation is
+//! byte append, so a materialized chain is the original transcript byte for
+//! byte.
+//!
+//! Entry types known here: `user` and `assistant` (a Messages API `message`
+//! with content blocks and, for the assistant, `usage`), `system` (with
+//! subtypes such as `compact_boundary`, which carries `compactMetadata` with
+//! the trigger and token count before compaction, `parentUuid: null` and a
+//! `logicalParentUuid`), `summary`, and everything else (`attachment`,
+//! `file-history-snapshot`, titles, types yet to come), which is kept intact
+//! and never sent to a model. After a `compact_boundary` Claude Code writes
+//! the summary as a `user` entry with `isCompactSummary: true`.
+//!
+//! [`segments`] cuts a transcript into one delta per turn and one compaction
+//! per boundary (the boundary line and its summary), for `ctx import`.
+
+use std::ops::Range;
+
+use bytes::Bytes;
+use serde_json::{Value, json};
+
+use super::anthropic::{block_json, check_roles, content_json, messages_api_losses, parse_content};
+use super::canonical::{Conversation, Message, Role};
+use super::raw::append;
+use super::{Carries, Checked, Codec, Encoded, FormatId, OpenResult, bad};
+use crate::error::Result;
+
+const ID: &str = "claude-code-v1";
+
+/// `claude-code-v1`.
+#[derive(Debug, Default)]
+pub struct ClaudeCodeCodec;
+
+/// One parsed line.
+struct Line {
+    offset: usize,
+    end: usize,
+    number: usize,
+    value: Value,
+}
+
+fn at(offset: usize, number: usize) -> String {
+    format!("byte offset {offset} (line {number})")
+}
+
+fn parse(bytes: &[u8]) -> Result<Vec<Line>> {
+    if let Err(e) = std::str::from_utf8(bytes) {
+        let offset = e.valid_up_to();
+        let number = bytes[..offset].iter().filter(|&&b| b == b'\n').count() + 1;
+        return Err(bad(ID, at(offset, number), "the bytes are not UTF-8"));
+    }
+    let mut lines = Vec::new();
+    let mut pos = 0;
+    let mut number = 1;
+    while pos < bytes.len() {
+        let Some(nl) = bytes[pos..].iter().position(|&b| b == b'\n') else {
+            return Err(bad(
+                ID,
+                at(pos, number),
+                format!(
+                    "a partial line: the last {} bytes do not end with a newline",
+                    bytes.len() - pos
+                ),
+            ));
+        };
+        let line = &bytes[pos..pos + nl];
+        if line.iter().all(u8::is_ascii_whitespace) {
+            return Err(bad(ID, at(pos, number), "an empty line"));
+        }
+        let value: Value = serde_json::from_slice(line).map_err(|e| {
+            bad(
+                ID,
+                at(pos + e.column().saturating_sub(1), number),
+                format!("the line is not JSON: {e}"),
+            )
+        })?;
+        check_entry(&value).map_err(|e| bad(ID, at(pos, number), e))?;
+        lines.push(Line {
+            offset: pos,
+            end: pos + nl + 1,
+            number,
+            value,
+        });
+        pos += nl + 1;
+        number += 1;
+    }
+    Ok(lines)
+}
+
+fn entry_type(v: &Value) -> &str {
+    v.get("type").and_then(Value::as_str).unwrap_or("")
+}
+
+fn check_entry(v: &Value) -> Result<(), String> {
+    let obj = v.as_object().ok_or("an entry is not a JSON object")?;
+    let ty = match obj.get("type") {
+        Some(Value::String(t)) => t.as_str(),
+        Some(_) => return Err("the entry's \"type\" is not a string".into()),
+        None => return Err("the entry has no \"type\"".into()),
+    };
+    match ty {
+        "user" | "assistant" => {
+            let msg = obj
+                .get("message")
+                .and_then(Value::as_object)
+                .ok_or_else(|| format!("a {ty} entry has no \"message\" object"))?;
+            let role = msg.get("role").and_then(Value::as_str);
+            if role != Some(ty) {
+                return Err(format!("a {ty} entry's message has role {role:?}"));
+            }
+            let content = msg
+                .get("content")
+                .ok_or_else(|| format!("a {ty} entry's message has no \"content\""))?;
+            let blocks = parse_content(content).map_err(|e| format!("message.{e}"))?;
+            let role = if ty == "user" {
+                Role::User
+            } else {
+                Role::Assistant
+            };
+            check_roles(role, &blocks).map_err(|e| format!("message.{e}"))?;
+            if let Some(u) = msg.get("usage")
+                && !u.is_object()
+            {
+                return Err("an assistant message's \"usage\" is not an object".into());
+            }
+        }
+        "system" if obj.get("subtype").and_then(Value::as_str) == Some("compact_boundary") => {
+            let meta = obj
+                .get("compactMetadata")
+                .and_then(Value::as_object)
+                .ok_or("a compact_boundary entry has no \"compactMetadata\" object")?;
+            if !meta.get("trigger").is_some_and(Value::is_string) {
+                return Err(
+                    "a compact_boundary's compactMetadata has no string \"trigger\"".into(),
+                );
+            }
+            if obj.get("parentUuid").is_some_and(|p| !p.is_null()) {
+                return Err(
+                        "a compact_boundary starts a new chain: its parentUuid must be null (the old tip is logicalParentUuid)"
+                            .into(),
+                    );
+            }
+        }
+        "summary" if !obj.get("summary").is_some_and(Value::is_string) => {
+            return Err("a summary entry has no string \"summary\"".into());
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+fn decode(bytes: &[u8]) -> Result<(Conversation, Vec<Line>)> {
+    let lines = parse(bytes)?;
+    let mut messages: Vec<Message> = Vec::new();
+    let mut last_assistant_id: Option<String> = None;
+    for (i, line) in lines.iter().enumerate() {
+        let v = &line.value;
+        let ty = entry_type(v);
+        if !(ty == "user" || ty == "assistant")
+            || v.get("isSidechain").and_then(Value::as_bool) == Some(true)
+        {
+            continue;
+        }
+        let msg = &v["message"];
+        let content =
+            parse_content(&msg["content"]).map_err(|e| bad(ID, at(line.offset, line.number), e))?;
+        let timestamp = v
+            .get("timestamp")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        if ty == "assistant" {
+            let id = msg.get("id").and_then(Value::as_str).map(str::to_owned);
+            if let (Some(id), Some(prev)) = (&id, messages.last_mut())
+                && prev.role == Role::Assistant
+                && last_assistant_id.as_ref() == Some(id)
+            {
+                prev.content.extend(content);
+                continue;
+            }
+            last_assistant_id = id;
+        } else {
+            last_assistant_id = None;
+        }
+        messages.push(Message {
+            role: if ty == "user" {
+                Role::User
+            } else {
+                Role::Assistant
+            },
+            content,
+            timestamp,
+            origin: i,
+        });
+    }
+    Ok((Conversation { messages }, lines))
+}
+
+/// A UUID-shaped id derived from `seed`, so translations are deterministic.
+fn uuid(seed: &[u8]) -> String {
+    let h = blake3::hash(seed);
+    let b = h.as_bytes();
+    let hex = hex::encode(&b[..16]);
+    format!(
+        "{}-{}-4{}-a{}-{}",
+        &hex[0..8],
+        &hex[8..12],
+        &hex[13..16],
+        &hex[17..20],
+        &hex[20..32]
+    )
+}
+
+impl Codec for ClaudeCodeCodec {
+    fn id(&self) -> FormatId {
+        FormatId(ID.to_owned())
+    }
+
+    fn runtime(&self) -> &'static str {
+        "claude-code"
+    }
+
+    fn version(&self) -> u32 {
+        1
+    }
+
+    fn describe(&self) -> &'static str {
+        "a Claude Code transcript: JSON Lines, one entry (user, assistant, system, summary, ...) per line"
+    }
+
+    fn validate(&self, delta: &[u8]) -> Result<Checked> {
+        let (conv, lines) = decode(delta)?;
+        Ok(Checked {
+            open_results: conv
+                .open_results()
+                .into_iter()
+                .map(|(id, i)| OpenResult {
+                    tool_use_id: id,
+                    at: at(lines[i].offset, lines[i].number),
+                })
+                .collect(),
+        })
+    }
+
+    fn concat(&self, parts: &[Bytes]) -> Result<Bytes> {
+        Ok(append(parts))
+    }
+
+    fn to_canonical(&self, bytes: &[u8]) -> Result<Conversation> {
+        Ok(decode(bytes)?.0)
+    }
+
+    fn encode_canonical(&self, conv: &Conversation) -> Result<Encoded> {
+        let seed = serde_json::to_vec(conv).expect("a conversation always serializes");
+        let session = uuid(&seed);
+        let mut out = Vec::new();
+        let mut parent: Option<String> = None;
+        let mut timestamp = "1970-01-01T00:00:00.000Z".to_owned();
+        for (i, m) in conv.messages.iter().enumerate() {
+            if let Some(t) = &m.timestamp {
+                timestamp.clone_from(t);
+            }
+            let id = uuid(format!("{session}/{i}").as_bytes());
+            let (ty, message) = match m.role {
+                Role::System => continue,
+                Role::User => (
+                    "user",
+                    json!({"role": "user", "content": content_json(&m.content)}),
+                ),
+                Role::Assistant => (
+                    "assistant",
+                    json!({
+                        "id": format!("msg_ctx_{}", id.replace('-', "")),
+                        "type": "message",
+                        "role": "assistant",
+                        "model": "ctx-translated",
+                        "content": m.content.iter().map(block_json).collect::<Vec<_>>(),
+                        "stop_reason": null,
+                        "stop_sequence": null,
+                        "usage": {"input_tokens": 0, "output_tokens": 0},
+                    }),
+                ),
+            };
+            let entry = json!({
+                "parentUuid": parent,
+                "isSidechain": false,
+                "userType": "external",
+                "cwd": ".",
+                "sessionId": session,
+                "version": "ctx",
+                "type": ty,
+                "message": message,
+                "uuid": id,
+                "timestamp": timestamp,
+            });
+            serde_json::to_writer(&mut out, &entry).expect("a JSON value always serializes");
+            out.push(b'\n');
+            parent = Some(id);
+        }
+        Ok(Encoded {
+            bytes: out.into(),
+            lost: messages_api_losses(conv),
+        })
+    }
+
+    fn carries(&self) -> Carries {
+        // A transcript never holds the system prompt: Claude Code supplies
+        // its own when it resumes.
+        Carries {
+            system: false,
+            thinking: true,
+            tool_errors: true,
+        }
+    }
+
+    fn compaction_in_history(&self) -> bool {
+        true
+    }
+
+    fn check_compaction(&self, delta: &[u8]) -> Result<()> {
+        // Root materialization keeps these lines as part of the transcript,
+        // so they must be what Claude Code writes at a compaction.
+        let lines = parse(delta)?;
+        match lines.first() {
+            Some(l)
+                if entry_type(&l.value) == "system"
+                    && l.value.get("subtype").and_then(Value::as_str)
+                        == Some("compact_boundary") =>
+            {
+                Ok(())
+            }
+            _ => Err(bad(
+                ID,
+                at(0, 1),
+                "a compaction commit starts with its compact_boundary entry (then the summary)",
+            )),
+        }
+    }
+}
+
+/// What a segment of a transcript becomes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SegmentKind {
+    /// A turn: a user prompt and everything up to the next prompt.
+    Delta,
+    /// A `compact_boundary` entry and the summary after it.
+    Compaction,
+}
+
+/// A run of whole lines of a transcript.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Segment {
+    /// Delta or compaction.
+    pub kind: SegmentKind,
+    /// Its bytes in the transcript.
+    pub range: Range<usize>,
+    /// The newest `timestamp` among its entries.
+    pub timestamp: Option<String>,
+    /// The first `sessionId` among its entries.
+    pub session_id: Option<String>,
+}
+
+fn is_prompt(v: &Value) -> bool {
+    if entry_type(v) != "user" || v.get("isCompactSummary").and_then(Value::as_bool) == Some(true) {
+        return false;
+    }
+    match v["message"].get("content") {
+        Some(Value::Array(blocks)) => !blocks
+            .iter()
+            .all(|b| b.get("type").and_then(Value::as_str) == Some("tool_result")),
+        _ => true,
+    }
+}
+
+/// Cuts a transcript into segments, in order, covering every byte: one
+/// delta per turn (a turn starts at a user prompt that follows an assistant
+/// reply; tool results stay with their tool uses), and at each
+/// `compact_boundary` the turn so far ends and a compaction segment holds
+/// the boundary and the lines up to and including the next `user` entry
+/// (the summary Claude Code writes after it).
+///
+/// # Errors
+/// `Invalid` (field `delta`) when the transcript is not valid `claude-code-v1`.
+pub fn segments(bytes: &[u8]) -> Result<Vec<Segment>> {
+    let lines = parse(bytes)?;
+    let mut out = Vec::new();
+    let mut cur: Option<Segment> = None;
+    let mut has_assistant = false;
+    let mut in_compaction = false;
+    for line in &lines {
+        let v = &line.value;
+        let ty = entry_type(v);
+        let boundary =
+            ty == "system" && v.get("subtype").and_then(Value::as_str) == Some("compact_boundary");
+        let starts = boundary || (!in_compaction && has_assistant && is_prompt(v));
+        if starts && let Some(s) = cur.take() {
+            out.push(s);
+        }
+        if boundary {
+            in_compaction = true;
+            has_assistant = false;
+        }
+        let seg = cur.get_or_insert(Segment {
+            kind: if boundary {
+                SegmentKind::Compaction
+            } else {
+                SegmentKind::Delta
+            },
+            range: line.offset..line.offset,
+            timestamp: None,
+            session_id: None,
+        });
+        seg.range.end = line.end;
+        if let Some(t) = v.get("timestamp").and_then(Value::as_str)
+            && seg.timestamp.as_deref().is_none_or(|old| old < t)
+        {
+            seg.timestamp = Some(t.to_owned());
+        }
+        if seg.session_id.is_none() {
+            seg.session_id = v
+                .get("sessionId")
+                .and_then(Value::as_str)
+                .map(str::to_owned);
+        }
+        if in_compaction && ty == "user" {
+            in_compaction = false;
+            out.extend(cur.take());
+        } else if ty == "assistant" {
+            has_assistant = true;
+        }
+    }
+    out.extend(cur);
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn err(bytes: &[u8]) -> String {
+        ClaudeCodeCodec.validate(bytes).unwrap_err().message
+    }
+
+    const USER: &str = r#"{"type":"user","message":{"role":"user","content":"hi"},"uuid":"u1","timestamp":"2026-01-01T00:00:00Z"}"#;
+
+    #[test]
+    fn bad_deltas_name_the_offset_and_the_problem() {
+        let partial = format!("{USER}\n{{\"type\":\"user\"");
+        assert_eq!(
+            err(partial.as_bytes()),
+            format!(
+                "not a valid claude-code-v1 delta: at byte offset {} (line 2): a partial line: the last 14 bytes do not end with a newline",
+                USER.len() + 1
+            )
+        );
+        assert!(err(b"\n").contains("at byte offset 0 (line 1): an empty line"));
+        assert!(err(b"{\"type\":1}\n").contains("\"type\" is not a string"));
+        assert!(err(b"[1]\n").contains("not a JSON object"));
+        assert!(
+            err(b"{\"type\":\"user\",\"message\":{\"role\":\"assistant\",\"content\":\"x\"}}\n")
+                .contains("has role")
+        );
+        assert!(
+            err(b"{\"type\":\"system\",\"subtype\":\"compact_boundary\"}\n")
+                .contains("compactMetadata")
+        );
+        assert!(err(b"\xff\n").contains("not UTF-8"));
+        assert!(err(b"{\"type\": nope}\n").contains("(line 1): the line is not JSON"));
+    }
+
+    #[test]
+    fn compactions_start_with_their_boundary() {
+        assert!(
+            ClaudeCodeCodec
+                .check_compaction(format!("{USER}\n").as_bytes())
+                .unwrap_err()
+                .message
+                .contains("starts with its compact_boundary")
+        );
+        let boundary = r#"{"type":"system","subtype":"compact_boundary","parentUuid":null,"compactMetadata":{"trigger":"manual","preTokens":10}}"#;
+        assert!(
+            ClaudeCodeCodec
+                .check_compaction(format!("{boundary}\n{USER}\n").as_bytes())
+                .is_ok()
+        );
+    }
+
+    #[test]
+    fn unknown_entries_are_kept_and_not_messages() {
+        let t = format!("{USER}\n{{\"type\":\"future-thing\",\"x\":[1]}}\n");
+        let conv = ClaudeCodeCodec.to_canonical(t.as_bytes()).unwrap();
+        assert_eq!(conv.messages.len(), 1);
+        let parts = [Bytes::from(t.clone()), Bytes::from(t.clone())];
+        assert_eq!(
+            ClaudeCodeCodec.concat(&parts).unwrap(),
+            Bytes::from(t.repeat(2))
+        );
+    }
+
+    #[test]
+    fn split_assistant_entries_merge_by_message_id() {
+        let t = concat!(
+            r#"{"type":"assistant","message":{"id":"m1","role":"assistant","content":[{"type":"thinking","thinking":"t","signature":"s"}]}}"#,
+            "\n",
+            r#"{"type":"assistant","message":{"id":"m1","role":"assistant","content":[{"type":"tool_use","id":"x","name":"Read","input":{}}]}}"#,
+            "\n",
+            r#"{"type":"assistant","message":{"id":"m2","role":"assistant","content":[{"type":"text","text":"done"}]}}"#,
+            "\n",
+        );
+        let conv = ClaudeCodeCodec.to_canonical(t.as_bytes()).unwrap();
+        assert_eq!(conv.messages.len(), 2);
+        assert_eq!(conv.messages[0].content.len(), 2);
+    }
+}

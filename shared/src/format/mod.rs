@@ -1,0 +1,362 @@
+//! Formats: how a commit's artifact bytes are encoded, how the deltas of a
+//! chain concatenate into one context, and how a context is translated into
+//! another runtime's format.
+//!
+//! A [`Codec`] per known format is registered in [`Formats`] by id. A format
+//! id that no codec claims is still accepted and stored, as opaque bytes
+//! that concatenate by byte append (the `raw` behaviour); it is never
+//! guessed at.
+//!
+//! # Layout
+//! - this file: [`FormatId`], the [`Codec`] trait, the [`Formats`] registry.
+//! - [`canonical`]: the canonical message model every structured format
+//!   converts to and from, token estimates, the narrative rendering.
+//! - `raw`: opaque bytes.
+//! - `claude_code`: `claude-code-v1`, Claude Code transcript JSONL, and the
+//!   turn/compaction segmentation used by `ctx import claude-code`.
+//! - `bureau_v1`, `bureau_v2`: `bureau-agent-v1` / `-v2`, CBOR arrays of
+//!   message structs; v2 renames and restructures fields of v1, and the
+//!   field-level mapping between them lives in `bureau_v2`.
+//! - `anthropic`: `anthropic-messages-v1`, a JSON array of Messages API
+//!   messages (the content-block mapping is shared with `claude_code`).
+//! - `openai`: `openai-chat-v1`, a JSON array of Chat Completions messages.
+//! - [`translate`]: the translation tiers (native, field-level,
+//!   cross-runtime, narrative, raw).
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::str::FromStr;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use serde::{Deserialize, Deserializer, Serialize};
+use utoipa::openapi::RefOr;
+use utoipa::openapi::schema::{ObjectBuilder, Schema, Type};
+
+use crate::error::{Error, Result};
+
+/// A format id such as `raw` or `claude-code-v1`: 1–64 bytes of
+/// `a-z 0-9 . _ -`, starting with a letter or digit.
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(transparent)]
+pub struct FormatId(String);
+
+impl FormatId {
+    /// The `raw` format: opaque bytes, byte append.
+    pub fn raw() -> Self {
+        FormatId("raw".to_owned())
+    }
+
+    /// The id as text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for FormatId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl fmt::Debug for FormatId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:?}", self.0)
+    }
+}
+
+impl FromStr for FormatId {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        let ok = !s.is_empty()
+            && s.len() <= 64
+            && s.bytes().enumerate().all(|(i, b)| {
+                b.is_ascii_lowercase()
+                    || b.is_ascii_digit()
+                    || (i > 0 && matches!(b, b'.' | b'_' | b'-'))
+            });
+        if ok {
+            Ok(FormatId(s.to_owned()))
+        } else {
+            Err(Error::invalid(
+                "format",
+                format!(
+                    "{s:?} is not a format id: use 1-64 of a-z, 0-9, '.', '_', '-', starting with a letter or digit"
+                ),
+            ))
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for FormatId {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse()
+            .map_err(|e: Error| serde::de::Error::custom(e.message))
+    }
+}
+
+impl utoipa::PartialSchema for FormatId {
+    fn schema() -> RefOr<Schema> {
+        ObjectBuilder::new()
+            .schema_type(Type::String)
+            .pattern(Some("^[a-z0-9][a-z0-9._-]{0,63}$"))
+            .description(Some("A format id such as `raw`."))
+            .into()
+    }
+}
+
+impl utoipa::ToSchema for FormatId {}
+
+mod anthropic;
+mod bureau_v1;
+mod bureau_v2;
+pub mod canonical;
+mod claude_code;
+mod openai;
+mod raw;
+pub mod translate;
+
+pub use anthropic::AnthropicCodec;
+pub use bureau_v1::BureauV1Codec;
+pub use bureau_v2::BureauV2Codec;
+pub use claude_code::{ClaudeCodeCodec, Segment, SegmentKind, segments};
+pub use openai::OpenAiCodec;
+pub use raw::RawCodec;
+pub use translate::{Tier, Translated};
+
+use canonical::Conversation;
+
+/// Counts the server derives from a delta.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Counts {
+    /// Messages, when the format knows what a message is.
+    pub messages: Option<u64>,
+    /// Estimated tokens.
+    pub tokens: u64,
+}
+
+/// A tool result in a delta whose tool use is not in the same delta: only
+/// the chain (the parent's delta) can say whether it answers anything.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OpenResult {
+    /// The tool use it answers.
+    pub tool_use_id: String,
+    /// Where it is, as an error message names it (`index 3`, `byte offset 120 (line 4)`).
+    pub at: String,
+}
+
+/// What validating a delta found.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Checked {
+    /// Tool results that answer a tool use outside the delta.
+    pub open_results: Vec<OpenResult>,
+}
+
+/// What a format can hold beyond messages, text, images and tool calls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Carries {
+    /// System prompts.
+    pub system: bool,
+    /// Thinking blocks (with signatures) and redacted thinking.
+    pub thinking: bool,
+    /// A flag marking a tool result as an error.
+    pub tool_errors: bool,
+}
+
+impl Carries {
+    /// Everything.
+    pub const ALL: Carries = Carries {
+        system: true,
+        thinking: true,
+        tool_errors: true,
+    };
+}
+
+/// A context encoded from the canonical model.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Encoded {
+    /// The bytes in the codec's format.
+    pub bytes: Bytes,
+    /// What could not be represented faithfully (empty when nothing was lost).
+    pub lost: Vec<String>,
+}
+
+/// One format's behaviour.
+pub trait Codec: Send + Sync + 'static {
+    /// The format this codec handles.
+    fn id(&self) -> FormatId;
+
+    /// The runtime whose format this is (`claude-code`, `bureau-agent`, ...):
+    /// codecs of one runtime with different versions may map field by field.
+    fn runtime(&self) -> &'static str;
+
+    /// The version of the runtime's format.
+    fn version(&self) -> u32;
+
+    /// One sentence describing the format, for raw fallbacks and narratives.
+    fn describe(&self) -> &'static str;
+
+    /// Whether the codec understands messages (false for opaque bytes).
+    fn structured(&self) -> bool {
+        true
+    }
+
+    /// Checks that `delta` is a valid delta of this format.
+    ///
+    /// # Errors
+    /// `Invalid` on field `delta`, naming the format, the byte offset or
+    /// array index, and what was wrong.
+    fn validate(&self, delta: &[u8]) -> Result<Checked>;
+
+    /// Joins the deltas of a chain, oldest first, into one context.
+    ///
+    /// # Errors
+    /// `Invalid` when a part cannot be decoded.
+    fn concat(&self, parts: &[Bytes]) -> Result<Bytes>;
+
+    /// Counts what `delta` holds: messages and the token estimate of the
+    /// canonical content ([`canonical::Conversation::estimate_tokens`]).
+    fn count(&self, delta: &[u8]) -> Counts {
+        match self.to_canonical(delta) {
+            Ok(c) => Counts {
+                messages: Some(c.messages.len() as u64),
+                tokens: c.estimate_tokens(),
+            },
+            Err(_) => Counts {
+                messages: None,
+                tokens: estimate_tokens(delta.len()),
+            },
+        }
+    }
+
+    /// Decodes a (valid) context into the canonical model.
+    ///
+    /// # Errors
+    /// `Invalid` when the bytes are not valid, or the codec is opaque.
+    fn to_canonical(&self, bytes: &[u8]) -> Result<Conversation>;
+
+    /// Encodes a canonical conversation in this format, listing what could
+    /// not be represented.
+    ///
+    /// # Errors
+    /// `Invalid` when the codec is opaque.
+    fn encode_canonical(&self, conv: &Conversation) -> Result<Encoded>;
+
+    /// What the format can hold; what it cannot is dropped in translation
+    /// without making it unfaithful (see `docs/adr/0003`).
+    fn carries(&self) -> Carries {
+        Carries::ALL
+    }
+
+    /// Maps `part` field by field into `target`, a format of the same
+    /// runtime; `None` when no such mapping exists.
+    fn field_level(&self, _target: &FormatId, _part: &[u8]) -> Option<Result<Bytes>> {
+        None
+    }
+
+    /// Whether a compaction commit's artifact in this format is part of the
+    /// original history (materialized under `stop: root`). True where the
+    /// runtime's own log records the compaction, as a Claude Code transcript
+    /// does.
+    fn compaction_in_history(&self) -> bool {
+        false
+    }
+
+    /// Checks a (valid) delta checkpointed as a compaction commit.
+    ///
+    /// # Errors
+    /// `Invalid` on field `delta` when the format's compactions have a
+    /// shape and this is not it.
+    fn check_compaction(&self, _delta: &[u8]) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// The chars/4 heuristic on bytes, rounded up.
+pub fn estimate_tokens(bytes: usize) -> u64 {
+    (bytes as u64).div_ceil(4)
+}
+
+/// The error for an invalid delta of `format` at `at`.
+pub(crate) fn bad(format: &str, at: impl fmt::Display, what: impl fmt::Display) -> Error {
+    Error::invalid(
+        "delta",
+        format!("not a valid {format} delta: at {at}: {what}"),
+    )
+}
+
+/// The codecs known to a service, by format id.
+#[derive(Clone)]
+pub struct Formats {
+    codecs: BTreeMap<FormatId, Arc<dyn Codec>>,
+    opaque: Arc<dyn Codec>,
+}
+
+impl Default for Formats {
+    fn default() -> Self {
+        let mut f = Formats {
+            codecs: BTreeMap::new(),
+            opaque: Arc::new(RawCodec),
+        };
+        f.register(Arc::new(RawCodec));
+        f.register(Arc::new(ClaudeCodeCodec));
+        f.register(Arc::new(BureauV1Codec));
+        f.register(Arc::new(BureauV2Codec));
+        f.register(Arc::new(AnthropicCodec));
+        f.register(Arc::new(OpenAiCodec));
+        f
+    }
+}
+
+impl Formats {
+    /// Adds (or replaces) the codec for its format.
+    pub fn register(&mut self, codec: Arc<dyn Codec>) {
+        self.codecs.insert(codec.id(), codec);
+    }
+
+    /// The codec for `format`; unknown formats are handled as opaque bytes.
+    pub fn codec(&self, format: &FormatId) -> &Arc<dyn Codec> {
+        self.codecs.get(format).unwrap_or(&self.opaque)
+    }
+
+    /// Whether a codec claims `format`.
+    pub fn is_known(&self, format: &FormatId) -> bool {
+        self.codecs.contains_key(format)
+    }
+
+    /// Every registered format id.
+    pub fn ids(&self) -> impl Iterator<Item = &FormatId> {
+        self.codecs.keys()
+    }
+}
+
+#[cfg(test)]
+mod tests;
+
+#[cfg(test)]
+mod unit_tests {
+    use super::*;
+
+    #[test]
+    fn format_ids_validate() {
+        assert!("claude-code-v1".parse::<FormatId>().is_ok());
+        assert!("raw".parse::<FormatId>().is_ok());
+        for bad in ["", "-x", "Raw", "a b", &"x".repeat(65)] {
+            assert!(bad.parse::<FormatId>().is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn raw_concatenates_by_byte_append() {
+        let parts = [
+            Bytes::from_static(b"ab"),
+            Bytes::new(),
+            Bytes::from_static(b"c\n"),
+        ];
+        assert_eq!(&RawCodec.concat(&parts).unwrap()[..], b"abc\n");
+        assert!(RawCodec.validate(b"\xff\x00").is_ok());
+        assert_eq!(RawCodec.count(b"12345").tokens, 2);
+        assert_eq!(RawCodec.count(b"").tokens, 0);
+    }
+}

@@ -1,0 +1,849 @@
+//! Format tests across codecs: every pair of formats translated both ways
+//! on one rich conversation, CBOR merge, the Claude Code import/export round
+//! trip through the service, concatenation properties per format, and
+//! arbitrary bytes into every decoder.
+
+use std::sync::Arc;
+
+use base64::Engine as _;
+use bytes::Bytes;
+use proptest::prelude::*;
+use serde_json::{Value, json};
+
+use super::canonical::{self, Block, Conversation, ImageSource, Message, Role};
+use super::translate::{Part, Tier, translate};
+use super::*;
+use crate::clock::ManualClock;
+use crate::service::{CheckpointRequest, MaterializeRequest, Service, Stop};
+use crate::store::Stores;
+use crate::store::memory::{MemoryBlobStore, MemoryMetaStore};
+use crate::{CommitType, TenantId, Trigger};
+
+const PNG: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==";
+
+const STRUCTURED: [&str; 5] = [
+    "claude-code-v1",
+    "bureau-agent-v1",
+    "bureau-agent-v2",
+    "anthropic-messages-v1",
+    "openai-chat-v1",
+];
+
+fn at(role: Role, content: Vec<Block>, ts: &str) -> Message {
+    Message {
+        role,
+        content,
+        timestamp: Some(ts.to_owned()),
+        origin: 0,
+    }
+}
+
+/// Text, an image, thinking with a signature, two parallel tool calls, one
+/// result an error, a system prompt.
+fn reference() -> Conversation {
+    Conversation {
+        messages: vec![
+            at(
+                Role::System,
+                vec![Block::text("You are a careful coding agent.")],
+                "2026-11-22T10:00:00Z",
+            ),
+            at(
+                Role::User,
+                vec![
+                    Block::text("What do config.toml and data.bin hold? Screenshot attached."),
+                    Block::Image {
+                        source: ImageSource::Base64 {
+                            media_type: "image/png".into(),
+                            data: PNG.into(),
+                        },
+                    },
+                ],
+                "2026-11-22T10:00:01Z",
+            ),
+            at(
+                Role::Assistant,
+                vec![
+                    Block::Thinking {
+                        thinking: "Read both files at once.".into(),
+                        signature: Some("sig-EqQBCkgIBxAB".into()),
+                    },
+                    Block::text("Reading both files."),
+                    Block::ToolUse {
+                        id: "toolu_1".into(),
+                        name: "Read".into(),
+                        input: json!({"path": "config.toml"}),
+                    },
+                    Block::ToolUse {
+                        id: "toolu_2".into(),
+                        name: "Read".into(),
+                        input: json!({"path": "data.bin", "limit": 10}),
+                    },
+                ],
+                "2026-11-22T10:00:02Z",
+            ),
+            at(
+                Role::User,
+                vec![
+                    Block::ToolResult {
+                        tool_use_id: "toolu_1".into(),
+                        content: vec![Block::text("name = \"demo\"")],
+                        is_error: false,
+                    },
+                    Block::ToolResult {
+                        tool_use_id: "toolu_2".into(),
+                        content: vec![Block::text("permission denied")],
+                        is_error: true,
+                    },
+                ],
+                "2026-11-22T10:00:03Z",
+            ),
+            at(
+                Role::Assistant,
+                vec![Block::text(
+                    "config.toml names the project demo; data.bin is unreadable.",
+                )],
+                "2026-11-22T10:00:04Z",
+            ),
+            at(
+                Role::User,
+                vec![Block::text("Thanks — that's all.")],
+                "2026-11-22T10:00:05Z",
+            ),
+        ],
+    }
+}
+
+fn formats() -> Formats {
+    Formats::default()
+}
+
+fn fid(s: &str) -> FormatId {
+    s.parse().unwrap()
+}
+
+fn both(a: Carries, b: Carries) -> Carries {
+    Carries {
+        system: a.system && b.system,
+        thinking: a.thinking && b.thinking,
+        tool_errors: a.tool_errors && b.tool_errors,
+    }
+}
+
+/// CBOR as JSON for snapshots (byte strings as base64 text).
+fn cbor_json(v: ciborium::Value) -> Value {
+    use ciborium::Value as C;
+    match v {
+        C::Integer(i) => json!(i128::from(i)),
+        C::Bytes(b) => json!({"bytes": base64::engine::general_purpose::STANDARD.encode(b)}),
+        C::Float(f) => json!(f),
+        C::Text(t) => json!(t),
+        C::Bool(b) => json!(b),
+        C::Null => Value::Null,
+        C::Array(a) => Value::Array(a.into_iter().map(cbor_json).collect()),
+        C::Map(m) => Value::Object(
+            m.into_iter()
+                .map(|(k, v)| (k.as_text().unwrap_or("?").to_owned(), cbor_json(v)))
+                .collect(),
+        ),
+        other => json!(format!("{other:?}")),
+    }
+}
+
+/// A format's bytes as JSON for snapshots.
+fn render(format: &str, bytes: &[u8]) -> Value {
+    match format {
+        "claude-code-v1" => Value::Array(
+            bytes
+                .split(|&b| b == b'\n')
+                .filter(|l| !l.is_empty())
+                .map(|l| serde_json::from_slice(l).unwrap())
+                .collect(),
+        ),
+        "bureau-agent-v1" | "bureau-agent-v2" => {
+            cbor_json(ciborium::from_reader::<ciborium::Value, _>(bytes).unwrap())
+        }
+        _ => serde_json::from_slice(bytes).unwrap(),
+    }
+}
+
+fn tool_results(conv: &Conversation) -> Vec<(String, String, bool)> {
+    let mut out = Vec::new();
+    for b in conv.messages.iter().flat_map(|m| &m.content) {
+        if let Block::ToolResult {
+            tool_use_id,
+            content,
+            is_error,
+        } = b
+        {
+            let text: String = content
+                .iter()
+                .map(|c| match c {
+                    Block::Text { text } => text.as_str(),
+                    _ => "",
+                })
+                .collect();
+            out.push((tool_use_id.clone(), text, *is_error));
+        }
+    }
+    out
+}
+
+#[test]
+fn every_pair_of_formats_translates_both_ways_keeping_what_must_survive() {
+    let f = formats();
+    let reference = reference();
+    let mut tiers = String::new();
+    let mut outputs = Vec::new();
+    for from in STRUCTURED {
+        let src = f.codec(&fid(from));
+        let enc = src.encode_canonical(&reference).unwrap();
+        assert!(enc.lost.is_empty(), "{from} loses {:?}", enc.lost);
+        assert!(
+            src.validate(&enc.bytes).is_ok(),
+            "{from} encodes what it validates"
+        );
+        for to in STRUCTURED {
+            if to == from {
+                continue;
+            }
+            let target = f.codec(&fid(to));
+            let part = Part {
+                origin: "commit ctx-test".into(),
+                format: fid(from),
+                bytes: enc.bytes.clone(),
+            };
+            let out = translate(&f, &[part], &fid(to)).unwrap();
+            tiers.push_str(&format!("{from:>22} -> {to:<22} {}\n", out.tier.as_str()));
+            outputs.push(json!({"from": from, "to": to, "tier": out.tier.as_str(), "output": render(to, &out.bytes)}));
+            target
+                .validate(&out.bytes)
+                .unwrap_or_else(|e| panic!("{from} -> {to}: {e}"));
+            let got = target.to_canonical(&out.bytes).unwrap();
+            let expected_tier = if src.runtime() == target.runtime() {
+                Tier::FieldLevel
+            } else {
+                Tier::CrossRuntime
+            };
+            assert_eq!(out.tier, expected_tier, "{from} -> {to}: {}", out.note);
+            // Everything both formats carry survives, exactly.
+            let keep = both(src.carries(), target.carries());
+            assert_eq!(
+                canonical::normalize(&got, keep),
+                canonical::normalize(&reference, keep),
+                "{from} -> {to}"
+            );
+            // Spelled out: parallel tool calls with their ids, names and
+            // arguments, each paired with its result, the error kept.
+            let uses: Vec<(String, String, Value)> = got
+                .messages
+                .iter()
+                .flat_map(|m| &m.content)
+                .filter_map(|b| match b {
+                    Block::ToolUse { id, name, input } => {
+                        Some((id.clone(), name.clone(), input.clone()))
+                    }
+                    _ => None,
+                })
+                .collect();
+            assert_eq!(uses.len(), 2, "{from} -> {to}");
+            assert_eq!(
+                uses[1],
+                (
+                    "toolu_2".into(),
+                    "Read".into(),
+                    json!({"path": "data.bin", "limit": 10})
+                )
+            );
+            let results = tool_results(&got);
+            assert_eq!(
+                results[0],
+                ("toolu_1".into(), "name = \"demo\"".into(), false)
+            );
+            if keep.tool_errors {
+                assert_eq!(
+                    results[1],
+                    ("toolu_2".into(), "permission denied".into(), true)
+                );
+            } else {
+                assert_eq!(
+                    results[1],
+                    ("toolu_2".into(), "Error: permission denied".into(), false)
+                );
+            }
+            let image = got.messages.iter().flat_map(|m| &m.content).any(|b| {
+                matches!(b, Block::Image { source: ImageSource::Base64 { media_type, data } } if media_type == "image/png" && data == PNG)
+            });
+            assert!(image, "{from} -> {to}: the image survives");
+            let signature = got.messages.iter().flat_map(|m| &m.content).any(|b| {
+                matches!(b, Block::Thinking { signature: Some(s), .. } if s == "sig-EqQBCkgIBxAB")
+            });
+            assert_eq!(
+                signature, keep.thinking,
+                "{from} -> {to}: thinking and its signature"
+            );
+            if keep.system {
+                assert_eq!(
+                    got.messages[0].role,
+                    Role::System,
+                    "{from} -> {to}: system prompt first"
+                );
+            }
+        }
+    }
+    insta::assert_snapshot!("translation_tiers", tiers);
+    insta::assert_json_snapshot!("translations", outputs);
+}
+
+#[test]
+fn no_faithful_mapping_falls_back_to_a_narrative() {
+    let f = formats();
+    // A tool result whose call is outside the context (cut off by a
+    // compaction): no Messages API or Chat Completions array can hold it.
+    let conv = Conversation {
+        messages: vec![
+            Message::new(
+                Role::User,
+                vec![Block::ToolResult {
+                    tool_use_id: "toolu_gone".into(),
+                    content: vec![Block::text("42 rows")],
+                    is_error: false,
+                }],
+            ),
+            Message::new(
+                Role::Assistant,
+                vec![Block::text("The query returned 42 rows.")],
+            ),
+        ],
+    };
+    let bytes = BureauV1Codec.encode_canonical(&conv).unwrap().bytes;
+    for to in ["anthropic-messages-v1", "openai-chat-v1", "claude-code-v1"] {
+        let out = translate(
+            &f,
+            &[Part {
+                origin: "commit ctx-x".into(),
+                format: fid("bureau-agent-v1"),
+                bytes: bytes.clone(),
+            }],
+            &fid(to),
+        )
+        .unwrap();
+        assert_eq!(out.tier, Tier::Narrative, "{to}");
+        let got = f.codec(&fid(to)).to_canonical(&out.bytes).unwrap();
+        assert_eq!(got.messages.len(), 1);
+        let Block::Text { text } = &got.messages[0].content[0] else {
+            panic!("a narrative is text")
+        };
+        assert!(text.contains("What the previous session knew"));
+        assert!(text.contains("returned:\n\n42 rows"), "{text}");
+        assert!(text.contains("The query returned 42 rows."));
+        assert!(text.contains("toolu_gone"));
+    }
+    // An image inside a tool result cannot go into OpenAI's tool messages.
+    let mut r = reference();
+    r.messages[3].content[0] = Block::ToolResult {
+        tool_use_id: "toolu_1".into(),
+        content: vec![Block::Image {
+            source: ImageSource::Url {
+                url: "https://example.invalid/x.png".into(),
+            },
+        }],
+        is_error: false,
+    };
+    let bytes = AnthropicCodec.encode_canonical(&r).unwrap().bytes;
+    let out = translate(
+        &f,
+        &[Part {
+            origin: "c".into(),
+            format: fid("anthropic-messages-v1"),
+            bytes,
+        }],
+        &fid("openai-chat-v1"),
+    )
+    .unwrap();
+    assert_eq!(out.tier, Tier::Narrative);
+    assert!(out.note.contains("holds more than text"), "{}", out.note);
+    // A content part of one API has no place in another API's messages.
+    let audio = json!([{"role": "user", "content": [
+        {"type": "text", "text": "Transcribe this."},
+        {"type": "input_audio", "input_audio": {"data": "UklGRg==", "format": "wav"}}
+    ]}]);
+    let part = Part {
+        origin: "c".into(),
+        format: fid("openai-chat-v1"),
+        bytes: Bytes::from(audio.to_string()),
+    };
+    let out = translate(
+        &f,
+        std::slice::from_ref(&part),
+        &fid("anthropic-messages-v1"),
+    )
+    .unwrap();
+    assert_eq!(out.tier, Tier::Narrative);
+    assert!(
+        out.note.contains("a block of the openai API"),
+        "{}",
+        out.note
+    );
+    // ... while a mixed chain back into OpenAI keeps it as it was.
+    let other = Part {
+        origin: "d".into(),
+        format: fid("anthropic-messages-v1"),
+        bytes: Bytes::from(json!([{"role": "assistant", "content": "Done."}]).to_string()),
+    };
+    let out = translate(&f, &[part, other], &fid("openai-chat-v1")).unwrap();
+    assert_eq!(out.tier, Tier::CrossRuntime, "{}", out.note);
+    let v: Value = serde_json::from_slice(&out.bytes).unwrap();
+    assert_eq!(v[0]["content"][1]["type"], "input_audio");
+}
+
+#[test]
+fn unknown_formats_are_handed_over_raw_with_a_description() {
+    let f = formats();
+    let parts = [
+        Part {
+            origin: "commit ctx-a".into(),
+            format: fid("gemini-contents-v3"),
+            bytes: Bytes::from_static(b"{\"parts\":[{\"text\":\"hi\"}]}"),
+        },
+        Part {
+            origin: "commit ctx-b".into(),
+            format: fid("raw"),
+            bytes: Bytes::from_static(b"\xff\x00binary"),
+        },
+    ];
+    let out = translate(&f, &parts, &fid("anthropic-messages-v1")).unwrap();
+    assert_eq!(out.tier, Tier::Raw);
+    let conv = AnthropicCodec.to_canonical(&out.bytes).unwrap();
+    let texts: Vec<&str> = conv
+        .messages
+        .iter()
+        .flat_map(|m| &m.content)
+        .filter_map(|b| match b {
+            Block::Text { text } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert!(texts[0].contains("gemini-contents-v3 (a format ctx has no codec for"));
+    assert!(texts[0].ends_with("{\"parts\":[{\"text\":\"hi\"}]}"));
+    assert!(texts[1].contains("base64-encoded"));
+    assert!(
+        texts[1].ends_with(&base64::engine::general_purpose::STANDARD.encode(b"\xff\x00binary"))
+    );
+    // A target ctx cannot write: the bytes as stored, each described.
+    let out = translate(&f, &parts, &fid("gemini-contents-v3")).unwrap();
+    assert_eq!(out.tier, Tier::Raw);
+    let text = String::from_utf8_lossy(&out.bytes);
+    assert!(text.contains("--- ctx part 1 of 2: commit ctx-a"));
+    assert!(out.bytes.windows(8).any(|w| w == b"\xff\x00binary"));
+}
+
+#[test]
+fn cbor_deltas_merge_into_one_array() {
+    let r = reference();
+    let first = Conversation {
+        messages: r.messages[..3].to_vec(),
+    };
+    let second = Conversation {
+        messages: r.messages[3..].to_vec(),
+    };
+    let a = BureauV1Codec.encode_canonical(&first).unwrap().bytes;
+    let b = BureauV1Codec.encode_canonical(&second).unwrap().bytes;
+    let merged = BureauV1Codec.concat(&[a, b]).unwrap();
+    assert_eq!(merged, BureauV1Codec.encode_canonical(&r).unwrap().bytes);
+    assert_eq!(BureauV1Codec.to_canonical(&merged).unwrap(), r);
+    insta::assert_json_snapshot!("cbor_merge", render("bureau-agent-v1", &merged));
+}
+
+fn service() -> (Service, TenantId) {
+    let stores = Stores {
+        blobs: Arc::new(MemoryBlobStore::new()),
+        meta: Arc::new(MemoryMetaStore::new()),
+    };
+    let clock = Arc::new(ManualClock::new(crate::store::conformance::t(0)));
+    (Service::new(stores, clock), "acme".parse().unwrap())
+}
+
+fn request(
+    format: &str,
+    delta: &[u8],
+    parent: Option<crate::CommitId>,
+    kind: CommitType,
+    n: i64,
+) -> CheckpointRequest {
+    CheckpointRequest {
+        parent,
+        commit_type: kind,
+        format: fid(format),
+        artifact_ref: None,
+        delta: None,
+        delta_base64: Some(base64::engine::general_purpose::STANDARD.encode(delta)),
+        template: "t".into(),
+        principal: "p".parse().unwrap(),
+        machine: None,
+        session_id: None,
+        checkpoint: Trigger::TurnBoundary,
+        ticket_id: None,
+        thread_id: None,
+        summary: None,
+        message_count: None,
+        token_count: None,
+        created_at: Some(crate::store::conformance::t(n)),
+        tags: None,
+        ref_move: None,
+    }
+}
+
+async fn materialized(
+    svc: &Service,
+    tenant: &TenantId,
+    id: &crate::CommitId,
+    stop: Stop,
+    format: Option<&str>,
+) -> (Bytes, String) {
+    let m = svc
+        .materialize(
+            tenant,
+            id,
+            MaterializeRequest {
+                stop: Some(stop),
+                format: format.map(fid),
+            },
+        )
+        .await
+        .unwrap();
+    (
+        svc.download_artifact(tenant, &m.artifact_ref)
+            .await
+            .unwrap(),
+        m.tier,
+    )
+}
+
+const TRANSCRIPT: &[u8] = include_bytes!("../../../tests/data/claude-code-session.jsonl");
+
+#[tokio::test]
+async fn claude_code_import_then_export_is_byte_identical() {
+    let (svc, tenant) = service();
+    let segs = segments(TRANSCRIPT).unwrap();
+    let mut parent = None;
+    let mut ids = Vec::new();
+    let mut table = Vec::new();
+    for (i, s) in segs.iter().enumerate() {
+        let kind = match s.kind {
+            SegmentKind::Compaction => CommitType::Compaction,
+            SegmentKind::Delta => CommitType::Delta,
+        };
+        let req = request(
+            "claude-code-v1",
+            &TRANSCRIPT[s.range.clone()],
+            parent,
+            kind,
+            i as i64,
+        );
+        let (c, _) = svc.checkpoint(&tenant, req).await.unwrap();
+        let first = TRANSCRIPT[s.range.clone()]
+            .split(|&b| b == b'\n')
+            .next()
+            .unwrap();
+        let first: Value = serde_json::from_slice(first).unwrap();
+        table.push(json!({
+            "kind": c.commit_type.as_str(),
+            "bytes": s.range.len(),
+            "starts_with": first["type"],
+            "messages": c.message_count,
+            "tokens": c.token_count,
+        }));
+        parent = Some(c.id);
+        ids.push(c.id);
+    }
+    insta::assert_json_snapshot!("claude_code_import", table);
+    // After a named ancestor: the rest of the transcript, compactions kept.
+    let (after, _) = materialized(
+        &svc,
+        &tenant,
+        parent.as_ref().unwrap(),
+        Stop::After(ids[0]),
+        None,
+    )
+    .await;
+    assert_eq!(&after[..], &TRANSCRIPT[segs[1].range.start..]);
+    let tip = parent.unwrap();
+    let (root, tier) = materialized(&svc, &tenant, &tip, Stop::Root, None).await;
+    assert_eq!(tier, "native");
+    assert_eq!(
+        &root[..],
+        TRANSCRIPT,
+        "root materialization is the original transcript"
+    );
+    // Default: from the latest compaction (its boundary and summary) on.
+    let (latest, _) = materialized(&svc, &tenant, &tip, Stop::Compaction, None).await;
+    let last_boundary = segs
+        .iter()
+        .rev()
+        .find(|s| s.kind == SegmentKind::Compaction)
+        .unwrap();
+    assert_eq!(&latest[..], &TRANSCRIPT[last_boundary.range.start..]);
+    let first: Value =
+        serde_json::from_slice(latest.split(|&b| b == b'\n').next().unwrap()).unwrap();
+    assert_eq!(
+        (first["type"].as_str(), first["subtype"].as_str()),
+        (Some("system"), Some("compact_boundary"))
+    );
+    // Translated from the whole history: every tool call kept, paired.
+    let (openai, tier) =
+        materialized(&svc, &tenant, &tip, Stop::Root, Some("openai-chat-v1")).await;
+    assert_eq!(tier, "cross-runtime");
+    let conv = OpenAiCodec.to_canonical(&openai).unwrap();
+    assert_eq!(
+        tool_results(&conv)
+            .iter()
+            .map(|r| r.0.as_str())
+            .collect::<Vec<_>>(),
+        ["toolu_01Read", "toolu_01Grep", "toolu_01Edit"]
+    );
+    assert!(tool_results(&conv)[1].1.starts_with("Error: ripgrep"));
+}
+
+fn message_strategy() -> impl Strategy<Value = Message> {
+    (
+        any::<bool>(),
+        "[a-zA-Z0-9 é✓\"\\\\\n]{0,24}",
+        proptest::option::of("[a-z]{1,8}"),
+    )
+        .prop_map(|(user, text, thought)| {
+            let mut content = Vec::new();
+            if let (false, Some(t)) = (user, thought) {
+                content.push(Block::Thinking {
+                    thinking: t,
+                    signature: Some("sig".into()),
+                });
+            }
+            content.push(Block::text(format!("m{text}")));
+            Message {
+                role: if user { Role::User } else { Role::Assistant },
+                content,
+                timestamp: Some("2026-11-22T10:00:00Z".into()),
+                origin: 0,
+            }
+        })
+}
+
+/// Parses a context into a comparable value.
+fn value_of(format: &str, bytes: &[u8]) -> Value {
+    match format {
+        "claude-code-v1" | "raw" => json!(String::from_utf8_lossy(bytes)),
+        _ => render(format, bytes),
+    }
+}
+
+fn concat_equals_whole(format: &str, deltas: &[Vec<Message>]) -> Result<(), TestCaseError> {
+    let f = formats();
+    let codec = f.codec(&fid(format)).clone();
+    let encode = |msgs: &[Message]| -> Bytes {
+        let conv = Conversation {
+            messages: msgs.to_vec(),
+        };
+        if format == "raw" {
+            Bytes::from(canonical::narrative(&conv, "raw", "test"))
+        } else {
+            codec.encode_canonical(&conv).unwrap().bytes
+        }
+    };
+    let parts: Vec<Bytes> = deltas.iter().map(|d| encode(d)).collect();
+    // The one-delta equivalent: byte append for line formats, one array
+    // of every message for array formats.
+    let whole: Bytes = match format {
+        "raw" | "claude-code-v1" => parts
+            .iter()
+            .flat_map(|p| p.iter().copied())
+            .collect::<Vec<u8>>()
+            .into(),
+        _ => encode(&deltas.concat()),
+    };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let (svc, tenant) = service();
+        let mut parent = None;
+        for (i, p) in parts.iter().enumerate() {
+            let (c, _) = svc
+                .checkpoint(
+                    &tenant,
+                    request(format, p, parent, CommitType::Delta, i as i64),
+                )
+                .await
+                .unwrap();
+            parent = Some(c.id);
+        }
+        let (chain, tier) = materialized(&svc, &tenant, &parent.unwrap(), Stop::Root, None).await;
+        prop_assert_eq!(tier, "native");
+        let (one, _) = {
+            let (c, _) = svc
+                .checkpoint(
+                    &tenant,
+                    request(format, &whole, None, CommitType::Delta, 100),
+                )
+                .await
+                .unwrap();
+            materialized(&svc, &tenant, &c.id, Stop::Root, None).await
+        };
+        prop_assert_eq!(value_of(format, &chain), value_of(format, &one));
+        prop_assert!(codec.validate(&chain).is_ok());
+        Ok(())
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, .. ProptestConfig::default() })]
+
+    /// Checkpointing k deltas then materializing gives what materializing
+    /// their concatenation as one delta gives, for every format.
+    #[test]
+    fn materializing_k_deltas_equals_materializing_their_concatenation(
+        deltas in proptest::collection::vec(proptest::collection::vec(message_strategy(), 0..4), 1..5),
+    ) {
+        for format in ["raw", STRUCTURED[0], STRUCTURED[1], STRUCTURED[2], STRUCTURED[3], STRUCTURED[4]] {
+            concat_equals_whole(format, &deltas)?;
+        }
+    }
+
+    /// The fuzz target: arbitrary bytes into every decoder never panic.
+    #[test]
+    fn arbitrary_bytes_never_panic_a_decoder(bytes in proptest::collection::vec(any::<u8>(), 0..300)) {
+        let f = formats();
+        for id in f.ids() {
+            let c = f.codec(id);
+            let _ = c.validate(&bytes);
+            let _ = c.to_canonical(&bytes);
+            let _ = c.count(&bytes);
+            let b = Bytes::from(bytes.clone());
+            let _ = c.concat(&[b.clone(), b]);
+        }
+        let _ = segments(&bytes);
+    }
+
+    /// Valid inputs cut short or with one byte changed never panic a
+    /// decoder either (random bytes rarely get past the first check).
+    #[test]
+    fn mutated_valid_deltas_never_panic_a_decoder(cut in 0..4000usize, flip in 0..4000usize, byte in any::<u8>()) {
+        let f = formats();
+        let reference = reference();
+        for format in STRUCTURED {
+            let c = f.codec(&fid(format));
+            let mut bytes = c.encode_canonical(&reference).unwrap().bytes.to_vec();
+            let n = bytes.len();
+            bytes[flip % n] = byte;
+            bytes.truncate(cut % (n + 1));
+            let _ = c.validate(&bytes);
+            let _ = c.to_canonical(&bytes);
+            let _ = segments(&bytes);
+            for to in STRUCTURED {
+                let _ = translate(&f, &[Part { origin: "x".into(), format: fid(format), bytes: Bytes::from(bytes.clone()) }], &fid(to));
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_chain_may_mix_formats_and_is_translated_whole() {
+    let (svc, tenant) = service();
+    // An Anthropic-format turn ending in two parallel tool calls ...
+    let calls = json!([
+        {"role": "user", "content": "Sizes of a.txt and b.txt?"},
+        {"role": "assistant", "content": [
+            {"type": "thinking", "thinking": "Both at once.", "signature": "sig-1"},
+            {"type": "tool_use", "id": "call_a", "name": "stat", "input": {"path": "a.txt"}},
+            {"type": "tool_use", "id": "call_b", "name": "stat", "input": {"path": "b.txt"}}
+        ]}
+    ]);
+    let (c1, _) = svc
+        .checkpoint(
+            &tenant,
+            request(
+                "anthropic-messages-v1",
+                calls.to_string().as_bytes(),
+                None,
+                CommitType::Delta,
+                1,
+            ),
+        )
+        .await
+        .unwrap();
+    // ... answered by an OpenAI-format delta: its tool messages answer the
+    // parent's calls, across formats.
+    let results = json!([
+        {"role": "tool", "tool_call_id": "call_a", "content": "12 bytes"},
+        {"role": "tool", "tool_call_id": "call_b", "content": "7 bytes"},
+        {"role": "assistant", "content": "a.txt is 12 bytes, b.txt 7."}
+    ]);
+    let (c2, _) = svc
+        .checkpoint(
+            &tenant,
+            request(
+                "openai-chat-v1",
+                results.to_string().as_bytes(),
+                Some(c1.id),
+                CommitType::Delta,
+                2,
+            ),
+        )
+        .await
+        .unwrap();
+    // A tool message answering nothing the parent left open is refused.
+    let stray = json!([{"role": "tool", "tool_call_id": "call_zz", "content": "?"}]);
+    let err = svc
+        .checkpoint(
+            &tenant,
+            request(
+                "openai-chat-v1",
+                stray.to_string().as_bytes(),
+                Some(c2.id),
+                CommitType::Delta,
+                3,
+            ),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(err.field.as_deref(), Some("delta_base64"));
+    assert!(
+        err.message.contains("at index 0") && err.message.contains("call_zz"),
+        "{}",
+        err.message
+    );
+
+    for (to, tier) in [
+        ("anthropic-messages-v1", "cross-runtime"),
+        ("bureau-agent-v2", "cross-runtime"),
+        ("claude-code-v1", "cross-runtime"),
+        ("openai-chat-v1", "cross-runtime"),
+    ] {
+        let (bytes, got_tier) = materialized(&svc, &tenant, &c2.id, Stop::Root, Some(to)).await;
+        assert_eq!(got_tier, tier, "{to}");
+        let conv = formats().codec(&fid(to)).to_canonical(&bytes).unwrap();
+        assert_eq!(
+            tool_results(&conv),
+            vec![
+                ("call_a".to_owned(), "12 bytes".to_owned(), false),
+                ("call_b".to_owned(), "7 bytes".to_owned(), false)
+            ],
+            "{to}"
+        );
+        // Cached per (commit, stop, target format).
+        let m = svc
+            .materialize(
+                &tenant,
+                &c2.id,
+                MaterializeRequest {
+                    stop: Some(Stop::Root),
+                    format: Some(fid(to)),
+                },
+            )
+            .await
+            .unwrap();
+        assert!(m.cached);
+        assert_eq!(m.tier, tier);
+    }
+}

@@ -1,0 +1,181 @@
+//! Formats end to end, through the real `ctx` binary against `ctx serve`:
+//! a realistic Claude Code transcript (two compactions, parallel tool uses
+//! with usage, a failed tool result, thinking with a signature, an image,
+//! summary, file-history-snapshot, attachment and an unknown entry type) is
+//! imported with `ctx import claude-code` and exported back byte-identical;
+//! default materialization starts at the latest compaction; translation to
+//! another runtime's format says its tier.
+
+use ctx_tests::Server;
+use serde_json::Value;
+
+const TRANSCRIPT: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/data/claude-code-session.jsonl"
+);
+
+fn json(out: &[u8]) -> Value {
+    serde_json::from_slice(out).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(out)))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_code_transcript_imports_and_exports_byte_identical() {
+    let original = std::fs::read(TRANSCRIPT).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path());
+
+    let (code, out) = server.cli(&[
+        "import",
+        "claude-code",
+        TRANSCRIPT,
+        "--principal",
+        "alice",
+        "--ref",
+        "sessions/parser",
+        "--json",
+    ]);
+    assert_eq!(code, 0);
+    let report = json(&out);
+    assert_eq!(
+        (report["deltas"].as_u64(), report["compactions"].as_u64()),
+        (Some(4), Some(2))
+    );
+    let tip = report["tip"].as_str().unwrap().to_owned();
+
+    // Importing again writes nothing new: the same commits, the same tip.
+    let (code, out) = server.cli(&[
+        "import",
+        "claude-code",
+        TRANSCRIPT,
+        "--principal",
+        "alice",
+        "--ref",
+        "sessions/parser",
+    ]);
+    assert_eq!(code, 0);
+    assert_eq!(String::from_utf8(out).unwrap().trim(), tip);
+
+    // The whole transcript comes back byte for byte, by id and by ref.
+    for rev in [tip.as_str(), "sessions/parser"] {
+        let (code, out) = server.cli(&["export", rev, "--format", "claude-code-v1"]);
+        assert_eq!(code, 0);
+        assert!(
+            out == original,
+            "export of {rev} differs from the transcript"
+        );
+    }
+
+    // The chain: compaction commits at both boundaries, types in order.
+    let http = server.client();
+    let history = http
+        .ok("GET", &format!("/v1/commits/{tip}/history?depth=10"), None)
+        .await;
+    let types: Vec<&str> = history["commits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["commit_type"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        types,
+        [
+            "delta",
+            "compaction",
+            "delta",
+            "compaction",
+            "delta",
+            "delta"
+        ]
+    );
+    let first = &history["commits"][5];
+    assert_eq!(first["session_id"], "5f0c9d2e-7b1a-4c3e-9f21-0a8b6c4d2e10");
+    assert_eq!(first["format"], "claude-code-v1");
+    assert!(first["token_count"].as_u64().unwrap() > 0);
+
+    // Default materialization starts at the latest compaction: its
+    // compact_boundary line, the summary, then the last turn.
+    let (code, out) = server.cli(&["materialize", &tip]);
+    assert_eq!(code, 0);
+    let start = {
+        let text = std::str::from_utf8(&original).unwrap();
+        text.rfind("{\"parentUuid\":null,\"isSidechain\":false,\"userType\":\"external\",\"cwd\":\"/home/dev/parser\",\"sessionId\":\"5f0c9d2e-7b1a-4c3e-9f21-0a8b6c4d2e10\",\"version\":\"2.0.14\",\"gitBranch\":\"main\",\"type\":\"system\",\"subtype\":\"compact_boundary\"").unwrap()
+    };
+    assert_eq!(out, original[start..]);
+
+    // Another runtime's format: translated through the canonical model.
+    let path = dir.path().join("openai.json");
+    let (code, out) = server.cli(&[
+        "materialize",
+        &tip,
+        "--stop",
+        "root",
+        "--format",
+        "openai-chat-v1",
+        "-o",
+        path.to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(code, 0);
+    let m = json(&out);
+    assert_eq!(m["tier"], "cross-runtime");
+    let messages = json(&std::fs::read(&path).unwrap());
+    let tools: Vec<&str> = messages
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| m["tool_call_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(tools, ["toolu_01Read", "toolu_01Grep", "toolu_01Edit"]);
+    // The same request again is served from the cache.
+    let (_, out) = server.cli(&[
+        "materialize",
+        &tip,
+        "--stop",
+        "root",
+        "--format",
+        "openai-chat-v1",
+        "-o",
+        path.to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(json(&out)["cached"], true);
+
+    // A format ctx has no codec for: the raw fallback, never a guess.
+    let (code, out) = server.cli(&[
+        "materialize",
+        &tip,
+        "--stop",
+        "root",
+        "--format",
+        "gemini-contents-v9",
+        "-o",
+        path.to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(code, 0);
+    assert_eq!(json(&out)["tier"], "raw");
+    let raw = std::fs::read(&path).unwrap();
+    assert!(raw.starts_with(b"ctx raw fallback: ctx cannot write gemini-contents-v9"));
+    assert!(
+        raw.windows(original.len().min(200))
+            .any(|w| w == &original[..original.len().min(200)])
+    );
+
+    // A transcript cut mid-line is refused before anything is written.
+    let cut = dir.path().join("cut.jsonl");
+    std::fs::write(&cut, &original[..original.len() - 10]).unwrap();
+    let (code, _) = server.cli(&[
+        "import",
+        "claude-code",
+        cut.to_str().unwrap(),
+        "--principal",
+        "bob",
+    ]);
+    assert_eq!(code, 2);
+    let (status, _) = http
+        .call("GET", "/v1/resolve?principal=bob", None)
+        .await
+        .unwrap();
+    assert_eq!(status, 404);
+}
