@@ -18,6 +18,19 @@ use crate::store::TokenStore;
 pub struct Caller {
     /// The tenant every key of the request is scoped by.
     pub tenant: TenantId,
+    /// Who within the tenant, when the credential says (a token's public
+    /// id, a JWT's `sub`): what strict session validation compares.
+    pub principal: Option<String>,
+}
+
+impl Caller {
+    /// A caller of `tenant` with no known principal.
+    pub fn tenant(tenant: TenantId) -> Self {
+        Caller {
+            tenant,
+            principal: None,
+        }
+    }
 }
 
 /// Turns a request's credentials into a [`Caller`].
@@ -73,12 +86,16 @@ pub fn bearer(parts: &Parts) -> Result<&str> {
 impl Authenticator for TokenAuth {
     async fn authenticate(&self, parts: &Parts) -> Result<Caller> {
         let token = bearer(parts)?;
+        let hash = token_hash(token);
         let tenant = self
             .tokens
-            .tenant_for(&token_hash(token))
+            .tenant_for(&hash)
             .await?
             .ok_or_else(|| unauthenticated("unknown or revoked token"))?;
-        Ok(Caller { tenant })
+        Ok(Caller {
+            tenant,
+            principal: Some(crate::store::token_id(&hash)),
+        })
     }
 }
 

@@ -68,6 +68,9 @@ pub struct Error {
     pub field: Option<String>,
     /// For a lost compare-and-swap: the current value.
     pub current: Option<String>,
+    /// For `RateLimited`: seconds until a retry may succeed (the
+    /// `Retry-After` header); 1 when absent.
+    pub retry_after: Option<u64>,
     /// The underlying cause, if any.
     #[source]
     pub source: Option<Box<dyn std::error::Error + Send + Sync>>,
@@ -84,6 +87,7 @@ impl Error {
             message: message.into(),
             field: None,
             current: None,
+            retry_after: None,
             source: None,
         }
     }
@@ -113,6 +117,13 @@ impl Error {
     /// A bug or corrupted data.
     pub fn internal(message: impl Into<String>) -> Self {
         Error::new(ErrorKind::Internal, message)
+    }
+
+    /// Too many requests: retry after `seconds`.
+    pub fn rate_limited(message: impl Into<String>, seconds: u64) -> Self {
+        let mut e = Error::new(ErrorKind::RateLimited, message);
+        e.retry_after = Some(seconds.max(1));
+        e
     }
 
     /// Sets the field at fault.

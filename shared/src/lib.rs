@@ -13,12 +13,14 @@
 //!   backends (memory, local) and the conformance suite.
 //! - [`service`]: every operation, over the stores.
 //! - [`auth`]: credentials → tenant.
+//! - [`branch`]: context folding: branches, budgets, deadlines, scrubbing.
 //! - [`api`]: the one axum router, error mapping, OpenAPI document.
 //! - [`clock`]: time and randomness, injected.
 //! - [`error`]: the error type and its kinds.
 
 pub mod api;
 pub mod auth;
+pub mod branch;
 pub mod clock;
 pub mod commit;
 pub mod error;

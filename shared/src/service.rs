@@ -235,6 +235,7 @@ pub struct Service {
     formats: Formats,
     clock: Arc<dyn Clock>,
     limits: Limits,
+    folding: Option<Arc<crate::branch::Folding>>,
 }
 
 impl Service {
@@ -245,8 +246,47 @@ impl Service {
             formats: Formats::default(),
             clock,
             limits: Limits::default(),
+            folding: None,
         }
     }
+
+    // --- context folding (issue 5): the operations live in branch::ops ---
+
+    /// Enables context folding (`branch_*`, session end) over `folding`.
+    pub fn with_folding(mut self, folding: crate::branch::Folding) -> Self {
+        self.folding = Some(Arc::new(folding));
+        self
+    }
+
+    /// The context-folding setup, if enabled.
+    pub fn folding(&self) -> Option<&crate::branch::Folding> {
+        self.folding.as_deref()
+    }
+
+    /// Records a checkpoint like [`Service::checkpoint`], and reports the
+    /// budget of the branch it writes into (a warning from 80%, the forced
+    /// return at 100%).
+    ///
+    /// # Errors
+    /// As [`Service::checkpoint`]; `Conflict` for a branch that has ended.
+    pub async fn checkpoint_with_notice(
+        &self,
+        tenant: &TenantId,
+        req: CheckpointRequest,
+    ) -> Result<(Commit, bool, Option<crate::branch::ops::BudgetNotice>)> {
+        let branch = self.branch_checkpoint_guard(tenant, &req).await?;
+        let (commit, created) = self.checkpoint_unguarded(tenant, req).await?;
+        let notice = match (branch, created) {
+            (Some(b), true) => {
+                self.account_branch_tokens(tenant, &b, commit.token_count)
+                    .await?
+            }
+            _ => None,
+        };
+        Ok((commit, created, notice))
+    }
+
+    // --- end of context folding ---
 
     /// Replaces the size limits.
     pub fn with_limits(mut self, limits: Limits) -> Self {
@@ -315,6 +355,17 @@ impl Service {
     /// `Invalid` naming the field for bad input (nothing is written);
     /// `Conflict` with the current tip when the ref moved; `TooLarge`.
     pub async fn checkpoint(
+        &self,
+        tenant: &TenantId,
+        req: CheckpointRequest,
+    ) -> Result<(Commit, bool)> {
+        let (commit, created, _) = self.checkpoint_with_notice(tenant, req).await?;
+        Ok((commit, created))
+    }
+
+    /// A checkpoint without the branch budget check (the branch operations'
+    /// own writes).
+    pub(crate) async fn checkpoint_unguarded(
         &self,
         tenant: &TenantId,
         req: CheckpointRequest,

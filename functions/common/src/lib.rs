@@ -51,6 +51,7 @@ pub fn groups_of(name: &str) -> Result<&'static [Group]> {
 #[derive(Debug, Clone)]
 pub struct JwtClaimsAuth {
     tenant_claim: String,
+    principal_claim: String,
 }
 
 impl JwtClaimsAuth {
@@ -58,6 +59,7 @@ impl JwtClaimsAuth {
     pub fn new(tenant_claim: impl Into<String>) -> Self {
         JwtClaimsAuth {
             tenant_claim: tenant_claim.into(),
+            principal_claim: "sub".to_owned(),
         }
     }
 
@@ -99,7 +101,11 @@ impl Authenticator for JwtClaimsAuth {
                 e.message
             ))
         })?;
-        Ok(Caller { tenant })
+        let principal = claims
+            .get(&self.principal_claim)
+            .filter(|p| !p.is_empty())
+            .cloned();
+        Ok(Caller { tenant, principal })
     }
 }
 

@@ -93,8 +93,9 @@ impl IntoResponse for ApiError {
         }
         let mut resp = (status, axum::Json(ErrorBody::from(&e))).into_response();
         if e.kind.is_retryable() {
+            let secs = e.retry_after.unwrap_or(1).max(1);
             resp.headers_mut()
-                .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+                .insert(header::RETRY_AFTER, HeaderValue::from(secs));
         }
         resp
     }

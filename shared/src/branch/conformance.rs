@@ -1,0 +1,326 @@
+//! The conformance suite of [`BranchStore`]: written once, run by every
+//! backend's tests (memory, SQLite, DynamoDB against the emulator). Each
+//! function starts in fresh tenants and panics on a violation.
+
+use futures::future::join_all;
+
+use super::{BranchRecord, BranchStatus, BranchStore, Finish, RateLimits};
+use crate::clock::{IdSource, OsRandom};
+use crate::error::ErrorKind;
+use crate::id::{BranchId, CommitId, TenantId};
+use crate::store::conformance::{fresh_tenant, t};
+
+/// Runs every behaviour. `global_listing`: whether the store answers
+/// [`BranchStore::all_active`] (embedded stores do).
+pub async fn run_all(store: &dyn BranchStore, global_listing: bool) {
+    records_round_trip_per_tenant(store).await;
+    session_concurrency_race_has_an_exact_count(store).await;
+    tenant_concurrency_race_has_an_exact_count(store).await;
+    creation_window_race_has_an_exact_count(store).await;
+    tokens_add_up_and_finish_happens_once(store).await;
+    if global_listing {
+        all_active_lists_every_tenant(store).await;
+    }
+}
+
+fn new_id() -> BranchId {
+    let mut b = [0u8; 16];
+    OsRandom.fill(&mut b);
+    BranchId::from_bytes(b)
+}
+
+/// A fresh active record of `session` created at `t(at)`.
+pub fn record(session: &str, at: i64) -> BranchRecord {
+    BranchRecord {
+        id: new_id(),
+        session_id: session.to_owned(),
+        parent_branch: None,
+        depth: 1,
+        status: BranchStatus::Active,
+        description: "look into it".into(),
+        budget: 100,
+        tokens_used: 0,
+        root_commit: CommitId::from_bytes([7; 16]),
+        owner: "tok-owner".into(),
+        created_at: t(at),
+        deadline: t(at + 300),
+        completed_at: None,
+        reason: None,
+        return_commit: None,
+        timer: None,
+    }
+}
+
+const LOOSE: RateLimits = RateLimits {
+    active_per_session: 1000,
+    active_per_tenant: 1000,
+    creations_per_minute: 1000,
+};
+
+fn finish(status: BranchStatus, at: i64) -> Finish {
+    Finish {
+        status,
+        at: t(at),
+        reason: Some("test".into()),
+    }
+}
+
+/// Created records read back for their tenant only; an id is created once;
+/// the session's first owner sticks.
+pub async fn records_round_trip_per_tenant(store: &dyn BranchStore) {
+    let a = fresh_tenant("br-a");
+    let b = fresh_tenant("br-b");
+    let rec = record("s1", 0);
+    store.create_branch(&a, &rec, &LOOSE).await.expect("create");
+    assert_eq!(
+        store.get_branch(&a, &rec.id).await.expect("get"),
+        Some(rec.clone())
+    );
+    assert_eq!(store.get_branch(&b, &rec.id).await.expect("get"), None);
+    let again = store.create_branch(&a, &rec, &LOOSE).await.unwrap_err();
+    assert_eq!(again.kind, ErrorKind::Conflict, "{again}");
+    let mut other = record("s1", 1);
+    other.owner = "tok-other".into();
+    other.parent_branch = Some(rec.id);
+    other.depth = 2;
+    store
+        .create_branch(&a, &other, &LOOSE)
+        .await
+        .expect("create");
+    assert_eq!(
+        store
+            .session_owner(&a, "s1")
+            .await
+            .expect("owner")
+            .as_deref(),
+        Some("tok-owner")
+    );
+    assert_eq!(store.session_owner(&b, "s1").await.expect("owner"), None);
+    let mut active = store.active_branches(&a, "s1").await.expect("active");
+    active.sort_by_key(|x| x.depth);
+    assert_eq!(active.len(), 2);
+    assert_eq!((active[0].id, active[0].depth), (rec.id, 1));
+    assert_eq!(
+        (active[1].id, active[1].parent_branch),
+        (other.id, Some(rec.id))
+    );
+    assert!(
+        store
+            .active_branches(&a, "s2")
+            .await
+            .expect("active")
+            .is_empty()
+    );
+    assert!(
+        store
+            .active_branches(&b, "s1")
+            .await
+            .expect("active")
+            .is_empty()
+    );
+    store
+        .annotate(&a, &rec.id, Some("arn:timer"), None)
+        .await
+        .expect("annotate");
+    let ret = CommitId::from_bytes([9; 16]);
+    store
+        .annotate(&a, &rec.id, None, Some(&ret))
+        .await
+        .expect("annotate");
+    let got = store
+        .get_branch(&a, &rec.id)
+        .await
+        .expect("get")
+        .expect("exists");
+    assert_eq!(got.timer.as_deref(), Some("arn:timer"));
+    assert_eq!(got.return_commit, Some(ret));
+    let missing = store
+        .annotate(&b, &rec.id, Some("x"), None)
+        .await
+        .unwrap_err();
+    assert_eq!(missing.kind, ErrorKind::NotFound);
+}
+
+async fn race(
+    store: &dyn BranchStore,
+    tenant: &TenantId,
+    recs: &[BranchRecord],
+    limits: &RateLimits,
+) -> (usize, usize) {
+    let results = join_all(recs.iter().map(|r| store.create_branch(tenant, r, limits))).await;
+    let mut ok = 0;
+    let mut limited = 0;
+    for r in results {
+        match r {
+            Ok(()) => ok += 1,
+            Err(e) if e.kind == ErrorKind::RateLimited => {
+                assert!(e.retry_after.unwrap_or(0) >= 1, "no Retry-After: {e}");
+                limited += 1;
+            }
+            Err(e) => panic!("unexpected error in a creation race: {e}"),
+        }
+    }
+    (ok, limited)
+}
+
+/// 24 concurrent creations in one session with a limit of 10 active: exactly
+/// 10 succeed; finishing one frees exactly one slot.
+pub async fn session_concurrency_race_has_an_exact_count(store: &dyn BranchStore) {
+    let tenant = fresh_tenant("br-sess");
+    let limits = RateLimits {
+        active_per_session: 10,
+        ..LOOSE
+    };
+    let recs: Vec<_> = (0..24).map(|_| record("s", 0)).collect();
+    assert_eq!(race(store, &tenant, &recs, &limits).await, (10, 14));
+    let active = store.active_branches(&tenant, "s").await.expect("active");
+    assert_eq!(active.len(), 10);
+    // Another session is not affected.
+    store
+        .create_branch(&tenant, &record("other", 0), &limits)
+        .await
+        .expect("another session");
+    store
+        .finish_branch(&tenant, &active[0].id, &finish(BranchStatus::Completed, 1))
+        .await
+        .expect("finish");
+    let more: Vec<_> = (0..3).map(|_| record("s", 2)).collect();
+    assert_eq!(race(store, &tenant, &more, &limits).await, (1, 2));
+}
+
+/// 12 concurrent creations over 12 sessions with a tenant limit of 4:
+/// exactly 4 succeed.
+pub async fn tenant_concurrency_race_has_an_exact_count(store: &dyn BranchStore) {
+    let tenant = fresh_tenant("br-ten");
+    let limits = RateLimits {
+        active_per_tenant: 4,
+        ..LOOSE
+    };
+    let recs: Vec<_> = (0..12).map(|i| record(&format!("s{i}"), 0)).collect();
+    assert_eq!(race(store, &tenant, &recs, &limits).await, (4, 8));
+    // Another tenant has its own count.
+    let other = fresh_tenant("br-ten2");
+    store
+        .create_branch(&other, &record("s0", 0), &limits)
+        .await
+        .expect("another tenant");
+}
+
+/// 9 concurrent creations in one session's minute with a limit of 5 per
+/// minute: exactly 5 succeed, even though each finishes at once; the next
+/// minute window allows more. The Retry-After points at the window's end.
+pub async fn creation_window_race_has_an_exact_count(store: &dyn BranchStore) {
+    let tenant = fresh_tenant("br-rate");
+    let limits = RateLimits {
+        creations_per_minute: 5,
+        ..LOOSE
+    };
+    // t(0) is 20 s into its minute (1_790_000_000 mod 60 = 20).
+    let recs: Vec<_> = (0..9).map(|_| record("s", 0)).collect();
+    assert_eq!(race(store, &tenant, &recs, &limits).await, (5, 4));
+    let late = store
+        .create_branch(&tenant, &record("s", 30), &limits)
+        .await
+        .unwrap_err();
+    assert_eq!(late.kind, ErrorKind::RateLimited);
+    assert_eq!(late.retry_after, Some(10), "{late}");
+    store
+        .create_branch(&tenant, &record("s", 40), &limits)
+        .await
+        .expect("the next minute");
+}
+
+/// Tokens accumulate on an active branch; a branch finishes exactly once
+/// even when finishes race, and then refuses tokens and finishes.
+pub async fn tokens_add_up_and_finish_happens_once(store: &dyn BranchStore) {
+    let tenant = fresh_tenant("br-tok");
+    let rec = record("s", 0);
+    store
+        .create_branch(&tenant, &rec, &LOOSE)
+        .await
+        .expect("create");
+    assert_eq!(
+        store
+            .add_tokens(&tenant, &rec.id, 30)
+            .await
+            .expect("add")
+            .tokens_used,
+        30
+    );
+    let adds = join_all((0..8).map(|_| store.add_tokens(&tenant, &rec.id, 5))).await;
+    assert!(adds.iter().all(|r| r.is_ok()));
+    let got = store
+        .get_branch(&tenant, &rec.id)
+        .await
+        .expect("get")
+        .expect("exists");
+    assert_eq!(got.tokens_used, 70);
+    let ends: Vec<Finish> = (0..6)
+        .map(|i| {
+            let status = if i % 2 == 0 {
+                BranchStatus::Timeout
+            } else {
+                BranchStatus::Completed
+            };
+            finish(status, 5)
+        })
+        .collect();
+    let finishes = join_all(
+        ends.iter()
+            .map(|f| store.finish_branch(&tenant, &rec.id, f)),
+    )
+    .await;
+    let won: Vec<_> = finishes.iter().filter_map(|r| r.as_ref().ok()).collect();
+    assert_eq!(won.len(), 1, "exactly one finish wins");
+    for e in finishes.iter().filter_map(|r| r.as_ref().err()) {
+        assert_eq!(e.kind, ErrorKind::Conflict, "{e}");
+        assert_eq!(e.current.as_deref(), Some(won[0].status.as_str()));
+    }
+    let got = store
+        .get_branch(&tenant, &rec.id)
+        .await
+        .expect("get")
+        .expect("exists");
+    assert_eq!(got.status, won[0].status);
+    assert_eq!(got.completed_at, Some(t(5)));
+    assert_eq!(got.reason.as_deref(), Some("test"));
+    assert_eq!(got.tokens_used, 70);
+    let e = store.add_tokens(&tenant, &rec.id, 1).await.unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Conflict);
+    assert!(
+        store
+            .active_branches(&tenant, "s")
+            .await
+            .expect("active")
+            .is_empty()
+    );
+    let nf = store
+        .add_tokens(&fresh_tenant("br-none"), &rec.id, 1)
+        .await
+        .unwrap_err();
+    assert_eq!(nf.kind, ErrorKind::NotFound);
+}
+
+/// The global listing has every active branch of every tenant, and no
+/// finished one.
+pub async fn all_active_lists_every_tenant(store: &dyn BranchStore) {
+    let a = fresh_tenant("br-all");
+    let b = fresh_tenant("br-all2");
+    let ra = record("s", 0);
+    let rb = record("s", 0);
+    let done = record("s", 0);
+    store.create_branch(&a, &ra, &LOOSE).await.expect("create");
+    store.create_branch(&b, &rb, &LOOSE).await.expect("create");
+    store
+        .create_branch(&a, &done, &LOOSE)
+        .await
+        .expect("create");
+    store
+        .finish_branch(&a, &done.id, &finish(BranchStatus::Failed, 1))
+        .await
+        .expect("finish");
+    let all = store.all_active().await.expect("list").expect("supported");
+    assert!(all.contains(&(a.clone(), ra.id, ra.deadline)));
+    assert!(all.contains(&(b.clone(), rb.id, rb.deadline)));
+    assert!(!all.iter().any(|(_, id, _)| *id == done.id));
+}

@@ -1,0 +1,1 @@
+//! The DynamoDB branch store (in progress).

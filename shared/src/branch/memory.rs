@@ -1,0 +1,231 @@
+//! The in-memory [`BranchStore`]: the reference behaviour, under one lock.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Mutex;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+
+use super::{
+    ActiveBranch, BranchRecord, BranchStatus, BranchStore, CONCURRENCY_RETRY_AFTER, Finish,
+    RateLimits, minute_window, seconds_to_next_window,
+};
+use crate::error::{Error, Result};
+use crate::id::{BranchId, CommitId, TenantId};
+
+#[derive(Debug, Default)]
+struct State {
+    branches: BTreeMap<(TenantId, BranchId), BranchRecord>,
+    owners: HashMap<(TenantId, String), String>,
+    windows: HashMap<(TenantId, String, i64), u32>,
+}
+
+/// Branches in a map.
+#[derive(Debug, Default)]
+pub struct MemoryBranchStore {
+    state: Mutex<State>,
+}
+
+impl MemoryBranchStore {
+    /// An empty store.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        // Plain maps stay consistent if a holder panicked.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// The check every backend makes before a creation, given the counts.
+pub(crate) fn check_limits(
+    rec: &BranchRecord,
+    limits: &RateLimits,
+    session_active: u64,
+    tenant_active: u64,
+    window_count: u64,
+) -> Result<()> {
+    if session_active >= u64::from(limits.active_per_session) {
+        return Err(Error::rate_limited(
+            format!(
+                "session {:?} already has {session_active} active branches (at most {})",
+                rec.session_id, limits.active_per_session
+            ),
+            CONCURRENCY_RETRY_AFTER,
+        ));
+    }
+    if tenant_active >= u64::from(limits.active_per_tenant) {
+        return Err(Error::rate_limited(
+            format!(
+                "the tenant already has {tenant_active} active branches (at most {})",
+                limits.active_per_tenant
+            ),
+            CONCURRENCY_RETRY_AFTER,
+        ));
+    }
+    if window_count >= u64::from(limits.creations_per_minute) {
+        return Err(Error::rate_limited(
+            format!(
+                "session {:?} created {window_count} branches this minute (at most {})",
+                rec.session_id, limits.creations_per_minute
+            ),
+            seconds_to_next_window(rec.created_at),
+        ));
+    }
+    Ok(())
+}
+
+/// The conflict of an operation on a branch that is no longer active.
+pub(crate) fn not_active(id: &BranchId, status: BranchStatus) -> Error {
+    Error::conflict(
+        format!("branch {id} is {status}, not active"),
+        Some(status.as_str().to_owned()),
+    )
+    .with_field("branch_id")
+}
+
+#[async_trait]
+impl BranchStore for MemoryBranchStore {
+    async fn create_branch(
+        &self,
+        tenant: &TenantId,
+        rec: &BranchRecord,
+        limits: &RateLimits,
+    ) -> Result<()> {
+        let mut s = self.lock();
+        let key = (tenant.clone(), rec.id);
+        if s.branches.contains_key(&key) {
+            return Err(Error::conflict(format!("branch {} exists", rec.id), None));
+        }
+        let active = |f: &dyn Fn(&BranchRecord) -> bool| {
+            s.branches
+                .iter()
+                .filter(|((t, _), b)| t == tenant && b.status == BranchStatus::Active && f(b))
+                .count() as u64
+        };
+        let session_active = active(&|b| b.session_id == rec.session_id);
+        let tenant_active = active(&|_| true);
+        let wkey = (
+            tenant.clone(),
+            rec.session_id.clone(),
+            minute_window(rec.created_at),
+        );
+        let window = u64::from(s.windows.get(&wkey).copied().unwrap_or(0));
+        check_limits(rec, limits, session_active, tenant_active, window)?;
+        *s.windows.entry(wkey).or_default() += 1;
+        s.owners
+            .entry((tenant.clone(), rec.session_id.clone()))
+            .or_insert_with(|| rec.owner.clone());
+        s.branches.insert(key, rec.clone());
+        Ok(())
+    }
+
+    async fn get_branch(&self, tenant: &TenantId, id: &BranchId) -> Result<Option<BranchRecord>> {
+        Ok(self.lock().branches.get(&(tenant.clone(), *id)).cloned())
+    }
+
+    async fn active_branches(&self, tenant: &TenantId, session: &str) -> Result<Vec<ActiveBranch>> {
+        Ok(self
+            .lock()
+            .branches
+            .iter()
+            .filter(|((t, _), b)| {
+                t == tenant && b.session_id == session && b.status == BranchStatus::Active
+            })
+            .map(|(_, b)| ActiveBranch {
+                id: b.id,
+                depth: b.depth,
+                parent_branch: b.parent_branch,
+            })
+            .collect())
+    }
+
+    async fn session_owner(&self, tenant: &TenantId, session: &str) -> Result<Option<String>> {
+        Ok(self
+            .lock()
+            .owners
+            .get(&(tenant.clone(), session.to_owned()))
+            .cloned())
+    }
+
+    async fn add_tokens(
+        &self,
+        tenant: &TenantId,
+        id: &BranchId,
+        tokens: u64,
+    ) -> Result<BranchRecord> {
+        let mut s = self.lock();
+        let b = s
+            .branches
+            .get_mut(&(tenant.clone(), *id))
+            .ok_or_else(|| Error::not_found(format!("branch {id}")))?;
+        if b.status != BranchStatus::Active {
+            return Err(not_active(id, b.status));
+        }
+        b.tokens_used = b.tokens_used.saturating_add(tokens);
+        Ok(b.clone())
+    }
+
+    async fn finish_branch(
+        &self,
+        tenant: &TenantId,
+        id: &BranchId,
+        finish: &Finish,
+    ) -> Result<BranchRecord> {
+        let mut s = self.lock();
+        let b = s
+            .branches
+            .get_mut(&(tenant.clone(), *id))
+            .ok_or_else(|| Error::not_found(format!("branch {id}")))?;
+        if b.status != BranchStatus::Active {
+            return Err(not_active(id, b.status));
+        }
+        b.status = finish.status;
+        b.completed_at = Some(finish.at);
+        b.reason = finish.reason.clone();
+        Ok(b.clone())
+    }
+
+    async fn annotate(
+        &self,
+        tenant: &TenantId,
+        id: &BranchId,
+        timer: Option<&str>,
+        return_commit: Option<&CommitId>,
+    ) -> Result<()> {
+        let mut s = self.lock();
+        let b = s
+            .branches
+            .get_mut(&(tenant.clone(), *id))
+            .ok_or_else(|| Error::not_found(format!("branch {id}")))?;
+        if let Some(t) = timer {
+            b.timer = Some(t.to_owned());
+        }
+        if let Some(c) = return_commit {
+            b.return_commit = Some(*c);
+        }
+        Ok(())
+    }
+
+    async fn all_active(&self) -> Result<Option<Vec<(TenantId, BranchId, DateTime<Utc>)>>> {
+        Ok(Some(
+            self.lock()
+                .branches
+                .iter()
+                .filter(|(_, b)| b.status == BranchStatus::Active)
+                .map(|((t, id), b)| (t.clone(), *id, b.deadline))
+                .collect(),
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn memory_branch_store_conforms() {
+        super::super::conformance::run_all(&MemoryBranchStore::new(), true).await;
+    }
+}

@@ -1,0 +1,411 @@
+//! Context folding: an agent runs a subtask in an isolated branch (`br-…`)
+//! with a token budget, a deadline and a depth limit, and only the
+//! (secret-scrubbed) result returns to its parent's context.
+//!
+//! A branch's context is its own chain, named by the ref `branches/<br-…>`,
+//! whose root commit holds only the description and the prompt. A return
+//! appends the scrubbed message to the parent's chain (the ref
+//! `sessions/<session_id>` for a first-level branch, `branches/<parent>`
+//! for a nested one) as one delta commit with the trigger `branch_return`.
+//!
+//! # Layout
+//! - this file: the branch record, the [`BranchStore`] trait, the
+//!   configuration and the [`Folding`] bundle a service is given.
+//! - [`ops`]: the operations (`Service::branch_create`, ...).
+//! - [`scrub`]: the secret scrubber.
+//! - [`timer`]: deadlines: the [`BranchTimer`] trait and the embedded tokio
+//!   timer (AWS mode uses Step Functions, in [`sfn`]).
+//! - [`memory`], [`sqlite`], [`dynamo`]: the store backends.
+//! - [`conformance`]: the behaviour every backend must have.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use crate::clock::IdSource;
+use crate::error::Result;
+use crate::id::{BranchId, CommitId, RefName, TenantId};
+
+#[cfg(any(test, feature = "conformance"))]
+pub mod conformance;
+#[cfg(feature = "aws")]
+pub mod dynamo;
+pub mod memory;
+pub mod ops;
+pub mod scrub;
+#[cfg(feature = "aws")]
+pub mod sfn;
+#[cfg(feature = "local")]
+pub mod sqlite;
+pub mod timer;
+
+pub use scrub::{RuleScrubber, Scrubbed, Scrubber};
+pub use timer::{BranchTimer, NoTimer, TokioTimer};
+
+/// Where a branch is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum BranchStatus {
+    /// Recorded, not yet running (never stored by this implementation: a
+    /// branch is active from the moment its record exists).
+    Created,
+    /// Running: checkpoints into it count against its budget.
+    Active,
+    /// Returned (by the agent, by its parent's return, or at 100% budget).
+    Completed,
+    /// Its deadline passed before it returned.
+    Timeout,
+    /// Ended by an error or by session end without finishing.
+    Failed,
+}
+
+impl BranchStatus {
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BranchStatus::Created => "created",
+            BranchStatus::Active => "active",
+            BranchStatus::Completed => "completed",
+            BranchStatus::Timeout => "timeout",
+            BranchStatus::Failed => "failed",
+        }
+    }
+
+    /// Whether the branch has ended.
+    pub fn is_terminal(self) -> bool {
+        matches!(
+            self,
+            BranchStatus::Completed | BranchStatus::Timeout | BranchStatus::Failed
+        )
+    }
+}
+
+impl std::fmt::Display for BranchStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A stored branch.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BranchRecord {
+    /// Its id.
+    pub id: BranchId,
+    /// The session it belongs to (a nested branch keeps its root session).
+    pub session_id: String,
+    /// The branch it was created from; none for a first-level branch.
+    pub parent_branch: Option<BranchId>,
+    /// 1 for a first-level branch (the session itself is depth 0).
+    pub depth: u32,
+    /// Where it is in its life.
+    pub status: BranchStatus,
+    /// What the subtask is.
+    pub description: String,
+    /// Tokens it may checkpoint.
+    pub budget: u64,
+    /// Tokens checkpointed into it so far (counted by the server).
+    pub tokens_used: u64,
+    /// The root commit of its chain (description + prompt).
+    pub root_commit: CommitId,
+    /// The principal that owns its session ("" when unknown).
+    pub owner: String,
+    /// When it was created.
+    pub created_at: DateTime<Utc>,
+    /// When it times out.
+    pub deadline: DateTime<Utc>,
+    /// When it ended.
+    pub completed_at: Option<DateTime<Utc>>,
+    /// Why it ended, when it did not end by its own return.
+    pub reason: Option<String>,
+    /// The commit its return appended to the parent's chain.
+    pub return_commit: Option<CommitId>,
+    /// The handle of its deadline timer (a Step Functions execution ARN).
+    pub timer: Option<String>,
+}
+
+impl BranchRecord {
+    /// The ref naming the branch's chain: `branches/<br-…>`.
+    pub fn chain_ref(&self) -> RefName {
+        branch_ref(&self.id)
+    }
+}
+
+/// The ref of a branch's chain.
+pub fn branch_ref(id: &BranchId) -> RefName {
+    format!("branches/{id}")
+        .parse()
+        .expect("branches/ and a br- id is a valid ref name")
+}
+
+/// The branch a ref names, if it is `branches/<br-…>`.
+pub fn branch_of_ref(name: &RefName) -> Option<BranchId> {
+    name.as_str().strip_prefix("branches/")?.parse().ok()
+}
+
+/// An active branch of a session, as its listing returns it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ActiveBranch {
+    /// Its id.
+    pub id: BranchId,
+    /// Its depth.
+    pub depth: u32,
+    /// Its parent branch.
+    pub parent_branch: Option<BranchId>,
+}
+
+/// How a branch ends.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finish {
+    /// The terminal status.
+    pub status: BranchStatus,
+    /// When.
+    pub at: DateTime<Utc>,
+    /// Why, when not by its own return.
+    pub reason: Option<String>,
+}
+
+/// Limits on branch creation, enforced atomically by the store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RateLimits {
+    /// Active branches per session.
+    pub active_per_session: u32,
+    /// Active branches per tenant.
+    pub active_per_tenant: u32,
+    /// Creations per session per (fixed, UTC) minute.
+    pub creations_per_minute: u32,
+}
+
+impl Default for RateLimits {
+    fn default() -> Self {
+        RateLimits {
+            active_per_session: 10,
+            active_per_tenant: 100,
+            creations_per_minute: 5,
+        }
+    }
+}
+
+/// Seconds a caller over a concurrency limit is told to wait.
+pub const CONCURRENCY_RETRY_AFTER: u64 = 5;
+
+/// The start of the minute window `now` falls in, in seconds since the epoch.
+pub fn minute_window(now: DateTime<Utc>) -> i64 {
+    now.timestamp().div_euclid(60) * 60
+}
+
+/// Seconds until the minute window of `now` ends.
+pub fn seconds_to_next_window(now: DateTime<Utc>) -> u64 {
+    let next = minute_window(now) + 60;
+    u64::try_from(next - now.timestamp()).unwrap_or(1).max(1)
+}
+
+/// Branch state: records, per-session and per-tenant counts and creation
+/// windows. Every method is one request to the store (a transaction where
+/// several items change), so limits hold across concurrent processes.
+#[async_trait]
+pub trait BranchStore: Send + Sync + 'static {
+    /// Records a new active branch if every limit allows it: fewer than
+    /// `active_per_session` active branches in its session, fewer than
+    /// `active_per_tenant` in the tenant, fewer than
+    /// `creations_per_minute` creations in the session's current minute
+    /// window. Also records the session's owner (`rec.owner`) if the
+    /// session has none.
+    ///
+    /// # Errors
+    /// `RateLimited` (with `retry_after`) naming the limit; `Conflict` if
+    /// the id exists; `Unavailable`.
+    async fn create_branch(
+        &self,
+        tenant: &TenantId,
+        rec: &BranchRecord,
+        limits: &RateLimits,
+    ) -> Result<()>;
+
+    /// One branch.
+    ///
+    /// # Errors
+    /// `Unavailable`.
+    async fn get_branch(&self, tenant: &TenantId, id: &BranchId) -> Result<Option<BranchRecord>>;
+
+    /// The active branches of a session.
+    ///
+    /// # Errors
+    /// `Unavailable`.
+    async fn active_branches(&self, tenant: &TenantId, session: &str) -> Result<Vec<ActiveBranch>>;
+
+    /// The principal that owns a session (set by its first branch).
+    ///
+    /// # Errors
+    /// `Unavailable`.
+    async fn session_owner(&self, tenant: &TenantId, session: &str) -> Result<Option<String>>;
+
+    /// Adds `tokens` to an active branch's usage; returns the record after.
+    ///
+    /// # Errors
+    /// `Conflict` (with the current status) when the branch is not active;
+    /// `NotFound`; `Unavailable`.
+    async fn add_tokens(
+        &self,
+        tenant: &TenantId,
+        id: &BranchId,
+        tokens: u64,
+    ) -> Result<BranchRecord>;
+
+    /// Moves an active branch to a terminal status and releases its slot in
+    /// the session's and the tenant's counts, exactly once.
+    ///
+    /// # Errors
+    /// `Conflict` (with the current status) when it is not active;
+    /// `NotFound`; `Unavailable`.
+    async fn finish_branch(
+        &self,
+        tenant: &TenantId,
+        id: &BranchId,
+        finish: &Finish,
+    ) -> Result<BranchRecord>;
+
+    /// Records the timer handle and/or the return commit of a branch.
+    ///
+    /// # Errors
+    /// `NotFound`; `Unavailable`.
+    async fn annotate(
+        &self,
+        tenant: &TenantId,
+        id: &BranchId,
+        timer: Option<&str>,
+        return_commit: Option<&CommitId>,
+    ) -> Result<()>;
+
+    /// Every active branch of every tenant with its deadline: what the
+    /// embedded server's start-up sweep reads. Stores without a global
+    /// listing (DynamoDB, where Step Functions keeps the deadlines) return
+    /// `None`.
+    ///
+    /// # Errors
+    /// `Unavailable`.
+    async fn all_active(&self) -> Result<Option<Vec<(TenantId, BranchId, DateTime<Utc>)>>>;
+}
+
+/// Whether branches check who calls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Validation {
+    /// A branch is created, returned or read only by the tenant and the
+    /// principal that own its session.
+    #[default]
+    Strict,
+    /// Only the tenant is checked (single-user embedded use).
+    Permissive,
+}
+
+impl std::str::FromStr for Validation {
+    type Err = crate::error::Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "strict" => Ok(Validation::Strict),
+            "permissive" => Ok(Validation::Permissive),
+            other => Err(crate::error::Error::invalid(
+                "validation",
+                format!("session validation {other:?} is not \"strict\" or \"permissive\""),
+            )),
+        }
+    }
+}
+
+/// Context-folding settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FoldingConfig {
+    /// The deepest branch (the session is 0, its first branch 1).
+    pub max_depth: u32,
+    /// The budget when none is asked for.
+    pub default_budget: u64,
+    /// The largest budget granted (larger requests are capped).
+    pub max_budget: u64,
+    /// The timeout when none is asked for, in seconds.
+    pub default_timeout_secs: u64,
+    /// The longest timeout, in seconds.
+    pub max_timeout_secs: u64,
+    /// Creation limits.
+    pub limits: RateLimits,
+    /// Who may touch a session's branches.
+    pub validation: Validation,
+    /// How long session end waits for its branches before marking the rest
+    /// failed.
+    pub session_end_timeout: Duration,
+}
+
+impl Default for FoldingConfig {
+    fn default() -> Self {
+        FoldingConfig {
+            max_depth: 3,
+            default_budget: 8192,
+            max_budget: 32768,
+            default_timeout_secs: 300,
+            max_timeout_secs: 600,
+            limits: RateLimits::default(),
+            validation: Validation::Strict,
+            session_end_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+impl FoldingConfig {
+    /// Reads `CTX_BRANCH_MAX_DEPTH`, `CTX_BRANCH_MAX_PER_SESSION`,
+    /// `CTX_BRANCH_MAX_PER_TENANT`, `CTX_BRANCH_CREATES_PER_MINUTE`,
+    /// `CTX_SESSION_VALIDATION` (strict | permissive) and
+    /// `CTX_SESSION_END_TIMEOUT_SECS` over the defaults.
+    ///
+    /// # Errors
+    /// `Invalid` naming the variable when one does not parse.
+    pub fn from_env() -> Result<Self> {
+        fn num<T: std::str::FromStr>(name: &str, into: &mut T) -> Result<()> {
+            if let Ok(v) = std::env::var(name)
+                && !v.is_empty()
+            {
+                *into = v.parse().map_err(|_| {
+                    crate::error::Error::invalid(name, format!("{name}={v:?} is not a number"))
+                })?;
+            }
+            Ok(())
+        }
+        let mut c = FoldingConfig::default();
+        num("CTX_BRANCH_MAX_DEPTH", &mut c.max_depth)?;
+        num(
+            "CTX_BRANCH_MAX_PER_SESSION",
+            &mut c.limits.active_per_session,
+        )?;
+        num("CTX_BRANCH_MAX_PER_TENANT", &mut c.limits.active_per_tenant)?;
+        num(
+            "CTX_BRANCH_CREATES_PER_MINUTE",
+            &mut c.limits.creations_per_minute,
+        )?;
+        let mut end = c.session_end_timeout.as_secs();
+        num("CTX_SESSION_END_TIMEOUT_SECS", &mut end)?;
+        c.session_end_timeout = Duration::from_secs(end);
+        if let Ok(v) = std::env::var("CTX_SESSION_VALIDATION")
+            && !v.is_empty()
+        {
+            c.validation = v.parse()?;
+        }
+        Ok(c)
+    }
+}
+
+/// Everything context folding needs beside the commit stores.
+#[derive(Clone)]
+pub struct Folding {
+    /// Branch records and counts.
+    pub store: Arc<dyn BranchStore>,
+    /// Deadlines.
+    pub timer: Arc<dyn BranchTimer>,
+    /// The secret scrubber every returned message passes through.
+    pub scrubber: Arc<dyn Scrubber>,
+    /// Randomness for branch ids.
+    pub ids: Arc<dyn IdSource>,
+    /// Settings.
+    pub config: FoldingConfig,
+}

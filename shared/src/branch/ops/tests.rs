@@ -1,0 +1,706 @@
+//! Tests of the branch operations over memory stores and a manual clock.
+
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+
+use super::*;
+use crate::branch::memory::MemoryBranchStore;
+use crate::branch::scrub::FailingScrubber;
+use crate::branch::{BranchTimer, FoldingConfig, RuleScrubber, Scrubber};
+use crate::clock::{ManualClock, SeededIds};
+use crate::service::MaterializeRequest;
+use crate::store::memory::{MemoryBlobStore, MemoryMetaStore};
+use crate::store::{BlobStoreExt, Stores};
+
+/// Records starts and stops.
+#[derive(Default)]
+struct RecordingTimer {
+    started: Mutex<Vec<BranchId>>,
+    stopped: Mutex<Vec<BranchId>>,
+}
+
+#[async_trait]
+impl BranchTimer for RecordingTimer {
+    async fn start(&self, _: &TenantId, b: &BranchId, _: DateTime<Utc>) -> Result<Option<String>> {
+        self.started.lock().unwrap().push(*b);
+        Ok(Some(format!("timer-{b}")))
+    }
+    async fn stop(&self, _: &TenantId, b: &BranchId, handle: Option<&str>) -> Result<()> {
+        assert_eq!(handle, Some(format!("timer-{b}").as_str()));
+        self.stopped.lock().unwrap().push(*b);
+        Ok(())
+    }
+}
+
+struct H {
+    svc: Service,
+    clock: Arc<ManualClock>,
+    timer: Arc<RecordingTimer>,
+    alice: Caller,
+}
+
+fn caller(tenant: &str, principal: &str) -> Caller {
+    Caller {
+        tenant: tenant.parse().unwrap(),
+        principal: Some(principal.into()),
+    }
+}
+
+fn harness_with(config: FoldingConfig, scrubber: Arc<dyn Scrubber>) -> H {
+    let clock = Arc::new(ManualClock::new(crate::store::conformance::t(0)));
+    let stores = Stores {
+        blobs: Arc::new(MemoryBlobStore::new()),
+        meta: Arc::new(MemoryMetaStore::new()),
+    };
+    let timer = Arc::new(RecordingTimer::default());
+    let svc = Service::new(stores, clock.clone()).with_folding(Folding {
+        store: Arc::new(MemoryBranchStore::new()),
+        timer: timer.clone(),
+        scrubber,
+        ids: Arc::new(SeededIds::new(5)),
+        config,
+    });
+    H {
+        svc,
+        clock,
+        timer,
+        alice: caller("acme", "tok-alice"),
+    }
+}
+
+fn harness() -> H {
+    harness_with(
+        FoldingConfig::default(),
+        Arc::new(RuleScrubber::new().unwrap()),
+    )
+}
+
+fn create(session: &str, description: &str) -> BranchCreateRequest {
+    BranchCreateRequest {
+        session_id: session.into(),
+        description: description.into(),
+        prompt: None,
+        budget: None,
+        timeout_seconds: None,
+        parent_branch: None,
+    }
+}
+
+fn ret(message: &str) -> BranchReturnRequest {
+    BranchReturnRequest {
+        message: message.into(),
+    }
+}
+
+impl H {
+    /// Checkpoints `text` onto ref `name` (creating the chain if needed).
+    async fn append(&self, name: &str, text: &str) -> Result<(Commit, Option<BudgetNotice>)> {
+        let tenant = &self.alice.tenant;
+        let name: RefName = name.parse().unwrap();
+        let tip = self
+            .svc
+            .stores()
+            .meta
+            .get_ref(tenant, &name)
+            .await
+            .unwrap()
+            .map(|r| r.target);
+        self.clock.advance_micros(1000);
+        let req: CheckpointRequest = serde_json::from_value(serde_json::json!({
+            "parent": tip, "commit_type": "delta", "format": "raw", "delta": text,
+            "template": "t", "principal": "alice", "checkpoint": "tool_call",
+            "ref": {"name": name.as_str(), "expected": tip}
+        }))
+        .unwrap();
+        let (c, _, n) = self.svc.checkpoint_with_notice(tenant, req).await?;
+        Ok((c, n))
+    }
+
+    async fn text_of(&self, name: &str) -> String {
+        let tenant = &self.alice.tenant;
+        let tip = self
+            .svc
+            .get_ref(tenant, &name.parse().unwrap())
+            .await
+            .unwrap()
+            .target;
+        let m = self
+            .svc
+            .materialize(
+                tenant,
+                &tip,
+                MaterializeRequest {
+                    stop: Some(crate::service::Stop::Root),
+                    format: None,
+                },
+            )
+            .await
+            .unwrap();
+        let bytes = self
+            .svc
+            .stores()
+            .blobs
+            .get(tenant, &m.artifact_ref)
+            .await
+            .unwrap()
+            .unwrap();
+        String::from_utf8(bytes.to_vec()).unwrap()
+    }
+
+    async fn status(&self, id: &BranchId) -> BranchStatusResponse {
+        self.svc.branch_status(&self.alice, id).await.unwrap()
+    }
+}
+
+#[tokio::test]
+async fn a_branch_sees_only_its_description_and_prompt() {
+    let h = harness();
+    h.append("sessions/s1", "user: the parent's private context\n")
+        .await
+        .unwrap();
+    let mut req = create("s1", "explore\u{7} the parser");
+    req.prompt = Some("read src/parser.rs\u{0}\nand report".into());
+    let b = h.svc.branch_create(&h.alice, req).await.unwrap();
+    assert_eq!(
+        (b.depth, b.budget_allocated, b.timeout_seconds),
+        (1, 8192, 300)
+    );
+    assert_eq!(b.chain_ref, format!("branches/{}", b.branch_id));
+    assert_eq!(
+        h.text_of(&b.chain_ref).await,
+        "explore the parser\n\nread src/parser.rs\nand report"
+    );
+    let s = h.status(&b.branch_id).await;
+    assert_eq!(s.status, "active");
+    assert_eq!(s.description.as_deref(), Some("explore the parser"));
+    assert_eq!((s.budget_used, s.budget_total), (Some(0), Some(8192)));
+    assert_eq!(*h.timer.started.lock().unwrap(), vec![b.branch_id]);
+}
+
+#[tokio::test]
+async fn fields_are_checked_and_capped() {
+    let h = harness();
+    let over = |field: &str, n: usize| {
+        let mut r = create("s", "d");
+        match field {
+            "description" => r.description = "x".repeat(n),
+            "prompt" => r.prompt = Some("x".repeat(n)),
+            _ => unreachable!(),
+        }
+        r
+    };
+    for (field, n) in [("description", 501), ("prompt", 10_001)] {
+        let e = h
+            .svc
+            .branch_create(&h.alice, over(field, n))
+            .await
+            .unwrap_err();
+        assert_eq!(
+            (e.kind, e.field.as_deref()),
+            (ErrorKind::Invalid, Some(field))
+        );
+    }
+    assert!(
+        h.svc
+            .branch_create(&h.alice, over("description", 500))
+            .await
+            .is_ok()
+    );
+    for bad in ["", "a b", "../x"] {
+        let e = h
+            .svc
+            .branch_create(&h.alice, create(bad, "d"))
+            .await
+            .unwrap_err();
+        assert_eq!(e.kind, ErrorKind::Invalid, "{bad:?}");
+    }
+    let mut r = create("s", "d");
+    r.budget = Some(1_000_000);
+    r.timeout_seconds = Some(10_000);
+    let b = h.svc.branch_create(&h.alice, r).await.unwrap();
+    assert_eq!((b.budget_allocated, b.timeout_seconds), (32768, 600));
+    let e = h
+        .svc
+        .branch_return(&h.alice, &b.branch_id, ret(&"x".repeat(50_001)))
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Invalid);
+}
+
+#[tokio::test]
+async fn a_return_appends_only_the_scrubbed_summary_to_the_parent() {
+    let h = harness();
+    h.append("sessions/s1", "user: find the bug\n")
+        .await
+        .unwrap();
+    let b = h
+        .svc
+        .branch_create(&h.alice, create("s1", "explore"))
+        .await
+        .unwrap();
+    h.append(&b.chain_ref, &"tool: a long file listing\n".repeat(50))
+        .await
+        .unwrap();
+    let r = h
+        .svc
+        .branch_return(
+            &h.alice,
+            &b.branch_id,
+            ret("the bug is in parser.rs:42; key AKIAIOSFODNN7EXAMPLQ"),
+        )
+        .await
+        .unwrap();
+    assert!(r.success);
+    assert_eq!(
+        r.message,
+        "the bug is in parser.rs:42; key [REDACTED:aws-access-key-id]"
+    );
+    assert_eq!(r.redactions.get("aws-access-key-id"), Some(&1));
+    assert!(r.tokens_used > 300, "{}", r.tokens_used);
+    assert_eq!(
+        h.text_of("sessions/s1").await,
+        format!("user: find the bug\n{}", r.message)
+    );
+    let c = h.svc.show(&h.alice.tenant, &r.commit).await.unwrap();
+    assert_eq!(c.checkpoint, Trigger::BranchReturn);
+    assert_eq!(c.tags.get("branch"), Some(&b.branch_id.to_string()));
+    let s = h.status(&b.branch_id).await;
+    assert_eq!(s.status, "completed");
+    assert_eq!(s.return_commit, Some(r.commit));
+    assert!(s.completed_at.is_some());
+    assert_eq!(*h.timer.stopped.lock().unwrap(), vec![b.branch_id]);
+    let again = h
+        .svc
+        .branch_return(&h.alice, &b.branch_id, ret("again"))
+        .await
+        .unwrap_err();
+    assert_eq!(again.kind, ErrorKind::Conflict);
+    // A session without a chain yet gets one.
+    let b2 = h
+        .svc
+        .branch_create(&h.alice, create("fresh", "x"))
+        .await
+        .unwrap();
+    h.svc
+        .branch_return(&h.alice, &b2.branch_id, ret("done"))
+        .await
+        .unwrap();
+    assert_eq!(h.text_of("sessions/fresh").await, "done");
+}
+
+#[tokio::test]
+async fn returning_a_parent_force_returns_its_children_deepest_first() {
+    let h = harness();
+    let b1 = h
+        .svc
+        .branch_create(&h.alice, create("s", "one"))
+        .await
+        .unwrap();
+    let mut r = create("s", "two");
+    r.parent_branch = Some(b1.branch_id);
+    let b2 = h.svc.branch_create(&h.alice, r).await.unwrap();
+    let mut r = create("s", "three");
+    r.parent_branch = Some(b2.branch_id);
+    let b3 = h.svc.branch_create(&h.alice, r).await.unwrap();
+    let other = h
+        .svc
+        .branch_create(&h.alice, create("s", "sibling"))
+        .await
+        .unwrap();
+    assert_eq!((b2.depth, b3.depth), (2, 3));
+    let st = h.svc.branch_status_of_session(&h.alice, "s").await.unwrap();
+    assert_eq!(
+        st.branch_id,
+        Some(b3.branch_id),
+        "the deepest active branch"
+    );
+    let r = h
+        .svc
+        .branch_return(&h.alice, &b1.branch_id, ret("sum"))
+        .await
+        .unwrap();
+    assert_eq!(r.force_returned, vec![b3.branch_id, b2.branch_id]);
+    for b in [&b2, &b3] {
+        let s = h.status(&b.branch_id).await;
+        assert_eq!(s.status, "completed");
+        assert_eq!(s.reason.as_deref(), Some("parent returning"));
+    }
+    // b3's forced return went into b2's chain, b2's into b1's, b1's into the session.
+    assert!(
+        h.text_of(&b2.chain_ref)
+            .await
+            .contains(&b3.branch_id.to_string())
+    );
+    assert!(
+        h.text_of(&b1.chain_ref)
+            .await
+            .contains(&b2.branch_id.to_string())
+    );
+    assert_eq!(h.text_of("sessions/s").await, "sum");
+    assert_eq!(h.status(&other.branch_id).await.status, "active");
+}
+
+#[tokio::test]
+async fn depth_is_limited() {
+    let h = harness();
+    let mut parent = None;
+    for depth in 1..=3 {
+        let mut r = create("s", "d");
+        r.parent_branch = parent;
+        let b = h.svc.branch_create(&h.alice, r).await.unwrap();
+        assert_eq!(b.depth, depth);
+        parent = Some(b.branch_id);
+    }
+    let mut r = create("s", "d");
+    r.parent_branch = parent;
+    let e = h.svc.branch_create(&h.alice, r).await.unwrap_err();
+    assert_eq!(
+        (e.kind, e.field.as_deref()),
+        (ErrorKind::Invalid, Some("parent_branch"))
+    );
+    assert!(e.message.contains("maximum depth 3"), "{}", e.message);
+}
+
+#[tokio::test]
+async fn the_budget_warns_at_80_percent_and_force_returns_at_100() {
+    let h = harness();
+    h.append("sessions/s", "user: go\n").await.unwrap();
+    let mut r = create("s", "explore");
+    r.budget = Some(100);
+    let b = h.svc.branch_create(&h.alice, r).await.unwrap();
+    // raw tokens are chars/4 rounded up: 280 bytes = 70 tokens.
+    let (_, n) = h.append(&b.chain_ref, &"x".repeat(280)).await.unwrap();
+    assert_eq!(n, None);
+    let (_, n) = h.append(&b.chain_ref, &"y".repeat(40)).await.unwrap();
+    let n = n.expect("a warning at 80%");
+    assert_eq!((n.used, n.budget), (80, 100));
+    assert!(n.message.contains("80%"), "{}", n.message);
+    assert!(h.status(&b.branch_id).await.warning.is_some());
+    let (_, n) = h.append(&b.chain_ref, &"z".repeat(80)).await.unwrap();
+    assert!(n.unwrap().message.contains("force-returned"));
+    let s = h.status(&b.branch_id).await;
+    assert_eq!(s.status, "completed");
+    assert_eq!(s.budget_used, Some(100));
+    assert!(s.reason.unwrap().contains("budget exhausted"));
+    let e = h.append(&b.chain_ref, "more").await.unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Conflict);
+    // What it had went to the parent.
+    let parent = h.text_of("sessions/s").await;
+    assert!(
+        parent.contains("budget exhausted") && parent.contains("zzzz"),
+        "{parent}"
+    );
+}
+
+#[tokio::test]
+async fn a_childs_budget_is_independent_of_its_parents() {
+    let h = harness();
+    let mut r = create("s", "outer");
+    r.budget = Some(1000);
+    let outer = h.svc.branch_create(&h.alice, r).await.unwrap();
+    let mut r = create("s", "inner");
+    r.budget = Some(2000);
+    r.parent_branch = Some(outer.branch_id);
+    let inner = h.svc.branch_create(&h.alice, r).await.unwrap();
+    h.append(&inner.chain_ref, &"x".repeat(6000)).await.unwrap();
+    assert_eq!(h.status(&inner.branch_id).await.budget_used, Some(1500));
+    assert_eq!(h.status(&outer.branch_id).await.budget_used, Some(0));
+    // Only the returned summary counts against the parent.
+    h.svc
+        .branch_return(&h.alice, &inner.branch_id, ret(&"s".repeat(40)))
+        .await
+        .unwrap();
+    assert_eq!(h.status(&outer.branch_id).await.budget_used, Some(10));
+}
+
+#[tokio::test]
+async fn a_branch_expires_at_its_deadline_once() {
+    let h = harness();
+    let mut r = create("s", "slow");
+    r.timeout_seconds = Some(5);
+    let b = h.svc.branch_create(&h.alice, r).await.unwrap();
+    let t = &h.alice.tenant;
+    assert_eq!(
+        h.svc.branch_expire(t, &b.branch_id).await.unwrap(),
+        Expired::NotDue
+    );
+    h.clock.advance_micros(5_000_000);
+    assert_eq!(
+        h.svc.branch_expire(t, &b.branch_id).await.unwrap(),
+        Expired::TimedOut
+    );
+    assert_eq!(
+        h.svc.branch_expire(t, &b.branch_id).await.unwrap(),
+        Expired::AlreadyEnded
+    );
+    let s = h.status(&b.branch_id).await;
+    assert_eq!(s.status, "timeout");
+    assert!(h.text_of("sessions/s").await.contains("timeout"));
+    let e = h
+        .svc
+        .branch_return(&h.alice, &b.branch_id, ret("late"))
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Conflict);
+    // A returned branch is not expired later (its timer was stopped, and a
+    // late firing does nothing).
+    let b2 = h
+        .svc
+        .branch_create(&h.alice, create("s", "quick"))
+        .await
+        .unwrap();
+    h.svc
+        .branch_return(&h.alice, &b2.branch_id, ret("ok"))
+        .await
+        .unwrap();
+    assert!(h.timer.stopped.lock().unwrap().contains(&b2.branch_id));
+    h.clock.advance_micros(3_600_000_000);
+    assert_eq!(
+        h.svc.branch_expire(t, &b2.branch_id).await.unwrap(),
+        Expired::AlreadyEnded
+    );
+    assert_eq!(h.status(&b2.branch_id).await.status, "completed");
+}
+
+#[tokio::test]
+async fn the_sweep_expires_overdue_branches_and_rearms_the_rest() {
+    let h = harness();
+    let mut r = create("s", "short");
+    r.timeout_seconds = Some(10);
+    let short = h.svc.branch_create(&h.alice, r).await.unwrap();
+    let long = h
+        .svc
+        .branch_create(&h.alice, create("s", "long"))
+        .await
+        .unwrap();
+    h.clock.advance_micros(60_000_000);
+    let sweep = h.svc.branch_sweep().await.unwrap();
+    assert_eq!(
+        sweep,
+        Sweep {
+            expired: 1,
+            rearmed: 1
+        }
+    );
+    assert_eq!(h.status(&short.branch_id).await.status, "timeout");
+    assert_eq!(h.status(&long.branch_id).await.status, "active");
+    assert_eq!(
+        h.timer
+            .started
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|b| **b == long.branch_id)
+            .count(),
+        2
+    );
+}
+
+#[tokio::test]
+async fn session_end_returns_every_active_branch() {
+    let h = harness();
+    let b1 = h
+        .svc
+        .branch_create(&h.alice, create("s", "one"))
+        .await
+        .unwrap();
+    let mut r = create("s", "two");
+    r.parent_branch = Some(b1.branch_id);
+    let b2 = h.svc.branch_create(&h.alice, r).await.unwrap();
+    let end = h.svc.session_end(&h.alice, "s").await.unwrap();
+    assert_eq!(end.returned, vec![b2.branch_id, b1.branch_id]);
+    assert!(end.failed.is_empty());
+    assert_eq!(
+        h.status(&b1.branch_id).await.reason.as_deref(),
+        Some("session ended")
+    );
+    let none = h.svc.branch_status_of_session(&h.alice, "s").await.unwrap();
+    assert_eq!(
+        (none.branch_id, none.status.as_str()),
+        (None, "No active branch found")
+    );
+}
+
+#[tokio::test]
+async fn what_session_end_cannot_finish_in_time_is_marked_failed() {
+    let h = harness_with(
+        FoldingConfig {
+            session_end_timeout: std::time::Duration::ZERO,
+            ..FoldingConfig::default()
+        },
+        Arc::new(RuleScrubber::new().unwrap()),
+    );
+    let b = h
+        .svc
+        .branch_create(&h.alice, create("s", "stuck"))
+        .await
+        .unwrap();
+    let end = h.svc.session_end(&h.alice, "s").await.unwrap();
+    assert_eq!(end.failed, vec![b.branch_id]);
+    let s = h.status(&b.branch_id).await;
+    assert_eq!(s.status, "failed");
+    // Error context reached the parent, and the branch stays stored.
+    let parent = h.text_of("sessions/s").await;
+    assert!(
+        parent.contains("failed") && parent.contains("stuck"),
+        "{parent}"
+    );
+    assert_eq!(h.text_of(&b.chain_ref).await, "stuck");
+}
+
+#[tokio::test]
+async fn strict_validation_hides_branches_from_other_principals_and_tenants() {
+    let h = harness();
+    let b = h
+        .svc
+        .branch_create(&h.alice, create("s", "mine"))
+        .await
+        .unwrap();
+    for other in [caller("acme", "tok-bob"), caller("evil", "tok-alice")] {
+        let e = h.svc.branch_status(&other, &b.branch_id).await.unwrap_err();
+        assert_eq!(e.kind, ErrorKind::NotFound);
+        let e = h
+            .svc
+            .branch_return(&other, &b.branch_id, ret("x"))
+            .await
+            .unwrap_err();
+        assert_eq!(e.kind, ErrorKind::NotFound);
+        let mut r = create("s", "nested");
+        r.parent_branch = Some(b.branch_id);
+        let e = h.svc.branch_create(&other, r).await.unwrap_err();
+        assert_eq!(e.kind, ErrorKind::NotFound);
+    }
+    let bob = caller("acme", "tok-bob");
+    let e = h
+        .svc
+        .branch_create(&bob, create("s", "intrude"))
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind, ErrorKind::NotFound);
+    let e = h.svc.session_end(&bob, "s").await.unwrap_err();
+    assert_eq!(e.kind, ErrorKind::NotFound);
+    let e = h.svc.branch_status_of_session(&bob, "s").await.unwrap_err();
+    assert_eq!(e.kind, ErrorKind::NotFound);
+    // Another tenant's session of the same name is its own.
+    let eve = caller("evil", "tok-eve");
+    assert!(
+        h.svc
+            .branch_create(&eve, create("s", "theirs"))
+            .await
+            .is_ok()
+    );
+    assert_eq!(h.status(&b.branch_id).await.status, "active");
+}
+
+#[tokio::test]
+async fn permissive_validation_checks_only_the_tenant() {
+    let h = harness_with(
+        FoldingConfig {
+            validation: Validation::Permissive,
+            ..FoldingConfig::default()
+        },
+        Arc::new(RuleScrubber::new().unwrap()),
+    );
+    let b = h
+        .svc
+        .branch_create(&h.alice, create("s", "mine"))
+        .await
+        .unwrap();
+    let bob = caller("acme", "tok-bob");
+    assert_eq!(
+        h.svc
+            .branch_status(&bob, &b.branch_id)
+            .await
+            .unwrap()
+            .status,
+        "active"
+    );
+    let e = h
+        .svc
+        .branch_status(&caller("evil", "tok-alice"), &b.branch_id)
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind, ErrorKind::NotFound);
+    h.svc
+        .branch_return(&bob, &b.branch_id, ret("ok"))
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn scrubbing_fails_closed() {
+    let h = harness_with(FoldingConfig::default(), Arc::new(FailingScrubber));
+    h.append("sessions/s", "user: hi\n").await.unwrap();
+    let b = h
+        .svc
+        .branch_create(&h.alice, create("s", "x"))
+        .await
+        .unwrap();
+    let e = h
+        .svc
+        .branch_return(&h.alice, &b.branch_id, ret("password=hunter2hunter2"))
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Unavailable);
+    assert_eq!(h.text_of("sessions/s").await, "user: hi\n");
+    assert_eq!(h.status(&b.branch_id).await.status, "active");
+    // A forced end without a scrubber returns no content either.
+    h.clock.advance_micros(301_000_000);
+    h.append(&b.chain_ref, "token=Zx81kd92LmQ0pA7s")
+        .await
+        .unwrap();
+    h.svc
+        .branch_expire(&h.alice.tenant, &b.branch_id)
+        .await
+        .unwrap();
+    let parent = h.text_of("sessions/s").await;
+    assert!(!parent.contains("Zx81kd92LmQ0pA7s"), "{parent}");
+    assert!(parent.contains("details withheld"), "{parent}");
+}
+
+#[tokio::test]
+async fn creation_limits_answer_rate_limited_with_retry_after() {
+    let h = harness_with(
+        FoldingConfig {
+            limits: crate::branch::RateLimits {
+                active_per_session: 10,
+                active_per_tenant: 100,
+                creations_per_minute: 2,
+            },
+            ..FoldingConfig::default()
+        },
+        Arc::new(RuleScrubber::new().unwrap()),
+    );
+    h.svc
+        .branch_create(&h.alice, create("s", "1"))
+        .await
+        .unwrap();
+    h.svc
+        .branch_create(&h.alice, create("s", "2"))
+        .await
+        .unwrap();
+    let e = h
+        .svc
+        .branch_create(&h.alice, create("s", "3"))
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind, ErrorKind::RateLimited);
+    assert_eq!(e.retry_after, Some(40), "t(0) is 20 s into its minute");
+}
+
+#[tokio::test]
+async fn without_folding_the_operations_are_unavailable() {
+    let svc = Service::new(
+        Stores {
+            blobs: Arc::new(MemoryBlobStore::new()),
+            meta: Arc::new(MemoryMetaStore::new()),
+        },
+        Arc::new(ManualClock::new(crate::store::conformance::t(0))),
+    );
+    let e = svc
+        .branch_create(&caller("a", "p"), create("s", "d"))
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Unavailable);
+}

@@ -1,0 +1,1 @@
+//! The Step Functions branch timer (in progress).
