@@ -24,6 +24,7 @@ use crate::service::{
 };
 use crate::store::RefRecord;
 
+mod branches;
 pub mod error;
 pub mod extract;
 #[cfg(any(test, feature = "conformance"))]
@@ -59,6 +60,8 @@ pub enum Group {
     Resolve,
     /// Refs.
     Refs,
+    /// Context folding: branches and session end.
+    Branches,
 }
 
 impl Group {
@@ -71,6 +74,7 @@ impl Group {
         Group::Materialize,
         Group::Resolve,
         Group::Refs,
+        Group::Branches,
     ];
 }
 
@@ -189,6 +193,36 @@ pub fn routes(limits: &crate::service::Limits) -> Vec<RouteDef> {
             "/v1/refs/{*name}",
             on(MethodFilter::PUT, set_ref),
         ),
+        route(
+            Branches,
+            Method::POST,
+            "/v1/branches",
+            on(MethodFilter::POST, branches::branch_create),
+        ),
+        route(
+            Branches,
+            Method::GET,
+            "/v1/branches",
+            on(MethodFilter::GET, branches::branch_status_of_session),
+        ),
+        route(
+            Branches,
+            Method::GET,
+            "/v1/branches/{br}",
+            on(MethodFilter::GET, branches::branch_status),
+        ),
+        route(
+            Branches,
+            Method::POST,
+            "/v1/branches/{br}/return",
+            on(MethodFilter::POST, branches::branch_return),
+        ),
+        route(
+            Branches,
+            Method::POST,
+            "/v1/sessions/{id}/end",
+            on(MethodFilter::POST, branches::session_end),
+        ),
     ]
 }
 
@@ -222,6 +256,10 @@ async fn method_not_allowed(method: Method, uri: axum::http::Uri) -> Response {
 }
 
 type ApiResult<T> = Result<T, ApiError>;
+
+/// The response header a checkpoint into a branch carries from 80% of its
+/// budget (and when it exhausted it).
+pub const BUDGET_WARNING: &str = "ctx-budget-warning";
 
 /// Liveness.
 #[utoipa::path(get, path = "/healthz", tag = "meta", responses((status = 200, description = "The server is up", body = String)))]
@@ -291,7 +329,9 @@ async fn download_artifact(
 }
 
 /// Records a checkpoint: 201 with the new commit, or 200 with the stored one
-/// when the same checkpoint (same `created_at`) was recorded before.
+/// when the same checkpoint (same `created_at`) was recorded before. Into a
+/// branch's chain (`ref: branches/br-…`) it counts against the budget: the
+/// `ctx-budget-warning` header from 80%, a forced return at 100%, then 409.
 #[utoipa::path(post, path = "/v1/commits", tag = "commits", request_body = CheckpointRequest,
     responses((status = 201, body = Commit), (status = 200, body = Commit), (status = 400, body = ErrorBody), (status = 409, body = ErrorBody)),
     security(("bearer" = [])))]
@@ -300,13 +340,24 @@ async fn checkpoint(
     caller: Caller,
     Json(req): Json<CheckpointRequest>,
 ) -> ApiResult<Response> {
-    let (commit, created) = s.service.checkpoint(&caller.tenant, req).await?;
+    let (commit, created, notice) = s
+        .service
+        .checkpoint_with_notice(&caller.tenant, req)
+        .await?;
     let status = if created {
         StatusCode::CREATED
     } else {
         StatusCode::OK
     };
-    Ok((status, axum::Json(commit)).into_response())
+    let mut resp = (status, axum::Json(commit)).into_response();
+    if let Some(n) = notice
+        && let Ok(v) = axum::http::HeaderValue::from_str(&n.message)
+    {
+        // A checkpoint into a branch at 80%+ of its budget, or the one that
+        // exhausted it.
+        resp.headers_mut().insert(BUDGET_WARNING, v);
+    }
+    Ok(resp)
 }
 
 /// One commit.
@@ -484,7 +535,9 @@ impl utoipa::Modify for BearerAuth {
     info(title = "ctx", description = "A git for AI-agent context."),
     paths(
         healthz, openapi_json, upload_artifact, download_artifact, checkpoint, show,
-        update_metadata, history, materialize, resolve, list_refs, get_ref, set_ref
+        update_metadata, history, materialize, resolve, list_refs, get_ref, set_ref,
+        branches::branch_create, branches::branch_status_of_session, branches::branch_status,
+        branches::branch_return, branches::session_end
     ),
     components(schemas(ErrorBody, error::ErrorDetail, crate::store::RefMove)),
     modifiers(&BearerAuth)

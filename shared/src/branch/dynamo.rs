@@ -1,1 +1,493 @@
-//! The DynamoDB branch store (in progress).
+//! The DynamoDB [`BranchStore`] of AWS mode, in the metadata table (keys in
+//! `store::aws::keys`). Creation is one `TransactWriteItems` whose
+//! conditional updates check and bump the session's and the tenant's
+//! active counts and the session's minute window together with the record,
+//! so the limits hold across concurrent Lambdas; finishing is one
+//! transaction conditioned on the status being active, so a slot is
+//! released exactly once.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
+use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, TransactWriteItem, Update};
+use chrono::{DateTime, Utc};
+
+use super::memory::not_active;
+use super::{
+    ActiveBranch, BranchRecord, BranchStatus, BranchStore, CONCURRENCY_RETRY_AFTER, Finish,
+    RateLimits, minute_window, seconds_to_next_window,
+};
+use crate::error::{Error, Result};
+use crate::id::{BranchId, CommitId, TenantId};
+use crate::store::aws::{keys, sdk_error};
+
+type Item = HashMap<String, AttributeValue>;
+
+/// Branches in the DynamoDB metadata table.
+#[derive(Debug, Clone)]
+pub struct DynamoBranchStore {
+    client: aws_sdk_dynamodb::Client,
+    table: String,
+}
+
+fn s(v: impl Into<String>) -> AttributeValue {
+    AttributeValue::S(v.into())
+}
+
+fn n(v: impl ToString) -> AttributeValue {
+    AttributeValue::N(v.to_string())
+}
+
+fn key(pk: String, sk: impl Into<String>) -> Item {
+    HashMap::from([("pk".to_owned(), s(pk)), ("sk".to_owned(), s(sk))])
+}
+
+fn build<T, E: std::fmt::Display>(r: Result<T, E>) -> Result<T> {
+    r.map_err(|e| Error::internal(format!("cannot build a DynamoDB request: {e}")))
+}
+
+fn record_value(rec: &BranchRecord) -> Result<AttributeValue> {
+    serde_dynamo::to_attribute_value(rec)
+        .map_err(|e| Error::internal(format!("cannot encode branch {}: {e}", rec.id)))
+}
+
+fn record_of(mut item: Item) -> Result<BranchRecord> {
+    let r = item
+        .remove("r")
+        .ok_or_else(|| Error::internal("a stored branch item has no record"))?;
+    serde_dynamo::from_attribute_value(r)
+        .map_err(|e| Error::internal(format!("a stored branch does not decode: {e}")))
+}
+
+/// How a transaction ended.
+enum Outcome {
+    Done,
+    /// The condition of item `i` failed.
+    Failed(usize),
+}
+
+/// Attempts at a transaction that a concurrent one cancelled.
+const TRANSACTION_ATTEMPTS: u32 = 60;
+
+impl DynamoBranchStore {
+    /// A store over `table`.
+    pub fn new(client: aws_sdk_dynamodb::Client, table: String) -> Self {
+        DynamoBranchStore { client, table }
+    }
+
+    async fn transact(&self, what: &str, items: Vec<TransactWriteItem>) -> Result<Outcome> {
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let r = self
+                .client
+                .transact_write_items()
+                .set_transact_items(Some(items.clone()))
+                .send()
+                .await;
+            let e = match r {
+                Ok(_) => return Ok(Outcome::Done),
+                Err(e) => e,
+            };
+            let conflict = match e.as_service_error() {
+                Some(TransactWriteItemsError::TransactionCanceledException(c)) => {
+                    if let Some(i) = c
+                        .cancellation_reasons()
+                        .iter()
+                        .position(|r| r.code() == Some("ConditionalCheckFailed"))
+                    {
+                        return Ok(Outcome::Failed(i));
+                    }
+                    true
+                }
+                Some(TransactWriteItemsError::TransactionInProgressException(_)) => true,
+                _ => false,
+            };
+            if !conflict {
+                return Err(sdk_error(what, e));
+            }
+            if attempt >= TRANSACTION_ATTEMPTS {
+                return Err(Error::unavailable(format!(
+                    "{what}: concurrent transactions kept cancelling it; retry"
+                )));
+            }
+            // Back off with jitter from the clock's sub-second noise.
+            let jitter = u64::from(std::process::id() % 7) + u64::from(attempt % 5) * 3;
+            tokio::time::sleep(Duration::from_millis(
+                5 * u64::from(attempt.min(10)) + jitter,
+            ))
+            .await;
+        }
+    }
+
+    async fn get(&self, pk: String, sk: &str) -> Result<Option<Item>> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .set_key(Some(key(pk, sk)))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(|e| sdk_error("DynamoDB GetItem", e))?;
+        Ok(out.item)
+    }
+
+    fn update(
+        &self,
+        pk: String,
+        sk: impl Into<String>,
+    ) -> aws_sdk_dynamodb::types::builders::UpdateBuilder {
+        Update::builder()
+            .table_name(&self.table)
+            .set_key(Some(key(pk, sk)))
+    }
+
+    /// The error of a failed condition on an existing-or-not branch.
+    async fn not_active_or_missing(&self, tenant: &TenantId, id: &BranchId) -> Error {
+        match self.get_branch(tenant, id).await {
+            Ok(Some(rec)) => not_active(id, rec.status),
+            Ok(None) => Error::not_found(format!("branch {id}")),
+            Err(e) => e,
+        }
+    }
+}
+
+#[async_trait]
+impl BranchStore for DynamoBranchStore {
+    async fn create_branch(
+        &self,
+        tenant: &TenantId,
+        rec: &BranchRecord,
+        limits: &RateLimits,
+    ) -> Result<()> {
+        let mut item = key(keys::branch_pk(tenant, &rec.id), keys::BRANCH_SK);
+        item.insert("r".into(), record_value(rec)?);
+        item.insert("status".into(), s(rec.status.as_str()));
+        let put = Put::builder()
+            .table_name(&self.table)
+            .set_item(Some(item))
+            .condition_expression("attribute_not_exists(pk)");
+        let mut active = key(
+            keys::session_pk(tenant, &rec.session_id),
+            keys::active_sk(&rec.id),
+        );
+        active.insert("depth".into(), n(rec.depth));
+        if let Some(p) = &rec.parent_branch {
+            active.insert("parent".into(), s(p.to_string()));
+        }
+        let membership = Put::builder()
+            .table_name(&self.table)
+            .set_item(Some(active));
+        let count = |pk: String, sk: &str, max: u32| {
+            self.update(pk, sk)
+                .update_expression("SET active = if_not_exists(active, :zero) + :one")
+                .condition_expression("attribute_not_exists(active) OR active < :max")
+                .expression_attribute_values(":zero", n(0))
+                .expression_attribute_values(":one", n(1))
+                .expression_attribute_values(":max", n(max))
+        };
+        let session = count(
+            keys::session_pk(tenant, &rec.session_id),
+            keys::SESSION_META_SK,
+            limits.active_per_session,
+        )
+        .update_expression("SET active = if_not_exists(active, :zero) + :one, #owner = if_not_exists(#owner, :owner)")
+        .expression_attribute_names("#owner", "owner")
+        .expression_attribute_values(":owner", s(rec.owner.clone()));
+        let tenant_count = count(
+            keys::tenant_branches_pk(tenant),
+            keys::TENANT_ACTIVE_SK,
+            limits.active_per_tenant,
+        );
+        let window = minute_window(rec.created_at);
+        let window_update = self
+            .update(
+                keys::session_pk(tenant, &rec.session_id),
+                keys::window_sk(window),
+            )
+            .update_expression("SET n = if_not_exists(n, :zero) + :one, expires_at = :ttl")
+            .condition_expression("attribute_not_exists(n) OR n < :max")
+            .expression_attribute_values(":zero", n(0))
+            .expression_attribute_values(":one", n(1))
+            .expression_attribute_values(":max", n(limits.creations_per_minute))
+            .expression_attribute_values(":ttl", n(window + 3600));
+        let items = vec![
+            TransactWriteItem::builder()
+                .put(build(put.build())?)
+                .build(),
+            TransactWriteItem::builder()
+                .put(build(membership.build())?)
+                .build(),
+            TransactWriteItem::builder()
+                .update(build(session.build())?)
+                .build(),
+            TransactWriteItem::builder()
+                .update(build(tenant_count.build())?)
+                .build(),
+            TransactWriteItem::builder()
+                .update(build(window_update.build())?)
+                .build(),
+        ];
+        match self
+            .transact("DynamoDB TransactWriteItems (branch create)", items)
+            .await?
+        {
+            Outcome::Done => Ok(()),
+            Outcome::Failed(0) => Err(Error::conflict(format!("branch {} exists", rec.id), None)),
+            Outcome::Failed(2) => Err(Error::rate_limited(
+                format!(
+                    "session {:?} already has {} active branches (the most allowed)",
+                    rec.session_id, limits.active_per_session
+                ),
+                CONCURRENCY_RETRY_AFTER,
+            )),
+            Outcome::Failed(3) => Err(Error::rate_limited(
+                format!(
+                    "the tenant already has {} active branches (the most allowed)",
+                    limits.active_per_tenant
+                ),
+                CONCURRENCY_RETRY_AFTER,
+            )),
+            Outcome::Failed(_) => Err(Error::rate_limited(
+                format!(
+                    "session {:?} created {} branches this minute (the most allowed)",
+                    rec.session_id, limits.creations_per_minute
+                ),
+                seconds_to_next_window(rec.created_at),
+            )),
+        }
+    }
+
+    async fn get_branch(&self, tenant: &TenantId, id: &BranchId) -> Result<Option<BranchRecord>> {
+        self.get(keys::branch_pk(tenant, id), keys::BRANCH_SK)
+            .await?
+            .map(record_of)
+            .transpose()
+    }
+
+    async fn active_branches(&self, tenant: &TenantId, session: &str) -> Result<Vec<ActiveBranch>> {
+        let mut out = Vec::new();
+        let mut start = None;
+        loop {
+            let page = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .key_condition_expression("pk = :pk AND begins_with(sk, :prefix)")
+                .expression_attribute_values(":pk", s(keys::session_pk(tenant, session)))
+                .expression_attribute_values(":prefix", s(keys::ACTIVE_PREFIX))
+                .consistent_read(true)
+                .set_exclusive_start_key(start.take())
+                .send()
+                .await
+                .map_err(|e| sdk_error("DynamoDB Query", e))?;
+            for item in page.items.unwrap_or_default() {
+                let sk = item.get("sk").and_then(|v| v.as_s().ok());
+                let id = sk.and_then(|sk| keys::parse_active_sk(sk)).ok_or_else(|| {
+                    Error::internal(format!("a stored active-branch key {sk:?} is malformed"))
+                })?;
+                let depth = item
+                    .get("depth")
+                    .and_then(|v| v.as_n().ok())
+                    .and_then(|d| d.parse().ok())
+                    .unwrap_or(1);
+                let parent_branch = item
+                    .get("parent")
+                    .and_then(|v| v.as_s().ok())
+                    .and_then(|p| p.parse().ok());
+                out.push(ActiveBranch {
+                    id,
+                    depth,
+                    parent_branch,
+                });
+            }
+            match page.last_evaluated_key {
+                Some(k) if !k.is_empty() => start = Some(k),
+                _ => return Ok(out),
+            }
+        }
+    }
+
+    async fn session_owner(&self, tenant: &TenantId, session: &str) -> Result<Option<String>> {
+        Ok(self
+            .get(keys::session_pk(tenant, session), keys::SESSION_META_SK)
+            .await?
+            .and_then(|i| i.get("owner").and_then(|o| o.as_s().ok()).cloned()))
+    }
+
+    async fn add_tokens(
+        &self,
+        tenant: &TenantId,
+        id: &BranchId,
+        tokens: u64,
+    ) -> Result<BranchRecord> {
+        let r = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(key(keys::branch_pk(tenant, id), keys::BRANCH_SK)))
+            .update_expression("SET r.tokens_used = r.tokens_used + :n")
+            .condition_expression("attribute_exists(pk) AND #status = :active")
+            .expression_attribute_names("#status", "status")
+            .expression_attribute_values(":n", n(tokens))
+            .expression_attribute_values(":active", s(BranchStatus::Active.as_str()))
+            .return_values(aws_sdk_dynamodb::types::ReturnValue::AllNew)
+            .send()
+            .await;
+        match r {
+            Ok(out) => record_of(out.attributes.unwrap_or_default()),
+            Err(e)
+                if e.as_service_error()
+                    .is_some_and(|e| e.is_conditional_check_failed_exception()) =>
+            {
+                Err(self.not_active_or_missing(tenant, id).await)
+            }
+            Err(e) => Err(sdk_error("DynamoDB UpdateItem", e)),
+        }
+    }
+
+    async fn finish_branch(
+        &self,
+        tenant: &TenantId,
+        id: &BranchId,
+        finish: &Finish,
+    ) -> Result<BranchRecord> {
+        let Some(rec) = self.get_branch(tenant, id).await? else {
+            return Err(Error::not_found(format!("branch {id}")));
+        };
+        if rec.status != BranchStatus::Active {
+            return Err(not_active(id, rec.status));
+        }
+        let completed_at = serde_dynamo::to_attribute_value(finish.at)
+            .map_err(|e| Error::internal(format!("cannot encode a time: {e}")))?;
+        let reason = match &finish.reason {
+            Some(r) => s(r.clone()),
+            None => AttributeValue::Null(true),
+        };
+        let status = self
+            .update(keys::branch_pk(tenant, id), keys::BRANCH_SK)
+            .update_expression(
+                "SET #status = :status, r.#status = :status, r.completed_at = :at, r.reason = :reason",
+            )
+            .condition_expression("#status = :active")
+            .expression_attribute_names("#status", "status")
+            .expression_attribute_values(":status", s(finish.status.as_str()))
+            .expression_attribute_values(":active", s(BranchStatus::Active.as_str()))
+            .expression_attribute_values(":at", completed_at)
+            .expression_attribute_values(":reason", reason);
+        let release = |pk: String, sk: &str| {
+            self.update(pk, sk)
+                .update_expression("SET active = active - :one")
+                .condition_expression("active > :zero")
+                .expression_attribute_values(":one", n(1))
+                .expression_attribute_values(":zero", n(0))
+        };
+        let items = vec![
+            TransactWriteItem::builder()
+                .update(build(status.build())?)
+                .build(),
+            TransactWriteItem::builder()
+                .delete(build(
+                    Delete::builder()
+                        .table_name(&self.table)
+                        .set_key(Some(key(
+                            keys::session_pk(tenant, &rec.session_id),
+                            keys::active_sk(id),
+                        )))
+                        .build(),
+                )?)
+                .build(),
+            TransactWriteItem::builder()
+                .update(build(
+                    release(
+                        keys::session_pk(tenant, &rec.session_id),
+                        keys::SESSION_META_SK,
+                    )
+                    .build(),
+                )?)
+                .build(),
+            TransactWriteItem::builder()
+                .update(build(
+                    release(keys::tenant_branches_pk(tenant), keys::TENANT_ACTIVE_SK).build(),
+                )?)
+                .build(),
+        ];
+        match self
+            .transact("DynamoDB TransactWriteItems (branch finish)", items)
+            .await?
+        {
+            Outcome::Done => self
+                .get_branch(tenant, id)
+                .await?
+                .ok_or_else(|| Error::internal(format!("branch {id} vanished as it finished"))),
+            Outcome::Failed(0) => Err(self.not_active_or_missing(tenant, id).await),
+            Outcome::Failed(i) => Err(Error::internal(format!(
+                "branch {id}: an active count was already zero (item {i}); the counts are corrupt"
+            ))),
+        }
+    }
+
+    async fn annotate(
+        &self,
+        tenant: &TenantId,
+        id: &BranchId,
+        timer: Option<&str>,
+        return_commit: Option<&CommitId>,
+    ) -> Result<()> {
+        let mut sets = Vec::new();
+        let mut u = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(key(keys::branch_pk(tenant, id), keys::BRANCH_SK)))
+            .condition_expression("attribute_exists(pk)");
+        if let Some(t) = timer {
+            sets.push("r.timer = :timer");
+            u = u.expression_attribute_values(":timer", s(t));
+        }
+        if let Some(c) = return_commit {
+            sets.push("r.return_commit = :ret");
+            u = u.expression_attribute_values(":ret", s(c.to_string()));
+        }
+        if sets.is_empty() {
+            return Ok(());
+        }
+        match u
+            .update_expression(format!("SET {}", sets.join(", ")))
+            .send()
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(e)
+                if e.as_service_error()
+                    .is_some_and(|e| e.is_conditional_check_failed_exception()) =>
+            {
+                Err(Error::not_found(format!("branch {id}")))
+            }
+            Err(e) => Err(sdk_error("DynamoDB UpdateItem", e)),
+        }
+    }
+
+    async fn all_active(&self) -> Result<Option<Vec<(TenantId, BranchId, DateTime<Utc>)>>> {
+        // Deadlines live in Step Functions executions in AWS mode.
+        Ok(None)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::aws::tests::emulator;
+    use crate::store::aws::{AwsHooks, connect};
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn dynamo_branch_store_conforms() {
+        let Some(config) = emulator() else { return };
+        let (_, meta) = connect(&config, AwsHooks::default()).await.unwrap();
+        let store = DynamoBranchStore::new(meta.client().clone(), config.table.clone());
+        super::super::conformance::run_all(&store, false).await;
+    }
+}

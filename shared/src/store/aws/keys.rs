@@ -11,9 +11,14 @@
 //! | timeline entry | `T#<tenant>#P#<principal>` | `TS#<µs, 20 digits>#<ctx id>` |
 //! | ref | `T#<tenant>#REF` | `<name>` |
 //! | materialization | `T#<tenant>#M#<ctx id>` | `<stop>#<format>` |
+//! | branch record | `T#<tenant>#BR#<br id>` | `B` |
+//! | session's branch meta (active count, owner) | `T#<tenant>#SS#<session>` | `META` |
+//! | session's active branch | `T#<tenant>#SS#<session>` | `A#<br id>` |
+//! | session's creation window | `T#<tenant>#SS#<session>` | `W#<minute start s, 20 digits>` |
+//! | tenant's active branch count | `T#<tenant>#BRANCHES` | `ACTIVE` |
 
 use crate::format::FormatId;
-use crate::id::{ArtifactRef, CommitId, Principal, RefName, TenantId};
+use crate::id::{ArtifactRef, BranchId, CommitId, Principal, RefName, TenantId};
 
 /// The S3 key of an artifact: `cas/<tenant>/<2 hex>/<64 hex>`.
 pub fn blob_key(tenant: &TenantId, artifact: &ArtifactRef) -> String {
@@ -107,6 +112,50 @@ pub fn materialized_sk(stop: &str, format: &FormatId) -> String {
     format!("{stop}#{format}")
 }
 
+/// The partition of a branch record.
+pub fn branch_pk(tenant: &TenantId, id: &BranchId) -> String {
+    format!("T#{tenant}#BR#{id}")
+}
+
+/// The sort key of a branch record.
+pub const BRANCH_SK: &str = "B";
+
+/// The partition of a session's branch bookkeeping (the session id is free
+/// text; `#` in it is harmless since it is the last component).
+pub fn session_pk(tenant: &TenantId, session: &str) -> String {
+    format!("T#{tenant}#SS#{session}")
+}
+
+/// The sort key of a session's meta item (active count, owner).
+pub const SESSION_META_SK: &str = "META";
+
+/// The sort-key prefix of a session's active-branch items.
+pub const ACTIVE_PREFIX: &str = "A#";
+
+/// The sort key of one active branch of a session.
+pub fn active_sk(id: &BranchId) -> String {
+    format!("{ACTIVE_PREFIX}{id}")
+}
+
+/// Parses [`active_sk`].
+pub fn parse_active_sk(sk: &str) -> Option<BranchId> {
+    sk.strip_prefix(ACTIVE_PREFIX)?.parse().ok()
+}
+
+/// The sort key of a session's creation count in the minute starting at
+/// `window` (seconds since the epoch).
+pub fn window_sk(window: i64) -> String {
+    format!("W#{:020}", order_preserving(window))
+}
+
+/// The partition of a tenant's active-branch count.
+pub fn tenant_branches_pk(tenant: &TenantId) -> String {
+    format!("T#{tenant}#BRANCHES")
+}
+
+/// The sort key of that count.
+pub const TENANT_ACTIVE_SK: &str = "ACTIVE";
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -140,6 +189,28 @@ mod tests {
                 prop_assert!(timeline_upper_bound(a) < timeline_sk(b, &iy));
             }
         }
+
+        #[test]
+        fn branch_keys_round_trip_and_windows_sort_by_time(x in any::<[u8; 16]>(), a in any::<i64>(), b in any::<i64>()) {
+            let id = BranchId::from_bytes(x);
+            prop_assert_eq!(parse_active_sk(&active_sk(&id)), Some(id));
+            prop_assert_eq!(window_sk(a).cmp(&window_sk(b)), a.cmp(&b));
+        }
+    }
+
+    #[test]
+    fn branch_keys_are_pinned() {
+        let t: TenantId = "acme".parse().unwrap();
+        let id = BranchId::from_bytes([0xcd; 16]);
+        assert_eq!(
+            branch_pk(&t, &id),
+            "T#acme#BR#br-cdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcd"
+        );
+        assert_eq!(session_pk(&t, "s-1"), "T#acme#SS#s-1");
+        assert_eq!(active_sk(&id), "A#br-cdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcd");
+        assert_eq!(window_sk(60), "W#09223372036854775868");
+        assert_eq!(tenant_branches_pk(&t), "T#acme#BRANCHES");
+        assert_eq!(parse_active_sk("A#br-1"), None);
     }
 
     #[test]

@@ -91,7 +91,7 @@ pub struct AwsHooks {
 }
 
 /// The rustls (ring) HTTPS client every SDK client uses.
-fn https_client() -> SharedHttpClient {
+pub(crate) fn https_client() -> SharedHttpClient {
     use aws_smithy_http_client::tls::{Provider, rustls_provider::CryptoMode};
     aws_smithy_http_client::Builder::new()
         .tls_provider(Provider::Rustls(CryptoMode::Ring))
@@ -385,4 +385,4 @@ impl HttpConnector for FaultyConnector {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

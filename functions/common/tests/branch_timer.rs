@@ -1,0 +1,220 @@
+//! The AWS branch timer: the state machine definition is checked, and
+//! against the emulator (moto's Step Functions interpreter) a real
+//! execution of it waits until the branch's deadline and schedules the
+//! `branch-expire` invocation; moto cannot run the Rust Lambda, so the test
+//! takes the exact payload the Task scheduled from the execution history
+//! and drives `ctx_lambda::expire` with it. A normal return stops the
+//! execution (ABORTED).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ctx_core::auth::Caller;
+use ctx_core::branch::dynamo::DynamoBranchStore;
+use ctx_core::branch::ops::{BranchCreateRequest, BranchReturnRequest};
+use ctx_core::branch::sfn::SfnTimer;
+use ctx_core::branch::{Folding, FoldingConfig, RuleScrubber};
+use ctx_core::store::Stores;
+use ctx_core::store::aws::{AwsConfig, AwsHooks, connect};
+use ctx_core::{OsRandom, Service, SystemClock};
+use serde_json::{Value, json};
+
+const ASL: &str = include_str!("../../../infra/statemachines/branch-timer.asl.json");
+
+#[test]
+fn the_state_machine_waits_for_the_deadline_then_invokes_branch_expire() {
+    let asl: Value = serde_json::from_str(ASL).expect("the ASL is JSON");
+    let start = asl["StartAt"].as_str().unwrap();
+    let wait = &asl["States"][start];
+    assert_eq!(wait["Type"], "Wait");
+    assert_eq!(wait["TimestampPath"], "$.deadline");
+    let task = &asl["States"][wait["Next"].as_str().unwrap()];
+    assert_eq!(task["Type"], "Task");
+    assert_eq!(task["Resource"], "arn:aws:states:::lambda:invoke");
+    assert_eq!(
+        task["Parameters"]["Payload.$"], "$",
+        "the execution input is the event"
+    );
+    assert_eq!(
+        task["Parameters"]["FunctionName"],
+        "${BranchExpireFunctionArn}"
+    );
+    assert_eq!(task["End"], true);
+    assert_eq!(asl["States"].as_object().unwrap().len(), 2);
+    // The template deploys it as Standard with that substitution.
+    let t: serde_yaml::Value =
+        serde_yaml::from_str(include_str!("../../../template.yaml")).unwrap();
+    let sm = &t["Resources"]["BranchTimerStateMachine"]["Properties"];
+    assert_eq!(sm["Type"], serde_yaml::Value::from("STANDARD"));
+    assert_eq!(
+        sm["DefinitionUri"],
+        serde_yaml::Value::from("infra/statemachines/branch-timer.asl.json")
+    );
+    assert!(
+        !sm["DefinitionSubstitutions"]["BranchExpireFunctionArn"].is_null(),
+        "the function ARN is substituted"
+    );
+}
+
+fn caller() -> Caller {
+    Caller {
+        tenant: "timer-test".parse().unwrap(),
+        principal: Some("tok-timer".into()),
+    }
+}
+
+async fn poll<T>(what: &str, mut f: impl AsyncFnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Some(v) = f().await {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_branch_expires_through_the_state_machine_and_a_return_stops_it() {
+    let required = std::env::var("CTX_TEST_AWS").is_ok_and(|v| v == "1");
+    if std::env::var("AWS_ENDPOINT_URL").is_err() {
+        assert!(!required, "CTX_TEST_AWS=1 but AWS_ENDPOINT_URL is not set");
+        eprintln!("NOT RUN: needs the AWS emulator; tests/run starts it");
+        return;
+    }
+    let config = AwsConfig::from_env().unwrap();
+    let (blobs, meta) = connect(&config, AwsHooks::default()).await.unwrap();
+    let sfn = SfnTimer::client_from_env().await;
+    let mut b = [0u8; 6];
+    use ctx_core::IdSource as _;
+    OsRandom.fill(&mut b);
+    let definition = ASL.replace(
+        "${BranchExpireFunctionArn}",
+        "arn:aws:lambda:us-east-1:123456789012:function:branch-expire",
+    );
+    let arn = sfn
+        .create_state_machine()
+        .name(format!("branch-timer-{}", hex(&b)))
+        .definition(definition)
+        .role_arn("arn:aws:iam::123456789012:role/branch-timer")
+        .send()
+        .await
+        .expect("create the state machine on the emulator")
+        .state_machine_arn;
+    let folding = Folding {
+        store: Arc::new(DynamoBranchStore::new(
+            meta.client().clone(),
+            config.table.clone(),
+        )),
+        timer: Arc::new(SfnTimer::new(sfn.clone(), arn)),
+        scrubber: Arc::new(RuleScrubber::new().unwrap()),
+        ids: Arc::new(OsRandom),
+        config: FoldingConfig::default(),
+    };
+    let service = Service::new(
+        Stores {
+            blobs: Arc::new(blobs),
+            meta: Arc::new(meta),
+        },
+        Arc::new(SystemClock),
+    )
+    .with_folding(folding.clone());
+    let session = format!("s-{}", hex(&b));
+    let create = |d: &str, timeout: u64| BranchCreateRequest {
+        session_id: session.clone(),
+        description: d.into(),
+        prompt: None,
+        budget: None,
+        timeout_seconds: Some(timeout),
+        parent_branch: None,
+    };
+
+    // Cancellation: a returned branch's execution is stopped.
+    let kept = service
+        .branch_create(&caller(), create("returns", 600))
+        .await
+        .unwrap();
+    let rec = folding
+        .store
+        .get_branch(&caller().tenant, &kept.branch_id)
+        .await
+        .unwrap()
+        .unwrap();
+    let kept_exec = rec.timer.clone().expect("the execution ARN is stored");
+    let d = sfn
+        .describe_execution()
+        .execution_arn(&kept_exec)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(d.status().as_str(), "RUNNING");
+    service
+        .branch_return(
+            &caller(),
+            &kept.branch_id,
+            BranchReturnRequest {
+                message: "done".into(),
+            },
+        )
+        .await
+        .unwrap();
+    poll("the stopped execution", async || {
+        let d = sfn
+            .describe_execution()
+            .execution_arn(&kept_exec)
+            .send()
+            .await
+            .ok()?;
+        (d.status().as_str() == "ABORTED").then_some(())
+    })
+    .await;
+
+    // Expiry: a 1 s branch's execution waits, then schedules branch-expire.
+    let short = service
+        .branch_create(&caller(), create("times out", 1))
+        .await
+        .unwrap();
+    let rec = folding
+        .store
+        .get_branch(&caller().tenant, &short.branch_id)
+        .await
+        .unwrap()
+        .unwrap();
+    let exec = rec.timer.clone().unwrap();
+    let payload: Value = poll("the scheduled branch-expire task", async || {
+        let h = sfn
+            .get_execution_history()
+            .execution_arn(&exec)
+            .send()
+            .await
+            .ok()?;
+        h.events().iter().find_map(|e| {
+            let p = e.task_scheduled_event_details()?.parameters();
+            let p: Value = serde_json::from_str(p).ok()?;
+            Some(p["Payload"].clone())
+        })
+    })
+    .await;
+    assert_eq!(payload["branch_id"], json!(short.branch_id.to_string()));
+    assert_eq!(payload["tenant"], json!("timer-test"));
+    let _ = sfn.stop_execution().execution_arn(&exec).send().await;
+    // What branch-expire does with exactly that event.
+    let out = ctx_lambda::expire(&service, payload.clone()).await.unwrap();
+    assert_eq!(out["outcome"], "timed_out");
+    let st = service
+        .branch_status(&caller(), &short.branch_id)
+        .await
+        .unwrap();
+    assert_eq!(st.status, "timeout");
+    // Idempotent: a second delivery changes nothing.
+    let again = ctx_lambda::expire(&service, payload).await.unwrap();
+    assert_eq!(again["outcome"], "already_ended");
+    let bad = ctx_lambda::expire(&service, json!({"branch": 1}))
+        .await
+        .unwrap_err();
+    assert_eq!(bad.kind, ctx_core::ErrorKind::Invalid);
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}

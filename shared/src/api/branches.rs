@@ -1,0 +1,360 @@
+//! The context-folding routes (group [`super::Group::Branches`]):
+//! `/v1/branches…` and `POST /v1/sessions/{id}/end`.
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+
+use super::error::ErrorBody;
+use super::extract::{Json, Query, path_id};
+use super::{ApiResult, AppState};
+use crate::auth::Caller;
+use crate::branch::ops::{
+    BranchCreateRequest, BranchCreated, BranchReturnRequest, BranchReturned, BranchStatusResponse,
+    SessionEnded,
+};
+use crate::id::BranchId;
+
+/// Creates an isolated branch of a session: its chain holds only the
+/// description and the prompt. 429 with Retry-After past a creation limit.
+#[utoipa::path(post, path = "/v1/branches", tag = "branches", request_body = BranchCreateRequest,
+    responses((status = 201, body = BranchCreated), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody), (status = 429, body = ErrorBody)),
+    security(("bearer" = [])))]
+pub(super) async fn branch_create(
+    State(s): State<AppState>,
+    caller: Caller,
+    Json(req): Json<BranchCreateRequest>,
+) -> ApiResult<Response> {
+    let created = s.service.branch_create(&caller, req).await?;
+    Ok((StatusCode::CREATED, axum::Json(created)).into_response())
+}
+
+/// The active branch of a session (`session_id`), or
+/// `{branch_id: null, status: "No active branch found"}`.
+#[utoipa::path(get, path = "/v1/branches", tag = "branches",
+    params(("session_id" = String, Query)),
+    responses((status = 200, body = BranchStatusResponse), (status = 404, body = ErrorBody)),
+    security(("bearer" = [])))]
+pub(super) async fn branch_status_of_session(
+    State(s): State<AppState>,
+    caller: Caller,
+    q: Query,
+) -> ApiResult<axum::Json<BranchStatusResponse>> {
+    let session = q
+        .optional_with("session_id", |v| Ok::<_, crate::error::Error>(v.to_owned()))?
+        .ok_or_else(|| {
+            crate::error::Error::invalid(
+                "session_id",
+                "give a branch id (/v1/branches/br-…) or the query parameter session_id",
+            )
+        })?;
+    Ok(axum::Json(
+        s.service
+            .branch_status_of_session(&caller, &session)
+            .await?,
+    ))
+}
+
+/// A branch's status, depth, budget and times.
+#[utoipa::path(get, path = "/v1/branches/{br}", tag = "branches",
+    params(("br" = String, Path, description = "br-…")),
+    responses((status = 200, body = BranchStatusResponse), (status = 404, body = ErrorBody)),
+    security(("bearer" = [])))]
+pub(super) async fn branch_status(
+    State(s): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> ApiResult<axum::Json<BranchStatusResponse>> {
+    let id: BranchId = path_id("br", &id)?;
+    Ok(axum::Json(s.service.branch_status(&caller, &id).await?))
+}
+
+/// Returns a branch: its active children first (deepest first), then its
+/// scrubbed message is appended to the parent's chain. 409 when it already
+/// ended.
+#[utoipa::path(post, path = "/v1/branches/{br}/return", tag = "branches", request_body = BranchReturnRequest,
+    params(("br" = String, Path, description = "br-…")),
+    responses((status = 200, body = BranchReturned), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)),
+    security(("bearer" = [])))]
+pub(super) async fn branch_return(
+    State(s): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    Json(req): Json<BranchReturnRequest>,
+) -> ApiResult<axum::Json<BranchReturned>> {
+    let id: BranchId = path_id("br", &id)?;
+    Ok(axum::Json(
+        s.service.branch_return(&caller, &id, req).await?,
+    ))
+}
+
+/// Ends a session: force-returns its active branches within a bounded
+/// time; what does not finish is marked failed.
+#[utoipa::path(post, path = "/v1/sessions/{id}/end", tag = "branches",
+    params(("id" = String, Path, description = "the session id")),
+    responses((status = 200, body = SessionEnded), (status = 404, body = ErrorBody)),
+    security(("bearer" = [])))]
+pub(super) async fn session_end(
+    State(s): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> ApiResult<axum::Json<SessionEnded>> {
+    Ok(axum::Json(s.service.session_end(&caller, &id).await?))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use axum::body::Body as AxBody;
+    use axum::http::Request;
+    use http_body_util::BodyExt;
+    use serde_json::{Value, json};
+    use tower::ServiceExt;
+
+    use crate::api::{AppState, BUDGET_WARNING, Group, router};
+    use crate::auth::{TokenAuth, token_hash};
+    use crate::branch::memory::MemoryBranchStore;
+    use crate::branch::{Folding, FoldingConfig, NoTimer, RateLimits, RuleScrubber};
+    use crate::clock::{Clock as _, ManualClock, SeededIds};
+    use crate::service::Service;
+    use crate::store::memory::{MemoryBlobStore, MemoryMetaStore};
+    use crate::store::{Stores, TokenStore};
+
+    const ALICE: &str = "token-alice";
+    const BOB: &str = "token-bob";
+    const EVE: &str = "token-eve";
+
+    async fn app() -> axum::Router {
+        let meta = Arc::new(MemoryMetaStore::new());
+        let clock = Arc::new(ManualClock::new(crate::store::conformance::t(0)));
+        for (tok, tenant) in [(ALICE, "acme"), (BOB, "acme"), (EVE, "other")] {
+            meta.add_token(&token_hash(tok), &tenant.parse().unwrap(), clock.now())
+                .await
+                .unwrap();
+        }
+        let stores = Stores {
+            blobs: Arc::new(MemoryBlobStore::new()),
+            meta: meta.clone(),
+        };
+        let service = Service::new(stores, clock).with_folding(Folding {
+            store: Arc::new(MemoryBranchStore::new()),
+            timer: Arc::new(NoTimer),
+            scrubber: Arc::new(RuleScrubber::new().unwrap()),
+            ids: Arc::new(SeededIds::new(1)),
+            config: FoldingConfig {
+                limits: RateLimits {
+                    active_per_session: 3,
+                    active_per_tenant: 100,
+                    creations_per_minute: 100,
+                },
+                ..FoldingConfig::default()
+            },
+        });
+        router(
+            AppState {
+                service: Arc::new(service),
+                auth: Arc::new(TokenAuth::new(meta)),
+            },
+            Group::ALL,
+        )
+    }
+
+    async fn call(
+        app: &axum::Router,
+        token: &str,
+        method: &str,
+        uri: &str,
+        body: Value,
+    ) -> (u16, axum::http::HeaderMap, Value) {
+        let req = Request::builder()
+            .method(method)
+            .uri(uri)
+            .header("authorization", format!("Bearer {token}"))
+            .header("content-type", "application/json")
+            .body(if body.is_null() {
+                AxBody::empty()
+            } else {
+                AxBody::from(body.to_string())
+            })
+            .unwrap();
+        let resp = app.clone().oneshot(req).await.unwrap();
+        let status = resp.status().as_u16();
+        let headers = resp.headers().clone();
+        let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+        (
+            status,
+            headers,
+            serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+        )
+    }
+
+    #[tokio::test]
+    async fn branches_over_http() {
+        let app = app().await;
+        let (st, _, b) = call(
+            &app,
+            ALICE,
+            "POST",
+            "/v1/branches",
+            json!({"session_id": "s1", "description": "explore", "prompt": "read it", "budget": 100}),
+        )
+        .await;
+        assert_eq!(st, 201, "{b}");
+        let id = b["branch_id"].as_str().unwrap().to_owned();
+        assert_eq!(
+            (b["depth"].clone(), b["budget_allocated"].clone()),
+            (json!(1), json!(100))
+        );
+        let (st, _, s) = call(
+            &app,
+            ALICE,
+            "GET",
+            &format!("/v1/branches/{id}"),
+            Value::Null,
+        )
+        .await;
+        assert_eq!((st, s["status"].as_str()), (200, Some("active")));
+        let (_, _, s) = call(
+            &app,
+            ALICE,
+            "GET",
+            "/v1/branches?session_id=s1",
+            Value::Null,
+        )
+        .await;
+        assert_eq!(s["branch_id"], json!(id));
+        // Checkpoint into the branch: 85 tokens of 100 → a warning header.
+        let (st, h, c) = call(
+            &app,
+            ALICE,
+            "POST",
+            "/v1/commits",
+            json!({"parent": b["root_commit"], "commit_type": "delta", "format": "raw",
+                   "delta": "x".repeat(340), "template": "t", "principal": "alice",
+                   "checkpoint": "tool_call",
+                   "ref": {"name": b["chain_ref"], "expected": b["root_commit"]}}),
+        )
+        .await;
+        assert_eq!(st, 201, "{c}");
+        let warn = h
+            .get(BUDGET_WARNING)
+            .expect("warning header")
+            .to_str()
+            .unwrap();
+        assert!(warn.contains("85%"), "{warn}");
+        // Another principal of the tenant, and another tenant, see nothing.
+        for tok in [BOB, EVE] {
+            let (st, _, _) =
+                call(&app, tok, "GET", &format!("/v1/branches/{id}"), Value::Null).await;
+            assert_eq!(st, 404);
+            let (st, _, _) = call(
+                &app,
+                tok,
+                "POST",
+                &format!("/v1/branches/{id}/return"),
+                json!({"message": "x"}),
+            )
+            .await;
+            assert_eq!(st, 404);
+        }
+        let (st, _, r) = call(
+            &app,
+            ALICE,
+            "POST",
+            &format!("/v1/branches/{id}/return"),
+            json!({"message": "found it"}),
+        )
+        .await;
+        assert_eq!(
+            (st, r["success"].clone(), r["tokens_used"].clone()),
+            (200, json!(true), json!(85))
+        );
+        let (st, _, e) = call(
+            &app,
+            ALICE,
+            "POST",
+            &format!("/v1/branches/{id}/return"),
+            json!({"message": "again"}),
+        )
+        .await;
+        assert_eq!((st, e["error"]["kind"].as_str()), (409, Some("conflict")));
+        let (_, _, s) = call(
+            &app,
+            ALICE,
+            "GET",
+            "/v1/branches?session_id=s1",
+            Value::Null,
+        )
+        .await;
+        assert_eq!(
+            s,
+            json!({"branch_id": null, "status": "No active branch found", "session_id": "s1"})
+        );
+    }
+
+    #[tokio::test]
+    async fn limits_bad_input_and_session_end() {
+        let app = app().await;
+        for i in 0..3 {
+            let (st, _, _) = call(
+                &app,
+                ALICE,
+                "POST",
+                "/v1/branches",
+                json!({"session_id": "s", "description": format!("b{i}")}),
+            )
+            .await;
+            assert_eq!(st, 201);
+        }
+        let (st, h, e) = call(
+            &app,
+            ALICE,
+            "POST",
+            "/v1/branches",
+            json!({"session_id": "s", "description": "one too many"}),
+        )
+        .await;
+        assert_eq!(
+            (st, e["error"]["kind"].as_str()),
+            (429, Some("rate_limited"))
+        );
+        assert_eq!(h.get("retry-after").unwrap(), "5");
+        for (body, field) in [
+            (json!({"session_id": "s"}), "description"),
+            (
+                json!({"session_id": "s", "description": "x".repeat(501)}),
+                "description",
+            ),
+            (
+                json!({"session_id": "s", "description": "d", "budget": 0}),
+                "budget",
+            ),
+            (
+                json!({"session_id": "s", "description": "d", "colour": 1}),
+                "colour",
+            ),
+            (
+                json!({"session_id": "s", "description": "d", "parent_branch": "br-1"}),
+                "parent_branch",
+            ),
+        ] {
+            let (st, _, e) = call(&app, ALICE, "POST", "/v1/branches", body.clone()).await;
+            assert_eq!(
+                (st, e["error"]["field"].as_str()),
+                (400, Some(field)),
+                "{body} → {e}"
+            );
+        }
+        let (st, _, _) = call(&app, ALICE, "GET", "/v1/branches/br-nope", Value::Null).await;
+        assert_eq!(st, 400);
+        let (st, _, _) = call(&app, ALICE, "GET", "/v1/branches", Value::Null).await;
+        assert_eq!(st, 400);
+        let (st, _, e) = call(&app, BOB, "POST", "/v1/sessions/s/end", Value::Null).await;
+        assert_eq!(st, 404, "{e}");
+        let (st, _, e) = call(&app, ALICE, "POST", "/v1/sessions/s/end", Value::Null).await;
+        assert_eq!(st, 200, "{e}");
+        assert_eq!(e["returned"].as_array().unwrap().len(), 3);
+        assert_eq!(e["failed"], json!([]));
+    }
+}
