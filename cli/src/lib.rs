@@ -7,6 +7,8 @@
 //! - [`serve`]: starting the embedded server, token administration.
 //! - [`client`]: the HTTP client and exit codes.
 //! - [`import`]: `ctx import claude-code` and `ctx export`.
+//! - [`branch`]: `ctx branch create|return|status`, `ctx session end`.
+//! - [`mcp`]: `ctx mcp`, the MCP server of the context-folding tools.
 //! - this file: the command line and what each command prints.
 //!
 //! Exit codes: 0 success, 1 internal error, 2 usage or invalid input,
@@ -27,8 +29,10 @@ use ctx_core::{Commit, Error, Result, TenantId};
 use reqwest::Method;
 use serde_json::{Value, json};
 
+pub mod branch;
 pub mod client;
 pub mod import;
+pub mod mcp;
 pub mod serve;
 
 use client::{Client, encode, exit_code};
@@ -49,7 +53,7 @@ struct DataDir {
 }
 
 #[derive(Debug, Args)]
-struct Conn {
+pub(crate) struct Conn {
     /// The server's base URL.
     #[arg(long, env = "CTX_SERVER", default_value = "http://127.0.0.1:7878")]
     server: String,
@@ -61,7 +65,7 @@ struct Conn {
     data: PathBuf,
     /// Print JSON instead of text.
     #[arg(long)]
-    json: bool,
+    pub(crate) json: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -76,6 +80,11 @@ enum Command {
         /// The storage backend.
         #[arg(long, value_enum, default_value = "local")]
         store: serve::StoreKind,
+        /// Who may touch a session's branches: strict (the tenant and
+        /// principal, i.e. token, that own the session) or permissive (any
+        /// token of the tenant; single-user use).
+        #[arg(long, env = "CTX_SESSION_VALIDATION", default_value = "strict")]
+        session_validation: String,
     },
     /// Manage the bearer tokens of a local server.
     Tokens {
@@ -158,6 +167,22 @@ enum Command {
     /// Write a chain out in a format (default: the whole history, as the
     /// original transcript for a Claude Code session).
     Export(Box<import::ExportArgs>),
+    /// Context folding: run a subtask in an isolated branch.
+    Branch {
+        #[command(subcommand)]
+        command: branch::BranchCommand,
+    },
+    /// Sessions: end one (force-returns its active branches).
+    Session {
+        #[command(subcommand)]
+        command: branch::SessionCommand,
+    },
+    /// Serve the branch tools over the Model Context Protocol on stdio,
+    /// forwarding to the server.
+    Mcp {
+        #[command(flatten)]
+        conn: Conn,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -322,7 +347,7 @@ pub async fn main_with(args: impl IntoIterator<Item = String>) -> ExitCode {
 }
 
 impl Conn {
-    fn client(&self) -> Result<Client> {
+    pub(crate) fn client(&self) -> Result<Client> {
         let token = match &self.token {
             Some(t) => Some(t.clone()),
             None => read_token_file(&self.data),
@@ -338,7 +363,7 @@ fn read_token_file(data: &Path) -> Option<String> {
         .filter(|t| !t.is_empty())
 }
 
-fn print_json(v: &impl serde::Serialize) -> Result<()> {
+pub(crate) fn print_json(v: &impl serde::Serialize) -> Result<()> {
     let s = serde_json::to_string_pretty(v).map_err(|e| Error::internal(e.to_string()))?;
     println!("{s}");
     Ok(())
@@ -358,7 +383,15 @@ async fn rev(client: &Client, rev: &str) -> Result<String> {
 
 async fn run(cli: Cli) -> Result<()> {
     match cli.command {
-        Command::Serve { data, addr, store } => run_serve(&data.data, addr, store).await,
+        Command::Serve {
+            data,
+            addr,
+            store,
+            session_validation,
+        } => run_serve(&data.data, addr, store, &session_validation).await,
+        Command::Branch { command } => branch::run_branch(command).await,
+        Command::Session { command } => branch::run_session(command).await,
+        Command::Mcp { conn } => mcp::serve(conn.client()?).await,
         Command::Tokens { command } => run_tokens(command).await,
         Command::Checkpoint(args) => run_checkpoint(*args).await,
         Command::Show { rev: r, conn } => {
@@ -501,8 +534,15 @@ async fn run(cli: Cli) -> Result<()> {
     }
 }
 
-async fn run_serve(data: &Path, addr: SocketAddr, store: serve::StoreKind) -> Result<()> {
-    let server = serve::prepare(data, addr, store).await?;
+async fn run_serve(
+    data: &Path,
+    addr: SocketAddr,
+    store: serve::StoreKind,
+    session_validation: &str,
+) -> Result<()> {
+    let mut folding = ctx_core::branch::FoldingConfig::from_env()?;
+    folding.validation = session_validation.parse()?;
+    let server = serve::prepare_with(data, addr, store, folding).await?;
     if let Some(token) = &server.new_token {
         println!(
             "created a token for tenant {} (saved in {}):\n{token}",

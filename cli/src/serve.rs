@@ -8,6 +8,9 @@ use std::sync::Arc;
 
 use ctx_core::api::{AppState, Group, router};
 use ctx_core::auth::{TokenAuth, new_token, token_hash};
+use ctx_core::branch::memory::MemoryBranchStore;
+use ctx_core::branch::sqlite::SqliteBranchStore;
+use ctx_core::branch::{BranchStore, Folding, FoldingConfig, RuleScrubber, TokioTimer};
 use ctx_core::store::local::{LocalBlobStore, SqliteMetaStore};
 use ctx_core::store::memory::{MemoryBlobStore, MemoryMetaStore};
 use ctx_core::store::{Stores, TokenRecord, TokenStore};
@@ -56,6 +59,22 @@ fn open_tokens(data: &Path) -> Result<SqliteMetaStore> {
 /// # Errors
 /// When the data directory or the address cannot be used.
 pub async fn prepare(data: &Path, addr: SocketAddr, store: StoreKind) -> Result<Server> {
+    prepare_with(data, addr, store, FoldingConfig::from_env()?).await
+}
+
+/// [`prepare`] with explicit context-folding settings: branches are stored
+/// beside the commits (SQLite, memory, or DynamoDB), deadlines are tokio
+/// timers, and branches whose deadline passed while the server was down
+/// are expired before it starts serving (the rest are re-armed).
+///
+/// # Errors
+/// When the data directory or the address cannot be used.
+pub async fn prepare_with(
+    data: &Path,
+    addr: SocketAddr,
+    store: StoreKind,
+    folding: FoldingConfig,
+) -> Result<Server> {
     std::fs::create_dir_all(data).map_err(|e| {
         ctx_core::Error::unavailable(format!(
             "cannot create the data directory {}: {e}",
@@ -63,43 +82,70 @@ pub async fn prepare(data: &Path, addr: SocketAddr, store: StoreKind) -> Result<
         ))
     })?;
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let (stores, tokens): (Stores, Arc<dyn TokenStore>) = match store {
-        StoreKind::Local => {
-            let meta = Arc::new(SqliteMetaStore::open(data)?);
-            let blobs = Arc::new(LocalBlobStore::open(data)?);
-            (
-                Stores {
-                    blobs,
-                    meta: meta.clone(),
-                },
-                meta,
-            )
-        }
-        StoreKind::Memory => {
-            let meta = Arc::new(MemoryMetaStore::new());
-            (
-                Stores {
-                    blobs: Arc::new(MemoryBlobStore::new()),
-                    meta: meta.clone(),
-                },
-                meta,
-            )
-        }
-        #[cfg(feature = "aws")]
-        StoreKind::Aws => {
-            use ctx_core::store::aws::{AwsConfig, AwsHooks, connect};
-            let (blobs, meta) = connect(&AwsConfig::from_env()?, AwsHooks::default()).await?;
-            (
-                Stores {
-                    blobs: Arc::new(blobs),
-                    meta: Arc::new(meta),
-                },
-                Arc::new(SqliteMetaStore::open(data)?),
-            )
-        }
-    };
+    let (stores, tokens, branches): (Stores, Arc<dyn TokenStore>, Arc<dyn BranchStore>) =
+        match store {
+            StoreKind::Local => {
+                let meta = Arc::new(SqliteMetaStore::open(data)?);
+                let blobs = Arc::new(LocalBlobStore::open(data)?);
+                (
+                    Stores {
+                        blobs,
+                        meta: meta.clone(),
+                    },
+                    meta,
+                    Arc::new(SqliteBranchStore::open(data)?),
+                )
+            }
+            StoreKind::Memory => {
+                let meta = Arc::new(MemoryMetaStore::new());
+                (
+                    Stores {
+                        blobs: Arc::new(MemoryBlobStore::new()),
+                        meta: meta.clone(),
+                    },
+                    meta,
+                    Arc::new(MemoryBranchStore::new()),
+                )
+            }
+            #[cfg(feature = "aws")]
+            StoreKind::Aws => {
+                use ctx_core::branch::dynamo::DynamoBranchStore;
+                use ctx_core::store::aws::{AwsConfig, AwsHooks, connect};
+                let config = AwsConfig::from_env()?;
+                let (blobs, meta) = connect(&config, AwsHooks::default()).await?;
+                let branches = Arc::new(DynamoBranchStore::new(
+                    meta.client().clone(),
+                    config.table.clone(),
+                ));
+                (
+                    Stores {
+                        blobs: Arc::new(blobs),
+                        meta: Arc::new(meta),
+                    },
+                    Arc::new(SqliteMetaStore::open(data)?),
+                    branches,
+                )
+            }
+        };
     let new_token = ensure_first_token(data, tokens.as_ref(), clock.as_ref()).await?;
-    let service = Arc::new(Service::new(stores, clock));
+    let timer = Arc::new(TokioTimer::new());
+    let service = Service::new(stores, clock).with_folding(Folding {
+        store: branches,
+        timer: timer.clone(),
+        scrubber: Arc::new(RuleScrubber::new()?),
+        ids: Arc::new(OsRandom),
+        config: folding,
+    });
+    timer.bind(service.clone());
+    let sweep = service.branch_sweep().await?;
+    if sweep.expired + sweep.rearmed > 0 {
+        tracing::info!(
+            expired = sweep.expired,
+            rearmed = sweep.rearmed,
+            "branch deadlines after restart"
+        );
+    }
+    let service = Arc::new(service);
     let state = AppState {
         service,
         auth: Arc::new(TokenAuth::new(tokens)),

@@ -46,6 +46,8 @@ enum Target {
     /// Capture group `value`, if its entropy is high enough and it does not
     /// look like a placeholder.
     Value,
+    /// Capture group `value` (a password in a URL), unless a placeholder.
+    Password,
 }
 
 struct Rule {
@@ -130,8 +132,8 @@ const RULES: &[(&str, &str, Target)] = &[
     ("twilio-api-key", r"\bSK[0-9a-fA-F]{32}\b", Target::Whole),
     (
         "connection-string-password",
-        r"\b[a-zA-Z][a-zA-Z0-9+.-]{1,30}://[^\s:/@'\x22]{1,128}:(?P<value>[^\s@/'\x22]{1,256})@[^\s/'\x22]+",
-        Target::Value,
+        r"\b[a-zA-Z][a-zA-Z0-9+.-]{1,30}://[^\s:/@'\x22\[\]]{1,128}:(?P<value>[^\s@/'\x22\[\]]{1,256})@[^\s/'\x22]+",
+        Target::Password,
     ),
     (
         "generic-secret",
@@ -209,13 +211,8 @@ pub fn entropy(s: &str) -> f64 {
         .sum()
 }
 
-/// Whether a value next to a secret-like name is a real secret rather than
-/// a placeholder, a reference to one, a marker or plain prose.
-fn looks_secret(value: &str) -> bool {
-    let v = value.trim_matches(|c| c == '"' || c == '\'' || c == ',' || c == ';');
-    if v.len() < 8 || v.starts_with("[REDACTED") {
-        return false;
-    }
+/// Whether `v` is a placeholder or a reference rather than a value.
+fn placeholder(v: &str) -> bool {
     let lower = v.to_ascii_lowercase();
     const PLACEHOLDERS: &[&str] = &[
         "changeme",
@@ -245,7 +242,19 @@ fn looks_secret(value: &str) -> bool {
         "not-a-secret",
         "test1234",
     ];
-    if PLACEHOLDERS.iter().any(|p| lower.contains(p)) {
+    PLACEHOLDERS.iter().any(|p| lower.contains(p))
+        || v.starts_with("[REDACTED")
+        // A file path names where a secret is, not the secret.
+        || v.starts_with('/')
+        || v.starts_with("./")
+        || v.starts_with("~/")
+}
+
+/// Whether a value next to a secret-like name is a real secret rather than
+/// a placeholder, a reference to one, a marker or plain prose.
+fn looks_secret(value: &str) -> bool {
+    let v = value.trim_matches(|c| c == '"' || c == '\'' || c == ',' || c == ';');
+    if v.len() < 8 || placeholder(v) {
         return false;
     }
     // Identifiers and words (`self.token`, `get_api_key`, `tokenizer`) are
@@ -283,6 +292,7 @@ impl Scrubber for RuleScrubber {
                 let span = match rule.target {
                     Target::Whole => caps.get(0),
                     Target::Value => caps.name("value").filter(|m| looks_secret(m.as_str())),
+                    Target::Password => caps.name("value").filter(|m| !placeholder(m.as_str())),
                 };
                 if let Some(m) = span {
                     spans.push(m.range());

@@ -1,0 +1,221 @@
+//! `ctx branch create|return|status` and `ctx session end`: context folding
+//! from the command line, as clients of a running server.
+
+use std::io::Read;
+
+use clap::Subcommand;
+use ctx_core::branch::ops::{BranchCreated, BranchReturned, BranchStatusResponse, SessionEnded};
+use ctx_core::{Error, Result};
+use reqwest::Method;
+use serde_json::json;
+
+use crate::client::encode;
+use crate::{Conn, print_json};
+
+/// `ctx branch …`.
+#[derive(Debug, Subcommand)]
+pub(crate) enum BranchCommand {
+    /// Start an isolated branch of a session; prints its id.
+    Create {
+        /// The session (its chain is the ref sessions/<SESSION>).
+        #[arg(long, env = "CTX_SESSION")]
+        session: String,
+        /// What the subtask is (at most 500 characters).
+        #[arg(long)]
+        description: String,
+        /// The subtask's instructions (at most 10,000 characters).
+        #[arg(long)]
+        prompt: Option<String>,
+        /// Token budget (default 8192, capped at 32768).
+        #[arg(long)]
+        budget: Option<u64>,
+        /// Seconds until it times out (default 300, capped at 600).
+        #[arg(long)]
+        timeout: Option<u64>,
+        /// Nest under this active branch.
+        #[arg(long)]
+        parent: Option<String>,
+        #[command(flatten)]
+        conn: Conn,
+    },
+    /// Return a branch: MESSAGE (or stdin with -) is scrubbed of secrets and
+    /// appended to the parent's chain.
+    Return {
+        /// The branch (br-…).
+        branch: String,
+        /// The result to hand back; - reads stdin.
+        #[arg(default_value = "-")]
+        message: String,
+        #[command(flatten)]
+        conn: Conn,
+    },
+    /// A branch's status, or a session's active branch with --session.
+    Status {
+        /// The branch (br-…).
+        #[arg(required_unless_present = "session", conflicts_with = "session")]
+        branch: Option<String>,
+        /// The session whose active branch to show.
+        #[arg(long)]
+        session: Option<String>,
+        #[command(flatten)]
+        conn: Conn,
+    },
+}
+
+/// `ctx session …`.
+#[derive(Debug, Subcommand)]
+pub(crate) enum SessionCommand {
+    /// End a session: force-return its active branches.
+    End {
+        /// The session.
+        session: String,
+        #[command(flatten)]
+        conn: Conn,
+    },
+}
+
+/// Runs `ctx branch …`.
+///
+/// # Errors
+/// The server's error.
+pub(crate) async fn run_branch(command: BranchCommand) -> Result<()> {
+    match command {
+        BranchCommand::Create {
+            session,
+            description,
+            prompt,
+            budget,
+            timeout,
+            parent,
+            conn,
+        } => {
+            let c = conn.client()?;
+            let body = json!({
+                "session_id": session, "description": description, "prompt": prompt,
+                "budget": budget, "timeout_seconds": timeout, "parent_branch": parent,
+            });
+            let (_, b): (_, BranchCreated) =
+                c.json(Method::POST, "/v1/branches", Some(&body)).await?;
+            if conn.json {
+                return print_json(&b);
+            }
+            println!("{}", b.branch_id);
+            eprintln!(
+                "depth {}, budget {} tokens, times out in {} s; checkpoint into it with --ref {}",
+                b.depth, b.budget_allocated, b.timeout_seconds, b.chain_ref
+            );
+            Ok(())
+        }
+        BranchCommand::Return {
+            branch,
+            message,
+            conn,
+        } => {
+            let message = if message == "-" {
+                let mut s = String::new();
+                std::io::stdin()
+                    .read_to_string(&mut s)
+                    .map_err(|e| Error::invalid("message", format!("cannot read stdin: {e}")))?;
+                s
+            } else {
+                message
+            };
+            let c = conn.client()?;
+            let (_, r): (_, BranchReturned) = c
+                .json(
+                    Method::POST,
+                    &format!("/v1/branches/{}/return", encode(&branch)),
+                    Some(&json!({ "message": message })),
+                )
+                .await?;
+            if conn.json {
+                return print_json(&r);
+            }
+            println!("{}", r.commit);
+            eprintln!(
+                "returned {branch}: {} tokens used, {} secrets scrubbed{}",
+                r.tokens_used,
+                r.redactions.values().sum::<usize>(),
+                if r.force_returned.is_empty() {
+                    String::new()
+                } else {
+                    format!(", {} children force-returned", r.force_returned.len())
+                }
+            );
+            Ok(())
+        }
+        BranchCommand::Status {
+            branch,
+            session,
+            conn,
+        } => {
+            let c = conn.client()?;
+            let path = match (&branch, &session) {
+                (Some(b), _) => format!("/v1/branches/{}", encode(b)),
+                (None, Some(s)) => format!("/v1/branches?session_id={}", encode(s)),
+                (None, None) => unreachable!("clap requires one"),
+            };
+            let (_, s): (_, BranchStatusResponse) = c.json(Method::GET, &path, None).await?;
+            if conn.json {
+                return print_json(&s);
+            }
+            let Some(id) = s.branch_id else {
+                println!("{}", s.status);
+                return Ok(());
+            };
+            println!("branch      {id}");
+            println!("status      {}", s.status);
+            if let Some(d) = s.depth {
+                println!("depth       {d}");
+            }
+            if let (Some(u), Some(t)) = (s.budget_used, s.budget_total) {
+                println!("budget      {u} / {t} tokens");
+            }
+            if let Some(d) = &s.description {
+                println!("description {d}");
+            }
+            if let Some(t) = s.created_at {
+                println!("created     {}", t.to_rfc3339());
+            }
+            if let Some(t) = s.completed_at {
+                println!("completed   {}", t.to_rfc3339());
+            }
+            if let Some(r) = &s.reason {
+                println!("reason      {r}");
+            }
+            if let Some(w) = &s.warning {
+                println!("warning     {w}");
+            }
+            Ok(())
+        }
+    }
+}
+
+/// Runs `ctx session …`.
+///
+/// # Errors
+/// The server's error.
+pub(crate) async fn run_session(command: SessionCommand) -> Result<()> {
+    match command {
+        SessionCommand::End { session, conn } => {
+            let c = conn.client()?;
+            let (_, e): (_, SessionEnded) = c
+                .json(
+                    Method::POST,
+                    &format!("/v1/sessions/{}/end", encode(&session)),
+                    None,
+                )
+                .await?;
+            if conn.json {
+                return print_json(&e);
+            }
+            println!(
+                "session {}: {} branches returned, {} failed",
+                e.session_id,
+                e.returned.len(),
+                e.failed.len()
+            );
+            Ok(())
+        }
+    }
+}

@@ -1,0 +1,209 @@
+//! `ctx mcp`: a Model Context Protocol server over stdio exposing the
+//! context-folding tools `branch_create`, `branch_return` and
+//! `branch_status`, each forwarded to a ctx server over HTTP.
+//!
+//! It speaks the small part of MCP a tool server needs — JSON-RPC 2.0 over
+//! newline-delimited stdio: `initialize`, `ping`, `tools/list`,
+//! `tools/call` and notifications (ignored) — written here rather than
+//! pulling in an SDK crate, to keep the build small; the Python `mcp`
+//! package's stdio client is the test of conformance (tests/mcp).
+
+use reqwest::Method;
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+use crate::client::{Client, encode};
+use ctx_core::{Error, Result};
+
+/// Protocol versions this server speaks, newest first.
+pub const PROTOCOL_VERSIONS: &[&str] = &["2025-06-18", "2025-03-26", "2024-11-05"];
+
+/// The tools, as `tools/list` describes them.
+pub fn tools() -> Value {
+    json!([
+        {
+            "name": "branch_create",
+            "description": "Start an isolated context branch for a subtask. The branch sees only its description and prompt; only the result you return with branch_return goes back to the main context. Returns {branch_id, budget_allocated, depth}.",
+            "inputSchema": {
+                "type": "object",
+                "properties": {
+                    "session_id": {"type": "string", "description": "The session the branch belongs to."},
+                    "description": {"type": "string", "maxLength": 500, "description": "What the subtask is."},
+                    "prompt": {"type": "string", "maxLength": 10000, "description": "The subtask's instructions."},
+                    "budget": {"type": "integer", "minimum": 1, "description": "Token budget (default 8192, max 32768)."},
+                    "timeout_seconds": {"type": "integer", "minimum": 1, "description": "Seconds until it times out (default 300, max 600)."},
+                    "parent_branch": {"type": "string", "description": "Nest under this active branch (br-…)."}
+                },
+                "required": ["session_id", "description"]
+            }
+        },
+        {
+            "name": "branch_return",
+            "description": "Return from a branch: the message (secrets scrubbed) is appended to the parent context; active child branches are returned first. Returns {success, tokens_used, message}.",
+            "inputSchema": {
+                "type": "object",
+                "properties": {
+                    "branch_id": {"type": "string", "description": "The branch (br-…)."},
+                    "message": {"type": "string", "maxLength": 50000, "description": "The result to hand back."}
+                },
+                "required": ["branch_id", "message"]
+            }
+        },
+        {
+            "name": "branch_status",
+            "description": "A branch's status (created | active | completed | timeout | failed), depth, budget used / total, description, created_at, completed_at. With session_id instead: the session's active branch, or {branch_id: null, status: \"No active branch found\"}.",
+            "inputSchema": {
+                "type": "object",
+                "properties": {
+                    "branch_id": {"type": "string", "description": "The branch (br-…)."},
+                    "session_id": {"type": "string", "description": "A session, for its active branch."}
+                }
+            }
+        }
+    ])
+}
+
+fn str_arg<'a>(args: &'a Value, name: &str) -> Result<&'a str> {
+    args.get(name)
+        .and_then(Value::as_str)
+        .ok_or_else(|| Error::invalid(name, format!("the argument {name} (a string) is required")))
+}
+
+/// Runs one tool against the server.
+///
+/// # Errors
+/// `Invalid` for unknown tools or arguments; the server's error.
+pub async fn call_tool(client: &Client, name: &str, args: &Value) -> Result<Value> {
+    match name {
+        "branch_create" => {
+            let mut body = serde_json::Map::new();
+            for key in [
+                "session_id",
+                "description",
+                "prompt",
+                "budget",
+                "timeout_seconds",
+                "parent_branch",
+            ] {
+                if let Some(v) = args.get(key).filter(|v| !v.is_null()) {
+                    body.insert(key.to_owned(), v.clone());
+                }
+            }
+            let (_, v): (_, Value) = client
+                .json(Method::POST, "/v1/branches", Some(&Value::Object(body)))
+                .await?;
+            Ok(v)
+        }
+        "branch_return" => {
+            let id = str_arg(args, "branch_id")?;
+            let message = str_arg(args, "message")?;
+            let (_, v): (_, Value) = client
+                .json(
+                    Method::POST,
+                    &format!("/v1/branches/{}/return", encode(id)),
+                    Some(&json!({ "message": message })),
+                )
+                .await?;
+            Ok(v)
+        }
+        "branch_status" => {
+            let path = match (
+                args.get("branch_id").and_then(Value::as_str),
+                args.get("session_id").and_then(Value::as_str),
+            ) {
+                (Some(b), _) => format!("/v1/branches/{}", encode(b)),
+                (None, Some(s)) => format!("/v1/branches?session_id={}", encode(s)),
+                (None, None) => {
+                    return Err(Error::invalid("branch_id", "give branch_id or session_id"));
+                }
+            };
+            let (_, v): (_, Value) = client.json(Method::GET, &path, None).await?;
+            Ok(v)
+        }
+        other => Err(Error::invalid(
+            "name",
+            format!("there is no tool called {other:?}"),
+        )),
+    }
+}
+
+/// Answers one JSON-RPC message; `None` for notifications.
+pub async fn handle(client: &Client, msg: &Value) -> Option<Value> {
+    let id = msg.get("id").cloned()?;
+    let method = msg.get("method").and_then(Value::as_str).unwrap_or("");
+    let params = msg.get("params").cloned().unwrap_or(Value::Null);
+    let result = match method {
+        "initialize" => {
+            let asked = params.get("protocolVersion").and_then(Value::as_str);
+            let version = asked
+                .filter(|v| PROTOCOL_VERSIONS.contains(v))
+                .unwrap_or(PROTOCOL_VERSIONS[0]);
+            Ok(json!({
+                "protocolVersion": version,
+                "capabilities": {"tools": {"listChanged": false}},
+                "serverInfo": {"name": "ctx", "version": env!("CARGO_PKG_VERSION")},
+                "instructions": "Context folding: run a subtask in a branch (branch_create), checkpoint its work into the branch's chain_ref, and hand back only a short result (branch_return)."
+            }))
+        }
+        "ping" => Ok(json!({})),
+        "tools/list" => Ok(json!({ "tools": tools() })),
+        "tools/call" => {
+            let name = params.get("name").and_then(Value::as_str).unwrap_or("");
+            let args = params.get("arguments").cloned().unwrap_or(json!({}));
+            if !["branch_create", "branch_return", "branch_status"].contains(&name) {
+                Err((-32602, format!("unknown tool {name:?}")))
+            } else {
+                // Tool failures are results with isError, so the model sees them.
+                Ok(match call_tool(client, name, &args).await {
+                    Ok(v) => json!({
+                        "content": [{"type": "text", "text": v.to_string()}],
+                        "structuredContent": v,
+                        "isError": false
+                    }),
+                    Err(e) => json!({
+                        "content": [{"type": "text", "text": format!("{}: {}", e.kind, e.message)}],
+                        "isError": true
+                    }),
+                })
+            }
+        }
+        other => Err((-32601, format!("method {other:?} not found"))),
+    };
+    Some(match result {
+        Ok(r) => json!({"jsonrpc": "2.0", "id": id, "result": r}),
+        Err((code, message)) => {
+            json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
+        }
+    })
+}
+
+/// Serves MCP on stdin/stdout until stdin closes.
+///
+/// # Errors
+/// `Unavailable` when stdout cannot be written.
+pub async fn serve(client: Client) -> Result<()> {
+    let mut lines = BufReader::new(tokio::io::stdin()).lines();
+    let mut out = tokio::io::stdout();
+    let write_err = |e: std::io::Error| Error::unavailable(format!("cannot write to stdout: {e}"));
+    while let Some(line) = lines
+        .next_line()
+        .await
+        .map_err(|e| Error::unavailable(format!("cannot read stdin: {e}")))?
+    {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let reply = match serde_json::from_str::<Value>(&line) {
+            Ok(msg) => handle(&client, &msg).await,
+            Err(e) => Some(json!({"jsonrpc": "2.0", "id": null,
+                "error": {"code": -32700, "message": format!("parse error: {e}")}})),
+        };
+        if let Some(r) = reply {
+            out.write_all(format!("{r}\n").as_bytes())
+                .await
+                .map_err(write_err)?;
+            out.flush().await.map_err(write_err)?;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,79 @@
+"""A real MCP client (the `mcp` package's stdio client) against `ctx mcp`.
+
+Lists the tools, then runs branch_create -> checkpoint (over HTTP, into the
+branch's chain) -> branch_return -> branch_status, and prints what it saw as
+one JSON object for the Rust test to check.
+
+Environment: CTX_BIN (the ctx binary), CTX_SERVER, CTX_TOKEN.
+"""
+import asyncio
+import json
+import os
+import sys
+import urllib.request
+
+from mcp import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+
+
+def http(method, path, body=None):
+    req = urllib.request.Request(
+        os.environ["CTX_SERVER"] + path,
+        method=method,
+        data=None if body is None else json.dumps(body).encode(),
+        headers={"Authorization": "Bearer " + os.environ["CTX_TOKEN"],
+                 "Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(req, timeout=10) as r:
+        return json.loads(r.read())
+
+
+def is_error(result):
+    # mcp 2.x names fields in snake_case; 1.x in camelCase.
+    return getattr(result, "is_error", None) or getattr(result, "isError", False)
+
+
+def payload(result):
+    assert not is_error(result), result.content
+    return json.loads(result.content[0].text)
+
+
+async def main():
+    params = StdioServerParameters(
+        command=os.environ["CTX_BIN"],
+        args=["mcp"],
+        env={"CTX_SERVER": os.environ["CTX_SERVER"], "CTX_TOKEN": os.environ["CTX_TOKEN"],
+             "PATH": os.environ.get("PATH", "")},
+    )
+    out = {}
+    async with stdio_client(params) as (read, write):
+        async with ClientSession(read, write) as session:
+            init = await session.initialize()
+            info = getattr(init, "server_info", None) or init.serverInfo
+            out["server"] = info.name
+            out["protocol"] = getattr(init, "protocol_version", None) or init.protocolVersion
+            out["tools"] = sorted(t.name for t in (await session.list_tools()).tools)
+            created = payload(await session.call_tool("branch_create", {
+                "session_id": "mcp-session", "description": "read the parser",
+                "prompt": "find the off-by-one", "budget": 1000}))
+            out["created"] = created
+            http("POST", "/v1/commits", {
+                "parent": created["root_commit"], "commit_type": "delta", "format": "raw",
+                "delta": "tool: parser.rs line 42 indexes one past the end\n" * 20,
+                "template": "t", "principal": "mcp-agent", "checkpoint": "tool_call",
+                "ref": {"name": created["chain_ref"], "expected": created["root_commit"]}})
+            out["active"] = payload(await session.call_tool(
+                "branch_status", {"session_id": "mcp-session"}))
+            out["returned"] = payload(await session.call_tool("branch_return", {
+                "branch_id": created["branch_id"],
+                "message": "off-by-one at parser.rs:42; token ghp_0123456789abcdefghijABCDEFGHIJ012345"}))
+            out["status"] = payload(await session.call_tool(
+                "branch_status", {"branch_id": created["branch_id"]}))
+            again = await session.call_tool("branch_return", {
+                "branch_id": created["branch_id"], "message": "again"})
+            out["again_is_error"] = bool(is_error(again))
+            out["again_text"] = again.content[0].text
+    print(json.dumps(out))
+
+
+asyncio.run(main())
