@@ -263,6 +263,11 @@ impl Service {
         self.folding.as_deref()
     }
 
+    /// The codecs the service knows.
+    pub fn formats(&self) -> &Formats {
+        &self.formats
+    }
+
     /// Records a checkpoint like [`Service::checkpoint`], and reports the
     /// budget of the branch it writes into (a warning from 80%, the forced
     /// return at 100%).

@@ -895,43 +895,79 @@ impl Service {
                 .get_ref(tenant, &name)
                 .await?
                 .map(|r| r.target);
-            let req = CheckpointRequest {
-                parent: tip,
-                commit_type: CommitType::Delta,
-                format: FormatId::raw(),
-                artifact_ref: None,
-                delta: Some(text.clone()),
-                delta_base64: None,
-                template: "ctx-branch-return".into(),
-                principal: principal.clone(),
-                machine: None,
-                session_id: Some(session_of_commit.clone()),
-                checkpoint: Trigger::BranchReturn,
-                ticket_id: None,
-                thread_id: None,
-                summary: Some(format!("branch {} {}", rec.id, rec.status)),
-                message_count: None,
-                token_count: None,
-                created_at: Some(self.clock().now()),
-                tags: Some(Tags::from([
-                    ("branch".to_owned(), rec.id.to_string()),
-                    ("branch_status".to_owned(), rec.status.as_str().to_owned()),
-                ])),
-                ref_move: Some(RefMove {
-                    name: name.clone(),
-                    expected: tip,
-                }),
-            };
-            match self.checkpoint_unguarded(tenant, req).await {
-                Ok((commit, _)) => {
-                    if let Some(p) = &rec.parent_branch {
-                        self.account_branch_tokens(tenant, p, commit.token_count)
-                            .await?;
+            // In the parent's own format when it holds messages (one user
+            // message with the text), so its context stays native; raw
+            // otherwise, or if that format refuses the message.
+            let mut encodings = Vec::new();
+            if let Some(t) = &tip {
+                let format = self.show(tenant, t).await?.format;
+                let codec = self.formats().codec(&format).clone();
+                if codec.structured() {
+                    let conv = crate::format::canonical::Conversation {
+                        messages: vec![crate::format::canonical::Message::new(
+                            crate::format::canonical::Role::User,
+                            vec![crate::format::canonical::Block::text(text.clone())],
+                        )],
+                    };
+                    if let Ok(enc) = codec.encode_canonical(&conv)
+                        && enc.lost.is_empty()
+                    {
+                        encodings.push((format, enc.bytes));
                     }
-                    return Ok(commit);
                 }
-                Err(e) if e.kind == ErrorKind::Conflict => last = Some(e),
-                Err(e) => return Err(e),
+            }
+            encodings.push((FormatId::raw(), bytes::Bytes::from(text.clone())));
+            let mut moved = false;
+            for (i, (format, bytes)) in encodings.iter().enumerate() {
+                use base64::Engine as _;
+                let req = CheckpointRequest {
+                    parent: tip,
+                    commit_type: CommitType::Delta,
+                    format: format.clone(),
+                    artifact_ref: None,
+                    delta: None,
+                    delta_base64: Some(base64::engine::general_purpose::STANDARD.encode(bytes)),
+                    template: "ctx-branch-return".into(),
+                    principal: principal.clone(),
+                    machine: None,
+                    session_id: Some(session_of_commit.clone()),
+                    checkpoint: Trigger::BranchReturn,
+                    ticket_id: None,
+                    thread_id: None,
+                    summary: Some(format!("branch {} {}", rec.id, rec.status)),
+                    message_count: None,
+                    token_count: None,
+                    created_at: Some(self.clock().now()),
+                    tags: Some(Tags::from([
+                        ("branch".to_owned(), rec.id.to_string()),
+                        ("branch_status".to_owned(), rec.status.as_str().to_owned()),
+                    ])),
+                    ref_move: Some(RefMove {
+                        name: name.clone(),
+                        expected: tip,
+                    }),
+                };
+                match self.checkpoint_unguarded(tenant, req).await {
+                    Ok((commit, _)) => {
+                        if let Some(p) = &rec.parent_branch {
+                            self.account_branch_tokens(tenant, p, commit.token_count)
+                                .await?;
+                        }
+                        return Ok(commit);
+                    }
+                    Err(e) if e.kind == ErrorKind::Conflict => {
+                        last = Some(e);
+                        moved = true;
+                        break;
+                    }
+                    Err(e) if e.kind == ErrorKind::Invalid && i + 1 < encodings.len() => {
+                        tracing::warn!(format = %format, error = %e, "branch return falls back to raw");
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+            if !moved {
+                break;
             }
         }
         Err(last.unwrap_or_else(|| Error::unavailable("the parent's chain kept moving")))

@@ -704,3 +704,63 @@ async fn without_folding_the_operations_are_unavailable() {
         .unwrap_err();
     assert_eq!(e.kind, ErrorKind::Unavailable);
 }
+
+#[tokio::test]
+async fn a_return_into_a_structured_chain_still_materializes() {
+    let h = harness();
+    let tenant = &h.alice.tenant;
+    let msg = r#"[{"role":"user","content":"find the bug"}]"#;
+    let req: CheckpointRequest = serde_json::from_value(serde_json::json!({
+        "commit_type": "delta", "format": "anthropic-messages-v1", "delta": msg,
+        "template": "t", "principal": "alice", "checkpoint": "turn_boundary",
+        "ref": {"name": "sessions/s"}
+    }))
+    .unwrap();
+    h.svc.checkpoint(tenant, req).await.unwrap();
+    let b = h
+        .svc
+        .branch_create(&h.alice, create("s", "x"))
+        .await
+        .unwrap();
+    let r = h
+        .svc
+        .branch_return(&h.alice, &b.branch_id, ret("found it"))
+        .await
+        .unwrap();
+    for format in ["anthropic-messages-v1", "raw"] {
+        let m = h
+            .svc
+            .materialize(
+                tenant,
+                &r.commit,
+                MaterializeRequest {
+                    stop: Some(crate::service::Stop::Root),
+                    format: Some(format.parse().unwrap()),
+                },
+            )
+            .await
+            .unwrap();
+        let bytes = h
+            .svc
+            .stores()
+            .blobs
+            .get(tenant, &m.artifact_ref)
+            .await
+            .unwrap()
+            .unwrap();
+        let text = String::from_utf8_lossy(&bytes).to_string();
+        eprintln!("{format} ({}): {text}", m.tier);
+        assert!(
+            text.contains("found it") && text.contains("find the bug"),
+            "{format}: {text}"
+        );
+        if format == "anthropic-messages-v1" {
+            assert_eq!(
+                m.tier, "native",
+                "the return was appended in the chain's format"
+            );
+        }
+    }
+    let c = h.svc.show(tenant, &r.commit).await.unwrap();
+    assert_eq!(c.format.as_str(), "anthropic-messages-v1");
+}

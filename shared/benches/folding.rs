@@ -1,0 +1,233 @@
+//! Context-folding benchmark: the seed's P1 scenario and the latency of
+//! branch create / return, over the embedded stores (filesystem CAS +
+//! SQLite, full durability, in a temporary directory) and over memory.
+//!
+//! P1: a main session holds some history; a subtask reads 10 files
+//! (~3.5K tokens in all) and concludes with a short summary. Inline, all of
+//! it lands in the main context; folded, the reads go into a branch and
+//! only the summary is appended to the main chain. Token counts are the
+//! server's own (the commits' `token_count`, chars/4 for raw deltas).
+//!
+//! ```text
+//! cargo bench -p ctx-core --bench folding --profile dev    # what this machine allows
+//! cargo bench -p ctx-core --bench folding                  # release
+//! CTX_BENCH_QUICK=1 cargo bench -p ctx-core --bench folding --profile dev
+//! ```
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ctx_core::auth::Caller;
+use ctx_core::branch::memory::MemoryBranchStore;
+use ctx_core::branch::ops::{BranchCreateRequest, BranchReturnRequest};
+use ctx_core::branch::sqlite::SqliteBranchStore;
+use ctx_core::branch::{BranchStore, Folding, FoldingConfig, NoTimer, RateLimits, RuleScrubber};
+use ctx_core::service::CheckpointRequest;
+use ctx_core::store::Stores;
+use ctx_core::store::local::{LocalBlobStore, SqliteMetaStore};
+use ctx_core::store::memory::{MemoryBlobStore, MemoryMetaStore};
+use ctx_core::{OsRandom, Service, SystemClock};
+use serde_json::json;
+
+const SUMMARY: &str = "parser.rs:42 indexes one past the end of `tokens` when the input ends in a comment; lexer.rs and ast.rs are fine; fix: bound the loop by len - 1.";
+
+fn file(i: usize) -> String {
+    // ~1,400 bytes = ~350 tokens per file read, like a 40-line source file.
+    let mut s = format!("tool: read src/module_{i}.rs\n");
+    for line in 0..40 {
+        s.push_str(&format!(
+            "{line:>4} | let value_{line} = compute(input, {i}, {line}); // ...\n"
+        ));
+    }
+    s.truncate(1400);
+    s.push('\n');
+    s
+}
+
+fn checkpoint(name: &str, text: &str, tip: Option<ctx_core::CommitId>) -> CheckpointRequest {
+    serde_json::from_value(json!({
+        "parent": tip, "commit_type": "delta", "format": "raw", "delta": text,
+        "template": "bench", "principal": "agent", "checkpoint": "tool_call",
+        "ref": {"name": name, "expected": tip}
+    }))
+    .expect("a valid checkpoint request")
+}
+
+fn service(stores: Stores, branches: Arc<dyn BranchStore>) -> Service {
+    Service::new(stores, Arc::new(SystemClock)).with_folding(Folding {
+        store: branches,
+        timer: Arc::new(NoTimer),
+        scrubber: Arc::new(RuleScrubber::new().expect("rules compile")),
+        ids: Arc::new(OsRandom),
+        config: FoldingConfig {
+            limits: RateLimits {
+                active_per_session: 1000,
+                active_per_tenant: 100_000,
+                creations_per_minute: 1_000_000,
+            },
+            ..FoldingConfig::default()
+        },
+    })
+}
+
+async fn append(svc: &Service, caller: &Caller, name: &str, text: &str) -> u64 {
+    let tip = svc
+        .stores()
+        .meta
+        .get_ref(&caller.tenant, &name.parse().expect("ref"))
+        .await
+        .expect("ref read")
+        .map(|r| r.target);
+    let (c, _) = svc
+        .checkpoint(&caller.tenant, checkpoint(name, text, tip))
+        .await
+        .expect("checkpoint");
+    c.token_count
+}
+
+/// Returns (inline tokens added to main, folded tokens added to main, branch tokens).
+async fn p1(svc: &Service, caller: &Caller, round: usize) -> (u64, u64, u64) {
+    let inline_session = format!("sessions/inline-{round}");
+    let folded_session = format!("folded-{round}");
+    append(
+        svc,
+        caller,
+        &inline_session,
+        "user: find the crash in the parser\n",
+    )
+    .await;
+    append(
+        svc,
+        caller,
+        &format!("sessions/{folded_session}"),
+        "user: find the crash in the parser\n",
+    )
+    .await;
+    let mut inline = 0;
+    for i in 0..10 {
+        inline += append(svc, caller, &inline_session, &file(i)).await;
+    }
+    inline += append(svc, caller, &inline_session, SUMMARY).await;
+    let b = svc
+        .branch_create(
+            caller,
+            BranchCreateRequest {
+                session_id: folded_session.clone(),
+                description: "find the crash in the parser".into(),
+                prompt: Some("read the parser's modules and report the bug".into()),
+                budget: None,
+                timeout_seconds: None,
+                parent_branch: None,
+            },
+        )
+        .await
+        .expect("create");
+    for i in 0..10 {
+        append(svc, caller, &b.chain_ref, &file(i)).await;
+    }
+    let r = svc
+        .branch_return(
+            caller,
+            &b.branch_id,
+            BranchReturnRequest {
+                message: SUMMARY.into(),
+            },
+        )
+        .await
+        .expect("return");
+    let folded = svc
+        .show(&caller.tenant, &r.commit)
+        .await
+        .expect("show")
+        .token_count;
+    (inline, folded, r.tokens_used)
+}
+
+fn pct(v: &mut [Duration], p: f64) -> f64 {
+    v.sort();
+    let i = ((v.len() as f64 - 1.0) * p).round() as usize;
+    v[i].as_secs_f64() * 1000.0
+}
+
+async fn latency(svc: &Service, caller: &Caller, n: usize) -> (f64, f64, f64, f64) {
+    let (mut create, mut ret) = (Vec::new(), Vec::new());
+    for i in 0..n {
+        let t = Instant::now();
+        let b = svc
+            .branch_create(
+                caller,
+                BranchCreateRequest {
+                    session_id: format!("lat-{i}"),
+                    description: "subtask".into(),
+                    prompt: Some("do it".into()),
+                    budget: None,
+                    timeout_seconds: None,
+                    parent_branch: None,
+                },
+            )
+            .await
+            .expect("create");
+        create.push(t.elapsed());
+        let t = Instant::now();
+        svc.branch_return(
+            caller,
+            &b.branch_id,
+            BranchReturnRequest {
+                message: SUMMARY.into(),
+            },
+        )
+        .await
+        .expect("return");
+        ret.push(t.elapsed());
+    }
+    (
+        pct(&mut create, 0.5),
+        pct(&mut create, 0.95),
+        pct(&mut ret, 0.5),
+        pct(&mut ret, 0.95),
+    )
+}
+
+#[tokio::main]
+async fn main() {
+    let quick =
+        std::env::args().any(|a| a == "--quick") || std::env::var("CTX_BENCH_QUICK").is_ok();
+    let n = if quick { 20 } else { 200 };
+    let caller = Caller {
+        tenant: "bench".parse().expect("tenant"),
+        principal: Some("tok-bench".into()),
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let meta = Arc::new(SqliteMetaStore::open(dir.path()).expect("sqlite"));
+    let local = service(
+        Stores {
+            blobs: Arc::new(LocalBlobStore::open(dir.path()).expect("cas")),
+            meta,
+        },
+        Arc::new(SqliteBranchStore::open(dir.path()).expect("branches")),
+    );
+    let memory = service(
+        Stores {
+            blobs: Arc::new(MemoryBlobStore::new()),
+            meta: Arc::new(MemoryMetaStore::new()),
+        },
+        Arc::new(MemoryBranchStore::new()),
+    );
+    println!("## P1: a branch reads 10 files and returns a short summary\n");
+    println!("| | tokens added to the main context |");
+    println!("|---|---:|");
+    let (inline, folded, branch) = p1(&local, &caller, 0).await;
+    println!("| inline (10 reads + summary in the main chain) | {inline} |");
+    println!("| folded (summary only; the reads stay in the branch: {branch} tokens) | {folded} |");
+    println!(
+        "| compression | {:.1} % |\n",
+        100.0 * (1.0 - folded as f64 / inline as f64)
+    );
+    println!("## branch create / return latency ({n} each, sequential)\n");
+    println!("| stores | create p50 ms | create p95 ms | return p50 ms | return p95 ms |");
+    println!("|---|---:|---:|---:|---:|");
+    for (name, svc) in [("local (SQLite + CAS, fsync)", &local), ("memory", &memory)] {
+        let (c50, c95, r50, r95) = latency(svc, &caller, n).await;
+        println!("| {name} | {c50:.2} | {c95:.2} | {r50:.2} | {r95:.2} |");
+    }
+}
