@@ -373,3 +373,56 @@ async fn an_mcp_client_runs_the_branch_tools() {
         "{v}"
     );
 }
+
+/// 15 concurrent creations in one session: exactly 10 (the default
+/// session limit) succeed, the rest are 429 rate_limited (the server runs
+/// with 100 creations a minute so that limit is not the one hit).
+async fn concurrent_creations(server: &Server) {
+    let c = server.client();
+    let results = futures_join(
+        (0..15)
+            .map(|i| {
+                let c = c.clone();
+                async move {
+                    c.call(
+                        "POST",
+                        "/v1/branches",
+                        Some(&json!({"session_id": "race", "description": format!("b{i}")})),
+                    )
+                    .await
+                    .unwrap()
+                }
+            })
+            .collect(),
+    )
+    .await;
+    let ok = results.iter().filter(|r| r.0 == 201).count();
+    let limited = results
+        .iter()
+        .filter(|r| r.0 == 429 && r.1["error"]["kind"] == "rate_limited")
+        .count();
+    assert_eq!((ok, limited), (10, 5), "{results:?}");
+}
+
+async fn futures_join<F: std::future::Future + Send + 'static>(fs: Vec<F>) -> Vec<F::Output>
+where
+    F::Output: Send + 'static,
+{
+    let handles: Vec<_> = fs.into_iter().map(tokio::spawn).collect();
+    let mut out = Vec::new();
+    for h in handles {
+        out.push(h.await.expect("the request task ran"));
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn rate_limits_hold_under_concurrent_requests() {
+    let env = [("CTX_BRANCH_CREATES_PER_MINUTE", "100")];
+    let dir = tempfile::tempdir().unwrap();
+    concurrent_creations(&Server::start_env(dir.path(), &[], &env)).await;
+    let dir = tempfile::tempdir().unwrap();
+    if let Some(server) = Server::start_aws_env(dir.path(), &env) {
+        concurrent_creations(&server).await;
+    }
+}

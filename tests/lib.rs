@@ -50,12 +50,17 @@ impl Server {
     /// for a tenant no earlier run used (the emulator's table is shared).
     /// `None` (printed) when aws tests are not expected here; with
     /// `CTX_TEST_AWS=1` a missing or unreachable emulator panics.
-    #[allow(clippy::disallowed_methods)] // a unique tenant name, not logic under test
     pub fn start_aws(data: &Path) -> Option<Server> {
+        Self::start_aws_env(data, &[])
+    }
+
+    /// [`Server::start_aws`] with environment variables for the server.
+    #[allow(clippy::disallowed_methods)] // a unique tenant name, not logic under test
+    pub fn start_aws_env(data: &Path, env: &[(&str, &str)]) -> Option<Server> {
         if !aws_expected() {
             return None;
         }
-        let mut server = Self::start_with(data, &["--store", "aws"]);
+        let mut server = Self::start_env(data, &["--store", "aws"], env);
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .expect("the clock is after 1970")
@@ -76,11 +81,17 @@ impl Server {
 
     /// Starts `ctx serve` with extra arguments.
     pub fn start_with(data: &Path, extra: &[&str]) -> Server {
+        Self::start_env(data, extra, &[])
+    }
+
+    /// Starts `ctx serve` with extra arguments and environment variables.
+    pub fn start_env(data: &Path, extra: &[&str], env: &[(&str, &str)]) -> Server {
         let mut child = Command::new(ctx_bin())
             .args(["serve", "--data"])
             .arg(data)
             .args(["--addr", "127.0.0.1:0"])
             .args(extra)
+            .envs(env.iter().copied())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()

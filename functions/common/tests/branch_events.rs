@@ -1,0 +1,188 @@
+//! The `branch` function driven with API Gateway v2 events on the aws
+//! backends (emulator): the principal comes from the JWT's `sub`, so strict
+//! validation separates two agents of one tenant; and creations sent
+//! concurrently to two function instances (two services, two DynamoDB
+//! clients, as two Lambdas would be) hit the session limit exactly.
+
+use std::sync::Arc;
+
+use ctx_core::branch::dynamo::DynamoBranchStore;
+use ctx_core::branch::{Folding, FoldingConfig, NoTimer, RateLimits, RuleScrubber};
+use ctx_core::store::Stores;
+use ctx_core::store::aws::{AwsConfig, AwsHooks, connect};
+use ctx_core::{OsRandom, Service, SystemClock};
+use ctx_lambda::{JwtClaimsAuth, app_with};
+use http_body_util::BodyExt;
+use serde_json::{Value, json};
+use tower::ServiceExt;
+
+const BASE_EVENT: &str = include_str!("../../../tests/data/apigw/base-event.json");
+
+fn event(method: &str, uri: &str, tenant: &str, sub: &str, body: &Value) -> String {
+    use base64::Engine as _;
+    let mut e: Value = serde_json::from_str(BASE_EVENT).unwrap();
+    let (path, query) = uri.split_once('?').unwrap_or((uri, ""));
+    e["routeKey"] = json!(format!("{method} {path}"));
+    e["rawPath"] = json!(path);
+    e["rawQueryString"] = json!(query);
+    e["requestContext"]["http"]["method"] = json!(method);
+    e["requestContext"]["http"]["path"] = json!(path);
+    e["requestContext"]["authorizer"]["jwt"]["claims"]["tenant"] = json!(tenant);
+    e["requestContext"]["authorizer"]["jwt"]["claims"]["sub"] = json!(sub);
+    e["body"] = json!(if body.is_null() {
+        String::new()
+    } else {
+        base64::engine::general_purpose::STANDARD.encode(body.to_string())
+    });
+    e.to_string()
+}
+
+async fn invoke(app: &axum::Router, event: String) -> (u16, Option<String>, Value) {
+    let req = lambda_http::request::from_str(&event).expect("a valid event");
+    let resp = app.clone().oneshot(req).await.expect("infallible");
+    let status = resp.status().as_u16();
+    let retry = resp
+        .headers()
+        .get("retry-after")
+        .map(|v| v.to_str().unwrap().to_owned());
+    let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+    (
+        status,
+        retry,
+        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+    )
+}
+
+async fn function() -> axum::Router {
+    let config = AwsConfig::from_env().unwrap();
+    let (blobs, meta) = connect(&config, AwsHooks::default()).await.unwrap();
+    let folding = Folding {
+        store: Arc::new(DynamoBranchStore::new(
+            meta.client().clone(),
+            config.table.clone(),
+        )),
+        timer: Arc::new(NoTimer),
+        scrubber: Arc::new(RuleScrubber::new().unwrap()),
+        ids: Arc::new(OsRandom),
+        config: FoldingConfig {
+            limits: RateLimits {
+                active_per_session: 10,
+                active_per_tenant: 100,
+                creations_per_minute: 1000,
+            },
+            ..FoldingConfig::default()
+        },
+    };
+    let service = Service::new(
+        Stores {
+            blobs: Arc::new(blobs),
+            meta: Arc::new(meta),
+        },
+        Arc::new(SystemClock),
+    )
+    .with_folding(folding);
+    app_with("branch", service, Arc::new(JwtClaimsAuth::new("tenant"))).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_branch_function_on_the_aws_backends() {
+    let required = std::env::var("CTX_TEST_AWS").is_ok_and(|v| v == "1");
+    if std::env::var("AWS_ENDPOINT_URL").is_err() {
+        assert!(!required, "CTX_TEST_AWS=1 but AWS_ENDPOINT_URL is not set");
+        eprintln!("NOT RUN: needs the AWS emulator; tests/run starts it");
+        return;
+    }
+    let (a, b) = (function().await, function().await);
+    let tenant = ctx_core::store::conformance::fresh_tenant("fnbranch").to_string();
+    let create = |session: &str, sub: &str| {
+        event(
+            "POST",
+            "/v1/branches",
+            &tenant,
+            sub,
+            &json!({"session_id": session, "description": "look"}),
+        )
+    };
+    let (s, _, created) = invoke(&a, create("s1", "agent-7")).await;
+    assert_eq!(s, 201, "{created}");
+    let id = created["branch_id"].as_str().unwrap();
+    let status = |sub: &str| {
+        event(
+            "GET",
+            &format!("/v1/branches/{id}"),
+            &tenant,
+            sub,
+            &Value::Null,
+        )
+    };
+    assert_eq!(invoke(&b, status("agent-7")).await.0, 200);
+    assert_eq!(
+        invoke(&b, status("agent-8")).await.0,
+        404,
+        "another principal"
+    );
+    let (s, _, r) = invoke(
+        &b,
+        event(
+            "POST",
+            &format!("/v1/branches/{id}/return"),
+            &tenant,
+            "agent-7",
+            &json!({"message": "done"}),
+        ),
+    )
+    .await;
+    assert_eq!((s, r["success"].clone()), (200, json!(true)), "{r}");
+    let (s, _, _) = invoke(
+        &a,
+        event(
+            "GET",
+            "/v1/branches?session_id=s1",
+            &tenant,
+            "agent-7",
+            &Value::Null,
+        ),
+    )
+    .await;
+    assert_eq!(s, 200);
+    // 16 concurrent creations in one session, alternating between the two
+    // function instances: exactly 10 (the session limit) succeed.
+    let results = futures::future::join_all((0..16).map(|i| {
+        let app = if i % 2 == 0 { a.clone() } else { b.clone() };
+        let e = create("race", "agent-7");
+        async move { invoke(&app, e).await }
+    }))
+    .await;
+    let ok = results.iter().filter(|r| r.0 == 201).count();
+    let limited: Vec<_> = results.iter().filter(|r| r.0 == 429).collect();
+    assert_eq!((ok, limited.len()), (10, 6), "{results:?}");
+    assert!(limited.iter().all(|r| r.1.as_deref() == Some("5")));
+    let (s, _, e) = invoke(
+        &a,
+        event(
+            "POST",
+            "/v1/sessions/race/end",
+            &tenant,
+            "agent-8",
+            &Value::Null,
+        ),
+    )
+    .await;
+    assert_eq!(s, 404, "another principal cannot end it: {e}");
+    let (s, _, e) = invoke(
+        &a,
+        event(
+            "POST",
+            "/v1/sessions/race/end",
+            &tenant,
+            "agent-7",
+            &Value::Null,
+        ),
+    )
+    .await;
+    assert_eq!(
+        (s, e["returned"].as_array().map(Vec::len)),
+        (200, Some(10)),
+        "{e}"
+    );
+}
