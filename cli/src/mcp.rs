@@ -207,3 +207,89 @@ pub async fn serve(client: Client) -> Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn client() -> Client {
+        // Never contacted by these calls.
+        Client::new("http://127.0.0.1:9", None)
+    }
+
+    #[tokio::test]
+    async fn the_protocol_subset_answers_as_json_rpc() {
+        let c = client();
+        let init = handle(
+            &c,
+            &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                    "params": {"protocolVersion": "2025-03-26", "capabilities": {},
+                               "clientInfo": {"name": "t", "version": "0"}}}),
+        )
+        .await
+        .unwrap();
+        assert_eq!(init["result"]["protocolVersion"], "2025-03-26");
+        assert_eq!(init["result"]["serverInfo"]["name"], "ctx");
+        let newer = handle(
+            &c,
+            &json!({"jsonrpc": "2.0", "id": 2, "method": "initialize",
+                    "params": {"protocolVersion": "2099-01-01"}}),
+        )
+        .await
+        .unwrap();
+        assert_eq!(newer["result"]["protocolVersion"], PROTOCOL_VERSIONS[0]);
+        assert_eq!(
+            handle(
+                &c,
+                &json!({"jsonrpc": "2.0", "method": "notifications/initialized"})
+            )
+            .await,
+            None
+        );
+        let list = handle(
+            &c,
+            &json!({"jsonrpc": "2.0", "id": "x", "method": "tools/list"}),
+        )
+        .await
+        .unwrap();
+        let names: Vec<_> = list["result"]["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, ["branch_create", "branch_return", "branch_status"]);
+        assert_eq!(list["id"], "x");
+        let unknown = handle(
+            &c,
+            &json!({"jsonrpc": "2.0", "id": 3, "method": "resources/list"}),
+        )
+        .await
+        .unwrap();
+        assert_eq!(unknown["error"]["code"], -32601);
+        let bad_tool = handle(
+            &c,
+            &json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call",
+                    "params": {"name": "rm_rf", "arguments": {}}}),
+        )
+        .await
+        .unwrap();
+        assert_eq!(bad_tool["error"]["code"], -32602);
+        // A tool's own failure is a result with isError, not a protocol error.
+        let missing = handle(
+            &c,
+            &json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call",
+                    "params": {"name": "branch_return", "arguments": {"branch_id": "br-x"}}}),
+        )
+        .await
+        .unwrap();
+        assert_eq!(missing["result"]["isError"], true);
+        assert!(
+            missing["result"]["content"][0]["text"]
+                .as_str()
+                .unwrap()
+                .contains("message"),
+            "{missing}"
+        );
+    }
+}
