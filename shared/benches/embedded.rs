@@ -189,24 +189,8 @@ fn checkpoint_request(
 ) -> CheckpointRequest {
     CheckpointRequest {
         parent,
-        commit_type: CommitType::Delta,
-        format: FormatId::raw(),
-        artifact_ref: None,
-        delta: Some(delta),
-        delta_base64: None,
-        template: "bench".into(),
-        principal: principal(),
-        machine: None,
-        session_id: None,
-        checkpoint: Trigger::TurnBoundary,
-        ticket_id: None,
-        thread_id: None,
-        summary: None,
-        message_count: None,
-        token_count: None,
         created_at: Some(created_at),
-        tags: None,
-        ref_move: None,
+        ..CheckpointRequest::new(principal(), "bench", FormatId::raw(), delta)
     }
 }
 

@@ -125,6 +125,39 @@ pub struct CheckpointRequest {
     pub ref_move: Option<RefMove>,
 }
 
+impl CheckpointRequest {
+    /// A delta checkpoint of `delta` by `principal` at a turn boundary, with
+    /// everything optional left out; set the rest with struct update syntax.
+    pub fn new(
+        principal: Principal,
+        template: impl Into<String>,
+        format: FormatId,
+        delta: impl Into<String>,
+    ) -> Self {
+        CheckpointRequest {
+            parent: None,
+            commit_type: CommitType::Delta,
+            format,
+            artifact_ref: None,
+            delta: Some(delta.into()),
+            delta_base64: None,
+            template: template.into(),
+            principal,
+            machine: None,
+            session_id: None,
+            checkpoint: Trigger::TurnBoundary,
+            ticket_id: None,
+            thread_id: None,
+            summary: None,
+            message_count: None,
+            token_count: None,
+            created_at: None,
+            tags: None,
+            ref_move: None,
+        }
+    }
+}
+
 /// Where a materialization starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Stop {

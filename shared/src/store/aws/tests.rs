@@ -155,9 +155,9 @@ async fn faults_leave_nothing_dangling() {
 /// Streams `ops` checkpoints (and a materialize every fifth) with one call
 /// in `one_in` failing; returns how many retryable errors reached the caller.
 async fn run_with_faults(config: &AwsConfig, one_in: u64, ops: u32) -> usize {
+    use crate::ErrorKind;
     use crate::service::{CheckpointRequest, MaterializeRequest, Service, Stop};
     use crate::store::{BlobStore, MetaStore, RefMove, Stores};
-    use crate::{CommitType, ErrorKind, Trigger};
 
     let plan = Arc::new(FaultPlan::new(one_in, 0x5EED + one_in));
     let hooks = AwsHooks {
@@ -180,27 +180,17 @@ async fn run_with_faults(config: &AwsConfig, one_in: u64, ops: u32) -> usize {
     for i in 0..ops {
         let req = CheckpointRequest {
             parent: tip,
-            commit_type: CommitType::Delta,
-            format: crate::format::FormatId::raw(),
-            artifact_ref: None,
-            delta: Some(format!("turn {i}\n")),
-            delta_base64: None,
-            template: "faults".into(),
-            principal: "faulty".parse().unwrap(),
-            machine: None,
-            session_id: None,
-            checkpoint: Trigger::TurnBoundary,
-            ticket_id: None,
-            thread_id: None,
-            summary: None,
-            message_count: None,
-            token_count: None,
             created_at: Some(conformance::t(i64::from(i))),
-            tags: None,
             ref_move: Some(RefMove {
                 name: head.clone(),
                 expected: tip,
             }),
+            ..CheckpointRequest::new(
+                "faulty".parse().unwrap(),
+                "faults",
+                crate::format::FormatId::raw(),
+                format!("turn {i}\n"),
+            )
         };
         // A wrapper retries a retryable failure with the same request.
         let commit = loop {
