@@ -320,3 +320,96 @@ async fn tokens_add_tenants_that_cannot_see_each_other() {
     let (status, v) = b.call("GET", "/v1/refs", None).await.unwrap();
     assert_eq!(status, 401, "a revoked token is refused: {v}");
 }
+
+/// Large deltas go around the API: a presigned PUT to S3, then a checkpoint
+/// naming the artifact, which re-hashes the bytes before referencing them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn direct_uploads_are_verified_before_they_are_referenced() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(server) = Server::start_aws(dir.path()) else {
+        return;
+    };
+    let http = server.client();
+    let bytes: Vec<u8> = (0..200_000u32).flat_map(|i| i.to_le_bytes()).collect();
+    let art = ctx_core::ArtifactRef::of(&bytes).to_string();
+    let up = http
+        .ok(
+            "POST",
+            "/v1/uploads",
+            Some(&json!({"artifact_ref": art, "size": bytes.len()})),
+        )
+        .await;
+    assert_eq!(up["method"], "PUT");
+    let put = reqwest::Client::new()
+        .put(up["url"].as_str().unwrap())
+        .header("content-type", "application/octet-stream")
+        .body(bytes.clone())
+        .send()
+        .await
+        .unwrap();
+    assert!(
+        put.status().is_success(),
+        "PUT to the presigned URL: {}",
+        put.status()
+    );
+    let mut body = checkpoint("", None, "uploader", "2026-11-22T09:00:00Z");
+    body.as_object_mut().unwrap().remove("delta");
+    body["artifact_ref"] = json!(art);
+    let c = http.ok("POST", "/v1/commits", Some(&body)).await;
+    assert_eq!(c["artifact_size"].as_u64(), Some(bytes.len() as u64));
+    assert_eq!(
+        http.materialize(c["id"].as_str().unwrap(), "root").await,
+        bytes
+    );
+
+    // Bytes that do not match the announced hash are refused and discarded.
+    let claimed = ctx_core::ArtifactRef::of(b"what I said I would send").to_string();
+    let up = http
+        .ok(
+            "POST",
+            "/v1/uploads",
+            Some(&json!({"artifact_ref": claimed, "size": 5})),
+        )
+        .await;
+    reqwest::Client::new()
+        .put(up["url"].as_str().unwrap())
+        .body(b"other".to_vec())
+        .send()
+        .await
+        .unwrap();
+    let mut body = checkpoint("", None, "uploader", "2026-11-22T09:01:00Z");
+    body.as_object_mut().unwrap().remove("delta");
+    body["artifact_ref"] = json!(claimed);
+    let (status, v) = http.call("POST", "/v1/commits", Some(&body)).await.unwrap();
+    assert_eq!(
+        (status, v["error"]["field"].as_str()),
+        (400, Some("artifact_ref")),
+        "{v}"
+    );
+    let (status, _) = http.call("POST", "/v1/commits", Some(&body)).await.unwrap();
+    assert_eq!(status, 400, "the bad upload was discarded, not kept");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn embedded_mode_says_to_post_bytes_instead_of_presigning() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path());
+    let art = ctx_core::ArtifactRef::of(b"x").to_string();
+    let (status, v) = server
+        .client()
+        .call(
+            "POST",
+            "/v1/uploads",
+            Some(&json!({"artifact_ref": art, "size": 1})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(status, 400);
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("/v1/artifacts"),
+        "{v}"
+    );
+}

@@ -92,6 +92,39 @@ impl Client {
     }
 }
 
+impl Client {
+    /// Materializes `id` (a `ctx-…` id) and fetches the result: the
+    /// response and the context's bytes.
+    ///
+    /// # Errors
+    /// The server's errors.
+    pub async fn materialize(
+        &self,
+        id: &str,
+        stop: Option<&str>,
+        format: Option<&str>,
+    ) -> Result<(ctx_core::service::MaterializeResponse, Vec<u8>)> {
+        let mut body = serde_json::json!({});
+        if let Some(s) = stop {
+            body["stop"] = s.into();
+        }
+        if let Some(f) = format {
+            body["format"] = f.into();
+        }
+        let (_, m): (_, ctx_core::service::MaterializeResponse) = self
+            .json(
+                Method::POST,
+                &format!("/v1/commits/{id}/materialize"),
+                Some(&body),
+            )
+            .await?;
+        let bytes = self
+            .bytes(&format!("/v1/artifacts/{}", m.artifact_ref))
+            .await?;
+        Ok((m, bytes))
+    }
+}
+
 /// The error a non-success response stands for.
 pub fn error_from(status: StatusCode, body: &[u8]) -> Error {
     match serde_json::from_slice::<ErrorBody>(body) {

@@ -16,7 +16,6 @@ use std::path::PathBuf;
 use chrono::{DateTime, Duration, Utc};
 use clap::{Args, Subcommand};
 use ctx_core::format::{SegmentKind, segments};
-use ctx_core::service::MaterializeResponse;
 use ctx_core::store::RefRecord;
 use ctx_core::{Commit, Error, ErrorKind, Result};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -209,19 +208,8 @@ pub async fn run_import(cmd: ImportCommand) -> Result<()> {
 pub async fn run_export(a: ExportArgs) -> Result<()> {
     let c = a.conn.client()?;
     let id = rev(&c, &a.rev).await?;
-    let mut body = json!({ "stop": a.stop });
-    if let Some(f) = &a.format {
-        body["format"] = Value::String(f.clone());
-    }
-    let (_, m): (_, MaterializeResponse) = c
-        .json(
-            Method::POST,
-            &format!("/v1/commits/{id}/materialize"),
-            Some(&body),
-        )
-        .await?;
-    let bytes = c
-        .bytes(&format!("/v1/artifacts/{}", m.artifact_ref))
+    let (m, bytes) = c
+        .materialize(&id, Some(&a.stop), a.format.as_deref())
         .await?;
     match &a.output {
         Some(path) => std::fs::write(path, &bytes)

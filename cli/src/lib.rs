@@ -23,7 +23,6 @@ use std::process::ExitCode;
 use base64::Engine as _;
 use clap::{Args, Parser, Subcommand};
 use ctx_core::api::{HistoryResponse, RefList, ResolveResponse};
-use ctx_core::service::MaterializeResponse;
 use ctx_core::store::RefRecord;
 use ctx_core::{Commit, Error, Result, TenantId};
 use reqwest::Method;
@@ -438,22 +437,8 @@ async fn run(cli: Cli) -> Result<()> {
         } => {
             let c = conn.client()?;
             let id = rev(&c, &r).await?;
-            let mut body = json!({});
-            if let Some(s) = stop {
-                body["stop"] = Value::String(s);
-            }
-            if let Some(f) = format {
-                body["format"] = Value::String(f);
-            }
-            let (_, m): (_, MaterializeResponse) = c
-                .json(
-                    Method::POST,
-                    &format!("/v1/commits/{id}/materialize"),
-                    Some(&body),
-                )
-                .await?;
-            let bytes = c
-                .bytes(&format!("/v1/artifacts/{}", m.artifact_ref))
+            let (m, bytes) = c
+                .materialize(&id, stop.as_deref(), format.as_deref())
                 .await?;
             match &output {
                 Some(path) => std::fs::write(path, &bytes).map_err(|e| {

@@ -41,7 +41,7 @@ use ctx_core::format::{FormatId, Formats};
 use ctx_core::service::{CheckpointRequest, MaterializeRequest, Stop};
 use ctx_core::store::Stores;
 use ctx_core::store::memory::{MemoryBlobStore, MemoryMetaStore};
-use ctx_core::{CommitId, CommitType, ManualClock, Service, TenantId, Trigger};
+use ctx_core::{CommitId, ManualClock, Service, TenantId};
 use serde_json::json;
 
 const EPOCH_MICROS: i64 = 1_790_000_000_000_000;
@@ -163,24 +163,15 @@ async fn chain(format: &str, parts: &[Bytes]) -> (Service, TenantId, CommitId) {
     for (i, p) in parts.iter().enumerate() {
         let req = CheckpointRequest {
             parent,
-            commit_type: CommitType::Delta,
-            format: format.parse().expect("a format id"),
-            artifact_ref: None,
             delta: None,
             delta_base64: Some(base64::engine::general_purpose::STANDARD.encode(p)),
-            template: "bench".into(),
-            principal: "bench".parse().expect("a principal"),
-            machine: None,
-            session_id: None,
-            checkpoint: Trigger::TurnBoundary,
-            ticket_id: None,
-            thread_id: None,
-            summary: None,
-            message_count: None,
-            token_count: None,
             created_at: Some(micros_to_time(EPOCH_MICROS + i as i64)),
-            tags: None,
-            ref_move: None,
+            ..CheckpointRequest::new(
+                "bench".parse().expect("a principal"),
+                "bench",
+                format.parse().expect("a format id"),
+                "",
+            )
         };
         let (c, _) = svc
             .checkpoint(&tenant, req)

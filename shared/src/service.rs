@@ -32,6 +32,8 @@ pub struct Limits {
     pub max_history: usize,
     /// The most refs one listing returns.
     pub max_ref_list: usize,
+    /// The largest direct (presigned) upload.
+    pub max_upload_bytes: u64,
 }
 
 impl Default for Limits {
@@ -40,6 +42,7 @@ impl Default for Limits {
             max_artifact_bytes: 64 * 1024 * 1024,
             max_history: 1000,
             max_ref_list: 1000,
+            max_upload_bytes: 5 * 1024 * 1024 * 1024,
         }
     }
 }
@@ -120,6 +123,39 @@ pub struct CheckpointRequest {
     /// A ref to move to the new commit in the same write.
     #[serde(default, rename = "ref")]
     pub ref_move: Option<RefMove>,
+}
+
+impl CheckpointRequest {
+    /// A delta checkpoint of `delta` by `principal` at a turn boundary, with
+    /// everything optional left out; set the rest with struct update syntax.
+    pub fn new(
+        principal: Principal,
+        template: impl Into<String>,
+        format: FormatId,
+        delta: impl Into<String>,
+    ) -> Self {
+        CheckpointRequest {
+            parent: None,
+            commit_type: CommitType::Delta,
+            format,
+            artifact_ref: None,
+            delta: Some(delta.into()),
+            delta_base64: None,
+            template: template.into(),
+            principal,
+            machine: None,
+            session_id: None,
+            checkpoint: Trigger::TurnBoundary,
+            ticket_id: None,
+            thread_id: None,
+            summary: None,
+            message_count: None,
+            token_count: None,
+            created_at: None,
+            tags: None,
+            ref_move: None,
+        }
+    }
 }
 
 /// Where a materialization starts.
@@ -470,6 +506,9 @@ impl Service {
                 ));
             }
         }
+        if req.artifact_ref.is_some() {
+            self.ensure_artifact(tenant, &artifact).await?;
+        }
         let codec = self.formats.codec(&req.format).clone();
         // The bytes to check: inline ones, or a structured format's uploaded
         // artifact (opaque formats need only its size).
@@ -571,6 +610,64 @@ impl Service {
             PutCommit::Created(c) => Ok((c, true)),
             PutCommit::Existing(c) => Ok((c, false)),
         }
+    }
+
+    /// Makes sure an artifact named by a checkpoint is stored: present, or
+    /// staged by a direct upload, whose bytes are re-hashed before they are
+    /// moved into place.
+    async fn ensure_artifact(&self, tenant: &TenantId, artifact: &ArtifactRef) -> Result<u64> {
+        if let Some(size) = self.stores.blobs.size(tenant, artifact).await? {
+            return Ok(size);
+        }
+        self.stores
+            .blobs
+            .promote_upload(tenant, artifact)
+            .await?
+            .ok_or_else(|| {
+                Error::invalid(
+                    "artifact_ref",
+                    format!("artifact {artifact} does not exist"),
+                )
+            })
+    }
+
+    /// A URL to PUT a large artifact to directly (AWS mode), valid for
+    /// fifteen minutes. Checkpointing with `artifact_ref` afterwards verifies
+    /// the bytes' hash and moves them into place.
+    ///
+    /// # Errors
+    /// `TooLarge` over the upload limit; `Invalid` when the store cannot
+    /// take direct uploads (embedded mode: POST the bytes instead).
+    pub async fn upload_url(
+        &self,
+        tenant: &TenantId,
+        artifact: &ArtifactRef,
+        size: u64,
+    ) -> Result<crate::store::PresignedUpload> {
+        if size > self.limits.max_upload_bytes {
+            return Err(Error::new(
+                ErrorKind::TooLarge,
+                format!(
+                    "size is {size} bytes; direct uploads take at most {}",
+                    self.limits.max_upload_bytes
+                ),
+            )
+            .with_field("size"));
+        }
+        let ttl = std::time::Duration::from_secs(15 * 60);
+        let mut up = self
+            .stores
+            .blobs
+            .presign_upload(tenant, artifact, size, ttl)
+            .await?
+            .ok_or_else(|| {
+                Error::invalid(
+                    "body",
+                    "this server's storage takes no direct uploads; POST the bytes to /v1/artifacts",
+                )
+            })?;
+        up.expires_at = self.clock.now() + chrono::Duration::seconds(15 * 60);
+        Ok(up)
     }
 
     /// One commit.

@@ -135,6 +135,12 @@ pub fn routes(limits: &crate::service::Limits) -> Vec<RouteDef> {
         ),
         route(
             Artifacts,
+            Method::POST,
+            "/v1/uploads",
+            on(MethodFilter::POST, upload_url),
+        ),
+        route(
+            Artifacts,
             Method::GET,
             "/v1/artifacts/{art}",
             on(MethodFilter::GET, download_artifact),
@@ -311,6 +317,34 @@ async fn upload_artifact(
         }),
     )
         .into_response())
+}
+
+/// A direct upload request: the artifact the bytes will hash to, and their size.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UploadRequest {
+    /// `art-` and the BLAKE3 hash the bytes will have.
+    pub artifact_ref: ArtifactRef,
+    /// Their size in bytes.
+    pub size: u64,
+}
+
+/// A URL to PUT a large artifact to directly (AWS mode; bodies beyond the
+/// API's limits). Then checkpoint with `artifact_ref`: the bytes are
+/// re-hashed before the commit references them.
+#[utoipa::path(post, path = "/v1/uploads", tag = "artifacts", request_body = UploadRequest,
+    responses((status = 201, body = crate::store::PresignedUpload), (status = 400, body = ErrorBody), (status = 413, body = ErrorBody)),
+    security(("bearer" = [])))]
+async fn upload_url(
+    State(s): State<AppState>,
+    caller: Caller,
+    Json(req): Json<UploadRequest>,
+) -> ApiResult<Response> {
+    let up = s
+        .service
+        .upload_url(&caller.tenant, &req.artifact_ref, req.size)
+        .await?;
+    Ok((StatusCode::CREATED, axum::Json(up)).into_response())
 }
 
 /// An artifact's bytes, verified against their hash.
@@ -534,7 +568,7 @@ impl utoipa::Modify for BearerAuth {
 #[openapi(
     info(title = "ctx", description = "A git for AI-agent context."),
     paths(
-        healthz, openapi_json, upload_artifact, download_artifact, checkpoint, show,
+        healthz, openapi_json, upload_artifact, upload_url, download_artifact, checkpoint, show,
         update_metadata, history, materialize, resolve, list_refs, get_ref, set_ref,
         branches::branch_create, branches::branch_status_of_session, branches::branch_status,
         branches::branch_return, branches::session_end

@@ -102,21 +102,7 @@ impl Harness {
     }
 }
 
-fn checkpoint_body(delta: &str, parent: Option<&str>) -> Value {
-    let mut b = json!({
-        "commit_type": "delta",
-        "format": "raw",
-        "template": "tpl",
-        "principal": "alice",
-        "checkpoint": "turn_boundary",
-        "delta": delta,
-        "created_at": "2026-11-22T10:00:00Z",
-    });
-    if let Some(p) = parent {
-        b["parent"] = json!(p);
-    }
-    b
-}
+use testing::checkpoint_body;
 
 #[tokio::test]
 async fn openapi_lists_exactly_the_routes_served() {

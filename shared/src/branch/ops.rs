@@ -14,7 +14,7 @@ use super::{
     branch_ref,
 };
 use crate::auth::Caller;
-use crate::commit::{Commit, CommitType, Tags, Trigger, check_text, limits};
+use crate::commit::{Commit, Tags, Trigger, check_text, limits};
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::FormatId;
 use crate::id::{BranchId, CommitId, Principal, RefName, TenantId};
@@ -425,28 +425,20 @@ impl Service {
             .checkpoint_unguarded(
                 tenant,
                 CheckpointRequest {
-                    parent: None,
-                    commit_type: CommitType::Delta,
-                    format: FormatId::raw(),
-                    artifact_ref: None,
-                    delta: Some(text),
-                    delta_base64: None,
-                    template: "ctx-branch".into(),
-                    principal: Self::principal_of(caller),
-                    machine: None,
                     session_id: Some(id.to_string()),
                     checkpoint: Trigger::Explicit,
-                    ticket_id: None,
-                    thread_id: None,
                     summary: Some(description.clone()),
-                    message_count: None,
-                    token_count: None,
                     created_at: Some(now),
                     tags: Some(Tags::from([
                         ("branch".to_owned(), id.to_string()),
                         ("session".to_owned(), session.clone()),
                     ])),
-                    ref_move: None,
+                    ..CheckpointRequest::new(
+                        Self::principal_of(caller),
+                        "ctx-branch",
+                        FormatId::raw(),
+                        text,
+                    )
                 },
             )
             .await?;
@@ -922,21 +914,11 @@ impl Service {
                 use base64::Engine as _;
                 let req = CheckpointRequest {
                     parent: tip,
-                    commit_type: CommitType::Delta,
-                    format: format.clone(),
-                    artifact_ref: None,
                     delta: None,
                     delta_base64: Some(base64::engine::general_purpose::STANDARD.encode(bytes)),
-                    template: "ctx-branch-return".into(),
-                    principal: principal.clone(),
-                    machine: None,
                     session_id: Some(session_of_commit.clone()),
                     checkpoint: Trigger::BranchReturn,
-                    ticket_id: None,
-                    thread_id: None,
                     summary: Some(format!("branch {} {}", rec.id, rec.status)),
-                    message_count: None,
-                    token_count: None,
                     created_at: Some(self.clock().now()),
                     tags: Some(Tags::from([
                         ("branch".to_owned(), rec.id.to_string()),
@@ -946,6 +928,12 @@ impl Service {
                         name: name.clone(),
                         expected: tip,
                     }),
+                    ..CheckpointRequest::new(
+                        principal.clone(),
+                        "ctx-branch-return",
+                        format.clone(),
+                        String::new(),
+                    )
                 };
                 match self.checkpoint_unguarded(tenant, req).await {
                     Ok((commit, _)) => {

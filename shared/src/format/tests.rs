@@ -17,7 +17,7 @@ use crate::clock::ManualClock;
 use crate::service::{CheckpointRequest, MaterializeRequest, Service, Stop};
 use crate::store::Stores;
 use crate::store::memory::{MemoryBlobStore, MemoryMetaStore};
-use crate::{CommitType, TenantId, Trigger};
+use crate::{CommitType, TenantId};
 
 const PNG: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==";
 
@@ -474,23 +474,10 @@ fn request(
     CheckpointRequest {
         parent,
         commit_type: kind,
-        format: fid(format),
-        artifact_ref: None,
         delta: None,
         delta_base64: Some(base64::engine::general_purpose::STANDARD.encode(delta)),
-        template: "t".into(),
-        principal: "p".parse().unwrap(),
-        machine: None,
-        session_id: None,
-        checkpoint: Trigger::TurnBoundary,
-        ticket_id: None,
-        thread_id: None,
-        summary: None,
-        message_count: None,
-        token_count: None,
         created_at: Some(crate::store::conformance::t(n)),
-        tags: None,
-        ref_move: None,
+        ..CheckpointRequest::new("p".parse().unwrap(), "t", fid(format), "")
     }
 }
 

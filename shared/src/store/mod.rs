@@ -64,6 +64,49 @@ pub trait BlobStore: Send + Sync + 'static {
     /// # Errors
     /// `Unavailable` when the storage cannot be read.
     async fn size(&self, tenant: &TenantId, artifact: &ArtifactRef) -> Result<Option<u64>>;
+
+    /// A URL the caller can PUT an artifact's bytes to directly (for bodies
+    /// too large for the API), or `None` when the store cannot hand one
+    /// out. The bytes land in a staging area until [`BlobStore::promote_upload`].
+    ///
+    /// # Errors
+    /// `Unavailable`.
+    async fn presign_upload(
+        &self,
+        _tenant: &TenantId,
+        _artifact: &ArtifactRef,
+        _size: u64,
+        _expires_in: std::time::Duration,
+    ) -> Result<Option<PresignedUpload>> {
+        Ok(None)
+    }
+
+    /// Moves staged bytes for `artifact` into the store after re-hashing
+    /// them; `None` when nothing is staged.
+    ///
+    /// # Errors
+    /// `Invalid` (field `artifact_ref`) when the staged bytes do not hash to
+    /// `artifact` (they are discarded); `Unavailable`.
+    async fn promote_upload(
+        &self,
+        _tenant: &TenantId,
+        _artifact: &ArtifactRef,
+    ) -> Result<Option<u64>> {
+        Ok(None)
+    }
+}
+
+/// A presigned direct upload.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct PresignedUpload {
+    /// Where to send the bytes.
+    pub url: String,
+    /// The method to use (`PUT`).
+    pub method: String,
+    /// Headers the request must carry exactly.
+    pub headers: std::collections::BTreeMap<String, String>,
+    /// When the URL stops working.
+    pub expires_at: DateTime<Utc>,
 }
 
 /// Helpers every [`BlobStore`] gets.

@@ -52,6 +52,11 @@ struct RefItem {
     sk: String,
     target: CommitId,
     updated_at: i64,
+    /// A nonce of the write that set the ref: when a response is lost and
+    /// the retry fails its condition, finding our own nonce means the first
+    /// attempt landed.
+    #[serde(default)]
+    w: Option<String>,
 }
 
 /// A cached materialization item.
@@ -112,12 +117,14 @@ impl DynamoMetaStore {
         mv: &RefMove,
         target: &CommitId,
         now: DateTime<Utc>,
+        nonce: Option<String>,
     ) -> Result<TransactWriteItem> {
         let item = to_item(&RefItem {
             pk: keys::refs_pk(tenant),
             sk: keys::ref_sk(&mv.name),
             target: *target,
             updated_at: now.timestamp_micros(),
+            w: nonce,
         })?;
         let mut put = Put::builder().table_name(&self.table).set_item(Some(item));
         put = match &mv.expected {
@@ -182,7 +189,7 @@ impl DynamoMetaStore {
                 .build(),
         ];
         if let Some(mv) = ref_move {
-            items.push(self.ref_put(tenant, mv, &commit.id, commit.created_at)?);
+            items.push(self.ref_put(tenant, mv, &commit.id, commit.created_at, None)?);
         }
         let result = self
             .client
@@ -444,7 +451,10 @@ impl MetaStore for DynamoMetaStore {
             name: name.clone(),
             expected: expected.copied(),
         };
-        let put = self.ref_put(tenant, &mv, target, now)?;
+        let mut nonce = [0u8; 16];
+        crate::clock::IdSource::fill(&crate::clock::OsRandom, &mut nonce);
+        let nonce = hex::encode(nonce);
+        let put = self.ref_put(tenant, &mv, target, now, Some(nonce.clone()))?;
         let put = put.put.expect("ref_put builds a put");
         let result = self
             .client
@@ -466,7 +476,16 @@ impl MetaStore for DynamoMetaStore {
                 if e.as_service_error()
                     .is_some_and(|s| s.is_conditional_check_failed_exception()) =>
             {
-                let current = self.current_ref(tenant, name).await?;
+                let item = self
+                    .get_item(keys::refs_pk(tenant), keys::ref_sk(name))
+                    .await?;
+                let item = item.map(from_item::<RefItem>).transpose()?;
+                let current = match item {
+                    // Our first attempt landed; its response was lost.
+                    Some(i) if i.w.as_deref() == Some(nonce.as_str()) => return ref_record(i),
+                    Some(i) => Some(i.target),
+                    None => None,
+                };
                 Err(ref_conflict(name, expected, current.as_ref()))
             }
             Err(e) => Err(sdk_error("DynamoDB PutItem", e)),

@@ -26,6 +26,12 @@ pub fn blob_key(tenant: &TenantId, artifact: &ArtifactRef) -> String {
     format!("cas/{tenant}/{}/{hex}", &hex[..2])
 }
 
+/// The S3 key where a direct upload of `artifact` is staged until it is
+/// verified: `uploads/<tenant>/<64 hex>`.
+pub fn upload_key(tenant: &TenantId, artifact: &ArtifactRef) -> String {
+    format!("uploads/{tenant}/{}", artifact.hash().to_hex())
+}
+
 /// Parses [`blob_key`].
 pub fn parse_blob_key(key: &str) -> Option<(TenantId, ArtifactRef)> {
     let mut parts = key.strip_prefix("cas/")?.split('/');

@@ -88,6 +88,9 @@ pub struct AwsHooks {
     pub interceptor: Option<SharedInterceptor>,
     /// Fail a share of HTTP calls as this plan says (see [`FaultyHttpClient`]).
     pub faults: Option<Arc<FaultPlan>>,
+    /// The first retry backoff (the SDK's default when `None`); tests with
+    /// injected faults shorten it.
+    pub initial_backoff: Option<Duration>,
 }
 
 /// The rustls (ring) HTTPS client every SDK client uses.
@@ -115,7 +118,13 @@ pub async fn connect(
     }
     let sdk = aws_config::defaults(BehaviorVersion::latest())
         .http_client(http)
-        .retry_config(RetryConfig::standard().with_max_attempts(5))
+        .retry_config({
+            let r = RetryConfig::standard().with_max_attempts(5);
+            match hooks.initial_backoff {
+                Some(d) => r.with_initial_backoff(d).with_max_backoff(d * 8),
+                None => r,
+            }
+        })
         .timeout_config(
             TimeoutConfig::builder()
                 .operation_attempt_timeout(Duration::from_secs(10))

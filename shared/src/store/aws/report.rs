@@ -11,7 +11,7 @@ use chrono::Duration;
 
 use super::{AwsConfig, AwsHooks, RequestCounter, connect};
 use crate::clock::{Clock, ManualClock};
-use crate::commit::{CommitType, Trigger};
+
 use crate::error::Result;
 use crate::format::FormatId;
 use crate::id::{CommitId, TenantId};
@@ -69,24 +69,14 @@ impl Row {
 fn request(parent: Option<CommitId>, i: u64, principal: &str) -> CheckpointRequest {
     CheckpointRequest {
         parent,
-        commit_type: CommitType::Delta,
-        format: FormatId::raw(),
-        artifact_ref: None,
-        delta: Some(format!("turn {i}: some context the agent saw and said\n")),
-        delta_base64: None,
-        template: "report".into(),
-        principal: principal.parse().expect("valid principal"),
-        machine: None,
-        session_id: None,
-        checkpoint: Trigger::TurnBoundary,
-        ticket_id: None,
-        thread_id: None,
         summary: Some(format!("turn {i}")),
         message_count: Some(1),
-        token_count: None,
-        created_at: None,
-        tags: None,
-        ref_move: None,
+        ..CheckpointRequest::new(
+            principal.parse().expect("valid principal"),
+            "report",
+            FormatId::raw(),
+            format!("turn {i}: some context the agent saw and said\n"),
+        )
     }
 }
 

@@ -8,7 +8,7 @@ use bytes::Bytes;
 use super::{keys, sdk_error};
 use crate::error::Result;
 use crate::id::{ArtifactRef, TenantId};
-use crate::store::{BlobStore, PutBlob};
+use crate::store::{BlobStore, PresignedUpload, PutBlob};
 
 /// The S3 [`BlobStore`].
 #[derive(Debug, Clone)]
@@ -87,6 +87,101 @@ impl BlobStore for S3BlobStore {
             Err(e) if e.as_service_error().is_some_and(|s| s.is_no_such_key()) => Ok(None),
             Err(e) => Err(sdk_error("S3 GetObject", e)),
         }
+    }
+
+    async fn presign_upload(
+        &self,
+        tenant: &TenantId,
+        artifact: &ArtifactRef,
+        size: u64,
+        expires_in: std::time::Duration,
+    ) -> Result<Option<PresignedUpload>> {
+        let config = aws_sdk_s3::presigning::PresigningConfig::expires_in(expires_in)
+            .map_err(|e| crate::Error::internal(format!("bad presigning expiry: {e}")))?;
+        let presigned = self
+            .client
+            .put_object()
+            .bucket(&self.bucket)
+            .key(keys::upload_key(tenant, artifact))
+            .content_length(i64::try_from(size).unwrap_or(i64::MAX))
+            .content_type("application/octet-stream")
+            .presigned(config)
+            .await
+            .map_err(|e| sdk_error("S3 presign PutObject", e))?;
+        let headers = presigned
+            .headers()
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .collect();
+        Ok(Some(PresignedUpload {
+            url: presigned.uri().to_owned(),
+            method: presigned.method().to_owned(),
+            headers,
+            // Filled in by the service, which owns the clock.
+            expires_at: chrono::DateTime::<chrono::Utc>::MIN_UTC,
+        }))
+    }
+
+    async fn promote_upload(
+        &self,
+        tenant: &TenantId,
+        artifact: &ArtifactRef,
+    ) -> Result<Option<u64>> {
+        let staged = keys::upload_key(tenant, artifact);
+        let out = match self
+            .client
+            .get_object()
+            .bucket(&self.bucket)
+            .key(&staged)
+            .send()
+            .await
+        {
+            Ok(out) => out,
+            Err(e) if e.as_service_error().is_some_and(|s| s.is_no_such_key()) => return Ok(None),
+            Err(e) => return Err(sdk_error("S3 GetObject", e)),
+        };
+        // Re-hash while streaming: the bytes are never held whole.
+        let mut body = out.body;
+        let mut hasher = blake3::Hasher::new();
+        let mut size = 0u64;
+        while let Some(chunk) = body
+            .try_next()
+            .await
+            .map_err(|e| crate::Error::unavailable(format!("reading the upload failed: {e}")))?
+        {
+            size += chunk.len() as u64;
+            hasher.update(&chunk);
+        }
+        let actual = crate::Hash::from(hasher.finalize());
+        let delete = self
+            .client
+            .delete_object()
+            .bucket(&self.bucket)
+            .key(&staged);
+        if &actual != artifact.hash() {
+            delete
+                .send()
+                .await
+                .map_err(|e| sdk_error("S3 DeleteObject", e))?;
+            return Err(crate::Error::invalid(
+                "artifact_ref",
+                format!(
+                    "the uploaded {size} bytes hash to art-{actual}, not {artifact}; the upload was discarded"
+                ),
+            ));
+        }
+        self.client
+            .copy_object()
+            .bucket(&self.bucket)
+            .copy_source(format!("{}/{staged}", self.bucket))
+            .key(keys::blob_key(tenant, artifact))
+            .send()
+            .await
+            .map_err(|e| sdk_error("S3 CopyObject", e))?;
+        delete
+            .send()
+            .await
+            .map_err(|e| sdk_error("S3 DeleteObject", e))?;
+        Ok(Some(size))
     }
 
     async fn size(&self, tenant: &TenantId, artifact: &ArtifactRef) -> Result<Option<u64>> {

@@ -135,3 +135,166 @@ async fn operations_cost_the_requests_the_design_promises() {
         "the deep chain has 3 forks"
     );
 }
+
+/// 10% of S3 and DynamoDB calls fail (500s, throttling, timeouts before
+/// sending, responses lost after the write landed) while a wrapper streams
+/// checkpoints with ref moves and materializes, retrying what comes back
+/// retryable. Every operation ends in success or a retryable 503; afterwards
+/// nothing dangles.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn faults_leave_nothing_dangling() {
+    let Some(config) = emulator() else { return };
+    // 10%: the SDK's retries absorb them.
+    run_with_faults(&config, 10, 40).await;
+    // Every other call: some operations exhaust their retries and must come
+    // back as retryable 503s, never as anything else.
+    let surfaced = run_with_faults(&config, 2, 8).await;
+    assert!(surfaced > 0, "at 50% faults some errors reach the caller");
+}
+
+/// Streams `ops` checkpoints (and a materialize every fifth) with one call
+/// in `one_in` failing; returns how many retryable errors reached the caller.
+async fn run_with_faults(config: &AwsConfig, one_in: u64, ops: u32) -> usize {
+    use crate::ErrorKind;
+    use crate::service::{CheckpointRequest, MaterializeRequest, Service, Stop};
+    use crate::store::{BlobStore, MetaStore, RefMove, Stores};
+
+    let plan = Arc::new(FaultPlan::new(one_in, 0x5EED + one_in));
+    let hooks = AwsHooks {
+        faults: Some(plan.clone()),
+        initial_backoff: Some(std::time::Duration::from_millis(5)),
+        ..AwsHooks::default()
+    };
+    let (blobs, meta) = connect(config, hooks).await.unwrap();
+    let clock = Arc::new(crate::ManualClock::new(conformance::t(0)));
+    let service = Service::new(
+        Stores {
+            blobs: Arc::new(blobs),
+            meta: Arc::new(meta),
+        },
+        clock,
+    );
+    let tenant = conformance::fresh_tenant("faults");
+    let head: crate::RefName = "faults/head".parse().unwrap();
+    let (mut tip, mut acked, mut retryable_errors) = (None, Vec::new(), 0usize);
+    for i in 0..ops {
+        let req = CheckpointRequest {
+            parent: tip,
+            created_at: Some(conformance::t(i64::from(i))),
+            ref_move: Some(RefMove {
+                name: head.clone(),
+                expected: tip,
+            }),
+            ..CheckpointRequest::new(
+                "faulty".parse().unwrap(),
+                "faults",
+                crate::format::FormatId::raw(),
+                format!("turn {i}\n"),
+            )
+        };
+        // A wrapper retries a retryable failure with the same request.
+        let commit = loop {
+            match service.checkpoint(&tenant, req.clone()).await {
+                Ok((c, _)) => break c,
+                Err(e) if e.kind == ErrorKind::Unavailable => retryable_errors += 1,
+                Err(e) => panic!("checkpoint {i} failed for good: {e}"),
+            }
+        };
+        tip = Some(commit.id);
+        acked.push((commit.id, i));
+        if i % 5 == 4 {
+            let want: String = (0..=i).map(|k| format!("turn {k}\n")).collect();
+            let m = loop {
+                let req = MaterializeRequest {
+                    stop: Some(Stop::Root),
+                    format: None,
+                };
+                match service.materialize(&tenant, &commit.id, req).await {
+                    Ok(m) => break m,
+                    Err(e) if e.kind == ErrorKind::Unavailable => retryable_errors += 1,
+                    Err(e) => panic!("materialize at {i} failed for good: {e}"),
+                }
+            };
+            let bytes = loop {
+                match service.download_artifact(&tenant, &m.artifact_ref).await {
+                    Ok(b) => break b,
+                    Err(e) if e.kind == ErrorKind::Unavailable => retryable_errors += 1,
+                    Err(e) => panic!("download failed for good: {e}"),
+                }
+            };
+            assert_eq!(bytes, want.as_bytes());
+        }
+    }
+    let injected = plan.injected();
+    eprintln!("faults injected: {injected:?}; retryable errors surfaced: {retryable_errors}");
+    assert!(
+        injected.values().sum::<u64>() >= 10,
+        "the plan injected too little: {injected:?}"
+    );
+
+    // Check with a clean client: nothing dangles.
+    let (blobs, meta) = connect(config, AwsHooks::default()).await.unwrap();
+    let r = meta
+        .get_ref(&tenant, &head)
+        .await
+        .unwrap()
+        .expect("the ref exists");
+    assert_eq!(
+        Some(r.target),
+        tip,
+        "the ref points at the last acknowledged commit"
+    );
+    let principal: crate::Principal = "faulty".parse().unwrap();
+    for (id, i) in &acked {
+        let c = meta
+            .get_commit(&tenant, id)
+            .await
+            .unwrap()
+            .expect("acknowledged commit exists");
+        assert!(
+            blobs
+                .size(&tenant, &c.artifact_ref)
+                .await
+                .unwrap()
+                .is_some(),
+            "commit {i} has its artifact"
+        );
+        assert_eq!(
+            meta.resolve(&tenant, &principal, c.created_at)
+                .await
+                .unwrap(),
+            Some(*id),
+            "commit {i} is on the timeline"
+        );
+    }
+    // Every timeline entry has its commit (a raw query of the partition).
+    let out = meta
+        .client()
+        .query()
+        .table_name(&config.table)
+        .key_condition_expression("pk = :pk")
+        .expression_attribute_values(
+            ":pk",
+            aws_sdk_dynamodb::types::AttributeValue::S(keys::timeline_pk(&tenant, &principal)),
+        )
+        .send()
+        .await
+        .unwrap();
+    let entries = out.items.unwrap_or_default();
+    assert_eq!(
+        entries.len(),
+        acked.len(),
+        "one timeline entry per commit, no orphans"
+    );
+    for e in entries {
+        let Some(aws_sdk_dynamodb::types::AttributeValue::S(sk)) = e.get("sk") else {
+            panic!("timeline item without a sort key")
+        };
+        let (_, id) = keys::parse_timeline_sk(sk).expect("well-formed");
+        assert!(
+            meta.get_commit(&tenant, &id).await.unwrap().is_some(),
+            "timeline entry {id} has its commit"
+        );
+    }
+    retryable_errors
+}
