@@ -10,7 +10,9 @@ use ctx_core::api::{AppState, Group, router};
 use ctx_core::auth::{TokenAuth, new_token, token_hash};
 use ctx_core::branch::memory::MemoryBranchStore;
 use ctx_core::branch::sqlite::SqliteBranchStore;
-use ctx_core::branch::{BranchStore, Folding, FoldingConfig, RuleScrubber, TokioTimer};
+use ctx_core::branch::{
+    BranchStore, BranchTimer, Folding, FoldingConfig, RuleScrubber, TokioTimer,
+};
 use ctx_core::store::local::{LocalBlobStore, SqliteMetaStore};
 use ctx_core::store::memory::{MemoryBlobStore, MemoryMetaStore};
 use ctx_core::store::{Stores, TokenRecord, TokenStore};
@@ -129,9 +131,10 @@ pub async fn prepare_with(
         };
     let new_token = ensure_first_token(data, tokens.as_ref(), clock.as_ref()).await?;
     let timer = Arc::new(TokioTimer::new());
+    let deadlines: Arc<dyn BranchTimer> = sfn_timer(store).await.unwrap_or_else(|| timer.clone());
     let service = Service::new(stores, clock).with_folding(Folding {
         store: branches,
-        timer: timer.clone(),
+        timer: deadlines,
         scrubber: Arc::new(RuleScrubber::new()?),
         ids: Arc::new(OsRandom),
         config: folding,
@@ -178,6 +181,26 @@ impl Server {
             .with_graceful_shutdown(shutdown)
             .await
     }
+}
+
+/// With `--store aws` and `CTX_BRANCH_TIMER_ARN` set, deadlines are Step
+/// Functions executions of that state machine, as in the Lambda
+/// deployment; otherwise tokio timers in this process.
+#[allow(clippy::unused_async)] // awaits only with the aws feature
+async fn sfn_timer(store: StoreKind) -> Option<Arc<dyn BranchTimer>> {
+    #[cfg(feature = "aws")]
+    if store == StoreKind::Aws
+        && let Ok(arn) = std::env::var("CTX_BRANCH_TIMER_ARN")
+        && !arn.is_empty()
+    {
+        use ctx_core::branch::sfn::SfnTimer;
+        return Some(Arc::new(SfnTimer::new(
+            SfnTimer::client_from_env().await,
+            arn,
+        )));
+    }
+    let _ = store;
+    None
 }
 
 /// Makes a token for the default tenant when no token exists yet, and

@@ -1,10 +1,12 @@
 //! The AWS branch timer: the state machine definition is checked, and
 //! against the emulator (moto's Step Functions interpreter) a real
 //! execution of it waits until the branch's deadline and schedules the
-//! `branch-expire` invocation; moto cannot run the Rust Lambda, so the test
-//! takes the exact payload the Task scheduled from the execution history
-//! and drives `ctx_lambda::expire` with it. A normal return stops the
-//! execution (ABORTED).
+//! `branch-expire` invocation; plain moto cannot run the Rust Lambda, so
+//! the test takes the exact payload the Task scheduled from the execution
+//! history and drives `ctx_lambda::expire` with it. A normal return stops
+//! the execution (ABORTED). The whole path with the real binary (moto's
+//! interpreter forwarding the invocation to `cargo lambda watch`) is
+//! `functions/branch-timer-e2e`, run by tests/run.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
