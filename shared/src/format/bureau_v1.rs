@@ -267,7 +267,14 @@ pub(crate) fn concat_arrays(format: &str, parts: &[Bytes]) -> Result<Bytes> {
     for p in parts {
         match array_header(p) {
             Some((n, len)) => {
-                count += n;
+                // A declared count is untrusted: parts claiming more than
+                // 2^64 items in all are malformed, not an overflow.
+                count = count.checked_add(n).ok_or_else(|| {
+                    crate::error::Error::invalid(
+                        "delta",
+                        format!("{format}: the parts declare more than 2^64 items"),
+                    )
+                })?;
                 bodies.push(std::borrow::Cow::Borrowed(&p[len..]));
             }
             None => {
