@@ -6,7 +6,6 @@
 //! transaction conditioned on the status being active, so a slot is
 //! released exactly once.
 
-use std::collections::HashMap;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -21,9 +20,8 @@ use super::{
 };
 use crate::error::{Error, Result};
 use crate::id::{BranchId, CommitId, TenantId};
+use crate::store::aws::dynamo::{Item, build, consistent_get, key, s};
 use crate::store::aws::{keys, sdk_error};
-
-type Item = HashMap<String, AttributeValue>;
 
 /// Branches in the DynamoDB metadata table.
 #[derive(Debug, Clone)]
@@ -32,20 +30,8 @@ pub struct DynamoBranchStore {
     table: String,
 }
 
-fn s(v: impl Into<String>) -> AttributeValue {
-    AttributeValue::S(v.into())
-}
-
 fn n(v: impl ToString) -> AttributeValue {
     AttributeValue::N(v.to_string())
-}
-
-fn key(pk: String, sk: impl Into<String>) -> Item {
-    HashMap::from([("pk".to_owned(), s(pk)), ("sk".to_owned(), s(sk))])
-}
-
-fn build<T, E: std::fmt::Display>(r: Result<T, E>) -> Result<T> {
-    r.map_err(|e| Error::internal(format!("cannot build a DynamoDB request: {e}")))
 }
 
 fn record_value(rec: &BranchRecord) -> Result<AttributeValue> {
@@ -123,16 +109,7 @@ impl DynamoBranchStore {
     }
 
     async fn get(&self, pk: String, sk: &str) -> Result<Option<Item>> {
-        let out = self
-            .client
-            .get_item()
-            .table_name(&self.table)
-            .set_key(Some(key(pk, sk)))
-            .consistent_read(true)
-            .send()
-            .await
-            .map_err(|e| sdk_error("DynamoDB GetItem", e))?;
-        Ok(out.item)
+        consistent_get(&self.client, &self.table, pk, sk).await
     }
 
     fn update(

@@ -20,7 +20,29 @@ use crate::store::{
     ref_conflict,
 };
 
-type Item = HashMap<String, AttributeValue>;
+/// A DynamoDB item.
+pub(crate) type Item = HashMap<String, AttributeValue>;
+
+/// One item by key, strongly consistent.
+///
+/// # Errors
+/// `Unavailable` when DynamoDB fails.
+pub(crate) async fn consistent_get(
+    client: &aws_sdk_dynamodb::Client,
+    table: &str,
+    pk: String,
+    sk: impl Into<String>,
+) -> Result<Option<Item>> {
+    let out = client
+        .get_item()
+        .table_name(table)
+        .set_key(Some(key(pk, sk)))
+        .consistent_read(true)
+        .send()
+        .await
+        .map_err(|e| sdk_error("DynamoDB GetItem", e))?;
+    Ok(out.item)
+}
 
 /// The DynamoDB [`MetaStore`].
 #[derive(Debug, Clone)]
@@ -77,15 +99,18 @@ fn from_item<T: for<'de> Deserialize<'de>>(item: Item) -> Result<T> {
         .map_err(|e| Error::internal(format!("a stored DynamoDB item does not decode: {e}")))
 }
 
-fn s(v: impl Into<String>) -> AttributeValue {
+/// A string attribute.
+pub(crate) fn s(v: impl Into<String>) -> AttributeValue {
     AttributeValue::S(v.into())
 }
 
-fn key(pk: String, sk: String) -> Item {
+/// The primary key of an item.
+pub(crate) fn key(pk: String, sk: impl Into<String>) -> Item {
     HashMap::from([("pk".to_owned(), s(pk)), ("sk".to_owned(), s(sk))])
 }
 
-fn build<T, E: std::fmt::Display>(r: Result<T, E>) -> Result<T> {
+/// Maps an SDK builder error (a missing required field: a bug).
+pub(crate) fn build<T, E: std::fmt::Display>(r: Result<T, E>) -> Result<T> {
     r.map_err(|e| Error::internal(format!("cannot build a DynamoDB request: {e}")))
 }
 
@@ -221,16 +246,7 @@ impl DynamoMetaStore {
     }
 
     async fn get_item(&self, pk: String, sk: String) -> Result<Option<Item>> {
-        let out = self
-            .client
-            .get_item()
-            .table_name(&self.table)
-            .set_key(Some(key(pk, sk)))
-            .consistent_read(true)
-            .send()
-            .await
-            .map_err(|e| sdk_error("DynamoDB GetItem", e))?;
-        Ok(out.item)
+        consistent_get(&self.client, &self.table, pk, sk).await
     }
 
     async fn current_ref(&self, tenant: &TenantId, name: &RefName) -> Result<Option<CommitId>> {

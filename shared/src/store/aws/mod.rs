@@ -32,7 +32,7 @@ use aws_smithy_types::config_bag::ConfigBag;
 
 use crate::error::{Error, Result};
 
-mod dynamo;
+pub(crate) mod dynamo;
 pub mod keys;
 pub mod report;
 mod s3;
