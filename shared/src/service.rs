@@ -539,7 +539,7 @@ impl Service {
                 }
                 self.check_open_results(tenant, parent.as_ref(), &req.format, field, &checked)
                     .await?;
-                codec.count(b)
+                checked.counts
             }
             None => crate::format::Counts::default(),
         };

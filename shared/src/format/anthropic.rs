@@ -17,7 +17,7 @@ use bytes::Bytes;
 use serde_json::{Map, Value, json};
 
 use super::canonical::{Block, Conversation, ImageSource, Message, Role};
-use super::{Checked, Codec, Encoded, FormatId, OpenResult, bad};
+use super::{Checked, Codec, Encoded, FormatId, at_index, bad};
 use crate::error::Result;
 
 const ID: &str = "anthropic-messages-v1";
@@ -368,16 +368,7 @@ impl Codec for AnthropicCodec {
 
     fn validate(&self, delta: &[u8]) -> Result<Checked> {
         let conv = self.to_canonical(delta)?;
-        Ok(Checked {
-            open_results: conv
-                .open_results()
-                .into_iter()
-                .map(|(id, i)| OpenResult {
-                    tool_use_id: id,
-                    at: format!("index {i}"),
-                })
-                .collect(),
-        })
+        Ok(Checked::of(&conv, at_index))
     }
 
     fn concat(&self, parts: &[Bytes]) -> Result<Bytes> {
@@ -482,6 +473,7 @@ fn array_inner(p: &[u8]) -> Option<&[u8]> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::format::OpenResult;
 
     fn err(bytes: &[u8]) -> String {
         AnthropicCodec.validate(bytes).unwrap_err().message

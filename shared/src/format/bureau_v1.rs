@@ -16,7 +16,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use super::canonical::{Block, Conversation, ImageSource, Message, Role};
-use super::{Checked, Codec, Encoded, FormatId, OpenResult, bad};
+use super::{Checked, Codec, Encoded, FormatId, at_index, bad};
 use crate::error::Result;
 
 const ID: &str = "bureau-agent-v1";
@@ -491,19 +491,6 @@ pub(crate) fn from_canonical(conv: &Conversation) -> (Vec<MessageV1>, Vec<String
     (out, lost)
 }
 
-fn checked(conv: &Conversation) -> Checked {
-    Checked {
-        open_results: conv
-            .open_results()
-            .into_iter()
-            .map(|(id, i)| OpenResult {
-                tool_use_id: id,
-                at: format!("index {i}"),
-            })
-            .collect(),
-    }
-}
-
 /// Decodes and checks v1 bytes.
 pub(crate) fn decode(bytes: &[u8]) -> Result<Vec<MessageV1>> {
     let msgs = decode_messages::<MessageV1>(ID, bytes)?;
@@ -529,7 +516,7 @@ impl Codec for BureauV1Codec {
     }
 
     fn validate(&self, delta: &[u8]) -> Result<Checked> {
-        Ok(checked(&to_canonical(decode(delta)?)))
+        Ok(Checked::of(&to_canonical(decode(delta)?), at_index))
     }
 
     fn concat(&self, parts: &[Bytes]) -> Result<Bytes> {

@@ -17,7 +17,7 @@ use super::bureau_v1::{
     decode_messages, encode,
 };
 use super::canonical::Conversation;
-use super::{Checked, Codec, Encoded, FormatId, OpenResult, bad};
+use super::{Checked, Codec, Encoded, FormatId, at_index, bad};
 use crate::error::Result;
 
 pub(crate) const ID: &str = "bureau-agent-v2";
@@ -205,16 +205,7 @@ impl Codec for BureauV2Codec {
 
     fn validate(&self, delta: &[u8]) -> Result<Checked> {
         let conv = bureau_v1::to_canonical(decode(delta)?);
-        Ok(Checked {
-            open_results: conv
-                .open_results()
-                .into_iter()
-                .map(|(id, i)| OpenResult {
-                    tool_use_id: id,
-                    at: format!("index {i}"),
-                })
-                .collect(),
-        })
+        Ok(Checked::of(&conv, at_index))
     }
 
     fn concat(&self, parts: &[Bytes]) -> Result<Bytes> {

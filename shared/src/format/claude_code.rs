@@ -23,7 +23,7 @@ use serde_json::{Value, json};
 use super::anthropic::{block_json, check_roles, content_json, messages_api_losses, parse_content};
 use super::canonical::{Conversation, Message, Role};
 use super::raw::append;
-use super::{Carries, Checked, Codec, Encoded, FormatId, OpenResult, bad};
+use super::{Carries, Checked, Codec, Encoded, FormatId, bad};
 use crate::error::Result;
 
 const ID: &str = "claude-code-v1";
@@ -230,16 +230,7 @@ impl Codec for ClaudeCodeCodec {
 
     fn validate(&self, delta: &[u8]) -> Result<Checked> {
         let (conv, lines) = decode(delta)?;
-        Ok(Checked {
-            open_results: conv
-                .open_results()
-                .into_iter()
-                .map(|(id, i)| OpenResult {
-                    tool_use_id: id,
-                    at: at(lines[i].offset, lines[i].number),
-                })
-                .collect(),
-        })
+        Ok(Checked::of(&conv, |i| at(lines[i].offset, lines[i].number)))
     }
 
     fn concat(&self, parts: &[Bytes]) -> Result<Bytes> {

@@ -136,6 +136,17 @@ pub struct Counts {
     pub tokens: u64,
 }
 
+impl Counts {
+    /// The counts of a decoded conversation: its messages and the token
+    /// estimate of its content ([`Conversation::estimate_tokens`]).
+    pub fn of(conv: &Conversation) -> Self {
+        Counts {
+            messages: Some(conv.messages.len() as u64),
+            tokens: conv.estimate_tokens(),
+        }
+    }
+}
+
 /// A tool result in a delta whose tool use is not in the same delta: only
 /// the chain (the parent's delta) can say whether it answers anything.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -146,11 +157,36 @@ pub struct OpenResult {
     pub at: String,
 }
 
-/// What validating a delta found.
+/// What validating a delta found: what only the chain can check, and the
+/// counts, so that a checkpoint decodes its delta once.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Checked {
     /// Tool results that answer a tool use outside the delta.
     pub open_results: Vec<OpenResult>,
+    /// The delta's counts.
+    pub counts: Counts,
+}
+
+impl Checked {
+    /// What a decoded delta holds; `at` names where message `i` is.
+    pub fn of(conv: &Conversation, at: impl Fn(usize) -> String) -> Self {
+        Checked {
+            open_results: conv
+                .open_results()
+                .into_iter()
+                .map(|(tool_use_id, i)| OpenResult {
+                    tool_use_id,
+                    at: at(i),
+                })
+                .collect(),
+            counts: Counts::of(conv),
+        }
+    }
+}
+
+/// `index i`, how array formats name a message's place.
+pub(crate) fn at_index(i: usize) -> String {
+    format!("index {i}")
 }
 
 /// What a format can hold beyond messages, text, images and tool calls.
@@ -219,10 +255,7 @@ pub trait Codec: Send + Sync + 'static {
     /// canonical content ([`canonical::Conversation::estimate_tokens`]).
     fn count(&self, delta: &[u8]) -> Counts {
         match self.to_canonical(delta) {
-            Ok(c) => Counts {
-                messages: Some(c.messages.len() as u64),
-                tokens: c.estimate_tokens(),
-            },
+            Ok(c) => Counts::of(&c),
             Err(_) => Counts {
                 messages: None,
                 tokens: estimate_tokens(delta.len()),

@@ -15,7 +15,7 @@ use serde_json::{Map, Value, json};
 
 use super::anthropic::{join_arrays, parse_array};
 use super::canonical::{Block, Conversation, ERROR_PREFIX, ImageSource, Message, Role};
-use super::{Carries, Checked, Codec, Encoded, FormatId, OpenResult, bad};
+use super::{Carries, Checked, Codec, Counts, Encoded, FormatId, OpenResult, bad};
 use crate::error::Result;
 
 const ID: &str = "openai-chat-v1";
@@ -229,8 +229,11 @@ impl Codec for OpenAiCodec {
     }
 
     fn validate(&self, delta: &[u8]) -> Result<Checked> {
-        let (_, open_results) = decode(delta)?;
-        Ok(Checked { open_results })
+        let (conv, open_results) = decode(delta)?;
+        Ok(Checked {
+            open_results,
+            counts: Counts::of(&conv),
+        })
     }
 
     fn concat(&self, parts: &[Bytes]) -> Result<Bytes> {
