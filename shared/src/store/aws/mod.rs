@@ -59,18 +59,23 @@ impl AwsConfig {
     /// # Errors
     /// `Invalid` naming the variable that is missing.
     pub fn from_env() -> Result<Self> {
+        Self::from_vars(|name| std::env::var(name).ok())
+    }
+
+    /// Like [`AwsConfig::from_env`], reading variables through `get`.
+    ///
+    /// # Errors
+    /// `Invalid` naming the variable that is missing.
+    pub fn from_vars(get: impl Fn(&str) -> Option<String>) -> Result<Self> {
         let var = |name: &str| {
-            std::env::var(name)
-                .ok()
-                .filter(|v| !v.is_empty())
-                .ok_or_else(|| {
-                    Error::invalid(name, format!("the environment variable {name} is not set"))
-                })
+            get(name).filter(|v| !v.is_empty()).ok_or_else(|| {
+                Error::invalid(name, format!("the environment variable {name} is not set"))
+            })
         };
-        let emulated = std::env::var("AWS_ENDPOINT_URL").is_ok_and(|v| !v.is_empty());
-        let path_style = match std::env::var("CTX_S3_PATH_STYLE").as_deref() {
-            Ok("true" | "1") => true,
-            Ok("false" | "0") => false,
+        let emulated = get("AWS_ENDPOINT_URL").is_some_and(|v| !v.is_empty());
+        let path_style = match get("CTX_S3_PATH_STYLE").as_deref() {
+            Some("true" | "1") => true,
+            Some("false" | "0") => false,
             _ => emulated,
         };
         Ok(AwsConfig {
