@@ -168,28 +168,7 @@ impl Drop for Server {
 /// `AWS_ENDPOINT_URL` is set (and then it must answer); with
 /// `CTX_TEST_AWS=1` it must be set.
 pub fn aws_expected() -> bool {
-    let required = std::env::var("CTX_TEST_AWS").is_ok_and(|v| v == "1");
-    match std::env::var("AWS_ENDPOINT_URL")
-        .ok()
-        .filter(|v| !v.is_empty())
-    {
-        None if required => panic!("CTX_TEST_AWS=1 but AWS_ENDPOINT_URL is not set: run tests/run"),
-        None => {
-            eprintln!("NOT RUN: this test needs the AWS emulator; tests/run starts it");
-            false
-        }
-        Some(url) => {
-            let dynamodb = std::env::var("AWS_ENDPOINT_URL_DYNAMODB").ok();
-            for url in std::iter::once(url).chain(dynamodb) {
-                let addr = url.trim_start_matches("http://").trim_end_matches('/');
-                assert!(
-                    std::net::TcpStream::connect(addr).is_ok(),
-                    "the AWS emulator at {url} is unreachable"
-                );
-            }
-            true
-        }
-    }
+    ctx_core::store::aws::emulator_from_env().is_some()
 }
 
 /// A JSON-over-HTTP client with the server's token.

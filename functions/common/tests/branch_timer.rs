@@ -17,7 +17,7 @@ use ctx_core::branch::ops::{BranchCreateRequest, BranchReturnRequest};
 use ctx_core::branch::sfn::SfnTimer;
 use ctx_core::branch::{Folding, FoldingConfig, RuleScrubber};
 use ctx_core::store::Stores;
-use ctx_core::store::aws::{AwsConfig, AwsHooks, connect};
+use ctx_core::store::aws::{AwsHooks, connect};
 use ctx_core::{OsRandom, Service, SystemClock};
 use serde_json::{Value, json};
 
@@ -78,13 +78,9 @@ async fn poll<T>(what: &str, mut f: impl AsyncFnMut() -> Option<T>) -> T {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_branch_expires_through_the_state_machine_and_a_return_stops_it() {
-    let required = std::env::var("CTX_TEST_AWS").is_ok_and(|v| v == "1");
-    if std::env::var("AWS_ENDPOINT_URL").is_err() {
-        assert!(!required, "CTX_TEST_AWS=1 but AWS_ENDPOINT_URL is not set");
-        eprintln!("NOT RUN: needs the AWS emulator; tests/run starts it");
+    let Some(config) = ctx_core::store::aws::emulator_from_env() else {
         return;
-    }
-    let config = AwsConfig::from_env().unwrap();
+    };
     let (blobs, meta) = connect(&config, AwsHooks::default()).await.unwrap();
     let sfn = SfnTimer::client_from_env().await;
     let mut b = [0u8; 6];

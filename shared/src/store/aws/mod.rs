@@ -86,6 +86,39 @@ impl AwsConfig {
     }
 }
 
+/// The emulator's configuration for a test, or `None` (said on stderr)
+/// when no emulator is expected here. With `CTX_TEST_AWS=1` (tests/run, CI)
+/// a missing or unreachable emulator panics: nothing is silently skipped.
+///
+/// # Panics
+/// As above, so that the calling test fails.
+#[cfg(any(test, feature = "conformance"))]
+pub fn emulator_from_env() -> Option<AwsConfig> {
+    let required = std::env::var("CTX_TEST_AWS").is_ok_and(|v| v == "1");
+    let Some(url) = std::env::var("AWS_ENDPOINT_URL")
+        .ok()
+        .filter(|v| !v.is_empty())
+    else {
+        assert!(
+            !required,
+            "CTX_TEST_AWS=1 but AWS_ENDPOINT_URL is not set: start the emulator (tests/run does)"
+        );
+        eprintln!(
+            "NOT RUN: this test needs the AWS emulator; tests/run starts it (CTX_TEST_AWS=1)"
+        );
+        return None;
+    };
+    let dynamodb = std::env::var("AWS_ENDPOINT_URL_DYNAMODB").ok();
+    for url in std::iter::once(url).chain(dynamodb) {
+        let addr = url.trim_start_matches("http://").trim_end_matches('/');
+        assert!(
+            std::net::TcpStream::connect(addr).is_ok(),
+            "the AWS emulator at {url} is unreachable"
+        );
+    }
+    Some(AwsConfig::from_env().expect("CTX_BUCKET and CTX_TABLE are set with AWS_ENDPOINT_URL"))
+}
+
 /// Optional hooks for building the clients.
 #[derive(Debug, Default, Clone)]
 pub struct AwsHooks {

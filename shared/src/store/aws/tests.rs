@@ -9,37 +9,8 @@ use super::*;
 use crate::store::conformance;
 use crate::store::memory::MemoryMetaStore;
 
-/// The emulator's configuration, or `None` (printed) when aws tests are
-/// not expected here.
 pub(crate) fn emulator() -> Option<AwsConfig> {
-    let required = std::env::var("CTX_TEST_AWS").is_ok_and(|v| v == "1");
-    let endpoint = std::env::var("AWS_ENDPOINT_URL")
-        .ok()
-        .filter(|v| !v.is_empty());
-    match (endpoint, required) {
-        (None, true) => panic!(
-            "CTX_TEST_AWS=1 but AWS_ENDPOINT_URL is not set: start the emulator (tests/run does)"
-        ),
-        (None, false) => {
-            eprintln!(
-                "NOT RUN: aws backend tests need an emulator; run tests/run (sets CTX_TEST_AWS=1)"
-            );
-            None
-        }
-        (Some(url), _) => {
-            let addr = url
-                .trim_start_matches("http://")
-                .trim_end_matches('/')
-                .to_owned();
-            if std::net::TcpStream::connect(&addr).is_err() {
-                panic!("the AWS emulator at {url} is unreachable");
-            }
-            Some(
-                AwsConfig::from_env()
-                    .expect("CTX_BUCKET and CTX_TABLE are set with AWS_ENDPOINT_URL"),
-            )
-        }
-    }
+    emulator_from_env()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
