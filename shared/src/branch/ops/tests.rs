@@ -94,6 +94,22 @@ fn ret(message: &str) -> BranchReturnRequest {
 }
 
 impl H {
+    /// Alice creates a branch of `session`.
+    async fn create(&self, session: &str, description: &str) -> BranchCreated {
+        self.svc
+            .branch_create(&self.alice, create(session, description))
+            .await
+            .unwrap()
+    }
+
+    /// Alice returns `id` with `message`.
+    async fn ret(&self, id: &BranchId, message: &str) -> BranchReturned {
+        self.svc
+            .branch_return(&self.alice, id, ret(message))
+            .await
+            .unwrap()
+    }
+
     /// Checkpoints `text` onto ref `name` (creating the chain if needed).
     async fn append(&self, name: &str, text: &str) -> Result<(Commit, Option<BudgetNotice>)> {
         let tenant = &self.alice.tenant;
@@ -234,11 +250,7 @@ async fn a_return_appends_only_the_scrubbed_summary_to_the_parent() {
     h.append("sessions/s1", "user: find the bug\n")
         .await
         .unwrap();
-    let b = h
-        .svc
-        .branch_create(&h.alice, create("s1", "explore"))
-        .await
-        .unwrap();
+    let b = h.create("s1", "explore").await;
     h.append(&b.chain_ref, &"tool: a long file listing\n".repeat(50))
         .await
         .unwrap();
@@ -277,37 +289,22 @@ async fn a_return_appends_only_the_scrubbed_summary_to_the_parent() {
         .unwrap_err();
     assert_eq!(again.kind, ErrorKind::Conflict);
     // A session without a chain yet gets one.
-    let b2 = h
-        .svc
-        .branch_create(&h.alice, create("fresh", "x"))
-        .await
-        .unwrap();
-    h.svc
-        .branch_return(&h.alice, &b2.branch_id, ret("done"))
-        .await
-        .unwrap();
+    let b2 = h.create("fresh", "x").await;
+    h.ret(&b2.branch_id, "done").await;
     assert_eq!(h.text_of("sessions/fresh").await, "done");
 }
 
 #[tokio::test]
 async fn returning_a_parent_force_returns_its_children_deepest_first() {
     let h = harness();
-    let b1 = h
-        .svc
-        .branch_create(&h.alice, create("s", "one"))
-        .await
-        .unwrap();
+    let b1 = h.create("s", "one").await;
     let mut r = create("s", "two");
     r.parent_branch = Some(b1.branch_id);
     let b2 = h.svc.branch_create(&h.alice, r).await.unwrap();
     let mut r = create("s", "three");
     r.parent_branch = Some(b2.branch_id);
     let b3 = h.svc.branch_create(&h.alice, r).await.unwrap();
-    let other = h
-        .svc
-        .branch_create(&h.alice, create("s", "sibling"))
-        .await
-        .unwrap();
+    let other = h.create("s", "sibling").await;
     assert_eq!((b2.depth, b3.depth), (2, 3));
     let st = h.svc.branch_status_of_session(&h.alice, "s").await.unwrap();
     assert_eq!(
@@ -445,15 +442,8 @@ async fn a_branch_expires_at_its_deadline_once() {
     assert_eq!(e.kind, ErrorKind::Conflict);
     // A returned branch is not expired later (its timer was stopped, and a
     // late firing does nothing).
-    let b2 = h
-        .svc
-        .branch_create(&h.alice, create("s", "quick"))
-        .await
-        .unwrap();
-    h.svc
-        .branch_return(&h.alice, &b2.branch_id, ret("ok"))
-        .await
-        .unwrap();
+    let b2 = h.create("s", "quick").await;
+    h.ret(&b2.branch_id, "ok").await;
     assert!(h.timer.stopped.lock().unwrap().contains(&b2.branch_id));
     h.clock.advance_micros(3_600_000_000);
     assert_eq!(
@@ -469,11 +459,7 @@ async fn the_sweep_expires_overdue_branches_and_rearms_the_rest() {
     let mut r = create("s", "short");
     r.timeout_seconds = Some(10);
     let short = h.svc.branch_create(&h.alice, r).await.unwrap();
-    let long = h
-        .svc
-        .branch_create(&h.alice, create("s", "long"))
-        .await
-        .unwrap();
+    let long = h.create("s", "long").await;
     h.clock.advance_micros(60_000_000);
     let sweep = h.svc.branch_sweep().await.unwrap();
     assert_eq!(
@@ -500,11 +486,7 @@ async fn the_sweep_expires_overdue_branches_and_rearms_the_rest() {
 #[tokio::test]
 async fn session_end_returns_every_active_branch() {
     let h = harness();
-    let b1 = h
-        .svc
-        .branch_create(&h.alice, create("s", "one"))
-        .await
-        .unwrap();
+    let b1 = h.create("s", "one").await;
     let mut r = create("s", "two");
     r.parent_branch = Some(b1.branch_id);
     let b2 = h.svc.branch_create(&h.alice, r).await.unwrap();
@@ -531,11 +513,7 @@ async fn what_session_end_cannot_finish_in_time_is_marked_failed() {
         },
         Arc::new(RuleScrubber::new().unwrap()),
     );
-    let b = h
-        .svc
-        .branch_create(&h.alice, create("s", "stuck"))
-        .await
-        .unwrap();
+    let b = h.create("s", "stuck").await;
     let end = h.svc.session_end(&h.alice, "s").await.unwrap();
     assert_eq!(end.failed, vec![b.branch_id]);
     let s = h.status(&b.branch_id).await;
@@ -552,11 +530,7 @@ async fn what_session_end_cannot_finish_in_time_is_marked_failed() {
 #[tokio::test]
 async fn strict_validation_hides_branches_from_other_principals_and_tenants() {
     let h = harness();
-    let b = h
-        .svc
-        .branch_create(&h.alice, create("s", "mine"))
-        .await
-        .unwrap();
+    let b = h.create("s", "mine").await;
     for other in [caller("acme", "tok-bob"), caller("evil", "tok-alice")] {
         let e = h.svc.branch_status(&other, &b.branch_id).await.unwrap_err();
         assert_eq!(e.kind, ErrorKind::NotFound);
@@ -602,11 +576,7 @@ async fn permissive_validation_checks_only_the_tenant() {
         },
         Arc::new(RuleScrubber::new().unwrap()),
     );
-    let b = h
-        .svc
-        .branch_create(&h.alice, create("s", "mine"))
-        .await
-        .unwrap();
+    let b = h.create("s", "mine").await;
     let bob = caller("acme", "tok-bob");
     assert_eq!(
         h.svc
@@ -632,11 +602,7 @@ async fn permissive_validation_checks_only_the_tenant() {
 async fn scrubbing_fails_closed() {
     let h = harness_with(FoldingConfig::default(), Arc::new(FailingScrubber));
     h.append("sessions/s", "user: hi\n").await.unwrap();
-    let b = h
-        .svc
-        .branch_create(&h.alice, create("s", "x"))
-        .await
-        .unwrap();
+    let b = h.create("s", "x").await;
     let e = h
         .svc
         .branch_return(&h.alice, &b.branch_id, ret("password=hunter2hunter2"))
@@ -672,14 +638,8 @@ async fn creation_limits_answer_rate_limited_with_retry_after() {
         },
         Arc::new(RuleScrubber::new().unwrap()),
     );
-    h.svc
-        .branch_create(&h.alice, create("s", "1"))
-        .await
-        .unwrap();
-    h.svc
-        .branch_create(&h.alice, create("s", "2"))
-        .await
-        .unwrap();
+    h.create("s", "1").await;
+    h.create("s", "2").await;
     let e = h
         .svc
         .branch_create(&h.alice, create("s", "3"))
@@ -717,11 +677,7 @@ async fn a_return_into_a_structured_chain_still_materializes() {
     }))
     .unwrap();
     h.svc.checkpoint(tenant, req).await.unwrap();
-    let b = h
-        .svc
-        .branch_create(&h.alice, create("s", "x"))
-        .await
-        .unwrap();
+    let b = h.create("s", "x").await;
     let r = h
         .svc
         .branch_return(&h.alice, &b.branch_id, ret("found it"))
