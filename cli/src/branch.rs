@@ -4,7 +4,7 @@
 use std::io::Read;
 
 use clap::Subcommand;
-use ctx_core::branch::ops::{BranchCreated, BranchReturned, BranchStatusResponse, SessionEnded};
+use ctx_core::wire::{BranchCreated, BranchReturned, BranchStatusResponse, SessionEnded};
 use ctx_core::{Error, Result};
 use reqwest::Method;
 use serde_json::json;

@@ -103,7 +103,7 @@ impl Client {
         id: &str,
         stop: Option<&str>,
         format: Option<&str>,
-    ) -> Result<(ctx_core::service::MaterializeResponse, Vec<u8>)> {
+    ) -> Result<(ctx_core::wire::MaterializeResponse, Vec<u8>)> {
         let mut body = serde_json::json!({});
         if let Some(s) = stop {
             body["stop"] = s.into();
@@ -111,7 +111,7 @@ impl Client {
         if let Some(f) = format {
             body["format"] = f.into();
         }
-        let (_, m): (_, ctx_core::service::MaterializeResponse) = self
+        let (_, m): (_, ctx_core::wire::MaterializeResponse) = self
             .json(
                 Method::POST,
                 &format!("/v1/commits/{id}/materialize"),
@@ -119,7 +119,7 @@ impl Client {
             )
             .await?;
         let bytes = self
-            .bytes(&format!("/v1/artifacts/{}", m.artifact_ref))
+            .bytes(&format!("/v1/artifacts/{}", m.result.artifact_ref))
             .await?;
         Ok((m, bytes))
     }

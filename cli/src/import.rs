@@ -224,7 +224,11 @@ pub async fn run_export(a: ExportArgs) -> Result<()> {
     } else {
         eprintln!(
             "{}: {} bytes, {} messages, {} tokens ({})",
-            m.artifact_ref, m.size, m.message_count, m.token_count, m.tier
+            m.result.artifact_ref,
+            m.result.size,
+            m.result.message_count,
+            m.result.token_count,
+            m.result.tier
         );
     }
     Ok(())

@@ -22,8 +22,8 @@ use std::process::ExitCode;
 
 use base64::Engine as _;
 use clap::{Args, Parser, Subcommand};
-use ctx_core::api::{HistoryResponse, RefList, ResolveResponse};
 use ctx_core::store::RefRecord;
+use ctx_core::wire::{HistoryResponse, RefList, ResolveResponse};
 use ctx_core::{Commit, Error, Result, TenantId};
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -451,14 +451,14 @@ async fn run(cli: Cli) -> Result<()> {
             }
             if conn.json {
                 print_json(&m)?;
-            } else if output.is_some() || m.tier != "native" {
+            } else if output.is_some() || m.result.tier != "native" {
                 eprintln!(
                     "{}: {} bytes, {} messages, {} tokens ({}{})",
-                    m.artifact_ref,
-                    m.size,
-                    m.message_count,
-                    m.token_count,
-                    m.tier,
+                    m.result.artifact_ref,
+                    m.result.size,
+                    m.result.message_count,
+                    m.result.token_count,
+                    m.result.tier,
                     if m.cached { ", cached" } else { "" }
                 );
             }

@@ -10,9 +10,8 @@ use ctx_core::api::{AppState, Group, router};
 use ctx_core::auth::{TokenAuth, new_token, token_hash};
 use ctx_core::branch::memory::MemoryBranchStore;
 use ctx_core::branch::sqlite::SqliteBranchStore;
-use ctx_core::branch::{
-    BranchStore, BranchTimer, Folding, FoldingConfig, RuleScrubber, TokioTimer,
-};
+use ctx_core::branch::{BranchStore, BranchTimer, Folding, FoldingConfig, RuleScrubber};
+use ctx_core::service::TokioTimer;
 use ctx_core::store::local::{LocalBlobStore, SqliteMetaStore};
 use ctx_core::store::memory::{MemoryBlobStore, MemoryMetaStore};
 use ctx_core::store::{Stores, TokenRecord, TokenStore};

@@ -48,7 +48,7 @@ use bytes::Bytes;
 use chrono::{DateTime, Utc};
 use ctx_core::clock::micros_to_time;
 use ctx_core::format::FormatId;
-use ctx_core::service::{CheckpointRequest, MaterializeRequest, Stop};
+use ctx_core::service::{NewCommit, Stop};
 use ctx_core::store::local::{Durability, LocalBlobStore, SqliteMetaStore};
 use ctx_core::store::memory::{MemoryBlobStore, MemoryMetaStore};
 use ctx_core::store::{BlobStore, BlobStoreExt, MetaStore, Stores};
@@ -186,11 +186,11 @@ fn checkpoint_request(
     parent: Option<CommitId>,
     delta: String,
     created_at: DateTime<Utc>,
-) -> CheckpointRequest {
-    CheckpointRequest {
+) -> NewCommit {
+    NewCommit {
         parent,
         created_at: Some(created_at),
-        ..CheckpointRequest::new(principal(), "bench", FormatId::raw(), delta)
+        ..NewCommit::new(principal(), "bench", FormatId::raw(), delta)
     }
 }
 
@@ -311,10 +311,10 @@ async fn checkpoint_chain(svc: &Service, n: usize) -> Samples {
             micros_to_time(EPOCH_MICROS + i as i64 * 1_000_000),
         );
         let t = Instant::now();
-        let (c, created) = svc.checkpoint(&tenant, req).await.expect("checkpoint");
+        let done = svc.checkpoint(&tenant, req).await.expect("checkpoint");
         each.push(t.elapsed());
-        assert!(created, "every checkpoint is new");
-        parent = Some(c.id);
+        assert!(done.created, "every checkpoint is new");
+        parent = Some(done.commit.id);
     }
     Samples::new(each, start.elapsed())
 }
@@ -442,7 +442,11 @@ async fn build_chain(svc: &Service, chain: usize, depth: usize) -> Chain {
     for i in 0..depth {
         let at = EPOCH_MICROS + (chain * 1_000_000 + i) as i64 * 1_000_000;
         let req = checkpoint_request(parent, delta(chain, i), micros_to_time(at));
-        let (c, _) = svc.checkpoint(&tenant, req).await.expect("checkpoint");
+        let c = svc
+            .checkpoint(&tenant, req)
+            .await
+            .expect("checkpoint")
+            .commit;
         root.get_or_insert(c.id);
         artifacts.push(c.artifact_ref);
         parent = Some(c.id);
@@ -497,34 +501,26 @@ async fn materialize_depth(depth: usize, chains: usize) -> MaterializeRow {
         for stop in [Stop::Root, Stop::After(ch.root)] {
             let t = Instant::now();
             let m = svc
-                .materialize(
-                    &tenant,
-                    &ch.tip,
-                    MaterializeRequest {
-                        stop: Some(stop),
-                        format: None,
-                    },
-                )
+                .materialize(&tenant, &ch.tip, stop, None)
                 .await
                 .expect("materialize");
             cold.push(t.elapsed());
             assert!(!m.cached, "first call is not cached");
             if stop == Stop::Root {
-                bytes = m.size;
+                bytes = m.result.size;
             }
         }
     }
     let cold = Samples::new(cold, cold_start.elapsed());
 
     let tip = built[0].tip;
-    let req = || MaterializeRequest {
-        stop: Some(Stop::Root),
-        format: None,
-    };
     let cached = time_each(CACHED_REPS, |_| {
         let (svc, tenant) = (&svc, &tenant);
         async move {
-            let m = svc.materialize(tenant, &tip, req()).await.expect("cached");
+            let m = svc
+                .materialize(tenant, &tip, Stop::Root, None)
+                .await
+                .expect("cached");
             assert!(m.cached);
         }
     })
@@ -532,7 +528,11 @@ async fn materialize_depth(depth: usize, chains: usize) -> MaterializeRow {
     let cached_download = time_each(CACHED_REPS, |_| {
         let (svc, tenant) = (&svc, &tenant);
         async move {
-            let m = svc.materialize(tenant, &tip, req()).await.expect("cached");
+            let m = svc
+                .materialize(tenant, &tip, Stop::Root, None)
+                .await
+                .expect("cached")
+                .result;
             let b = svc
                 .download_artifact(tenant, &m.artifact_ref)
                 .await

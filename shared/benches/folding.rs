@@ -19,13 +19,12 @@ use std::time::{Duration, Instant};
 
 use ctx_core::auth::Caller;
 use ctx_core::branch::memory::MemoryBranchStore;
-use ctx_core::branch::ops::{BranchCreateRequest, BranchReturnRequest};
 use ctx_core::branch::sqlite::SqliteBranchStore;
 use ctx_core::branch::{BranchStore, Folding, FoldingConfig, NoTimer, RateLimits, RuleScrubber};
-use ctx_core::service::CheckpointRequest;
 use ctx_core::store::Stores;
 use ctx_core::store::local::{LocalBlobStore, SqliteMetaStore};
 use ctx_core::store::memory::{MemoryBlobStore, MemoryMetaStore};
+use ctx_core::wire::{BranchCreateRequest, BranchReturnRequest, CheckpointRequest};
 use ctx_core::{OsRandom, Service, SystemClock};
 use serde_json::json;
 
@@ -78,11 +77,12 @@ async fn append(svc: &Service, caller: &Caller, name: &str, text: &str) -> u64 {
         .await
         .expect("ref read")
         .map(|r| r.target);
-    let (c, _) = svc
-        .checkpoint(&caller.tenant, checkpoint(name, text, tip))
+    checkpoint(name, text, tip)
+        .submit(svc, &caller.tenant)
         .await
-        .expect("checkpoint");
-    c.token_count
+        .expect("checkpoint")
+        .commit
+        .token_count
 }
 
 /// Returns (inline tokens added to main, folded tokens added to main, branch tokens).

@@ -38,7 +38,7 @@ use ctx_core::clock::micros_to_time;
 use ctx_core::format::canonical::{Block, Conversation, ImageSource, Message, Role};
 use ctx_core::format::translate::{Part, translate};
 use ctx_core::format::{FormatId, Formats};
-use ctx_core::service::{CheckpointRequest, MaterializeRequest, Stop};
+use ctx_core::service::{NewCommit, Stop};
 use ctx_core::store::Stores;
 use ctx_core::store::memory::{MemoryBlobStore, MemoryMetaStore};
 use ctx_core::{CommitId, ManualClock, Service, TenantId};
@@ -161,23 +161,21 @@ async fn chain(format: &str, parts: &[Bytes]) -> (Service, TenantId, CommitId) {
     let tenant: TenantId = "bench".parse().expect("a tenant");
     let mut parent = None;
     for (i, p) in parts.iter().enumerate() {
-        let req = CheckpointRequest {
+        let req = NewCommit {
             parent,
-            delta: None,
-            delta_base64: Some(base64::engine::general_purpose::STANDARD.encode(p)),
             created_at: Some(micros_to_time(EPOCH_MICROS + i as i64)),
-            ..CheckpointRequest::new(
+            ..NewCommit::new(
                 "bench".parse().expect("a principal"),
                 "bench",
                 format.parse().expect("a format id"),
-                "",
+                p.clone(),
             )
         };
-        let (c, _) = svc
+        let done = svc
             .checkpoint(&tenant, req)
             .await
             .expect("a valid checkpoint");
-        parent = Some(c.id);
+        parent = Some(done.commit.id);
     }
     (svc, tenant, parent.expect("at least one commit"))
 }
@@ -220,18 +218,11 @@ fn main() {
                 let (svc, tenant, tip) = chain(format, &parts).await;
                 let start = Instant::now();
                 let m = svc
-                    .materialize(
-                        &tenant,
-                        &tip,
-                        MaterializeRequest {
-                            stop: Some(Stop::Root),
-                            format: None,
-                        },
-                    )
+                    .materialize(&tenant, &tip, Stop::Root, None)
                     .await
                     .expect("materialize");
                 let d = start.elapsed();
-                assert!(!m.cached && m.tier == "native");
+                assert!(!m.cached && m.result.tier == "native");
                 d
             })
         });

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use utoipa::ToSchema;
 
 use crate::error::{Error, Result};
@@ -237,4 +237,56 @@ pub fn check_count(field: &str, value: u64, max: u64) -> Result<()> {
         ));
     }
     Ok(())
+}
+
+/// Where a materialization starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Stop {
+    /// At the nearest compaction or snapshot (the default).
+    #[default]
+    Compaction,
+    /// At the root: the whole original conversation.
+    Root,
+    /// After the named ancestor.
+    After(CommitId),
+}
+
+impl std::fmt::Display for Stop {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Stop::Compaction => f.write_str("compaction"),
+            Stop::Root => f.write_str("root"),
+            Stop::After(id) => write!(f, "{id}"),
+        }
+    }
+}
+
+impl std::str::FromStr for Stop {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "compaction" => Ok(Stop::Compaction),
+            "root" => Ok(Stop::Root),
+            other => other.parse().map(Stop::After).map_err(|_| {
+                Error::invalid(
+                    "stop",
+                    format!("stop {other:?} is not \"compaction\", \"root\" or a ctx-… id"),
+                )
+            }),
+        }
+    }
+}
+
+impl Serialize for Stop {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for Stop {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse()
+            .map_err(|e: Error| serde::de::Error::custom(e.message))
+    }
 }

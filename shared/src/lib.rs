@@ -11,9 +11,13 @@
 //!   model and translation between formats.
 //! - [`store`]: the `BlobStore` / `MetaStore` / `TokenStore` traits, their
 //!   backends (memory, local) and the conformance suite.
-//! - [`service`]: every operation, over the stores.
+//! - [`service`]: every operation, over the stores, one file per family
+//!   (checkpoint, artifacts, commits, walk, materialize, refs, folding).
 //! - [`auth`]: credentials → tenant.
-//! - [`branch`]: context folding: branches, budgets, deadlines, scrubbing.
+//! - [`branch`]: context folding's records, store trait, settings,
+//!   deadline timers, scrubbing and wire types.
+//! - [`wire`]: every request and response body of the HTTP API, shared by
+//!   the server, the CLI's client and the MCP tools.
 //! - [`api`]: the one axum router, error mapping, OpenAPI document.
 //! - [`clock`]: time and randomness, injected.
 //! - [`error`]: the error type and its kinds.
@@ -28,6 +32,7 @@ pub mod format;
 pub mod id;
 pub mod service;
 pub mod store;
+pub mod wire;
 
 pub use clock::{Clock, IdSource, ManualClock, OsRandom, SystemClock};
 pub use commit::{Commit, CommitType, Trigger};

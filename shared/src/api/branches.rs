@@ -9,11 +9,11 @@ use super::error::ErrorBody;
 use super::extract::{Json, Query, path_id};
 use super::{ApiResult, AppState};
 use crate::auth::Caller;
-use crate::branch::ops::{
+use crate::id::BranchId;
+use crate::wire::{
     BranchCreateRequest, BranchCreated, BranchReturnRequest, BranchReturned, BranchStatusResponse,
     SessionEnded,
 };
-use crate::id::BranchId;
 
 /// Creates an isolated branch of a session: its chain holds only the
 /// description and the prompt. 429 with Retry-After past a creation limit.

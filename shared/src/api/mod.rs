@@ -11,18 +11,18 @@ use axum::extract::{DefaultBodyLimit, Path, State};
 use axum::http::{Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodFilter, MethodRouter, on};
-use serde::{Deserialize, Serialize};
-use utoipa::{OpenApi, ToSchema};
+use utoipa::OpenApi;
 
 use crate::auth::{Authenticator, Caller};
 use crate::commit::Commit;
 use crate::error::Error;
 use crate::id::{ArtifactRef, CommitId, Principal, RefName};
-use crate::service::{
-    CheckpointRequest, MaterializeRequest, MaterializeResponse, Service, SetRefRequest,
-    UpdateMetadataRequest,
-};
+use crate::service::Service;
 use crate::store::RefRecord;
+use crate::wire::{
+    ArtifactInfo, CheckpointRequest, HistoryResponse, MaterializeRequest, MaterializeResponse,
+    RefList, ResolveResponse, SetRefRequest, UpdateMetadataRequest, UploadRequest,
+};
 
 mod branches;
 pub mod error;
@@ -283,16 +283,6 @@ async fn openapi_json() -> Response {
         .into_response()
 }
 
-/// An artifact reference and size.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-pub struct ArtifactInfo {
-    /// `art-` and the BLAKE3 hash of the bytes.
-    #[serde(rename = "ref")]
-    pub artifact_ref: ArtifactRef,
-    /// Size in bytes.
-    pub size: u64,
-}
-
 /// Stores raw bytes as an artifact: 201 when new, 200 when already stored.
 #[utoipa::path(post, path = "/v1/artifacts", tag = "artifacts",
     request_body(content = Vec<u8>, content_type = "application/octet-stream"),
@@ -317,16 +307,6 @@ async fn upload_artifact(
         }),
     )
         .into_response())
-}
-
-/// A direct upload request: the artifact the bytes will hash to, and their size.
-#[derive(Debug, Clone, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct UploadRequest {
-    /// `art-` and the BLAKE3 hash the bytes will have.
-    pub artifact_ref: ArtifactRef,
-    /// Their size in bytes.
-    pub size: u64,
 }
 
 /// A URL to PUT a large artifact to directly (AWS mode; bodies beyond the
@@ -374,10 +354,8 @@ async fn checkpoint(
     caller: Caller,
     Json(req): Json<CheckpointRequest>,
 ) -> ApiResult<Response> {
-    let (commit, created, notice) = s
-        .service
-        .checkpoint_with_notice(&caller.tenant, req)
-        .await?;
+    let done = req.submit(&s.service, &caller.tenant).await?;
+    let (commit, created, notice) = (done.commit, done.created, done.budget);
     let status = if created {
         StatusCode::CREATED
     } else {
@@ -421,15 +399,10 @@ async fn update_metadata(
 ) -> ApiResult<axum::Json<Commit>> {
     let id: CommitId = path_id("ctx", &id)?;
     Ok(axum::Json(
-        s.service.update_metadata(&caller.tenant, &id, req).await?,
+        s.service
+            .update_metadata(&caller.tenant, &id, req.summary, req.tags)
+            .await?,
     ))
-}
-
-/// A list of commits, newest first.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-pub struct HistoryResponse {
-    /// The commits.
-    pub commits: Vec<Commit>,
 }
 
 /// The commits from `ctx` towards the root, newest first.
@@ -462,15 +435,16 @@ async fn materialize(
 ) -> ApiResult<axum::Json<MaterializeResponse>> {
     let id: CommitId = path_id("ctx", &id)?;
     Ok(axum::Json(
-        s.service.materialize(&caller.tenant, &id, req).await?,
+        s.service
+            .materialize(
+                &caller.tenant,
+                &id,
+                req.stop.unwrap_or_default(),
+                req.format,
+            )
+            .await?
+            .into(),
     ))
-}
-
-/// A resolved commit id.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-pub struct ResolveResponse {
-    /// The newest commit at or before the time.
-    pub id: CommitId,
 }
 
 /// What did `principal` know at `at`: the newest commit at or before it.
@@ -489,13 +463,6 @@ async fn resolve(
     })?;
     let id = s.service.resolve(&caller.tenant, &principal, at).await?;
     Ok(axum::Json(ResolveResponse { id }))
-}
-
-/// A list of refs.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-pub struct RefList {
-    /// The refs, by name.
-    pub refs: Vec<RefRecord>,
 }
 
 /// Refs whose names start with `prefix`, by name.
@@ -546,7 +513,9 @@ async fn set_ref(
 ) -> ApiResult<axum::Json<RefRecord>> {
     let name: RefName = path_id("name", &name)?;
     Ok(axum::Json(
-        s.service.set_ref(&caller.tenant, &name, req).await?,
+        s.service
+            .set_ref(&caller.tenant, &name, &req.target, req.expected.as_ref())
+            .await?,
     ))
 }
 

@@ -11,7 +11,8 @@
 //! # Layout
 //! - this file: the branch record, the [`BranchStore`] trait, the
 //!   configuration and the [`Folding`] bundle a service is given.
-//! - [`ops`]: the operations (`Service::branch_create`, ...).
+//! - [`wire`]: the request and response bodies (the operations are in
+//!   `crate::service::folding`).
 //! - [`scrub`]: the secret scrubber.
 //! - [`timer`]: deadlines: the [`BranchTimer`] trait and the embedded tokio
 //!   timer (AWS mode uses Step Functions, in [`sfn`]).
@@ -35,16 +36,16 @@ pub mod conformance;
 #[cfg(feature = "aws")]
 pub mod dynamo;
 pub mod memory;
-pub mod ops;
 pub mod scrub;
 #[cfg(feature = "aws")]
 pub mod sfn;
 #[cfg(feature = "local")]
 pub mod sqlite;
 pub mod timer;
+pub mod wire;
 
 pub use scrub::{RuleScrubber, Scrubbed, Scrubber};
-pub use timer::{BranchTimer, NoTimer, TokioTimer};
+pub use timer::{BranchTimer, NoTimer};
 
 /// Where a branch is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]

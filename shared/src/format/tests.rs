@@ -14,9 +14,10 @@ use super::canonical::{self, Block, Conversation, ImageSource, Message, Role};
 use super::translate::{Part, Tier, translate};
 use super::*;
 use crate::clock::ManualClock;
-use crate::service::{CheckpointRequest, MaterializeRequest, Service, Stop};
+use crate::service::{Service, Stop};
 use crate::store::Stores;
 use crate::store::memory::{MemoryBlobStore, MemoryMetaStore};
+use crate::wire::CheckpointRequest;
 use crate::{CommitType, TenantId};
 
 const PNG: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==";
@@ -481,6 +482,16 @@ fn request(
     }
 }
 
+/// Checkpoints `req` as `POST /v1/commits` does.
+async fn checkpoint(
+    svc: &Service,
+    tenant: &TenantId,
+    req: CheckpointRequest,
+) -> crate::Result<(crate::Commit, bool)> {
+    let done = req.submit(svc, tenant).await?;
+    Ok((done.commit, done.created))
+}
+
 async fn materialized(
     svc: &Service,
     tenant: &TenantId,
@@ -489,16 +500,10 @@ async fn materialized(
     format: Option<&str>,
 ) -> (Bytes, String) {
     let m = svc
-        .materialize(
-            tenant,
-            id,
-            MaterializeRequest {
-                stop: Some(stop),
-                format: format.map(fid),
-            },
-        )
+        .materialize(tenant, id, stop, format.map(fid))
         .await
-        .unwrap();
+        .unwrap()
+        .result;
     (
         svc.download_artifact(tenant, &m.artifact_ref)
             .await
@@ -528,7 +533,7 @@ async fn claude_code_import_then_export_is_byte_identical() {
             kind,
             i as i64,
         );
-        let (c, _) = svc.checkpoint(&tenant, req).await.unwrap();
+        let (c, _) = checkpoint(&svc, &tenant, req).await.unwrap();
         let first = TRANSCRIPT[s.range.clone()]
             .split(|&b| b == b'\n')
             .next()
@@ -656,25 +661,25 @@ fn concat_equals_whole(format: &str, deltas: &[Vec<Message>]) -> Result<(), Test
         let (svc, tenant) = service();
         let mut parent = None;
         for (i, p) in parts.iter().enumerate() {
-            let (c, _) = svc
-                .checkpoint(
-                    &tenant,
-                    request(format, p, parent, CommitType::Delta, i as i64),
-                )
-                .await
-                .unwrap();
+            let (c, _) = checkpoint(
+                &svc,
+                &tenant,
+                request(format, p, parent, CommitType::Delta, i as i64),
+            )
+            .await
+            .unwrap();
             parent = Some(c.id);
         }
         let (chain, tier) = materialized(&svc, &tenant, &parent.unwrap(), Stop::Root, None).await;
         prop_assert_eq!(tier, "native");
         let (one, _) = {
-            let (c, _) = svc
-                .checkpoint(
-                    &tenant,
-                    request(format, &whole, None, CommitType::Delta, 100),
-                )
-                .await
-                .unwrap();
+            let (c, _) = checkpoint(
+                &svc,
+                &tenant,
+                request(format, &whole, None, CommitType::Delta, 100),
+            )
+            .await
+            .unwrap();
             materialized(&svc, &tenant, &c.id, Stop::Root, None).await
         };
         prop_assert_eq!(value_of(format, &chain), value_of(format, &one));
@@ -746,19 +751,19 @@ async fn a_chain_may_mix_formats_and_is_translated_whole() {
             {"type": "tool_use", "id": "call_b", "name": "stat", "input": {"path": "b.txt"}}
         ]}
     ]);
-    let (c1, _) = svc
-        .checkpoint(
-            &tenant,
-            request(
-                "anthropic-messages-v1",
-                calls.to_string().as_bytes(),
-                None,
-                CommitType::Delta,
-                1,
-            ),
-        )
-        .await
-        .unwrap();
+    let (c1, _) = checkpoint(
+        &svc,
+        &tenant,
+        request(
+            "anthropic-messages-v1",
+            calls.to_string().as_bytes(),
+            None,
+            CommitType::Delta,
+            1,
+        ),
+    )
+    .await
+    .unwrap();
     // ... answered by an OpenAI-format delta: its tool messages answer the
     // parent's calls, across formats.
     let results = json!([
@@ -766,34 +771,34 @@ async fn a_chain_may_mix_formats_and_is_translated_whole() {
         {"role": "tool", "tool_call_id": "call_b", "content": "7 bytes"},
         {"role": "assistant", "content": "a.txt is 12 bytes, b.txt 7."}
     ]);
-    let (c2, _) = svc
-        .checkpoint(
-            &tenant,
-            request(
-                "openai-chat-v1",
-                results.to_string().as_bytes(),
-                Some(c1.id),
-                CommitType::Delta,
-                2,
-            ),
-        )
-        .await
-        .unwrap();
+    let (c2, _) = checkpoint(
+        &svc,
+        &tenant,
+        request(
+            "openai-chat-v1",
+            results.to_string().as_bytes(),
+            Some(c1.id),
+            CommitType::Delta,
+            2,
+        ),
+    )
+    .await
+    .unwrap();
     // A tool message answering nothing the parent left open is refused.
     let stray = json!([{"role": "tool", "tool_call_id": "call_zz", "content": "?"}]);
-    let err = svc
-        .checkpoint(
-            &tenant,
-            request(
-                "openai-chat-v1",
-                stray.to_string().as_bytes(),
-                Some(c2.id),
-                CommitType::Delta,
-                3,
-            ),
-        )
-        .await
-        .unwrap_err();
+    let err = checkpoint(
+        &svc,
+        &tenant,
+        request(
+            "openai-chat-v1",
+            stray.to_string().as_bytes(),
+            Some(c2.id),
+            CommitType::Delta,
+            3,
+        ),
+    )
+    .await
+    .unwrap_err();
     assert_eq!(err.field.as_deref(), Some("delta_base64"));
     assert!(
         err.message.contains("at index 0") && err.message.contains("call_zz"),
@@ -820,17 +825,10 @@ async fn a_chain_may_mix_formats_and_is_translated_whole() {
         );
         // Cached per (commit, stop, target format).
         let m = svc
-            .materialize(
-                &tenant,
-                &c2.id,
-                MaterializeRequest {
-                    stop: Some(Stop::Root),
-                    format: Some(fid(to)),
-                },
-            )
+            .materialize(&tenant, &c2.id, Stop::Root, Some(fid(to)))
             .await
             .unwrap();
         assert!(m.cached);
-        assert_eq!(m.tier, tier);
+        assert_eq!(m.result.tier, tier);
     }
 }

@@ -205,7 +205,7 @@ pub struct MaterializeKey {
 }
 
 /// A cached materialization.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct Materialized {
     /// The artifact holding the materialized context.
     pub artifact_ref: ArtifactRef,

@@ -15,7 +15,7 @@ use crate::clock::{Clock, ManualClock};
 use crate::error::Result;
 use crate::format::FormatId;
 use crate::id::{CommitId, TenantId};
-use crate::service::{CheckpointRequest, MaterializeRequest, Service, Stop};
+use crate::service::{NewCommit, Service, Stop};
 use crate::store::Stores;
 
 /// One operation's requests.
@@ -66,12 +66,12 @@ impl Row {
     }
 }
 
-fn request(parent: Option<CommitId>, i: u64, principal: &str) -> CheckpointRequest {
-    CheckpointRequest {
+fn request(parent: Option<CommitId>, i: u64, principal: &str) -> NewCommit {
+    NewCommit {
         parent,
         summary: Some(format!("turn {i}")),
         message_count: Some(1),
-        ..CheckpointRequest::new(
+        ..NewCommit::new(
             principal.parse().expect("valid principal"),
             "report",
             FormatId::raw(),
@@ -121,10 +121,10 @@ pub async fn request_counts(config: &AwsConfig, depths: &[u64], forks: usize) ->
                 made_forks += 1;
             }
             clock.advance_micros(1_000);
-            let (c, _) = service
+            let c = service
                 .checkpoint(&tenant, request(tip, i, principal))
                 .await?;
-            tip = Some(c.id);
+            tip = Some(c.commit.id);
         }
         let tip = tip.expect("at least the root");
         let mut row = |op: &str, counts| {
@@ -137,11 +137,10 @@ pub async fn request_counts(config: &AwsConfig, depths: &[u64], forks: usize) ->
         };
         clock.advance_micros(1_000);
         counter.reset();
-        let (next, _) = service
+        service
             .checkpoint(&tenant, request(Some(tip), depth + 1, "other"))
             .await?;
         row("checkpoint", counter.snapshot());
-        let _ = next;
         counter.reset();
         service
             .resolve(
@@ -157,15 +156,11 @@ pub async fn request_counts(config: &AwsConfig, depths: &[u64], forks: usize) ->
         counter.reset();
         service.history(&tenant, &tip, 50).await?;
         row("history(50)", counter.snapshot());
-        let req = MaterializeRequest {
-            stop: Some(Stop::Root),
-            format: None,
-        };
         counter.reset();
-        service.materialize(&tenant, &tip, req.clone()).await?;
+        service.materialize(&tenant, &tip, Stop::Root, None).await?;
         row("materialize root (cold)", counter.snapshot());
         counter.reset();
-        service.materialize(&tenant, &tip, req).await?;
+        service.materialize(&tenant, &tip, Stop::Root, None).await?;
         row("materialize root (warm)", counter.snapshot());
     }
     Ok(rows)

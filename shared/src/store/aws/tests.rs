@@ -158,7 +158,7 @@ async fn faults_leave_nothing_dangling() {
 /// in `one_in` failing; returns how many retryable errors reached the caller.
 async fn run_with_faults(config: &AwsConfig, one_in: u64, ops: u32) -> usize {
     use crate::ErrorKind;
-    use crate::service::{CheckpointRequest, MaterializeRequest, Service, Stop};
+    use crate::service::{NewCommit, Service, Stop};
     use crate::store::{BlobStore, MetaStore, RefMove, Stores};
 
     let plan = Arc::new(FaultPlan::new(one_in, 0x5EED + one_in));
@@ -180,14 +180,14 @@ async fn run_with_faults(config: &AwsConfig, one_in: u64, ops: u32) -> usize {
     let head: crate::RefName = "faults/head".parse().unwrap();
     let (mut tip, mut acked, mut retryable_errors) = (None, Vec::new(), 0usize);
     for i in 0..ops {
-        let req = CheckpointRequest {
+        let req = NewCommit {
             parent: tip,
             created_at: Some(conformance::t(i64::from(i))),
             ref_move: Some(RefMove {
                 name: head.clone(),
                 expected: tip,
             }),
-            ..CheckpointRequest::new(
+            ..NewCommit::new(
                 "faulty".parse().unwrap(),
                 "faults",
                 crate::format::FormatId::raw(),
@@ -197,7 +197,7 @@ async fn run_with_faults(config: &AwsConfig, one_in: u64, ops: u32) -> usize {
         // A wrapper retries a retryable failure with the same request.
         let commit = loop {
             match service.checkpoint(&tenant, req.clone()).await {
-                Ok((c, _)) => break c,
+                Ok(done) => break done.commit,
                 Err(e) if e.kind == ErrorKind::Unavailable => retryable_errors += 1,
                 Err(e) => panic!("checkpoint {i} failed for good: {e}"),
             }
@@ -207,12 +207,11 @@ async fn run_with_faults(config: &AwsConfig, one_in: u64, ops: u32) -> usize {
         if i % 5 == 4 {
             let want: String = (0..=i).map(|k| format!("turn {k}\n")).collect();
             let m = loop {
-                let req = MaterializeRequest {
-                    stop: Some(Stop::Root),
-                    format: None,
-                };
-                match service.materialize(&tenant, &commit.id, req).await {
-                    Ok(m) => break m,
+                match service
+                    .materialize(&tenant, &commit.id, Stop::Root, None)
+                    .await
+                {
+                    Ok(m) => break m.result,
                     Err(e) if e.kind == ErrorKind::Unavailable => retryable_errors += 1,
                     Err(e) => panic!("materialize at {i} failed for good: {e}"),
                 }

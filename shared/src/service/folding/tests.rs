@@ -9,9 +9,20 @@ use crate::branch::memory::MemoryBranchStore;
 use crate::branch::scrub::FailingScrubber;
 use crate::branch::{BranchTimer, FoldingConfig, RuleScrubber, Scrubber};
 use crate::clock::{ManualClock, SeededIds};
-use crate::service::MaterializeRequest;
+use chrono::{DateTime, Utc};
+
+use crate::auth::Caller;
+use crate::branch::Folding;
+use crate::branch::wire::{
+    BranchCreateRequest, BranchCreated, BranchReturnRequest, BranchReturned, BranchStatusResponse,
+};
+use crate::commit::{Commit, Trigger};
+use crate::error::{ErrorKind, Result};
+use crate::id::{BranchId, RefName, TenantId};
+use crate::service::{Service, Stop};
 use crate::store::memory::{MemoryBlobStore, MemoryMetaStore};
 use crate::store::{BlobStoreExt, Stores};
+use crate::wire::CheckpointRequest;
 
 /// Records starts and stops.
 #[derive(Default)]
@@ -129,8 +140,8 @@ impl H {
             "ref": {"name": name.as_str(), "expected": tip}
         }))
         .unwrap();
-        let (c, _, n) = self.svc.checkpoint_with_notice(tenant, req).await?;
-        Ok((c, n))
+        let done = req.submit(&self.svc, tenant).await?;
+        Ok((done.commit, done.budget))
     }
 
     async fn text_of(&self, name: &str) -> String {
@@ -143,16 +154,10 @@ impl H {
             .target;
         let m = self
             .svc
-            .materialize(
-                tenant,
-                &tip,
-                MaterializeRequest {
-                    stop: Some(crate::service::Stop::Root),
-                    format: None,
-                },
-            )
+            .materialize(tenant, &tip, Stop::Root, None)
             .await
-            .unwrap();
+            .unwrap()
+            .result;
         let bytes = self
             .svc
             .stores()
@@ -676,7 +681,7 @@ async fn a_return_into_a_structured_chain_still_materializes() {
         "ref": {"name": "sessions/s"}
     }))
     .unwrap();
-    h.svc.checkpoint(tenant, req).await.unwrap();
+    req.submit(&h.svc, tenant).await.unwrap();
     let b = h.create("s", "x").await;
     let r = h
         .svc
@@ -686,16 +691,10 @@ async fn a_return_into_a_structured_chain_still_materializes() {
     for format in ["anthropic-messages-v1", "raw"] {
         let m = h
             .svc
-            .materialize(
-                tenant,
-                &r.commit,
-                MaterializeRequest {
-                    stop: Some(crate::service::Stop::Root),
-                    format: Some(format.parse().unwrap()),
-                },
-            )
+            .materialize(tenant, &r.commit, Stop::Root, Some(format.parse().unwrap()))
             .await
-            .unwrap();
+            .unwrap()
+            .result;
         let bytes = h
             .svc
             .stores()

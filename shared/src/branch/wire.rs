@@ -1,0 +1,143 @@
+//! The wire types of context folding: the request and response bodies of
+//! `/v1/branches…` and `POST /v1/sessions/{id}/end`, shared by the server,
+//! the CLI's client and the MCP tools.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use crate::id::{BranchId, CommitId};
+
+/// `POST /v1/branches`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BranchCreateRequest {
+    /// The session the branch belongs to (its chain is the ref
+    /// `sessions/<session_id>`).
+    pub session_id: String,
+    /// What the subtask is (at most 500 characters).
+    pub description: String,
+    /// The subtask's instructions (at most 10,000 characters).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt: Option<String>,
+    /// Tokens the branch may checkpoint (default 8192, capped at 32768).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<u64>,
+    /// Seconds until it times out (default 300, capped at 600).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_seconds: Option<u64>,
+    /// The active branch to nest under (default: the session itself).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<String>)]
+    pub parent_branch: Option<BranchId>,
+}
+
+/// What `branch_create` answers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct BranchCreated {
+    /// The new branch.
+    #[schema(value_type = String)]
+    pub branch_id: BranchId,
+    /// The budget granted (the request, capped).
+    pub budget_allocated: u64,
+    /// 1 for a branch of the session, one more per nesting.
+    pub depth: u32,
+    /// Seconds until it times out.
+    pub timeout_seconds: u64,
+    /// When it times out.
+    pub deadline: DateTime<Utc>,
+    /// The root commit of its chain (description + prompt only).
+    pub root_commit: CommitId,
+    /// The ref of its chain: checkpoint with `ref: {name: this}`.
+    pub chain_ref: String,
+}
+
+/// `POST /v1/branches/{br}/return`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BranchReturnRequest {
+    /// The result to hand back (at most 50,000 characters); secrets in it
+    /// are scrubbed.
+    pub message: String,
+}
+
+/// What `branch_return` answers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct BranchReturned {
+    /// Always true (failures are errors).
+    pub success: bool,
+    /// Tokens checkpointed into the branch.
+    pub tokens_used: u64,
+    /// The message as appended to the parent (scrubbed).
+    pub message: String,
+    /// The commit appended to the parent's chain.
+    pub commit: CommitId,
+    /// Secrets replaced, per rule.
+    pub redactions: BTreeMap<String, usize>,
+    /// Active children force-returned first, deepest first.
+    #[schema(value_type = Vec<String>)]
+    pub force_returned: Vec<BranchId>,
+}
+
+/// What `branch_status` answers (the seed's shape, plus a few fields).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct BranchStatusResponse {
+    /// The branch; null when a session has no active branch.
+    #[schema(value_type = Option<String>)]
+    pub branch_id: Option<BranchId>,
+    /// created | active | completed | timeout | failed, or "No active
+    /// branch found".
+    pub status: String,
+    /// Its depth.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub depth: Option<u32>,
+    /// Tokens checkpointed into it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget_used: Option<u64>,
+    /// Its budget.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget_total: Option<u64>,
+    /// What the subtask is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// When it was created.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created_at: Option<DateTime<Utc>>,
+    /// When it ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completed_at: Option<DateTime<Utc>>,
+    /// When it times out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deadline: Option<DateTime<Utc>>,
+    /// Its session.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+    /// The branch it is nested in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<String>)]
+    pub parent_branch: Option<BranchId>,
+    /// Why it ended, when not by its own return.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// The commit its return appended to the parent's chain.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub return_commit: Option<CommitId>,
+    /// Set at 80% of the budget and above.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warning: Option<String>,
+}
+
+/// What session end answers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct SessionEnded {
+    /// The session.
+    pub session_id: String,
+    /// Branches force-returned (status completed), deepest first.
+    #[schema(value_type = Vec<String>)]
+    pub returned: Vec<BranchId>,
+    /// Branches that did not finish in time or errored (status failed).
+    #[schema(value_type = Vec<String>)]
+    pub failed: Vec<BranchId>,
+}

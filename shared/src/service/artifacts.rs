@@ -1,0 +1,117 @@
+//! Artifacts: uploads (idempotent, size-limited), verified downloads, and
+//! presigned direct uploads for large deltas (AWS mode).
+
+use bytes::Bytes;
+
+use super::Service;
+use crate::commit::Commit;
+use crate::error::{Error, ErrorKind, Result};
+use crate::id::{ArtifactRef, TenantId};
+use crate::store::{BlobStoreExt, PresignedUpload, PutBlob};
+
+/// How long a presigned upload URL stays valid.
+const UPLOAD_URL_TTL_SECS: u64 = 15 * 60;
+
+impl Service {
+    /// Stores an artifact (idempotent).
+    ///
+    /// # Errors
+    /// `TooLarge` over the artifact limit; `Unavailable`.
+    pub async fn upload_artifact(&self, tenant: &TenantId, bytes: Bytes) -> Result<PutBlob> {
+        self.limits.check_artifact_size("body", bytes.len())?;
+        self.stores.blobs.put(tenant, bytes).await
+    }
+
+    /// An artifact's bytes, verified against its hash.
+    ///
+    /// # Errors
+    /// `NotFound`; `Internal` when the stored bytes do not match.
+    pub async fn download_artifact(
+        &self,
+        tenant: &TenantId,
+        artifact: &ArtifactRef,
+    ) -> Result<Bytes> {
+        self.stores
+            .blobs
+            .get(tenant, artifact)
+            .await?
+            .ok_or_else(|| Error::not_found(format!("artifact {artifact}")))
+    }
+
+    /// The bytes of a stored commit's artifact.
+    ///
+    /// # Errors
+    /// `Internal` when the artifact is missing (a stored commit's bytes
+    /// must exist); `Unavailable`.
+    pub(crate) async fn artifact_of(&self, tenant: &TenantId, commit: &Commit) -> Result<Bytes> {
+        let art = &commit.artifact_ref;
+        self.stores.blobs.get(tenant, art).await?.ok_or_else(|| {
+            Error::internal(format!(
+                "artifact {art} of commit {} is missing from storage",
+                commit.id
+            ))
+        })
+    }
+
+    /// Makes sure an artifact named by a checkpoint is stored: present, or
+    /// staged by a direct upload, whose bytes are re-hashed before they are
+    /// moved into place.
+    pub(super) async fn ensure_artifact(
+        &self,
+        tenant: &TenantId,
+        artifact: &ArtifactRef,
+    ) -> Result<u64> {
+        if let Some(size) = self.stores.blobs.size(tenant, artifact).await? {
+            return Ok(size);
+        }
+        self.stores
+            .blobs
+            .promote_upload(tenant, artifact)
+            .await?
+            .ok_or_else(|| {
+                Error::invalid(
+                    "artifact_ref",
+                    format!("artifact {artifact} does not exist"),
+                )
+            })
+    }
+
+    /// A URL to PUT a large artifact to directly (AWS mode), valid for
+    /// fifteen minutes. Checkpointing with `artifact_ref` afterwards verifies
+    /// the bytes' hash and moves them into place.
+    ///
+    /// # Errors
+    /// `TooLarge` over the upload limit; `Invalid` when the store cannot
+    /// take direct uploads (embedded mode: POST the bytes instead).
+    pub async fn upload_url(
+        &self,
+        tenant: &TenantId,
+        artifact: &ArtifactRef,
+        size: u64,
+    ) -> Result<PresignedUpload> {
+        if size > self.limits.max_upload_bytes {
+            return Err(Error::new(
+                ErrorKind::TooLarge,
+                format!(
+                    "size is {size} bytes; direct uploads take at most {}",
+                    self.limits.max_upload_bytes
+                ),
+            )
+            .with_field("size"));
+        }
+        let ttl = std::time::Duration::from_secs(UPLOAD_URL_TTL_SECS);
+        let mut up = self
+            .stores
+            .blobs
+            .presign_upload(tenant, artifact, size, ttl)
+            .await?
+            .ok_or_else(|| {
+                Error::invalid(
+                    "body",
+                    "this server's storage takes no direct uploads; POST the bytes to /v1/artifacts",
+                )
+            })?;
+        up.expires_at = self.clock.now() + chrono::Duration::seconds(UPLOAD_URL_TTL_SECS as i64);
+        Ok(up)
+    }
+}

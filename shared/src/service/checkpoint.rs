@@ -1,0 +1,380 @@
+//! Recording a checkpoint: a [`NewCommit`] is validated, its delta stored
+//! and checked by its format's codec, and the commit written (with an
+//! optional ref move in the same store call). Into a branch's chain it is
+//! three named steps: the budget guard, the write, the accounting.
+
+use bytes::Bytes;
+use chrono::{DateTime, Utc};
+
+use super::Service;
+use super::folding::BudgetNotice;
+use crate::clock::truncate_to_micros;
+use crate::commit::{self, Commit, CommitType, Tags, Trigger, limits};
+use crate::error::{Error, Result};
+use crate::format::{Checked, Counts, FormatId};
+use crate::id::{ArtifactRef, BranchId, CommitId, Principal, TenantId};
+use crate::store::{BlobStoreExt, PutCommit, RefMove};
+
+/// Where a new commit's bytes are.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Delta {
+    /// Given with the checkpoint; stored by it.
+    Inline(Bytes),
+    /// Uploaded before (`POST /v1/artifacts` or a direct upload).
+    Stored(ArtifactRef),
+}
+
+impl Delta {
+    /// The request field errors about the delta name.
+    pub fn field(&self) -> &'static str {
+        match self {
+            Delta::Inline(_) => "delta",
+            Delta::Stored(_) => "artifact_ref",
+        }
+    }
+}
+
+/// A commit to record: the domain form of a checkpoint request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewCommit {
+    /// The previous commit; absent for a root.
+    pub parent: Option<CommitId>,
+    /// What the artifact holds.
+    pub commit_type: CommitType,
+    /// The artifact's format.
+    pub format: FormatId,
+    /// The bytes.
+    pub delta: Delta,
+    /// The context template the wrapper used.
+    pub template: String,
+    /// Who checkpoints.
+    pub principal: Principal,
+    /// The machine it runs on.
+    pub machine: Option<String>,
+    /// The wrapper's session.
+    pub session_id: Option<String>,
+    /// Why it checkpoints.
+    pub checkpoint: Trigger,
+    /// A ticket the work belongs to.
+    pub ticket_id: Option<String>,
+    /// A conversation thread the work belongs to.
+    pub thread_id: Option<String>,
+    /// A human-readable summary.
+    pub summary: Option<String>,
+    /// Messages in the delta as the wrapper counted them (used for opaque
+    /// formats only).
+    pub message_count: Option<u64>,
+    /// Tokens in the delta as the wrapper counted them (kept as the tag
+    /// `client_token_count` when it differs from the server's count).
+    pub token_count: Option<u64>,
+    /// When the wrapper checkpointed; the server's clock when absent.
+    pub created_at: Option<DateTime<Utc>>,
+    /// Free-form labels.
+    pub tags: Option<Tags>,
+    /// A ref to move to the new commit in the same write.
+    pub ref_move: Option<RefMove>,
+    /// The branch whose chain this writes into: its budget is checked
+    /// before and charged after.
+    pub branch: Option<BranchId>,
+}
+
+impl NewCommit {
+    /// A delta commit of `delta` by `principal` at a turn boundary, with
+    /// everything optional left out; set the rest with struct update syntax.
+    pub fn new(
+        principal: Principal,
+        template: impl Into<String>,
+        format: FormatId,
+        delta: impl Into<Bytes>,
+    ) -> Self {
+        NewCommit {
+            parent: None,
+            commit_type: CommitType::Delta,
+            format,
+            delta: Delta::Inline(delta.into()),
+            template: template.into(),
+            principal,
+            machine: None,
+            session_id: None,
+            checkpoint: Trigger::TurnBoundary,
+            ticket_id: None,
+            thread_id: None,
+            summary: None,
+            message_count: None,
+            token_count: None,
+            created_at: None,
+            tags: None,
+            ref_move: None,
+            branch: None,
+        }
+    }
+}
+
+/// What a checkpoint did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Checkpointed {
+    /// The commit, as stored.
+    pub commit: Commit,
+    /// False when the same checkpoint had been recorded before.
+    pub created: bool,
+    /// The budget of the branch it wrote into: a warning from 80%, the
+    /// forced return at 100%.
+    pub budget: Option<BudgetNotice>,
+}
+
+impl Service {
+    /// Records a checkpoint: the branch budget guard, the write, then the
+    /// accounting against the branch.
+    ///
+    /// # Errors
+    /// `Invalid` naming the field for bad input (nothing is written);
+    /// `Conflict` with the current tip when the ref moved, or for a branch
+    /// that has ended; `TooLarge`.
+    pub async fn checkpoint(&self, tenant: &TenantId, new: NewCommit) -> Result<Checkpointed> {
+        let branch = self.budget_guard(tenant, new.branch.as_ref()).await?;
+        let (commit, created) = self.record(tenant, new).await?;
+        let budget = match (branch, created) {
+            (Some(b), true) => self.charge_tokens(tenant, &b, commit.token_count).await?,
+            _ => None,
+        };
+        Ok(Checkpointed {
+            commit,
+            created,
+            budget,
+        })
+    }
+
+    /// Writes a commit without the branch budget steps (the branch
+    /// operations' own writes). Returns it and whether it was created.
+    pub(crate) async fn record(&self, tenant: &TenantId, new: NewCommit) -> Result<(Commit, bool)> {
+        check_fields(&new)?;
+        let field = new.delta.field();
+        if let Delta::Inline(bytes) = &new.delta {
+            self.limits.check_artifact_size(field, bytes.len())?;
+        }
+        let parent =
+            match &new.parent {
+                Some(id) => Some(self.stores.meta.get_commit(tenant, id).await?.ok_or_else(
+                    || Error::invalid("parent", format!("parent {id} does not exist")),
+                )?),
+                None => None,
+            };
+        let artifact = match &new.delta {
+            Delta::Inline(bytes) => ArtifactRef::of(bytes),
+            Delta::Stored(art) => *art,
+        };
+        let created_at = new
+            .created_at
+            .map_or_else(|| self.clock.now(), truncate_to_micros);
+        let id = CommitId::derive(
+            tenant,
+            parent.as_ref().map(|p| &p.id),
+            &artifact,
+            created_at.timestamp_micros(),
+            &new.template,
+        );
+        if let Some(mv) = &new.ref_move {
+            // Refuse a stale expectation before storing anything (unless this
+            // is a retry the ref already reflects). The store checks again
+            // atomically; losing that race leaves at most an unreferenced
+            // artifact, never a half-written checkpoint.
+            let current = self
+                .stores
+                .meta
+                .get_ref(tenant, &mv.name)
+                .await?
+                .map(|r| r.target);
+            if current != mv.expected && current != Some(id) {
+                return Err(crate::store::ref_conflict(
+                    &mv.name,
+                    mv.expected.as_ref(),
+                    current.as_ref(),
+                ));
+            }
+        }
+        if matches!(new.delta, Delta::Stored(_)) {
+            self.ensure_artifact(tenant, &artifact).await?;
+        }
+        let codec = self.formats.codec(&new.format).clone();
+        // The bytes to check: inline ones, or a structured format's uploaded
+        // artifact (opaque formats need only its size).
+        let bytes = match &new.delta {
+            Delta::Inline(bytes) => Some(bytes.clone()),
+            Delta::Stored(_) if codec.structured() => Some(
+                self.stores
+                    .blobs
+                    .get(tenant, &artifact)
+                    .await?
+                    .ok_or_else(|| missing_artifact(&artifact))?,
+            ),
+            Delta::Stored(_) => None,
+        };
+        let counts = match &bytes {
+            Some(b) => {
+                let checked = codec.validate(b).map_err(|e| e.with_field(field))?;
+                if new.commit_type == CommitType::Compaction {
+                    codec.check_compaction(b).map_err(|e| e.with_field(field))?;
+                }
+                self.check_open_results(tenant, parent.as_ref(), &new.format, field, &checked)
+                    .await?;
+                checked.counts
+            }
+            None => Counts::default(),
+        };
+        let size = match (bytes, &new.delta) {
+            (Some(b), Delta::Inline(_)) => self.stores.blobs.put(tenant, b).await?.size,
+            (Some(b), Delta::Stored(_)) => b.len() as u64,
+            (None, _) => self
+                .stores
+                .blobs
+                .size(tenant, &artifact)
+                .await?
+                .ok_or_else(|| missing_artifact(&artifact))?,
+        };
+        // Counts are the server's: the codec's for a known format, chars/4
+        // of the bytes for opaque ones. A client's token_count is kept apart
+        // as the tag `client_token_count`, never used as the count.
+        let tokens = if codec.structured() {
+            counts.tokens
+        } else {
+            crate::format::estimate_tokens(size as usize)
+        };
+        let messages = match counts.messages {
+            Some(n) => n,
+            None => new.message_count.unwrap_or(0),
+        };
+        let mut tags = new.tags.unwrap_or_default();
+        if let Some(claimed) = new.token_count
+            && claimed != tokens
+            && tags.len() < limits::TAGS
+        {
+            tags.entry("client_token_count".to_owned())
+                .or_insert_with(|| claimed.to_string());
+        }
+        let commit = Commit {
+            id,
+            parent: parent.as_ref().map(|p| p.id),
+            commit_type: new.commit_type,
+            artifact_ref: artifact,
+            artifact_size: size,
+            format: new.format,
+            template: new.template,
+            principal: new.principal,
+            machine: new.machine,
+            session_id: new.session_id,
+            checkpoint: new.checkpoint,
+            ticket_id: new.ticket_id,
+            thread_id: new.thread_id,
+            summary: new.summary,
+            message_count: messages,
+            token_count: tokens,
+            created_at,
+            tags,
+            depth: parent.as_ref().map_or(0, |p| p.depth + 1),
+            lineage: parent.as_ref().map_or(id, |p| p.lineage),
+            parent_lineage: parent.as_ref().map(|p| p.lineage),
+        };
+        match self
+            .stores
+            .meta
+            .put_commit(tenant, &commit, new.ref_move.as_ref())
+            .await?
+        {
+            PutCommit::Created(c) => Ok((c, true)),
+            PutCommit::Existing(c) => Ok((c, false)),
+        }
+    }
+
+    /// Tool results in a new delta whose tool use is not in the delta must
+    /// answer a tool use the parent's delta left unanswered.
+    async fn check_open_results(
+        &self,
+        tenant: &TenantId,
+        parent: Option<&Commit>,
+        format: &FormatId,
+        field: &str,
+        checked: &Checked,
+    ) -> Result<()> {
+        if checked.open_results.is_empty() {
+            return Ok(());
+        }
+        let answerable = match parent {
+            // A compaction's summary stands in for the history the tool use
+            // was in; it cannot be checked.
+            Some(p) if p.commit_type == CommitType::Compaction => return Ok(()),
+            Some(p) => {
+                let codec = self.formats.codec(&p.format);
+                if !codec.structured() {
+                    return Ok(());
+                }
+                let bytes = self.artifact_of(tenant, p).await?;
+                codec
+                    .to_canonical(&bytes)
+                    .map(|c| c.unanswered_tool_uses())
+                    .unwrap_or_default()
+            }
+            None => Default::default(),
+        };
+        match checked
+            .open_results
+            .iter()
+            .find(|r| !answerable.contains(&r.tool_use_id))
+        {
+            None => Ok(()),
+            Some(r) => Err(Error::invalid(
+                field,
+                format!(
+                    "not a valid {format} delta: at {}: a tool_result answers tool_use {:?}, which is neither earlier in the delta nor left unanswered by the parent's delta{}",
+                    r.at,
+                    r.tool_use_id,
+                    if parent.is_none() {
+                        " (there is no parent)"
+                    } else {
+                        ""
+                    }
+                ),
+            )),
+        }
+    }
+}
+
+/// The field limits of a new commit.
+fn check_fields(new: &NewCommit) -> Result<()> {
+    commit::check_text("template", &new.template, limits::SHORT_TEXT)?;
+    for (field, value) in [
+        ("machine", &new.machine),
+        ("session_id", &new.session_id),
+        ("ticket_id", &new.ticket_id),
+        ("thread_id", &new.thread_id),
+    ] {
+        if let Some(v) = value {
+            commit::check_text(field, v, limits::SHORT_TEXT)?;
+        }
+    }
+    if let Some(s) = &new.summary {
+        commit::check_summary(s)?;
+    }
+    if let Some(t) = &new.tags {
+        commit::check_tags(t)?;
+    }
+    if let Some(n) = new.message_count {
+        commit::check_count("message_count", n, limits::MESSAGE_COUNT)?;
+    }
+    if let Some(n) = new.token_count {
+        commit::check_count("token_count", n, limits::TOKEN_COUNT)?;
+    }
+    if new.commit_type == CommitType::Compaction && new.parent.is_none() {
+        return Err(Error::invalid(
+            "parent",
+            "a compaction commit needs a parent: its summary replaces the parent's history",
+        ));
+    }
+    Ok(())
+}
+
+fn missing_artifact(artifact: &ArtifactRef) -> Error {
+    Error::invalid(
+        "artifact_ref",
+        format!("artifact {artifact} does not exist"),
+    )
+}

@@ -1,0 +1,389 @@
+//! How branches end: returned by their caller, force-returned by session
+//! end, a parent's return or an exhausted budget, or expired at their
+//! deadline. Every way goes through `end_branch` (exactly once per branch)
+//! and appends one `branch_return` commit to the parent's chain.
+
+use futures::future::BoxFuture;
+
+use super::{
+    Expired, MAX_MESSAGE, Sweep, branch_principal, check_len, session_ref, strip_controls,
+};
+use crate::auth::Caller;
+use crate::branch::wire::{BranchReturnRequest, BranchReturned, SessionEnded};
+use crate::branch::{BranchRecord, BranchStatus, Finish, branch_ref};
+use crate::commit::{Commit, Tags, Trigger};
+use crate::error::{Error, ErrorKind, Result};
+use crate::format::FormatId;
+use crate::id::{BranchId, CommitId, TenantId};
+use crate::service::{NewCommit, Service};
+use crate::store::RefMove;
+
+/// How often a return retries when the parent's chain moves under it.
+const APPEND_ATTEMPTS: usize = 8;
+
+impl Service {
+    /// `branch_return`: force-returns the branch's active children (deepest
+    /// first), scrubs the message and appends it to the parent's chain as
+    /// one `branch_return` commit.
+    ///
+    /// # Errors
+    /// `NotFound`; `Conflict` when it already ended; `Invalid` for an
+    /// over-long message; the scrubber's error (nothing is appended).
+    pub async fn branch_return(
+        &self,
+        caller: &Caller,
+        id: &BranchId,
+        req: BranchReturnRequest,
+    ) -> Result<BranchReturned> {
+        let f = self.folding_or_err()?.clone();
+        let tenant = &caller.tenant;
+        let message = strip_controls(&req.message, true);
+        check_len("message", &message, MAX_MESSAGE)?;
+        let rec = self.visible_branch(caller, id).await?;
+        if rec.status != BranchStatus::Active {
+            return Err(Error::conflict(
+                format!("branch {id} already ended: it is {}", rec.status),
+                Some(rec.status.as_str().to_owned()),
+            )
+            .with_field("branch_id"));
+        }
+        // Fail closed: no scrub, no return.
+        let scrubbed = f.scrubber.scrub(&message)?;
+        let force_returned = self.force_return_descendants(tenant, &rec).await?;
+        let (done, commit) = self
+            .end_branch(
+                tenant,
+                &rec,
+                BranchStatus::Completed,
+                None,
+                Some(scrubbed.text.clone()),
+            )
+            .await?;
+        Ok(BranchReturned {
+            success: true,
+            tokens_used: done.tokens_used,
+            message: scrubbed.text,
+            commit,
+            redactions: scrubbed.redactions,
+            force_returned,
+        })
+    }
+
+    /// Session end: force-returns every active branch of the session,
+    /// deepest first, within the configured time; what does not finish in
+    /// time (or errors) is marked failed, with its error context appended
+    /// to its parent.
+    ///
+    /// # Errors
+    /// `NotFound` for another principal's session (strict mode).
+    pub async fn session_end(&self, caller: &Caller, session: &str) -> Result<SessionEnded> {
+        let f = self.folding_or_err()?.clone();
+        let tenant = &caller.tenant;
+        self.check_session_owner(caller, session).await?;
+        let mut active = f.store.active_branches(tenant, session).await?;
+        active.sort_by(|a, b| b.depth.cmp(&a.depth).then(a.id.cmp(&b.id)));
+        let limit = chrono::Duration::from_std(f.config.session_end_timeout)
+            .unwrap_or(chrono::Duration::MAX);
+        let deadline = self.clock().now() + limit;
+        let started = tokio::time::Instant::now();
+        let mut out = SessionEnded {
+            session_id: session.to_owned(),
+            returned: Vec::new(),
+            failed: Vec::new(),
+        };
+        for a in active {
+            let Some(rec) = f.store.get_branch(tenant, &a.id).await? else {
+                continue;
+            };
+            if rec.status != BranchStatus::Active {
+                continue;
+            }
+            let left = f
+                .config
+                .session_end_timeout
+                .saturating_sub(started.elapsed());
+            let in_time = self.clock().now() < deadline && !left.is_zero();
+            let result = if in_time {
+                tokio::time::timeout(
+                    left,
+                    self.end_branch(
+                        tenant,
+                        &rec,
+                        BranchStatus::Completed,
+                        Some("session ended".into()),
+                        None,
+                    ),
+                )
+                .await
+                .unwrap_or_else(|_| Err(Error::unavailable("session end ran out of time")))
+            } else {
+                Err(Error::unavailable("session end ran out of time"))
+            };
+            match result {
+                Ok(_) => out.returned.push(rec.id),
+                Err(e) if e.kind == ErrorKind::Conflict => {}
+                Err(e) => {
+                    let reason = format!("session ended before it finished: {}", e.message);
+                    match self
+                        .end_branch(tenant, &rec, BranchStatus::Failed, Some(reason), None)
+                        .await
+                    {
+                        Ok(_) => out.failed.push(rec.id),
+                        Err(e2) if e2.kind == ErrorKind::Conflict => {
+                            // It ended meanwhile (the timed-out return won).
+                            out.returned.push(rec.id);
+                        }
+                        Err(e2) => return Err(e2),
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Expires a branch whose deadline has passed: its active children are
+    /// force-returned, then it ends with status timeout and what it has is
+    /// appended to its parent. Idempotent.
+    ///
+    /// # Errors
+    /// `Unavailable` when storage fails (the caller retries).
+    pub async fn branch_expire(&self, tenant: &TenantId, id: &BranchId) -> Result<Expired> {
+        let f = self.folding_or_err()?.clone();
+        let Some(rec) = f.store.get_branch(tenant, id).await? else {
+            return Ok(Expired::Unknown);
+        };
+        if rec.status != BranchStatus::Active {
+            return Ok(Expired::AlreadyEnded);
+        }
+        // A timer may fire a little early by this clock: allow 1 s.
+        if self.clock().now() + chrono::Duration::seconds(1) < rec.deadline {
+            return Ok(Expired::NotDue);
+        }
+        self.force_return_descendants(tenant, &rec).await?;
+        let secs = (rec.deadline - rec.created_at).num_seconds();
+        match self
+            .end_branch(
+                tenant,
+                &rec,
+                BranchStatus::Timeout,
+                Some(format!("timed out after {secs} s")),
+                None,
+            )
+            .await
+        {
+            Ok(_) => Ok(Expired::TimedOut),
+            Err(e) if e.kind == ErrorKind::Conflict => Ok(Expired::AlreadyEnded),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The embedded server's start-up sweep: expires every branch whose
+    /// deadline passed while it was down, and re-arms the timers of the
+    /// rest.
+    ///
+    /// # Errors
+    /// `Unavailable` when storage fails.
+    pub async fn branch_sweep(&self) -> Result<Sweep> {
+        let f = self.folding_or_err()?.clone();
+        let mut sweep = Sweep::default();
+        let Some(all) = f.store.all_active().await? else {
+            return Ok(sweep);
+        };
+        let now = self.clock().now();
+        for (tenant, id, deadline) in all {
+            if deadline <= now {
+                if self.branch_expire(&tenant, &id).await? == Expired::TimedOut {
+                    sweep.expired += 1;
+                }
+            } else {
+                f.timer.start(&tenant, &id, deadline).await?;
+                sweep.rearmed += 1;
+            }
+        }
+        Ok(sweep)
+    }
+
+    /// Ends `rec` with `status` (exactly once: a second end is a
+    /// `Conflict`) and appends `message`, or for a forced end what the
+    /// branch has, to its parent's chain. Returns the ended record and the
+    /// appended commit.
+    pub(super) fn end_branch<'a>(
+        &'a self,
+        tenant: &'a TenantId,
+        rec: &'a BranchRecord,
+        status: BranchStatus,
+        reason: Option<String>,
+        message: Option<String>,
+    ) -> BoxFuture<'a, Result<(BranchRecord, CommitId)>> {
+        Box::pin(async move {
+            let f = self.folding_or_err()?.clone();
+            let done = f
+                .store
+                .finish_branch(
+                    tenant,
+                    &rec.id,
+                    &Finish {
+                        status,
+                        at: self.clock().now(),
+                        reason: reason.clone(),
+                    },
+                )
+                .await?;
+            let text = match message {
+                Some(m) => m,
+                None => self.forced_text(tenant, &done).await,
+            };
+            let commit = self.append_to_parent(tenant, &done, text).await?;
+            f.store
+                .annotate(tenant, &rec.id, None, Some(&commit.id))
+                .await?;
+            if status != BranchStatus::Timeout
+                && let Err(e) = f.timer.stop(tenant, &rec.id, done.timer.as_deref()).await
+            {
+                tracing::warn!(branch = %rec.id, error = %e, "could not stop the branch timer");
+            }
+            let mut done = done;
+            done.return_commit = Some(commit.id);
+            Ok((done, commit.id))
+        })
+    }
+
+    /// What a branch that did not return by itself hands its parent: its
+    /// status, why, its usage, and its latest checkpoint (scrubbed; left
+    /// out if the scrubber fails).
+    async fn forced_text(&self, tenant: &TenantId, rec: &BranchRecord) -> String {
+        let mut head = format!(
+            "[branch {} {}: {}] {} ({} of {} budget tokens used; its chain stays at branches/{}",
+            rec.id,
+            rec.status,
+            rec.reason.as_deref().unwrap_or("ended"),
+            rec.description,
+            rec.tokens_used,
+            rec.budget,
+            rec.id,
+        );
+        let tip = self
+            .stores()
+            .meta
+            .get_ref(tenant, &rec.chain_ref())
+            .await
+            .ok()
+            .flatten()
+            .map(|r| r.target);
+        let mut body = String::new();
+        if let Some(tip) = tip {
+            head.push_str(&format!(", tip {tip}"));
+            if tip != rec.root_commit
+                && let Ok(c) = self.show(tenant, &tip).await
+                && let Ok(bytes) = self.artifact_of(tenant, &c).await
+            {
+                let last = String::from_utf8_lossy(&bytes);
+                let last: String = last.chars().take(2000).collect();
+                body = format!("\nlatest checkpoint:\n{last}");
+            }
+        }
+        head.push(')');
+        let f = self.folding().cloned();
+        let full = format!("{head}{body}");
+        match f.map(|f| f.scrubber.scrub(&full)) {
+            Some(Ok(s)) => s.text,
+            // Fail closed: without a scrub only the fixed part goes back.
+            _ => format!(
+                "[branch {} {}] (details withheld: the secret scrubber failed)",
+                rec.id, rec.status
+            ),
+        }
+    }
+
+    /// Appends `text` to the chain of `rec`'s parent (its parent branch's,
+    /// or its session's) as one `branch_return` delta commit, by
+    /// compare-and-swap on the parent's ref.
+    async fn append_to_parent(
+        &self,
+        tenant: &TenantId,
+        rec: &BranchRecord,
+        text: String,
+    ) -> Result<Commit> {
+        let (name, session_of_commit) = match &rec.parent_branch {
+            Some(p) => (branch_ref(p), p.to_string()),
+            None => (session_ref(&rec.session_id)?, rec.session_id.clone()),
+        };
+        let principal = branch_principal();
+        let mut last = None;
+        for _ in 0..APPEND_ATTEMPTS {
+            let tip = self
+                .stores()
+                .meta
+                .get_ref(tenant, &name)
+                .await?
+                .map(|r| r.target);
+            // In the parent's own format when it holds messages (one user
+            // message with the text), so its context stays native; raw
+            // otherwise, or if that format refuses the message.
+            let mut encodings = Vec::new();
+            if let Some(t) = &tip {
+                let format = self.show(tenant, t).await?.format;
+                let codec = self.formats().codec(&format).clone();
+                if codec.structured() {
+                    let conv = crate::format::canonical::Conversation {
+                        messages: vec![crate::format::canonical::Message::new(
+                            crate::format::canonical::Role::User,
+                            vec![crate::format::canonical::Block::text(text.clone())],
+                        )],
+                    };
+                    if let Ok(enc) = codec.encode_canonical(&conv)
+                        && enc.lost.is_empty()
+                    {
+                        encodings.push((format, enc.bytes));
+                    }
+                }
+            }
+            encodings.push((FormatId::raw(), bytes::Bytes::from(text.clone())));
+            let mut moved = false;
+            for (i, (format, bytes)) in encodings.iter().enumerate() {
+                let new = NewCommit {
+                    parent: tip,
+                    session_id: Some(session_of_commit.clone()),
+                    checkpoint: Trigger::BranchReturn,
+                    summary: Some(format!("branch {} {}", rec.id, rec.status)),
+                    created_at: Some(self.clock().now()),
+                    tags: Some(Tags::from([
+                        ("branch".to_owned(), rec.id.to_string()),
+                        ("branch_status".to_owned(), rec.status.as_str().to_owned()),
+                    ])),
+                    ref_move: Some(RefMove {
+                        name: name.clone(),
+                        expected: tip,
+                    }),
+                    ..NewCommit::new(
+                        principal.clone(),
+                        "ctx-branch-return",
+                        format.clone(),
+                        bytes.clone(),
+                    )
+                };
+                match self.record(tenant, new).await {
+                    Ok((commit, _)) => {
+                        if let Some(p) = &rec.parent_branch {
+                            self.charge_tokens(tenant, p, commit.token_count).await?;
+                        }
+                        return Ok(commit);
+                    }
+                    Err(e) if e.kind == ErrorKind::Conflict => {
+                        last = Some(e);
+                        moved = true;
+                        break;
+                    }
+                    Err(e) if e.kind == ErrorKind::Invalid && i + 1 < encodings.len() => {
+                        tracing::warn!(format = %format, error = %e, "branch return falls back to raw");
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+            if !moved {
+                break;
+            }
+        }
+        Err(last.unwrap_or_else(|| Error::unavailable("the parent's chain kept moving")))
+    }
+}

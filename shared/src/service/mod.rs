@@ -1,0 +1,144 @@
+//! The operations of ctx over the store traits: what the HTTP handlers call
+//! in every host (`ctx serve`, each Lambda). One file per family:
+//!
+//! - [`checkpoint`]: recording a commit ([`NewCommit`] → [`Checkpointed`]).
+//! - `artifacts`: uploads, downloads, presigned direct uploads.
+//! - `commits`: show, update-metadata, history, resolve.
+//! - `walk`: the lineage walk history and materialize share.
+//! - [`materialize`]: rebuilding the context at a commit ([`Stop`]).
+//! - `refs`: compare-and-swap pointers to tips.
+//! - [`folding`]: context folding (branches, budgets, deadlines).
+//!
+//! Every method takes the caller's tenant first; nothing here can reach
+//! another tenant's keys. Requests arrive as domain values; the wire types
+//! (`crate::wire`) are converted at the API edge.
+
+use std::sync::Arc;
+
+use crate::branch::Folding;
+use crate::clock::Clock;
+use crate::error::{Error, ErrorKind, Result};
+use crate::format::Formats;
+use crate::store::Stores;
+
+mod artifacts;
+pub mod checkpoint;
+mod commits;
+pub mod folding;
+pub mod materialize;
+mod refs;
+mod walk;
+
+pub use crate::commit::Stop;
+pub use checkpoint::{Checkpointed, Delta, NewCommit};
+pub use folding::{BudgetNotice, Expired, Sweep, TokioTimer};
+pub use materialize::Materialization;
+
+/// Size limits the service enforces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// The largest artifact (delta, summary, snapshot) in bytes.
+    pub max_artifact_bytes: usize,
+    /// The most commits one history call returns.
+    pub max_history: usize,
+    /// The most refs one listing returns.
+    pub max_ref_list: usize,
+    /// The largest direct (presigned) upload.
+    pub max_upload_bytes: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_artifact_bytes: 64 * 1024 * 1024,
+            max_history: 1000,
+            max_ref_list: 1000,
+            max_upload_bytes: 5 * 1024 * 1024 * 1024,
+        }
+    }
+}
+
+impl Limits {
+    /// The largest JSON body: an artifact in base64 plus room for fields.
+    pub fn max_json_bytes(&self) -> usize {
+        self.max_artifact_bytes / 3 * 4 + 1024 * 1024
+    }
+
+    /// Refuses an artifact of `len` bytes in `field` over the limit.
+    ///
+    /// # Errors
+    /// `TooLarge` naming the field and the limit.
+    pub fn check_artifact_size(&self, field: &str, len: usize) -> Result<()> {
+        if len > self.max_artifact_bytes {
+            return Err(Error::new(
+                ErrorKind::TooLarge,
+                format!(
+                    "{field} is {len} bytes; at most {} are allowed",
+                    self.max_artifact_bytes
+                ),
+            )
+            .with_field(field));
+        }
+        Ok(())
+    }
+}
+
+/// The service: every operation of ctx.
+#[derive(Clone)]
+pub struct Service {
+    stores: Stores,
+    formats: Formats,
+    clock: Arc<dyn Clock>,
+    limits: Limits,
+    folding: Option<Arc<Folding>>,
+}
+
+impl Service {
+    /// A service over `stores`, with the built-in formats.
+    pub fn new(stores: Stores, clock: Arc<dyn Clock>) -> Self {
+        Service {
+            stores,
+            formats: Formats::default(),
+            clock,
+            limits: Limits::default(),
+            folding: None,
+        }
+    }
+
+    /// Enables context folding (`branch_*`, session end) over `folding`.
+    pub fn with_folding(mut self, folding: Folding) -> Self {
+        self.folding = Some(Arc::new(folding));
+        self
+    }
+
+    /// Replaces the size limits.
+    pub fn with_limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// The context-folding setup, if enabled.
+    pub fn folding(&self) -> Option<&Folding> {
+        self.folding.as_deref()
+    }
+
+    /// The codecs the service knows.
+    pub fn formats(&self) -> &Formats {
+        &self.formats
+    }
+
+    /// The limits in force.
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    /// The clock the service reads.
+    pub fn clock(&self) -> &Arc<dyn Clock> {
+        &self.clock
+    }
+
+    /// The stores the service runs on.
+    pub fn stores(&self) -> &Stores {
+        &self.stores
+    }
+}

@@ -1,0 +1,64 @@
+//! Refs: named pointers to tips, moved by compare-and-swap.
+
+use super::Service;
+use crate::error::{Error, Result};
+use crate::id::{CommitId, RefName, TenantId};
+use crate::store::RefRecord;
+
+impl Service {
+    /// A ref.
+    ///
+    /// # Errors
+    /// `NotFound`.
+    pub async fn get_ref(&self, tenant: &TenantId, name: &RefName) -> Result<RefRecord> {
+        self.stores
+            .meta
+            .get_ref(tenant, name)
+            .await?
+            .ok_or_else(|| Error::not_found(format!("ref {name}")))
+    }
+
+    /// Creates (`expected` absent) or moves a ref to `target` by
+    /// compare-and-swap.
+    ///
+    /// # Errors
+    /// `Invalid` when the target does not exist; `Conflict` with the
+    /// current tip when `expected` is stale.
+    pub async fn set_ref(
+        &self,
+        tenant: &TenantId,
+        name: &RefName,
+        target: &CommitId,
+        expected: Option<&CommitId>,
+    ) -> Result<RefRecord> {
+        if self.stores.meta.get_commit(tenant, target).await?.is_none() {
+            return Err(Error::invalid(
+                "target",
+                format!("target {target} does not exist"),
+            ));
+        }
+        self.stores
+            .meta
+            .cas_ref(tenant, name, expected, target, self.clock.now())
+            .await
+    }
+
+    /// Refs whose names start with `prefix`.
+    ///
+    /// # Errors
+    /// `Invalid` for a limit of 0 or over the maximum.
+    pub async fn list_refs(
+        &self,
+        tenant: &TenantId,
+        prefix: &str,
+        limit: usize,
+    ) -> Result<Vec<RefRecord>> {
+        if limit == 0 || limit > self.limits.max_ref_list {
+            return Err(Error::invalid(
+                "limit",
+                format!("limit is {limit}; give 1 to {}", self.limits.max_ref_list),
+            ));
+        }
+        self.stores.meta.list_refs(tenant, prefix, limit).await
+    }
+}

@@ -1,0 +1,330 @@
+//! The wire contract: every request and response body of the HTTP API,
+//! `Serialize + Deserialize`, shared by the server (`crate::api`), the
+//! CLI's typed client and the MCP tools, so a contract change breaks the
+//! build instead of a client.
+//!
+//! Requests are converted to the service's domain values here, once (see
+//! [`CheckpointRequest::into_new_commit`]).
+
+use bytes::Bytes;
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use utoipa::ToSchema;
+
+pub use crate::branch::wire::{
+    BranchCreateRequest, BranchCreated, BranchReturnRequest, BranchReturned, BranchStatusResponse,
+    SessionEnded,
+};
+use crate::commit::{Commit, CommitType, Tags, Trigger};
+use crate::error::{Error, Result};
+use crate::format::FormatId;
+use crate::id::{ArtifactRef, BranchId, CommitId, Principal, TenantId};
+use crate::service::materialize::Materialization;
+use crate::service::{Checkpointed, Delta, Limits, NewCommit, Service, Stop};
+use crate::store::{Materialized, RefMove, RefRecord};
+
+/// `POST /v1/commits`: one commit and, optionally, a ref move.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CheckpointRequest {
+    /// The previous commit; absent for a root.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<CommitId>,
+    /// What the artifact holds.
+    pub commit_type: CommitType,
+    /// The artifact's format.
+    pub format: FormatId,
+    /// An artifact uploaded before (`POST /v1/artifacts`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub artifact_ref: Option<ArtifactRef>,
+    /// The delta inline, as UTF-8 text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delta: Option<String>,
+    /// The delta inline, base64-encoded (standard alphabet, padded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delta_base64: Option<String>,
+    /// The context template the wrapper used.
+    pub template: String,
+    /// Who checkpoints.
+    #[schema(value_type = String)]
+    pub principal: Principal,
+    /// The machine it runs on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub machine: Option<String>,
+    /// The wrapper's session.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+    /// Why it checkpoints.
+    pub checkpoint: Trigger,
+    /// A ticket the work belongs to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ticket_id: Option<String>,
+    /// A conversation thread the work belongs to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thread_id: Option<String>,
+    /// A human-readable summary.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary: Option<String>,
+    /// Messages in the delta, if the wrapper knows; used only for formats
+    /// ctx cannot count itself (opaque ones).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message_count: Option<u64>,
+    /// Tokens in the delta as the wrapper counted them. The server always
+    /// stores its own estimate as the commit's `token_count`; a different
+    /// claim is kept as the tag `client_token_count`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_count: Option<u64>,
+    /// When the wrapper checkpointed; the server's clock when absent. Send
+    /// it to make retries idempotent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created_at: Option<DateTime<Utc>>,
+    /// Free-form labels.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tags: Option<Tags>,
+    /// A ref to move to the new commit in the same write.
+    #[serde(default, rename = "ref", skip_serializing_if = "Option::is_none")]
+    pub ref_move: Option<RefMove>,
+}
+
+impl CheckpointRequest {
+    /// A delta checkpoint of `delta` by `principal` at a turn boundary, with
+    /// everything optional left out; set the rest with struct update syntax.
+    pub fn new(
+        principal: Principal,
+        template: impl Into<String>,
+        format: FormatId,
+        delta: impl Into<String>,
+    ) -> Self {
+        CheckpointRequest {
+            parent: None,
+            commit_type: CommitType::Delta,
+            format,
+            artifact_ref: None,
+            delta: Some(delta.into()),
+            delta_base64: None,
+            template: template.into(),
+            principal,
+            machine: None,
+            session_id: None,
+            checkpoint: Trigger::TurnBoundary,
+            ticket_id: None,
+            thread_id: None,
+            summary: None,
+            message_count: None,
+            token_count: None,
+            created_at: None,
+            tags: None,
+            ref_move: None,
+        }
+    }
+
+    /// The request field that carries the delta.
+    pub fn delta_field(&self) -> &'static str {
+        match (&self.artifact_ref, &self.delta, &self.delta_base64) {
+            (None, None, Some(_)) => "delta_base64",
+            (Some(_), None, None) => "artifact_ref",
+            _ => "delta",
+        }
+    }
+
+    /// Records this checkpoint as `POST /v1/commits` does: converted with
+    /// [`CheckpointRequest::into_new_commit`], errors about the delta naming
+    /// the field it was sent in.
+    ///
+    /// # Errors
+    /// As [`Service::checkpoint`].
+    pub async fn submit(self, service: &Service, tenant: &TenantId) -> Result<Checkpointed> {
+        // The service names an inline delta `delta`; it may have come as
+        // `delta_base64`.
+        let field = self.delta_field();
+        let new = self.into_new_commit(service.limits())?;
+        service
+            .checkpoint(tenant, new)
+            .await
+            .map_err(|e| match e.field.as_deref() {
+                Some("delta") if field != "delta" => e.with_field(field),
+                _ => e,
+            })
+    }
+
+    /// The commit this request asks for: exactly one of `artifact_ref`,
+    /// `delta` and `delta_base64` becomes its [`Delta`]. A checkpoint whose
+    /// ref is `branches/<br-…>`, or whose session is a `br-…` id, writes
+    /// into that branch's chain and counts against its budget.
+    ///
+    /// # Errors
+    /// `Invalid` for none or several deltas, or bad base64; `TooLarge` for
+    /// an inline delta over the artifact limit.
+    pub fn into_new_commit(self, limits: &Limits) -> Result<NewCommit> {
+        let delta = match (self.artifact_ref, self.delta, self.delta_base64) {
+            (Some(art), None, None) => Delta::Stored(art),
+            (None, Some(text), None) => {
+                limits.check_artifact_size("delta", text.len())?;
+                Delta::Inline(Bytes::from(text.into_bytes()))
+            }
+            (None, None, Some(b64)) => {
+                limits.check_artifact_size("delta_base64", b64.len() / 4 * 3)?;
+                use base64::Engine as _;
+                let bytes = base64::engine::general_purpose::STANDARD
+                    .decode(&b64)
+                    .map_err(|e| {
+                        Error::invalid(
+                            "delta_base64",
+                            format!("delta_base64 is not valid base64: {e}"),
+                        )
+                    })?;
+                Delta::Inline(Bytes::from(bytes))
+            }
+            _ => {
+                return Err(Error::invalid(
+                    "delta",
+                    "give exactly one of artifact_ref, delta and delta_base64",
+                ));
+            }
+        };
+        let branch = self
+            .ref_move
+            .as_ref()
+            .and_then(|m| crate::branch::branch_of_ref(&m.name))
+            .or_else(|| {
+                self.session_id
+                    .as_deref()
+                    .and_then(|s| s.parse::<BranchId>().ok())
+            });
+        Ok(NewCommit {
+            parent: self.parent,
+            commit_type: self.commit_type,
+            format: self.format,
+            delta,
+            template: self.template,
+            principal: self.principal,
+            machine: self.machine,
+            session_id: self.session_id,
+            checkpoint: self.checkpoint,
+            ticket_id: self.ticket_id,
+            thread_id: self.thread_id,
+            summary: self.summary,
+            message_count: self.message_count,
+            token_count: self.token_count,
+            created_at: self.created_at,
+            tags: self.tags,
+            ref_move: self.ref_move,
+            branch,
+        })
+    }
+}
+
+/// `POST /v1/commits/{ctx}/materialize`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MaterializeRequest {
+    /// `compaction` (default), `root`, or a `ctx-…` ancestor.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<String>)]
+    pub stop: Option<Stop>,
+    /// The format wanted; the tip's format when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub format: Option<FormatId>,
+}
+
+/// A materialized context.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct MaterializeResponse {
+    /// The artifact holding it, its size, counts and tier.
+    #[serde(flatten)]
+    pub result: Materialized,
+    /// Whether it came from the cache.
+    pub cached: bool,
+}
+
+impl From<Materialization> for MaterializeResponse {
+    fn from(m: Materialization) -> Self {
+        MaterializeResponse {
+            result: m.result,
+            cached: m.cached,
+        }
+    }
+}
+
+/// `PATCH /v1/commits/{ctx}`: summary and tags are all that may change.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UpdateMetadataRequest {
+    /// A new summary; `null` clears it.
+    #[serde(
+        default,
+        deserialize_with = "present",
+        serialize_with = "nullable",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schema(value_type = Option<String>)]
+    pub summary: Option<Option<String>>,
+    /// Replaces every tag.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tags: Option<Tags>,
+}
+
+/// Tells a field given as `null` (`Some(None)`) from one left out (`None`).
+fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Option<String>>, D::Error> {
+    Ok(Some(Option::deserialize(d)?))
+}
+
+/// Writes `Some(None)` as `null` (a field left out is skipped).
+fn nullable<S: Serializer>(v: &Option<Option<String>>, s: S) -> Result<S::Ok, S::Error> {
+    match v {
+        Some(inner) => inner.serialize(s),
+        None => s.serialize_none(),
+    }
+}
+
+/// `PUT /v1/refs/{name}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SetRefRequest {
+    /// The commit the ref should point at.
+    pub target: CommitId,
+    /// The tip the caller believes the ref has; absent to create it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expected: Option<CommitId>,
+}
+
+/// An artifact reference and size.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct ArtifactInfo {
+    /// `art-` and the BLAKE3 hash of the bytes.
+    #[serde(rename = "ref")]
+    pub artifact_ref: ArtifactRef,
+    /// Size in bytes.
+    pub size: u64,
+}
+
+/// `POST /v1/uploads`: the artifact the bytes will hash to, and their size.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UploadRequest {
+    /// `art-` and the BLAKE3 hash the bytes will have.
+    pub artifact_ref: ArtifactRef,
+    /// Their size in bytes.
+    pub size: u64,
+}
+
+/// A list of commits, newest first.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct HistoryResponse {
+    /// The commits.
+    pub commits: Vec<Commit>,
+}
+
+/// A resolved commit id.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct ResolveResponse {
+    /// The newest commit at or before the time.
+    pub id: CommitId,
+}
+
+/// A list of refs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct RefList {
+    /// The refs, by name.
+    pub refs: Vec<RefRecord>,
+}
