@@ -18,11 +18,14 @@ fn text(out: &[u8]) -> String {
         .to_owned()
 }
 
+/// Polls until branch `id` has ended with status `want` and its return
+/// commit is on the parent's chain (the status turns terminal a moment
+/// before the return is appended).
 async fn poll_status(c: &ctx_tests::Http, id: &str, want: &str) -> Value {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         let s = c.ok("GET", &format!("/v1/branches/{id}"), None).await;
-        if s["status"] == want {
+        if s["status"] == want && s["return_commit"].is_string() {
             return s;
         }
         assert!(Instant::now() < deadline, "{id} never became {want}: {s}");
