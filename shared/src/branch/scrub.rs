@@ -316,17 +316,6 @@ impl Scrubber for RuleScrubber {
     }
 }
 
-/// A scrubber that always fails: what tests use to show failing closed.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct FailingScrubber;
-
-impl Scrubber for FailingScrubber {
-    fn scrub(&self, _text: &str) -> Result<Scrubbed> {
-        Err(Error::unavailable(
-            "the secret scrubber is unavailable; nothing was returned",
-        ))
-    }
-}
 
 #[cfg(test)]
 mod tests {

@@ -1,0 +1,119 @@
+//! How branches end: deadlines, the start-up sweep, session end.
+
+use super::*;
+
+#[tokio::test]
+async fn a_branch_expires_at_its_deadline_once() {
+    let h = harness();
+    let mut r = create("s", "slow");
+    r.timeout_seconds = Some(5);
+    let b = h.svc.branch_create(&h.alice, r).await.unwrap();
+    let t = &h.alice.tenant;
+    assert_eq!(
+        h.svc.branch_expire(t, &b.branch_id).await.unwrap(),
+        Expired::NotDue
+    );
+    h.clock.advance_micros(5_000_000);
+    assert_eq!(
+        h.svc.branch_expire(t, &b.branch_id).await.unwrap(),
+        Expired::TimedOut
+    );
+    assert_eq!(
+        h.svc.branch_expire(t, &b.branch_id).await.unwrap(),
+        Expired::AlreadyEnded
+    );
+    let s = h.status(&b.branch_id).await;
+    assert_eq!(s.status, "timeout");
+    assert!(h.text_of("sessions/s").await.contains("timeout"));
+    let e = h
+        .svc
+        .branch_return(&h.alice, &b.branch_id, ret("late"))
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Conflict);
+    // A returned branch is not expired later (its timer was stopped, and a
+    // late firing does nothing).
+    let b2 = h.create("s", "quick").await;
+    h.ret(&b2.branch_id, "ok").await;
+    assert!(h.timer.stopped.lock().unwrap().contains(&b2.branch_id));
+    h.clock.advance_micros(3_600_000_000);
+    assert_eq!(
+        h.svc.branch_expire(t, &b2.branch_id).await.unwrap(),
+        Expired::AlreadyEnded
+    );
+    assert_eq!(h.status(&b2.branch_id).await.status, "completed");
+}
+
+#[tokio::test]
+async fn the_sweep_expires_overdue_branches_and_rearms_the_rest() {
+    let h = harness();
+    let mut r = create("s", "short");
+    r.timeout_seconds = Some(10);
+    let short = h.svc.branch_create(&h.alice, r).await.unwrap();
+    let long = h.create("s", "long").await;
+    h.clock.advance_micros(60_000_000);
+    let sweep = h.svc.branch_sweep().await.unwrap();
+    assert_eq!(
+        sweep,
+        Sweep {
+            expired: 1,
+            rearmed: 1
+        }
+    );
+    assert_eq!(h.status(&short.branch_id).await.status, "timeout");
+    assert_eq!(h.status(&long.branch_id).await.status, "active");
+    assert_eq!(
+        h.timer
+            .started
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|b| **b == long.branch_id)
+            .count(),
+        2
+    );
+}
+
+#[tokio::test]
+async fn session_end_returns_every_active_branch() {
+    let h = harness();
+    let b1 = h.create("s", "one").await;
+    let mut r = create("s", "two");
+    r.parent_branch = Some(b1.branch_id);
+    let b2 = h.svc.branch_create(&h.alice, r).await.unwrap();
+    let end = h.svc.session_end(&h.alice, "s").await.unwrap();
+    assert_eq!(end.returned, vec![b2.branch_id, b1.branch_id]);
+    assert!(end.failed.is_empty());
+    assert_eq!(
+        h.status(&b1.branch_id).await.reason.as_deref(),
+        Some("session ended")
+    );
+    let none = h.svc.branch_status_of_session(&h.alice, "s").await.unwrap();
+    assert_eq!(
+        (none.branch_id, none.status.as_str()),
+        (None, "No active branch found")
+    );
+}
+
+#[tokio::test]
+async fn what_session_end_cannot_finish_in_time_is_marked_failed() {
+    let h = harness_with(
+        FoldingConfig {
+            session_end_timeout: std::time::Duration::ZERO,
+            ..FoldingConfig::default()
+        },
+        Arc::new(RuleScrubber::new().unwrap()),
+    );
+    let b = h.create("s", "stuck").await;
+    let end = h.svc.session_end(&h.alice, "s").await.unwrap();
+    assert_eq!(end.failed, vec![b.branch_id]);
+    let s = h.status(&b.branch_id).await;
+    assert_eq!(s.status, "failed");
+    // Error context reached the parent, and the branch stays stored.
+    let parent = h.text_of("sessions/s").await;
+    assert!(
+        parent.contains("failed") && parent.contains("stuck"),
+        "{parent}"
+    );
+    assert_eq!(h.text_of(&b.chain_ref).await, "stuck");
+}
