@@ -194,10 +194,7 @@ async fn sfn_timer(store: StoreKind) -> Option<Arc<dyn BranchTimer>> {
         && !arn.is_empty()
     {
         use ctx_core::branch::sfn::SfnTimer;
-        return Some(Arc::new(SfnTimer::new(
-            SfnTimer::client_from_env().await,
-            arn,
-        )));
+        return Some(Arc::new(SfnTimer::new(SfnTimer::sdk_client().await, arn)));
     }
     let _ = store;
     None

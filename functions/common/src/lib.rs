@@ -154,9 +154,7 @@ pub fn app_with(
 /// compile (branches then fail closed by not starting).
 pub async fn folding_from_env(meta: &DynamoMetaStore, table: &str) -> Result<Folding> {
     let timer: Arc<dyn BranchTimer> = match std::env::var("CTX_BRANCH_TIMER_ARN") {
-        Ok(arn) if !arn.is_empty() => {
-            Arc::new(SfnTimer::new(SfnTimer::client_from_env().await, arn))
-        }
+        Ok(arn) if !arn.is_empty() => Arc::new(SfnTimer::new(SfnTimer::sdk_client().await, arn)),
         _ => {
             tracing::warn!("CTX_BRANCH_TIMER_ARN is not set: branch deadlines are not enforced");
             Arc::new(NoTimer)

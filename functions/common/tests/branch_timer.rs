@@ -82,7 +82,7 @@ async fn a_branch_expires_through_the_state_machine_and_a_return_stops_it() {
         return;
     };
     let (blobs, meta) = connect(&config, AwsHooks::default()).await.unwrap();
-    let sfn = SfnTimer::client_from_env().await;
+    let sfn = SfnTimer::sdk_client().await;
     let mut b = [0u8; 6];
     use ctx_core::IdSource as _;
     OsRandom.fill(&mut b);
