@@ -168,7 +168,7 @@ impl Drop for Server {
 /// `AWS_ENDPOINT_URL` is set (and then it must answer); with
 /// `CTX_TEST_AWS=1` it must be set.
 pub fn aws_expected() -> bool {
-    ctx_core::store::aws::emulator_from_env().is_some()
+    ctx_core::config::Config::emulator_from_env().is_some()
 }
 
 /// A JSON-over-HTTP client with the server's token.
