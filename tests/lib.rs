@@ -11,7 +11,7 @@ use serde_json::Value;
 /// The `ctx` binary: `$CTX_BIN`, or `target/<profile>/ctx` next to this
 /// test executable (cargo builds it for the ctx-cli integration tests).
 pub fn ctx_bin() -> PathBuf {
-    if let Ok(p) = std::env::var("CTX_BIN") {
+    if let Some(p) = ctx_core::config::harness_var("CTX_BIN") {
         return PathBuf::from(p);
     }
     let exe = std::env::current_exe().expect("the test knows its own path");
