@@ -307,7 +307,7 @@ async fn strict_validation_separates_tokens_of_one_tenant() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_mcp_client_runs_the_branch_tools() {
-    let required = std::env::var("CTX_TEST_MCP").is_ok_and(|v| v == "1");
+    let required = ctx_core::config::harness_flag("CTX_TEST_MCP");
     let here = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("mcp");
     let setup = Command::new(here.join("setup"))
         .output()

@@ -70,12 +70,10 @@ async fn stream(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn acknowledged_checkpoints_survive_sigkill() {
-    let kills: u64 = std::env::var("CTX_CRASH_KILLS")
-        .ok()
+    let kills: u64 = ctx_core::config::harness_var("CTX_CRASH_KILLS")
         .and_then(|v| v.parse().ok())
         .unwrap_or(24);
-    let seed: u64 = std::env::var("CTX_CRASH_SEED")
-        .ok()
+    let seed: u64 = ctx_core::config::harness_var("CTX_CRASH_SEED")
         .and_then(|v| v.parse().ok())
         .unwrap_or(0xC7A5);
     eprintln!("crash test: {kills} kills, seed {seed}");

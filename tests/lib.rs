@@ -11,7 +11,7 @@ use serde_json::Value;
 /// The `ctx` binary: `$CTX_BIN`, or `target/<profile>/ctx` next to this
 /// test executable (cargo builds it for the ctx-cli integration tests).
 pub fn ctx_bin() -> PathBuf {
-    if let Ok(p) = std::env::var("CTX_BIN") {
+    if let Some(p) = ctx_core::config::harness_var("CTX_BIN") {
         return PathBuf::from(p);
     }
     let exe = std::env::current_exe().expect("the test knows its own path");
@@ -168,7 +168,7 @@ impl Drop for Server {
 /// `AWS_ENDPOINT_URL` is set (and then it must answer); with
 /// `CTX_TEST_AWS=1` it must be set.
 pub fn aws_expected() -> bool {
-    ctx_core::store::aws::emulator_from_env().is_some()
+    ctx_core::config::Config::emulator_from_env().is_some()
 }
 
 /// A JSON-over-HTTP client with the server's token.

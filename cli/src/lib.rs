@@ -16,7 +16,6 @@
 //! unavailable.
 
 use std::io::{Read, Write};
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -47,7 +46,7 @@ pub struct Cli {
 #[derive(Debug, Args)]
 struct DataDir {
     /// The data directory.
-    #[arg(long, env = "CTX_DATA", default_value = ".ctx")]
+    #[arg(long, env = "CTX_DATA", default_value = ctx_core::config::DEFAULT_DATA)]
     data: PathBuf,
 }
 
@@ -70,21 +69,7 @@ pub(crate) struct Conn {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Serve the API on embedded storage (filesystem + SQLite).
-    Serve {
-        #[command(flatten)]
-        data: DataDir,
-        /// The address to listen on.
-        #[arg(long, env = "CTX_ADDR", default_value = "127.0.0.1:7878")]
-        addr: SocketAddr,
-        /// The storage backend.
-        #[arg(long, value_enum, default_value = "local")]
-        store: serve::StoreKind,
-        /// Who may touch a session's branches: strict (the tenant and
-        /// principal, i.e. token, that own the session) or permissive (any
-        /// token of the tenant; single-user use).
-        #[arg(long, env = "CTX_SESSION_VALIDATION", default_value = "strict")]
-        session_validation: String,
-    },
+    Serve(serve::ServeArgs),
     /// Manage the bearer tokens of a local server.
     Tokens {
         #[command(subcommand)]
@@ -382,12 +367,7 @@ async fn rev(client: &Client, rev: &str) -> Result<String> {
 
 async fn run(cli: Cli) -> Result<()> {
     match cli.command {
-        Command::Serve {
-            data,
-            addr,
-            store,
-            session_validation,
-        } => run_serve(&data.data, addr, store, &session_validation).await,
+        Command::Serve(args) => serve::run(args).await,
         Command::Branch { command } => branch::run_branch(command).await,
         Command::Session { command } => branch::run_session(command).await,
         Command::Mcp { conn } => mcp::serve(conn.client()?).await,
@@ -516,42 +496,6 @@ async fn run(cli: Cli) -> Result<()> {
         Command::Ref { command } => run_ref(command).await,
         Command::Import { command } => import::run_import(command).await,
         Command::Export(args) => import::run_export(*args).await,
-    }
-}
-
-async fn run_serve(
-    data: &Path,
-    addr: SocketAddr,
-    store: serve::StoreKind,
-    session_validation: &str,
-) -> Result<()> {
-    let mut folding = ctx_core::branch::FoldingConfig::from_env()?;
-    folding.validation = session_validation.parse()?;
-    let server = serve::prepare_with(data, addr, store, folding).await?;
-    if let Some(token) = &server.new_token {
-        println!(
-            "created a token for tenant {} (saved in {}):\n{token}",
-            serve::DEFAULT_TENANT,
-            serve::token_file(data).display()
-        );
-    }
-    println!("ctx listening on http://{}", server.addr);
-    let _ = std::io::stdout().flush();
-    server
-        .run(shutdown_signal())
-        .await
-        .map_err(|e| Error::unavailable(format!("server failed: {e}")))
-}
-
-async fn shutdown_signal() {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut term = match signal(SignalKind::terminate()) {
-        Ok(s) => s,
-        Err(_) => return std::future::pending().await,
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term.recv() => {}
     }
 }
 

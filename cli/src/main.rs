@@ -1,15 +1,24 @@
-//! The `ctx` binary: logging to stderr, then the command line.
+//! The `ctx` binary: logging to stderr (`CTX_LOG`, default `warn`), then
+//! the command line.
 
 use std::process::ExitCode;
 
+use tracing_subscriber::EnvFilter;
+
 #[tokio::main]
 async fn main() -> ExitCode {
+    let log = ctx_core::config::Config::log_from_env();
+    let (filter, bad) = match log.as_deref().map(|s| (s, EnvFilter::try_new(s))) {
+        Some((_, Ok(filter))) => (filter, None),
+        Some((s, Err(e))) => (EnvFilter::new("warn"), Some(format!("CTX_LOG={s:?}: {e}"))),
+        None => (EnvFilter::new("warn"), None),
+    };
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("CTX_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
+        .with_env_filter(filter)
         .init();
+    if let Some(bad) = bad {
+        tracing::warn!("{bad}; logging at warn");
+    }
     ctx_cli::main_with(std::env::args()).await
 }

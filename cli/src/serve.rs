@@ -1,5 +1,8 @@
 //! `ctx serve`: the whole API on one address over embedded storage, and the
 //! token administration that goes with it (`ctx tokens ...`).
+//!
+//! Its flags ([`ServeArgs`]) are laid over `Config::from_env` and the
+//! backends come from `Backends::build`, as in every Lambda.
 
 use std::net::SocketAddr;
 use std::os::unix::fs::OpenOptionsExt;
@@ -8,14 +11,11 @@ use std::sync::Arc;
 
 use ctx_core::api::{AppState, Group, router};
 use ctx_core::auth::{TokenAuth, new_token, token_hash};
-use ctx_core::branch::memory::MemoryBranchStore;
-use ctx_core::branch::sqlite::SqliteBranchStore;
-use ctx_core::branch::{BranchStore, BranchTimer, Folding, FoldingConfig, RuleScrubber};
-use ctx_core::service::TokioTimer;
-use ctx_core::store::local::{LocalBlobStore, SqliteMetaStore};
-use ctx_core::store::memory::{MemoryBlobStore, MemoryMetaStore};
-use ctx_core::store::{Stores, TokenRecord, TokenStore};
-use ctx_core::{Clock, OsRandom, Result, Service, SystemClock, TenantId};
+use ctx_core::config::{self, Config};
+use ctx_core::store::local::SqliteMetaStore;
+use ctx_core::store::{TokenRecord, TokenStore};
+use ctx_core::wiring::{Backends, Needs};
+use ctx_core::{Clock, Error, OsRandom, Result, SystemClock, TenantId};
 
 /// Which backends `ctx serve` runs on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -29,6 +29,63 @@ pub enum StoreKind {
     /// directory. Needs the `aws` feature.
     #[cfg(feature = "aws")]
     Aws,
+}
+
+impl From<StoreKind> for config::StoreKind {
+    fn from(kind: StoreKind) -> Self {
+        match kind {
+            StoreKind::Local => config::StoreKind::Local,
+            StoreKind::Memory => config::StoreKind::Memory,
+            #[cfg(feature = "aws")]
+            StoreKind::Aws => config::StoreKind::Aws,
+        }
+    }
+}
+
+/// The flags of `ctx serve`; each ends in the [`Config`] (see
+/// [`ServeArgs::config`]). The rest of the settings come from the
+/// environment (the README's Config table).
+#[derive(Debug, Clone, clap::Args)]
+pub struct ServeArgs {
+    /// The data directory.
+    #[arg(long, env = "CTX_DATA", default_value = config::DEFAULT_DATA)]
+    pub data: PathBuf,
+    /// The address to listen on.
+    #[arg(long, env = "CTX_ADDR", default_value = config::DEFAULT_ADDR)]
+    pub addr: SocketAddr,
+    /// The storage backend.
+    #[arg(long, value_enum, default_value = "local")]
+    pub store: StoreKind,
+    /// Who may touch a session's branches: strict (the tenant and
+    /// principal, i.e. token, that own the session) or permissive (any
+    /// token of the tenant; single-user use).
+    #[arg(long, env = "CTX_SESSION_VALIDATION", default_value = "strict")]
+    pub session_validation: String,
+}
+
+impl ServeArgs {
+    /// The configuration: the environment's ([`Config::from_env`]) with
+    /// these flags laid over it.
+    ///
+    /// # Errors
+    /// `Invalid` naming the variable or flag whose value does not parse.
+    pub fn config(self) -> Result<Config> {
+        self.over(Config::from_env()?)
+    }
+
+    /// `config` with these flags laid over it.
+    ///
+    /// # Errors
+    /// `Invalid` naming `--session-validation` when it is neither `strict`
+    /// nor `permissive`.
+    pub fn over(self, mut config: Config) -> Result<Config> {
+        config.data = self.data;
+        config.addr = self.addr;
+        config.store = self.store.into();
+        config.folding.validation =
+            Config::parse_validation("--session-validation", &self.session_validation)?;
+        Ok(config)
+    }
 }
 
 /// The tenant the first token is made for.
@@ -54,91 +111,24 @@ fn open_tokens(data: &Path) -> Result<SqliteMetaStore> {
     SqliteMetaStore::open(data)
 }
 
-/// Opens the stores under `data`, makes the first token if there is none,
-/// and binds `addr`.
+/// Builds the backends `config` names (with context folding: branches
+/// beside the commits, deadlines as tokio timers or, with the aws store and
+/// `CTX_BRANCH_TIMER_ARN`, Step Functions executions), makes the first
+/// token if there is none, expires the branches whose deadline passed while
+/// the server was down (re-arming the rest), and binds `config.addr`.
 ///
 /// # Errors
-/// When the data directory or the address cannot be used.
-pub async fn prepare(data: &Path, addr: SocketAddr, store: StoreKind) -> Result<Server> {
-    prepare_with(data, addr, store, FoldingConfig::from_env()?).await
-}
-
-/// [`prepare`] with explicit context-folding settings: branches are stored
-/// beside the commits (SQLite, memory, or DynamoDB), deadlines are tokio
-/// timers, and branches whose deadline passed while the server was down
-/// are expired before it starts serving (the rest are re-armed).
-///
-/// # Errors
-/// When the data directory or the address cannot be used.
-pub async fn prepare_with(
-    data: &Path,
-    addr: SocketAddr,
-    store: StoreKind,
-    folding: FoldingConfig,
-) -> Result<Server> {
-    std::fs::create_dir_all(data).map_err(|e| {
-        ctx_core::Error::unavailable(format!(
-            "cannot create the data directory {}: {e}",
-            data.display()
-        ))
-    })?;
+/// When the configuration is incomplete, or the data directory, a store or
+/// the address cannot be used.
+pub async fn prepare(config: &Config) -> Result<Server> {
+    let backends = Backends::build(config, Needs::SERVER).await?;
+    let tokens = backends
+        .tokens
+        .clone()
+        .expect("Needs::SERVER builds the token store");
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let (stores, tokens, branches): (Stores, Arc<dyn TokenStore>, Arc<dyn BranchStore>) =
-        match store {
-            StoreKind::Local => {
-                let meta = Arc::new(SqliteMetaStore::open(data)?);
-                let blobs = Arc::new(LocalBlobStore::open(data)?);
-                (
-                    Stores {
-                        blobs,
-                        meta: meta.clone(),
-                    },
-                    meta,
-                    Arc::new(SqliteBranchStore::open(data)?),
-                )
-            }
-            StoreKind::Memory => {
-                let meta = Arc::new(MemoryMetaStore::new());
-                (
-                    Stores {
-                        blobs: Arc::new(MemoryBlobStore::new()),
-                        meta: meta.clone(),
-                    },
-                    meta,
-                    Arc::new(MemoryBranchStore::new()),
-                )
-            }
-            #[cfg(feature = "aws")]
-            StoreKind::Aws => {
-                use ctx_core::branch::dynamo::DynamoBranchStore;
-                use ctx_core::store::aws::{AwsConfig, AwsHooks, connect};
-                let config = AwsConfig::from_env()?;
-                let (blobs, meta) = connect(&config, AwsHooks::default()).await?;
-                let branches = Arc::new(DynamoBranchStore::new(
-                    meta.client().clone(),
-                    config.table.clone(),
-                ));
-                (
-                    Stores {
-                        blobs: Arc::new(blobs),
-                        meta: Arc::new(meta),
-                    },
-                    Arc::new(SqliteMetaStore::open(data)?),
-                    branches,
-                )
-            }
-        };
-    let new_token = ensure_first_token(data, tokens.as_ref(), clock.as_ref()).await?;
-    let timer = Arc::new(TokioTimer::new());
-    let deadlines: Arc<dyn BranchTimer> = sfn_timer(store).await.unwrap_or_else(|| timer.clone());
-    let service = Service::new(stores, clock).with_folding(Folding {
-        store: branches,
-        timer: deadlines,
-        scrubber: Arc::new(RuleScrubber::new()?),
-        ids: Arc::new(OsRandom),
-        config: folding,
-    });
-    timer.bind(service.clone());
+    let new_token = ensure_first_token(&config.data, tokens.as_ref(), clock.as_ref()).await?;
+    let service = backends.into_service(clock);
     let sweep = service.branch_sweep().await?;
     if sweep.expired + sweep.rearmed > 0 {
         tracing::info!(
@@ -147,18 +137,18 @@ pub async fn prepare_with(
             "branch deadlines after restart"
         );
     }
-    let service = Arc::new(service);
     let state = AppState {
-        service,
+        service: Arc::new(service),
         auth: Arc::new(TokenAuth::new(tokens)),
     };
     let app = router(state, Group::ALL);
+    let addr = config.addr;
     let listener = tokio::net::TcpListener::bind(addr)
         .await
-        .map_err(|e| ctx_core::Error::unavailable(format!("cannot listen on {addr}: {e}")))?;
+        .map_err(|e| Error::unavailable(format!("cannot listen on {addr}: {e}")))?;
     let addr = listener
         .local_addr()
-        .map_err(|e| ctx_core::Error::unavailable(format!("cannot read the bound address: {e}")))?;
+        .map_err(|e| Error::unavailable(format!("cannot read the bound address: {e}")))?;
     Ok(Server {
         addr,
         new_token,
@@ -182,24 +172,39 @@ impl Server {
     }
 }
 
-/// With `--store aws` and `CTX_BRANCH_TIMER_ARN` set, deadlines are Step
-/// Functions executions of that state machine, as in the Lambda
-/// deployment; otherwise tokio timers in this process.
-#[allow(clippy::unused_async)] // awaits only with the aws feature
-async fn sfn_timer(store: StoreKind) -> Option<Arc<dyn BranchTimer>> {
-    #[cfg(feature = "aws")]
-    if store == StoreKind::Aws
-        && let Ok(arn) = std::env::var("CTX_BRANCH_TIMER_ARN")
-        && !arn.is_empty()
-    {
-        use ctx_core::branch::sfn::SfnTimer;
-        return Some(Arc::new(SfnTimer::new(
-            SfnTimer::client_from_env().await,
-            arn,
-        )));
+/// `ctx serve`: prepares the server, says where it listens (and the token
+/// it made, if it made one), and serves until SIGINT or SIGTERM.
+///
+/// # Errors
+/// As [`ServeArgs::config`] and [`prepare`]; when serving fails.
+pub async fn run(args: ServeArgs) -> Result<()> {
+    use std::io::Write as _;
+    let config = args.config()?;
+    let server = prepare(&config).await?;
+    if let Some(token) = &server.new_token {
+        println!(
+            "created a token for tenant {DEFAULT_TENANT} (saved in {}):\n{token}",
+            token_file(&config.data).display()
+        );
     }
-    let _ = store;
-    None
+    println!("ctx listening on http://{}", server.addr);
+    let _ = std::io::stdout().flush();
+    server
+        .run(shutdown_signal())
+        .await
+        .map_err(|e| Error::unavailable(format!("server failed: {e}")))
+}
+
+async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = match signal(SignalKind::terminate()) {
+        Ok(s) => s,
+        Err(_) => return std::future::pending().await,
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
 }
 
 /// Makes a token for the default tenant when no token exists yet, and
@@ -223,9 +228,8 @@ async fn ensure_first_token(
     tokens
         .add_token(&token_hash(&token), &tenant, clock.now())
         .await?;
-    write_secret(&file, &token).map_err(|e| {
-        ctx_core::Error::unavailable(format!("cannot write {}: {e}", file.display()))
-    })?;
+    write_secret(&file, &token)
+        .map_err(|e| Error::unavailable(format!("cannot write {}: {e}", file.display())))?;
     Ok(Some(token))
 }
 
@@ -270,4 +274,71 @@ pub async fn list_tokens(data: &Path) -> Result<Vec<TokenRecord>> {
 /// When the token table cannot be written.
 pub async fn revoke_token(data: &Path, id: &str) -> Result<bool> {
     open_tokens(data)?.revoke_token(id).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser as _;
+
+    #[derive(clap::Parser)]
+    struct Serve {
+        #[command(flatten)]
+        args: ServeArgs,
+    }
+
+    fn parse(args: &[&str]) -> ServeArgs {
+        Serve::try_parse_from(std::iter::once("serve").chain(args.iter().copied()))
+            .unwrap()
+            .args
+    }
+
+    #[test]
+    fn the_flags_defaults_are_the_configs() {
+        use clap::{CommandFactory as _, ValueEnum as _};
+        let cmd = Serve::command();
+        let default = |id: &str| {
+            let arg = cmd
+                .get_arguments()
+                .find(|a| a.get_id() == id)
+                .unwrap_or_else(|| panic!("--{id} exists"));
+            arg.get_default_values()[0].to_str().unwrap().to_owned()
+        };
+        let c = Config::default();
+        assert_eq!(PathBuf::from(default("data")), c.data);
+        assert_eq!(default("addr").parse::<SocketAddr>().unwrap(), c.addr);
+        assert_eq!(
+            Config::parse_validation("", &default("session_validation")).unwrap(),
+            c.folding.validation
+        );
+        let store = StoreKind::from_str(&default("store"), false).unwrap();
+        assert_eq!(config::StoreKind::from(store), c.store);
+    }
+
+    #[test]
+    fn every_flag_ends_in_the_config() {
+        let c = parse(&[
+            "--data",
+            "d",
+            "--addr",
+            "0.0.0.0:1",
+            "--store",
+            "memory",
+            "--session-validation",
+            "permissive",
+        ])
+        .over(Config::default())
+        .unwrap();
+        assert_eq!(c.data, PathBuf::from("d"));
+        assert_eq!(c.addr, "0.0.0.0:1".parse().unwrap());
+        assert_eq!(c.store, config::StoreKind::Memory);
+        assert_eq!(
+            c.folding.validation,
+            ctx_core::branch::Validation::Permissive
+        );
+        let e = parse(&["--session-validation", "loose"])
+            .over(Config::default())
+            .unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("--session-validation"));
+    }
 }

@@ -7,13 +7,14 @@
 //! `cargo bench -p ctx-core --features aws --bench aws_requests`
 //! (`-- --quick` for depths 1 and 100 only).
 
-use ctx_core::store::aws::AwsConfig;
+use ctx_core::config::Config;
 use ctx_core::store::aws::report::request_counts;
 
 #[tokio::main]
 async fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
-    let config = AwsConfig::from_env()
+    let config = Config::from_env()
+        .and_then(|c| c.aws())
         .expect("start the emulator first: eval \"$(localstack/emulator start)\"");
     let mut rows = Vec::new();
     let depths: &[u64] = if quick { &[1, 100] } else { &[1, 100, 1000] };

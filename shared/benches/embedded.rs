@@ -104,7 +104,7 @@ impl Plan {
 fn main() {
     // `cargo bench` passes `--bench`; every flag but `--quick` is ignored.
     let quick = std::env::args().any(|a| a == "--quick")
-        || std::env::var("CTX_BENCH_QUICK").is_ok_and(|v| v == "1");
+        || ctx_core::config::harness_flag("CTX_BENCH_QUICK");
     let plan = Plan::new(quick);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

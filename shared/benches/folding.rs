@@ -190,8 +190,8 @@ async fn latency(svc: &Service, caller: &Caller, n: usize) -> (f64, f64, f64, f6
 
 #[tokio::main]
 async fn main() {
-    let quick =
-        std::env::args().any(|a| a == "--quick") || std::env::var("CTX_BENCH_QUICK").is_ok();
+    let quick = std::env::args().any(|a| a == "--quick")
+        || ctx_core::config::harness_flag("CTX_BENCH_QUICK");
     let n = if quick { 20 } else { 200 };
     let caller = Caller {
         tenant: "bench".parse().expect("tenant"),

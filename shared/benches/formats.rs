@@ -190,7 +190,7 @@ fn mbps(bytes: usize, d: Duration) -> String {
 
 fn main() {
     let quick = std::env::args().any(|a| a == "--quick")
-        || std::env::var("CTX_BENCH_QUICK").is_ok_and(|v| v == "1");
+        || ctx_core::config::harness_flag("CTX_BENCH_QUICK");
     let (commits, reps) = if quick { (100, 1) } else { (1000, 5) };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -20,6 +20,8 @@
 //!   the server, the CLI's client and the MCP tools.
 //! - [`api`]: the one axum router, error mapping, OpenAPI document.
 //! - [`clock`]: time and randomness, injected.
+//! - [`config`]: every `CTX_*` setting, read once into one `Config`.
+//! - [`wiring`]: the backends a process needs, built from its `Config`.
 //! - [`error`]: the error type and its kinds.
 
 pub mod api;
@@ -27,12 +29,14 @@ pub mod auth;
 pub mod branch;
 pub mod clock;
 pub mod commit;
+pub mod config;
 pub mod error;
 pub mod format;
 pub mod id;
 pub mod service;
 pub mod store;
 pub mod wire;
+pub mod wiring;
 
 pub use clock::{Clock, IdSource, ManualClock, OsRandom, SystemClock};
 pub use commit::{Commit, CommitType, Trigger};

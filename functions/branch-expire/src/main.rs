@@ -3,7 +3,9 @@
 //! branch's deadline has passed; force-returns it with status timeout if it
 //! is still active (idempotent).
 
+use ctx_lambda::Function;
+
 #[tokio::main]
 async fn main() -> Result<(), lambda_http::Error> {
-    ctx_lambda::run_expire().await
+    ctx_lambda::run(Function::BranchExpire).await
 }

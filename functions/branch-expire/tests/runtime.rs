@@ -13,14 +13,12 @@ use axum::Router;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderValue};
 use axum::routing::{get, post};
+use ctx_core::SystemClock;
 use ctx_core::auth::Caller;
-use ctx_core::branch::dynamo::DynamoBranchStore;
 use ctx_core::branch::sfn::TimerInput;
-use ctx_core::branch::{Folding, FoldingConfig, NoTimer, RuleScrubber};
-use ctx_core::store::Stores;
-use ctx_core::store::aws::{AwsHooks, connect};
+use ctx_core::config::Config;
 use ctx_core::wire::BranchCreateRequest;
-use ctx_core::{OsRandom, Service, SystemClock};
+use ctx_core::wiring::{Backends, Needs};
 use serde_json::Value;
 use tokio::sync::mpsc;
 
@@ -111,28 +109,18 @@ async fn invoke_binary(event: Value) -> Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_binary_expires_a_branch_from_the_state_machines_event() {
-    let Some(config) = ctx_core::store::aws::emulator_from_env() else {
+    let Some(config) = Config::emulator_from_env() else {
         return;
     };
-    let (blobs, meta) = connect(&config, AwsHooks::default()).await.unwrap();
-    let store = Arc::new(DynamoBranchStore::new(
-        meta.client().clone(),
-        config.table.clone(),
-    ));
-    let service = Service::new(
-        Stores {
-            blobs: Arc::new(blobs),
-            meta: Arc::new(meta),
-        },
-        Arc::new(SystemClock),
-    )
-    .with_folding(Folding {
-        store,
-        timer: Arc::new(NoTimer),
-        scrubber: Arc::new(RuleScrubber::new().unwrap()),
-        ids: Arc::new(OsRandom),
-        config: FoldingConfig::default(),
-    });
+    // No branch timer: the test delivers the deadline itself.
+    let config = Config {
+        branch_timer_arn: None,
+        ..config
+    };
+    let service = Backends::build(&config, Needs::FOLDING)
+        .await
+        .unwrap()
+        .into_service(Arc::new(SystemClock));
     let caller = Caller {
         tenant: ctx_core::store::conformance::fresh_tenant("expire"),
         principal: Some("agent".into()),

@@ -1,18 +1,20 @@
 //! # ctx-lambda
 //!
-//! What every ctx Lambda shares. A function's `main` is one line:
-//! `ctx_lambda::run("checkpoint").await` — configuration from the
-//! environment, stores built once, and the function's own routes of the
-//! shared router served through `lambda_http`.
+//! What every ctx Lambda shares. A function's `main` is one line,
+//! `ctx_lambda::run(Function::Checkpoint).await`: the configuration read
+//! once ([`Config::from_env`]), the backends its routes use built once
+//! ([`Backends::build`] with [`Function::needs`]), then its routes of the
+//! shared router served through `lambda_http` (or, for `branch-expire`,
+//! the branch-timer handler).
 //!
 //! # Layout
-//! - [`FUNCTIONS`]: which route groups each function serves (template.yaml
-//!   is tested against it).
+//! - [`Function`]: the functions, the route groups each serves and what it
+//!   builds (template.yaml is tested against it).
 //! - [`JwtClaimsAuth`]: the tenant (and principal) from the claims API
 //!   Gateway's JWT authorizer put in the request context.
-//! - [`app`] / [`run`]: building and serving a function's router.
-//! - [`expire`] / [`run_expire`]: `branch-expire`, the handler the
-//!   branch-timer state machine invokes.
+//! - [`app`] / [`run`]: building and serving a function.
+//! - [`expire`]: `branch-expire`, the handler the branch-timer state
+//!   machine invokes.
 
 use std::sync::Arc;
 
@@ -20,45 +22,105 @@ use async_trait::async_trait;
 use axum::http::request::Parts;
 use ctx_core::api::{AppState, Group, router};
 use ctx_core::auth::{Authenticator, Caller};
-use ctx_core::branch::dynamo::DynamoBranchStore;
-use ctx_core::branch::sfn::{SfnTimer, TimerInput};
-use ctx_core::branch::{BranchTimer, Folding, FoldingConfig, NoTimer, RuleScrubber};
+use ctx_core::branch::sfn::TimerInput;
+use ctx_core::config::{Config, StoreKind};
 use ctx_core::service::Expired;
-use ctx_core::store::Stores;
-use ctx_core::store::aws::{AwsConfig, AwsHooks, DynamoMetaStore, connect};
-use ctx_core::{Error, ErrorKind, OsRandom, Result, Service, SystemClock};
+use ctx_core::wiring::{Backends, Needs};
+use ctx_core::{Error, ErrorKind, Result, Service, SystemClock};
 use lambda_http::request::RequestContext;
 
-/// Each function and the route groups it serves.
-pub const FUNCTIONS: &[(&str, &[Group])] = &[
-    (
-        "checkpoint",
-        &[Group::Checkpoint, Group::Artifacts, Group::Refs],
-    ),
-    ("materialize", &[Group::Materialize]),
-    ("resolve", &[Group::Resolve]),
-    ("history", &[Group::History, Group::Meta]),
-    ("branch", &[Group::Branches]),
-];
+/// A ctx Lambda function: one binary each, named as in template.yaml.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Function {
+    /// `checkpoint`: artifacts, checkpoint, refs.
+    Checkpoint,
+    /// `materialize`.
+    Materialize,
+    /// `resolve`.
+    Resolve,
+    /// `history`: show, history, update-metadata, health, OpenAPI.
+    History,
+    /// `branch`: context folding (branches, session end).
+    Branch,
+    /// `branch-expire`: invoked by the branch-timer state machine at a
+    /// branch's deadline, not by API Gateway.
+    BranchExpire,
+}
 
-/// Functions not behind API Gateway: `branch-expire`, invoked by the
-/// branch-timer state machine.
-pub const INVOKED: &[&str] = &["branch-expire"];
+impl Function {
+    /// Every function.
+    pub const ALL: &'static [Function] = &[
+        Function::Checkpoint,
+        Function::Materialize,
+        Function::Resolve,
+        Function::History,
+        Function::Branch,
+        Function::BranchExpire,
+    ];
 
-/// The groups of function `name`.
-///
-/// # Errors
-/// `Invalid` for an unknown function.
-pub fn groups_of(name: &str) -> Result<&'static [Group]> {
-    FUNCTIONS
-        .iter()
-        .find(|(n, _)| *n == name)
-        .map(|(_, g)| *g)
-        .ok_or_else(|| Error::invalid("function", format!("no function is called {name:?}")))
+    /// Its binary's name (template.yaml's `BuildProperties.Binary`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Function::Checkpoint => "checkpoint",
+            Function::Materialize => "materialize",
+            Function::Resolve => "resolve",
+            Function::History => "history",
+            Function::Branch => "branch",
+            Function::BranchExpire => "branch-expire",
+        }
+    }
+
+    /// The route groups it serves behind API Gateway (none for
+    /// `branch-expire`).
+    pub fn groups(self) -> &'static [Group] {
+        match self {
+            Function::Checkpoint => &[Group::Checkpoint, Group::Artifacts, Group::Refs],
+            Function::Materialize => &[Group::Materialize],
+            Function::Resolve => &[Group::Resolve],
+            Function::History => &[Group::History, Group::Meta],
+            Function::Branch => &[Group::Branches],
+            Function::BranchExpire => &[],
+        }
+    }
+
+    /// Whether it is invoked directly (by the branch-timer state machine)
+    /// rather than by API Gateway.
+    pub fn is_invoked(self) -> bool {
+        self == Function::BranchExpire
+    }
+
+    /// What it builds beside the commit stores: context folding for
+    /// `checkpoint`, `branch` and `branch-expire`; nothing else (no
+    /// tokens, no tokio timers: deadlines are Step Functions executions).
+    pub fn needs(self) -> Needs {
+        match self {
+            Function::BranchExpire => Needs::FOLDING,
+            f => Needs::routes(f.groups()),
+        }
+    }
+}
+
+impl std::fmt::Display for Function {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for Function {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<Self> {
+        Function::ALL
+            .iter()
+            .copied()
+            .find(|f| f.name() == s)
+            .ok_or_else(|| Error::invalid("function", format!("no function is called {s:?}")))
+    }
 }
 
 /// Reads the caller from the JWT authorizer's claims: the tenant from the
-/// claim named by `CTX_TENANT_CLAIM` (default `tenant`).
+/// claim [`Config::tenant_claim`] names (`CTX_TENANT_CLAIM`, default
+/// `tenant`), the principal from `sub`.
 #[derive(Debug, Clone)]
 pub struct JwtClaimsAuth {
     tenant_claim: String,
@@ -72,11 +134,6 @@ impl JwtClaimsAuth {
             tenant_claim: tenant_claim.into(),
             principal_claim: "sub".to_owned(),
         }
-    }
-
-    /// Reads `CTX_TENANT_CLAIM`.
-    pub fn from_env() -> Self {
-        Self::new(std::env::var("CTX_TENANT_CLAIM").unwrap_or_else(|_| "tenant".to_owned()))
     }
 }
 
@@ -120,69 +177,14 @@ impl Authenticator for JwtClaimsAuth {
     }
 }
 
-/// The router of function `name` over `stores`, authenticating by claims.
-///
-/// # Errors
-/// `Invalid` for an unknown function.
-pub fn app(name: &str, stores: Stores, auth: Arc<dyn Authenticator>) -> Result<axum::Router> {
-    app_with(name, Service::new(stores, Arc::new(SystemClock)), auth)
-}
-
-/// The router of function `name` over `service`.
-///
-/// # Errors
-/// `Invalid` for an unknown function.
-pub fn app_with(
-    name: &str,
-    service: Service,
+/// The router of `function` over `service`, authenticating with `auth`
+/// (no routes for `branch-expire`).
+pub fn app(
+    function: Function,
+    service: Arc<Service>,
     auth: Arc<dyn Authenticator>,
-) -> Result<axum::Router> {
-    let groups = groups_of(name)?;
-    let state = AppState {
-        service: Arc::new(service),
-        auth,
-    };
-    Ok(router(state, groups))
-}
-
-/// Context folding on AWS: branches in the metadata table, deadlines as
-/// executions of the state machine `CTX_BRANCH_TIMER_ARN`, limits and
-/// session validation from the environment (`FoldingConfig::from_env`).
-///
-/// # Errors
-/// `Invalid` for a bad setting; `Internal` if the scrubber's rules do not
-/// compile (branches then fail closed by not starting).
-pub async fn folding_from_env(meta: &DynamoMetaStore, table: &str) -> Result<Folding> {
-    let timer: Arc<dyn BranchTimer> = match std::env::var("CTX_BRANCH_TIMER_ARN") {
-        Ok(arn) if !arn.is_empty() => {
-            Arc::new(SfnTimer::new(SfnTimer::client_from_env().await, arn))
-        }
-        _ => {
-            tracing::warn!("CTX_BRANCH_TIMER_ARN is not set: branch deadlines are not enforced");
-            Arc::new(NoTimer)
-        }
-    };
-    Ok(Folding {
-        store: Arc::new(DynamoBranchStore::new(
-            meta.client().clone(),
-            table.to_owned(),
-        )),
-        timer,
-        scrubber: Arc::new(RuleScrubber::new()?),
-        ids: Arc::new(OsRandom),
-        config: FoldingConfig::from_env()?,
-    })
-}
-
-async fn service_from_env() -> Result<Service> {
-    let config = AwsConfig::from_env()?;
-    let (blobs, meta) = connect(&config, AwsHooks::default()).await?;
-    let folding = folding_from_env(&meta, &config.table).await?;
-    let stores = Stores {
-        blobs: Arc::new(blobs),
-        meta: Arc::new(meta),
-    };
-    Ok(Service::new(stores, Arc::new(SystemClock)).with_folding(folding))
+) -> axum::Router {
+    router(AppState { service, auth }, function.groups())
 }
 
 /// What `branch-expire` does with the event the branch-timer state machine
@@ -213,45 +215,52 @@ pub async fn expire(service: &Service, event: serde_json::Value) -> Result<serde
     Ok(serde_json::json!({ "outcome": outcome, "branch_id": input.branch_id }))
 }
 
-/// The whole of `branch-expire`'s `main`: a plain Lambda handler (not
-/// HTTP) around [`expire`].
-///
-/// # Errors
-/// When the configuration is incomplete or the runtime fails.
-pub async fn run_expire() -> Result<(), lambda_http::Error> {
-    init_tracing();
-    let service = Arc::new(service_from_env().await?);
-    lambda_http::lambda_runtime::run(lambda_http::service_fn(
-        move |event: lambda_http::LambdaEvent<serde_json::Value>| {
-            let service = service.clone();
-            async move {
-                expire(&service, event.payload)
-                    .await
-                    .map_err(|e| lambda_http::Error::from(e.to_string()))
-            }
-        },
-    ))
-    .await
-}
-
-fn init_tracing() {
+/// Logs to stdout (CloudWatch) with the filter `CTX_LOG` (default `info`);
+/// a filter that does not parse is said, then the default is used.
+fn init_tracing(config: &Config) {
+    use tracing_subscriber::EnvFilter;
+    let (filter, bad) = match config.log.as_deref().map(|s| (s, EnvFilter::try_new(s))) {
+        Some((_, Ok(filter))) => (filter, None),
+        Some((s, Err(e))) => (EnvFilter::new("info"), Some(format!("CTX_LOG={s:?}: {e}"))),
+        None => (EnvFilter::new("info"), None),
+    };
     tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("CTX_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
+        .with_env_filter(filter)
         .without_time()
         .init();
+    if let Some(bad) = bad {
+        tracing::warn!("{bad}; logging at info");
+    }
 }
 
-/// The whole of a function's `main`: logging, configuration from the
-/// environment, stores built once, then serving its routes.
+/// The whole of a function's `main`: the configuration from the
+/// environment (on the aws store), logging, the backends `function` needs
+/// built once, then serving its routes through `lambda_http` (or, for
+/// `branch-expire`, [`expire`] as a plain Lambda handler).
 ///
 /// # Errors
-/// When the configuration is incomplete or the runtime fails.
-pub async fn run(name: &str) -> Result<(), lambda_http::Error> {
-    init_tracing();
-    let service = service_from_env().await?;
-    let app = app_with(name, service, Arc::new(JwtClaimsAuth::from_env()))?;
-    lambda_http::run(app).await
+/// When the configuration is incomplete or invalid, or the runtime fails.
+pub async fn run(function: Function) -> Result<(), lambda_http::Error> {
+    let config = Config {
+        store: StoreKind::Aws,
+        ..Config::from_env()?
+    };
+    init_tracing(&config);
+    let backends = Backends::build(&config, function.needs()).await?;
+    let service = Arc::new(backends.into_service(Arc::new(SystemClock)));
+    if function.is_invoked() {
+        return lambda_http::lambda_runtime::run(lambda_http::service_fn(
+            move |event: lambda_http::LambdaEvent<serde_json::Value>| {
+                let service = service.clone();
+                async move {
+                    expire(&service, event.payload)
+                        .await
+                        .map_err(|e| lambda_http::Error::from(e.to_string()))
+                }
+            },
+        ))
+        .await;
+    }
+    let auth = Arc::new(JwtClaimsAuth::new(config.tenant_claim.clone()));
+    lambda_http::run(app(function, service, auth)).await
 }

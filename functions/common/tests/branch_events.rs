@@ -6,12 +6,11 @@
 
 use std::sync::Arc;
 
-use ctx_core::branch::dynamo::DynamoBranchStore;
-use ctx_core::branch::{Folding, FoldingConfig, NoTimer, RateLimits, RuleScrubber};
-use ctx_core::store::Stores;
-use ctx_core::store::aws::{AwsConfig, AwsHooks, connect};
-use ctx_core::{OsRandom, Service, SystemClock};
-use ctx_lambda::{JwtClaimsAuth, app_with};
+use ctx_core::SystemClock;
+use ctx_core::branch::RateLimits;
+use ctx_core::config::Config;
+use ctx_core::wiring::Backends;
+use ctx_lambda::{Function, JwtClaimsAuth, app};
 use http_body_util::BodyExt;
 use serde_json::{Value, json};
 use tower::ServiceExt;
@@ -53,39 +52,30 @@ async fn invoke(app: &axum::Router, event: String) -> (u16, Option<String>, Valu
     )
 }
 
-async fn function(config: &AwsConfig) -> axum::Router {
-    let (blobs, meta) = connect(config, AwsHooks::default()).await.unwrap();
-    let folding = Folding {
-        store: Arc::new(DynamoBranchStore::new(
-            meta.client().clone(),
-            config.table.clone(),
-        )),
-        timer: Arc::new(NoTimer),
-        scrubber: Arc::new(RuleScrubber::new().unwrap()),
-        ids: Arc::new(OsRandom),
-        config: FoldingConfig {
-            limits: RateLimits {
-                active_per_session: 10,
-                active_per_tenant: 100,
-                creations_per_minute: 1000,
-            },
-            ..FoldingConfig::default()
-        },
+/// One instance of the `branch` function, built as `ctx_lambda::run` builds
+/// it (no branch timer on the emulator: deadlines are not enforced here).
+async fn function(config: &Config) -> axum::Router {
+    let mut config = config.clone();
+    config.folding.limits = RateLimits {
+        active_per_session: 10,
+        active_per_tenant: 100,
+        creations_per_minute: 1000,
     };
-    let service = Service::new(
-        Stores {
-            blobs: Arc::new(blobs),
-            meta: Arc::new(meta),
-        },
-        Arc::new(SystemClock),
+    config.branch_timer_arn = None;
+    let service = Backends::build(&config, Function::Branch.needs())
+        .await
+        .unwrap()
+        .into_service(Arc::new(SystemClock));
+    app(
+        Function::Branch,
+        Arc::new(service),
+        Arc::new(JwtClaimsAuth::new("tenant")),
     )
-    .with_folding(folding);
-    app_with("branch", service, Arc::new(JwtClaimsAuth::new("tenant"))).unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_branch_function_on_the_aws_backends() {
-    let Some(config) = ctx_core::store::aws::emulator_from_env() else {
+    let Some(config) = Config::emulator_from_env() else {
         return;
     };
     let (a, b) = (function(&config).await, function(&config).await);

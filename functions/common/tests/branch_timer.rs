@@ -12,13 +12,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ctx_core::auth::Caller;
-use ctx_core::branch::dynamo::DynamoBranchStore;
 use ctx_core::branch::sfn::SfnTimer;
-use ctx_core::branch::{Folding, FoldingConfig, RuleScrubber};
-use ctx_core::store::Stores;
-use ctx_core::store::aws::{AwsHooks, connect};
+use ctx_core::config::Config;
 use ctx_core::wire::{BranchCreateRequest, BranchReturnRequest};
-use ctx_core::{OsRandom, Service, SystemClock};
+use ctx_core::wiring::{Backends, Deadlines};
+use ctx_core::{OsRandom, SystemClock};
+use ctx_lambda::Function;
 use serde_json::{Value, json};
 
 const ASL: &str = include_str!("../../../infra/statemachines/branch-timer.asl.json");
@@ -78,11 +77,10 @@ async fn poll<T>(what: &str, mut f: impl AsyncFnMut() -> Option<T>) -> T {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_branch_expires_through_the_state_machine_and_a_return_stops_it() {
-    let Some(config) = ctx_core::store::aws::emulator_from_env() else {
+    let Some(config) = Config::emulator_from_env() else {
         return;
     };
-    let (blobs, meta) = connect(&config, AwsHooks::default()).await.unwrap();
-    let sfn = SfnTimer::client_from_env().await;
+    let sfn = SfnTimer::sdk_client().await;
     let mut b = [0u8; 6];
     use ctx_core::IdSource as _;
     OsRandom.fill(&mut b);
@@ -99,24 +97,17 @@ async fn a_branch_expires_through_the_state_machine_and_a_return_stops_it() {
         .await
         .expect("create the state machine on the emulator")
         .state_machine_arn;
-    let folding = Folding {
-        store: Arc::new(DynamoBranchStore::new(
-            meta.client().clone(),
-            config.table.clone(),
-        )),
-        timer: Arc::new(SfnTimer::new(sfn.clone(), arn)),
-        scrubber: Arc::new(RuleScrubber::new().unwrap()),
-        ids: Arc::new(OsRandom),
-        config: FoldingConfig::default(),
+    // Wired as the `branch` function is, with this state machine.
+    let config = Config {
+        branch_timer_arn: Some(arn),
+        ..config
     };
-    let service = Service::new(
-        Stores {
-            blobs: Arc::new(blobs),
-            meta: Arc::new(meta),
-        },
-        Arc::new(SystemClock),
-    )
-    .with_folding(folding.clone());
+    let backends = Backends::build(&config, Function::Branch.needs())
+        .await
+        .unwrap();
+    assert_eq!(backends.deadlines, Some(Deadlines::StepFunctions));
+    let folding = backends.folding.clone().expect("the branch function folds");
+    let service = backends.into_service(Arc::new(SystemClock));
     let session = format!("s-{}", hex(&b));
     let create = |d: &str, timeout: u64| BranchCreateRequest {
         session_id: session.clone(),

@@ -11,7 +11,7 @@ use ctx_core::api::testing::{self, Call};
 use ctx_core::api::{AppState, Group, router};
 use ctx_core::auth::{TokenAuth, token_hash};
 use ctx_core::store::TokenStore;
-use ctx_lambda::{FUNCTIONS, JwtClaimsAuth};
+use ctx_lambda::{Function, JwtClaimsAuth, app};
 use http_body_util::BodyExt;
 use serde_json::{Value, json};
 use tower::ServiceExt;
@@ -29,15 +29,10 @@ struct Functions {
 impl Functions {
     fn new(service: Arc<ctx_core::Service>) -> Self {
         let auth: Arc<JwtClaimsAuth> = Arc::new(JwtClaimsAuth::new("tenant"));
-        let routers = FUNCTIONS
+        let routers = Function::ALL
             .iter()
-            .map(|(name, groups)| {
-                let state = AppState {
-                    service: service.clone(),
-                    auth: auth.clone(),
-                };
-                (*name, router(state, groups))
-            })
+            .filter(|f| !f.is_invoked())
+            .map(|f| (f.name(), app(*f, service.clone(), auth.clone())))
             .collect();
         Functions { routers }
     }
@@ -199,18 +194,14 @@ async fn fixtures_reach_the_right_function_with_the_right_answers() {
 
 #[tokio::test]
 async fn a_chain_through_the_functions_on_the_aws_backends() {
-    use ctx_core::store::aws::{AwsHooks, connect};
-    let Some(config) = ctx_core::store::aws::emulator_from_env() else {
+    use ctx_core::wiring::{Backends, Needs};
+    let Some(config) = ctx_core::config::Config::emulator_from_env() else {
         return;
     };
-    let (blobs, meta) = connect(&config, AwsHooks::default()).await.unwrap();
-    let service = ctx_core::Service::new(
-        ctx_core::store::Stores {
-            blobs: Arc::new(blobs),
-            meta: Arc::new(meta),
-        },
-        Arc::new(ctx_core::SystemClock),
-    );
+    let service = Backends::build(&config, Needs::default())
+        .await
+        .unwrap()
+        .into_service(Arc::new(ctx_core::SystemClock));
     let functions = Functions::new(Arc::new(service));
     let tenant = ctx_core::store::conformance::fresh_tenant("lambda").to_string();
     let call = |method: &str, uri: String, body: Value| Call {

@@ -1,12 +1,15 @@
 //! template.yaml agrees with the code: each function's HttpApi events are
-//! exactly the routes it serves, every function is deployed, and the table
-//! the emulator creates (localstack/resources.json) has the template's keys.
+//! exactly the routes its [`Function`] serves, every function is deployed
+//! once and its crate runs that function, every variable the template sets
+//! is a setting `Config` reads, and the table the emulator creates
+//! (localstack/resources.json) has the template's keys.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use ctx_core::api::routes;
+use ctx_core::config::SETTINGS;
 use ctx_core::service::Limits;
-use ctx_lambda::{FUNCTIONS, INVOKED, groups_of};
+use ctx_lambda::Function;
 use serde_yaml::Value;
 
 fn template() -> Value {
@@ -21,13 +24,11 @@ fn api_gateway_path(axum_path: &str) -> String {
     }
 }
 
-#[test]
-fn template_routes_equal_the_routes_each_function_serves() {
+/// The template's functions by the [`Function`] their binary names.
+fn deployed() -> BTreeMap<Function, Value> {
     let t = template();
-    let resources = t["Resources"].as_mapping().expect("Resources");
-    let mut deployed = BTreeSet::new();
-    let mut invoked = BTreeSet::new();
-    for (name, r) in resources {
+    let mut out = BTreeMap::new();
+    for (name, r) in t["Resources"].as_mapping().expect("Resources") {
         if r["Type"] != "AWS::Serverless::Function" {
             continue;
         }
@@ -38,15 +39,34 @@ fn template_routes_equal_the_routes_each_function_serves() {
             r["Metadata"]["BuildMethod"],
             Value::from("rust-cargolambda")
         );
-        if INVOKED.contains(&binary) {
+        let f: Function = binary
+            .parse()
+            .unwrap_or_else(|_| panic!("{binary} (in {name:?}) is no ctx_lambda::Function"));
+        assert!(
+            out.insert(f, r.clone()).is_none(),
+            "{binary} is deployed twice"
+        );
+    }
+    out
+}
+
+#[test]
+fn template_routes_equal_the_routes_each_function_serves() {
+    let deployed = deployed();
+    assert_eq!(
+        deployed.keys().copied().collect::<Vec<_>>(),
+        Function::ALL.to_vec(),
+        "every function is deployed once"
+    );
+    for (f, r) in &deployed {
+        if f.is_invoked() {
             assert!(
                 r["Properties"]["Events"].is_null(),
-                "{binary} is invoked by Step Functions, not API Gateway"
+                "{f} is invoked by Step Functions, not API Gateway"
             );
-            invoked.insert(binary.to_owned());
+            assert!(f.groups().is_empty(), "{f} serves no routes");
             continue;
         }
-        deployed.insert(binary.to_owned());
         let mut in_template = BTreeSet::new();
         for (_, ev) in r["Properties"]["Events"].as_mapping().expect("Events") {
             assert_eq!(ev["Type"], Value::from("HttpApi"));
@@ -56,29 +76,98 @@ fn template_routes_equal_the_routes_each_function_serves() {
                 p["Path"].as_str().expect("Path").to_owned(),
             ));
         }
-        let groups = groups_of(binary).expect("a known function");
         let served: BTreeSet<(String, String)> = routes(&Limits::default())
             .iter()
-            .filter(|r| groups.contains(&r.group))
+            .filter(|r| f.groups().contains(&r.group))
             .map(|r| (r.method.to_string(), api_gateway_path(r.path)))
             .collect();
-        assert_eq!(in_template, served, "routes of {binary}");
+        assert_eq!(in_template, served, "routes of {f}");
     }
-    let expected: BTreeSet<String> = FUNCTIONS.iter().map(|(n, _)| (*n).to_owned()).collect();
-    assert_eq!(deployed, expected, "every function is deployed once");
-    let expected: BTreeSet<String> = INVOKED.iter().map(|n| (*n).to_owned()).collect();
-    assert_eq!(invoked, expected, "every invoked function is deployed once");
-    // And every route of the API belongs to some function.
-    let all: usize = FUNCTIONS
-        .iter()
-        .map(|(_, g)| {
-            routes(&Limits::default())
-                .iter()
-                .filter(|r| g.contains(&r.group))
-                .count()
-        })
-        .sum();
-    assert_eq!(all, routes(&Limits::default()).len());
+    // And every route of the API belongs to exactly one function.
+    for r in routes(&Limits::default()) {
+        let serving: Vec<Function> = Function::ALL
+            .iter()
+            .copied()
+            .filter(|f| f.groups().contains(&r.group))
+            .collect();
+        assert_eq!(
+            serving.len(),
+            1,
+            "{} {} is served by {serving:?}",
+            r.method,
+            r.path
+        );
+    }
+}
+
+#[test]
+fn each_function_crate_runs_its_function() {
+    let functions = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("functions/common is in functions/");
+    for f in Function::ALL {
+        let dir = functions.join(f.name());
+        let read = |file: &str| {
+            std::fs::read_to_string(dir.join(file))
+                .unwrap_or_else(|e| panic!("{}/{file}: {e}", f.name()))
+        };
+        let manifest = read("Cargo.toml");
+        assert!(
+            manifest.contains(&format!("[[bin]]\nname = \"{}\"\n", f.name())),
+            "functions/{f}/Cargo.toml builds the binary {f}"
+        );
+        let main = read("src/main.rs");
+        assert!(
+            main.contains(&format!("ctx_lambda::run(Function::{f:?})")),
+            "functions/{f}/src/main.rs runs Function::{f:?}"
+        );
+        assert_eq!(f.name().parse::<Function>().unwrap(), *f);
+    }
+    assert!("checkpoints".parse::<Function>().is_err());
+}
+
+#[test]
+fn only_the_functions_that_fold_build_folding() {
+    for f in Function::ALL {
+        let routes_fold = f.groups().iter().any(|g| {
+            matches!(
+                g,
+                ctx_core::api::Group::Checkpoint | ctx_core::api::Group::Branches
+            )
+        });
+        assert_eq!(f.needs().folding, routes_fold || f.is_invoked(), "{f}");
+        assert!(!f.needs().tokens && !f.needs().process_timers, "{f}");
+    }
+}
+
+#[test]
+fn every_variable_the_template_sets_is_a_setting() {
+    let t = template();
+    let deployed = deployed();
+    let mut sets = vec![&t["Globals"]["Function"]["Environment"]["Variables"]];
+    for r in deployed.values() {
+        sets.push(&r["Properties"]["Environment"]["Variables"]);
+    }
+    let mut seen = 0;
+    for vars in sets {
+        let Some(vars) = vars.as_mapping() else {
+            continue;
+        };
+        for (k, v) in vars {
+            let k = k.as_str().expect("a variable name");
+            assert!(
+                SETTINGS.iter().any(|s| s.var == k),
+                "template.yaml sets {k}, which Config does not read"
+            );
+            if let Some(v) = v.as_str() {
+                // Literal values must parse as Config would parse them.
+                ctx_core::config::Config::from_vars(|n| (n == k).then(|| v.to_owned()))
+                    .unwrap_or_else(|e| panic!("template.yaml's {k}={v:?}: {}", e.message));
+            }
+            seen += 1;
+        }
+    }
+    assert!(seen >= 6, "the template's variables were found");
 }
 
 #[test]

@@ -1,7 +1,9 @@
 //! The `history` Lambda: serves its routes of the shared router (see
-//! `ctx_lambda::FUNCTIONS`).
+//! `ctx_lambda::Function::groups`).
+
+use ctx_lambda::Function;
 
 #[tokio::main]
 async fn main() -> Result<(), lambda_http::Error> {
-    ctx_lambda::run("history").await
+    ctx_lambda::run(Function::History).await
 }

@@ -354,48 +354,6 @@ impl Default for FoldingConfig {
     }
 }
 
-impl FoldingConfig {
-    /// Reads `CTX_BRANCH_MAX_DEPTH`, `CTX_BRANCH_MAX_PER_SESSION`,
-    /// `CTX_BRANCH_MAX_PER_TENANT`, `CTX_BRANCH_CREATES_PER_MINUTE`,
-    /// `CTX_SESSION_VALIDATION` (strict | permissive) and
-    /// `CTX_SESSION_END_TIMEOUT_SECS` over the defaults.
-    ///
-    /// # Errors
-    /// `Invalid` naming the variable when one does not parse.
-    pub fn from_env() -> Result<Self> {
-        fn num<T: std::str::FromStr>(name: &str, into: &mut T) -> Result<()> {
-            if let Ok(v) = std::env::var(name)
-                && !v.is_empty()
-            {
-                *into = v.parse().map_err(|_| {
-                    crate::error::Error::invalid(name, format!("{name}={v:?} is not a number"))
-                })?;
-            }
-            Ok(())
-        }
-        let mut c = FoldingConfig::default();
-        num("CTX_BRANCH_MAX_DEPTH", &mut c.max_depth)?;
-        num(
-            "CTX_BRANCH_MAX_PER_SESSION",
-            &mut c.limits.active_per_session,
-        )?;
-        num("CTX_BRANCH_MAX_PER_TENANT", &mut c.limits.active_per_tenant)?;
-        num(
-            "CTX_BRANCH_CREATES_PER_MINUTE",
-            &mut c.limits.creations_per_minute,
-        )?;
-        let mut end = c.session_end_timeout.as_secs();
-        num("CTX_SESSION_END_TIMEOUT_SECS", &mut end)?;
-        c.session_end_timeout = Duration::from_secs(end);
-        if let Ok(v) = std::env::var("CTX_SESSION_VALIDATION")
-            && !v.is_empty()
-        {
-            c.validation = v.parse()?;
-        }
-        Ok(c)
-    }
-}
-
 /// Everything context folding needs beside the commit stores.
 #[derive(Clone)]
 pub struct Folding {

@@ -316,7 +316,6 @@ impl Scrubber for RuleScrubber {
     }
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -74,9 +74,10 @@ impl SfnTimer {
         }
     }
 
-    /// A client configured from the environment like the other AWS
-    /// clients (the SDK's variables; `AWS_ENDPOINT_URL` for an emulator).
-    pub async fn client_from_env() -> aws_sdk_sfn::Client {
+    /// A Step Functions client configured like the S3 and DynamoDB clients
+    /// (by the AWS SDK's own variables: credentials, region,
+    /// `AWS_ENDPOINT_URL` for an emulator).
+    pub async fn sdk_client() -> aws_sdk_sfn::Client {
         let sdk = aws_config::defaults(BehaviorVersion::latest())
             .http_client(https_client())
             .retry_config(RetryConfig::standard().with_max_attempts(5))

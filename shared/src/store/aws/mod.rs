@@ -1,10 +1,10 @@
 //! The AWS backends: artifacts in S3 ([`S3BlobStore`]), metadata in one
 //! DynamoDB table ([`DynamoMetaStore`]), through the official AWS SDK.
 //!
-//! Configuration comes from the environment ([`AwsConfig::from_env`]): the
-//! SDK's usual variables (credentials, `AWS_REGION`, `AWS_ENDPOINT_URL` for
-//! an emulator) plus `CTX_BUCKET` and `CTX_TABLE`. Against an emulator S3 is
-//! addressed path-style.
+//! Configuration comes from the SDK's usual variables (credentials,
+//! `AWS_REGION`, `AWS_ENDPOINT_URL` for an emulator) plus the bucket and
+//! table of [`AwsConfig`] (`crate::config::Config::aws`). Against an
+//! emulator S3 is addressed path-style.
 //!
 //! [`RequestCounter`] is an SDK interceptor that counts requests per service
 //! and operation (for the request-count bench); [`FaultyHttpClient`] wraps
@@ -47,76 +47,9 @@ pub struct AwsConfig {
     pub bucket: String,
     /// The metadata table.
     pub table: String,
-    /// Path-style S3 addressing (emulators); true when `AWS_ENDPOINT_URL`
-    /// is set unless `CTX_S3_PATH_STYLE=false`.
+    /// Path-style S3 addressing (emulators); see `CTX_S3_PATH_STYLE` in
+    /// `crate::config`.
     pub path_style: bool,
-}
-
-impl AwsConfig {
-    /// Reads `CTX_BUCKET`, `CTX_TABLE`, `AWS_ENDPOINT_URL` and
-    /// `CTX_S3_PATH_STYLE`.
-    ///
-    /// # Errors
-    /// `Invalid` naming the variable that is missing.
-    pub fn from_env() -> Result<Self> {
-        Self::from_vars(|name| std::env::var(name).ok())
-    }
-
-    /// Like [`AwsConfig::from_env`], reading variables through `get`.
-    ///
-    /// # Errors
-    /// `Invalid` naming the variable that is missing.
-    pub fn from_vars(get: impl Fn(&str) -> Option<String>) -> Result<Self> {
-        let var = |name: &str| {
-            get(name).filter(|v| !v.is_empty()).ok_or_else(|| {
-                Error::invalid(name, format!("the environment variable {name} is not set"))
-            })
-        };
-        let emulated = get("AWS_ENDPOINT_URL").is_some_and(|v| !v.is_empty());
-        let path_style = match get("CTX_S3_PATH_STYLE").as_deref() {
-            Some("true" | "1") => true,
-            Some("false" | "0") => false,
-            _ => emulated,
-        };
-        Ok(AwsConfig {
-            bucket: var("CTX_BUCKET")?,
-            table: var("CTX_TABLE")?,
-            path_style,
-        })
-    }
-}
-
-/// The emulator's configuration for a test, or `None` (said on stderr)
-/// when no emulator is expected here. With `CTX_TEST_AWS=1` (tests/run, CI)
-/// a missing or unreachable emulator panics: nothing is silently skipped.
-///
-/// # Panics
-/// As above, so that the calling test fails.
-#[cfg(any(test, feature = "conformance"))]
-pub fn emulator_from_env() -> Option<AwsConfig> {
-    let required = std::env::var("CTX_TEST_AWS").is_ok_and(|v| v == "1");
-    let Some(url) = std::env::var("AWS_ENDPOINT_URL")
-        .ok()
-        .filter(|v| !v.is_empty())
-    else {
-        assert!(
-            !required,
-            "CTX_TEST_AWS=1 but AWS_ENDPOINT_URL is not set: start the emulator (tests/run does)"
-        );
-        eprintln!(
-            "NOT RUN: this test needs the AWS emulator; tests/run starts it (CTX_TEST_AWS=1)"
-        );
-        return None;
-    };
-    let dynamodb = std::env::var("AWS_ENDPOINT_URL_DYNAMODB").ok();
-    for url in std::iter::once(url).chain(dynamodb) {
-        let addr = url.trim_start_matches("http://").trim_end_matches('/');
-        assert!(
-            std::net::TcpStream::connect(addr).is_ok(),
-            "the AWS emulator at {url} is unreachable"
-        );
-    }
-    Some(AwsConfig::from_env().expect("CTX_BUCKET and CTX_TABLE are set with AWS_ENDPOINT_URL"))
 }
 
 /// Optional hooks for building the clients.

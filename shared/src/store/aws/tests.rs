@@ -10,7 +10,10 @@ use crate::store::conformance;
 use crate::store::memory::MemoryMetaStore;
 
 pub(crate) fn emulator() -> Option<AwsConfig> {
-    emulator_from_env()
+    crate::config::Config::emulator_from_env().map(|c| {
+        c.aws()
+            .expect("the emulator's configuration names a bucket and a table")
+    })
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -49,47 +52,6 @@ async fn requests_are_counted_per_operation() {
         "{counts:?}"
     );
     assert_eq!(counter.total("s3") + counter.total("dynamodb"), 2);
-}
-
-#[test]
-fn config_comes_from_the_environment_naming_what_is_missing() {
-    let env = |pairs: &'static [(&'static str, &'static str)]| {
-        move |name: &str| {
-            pairs
-                .iter()
-                .find(|(k, _)| *k == name)
-                .map(|(_, v)| (*v).to_owned())
-        }
-    };
-    let e = AwsConfig::from_vars(env(&[("CTX_TABLE", "t")])).unwrap_err();
-    assert_eq!(e.field.as_deref(), Some("CTX_BUCKET"));
-    let e = AwsConfig::from_vars(env(&[("CTX_BUCKET", "b"), ("CTX_TABLE", "")])).unwrap_err();
-    assert_eq!(e.field.as_deref(), Some("CTX_TABLE"));
-    let real = AwsConfig::from_vars(env(&[("CTX_BUCKET", "b"), ("CTX_TABLE", "t")])).unwrap();
-    assert_eq!(
-        real,
-        AwsConfig {
-            bucket: "b".into(),
-            table: "t".into(),
-            path_style: false
-        }
-    );
-    let emulated = env(&[
-        ("CTX_BUCKET", "b"),
-        ("CTX_TABLE", "t"),
-        ("AWS_ENDPOINT_URL", "http://127.0.0.1:1"),
-    ]);
-    assert!(
-        AwsConfig::from_vars(emulated).unwrap().path_style,
-        "emulators get path-style S3"
-    );
-    let forced = env(&[
-        ("CTX_BUCKET", "b"),
-        ("CTX_TABLE", "t"),
-        ("AWS_ENDPOINT_URL", "http://127.0.0.1:1"),
-        ("CTX_S3_PATH_STYLE", "false"),
-    ]);
-    assert!(!AwsConfig::from_vars(forced).unwrap().path_style);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -5,8 +5,8 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 
 use super::*;
-use crate::branch::memory::MemoryBranchStore;
 use crate::branch::Scrubbed;
+use crate::branch::memory::MemoryBranchStore;
 use crate::branch::{BranchTimer, FoldingConfig, RuleScrubber, Scrubber};
 use crate::clock::{ManualClock, SeededIds};
 use chrono::{DateTime, Utc};

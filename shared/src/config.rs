@@ -1,0 +1,724 @@
+//! Every `CTX_*` setting in one [`Config`], read once and passed down.
+//!
+//! A Lambda reads it with [`Config::from_env`]; `ctx serve` does too and
+//! then lays its flags (`--data`, `--addr`, `--store`,
+//! `--session-validation`) over it. Nothing outside this module reads the
+//! process environment; [`SETTINGS`] lists every variable with its default
+//! and meaning, and the README's "Config" table is checked against it.
+//!
+//! Empty values count as unset. A value that does not parse is an
+//! `Invalid` error whose field is the variable's name.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::branch::{FoldingConfig, Validation};
+use crate::error::{Error, Result};
+
+/// One environment variable: its name, its default and what it sets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Setting {
+    /// The variable.
+    pub var: &'static str,
+    /// The `ctx serve` flag that sets it too, if any.
+    pub flag: Option<&'static str>,
+    /// Its default, as written in the README.
+    pub default: &'static str,
+    /// What it sets, as written in the README.
+    pub meaning: &'static str,
+}
+
+const fn setting(
+    var: &'static str,
+    flag: Option<&'static str>,
+    default: &'static str,
+    meaning: &'static str,
+) -> Setting {
+    Setting {
+        var,
+        flag,
+        default,
+        meaning,
+    }
+}
+
+/// Every variable [`Config`] reads, in the README's order.
+pub const SETTINGS: &[Setting] = &[
+    setting(
+        "CTX_DATA",
+        Some("--data"),
+        "`.ctx`",
+        "the data directory of `ctx serve` and `ctx tokens` (artifacts, SQLite, the token file)",
+    ),
+    setting(
+        "CTX_ADDR",
+        Some("--addr"),
+        "`127.0.0.1:7878`",
+        "the address `ctx serve` listens on",
+    ),
+    setting(
+        "CTX_SESSION_VALIDATION",
+        Some("--session-validation"),
+        "`strict`",
+        "`strict`: only the principal (token) that opened a session touches its branches; `permissive`: any caller of the tenant",
+    ),
+    setting(
+        "CTX_BRANCH_MAX_DEPTH",
+        None,
+        "3",
+        "the deepest branch (a session's first branch is 1)",
+    ),
+    setting(
+        "CTX_BRANCH_MAX_PER_SESSION",
+        None,
+        "10",
+        "active branches per session",
+    ),
+    setting(
+        "CTX_BRANCH_MAX_PER_TENANT",
+        None,
+        "100",
+        "active branches per tenant",
+    ),
+    setting(
+        "CTX_BRANCH_CREATES_PER_MINUTE",
+        None,
+        "5",
+        "branch creations per session per minute",
+    ),
+    setting(
+        "CTX_SESSION_END_TIMEOUT_SECS",
+        None,
+        "30",
+        "how long session end waits for its branches before marking the rest failed",
+    ),
+    setting(
+        "CTX_BUCKET",
+        None,
+        "(required with the aws store)",
+        "the S3 bucket of artifacts",
+    ),
+    setting(
+        "CTX_TABLE",
+        None,
+        "(required with the aws store)",
+        "the DynamoDB table of metadata and branches",
+    ),
+    setting(
+        "CTX_S3_PATH_STYLE",
+        None,
+        "true when `AWS_ENDPOINT_URL` is set",
+        "path-style S3 addressing (`true` or `false`), as emulators need",
+    ),
+    setting(
+        "CTX_BRANCH_TIMER_ARN",
+        None,
+        "(none)",
+        "the branch-timer state machine: with the aws store, branch deadlines are its executions; without it `ctx serve` uses tokio timers and a Lambda enforces no deadlines",
+    ),
+    setting(
+        "CTX_TENANT_CLAIM",
+        None,
+        "`tenant`",
+        "the JWT claim naming the caller's tenant (Lambdas)",
+    ),
+    setting(
+        "CTX_LOG",
+        None,
+        "`warn` (ctx), `info` (Lambdas)",
+        "the log filter (`tracing` directives, e.g. `ctx_core=debug`)",
+    ),
+];
+
+/// Which backends hold the data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum StoreKind {
+    /// Filesystem CAS + SQLite under the data directory (durable).
+    #[default]
+    Local,
+    /// Everything in memory; lost when the process stops.
+    Memory,
+    /// S3 + DynamoDB ([`Config::bucket`], [`Config::table`] and the AWS
+    /// SDK's own variables). Needs the `aws` feature.
+    Aws,
+}
+
+impl StoreKind {
+    /// Its name, as `--store` takes it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StoreKind::Local => "local",
+            StoreKind::Memory => "memory",
+            StoreKind::Aws => "aws",
+        }
+    }
+}
+
+impl std::fmt::Display for StoreKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Every setting of a ctx process. [`Config::default`] is the documented
+/// defaults; [`Config::from_env`] lays the environment over them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    /// `CTX_DATA` / `--data`: the data directory.
+    pub data: PathBuf,
+    /// `CTX_ADDR` / `--addr`: where `ctx serve` listens.
+    pub addr: SocketAddr,
+    /// `--store`: the backends (a Lambda always uses [`StoreKind::Aws`]).
+    pub store: StoreKind,
+    /// `CTX_BUCKET`: the artifact bucket of the aws store.
+    pub bucket: Option<String>,
+    /// `CTX_TABLE`: the metadata table of the aws store.
+    pub table: Option<String>,
+    /// `CTX_S3_PATH_STYLE`: path-style S3 addressing; defaults to whether
+    /// `AWS_ENDPOINT_URL` (an emulator) is set.
+    pub s3_path_style: bool,
+    /// `CTX_BRANCH_TIMER_ARN`: the branch-timer state machine.
+    pub branch_timer_arn: Option<String>,
+    /// `CTX_TENANT_CLAIM`: the JWT claim naming the tenant.
+    pub tenant_claim: String,
+    /// `CTX_LOG`: the log filter; `None` for the binary's default.
+    pub log: Option<String>,
+    /// Context folding: `CTX_BRANCH_*`, `CTX_SESSION_VALIDATION` /
+    /// `--session-validation`, `CTX_SESSION_END_TIMEOUT_SECS`.
+    pub folding: FoldingConfig,
+}
+
+/// The default of `CTX_DATA`.
+pub const DEFAULT_DATA: &str = ".ctx";
+/// The default of `CTX_ADDR`.
+pub const DEFAULT_ADDR: &str = "127.0.0.1:7878";
+/// The default of `CTX_TENANT_CLAIM`.
+pub const DEFAULT_TENANT_CLAIM: &str = "tenant";
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            data: PathBuf::from(DEFAULT_DATA),
+            addr: DEFAULT_ADDR
+                .parse()
+                .expect("the default address is a socket address"),
+            store: StoreKind::default(),
+            bucket: None,
+            table: None,
+            s3_path_style: false,
+            branch_timer_arn: None,
+            tenant_claim: DEFAULT_TENANT_CLAIM.to_owned(),
+            log: None,
+            folding: FoldingConfig::default(),
+        }
+    }
+}
+
+/// Reads one variable of the process environment: `None` when unset or
+/// empty.
+///
+/// # Errors
+/// `Invalid` naming the variable when its value is not UTF-8.
+fn env_var(name: &str) -> Result<Option<String>> {
+    match std::env::var(name) {
+        Ok(v) if v.is_empty() => Ok(None),
+        Ok(v) => Ok(Some(v)),
+        Err(std::env::VarError::NotPresent) => Ok(None),
+        Err(std::env::VarError::NotUnicode(_)) => Err(Error::invalid(
+            name,
+            format!("the environment variable {name} is not valid UTF-8"),
+        )),
+    }
+}
+
+/// Parses `name`'s value with `FromStr`, saying what was expected.
+fn parse<T: std::str::FromStr>(name: &str, value: &str, what: &str) -> Result<T> {
+    value
+        .parse()
+        .map_err(|_| Error::invalid(name, format!("{name}={value:?} is not {what}")))
+}
+
+impl Config {
+    /// The documented defaults overlaid with the process environment (the
+    /// variables in [`SETTINGS`], and `AWS_ENDPOINT_URL` for the default
+    /// of `CTX_S3_PATH_STYLE`).
+    ///
+    /// # Errors
+    /// `Invalid` naming the variable whose value does not parse (or is not
+    /// UTF-8).
+    pub fn from_env() -> Result<Config> {
+        let mut vars = Vec::new();
+        for name in SETTINGS.iter().map(|s| s.var).chain(["AWS_ENDPOINT_URL"]) {
+            if let Some(v) = env_var(name)? {
+                vars.push((name, v));
+            }
+        }
+        Self::from_vars(|name| {
+            vars.iter()
+                .find(|(n, _)| *n == name)
+                .map(|(_, v)| v.clone())
+        })
+    }
+
+    /// Like [`Config::from_env`], reading each variable through `get`
+    /// (`None` or an empty value: unset).
+    ///
+    /// # Errors
+    /// `Invalid` naming the variable whose value does not parse.
+    pub fn from_vars(get: impl Fn(&str) -> Option<String>) -> Result<Config> {
+        let get = |name: &str| get(name).filter(|v| !v.is_empty());
+        let mut c = Config::default();
+        if let Some(v) = get("CTX_DATA") {
+            c.data = PathBuf::from(v);
+        }
+        if let Some(v) = get("CTX_ADDR") {
+            c.addr = parse("CTX_ADDR", &v, "an address like 127.0.0.1:7878")?;
+        }
+        c.bucket = get("CTX_BUCKET");
+        c.table = get("CTX_TABLE");
+        c.s3_path_style = match get("CTX_S3_PATH_STYLE").as_deref() {
+            Some("true" | "1") => true,
+            Some("false" | "0") => false,
+            Some(v) => {
+                return Err(Error::invalid(
+                    "CTX_S3_PATH_STYLE",
+                    format!("CTX_S3_PATH_STYLE={v:?} is not true or false"),
+                ));
+            }
+            None => get("AWS_ENDPOINT_URL").is_some(),
+        };
+        c.branch_timer_arn = get("CTX_BRANCH_TIMER_ARN");
+        if let Some(v) = get("CTX_TENANT_CLAIM") {
+            c.tenant_claim = v;
+        }
+        c.log = get("CTX_LOG");
+        let f = &mut c.folding;
+        let num = |name: &str, into: &mut u32| -> Result<()> {
+            if let Some(v) = get(name) {
+                *into = parse(name, &v, "a number")?;
+            }
+            Ok(())
+        };
+        num("CTX_BRANCH_MAX_DEPTH", &mut f.max_depth)?;
+        num(
+            "CTX_BRANCH_MAX_PER_SESSION",
+            &mut f.limits.active_per_session,
+        )?;
+        num("CTX_BRANCH_MAX_PER_TENANT", &mut f.limits.active_per_tenant)?;
+        num(
+            "CTX_BRANCH_CREATES_PER_MINUTE",
+            &mut f.limits.creations_per_minute,
+        )?;
+        if let Some(v) = get("CTX_SESSION_END_TIMEOUT_SECS") {
+            f.session_end_timeout = Duration::from_secs(parse(
+                "CTX_SESSION_END_TIMEOUT_SECS",
+                &v,
+                "a number of seconds",
+            )?);
+        }
+        if let Some(v) = get("CTX_SESSION_VALIDATION") {
+            f.validation = Self::parse_validation("CTX_SESSION_VALIDATION", &v)?;
+        }
+        Ok(c)
+    }
+
+    /// Parses a session-validation value (`strict` or `permissive`) given
+    /// by `source` (a variable or a flag), naming it in the error.
+    ///
+    /// # Errors
+    /// `Invalid` with field `source` for any other value.
+    pub fn parse_validation(source: &str, value: &str) -> Result<Validation> {
+        value.parse().map_err(|e: Error| Error {
+            field: Some(source.to_owned()),
+            ..e
+        })
+    }
+
+    /// `CTX_LOG` alone, for a binary that sets up logging before it parses
+    /// its command line (the rest of the configuration may not apply to
+    /// the command it then runs).
+    pub fn log_from_env() -> Option<String> {
+        env_var("CTX_LOG").ok().flatten()
+    }
+
+    /// Where the aws store keeps its data.
+    ///
+    /// # Errors
+    /// `Invalid` naming `CTX_BUCKET` or `CTX_TABLE` when it is not set.
+    #[cfg(feature = "aws")]
+    pub fn aws(&self) -> Result<crate::store::aws::AwsConfig> {
+        let required = |value: &Option<String>, name: &str| {
+            value.clone().ok_or_else(|| {
+                Error::invalid(name, format!("the environment variable {name} is not set"))
+            })
+        };
+        Ok(crate::store::aws::AwsConfig {
+            bucket: required(&self.bucket, "CTX_BUCKET")?,
+            table: required(&self.table, "CTX_TABLE")?,
+            path_style: self.s3_path_style,
+        })
+    }
+
+    /// The emulator's configuration for a test (the aws store, from the
+    /// exports of `localstack/emulator start`), or `None` (said on stderr)
+    /// when no emulator is expected here. With `CTX_TEST_AWS=1` (tests/run,
+    /// CI) a missing or unreachable emulator panics: nothing is silently
+    /// skipped.
+    ///
+    /// # Panics
+    /// As above, so that the calling test fails.
+    #[cfg(all(feature = "aws", any(test, feature = "conformance")))]
+    pub fn emulator_from_env() -> Option<Config> {
+        let required = harness_flag("CTX_TEST_AWS");
+        let Some(url) = env_var("AWS_ENDPOINT_URL").expect("AWS_ENDPOINT_URL is UTF-8") else {
+            assert!(
+                !required,
+                "CTX_TEST_AWS=1 but AWS_ENDPOINT_URL is not set: start the emulator (tests/run does)"
+            );
+            eprintln!(
+                "NOT RUN: this test needs the AWS emulator; tests/run starts it (CTX_TEST_AWS=1)"
+            );
+            return None;
+        };
+        let dynamodb =
+            env_var("AWS_ENDPOINT_URL_DYNAMODB").expect("AWS_ENDPOINT_URL_DYNAMODB is UTF-8");
+        for url in std::iter::once(url).chain(dynamodb) {
+            let addr = url.trim_start_matches("http://").trim_end_matches('/');
+            assert!(
+                std::net::TcpStream::connect(addr).is_ok(),
+                "the AWS emulator at {url} is unreachable"
+            );
+        }
+        let config = Config {
+            store: StoreKind::Aws,
+            ..Config::from_env().expect("the emulator's configuration parses")
+        };
+        config
+            .aws()
+            .expect("CTX_BUCKET and CTX_TABLE are set with AWS_ENDPOINT_URL");
+        Some(config)
+    }
+}
+
+/// The variables that steer the test harness and the benchmarks, not ctx
+/// itself (listed in the README's Config table as "tests").
+pub const HARNESS: &[Setting] = &[
+    setting(
+        "CTX_TEST_AWS",
+        None,
+        "(unset)",
+        "tests: `1` makes the aws tests fail, not skip, without the emulator (tests/run sets it)",
+    ),
+    setting(
+        "CTX_TEST_MCP",
+        None,
+        "(unset)",
+        "tests: `1` makes the MCP test fail, not skip, without its Python client (tests/run sets it)",
+    ),
+    setting(
+        "CTX_BIN",
+        None,
+        "`target/<profile>/ctx`",
+        "tests: the `ctx` binary the end-to-end tests run",
+    ),
+    setting(
+        "CTX_CRASH_KILLS",
+        None,
+        "24",
+        "tests: how many times the crash test kills the server",
+    ),
+    setting(
+        "CTX_CRASH_SEED",
+        None,
+        "(a fixed seed)",
+        "tests: replays a crash-test run",
+    ),
+    setting(
+        "CTX_BENCH_QUICK",
+        None,
+        "(unset)",
+        "benchmarks: `1` runs the quick smoke sizes (like `-- --quick`)",
+    ),
+    setting(
+        "CTX_EMULATOR_PID",
+        None,
+        "(set by `localstack/emulator start`)",
+        "tests: the emulator processes `localstack/emulator stop` stops",
+    ),
+];
+
+/// The value of a test-harness variable (one of [`HARNESS`]); `None` when
+/// unset or empty.
+///
+/// # Panics
+/// For a name not in [`HARNESS`] (a typo would silently read nothing) or a
+/// value that is not UTF-8.
+pub fn harness_var(name: &str) -> Option<String> {
+    assert!(
+        HARNESS.iter().any(|s| s.var == name),
+        "{name} is not a harness variable (config::HARNESS)"
+    );
+    env_var(name).unwrap_or_else(|e| panic!("{}", e.message))
+}
+
+/// Whether a test-harness variable is `1`.
+///
+/// # Panics
+/// As [`harness_var`].
+pub fn harness_flag(name: &str) -> bool {
+    harness_var(name).as_deref() == Some("1")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vars(pairs: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Option<String> {
+        move |name: &str| {
+            pairs
+                .iter()
+                .find(|(k, _)| *k == name)
+                .map(|(_, v)| (*v).to_owned())
+        }
+    }
+
+    #[test]
+    fn no_variables_give_the_defaults() {
+        assert_eq!(Config::from_vars(vars(&[])).unwrap(), Config::default());
+    }
+
+    #[test]
+    fn the_documented_defaults_are_the_defaults() {
+        let c = Config::default();
+        let folding = &c.folding;
+        let numeric = [
+            ("CTX_BRANCH_MAX_DEPTH", u64::from(folding.max_depth)),
+            (
+                "CTX_BRANCH_MAX_PER_SESSION",
+                u64::from(folding.limits.active_per_session),
+            ),
+            (
+                "CTX_BRANCH_MAX_PER_TENANT",
+                u64::from(folding.limits.active_per_tenant),
+            ),
+            (
+                "CTX_BRANCH_CREATES_PER_MINUTE",
+                u64::from(folding.limits.creations_per_minute),
+            ),
+            (
+                "CTX_SESSION_END_TIMEOUT_SECS",
+                folding.session_end_timeout.as_secs(),
+            ),
+        ];
+        let default_of = |var: &str| {
+            SETTINGS
+                .iter()
+                .find(|s| s.var == var)
+                .unwrap_or_else(|| panic!("{var} is documented"))
+                .default
+                .trim_matches('`')
+        };
+        for (var, value) in numeric {
+            assert_eq!(default_of(var), value.to_string(), "{var}");
+        }
+        assert_eq!(default_of("CTX_DATA"), c.data.to_str().unwrap());
+        assert_eq!(default_of("CTX_ADDR"), c.addr.to_string());
+        assert_eq!(default_of("CTX_TENANT_CLAIM"), c.tenant_claim);
+        assert_eq!(default_of("CTX_SESSION_VALIDATION"), "strict");
+        assert_eq!(folding.validation, Validation::Strict);
+    }
+
+    #[test]
+    fn every_setting_is_read() {
+        let all = Config::from_vars(|name| {
+            Some(
+                match name {
+                    "CTX_DATA" => "/srv/ctx",
+                    "CTX_ADDR" => "0.0.0.0:9",
+                    "CTX_BUCKET" => "b",
+                    "CTX_TABLE" => "t",
+                    "CTX_S3_PATH_STYLE" => "true",
+                    "CTX_BRANCH_TIMER_ARN" => "arn:timer",
+                    "CTX_TENANT_CLAIM" => "org",
+                    "CTX_LOG" => "debug",
+                    "CTX_SESSION_VALIDATION" => "permissive",
+                    "AWS_ENDPOINT_URL" => return None,
+                    _ => "7",
+                }
+                .to_owned(),
+            )
+        })
+        .unwrap();
+        let folding = FoldingConfig {
+            max_depth: 7,
+            limits: crate::branch::RateLimits {
+                active_per_session: 7,
+                active_per_tenant: 7,
+                creations_per_minute: 7,
+            },
+            session_end_timeout: Duration::from_secs(7),
+            validation: Validation::Permissive,
+            ..FoldingConfig::default()
+        };
+        assert_eq!(
+            all,
+            Config {
+                data: "/srv/ctx".into(),
+                addr: "0.0.0.0:9".parse().unwrap(),
+                store: StoreKind::Local,
+                bucket: Some("b".into()),
+                table: Some("t".into()),
+                s3_path_style: true,
+                branch_timer_arn: Some("arn:timer".into()),
+                tenant_claim: "org".into(),
+                log: Some("debug".into()),
+                folding,
+            }
+        );
+    }
+
+    #[test]
+    fn a_bad_value_is_an_error_naming_its_variable() {
+        for (var, value) in [
+            ("CTX_ADDR", "localhost"),
+            ("CTX_BRANCH_MAX_DEPTH", "three"),
+            ("CTX_BRANCH_MAX_PER_SESSION", "-1"),
+            ("CTX_BRANCH_MAX_PER_TENANT", "1e3"),
+            ("CTX_BRANCH_CREATES_PER_MINUTE", "5/min"),
+            ("CTX_SESSION_END_TIMEOUT_SECS", "30s"),
+            ("CTX_SESSION_VALIDATION", "loose"),
+            ("CTX_S3_PATH_STYLE", "yes"),
+        ] {
+            let e = Config::from_vars(|n| (n == var).then(|| value.to_owned())).unwrap_err();
+            assert_eq!(e.kind, crate::ErrorKind::Invalid, "{var}");
+            assert_eq!(e.field.as_deref(), Some(var), "{var}: {}", e.message);
+            assert!(e.message.contains(value), "{var}: {}", e.message);
+        }
+    }
+
+    #[test]
+    fn empty_values_count_as_unset() {
+        let c = Config::from_vars(|_| Some(String::new())).unwrap();
+        assert_eq!(c, Config::default());
+    }
+
+    #[test]
+    fn the_flag_of_session_validation_is_named_in_its_error() {
+        let e = Config::parse_validation("--session-validation", "loose").unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("--session-validation"));
+        assert_eq!(
+            Config::parse_validation("--session-validation", "permissive").unwrap(),
+            Validation::Permissive
+        );
+    }
+
+    #[cfg(feature = "aws")]
+    #[test]
+    fn the_aws_store_names_what_is_missing_and_emulators_get_path_style() {
+        use crate::store::aws::AwsConfig;
+        let e = Config::from_vars(vars(&[("CTX_TABLE", "t")]))
+            .unwrap()
+            .aws()
+            .unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("CTX_BUCKET"));
+        let e = Config::from_vars(vars(&[("CTX_BUCKET", "b"), ("CTX_TABLE", "")]))
+            .unwrap()
+            .aws()
+            .unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("CTX_TABLE"));
+        let real = Config::from_vars(vars(&[("CTX_BUCKET", "b"), ("CTX_TABLE", "t")]))
+            .unwrap()
+            .aws()
+            .unwrap();
+        assert_eq!(
+            real,
+            AwsConfig {
+                bucket: "b".into(),
+                table: "t".into(),
+                path_style: false
+            }
+        );
+        let emulated = vars(&[
+            ("CTX_BUCKET", "b"),
+            ("CTX_TABLE", "t"),
+            ("AWS_ENDPOINT_URL", "http://127.0.0.1:1"),
+        ]);
+        assert!(
+            Config::from_vars(emulated)
+                .unwrap()
+                .aws()
+                .unwrap()
+                .path_style,
+            "emulators get path-style S3"
+        );
+        let forced = vars(&[
+            ("CTX_BUCKET", "b"),
+            ("CTX_TABLE", "t"),
+            ("AWS_ENDPOINT_URL", "http://127.0.0.1:1"),
+            ("CTX_S3_PATH_STYLE", "false"),
+        ]);
+        assert!(!Config::from_vars(forced).unwrap().aws().unwrap().path_style);
+    }
+
+    /// The README's Config table: one row per variable, `| `VAR` | …`,
+    /// whose default is the one documented here; and every `CTX_` name the
+    /// README mentions is a known variable.
+    #[test]
+    fn the_readme_config_table_lists_every_setting() {
+        let readme = include_str!("../../README.md");
+        let start = readme
+            .find("\n## Config\n")
+            .expect("the README has a Config section");
+        let section = &readme[start + 1..];
+        let section = &section[..section[3..].find("\n## ").map_or(section.len(), |i| i + 3)];
+        let rows: Vec<&str> = section.lines().filter(|l| l.starts_with("| `")).collect();
+        for s in SETTINGS.iter().chain(HARNESS) {
+            let row = rows
+                .iter()
+                .find(|r| r.starts_with(&format!("| `{}` |", s.var)))
+                .unwrap_or_else(|| panic!("the README's Config table has no row for {}", s.var));
+            if let Some(flag) = s.flag {
+                assert!(
+                    row.contains(&format!("| `{flag}` |")),
+                    "the README's flag of {} is not {flag}: {row}",
+                    s.var
+                );
+            }
+            assert!(
+                row.contains(&format!("| {} |", s.default)),
+                "the README's default of {} is not {:?}: {row}",
+                s.var,
+                s.default
+            );
+        }
+        let known: Vec<&str> = SETTINGS
+            .iter()
+            .chain(HARNESS)
+            .map(|s| s.var)
+            .chain(CLIENT_VARS.iter().copied())
+            .collect();
+        let mut rest = readme;
+        while let Some(i) = rest.find("CTX_") {
+            let name: String = rest[i..]
+                .chars()
+                .take_while(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || *c == '_')
+                .collect();
+            assert!(
+                name == "CTX_" || known.contains(&name.as_str()),
+                "the README mentions {name}, which is no setting"
+            );
+            rest = &rest[i + name.len()..];
+        }
+    }
+
+    /// The client commands' variables, read by their flags (not settings of
+    /// a server, so not in [`Config`]).
+    const CLIENT_VARS: &[&str] = &[
+        "CTX_SERVER",
+        "CTX_TOKEN",
+        "CTX_PRINCIPAL",
+        "CTX_TEMPLATE",
+        "CTX_SESSION",
+    ];
+}

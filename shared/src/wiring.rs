@@ -1,0 +1,394 @@
+//! Building the backends of a process from its [`Config`], in one place:
+//! `ctx serve` (memory, local or aws stores) and every Lambda call
+//! [`Backends::build`], each saying with [`Needs`] what it uses, so a
+//! Lambda builds nothing its routes never touch (no Step Functions client,
+//! no scrubber for `history`).
+
+use std::sync::Arc;
+
+use crate::api::Group;
+use crate::branch::{BranchStore, BranchTimer, Folding, NoTimer, RuleScrubber};
+use crate::clock::{Clock, OsRandom};
+use crate::config::{Config, StoreKind};
+use crate::error::{Error, Result};
+use crate::service::Service;
+use crate::service::TokioTimer;
+use crate::store::{Stores, TokenStore};
+
+/// What a process uses of the backends beside the commit stores.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Needs {
+    /// The bearer-token store (`ctx serve`; a Lambda authenticates by JWT).
+    pub tokens: bool,
+    /// Context folding: the branch store, deadline timers, the secret
+    /// scrubber and an id source.
+    pub folding: bool,
+    /// Whether deadlines may run as tokio timers in this process (a server
+    /// that lives on) when Step Functions is not configured; otherwise they
+    /// are then not enforced.
+    pub process_timers: bool,
+}
+
+impl Needs {
+    /// `ctx serve`: every route, bearer tokens, tokio timers.
+    pub const SERVER: Needs = Needs {
+        tokens: true,
+        folding: true,
+        process_timers: true,
+    };
+
+    /// Context folding only (`branch-expire`).
+    pub const FOLDING: Needs = Needs {
+        tokens: false,
+        folding: true,
+        process_timers: false,
+    };
+
+    /// What serving only the routes of `groups` uses (a Lambda): folding
+    /// for the branch routes and for checkpoints (which count against a
+    /// branch's budget and may force-return it); never tokens or tokio
+    /// timers.
+    pub fn routes(groups: &[Group]) -> Needs {
+        Needs {
+            folding: groups
+                .iter()
+                .any(|g| matches!(g, Group::Checkpoint | Group::Branches)),
+            ..Needs::default()
+        }
+    }
+}
+
+/// How branch deadlines are enforced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Deadlines {
+    /// Executions of the branch-timer state machine (`CTX_BRANCH_TIMER_ARN`
+    /// with the aws store).
+    StepFunctions,
+    /// Tokio timers in this process.
+    Tokio,
+    /// Not at all (a Lambda without `CTX_BRANCH_TIMER_ARN`).
+    Unenforced,
+}
+
+/// The backends of one process, built once.
+pub struct Backends {
+    /// The commit stores.
+    pub stores: Stores,
+    /// The bearer-token store, when [`Needs::tokens`].
+    pub tokens: Option<Arc<dyn TokenStore>>,
+    /// Context folding, when [`Needs::folding`].
+    pub folding: Option<Folding>,
+    /// How the folding's deadlines are enforced, when there is folding.
+    pub deadlines: Option<Deadlines>,
+    tokio_timer: Option<Arc<TokioTimer>>,
+}
+
+impl std::fmt::Debug for Backends {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Backends")
+            .field("tokens", &self.tokens.is_some())
+            .field("folding", &self.folding.as_ref().map(|f| &f.config))
+            .field("deadlines", &self.deadlines)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The stores one kind of backend opens.
+struct Opened {
+    stores: Stores,
+    tokens: Option<Arc<dyn TokenStore>>,
+    branches: Option<Arc<dyn BranchStore>>,
+}
+
+impl Backends {
+    /// Opens the stores `config.store` names and builds what `needs` asks
+    /// for. With the local store, or when tokens are needed, the data
+    /// directory is created; with the aws store the tokens stay in the data
+    /// directory (SQLite). Deadlines are Step Functions executions when the
+    /// store is aws and `CTX_BRANCH_TIMER_ARN` is set, else tokio timers
+    /// when [`Needs::process_timers`], else not enforced (with a warning).
+    ///
+    /// # Errors
+    /// `Invalid` for configuration the store needs and lacks (`CTX_BUCKET`,
+    /// `CTX_TABLE`) or a store this build does not have (`aws` or `local`
+    /// feature); `Unavailable` when the data directory or a store cannot be
+    /// opened; `Internal` if the scrubber's rules do not compile.
+    pub async fn build(config: &Config, needs: Needs) -> Result<Backends> {
+        if needs.tokens || config.store == StoreKind::Local {
+            std::fs::create_dir_all(&config.data).map_err(|e| {
+                Error::unavailable(format!(
+                    "cannot create the data directory {}: {e}",
+                    config.data.display()
+                ))
+            })?;
+        }
+        let opened = match config.store {
+            StoreKind::Local => open_local(config, needs)?,
+            StoreKind::Memory => open_memory(needs),
+            StoreKind::Aws => open_aws(config, needs).await?,
+        };
+        let mut tokio_timer = None;
+        let (folding, deadlines) = match opened.branches {
+            None => (None, None),
+            Some(store) => {
+                let (timer, deadlines): (Arc<dyn BranchTimer>, Deadlines) =
+                    match (&config.branch_timer_arn, config.store) {
+                        (Some(arn), StoreKind::Aws) => {
+                            (sfn_timer(arn.clone()).await?, Deadlines::StepFunctions)
+                        }
+                        _ if needs.process_timers => {
+                            let t = Arc::new(TokioTimer::new());
+                            tokio_timer = Some(t.clone());
+                            (t, Deadlines::Tokio)
+                        }
+                        _ => {
+                            tracing::warn!(
+                                "CTX_BRANCH_TIMER_ARN is not set: branch deadlines are not enforced"
+                            );
+                            (Arc::new(NoTimer), Deadlines::Unenforced)
+                        }
+                    };
+                let folding = Folding {
+                    store,
+                    timer,
+                    scrubber: Arc::new(RuleScrubber::new()?),
+                    ids: Arc::new(OsRandom),
+                    config: config.folding.clone(),
+                };
+                (Some(folding), Some(deadlines))
+            }
+        };
+        Ok(Backends {
+            stores: opened.stores,
+            tokens: opened.tokens,
+            folding,
+            deadlines,
+            tokio_timer,
+        })
+    }
+
+    /// The service over these backends with the clock `clock`, with
+    /// context folding when it was built; tokio timers are bound to it.
+    pub fn into_service(self, clock: Arc<dyn Clock>) -> Service {
+        let mut service = Service::new(self.stores, clock);
+        if let Some(folding) = self.folding {
+            service = service.with_folding(folding);
+        }
+        if let Some(timer) = &self.tokio_timer {
+            timer.bind(service.clone());
+        }
+        service
+    }
+}
+
+#[cfg(feature = "local")]
+fn open_local(config: &Config, needs: Needs) -> Result<Opened> {
+    use crate::branch::sqlite::SqliteBranchStore;
+    use crate::store::local::{LocalBlobStore, SqliteMetaStore};
+    let meta = Arc::new(SqliteMetaStore::open(&config.data)?);
+    let blobs = Arc::new(LocalBlobStore::open(&config.data)?);
+    let branches: Option<Arc<dyn BranchStore>> = if needs.folding {
+        Some(Arc::new(SqliteBranchStore::open(&config.data)?))
+    } else {
+        None
+    };
+    Ok(Opened {
+        stores: Stores {
+            blobs,
+            meta: meta.clone(),
+        },
+        tokens: needs.tokens.then_some(meta as Arc<dyn TokenStore>),
+        branches,
+    })
+}
+
+#[cfg(not(feature = "local"))]
+fn open_local(_: &Config, _: Needs) -> Result<Opened> {
+    Err(Error::invalid(
+        "store",
+        "this build has no local store (the `local` feature of ctx-core)",
+    ))
+}
+
+fn open_memory(needs: Needs) -> Opened {
+    use crate::branch::memory::MemoryBranchStore;
+    use crate::store::memory::{MemoryBlobStore, MemoryMetaStore};
+    let meta = Arc::new(MemoryMetaStore::new());
+    Opened {
+        stores: Stores {
+            blobs: Arc::new(MemoryBlobStore::new()),
+            meta: meta.clone(),
+        },
+        tokens: needs.tokens.then_some(meta as Arc<dyn TokenStore>),
+        branches: needs
+            .folding
+            .then(|| Arc::new(MemoryBranchStore::new()) as Arc<dyn BranchStore>),
+    }
+}
+
+#[cfg(feature = "aws")]
+async fn open_aws(config: &Config, needs: Needs) -> Result<Opened> {
+    use crate::branch::dynamo::DynamoBranchStore;
+    use crate::store::aws::{AwsHooks, connect};
+    let aws = config.aws()?;
+    let (blobs, meta) = connect(&aws, AwsHooks::default()).await?;
+    let branches = needs.folding.then(|| {
+        Arc::new(DynamoBranchStore::new(
+            meta.client().clone(),
+            aws.table.clone(),
+        )) as Arc<dyn BranchStore>
+    });
+    let tokens = if needs.tokens {
+        Some(open_tokens_on_disk(config)?)
+    } else {
+        None
+    };
+    Ok(Opened {
+        stores: Stores {
+            blobs: Arc::new(blobs),
+            meta: Arc::new(meta),
+        },
+        tokens,
+        branches,
+    })
+}
+
+#[cfg(not(feature = "aws"))]
+async fn open_aws(_: &Config, _: Needs) -> Result<Opened> {
+    Err(Error::invalid(
+        "store",
+        "this build has no aws store (the `aws` feature of ctx-core)",
+    ))
+}
+
+/// The aws store keeps bearer tokens in the data directory.
+#[cfg(all(feature = "aws", feature = "local"))]
+fn open_tokens_on_disk(config: &Config) -> Result<Arc<dyn TokenStore>> {
+    Ok(Arc::new(crate::store::local::SqliteMetaStore::open(
+        &config.data,
+    )?))
+}
+
+#[cfg(all(feature = "aws", not(feature = "local")))]
+fn open_tokens_on_disk(_: &Config) -> Result<Arc<dyn TokenStore>> {
+    Err(Error::invalid(
+        "store",
+        "bearer tokens with the aws store live in SQLite: this build has no local store",
+    ))
+}
+
+#[cfg(feature = "aws")]
+async fn sfn_timer(arn: String) -> Result<Arc<dyn BranchTimer>> {
+    use crate::branch::sfn::SfnTimer;
+    Ok(Arc::new(SfnTimer::new(SfnTimer::sdk_client().await, arn)))
+}
+
+#[cfg(not(feature = "aws"))]
+#[allow(clippy::unused_async)] // the aws build awaits the client
+async fn sfn_timer(_: String) -> Result<Arc<dyn BranchTimer>> {
+    Err(Error::invalid(
+        "store",
+        "this build has no Step Functions timers (the `aws` feature of ctx-core)",
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::SystemClock;
+
+    fn memory() -> Config {
+        Config {
+            store: StoreKind::Memory,
+            ..Config::default()
+        }
+    }
+
+    #[test]
+    fn only_checkpoints_and_branches_need_folding() {
+        for g in Group::ALL {
+            let needs = Needs::routes(&[*g]);
+            assert_eq!(
+                needs.folding,
+                matches!(g, Group::Checkpoint | Group::Branches),
+                "{g:?}"
+            );
+            assert!(!needs.tokens && !needs.process_timers);
+        }
+    }
+
+    #[tokio::test]
+    async fn a_server_gets_tokens_folding_and_tokio_timers() {
+        let dir = tempfile::tempdir().unwrap();
+        for store in [StoreKind::Memory, StoreKind::Local] {
+            let config = Config {
+                store,
+                data: dir.path().join("data"),
+                ..Config::default()
+            };
+            let b = Backends::build(&config, Needs::SERVER).await.unwrap();
+            assert!(b.tokens.is_some(), "{store}");
+            assert_eq!(b.deadlines, Some(Deadlines::Tokio), "{store}");
+            let service = b.into_service(Arc::new(SystemClock));
+            assert!(service.folding().is_some());
+        }
+    }
+
+    #[tokio::test]
+    async fn routes_without_folding_build_only_the_stores() {
+        let config = Config {
+            branch_timer_arn: Some("arn:aws:states:us-east-1:1:stateMachine:t".into()),
+            ..memory()
+        };
+        let b = Backends::build(&config, Needs::routes(&[Group::History, Group::Meta]))
+            .await
+            .unwrap();
+        assert!(b.tokens.is_none() && b.folding.is_none() && b.deadlines.is_none());
+        assert!(
+            b.into_service(Arc::new(SystemClock)).folding().is_none(),
+            "no folding"
+        );
+    }
+
+    #[tokio::test]
+    async fn folding_without_process_timers_or_step_functions_is_unenforced() {
+        let b = Backends::build(&memory(), Needs::FOLDING).await.unwrap();
+        assert_eq!(b.deadlines, Some(Deadlines::Unenforced));
+        assert_eq!(
+            b.folding.as_ref().map(|f| &f.config),
+            Some(&Config::default().folding)
+        );
+    }
+
+    #[cfg(feature = "aws")]
+    #[tokio::test]
+    async fn the_aws_store_names_the_missing_variable() {
+        let config = Config {
+            store: StoreKind::Aws,
+            table: Some("t".into()),
+            ..Config::default()
+        };
+        let e = Backends::build(&config, Needs::default())
+            .await
+            .unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("CTX_BUCKET"));
+    }
+
+    #[cfg(feature = "aws")]
+    #[tokio::test]
+    async fn the_aws_store_with_a_timer_arn_uses_step_functions_only_when_folding() {
+        let Some(config) = Config::emulator_from_env() else {
+            return;
+        };
+        let config = Config {
+            branch_timer_arn: Some("arn:aws:states:us-east-1:123456789012:stateMachine:t".into()),
+            ..config
+        };
+        let b = Backends::build(&config, Needs::FOLDING).await.unwrap();
+        assert_eq!(b.deadlines, Some(Deadlines::StepFunctions));
+        let b = Backends::build(&config, Needs::routes(&[Group::Resolve]))
+            .await
+            .unwrap();
+        assert!(b.folding.is_none() && b.deadlines.is_none());
+    }
+}
