@@ -220,6 +220,7 @@ impl Default for Config {
 ///
 /// # Errors
 /// `Invalid` naming the variable when its value is not UTF-8.
+#[allow(clippy::disallowed_methods)] // the one place the environment is read
 fn env_var(name: &str) -> Result<Option<String>> {
     match std::env::var(name) {
         Ok(v) if v.is_empty() => Ok(None),
