@@ -23,7 +23,8 @@ use reqwest::Method;
 use serde_json::{Value, json};
 
 use crate::client::encode;
-use crate::{Conn, print_json, rev};
+use crate::commands::rev;
+use crate::{Conn, print_json};
 
 /// What to import.
 #[derive(Debug, Subcommand)]
