@@ -5,7 +5,7 @@
 //!
 //! # Layout
 //! - [`serve`]: starting the embedded server, token administration.
-//! - [`client`]: the HTTP client and exit codes.
+//! - [`client`]: the typed HTTP client, one method per route.
 //! - `commands`: `ctx checkpoint`, `show`, `log`, `update-metadata`,
 //!   `materialize`, `resolve` and `ref`.
 //! - [`import`]: `ctx import claude-code` and `ctx export`.
@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
-use ctx_core::{Error, Result, TenantId};
+use ctx_core::{Error, ErrorKind, Result, TenantId};
 use serde_json::json;
 
 pub mod branch;
@@ -34,7 +34,7 @@ pub mod import;
 pub mod mcp;
 pub mod serve;
 
-use client::{Client, exit_code};
+use client::Client;
 
 /// A git for AI-agent context.
 #[derive(Debug, Parser)]
@@ -342,6 +342,18 @@ pub async fn main_with(args: impl IntoIterator<Item = String>) -> ExitCode {
             eprintln!("ctx: {}{field}: {}{current}", e.kind, e.message);
             ExitCode::from(exit_code(e.kind))
         }
+    }
+}
+
+/// The process exit code for an error kind.
+pub fn exit_code(kind: ErrorKind) -> u8 {
+    match kind {
+        ErrorKind::Invalid | ErrorKind::TooLarge => 2,
+        ErrorKind::NotFound => 3,
+        ErrorKind::Conflict => 4,
+        ErrorKind::Unauthenticated => 5,
+        ErrorKind::Unavailable | ErrorKind::RateLimited => 6,
+        _ => 1,
     }
 }
 

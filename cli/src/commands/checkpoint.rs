@@ -4,19 +4,18 @@
 use std::io::Read;
 
 use base64::Engine as _;
-use ctx_core::store::RefRecord;
-use ctx_core::{Commit, Error, Result};
-use reqwest::Method;
-use serde_json::{Value, json};
+use ctx_core::store::RefMove;
+use ctx_core::wire::CheckpointRequest;
+use ctx_core::{Error, ErrorKind, Result};
 
-use super::rev;
-use crate::client::encode;
+use super::{ref_name, rev, wire_value};
 use crate::{CheckpointArgs, print_json};
 
 /// Runs `ctx checkpoint`.
 ///
 /// # Errors
-/// `Invalid` for an unreadable file; the server's errors.
+/// `Invalid` for an unreadable file or a malformed argument; the server's
+/// errors.
 pub(crate) async fn run(a: CheckpointArgs) -> Result<()> {
     let c = a.conn.client()?;
     let mut delta = Vec::new();
@@ -32,74 +31,75 @@ pub(crate) async fn run(a: CheckpointArgs) -> Result<()> {
         Some(p) => Some(rev(&c, p).await?),
         None => None,
     };
-    let mut body = json!({
-        "commit_type": a.commit_type,
-        "format": a.format,
-        "template": a.template,
-        "principal": a.principal,
-        "checkpoint": a.trigger,
-        "delta_base64": base64::engine::general_purpose::STANDARD.encode(&delta),
-    });
+    let mut ref_move = None;
     if let Some(name) = &a.ref_name {
         let expected = if a.new_ref {
             None
         } else if let Some(e) = &a.expected {
             Some(rev(&c, e).await?)
         } else if parent.is_some() {
-            parent.clone()
+            parent
         } else {
             // Continue the ref's tip, or start it with a root commit.
-            match c
-                .json::<RefRecord>(Method::GET, &format!("/v1/refs/{}", encode(name)), None)
-                .await
-            {
-                Ok((_, r)) => Some(r.target.to_string()),
-                Err(e) if e.kind == ctx_core::ErrorKind::NotFound => None,
+            match c.get_ref(&ref_name(name)?).await {
+                Ok(r) => Some(r.target),
+                Err(e) if e.kind == ErrorKind::NotFound => None,
                 Err(e) => return Err(e),
             }
         };
         if parent.is_none() && !a.new_ref {
-            parent = expected.clone();
+            parent = expected;
         }
-        body["ref"] = json!({ "name": name, "expected": expected });
+        ref_move = Some((name, expected));
     }
-    let opt = [
-        ("parent", parent),
-        ("summary", a.summary),
-        ("session_id", a.session),
-        ("machine", a.machine),
-        ("ticket_id", a.ticket),
-        ("thread_id", a.thread),
-        ("created_at", a.created_at),
-    ];
-    for (k, v) in opt {
-        if let Some(v) = v {
-            body[k] = Value::String(v);
-        }
-    }
-    if let Some(n) = a.message_count {
-        body["message_count"] = json!(n);
-    }
-    if let Some(n) = a.token_count {
-        body["token_count"] = json!(n);
-    }
-    if !a.tags.is_empty() {
-        body["tags"] = json!(
-            a.tags
-                .into_iter()
-                .collect::<std::collections::BTreeMap<_, _>>()
-        );
-    }
-    let (status, commit): (_, Commit) = c.json(Method::POST, "/v1/commits", Some(&body)).await?;
+    // Checked in the order the server checks the fields it parses.
+    let checkpoint = wire_value("checkpoint", &a.trigger)?;
+    let commit_type = wire_value("commit_type", &a.commit_type)?;
+    let created_at = a
+        .created_at
+        .as_deref()
+        .map(|t| wire_value("created_at", t))
+        .transpose()?;
+    let format = wire_value("format", &a.format)?;
+    let principal = wire_value("principal", &a.principal)?;
+    let ref_move = match ref_move {
+        Some((name, expected)) => Some(RefMove {
+            name: wire_value("ref.name", name)?,
+            expected,
+        }),
+        None => None,
+    };
+    let req = CheckpointRequest {
+        parent,
+        commit_type,
+        format,
+        artifact_ref: None,
+        delta: None,
+        delta_base64: Some(base64::engine::general_purpose::STANDARD.encode(&delta)),
+        template: a.template,
+        principal,
+        machine: a.machine,
+        session_id: a.session,
+        checkpoint,
+        ticket_id: a.ticket,
+        thread_id: a.thread,
+        summary: a.summary,
+        message_count: a.message_count,
+        token_count: a.token_count,
+        created_at,
+        tags: (!a.tags.is_empty()).then(|| a.tags.into_iter().collect()),
+        ref_move,
+    };
+    let done = c.checkpoint(&req).await?;
     if a.conn.json {
-        print_json(&commit)
+        print_json(&done.commit)
     } else {
-        let note = if status == reqwest::StatusCode::CREATED {
+        let note = if done.created {
             ""
         } else {
             " (already recorded)"
         };
-        println!("{}{note}", commit.id);
+        println!("{}{note}", done.commit.id);
         Ok(())
     }
 }

@@ -1,10 +1,8 @@
 //! `ctx show`, `ctx log` and `ctx update-metadata`: reading a commit, its
 //! history, and changing its summary and tags.
 
-use ctx_core::wire::HistoryResponse;
+use ctx_core::wire::UpdateMetadataRequest;
 use ctx_core::{Commit, Result};
-use reqwest::Method;
-use serde_json::{Value, json};
 
 use super::rev;
 use crate::{Conn, print_json};
@@ -15,10 +13,7 @@ use crate::{Conn, print_json};
 /// The server's errors.
 pub(crate) async fn show(r: &str, conn: &Conn) -> Result<()> {
     let c = conn.client()?;
-    let id = rev(&c, r).await?;
-    let (_, commit): (_, Commit) = c
-        .json(Method::GET, &format!("/v1/commits/{id}"), None)
-        .await?;
+    let commit = c.show(&rev(&c, r).await?).await?;
     if conn.json {
         print_json(&commit)
     } else {
@@ -33,14 +28,7 @@ pub(crate) async fn show(r: &str, conn: &Conn) -> Result<()> {
 /// The server's errors.
 pub(crate) async fn log(r: &str, max_count: usize, conn: &Conn) -> Result<()> {
     let c = conn.client()?;
-    let id = rev(&c, r).await?;
-    let (_, h): (_, HistoryResponse) = c
-        .json(
-            Method::GET,
-            &format!("/v1/commits/{id}/history?depth={max_count}"),
-            None,
-        )
-        .await?;
+    let h = c.history(&rev(&c, r).await?, Some(max_count)).await?;
     if conn.json {
         return print_json(&h);
     }
@@ -64,21 +52,15 @@ pub(crate) async fn update_metadata(
 ) -> Result<()> {
     let c = conn.client()?;
     let id = rev(&c, r).await?;
-    let mut body = json!({});
-    if let Some(s) = summary {
-        body["summary"] = Value::String(s);
-    } else if clear_summary {
-        body["summary"] = Value::Null;
-    }
-    if !tags.is_empty() {
-        body["tags"] = json!(
-            tags.into_iter()
-                .collect::<std::collections::BTreeMap<_, _>>()
-        );
-    }
-    let (_, commit): (_, Commit) = c
-        .json(Method::PATCH, &format!("/v1/commits/{id}"), Some(&body))
-        .await?;
+    let req = UpdateMetadataRequest {
+        summary: match summary {
+            Some(s) => Some(Some(s)),
+            None if clear_summary => Some(None),
+            None => None,
+        },
+        tags: (!tags.is_empty()).then(|| tags.into_iter().collect()),
+    };
+    let commit = c.update_metadata(&id, &req).await?;
     if conn.json {
         print_json(&commit)
     } else {

@@ -3,10 +3,22 @@
 use std::io::Write;
 use std::path::PathBuf;
 
+use ctx_core::wire::MaterializeRequest;
 use ctx_core::{Error, Result};
 
-use super::rev;
+use super::{rev, wire_value};
 use crate::{Conn, print_json};
+
+/// The request for `--stop` and `--format` as given on the command line.
+///
+/// # Errors
+/// `Invalid` naming `stop` or `format`.
+pub(crate) fn request(stop: Option<&str>, format: Option<&str>) -> Result<MaterializeRequest> {
+    Ok(MaterializeRequest {
+        stop: stop.map(|s| wire_value("stop", s)).transpose()?,
+        format: format.map(|f| wire_value("format", f)).transpose()?,
+    })
+}
 
 /// Runs `ctx materialize`: the bytes to `output` or stdout (not with
 /// `--json`, which prints the response), and a line about them on stderr
@@ -23,7 +35,9 @@ pub(crate) async fn run(
 ) -> Result<()> {
     let c = conn.client()?;
     let id = rev(&c, r).await?;
-    let (m, bytes) = c.materialize(&id, stop, format).await?;
+    let (m, bytes) = c
+        .materialize_and_download(&id, &request(stop, format)?)
+        .await?;
     match output {
         Some(path) => std::fs::write(path, &bytes)
             .map_err(|e| Error::unavailable(format!("cannot write {}: {e}", path.display())))?,

@@ -2,27 +2,21 @@
 
 use ctx_core::Result;
 use ctx_core::store::RefRecord;
-use ctx_core::wire::RefList;
-use reqwest::Method;
-use serde_json::{Value, json};
+use ctx_core::wire::{RefList, SetRefRequest};
 
-use super::rev;
-use crate::client::encode;
+use super::{ref_name, rev};
 use crate::{Conn, RefCommand, print_json};
 
 /// Runs `ctx ref …`.
 ///
 /// # Errors
-/// The server's errors (`Conflict` with the current tip when `--expected`
-/// is stale).
+/// `Invalid` for a malformed ref name; the server's errors (`Conflict` with
+/// the current tip when `--expected` is stale).
 pub(crate) async fn run(command: RefCommand) -> Result<()> {
     let (conn, result): (&Conn, RefOutput) = match &command {
         RefCommand::Get { name, conn } => {
             let c = conn.client()?;
-            let (_, r): (_, RefRecord) = c
-                .json(Method::GET, &format!("/v1/refs/{}", encode(name)), None)
-                .await?;
-            (conn, RefOutput::One(r))
+            (conn, RefOutput::One(c.get_ref(&ref_name(name)?).await?))
         }
         RefCommand::Set {
             name,
@@ -32,18 +26,15 @@ pub(crate) async fn run(command: RefCommand) -> Result<()> {
         } => {
             let c = conn.client()?;
             let target = rev(&c, target).await?;
-            let mut body = json!({ "target": target });
-            if let Some(e) = expected {
-                body["expected"] = Value::String(rev(&c, e).await?);
-            }
-            let (_, r): (_, RefRecord) = c
-                .json(
-                    Method::PUT,
-                    &format!("/v1/refs/{}", encode(name)),
-                    Some(&body),
-                )
-                .await?;
-            (conn, RefOutput::One(r))
+            let expected = match expected {
+                Some(e) => Some(rev(&c, e).await?),
+                None => None,
+            };
+            let req = SetRefRequest { target, expected };
+            (
+                conn,
+                RefOutput::One(c.set_ref(&ref_name(name)?, &req).await?),
+            )
         }
         RefCommand::List {
             prefix,
@@ -51,14 +42,10 @@ pub(crate) async fn run(command: RefCommand) -> Result<()> {
             conn,
         } => {
             let c = conn.client()?;
-            let (_, l): (_, RefList) = c
-                .json(
-                    Method::GET,
-                    &format!("/v1/refs?prefix={}&limit={limit}", encode(prefix)),
-                    None,
-                )
-                .await?;
-            (conn, RefOutput::Many(l))
+            (
+                conn,
+                RefOutput::Many(c.list_refs(prefix, Some(*limit)).await?),
+            )
         }
     };
     match result {
