@@ -4,12 +4,10 @@
 use std::io::Read;
 
 use clap::Subcommand;
-use ctx_core::wire::{BranchCreated, BranchReturned, BranchStatusResponse, SessionEnded};
+use ctx_core::wire::{BranchCreateRequest, BranchReturnRequest};
 use ctx_core::{Error, Result};
-use reqwest::Method;
-use serde_json::json;
 
-use crate::client::encode;
+use crate::commands::{branch_id, wire_value};
 use crate::{Conn, print_json};
 
 /// `ctx branch …`.
@@ -90,12 +88,17 @@ pub(crate) async fn run_branch(command: BranchCommand) -> Result<()> {
             conn,
         } => {
             let c = conn.client()?;
-            let body = json!({
-                "session_id": session, "description": description, "prompt": prompt,
-                "budget": budget, "timeout_seconds": timeout, "parent_branch": parent,
-            });
-            let (_, b): (_, BranchCreated) =
-                c.json(Method::POST, "/v1/branches", Some(&body)).await?;
+            let req = BranchCreateRequest {
+                session_id: session,
+                description,
+                prompt,
+                budget,
+                timeout_seconds: timeout,
+                parent_branch: parent
+                    .map(|p| wire_value("parent_branch", &p))
+                    .transpose()?,
+            };
+            let b = c.branch_create(&req).await?;
             if conn.json {
                 return print_json(&b);
             }
@@ -121,12 +124,8 @@ pub(crate) async fn run_branch(command: BranchCommand) -> Result<()> {
                 message
             };
             let c = conn.client()?;
-            let (_, r): (_, BranchReturned) = c
-                .json(
-                    Method::POST,
-                    &format!("/v1/branches/{}/return", encode(&branch)),
-                    Some(&json!({ "message": message })),
-                )
+            let r = c
+                .branch_return(&branch_id(&branch)?, &BranchReturnRequest { message })
                 .await?;
             if conn.json {
                 return print_json(&r);
@@ -150,12 +149,11 @@ pub(crate) async fn run_branch(command: BranchCommand) -> Result<()> {
             conn,
         } => {
             let c = conn.client()?;
-            let path = match (&branch, &session) {
-                (Some(b), _) => format!("/v1/branches/{}", encode(b)),
-                (None, Some(s)) => format!("/v1/branches?session_id={}", encode(s)),
+            let s = match (&branch, &session) {
+                (Some(b), _) => c.branch_status(&branch_id(b)?).await?,
+                (None, Some(s)) => c.branch_status_of_session(s).await?,
                 (None, None) => unreachable!("clap requires one"),
             };
-            let (_, s): (_, BranchStatusResponse) = c.json(Method::GET, &path, None).await?;
             if conn.json {
                 return print_json(&s);
             }
@@ -199,13 +197,7 @@ pub(crate) async fn run_session(command: SessionCommand) -> Result<()> {
     match command {
         SessionCommand::End { session, conn } => {
             let c = conn.client()?;
-            let (_, e): (_, SessionEnded) = c
-                .json(
-                    Method::POST,
-                    &format!("/v1/sessions/{}/end", encode(&session)),
-                    None,
-                )
-                .await?;
+            let e = c.session_end(&session).await?;
             if conn.json {
                 return print_json(&e);
             }

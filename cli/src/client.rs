@@ -1,8 +1,26 @@
-//! A small HTTP client for the ctx API, used by the client commands.
+//! The typed client of the ctx API, used by every client command and by
+//! `ctx mcp`: one method per route, taking and returning the types the
+//! server itself uses (`ctx_core::wire`, [`Commit`], [`RefRecord`],
+//! [`PresignedUpload`]), so a change of the contract breaks this crate's
+//! build instead of a running client.
+//!
+//! Every URL is spelled in one place, [`Route`], with each path segment
+//! and query value percent-encoded. Errors are read from ctx's error body;
+//! the status stands in only when the body is not ctx's (a proxy's 502).
 
+use chrono::{DateTime, SecondsFormat, Utc};
+use ctx_core::api::BUDGET_WARNING;
 use ctx_core::api::error::{ErrorBody, kind_of};
-use ctx_core::{Error, ErrorKind, Result};
+use ctx_core::store::{PresignedUpload, RefRecord};
+use ctx_core::wire::{
+    ArtifactInfo, BranchCreateRequest, BranchCreated, BranchReturnRequest, BranchReturned,
+    BranchStatusResponse, CheckpointRequest, HistoryResponse, MaterializeRequest,
+    MaterializeResponse, RefList, ResolveResponse, SessionEnded, SetRefRequest,
+    UpdateMetadataRequest, UploadRequest,
+};
+use ctx_core::{ArtifactRef, BranchId, Commit, CommitId, Error, Principal, RefName, Result};
 use reqwest::{Method, StatusCode};
+use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 /// Talks to one ctx server with one token.
@@ -12,8 +30,30 @@ pub struct Client {
     token: Option<String>,
 }
 
+/// What `POST /v1/artifacts` answered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Uploaded {
+    /// The artifact and its size.
+    pub artifact: ArtifactInfo,
+    /// False when the bytes were stored before (200 instead of 201).
+    pub created: bool,
+}
+
+/// What `POST /v1/commits` answered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Checkpointed {
+    /// The new commit, or the one recorded before by the same request.
+    pub commit: Commit,
+    /// False when the same checkpoint was recorded before (200, not 201).
+    pub created: bool,
+    /// The `ctx-budget-warning` header: a checkpoint into a branch at 80%
+    /// or more of its budget, or the one that exhausted it.
+    pub budget_warning: Option<String>,
+}
+
 impl Client {
-    /// A client of the server at `base` (`http://127.0.0.1:7878`).
+    /// A client of the server at `base` (`http://127.0.0.1:7878`, or a URL
+    /// with a path prefix such as an API Gateway stage).
     pub fn new(base: &str, token: Option<String>) -> Self {
         Client {
             http: reqwest::Client::new(),
@@ -22,23 +62,238 @@ impl Client {
         }
     }
 
-    async fn send(
+    /// `GET /healthz`: the server's liveness answer (`ok`).
+    ///
+    /// # Errors
+    /// `Unavailable` when the server cannot be reached; the server's error.
+    pub async fn healthz(&self) -> Result<String> {
+        let bytes = self.bytes(Route::Healthz, Body::Empty).await?;
+        Ok(String::from_utf8_lossy(&bytes).into_owned())
+    }
+
+    /// `GET /v1/openapi.json`: the OpenAPI document (free-form JSON).
+    ///
+    /// # Errors
+    /// As [`Client::healthz`].
+    pub async fn openapi(&self) -> Result<serde_json::Value> {
+        self.json(Route::OpenApi, Body::Empty).await
+    }
+
+    /// `POST /v1/artifacts`: stores `bytes` as an artifact.
+    ///
+    /// # Errors
+    /// `TooLarge` beyond the server's artifact limit; as [`Client::healthz`].
+    pub async fn upload_artifact(&self, bytes: Vec<u8>) -> Result<Uploaded> {
+        let resp = self.send(Route::UploadArtifact, Body::Bytes(bytes)).await?;
+        let created = resp.status() == StatusCode::CREATED;
+        Ok(Uploaded {
+            artifact: decode(resp).await?,
+            created,
+        })
+    }
+
+    /// `POST /v1/uploads`: a URL to PUT a large artifact to directly.
+    ///
+    /// # Errors
+    /// `Invalid` where the store has no direct uploads; as [`Client::healthz`].
+    pub async fn upload_url(&self, req: &UploadRequest) -> Result<PresignedUpload> {
+        self.json(Route::UploadUrl, Body::json(req)?).await
+    }
+
+    /// `GET /v1/artifacts/{art}`: an artifact's bytes.
+    ///
+    /// # Errors
+    /// `NotFound`; as [`Client::healthz`].
+    pub async fn download_artifact(&self, art: &ArtifactRef) -> Result<Vec<u8>> {
+        self.bytes(Route::DownloadArtifact(art), Body::Empty).await
+    }
+
+    /// `POST /v1/commits`: records a checkpoint.
+    ///
+    /// # Errors
+    /// `Invalid`, `Conflict` (a ref moved, a branch's budget is spent); as
+    /// [`Client::healthz`].
+    pub async fn checkpoint(&self, req: &CheckpointRequest) -> Result<Checkpointed> {
+        let resp = self.send(Route::Checkpoint, Body::json(req)?).await?;
+        let created = resp.status() == StatusCode::CREATED;
+        let budget_warning = resp
+            .headers()
+            .get(BUDGET_WARNING)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        Ok(Checkpointed {
+            commit: decode(resp).await?,
+            created,
+            budget_warning,
+        })
+    }
+
+    /// `GET /v1/commits/{ctx}`: one commit.
+    ///
+    /// # Errors
+    /// `NotFound`; as [`Client::healthz`].
+    pub async fn show(&self, id: &CommitId) -> Result<Commit> {
+        self.json(Route::Show(id), Body::Empty).await
+    }
+
+    /// `PATCH /v1/commits/{ctx}`: changes a commit's summary and tags.
+    ///
+    /// # Errors
+    /// `NotFound`, `Invalid`; as [`Client::healthz`].
+    pub async fn update_metadata(
         &self,
-        method: Method,
-        path: &str,
-        body: Option<reqwest::Body>,
-        json: bool,
-    ) -> Result<reqwest::Response> {
-        let mut req = self.http.request(method, format!("{}{path}", self.base));
+        id: &CommitId,
+        req: &UpdateMetadataRequest,
+    ) -> Result<Commit> {
+        self.json(Route::UpdateMetadata(id), Body::json(req)?).await
+    }
+
+    /// `GET /v1/commits/{ctx}/history?depth=`: commits from `id` towards
+    /// the root, newest first (the server's default depth when `None`).
+    ///
+    /// # Errors
+    /// `NotFound`, `Invalid` (depth); as [`Client::healthz`].
+    pub async fn history(&self, id: &CommitId, depth: Option<usize>) -> Result<HistoryResponse> {
+        self.json(Route::History(id, depth), Body::Empty).await
+    }
+
+    /// `POST /v1/commits/{ctx}/materialize`: rebuilds the context at `id`.
+    ///
+    /// # Errors
+    /// `NotFound`, `Invalid`; as [`Client::healthz`].
+    pub async fn materialize(
+        &self,
+        id: &CommitId,
+        req: &MaterializeRequest,
+    ) -> Result<MaterializeResponse> {
+        self.json(Route::Materialize(id), Body::json(req)?).await
+    }
+
+    /// [`Client::materialize`], then [`Client::download_artifact`] of the
+    /// result: the response and the context's bytes.
+    ///
+    /// # Errors
+    /// As both.
+    pub async fn materialize_and_download(
+        &self,
+        id: &CommitId,
+        req: &MaterializeRequest,
+    ) -> Result<(MaterializeResponse, Vec<u8>)> {
+        let m = self.materialize(id, req).await?;
+        let bytes = self.download_artifact(&m.result.artifact_ref).await?;
+        Ok((m, bytes))
+    }
+
+    /// `GET /v1/resolve?principal=&at=`: the newest commit of `principal`
+    /// at or before `at` (now when `None`).
+    ///
+    /// # Errors
+    /// `NotFound`; as [`Client::healthz`].
+    pub async fn resolve(
+        &self,
+        principal: &Principal,
+        at: Option<DateTime<Utc>>,
+    ) -> Result<ResolveResponse> {
+        self.json(Route::Resolve(principal, at), Body::Empty).await
+    }
+
+    /// `GET /v1/refs?prefix=&limit=`: refs whose names start with `prefix`,
+    /// by name (the server's default limit when `None`).
+    ///
+    /// # Errors
+    /// `Invalid` (limit); as [`Client::healthz`].
+    pub async fn list_refs(&self, prefix: &str, limit: Option<usize>) -> Result<RefList> {
+        self.json(Route::ListRefs(prefix, limit), Body::Empty).await
+    }
+
+    /// `GET /v1/refs/{name}`: a ref.
+    ///
+    /// # Errors
+    /// `NotFound`; as [`Client::healthz`].
+    pub async fn get_ref(&self, name: &RefName) -> Result<RefRecord> {
+        self.json(Route::GetRef(name), Body::Empty).await
+    }
+
+    /// `PUT /v1/refs/{name}`: creates a ref, or moves it by compare-and-swap.
+    ///
+    /// # Errors
+    /// `Conflict` with `current` when `expected` is stale; as
+    /// [`Client::healthz`].
+    pub async fn set_ref(&self, name: &RefName, req: &SetRefRequest) -> Result<RefRecord> {
+        self.json(Route::SetRef(name), Body::json(req)?).await
+    }
+
+    /// `POST /v1/branches`: starts an isolated branch of a session.
+    ///
+    /// # Errors
+    /// `Invalid`, `NotFound` (parent branch), `RateLimited`; as
+    /// [`Client::healthz`].
+    pub async fn branch_create(&self, req: &BranchCreateRequest) -> Result<BranchCreated> {
+        self.json(Route::BranchCreate, Body::json(req)?).await
+    }
+
+    /// `GET /v1/branches/{br}`: a branch's status.
+    ///
+    /// # Errors
+    /// `NotFound`; as [`Client::healthz`].
+    pub async fn branch_status(&self, id: &BranchId) -> Result<BranchStatusResponse> {
+        self.json(Route::BranchStatus(id), Body::Empty).await
+    }
+
+    /// `GET /v1/branches?session_id=`: a session's active branch, if any.
+    ///
+    /// # Errors
+    /// As [`Client::healthz`].
+    pub async fn branch_status_of_session(&self, session: &str) -> Result<BranchStatusResponse> {
+        self.json(Route::BranchStatusOfSession(session), Body::Empty)
+            .await
+    }
+
+    /// `POST /v1/branches/{br}/return`: hands a branch's result back.
+    ///
+    /// # Errors
+    /// `NotFound`, `Conflict` (already ended); as [`Client::healthz`].
+    pub async fn branch_return(
+        &self,
+        id: &BranchId,
+        req: &BranchReturnRequest,
+    ) -> Result<BranchReturned> {
+        self.json(Route::BranchReturn(id), Body::json(req)?).await
+    }
+
+    /// `POST /v1/sessions/{id}/end`: force-returns a session's branches.
+    ///
+    /// # Errors
+    /// As [`Client::healthz`].
+    pub async fn session_end(&self, session: &str) -> Result<SessionEnded> {
+        self.json(Route::SessionEnd(session), Body::Empty).await
+    }
+
+    async fn json<T: DeserializeOwned>(&self, route: Route<'_>, body: Body) -> Result<T> {
+        decode(self.send(route, body).await?).await
+    }
+
+    async fn bytes(&self, route: Route<'_>, body: Body) -> Result<Vec<u8>> {
+        let resp = self.send(route, body).await?;
+        Ok(resp
+            .bytes()
+            .await
+            .map_err(|e| Error::unavailable(format!("reading the response failed: {e}")))?
+            .to_vec())
+    }
+
+    async fn send(&self, route: Route<'_>, body: Body) -> Result<reqwest::Response> {
+        let url = format!("{}{}", self.base, route.target());
+        let mut req = self.http.request(route.method(), url);
         if let Some(t) = &self.token {
             req = req.bearer_auth(t);
         }
-        if let Some(b) = body {
-            let ct = if json {
-                "application/json"
-            } else {
-                "application/octet-stream"
-            };
+        let (content_type, bytes) = match body {
+            Body::Empty => (None, None),
+            Body::Json(b) => (Some("application/json"), Some(b)),
+            Body::Bytes(b) => (Some("application/octet-stream"), Some(b)),
+        };
+        if let (Some(ct), Some(b)) = (content_type, bytes) {
             req = req.header(reqwest::header::CONTENT_TYPE, ct).body(b);
         }
         let resp = req.send().await.map_err(|e| {
@@ -52,88 +307,180 @@ impl Client {
             &resp.bytes().await.unwrap_or_default(),
         ))
     }
+}
 
-    /// A JSON request; the decoded response and its status.
-    ///
-    /// # Errors
-    /// The server's error, or `Unavailable` when it cannot be reached.
-    pub async fn json<T: DeserializeOwned>(
-        &self,
-        method: Method,
-        path: &str,
-        body: Option<&serde_json::Value>,
-    ) -> Result<(StatusCode, T)> {
-        let body = body.map(|b| reqwest::Body::from(b.to_string()));
-        let resp = self.send(method, path, body, true).await?;
-        let status = resp.status();
-        let bytes = resp
-            .bytes()
-            .await
-            .map_err(|e| Error::unavailable(format!("reading the response failed: {e}")))?;
-        let value = serde_json::from_slice(&bytes).map_err(|e| {
-            Error::internal(format!(
-                "the server sent a response that is not the expected JSON: {e}"
-            ))
-        })?;
-        Ok((status, value))
-    }
+/// A request body.
+enum Body {
+    Empty,
+    Json(Vec<u8>),
+    Bytes(Vec<u8>),
+}
 
-    /// Raw bytes of a GET.
-    ///
-    /// # Errors
-    /// The server's error, or `Unavailable` when it cannot be reached.
-    pub async fn bytes(&self, path: &str) -> Result<Vec<u8>> {
-        let resp = self.send(Method::GET, path, None, false).await?;
-        Ok(resp
-            .bytes()
-            .await
-            .map_err(|e| Error::unavailable(format!("reading the response failed: {e}")))?
-            .to_vec())
+impl Body {
+    fn json(v: &impl Serialize) -> Result<Body> {
+        serde_json::to_vec(v)
+            .map(Body::Json)
+            .map_err(|e| Error::internal(format!("cannot encode the request: {e}")))
     }
 }
 
-impl Client {
-    /// Materializes `id` (a `ctx-…` id) and fetches the result: the
-    /// response and the context's bytes.
-    ///
-    /// # Errors
-    /// The server's errors.
-    pub async fn materialize(
-        &self,
-        id: &str,
-        stop: Option<&str>,
-        format: Option<&str>,
-    ) -> Result<(ctx_core::wire::MaterializeResponse, Vec<u8>)> {
-        let mut body = serde_json::json!({});
-        if let Some(s) = stop {
-            body["stop"] = s.into();
+async fn decode<T: DeserializeOwned>(resp: reqwest::Response) -> Result<T> {
+    let bytes = resp
+        .bytes()
+        .await
+        .map_err(|e| Error::unavailable(format!("reading the response failed: {e}")))?;
+    serde_json::from_slice(&bytes).map_err(|e| {
+        Error::internal(format!(
+            "the server sent a response that is not the expected JSON: {e}"
+        ))
+    })
+}
+
+/// One route of the API with its path parameters and query: the one place
+/// the client spells a URL. Mirrors `ctx_core::api::routes`.
+#[derive(Debug, Clone, Copy)]
+enum Route<'a> {
+    Healthz,
+    OpenApi,
+    UploadArtifact,
+    UploadUrl,
+    DownloadArtifact(&'a ArtifactRef),
+    Checkpoint,
+    Show(&'a CommitId),
+    UpdateMetadata(&'a CommitId),
+    History(&'a CommitId, Option<usize>),
+    Materialize(&'a CommitId),
+    Resolve(&'a Principal, Option<DateTime<Utc>>),
+    ListRefs(&'a str, Option<usize>),
+    GetRef(&'a RefName),
+    SetRef(&'a RefName),
+    BranchCreate,
+    BranchStatusOfSession(&'a str),
+    BranchStatus(&'a BranchId),
+    BranchReturn(&'a BranchId),
+    SessionEnd(&'a str),
+}
+
+impl Route<'_> {
+    fn method(self) -> Method {
+        use Route::*;
+        match self {
+            Healthz
+            | OpenApi
+            | DownloadArtifact(_)
+            | Show(_)
+            | History(..)
+            | Resolve(..)
+            | ListRefs(..)
+            | GetRef(_)
+            | BranchStatusOfSession(_)
+            | BranchStatus(_) => Method::GET,
+            UploadArtifact | UploadUrl | Checkpoint | Materialize(_) | BranchCreate
+            | BranchReturn(_) | SessionEnd(_) => Method::POST,
+            UpdateMetadata(_) => Method::PATCH,
+            SetRef(_) => Method::PUT,
         }
-        if let Some(f) = format {
-            body["format"] = f.into();
+    }
+
+    /// The path and query below the base URL.
+    fn target(self) -> String {
+        use Route::*;
+        let t = Target::default();
+        match self {
+            Healthz => t.seg("healthz"),
+            OpenApi => t.seg("v1").seg("openapi.json"),
+            UploadArtifact => t.seg("v1").seg("artifacts"),
+            UploadUrl => t.seg("v1").seg("uploads"),
+            DownloadArtifact(art) => t.seg("v1").seg("artifacts").seg(art),
+            Checkpoint => t.seg("v1").seg("commits"),
+            Show(id) | UpdateMetadata(id) => t.seg("v1").seg("commits").seg(id),
+            History(id, depth) => t
+                .seg("v1")
+                .seg("commits")
+                .seg(id)
+                .seg("history")
+                .query_opt("depth", depth),
+            Materialize(id) => t.seg("v1").seg("commits").seg(id).seg("materialize"),
+            Resolve(principal, at) => t
+                .seg("v1")
+                .seg("resolve")
+                .query("principal", principal)
+                .query_opt(
+                    "at",
+                    at.map(|at| at.to_rfc3339_opts(SecondsFormat::AutoSi, true)),
+                ),
+            ListRefs(prefix, limit) => t
+                .seg("v1")
+                .seg("refs")
+                .query("prefix", prefix)
+                .query_opt("limit", limit),
+            // A ref name's '/' separates path segments (`{*name}`).
+            GetRef(name) | SetRef(name) => name
+                .as_str()
+                .split('/')
+                .fold(t.seg("v1").seg("refs"), Target::seg),
+            BranchCreate => t.seg("v1").seg("branches"),
+            BranchStatusOfSession(session) => {
+                t.seg("v1").seg("branches").query("session_id", session)
+            }
+            BranchStatus(id) => t.seg("v1").seg("branches").seg(id),
+            BranchReturn(id) => t.seg("v1").seg("branches").seg(id).seg("return"),
+            SessionEnd(session) => t.seg("v1").seg("sessions").seg(session).seg("end"),
         }
-        let (_, m): (_, ctx_core::wire::MaterializeResponse) = self
-            .json(
-                Method::POST,
-                &format!("/v1/commits/{id}/materialize"),
-                Some(&body),
-            )
-            .await?;
-        let bytes = self
-            .bytes(&format!("/v1/artifacts/{}", m.result.artifact_ref))
-            .await?;
-        Ok((m, bytes))
+        .0
     }
 }
 
-/// The error a non-success response stands for.
+/// A path and query under construction.
+#[derive(Default)]
+struct Target(String);
+
+impl Target {
+    /// Appends `/` and one percent-encoded path segment.
+    fn seg(mut self, segment: impl std::fmt::Display) -> Self {
+        self.0.push('/');
+        self.0.push_str(&encode(&segment.to_string()));
+        self
+    }
+
+    /// Appends one `name=value` query pair, the value percent-encoded.
+    fn query(mut self, name: &str, value: impl std::fmt::Display) -> Self {
+        self.0.push(if self.0.contains('?') { '&' } else { '?' });
+        self.0.push_str(name);
+        self.0.push('=');
+        self.0.push_str(&encode(&value.to_string()));
+        self
+    }
+
+    /// [`Target::query`] when there is a value.
+    fn query_opt(self, name: &str, value: Option<impl std::fmt::Display>) -> Self {
+        match value {
+            Some(v) => self.query(name, v),
+            None => self,
+        }
+    }
+}
+
+/// Percent-encodes everything but RFC 3986's unreserved characters, which
+/// makes `s` safe as one path segment or one query value.
+fn encode(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// The error a non-success response stands for: ctx's error body as the
+/// server sent it, or for any other body (a proxy's), the kind its status
+/// stands for and the body as the message.
 pub fn error_from(status: StatusCode, body: &[u8]) -> Error {
     match serde_json::from_slice::<ErrorBody>(body) {
-        Ok(b) => {
-            let mut e = Error::new(kind_of(status), b.error.message);
-            e.field = b.error.field;
-            e.current = b.current;
-            e
-        }
+        Ok(b) => Error::from(b),
         Err(_) => Error::new(
             kind_of(status),
             format!("HTTP {status}: {}", String::from_utf8_lossy(body).trim()),
@@ -141,27 +488,122 @@ pub fn error_from(status: StatusCode, body: &[u8]) -> Error {
     }
 }
 
-/// The process exit code for an error kind.
-pub fn exit_code(kind: ErrorKind) -> u8 {
-    match kind {
-        ErrorKind::Invalid | ErrorKind::TooLarge => 2,
-        ErrorKind::NotFound => 3,
-        ErrorKind::Conflict => 4,
-        ErrorKind::Unauthenticated => 5,
-        ErrorKind::Unavailable | ErrorKind::RateLimited => 6,
-        _ => 1,
-    }
-}
+#[cfg(test)]
+mod tests {
+    use ctx_core::ErrorKind;
+    use ctx_core::api::routes;
+    use ctx_core::service::Limits;
 
-/// Percent-encodes a query value.
-pub fn encode(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~' | b'/') {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
+    use super::*;
+
+    /// Whether `path` (no query) fits the axum template `tpl`.
+    fn fits(tpl: &str, path: &str) -> bool {
+        let (mut t, mut p) = (tpl.split('/'), path.split('/'));
+        loop {
+            match (t.next(), p.next()) {
+                (None, None) => return true,
+                (Some(ts), Some(_)) if ts.starts_with("{*") => return true,
+                (Some(ts), Some(ps)) if ts.starts_with('{') => {
+                    if ps.is_empty() {
+                        return false;
+                    }
+                }
+                (Some(ts), Some(ps)) if ts == ps => {}
+                _ => return false,
+            }
         }
     }
-    out
+
+    #[test]
+    fn every_route_of_the_server_has_exactly_one_client_route() {
+        let id: CommitId = "ctx-0123456789abcdef0123456789abcdef".parse().unwrap();
+        let br: BranchId = "br-0123456789abcdef0123456789abcdef".parse().unwrap();
+        let art: ArtifactRef = format!("art-{}", "ab".repeat(32)).parse().unwrap();
+        let name: RefName = "sessions/a/b".parse().unwrap();
+        let who: Principal = "alice".parse().unwrap();
+        let client = [
+            Route::Healthz,
+            Route::OpenApi,
+            Route::UploadArtifact,
+            Route::UploadUrl,
+            Route::DownloadArtifact(&art),
+            Route::Checkpoint,
+            Route::Show(&id),
+            Route::UpdateMetadata(&id),
+            Route::History(&id, Some(3)),
+            Route::Materialize(&id),
+            Route::Resolve(&who, None),
+            Route::ListRefs("", None),
+            Route::GetRef(&name),
+            Route::SetRef(&name),
+            Route::BranchCreate,
+            Route::BranchStatusOfSession("s"),
+            Route::BranchStatus(&br),
+            Route::BranchReturn(&br),
+            Route::SessionEnd("s"),
+        ];
+        let server = routes(&Limits::default());
+        let mut used = vec![0; server.len()];
+        for r in client {
+            let target = r.target();
+            let path = target.split('?').next().unwrap();
+            let matching: Vec<usize> = (0..server.len())
+                .filter(|&i| server[i].method.as_str() == r.method().as_str())
+                .filter(|&i| fits(server[i].path, path))
+                .collect();
+            assert_eq!(matching.len(), 1, "{} {target}", r.method());
+            used[matching[0]] += 1;
+        }
+        for (def, n) in server.iter().zip(used) {
+            assert_eq!(n, 1, "{} {} has {n} client routes", def.method, def.path);
+        }
+    }
+
+    #[test]
+    fn segments_and_query_values_are_percent_encoded() {
+        let name: RefName = "sessions/a.b_c-d".parse().unwrap();
+        assert_eq!(Route::GetRef(&name).target(), "/v1/refs/sessions/a.b_c-d");
+        assert_eq!(
+            Route::SessionEnd("a/b c?d#e%").target(),
+            "/v1/sessions/a%2Fb%20c%3Fd%23e%25/end"
+        );
+        assert_eq!(
+            Route::BranchStatusOfSession("a&b=c+d").target(),
+            "/v1/branches?session_id=a%26b%3Dc%2Bd"
+        );
+        assert_eq!(
+            Route::ListRefs("sessions/", Some(5)).target(),
+            "/v1/refs?prefix=sessions%2F&limit=5"
+        );
+        let who: Principal = "a b".parse().unwrap();
+        let at = DateTime::parse_from_rfc3339("2024-01-01T02:00:00.5+02:00")
+            .unwrap()
+            .with_timezone(&Utc);
+        assert_eq!(
+            Route::Resolve(&who, Some(at)).target(),
+            "/v1/resolve?principal=a%20b&at=2024-01-01T00%3A00%3A00.500Z"
+        );
+        let id: CommitId = "ctx-0123456789abcdef0123456789abcdef".parse().unwrap();
+        assert_eq!(
+            Route::History(&id, None).target(),
+            format!("/v1/commits/{id}/history")
+        );
+    }
+
+    #[test]
+    fn errors_take_their_kind_from_the_body_and_the_status_only_otherwise() {
+        // The body's kind wins over what the status would say.
+        let body = br#"{"error": {"kind": "conflict", "message": "moved", "field": "expected"}, "current": "ctx-1"}"#;
+        let e = error_from(StatusCode::BAD_REQUEST, body);
+        assert_eq!(e.kind, ErrorKind::Conflict);
+        assert_eq!(e.message, "moved");
+        assert_eq!(e.field.as_deref(), Some("expected"));
+        assert_eq!(e.current.as_deref(), Some("ctx-1"));
+        // A gateway's body: the status decides.
+        let e = error_from(StatusCode::BAD_GATEWAY, b"<html>Bad Gateway</html>\n");
+        assert_eq!(e.kind, ErrorKind::Unavailable);
+        assert_eq!(e.message, "HTTP 502 Bad Gateway: <html>Bad Gateway</html>");
+        let e = error_from(StatusCode::UNAUTHORIZED, br#"{"message": "Unauthorized"}"#);
+        assert_eq!(e.kind, ErrorKind::Unauthenticated);
+    }
 }

@@ -15,15 +15,14 @@ use std::path::PathBuf;
 
 use chrono::{DateTime, Duration, Utc};
 use clap::{Args, Subcommand};
-use ctx_core::format::{SegmentKind, segments};
-use ctx_core::store::RefRecord;
-use ctx_core::{Commit, Error, ErrorKind, Result};
+use ctx_core::format::{FormatId, SegmentKind, segments};
+use ctx_core::wire::{CheckpointRequest, SetRefRequest};
+use ctx_core::{CommitId, CommitType, Error, ErrorKind, Principal, Result, Trigger};
 use indicatif::{ProgressBar, ProgressStyle};
-use reqwest::Method;
-use serde_json::{Value, json};
+use serde::Serialize;
 
-use crate::client::encode;
-use crate::{Conn, print_json, rev};
+use crate::commands::{materialize, ref_name, rev, wire_value};
+use crate::{Conn, print_json};
 
 /// What to import.
 #[derive(Debug, Subcommand)]
@@ -76,6 +75,19 @@ pub struct ExportArgs {
     conn: Conn,
 }
 
+/// What `ctx import --json` prints (fields in the order of their names).
+#[derive(Serialize)]
+struct Imported {
+    /// The commits, oldest first.
+    commits: Vec<CommitId>,
+    /// How many of them are compactions.
+    compactions: u64,
+    /// How many are deltas.
+    deltas: u64,
+    /// The last one.
+    tip: CommitId,
+}
+
 /// Runs `ctx import`.
 ///
 /// # Errors
@@ -97,13 +109,17 @@ pub async fn run_import(cmd: ImportCommand) -> Result<()> {
         Some(p) => Some(rev(&c, p).await?),
         None => None,
     };
+    let principal: Principal = wire_value("principal", &a.principal)?;
+    let format: FormatId = "claude-code-v1"
+        .parse()
+        .expect("claude-code-v1 is a format id");
     // Drawn on stderr only when it is a terminal.
     let bar = ProgressBar::new(bytes.len() as u64).with_style(
         ProgressStyle::with_template("{bar:40} {bytes}/{total_bytes} {msg}")
             .map_err(|e| Error::internal(format!("progress template: {e}")))?,
     );
     let mut last: Option<DateTime<Utc>> = None;
-    let mut ids: Vec<String> = Vec::with_capacity(segs.len());
+    let mut ids: Vec<CommitId> = Vec::with_capacity(segs.len());
     let (mut deltas, mut compactions) = (0u64, 0u64);
     for seg in &segs {
         let compaction = seg.kind == SegmentKind::Compaction && parent.is_some();
@@ -116,62 +132,57 @@ pub async fn run_import(cmd: ImportCommand) -> Result<()> {
         last = at;
         let text = std::str::from_utf8(&bytes[seg.range.clone()])
             .map_err(|e| Error::invalid("file", format!("not UTF-8: {e}")))?;
-        let mut body = json!({
-            "commit_type": if compaction { "compaction" } else { "delta" },
-            "format": "claude-code-v1",
-            "template": a.template,
-            "principal": a.principal,
-            "checkpoint": if compaction { "compaction" } else { "turn_boundary" },
-            "delta": text,
-        });
-        // Without any entry time the server's clock is used (and a second
-        // import makes new commits).
-        if let Some(at) = at {
-            body["created_at"] = json!(at.to_rfc3339());
-        }
-        for (k, v) in [
-            ("parent", &parent),
-            ("session_id", &seg.session_id),
-            ("machine", &a.machine),
-        ] {
-            if let Some(v) = v {
-                body[k] = Value::String(v.clone());
-            }
-        }
-        let (_, commit): (_, Commit) = c
-            .json(Method::POST, "/v1/commits", Some(&body))
-            .await
-            .map_err(|e| {
-                let mut e = e;
-                e.message = format!(
-                    "{} (the entries at bytes {}..{} of {})",
-                    e.message,
-                    seg.range.start,
-                    seg.range.end,
-                    a.file.display()
-                );
-                e
-            })?;
+        let req = CheckpointRequest {
+            parent,
+            commit_type: if compaction {
+                CommitType::Compaction
+            } else {
+                CommitType::Delta
+            },
+            checkpoint: if compaction {
+                Trigger::Compaction
+            } else {
+                Trigger::TurnBoundary
+            },
+            session_id: seg.session_id.clone(),
+            machine: a.machine.clone(),
+            // Without any entry time the server's clock is used (and a
+            // second import makes new commits).
+            created_at: at,
+            ..CheckpointRequest::new(principal.clone(), &a.template, format.clone(), text)
+        };
+        let commit = c.checkpoint(&req).await.map_err(|e| {
+            let mut e = e;
+            e.message = format!(
+                "{} (the entries at bytes {}..{} of {})",
+                e.message,
+                seg.range.start,
+                seg.range.end,
+                a.file.display()
+            );
+            e
+        })?;
         if compaction {
             compactions += 1;
         } else {
             deltas += 1;
         }
-        ids.push(commit.id.to_string());
-        parent = Some(commit.id.to_string());
+        ids.push(commit.commit.id);
+        parent = Some(commit.commit.id);
         bar.set_message(format!("{deltas} turns, {compactions} compactions"));
         bar.inc(seg.range.len() as u64);
     }
     bar.finish_and_clear();
     let tip = parent.expect("at least one segment was imported");
     if let Some(name) = &a.ref_name {
-        let path = format!("/v1/refs/{}", encode(name));
-        let body = match c.json::<RefRecord>(Method::GET, &path, None).await {
-            Ok((_, r)) if r.target.to_string() == tip => None,
-            Ok((_, r)) if ids.contains(&r.target.to_string()) => {
-                Some(json!({"target": tip, "expected": r.target}))
-            }
-            Ok((_, r)) => {
+        let name = ref_name(name)?;
+        let req = match c.get_ref(&name).await {
+            Ok(r) if r.target == tip => None,
+            Ok(r) if ids.contains(&r.target) => Some(SetRefRequest {
+                target: tip,
+                expected: Some(r.target),
+            }),
+            Ok(r) => {
                 return Err(Error::conflict(
                     format!(
                         "ref {name} points at {}, which is not part of this import; it was not moved (the tip is {tip})",
@@ -180,17 +191,23 @@ pub async fn run_import(cmd: ImportCommand) -> Result<()> {
                     Some(r.target.to_string()),
                 ));
             }
-            Err(e) if e.kind == ErrorKind::NotFound => Some(json!({"target": tip})),
+            Err(e) if e.kind == ErrorKind::NotFound => Some(SetRefRequest {
+                target: tip,
+                expected: None,
+            }),
             Err(e) => return Err(e),
         };
-        if let Some(b) = body {
-            let _: (_, RefRecord) = c.json(Method::PUT, &path, Some(&b)).await?;
+        if let Some(req) = req {
+            c.set_ref(&name, &req).await?;
         }
     }
     if a.conn.json {
-        print_json(&json!({
-            "tip": tip, "commits": ids, "deltas": deltas, "compactions": compactions,
-        }))
+        print_json(&Imported {
+            commits: ids,
+            compactions,
+            deltas,
+            tip,
+        })
     } else {
         eprintln!(
             "imported {} bytes as {deltas} deltas and {compactions} compactions",
@@ -208,9 +225,8 @@ pub async fn run_import(cmd: ImportCommand) -> Result<()> {
 pub async fn run_export(a: ExportArgs) -> Result<()> {
     let c = a.conn.client()?;
     let id = rev(&c, &a.rev).await?;
-    let (m, bytes) = c
-        .materialize(&id, Some(&a.stop), a.format.as_deref())
-        .await?;
+    let req = materialize::request(Some(&a.stop), a.format.as_deref())?;
+    let (m, bytes) = c.materialize_and_download(&id, &req).await?;
     match &a.output {
         Some(path) => std::fs::write(path, &bytes)
             .map_err(|e| Error::unavailable(format!("cannot write {}: {e}", path.display())))?,

@@ -5,35 +5,34 @@
 //!
 //! # Layout
 //! - [`serve`]: starting the embedded server, token administration.
-//! - [`client`]: the HTTP client and exit codes.
+//! - [`client`]: the typed HTTP client, one method per route.
+//! - `commands`: `ctx checkpoint`, `show`, `log`, `update-metadata`,
+//!   `materialize`, `resolve` and `ref`.
 //! - [`import`]: `ctx import claude-code` and `ctx export`.
 //! - [`branch`]: `ctx branch create|return|status`, `ctx session end`.
 //! - [`mcp`]: `ctx mcp`, the MCP server of the context-folding tools.
-//! - this file: the command line and what each command prints.
+//! - this file: the command line, dispatch, exit codes, `ctx serve` and
+//!   `ctx tokens`.
 //!
 //! Exit codes: 0 success, 1 internal error, 2 usage or invalid input,
 //! 3 not found, 4 conflict, 5 unauthenticated, 6 server unreachable or
 //! unavailable.
 
-use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use base64::Engine as _;
 use clap::{Args, Parser, Subcommand};
-use ctx_core::store::RefRecord;
-use ctx_core::wire::{HistoryResponse, RefList, ResolveResponse};
-use ctx_core::{Commit, Error, Result, TenantId};
-use reqwest::Method;
-use serde_json::{Value, json};
+use ctx_core::{Error, ErrorKind, Result, TenantId};
+use serde_json::json;
 
 pub mod branch;
 pub mod client;
+mod commands;
 pub mod import;
 pub mod mcp;
 pub mod serve;
 
-use client::{Client, encode, exit_code};
+use client::Client;
 
 /// A git for AI-agent context.
 #[derive(Debug, Parser)]
@@ -330,6 +329,18 @@ pub async fn main_with(args: impl IntoIterator<Item = String>) -> ExitCode {
     }
 }
 
+/// The process exit code for an error kind.
+pub fn exit_code(kind: ErrorKind) -> u8 {
+    match kind {
+        ErrorKind::Invalid | ErrorKind::TooLarge => 2,
+        ErrorKind::NotFound => 3,
+        ErrorKind::Conflict => 4,
+        ErrorKind::Unauthenticated => 5,
+        ErrorKind::Unavailable | ErrorKind::RateLimited => 6,
+        _ => 1,
+    }
+}
+
 impl Conn {
     pub(crate) fn client(&self) -> Result<Client> {
         let token = match &self.token {
@@ -353,18 +364,6 @@ pub(crate) fn print_json(v: &impl serde::Serialize) -> Result<()> {
     Ok(())
 }
 
-/// A ctx-… id as is; anything else is a ref name, resolved to its tip.
-async fn rev(client: &Client, rev: &str) -> Result<String> {
-    if rev.starts_with("ctx-") {
-        let id: ctx_core::CommitId = rev.parse()?;
-        return Ok(id.to_string());
-    }
-    let (_, r): (_, RefRecord) = client
-        .json(Method::GET, &format!("/v1/refs/{}", encode(rev)), None)
-        .await?;
-    Ok(r.target.to_string())
-}
-
 async fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Serve(args) => serve::run(args).await,
@@ -372,128 +371,42 @@ async fn run(cli: Cli) -> Result<()> {
         Command::Session { command } => branch::run_session(command).await,
         Command::Mcp { conn } => mcp::serve(conn.client()?).await,
         Command::Tokens { command } => run_tokens(command).await,
-        Command::Checkpoint(args) => run_checkpoint(*args).await,
-        Command::Show { rev: r, conn } => {
-            let c = conn.client()?;
-            let id = rev(&c, &r).await?;
-            let (_, commit): (_, Commit) = c
-                .json(Method::GET, &format!("/v1/commits/{id}"), None)
-                .await?;
-            if conn.json {
-                print_json(&commit)
-            } else {
-                print_commit(&commit);
-                Ok(())
-            }
-        }
+        Command::Checkpoint(args) => commands::checkpoint::run(*args).await,
+        Command::Show { rev, conn } => commands::commits::show(&rev, &conn).await,
         Command::Log {
-            rev: r,
+            rev,
             max_count,
             conn,
-        } => {
-            let c = conn.client()?;
-            let id = rev(&c, &r).await?;
-            let (_, h): (_, HistoryResponse) = c
-                .json(
-                    Method::GET,
-                    &format!("/v1/commits/{id}/history?depth={max_count}"),
-                    None,
-                )
-                .await?;
-            if conn.json {
-                return print_json(&h);
-            }
-            for commit in &h.commits {
-                println!("{}", oneline(commit));
-            }
-            Ok(())
-        }
+        } => commands::commits::log(&rev, max_count, &conn).await,
         Command::Materialize {
-            rev: r,
+            rev,
             stop,
             format,
             output,
             conn,
         } => {
-            let c = conn.client()?;
-            let id = rev(&c, &r).await?;
-            let (m, bytes) = c
-                .materialize(&id, stop.as_deref(), format.as_deref())
-                .await?;
-            match &output {
-                Some(path) => std::fs::write(path, &bytes).map_err(|e| {
-                    Error::unavailable(format!("cannot write {}: {e}", path.display()))
-                })?,
-                None if !conn.json => std::io::stdout()
-                    .write_all(&bytes)
-                    .map_err(|e| Error::unavailable(format!("cannot write to stdout: {e}")))?,
-                None => {}
-            }
-            if conn.json {
-                print_json(&m)?;
-            } else if output.is_some() || m.result.tier != "native" {
-                eprintln!(
-                    "{}: {} bytes, {} messages, {} tokens ({}{})",
-                    m.result.artifact_ref,
-                    m.result.size,
-                    m.result.message_count,
-                    m.result.token_count,
-                    m.result.tier,
-                    if m.cached { ", cached" } else { "" }
-                );
-            }
-            Ok(())
+            commands::materialize::run(
+                &rev,
+                stop.as_deref(),
+                format.as_deref(),
+                output.as_ref(),
+                &conn,
+            )
+            .await
         }
         Command::Resolve {
             principal,
             at,
             conn,
-        } => {
-            let c = conn.client()?;
-            let mut path = format!("/v1/resolve?principal={}", encode(&principal));
-            if let Some(at) = at {
-                path.push_str(&format!("&at={}", encode(&at)));
-            }
-            let (_, r): (_, ResolveResponse) = c.json(Method::GET, &path, None).await?;
-            if conn.json {
-                print_json(&r)
-            } else {
-                println!("{}", r.id);
-                Ok(())
-            }
-        }
+        } => commands::resolve::run(&principal, at.as_deref(), &conn).await,
         Command::UpdateMetadata {
-            rev: r,
+            rev,
             summary,
             clear_summary,
             tags,
             conn,
-        } => {
-            let c = conn.client()?;
-            let id = rev(&c, &r).await?;
-            let mut body = json!({});
-            if let Some(s) = summary {
-                body["summary"] = Value::String(s);
-            } else if clear_summary {
-                body["summary"] = Value::Null;
-            }
-            if !tags.is_empty() {
-                body["tags"] = json!(
-                    tags.into_iter()
-                        .collect::<std::collections::BTreeMap<_, _>>()
-                );
-            }
-            let (_, commit): (_, Commit) = c
-                .json(Method::PATCH, &format!("/v1/commits/{id}"), Some(&body))
-                .await?;
-            if conn.json {
-                print_json(&commit)
-            } else {
-                println!("{}", oneline(&commit));
-                Ok(())
-            }
-        }
-        Command::Ref { command } => run_ref(command).await,
+        } => commands::commits::update_metadata(&rev, summary, clear_summary, tags, &conn).await,
+        Command::Ref { command } => commands::refs::run(command).await,
         Command::Import { command } => import::run_import(command).await,
         Command::Export(args) => import::run_export(*args).await,
     }
@@ -533,211 +446,5 @@ async fn run_tokens(command: TokensCommand) -> Result<()> {
                 Err(Error::not_found(format!("token {id}")))
             }
         }
-    }
-}
-
-async fn run_ref(command: RefCommand) -> Result<()> {
-    let (conn, result): (&Conn, RefOutput) = match &command {
-        RefCommand::Get { name, conn } => {
-            let c = conn.client()?;
-            let (_, r): (_, RefRecord) = c
-                .json(Method::GET, &format!("/v1/refs/{}", encode(name)), None)
-                .await?;
-            (conn, RefOutput::One(r))
-        }
-        RefCommand::Set {
-            name,
-            target,
-            expected,
-            conn,
-        } => {
-            let c = conn.client()?;
-            let target = rev(&c, target).await?;
-            let mut body = json!({ "target": target });
-            if let Some(e) = expected {
-                body["expected"] = Value::String(rev(&c, e).await?);
-            }
-            let (_, r): (_, RefRecord) = c
-                .json(
-                    Method::PUT,
-                    &format!("/v1/refs/{}", encode(name)),
-                    Some(&body),
-                )
-                .await?;
-            (conn, RefOutput::One(r))
-        }
-        RefCommand::List {
-            prefix,
-            limit,
-            conn,
-        } => {
-            let c = conn.client()?;
-            let (_, l): (_, RefList) = c
-                .json(
-                    Method::GET,
-                    &format!("/v1/refs?prefix={}&limit={limit}", encode(prefix)),
-                    None,
-                )
-                .await?;
-            (conn, RefOutput::Many(l))
-        }
-    };
-    match result {
-        RefOutput::One(r) if conn.json => print_json(&r),
-        RefOutput::Many(l) if conn.json => print_json(&l),
-        RefOutput::One(r) => {
-            println!("{}  {}", r.target, r.name);
-            Ok(())
-        }
-        RefOutput::Many(l) => {
-            for r in l.refs {
-                println!("{}  {}", r.target, r.name);
-            }
-            Ok(())
-        }
-    }
-}
-
-enum RefOutput {
-    One(RefRecord),
-    Many(RefList),
-}
-
-async fn run_checkpoint(a: CheckpointArgs) -> Result<()> {
-    let c = a.conn.client()?;
-    let mut delta = Vec::new();
-    if a.file == "-" {
-        std::io::stdin()
-            .read_to_end(&mut delta)
-            .map_err(|e| Error::invalid("file", format!("cannot read stdin: {e}")))?;
-    } else {
-        delta = std::fs::read(&a.file)
-            .map_err(|e| Error::invalid("file", format!("cannot read {}: {e}", a.file)))?;
-    }
-    let mut parent = match &a.parent {
-        Some(p) => Some(rev(&c, p).await?),
-        None => None,
-    };
-    let mut body = json!({
-        "commit_type": a.commit_type,
-        "format": a.format,
-        "template": a.template,
-        "principal": a.principal,
-        "checkpoint": a.trigger,
-        "delta_base64": base64::engine::general_purpose::STANDARD.encode(&delta),
-    });
-    if let Some(name) = &a.ref_name {
-        let expected = if a.new_ref {
-            None
-        } else if let Some(e) = &a.expected {
-            Some(rev(&c, e).await?)
-        } else if parent.is_some() {
-            parent.clone()
-        } else {
-            // Continue the ref's tip, or start it with a root commit.
-            match c
-                .json::<RefRecord>(Method::GET, &format!("/v1/refs/{}", encode(name)), None)
-                .await
-            {
-                Ok((_, r)) => Some(r.target.to_string()),
-                Err(e) if e.kind == ctx_core::ErrorKind::NotFound => None,
-                Err(e) => return Err(e),
-            }
-        };
-        if parent.is_none() && !a.new_ref {
-            parent = expected.clone();
-        }
-        body["ref"] = json!({ "name": name, "expected": expected });
-    }
-    let opt = [
-        ("parent", parent),
-        ("summary", a.summary),
-        ("session_id", a.session),
-        ("machine", a.machine),
-        ("ticket_id", a.ticket),
-        ("thread_id", a.thread),
-        ("created_at", a.created_at),
-    ];
-    for (k, v) in opt {
-        if let Some(v) = v {
-            body[k] = Value::String(v);
-        }
-    }
-    if let Some(n) = a.message_count {
-        body["message_count"] = json!(n);
-    }
-    if let Some(n) = a.token_count {
-        body["token_count"] = json!(n);
-    }
-    if !a.tags.is_empty() {
-        body["tags"] = json!(
-            a.tags
-                .into_iter()
-                .collect::<std::collections::BTreeMap<_, _>>()
-        );
-    }
-    let (status, commit): (_, Commit) = c.json(Method::POST, "/v1/commits", Some(&body)).await?;
-    if a.conn.json {
-        print_json(&commit)
-    } else {
-        let note = if status == reqwest::StatusCode::CREATED {
-            ""
-        } else {
-            " (already recorded)"
-        };
-        println!("{}{note}", commit.id);
-        Ok(())
-    }
-}
-
-fn oneline(c: &Commit) -> String {
-    format!(
-        "{} {:<10} {} {}",
-        c.id,
-        c.commit_type.as_str(),
-        c.created_at.format("%Y-%m-%dT%H:%M:%SZ"),
-        c.summary
-            .as_deref()
-            .unwrap_or("(no summary)")
-            .lines()
-            .next()
-            .unwrap_or("")
-    )
-}
-
-fn print_commit(c: &Commit) {
-    println!("commit     {}", c.id);
-    if let Some(p) = &c.parent {
-        println!("parent     {p}");
-    }
-    println!("type       {}", c.commit_type.as_str());
-    println!(
-        "artifact   {} ({} bytes, {})",
-        c.artifact_ref, c.artifact_size, c.format
-    );
-    println!("principal  {}", c.principal);
-    println!("created    {}", c.created_at.to_rfc3339());
-    println!("trigger    {}", c.checkpoint.as_str());
-    println!("template   {}", c.template);
-    for (k, v) in [
-        ("machine", &c.machine),
-        ("session", &c.session_id),
-        ("ticket", &c.ticket_id),
-        ("thread", &c.thread_id),
-    ] {
-        if let Some(v) = v {
-            println!("{k:<10} {v}");
-        }
-    }
-    println!(
-        "counts     {} messages, {} tokens",
-        c.message_count, c.token_count
-    );
-    println!("depth      {}", c.depth);
-    for (k, v) in &c.tags {
-        println!("tag        {k}={v}");
-    }
-    if let Some(s) = &c.summary {
-        println!("\n    {}", s.replace('\n', "\n    "));
     }
 }

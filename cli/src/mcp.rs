@@ -7,13 +7,20 @@
 //! `tools/call` and notifications (ignored) — written here rather than
 //! pulling in an SDK crate, to keep the build small; the Python `mcp`
 //! package's stdio client is the test of conformance (tests/mcp).
+//!
+//! A tool's arguments are read as the route's request type
+//! (`ctx_core::wire`) exactly as the server would read them, and its
+//! result is the typed response, serialized.
 
-use reqwest::Method;
+use ctx_core::api::extract::parse_json;
+use ctx_core::wire::{BranchCreateRequest, BranchReturnRequest};
+use ctx_core::{Error, Result};
+use serde::Serialize;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
-use crate::client::{Client, encode};
-use ctx_core::{Error, Result};
+use crate::client::Client;
+use crate::commands::branch_id;
 
 /// Protocol versions this server speaks, newest first.
 pub const PROTOCOL_VERSIONS: &[&str] = &["2025-06-18", "2025-03-26", "2024-11-05"];
@@ -69,6 +76,10 @@ fn str_arg<'a>(args: &'a Value, name: &str) -> Result<&'a str> {
         .ok_or_else(|| Error::invalid(name, format!("the argument {name} (a string) is required")))
 }
 
+fn to_value(v: &impl Serialize) -> Result<Value> {
+    serde_json::to_value(v).map_err(|e| Error::internal(format!("cannot encode the result: {e}")))
+}
+
 /// Runs one tool against the server.
 ///
 /// # Errors
@@ -76,6 +87,8 @@ fn str_arg<'a>(args: &'a Value, name: &str) -> Result<&'a str> {
 pub async fn call_tool(client: &Client, name: &str, args: &Value) -> Result<Value> {
     match name {
         "branch_create" => {
+            // The request's fields, without nulls or anything else a model
+            // may add, read as the server reads a body.
             let mut body = serde_json::Map::new();
             for key in [
                 "session_id",
@@ -89,36 +102,28 @@ pub async fn call_tool(client: &Client, name: &str, args: &Value) -> Result<Valu
                     body.insert(key.to_owned(), v.clone());
                 }
             }
-            let (_, v): (_, Value) = client
-                .json(Method::POST, "/v1/branches", Some(&Value::Object(body)))
-                .await?;
-            Ok(v)
+            let req: BranchCreateRequest = parse_json(Value::Object(body).to_string().as_bytes())?;
+            to_value(&client.branch_create(&req).await?)
         }
         "branch_return" => {
             let id = str_arg(args, "branch_id")?;
-            let message = str_arg(args, "message")?;
-            let (_, v): (_, Value) = client
-                .json(
-                    Method::POST,
-                    &format!("/v1/branches/{}/return", encode(id)),
-                    Some(&json!({ "message": message })),
-                )
-                .await?;
-            Ok(v)
+            let req = BranchReturnRequest {
+                message: str_arg(args, "message")?.to_owned(),
+            };
+            to_value(&client.branch_return(&branch_id(id)?, &req).await?)
         }
         "branch_status" => {
-            let path = match (
+            let status = match (
                 args.get("branch_id").and_then(Value::as_str),
                 args.get("session_id").and_then(Value::as_str),
             ) {
-                (Some(b), _) => format!("/v1/branches/{}", encode(b)),
-                (None, Some(s)) => format!("/v1/branches?session_id={}", encode(s)),
+                (Some(b), _) => client.branch_status(&branch_id(b)?).await?,
+                (None, Some(s)) => client.branch_status_of_session(s).await?,
                 (None, None) => {
                     return Err(Error::invalid("branch_id", "give branch_id or session_id"));
                 }
             };
-            let (_, v): (_, Value) = client.json(Method::GET, &path, None).await?;
-            Ok(v)
+            to_value(&status)
         }
         other => Err(Error::invalid(
             "name",

@@ -6,8 +6,11 @@
 
 use std::fmt;
 
-/// What a caller can do about an error.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+/// What a caller can do about an error. On the wire (the `kind` of an
+/// error body) it is the snake_case name, as `as_str` gives it.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize, utoipa::ToSchema,
+)]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum ErrorKind {
@@ -30,6 +33,18 @@ pub enum ErrorKind {
 }
 
 impl ErrorKind {
+    /// Every kind.
+    pub const ALL: &'static [ErrorKind] = &[
+        ErrorKind::Invalid,
+        ErrorKind::Unauthenticated,
+        ErrorKind::NotFound,
+        ErrorKind::Conflict,
+        ErrorKind::TooLarge,
+        ErrorKind::RateLimited,
+        ErrorKind::Unavailable,
+        ErrorKind::Internal,
+    ];
+
     /// The wire name of the kind, as in error bodies.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -136,5 +151,21 @@ impl Error {
     pub fn with_source(mut self, source: impl std::error::Error + Send + Sync + 'static) -> Self {
         self.source = Some(Box::new(source));
         self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kinds_serialize_as_their_wire_names() {
+        for &kind in ErrorKind::ALL {
+            let json = serde_json::to_value(kind).expect("a kind serializes");
+            assert_eq!(json, serde_json::Value::from(kind.as_str()));
+            let back: ErrorKind = serde_json::from_value(json).expect("and reads back");
+            assert_eq!(back, kind);
+        }
+        assert!(serde_json::from_str::<ErrorKind>("\"NotFound\"").is_err());
     }
 }

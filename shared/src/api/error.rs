@@ -1,6 +1,8 @@
 //! Errors on the wire: the one place an [`ErrorKind`] becomes a status, and
 //! the body every error has: `{"error": {"kind", "message", "field"?}}`,
-//! plus `current` on a lost compare-and-swap.
+//! plus `current` on a lost compare-and-swap. A client reads the kind from
+//! the body ([`Error::from`] an [`ErrorBody`]); [`kind_of`] a status is
+//! only for responses that are not ctx's (a proxy's 502).
 
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -23,7 +25,8 @@ pub fn status_of(kind: ErrorKind) -> StatusCode {
     }
 }
 
-/// The kind a status stands for (what a client makes of a response).
+/// The kind a status stands for: what a client makes of an error response
+/// whose body is not an [`ErrorBody`] (one from a proxy or gateway).
 pub fn kind_of(status: StatusCode) -> ErrorKind {
     match status.as_u16() {
         400 | 405 | 415 | 422 => ErrorKind::Invalid,
@@ -53,7 +56,7 @@ pub struct ErrorBody {
 pub struct ErrorDetail {
     /// `invalid`, `unauthenticated`, `not_found`, `conflict`, `too_large`,
     /// `rate_limited`, `unavailable` or `internal`.
-    pub kind: String,
+    pub kind: ErrorKind,
     /// What was wrong, with the offending value.
     pub message: String,
     /// The request field at fault.
@@ -65,12 +68,23 @@ impl From<&Error> for ErrorBody {
     fn from(e: &Error) -> Self {
         ErrorBody {
             error: ErrorDetail {
-                kind: e.kind.as_str().to_owned(),
+                kind: e.kind,
                 message: e.message.clone(),
                 field: e.field.clone(),
             },
             current: e.current.clone(),
         }
+    }
+}
+
+/// The error a response's body describes: kind, message, field and
+/// `current` as the server had them (no source, no `Retry-After`).
+impl From<ErrorBody> for Error {
+    fn from(b: ErrorBody) -> Self {
+        let mut e = Error::new(b.error.kind, b.error.message);
+        e.field = b.error.field;
+        e.current = b.current;
+        e
     }
 }
 
@@ -107,17 +121,50 @@ mod tests {
 
     #[test]
     fn every_kind_maps_to_its_status_and_back() {
-        for kind in [
-            ErrorKind::Invalid,
-            ErrorKind::Unauthenticated,
-            ErrorKind::NotFound,
-            ErrorKind::Conflict,
-            ErrorKind::TooLarge,
-            ErrorKind::RateLimited,
-            ErrorKind::Unavailable,
-            ErrorKind::Internal,
-        ] {
+        for &kind in ErrorKind::ALL {
             assert_eq!(kind_of(status_of(kind)), kind);
         }
+    }
+
+    #[test]
+    fn the_body_has_a_pinned_wire_format_and_reads_back() {
+        let e = Error::conflict("ref main moved", Some("ctx-1".to_owned())).with_field("expected");
+        let body = serde_json::to_value(ErrorBody::from(&e)).unwrap();
+        assert_eq!(
+            body,
+            serde_json::json!({
+                "error": {"kind": "conflict", "message": "ref main moved", "field": "expected"},
+                "current": "ctx-1"
+            })
+        );
+        let back = Error::from(serde_json::from_value::<ErrorBody>(body).unwrap());
+        assert_eq!(
+            (back.kind, back.message, back.field, back.current),
+            (e.kind, e.message, e.field, e.current)
+        );
+        for &kind in ErrorKind::ALL {
+            let body = serde_json::to_value(ErrorBody::from(&Error::new(kind, "m"))).unwrap();
+            assert_eq!(body["error"]["kind"], kind.as_str());
+        }
+        // A kind this version does not know is not ctx's error body.
+        let unknown = serde_json::json!({"error": {"kind": "teapot", "message": "m"}});
+        assert!(serde_json::from_value::<ErrorBody>(unknown).is_err());
+    }
+
+    #[test]
+    fn the_openapi_document_lists_the_kinds() {
+        use utoipa::OpenApi as _;
+        let doc = serde_json::to_value(super::super::ApiDoc::openapi()).unwrap();
+        let schemas = &doc["components"]["schemas"];
+        let names: Vec<&str> = ErrorKind::ALL.iter().map(|k| k.as_str()).collect();
+        assert_eq!(
+            schemas["ErrorKind"]["enum"],
+            serde_json::json!(names),
+            "{schemas}"
+        );
+        assert_eq!(
+            schemas["ErrorDetail"]["properties"]["kind"]["$ref"],
+            "#/components/schemas/ErrorKind"
+        );
     }
 }

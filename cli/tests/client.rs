@@ -1,0 +1,270 @@
+//! The typed client against the real router (memory stores, in process):
+//! every method once, URL encoding of odd names, and errors read from the
+//! body.
+
+use std::sync::Arc;
+
+use ctx_cli::client::Client;
+use ctx_core::api::{AppState, Group, router};
+use ctx_core::auth::{TokenAuth, token_hash};
+use ctx_core::branch::memory::MemoryBranchStore;
+use ctx_core::branch::{Folding, FoldingConfig, NoTimer, RuleScrubber};
+use ctx_core::format::FormatId;
+use ctx_core::store::memory::{MemoryBlobStore, MemoryMetaStore};
+use ctx_core::store::{RefMove, Stores, TokenStore};
+use ctx_core::wire::{
+    BranchCreateRequest, BranchReturnRequest, CheckpointRequest, MaterializeRequest, SetRefRequest,
+    UpdateMetadataRequest, UploadRequest,
+};
+use ctx_core::{
+    Clock as _, CommitType, ErrorKind, ManualClock, OsRandom, Principal, RefName, Service,
+};
+
+const TOKEN: &str = "token-alice";
+
+/// A server on 127.0.0.1 with one token; its base URL.
+async fn serve() -> String {
+    let meta = Arc::new(MemoryMetaStore::new());
+    let clock = Arc::new(ManualClock::new(
+        chrono::DateTime::parse_from_rfc3339("2026-01-02T00:00:00Z")
+            .unwrap()
+            .into(),
+    ));
+    meta.add_token(&token_hash(TOKEN), &"acme".parse().unwrap(), clock.now())
+        .await
+        .unwrap();
+    let stores = Stores {
+        blobs: Arc::new(MemoryBlobStore::new()),
+        meta: meta.clone(),
+    };
+    let service = Service::new(stores, clock).with_folding(Folding {
+        store: Arc::new(MemoryBranchStore::new()),
+        timer: Arc::new(NoTimer),
+        scrubber: Arc::new(RuleScrubber::new().unwrap()),
+        ids: Arc::new(OsRandom),
+        config: FoldingConfig::default(),
+    });
+    let app = router(
+        AppState {
+            service: Arc::new(service),
+            auth: Arc::new(TokenAuth::new(meta)),
+        },
+        Group::ALL,
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    format!("http://{addr}")
+}
+
+#[tokio::test]
+async fn every_method_against_the_real_router() {
+    let base = serve().await;
+    let c = Client::new(&format!("{base}/"), Some(TOKEN.to_owned()));
+
+    assert_eq!(c.healthz().await.unwrap(), "ok");
+    assert_eq!(c.openapi().await.unwrap()["openapi"], "3.1.0");
+
+    let up = c.upload_artifact(b"user: hi\n".to_vec()).await.unwrap();
+    assert!(up.created);
+    assert_eq!(up.artifact.size, 9);
+    let again = c.upload_artifact(b"user: hi\n".to_vec()).await.unwrap();
+    assert_eq!((again.created, &again.artifact), (false, &up.artifact));
+    assert_eq!(
+        c.download_artifact(&up.artifact.artifact_ref)
+            .await
+            .unwrap(),
+        b"user: hi\n"
+    );
+    // Memory storage takes no direct uploads: the server's kind and field.
+    let e = c
+        .upload_url(&UploadRequest {
+            artifact_ref: up.artifact.artifact_ref,
+            size: 9,
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(
+        (e.kind, e.field.as_deref()),
+        (ErrorKind::Invalid, Some("body"))
+    );
+
+    // A root from the uploaded artifact, moving a ref whose name has '/'.
+    let alice: Principal = "alice".parse().unwrap();
+    let name: RefName = "sessions/a/b".parse().unwrap();
+    let root_req = CheckpointRequest {
+        delta: None,
+        artifact_ref: Some(up.artifact.artifact_ref),
+        created_at: Some("2026-01-01T00:00:00Z".parse().unwrap()),
+        ref_move: Some(RefMove {
+            name: name.clone(),
+            expected: None,
+        }),
+        ..CheckpointRequest::new(alice.clone(), "tpl", FormatId::raw(), "")
+    };
+    let root = c.checkpoint(&root_req).await.unwrap();
+    assert!(root.created);
+    assert_eq!(root.budget_warning, None);
+    let same = c
+        .checkpoint(&CheckpointRequest {
+            ref_move: None,
+            ..root_req
+        })
+        .await
+        .unwrap();
+    assert_eq!((same.created, &same.commit), (false, &root.commit));
+    let root = root.commit;
+    let child = c
+        .checkpoint(&CheckpointRequest {
+            parent: Some(root.id),
+            created_at: Some("2026-01-01T00:00:01Z".parse().unwrap()),
+            ..CheckpointRequest::new(alice.clone(), "tpl", FormatId::raw(), "user: more\n")
+        })
+        .await
+        .unwrap()
+        .commit;
+
+    assert_eq!(c.show(&root.id).await.unwrap(), root);
+    let updated = c
+        .update_metadata(
+            &root.id,
+            &UpdateMetadataRequest {
+                summary: Some(Some("the start".to_owned())),
+                tags: None,
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(updated.summary.as_deref(), Some("the start"));
+    let h = c.history(&child.id, Some(5)).await.unwrap();
+    let ids: Vec<_> = h.commits.iter().map(|c| c.id).collect();
+    assert_eq!(ids, [child.id, root.id]);
+    assert_eq!(c.history(&child.id, None).await.unwrap().commits.len(), 2);
+
+    let req = MaterializeRequest {
+        stop: Some("root".parse().unwrap()),
+        format: None,
+    };
+    let m = c.materialize(&child.id, &req).await.unwrap();
+    let (m2, bytes) = c.materialize_and_download(&child.id, &req).await.unwrap();
+    assert_eq!(m2.result, m.result);
+    assert_eq!(bytes, b"user: hi\nuser: more\n");
+
+    assert_eq!(c.resolve(&alice, None).await.unwrap().id, child.id);
+    let at = "2026-01-01T02:00:00.5+02:00"
+        .parse::<chrono::DateTime<chrono::FixedOffset>>()
+        .unwrap()
+        .with_timezone(&chrono::Utc);
+    assert_eq!(c.resolve(&alice, Some(at)).await.unwrap().id, root.id);
+    let nobody: Principal = "bob & eve=?".parse().unwrap();
+    let e = c.resolve(&nobody, None).await.unwrap_err();
+    assert_eq!(e.kind, ErrorKind::NotFound, "{e}");
+    assert!(e.message.contains("bob & eve=?"), "{e}");
+
+    assert_eq!(c.get_ref(&name).await.unwrap().target, root.id);
+    let moved = c
+        .set_ref(
+            &name,
+            &SetRefRequest {
+                target: child.id,
+                expected: Some(root.id),
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(moved.target, child.id);
+    let stale = c
+        .set_ref(
+            &name,
+            &SetRefRequest {
+                target: root.id,
+                expected: Some(root.id),
+            },
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(stale.kind, ErrorKind::Conflict);
+    assert_eq!(stale.current, Some(child.id.to_string()));
+    let list = c.list_refs("sessions/a/", Some(10)).await.unwrap();
+    assert_eq!(list.refs, [moved]);
+    assert!(c.list_refs("", None).await.unwrap().refs.len() == 1);
+
+    // Session ids that need encoding in a path and in a query come back
+    // as sent.
+    let odd = "team a/s1&x=?#%";
+    let none = c.branch_status_of_session(odd).await.unwrap();
+    assert_eq!(
+        (none.branch_id, none.session_id.as_deref()),
+        (None, Some(odd))
+    );
+    assert_eq!(c.session_end(odd).await.unwrap().session_id, odd);
+    let session = "s1.a_b-c";
+    let b = c
+        .branch_create(&BranchCreateRequest {
+            session_id: session.to_owned(),
+            description: "explore".to_owned(),
+            prompt: Some("read it".to_owned()),
+            budget: Some(100),
+            timeout_seconds: None,
+            parent_branch: None,
+        })
+        .await
+        .unwrap();
+    assert_eq!(b.budget_allocated, 100);
+    let st = c.branch_status(&b.branch_id).await.unwrap();
+    assert_eq!(st.status, "active");
+    let of_session = c.branch_status_of_session(session).await.unwrap();
+    assert_eq!(of_session.branch_id.as_ref(), Some(&b.branch_id));
+    let into_branch = c
+        .checkpoint(&CheckpointRequest {
+            ref_move: Some(RefMove {
+                name: b.chain_ref.parse().unwrap(),
+                expected: Some(b.root_commit),
+            }),
+            parent: Some(b.root_commit),
+            commit_type: CommitType::Delta,
+            ..CheckpointRequest::new(alice.clone(), "tpl", FormatId::raw(), "x".repeat(340))
+        })
+        .await
+        .unwrap();
+    assert!(into_branch.budget_warning.is_some(), "85 of 100 tokens");
+    let r = c
+        .branch_return(
+            &b.branch_id,
+            &BranchReturnRequest {
+                message: "found it".to_owned(),
+            },
+        )
+        .await
+        .unwrap();
+    assert!(r.success);
+    let e = c
+        .branch_return(
+            &b.branch_id,
+            &BranchReturnRequest {
+                message: "again".to_owned(),
+            },
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Conflict);
+    let ended = c.session_end(session).await.unwrap();
+    assert_eq!(ended.session_id, session);
+
+    // Errors carry the body's kind.
+    let missing = "ctx-0123456789abcdef0123456789abcdef".parse().unwrap();
+    assert_eq!(
+        c.show(&missing).await.unwrap_err().kind,
+        ErrorKind::NotFound
+    );
+    let stranger = Client::new(&base, Some("nope".to_owned()));
+    assert_eq!(
+        stranger.show(&root.id).await.unwrap_err().kind,
+        ErrorKind::Unauthenticated
+    );
+    let unreachable = Client::new("http://127.0.0.1:9", None);
+    assert_eq!(
+        unreachable.healthz().await.unwrap_err().kind,
+        ErrorKind::Unavailable
+    );
+}
