@@ -104,7 +104,7 @@ fn session_ref(session: &str) -> Result<RefName> {
         Error::invalid(
             "session_id",
             format!(
-                "session_id {session:?} cannot name a ref: use letters, digits, '-', '_', '.', '@'"
+                "session_id {session:?} cannot name a ref: use letters, digits, '-', '_', '.' and '/' (no empty segment, no '..')"
             ),
         )
     })

@@ -228,13 +228,15 @@ async fn fields_are_checked_and_capped() {
             .await
             .is_ok()
     );
-    for bad in ["", "a b", "../x"] {
+    for bad in ["", "a b", "../x", "a@b"] {
         let e = h
             .svc
             .branch_create(&h.alice, create(bad, "d"))
             .await
             .unwrap_err();
         assert_eq!(e.kind, ErrorKind::Invalid, "{bad:?}");
+        // The message lists only characters a session id may have.
+        assert!(!e.message.contains("'@'"), "{bad:?}: {}", e.message);
     }
     let mut r = create("s", "d");
     r.budget = Some(1_000_000);
