@@ -98,6 +98,9 @@ pub async fn run_all(blobs: &dyn BlobStore, meta: &dyn MetaStore, tokens: &dyn T
     refs_move_by_compare_and_swap(meta).await;
     checkpoint_ref_moves_are_atomic(meta).await;
     concurrent_cas_race_has_an_exact_count(meta).await;
+    create_commit_of_an_existing_commit_writes_nothing(meta).await;
+    retried_checkpoints_settle_their_ref_move(meta).await;
+    concurrent_retries_of_one_checkpoint_all_succeed(meta).await;
     metadata_updates_change_only_summary_and_tags(meta).await;
     materialization_cache_round_trips(meta).await;
     tokens_add_resolve_list_revoke(tokens).await;
@@ -563,6 +566,153 @@ pub async fn concurrent_cas_race_has_an_exact_count(meta: &dyn MetaStore) {
             .map(|r| r.target),
         Some(ids[STEPS])
     );
+}
+
+/// The primitive under `put_commit`: for a commit that exists it writes
+/// nothing, not even the requested ref move, and returns the stored commit.
+pub async fn create_commit_of_an_existing_commit_writes_nothing(meta: &dyn MetaStore) {
+    let a = fresh_tenant("create");
+    let c = put(meta, &a, &commit(&a, None, t(0), "p", b"1")).await;
+    let mv = RefMove {
+        name: name("untouched"),
+        expected: None,
+    };
+    match meta.create_commit(&a, &c, Some(&mv)).await.expect("create") {
+        PutCommit::Existing(stored) => assert_eq!(stored, c),
+        other => panic!("an existing commit came back as {other:?}"),
+    }
+    assert_eq!(meta.get_ref(&a, &mv.name).await.expect("get"), None);
+    let fresh = commit(&a, Some(&c), t(1), "p", b"2");
+    match meta
+        .create_commit(&a, &fresh, Some(&mv))
+        .await
+        .expect("create")
+    {
+        PutCommit::Created(stored) => assert_eq!(stored.id, fresh.id),
+        other => panic!("a new commit came back as {other:?}"),
+    }
+    assert_eq!(
+        meta.get_ref(&a, &mv.name)
+            .await
+            .expect("get")
+            .map(|r| r.target),
+        Some(fresh.id)
+    );
+}
+
+/// A checkpoint whose commit exists still makes its ref move: from the
+/// expected tip it moves (at the commit's time); a ref already at the
+/// commit is left exactly as it is; a ref elsewhere is a conflict naming
+/// where it is.
+pub async fn retried_checkpoints_settle_their_ref_move(meta: &dyn MetaStore) {
+    let a = fresh_tenant("retry");
+    let head = name("retry/head");
+    let c1 = put(meta, &a, &commit(&a, None, t(0), "p", b"1")).await;
+    // Written without its ref move (e.g. by a wrapper that crashed before
+    // it could ask for one): the same checkpoint with the move creates it.
+    let mv = |expected: Option<CommitId>| RefMove {
+        name: head.clone(),
+        expected,
+    };
+    let again = meta
+        .put_commit(&a, &c1, Some(&mv(None)))
+        .await
+        .expect("retry with a move");
+    assert!(matches!(again, PutCommit::Existing(_)), "{again:?}");
+    let r = meta.get_ref(&a, &head).await.expect("get").expect("moved");
+    assert_eq!((r.target, r.updated_at), (c1.id, c1.created_at));
+    // From the expected tip to an existing commit.
+    let c2 = put(meta, &a, &commit(&a, Some(&c1), t(1), "p", b"2")).await;
+    meta.put_commit(&a, &c2, Some(&mv(Some(c1.id))))
+        .await
+        .expect("move to an existing commit");
+    let r = meta.get_ref(&a, &head).await.expect("get").expect("exists");
+    assert_eq!((r.target, r.updated_at), (c2.id, c2.created_at));
+    // Already there: nothing is written, whatever the request expected.
+    meta.cas_ref(&a, &head, Some(&c2.id), &c1.id, t(50))
+        .await
+        .expect("back to c1");
+    for expected in [None, Some(c1.id), Some(c2.id)] {
+        meta.put_commit(&a, &c1, Some(&mv(expected)))
+            .await
+            .expect("the ref is already at the commit");
+        let r = meta.get_ref(&a, &head).await.expect("get").expect("exists");
+        assert_eq!((r.target, r.updated_at), (c1.id, t(50)), "{expected:?}");
+    }
+    // Elsewhere than expected: a conflict with the current tip.
+    let e = meta
+        .put_commit(&a, &c2, Some(&mv(Some(c2.id))))
+        .await
+        .expect_err("stale");
+    assert_eq!(e.kind, ErrorKind::Conflict);
+    assert_eq!(e.current, Some(c1.id.to_string()));
+    let e = meta
+        .put_commit(&a, &c2, Some(&mv(None)))
+        .await
+        .expect_err("expected absent");
+    assert_eq!(
+        (e.kind, e.current),
+        (ErrorKind::Conflict, Some(c1.id.to_string()))
+    );
+    assert_eq!(
+        meta.get_ref(&a, &head)
+            .await
+            .expect("get")
+            .map(|r| r.target),
+        Some(c1.id),
+        "a conflict moves nothing"
+    );
+}
+
+/// Copies of one checkpoint with one ref move sent at once, then more once
+/// it exists (racing to make the move): every one succeeds (retrying what comes back
+/// retryable, as a wrapper does), exactly one creates the commit, none is a
+/// conflict, and the ref ends at the commit.
+pub async fn concurrent_retries_of_one_checkpoint_all_succeed(meta: &dyn MetaStore) {
+    const COPIES: usize = 32;
+    let a = fresh_tenant("retries");
+    let root = put(meta, &a, &commit(&a, None, t(0), "p", b"root")).await;
+    let attempt = |c: Commit, mv: RefMove| {
+        let a = &a;
+        async move {
+            for _ in 0..100 {
+                match meta.put_commit(a, &c, Some(&mv)).await {
+                    Ok(put) => return put,
+                    Err(e) if e.kind == ErrorKind::Unavailable => continue,
+                    Err(e) => panic!("a copy of the checkpoint failed: {e}"),
+                }
+            }
+            panic!("a copy of the checkpoint stayed unavailable through 100 attempts")
+        }
+    };
+    let tip = commit(&a, Some(&root), t(1), "p", b"tip");
+    let mv = RefMove {
+        name: name("retries/head"),
+        expected: None,
+    };
+    let puts = join_all((0..COPIES).map(|_| attempt(tip.clone(), mv.clone()))).await;
+    let created = puts
+        .iter()
+        .filter(|p| matches!(p, PutCommit::Created(_)))
+        .count();
+    assert_eq!(created, 1, "exactly one copy creates the commit: {puts:?}");
+    assert!(puts.iter().all(|p| p.commit().id == tip.id));
+    // The commit exists; its ref does not yet: all copies race to move it.
+    let late = RefMove {
+        name: name("retries/late"),
+        expected: None,
+    };
+    let puts = join_all((0..COPIES).map(|_| attempt(root.clone(), late.clone()))).await;
+    assert!(puts.iter().all(|p| matches!(p, PutCommit::Existing(_))));
+    for (mv, want) in [(&mv, tip.id), (&late, root.id)] {
+        assert_eq!(
+            meta.get_ref(&a, &mv.name)
+                .await
+                .expect("get")
+                .map(|r| r.target),
+            Some(want)
+        );
+    }
 }
 
 /// Metadata updates touch summary and tags and nothing else.

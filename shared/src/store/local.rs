@@ -364,7 +364,7 @@ fn get_commit_in(
 
 #[async_trait]
 impl MetaStore for SqliteMetaStore {
-    async fn put_commit(
+    async fn create_commit(
         &self,
         tenant: &TenantId,
         commit: &Commit,
@@ -378,12 +378,6 @@ impl MetaStore for SqliteMetaStore {
                 .transaction_with_behavior(TransactionBehavior::Immediate)
                 .map_err(sql)?;
             if let Some(existing) = get_commit_in(&tx, &tenant, &commit.id)? {
-                if let Some(mv) = &ref_move
-                    && current_ref(&tx, &tenant, &mv.name)? != Some(existing.id)
-                {
-                    cas_ref_in(&tx, &tenant, &mv.name, mv.expected.as_ref(), &existing.id, commit.created_at)?;
-                }
-                tx.commit().map_err(sql)?;
                 return Ok(PutCommit::Existing(existing));
             }
             if let Some(mv) = &ref_move {

@@ -131,7 +131,7 @@ impl MemoryMetaStore {
 
 #[async_trait]
 impl MetaStore for MemoryMetaStore {
-    async fn put_commit(
+    async fn create_commit(
         &self,
         tenant: &TenantId,
         commit: &Commit,
@@ -139,16 +139,6 @@ impl MetaStore for MemoryMetaStore {
     ) -> Result<PutCommit> {
         let mut m = lock(&self.meta);
         if let Some(existing) = m.commits.get(&(tenant.clone(), commit.id)).cloned() {
-            if let Some(mv) = ref_move {
-                let current = m
-                    .refs
-                    .get(&(tenant.clone(), mv.name.clone()))
-                    .map(|r| r.target);
-                if current != Some(existing.id) {
-                    m.check_ref(tenant, &mv.name, mv.expected.as_ref())?;
-                    m.set_ref(tenant, &mv.name, &existing.id, commit.created_at);
-                }
-            }
             return Ok(PutCommit::Existing(existing));
         }
         if let Some(mv) = ref_move {

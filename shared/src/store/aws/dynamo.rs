@@ -6,7 +6,9 @@
 use std::collections::HashMap;
 
 use async_trait::async_trait;
-use aws_sdk_dynamodb::types::{AttributeValue, Put, TransactWriteItem, Update};
+use aws_sdk_dynamodb::types::{
+    AttributeValue, Put, ReturnValuesOnConditionCheckFailure, TransactWriteItem, Update,
+};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
@@ -175,14 +177,14 @@ impl DynamoMetaStore {
     }
 
     /// One transaction for commit + run slot + timeline (+ ref). Returns
-    /// which condition failed, if one did: 0 commit exists, 1 slot taken,
-    /// 3 ref moved.
+    /// which condition failed, if one did: 0 commit exists (with the stored
+    /// commit's item, which the write asks back), 1 slot taken, 3 ref moved.
     async fn write_checkpoint(
         &self,
         tenant: &TenantId,
         commit: &Commit,
         ref_move: Option<&RefMove>,
-    ) -> Result<Option<usize>> {
+    ) -> Result<Option<(usize, Option<Item>)>> {
         let by_id = CommitItem {
             pk: keys::commit_pk(tenant, &commit.id),
             sk: keys::COMMIT_SK.to_owned(),
@@ -201,8 +203,15 @@ impl DynamoMetaStore {
             keys::timeline_pk(tenant, &commit.principal),
             keys::timeline_sk(commit.created_at.timestamp_micros(), &commit.id),
         );
+        let by_id = Put::builder()
+            .table_name(&self.table)
+            .set_item(Some(to_item(&by_id)?))
+            .condition_expression("attribute_not_exists(pk)")
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld);
         let mut items = vec![
-            self.conditional_put(to_item(&by_id)?)?,
+            TransactWriteItem::builder()
+                .put(build(by_id.build())?)
+                .build(),
             self.conditional_put(to_item(&in_run)?)?,
             TransactWriteItem::builder()
                 .put(build(
@@ -226,12 +235,13 @@ impl DynamoMetaStore {
             Ok(_) => Ok(None),
             Err(e) => {
                 if let Some(aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError::TransactionCanceledException(c)) = e.as_service_error() {
-                    let failed = c
-                        .cancellation_reasons()
+                    let reasons = c.cancellation_reasons();
+                    let failed = reasons
                         .iter()
                         .position(|r| r.code() == Some("ConditionalCheckFailed"));
                     if let Some(i) = failed {
-                        return Ok(Some(i));
+                        let old = reasons[i].item().cloned().filter(|i| !i.is_empty());
+                        return Ok(Some((i, old)));
                     }
                     // Cancelled for another reason (a concurrent transaction
                     // on the same items): retryable.
@@ -256,7 +266,7 @@ impl DynamoMetaStore {
 
 #[async_trait]
 impl MetaStore for DynamoMetaStore {
-    async fn put_commit(
+    async fn create_commit(
         &self,
         tenant: &TenantId,
         commit: &Commit,
@@ -268,26 +278,20 @@ impl MetaStore for DynamoMetaStore {
         for _ in 0..2 {
             match self.write_checkpoint(tenant, &stored, ref_move).await? {
                 None => return Ok(PutCommit::Created(stored)),
-                Some(0) => {
-                    let existing = self.get_commit(tenant, &commit.id).await?.ok_or_else(|| {
-                        Error::unavailable("a commit vanished while it was being written; retry")
-                    })?;
-                    if let Some(mv) = ref_move
-                        && self.current_ref(tenant, &mv.name).await? != Some(existing.id)
-                    {
-                        self.cas_ref(
-                            tenant,
-                            &mv.name,
-                            mv.expected.as_ref(),
-                            &existing.id,
-                            commit.created_at,
-                        )
-                        .await?;
-                    }
+                Some((0, old)) => {
+                    let existing = match old {
+                        Some(item) => from_item::<CommitItem>(item)?.c,
+                        // Not every DynamoDB hands the old item back.
+                        None => self.get_commit(tenant, &commit.id).await?.ok_or_else(|| {
+                            Error::unavailable(
+                                "a commit vanished while it was being written; retry",
+                            )
+                        })?,
+                    };
                     return Ok(PutCommit::Existing(existing));
                 }
-                Some(1) if stored.lineage != stored.id => stored.lineage = stored.id,
-                Some(3) => {
+                Some((1, _)) if stored.lineage != stored.id => stored.lineage = stored.id,
+                Some((3, _)) => {
                     let mv = ref_move.expect("a ref item was in the transaction");
                     let current = self.current_ref(tenant, &mv.name).await?;
                     return Err(ref_conflict(
@@ -296,7 +300,7 @@ impl MetaStore for DynamoMetaStore {
                         current.as_ref(),
                     ));
                 }
-                Some(i) => {
+                Some((i, _)) => {
                     return Err(Error::internal(format!(
                         "checkpoint transaction item {i} failed its condition unexpectedly"
                     )));
