@@ -13,10 +13,9 @@ use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, TransactWriteItem, Update};
 use chrono::{DateTime, Utc};
 
-use super::memory::not_active;
 use super::{
-    ActiveBranch, BranchRecord, BranchStatus, BranchStore, CONCURRENCY_RETRY_AFTER, Finish,
-    RateLimits, minute_window, seconds_to_next_window,
+    ActiveBranch, BranchRecord, BranchStatus, BranchStore, Finish, Limit, RateLimits,
+    branch_exists, branch_not_found, minute_window, not_active, over_limit,
 };
 use crate::error::{Error, Result};
 use crate::id::{BranchId, CommitId, TenantId};
@@ -126,7 +125,7 @@ impl DynamoBranchStore {
     async fn not_active_or_missing(&self, tenant: &TenantId, id: &BranchId) -> Error {
         match self.get_branch(tenant, id).await {
             Ok(Some(rec)) => not_active(id, rec.status),
-            Ok(None) => Error::not_found(format!("branch {id}")),
+            Ok(None) => branch_not_found(id),
             Err(e) => e,
         }
     }
@@ -213,28 +212,10 @@ impl BranchStore for DynamoBranchStore {
             .await?
         {
             Outcome::Done => Ok(()),
-            Outcome::Failed(0) => Err(Error::conflict(format!("branch {} exists", rec.id), None)),
-            Outcome::Failed(2) => Err(Error::rate_limited(
-                format!(
-                    "session {:?} already has {} active branches (the most allowed)",
-                    rec.session_id, limits.active_per_session
-                ),
-                CONCURRENCY_RETRY_AFTER,
-            )),
-            Outcome::Failed(3) => Err(Error::rate_limited(
-                format!(
-                    "the tenant already has {} active branches (the most allowed)",
-                    limits.active_per_tenant
-                ),
-                CONCURRENCY_RETRY_AFTER,
-            )),
-            Outcome::Failed(_) => Err(Error::rate_limited(
-                format!(
-                    "session {:?} created {} branches this minute (the most allowed)",
-                    rec.session_id, limits.creations_per_minute
-                ),
-                seconds_to_next_window(rec.created_at),
-            )),
+            Outcome::Failed(0) => Err(branch_exists(&rec.id)),
+            Outcome::Failed(2) => Err(over_limit(Limit::ActivePerSession, rec, limits, None)),
+            Outcome::Failed(3) => Err(over_limit(Limit::ActivePerTenant, rec, limits, None)),
+            Outcome::Failed(_) => Err(over_limit(Limit::CreationsPerMinute, rec, limits, None)),
         }
     }
 
@@ -333,7 +314,7 @@ impl BranchStore for DynamoBranchStore {
         finish: &Finish,
     ) -> Result<BranchRecord> {
         let Some(rec) = self.get_branch(tenant, id).await? else {
-            return Err(Error::not_found(format!("branch {id}")));
+            return Err(branch_not_found(id));
         };
         if rec.status != BranchStatus::Active {
             return Err(not_active(id, rec.status));
@@ -442,7 +423,7 @@ impl BranchStore for DynamoBranchStore {
                 if e.as_service_error()
                     .is_some_and(|e| e.is_conditional_check_failed_exception()) =>
             {
-                Err(Error::not_found(format!("branch {id}")))
+                Err(branch_not_found(id))
             }
             Err(e) => Err(sdk_error("DynamoDB UpdateItem", e)),
         }

@@ -396,7 +396,7 @@ impl Service {
                 }
                 if parent.status != BranchStatus::Active {
                     return Err(
-                        super::memory::not_active(p, parent.status).with_field("parent_branch")
+                        crate::branch::not_active(p, parent.status).with_field("parent_branch")
                     );
                 }
                 parent.depth + 1

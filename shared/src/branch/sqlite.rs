@@ -10,9 +10,9 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
-use super::memory::{check_limits, not_active};
 use super::{
-    ActiveBranch, BranchRecord, BranchStatus, BranchStore, Finish, RateLimits, minute_window,
+    ActiveBranch, BranchRecord, BranchStatus, BranchStore, Finish, RateLimits, branch_exists,
+    branch_not_found, check_limits, minute_window, not_active,
 };
 use crate::clock::micros_to_time;
 use crate::error::{Error, Result};
@@ -138,8 +138,7 @@ impl SqliteBranchStore {
             let tx = conn
                 .transaction_with_behavior(TransactionBehavior::Immediate)
                 .map_err(sql)?;
-            let mut rec = get_in(&tx, &tenant, &id)?
-                .ok_or_else(|| Error::not_found(format!("branch {id}")))?;
+            let mut rec = get_in(&tx, &tenant, &id)?.ok_or_else(|| branch_not_found(&id))?;
             if rec.status != BranchStatus::Active {
                 return Err(not_active(&id, rec.status));
             }
@@ -166,7 +165,7 @@ impl BranchStore for SqliteBranchStore {
                 .transaction_with_behavior(TransactionBehavior::Immediate)
                 .map_err(sql)?;
             if get_in(&tx, &tenant, &rec.id)?.is_some() {
-                return Err(Error::conflict(format!("branch {} exists", rec.id), None));
+                return Err(branch_exists(&rec.id));
             }
             let count = |q: &str, p: &[&dyn rusqlite::ToSql]| -> Result<u64> {
                 tx.query_row(q, p, |r| r.get::<_, i64>(0))
@@ -301,8 +300,7 @@ impl BranchStore for SqliteBranchStore {
             let tx = conn
                 .transaction_with_behavior(TransactionBehavior::Immediate)
                 .map_err(sql)?;
-            let mut rec = get_in(&tx, &tenant, &id)?
-                .ok_or_else(|| Error::not_found(format!("branch {id}")))?;
+            let mut rec = get_in(&tx, &tenant, &id)?.ok_or_else(|| branch_not_found(&id))?;
             if timer.is_some() {
                 rec.timer = timer;
             }
