@@ -16,7 +16,8 @@
 //! - [`scrub`]: the secret scrubber.
 //! - [`timer`]: deadlines: the [`BranchTimer`] trait and the embedded tokio
 //!   timer (AWS mode uses Step Functions, in [`sfn`]).
-//! - [`memory`], [`sqlite`], [`dynamo`]: the store backends.
+//! - [`sqlite`], [`dynamo`]: the store backends (the memory one is
+//!   `store::memory::MemoryBranchStore`).
 //! - [`conformance`]: the behaviour every backend must have.
 
 use std::sync::Arc;
@@ -35,7 +36,6 @@ use crate::id::{BranchId, CommitId, RefName, TenantId};
 pub mod conformance;
 #[cfg(feature = "aws")]
 pub mod dynamo;
-pub mod memory;
 pub mod ops;
 pub mod scrub;
 #[cfg(feature = "aws")]

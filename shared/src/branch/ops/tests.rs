@@ -5,11 +5,11 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 
 use super::*;
-use crate::branch::memory::MemoryBranchStore;
 use crate::branch::scrub::FailingScrubber;
 use crate::branch::{BranchTimer, FoldingConfig, RuleScrubber, Scrubber};
 use crate::clock::{ManualClock, SeededIds};
 use crate::service::MaterializeRequest;
+use crate::store::memory::MemoryBranchStore;
 use crate::store::memory::{MemoryBlobStore, MemoryMetaStore};
 use crate::store::{BlobStoreExt, Stores};
 

@@ -6,7 +6,8 @@ use std::sync::Mutex;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
-use super::{
+use super::lock;
+use crate::branch::{
     ActiveBranch, BranchRecord, BranchStatus, BranchStore, Finish, RateLimits, branch_exists,
     branch_not_found, check_limits, minute_window, not_active,
 };
@@ -33,8 +34,7 @@ impl MemoryBranchStore {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        // Plain maps stay consistent if a holder panicked.
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        lock(&self.state)
     }
 }
 
@@ -179,6 +179,6 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
     async fn memory_branch_store_conforms() {
-        super::super::conformance::run_all(&MemoryBranchStore::new(), true).await;
+        crate::branch::conformance::run_all(&MemoryBranchStore::new(), true).await;
     }
 }
