@@ -8,10 +8,10 @@ use std::sync::Arc;
 
 use ctx_core::api::{AppState, Group, router};
 use ctx_core::auth::{TokenAuth, new_token, token_hash};
-use ctx_core::branch::sqlite::SqliteBranchStore;
 use ctx_core::branch::{
     BranchStore, BranchTimer, Folding, FoldingConfig, RuleScrubber, TokioTimer,
 };
+use ctx_core::store::local::SqliteBranchStore;
 use ctx_core::store::local::{LocalBlobStore, SqliteMetaStore};
 use ctx_core::store::memory::MemoryBranchStore;
 use ctx_core::store::memory::{MemoryBlobStore, MemoryMetaStore};

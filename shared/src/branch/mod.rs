@@ -16,8 +16,8 @@
 //! - [`scrub`]: the secret scrubber.
 //! - [`timer`]: deadlines: the [`BranchTimer`] trait and the embedded tokio
 //!   timer (AWS mode uses Step Functions, in [`sfn`]).
-//! - [`sqlite`], [`dynamo`]: the store backends (the memory one is
-//!   `store::memory::MemoryBranchStore`).
+//! - [`dynamo`]: the DynamoDB store backend (the others are
+//!   `store::memory::MemoryBranchStore` and `store::local::SqliteBranchStore`).
 //! - [`conformance`]: the behaviour every backend must have.
 
 use std::sync::Arc;
@@ -40,8 +40,6 @@ pub mod ops;
 pub mod scrub;
 #[cfg(feature = "aws")]
 pub mod sfn;
-#[cfg(feature = "local")]
-pub mod sqlite;
 pub mod timer;
 
 pub use scrub::{RuleScrubber, Scrubbed, Scrubber};
