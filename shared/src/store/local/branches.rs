@@ -64,12 +64,13 @@ fn put_in(conn: &Connection, tenant: &TenantId, rec: &BranchRecord) -> Result<()
 }
 
 impl SqliteBranchStore {
-    /// Opens (creating if needed) `data_dir/ctx.db` with full durability.
-    /// [`SqliteMetaStore::branch_store`](super::SqliteMetaStore::branch_store)
+    /// Opens (creating or migrating if needed) `data_dir/ctx.db` with full
+    /// durability. [`SqliteMetaStore::branch_store`](super::SqliteMetaStore::branch_store)
     /// gives one on the meta store's connections instead.
     ///
     /// # Errors
-    /// `Unavailable` when the database cannot be opened.
+    /// `Unavailable` when the database cannot be opened; `Invalid` when it
+    /// is of a newer schema version than this build knows.
     pub fn open(data_dir: &Path) -> Result<Self> {
         Self::open_with(data_dir, Durability::Full)
     }

@@ -27,10 +27,12 @@ pub struct SqliteMetaStore {
 }
 
 impl SqliteMetaStore {
-    /// Opens (creating if needed) `data_dir/ctx.db` with full durability.
+    /// Opens (creating or migrating if needed) `data_dir/ctx.db` with full
+    /// durability.
     ///
     /// # Errors
-    /// `Unavailable` when the database cannot be opened.
+    /// `Unavailable` when the database cannot be opened; `Invalid` when it
+    /// is of a newer schema version than this build knows.
     pub fn open(data_dir: &Path) -> Result<Self> {
         Self::open_with(data_dir, Durability::Full)
     }

@@ -5,7 +5,8 @@
 //! - `cas/<tenant>/<2 hex>/<64 hex>`: artifacts, written to `tmp/` first,
 //!   fsynced, linked into place, and the directory fsynced;
 //! - `ctx.db`: commits, lineages, timelines, refs, the materialization
-//!   cache, token hashes and branches (tables in [`schema`]).
+//!   cache, token hashes and branches, at the schema version of
+//!   [`schema`].
 //!
 //! An artifact is durable before the commit that names it, and a commit,
 //! its timeline entry and its ref move are one SQLite transaction, so a
@@ -18,7 +19,7 @@
 //! - [`blobs`]: [`LocalBlobStore`], the filesystem CAS.
 //! - [`meta`]: [`SqliteMetaStore`], the `MetaStore` and `TokenStore`.
 //! - [`branches`]: [`SqliteBranchStore`], the `BranchStore`.
-//! - [`schema`]: the tables.
+//! - [`schema`]: the tables, their version and the migrations.
 
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -125,12 +126,13 @@ fn lock(m: &Mutex<Connection>) -> std::sync::MutexGuard<'_, Connection> {
 }
 
 impl Database {
-    /// Opens (creating if needed) `data_dir/ctx.db` and its tables.
+    /// Opens (creating if needed) `data_dir/ctx.db` and brings its schema
+    /// to the current version.
     fn open(data_dir: &Path, durability: Durability) -> Result<Arc<Self>> {
         std::fs::create_dir_all(data_dir).map_err(LocalError::from)?;
         let path = data_dir.join(DB_FILE);
-        let writer = connect(&path, durability)?;
-        writer.execute_batch(schema::SCHEMA).map_err(sql)?;
+        let mut writer = connect(&path, durability)?;
+        schema::migrate(&mut writer, &path)?;
         let readers = (0..READERS)
             .map(|_| connect(&path, durability).map(Mutex::new))
             .collect::<Result<Vec<_>, _>>()?;
