@@ -111,7 +111,7 @@ pub async fn prepare_with(
             }
             #[cfg(feature = "aws")]
             StoreKind::Aws => {
-                use ctx_core::branch::dynamo::DynamoBranchStore;
+                use ctx_core::store::aws::DynamoBranchStore;
                 use ctx_core::store::aws::{AwsConfig, AwsHooks, connect};
                 let config = AwsConfig::from_env()?;
                 let (blobs, meta) = connect(&config, AwsHooks::default()).await?;

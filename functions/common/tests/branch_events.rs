@@ -6,9 +6,9 @@
 
 use std::sync::Arc;
 
-use ctx_core::branch::dynamo::DynamoBranchStore;
 use ctx_core::branch::{Folding, FoldingConfig, NoTimer, RateLimits, RuleScrubber};
 use ctx_core::store::Stores;
+use ctx_core::store::aws::DynamoBranchStore;
 use ctx_core::store::aws::{AwsConfig, AwsHooks, connect};
 use ctx_core::{OsRandom, Service, SystemClock};
 use ctx_lambda::{JwtClaimsAuth, app_with};

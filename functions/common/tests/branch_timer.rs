@@ -12,11 +12,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ctx_core::auth::Caller;
-use ctx_core::branch::dynamo::DynamoBranchStore;
 use ctx_core::branch::ops::{BranchCreateRequest, BranchReturnRequest};
 use ctx_core::branch::sfn::SfnTimer;
 use ctx_core::branch::{Folding, FoldingConfig, RuleScrubber};
 use ctx_core::store::Stores;
+use ctx_core::store::aws::DynamoBranchStore;
 use ctx_core::store::aws::{AwsHooks, connect};
 use ctx_core::{OsRandom, Service, SystemClock};
 use serde_json::{Value, json};

@@ -16,8 +16,9 @@
 //! - [`scrub`]: the secret scrubber.
 //! - [`timer`]: deadlines: the [`BranchTimer`] trait and the embedded tokio
 //!   timer (AWS mode uses Step Functions, in [`sfn`]).
-//! - [`dynamo`]: the DynamoDB store backend (the others are
-//!   `store::memory::MemoryBranchStore` and `store::local::SqliteBranchStore`).
+//! - the store backends live with their backend's other stores:
+//!   `store::memory::MemoryBranchStore`, `store::local::SqliteBranchStore`,
+//!   `store::aws::DynamoBranchStore`.
 //! - [`conformance`]: the behaviour every backend must have.
 
 use std::sync::Arc;
@@ -34,8 +35,6 @@ use crate::id::{BranchId, CommitId, RefName, TenantId};
 
 #[cfg(any(test, feature = "conformance"))]
 pub mod conformance;
-#[cfg(feature = "aws")]
-pub mod dynamo;
 pub mod ops;
 pub mod scrub;
 #[cfg(feature = "aws")]

@@ -1,5 +1,6 @@
-//! The AWS backends: artifacts in S3 ([`S3BlobStore`]), metadata in one
-//! DynamoDB table ([`DynamoMetaStore`]), through the official AWS SDK.
+//! The AWS backends: artifacts in S3 ([`S3BlobStore`]), metadata and
+//! branches in one DynamoDB table ([`DynamoMetaStore`],
+//! [`DynamoBranchStore`]), through the official AWS SDK.
 //!
 //! Configuration comes from the environment ([`AwsConfig::from_env`]): the
 //! SDK's usual variables (credentials, `AWS_REGION`, `AWS_ENDPOINT_URL` for
@@ -32,12 +33,15 @@ use aws_smithy_types::config_bag::ConfigBag;
 
 use crate::error::{Error, Result};
 
-pub(crate) mod dynamo;
+mod branches;
+mod items;
 pub mod keys;
+mod meta;
 pub mod report;
 mod s3;
 
-pub use dynamo::DynamoMetaStore;
+pub use branches::DynamoBranchStore;
+pub use meta::DynamoMetaStore;
 pub use s3::S3BlobStore;
 
 /// Where the aws backends keep their data.

@@ -13,24 +13,20 @@ use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, TransactWriteItem, Update};
 use chrono::{DateTime, Utc};
 
-use super::{
+use super::items::{Item, Transact, build, consistent_get, key, n, s, transact};
+use super::{keys, sdk_error};
+use crate::branch::{
     ActiveBranch, BranchRecord, BranchStatus, BranchStore, Finish, Limit, RateLimits,
     branch_exists, branch_not_found, minute_window, not_active, over_limit,
 };
 use crate::error::{Error, Result};
 use crate::id::{BranchId, CommitId, TenantId};
-use crate::store::aws::dynamo::{Item, build, consistent_get, key, s};
-use crate::store::aws::{keys, sdk_error};
 
 /// Branches in the DynamoDB metadata table.
 #[derive(Debug, Clone)]
 pub struct DynamoBranchStore {
     client: aws_sdk_dynamodb::Client,
     table: String,
-}
-
-fn n(v: impl ToString) -> AttributeValue {
-    AttributeValue::N(v.to_string())
 }
 
 fn record_value(rec: &BranchRecord) -> Result<AttributeValue> {
@@ -66,32 +62,16 @@ impl DynamoBranchStore {
         let mut attempt = 0;
         loop {
             attempt += 1;
-            let r = self
-                .client
-                .transact_write_items()
-                .set_transact_items(Some(items.clone()))
-                .send()
-                .await;
-            let e = match r {
-                Ok(_) => return Ok(Outcome::Done),
-                Err(e) => e,
-            };
-            let conflict = match e.as_service_error() {
-                Some(TransactWriteItemsError::TransactionCanceledException(c)) => {
-                    if let Some(i) = c
-                        .cancellation_reasons()
-                        .iter()
-                        .position(|r| r.code() == Some("ConditionalCheckFailed"))
-                    {
-                        return Ok(Outcome::Failed(i));
-                    }
-                    true
-                }
-                Some(TransactWriteItemsError::TransactionInProgressException(_)) => true,
-                _ => false,
-            };
-            if !conflict {
-                return Err(sdk_error(what, e));
+            match transact(&self.client, items.clone()).await {
+                Ok(Transact::Done) => return Ok(Outcome::Done),
+                Ok(Transact::ConditionFailed { index, .. }) => return Ok(Outcome::Failed(index)),
+                Ok(Transact::Cancelled(_)) => {}
+                Err(e)
+                    if matches!(
+                        e.as_service_error(),
+                        Some(TransactWriteItemsError::TransactionInProgressException(_))
+                    ) => {}
+                Err(e) => return Err(sdk_error(what, e)),
             }
             if attempt >= TRANSACTION_ATTEMPTS {
                 return Err(Error::unavailable(format!(
@@ -437,7 +417,6 @@ impl BranchStore for DynamoBranchStore {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use crate::store::aws::tests::emulator;
     use crate::store::aws::{AwsHooks, connect};
 
@@ -445,7 +424,6 @@ mod tests {
     async fn dynamo_branch_store_conforms() {
         let Some(config) = emulator() else { return };
         let (_, meta) = connect(&config, AwsHooks::default()).await.unwrap();
-        let store = DynamoBranchStore::new(meta.client().clone(), config.table.clone());
-        super::super::conformance::run_all(&store, false).await;
+        crate::branch::conformance::run_all(&meta.branch_store(), false).await;
     }
 }

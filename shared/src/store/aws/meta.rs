@@ -1,9 +1,8 @@
-//! Metadata in one DynamoDB table (layout in [`super::keys`] and
+//! The DynamoDB [`MetaStore`]: commits, timelines, refs and the
+//! materialization cache in one table (layout in [`super::keys`] and
 //! docs/adr/0004). Every access pattern is one request; a checkpoint is one
 //! `TransactWriteItems` (commit by id + commit in its run + timeline entry +
 //! optional ref move), so no reader sees half of one.
-
-use std::collections::HashMap;
 
 use async_trait::async_trait;
 use aws_sdk_dynamodb::types::{
@@ -12,7 +11,8 @@ use aws_sdk_dynamodb::types::{
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use super::{keys, sdk_error};
+use super::items::{Item, Transact, build, consistent_get, from_item, key, s, to_item, transact};
+use super::{DynamoBranchStore, keys, sdk_error};
 use crate::clock::micros_to_time;
 use crate::commit::Commit;
 use crate::error::{Error, Result};
@@ -21,30 +21,6 @@ use crate::store::{
     MaterializeKey, Materialized, MetaStore, MetadataPatch, PutCommit, RefMove, RefRecord,
     ref_conflict,
 };
-
-/// A DynamoDB item.
-pub(crate) type Item = HashMap<String, AttributeValue>;
-
-/// One item by key, strongly consistent.
-///
-/// # Errors
-/// `Unavailable` when DynamoDB fails.
-pub(crate) async fn consistent_get(
-    client: &aws_sdk_dynamodb::Client,
-    table: &str,
-    pk: String,
-    sk: impl Into<String>,
-) -> Result<Option<Item>> {
-    let out = client
-        .get_item()
-        .table_name(table)
-        .set_key(Some(key(pk, sk)))
-        .consistent_read(true)
-        .send()
-        .await
-        .map_err(|e| sdk_error("DynamoDB GetItem", e))?;
-    Ok(out.item)
-}
 
 /// The DynamoDB [`MetaStore`].
 #[derive(Debug, Clone)]
@@ -91,31 +67,6 @@ struct MaterializedItem {
     m: Materialized,
 }
 
-fn to_item<T: Serialize>(v: &T) -> Result<Item> {
-    serde_dynamo::to_item(v)
-        .map_err(|e| Error::internal(format!("cannot encode a DynamoDB item: {e}")))
-}
-
-fn from_item<T: for<'de> Deserialize<'de>>(item: Item) -> Result<T> {
-    serde_dynamo::from_item(item)
-        .map_err(|e| Error::internal(format!("a stored DynamoDB item does not decode: {e}")))
-}
-
-/// A string attribute.
-pub(crate) fn s(v: impl Into<String>) -> AttributeValue {
-    AttributeValue::S(v.into())
-}
-
-/// The primary key of an item.
-pub(crate) fn key(pk: String, sk: impl Into<String>) -> Item {
-    HashMap::from([("pk".to_owned(), s(pk)), ("sk".to_owned(), s(sk))])
-}
-
-/// Maps an SDK builder error (a missing required field: a bug).
-pub(crate) fn build<T, E: std::fmt::Display>(r: Result<T, E>) -> Result<T> {
-    r.map_err(|e| Error::internal(format!("cannot build a DynamoDB request: {e}")))
-}
-
 fn ref_record(item: RefItem) -> Result<RefRecord> {
     Ok(RefRecord {
         name: item
@@ -136,6 +87,11 @@ impl DynamoMetaStore {
     /// The SDK client.
     pub fn client(&self) -> &aws_sdk_dynamodb::Client {
         &self.client
+    }
+
+    /// The branch store of the same table, on the same client.
+    pub fn branch_store(&self) -> DynamoBranchStore {
+        DynamoBranchStore::new(self.client.clone(), self.table.clone())
     }
 
     fn ref_put(
@@ -225,33 +181,15 @@ impl DynamoMetaStore {
         if let Some(mv) = ref_move {
             items.push(self.ref_put(tenant, mv, &commit.id, commit.created_at, None)?);
         }
-        let result = self
-            .client
-            .transact_write_items()
-            .set_transact_items(Some(items))
-            .send()
-            .await;
-        match result {
-            Ok(_) => Ok(None),
-            Err(e) => {
-                if let Some(aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError::TransactionCanceledException(c)) = e.as_service_error() {
-                    let reasons = c.cancellation_reasons();
-                    let failed = reasons
-                        .iter()
-                        .position(|r| r.code() == Some("ConditionalCheckFailed"));
-                    if let Some(i) = failed {
-                        let old = reasons[i].item().cloned().filter(|i| !i.is_empty());
-                        return Ok(Some((i, old)));
-                    }
-                    // Cancelled for another reason (a concurrent transaction
-                    // on the same items): retryable.
-                    return Err(Error::unavailable(format!(
-                        "the checkpoint transaction was cancelled ({:?}); retry",
-                        c.cancellation_reasons().iter().filter_map(|r| r.code()).collect::<Vec<_>>()
-                    )));
-                }
-                Err(sdk_error("DynamoDB TransactWriteItems", e))
-            }
+        match transact(&self.client, items).await {
+            Ok(Transact::Done) => Ok(None),
+            Ok(Transact::ConditionFailed { index, old }) => Ok(Some((index, old))),
+            // Cancelled for another reason (a concurrent transaction on the
+            // same items): retryable.
+            Ok(Transact::Cancelled(codes)) => Err(Error::unavailable(format!(
+                "the checkpoint transaction was cancelled ({codes:?}); retry"
+            ))),
+            Err(e) => Err(sdk_error("DynamoDB TransactWriteItems", e)),
         }
     }
 
