@@ -22,7 +22,8 @@ use crate::store::{
     ref_conflict,
 };
 
-/// The DynamoDB [`MetaStore`].
+/// The DynamoDB [`MetaStore`] (and [`TokenStore`](crate::store::TokenStore),
+/// in `super::tokens`).
 #[derive(Debug, Clone)]
 pub struct DynamoMetaStore {
     client: aws_sdk_dynamodb::Client,
@@ -87,6 +88,11 @@ impl DynamoMetaStore {
     /// The SDK client.
     pub fn client(&self) -> &aws_sdk_dynamodb::Client {
         &self.client
+    }
+
+    /// The table.
+    pub(super) fn table(&self) -> &str {
+        &self.table
     }
 
     /// The branch store of the same table, on the same client.

@@ -1,6 +1,7 @@
-//! The AWS backends: artifacts in S3 ([`S3BlobStore`]), metadata and
-//! branches in one DynamoDB table ([`DynamoMetaStore`],
-//! [`DynamoBranchStore`]), through the official AWS SDK.
+//! The AWS backends: artifacts in S3 ([`S3BlobStore`]), metadata, tokens
+//! and branches in one DynamoDB table ([`DynamoMetaStore`], which is the
+//! token store too, and [`DynamoBranchStore`]), through the official AWS
+//! SDK.
 //!
 //! Configuration comes from the environment ([`AwsConfig::from_env`]): the
 //! SDK's usual variables (credentials, `AWS_REGION`, `AWS_ENDPOINT_URL` for
@@ -39,6 +40,7 @@ pub mod keys;
 mod meta;
 pub mod report;
 mod s3;
+mod tokens;
 
 pub use branches::DynamoBranchStore;
 pub use meta::DynamoMetaStore;

@@ -7,7 +7,6 @@ use std::sync::Arc;
 
 use super::*;
 use crate::store::conformance;
-use crate::store::memory::MemoryMetaStore;
 
 pub(crate) fn emulator() -> Option<AwsConfig> {
     emulator_from_env()
@@ -17,7 +16,7 @@ pub(crate) fn emulator() -> Option<AwsConfig> {
 async fn aws_backends_conform() {
     let Some(config) = emulator() else { return };
     let (blobs, meta) = connect(&config, AwsHooks::default()).await.unwrap();
-    conformance::run_all(&blobs, &meta, &MemoryMetaStore::new()).await;
+    conformance::run_all(&blobs, &meta, &meta).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
