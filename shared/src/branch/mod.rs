@@ -16,10 +16,11 @@
 //! - [`scrub`]: the secret scrubber.
 //! - [`timer`]: deadlines: the [`BranchTimer`] trait and the embedded tokio
 //!   timer (AWS mode uses Step Functions, in [`sfn`]).
-//! - the store backends live with their backend's other stores:
-//!   `store::memory::MemoryBranchStore`, `store::local::SqliteBranchStore`,
-//!   `store::aws::DynamoBranchStore`.
-//! - [`conformance`]: the behaviour every backend must have.
+//!
+//! The store backends live with the other stores of their backend:
+//! `store::memory::MemoryBranchStore`, `store::local::SqliteBranchStore`,
+//! `store::aws::DynamoBranchStore`; their conformance suite is
+//! `store::conformance::branches`.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -33,8 +34,6 @@ use crate::clock::IdSource;
 use crate::error::{Error, Result};
 use crate::id::{BranchId, CommitId, RefName, TenantId};
 
-#[cfg(any(test, feature = "conformance"))]
-pub mod conformance;
 pub mod ops;
 pub mod scrub;
 #[cfg(feature = "aws")]

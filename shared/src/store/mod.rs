@@ -1,6 +1,8 @@
 //! Storage: the [`BlobStore`] for artifacts, the [`MetaStore`] for commits,
 //! timelines, refs and the materialization cache, and the [`TokenStore`]
-//! that maps bearer tokens to tenants.
+//! that maps bearer tokens to tenants. The fourth store, the
+//! [`BranchStore`](crate::branch::BranchStore) of context folding, is
+//! defined with its records in [`crate::branch`].
 //!
 //! The traits are small and say nothing about policy: what to write when is
 //! decided by `service`. Rules every backend shares are written here once
@@ -8,8 +10,16 @@
 //! [`MetaStore::create_commit`]). Every behaviour a backend must have is
 //! written once in [`conformance`] and run against every backend.
 //!
-//! Backends: [`memory`] (tests, `ctx serve --store memory`) and [`local`]
-//! (filesystem CAS + SQLite, the embedded default).
+//! # Layout
+//! Grouped by backend; each implements every store it offers:
+//! - [`memory`]: blobs, meta, tokens and branches in maps (tests,
+//!   `ctx serve --store memory`).
+//! - [`local`]: artifacts as files, meta, tokens and branches in one
+//!   SQLite database (the embedded default).
+//! - [`aws`]: artifacts in S3; meta, tokens and branches in one DynamoDB
+//!   table.
+//! - [`conformance`]: the behaviours, and `run_all` that every backend's
+//!   tests call once (with the `conformance` feature or in tests).
 
 use std::sync::Arc;
 

@@ -414,16 +414,3 @@ impl BranchStore for DynamoBranchStore {
         Ok(None)
     }
 }
-
-#[cfg(test)]
-mod tests {
-    use crate::store::aws::tests::emulator;
-    use crate::store::aws::{AwsHooks, connect};
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-    async fn dynamo_branch_store_conforms() {
-        let Some(config) = emulator() else { return };
-        let (_, meta) = connect(&config, AwsHooks::default()).await.unwrap();
-        crate::branch::conformance::run_all(&meta.branch_store(), false).await;
-    }
-}

@@ -313,13 +313,6 @@ mod tests {
     use super::*;
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-    async fn sqlite_branch_store_conforms() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = SqliteBranchStore::open(dir.path()).unwrap();
-        crate::branch::conformance::run_all(&store, true).await;
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
     async fn two_handles_on_one_database_share_the_limits() {
         // Two stores on one file (as two processes would be) still count
         // exactly: the transaction is IMMEDIATE.
@@ -333,7 +326,7 @@ mod tests {
             creations_per_minute: 100,
         };
         let recs: Vec<_> = (0..10)
-            .map(|_| crate::branch::conformance::record("s", 0))
+            .map(|_| crate::store::conformance::branches::record("s", 0))
             .collect();
         let results = futures::future::join_all(recs.iter().enumerate().map(|(i, r)| {
             let store: &dyn BranchStore = if i % 2 == 0 { &a } else { &b };

@@ -185,19 +185,38 @@ impl Database {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::conformance;
+    use crate::store::conformance::{self, Backend, Capabilities};
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-    async fn local_backends_conform() {
+    async fn local_backend_conforms() {
         let dir = tempfile::tempdir().unwrap();
         let meta = SqliteMetaStore::open(dir.path()).unwrap();
-        conformance::run_all(&LocalBlobStore::open(dir.path()).unwrap(), &meta, &meta).await;
+        conformance::run_all(
+            &Backend {
+                blobs: &LocalBlobStore::open(dir.path()).unwrap(),
+                meta: &meta,
+                tokens: &meta,
+                branches: &meta.branch_store(),
+            },
+            Capabilities {
+                global_branch_listing: true,
+            },
+        )
+        .await;
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-    async fn a_branch_store_on_the_meta_stores_connections_conforms() {
+    async fn a_branch_store_opened_on_its_own_conforms_too() {
+        // `ctx serve` opens the branch store by itself on the same file.
         let dir = tempfile::tempdir().unwrap();
-        let meta = SqliteMetaStore::open(dir.path()).unwrap();
-        crate::branch::conformance::run_all(&meta.branch_store(), true).await;
+        let _meta = SqliteMetaStore::open(dir.path()).unwrap();
+        let branches = SqliteBranchStore::open(dir.path()).unwrap();
+        conformance::branches::run_all(
+            &branches,
+            Capabilities {
+                global_branch_listing: true,
+            },
+        )
+        .await;
     }
 }

@@ -172,13 +172,3 @@ impl BranchStore for MemoryBranchStore {
         ))
     }
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-    async fn memory_branch_store_conforms() {
-        crate::branch::conformance::run_all(&MemoryBranchStore::new(), true).await;
-    }
-}

@@ -82,14 +82,21 @@ impl BlobStore for MemoryBlobStore {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::conformance;
+    use crate::store::conformance::{self, Backend, Capabilities};
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-    async fn memory_backends_conform() {
+    async fn memory_backend_conforms() {
+        let meta = MemoryMetaStore::new();
         conformance::run_all(
-            &MemoryBlobStore::new(),
-            &MemoryMetaStore::new(),
-            &MemoryMetaStore::new(),
+            &Backend {
+                blobs: &MemoryBlobStore::new(),
+                meta: &meta,
+                tokens: &meta,
+                branches: &MemoryBranchStore::new(),
+            },
+            Capabilities {
+                global_branch_listing: true,
+            },
         )
         .await;
     }
