@@ -7,9 +7,9 @@ use std::sync::Arc;
 use ctx_cli::client::Client;
 use ctx_core::api::{AppState, Group, router};
 use ctx_core::auth::{TokenAuth, token_hash};
-use ctx_core::branch::memory::MemoryBranchStore;
 use ctx_core::branch::{Folding, FoldingConfig, NoTimer, RuleScrubber};
 use ctx_core::format::FormatId;
+use ctx_core::store::memory::MemoryBranchStore;
 use ctx_core::store::memory::{MemoryBlobStore, MemoryMetaStore};
 use ctx_core::store::{RefMove, Stores, TokenStore};
 use ctx_core::wire::{

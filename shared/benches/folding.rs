@@ -18,11 +18,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ctx_core::auth::Caller;
-use ctx_core::branch::memory::MemoryBranchStore;
-use ctx_core::branch::sqlite::SqliteBranchStore;
 use ctx_core::branch::{BranchStore, Folding, FoldingConfig, NoTimer, RateLimits, RuleScrubber};
 use ctx_core::store::Stores;
+use ctx_core::store::local::SqliteBranchStore;
 use ctx_core::store::local::{LocalBlobStore, SqliteMetaStore};
+use ctx_core::store::memory::MemoryBranchStore;
 use ctx_core::store::memory::{MemoryBlobStore, MemoryMetaStore};
 use ctx_core::wire::{BranchCreateRequest, BranchReturnRequest, CheckpointRequest};
 use ctx_core::{OsRandom, Service, SystemClock};

@@ -183,12 +183,13 @@ impl Backends {
 
 #[cfg(feature = "local")]
 fn open_local(config: &Config, needs: Needs) -> Result<Opened> {
-    use crate::branch::sqlite::SqliteBranchStore;
     use crate::store::local::{LocalBlobStore, SqliteMetaStore};
     let meta = Arc::new(SqliteMetaStore::open(&config.data)?);
     let blobs = Arc::new(LocalBlobStore::open(&config.data)?);
     let branches: Option<Arc<dyn BranchStore>> = if needs.folding {
-        Some(Arc::new(SqliteBranchStore::open(&config.data)?))
+        // On the commit database's own connections (one setup, one
+        // durability setting).
+        Some(Arc::new(meta.branch_store()))
     } else {
         None
     };
@@ -211,8 +212,7 @@ fn open_local(_: &Config, _: Needs) -> Result<Opened> {
 }
 
 fn open_memory(needs: Needs) -> Opened {
-    use crate::branch::memory::MemoryBranchStore;
-    use crate::store::memory::{MemoryBlobStore, MemoryMetaStore};
+    use crate::store::memory::{MemoryBlobStore, MemoryBranchStore, MemoryMetaStore};
     let meta = Arc::new(MemoryMetaStore::new());
     Opened {
         stores: Stores {
@@ -228,16 +228,12 @@ fn open_memory(needs: Needs) -> Opened {
 
 #[cfg(feature = "aws")]
 async fn open_aws(config: &Config, needs: Needs) -> Result<Opened> {
-    use crate::branch::dynamo::DynamoBranchStore;
     use crate::store::aws::{AwsHooks, connect};
     let aws = config.aws()?;
     let (blobs, meta) = connect(&aws, AwsHooks::default()).await?;
-    let branches = needs.folding.then(|| {
-        Arc::new(DynamoBranchStore::new(
-            meta.client().clone(),
-            aws.table.clone(),
-        )) as Arc<dyn BranchStore>
-    });
+    let branches = needs
+        .folding
+        .then(|| Arc::new(meta.branch_store()) as Arc<dyn BranchStore>);
     let tokens = if needs.tokens {
         Some(open_tokens_on_disk(config)?)
     } else {

@@ -114,10 +114,10 @@ mod tests {
 
     use crate::api::{AppState, BUDGET_WARNING, Group, router};
     use crate::auth::{TokenAuth, token_hash};
-    use crate::branch::memory::MemoryBranchStore;
     use crate::branch::{Folding, FoldingConfig, NoTimer, RateLimits, RuleScrubber};
     use crate::clock::{Clock as _, ManualClock, SeededIds};
     use crate::service::Service;
+    use crate::store::memory::MemoryBranchStore;
     use crate::store::memory::{MemoryBlobStore, MemoryMetaStore};
     use crate::store::{Stores, TokenStore};
 

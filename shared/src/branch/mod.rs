@@ -9,15 +9,19 @@
 //! for a nested one) as one delta commit with the trigger `branch_return`.
 //!
 //! # Layout
-//! - this file: the branch record, the [`BranchStore`] trait, the
+//! - this file: the branch record, the [`BranchStore`] trait with the rules
+//!   every backend shares ([`check_limits`], [`not_active`], ...), the
 //!   configuration and the [`Folding`] bundle a service is given.
 //! - [`wire`]: the request and response bodies (the operations are in
 //!   `crate::service::folding`).
 //! - [`scrub`]: the secret scrubber.
 //! - [`timer`]: deadlines: the [`BranchTimer`] trait and the embedded tokio
 //!   timer (AWS mode uses Step Functions, in [`sfn`]).
-//! - [`memory`], [`sqlite`], [`dynamo`]: the store backends.
-//! - [`conformance`]: the behaviour every backend must have.
+//!
+//! The store backends live with the other stores of their backend:
+//! `store::memory::MemoryBranchStore`, `store::local::SqliteBranchStore`,
+//! `store::aws::DynamoBranchStore`; their conformance suite is
+//! `store::conformance::branches`.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -28,19 +32,12 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use crate::clock::IdSource;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::id::{BranchId, CommitId, RefName, TenantId};
 
-#[cfg(any(test, feature = "conformance"))]
-pub mod conformance;
-#[cfg(feature = "aws")]
-pub mod dynamo;
-pub mod memory;
 pub mod scrub;
 #[cfg(feature = "aws")]
 pub mod sfn;
-#[cfg(feature = "local")]
-pub mod sqlite;
 pub mod timer;
 pub mod wire;
 
@@ -202,6 +199,115 @@ pub fn minute_window(now: DateTime<Utc>) -> i64 {
 pub fn seconds_to_next_window(now: DateTime<Utc>) -> u64 {
     let next = minute_window(now) + 60;
     u64::try_from(next - now.timestamp()).unwrap_or(1).max(1)
+}
+
+/// A limit on branch creation (see [`RateLimits`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Limit {
+    /// [`RateLimits::active_per_session`].
+    ActivePerSession,
+    /// [`RateLimits::active_per_tenant`].
+    ActivePerTenant,
+    /// [`RateLimits::creations_per_minute`].
+    CreationsPerMinute,
+}
+
+/// The `RateLimited` error of creating `rec` over `limit`. `count` is what
+/// the store counted, when it knows (a store whose conditional write failed
+/// knows only that the limit was reached).
+pub fn over_limit(
+    limit: Limit,
+    rec: &BranchRecord,
+    limits: &RateLimits,
+    count: Option<u64>,
+) -> Error {
+    let max = match limit {
+        Limit::ActivePerSession => limits.active_per_session,
+        Limit::ActivePerTenant => limits.active_per_tenant,
+        Limit::CreationsPerMinute => limits.creations_per_minute,
+    };
+    let (n, bound) = match count {
+        Some(n) => (n, format!("at most {max}")),
+        None => (u64::from(max), "the most allowed".to_owned()),
+    };
+    match limit {
+        Limit::ActivePerSession => Error::rate_limited(
+            format!(
+                "session {:?} already has {n} active branches ({bound})",
+                rec.session_id
+            ),
+            CONCURRENCY_RETRY_AFTER,
+        ),
+        Limit::ActivePerTenant => Error::rate_limited(
+            format!("the tenant already has {n} active branches ({bound})"),
+            CONCURRENCY_RETRY_AFTER,
+        ),
+        Limit::CreationsPerMinute => Error::rate_limited(
+            format!(
+                "session {:?} created {n} branches this minute ({bound})",
+                rec.session_id
+            ),
+            seconds_to_next_window(rec.created_at),
+        ),
+    }
+}
+
+/// The check every store makes before creating `rec`, given its counts: the
+/// session's and the tenant's active branches and the session's creations
+/// in `rec`'s minute window.
+///
+/// # Errors
+/// `RateLimited` ([`over_limit`]) naming the first limit reached.
+pub fn check_limits(
+    rec: &BranchRecord,
+    limits: &RateLimits,
+    session_active: u64,
+    tenant_active: u64,
+    window_count: u64,
+) -> Result<()> {
+    let checks = [
+        (
+            Limit::ActivePerSession,
+            session_active,
+            limits.active_per_session,
+        ),
+        (
+            Limit::ActivePerTenant,
+            tenant_active,
+            limits.active_per_tenant,
+        ),
+        (
+            Limit::CreationsPerMinute,
+            window_count,
+            limits.creations_per_minute,
+        ),
+    ];
+    for (limit, count, max) in checks {
+        if count >= u64::from(max) {
+            return Err(over_limit(limit, rec, limits, Some(count)));
+        }
+    }
+    Ok(())
+}
+
+/// The `Conflict` of an operation on a branch that is no longer active; its
+/// `current` is the branch's status.
+pub fn not_active(id: &BranchId, status: BranchStatus) -> Error {
+    Error::conflict(
+        format!("branch {id} is {status}, not active"),
+        Some(status.as_str().to_owned()),
+    )
+    .with_field("branch_id")
+}
+
+/// The `Conflict` of creating a branch whose id exists.
+pub fn branch_exists(id: &BranchId) -> Error {
+    Error::conflict(format!("branch {id} exists"), None)
+}
+
+/// The `NotFound` of a branch that does not exist (in this tenant).
+pub fn branch_not_found(id: &BranchId) -> Error {
+    Error::not_found(format!("branch {id}"))
 }
 
 /// Branch state: records, per-session and per-tenant counts and creation

@@ -1,13 +1,25 @@
 //! Storage: the [`BlobStore`] for artifacts, the [`MetaStore`] for commits,
 //! timelines, refs and the materialization cache, and the [`TokenStore`]
-//! that maps bearer tokens to tenants.
+//! that maps bearer tokens to tenants. The fourth store, the
+//! [`BranchStore`](crate::branch::BranchStore) of context folding, is
+//! defined with its records in [`crate::branch`].
 //!
 //! The traits are small and say nothing about policy: what to write when is
-//! decided by `service`. Every behaviour a backend must have is written once
-//! in [`conformance`] and run against every backend.
+//! decided by `service`. Rules every backend shares are written here once
+//! (e.g. [`MetaStore::put_commit`]'s retry rule over the backend's
+//! [`MetaStore::create_commit`]). Every behaviour a backend must have is
+//! written once in [`conformance`] and run against every backend.
 //!
-//! Backends: [`memory`] (tests, `ctx serve --store memory`) and [`local`]
-//! (filesystem CAS + SQLite, the embedded default).
+//! # Layout
+//! Grouped by backend; each implements every store it offers:
+//! - [`memory`]: blobs, meta, tokens and branches in maps (tests,
+//!   `ctx serve --store memory`).
+//! - [`local`]: artifacts as files, meta, tokens and branches in one
+//!   SQLite database (the embedded default).
+//! - [`aws`]: artifacts in S3; meta, tokens and branches in one DynamoDB
+//!   table.
+//! - [`conformance`]: the behaviours, and `run_all` that every backend's
+//!   tests call once (with the `conformance` feature or in tests).
 
 use std::sync::Arc;
 
@@ -18,7 +30,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use crate::commit::{Commit, Tags};
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::format::FormatId;
 use crate::id::{ArtifactRef, CommitId, Hash, Principal, RefName, TenantId};
 
@@ -166,7 +178,7 @@ pub struct RefRecord {
     pub updated_at: DateTime<Utc>,
 }
 
-/// The outcome of [`MetaStore::put_commit`].
+/// The outcome of [`MetaStore::put_commit`] and [`MetaStore::create_commit`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PutCommit {
     /// The commit was written; this is it as stored (with its lineage).
@@ -247,9 +259,36 @@ pub trait MetaStore: Send + Sync + 'static {
     /// returned as `Existing`; a requested ref move is still made unless the
     /// ref already points at it.
     ///
+    /// Provided, and not meant to be overridden: the retry rule lives here
+    /// once, over the backend's [`MetaStore::create_commit`],
+    /// [`MetaStore::get_ref`] and [`MetaStore::cas_ref`].
+    ///
     /// # Errors
     /// `Conflict` with the current tip when the ref moved; `Unavailable`.
     async fn put_commit(
+        &self,
+        tenant: &TenantId,
+        commit: &Commit,
+        ref_move: Option<&RefMove>,
+    ) -> Result<PutCommit> {
+        let put = self.create_commit(tenant, commit, ref_move).await?;
+        if let (PutCommit::Existing(existing), Some(mv)) = (&put, ref_move) {
+            settle_retried_ref_move(self, tenant, mv, &existing.id, commit.created_at).await?;
+        }
+        Ok(put)
+    }
+
+    /// The primitive under [`MetaStore::put_commit`]: writes a new commit,
+    /// its timeline entry and the optional ref move (checked against
+    /// `ref_move.expected`) as one atomic write, starting a run of its own
+    /// on a fork as `put_commit` says. If a commit with the same id exists,
+    /// writes nothing at all (not the ref move either) and returns the
+    /// stored commit as `Existing`.
+    ///
+    /// # Errors
+    /// `Conflict` with the current tip when a new commit's ref move is
+    /// stale; `Unavailable`.
+    async fn create_commit(
         &self,
         tenant: &TenantId,
         commit: &Commit,
@@ -383,7 +422,42 @@ pub trait TokenStore: Send + Sync + 'static {
     async fn revoke_token(&self, id: &str) -> Result<bool>;
 }
 
+/// The retry rule of a checkpoint whose commit already exists (a retry, or
+/// the same checkpoint sent twice): its ref move is still made, unless the
+/// ref already points at the commit.
+///
+/// Each step is one atomic store operation, so the outcome is the one some
+/// order of the concurrent operations gives: a ref found at the commit is
+/// left alone; otherwise the move is a compare-and-swap from the expected
+/// tip, and a conflict because a concurrent retry moved the ref to the
+/// commit first is a success too.
+async fn settle_retried_ref_move<M: MetaStore + ?Sized>(
+    meta: &M,
+    tenant: &TenantId,
+    mv: &RefMove,
+    existing: &CommitId,
+    at: DateTime<Utc>,
+) -> Result<()> {
+    let current = meta.get_ref(tenant, &mv.name).await?.map(|r| r.target);
+    if current.as_ref() == Some(existing) {
+        return Ok(());
+    }
+    match meta
+        .cas_ref(tenant, &mv.name, mv.expected.as_ref(), existing, at)
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind == ErrorKind::Conflict && e.current == Some(existing.to_string()) => {
+            Ok(())
+        }
+        Err(e) => Err(e),
+    }
+}
+
 /// The conflict error of a stale compare-and-swap on a ref.
+///
+/// Its `current` is the ref's current target (absent when the ref does not
+/// exist): [`MetaStore::put_commit`]'s retry rule reads it.
 pub fn ref_conflict(
     name: &RefName,
     expected: Option<&CommitId>,
@@ -414,3 +488,6 @@ pub struct Stores {
     /// Metadata.
     pub meta: Arc<dyn MetaStore>,
 }
+
+#[cfg(test)]
+mod tests;

@@ -76,8 +76,9 @@ impl Service {
                     ));
                 }
                 if parent.status != BranchStatus::Active {
-                    return Err(crate::branch::memory::not_active(p, parent.status)
-                        .with_field("parent_branch"));
+                    return Err(
+                        crate::branch::not_active(p, parent.status).with_field("parent_branch")
+                    );
                 }
                 parent.depth + 1
             }

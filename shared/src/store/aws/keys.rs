@@ -16,9 +16,13 @@
 //! | session's active branch | `T#<tenant>#SS#<session>` | `A#<br id>` |
 //! | session's creation window | `T#<tenant>#SS#<session>` | `W#<minute start s, 20 digits>` |
 //! | tenant's active branch count | `T#<tenant>#BRANCHES` | `ACTIVE` |
+//! | bearer token (hash → tenant) | `TOKENS` | `<64 hex of its hash>` |
+//!
+//! Tokens are the one item kind not under a tenant's prefix: a token is
+//! what finds the tenant. `TOKENS` cannot collide with a `T#` partition.
 
 use crate::format::FormatId;
-use crate::id::{ArtifactRef, BranchId, CommitId, Principal, RefName, TenantId};
+use crate::id::{ArtifactRef, BranchId, CommitId, Hash, Principal, RefName, TenantId};
 
 /// The S3 key of an artifact: `cas/<tenant>/<2 hex>/<64 hex>`.
 pub fn blob_key(tenant: &TenantId, artifact: &ArtifactRef) -> String {
@@ -162,6 +166,27 @@ pub fn tenant_branches_pk(tenant: &TenantId) -> String {
 /// The sort key of that count.
 pub const TENANT_ACTIVE_SK: &str = "ACTIVE";
 
+/// The partition holding every bearer token.
+pub const TOKENS_PK: &str = "TOKENS";
+
+/// The sort key of a token: its hash in hex.
+pub fn token_sk(hash: &Hash) -> String {
+    hash.to_hex()
+}
+
+/// Parses [`token_sk`].
+pub fn parse_token_sk(sk: &str) -> Option<Hash> {
+    sk.parse().ok()
+}
+
+/// The sort-key prefix of the tokens whose public id is `id`
+/// (`tok-` + the first 12 hex digits of the hash, see
+/// [`token_id`](crate::store::token_id)); `None` for anything else.
+pub fn token_id_prefix(id: &str) -> Option<&str> {
+    let hex = id.strip_prefix("tok-")?;
+    (hex.len() == 12 && hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))).then_some(hex)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -197,6 +222,15 @@ mod tests {
         }
 
         #[test]
+        fn token_keys_round_trip_and_ids_find_their_prefix(bytes in any::<[u8; 32]>()) {
+            let hash = crate::Hash::from_bytes(bytes);
+            prop_assert_eq!(parse_token_sk(&token_sk(&hash)), Some(hash));
+            let id = crate::store::token_id(&hash);
+            let prefix = token_id_prefix(&id).expect("a token id");
+            prop_assert!(token_sk(&hash).starts_with(prefix));
+        }
+
+        #[test]
         fn branch_keys_round_trip_and_windows_sort_by_time(x in any::<[u8; 16]>(), a in any::<i64>(), b in any::<i64>()) {
             let id = BranchId::from_bytes(x);
             prop_assert_eq!(parse_active_sk(&active_sk(&id)), Some(id));
@@ -217,6 +251,23 @@ mod tests {
         assert_eq!(window_sk(60), "W#09223372036854775868");
         assert_eq!(tenant_branches_pk(&t), "T#acme#BRANCHES");
         assert_eq!(parse_active_sk("A#br-1"), None);
+    }
+
+    #[test]
+    fn token_keys_are_pinned() {
+        let hash = crate::Hash::of(b"secret");
+        assert_eq!(TOKENS_PK, "TOKENS");
+        assert_eq!(token_sk(&hash), hash.to_hex());
+        assert_eq!(token_id_prefix("tok-0123456789ab"), Some("0123456789ab"));
+        for bad in [
+            "tok-",
+            "tok-0123456789aB",
+            "tok-0123456789abc",
+            "0123456789ab",
+            "",
+        ] {
+            assert_eq!(token_id_prefix(bad), None, "{bad:?}");
+        }
     }
 
     #[test]

@@ -6,39 +6,44 @@
 //! table of [`AwsConfig`] (`crate::config::Config::aws`). Against an
 //! emulator S3 is addressed path-style.
 //!
-//! [`RequestCounter`] is an SDK interceptor that counts requests per service
-//! and operation (for the request-count bench); [`FaultyHttpClient`] wraps
-//! the HTTP client and fails a share of calls, for fault-injection tests.
+//! # Layout
+//! Each store this backend offers, and what they share:
+//! - [`S3BlobStore`] (`s3`): artifacts.
+//! - [`DynamoMetaStore`] (`meta`): commits, timelines, refs, the cache; it
+//!   is the `TokenStore` too (`tokens`).
+//! - [`DynamoBranchStore`] (`branches`): branch records and limits.
+//! - [`keys`]: every S3 and DynamoDB key, built and parsed in one place;
+//!   `items`: DynamoDB plumbing the stores share.
+//! - `testing` (tests and the `conformance` feature): the request counter
+//!   and the fault-injecting HTTP client; `report`: the request-count
+//!   report built on them.
 
-use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use aws_config::BehaviorVersion;
 use aws_config::retry::RetryConfig;
 use aws_config::timeout::TimeoutConfig;
-use aws_smithy_runtime_api::box_error::BoxError;
-use aws_smithy_runtime_api::client::http::{
-    HttpClient, HttpConnector, HttpConnectorFuture, HttpConnectorSettings, SharedHttpClient,
-    SharedHttpConnector,
-};
-use aws_smithy_runtime_api::client::interceptors::context::BeforeTransmitInterceptorContextRef;
-use aws_smithy_runtime_api::client::interceptors::{Intercept, SharedInterceptor};
-use aws_smithy_runtime_api::client::orchestrator::{HttpRequest, HttpResponse, Metadata};
-use aws_smithy_runtime_api::client::result::ConnectorError;
-use aws_smithy_runtime_api::client::runtime_components::RuntimeComponents;
-use aws_smithy_types::body::SdkBody;
-use aws_smithy_types::config_bag::ConfigBag;
+use aws_smithy_runtime_api::client::http::SharedHttpClient;
+use aws_smithy_runtime_api::client::interceptors::SharedInterceptor;
 
 use crate::error::{Error, Result};
 
-pub(crate) mod dynamo;
+mod branches;
+mod items;
 pub mod keys;
+mod meta;
+#[cfg(any(test, feature = "conformance"))]
 pub mod report;
 mod s3;
+#[cfg(any(test, feature = "conformance"))]
+pub mod testing;
+mod tokens;
 
-pub use dynamo::DynamoMetaStore;
+pub use branches::DynamoBranchStore;
+pub use meta::DynamoMetaStore;
 pub use s3::S3BlobStore;
+#[cfg(any(test, feature = "conformance"))]
+pub use testing::{FaultPlan, FaultyHttpClient, RequestCounter};
 
 /// Where the aws backends keep their data.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -55,10 +60,13 @@ pub struct AwsConfig {
 /// Optional hooks for building the clients.
 #[derive(Debug, Default, Clone)]
 pub struct AwsHooks {
-    /// An interceptor on every S3 and DynamoDB client (e.g. a [`RequestCounter`]).
+    /// An interceptor on every S3 and DynamoDB client (e.g. the tests'
+    /// request counter).
     pub interceptor: Option<SharedInterceptor>,
-    /// Fail a share of HTTP calls as this plan says (see [`FaultyHttpClient`]).
-    pub faults: Option<Arc<FaultPlan>>,
+    /// Fail a share of HTTP calls as this plan says (see
+    /// [`FaultyHttpClient`]); tests and the `conformance` feature only.
+    #[cfg(any(test, feature = "conformance"))]
+    pub faults: Option<std::sync::Arc<FaultPlan>>,
     /// The first retry backoff (the SDK's default when `None`); tests with
     /// injected faults shorten it.
     pub initial_backoff: Option<Duration>,
@@ -80,12 +88,11 @@ pub async fn connect(
     config: &AwsConfig,
     hooks: AwsHooks,
 ) -> Result<(S3BlobStore, DynamoMetaStore)> {
+    #[allow(unused_mut)] // Only fault injection replaces it.
     let mut http = https_client();
+    #[cfg(any(test, feature = "conformance"))]
     if let Some(plan) = &hooks.faults {
-        http = SharedHttpClient::new(FaultyHttpClient {
-            inner: http,
-            plan: plan.clone(),
-        });
+        http = SharedHttpClient::new(FaultyHttpClient::new(http, plan.clone()));
     }
     let sdk = aws_config::defaults(BehaviorVersion::latest())
         .http_client(http)
@@ -159,208 +166,6 @@ where
         Error::unavailable(format!("{what} failed, retry later: {detail}"))
     } else {
         Error::internal(format!("{what} failed: {detail}"))
-    }
-}
-
-/// Counts SDK requests (every attempt, retries included) per service and
-/// operation.
-#[derive(Debug, Default, Clone)]
-pub struct RequestCounter {
-    counts: Arc<Mutex<BTreeMap<(String, String), u64>>>,
-}
-
-impl RequestCounter {
-    /// A counter at zero.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// The counts so far, by (service, operation).
-    pub fn snapshot(&self) -> BTreeMap<(String, String), u64> {
-        self.counts
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
-    }
-
-    /// Sets every count to zero.
-    pub fn reset(&self) {
-        self.counts
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clear();
-    }
-
-    /// The total of requests to `service` (e.g. `s3`, `dynamodb`).
-    pub fn total(&self, service: &str) -> u64 {
-        self.snapshot()
-            .iter()
-            .filter(|((s, _), _)| s.eq_ignore_ascii_case(service))
-            .map(|(_, n)| n)
-            .sum()
-    }
-}
-
-impl Intercept for RequestCounter {
-    fn name(&self) -> &'static str {
-        "ctx-request-counter"
-    }
-
-    fn read_before_attempt(
-        &self,
-        _context: &BeforeTransmitInterceptorContextRef<'_>,
-        _components: &RuntimeComponents,
-        cfg: &mut ConfigBag,
-    ) -> Result<(), BoxError> {
-        if let Some(m) = cfg.load::<Metadata>() {
-            let key = (m.service().to_ascii_lowercase(), m.name().to_owned());
-            *self
-                .counts
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .entry(key)
-                .or_default() += 1;
-        }
-        Ok(())
-    }
-}
-
-/// Which calls a [`FaultyHttpClient`] fails, and how: deterministic for a
-/// seed.
-#[derive(Debug)]
-pub struct FaultPlan {
-    /// Fail one call in `one_in` (10 for 10%).
-    pub one_in: u64,
-    state: Mutex<u64>,
-    injected: Mutex<BTreeMap<&'static str, u64>>,
-}
-
-impl FaultPlan {
-    /// Fails about one call in `one_in`, chosen by a PRNG seeded with `seed`.
-    pub fn new(one_in: u64, seed: u64) -> Self {
-        FaultPlan {
-            one_in: one_in.max(1),
-            state: Mutex::new(seed | 1),
-            injected: Mutex::default(),
-        }
-    }
-
-    fn next(&self) -> u64 {
-        let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        *s ^= *s >> 12;
-        *s ^= *s << 25;
-        *s ^= *s >> 27;
-        s.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-
-    /// How many faults of each kind were injected.
-    pub fn injected(&self) -> BTreeMap<&'static str, u64> {
-        self.injected
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
-    }
-
-    fn record(&self, kind: &'static str) {
-        *self
-            .injected
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .entry(kind)
-            .or_default() += 1;
-    }
-}
-
-/// An HTTP client that fails a share of calls: a synthetic 500, a throttling
-/// answer, a timeout before sending, or — the nasty one — a request that
-/// reaches the service but whose response is lost.
-#[derive(Debug)]
-pub struct FaultyHttpClient {
-    inner: SharedHttpClient,
-    plan: Arc<FaultPlan>,
-}
-
-impl HttpClient for FaultyHttpClient {
-    fn http_connector(
-        &self,
-        settings: &HttpConnectorSettings,
-        components: &RuntimeComponents,
-    ) -> SharedHttpConnector {
-        SharedHttpConnector::new(FaultyConnector {
-            inner: self.inner.http_connector(settings, components),
-            plan: self.plan.clone(),
-        })
-    }
-}
-
-#[derive(Debug)]
-struct FaultyConnector {
-    inner: SharedHttpConnector,
-    plan: Arc<FaultPlan>,
-}
-
-fn synthetic(
-    status: u16,
-    body: &'static str,
-    header: Option<(&'static str, &'static str)>,
-) -> HttpResponse {
-    let mut resp = HttpResponse::new(
-        status.try_into().expect("a valid status code"),
-        SdkBody::from(body),
-    );
-    if let Some((k, v)) = header {
-        resp.headers_mut().insert(k, v);
-    }
-    resp
-}
-
-impl HttpConnector for FaultyConnector {
-    fn call(&self, request: HttpRequest) -> HttpConnectorFuture {
-        let roll = self.plan.next();
-        if !roll.is_multiple_of(self.plan.one_in) {
-            return self.inner.call(request);
-        }
-        let is_s3 = request.headers().get("x-amz-target").is_none();
-        match (roll / self.plan.one_in) % 4 {
-            0 => {
-                self.plan.record("500");
-                let body = if is_s3 {
-                    "<Error><Code>InternalError</Code><Message>injected</Message></Error>"
-                } else {
-                    r#"{"__type":"com.amazonaws.dynamodb.v20120810#InternalServerError","message":"injected"}"#
-                };
-                HttpConnectorFuture::ready(Ok(synthetic(500, body, None)))
-            }
-            1 => {
-                self.plan.record("throttle");
-                let resp = if is_s3 {
-                    synthetic(
-                        503,
-                        "<Error><Code>SlowDown</Code><Message>injected</Message></Error>",
-                        None,
-                    )
-                } else {
-                    synthetic(
-                        400,
-                        r#"{"__type":"com.amazonaws.dynamodb.v20120810#ThrottlingException","message":"injected"}"#,
-                        Some(("x-amzn-errortype", "ThrottlingException")),
-                    )
-                };
-                HttpConnectorFuture::ready(Ok(resp))
-            }
-            2 => {
-                self.plan.record("timeout before send");
-                HttpConnectorFuture::ready(Err(ConnectorError::timeout("injected timeout".into())))
-            }
-            _ => {
-                self.plan.record("response lost");
-                let sent = self.inner.call(request);
-                HttpConnectorFuture::new(async move {
-                    let _ = sent.await;
-                    Err(ConnectorError::io("injected: the response was lost".into()))
-                })
-            }
-        }
     }
 }
 

@@ -6,8 +6,7 @@
 use std::sync::Arc;
 
 use super::*;
-use crate::store::conformance;
-use crate::store::memory::MemoryMetaStore;
+use crate::store::conformance::{self, Backend, Capabilities};
 
 pub(crate) fn emulator() -> Option<AwsConfig> {
     crate::config::Config::emulator_from_env().map(|c| {
@@ -17,10 +16,22 @@ pub(crate) fn emulator() -> Option<AwsConfig> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn aws_backends_conform() {
+async fn aws_backend_conforms() {
     let Some(config) = emulator() else { return };
     let (blobs, meta) = connect(&config, AwsHooks::default()).await.unwrap();
-    conformance::run_all(&blobs, &meta, &MemoryMetaStore::new()).await;
+    conformance::run_all(
+        &Backend {
+            blobs: &blobs,
+            meta: &meta,
+            tokens: &meta,
+            branches: &meta.branch_store(),
+        },
+        Capabilities {
+            // Deadlines live in Step Functions executions in AWS mode.
+            global_branch_listing: false,
+        },
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

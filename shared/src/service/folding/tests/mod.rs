@@ -6,7 +6,6 @@ use async_trait::async_trait;
 
 use super::*;
 use crate::branch::Scrubbed;
-use crate::branch::memory::MemoryBranchStore;
 use crate::branch::{BranchTimer, FoldingConfig, RuleScrubber, Scrubber};
 use crate::clock::{ManualClock, SeededIds};
 use chrono::{DateTime, Utc};
@@ -20,6 +19,7 @@ use crate::commit::{Commit, Trigger};
 use crate::error::{ErrorKind, Result};
 use crate::id::{BranchId, RefName, TenantId};
 use crate::service::{Service, Stop};
+use crate::store::memory::MemoryBranchStore;
 use crate::store::memory::{MemoryBlobStore, MemoryMetaStore};
 use crate::store::{BlobStoreExt, Stores};
 use crate::wire::CheckpointRequest;

@@ -13,25 +13,20 @@ use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, TransactWriteItem, Update};
 use chrono::{DateTime, Utc};
 
-use super::memory::not_active;
-use super::{
-    ActiveBranch, BranchRecord, BranchStatus, BranchStore, CONCURRENCY_RETRY_AFTER, Finish,
-    RateLimits, minute_window, seconds_to_next_window,
+use super::items::{Item, Transact, build, consistent_get, key, n, s, transact};
+use super::{keys, sdk_error};
+use crate::branch::{
+    ActiveBranch, BranchRecord, BranchStatus, BranchStore, Finish, Limit, RateLimits,
+    branch_exists, branch_not_found, minute_window, not_active, over_limit,
 };
 use crate::error::{Error, Result};
 use crate::id::{BranchId, CommitId, TenantId};
-use crate::store::aws::dynamo::{Item, build, consistent_get, key, s};
-use crate::store::aws::{keys, sdk_error};
 
 /// Branches in the DynamoDB metadata table.
 #[derive(Debug, Clone)]
 pub struct DynamoBranchStore {
     client: aws_sdk_dynamodb::Client,
     table: String,
-}
-
-fn n(v: impl ToString) -> AttributeValue {
-    AttributeValue::N(v.to_string())
 }
 
 fn record_value(rec: &BranchRecord) -> Result<AttributeValue> {
@@ -67,32 +62,16 @@ impl DynamoBranchStore {
         let mut attempt = 0;
         loop {
             attempt += 1;
-            let r = self
-                .client
-                .transact_write_items()
-                .set_transact_items(Some(items.clone()))
-                .send()
-                .await;
-            let e = match r {
-                Ok(_) => return Ok(Outcome::Done),
-                Err(e) => e,
-            };
-            let conflict = match e.as_service_error() {
-                Some(TransactWriteItemsError::TransactionCanceledException(c)) => {
-                    if let Some(i) = c
-                        .cancellation_reasons()
-                        .iter()
-                        .position(|r| r.code() == Some("ConditionalCheckFailed"))
-                    {
-                        return Ok(Outcome::Failed(i));
-                    }
-                    true
-                }
-                Some(TransactWriteItemsError::TransactionInProgressException(_)) => true,
-                _ => false,
-            };
-            if !conflict {
-                return Err(sdk_error(what, e));
+            match transact(&self.client, items.clone()).await {
+                Ok(Transact::Done) => return Ok(Outcome::Done),
+                Ok(Transact::ConditionFailed { index, .. }) => return Ok(Outcome::Failed(index)),
+                Ok(Transact::Cancelled(_)) => {}
+                Err(e)
+                    if matches!(
+                        e.as_service_error(),
+                        Some(TransactWriteItemsError::TransactionInProgressException(_))
+                    ) => {}
+                Err(e) => return Err(sdk_error(what, e)),
             }
             if attempt >= TRANSACTION_ATTEMPTS {
                 return Err(Error::unavailable(format!(
@@ -126,7 +105,7 @@ impl DynamoBranchStore {
     async fn not_active_or_missing(&self, tenant: &TenantId, id: &BranchId) -> Error {
         match self.get_branch(tenant, id).await {
             Ok(Some(rec)) => not_active(id, rec.status),
-            Ok(None) => Error::not_found(format!("branch {id}")),
+            Ok(None) => branch_not_found(id),
             Err(e) => e,
         }
     }
@@ -213,28 +192,10 @@ impl BranchStore for DynamoBranchStore {
             .await?
         {
             Outcome::Done => Ok(()),
-            Outcome::Failed(0) => Err(Error::conflict(format!("branch {} exists", rec.id), None)),
-            Outcome::Failed(2) => Err(Error::rate_limited(
-                format!(
-                    "session {:?} already has {} active branches (the most allowed)",
-                    rec.session_id, limits.active_per_session
-                ),
-                CONCURRENCY_RETRY_AFTER,
-            )),
-            Outcome::Failed(3) => Err(Error::rate_limited(
-                format!(
-                    "the tenant already has {} active branches (the most allowed)",
-                    limits.active_per_tenant
-                ),
-                CONCURRENCY_RETRY_AFTER,
-            )),
-            Outcome::Failed(_) => Err(Error::rate_limited(
-                format!(
-                    "session {:?} created {} branches this minute (the most allowed)",
-                    rec.session_id, limits.creations_per_minute
-                ),
-                seconds_to_next_window(rec.created_at),
-            )),
+            Outcome::Failed(0) => Err(branch_exists(&rec.id)),
+            Outcome::Failed(2) => Err(over_limit(Limit::ActivePerSession, rec, limits, None)),
+            Outcome::Failed(3) => Err(over_limit(Limit::ActivePerTenant, rec, limits, None)),
+            Outcome::Failed(_) => Err(over_limit(Limit::CreationsPerMinute, rec, limits, None)),
         }
     }
 
@@ -333,7 +294,7 @@ impl BranchStore for DynamoBranchStore {
         finish: &Finish,
     ) -> Result<BranchRecord> {
         let Some(rec) = self.get_branch(tenant, id).await? else {
-            return Err(Error::not_found(format!("branch {id}")));
+            return Err(branch_not_found(id));
         };
         if rec.status != BranchStatus::Active {
             return Err(not_active(id, rec.status));
@@ -442,7 +403,7 @@ impl BranchStore for DynamoBranchStore {
                 if e.as_service_error()
                     .is_some_and(|e| e.is_conditional_check_failed_exception()) =>
             {
-                Err(Error::not_found(format!("branch {id}")))
+                Err(branch_not_found(id))
             }
             Err(e) => Err(sdk_error("DynamoDB UpdateItem", e)),
         }
@@ -451,20 +412,5 @@ impl BranchStore for DynamoBranchStore {
     async fn all_active(&self) -> Result<Option<Vec<(TenantId, BranchId, DateTime<Utc>)>>> {
         // Deadlines live in Step Functions executions in AWS mode.
         Ok(None)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::store::aws::tests::emulator;
-    use crate::store::aws::{AwsHooks, connect};
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-    async fn dynamo_branch_store_conforms() {
-        let Some(config) = emulator() else { return };
-        let (_, meta) = connect(&config, AwsHooks::default()).await.unwrap();
-        let store = DynamoBranchStore::new(meta.client().clone(), config.table.clone());
-        super::super::conformance::run_all(&store, false).await;
     }
 }

@@ -6,11 +6,12 @@ use std::sync::Mutex;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
-use super::{
-    ActiveBranch, BranchRecord, BranchStatus, BranchStore, CONCURRENCY_RETRY_AFTER, Finish,
-    RateLimits, minute_window, seconds_to_next_window,
+use super::lock;
+use crate::branch::{
+    ActiveBranch, BranchRecord, BranchStatus, BranchStore, Finish, RateLimits, branch_exists,
+    branch_not_found, check_limits, minute_window, not_active,
 };
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::id::{BranchId, CommitId, TenantId};
 
 #[derive(Debug, Default)]
@@ -33,56 +34,8 @@ impl MemoryBranchStore {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        // Plain maps stay consistent if a holder panicked.
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        lock(&self.state)
     }
-}
-
-/// The check every backend makes before a creation, given the counts.
-pub(crate) fn check_limits(
-    rec: &BranchRecord,
-    limits: &RateLimits,
-    session_active: u64,
-    tenant_active: u64,
-    window_count: u64,
-) -> Result<()> {
-    if session_active >= u64::from(limits.active_per_session) {
-        return Err(Error::rate_limited(
-            format!(
-                "session {:?} already has {session_active} active branches (at most {})",
-                rec.session_id, limits.active_per_session
-            ),
-            CONCURRENCY_RETRY_AFTER,
-        ));
-    }
-    if tenant_active >= u64::from(limits.active_per_tenant) {
-        return Err(Error::rate_limited(
-            format!(
-                "the tenant already has {tenant_active} active branches (at most {})",
-                limits.active_per_tenant
-            ),
-            CONCURRENCY_RETRY_AFTER,
-        ));
-    }
-    if window_count >= u64::from(limits.creations_per_minute) {
-        return Err(Error::rate_limited(
-            format!(
-                "session {:?} created {window_count} branches this minute (at most {})",
-                rec.session_id, limits.creations_per_minute
-            ),
-            seconds_to_next_window(rec.created_at),
-        ));
-    }
-    Ok(())
-}
-
-/// The conflict of an operation on a branch that is no longer active.
-pub(crate) fn not_active(id: &BranchId, status: BranchStatus) -> Error {
-    Error::conflict(
-        format!("branch {id} is {status}, not active"),
-        Some(status.as_str().to_owned()),
-    )
-    .with_field("branch_id")
 }
 
 #[async_trait]
@@ -96,7 +49,7 @@ impl BranchStore for MemoryBranchStore {
         let mut s = self.lock();
         let key = (tenant.clone(), rec.id);
         if s.branches.contains_key(&key) {
-            return Err(Error::conflict(format!("branch {} exists", rec.id), None));
+            return Err(branch_exists(&rec.id));
         }
         let active = |f: &dyn Fn(&BranchRecord) -> bool| {
             s.branches
@@ -159,7 +112,7 @@ impl BranchStore for MemoryBranchStore {
         let b = s
             .branches
             .get_mut(&(tenant.clone(), *id))
-            .ok_or_else(|| Error::not_found(format!("branch {id}")))?;
+            .ok_or_else(|| branch_not_found(id))?;
         if b.status != BranchStatus::Active {
             return Err(not_active(id, b.status));
         }
@@ -177,7 +130,7 @@ impl BranchStore for MemoryBranchStore {
         let b = s
             .branches
             .get_mut(&(tenant.clone(), *id))
-            .ok_or_else(|| Error::not_found(format!("branch {id}")))?;
+            .ok_or_else(|| branch_not_found(id))?;
         if b.status != BranchStatus::Active {
             return Err(not_active(id, b.status));
         }
@@ -198,7 +151,7 @@ impl BranchStore for MemoryBranchStore {
         let b = s
             .branches
             .get_mut(&(tenant.clone(), *id))
-            .ok_or_else(|| Error::not_found(format!("branch {id}")))?;
+            .ok_or_else(|| branch_not_found(id))?;
         if let Some(t) = timer {
             b.timer = Some(t.to_owned());
         }
@@ -217,15 +170,5 @@ impl BranchStore for MemoryBranchStore {
                 .map(|((t, id), b)| (t.clone(), *id, b.deadline))
                 .collect(),
         ))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-    async fn memory_branch_store_conforms() {
-        super::super::conformance::run_all(&MemoryBranchStore::new(), true).await;
     }
 }

@@ -1,57 +1,30 @@
 //! The SQLite [`BranchStore`] of embedded mode, in the data directory's
-//! `ctx.db` (tables `branches`, `branch_sessions`, `branch_windows`). Every
-//! change is one `BEGIN IMMEDIATE` transaction, so the counts a creation
-//! checks cannot change under it, across threads or processes.
+//! `ctx.db` (tables `branches`, `branch_sessions`, `branch_windows`, in
+//! [`super::schema`]), opened through the same connection setup as the
+//! meta store. Every change is one `BEGIN IMMEDIATE` transaction, so the
+//! counts a creation checks cannot change under it, across threads or
+//! processes.
 
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+use rusqlite::{Connection, OptionalExtension, params};
 
-use super::memory::{check_limits, not_active};
-use super::{
-    ActiveBranch, BranchRecord, BranchStatus, BranchStore, Finish, RateLimits, minute_window,
+use super::{Database, Durability, LocalError, sql};
+use crate::branch::{
+    ActiveBranch, BranchRecord, BranchStatus, BranchStore, Finish, RateLimits, branch_exists,
+    branch_not_found, check_limits, minute_window, not_active,
 };
 use crate::clock::micros_to_time;
 use crate::error::{Error, Result};
 use crate::id::{BranchId, CommitId, TenantId};
 
-const SCHEMA: &str = "
-CREATE TABLE IF NOT EXISTS branches (
-    tenant   TEXT NOT NULL,
-    id       TEXT NOT NULL,
-    session  TEXT NOT NULL,
-    status   TEXT NOT NULL,
-    deadline INTEGER NOT NULL,
-    body     TEXT NOT NULL,
-    PRIMARY KEY (tenant, id)
-) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS branches_active ON branches (status, tenant, session);
-CREATE TABLE IF NOT EXISTS branch_sessions (
-    tenant  TEXT NOT NULL,
-    session TEXT NOT NULL,
-    owner   TEXT NOT NULL,
-    PRIMARY KEY (tenant, session)
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS branch_windows (
-    tenant  TEXT NOT NULL,
-    session TEXT NOT NULL,
-    window  INTEGER NOT NULL,
-    n       INTEGER NOT NULL,
-    PRIMARY KEY (tenant, session, window)
-) WITHOUT ROWID;
-";
-
-/// Branches in SQLite.
+/// Branches in `ctx.db`.
 #[derive(Debug, Clone)]
 pub struct SqliteBranchStore {
-    conn: Arc<Mutex<Connection>>,
-}
-
-fn sql(e: rusqlite::Error) -> Error {
-    Error::unavailable(format!("the branch database failed: {e}")).with_source(e)
+    db: Arc<Database>,
 }
 
 fn encode(rec: &BranchRecord) -> Result<String> {
@@ -91,39 +64,28 @@ fn put_in(conn: &Connection, tenant: &TenantId, rec: &BranchRecord) -> Result<()
 }
 
 impl SqliteBranchStore {
-    /// Opens (creating if needed) the branch tables in `data_dir/ctx.db`.
+    /// Opens (creating or migrating if needed) `data_dir/ctx.db` with full
+    /// durability. [`SqliteMetaStore::branch_store`](super::SqliteMetaStore::branch_store)
+    /// gives one on the meta store's connections instead.
     ///
     /// # Errors
-    /// `Unavailable` when the database cannot be opened.
+    /// `Unavailable` when the database cannot be opened; `Invalid` when it
+    /// is of a newer schema version than this build knows.
     pub fn open(data_dir: &Path) -> Result<Self> {
-        std::fs::create_dir_all(data_dir).map_err(|e| {
-            Error::unavailable(format!("cannot create {}: {e}", data_dir.display()))
-        })?;
-        let conn = Connection::open(data_dir.join("ctx.db")).map_err(sql)?;
-        conn.busy_timeout(std::time::Duration::from_secs(10))
-            .map_err(sql)?;
-        conn.pragma_update(None, "journal_mode", "WAL")
-            .map_err(sql)?;
-        conn.pragma_update(None, "synchronous", "FULL")
-            .map_err(sql)?;
-        conn.execute_batch(SCHEMA).map_err(sql)?;
-        Ok(SqliteBranchStore {
-            conn: Arc::new(Mutex::new(conn)),
-        })
+        Self::open_with(data_dir, Durability::Full)
     }
 
-    async fn with<T: Send + 'static>(
-        &self,
-        f: impl FnOnce(&mut Connection) -> Result<T> + Send + 'static,
-    ) -> Result<T> {
-        let conn = self.conn.clone();
-        tokio::task::spawn_blocking(move || {
-            // SQLite leaves the connection consistent if a holder panicked.
-            let mut c = conn.lock().unwrap_or_else(|e| e.into_inner());
-            f(&mut c)
-        })
-        .await
-        .map_err(|e| Error::internal(format!("a branch database task failed: {e}")))?
+    /// Opens with the given durability.
+    ///
+    /// # Errors
+    /// As [`SqliteBranchStore::open`].
+    pub fn open_with(data_dir: &Path, durability: Durability) -> Result<Self> {
+        Ok(Self::on(Database::open(data_dir, durability)?))
+    }
+
+    /// A store on an open database.
+    pub(super) fn on(db: Arc<Database>) -> Self {
+        SqliteBranchStore { db }
     }
 
     /// Runs `f` on an active branch in one immediate transaction.
@@ -134,21 +96,17 @@ impl SqliteBranchStore {
         f: impl FnOnce(&mut BranchRecord) + Send + 'static,
     ) -> Result<BranchRecord> {
         let (tenant, id) = (tenant.clone(), *id);
-        self.with(move |conn| {
-            let tx = conn
-                .transaction_with_behavior(TransactionBehavior::Immediate)
-                .map_err(sql)?;
-            let mut rec = get_in(&tx, &tenant, &id)?
-                .ok_or_else(|| Error::not_found(format!("branch {id}")))?;
-            if rec.status != BranchStatus::Active {
-                return Err(not_active(&id, rec.status));
-            }
-            f(&mut rec);
-            put_in(&tx, &tenant, &rec)?;
-            tx.commit().map_err(sql)?;
-            Ok(rec)
-        })
-        .await
+        self.db
+            .transaction(move |tx| {
+                let mut rec = get_in(tx, &tenant, &id)?.ok_or_else(|| branch_not_found(&id))?;
+                if rec.status != BranchStatus::Active {
+                    return Err(not_active(&id, rec.status).into());
+                }
+                f(&mut rec);
+                put_in(tx, &tenant, &rec)?;
+                Ok(rec)
+            })
+            .await
     }
 }
 
@@ -161,12 +119,9 @@ impl BranchStore for SqliteBranchStore {
         limits: &RateLimits,
     ) -> Result<()> {
         let (tenant, rec, limits) = (tenant.clone(), rec.clone(), *limits);
-        self.with(move |conn| {
-            let tx = conn
-                .transaction_with_behavior(TransactionBehavior::Immediate)
-                .map_err(sql)?;
-            if get_in(&tx, &tenant, &rec.id)?.is_some() {
-                return Err(Error::conflict(format!("branch {} exists", rec.id), None));
+        self.db.transaction(move |tx| {
+            if get_in(tx, &tenant, &rec.id)?.is_some() {
+                return Err(branch_exists(&rec.id).into());
             }
             let count = |q: &str, p: &[&dyn rusqlite::ToSql]| -> Result<u64> {
                 tx.query_row(q, p, |r| r.get::<_, i64>(0))
@@ -210,19 +165,21 @@ impl BranchStore for SqliteBranchStore {
                 ],
             )
             .map_err(sql)?;
-            tx.commit().map_err(sql)
+            Ok(())
         })
         .await
     }
 
     async fn get_branch(&self, tenant: &TenantId, id: &BranchId) -> Result<Option<BranchRecord>> {
         let (tenant, id) = (tenant.clone(), *id);
-        self.with(move |conn| get_in(conn, &tenant, &id)).await
+        self.db
+            .read(move |conn| Ok(get_in(conn, &tenant, &id)?))
+            .await
     }
 
     async fn active_branches(&self, tenant: &TenantId, session: &str) -> Result<Vec<ActiveBranch>> {
         let (tenant, session) = (tenant.clone(), session.to_owned());
-        self.with(move |conn| {
+        self.db.read(move |conn| {
             let mut stmt = conn
                 .prepare(
                     "SELECT body FROM branches WHERE status = 'active' AND tenant = ?1 AND session = ?2",
@@ -233,7 +190,7 @@ impl BranchStore for SqliteBranchStore {
                 .map_err(sql)?
                 .collect::<Result<Vec<_>, _>>()
                 .map_err(sql)?;
-            bodies
+            let active = bodies
                 .iter()
                 .map(|b| {
                     decode(b).map(|r| ActiveBranch {
@@ -242,23 +199,25 @@ impl BranchStore for SqliteBranchStore {
                         parent_branch: r.parent_branch,
                     })
                 })
-                .collect()
+                .collect::<Result<_>>()?;
+            Ok(active)
         })
         .await
     }
 
     async fn session_owner(&self, tenant: &TenantId, session: &str) -> Result<Option<String>> {
         let (tenant, session) = (tenant.clone(), session.to_owned());
-        self.with(move |conn| {
-            conn.query_row(
-                "SELECT owner FROM branch_sessions WHERE tenant = ?1 AND session = ?2",
-                params![tenant.as_str(), session],
-                |r| r.get::<_, String>(0),
-            )
-            .optional()
-            .map_err(sql)
-        })
-        .await
+        self.db
+            .read(move |conn| {
+                conn.query_row(
+                    "SELECT owner FROM branch_sessions WHERE tenant = ?1 AND session = ?2",
+                    params![tenant.as_str(), session],
+                    |r| r.get::<_, String>(0),
+                )
+                .optional()
+                .map_err(LocalError::from)
+            })
+            .await
     }
 
     async fn add_tokens(
@@ -297,67 +256,61 @@ impl BranchStore for SqliteBranchStore {
     ) -> Result<()> {
         let (tenant, id) = (tenant.clone(), *id);
         let (timer, ret) = (timer.map(str::to_owned), return_commit.copied());
-        self.with(move |conn| {
-            let tx = conn
-                .transaction_with_behavior(TransactionBehavior::Immediate)
-                .map_err(sql)?;
-            let mut rec = get_in(&tx, &tenant, &id)?
-                .ok_or_else(|| Error::not_found(format!("branch {id}")))?;
-            if timer.is_some() {
-                rec.timer = timer;
-            }
-            if ret.is_some() {
-                rec.return_commit = ret;
-            }
-            put_in(&tx, &tenant, &rec)?;
-            tx.commit().map_err(sql)
-        })
-        .await
+        self.db
+            .transaction(move |tx| {
+                let mut rec = get_in(tx, &tenant, &id)?.ok_or_else(|| branch_not_found(&id))?;
+                if timer.is_some() {
+                    rec.timer = timer;
+                }
+                if ret.is_some() {
+                    rec.return_commit = ret;
+                }
+                put_in(tx, &tenant, &rec)?;
+                Ok(())
+            })
+            .await
     }
 
     async fn all_active(&self) -> Result<Option<Vec<(TenantId, BranchId, DateTime<Utc>)>>> {
-        self.with(|conn| {
-            let mut stmt = conn
-                .prepare("SELECT tenant, id, deadline FROM branches WHERE status = 'active'")
-                .map_err(sql)?;
-            let rows = stmt
-                .query_map([], |r| {
-                    Ok((
-                        r.get::<_, String>(0)?,
-                        r.get::<_, String>(1)?,
-                        r.get::<_, i64>(2)?,
-                    ))
-                })
-                .map_err(sql)?
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(sql)?;
-            rows.into_iter()
-                .map(|(t, id, d)| {
-                    Ok((
-                        t.parse()
-                            .map_err(|_| Error::internal(format!("stored tenant {t:?} is bad")))?,
-                        id.parse()
-                            .map_err(|_| Error::internal(format!("stored branch {id:?} is bad")))?,
-                        micros_to_time(d),
-                    ))
-                })
-                .collect::<Result<Vec<_>>>()
-                .map(Some)
-        })
-        .await
+        self.db
+            .read(|conn| {
+                let mut stmt = conn
+                    .prepare("SELECT tenant, id, deadline FROM branches WHERE status = 'active'")
+                    .map_err(sql)?;
+                let rows = stmt
+                    .query_map([], |r| {
+                        Ok((
+                            r.get::<_, String>(0)?,
+                            r.get::<_, String>(1)?,
+                            r.get::<_, i64>(2)?,
+                        ))
+                    })
+                    .map_err(sql)?
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(sql)?;
+                rows.into_iter()
+                    .map(|(t, id, d)| {
+                        Ok((
+                            t.parse().map_err(|_| {
+                                Error::internal(format!("stored tenant {t:?} is bad"))
+                            })?,
+                            id.parse().map_err(|_| {
+                                Error::internal(format!("stored branch {id:?} is bad"))
+                            })?,
+                            micros_to_time(d),
+                        ))
+                    })
+                    .collect::<Result<Vec<_>>>()
+                    .map(Some)
+                    .map_err(LocalError::from)
+            })
+            .await
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-    async fn sqlite_branch_store_conforms() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = SqliteBranchStore::open(dir.path()).unwrap();
-        super::super::conformance::run_all(&store, true).await;
-    }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
     async fn two_handles_on_one_database_share_the_limits() {
@@ -373,7 +326,7 @@ mod tests {
             creations_per_minute: 100,
         };
         let recs: Vec<_> = (0..10)
-            .map(|_| super::super::conformance::record("s", 0))
+            .map(|_| crate::store::conformance::branches::record("s", 0))
             .collect();
         let results = futures::future::join_all(recs.iter().enumerate().map(|(i, r)| {
             let store: &dyn BranchStore = if i % 2 == 0 { &a } else { &b };

@@ -1,24 +1,22 @@
-//! The conformance suite of [`BranchStore`]: written once, run by every
-//! backend's tests (memory, SQLite, DynamoDB against the emulator). Each
-//! function starts in fresh tenants and panics on a violation.
+//! The behaviours of a [`BranchStore`]: records per tenant, the exact-count
+//! creation races of every limit, token accounting and finishing once.
 
 use futures::future::join_all;
 
-use super::{BranchRecord, BranchStatus, BranchStore, Finish, RateLimits};
+use super::{Capabilities, fresh_tenant, t};
+use crate::branch::{BranchRecord, BranchStatus, BranchStore, Finish, RateLimits};
 use crate::clock::{IdSource, OsRandom};
 use crate::error::ErrorKind;
 use crate::id::{BranchId, CommitId, TenantId};
-use crate::store::conformance::{fresh_tenant, t};
 
-/// Runs every behaviour. `global_listing`: whether the store answers
-/// [`BranchStore::all_active`] (embedded stores do).
-pub async fn run_all(store: &dyn BranchStore, global_listing: bool) {
+/// Runs every behaviour the store's capabilities call for.
+pub async fn run_all(store: &dyn BranchStore, caps: Capabilities) {
     records_round_trip_per_tenant(store).await;
     session_concurrency_race_has_an_exact_count(store).await;
     tenant_concurrency_race_has_an_exact_count(store).await;
     creation_window_race_has_an_exact_count(store).await;
     tokens_add_up_and_finish_happens_once(store).await;
-    if global_listing {
+    if caps.global_branch_listing {
         all_active_lists_every_tenant(store).await;
     }
 }

@@ -1,16 +1,18 @@
-//! Metadata in one DynamoDB table (layout in [`super::keys`] and
+//! The DynamoDB [`MetaStore`]: commits, timelines, refs and the
+//! materialization cache in one table (layout in [`super::keys`] and
 //! docs/adr/0004). Every access pattern is one request; a checkpoint is one
 //! `TransactWriteItems` (commit by id + commit in its run + timeline entry +
 //! optional ref move), so no reader sees half of one.
 
-use std::collections::HashMap;
-
 use async_trait::async_trait;
-use aws_sdk_dynamodb::types::{AttributeValue, Put, TransactWriteItem, Update};
+use aws_sdk_dynamodb::types::{
+    AttributeValue, Put, ReturnValuesOnConditionCheckFailure, TransactWriteItem, Update,
+};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use super::{keys, sdk_error};
+use super::items::{Item, Transact, build, consistent_get, from_item, key, s, to_item, transact};
+use super::{DynamoBranchStore, keys, sdk_error};
 use crate::clock::micros_to_time;
 use crate::commit::Commit;
 use crate::error::{Error, Result};
@@ -20,31 +22,8 @@ use crate::store::{
     ref_conflict,
 };
 
-/// A DynamoDB item.
-pub(crate) type Item = HashMap<String, AttributeValue>;
-
-/// One item by key, strongly consistent.
-///
-/// # Errors
-/// `Unavailable` when DynamoDB fails.
-pub(crate) async fn consistent_get(
-    client: &aws_sdk_dynamodb::Client,
-    table: &str,
-    pk: String,
-    sk: impl Into<String>,
-) -> Result<Option<Item>> {
-    let out = client
-        .get_item()
-        .table_name(table)
-        .set_key(Some(key(pk, sk)))
-        .consistent_read(true)
-        .send()
-        .await
-        .map_err(|e| sdk_error("DynamoDB GetItem", e))?;
-    Ok(out.item)
-}
-
-/// The DynamoDB [`MetaStore`].
+/// The DynamoDB [`MetaStore`] (and [`TokenStore`](crate::store::TokenStore),
+/// in `super::tokens`).
 #[derive(Debug, Clone)]
 pub struct DynamoMetaStore {
     client: aws_sdk_dynamodb::Client,
@@ -89,31 +68,6 @@ struct MaterializedItem {
     m: Materialized,
 }
 
-fn to_item<T: Serialize>(v: &T) -> Result<Item> {
-    serde_dynamo::to_item(v)
-        .map_err(|e| Error::internal(format!("cannot encode a DynamoDB item: {e}")))
-}
-
-fn from_item<T: for<'de> Deserialize<'de>>(item: Item) -> Result<T> {
-    serde_dynamo::from_item(item)
-        .map_err(|e| Error::internal(format!("a stored DynamoDB item does not decode: {e}")))
-}
-
-/// A string attribute.
-pub(crate) fn s(v: impl Into<String>) -> AttributeValue {
-    AttributeValue::S(v.into())
-}
-
-/// The primary key of an item.
-pub(crate) fn key(pk: String, sk: impl Into<String>) -> Item {
-    HashMap::from([("pk".to_owned(), s(pk)), ("sk".to_owned(), s(sk))])
-}
-
-/// Maps an SDK builder error (a missing required field: a bug).
-pub(crate) fn build<T, E: std::fmt::Display>(r: Result<T, E>) -> Result<T> {
-    r.map_err(|e| Error::internal(format!("cannot build a DynamoDB request: {e}")))
-}
-
 fn ref_record(item: RefItem) -> Result<RefRecord> {
     Ok(RefRecord {
         name: item
@@ -134,6 +88,16 @@ impl DynamoMetaStore {
     /// The SDK client.
     pub fn client(&self) -> &aws_sdk_dynamodb::Client {
         &self.client
+    }
+
+    /// The table.
+    pub(super) fn table(&self) -> &str {
+        &self.table
+    }
+
+    /// The branch store of the same table, on the same client.
+    pub fn branch_store(&self) -> DynamoBranchStore {
+        DynamoBranchStore::new(self.client.clone(), self.table.clone())
     }
 
     fn ref_put(
@@ -175,14 +139,14 @@ impl DynamoMetaStore {
     }
 
     /// One transaction for commit + run slot + timeline (+ ref). Returns
-    /// which condition failed, if one did: 0 commit exists, 1 slot taken,
-    /// 3 ref moved.
+    /// which condition failed, if one did: 0 commit exists (with the stored
+    /// commit's item, which the write asks back), 1 slot taken, 3 ref moved.
     async fn write_checkpoint(
         &self,
         tenant: &TenantId,
         commit: &Commit,
         ref_move: Option<&RefMove>,
-    ) -> Result<Option<usize>> {
+    ) -> Result<Option<(usize, Option<Item>)>> {
         let by_id = CommitItem {
             pk: keys::commit_pk(tenant, &commit.id),
             sk: keys::COMMIT_SK.to_owned(),
@@ -201,8 +165,15 @@ impl DynamoMetaStore {
             keys::timeline_pk(tenant, &commit.principal),
             keys::timeline_sk(commit.created_at.timestamp_micros(), &commit.id),
         );
+        let by_id = Put::builder()
+            .table_name(&self.table)
+            .set_item(Some(to_item(&by_id)?))
+            .condition_expression("attribute_not_exists(pk)")
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld);
         let mut items = vec![
-            self.conditional_put(to_item(&by_id)?)?,
+            TransactWriteItem::builder()
+                .put(build(by_id.build())?)
+                .build(),
             self.conditional_put(to_item(&in_run)?)?,
             TransactWriteItem::builder()
                 .put(build(
@@ -216,32 +187,15 @@ impl DynamoMetaStore {
         if let Some(mv) = ref_move {
             items.push(self.ref_put(tenant, mv, &commit.id, commit.created_at, None)?);
         }
-        let result = self
-            .client
-            .transact_write_items()
-            .set_transact_items(Some(items))
-            .send()
-            .await;
-        match result {
-            Ok(_) => Ok(None),
-            Err(e) => {
-                if let Some(aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError::TransactionCanceledException(c)) = e.as_service_error() {
-                    let failed = c
-                        .cancellation_reasons()
-                        .iter()
-                        .position(|r| r.code() == Some("ConditionalCheckFailed"));
-                    if let Some(i) = failed {
-                        return Ok(Some(i));
-                    }
-                    // Cancelled for another reason (a concurrent transaction
-                    // on the same items): retryable.
-                    return Err(Error::unavailable(format!(
-                        "the checkpoint transaction was cancelled ({:?}); retry",
-                        c.cancellation_reasons().iter().filter_map(|r| r.code()).collect::<Vec<_>>()
-                    )));
-                }
-                Err(sdk_error("DynamoDB TransactWriteItems", e))
-            }
+        match transact(&self.client, items).await {
+            Ok(Transact::Done) => Ok(None),
+            Ok(Transact::ConditionFailed { index, old }) => Ok(Some((index, old))),
+            // Cancelled for another reason (a concurrent transaction on the
+            // same items): retryable.
+            Ok(Transact::Cancelled(codes)) => Err(Error::unavailable(format!(
+                "the checkpoint transaction was cancelled ({codes:?}); retry"
+            ))),
+            Err(e) => Err(sdk_error("DynamoDB TransactWriteItems", e)),
         }
     }
 
@@ -256,7 +210,7 @@ impl DynamoMetaStore {
 
 #[async_trait]
 impl MetaStore for DynamoMetaStore {
-    async fn put_commit(
+    async fn create_commit(
         &self,
         tenant: &TenantId,
         commit: &Commit,
@@ -268,26 +222,20 @@ impl MetaStore for DynamoMetaStore {
         for _ in 0..2 {
             match self.write_checkpoint(tenant, &stored, ref_move).await? {
                 None => return Ok(PutCommit::Created(stored)),
-                Some(0) => {
-                    let existing = self.get_commit(tenant, &commit.id).await?.ok_or_else(|| {
-                        Error::unavailable("a commit vanished while it was being written; retry")
-                    })?;
-                    if let Some(mv) = ref_move
-                        && self.current_ref(tenant, &mv.name).await? != Some(existing.id)
-                    {
-                        self.cas_ref(
-                            tenant,
-                            &mv.name,
-                            mv.expected.as_ref(),
-                            &existing.id,
-                            commit.created_at,
-                        )
-                        .await?;
-                    }
+                Some((0, old)) => {
+                    let existing = match old {
+                        Some(item) => from_item::<CommitItem>(item)?.c,
+                        // Not every DynamoDB hands the old item back.
+                        None => self.get_commit(tenant, &commit.id).await?.ok_or_else(|| {
+                            Error::unavailable(
+                                "a commit vanished while it was being written; retry",
+                            )
+                        })?,
+                    };
                     return Ok(PutCommit::Existing(existing));
                 }
-                Some(1) if stored.lineage != stored.id => stored.lineage = stored.id,
-                Some(3) => {
+                Some((1, _)) if stored.lineage != stored.id => stored.lineage = stored.id,
+                Some((3, _)) => {
                     let mv = ref_move.expect("a ref item was in the transaction");
                     let current = self.current_ref(tenant, &mv.name).await?;
                     return Err(ref_conflict(
@@ -296,7 +244,7 @@ impl MetaStore for DynamoMetaStore {
                         current.as_ref(),
                     ));
                 }
-                Some(i) => {
+                Some((i, _)) => {
                     return Err(Error::internal(format!(
                         "checkpoint transaction item {i} failed its condition unexpectedly"
                     )));

@@ -1,73 +1,21 @@
-//! In-memory backends: the reference behaviour of every store, for tests
-//! and `ctx serve --store memory`. Nothing survives the process.
+//! The in-memory [`MetaStore`] and [`TokenStore`]: commits, lineages,
+//! timelines, refs, the materialization cache and tokens in maps under one
+//! lock.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 
 use async_trait::async_trait;
-use bytes::Bytes;
 use chrono::{DateTime, Utc};
 
-use super::{
-    BlobStore, MaterializeKey, Materialized, MetaStore, MetadataPatch, PutBlob, PutCommit, RefMove,
-    RefRecord, TokenRecord, TokenStore, ref_conflict, token_id,
-};
+use super::lock;
 use crate::commit::Commit;
 use crate::error::Result;
-use crate::id::{ArtifactRef, CommitId, Hash, Principal, RefName, TenantId};
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    // A panic while holding the lock leaves plain maps, still consistent.
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// Artifacts in a map.
-#[derive(Debug, Default)]
-pub struct MemoryBlobStore {
-    blobs: Mutex<HashMap<(TenantId, ArtifactRef), Bytes>>,
-}
-
-impl MemoryBlobStore {
-    /// An empty store.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Replaces an artifact's bytes without re-hashing: for tests of
-    /// corruption detection.
-    pub fn corrupt(&self, tenant: &TenantId, artifact: &ArtifactRef, bytes: Bytes) {
-        lock(&self.blobs).insert((tenant.clone(), *artifact), bytes);
-    }
-}
-
-#[async_trait]
-impl BlobStore for MemoryBlobStore {
-    async fn put(&self, tenant: &TenantId, bytes: Bytes) -> Result<PutBlob> {
-        let artifact = ArtifactRef::of(&bytes);
-        let size = bytes.len() as u64;
-        let mut blobs = lock(&self.blobs);
-        let key = (tenant.clone(), artifact);
-        let created = !blobs.contains_key(&key);
-        if created {
-            blobs.insert(key, bytes);
-        }
-        Ok(PutBlob {
-            artifact,
-            size,
-            created,
-        })
-    }
-
-    async fn read(&self, tenant: &TenantId, artifact: &ArtifactRef) -> Result<Option<Bytes>> {
-        Ok(lock(&self.blobs).get(&(tenant.clone(), *artifact)).cloned())
-    }
-
-    async fn size(&self, tenant: &TenantId, artifact: &ArtifactRef) -> Result<Option<u64>> {
-        Ok(lock(&self.blobs)
-            .get(&(tenant.clone(), *artifact))
-            .map(|b| b.len() as u64))
-    }
-}
+use crate::id::{CommitId, Hash, Principal, RefName, TenantId};
+use crate::store::{
+    MaterializeKey, Materialized, MetaStore, MetadataPatch, PutCommit, RefMove, RefRecord,
+    TokenRecord, TokenStore, ref_conflict, token_id,
+};
 
 #[derive(Debug, Default)]
 struct Meta {
@@ -131,7 +79,7 @@ impl MemoryMetaStore {
 
 #[async_trait]
 impl MetaStore for MemoryMetaStore {
-    async fn put_commit(
+    async fn create_commit(
         &self,
         tenant: &TenantId,
         commit: &Commit,
@@ -139,16 +87,6 @@ impl MetaStore for MemoryMetaStore {
     ) -> Result<PutCommit> {
         let mut m = lock(&self.meta);
         if let Some(existing) = m.commits.get(&(tenant.clone(), commit.id)).cloned() {
-            if let Some(mv) = ref_move {
-                let current = m
-                    .refs
-                    .get(&(tenant.clone(), mv.name.clone()))
-                    .map(|r| r.target);
-                if current != Some(existing.id) {
-                    m.check_ref(tenant, &mv.name, mv.expected.as_ref())?;
-                    m.set_ref(tenant, &mv.name, &existing.id, commit.created_at);
-                }
-            }
             return Ok(PutCommit::Existing(existing));
         }
         if let Some(mv) = ref_move {
@@ -328,21 +266,5 @@ impl TokenStore for MemoryMetaStore {
         let before = m.tokens.len();
         m.tokens.retain(|_, r| r.id != id);
         Ok(m.tokens.len() != before)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::store::conformance;
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-    async fn memory_backends_conform() {
-        conformance::run_all(
-            &MemoryBlobStore::new(),
-            &MemoryMetaStore::new(),
-            &MemoryMetaStore::new(),
-        )
-        .await;
     }
 }

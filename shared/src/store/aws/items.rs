@@ -1,0 +1,119 @@
+//! DynamoDB plumbing the aws stores share: items and attribute values,
+//! consistent reads, and `TransactWriteItems` with its cancellation reasons
+//! decoded. Keys are built in [`super::keys`], not here.
+
+use std::collections::HashMap;
+
+use aws_sdk_dynamodb::error::SdkError;
+use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
+use aws_sdk_dynamodb::types::{AttributeValue, TransactWriteItem};
+use serde::{Deserialize, Serialize};
+
+use super::sdk_error;
+use crate::error::{Error, Result};
+
+/// A DynamoDB item.
+pub(super) type Item = HashMap<String, AttributeValue>;
+
+/// A string attribute.
+pub(super) fn s(v: impl Into<String>) -> AttributeValue {
+    AttributeValue::S(v.into())
+}
+
+/// A number attribute.
+pub(super) fn n(v: impl ToString) -> AttributeValue {
+    AttributeValue::N(v.to_string())
+}
+
+/// The primary key of an item.
+pub(super) fn key(pk: String, sk: impl Into<String>) -> Item {
+    HashMap::from([("pk".to_owned(), s(pk)), ("sk".to_owned(), s(sk))])
+}
+
+/// Maps an SDK builder error (a missing required field: a bug).
+pub(super) fn build<T, E: std::fmt::Display>(r: Result<T, E>) -> Result<T> {
+    r.map_err(|e| Error::internal(format!("cannot build a DynamoDB request: {e}")))
+}
+
+/// Encodes an item.
+pub(super) fn to_item<T: Serialize>(v: &T) -> Result<Item> {
+    serde_dynamo::to_item(v)
+        .map_err(|e| Error::internal(format!("cannot encode a DynamoDB item: {e}")))
+}
+
+/// Decodes an item.
+pub(super) fn from_item<T: for<'de> Deserialize<'de>>(item: Item) -> Result<T> {
+    serde_dynamo::from_item(item)
+        .map_err(|e| Error::internal(format!("a stored DynamoDB item does not decode: {e}")))
+}
+
+/// One item by key, strongly consistent.
+///
+/// # Errors
+/// `Unavailable` when DynamoDB fails.
+pub(super) async fn consistent_get(
+    client: &aws_sdk_dynamodb::Client,
+    table: &str,
+    pk: String,
+    sk: impl Into<String>,
+) -> Result<Option<Item>> {
+    let out = client
+        .get_item()
+        .table_name(table)
+        .set_key(Some(key(pk, sk)))
+        .consistent_read(true)
+        .send()
+        .await
+        .map_err(|e| sdk_error("DynamoDB GetItem", e))?;
+    Ok(out.item)
+}
+
+/// How a `TransactWriteItems` ended, when DynamoDB answered.
+pub(super) enum Transact {
+    /// Every write was made.
+    Done,
+    /// Nothing was written: the condition of item `index` failed. `old` is
+    /// that item as it was, when its write asked for it
+    /// (`ReturnValuesOnConditionCheckFailure`) and it existed.
+    ConditionFailed { index: usize, old: Option<Item> },
+    /// Nothing was written: cancelled for another reason (a concurrent
+    /// transaction on the same items), with DynamoDB's reason codes.
+    Cancelled(Vec<String>),
+}
+
+/// Sends one `TransactWriteItems` (the SDK retries what it retries).
+///
+/// # Errors
+/// The SDK's error for anything but a cancellation.
+pub(super) async fn transact(
+    client: &aws_sdk_dynamodb::Client,
+    items: Vec<TransactWriteItem>,
+) -> Result<Transact, SdkError<TransactWriteItemsError>> {
+    let e = match client
+        .transact_write_items()
+        .set_transact_items(Some(items))
+        .send()
+        .await
+    {
+        Ok(_) => return Ok(Transact::Done),
+        Err(e) => e,
+    };
+    let Some(TransactWriteItemsError::TransactionCanceledException(c)) = e.as_service_error()
+    else {
+        return Err(e);
+    };
+    let reasons = c.cancellation_reasons();
+    if let Some(index) = reasons
+        .iter()
+        .position(|r| r.code() == Some("ConditionalCheckFailed"))
+    {
+        let old = reasons[index].item().cloned().filter(|i| !i.is_empty());
+        return Ok(Transact::ConditionFailed { index, old });
+    }
+    Ok(Transact::Cancelled(
+        reasons
+            .iter()
+            .filter_map(|r| r.code().map(str::to_owned))
+            .collect(),
+    ))
+}

@@ -1,0 +1,515 @@
+//! The SQLite [`MetaStore`] and [`TokenStore`]: commits, lineages,
+//! timelines, refs, the materialization cache and token hashes in `ctx.db`
+//! (tables in [`super::schema`]). A checkpoint (commit, timeline entry, ref
+//! move) is one `BEGIN IMMEDIATE` transaction.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use rusqlite::{Connection, OptionalExtension, params};
+
+use super::{Database, Durability, LocalError, SqliteBranchStore, sql};
+use crate::clock::micros_to_time;
+use crate::commit::Commit;
+use crate::error::{Error, Result};
+use crate::id::{CommitId, Hash, Principal, RefName, TenantId};
+use crate::store::{
+    MaterializeKey, Materialized, MetaStore, MetadataPatch, PutCommit, RefMove, RefRecord,
+    TokenRecord, TokenStore, ref_conflict, token_id,
+};
+
+/// Commits, refs, the cache and tokens in `ctx.db`.
+#[derive(Debug, Clone)]
+pub struct SqliteMetaStore {
+    db: Arc<Database>,
+}
+
+impl SqliteMetaStore {
+    /// Opens (creating or migrating if needed) `data_dir/ctx.db` with full
+    /// durability.
+    ///
+    /// # Errors
+    /// `Unavailable` when the database cannot be opened; `Invalid` when it
+    /// is of a newer schema version than this build knows.
+    pub fn open(data_dir: &Path) -> Result<Self> {
+        Self::open_with(data_dir, Durability::Full)
+    }
+
+    /// Opens with the given durability.
+    ///
+    /// # Errors
+    /// As [`SqliteMetaStore::open`].
+    pub fn open_with(data_dir: &Path, durability: Durability) -> Result<Self> {
+        Ok(SqliteMetaStore {
+            db: Database::open(data_dir, durability)?,
+        })
+    }
+
+    /// The branch store of the same database, on the same connections.
+    pub fn branch_store(&self) -> SqliteBranchStore {
+        SqliteBranchStore::on(self.db.clone())
+    }
+}
+
+fn decode_commit(body: &str) -> Result<Commit, LocalError> {
+    Ok(serde_json::from_str(body)?)
+}
+
+fn current_ref(conn: &Connection, tenant: &TenantId, name: &RefName) -> Result<Option<CommitId>> {
+    let target: Option<String> = conn
+        .query_row(
+            "SELECT target FROM refs WHERE tenant = ?1 AND name = ?2",
+            params![tenant.as_str(), name.as_str()],
+            |r| r.get(0),
+        )
+        .optional()
+        .map_err(sql)?;
+    target
+        .map(|t| {
+            t.parse()
+                .map_err(|_| Error::internal(format!("ref {name} holds a malformed target {t:?}")))
+        })
+        .transpose()
+}
+
+fn cas_ref_in(
+    conn: &Connection,
+    tenant: &TenantId,
+    name: &RefName,
+    expected: Option<&CommitId>,
+    target: &CommitId,
+    now: DateTime<Utc>,
+) -> Result<RefRecord> {
+    let current = current_ref(conn, tenant, name)?;
+    if current.as_ref() != expected {
+        return Err(ref_conflict(name, expected, current.as_ref()));
+    }
+    conn.execute(
+        "INSERT INTO refs (tenant, name, target, updated_at) VALUES (?1, ?2, ?3, ?4)
+         ON CONFLICT (tenant, name) DO UPDATE SET target = excluded.target, updated_at = excluded.updated_at",
+        params![tenant.as_str(), name.as_str(), target.to_string(), now.timestamp_micros()],
+    )
+    .map_err(sql)?;
+    Ok(RefRecord {
+        name: name.clone(),
+        target: *target,
+        updated_at: now,
+    })
+}
+
+fn get_commit_in(
+    conn: &Connection,
+    tenant: &TenantId,
+    id: &CommitId,
+) -> Result<Option<Commit>, LocalError> {
+    let body: Option<String> = conn
+        .prepare_cached("SELECT body FROM commits WHERE tenant = ?1 AND id = ?2")?
+        .query_row(params![tenant.as_str(), id.to_string()], |r| r.get(0))
+        .optional()?;
+    body.map(|b| decode_commit(&b)).transpose()
+}
+
+#[async_trait]
+impl MetaStore for SqliteMetaStore {
+    async fn create_commit(
+        &self,
+        tenant: &TenantId,
+        commit: &Commit,
+        ref_move: Option<&RefMove>,
+    ) -> Result<PutCommit> {
+        let tenant = tenant.clone();
+        let commit = commit.clone();
+        let ref_move = ref_move.cloned();
+        self.db.transaction(move |tx| {
+            if let Some(existing) = get_commit_in(tx, &tenant, &commit.id)? {
+                return Ok(PutCommit::Existing(existing));
+            }
+            if let Some(mv) = &ref_move {
+                cas_ref_in(tx, &tenant, &mv.name, mv.expected.as_ref(), &commit.id, commit.created_at)?;
+            }
+            let mut stored = commit;
+            let taken: bool = tx
+                .query_row(
+                    "SELECT EXISTS (SELECT 1 FROM commits WHERE tenant = ?1 AND lineage = ?2 AND depth = ?3)",
+                    params![tenant.as_str(), stored.lineage.to_string(), stored.depth as i64],
+                    |r| r.get(0),
+                )
+                .map_err(sql)?;
+            if taken {
+                stored.lineage = stored.id;
+            }
+            let body = serde_json::to_string(&stored)
+                .map_err(|e| Error::internal(format!("cannot encode commit: {e}")))?;
+            tx.execute(
+                "INSERT INTO commits (tenant, id, lineage, depth, body) VALUES (?1, ?2, ?3, ?4, ?5)",
+                params![
+                    tenant.as_str(),
+                    stored.id.to_string(),
+                    stored.lineage.to_string(),
+                    stored.depth as i64,
+                    body
+                ],
+            )
+            .map_err(sql)?;
+            tx.execute(
+                "INSERT INTO timeline (tenant, principal, ts, id) VALUES (?1, ?2, ?3, ?4)",
+                params![
+                    tenant.as_str(),
+                    stored.principal.as_str(),
+                    stored.created_at.timestamp_micros(),
+                    stored.id.to_string()
+                ],
+            )
+            .map_err(sql)?;
+            Ok(PutCommit::Created(stored))
+        })
+        .await
+    }
+
+    async fn get_commit(&self, tenant: &TenantId, id: &CommitId) -> Result<Option<Commit>> {
+        let (tenant, id) = (tenant.clone(), *id);
+        self.db
+            .read(move |conn| get_commit_in(conn, &tenant, &id))
+            .await
+    }
+
+    async fn lineage_run(
+        &self,
+        tenant: &TenantId,
+        lineage: &CommitId,
+        max_depth: u64,
+        limit: usize,
+    ) -> Result<Vec<Commit>> {
+        let (tenant, lineage) = (tenant.clone(), *lineage);
+        self.db
+            .read(move |conn| {
+                let mut stmt = conn.prepare_cached(
+                    "SELECT body FROM commits WHERE tenant = ?1 AND lineage = ?2 AND depth <= ?3
+                 ORDER BY depth DESC LIMIT ?4",
+                )?;
+                let rows = stmt.query_map(
+                    params![
+                        tenant.as_str(),
+                        lineage.to_string(),
+                        max_depth.min(i64::MAX as u64) as i64,
+                        limit.min(i64::MAX as usize) as i64
+                    ],
+                    |r| r.get::<_, String>(0),
+                )?;
+                rows.map(|b| decode_commit(&b?)).collect()
+            })
+            .await
+    }
+
+    async fn resolve(
+        &self,
+        tenant: &TenantId,
+        principal: &Principal,
+        at: DateTime<Utc>,
+    ) -> Result<Option<CommitId>> {
+        let (tenant, principal) = (tenant.clone(), principal.clone());
+        let id: Option<String> = self
+            .db
+            .read(move |conn| {
+                Ok(conn
+                    .prepare_cached(
+                        "SELECT id FROM timeline WHERE tenant = ?1 AND principal = ?2 AND ts <= ?3
+                         ORDER BY ts DESC, id DESC LIMIT 1",
+                    )?
+                    .query_row(
+                        params![tenant.as_str(), principal.as_str(), at.timestamp_micros()],
+                        |r| r.get(0),
+                    )
+                    .optional()?)
+            })
+            .await?;
+        id.map(|s| {
+            s.parse()
+                .map_err(|_| Error::internal(format!("timeline holds a malformed id {s:?}")))
+        })
+        .transpose()
+    }
+
+    async fn update_metadata(
+        &self,
+        tenant: &TenantId,
+        id: &CommitId,
+        patch: &MetadataPatch,
+    ) -> Result<Option<Commit>> {
+        let (tenant, id, patch) = (tenant.clone(), *id, patch.clone());
+        self.db
+            .transaction(move |tx| {
+                let Some(mut c) = get_commit_in(tx, &tenant, &id)? else {
+                    return Ok(None);
+                };
+                if let Some(s) = patch.summary {
+                    c.summary = s;
+                }
+                if let Some(t) = patch.tags {
+                    c.tags = t;
+                }
+                let body = serde_json::to_string(&c)
+                    .map_err(|e| Error::internal(format!("cannot encode commit: {e}")))?;
+                tx.execute(
+                    "UPDATE commits SET body = ?3 WHERE tenant = ?1 AND id = ?2",
+                    params![tenant.as_str(), id.to_string(), body],
+                )
+                .map_err(sql)?;
+                Ok(Some(c))
+            })
+            .await
+    }
+
+    async fn get_ref(&self, tenant: &TenantId, name: &RefName) -> Result<Option<RefRecord>> {
+        let (tenant, name) = (tenant.clone(), name.clone());
+        let row: Option<(String, i64)> = self
+            .db
+            .read({
+                let name = name.clone();
+                move |conn| {
+                    Ok(conn
+                        .prepare_cached(
+                            "SELECT target, updated_at FROM refs WHERE tenant = ?1 AND name = ?2",
+                        )?
+                        .query_row(params![tenant.as_str(), name.as_str()], |r| {
+                            Ok((r.get(0)?, r.get(1)?))
+                        })
+                        .optional()?)
+                }
+            })
+            .await?;
+        row.map(|(t, at)| ref_record(name, &t, at)).transpose()
+    }
+
+    async fn cas_ref(
+        &self,
+        tenant: &TenantId,
+        name: &RefName,
+        expected: Option<&CommitId>,
+        target: &CommitId,
+        now: DateTime<Utc>,
+    ) -> Result<RefRecord> {
+        let (tenant, name, expected, target) =
+            (tenant.clone(), name.clone(), expected.copied(), *target);
+        self.db
+            .transaction(move |tx| {
+                Ok(cas_ref_in(
+                    tx,
+                    &tenant,
+                    &name,
+                    expected.as_ref(),
+                    &target,
+                    now,
+                )?)
+            })
+            .await
+    }
+
+    async fn list_refs(
+        &self,
+        tenant: &TenantId,
+        prefix: &str,
+        limit: usize,
+    ) -> Result<Vec<RefRecord>> {
+        let (tenant, prefix) = (tenant.clone(), prefix.to_owned());
+        let rows: Vec<(String, String, i64)> = self
+            .db
+            .read(move |conn| {
+                // A case-sensitive prefix match that can still use the key's order.
+                let mut stmt = conn.prepare_cached(
+                    "SELECT name, target, updated_at FROM refs
+                     WHERE tenant = ?1 AND name >= ?2 AND substr(name, 1, length(?2)) = ?2
+                     ORDER BY name LIMIT ?3",
+                )?;
+                let rows = stmt.query_map(
+                    params![tenant.as_str(), prefix, limit.min(i64::MAX as usize) as i64],
+                    |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+                )?;
+                Ok(rows.collect::<Result<_, _>>()?)
+            })
+            .await?;
+        rows.into_iter()
+            .map(|(n, t, at)| {
+                let name = n
+                    .parse()
+                    .map_err(|_| Error::internal(format!("stored ref name {n:?} is malformed")))?;
+                ref_record(name, &t, at)
+            })
+            .collect()
+    }
+
+    async fn get_materialized(
+        &self,
+        tenant: &TenantId,
+        key: &MaterializeKey,
+    ) -> Result<Option<Materialized>> {
+        let (tenant, key) = (tenant.clone(), key.clone());
+        self.db
+            .read(move |conn| {
+                let body: Option<String> = conn
+                    .prepare_cached(
+                        "SELECT body FROM materialized
+                     WHERE tenant = ?1 AND commit_id = ?2 AND stop = ?3 AND format = ?4",
+                    )?
+                    .query_row(
+                        params![
+                            tenant.as_str(),
+                            key.commit.to_string(),
+                            key.stop,
+                            key.format.as_str()
+                        ],
+                        |r| r.get(0),
+                    )
+                    .optional()?;
+                Ok(body.map(|b| serde_json::from_str(&b)).transpose()?)
+            })
+            .await
+    }
+
+    async fn put_materialized(
+        &self,
+        tenant: &TenantId,
+        key: &MaterializeKey,
+        value: &Materialized,
+    ) -> Result<()> {
+        let (tenant, key) = (tenant.clone(), key.clone());
+        let body = serde_json::to_string(value)
+            .map_err(|e| Error::internal(format!("cannot encode cache entry: {e}")))?;
+        self.db
+            .write(move |conn| {
+                conn.execute(
+                    "INSERT OR REPLACE INTO materialized (tenant, commit_id, stop, format, body)
+                 VALUES (?1, ?2, ?3, ?4, ?5)",
+                    params![
+                        tenant.as_str(),
+                        key.commit.to_string(),
+                        key.stop,
+                        key.format.as_str(),
+                        body
+                    ],
+                )
+                .map_err(sql)?;
+                Ok(())
+            })
+            .await
+    }
+}
+
+fn ref_record(name: RefName, target: &str, updated_at: i64) -> Result<RefRecord> {
+    Ok(RefRecord {
+        target: target.parse().map_err(|_| {
+            Error::internal(format!("ref {name} holds a malformed target {target:?}"))
+        })?,
+        name,
+        updated_at: micros_to_time(updated_at),
+    })
+}
+
+#[async_trait]
+impl TokenStore for SqliteMetaStore {
+    async fn add_token(
+        &self,
+        hash: &Hash,
+        tenant: &TenantId,
+        now: DateTime<Utc>,
+    ) -> Result<TokenRecord> {
+        let rec = TokenRecord {
+            id: token_id(hash),
+            tenant: tenant.clone(),
+            created_at: now,
+        };
+        let (hash, r) = (*hash, rec.clone());
+        self.db
+            .write(move |conn| {
+                conn.execute(
+                    "INSERT INTO tokens (hash, id, tenant, created_at) VALUES (?1, ?2, ?3, ?4)",
+                    params![
+                        hash.to_hex(),
+                        r.id,
+                        r.tenant.as_str(),
+                        r.created_at.timestamp_micros()
+                    ],
+                )
+                .map_err(sql)?;
+                Ok(())
+            })
+            .await?;
+        Ok(rec)
+    }
+
+    async fn tenant_for(&self, hash: &Hash) -> Result<Option<TenantId>> {
+        let hash = *hash;
+        let tenant: Option<String> = self
+            .db
+            .read(move |conn| {
+                Ok(conn
+                    .prepare_cached("SELECT tenant FROM tokens WHERE hash = ?1")?
+                    .query_row(params![hash.to_hex()], |r| r.get(0))
+                    .optional()?)
+            })
+            .await?;
+        tenant
+            .map(|t| {
+                t.parse().map_err(|_| {
+                    Error::internal(format!("token table holds a malformed tenant {t:?}"))
+                })
+            })
+            .transpose()
+    }
+
+    async fn list_tokens(&self) -> Result<Vec<TokenRecord>> {
+        let rows: Vec<(String, String, i64)> = self
+            .db
+            .read(|conn| {
+                let mut stmt = conn.prepare_cached(
+                    "SELECT id, tenant, created_at FROM tokens ORDER BY created_at, id",
+                )?;
+                let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
+                Ok(rows.collect::<Result<_, _>>()?)
+            })
+            .await?;
+        rows.into_iter()
+            .map(|(id, t, at)| {
+                Ok(TokenRecord {
+                    id,
+                    tenant: t.parse().map_err(|_| {
+                        Error::internal(format!("token table holds a malformed tenant {t:?}"))
+                    })?,
+                    created_at: micros_to_time(at),
+                })
+            })
+            .collect()
+    }
+
+    async fn revoke_token(&self, id: &str) -> Result<bool> {
+        let id = id.to_owned();
+        self.db
+            .write(move |conn| {
+                Ok(conn
+                    .execute("DELETE FROM tokens WHERE id = ?1", params![id])
+                    .map_err(sql)?
+                    > 0)
+            })
+            .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn data_survives_reopening() {
+        let dir = tempfile::tempdir().unwrap();
+        let t: TenantId = "t".parse().unwrap();
+        let hash = Hash::of(b"tok");
+        {
+            let meta = SqliteMetaStore::open(dir.path()).unwrap();
+            meta.add_token(&hash, &t, micros_to_time(0)).await.unwrap();
+        }
+        let meta = SqliteMetaStore::open(dir.path()).unwrap();
+        assert_eq!(meta.tenant_for(&hash).await.unwrap(), Some(t));
+    }
+}

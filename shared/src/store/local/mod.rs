@@ -1,0 +1,222 @@
+//! The embedded backend: artifacts as files in a content-addressed tree,
+//! everything else in one SQLite database (WAL mode, `synchronous=FULL`).
+//!
+//! Layout under the data directory:
+//! - `cas/<tenant>/<2 hex>/<64 hex>`: artifacts, written to `tmp/` first,
+//!   fsynced, linked into place, and the directory fsynced;
+//! - `ctx.db`: commits, lineages, timelines, refs, the materialization
+//!   cache, token hashes and branches, at the schema version of
+//!   [`schema`].
+//!
+//! An artifact is durable before the commit that names it, and a commit,
+//! its timeline entry and its ref move are one SQLite transaction, so a
+//! crash at any point leaves no commit without its artifact and no ref to a
+//! missing commit.
+//!
+//! # Layout
+//! - this file: the private error type, [`Durability`], and the one
+//!   connection setup (`Database`) every SQLite store opens through.
+//! - [`blobs`]: [`LocalBlobStore`], the filesystem CAS.
+//! - [`meta`]: [`SqliteMetaStore`], the `MetaStore` and `TokenStore`.
+//! - [`branches`]: [`SqliteBranchStore`], the `BranchStore`.
+//! - [`schema`]: the tables, their version and the migrations.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use rusqlite::{Connection, Transaction, TransactionBehavior};
+
+use crate::error::{Error, Result};
+
+pub mod blobs;
+pub mod branches;
+pub mod meta;
+pub mod schema;
+
+pub use blobs::LocalBlobStore;
+pub use branches::SqliteBranchStore;
+pub use meta::SqliteMetaStore;
+
+/// Private errors of the local backend, converted into [`Error`].
+#[derive(Debug, thiserror::Error)]
+enum LocalError {
+    #[error("sqlite: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+    #[error("filesystem: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("a stored record is not valid JSON: {0}")]
+    Decode(#[from] serde_json::Error),
+    #[error("blocking task failed: {0}")]
+    Join(#[from] tokio::task::JoinError),
+    /// An error already in the crate's terms, passed through as it is.
+    #[error(transparent)]
+    Store(#[from] Error),
+}
+
+impl From<LocalError> for Error {
+    fn from(e: LocalError) -> Self {
+        match e {
+            LocalError::Store(e) => e,
+            LocalError::Decode(_) => Error::internal(e.to_string()).with_source(e),
+            _ => Error::unavailable(format!("local storage failed: {e}")).with_source(e),
+        }
+    }
+}
+
+/// Maps an SQLite failure.
+fn sql(e: rusqlite::Error) -> Error {
+    LocalError::from(e).into()
+}
+
+/// Runs blocking storage work off the async threads.
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, LocalError> + Send + 'static,
+) -> Result<T> {
+    Ok(tokio::task::spawn_blocking(f)
+        .await
+        .map_err(LocalError::from)??)
+}
+
+/// How hard SQLite pushes writes to disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Durability {
+    /// `synchronous=FULL`: an acknowledged write survives power loss.
+    Full,
+    /// `synchronous=OFF`: for bulk loads in benchmarks only.
+    Off,
+}
+
+/// Reader connections per database.
+const READERS: usize = 4;
+
+/// The database file under a data directory.
+const DB_FILE: &str = "ctx.db";
+
+/// `data_dir/ctx.db` opened once: one writer connection and a few readers
+/// (WAL lets them read while it writes), every one set up alike. The meta
+/// store and the branch store both run on one of these.
+#[derive(Debug)]
+struct Database {
+    writer: Mutex<Connection>,
+    readers: Vec<Mutex<Connection>>,
+    next_reader: AtomicUsize,
+}
+
+/// Opens one connection with the settings every connection has.
+fn connect(path: &Path, durability: Durability) -> Result<Connection, LocalError> {
+    let conn = Connection::open(path)?;
+    conn.busy_timeout(std::time::Duration::from_secs(10))?;
+    conn.pragma_update(None, "journal_mode", "WAL")?;
+    conn.pragma_update(
+        None,
+        "synchronous",
+        match durability {
+            Durability::Full => "FULL",
+            Durability::Off => "OFF",
+        },
+    )?;
+    Ok(conn)
+}
+
+/// Locks a connection. SQLite leaves a connection consistent even if a
+/// holder panicked, so a poisoned lock is taken over.
+fn lock(m: &Mutex<Connection>) -> std::sync::MutexGuard<'_, Connection> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Database {
+    /// Opens (creating if needed) `data_dir/ctx.db` and brings its schema
+    /// to the current version.
+    fn open(data_dir: &Path, durability: Durability) -> Result<Arc<Self>> {
+        std::fs::create_dir_all(data_dir).map_err(LocalError::from)?;
+        let path = data_dir.join(DB_FILE);
+        let mut writer = connect(&path, durability)?;
+        schema::migrate(&mut writer, &path)?;
+        let readers = (0..READERS)
+            .map(|_| connect(&path, durability).map(Mutex::new))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Arc::new(Database {
+            writer: Mutex::new(writer),
+            readers,
+            next_reader: AtomicUsize::new(0),
+        }))
+    }
+
+    /// Runs `f` on the writer connection, off the async threads.
+    async fn write<T: Send + 'static>(
+        self: &Arc<Self>,
+        f: impl FnOnce(&mut Connection) -> Result<T, LocalError> + Send + 'static,
+    ) -> Result<T> {
+        let db = self.clone();
+        blocking(move || f(&mut lock(&db.writer))).await
+    }
+
+    /// Runs `f` in one `BEGIN IMMEDIATE` transaction on the writer, so that
+    /// what it reads cannot change under it (across processes too); it
+    /// commits when `f` succeeds and rolls back when it fails.
+    async fn transaction<T: Send + 'static>(
+        self: &Arc<Self>,
+        f: impl FnOnce(&Transaction<'_>) -> Result<T, LocalError> + Send + 'static,
+    ) -> Result<T> {
+        self.write(move |conn| {
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let out = f(&tx)?;
+            tx.commit()?;
+            Ok(out)
+        })
+        .await
+    }
+
+    /// Runs `f` on one of the reader connections, off the async threads.
+    async fn read<T: Send + 'static>(
+        self: &Arc<Self>,
+        f: impl FnOnce(&Connection) -> Result<T, LocalError> + Send + 'static,
+    ) -> Result<T> {
+        let db = self.clone();
+        blocking(move || {
+            let i = db.next_reader.fetch_add(1, Ordering::Relaxed) % db.readers.len();
+            f(&lock(&db.readers[i]))
+        })
+        .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::conformance::{self, Backend, Capabilities};
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn local_backend_conforms() {
+        let dir = tempfile::tempdir().unwrap();
+        let meta = SqliteMetaStore::open(dir.path()).unwrap();
+        conformance::run_all(
+            &Backend {
+                blobs: &LocalBlobStore::open(dir.path()).unwrap(),
+                meta: &meta,
+                tokens: &meta,
+                branches: &meta.branch_store(),
+            },
+            Capabilities {
+                global_branch_listing: true,
+            },
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn a_branch_store_opened_on_its_own_conforms_too() {
+        // `ctx serve` opens the branch store by itself on the same file.
+        let dir = tempfile::tempdir().unwrap();
+        let _meta = SqliteMetaStore::open(dir.path()).unwrap();
+        let branches = SqliteBranchStore::open(dir.path()).unwrap();
+        conformance::branches::run_all(
+            &branches,
+            Capabilities {
+                global_branch_listing: true,
+            },
+        )
+        .await;
+    }
+}

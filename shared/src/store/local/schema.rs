@@ -1,0 +1,329 @@
+//! The tables of `ctx.db` and their version.
+//!
+//! The database records its schema version in `PRAGMA user_version`.
+//! Migration step `n` (`MIGRATIONS[n]`) takes a database from version `n`
+//! to `n + 1`; opening runs the steps a database lacks, in one
+//! transaction. Version 0
+//! is a database that records no version: an empty file, or one written
+//! before the schema was versioned (whose tables are exactly those of
+//! version 1, so the first step creates only what is missing). A database
+//! of a version newer than [`VERSION`] is refused: this build cannot know
+//! what it holds.
+//!
+//! To change the schema, append a step and bump [`VERSION`]; never edit a
+//! step that has shipped.
+
+use std::path::Path;
+
+use rusqlite::{Connection, TransactionBehavior};
+
+use super::sql;
+use crate::error::{Error, Result};
+
+/// The schema version this build writes and reads.
+pub const VERSION: u32 = 1;
+
+/// Version 0 → 1: commits, lineages, timelines, refs, the materialization
+/// cache, tokens (the meta store) and branches, their sessions and their
+/// creation windows (the branch store).
+const V1: &str = "
+CREATE TABLE IF NOT EXISTS commits (
+    tenant  TEXT NOT NULL,
+    id      TEXT NOT NULL,
+    lineage TEXT NOT NULL,
+    depth   INTEGER NOT NULL,
+    body    TEXT NOT NULL,
+    PRIMARY KEY (tenant, id)
+) WITHOUT ROWID;
+CREATE UNIQUE INDEX IF NOT EXISTS commits_by_lineage ON commits (tenant, lineage, depth);
+CREATE TABLE IF NOT EXISTS timeline (
+    tenant    TEXT NOT NULL,
+    principal TEXT NOT NULL,
+    ts        INTEGER NOT NULL,
+    id        TEXT NOT NULL,
+    PRIMARY KEY (tenant, principal, ts, id)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS refs (
+    tenant     TEXT NOT NULL,
+    name       TEXT NOT NULL,
+    target     TEXT NOT NULL,
+    updated_at INTEGER NOT NULL,
+    PRIMARY KEY (tenant, name)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS materialized (
+    tenant    TEXT NOT NULL,
+    commit_id TEXT NOT NULL,
+    stop      TEXT NOT NULL,
+    format    TEXT NOT NULL,
+    body      TEXT NOT NULL,
+    PRIMARY KEY (tenant, commit_id, stop, format)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS tokens (
+    hash       TEXT PRIMARY KEY,
+    id         TEXT NOT NULL UNIQUE,
+    tenant     TEXT NOT NULL,
+    created_at INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS branches (
+    tenant   TEXT NOT NULL,
+    id       TEXT NOT NULL,
+    session  TEXT NOT NULL,
+    status   TEXT NOT NULL,
+    deadline INTEGER NOT NULL,
+    body     TEXT NOT NULL,
+    PRIMARY KEY (tenant, id)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS branches_active ON branches (status, tenant, session);
+CREATE TABLE IF NOT EXISTS branch_sessions (
+    tenant  TEXT NOT NULL,
+    session TEXT NOT NULL,
+    owner   TEXT NOT NULL,
+    PRIMARY KEY (tenant, session)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS branch_windows (
+    tenant  TEXT NOT NULL,
+    session TEXT NOT NULL,
+    window  INTEGER NOT NULL,
+    n       INTEGER NOT NULL,
+    PRIMARY KEY (tenant, session, window)
+) WITHOUT ROWID;
+";
+
+/// The migration steps, in order: step `n` goes from version `n` to `n + 1`.
+const MIGRATIONS: &[&str] = &[V1];
+
+const _: () = assert!(MIGRATIONS.len() == VERSION as usize);
+
+/// The version `conn`'s database records.
+///
+/// # Errors
+/// `Unavailable` when it cannot be read.
+pub fn version(conn: &Connection) -> Result<u32> {
+    let v: i64 = conn
+        .pragma_query_value(None, "user_version", |r| r.get(0))
+        .map_err(sql)?;
+    // user_version is a signed 32-bit value; a negative one is as foreign
+    // as a too-large one.
+    Ok(u32::try_from(v).unwrap_or(u32::MAX))
+}
+
+/// Brings the database of `conn` (the file `path`, named in errors) to
+/// [`VERSION`], in one `BEGIN IMMEDIATE` transaction so that processes
+/// opening it at once migrate it once.
+///
+/// # Errors
+/// `Invalid` (field `data_dir`) when the database is of a newer version
+/// than this build knows; `Unavailable` when SQLite fails.
+pub fn migrate(conn: &mut Connection, path: &Path) -> Result<()> {
+    if version(conn)? == VERSION {
+        return Ok(());
+    }
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(sql)?;
+    let from = version(&tx)?;
+    if from > VERSION {
+        return Err(Error::invalid(
+            "data_dir",
+            format!(
+                "{} has schema version {from}, newer than this build of ctx knows \
+                 (up to {VERSION}): run a newer ctx on it, or use another data directory",
+                path.display()
+            ),
+        ));
+    }
+    for step in &MIGRATIONS[from as usize..] {
+        tx.execute_batch(step).map_err(sql)?;
+    }
+    tx.pragma_update(None, "user_version", VERSION)
+        .map_err(sql)?;
+    tx.commit().map_err(sql)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::branch::BranchStore;
+    use crate::id::{Hash, TenantId};
+    use crate::store::conformance::{self, t};
+    use crate::store::local::{SqliteBranchStore, SqliteMetaStore};
+    use crate::store::{MetaStore, TokenStore};
+
+    /// The tables as the stores created them before the schema carried a
+    /// version (the meta store's, then the branch store's), frozen here:
+    /// databases like this exist and must keep opening.
+    const UNVERSIONED: &str = "
+    CREATE TABLE IF NOT EXISTS commits (tenant TEXT NOT NULL, id TEXT NOT NULL, lineage TEXT NOT NULL,
+        depth INTEGER NOT NULL, body TEXT NOT NULL, PRIMARY KEY (tenant, id)) WITHOUT ROWID;
+    CREATE UNIQUE INDEX IF NOT EXISTS commits_by_lineage ON commits (tenant, lineage, depth);
+    CREATE TABLE IF NOT EXISTS timeline (tenant TEXT NOT NULL, principal TEXT NOT NULL,
+        ts INTEGER NOT NULL, id TEXT NOT NULL, PRIMARY KEY (tenant, principal, ts, id)) WITHOUT ROWID;
+    CREATE TABLE IF NOT EXISTS refs (tenant TEXT NOT NULL, name TEXT NOT NULL, target TEXT NOT NULL,
+        updated_at INTEGER NOT NULL, PRIMARY KEY (tenant, name)) WITHOUT ROWID;
+    CREATE TABLE IF NOT EXISTS materialized (tenant TEXT NOT NULL, commit_id TEXT NOT NULL,
+        stop TEXT NOT NULL, format TEXT NOT NULL, body TEXT NOT NULL,
+        PRIMARY KEY (tenant, commit_id, stop, format)) WITHOUT ROWID;
+    CREATE TABLE IF NOT EXISTS tokens (hash TEXT PRIMARY KEY, id TEXT NOT NULL UNIQUE,
+        tenant TEXT NOT NULL, created_at INTEGER NOT NULL);
+    CREATE TABLE IF NOT EXISTS branches (tenant TEXT NOT NULL, id TEXT NOT NULL, session TEXT NOT NULL,
+        status TEXT NOT NULL, deadline INTEGER NOT NULL, body TEXT NOT NULL,
+        PRIMARY KEY (tenant, id)) WITHOUT ROWID;
+    CREATE INDEX IF NOT EXISTS branches_active ON branches (status, tenant, session);
+    CREATE TABLE IF NOT EXISTS branch_sessions (tenant TEXT NOT NULL, session TEXT NOT NULL,
+        owner TEXT NOT NULL, PRIMARY KEY (tenant, session)) WITHOUT ROWID;
+    CREATE TABLE IF NOT EXISTS branch_windows (tenant TEXT NOT NULL, session TEXT NOT NULL,
+        window INTEGER NOT NULL, n INTEGER NOT NULL, PRIMARY KEY (tenant, session, window)) WITHOUT ROWID;
+    ";
+
+    /// Every table and index of the database, by name, as SQL.
+    fn dump(path: &Path) -> Vec<(String, String)> {
+        let conn = Connection::open(path).unwrap();
+        let mut stmt = conn
+            .prepare("SELECT name, type FROM sqlite_master WHERE sql IS NOT NULL ORDER BY name")
+            .unwrap();
+        stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap()
+    }
+
+    fn version_of(path: &Path) -> u32 {
+        version(&Connection::open(path).unwrap()).unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_new_database_is_created_at_the_current_version() {
+        let dir = tempfile::tempdir().unwrap();
+        SqliteMetaStore::open(dir.path()).unwrap();
+        let path = dir.path().join("ctx.db");
+        assert_eq!(version_of(&path), VERSION);
+        let names: Vec<String> = dump(&path).into_iter().map(|(n, _)| n).collect();
+        assert_eq!(
+            names,
+            [
+                "branch_sessions",
+                "branch_windows",
+                "branches",
+                "branches_active",
+                "commits",
+                "commits_by_lineage",
+                "materialized",
+                "refs",
+                "timeline",
+                "tokens"
+            ]
+        );
+        // The branch store on the same file finds it current.
+        SqliteBranchStore::open(dir.path()).unwrap();
+        assert_eq!(version_of(&path), VERSION);
+    }
+
+    #[tokio::test]
+    async fn an_unversioned_database_is_migrated_with_its_data() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ctx.db");
+        let tenant: TenantId = "t".parse().unwrap();
+        let c = conformance::commit(&tenant, None, t(0), "p", b"old");
+        {
+            let conn = Connection::open(&path).unwrap();
+            conn.execute_batch(UNVERSIONED).unwrap();
+            conn.execute(
+                "INSERT INTO commits (tenant, id, lineage, depth, body) VALUES (?1, ?2, ?3, 0, ?4)",
+                rusqlite::params![
+                    "t",
+                    c.id.to_string(),
+                    c.id.to_string(),
+                    serde_json::to_string(&c).unwrap()
+                ],
+            )
+            .unwrap();
+            conn.execute(
+                "INSERT INTO tokens (hash, id, tenant, created_at) VALUES (?1, 'tok-1', 't', 0)",
+                [Hash::of(b"secret").to_hex()],
+            )
+            .unwrap();
+        }
+        let before = dump(&path);
+        assert_eq!(version_of(&path), 0);
+        let meta = SqliteMetaStore::open(dir.path()).unwrap();
+        assert_eq!(version_of(&path), VERSION);
+        assert_eq!(
+            dump(&path),
+            before,
+            "the same tables, none dropped or added"
+        );
+        assert_eq!(meta.get_commit(&tenant, &c.id).await.unwrap(), Some(c));
+        assert_eq!(
+            meta.tenant_for(&Hash::of(b"secret")).await.unwrap(),
+            Some(tenant.clone())
+        );
+        let branches = SqliteBranchStore::open(dir.path()).unwrap();
+        assert!(
+            branches
+                .active_branches(&tenant, "s")
+                .await
+                .unwrap()
+                .is_empty()
+        );
+    }
+
+    #[tokio::test]
+    async fn a_database_holding_only_the_meta_tables_gains_the_branch_tables() {
+        // Before branches existed, only the meta store wrote ctx.db.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ctx.db");
+        let meta_only = &UNVERSIONED[..UNVERSIONED
+            .find("CREATE TABLE IF NOT EXISTS branches")
+            .unwrap()];
+        Connection::open(&path)
+            .unwrap()
+            .execute_batch(meta_only)
+            .unwrap();
+        SqliteBranchStore::open(dir.path()).unwrap();
+        assert_eq!(version_of(&path), VERSION);
+        assert_eq!(dump(&path).len(), 10);
+    }
+
+    #[test]
+    fn a_newer_database_is_refused_by_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ctx.db");
+        Connection::open(&path)
+            .unwrap()
+            .pragma_update(None, "user_version", VERSION + 1)
+            .unwrap();
+        for e in [
+            SqliteMetaStore::open(dir.path()).unwrap_err(),
+            SqliteBranchStore::open(dir.path()).unwrap_err(),
+        ] {
+            assert_eq!(e.kind, crate::ErrorKind::Invalid, "{e}");
+            assert_eq!(e.field.as_deref(), Some("data_dir"));
+            assert!(
+                e.message
+                    .contains(&format!("schema version {}", VERSION + 1)),
+                "{}",
+                e.message
+            );
+            assert!(e.message.contains("ctx.db"), "{}", e.message);
+        }
+        assert_eq!(version_of(&path), VERSION + 1, "left untouched");
+    }
+
+    #[test]
+    fn the_schema_of_this_version_is_pinned() {
+        // A change to the tables must come with a new migration step and
+        // version; this snapshot changing is the reminder.
+        let dir = tempfile::tempdir().unwrap();
+        SqliteMetaStore::open(dir.path()).unwrap();
+        let conn = Connection::open(dir.path().join("ctx.db")).unwrap();
+        let mut stmt = conn
+            .prepare("SELECT sql FROM sqlite_master WHERE sql IS NOT NULL ORDER BY name")
+            .unwrap();
+        let sql: Vec<String> = stmt
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        insta::assert_snapshot!(format!("sqlite_schema_v{VERSION}"), sql.join(";\n"));
+    }
+}

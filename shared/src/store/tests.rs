@@ -1,0 +1,156 @@
+//! The retry rule of [`MetaStore::put_commit`] in the interleavings the
+//! conformance race cannot force on the memory store (whose operations
+//! never yield): a store whose `get_ref` answers from before a concurrent
+//! retry moved the ref.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+
+use super::memory::MemoryMetaStore;
+use super::*;
+use crate::store::conformance::{commit, t};
+
+/// The memory store, except that its next `get_ref` (once armed) answers
+/// that the ref does not exist.
+#[derive(Default)]
+struct StaleRead {
+    inner: MemoryMetaStore,
+    stale: AtomicBool,
+}
+
+#[async_trait]
+impl MetaStore for StaleRead {
+    async fn create_commit(
+        &self,
+        tenant: &TenantId,
+        commit: &Commit,
+        ref_move: Option<&RefMove>,
+    ) -> Result<PutCommit> {
+        self.inner.create_commit(tenant, commit, ref_move).await
+    }
+
+    async fn get_commit(&self, tenant: &TenantId, id: &CommitId) -> Result<Option<Commit>> {
+        self.inner.get_commit(tenant, id).await
+    }
+
+    async fn lineage_run(
+        &self,
+        tenant: &TenantId,
+        lineage: &CommitId,
+        max_depth: u64,
+        limit: usize,
+    ) -> Result<Vec<Commit>> {
+        self.inner
+            .lineage_run(tenant, lineage, max_depth, limit)
+            .await
+    }
+
+    async fn resolve(
+        &self,
+        tenant: &TenantId,
+        principal: &Principal,
+        at: DateTime<Utc>,
+    ) -> Result<Option<CommitId>> {
+        self.inner.resolve(tenant, principal, at).await
+    }
+
+    async fn update_metadata(
+        &self,
+        tenant: &TenantId,
+        id: &CommitId,
+        patch: &MetadataPatch,
+    ) -> Result<Option<Commit>> {
+        self.inner.update_metadata(tenant, id, patch).await
+    }
+
+    async fn get_ref(&self, tenant: &TenantId, name: &RefName) -> Result<Option<RefRecord>> {
+        if self.stale.swap(false, Ordering::SeqCst) {
+            return Ok(None);
+        }
+        self.inner.get_ref(tenant, name).await
+    }
+
+    async fn cas_ref(
+        &self,
+        tenant: &TenantId,
+        name: &RefName,
+        expected: Option<&CommitId>,
+        target: &CommitId,
+        now: DateTime<Utc>,
+    ) -> Result<RefRecord> {
+        self.inner
+            .cas_ref(tenant, name, expected, target, now)
+            .await
+    }
+
+    async fn list_refs(
+        &self,
+        tenant: &TenantId,
+        prefix: &str,
+        limit: usize,
+    ) -> Result<Vec<RefRecord>> {
+        self.inner.list_refs(tenant, prefix, limit).await
+    }
+
+    async fn get_materialized(
+        &self,
+        tenant: &TenantId,
+        key: &MaterializeKey,
+    ) -> Result<Option<Materialized>> {
+        self.inner.get_materialized(tenant, key).await
+    }
+
+    async fn put_materialized(
+        &self,
+        tenant: &TenantId,
+        key: &MaterializeKey,
+        value: &Materialized,
+    ) -> Result<()> {
+        self.inner.put_materialized(tenant, key, value).await
+    }
+}
+
+#[tokio::test]
+async fn a_ref_moved_to_the_commit_after_the_rule_looked_is_a_success() {
+    let meta = StaleRead::default();
+    let tenant: TenantId = "t".parse().unwrap();
+    let c = commit(&tenant, None, t(0), "p", b"1");
+    let mv = RefMove {
+        name: "head".parse().unwrap(),
+        expected: None,
+    };
+    meta.put_commit(&tenant, &c, Some(&mv)).await.unwrap();
+    // A retry that reads the ref from before the first attempt moved it:
+    // its compare-and-swap from "absent" conflicts with the ref at the
+    // commit, which is what the retry wanted.
+    meta.stale.store(true, Ordering::SeqCst);
+    let again = meta.put_commit(&tenant, &c, Some(&mv)).await.unwrap();
+    assert!(matches!(again, PutCommit::Existing(_)), "{again:?}");
+    assert!(!meta.stale.load(Ordering::SeqCst), "the rule read the ref");
+    let r = meta.get_ref(&tenant, &mv.name).await.unwrap().unwrap();
+    assert_eq!((r.target, r.updated_at), (c.id, c.created_at));
+}
+
+#[tokio::test]
+async fn a_ref_moved_elsewhere_after_the_rule_looked_is_a_conflict() {
+    let meta = StaleRead::default();
+    let tenant: TenantId = "t".parse().unwrap();
+    let c = commit(&tenant, None, t(0), "p", b"1");
+    let other = commit(&tenant, None, t(1), "p", b"2");
+    meta.put_commit(&tenant, &c, None).await.unwrap();
+    meta.put_commit(&tenant, &other, None).await.unwrap();
+    let head: RefName = "head".parse().unwrap();
+    meta.cas_ref(&tenant, &head, None, &other.id, t(5))
+        .await
+        .unwrap();
+    meta.stale.store(true, Ordering::SeqCst);
+    let mv = RefMove {
+        name: head.clone(),
+        expected: None,
+    };
+    let e = meta.put_commit(&tenant, &c, Some(&mv)).await.unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Conflict);
+    assert_eq!(e.current, Some(other.id.to_string()));
+}
