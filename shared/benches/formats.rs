@@ -222,7 +222,7 @@ fn main() {
                     .await
                     .expect("materialize");
                 let d = start.elapsed();
-                assert!(!m.cached && m.result.tier == "native");
+                assert!(!m.cached && m.result.tier == ctx_core::format::translate::Tier::Native);
                 d
             })
         });

@@ -240,7 +240,7 @@ pub fn check_count(field: &str, value: u64, max: u64) -> Result<()> {
 }
 
 /// Where a materialization starts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum Stop {
     /// At the nearest compaction or snapshot (the default).
     #[default]

@@ -48,7 +48,7 @@ pub(crate) async fn run(
     }
     if conn.json {
         print_json(&m)?;
-    } else if output.is_some() || m.result.tier != "native" {
+    } else if output.is_some() || m.result.tier != ctx_core::format::translate::Tier::Native {
         eprintln!(
             "{}: {} bytes, {} messages, {} tokens ({}{})",
             m.result.artifact_ref,

@@ -508,7 +508,7 @@ async fn materialized(
         svc.download_artifact(tenant, &m.artifact_ref)
             .await
             .unwrap(),
-        m.tier,
+        m.tier.to_string(),
     )
 }
 
@@ -687,7 +687,7 @@ async fn a_chain_may_mix_formats_and_is_translated_whole() {
             .await
             .unwrap();
         assert!(m.cached);
-        assert_eq!(m.result.tier, tier);
+        assert_eq!(m.result.tier.as_str(), tier);
     }
 }
 

@@ -25,8 +25,22 @@ use super::canonical::{self, Block, Conversation, Message, Role};
 use super::{FormatId, Formats};
 use crate::error::{Error, Result};
 
-/// How a materialization was produced.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+/// How a materialization was produced; on the wire its kebab-case name
+/// (`native`, `field-level`, `cross-runtime`, `narrative`, `raw`).
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    serde::Serialize,
+    serde::Deserialize,
+    utoipa::ToSchema,
+)]
+#[serde(rename_all = "kebab-case")]
 pub enum Tier {
     /// Every part was in the target format.
     Native,
@@ -38,6 +52,12 @@ pub enum Tier {
     Narrative,
     /// Raw bytes with a description of their format.
     Raw,
+}
+
+impl std::fmt::Display for Tier {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 impl Tier {

@@ -44,7 +44,7 @@ impl Service {
         let format = format.unwrap_or_else(|| tip.format.clone());
         let key = MaterializeKey {
             commit: *id,
-            stop: stop.to_string(),
+            stop,
             format: format.clone(),
         };
         if let Some(m) = self.stores.meta.get_materialized(tenant, &key).await? {
@@ -68,7 +68,7 @@ impl Service {
                 size: put.size,
                 message_count: parts.iter().map(|c| c.message_count).sum(),
                 token_count: parts.iter().map(|c| c.token_count).sum(),
-                tier: Tier::Native.as_str().into(),
+                tier: Tier::Native,
             }
         } else {
             let translate_parts: Vec<Part> = parts
@@ -96,7 +96,7 @@ impl Service {
                     .messages
                     .unwrap_or_else(|| parts.iter().map(|c| c.message_count).sum()),
                 token_count: counts.tokens,
-                tier: out.tier.as_str().into(),
+                tier: out.tier,
             }
         };
         self.stores.meta.put_materialized(tenant, &key, &m).await?;

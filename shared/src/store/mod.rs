@@ -29,9 +29,11 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
+use crate::commit::Stop;
 use crate::commit::{Commit, Tags};
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::FormatId;
+use crate::format::translate::Tier;
 use crate::id::{ArtifactRef, CommitId, Hash, Principal, RefName, TenantId};
 
 #[cfg(feature = "aws")]
@@ -210,8 +212,8 @@ pub struct MetadataPatch {
 pub struct MaterializeKey {
     /// The commit materialized.
     pub commit: CommitId,
-    /// The stop point: `compaction`, `root` or a `ctx-…` id.
-    pub stop: String,
+    /// The stop point.
+    pub stop: Stop,
     /// The format produced.
     pub format: FormatId,
 }
@@ -227,8 +229,8 @@ pub struct Materialized {
     pub message_count: u64,
     /// Tokens in it.
     pub token_count: u64,
-    /// How it was produced (`native`, ...).
-    pub tier: String,
+    /// How it was produced.
+    pub tier: Tier,
 }
 
 /// A registered bearer token (only its hash is stored).

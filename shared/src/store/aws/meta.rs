@@ -499,7 +499,7 @@ impl MetaStore for DynamoMetaStore {
         let item = self
             .get_item(
                 keys::materialized_pk(tenant, &key.commit),
-                keys::materialized_sk(&key.stop, &key.format),
+                keys::materialized_sk(&key.stop.to_string(), &key.format),
             )
             .await?;
         item.map(|i| from_item::<MaterializedItem>(i).map(|m| m.m))
@@ -514,7 +514,7 @@ impl MetaStore for DynamoMetaStore {
     ) -> Result<()> {
         let item = to_item(&MaterializedItem {
             pk: keys::materialized_pk(tenant, &key.commit),
-            sk: keys::materialized_sk(&key.stop, &key.format),
+            sk: keys::materialized_sk(&key.stop.to_string(), &key.format),
             m: value.clone(),
         })?;
         self.client

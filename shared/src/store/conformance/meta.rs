@@ -242,7 +242,7 @@ pub async fn materialization_cache_round_trips(meta: &dyn MetaStore) {
     let a = fresh_tenant("cache");
     let key = MaterializeKey {
         commit: CommitId::from_bytes([1; 16]),
-        stop: "root".into(),
+        stop: crate::commit::Stop::Root,
         format: FormatId::raw(),
     };
     assert_eq!(meta.get_materialized(&a, &key).await.expect("get"), None);
@@ -251,7 +251,7 @@ pub async fn materialization_cache_round_trips(meta: &dyn MetaStore) {
         size: 1,
         message_count: 3,
         token_count: 4,
-        tier: "native".into(),
+        tier: crate::format::translate::Tier::Native,
     };
     meta.put_materialized(&a, &key, &value).await.expect("put");
     meta.put_materialized(&a, &key, &value)
@@ -262,7 +262,7 @@ pub async fn materialization_cache_round_trips(meta: &dyn MetaStore) {
         Some(value)
     );
     let other_stop = MaterializeKey {
-        stop: "compaction".into(),
+        stop: crate::commit::Stop::Compaction,
         ..key.clone()
     };
     assert_eq!(

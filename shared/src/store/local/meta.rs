@@ -357,7 +357,7 @@ impl MetaStore for SqliteMetaStore {
                         params![
                             tenant.as_str(),
                             key.commit.to_string(),
-                            key.stop,
+                            key.stop.to_string(),
                             key.format.as_str()
                         ],
                         |r| r.get(0),
@@ -385,7 +385,7 @@ impl MetaStore for SqliteMetaStore {
                     params![
                         tenant.as_str(),
                         key.commit.to_string(),
-                        key.stop,
+                        key.stop.to_string(),
                         key.format.as_str(),
                         body
                     ],

@@ -181,7 +181,8 @@ async fn a_return_into_a_structured_chain_still_materializes() {
         );
         if format == "anthropic-messages-v1" {
             assert_eq!(
-                m.tier, "native",
+                m.tier.as_str(),
+                "native",
                 "the return was appended in the chain's format"
             );
         }
