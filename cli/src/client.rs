@@ -4,7 +4,7 @@
 //! [`PresignedUpload`]), so a change of the contract breaks this crate's
 //! build instead of a running client.
 //!
-//! Every URL is spelled in one place, [`Route`], with each path segment
+//! Every URL is spelled in one place, `Route`, with each path segment
 //! and query value percent-encoded. Errors are read from ctx's error body;
 //! the status stands in only when the body is not ctx's (a proxy's 502).
 

@@ -1,4 +1,4 @@
-//! Identifiers: the BLAKE3 [`Hash`], prefixed ids (`art-…`, `ctx-…`,
+//! Identifiers: the BLAKE3 [`Hash`](struct@Hash), prefixed ids (`art-…`, `ctx-…`,
 //! `br-…`) and the validated names (tenant, principal, ref) that key data.
 //!
 //! Every id has a validating `FromStr`; nothing stringly-typed crosses a

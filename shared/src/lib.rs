@@ -6,19 +6,29 @@
 //!
 //! # Layout
 //! - [`id`]: `Hash`, the prefixed ids and validated names.
-//! - [`commit`]: the commit model and its field limits.
-//! - [`format`]: format ids, the codec per format, the canonical message
-//!   model and translation between formats.
-//! - [`store`]: the `BlobStore` / `MetaStore` / `TokenStore` traits, their
-//!   backends (memory, local) and the conformance suite.
-//! - [`service`]: every operation, over the stores, one file per family
-//!   (checkpoint, artifacts, commits, walk, materialize, refs, folding).
-//! - [`auth`]: credentials → tenant.
-//! - [`branch`]: context folding's records, store trait, settings,
-//!   deadline timers, scrubbing and wire types.
+//! - [`commit`]: the commit model, its field limits and the materialize
+//!   stop point.
+//! - [`format`](mod@format): format ids, the codec per format (`raw`, `claude_code`,
+//!   `bureau_v1`, `bureau_v2`, `anthropic`, `openai`), the
+//!   [`format::canonical`] message model and [`format::translate`].
+//! - [`store`]: the `BlobStore` / `MetaStore` / `TokenStore` traits and the
+//!   backends, each offering every store including branches:
+//!   [`store::memory`], `store::local` (filesystem CAS + SQLite, feature
+//!   `local`), `store::aws` (S3 + DynamoDB, feature `aws`), and the
+//!   conformance suite every backend runs (`store::conformance`, feature
+//!   `conformance`).
+//! - [`service`]: every operation over the stores, one private file per
+//!   family: `checkpoint`, `artifacts`, `commits`, `walk`, `materialize`,
+//!   `refs`, `folding` (create, end, budget, status, timer).
+//! - [`branch`]: context folding's records, the `BranchStore` trait and the
+//!   rules every branch store shares, settings, [`branch::scrub`],
+//!   [`branch::timer`], `branch::sfn` (Step Functions timers) and
+//!   [`branch::wire`].
 //! - [`wire`]: every request and response body of the HTTP API, shared by
 //!   the server, the CLI's client and the MCP tools.
-//! - [`api`]: the one axum router, error mapping, OpenAPI document.
+//! - [`api`]: the one axum router, [`api::extract`] (strict JSON and query
+//!   parsing), [`api::error`] (kind → status), the OpenAPI document.
+//! - [`auth`]: credentials → tenant.
 //! - [`clock`]: time and randomness, injected.
 //! - [`config`]: every `CTX_*` setting, read once into one `Config`.
 //! - [`wiring`]: the backends a process needs, built from its `Config`.

@@ -19,8 +19,7 @@ use crate::commit::{Commit, CommitType, Tags, Trigger};
 use crate::error::{Error, Result};
 use crate::format::FormatId;
 use crate::id::{ArtifactRef, BranchId, CommitId, Principal, TenantId};
-use crate::service::materialize::Materialization;
-use crate::service::{Checkpointed, Delta, Limits, NewCommit, Service, Stop};
+use crate::service::{Checkpointed, Delta, Limits, Materialization, NewCommit, Service, Stop};
 use crate::store::{Materialized, RefMove, RefRecord};
 
 /// `POST /v1/commits`: one commit and, optionally, a ref move.

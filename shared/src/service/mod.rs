@@ -1,13 +1,15 @@
 //! The operations of ctx over the store traits: what the HTTP handlers call
 //! in every host (`ctx serve`, each Lambda). One file per family:
 //!
-//! - [`checkpoint`]: recording a commit ([`NewCommit`] → [`Checkpointed`]).
+//! - `checkpoint`: recording a commit ([`NewCommit`] → [`Checkpointed`]).
 //! - `artifacts`: uploads, downloads, presigned direct uploads.
 //! - `commits`: show, update-metadata, history, resolve.
 //! - `walk`: the lineage walk history and materialize share.
-//! - [`materialize`]: rebuilding the context at a commit ([`Stop`]).
+//! - `materialize`: rebuilding the context at a commit from a [`Stop`]
+//!   ([`Materialization`]).
 //! - `refs`: compare-and-swap pointers to tips.
-//! - [`folding`]: context folding (branches, budgets, deadlines).
+//! - `folding`: context folding (branches, budgets, deadlines; the
+//!   embedded deadline timer [`TokioTimer`]).
 //!
 //! Every method takes the caller's tenant first; nothing here can reach
 //! another tenant's keys. Requests arrive as domain values; the wire types
@@ -22,16 +24,19 @@ use crate::format::Formats;
 use crate::store::Stores;
 
 mod artifacts;
-pub mod checkpoint;
+mod checkpoint;
 mod commits;
-pub mod folding;
-pub mod materialize;
+mod folding;
+mod materialize;
 mod refs;
 mod walk;
 
 pub use crate::commit::Stop;
 pub use checkpoint::{Checkpointed, Delta, NewCommit};
-pub use folding::{BudgetNotice, Expired, Sweep, TokioTimer};
+pub use folding::{
+    BudgetNotice, Expired, MAX_DESCRIPTION, MAX_MESSAGE, MAX_PROMPT, Sweep, TokioTimer,
+    WARN_PERCENT,
+};
 pub use materialize::Materialization;
 
 /// Size limits the service enforces.

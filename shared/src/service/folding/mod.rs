@@ -8,7 +8,7 @@
 //! - `budget`: the guard before a checkpoint into a branch's chain and the
 //!   accounting after it.
 //! - `status`: `branch_status`, by id and by session.
-//! - [`timer`]: deadlines as tokio tasks (embedded mode).
+//! - `timer`: deadlines as tokio tasks (embedded mode): [`TokioTimer`].
 //!
 //! The records, their store and the settings are in [`crate::branch`]; the
 //! request and response bodies in [`crate::branch::wire`].
@@ -27,7 +27,7 @@ mod budget;
 mod create;
 mod end;
 mod status;
-pub mod timer;
+mod timer;
 
 pub use timer::TokioTimer;
 

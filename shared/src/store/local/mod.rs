@@ -16,9 +16,9 @@
 //! # Layout
 //! - this file: the private error type, [`Durability`], and the one
 //!   connection setup (`Database`) every SQLite store opens through.
-//! - [`blobs`]: [`LocalBlobStore`], the filesystem CAS.
-//! - [`meta`]: [`SqliteMetaStore`], the `MetaStore` and `TokenStore`.
-//! - [`branches`]: [`SqliteBranchStore`], the `BranchStore`.
+//! - `blobs`: [`LocalBlobStore`], the filesystem CAS.
+//! - `meta`: [`SqliteMetaStore`], the `MetaStore` and `TokenStore`.
+//! - `branches`: [`SqliteBranchStore`], the `BranchStore`.
 //! - [`schema`]: the tables, their version and the migrations.
 
 use std::path::Path;
@@ -29,9 +29,9 @@ use rusqlite::{Connection, Transaction, TransactionBehavior};
 
 use crate::error::{Error, Result};
 
-pub mod blobs;
-pub mod branches;
-pub mod meta;
+mod blobs;
+mod branches;
+mod meta;
 pub mod schema;
 
 pub use blobs::LocalBlobStore;
