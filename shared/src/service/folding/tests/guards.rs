@@ -159,30 +159,16 @@ async fn a_return_into_a_structured_chain_still_materializes() {
         .await
         .unwrap();
     for format in ["anthropic-messages-v1", "raw"] {
-        let m = h
-            .svc
-            .materialize(tenant, &r.commit, Stop::Root, Some(format.parse().unwrap()))
-            .await
-            .unwrap()
-            .result;
-        let bytes = h
-            .svc
-            .stores()
-            .blobs
-            .get(tenant, &m.artifact_ref)
-            .await
-            .unwrap()
-            .unwrap();
-        let text = String::from_utf8_lossy(&bytes).to_string();
-        eprintln!("{format} ({}): {text}", m.tier);
+        let (text, tier) = h.materialized(&r.commit, Some(format)).await;
+        eprintln!("{format} ({tier}): {text}");
         assert!(
             text.contains("found it") && text.contains("find the bug"),
             "{format}: {text}"
         );
         if format == "anthropic-messages-v1" {
             assert_eq!(
-                m.tier.as_str(),
-                "native",
+                tier,
+                Tier::Native,
                 "the return was appended in the chain's format"
             );
         }

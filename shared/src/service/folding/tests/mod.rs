@@ -17,7 +17,8 @@ use crate::branch::wire::{
 };
 use crate::commit::{Commit, Trigger};
 use crate::error::{ErrorKind, Result};
-use crate::id::{BranchId, RefName, TenantId};
+use crate::format::translate::Tier;
+use crate::id::{BranchId, CommitId, RefName, TenantId};
 use crate::service::{Service, Stop};
 use crate::store::memory::MemoryBranchStore;
 use crate::store::memory::{MemoryBlobStore, MemoryMetaStore};
@@ -152,9 +153,17 @@ impl H {
             .await
             .unwrap()
             .target;
+        let (text, _) = self.materialized(&tip, None).await;
+        text
+    }
+
+    /// The context at `tip` from the root, in `format`, as text, and how it
+    /// was produced.
+    async fn materialized(&self, tip: &CommitId, format: Option<&str>) -> (String, Tier) {
+        let tenant = &self.alice.tenant;
         let m = self
             .svc
-            .materialize(tenant, &tip, Stop::Root, None)
+            .materialize(tenant, tip, Stop::Root, format.map(|f| f.parse().unwrap()))
             .await
             .unwrap()
             .result;
@@ -166,7 +175,7 @@ impl H {
             .await
             .unwrap()
             .unwrap();
-        String::from_utf8(bytes.to_vec()).unwrap()
+        (String::from_utf8_lossy(&bytes).into_owned(), m.tier)
     }
 
     async fn status(&self, id: &BranchId) -> BranchStatusResponse {
