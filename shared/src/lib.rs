@@ -22,7 +22,8 @@
 //!   `refs`, `folding` (create, end, budget, status, timer).
 //! - [`branch`]: context folding's records, the `BranchStore` trait and the
 //!   rules every branch store shares, settings, [`branch::scrub`],
-//!   [`branch::timer`], `branch::sfn` (Step Functions timers) and
+//!   [`branch::timer`] (the deadline timer trait; AWS mode's Step Functions
+//!   timer is `store::aws::sfn`) and
 //!   [`branch::wire`].
 //! - [`wire`]: every request and response body of the HTTP API, shared by
 //!   the server, the CLI's client and the MCP tools.

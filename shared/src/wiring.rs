@@ -275,7 +275,7 @@ fn open_tokens_on_disk(_: &Config) -> Result<Arc<dyn TokenStore>> {
 
 #[cfg(feature = "aws")]
 async fn sfn_timer(arn: String) -> Result<Arc<dyn BranchTimer>> {
-    use crate::branch::sfn::SfnTimer;
+    use crate::store::aws::sfn::SfnTimer;
     Ok(Arc::new(SfnTimer::new(SfnTimer::sdk_client().await, arn)))
 }
 

@@ -12,8 +12,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ctx_core::auth::Caller;
-use ctx_core::branch::sfn::SfnTimer;
 use ctx_core::config::Config;
+use ctx_core::store::aws::sfn::SfnTimer;
 use ctx_core::wire::{BranchCreateRequest, BranchReturnRequest};
 use ctx_core::wiring::{Backends, Deadlines};
 use ctx_core::{OsRandom, SystemClock};
@@ -188,7 +188,7 @@ async fn a_branch_expires_through_the_state_machine_and_a_return_stops_it() {
     // branch-expire binary is tested with (functions/branch-expire/tests).
     assert_eq!(
         payload,
-        serde_json::to_value(ctx_core::branch::sfn::TimerInput::new(
+        serde_json::to_value(ctx_core::store::aws::sfn::TimerInput::new(
             &caller().tenant,
             &short.branch_id,
             short.deadline

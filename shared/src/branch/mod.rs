@@ -15,8 +15,9 @@
 //! - [`wire`]: the request and response bodies (the operations are in
 //!   `crate::service::folding`).
 //! - [`scrub`]: the secret scrubber.
-//! - [`timer`]: deadlines: the [`BranchTimer`] trait and the embedded tokio
-//!   timer (AWS mode uses Step Functions, in [`sfn`]).
+//! - [`timer`]: deadlines: the [`BranchTimer`] trait (the embedded tokio
+//!   timer is `crate::service::TokioTimer`, AWS mode's Step Functions one
+//!   `crate::store::aws::sfn`).
 //!
 //! The store backends live with the other stores of their backend:
 //! `store::memory::MemoryBranchStore`, `store::local::SqliteBranchStore`,
@@ -36,8 +37,6 @@ use crate::error::{Error, Result};
 use crate::id::{BranchId, CommitId, RefName, TenantId};
 
 pub mod scrub;
-#[cfg(feature = "aws")]
-pub mod sfn;
 pub mod timer;
 pub mod wire;
 

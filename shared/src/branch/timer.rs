@@ -6,7 +6,7 @@
 //!
 //! Embedded mode uses `crate::service::TokioTimer` (plus
 //! `Service::branch_sweep` at start-up for deadlines that passed while the
-//! server was down); AWS mode uses Step Functions (`super::sfn`).
+//! server was down); AWS mode uses Step Functions (`crate::store::aws::sfn`).
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};

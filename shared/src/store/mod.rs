@@ -8,7 +8,7 @@
 //! decided by `service`. Rules every backend shares are written here once
 //! (e.g. [`MetaStore::put_commit`]'s retry rule over the backend's
 //! [`MetaStore::create_commit`]). Every behaviour a backend must have is
-//! written once in [`conformance`] and run against every backend.
+//! written once in `conformance` and run against every backend.
 //!
 //! # Layout
 //! Grouped by backend; each implements every store it offers:
@@ -18,7 +18,7 @@
 //!   SQLite database (the embedded default).
 //! - [`aws`]: artifacts in S3; meta, tokens and branches in one DynamoDB
 //!   table.
-//! - [`conformance`]: the behaviours, and `run_all` that every backend's
+//! - `conformance`: the behaviours, and `run_all` that every backend's
 //!   tests call once (with the `conformance` feature or in tests).
 
 use std::sync::Arc;

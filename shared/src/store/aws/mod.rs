@@ -35,6 +35,7 @@ mod meta;
 #[cfg(any(test, feature = "conformance"))]
 pub mod report;
 mod s3;
+pub mod sfn;
 #[cfg(any(test, feature = "conformance"))]
 pub mod testing;
 mod tokens;

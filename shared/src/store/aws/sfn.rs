@@ -13,10 +13,10 @@ use aws_config::timeout::TimeoutConfig;
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde::{Deserialize, Serialize};
 
-use super::BranchTimer;
+use super::{https_client, sdk_error};
+use crate::branch::BranchTimer;
 use crate::error::{Error, Result};
 use crate::id::{BranchId, TenantId};
-use crate::store::aws::{https_client, sdk_error};
 
 /// The input of a branch-timer execution, which its Task passes unchanged
 /// to `branch-expire` as the event.
