@@ -119,6 +119,19 @@ fn string_schema(pattern: &str, description: &str) -> RefOr<Schema> {
         .into()
 }
 
+/// The schema of a validated name: what `check_name` and the type's rule
+/// accept, as a pattern and a length. JSON Schema counts characters where
+/// the rule counts bytes; the description says which.
+fn name_schema(pattern: &str, max_bytes: usize, description: &str) -> RefOr<Schema> {
+    ObjectBuilder::new()
+        .schema_type(Type::String)
+        .pattern(Some(pattern))
+        .min_length(Some(1))
+        .max_length(Some(max_bytes))
+        .description(Some(description))
+        .into()
+}
+
 /// Declares a `prefix-<hex>` id newtype over `N` bytes.
 macro_rules! prefixed_id {
     ($(#[$doc:meta])* $name:ident, $prefix:literal, $n:literal, $field:literal) => {
@@ -193,7 +206,7 @@ macro_rules! prefixed_id {
         impl utoipa::PartialSchema for $name {
             fn schema() -> RefOr<Schema> {
                 string_schema(
-                    concat!("^", $prefix, "[0-9a-f]{", stringify!($n), "}$"),
+                    &format!("^{}[0-9a-f]{{{}}}$", $prefix, $n * 2),
                     concat!("An id: `", $prefix, "` and ", stringify!($n), " bytes of lower-case hex."),
                 )
             }
@@ -353,7 +366,7 @@ fn check_name(
 
 /// Declares a validated string newtype.
 macro_rules! name_type {
-    ($(#[$doc:meta])* $name:ident, $field:literal, $check:expr) => {
+    ($(#[$doc:meta])* $name:ident, $field:literal, $check:expr, schema: $schema:expr) => {
         $(#[$doc])*
         #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
         #[serde(transparent)]
@@ -396,7 +409,7 @@ macro_rules! name_type {
 
         impl utoipa::PartialSchema for $name {
             fn schema() -> RefOr<Schema> {
-                ObjectBuilder::new().schema_type(Type::String).into()
+                $schema
             }
         }
 
@@ -411,7 +424,12 @@ name_type!(
     "tenant",
     |s| check_name("tenant", s, 64, "use a-z, 0-9, - and _, starting with a letter or digit", |i, c| {
         c.is_ascii_lowercase() || c.is_ascii_digit() || (i > 0 && (c == '-' || c == '_'))
-    })
+    }),
+    schema: name_schema(
+        "^[a-z0-9][a-z0-9_-]*$",
+        64,
+        "A tenant: 1 to 64 of a-z, 0-9, '-' and '_', starting with a letter or digit.",
+    )
 );
 
 name_type!(
@@ -419,7 +437,12 @@ name_type!(
     /// printable text.
     Principal,
     "principal",
-    |s| check_name("principal", s, 256, "control characters are not allowed", |_, c| !c.is_control())
+    |s| check_name("principal", s, 256, "control characters are not allowed", |_, c| !c.is_control()),
+    schema: name_schema(
+        "^[^\\x00-\\x1f\\x7f-\\x9f]*$",
+        256,
+        "Who checkpointed: 1 to 256 bytes of UTF-8 text without control characters.",
+    )
 );
 
 name_type!(
@@ -438,8 +461,18 @@ name_type!(
             ));
         }
         Ok(())
-    }
+    },
+    schema: name_schema(
+        REF_NAME_PATTERN,
+        200,
+        "A ref name: 1 to 200 of A-Z, a-z, 0-9, '.', '_', '-' and '/'; no empty segment, no '..', no leading or trailing '/'.",
+    )
 );
+
+/// What [`RefName`] accepts, as a pattern: '/'-separated segments of
+/// `A-Z a-z 0-9 . _ -`, none empty, no two dots in a row.
+pub(crate) const REF_NAME_PATTERN: &str =
+    r"^(?:(?:\.?[A-Za-z0-9_-]+)+\.?|\.)(?:/(?:(?:\.?[A-Za-z0-9_-]+)+\.?|\.))*$";
 
 #[cfg(test)]
 mod tests {
@@ -498,6 +531,34 @@ mod tests {
         assert!("sessions/s-42/head".parse::<RefName>().is_ok());
         for bad in ["", "/a", "a/", "a//b", "a/../b", "a b", "a?"] {
             assert!(bad.parse::<RefName>().is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn the_documented_ref_name_pattern_accepts_what_parses() {
+        let re = regex_lite::Regex::new(REF_NAME_PATTERN).unwrap();
+        for name in [
+            "main",
+            "sessions/s-42/head",
+            ".",
+            "a/./b",
+            ".a.",
+            "a.b_c-D",
+            "",
+            "/a",
+            "a/",
+            "a//b",
+            "a/../b",
+            "..",
+            "a b",
+            "a?",
+            "é",
+        ] {
+            assert_eq!(
+                re.is_match(name),
+                name.parse::<RefName>().is_ok(),
+                "{name:?}"
+            );
         }
     }
 

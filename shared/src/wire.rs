@@ -42,36 +42,68 @@ pub struct CheckpointRequest {
     /// The delta inline, base64-encoded (standard alphabet, padded).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delta_base64: Option<String>,
-    /// The context template the wrapper used.
+    /// The context template the wrapper used (1 to 256 bytes, no control
+    /// characters but tab and newline).
+    #[schema(
+        min_length = 1,
+        max_length = 256,
+        pattern = "^[^\\x00-\\x08\\x0b-\\x1f\\x7f-\\x9f]*$"
+    )]
     pub template: String,
     /// Who checkpoints.
-    #[schema(value_type = String)]
     pub principal: Principal,
-    /// The machine it runs on.
+    /// The machine it runs on (1 to 256 bytes, no control characters but tab and
+    /// newline.)
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(
+        min_length = 1,
+        max_length = 256,
+        pattern = "^[^\\x00-\\x08\\x0b-\\x1f\\x7f-\\x9f]*$"
+    )]
     pub machine: Option<String>,
-    /// The wrapper's session.
+    /// The wrapper's session (1 to 256 bytes, no control characters but tab and
+    /// newline.)
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(
+        min_length = 1,
+        max_length = 256,
+        pattern = "^[^\\x00-\\x08\\x0b-\\x1f\\x7f-\\x9f]*$"
+    )]
     pub session_id: Option<String>,
     /// Why it checkpoints.
     pub checkpoint: Trigger,
-    /// A ticket the work belongs to.
+    /// A ticket the work belongs to (1 to 256 bytes, no control characters but tab and
+    /// newline.)
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(
+        min_length = 1,
+        max_length = 256,
+        pattern = "^[^\\x00-\\x08\\x0b-\\x1f\\x7f-\\x9f]*$"
+    )]
     pub ticket_id: Option<String>,
-    /// A conversation thread the work belongs to.
+    /// A conversation thread the work belongs to (1 to 256 bytes, no control characters but tab and
+    /// newline.)
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(
+        min_length = 1,
+        max_length = 256,
+        pattern = "^[^\\x00-\\x08\\x0b-\\x1f\\x7f-\\x9f]*$"
+    )]
     pub thread_id: Option<String>,
-    /// A human-readable summary.
+    /// A human-readable summary (at most 16 KiB).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(max_length = 16384)]
     pub summary: Option<String>,
     /// Messages in the delta, if the wrapper knows; used only for formats
     /// ctx cannot count itself (opaque ones).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(maximum = 10_000_000)]
     pub message_count: Option<u64>,
     /// Tokens in the delta as the wrapper counted them. The server always
     /// stores its own estimate as the commit's `token_count`; a different
     /// claim is kept as the tag `client_token_count`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(maximum = 1_000_000_000)]
     pub token_count: Option<u64>,
     /// When the wrapper checkpointed; the server's clock when absent. Send
     /// it to make retries idempotent.
@@ -79,6 +111,7 @@ pub struct CheckpointRequest {
     pub created_at: Option<DateTime<Utc>>,
     /// Free-form labels.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(schema_with = tags_schema)]
     pub tags: Option<Tags>,
     /// A ref to move to the new commit in the same write.
     #[serde(default, rename = "ref", skip_serializing_if = "Option::is_none")]
@@ -219,7 +252,7 @@ impl CheckpointRequest {
 pub struct MaterializeRequest {
     /// `compaction` (default), `root`, or a `ctx-…` ancestor.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<String>)]
+    #[schema(value_type = Option<String>, pattern = "^(compaction|root|ctx-[0-9a-f]{32})$")]
     pub stop: Option<Stop>,
     /// The format wanted; the tip's format when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -256,12 +289,42 @@ pub struct UpdateMetadataRequest {
         serialize_with = "nullable",
         skip_serializing_if = "Option::is_none"
     )]
-    #[schema(value_type = Option<String>)]
+    #[schema(value_type = Option<String>, max_length = 16384)]
     pub summary: Option<Option<String>>,
     /// Replaces every tag.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(schema_with = tags_schema)]
     pub tags: Option<Tags>,
 }
+
+/// The schema of [`Tags`] as checked on the way in: at most 64, keys of
+/// 1 to 128 bytes without control characters but tab and newline, values
+/// of at most 1024 bytes.
+fn tags_schema() -> utoipa::openapi::schema::Object {
+    use utoipa::openapi::schema::{AdditionalProperties, ObjectBuilder, Type};
+    ObjectBuilder::new()
+        .schema_type(Type::Object)
+        .max_properties(Some(crate::commit::limits::TAGS))
+        .property_names(Some(
+            ObjectBuilder::new()
+                .schema_type(Type::String)
+                .min_length(Some(1))
+                .max_length(Some(crate::commit::limits::TAG_KEY))
+                .pattern(Some(SHORT_TEXT_PATTERN)),
+        ))
+        .additional_properties(Some(AdditionalProperties::RefOr(
+            ObjectBuilder::new()
+                .schema_type(Type::String)
+                .max_length(Some(crate::commit::limits::TAG_VALUE))
+                .into(),
+        )))
+        .description(Some("Free-form labels: key to value."))
+        .build()
+}
+
+/// What a short text field allows: no control characters but tab and
+/// newline.
+const SHORT_TEXT_PATTERN: &str = "^[^\\x00-\\x08\\x0b-\\x1f\\x7f-\\x9f]*$";
 
 /// Tells a field given as `null` (`Some(None)`) from one left out (`None`).
 fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Option<String>>, D::Error> {
@@ -303,7 +366,8 @@ pub struct ArtifactInfo {
 pub struct UploadRequest {
     /// `art-` and the BLAKE3 hash the bytes will have.
     pub artifact_ref: ArtifactRef,
-    /// Their size in bytes.
+    /// Their size in bytes (at most 5 GiB by default: 413 beyond).
+    #[schema(maximum = 5_368_709_120_u64)]
     pub size: u64,
 }
 

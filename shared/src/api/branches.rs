@@ -18,7 +18,13 @@ use crate::wire::{
 /// Creates an isolated branch of a session: its chain holds only the
 /// description and the prompt. 429 with Retry-After past a creation limit.
 #[utoipa::path(post, path = "/v1/branches", tag = "branches", request_body = BranchCreateRequest,
-    responses((status = 201, body = BranchCreated), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody), (status = 429, body = ErrorBody)),
+    responses((status = 201, description = "The new branch", body = BranchCreated),
+        (status = 400, description = "A malformed request, or a branch nested too deep", body = ErrorBody),
+        (status = 404, description = "The session or parent branch belongs to another caller, or does not exist", body = ErrorBody),
+        (status = 409, description = "The parent branch ended", body = ErrorBody),
+        (status = 413, description = "A body over the JSON limit", body = ErrorBody),
+        (status = 429, description = "Past a creation limit; retry after `Retry-After`", body = ErrorBody,
+            headers(("retry-after" = u64, description = "Seconds to wait before retrying")))),
     security(("bearer" = [])))]
 pub(super) async fn branch_create(
     State(s): State<AppState>,
@@ -32,8 +38,10 @@ pub(super) async fn branch_create(
 /// The active branch of a session (`session_id`), or
 /// `{branch_id: null, status: "No active branch found"}`.
 #[utoipa::path(get, path = "/v1/branches", tag = "branches",
-    params(("session_id" = String, Query)),
-    responses((status = 200, body = BranchStatusResponse), (status = 404, body = ErrorBody)),
+    params(("session_id" = String, Query, max_length = 191, pattern = r"^(?:(?:\.?[A-Za-z0-9_-]+)+\.?|\.)(?:/(?:(?:\.?[A-Za-z0-9_-]+)+\.?|\.))*$")),
+    responses((status = 200, description = "The active branch, or none", body = BranchStatusResponse),
+        (status = 400, description = "No `session_id`, or a malformed query string", body = ErrorBody),
+        (status = 404, description = "The session belongs to another caller", body = ErrorBody)),
     security(("bearer" = [])))]
 pub(super) async fn branch_status_of_session(
     State(s): State<AppState>,
@@ -57,8 +65,10 @@ pub(super) async fn branch_status_of_session(
 
 /// A branch's status, depth, budget and times.
 #[utoipa::path(get, path = "/v1/branches/{br}", tag = "branches",
-    params(("br" = String, Path, description = "br-…")),
-    responses((status = 200, body = BranchStatusResponse), (status = 404, body = ErrorBody)),
+    params(("br" = BranchId, Path)),
+    responses((status = 200, description = "The branch", body = BranchStatusResponse),
+        (status = 400, description = "`br` is not a branch id", body = ErrorBody),
+        (status = 404, description = "No such branch of this caller", body = ErrorBody)),
     security(("bearer" = [])))]
 pub(super) async fn branch_status(
     State(s): State<AppState>,
@@ -73,8 +83,12 @@ pub(super) async fn branch_status(
 /// scrubbed message is appended to the parent's chain. 409 when it already
 /// ended.
 #[utoipa::path(post, path = "/v1/branches/{br}/return", tag = "branches", request_body = BranchReturnRequest,
-    params(("br" = String, Path, description = "br-…")),
-    responses((status = 200, body = BranchReturned), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)),
+    params(("br" = BranchId, Path)),
+    responses((status = 200, description = "Returned", body = BranchReturned),
+        (status = 400, description = "A malformed request", body = ErrorBody),
+        (status = 404, description = "No such branch of this caller", body = ErrorBody),
+        (status = 409, description = "The branch already ended", body = ErrorBody),
+        (status = 413, description = "A body over the JSON limit", body = ErrorBody)),
     security(("bearer" = [])))]
 pub(super) async fn branch_return(
     State(s): State<AppState>,
@@ -91,8 +105,10 @@ pub(super) async fn branch_return(
 /// Ends a session: force-returns its active branches within a bounded
 /// time; what does not finish is marked failed.
 #[utoipa::path(post, path = "/v1/sessions/{id}/end", tag = "branches",
-    params(("id" = String, Path, description = "the session id")),
-    responses((status = 200, body = SessionEnded), (status = 404, body = ErrorBody)),
+    params(("id" = String, Path, max_length = 191, pattern = r"^(?:(?:\.?[A-Za-z0-9_-]+)+\.?|\.)(?:/(?:(?:\.?[A-Za-z0-9_-]+)+\.?|\.))*$", description = "the session id")),
+    responses((status = 200, description = "Its branches, returned or failed", body = SessionEnded),
+        (status = 400, description = "`id` is not a session id", body = ErrorBody),
+        (status = 404, description = "The session belongs to another caller", body = ErrorBody)),
     security(("bearer" = [])))]
 pub(super) async fn session_end(
     State(s): State<AppState>,

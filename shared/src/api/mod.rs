@@ -286,7 +286,10 @@ async fn openapi_json() -> Response {
 /// Stores raw bytes as an artifact: 201 when new, 200 when already stored.
 #[utoipa::path(post, path = "/v1/artifacts", tag = "artifacts",
     request_body(content = Vec<u8>, content_type = "application/octet-stream"),
-    responses((status = 201, body = ArtifactInfo), (status = 200, body = ArtifactInfo), (status = 413, body = ErrorBody)),
+    responses((status = 201, description = "Stored", body = ArtifactInfo),
+        (status = 200, description = "Already stored", body = ArtifactInfo),
+        (status = 400, description = "The body cannot be read", body = ErrorBody),
+        (status = 413, description = "Larger than the artifact limit (64 MiB by default)", body = ErrorBody)),
     security(("bearer" = [])))]
 async fn upload_artifact(
     State(s): State<AppState>,
@@ -313,7 +316,9 @@ async fn upload_artifact(
 /// API's limits). Then checkpoint with `artifact_ref`: the bytes are
 /// re-hashed before the commit references them.
 #[utoipa::path(post, path = "/v1/uploads", tag = "artifacts", request_body = UploadRequest,
-    responses((status = 201, body = crate::store::PresignedUpload), (status = 400, body = ErrorBody), (status = 413, body = ErrorBody)),
+    responses((status = 201, description = "Where to PUT the bytes", body = crate::store::PresignedUpload),
+        (status = 400, description = "A malformed request, or storage that takes no direct uploads (embedded mode)", body = ErrorBody),
+        (status = 413, description = "`size` over the direct-upload limit, or a body over the JSON limit", body = ErrorBody)),
     security(("bearer" = [])))]
 async fn upload_url(
     State(s): State<AppState>,
@@ -329,8 +334,10 @@ async fn upload_url(
 
 /// An artifact's bytes, verified against their hash.
 #[utoipa::path(get, path = "/v1/artifacts/{art}", tag = "artifacts",
-    params(("art" = String, Path, description = "art-…")),
-    responses((status = 200, content_type = "application/octet-stream", body = Vec<u8>), (status = 404, body = ErrorBody)),
+    params(("art" = ArtifactRef, Path)),
+    responses((status = 200, description = "The bytes", content_type = "application/octet-stream", body = Vec<u8>),
+        (status = 400, description = "`art` is not an artifact ref", body = ErrorBody),
+        (status = 404, description = "No such artifact", body = ErrorBody)),
     security(("bearer" = [])))]
 async fn download_artifact(
     State(s): State<AppState>,
@@ -347,7 +354,13 @@ async fn download_artifact(
 /// branch's chain (`ref: branches/br-…`) it counts against the budget: the
 /// `ctx-budget-warning` header from 80%, a forced return at 100%, then 409.
 #[utoipa::path(post, path = "/v1/commits", tag = "commits", request_body = CheckpointRequest,
-    responses((status = 201, body = Commit), (status = 200, body = Commit), (status = 400, body = ErrorBody), (status = 409, body = ErrorBody)),
+    responses((status = 201, description = "Recorded", body = Commit,
+            headers(("ctx-budget-warning" = String, description = "Into a branch at 80% of its budget or more"))),
+        (status = 200, description = "Recorded before", body = Commit),
+        (status = 400, description = "A malformed request, or a parent, artifact or format that does not exist", body = ErrorBody),
+        (status = 404, description = "The branch of the ref does not exist", body = ErrorBody),
+        (status = 409, description = "The ref moved (`current` says where to), or the branch ended", body = ErrorBody),
+        (status = 413, description = "The delta or the body over its limit", body = ErrorBody)),
     security(("bearer" = [])))]
 async fn checkpoint(
     State(s): State<AppState>,
@@ -374,8 +387,10 @@ async fn checkpoint(
 
 /// One commit.
 #[utoipa::path(get, path = "/v1/commits/{ctx}", tag = "commits",
-    params(("ctx" = String, Path, description = "ctx-…")),
-    responses((status = 200, body = Commit), (status = 404, body = ErrorBody)),
+    params(("ctx" = CommitId, Path)),
+    responses((status = 200, description = "The commit", body = Commit),
+        (status = 400, description = "`ctx` is not a commit id", body = ErrorBody),
+        (status = 404, description = "No such commit", body = ErrorBody)),
     security(("bearer" = [])))]
 async fn show(
     State(s): State<AppState>,
@@ -388,8 +403,11 @@ async fn show(
 
 /// Changes a commit's summary (null clears it) and replaces its tags.
 #[utoipa::path(patch, path = "/v1/commits/{ctx}", tag = "commits", request_body = UpdateMetadataRequest,
-    params(("ctx" = String, Path, description = "ctx-…")),
-    responses((status = 200, body = Commit), (status = 404, body = ErrorBody)),
+    params(("ctx" = CommitId, Path)),
+    responses((status = 200, description = "The commit as changed", body = Commit),
+        (status = 400, description = "A malformed request", body = ErrorBody),
+        (status = 404, description = "No such commit", body = ErrorBody),
+        (status = 413, description = "A body over the JSON limit", body = ErrorBody)),
     security(("bearer" = [])))]
 async fn update_metadata(
     State(s): State<AppState>,
@@ -407,8 +425,11 @@ async fn update_metadata(
 
 /// The commits from `ctx` towards the root, newest first.
 #[utoipa::path(get, path = "/v1/commits/{ctx}/history", tag = "commits",
-    params(("ctx" = String, Path, description = "ctx-…"), ("depth" = Option<usize>, Query, description = "How many commits (default 50, at most 1000)")),
-    responses((status = 200, body = HistoryResponse), (status = 404, body = ErrorBody)),
+    params(("ctx" = CommitId, Path),
+        ("depth" = Option<u64>, Query, minimum = 1, maximum = 1000, description = "How many commits (default 50, at most 1000)")),
+    responses((status = 200, description = "The commits, newest first", body = HistoryResponse),
+        (status = 400, description = "`ctx` is not a commit id, or `depth` is out of range", body = ErrorBody),
+        (status = 404, description = "No such commit", body = ErrorBody)),
     security(("bearer" = [])))]
 async fn history(
     State(s): State<AppState>,
@@ -424,8 +445,11 @@ async fn history(
 
 /// Rebuilds the context at `ctx` from its stop point; cached per (commit, stop, format).
 #[utoipa::path(post, path = "/v1/commits/{ctx}/materialize", tag = "commits", request_body = MaterializeRequest,
-    params(("ctx" = String, Path, description = "ctx-…")),
-    responses((status = 200, body = MaterializeResponse), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)),
+    params(("ctx" = CommitId, Path)),
+    responses((status = 200, description = "The context", body = MaterializeResponse),
+        (status = 400, description = "A malformed request, a stop that is not an ancestor, or a format that cannot be produced", body = ErrorBody),
+        (status = 404, description = "No such commit", body = ErrorBody),
+        (status = 413, description = "A body over the JSON limit", body = ErrorBody)),
     security(("bearer" = [])))]
 async fn materialize(
     State(s): State<AppState>,
@@ -449,8 +473,11 @@ async fn materialize(
 
 /// What did `principal` know at `at`: the newest commit at or before it.
 #[utoipa::path(get, path = "/v1/resolve", tag = "commits",
-    params(("principal" = String, Query), ("at" = Option<String>, Query, description = "RFC 3339; default now")),
-    responses((status = 200, body = ResolveResponse), (status = 404, body = ErrorBody)),
+    params(("principal" = Principal, Query),
+        ("at" = Option<chrono::DateTime<chrono::Utc>>, Query, description = "RFC 3339; default now")),
+    responses((status = 200, description = "The commit", body = ResolveResponse),
+        (status = 400, description = "`principal` or `at` missing or malformed", body = ErrorBody),
+        (status = 404, description = "No commit of `principal` at or before `at`", body = ErrorBody)),
     security(("bearer" = [])))]
 async fn resolve(
     State(s): State<AppState>,
@@ -467,8 +494,10 @@ async fn resolve(
 
 /// Refs whose names start with `prefix`, by name.
 #[utoipa::path(get, path = "/v1/refs", tag = "refs",
-    params(("prefix" = Option<String>, Query), ("limit" = Option<usize>, Query, description = "default 100, at most 1000")),
-    responses((status = 200, body = RefList)),
+    params(("prefix" = Option<String>, Query, description = "Only names that start with it"),
+        ("limit" = Option<u64>, Query, minimum = 1, maximum = 1000, description = "default 100, at most 1000")),
+    responses((status = 200, description = "The refs, by name", body = RefList),
+        (status = 400, description = "`limit` out of range, or a malformed query string", body = ErrorBody)),
     security(("bearer" = [])))]
 async fn list_refs(
     State(s): State<AppState>,
@@ -487,8 +516,10 @@ async fn list_refs(
 
 /// A ref.
 #[utoipa::path(get, path = "/v1/refs/{name}", tag = "refs",
-    params(("name" = String, Path, description = "may contain '/'")),
-    responses((status = 200, body = RefRecord), (status = 404, body = ErrorBody)),
+    params(("name" = RefName, Path, description = "may contain '/'")),
+    responses((status = 200, description = "The ref", body = RefRecord),
+        (status = 400, description = "`name` is not a ref name", body = ErrorBody),
+        (status = 404, description = "No such ref", body = ErrorBody)),
     security(("bearer" = [])))]
 async fn get_ref(
     State(s): State<AppState>,
@@ -502,8 +533,11 @@ async fn get_ref(
 /// Creates a ref (no `expected`) or moves it by compare-and-swap; 409 with
 /// `current` when `expected` is stale.
 #[utoipa::path(put, path = "/v1/refs/{name}", tag = "refs", request_body = SetRefRequest,
-    params(("name" = String, Path, description = "may contain '/'")),
-    responses((status = 200, body = RefRecord), (status = 400, body = ErrorBody), (status = 409, body = ErrorBody)),
+    params(("name" = RefName, Path, description = "may contain '/'")),
+    responses((status = 200, description = "The ref as set", body = RefRecord),
+        (status = 400, description = "A malformed request, or a target that does not exist", body = ErrorBody),
+        (status = 409, description = "`expected` is stale (`current` says where the ref points)", body = ErrorBody),
+        (status = 413, description = "A body over the JSON limit", body = ErrorBody)),
     security(("bearer" = [])))]
 async fn set_ref(
     State(s): State<AppState>,
@@ -520,6 +554,60 @@ async fn set_ref(
 }
 
 struct BearerAuth;
+
+/// The errors every authenticated operation may answer, added once here
+/// rather than on each handler: 401 without a known bearer token, and 503
+/// (with `Retry-After`) when a store is unavailable.
+struct CommonErrors;
+
+impl utoipa::Modify for CommonErrors {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::header::HeaderBuilder;
+        use utoipa::openapi::{ContentBuilder, Ref, ResponseBuilder};
+        let error = |description: &str, retry: bool| {
+            let mut r = ResponseBuilder::new().description(description).content(
+                "application/json",
+                ContentBuilder::new()
+                    .schema(Some(Ref::from_schema_name("ErrorBody")))
+                    .build(),
+            );
+            if retry {
+                r = r.header(
+                    "retry-after",
+                    HeaderBuilder::new()
+                        .schema(<u64 as utoipa::PartialSchema>::schema())
+                        .description(Some("Seconds to wait before retrying"))
+                        .build(),
+                );
+            }
+            r.build()
+        };
+        let unauthenticated = error("No bearer token, or one that is not known", false);
+        let unavailable = error("A store is unavailable; retry after `Retry-After`", true);
+        for item in openapi.paths.paths.values_mut() {
+            for op in [
+                &mut item.get,
+                &mut item.put,
+                &mut item.post,
+                &mut item.patch,
+                &mut item.delete,
+            ]
+            .into_iter()
+            .flatten()
+            {
+                if op.security.as_ref().is_some_and(|s| !s.is_empty()) {
+                    let responses = &mut op.responses.responses;
+                    responses
+                        .entry("401".to_owned())
+                        .or_insert_with(|| unauthenticated.clone().into());
+                    responses
+                        .entry("503".to_owned())
+                        .or_insert_with(|| unavailable.clone().into());
+                }
+            }
+        }
+    }
+}
 
 impl utoipa::Modify for BearerAuth {
     fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
@@ -542,8 +630,11 @@ impl utoipa::Modify for BearerAuth {
         branches::branch_create, branches::branch_status_of_session, branches::branch_status,
         branches::branch_return, branches::session_end
     ),
-    components(schemas(ErrorBody, error::ErrorDetail, crate::store::RefMove)),
-    modifiers(&BearerAuth)
+    components(schemas(
+        ErrorBody, error::ErrorDetail, crate::store::RefMove, ArtifactRef, CommitId,
+        crate::id::BranchId, Principal, RefName
+    )),
+    modifiers(&BearerAuth, &CommonErrors)
 )]
 pub struct ApiDoc;
 

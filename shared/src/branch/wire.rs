@@ -15,23 +15,44 @@ use crate::id::{BranchId, CommitId};
 #[serde(deny_unknown_fields)]
 pub struct BranchCreateRequest {
     /// The session the branch belongs to (its chain is the ref
-    /// `sessions/<session_id>`).
+    /// `sessions/<session_id>`, so what a ref name allows, at most 191
+    /// characters).
+    #[schema(
+        max_length = 191,
+        pattern = r"^(?:(?:\.?[A-Za-z0-9_-]+)+\.?|\.)(?:/(?:(?:\.?[A-Za-z0-9_-]+)+\.?|\.))*$"
+    )]
     pub session_id: String,
-    /// What the subtask is (at most 500 characters).
+    /// What the subtask is (at most 500 characters, not blank).
+    #[schema(min_length = 1, max_length = 500, pattern = r"[^\s\x00-\x1f\x7f-\x9f]")]
     pub description: String,
     /// The subtask's instructions (at most 10,000 characters).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(max_length = 10_000)]
     pub prompt: Option<String>,
     /// Tokens the branch may checkpoint (default 8192, capped at 32768).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(schema_with = capped_count)]
     pub budget: Option<u64>,
     /// Seconds until it times out (default 300, capped at 600).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(schema_with = capped_count)]
     pub timeout_seconds: Option<u64>,
     /// The active branch to nest under (default: the session itself).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<String>)]
     pub parent_branch: Option<BranchId>,
+}
+
+/// An optional count of at least 1 that the server caps rather than
+/// refuses: any unsigned 64-bit value above 0 (not the `int64` utoipa
+/// writes for `u64`).
+fn capped_count() -> utoipa::openapi::schema::Object {
+    use utoipa::openapi::schema::{KnownFormat, ObjectBuilder, SchemaFormat, SchemaType, Type};
+    ObjectBuilder::new()
+        .schema_type(SchemaType::from_iter([Type::Integer, Type::Null]))
+        .format(Some(SchemaFormat::KnownFormat(KnownFormat::Int64)))
+        .minimum(Some(1))
+        .maximum(Some(utoipa::Number::UInt(u64::MAX as usize)))
+        .build()
 }
 
 /// What `branch_create` answers.
@@ -60,6 +81,7 @@ pub struct BranchCreated {
 pub struct BranchReturnRequest {
     /// The result to hand back (at most 50,000 characters); secrets in it
     /// are scrubbed.
+    #[schema(max_length = 50_000)]
     pub message: String,
 }
 
