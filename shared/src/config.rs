@@ -94,6 +94,36 @@ pub const SETTINGS: &[Setting] = &[
         "how long session end waits for its branches before marking the rest failed",
     ),
     setting(
+        "CTX_MAX_CONNECTIONS",
+        None,
+        "512",
+        "connections `ctx serve` holds open at once (at most the open-file limit less 64); at the cap it closes idle ones first and lets the rest wait in the listen backlog",
+    ),
+    setting(
+        "CTX_HEADER_READ_TIMEOUT_SECS",
+        None,
+        "30",
+        "how long `ctx serve` waits for a request's head, from the moment it waits for one (a new connection, or after a response); then the connection is closed",
+    ),
+    setting(
+        "CTX_IDLE_TIMEOUT_SECS",
+        None,
+        "15",
+        "how long `ctx serve` keeps a connection with no request in progress open",
+    ),
+    setting(
+        "CTX_BODY_READ_TIMEOUT_SECS",
+        None,
+        "120",
+        "how long `ctx serve` waits for a whole request body; a slower body fails and its connection is closed",
+    ),
+    setting(
+        "CTX_MAX_IN_FLIGHT_BYTES",
+        None,
+        "268435456",
+        "request-body bytes `ctx serve` holds at once (256 MiB); a request beyond it gets 503 with `Retry-After` before its body is read (Lambdas: API Gateway's 10 MB limit applies instead)",
+    ),
+    setting(
         "CTX_BUCKET",
         None,
         "(required with the aws store)",
@@ -187,6 +217,40 @@ pub struct Config {
     /// Context folding: `CTX_BRANCH_*`, `CTX_SESSION_VALIDATION` /
     /// `--session-validation`, `CTX_SESSION_END_TIMEOUT_SECS`.
     pub folding: FoldingConfig,
+    /// How `ctx serve` protects itself from slow, idle and large clients:
+    /// `CTX_MAX_CONNECTIONS`, `CTX_*_TIMEOUT_SECS`, `CTX_MAX_IN_FLIGHT_BYTES`.
+    pub server: ServerLimits,
+}
+
+/// The limits `ctx serve` puts on connections and request bodies. A Lambda
+/// needs none of them: API Gateway bounds connections, time and body size
+/// (10 MB) before a request reaches it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ServerLimits {
+    /// `CTX_MAX_CONNECTIONS`: connections held open at once.
+    pub max_connections: usize,
+    /// `CTX_HEADER_READ_TIMEOUT_SECS`: the wait for a request head, from
+    /// the moment the server waits for one.
+    pub header_read_timeout: Duration,
+    /// `CTX_IDLE_TIMEOUT_SECS`: how long a connection with no request in
+    /// progress stays open.
+    pub idle_timeout: Duration,
+    /// `CTX_BODY_READ_TIMEOUT_SECS`: the wait for a whole request body.
+    pub body_read_timeout: Duration,
+    /// `CTX_MAX_IN_FLIGHT_BYTES`: request-body bytes held at once.
+    pub max_in_flight_bytes: u64,
+}
+
+impl Default for ServerLimits {
+    fn default() -> Self {
+        ServerLimits {
+            max_connections: 512,
+            header_read_timeout: Duration::from_secs(30),
+            idle_timeout: Duration::from_secs(15),
+            body_read_timeout: Duration::from_secs(120),
+            max_in_flight_bytes: 256 * 1024 * 1024,
+        }
+    }
 }
 
 /// The default of `CTX_DATA`.
@@ -211,6 +275,7 @@ impl Default for Config {
             tenant_claim: DEFAULT_TENANT_CLAIM.to_owned(),
             log: None,
             folding: FoldingConfig::default(),
+            server: ServerLimits::default(),
         }
     }
 }
@@ -320,6 +385,25 @@ impl Config {
         }
         if let Some(v) = get("CTX_SESSION_VALIDATION") {
             f.validation = Self::parse_validation("CTX_SESSION_VALIDATION", &v)?;
+        }
+        let server = &mut c.server;
+        if let Some(v) = get("CTX_MAX_CONNECTIONS") {
+            server.max_connections = parse("CTX_MAX_CONNECTIONS", &v, "a number")?;
+        }
+        if let Some(v) = get("CTX_MAX_IN_FLIGHT_BYTES") {
+            server.max_in_flight_bytes = parse("CTX_MAX_IN_FLIGHT_BYTES", &v, "a number of bytes")?;
+        }
+        for (name, into) in [
+            (
+                "CTX_HEADER_READ_TIMEOUT_SECS",
+                &mut server.header_read_timeout,
+            ),
+            ("CTX_IDLE_TIMEOUT_SECS", &mut server.idle_timeout),
+            ("CTX_BODY_READ_TIMEOUT_SECS", &mut server.body_read_timeout),
+        ] {
+            if let Some(v) = get(name) {
+                *into = Duration::from_secs(parse(name, &v, "a number of seconds")?);
+            }
         }
         Ok(c)
     }
@@ -511,6 +595,20 @@ mod tests {
                 "CTX_SESSION_END_TIMEOUT_SECS",
                 folding.session_end_timeout.as_secs(),
             ),
+            (
+                "CTX_MAX_CONNECTIONS",
+                c.server.max_connections.try_into().unwrap(),
+            ),
+            (
+                "CTX_HEADER_READ_TIMEOUT_SECS",
+                c.server.header_read_timeout.as_secs(),
+            ),
+            ("CTX_IDLE_TIMEOUT_SECS", c.server.idle_timeout.as_secs()),
+            (
+                "CTX_BODY_READ_TIMEOUT_SECS",
+                c.server.body_read_timeout.as_secs(),
+            ),
+            ("CTX_MAX_IN_FLIGHT_BYTES", c.server.max_in_flight_bytes),
         ];
         let default_of = |var: &str| {
             SETTINGS
@@ -575,6 +673,13 @@ mod tests {
                 tenant_claim: "org".into(),
                 log: Some("debug".into()),
                 folding,
+                server: ServerLimits {
+                    max_connections: 7,
+                    header_read_timeout: Duration::from_secs(7),
+                    idle_timeout: Duration::from_secs(7),
+                    body_read_timeout: Duration::from_secs(7),
+                    max_in_flight_bytes: 7,
+                },
             }
         );
     }
@@ -590,6 +695,11 @@ mod tests {
             ("CTX_SESSION_END_TIMEOUT_SECS", "30s"),
             ("CTX_SESSION_VALIDATION", "loose"),
             ("CTX_S3_PATH_STYLE", "yes"),
+            ("CTX_MAX_CONNECTIONS", "many"),
+            ("CTX_HEADER_READ_TIMEOUT_SECS", "5m"),
+            ("CTX_IDLE_TIMEOUT_SECS", "-2"),
+            ("CTX_BODY_READ_TIMEOUT_SECS", "1.5"),
+            ("CTX_MAX_IN_FLIGHT_BYTES", "256MiB"),
         ] {
             let e = Config::from_vars(|n| (n == var).then(|| value.to_owned())).unwrap_err();
             assert_eq!(e.kind, crate::ErrorKind::Invalid, "{var}");

@@ -46,13 +46,20 @@ fn graph(root: &Path) -> BTreeMap<String, BTreeSet<String>> {
     modules.remove("lib");
     let mut deps: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for file in &files {
-        let rel = file.strip_prefix(root).unwrap().to_string_lossy().into_owned();
+        let rel = file
+            .strip_prefix(root)
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
         let from = top(&rel);
         if from == "lib" || is_test_code(&rel) {
             continue;
         }
         let src = std::fs::read_to_string(file).unwrap();
-        let src = src.split("#[cfg(test)]\nmod tests").next().unwrap_or_default();
+        let src = src
+            .split("#[cfg(test)]\nmod tests")
+            .next()
+            .unwrap_or_default();
         for line in src.lines().filter(|l| !l.trim_start().starts_with("//")) {
             for (i, _) in line.match_indices("crate::") {
                 let name: String = line[i + 7..]

@@ -27,6 +27,7 @@ use crate::wire::{
 mod branches;
 pub mod error;
 pub mod extract;
+pub mod limits;
 #[cfg(any(test, feature = "conformance"))]
 pub mod testing;
 
