@@ -47,7 +47,8 @@ impl<S: Send + Sync> FromRequest<S> for Body {
 }
 
 /// A JSON body. An empty body counts as `{}`. Errors name the field at
-/// fault (`ref.expected`, `message_count`) or `body` when it is not JSON.
+/// fault (`ref.expected`, `message_count`) or `body` when it is not JSON
+/// or has anything but whitespace after its one value.
 pub struct Json<T>(pub T);
 
 impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for Json<T> {
@@ -69,10 +70,19 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T> {
     } else {
         bytes
     };
-    let de = &mut serde_json::Deserializer::from_slice(bytes);
-    let result: Result<T, _> = serde_path_to_error::deserialize(de);
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let result: Result<T, _> = serde_path_to_error::deserialize(&mut de);
     let e = match result {
-        Ok(v) => return Ok(v),
+        Ok(v) => {
+            // One JSON value and nothing after it but whitespace.
+            de.end().map_err(|e| {
+                Error::invalid(
+                    "body",
+                    format!("the body has text after its JSON value: {e}"),
+                )
+            })?;
+            return Ok(v);
+        }
         Err(e) => e,
     };
     let inner = e.inner();
@@ -221,5 +231,23 @@ mod tests {
         );
         assert_eq!(field_of("not json"), "body");
         assert_eq!(field_of("{\"count\": 1"), "body");
+    }
+
+    #[test]
+    fn text_after_the_json_value_is_refused() {
+        for body in [
+            "{\"count\": 1} garbage",
+            "{\"count\": 1}{}",
+            "{\"count\": 1} 2",
+        ] {
+            let e = parse_json::<Outer>(body.as_bytes()).unwrap_err();
+            assert_eq!(
+                (e.kind, e.field.as_deref()),
+                (ErrorKind::Invalid, Some("body")),
+                "{body}"
+            );
+        }
+        // Whitespace after it is fine.
+        assert!(parse_json::<Outer>(b"{\"count\": 1}\n\t ").is_ok());
     }
 }

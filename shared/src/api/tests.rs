@@ -436,3 +436,31 @@ async fn token_counts_are_estimated_by_the_server() {
         (json!(3), json!(2))
     );
 }
+
+/// Text after the JSON body is a 400 naming `body`, and nothing is written.
+#[tokio::test]
+async fn trailing_text_after_a_json_body_is_refused_and_writes_nothing() {
+    let h = harness().await;
+    let mut body = checkpoint_body("trailing", None);
+    body["principal"] = json!("mallory");
+    for tail in [" garbage", "{}", " 1", "\n{\"x\":1}"] {
+        let mut bytes = body.to_string().into_bytes();
+        bytes.extend_from_slice(tail.as_bytes());
+        let (status, b) = h.raw("POST", "/v1/commits", Some(TOKEN_A), bytes).await;
+        let v: Value = serde_json::from_slice(&b).unwrap();
+        assert_eq!(
+            (status, v["error"]["field"].as_str()),
+            (StatusCode::BAD_REQUEST, Some("body")),
+            "{tail:?}: {v}"
+        );
+    }
+    let (status, _) = h
+        .call("GET", "/v1/resolve?principal=mallory", Some(TOKEN_A), None)
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "a commit was written");
+    let art = crate::ArtifactRef::of(b"trailing");
+    let (status, _) = h
+        .call("GET", &format!("/v1/artifacts/{art}"), Some(TOKEN_A), None)
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "the delta was stored");
+}
