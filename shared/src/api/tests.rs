@@ -464,3 +464,83 @@ async fn trailing_text_after_a_json_body_is_refused_and_writes_nothing() {
         .await;
     assert_eq!(status, StatusCode::NOT_FOUND, "the delta was stored");
 }
+
+/// Every object a request body may hold, however deeply nested, refuses
+/// unknown fields: its schema says `additionalProperties: false` (which
+/// utoipa derives from `#[serde(deny_unknown_fields)]`).
+#[test]
+fn every_request_schema_refuses_unknown_fields() {
+    use utoipa::OpenApi as _;
+    let doc = serde_json::to_value(ApiDoc::openapi()).unwrap();
+    let schemas = &doc["components"]["schemas"];
+    fn walk(v: &Value, schemas: &Value, seen: &mut Vec<String>, open: &mut Vec<String>) {
+        match v {
+            Value::Object(m) => {
+                if let Some(Value::String(r)) = m.get("$ref") {
+                    let name = r.trim_start_matches("#/components/schemas/").to_owned();
+                    if !seen.contains(&name) {
+                        seen.push(name.clone());
+                        let s = &schemas[&name];
+                        if s.get("properties").is_some()
+                            && s["additionalProperties"] != json!(false)
+                        {
+                            open.push(name);
+                        }
+                        walk(s, schemas, seen, open);
+                    }
+                }
+                for x in m.values() {
+                    walk(x, schemas, seen, open);
+                }
+            }
+            Value::Array(a) => a.iter().for_each(|x| walk(x, schemas, seen, open)),
+            _ => {}
+        }
+    }
+    let (mut seen, mut open) = (Vec::new(), Vec::new());
+    for item in doc["paths"].as_object().unwrap().values() {
+        for op in item.as_object().unwrap().values() {
+            walk(&op["requestBody"], schemas, &mut seen, &mut open);
+        }
+    }
+    for name in [
+        "CheckpointRequest",
+        "RefMove",
+        "MaterializeRequest",
+        "UpdateMetadataRequest",
+        "SetRefRequest",
+        "UploadRequest",
+        "BranchCreateRequest",
+        "BranchReturnRequest",
+    ] {
+        assert!(
+            seen.contains(&name.to_owned()),
+            "{name} not found in {seen:?}"
+        );
+    }
+    assert_eq!(
+        open,
+        Vec::<String>::new(),
+        "request schemas that accept unknown fields"
+    );
+}
+
+/// A misspelt `expected` in a checkpoint's ref move is refused, not read as
+/// "create only".
+#[tokio::test]
+async fn a_misspelt_ref_move_field_is_refused() {
+    let h = harness().await;
+    let root = h
+        .ok("POST", "/v1/commits", checkpoint_body("a", None))
+        .await;
+    let mut b = checkpoint_body("b", root["id"].as_str());
+    b["ref"] = json!({"name": "main", "expectd": root["id"]});
+    let (status, v) = h.call("POST", "/v1/commits", Some(TOKEN_A), Some(b)).await;
+    assert_eq!(
+        (status, v["error"]["field"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("ref.expectd")),
+        "{v}"
+    );
+    let (status, _) = h.call("GET", "/v1/refs/main", Some(TOKEN_A), None).await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "the ref was created");
+}
