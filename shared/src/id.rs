@@ -192,9 +192,10 @@ macro_rules! prefixed_id {
 
         impl utoipa::PartialSchema for $name {
             fn schema() -> RefOr<Schema> {
+                // Two hex digits a byte: the pattern counts digits, not bytes.
                 string_schema(
-                    concat!("^", $prefix, "[0-9a-f]{", stringify!($n), "}$"),
-                    concat!("An id: `", $prefix, "` and ", stringify!($n), " bytes of lower-case hex."),
+                    &format!("^{}[0-9a-f]{{{}}}$", $prefix, $n * 2),
+                    &format!("An id: `{}` and {} lower-case hex digits.", $prefix, $n * 2),
                 )
             }
         }

@@ -544,3 +544,49 @@ async fn a_misspelt_ref_move_field_is_refused() {
     let (status, _) = h.call("GET", "/v1/refs/main", Some(TOKEN_A), None).await;
     assert_eq!(status, StatusCode::NOT_FOUND, "the ref was created");
 }
+
+/// Real ids match the patterns the document gives their types, and every
+/// pattern in the document matches some real id (none is stale).
+#[test]
+fn real_ids_match_the_documents_patterns() {
+    use utoipa::OpenApi as _;
+    let doc = serde_json::to_value(ApiDoc::openapi()).unwrap();
+    let schemas = &doc["components"]["schemas"];
+    let tenant: crate::id::TenantId = "acme".parse().unwrap();
+    let art = crate::ArtifactRef::of(b"x");
+    let commit = CommitId::derive(&tenant, None, &art, 1, "t");
+    let branch = crate::id::BranchId::from_bytes([0xab; 16]);
+    let ids: Vec<(&str, String)> = vec![
+        ("CommitId", commit.to_string()),
+        ("ArtifactRef", art.to_string()),
+        ("BranchId", branch.to_string()),
+    ];
+    for (name, id) in &ids {
+        let pattern = schemas[name]["pattern"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{name} has no pattern: {}", schemas[name]));
+        let re = regex_lite::Regex::new(pattern).unwrap();
+        assert!(re.is_match(id), "{name} {id} does not match {pattern}");
+    }
+    fn patterns(v: &Value, out: &mut Vec<String>) {
+        match v {
+            Value::Object(m) => {
+                if let Some(Value::String(p)) = m.get("pattern") {
+                    out.push(p.clone());
+                }
+                m.values().for_each(|x| patterns(x, out));
+            }
+            Value::Array(a) => a.iter().for_each(|x| patterns(x, out)),
+            _ => {}
+        }
+    }
+    let mut all = Vec::new();
+    patterns(&doc, &mut all);
+    for p in all {
+        let re = regex_lite::Regex::new(&p).unwrap();
+        assert!(
+            ids.iter().any(|(_, id)| re.is_match(id)),
+            "no real id matches the pattern {p}"
+        );
+    }
+}
