@@ -590,3 +590,60 @@ fn real_ids_match_the_documents_patterns() {
         );
     }
 }
+
+/// Smaller bad inputs: each a 400 in the JSON error shape naming the field.
+#[tokio::test]
+async fn small_bad_inputs_name_their_field() {
+    let h = harness().await;
+    let cases: Vec<(&str, &str, Vec<u8>, &str)> = vec![
+        ("GET", "/v1/commits/%ff", vec![], "ctx"),
+        ("GET", "/v1/artifacts/%ff%fe", vec![], "art"),
+        ("GET", "/v1/refs/a%ffb", vec![], "name"),
+        ("GET", "/v1/resolve?principal=%ff", vec![], "principal"),
+        ("GET", "/v1/refs?prefix=%c3", vec![], "prefix"),
+        (
+            "POST",
+            "/v1/commits",
+            br#"{"commit_type":"delta","format":"raw","template":"t","principal":"p","checkpoint":"turn_boundary","delta":"x","message_count":1e400}"#.to_vec(),
+            "message_count",
+        ),
+        (
+            "POST",
+            "/v1/commits",
+            br#"{"commit_type":"delta","format":"raw","template":"t","principal":"p","checkpoint":"turn_boundary","delta":"x","template":"u"}"#.to_vec(),
+            "template",
+        ),
+        (
+            "PUT",
+            "/v1/refs/main",
+            br#"{"target":"ctx-00000000000000000000000000000000","expected":null,"expected":null}"#.to_vec(),
+            "expected",
+        ),
+        ("POST", "/v1/artifacts", vec![], "body"),
+    ];
+    for (method, uri, body, field) in cases {
+        let (status, bytes) = h.raw(method, uri, Some(TOKEN_A), body).await;
+        let v: Value = serde_json::from_slice(&bytes).unwrap_or_else(|_| {
+            panic!(
+                "{method} {uri}: {status} not JSON: {}",
+                String::from_utf8_lossy(&bytes)
+            )
+        });
+        assert_eq!(
+            (status, v["error"]["field"].as_str()),
+            (StatusCode::BAD_REQUEST, Some(field)),
+            "{method} {uri}: {v}"
+        );
+    }
+    // The empty artifact was not stored.
+    let empty = crate::ArtifactRef::of(b"");
+    let (status, _) = h
+        .call(
+            "GET",
+            &format!("/v1/artifacts/{empty}"),
+            Some(TOKEN_A),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+}
