@@ -647,3 +647,54 @@ async fn small_bad_inputs_name_their_field() {
         .await;
     assert_eq!(status, StatusCode::NOT_FOUND);
 }
+
+/// A materialized context's message count is the number of messages it
+/// holds, also when translation answers parallel tool calls with one
+/// `tool` message each (which the canonical model folds into one).
+#[tokio::test]
+async fn materialized_counts_are_of_what_is_returned() {
+    let h = harness().await;
+    let mut b = checkpoint_body(
+        &json!([
+            {"role": "user", "content": "add"},
+            {"role": "assistant", "content": [
+                {"type": "tool_use", "id": "t1", "name": "calc", "input": {}},
+                {"type": "tool_use", "id": "t2", "name": "calc", "input": {}}
+            ]},
+            {"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": "t1", "content": "1"},
+                {"type": "tool_result", "tool_use_id": "t2", "content": "2"}
+            ]},
+            {"role": "assistant", "content": "3"}
+        ])
+        .to_string(),
+        None,
+    );
+    b["format"] = json!("anthropic-messages-v1");
+    let c = h.ok("POST", "/v1/commits", b).await;
+    let id = c["id"].as_str().unwrap();
+    let m = h
+        .ok(
+            "POST",
+            &format!("/v1/commits/{id}/materialize"),
+            json!({"stop": "root", "format": "openai-chat-v1"}),
+        )
+        .await;
+    let (_, bytes) = h
+        .raw(
+            "GET",
+            &format!("/v1/artifacts/{}", m["artifact_ref"].as_str().unwrap()),
+            Some(TOKEN_A),
+            vec![],
+        )
+        .await;
+    let out: Vec<Value> = serde_json::from_slice(&bytes).unwrap();
+    assert_eq!(out.len(), 5, "{out:?}");
+    assert_eq!(m["message_count"], json!(out.len()), "{m}");
+    // The same array checkpointed natively counts the same.
+    let mut native = checkpoint_body(&serde_json::to_string(&out).unwrap(), None);
+    native["format"] = json!("openai-chat-v1");
+    native["created_at"] = json!("2026-11-22T10:00:05Z");
+    let n = h.ok("POST", "/v1/commits", native).await;
+    assert_eq!(n["message_count"], json!(out.len()), "{n}");
+}
