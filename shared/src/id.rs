@@ -205,9 +205,10 @@ macro_rules! prefixed_id {
 
         impl utoipa::PartialSchema for $name {
             fn schema() -> RefOr<Schema> {
+                // Two hex digits a byte: the pattern counts digits, not bytes.
                 string_schema(
                     &format!("^{}[0-9a-f]{{{}}}$", $prefix, $n * 2),
-                    concat!("An id: `", $prefix, "` and ", stringify!($n), " bytes of lower-case hex."),
+                    &format!("An id: `{}` and {} lower-case hex digits.", $prefix, $n * 2),
                 )
             }
         }

@@ -1,12 +1,12 @@
 //! The context-folding routes (group [`super::Group::Branches`]):
 //! `/v1/branches…` and `POST /v1/sessions/{id}/end`.
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 
 use super::error::ErrorBody;
-use super::extract::{Json, Query, path_id};
+use super::extract::{Json, Path, Query, path_id};
 use super::{ApiResult, AppState};
 use crate::auth::Caller;
 use crate::id::BranchId;

@@ -47,7 +47,8 @@ impl<S: Send + Sync> FromRequest<S> for Body {
 }
 
 /// A JSON body. An empty body counts as `{}`. Errors name the field at
-/// fault (`ref.expected`, `message_count`) or `body` when it is not JSON.
+/// fault (`ref.expected`, `message_count`) or `body` when it is not JSON
+/// or has anything but whitespace after its one value.
 pub struct Json<T>(pub T);
 
 impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for Json<T> {
@@ -69,14 +70,27 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T> {
     } else {
         bytes
     };
-    let de = &mut serde_json::Deserializer::from_slice(bytes);
-    let result: Result<T, _> = serde_path_to_error::deserialize(de);
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let result: Result<T, _> = serde_path_to_error::deserialize(&mut de);
     let e = match result {
-        Ok(v) => return Ok(v),
+        Ok(v) => {
+            // One JSON value and nothing after it but whitespace.
+            de.end().map_err(|e| {
+                Error::invalid(
+                    "body",
+                    format!("the body has text after its JSON value: {e}"),
+                )
+            })?;
+            return Ok(v);
+        }
         Err(e) => e,
     };
     let inner = e.inner();
-    if inner.is_syntax() || inner.is_eof() {
+    // A number too large for any field (`1e400`) is a syntax error to
+    // serde_json, but the path says whose value it was.
+    let out_of_range =
+        inner.to_string().starts_with("number out of range") && e.path().iter().next().is_some();
+    if (inner.is_syntax() && !out_of_range) || inner.is_eof() {
         return Err(Error::invalid(
             "body",
             format!("the body is not valid JSON: {inner}"),
@@ -84,7 +98,7 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T> {
     }
     let path = e.path().to_string();
     let message = inner.to_string();
-    let named = ["missing field `", "unknown field `"]
+    let named = ["missing field `", "unknown field `", "duplicate field `"]
         .iter()
         .find_map(|p| message.strip_prefix(p))
         .and_then(|rest| rest.split('`').next());
@@ -106,15 +120,97 @@ impl<S: Send + Sync> FromRequestParts<S> for Query {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, ApiError> {
-        let q = parts.uri.query().unwrap_or("");
-        let map = axum::extract::Query::<HashMap<String, String>>::try_from_uri(&parts.uri)
-            .map_err(|e| {
-                Error::invalid(
-                    "query",
-                    format!("cannot parse the query string {q:?}: {}", e.body_text()),
-                )
-            })?;
-        Ok(Query(map.0))
+        Ok(Query(parse_query(parts.uri.query().unwrap_or(""))?))
+    }
+}
+
+/// Splits a query string into decoded parameters (the last of a repeated
+/// one wins). Decoding is strict: a name or value that is not UTF-8 once
+/// percent-decoded is refused, naming the parameter, rather than patched
+/// with U+FFFD.
+fn parse_query(q: &str) -> Result<HashMap<String, String>> {
+    let mut map = HashMap::new();
+    for pair in q.split('&').filter(|p| !p.is_empty()) {
+        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        let key = percent_decode(k).ok_or_else(|| {
+            Error::invalid(
+                "query",
+                format!("the query parameter name {k:?} is not UTF-8 once percent-decoded"),
+            )
+        })?;
+        let value = percent_decode(v).ok_or_else(|| {
+            Error::invalid(
+                key.as_str(),
+                format!("the query parameter {key} {v:?} is not UTF-8 once percent-decoded"),
+            )
+        })?;
+        map.insert(key, value);
+    }
+    Ok(map)
+}
+
+/// Decodes `+` and `%XX` (a `%` without two hex digits stays as it is);
+/// `None` when the bytes are not UTF-8.
+fn percent_decode(s: &str) -> Option<String> {
+    fn hex_val(c: u8) -> Option<u8> {
+        (c as char).to_digit(16).map(|d| d as u8)
+    }
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'+' => out.push(b' '),
+            b'%' => match (
+                b.get(i + 1).copied().and_then(hex_val),
+                b.get(i + 2).copied().and_then(hex_val),
+            ) {
+                (Some(hi), Some(lo)) => {
+                    out.push(hi << 4 | lo);
+                    i += 2;
+                }
+                _ => out.push(b'%'),
+            },
+            c => out.push(c),
+        }
+        i += 1;
+    }
+    String::from_utf8(out).ok()
+}
+
+/// A path parameter (or a tuple of them), its failures in ctx's error
+/// shape naming the parameter: a segment that is not UTF-8 once
+/// percent-decoded is a 400 like any other bad input.
+pub struct Path<T>(pub T);
+
+impl<T: DeserializeOwned + Send, S: Send + Sync> FromRequestParts<S> for Path<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        use axum::extract::path::ErrorKind as PathErrorKind;
+        use axum::extract::rejection::PathRejection;
+        match axum::extract::Path::<T>::from_request_parts(parts, state).await {
+            Ok(p) => Ok(Path(p.0)),
+            Err(rejection) => {
+                let field = match &rejection {
+                    PathRejection::FailedToDeserializePathParams(e) => match e.kind() {
+                        PathErrorKind::InvalidUtf8InPathParam { key }
+                        | PathErrorKind::ParseErrorAtKey { key, .. } => Some(key.clone()),
+                        _ => None,
+                    },
+                    _ => None,
+                };
+                let kind = if rejection.status().is_server_error() {
+                    ErrorKind::Internal
+                } else {
+                    ErrorKind::Invalid
+                };
+                let text = rejection.body_text();
+                Err(Error::new(kind, format!("bad path: {text}"))
+                    .with_field(field.unwrap_or_else(|| "path".to_owned()))
+                    .into())
+            }
+        }
     }
 }
 
@@ -221,5 +317,23 @@ mod tests {
         );
         assert_eq!(field_of("not json"), "body");
         assert_eq!(field_of("{\"count\": 1"), "body");
+    }
+
+    #[test]
+    fn text_after_the_json_value_is_refused() {
+        for body in [
+            "{\"count\": 1} garbage",
+            "{\"count\": 1}{}",
+            "{\"count\": 1} 2",
+        ] {
+            let e = parse_json::<Outer>(body.as_bytes()).unwrap_err();
+            assert_eq!(
+                (e.kind, e.field.as_deref()),
+                (ErrorKind::Invalid, Some("body")),
+                "{body}"
+            );
+        }
+        // Whitespace after it is fine.
+        assert!(parse_json::<Outer>(b"{\"count\": 1}\n\t ").is_ok());
     }
 }

@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use axum::Router;
-use axum::extract::{DefaultBodyLimit, Path, State};
+use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodFilter, MethodRouter, on};
@@ -32,7 +32,7 @@ pub mod limits;
 pub mod testing;
 
 use error::{ApiError, ErrorBody};
-use extract::{Body, Json, Query, path_id};
+use extract::{Body, Json, Path, Query, path_id};
 
 /// What every handler gets.
 #[derive(Clone)]
@@ -297,6 +297,11 @@ async fn upload_artifact(
     caller: Caller,
     Body(bytes): Body,
 ) -> ApiResult<Response> {
+    if bytes.is_empty() {
+        return Err(
+            Error::invalid("body", "the artifact is empty: send its bytes as the body").into(),
+        );
+    }
     let put = s.service.upload_artifact(&caller.tenant, bytes).await?;
     let status = if put.created {
         StatusCode::CREATED

@@ -436,3 +436,265 @@ async fn token_counts_are_estimated_by_the_server() {
         (json!(3), json!(2))
     );
 }
+
+/// Text after the JSON body is a 400 naming `body`, and nothing is written.
+#[tokio::test]
+async fn trailing_text_after_a_json_body_is_refused_and_writes_nothing() {
+    let h = harness().await;
+    let mut body = checkpoint_body("trailing", None);
+    body["principal"] = json!("mallory");
+    for tail in [" garbage", "{}", " 1", "\n{\"x\":1}"] {
+        let mut bytes = body.to_string().into_bytes();
+        bytes.extend_from_slice(tail.as_bytes());
+        let (status, b) = h.raw("POST", "/v1/commits", Some(TOKEN_A), bytes).await;
+        let v: Value = serde_json::from_slice(&b).unwrap();
+        assert_eq!(
+            (status, v["error"]["field"].as_str()),
+            (StatusCode::BAD_REQUEST, Some("body")),
+            "{tail:?}: {v}"
+        );
+    }
+    let (status, _) = h
+        .call("GET", "/v1/resolve?principal=mallory", Some(TOKEN_A), None)
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "a commit was written");
+    let art = crate::ArtifactRef::of(b"trailing");
+    let (status, _) = h
+        .call("GET", &format!("/v1/artifacts/{art}"), Some(TOKEN_A), None)
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "the delta was stored");
+}
+
+/// Every object a request body may hold, however deeply nested, refuses
+/// unknown fields: its schema says `additionalProperties: false` (which
+/// utoipa derives from `#[serde(deny_unknown_fields)]`).
+#[test]
+fn every_request_schema_refuses_unknown_fields() {
+    use utoipa::OpenApi as _;
+    let doc = serde_json::to_value(ApiDoc::openapi()).unwrap();
+    let schemas = &doc["components"]["schemas"];
+    fn walk(v: &Value, schemas: &Value, seen: &mut Vec<String>, open: &mut Vec<String>) {
+        match v {
+            Value::Object(m) => {
+                if let Some(Value::String(r)) = m.get("$ref") {
+                    let name = r.trim_start_matches("#/components/schemas/").to_owned();
+                    if !seen.contains(&name) {
+                        seen.push(name.clone());
+                        let s = &schemas[&name];
+                        if s.get("properties").is_some()
+                            && s["additionalProperties"] != json!(false)
+                        {
+                            open.push(name);
+                        }
+                        walk(s, schemas, seen, open);
+                    }
+                }
+                for x in m.values() {
+                    walk(x, schemas, seen, open);
+                }
+            }
+            Value::Array(a) => a.iter().for_each(|x| walk(x, schemas, seen, open)),
+            _ => {}
+        }
+    }
+    let (mut seen, mut open) = (Vec::new(), Vec::new());
+    for item in doc["paths"].as_object().unwrap().values() {
+        for op in item.as_object().unwrap().values() {
+            walk(&op["requestBody"], schemas, &mut seen, &mut open);
+        }
+    }
+    for name in [
+        "CheckpointRequest",
+        "RefMove",
+        "MaterializeRequest",
+        "UpdateMetadataRequest",
+        "SetRefRequest",
+        "UploadRequest",
+        "BranchCreateRequest",
+        "BranchReturnRequest",
+    ] {
+        assert!(
+            seen.contains(&name.to_owned()),
+            "{name} not found in {seen:?}"
+        );
+    }
+    assert_eq!(
+        open,
+        Vec::<String>::new(),
+        "request schemas that accept unknown fields"
+    );
+}
+
+/// A misspelt `expected` in a checkpoint's ref move is refused, not read as
+/// "create only".
+#[tokio::test]
+async fn a_misspelt_ref_move_field_is_refused() {
+    let h = harness().await;
+    let root = h
+        .ok("POST", "/v1/commits", checkpoint_body("a", None))
+        .await;
+    let mut b = checkpoint_body("b", root["id"].as_str());
+    b["ref"] = json!({"name": "main", "expectd": root["id"]});
+    let (status, v) = h.call("POST", "/v1/commits", Some(TOKEN_A), Some(b)).await;
+    assert_eq!(
+        (status, v["error"]["field"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("ref.expectd")),
+        "{v}"
+    );
+    let (status, _) = h.call("GET", "/v1/refs/main", Some(TOKEN_A), None).await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "the ref was created");
+}
+
+/// Real ids match the patterns the document gives their types, and every
+/// pattern in the document matches some real id (none is stale).
+#[test]
+fn real_ids_match_the_documents_patterns() {
+    use utoipa::OpenApi as _;
+    let doc = serde_json::to_value(ApiDoc::openapi()).unwrap();
+    let schemas = &doc["components"]["schemas"];
+    let tenant: crate::id::TenantId = "acme".parse().unwrap();
+    let art = crate::ArtifactRef::of(b"x");
+    let commit = CommitId::derive(&tenant, None, &art, 1, "t");
+    let branch = crate::id::BranchId::from_bytes([0xab; 16]);
+    let ids: Vec<(&str, String)> = vec![
+        ("CommitId", commit.to_string()),
+        ("ArtifactRef", art.to_string()),
+        ("BranchId", branch.to_string()),
+    ];
+    for (name, id) in &ids {
+        let pattern = schemas[name]["pattern"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{name} has no pattern: {}", schemas[name]));
+        let re = regex_lite::Regex::new(pattern).unwrap();
+        assert!(re.is_match(id), "{name} {id} does not match {pattern}");
+    }
+    fn patterns(v: &Value, out: &mut Vec<String>) {
+        match v {
+            Value::Object(m) => {
+                if let Some(Value::String(p)) = m.get("pattern") {
+                    out.push(p.clone());
+                }
+                m.values().for_each(|x| patterns(x, out));
+            }
+            Value::Array(a) => a.iter().for_each(|x| patterns(x, out)),
+            _ => {}
+        }
+    }
+    let mut all = Vec::new();
+    patterns(&doc, &mut all);
+    for p in all {
+        let re = regex_lite::Regex::new(&p).unwrap();
+        assert!(
+            ids.iter().any(|(_, id)| re.is_match(id)),
+            "no real id matches the pattern {p}"
+        );
+    }
+}
+
+/// Smaller bad inputs: each a 400 in the JSON error shape naming the field.
+#[tokio::test]
+async fn small_bad_inputs_name_their_field() {
+    let h = harness().await;
+    let cases: Vec<(&str, &str, Vec<u8>, &str)> = vec![
+        ("GET", "/v1/commits/%ff", vec![], "ctx"),
+        ("GET", "/v1/artifacts/%ff%fe", vec![], "art"),
+        ("GET", "/v1/refs/a%ffb", vec![], "name"),
+        ("GET", "/v1/resolve?principal=%ff", vec![], "principal"),
+        ("GET", "/v1/refs?prefix=%c3", vec![], "prefix"),
+        (
+            "POST",
+            "/v1/commits",
+            br#"{"commit_type":"delta","format":"raw","template":"t","principal":"p","checkpoint":"turn_boundary","delta":"x","message_count":1e400}"#.to_vec(),
+            "message_count",
+        ),
+        (
+            "POST",
+            "/v1/commits",
+            br#"{"commit_type":"delta","format":"raw","template":"t","principal":"p","checkpoint":"turn_boundary","delta":"x","template":"u"}"#.to_vec(),
+            "template",
+        ),
+        (
+            "PUT",
+            "/v1/refs/main",
+            br#"{"target":"ctx-00000000000000000000000000000000","expected":null,"expected":null}"#.to_vec(),
+            "expected",
+        ),
+        ("POST", "/v1/artifacts", vec![], "body"),
+    ];
+    for (method, uri, body, field) in cases {
+        let (status, bytes) = h.raw(method, uri, Some(TOKEN_A), body).await;
+        let v: Value = serde_json::from_slice(&bytes).unwrap_or_else(|_| {
+            panic!(
+                "{method} {uri}: {status} not JSON: {}",
+                String::from_utf8_lossy(&bytes)
+            )
+        });
+        assert_eq!(
+            (status, v["error"]["field"].as_str()),
+            (StatusCode::BAD_REQUEST, Some(field)),
+            "{method} {uri}: {v}"
+        );
+    }
+    // The empty artifact was not stored.
+    let empty = crate::ArtifactRef::of(b"");
+    let (status, _) = h
+        .call(
+            "GET",
+            &format!("/v1/artifacts/{empty}"),
+            Some(TOKEN_A),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+}
+
+/// A materialized context's message count is the number of messages it
+/// holds, also when translation answers parallel tool calls with one
+/// `tool` message each (which the canonical model folds into one).
+#[tokio::test]
+async fn materialized_counts_are_of_what_is_returned() {
+    let h = harness().await;
+    let mut b = checkpoint_body(
+        &json!([
+            {"role": "user", "content": "add"},
+            {"role": "assistant", "content": [
+                {"type": "tool_use", "id": "t1", "name": "calc", "input": {}},
+                {"type": "tool_use", "id": "t2", "name": "calc", "input": {}}
+            ]},
+            {"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": "t1", "content": "1"},
+                {"type": "tool_result", "tool_use_id": "t2", "content": "2"}
+            ]},
+            {"role": "assistant", "content": "3"}
+        ])
+        .to_string(),
+        None,
+    );
+    b["format"] = json!("anthropic-messages-v1");
+    let c = h.ok("POST", "/v1/commits", b).await;
+    let id = c["id"].as_str().unwrap();
+    let m = h
+        .ok(
+            "POST",
+            &format!("/v1/commits/{id}/materialize"),
+            json!({"stop": "root", "format": "openai-chat-v1"}),
+        )
+        .await;
+    let (_, bytes) = h
+        .raw(
+            "GET",
+            &format!("/v1/artifacts/{}", m["artifact_ref"].as_str().unwrap()),
+            Some(TOKEN_A),
+            vec![],
+        )
+        .await;
+    let out: Vec<Value> = serde_json::from_slice(&bytes).unwrap();
+    assert_eq!(out.len(), 5, "{out:?}");
+    assert_eq!(m["message_count"], json!(out.len()), "{m}");
+    // The same array checkpointed natively counts the same.
+    let mut native = checkpoint_body(&serde_json::to_string(&out).unwrap(), None);
+    native["format"] = json!("openai-chat-v1");
+    native["created_at"] = json!("2026-11-22T10:00:05Z");
+    let n = h.ok("POST", "/v1/commits", native).await;
+    assert_eq!(n["message_count"], json!(out.len()), "{n}");
+}

@@ -59,7 +59,6 @@ fn capped_count() -> utoipa::openapi::schema::Object {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct BranchCreated {
     /// The new branch.
-    #[schema(value_type = String)]
     pub branch_id: BranchId,
     /// The budget granted (the request, capped).
     pub budget_allocated: u64,
@@ -99,7 +98,6 @@ pub struct BranchReturned {
     /// Secrets replaced, per rule.
     pub redactions: BTreeMap<String, usize>,
     /// Active children force-returned first, deepest first.
-    #[schema(value_type = Vec<String>)]
     pub force_returned: Vec<BranchId>,
 }
 
@@ -107,7 +105,6 @@ pub struct BranchReturned {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct BranchStatusResponse {
     /// The branch; null when a session has no active branch.
-    #[schema(value_type = Option<String>)]
     pub branch_id: Option<BranchId>,
     /// created | active | completed | timeout | failed, or "No active
     /// branch found".
@@ -138,7 +135,6 @@ pub struct BranchStatusResponse {
     pub session_id: Option<String>,
     /// The branch it is nested in.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<String>)]
     pub parent_branch: Option<BranchId>,
     /// Why it ended, when not by its own return.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -157,9 +153,7 @@ pub struct SessionEnded {
     /// The session.
     pub session_id: String,
     /// Branches force-returned (status completed), deepest first.
-    #[schema(value_type = Vec<String>)]
     pub returned: Vec<BranchId>,
     /// Branches that did not finish in time or errored (status failed).
-    #[schema(value_type = Vec<String>)]
     pub failed: Vec<BranchId>,
 }

@@ -122,8 +122,8 @@ fn tool_calls(v: Option<&Value>) -> Result<Vec<Block>, String> {
 }
 
 /// Decodes, with the index of each tool message whose call is not earlier
-/// in the array.
-fn decode(bytes: &[u8]) -> Result<(Conversation, Vec<OpenResult>)> {
+/// in the array, and the counts of the array.
+fn decode(bytes: &[u8]) -> Result<(Conversation, Vec<OpenResult>, Counts)> {
     let items = parse_array(ID, bytes)?;
     let mut messages: Vec<Message> = Vec::with_capacity(items.len());
     let mut open = Vec::new();
@@ -197,7 +197,15 @@ fn decode(bytes: &[u8]) -> Result<(Conversation, Vec<OpenResult>)> {
         }
         last_was_tool = is_tool;
     }
-    Ok((Conversation { messages }, open))
+    let conv = Conversation { messages };
+    // The array's messages are its items: the canonical model folds a run
+    // of `tool` messages into one message, which is not what was sent or
+    // what is returned.
+    let counts = Counts {
+        messages: Some(items.len() as u64),
+        tokens: conv.estimate_tokens(),
+    };
+    Ok((conv, open, counts))
 }
 
 fn text_of(blocks: &[Block]) -> Option<String> {
@@ -229,11 +237,21 @@ impl Codec for OpenAiCodec {
     }
 
     fn validate(&self, delta: &[u8]) -> Result<Checked> {
-        let (conv, open_results) = decode(delta)?;
+        let (_, open_results, counts) = decode(delta)?;
         Ok(Checked {
             open_results,
-            counts: Counts::of(&conv),
+            counts,
         })
+    }
+
+    fn count(&self, delta: &[u8]) -> Counts {
+        match decode(delta) {
+            Ok((_, _, counts)) => counts,
+            Err(_) => Counts {
+                messages: None,
+                tokens: super::estimate_tokens(delta.len()),
+            },
+        }
     }
 
     fn concat(&self, parts: &[Bytes]) -> Result<Bytes> {

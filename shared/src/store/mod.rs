@@ -157,8 +157,10 @@ pub fn verify(artifact: &ArtifactRef, bytes: &[u8]) -> Result<()> {
     Ok(())
 }
 
-/// A ref move requested together with a checkpoint.
+/// A ref move requested together with a checkpoint (the `ref` of a
+/// checkpoint request, so unknown fields are refused like any request's).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct RefMove {
     /// The ref to move to the new commit.
     #[schema(value_type = String)]
