@@ -289,7 +289,7 @@ async fn openapi_json() -> Response {
     request_body(content = Vec<u8>, content_type = "application/octet-stream"),
     responses((status = 201, description = "Stored", body = ArtifactInfo),
         (status = 200, description = "Already stored", body = ArtifactInfo),
-        (status = 400, description = "The body cannot be read", body = ErrorBody),
+        (status = 400, description = "The body is empty or cannot be read", body = ErrorBody),
         (status = 413, description = "Larger than the artifact limit (64 MiB by default)", body = ErrorBody)),
     security(("bearer" = [])))]
 async fn upload_artifact(
