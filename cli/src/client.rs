@@ -9,8 +9,8 @@
 //! the status stands in only when the body is not ctx's (a proxy's 502).
 
 use chrono::{DateTime, SecondsFormat, Utc};
-use ctx_core::api::BUDGET_WARNING;
 use ctx_core::api::error::{ErrorBody, kind_of};
+use ctx_core::api::{BUDGET_WARNING, CHECKPOINT_WARNING};
 use ctx_core::store::{PresignedUpload, RefRecord};
 use ctx_core::wire::{
     ArtifactInfo, BranchCreateRequest, BranchCreated, BranchReturnRequest, BranchReturned,
@@ -49,6 +49,9 @@ pub struct Checkpointed {
     /// The `ctx-budget-warning` header: a checkpoint into a branch at 80%
     /// or more of its budget, or the one that exhausted it.
     pub budget_warning: Option<String>,
+    /// The `ctx-warning` headers: what was stored as written although it
+    /// looks wrong (a transcript's tool result answering no tool use).
+    pub warnings: Vec<String>,
 }
 
 impl Client {
@@ -121,10 +124,18 @@ impl Client {
             .get(BUDGET_WARNING)
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned);
+        let warnings = resp
+            .headers()
+            .get_all(CHECKPOINT_WARNING)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .map(str::to_owned)
+            .collect();
         Ok(Checkpointed {
             commit: decode(resp).await?,
             created,
             budget_warning,
+            warnings,
         })
     }
 

@@ -91,6 +91,9 @@ pub(crate) async fn run(a: CheckpointArgs) -> Result<()> {
         ref_move,
     };
     let done = c.checkpoint(&req).await?;
+    for w in done.budget_warning.iter().chain(&done.warnings) {
+        eprintln!("ctx: warning: {w}");
+    }
     if a.conn.json {
         print_json(&done.commit)
     } else {
