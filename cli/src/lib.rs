@@ -347,7 +347,19 @@ impl Conn {
             Some(t) => Some(t.clone()),
             None => read_token_file(&self.data),
         };
-        Ok(Client::new(&self.server, token))
+        let client = Client::new(&self.server, token.clone());
+        if token.is_some() {
+            return Ok(client.with_token_hint(
+                "the server refused the token (from --token, CTX_TOKEN or the token file)",
+            ));
+        }
+        let file = serve::token_file(&self.data);
+        let shown = std::path::absolute(&file).unwrap_or_else(|_| file.clone());
+        Ok(client.with_token_hint(format!(
+            "no token was sent: none was given with --token or CTX_TOKEN, and there is no token file {} ({}, relative to the current directory; --data or CTX_DATA names another data directory); run the command in the directory `ctx serve` was started in, or pass a token from `ctx tokens add TENANT --data DIR`",
+            file.display(),
+            shown.display()
+        )))
     }
 }
 

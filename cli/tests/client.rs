@@ -268,3 +268,81 @@ async fn every_method_against_the_real_router() {
         ErrorKind::Unavailable
     );
 }
+
+/// Runs the `ctx` binary in `dir` with no token or server in its
+/// environment; (exit code, stderr).
+async fn ctx_in(dir: &std::path::Path, args: &[&str]) -> (i32, String) {
+    let (dir, args): (std::path::PathBuf, Vec<String>) = (
+        dir.to_owned(),
+        args.iter().map(|a| (*a).to_owned()).collect(),
+    );
+    tokio::task::spawn_blocking(move || {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_ctx"))
+            .args(&args)
+            .current_dir(&dir)
+            .env_remove("CTX_TOKEN")
+            .env_remove("CTX_SERVER")
+            .env_remove("CTX_DATA")
+            .stdin(std::process::Stdio::null())
+            .output()
+            .expect("ctx runs");
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    })
+    .await
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn errors_say_where_the_token_was_looked_for_and_what_the_url_lacks() {
+    let base = serve().await;
+    let dir = tempfile::tempdir().unwrap();
+    let id = "ctx-0123456789abcdef0123456789abcdef";
+    // No token anywhere: where it looked, and how to get one.
+    let (code, err) = ctx_in(dir.path(), &["show", id, "--server", &base]).await;
+    assert_eq!(code, 5, "{err}");
+    assert!(
+        err.contains(".ctx/token")
+            && err.contains("current directory")
+            && err.contains("ctx tokens add"),
+        "{err}"
+    );
+    // A base path the server does not have.
+    let wrong = format!("{base}/prod");
+    let (code, err) = ctx_in(
+        dir.path(),
+        &["show", id, "--server", &wrong, "--token", TOKEN],
+    )
+    .await;
+    assert_eq!(code, 3, "{err}");
+    assert!(err.contains("base path"), "{err}");
+    // No scheme.
+    let bare = base.trim_start_matches("http://");
+    let (code, err) = ctx_in(
+        dir.path(),
+        &["show", id, "--server", bare, "--token", TOKEN],
+    )
+    .await;
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("no scheme") && err.contains("http://"),
+        "{err}"
+    );
+    // Nothing listening.
+    let (code, err) = ctx_in(
+        dir.path(),
+        &[
+            "show",
+            id,
+            "--server",
+            "http://127.0.0.1:9",
+            "--token",
+            TOKEN,
+        ],
+    )
+    .await;
+    assert_eq!(code, 6, "{err}");
+    assert!(err.contains("connection refused"), "{err}");
+}
