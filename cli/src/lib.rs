@@ -5,6 +5,7 @@
 //!
 //! # Layout
 //! - [`serve`]: starting the embedded server, token administration.
+//! - [`datadir`]: the data directory's lock and existence check.
 //! - [`client`]: the typed HTTP client, one method per route.
 //! - `commands`: `ctx checkpoint`, `show`, `log`, `update-metadata`,
 //!   `materialize`, `resolve` and `ref`.
@@ -28,6 +29,7 @@ use serde_json::json;
 pub mod branch;
 pub mod client;
 mod commands;
+pub mod datadir;
 pub mod import;
 pub mod mcp;
 pub mod serve;
@@ -425,6 +427,10 @@ async fn run(cli: Cli) -> Result<()> {
 }
 
 async fn run_tokens(command: TokensCommand) -> Result<()> {
+    let (TokensCommand::Add { data, .. }
+    | TokensCommand::List { data, .. }
+    | TokensCommand::Revoke { data, .. }) = &command;
+    datadir::existing(&data.data)?;
     match command {
         TokensCommand::Add { tenant, data, json } => {
             let tenant: TenantId = tenant.parse()?;

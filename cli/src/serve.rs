@@ -180,6 +180,7 @@ impl Server {
 pub async fn run(args: ServeArgs) -> Result<()> {
     use std::io::Write as _;
     let config = args.config()?;
+    let _lock = crate::datadir::lock(&config.data)?;
     let server = prepare(&config).await?;
     if let Some(token) = &server.new_token {
         println!(
