@@ -63,10 +63,10 @@ pub struct ExportArgs {
     /// The commit or ref.
     rev: String,
     /// The format wanted (default: the commit's), e.g. claude-code-v1.
-    #[arg(long)]
+    #[arg(long, value_parser = crate::parse_format)]
     format: Option<String>,
     /// root (default: the whole history), compaction, or a ctx-… ancestor.
-    #[arg(long, default_value = "root")]
+    #[arg(long, default_value = "root", value_parser = crate::parse_stop)]
     stop: String,
     /// Write here instead of stdout.
     #[arg(short, long)]

@@ -89,9 +89,10 @@ enum Command {
     Log {
         /// The commit or ref to start from.
         rev: String,
-        /// How many commits.
-        #[arg(short = 'n', long, default_value_t = 50)]
-        max_count: usize,
+        /// How many commits (at least 1; the server allows up to 1000).
+        #[arg(short = 'n', long, default_value_t = 50,
+              value_parser = parse_count)]
+        max_count: u64,
         #[command(flatten)]
         conn: Conn,
     },
@@ -100,11 +101,13 @@ enum Command {
         /// The commit or ref.
         rev: String,
         /// compaction (default), root, or a ctx-… ancestor.
-        #[arg(long)]
+        #[arg(long, value_parser = parse_stop)]
         stop: Option<String>,
         /// The format wanted (default: the commit's); a different one is
-        /// translated (see the tier printed).
-        #[arg(long)]
+        /// translated (see the tier printed). Known: raw, claude-code-v1,
+        /// anthropic-messages-v1, openai-chat-v1, bureau-agent-v1,
+        /// bureau-agent-v2.
+        #[arg(long, value_parser = parse_format)]
         format: Option<String>,
         /// Write the context here instead of stdout.
         #[arg(short, long)]
@@ -244,17 +247,21 @@ struct CheckpointArgs {
     /// The parent commit (or ref); omit for a root, or with --ref to use the ref's tip.
     #[arg(long)]
     parent: Option<String>,
-    /// delta, compaction or snapshot.
-    #[arg(long = "type", default_value = "delta")]
+    /// What the delta holds.
+    #[arg(long = "type", default_value = "delta",
+          value_parser = ["delta", "compaction", "snapshot"])]
     commit_type: String,
-    /// The delta's format.
-    #[arg(long, default_value = "raw")]
+    /// The delta's format: raw, claude-code-v1, anthropic-messages-v1,
+    /// openai-chat-v1, bureau-agent-v1, bureau-agent-v2, or any other
+    /// format id (stored as opaque bytes).
+    #[arg(long, default_value = "raw", value_parser = parse_format)]
     format: String,
     /// The context template.
     #[arg(long, env = "CTX_TEMPLATE", default_value = "default")]
     template: String,
-    /// Why: turn_boundary, tool_call, compaction, session_end, explicit, branch_return.
-    #[arg(long, default_value = "explicit")]
+    /// Why it checkpoints.
+    #[arg(long, default_value = "explicit",
+          value_parser = ["turn_boundary", "tool_call", "compaction", "session_end", "explicit", "branch_return"])]
     trigger: String,
     /// A summary of the delta.
     #[arg(long)]
@@ -295,6 +302,30 @@ struct CheckpointArgs {
     new_ref: bool,
     #[command(flatten)]
     conn: Conn,
+}
+
+/// A `--format` value: a format id.
+pub(crate) fn parse_format(s: &str) -> Result<String, String> {
+    s.parse::<ctx_core::format::FormatId>()
+        .map(|_| s.to_owned())
+        .map_err(|e| e.message)
+}
+
+/// A count of at least 1.
+fn parse_count(s: &str) -> Result<u64, String> {
+    match s.parse::<u64>() {
+        Ok(n) if n >= 1 => Ok(n),
+        _ => Err(format!(
+            "{s:?} is not a count: give a whole number, at least 1"
+        )),
+    }
+}
+
+/// A `--stop` value: compaction, root or a ctx-… id.
+pub(crate) fn parse_stop(s: &str) -> Result<String, String> {
+    s.parse::<ctx_core::service::Stop>()
+        .map(|_| s.to_owned())
+        .map_err(|e| e.message)
 }
 
 fn parse_tag(s: &str) -> Result<(String, String), String> {

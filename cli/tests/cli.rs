@@ -111,3 +111,30 @@ fn a_second_serve_on_the_same_data_directory_is_refused() {
     let err = String::from_utf8_lossy(&second.stderr);
     assert!(err.contains("another ctx serve"), "{err}");
 }
+
+#[test]
+fn flag_values_are_checked_before_anything_is_sent_listing_what_is_allowed() {
+    for (args, allowed) in [
+        (
+            vec!["checkpoint", "--principal", "a", "--type", "detla"],
+            "delta",
+        ),
+        (
+            vec!["checkpoint", "--principal", "a", "--trigger", "turn"],
+            "turn_boundary",
+        ),
+        (
+            vec!["checkpoint", "--principal", "a", "--format", "Claude Code"],
+            "format id",
+        ),
+        (vec!["materialize", "x", "--stop", "begin"], "root"),
+        (vec!["export", "x", "--stop", "begin"], "root"),
+        (vec!["log", "x", "-n", "0"], "max-count"),
+    ] {
+        let out = ctx(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(allowed), "{args:?}: {err}");
+        assert!(!err.contains("cannot reach"), "{args:?}: {err}");
+    }
+}

@@ -346,3 +346,35 @@ async fn errors_say_where_the_token_was_looked_for_and_what_the_url_lacks() {
     assert_eq!(code, 6, "{err}");
     assert!(err.contains("connection refused"), "{err}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_errors_name_the_flag_or_file_the_user_gave() {
+    let base = serve().await;
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.jsonl");
+    std::fs::write(&bad, "not json\n").unwrap();
+    let conn = ["--server", base.as_str(), "--token", TOKEN];
+    let mut args = vec!["checkpoint", bad.to_str().unwrap(), "--principal", "a"];
+    args.extend(["--format", "claude-code-v1"]);
+    args.extend(conn);
+    let (code, err) = ctx_in(dir.path(), &args).await;
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("[file]") && !err.contains("delta_base64"),
+        "{err}"
+    );
+    let good = dir.path().join("good.txt");
+    std::fs::write(&good, "user: hi\n").unwrap();
+    let mut args = vec!["checkpoint", good.to_str().unwrap(), "--principal", "a"];
+    args.extend(conn);
+    let (code, err) = ctx_in(dir.path(), &args).await;
+    assert_eq!(code, 0, "{err}");
+    let c = Client::new(&base, Some(TOKEN.into()));
+    let tip = c.resolve(&"a".parse().unwrap(), None).await.unwrap().id;
+    let tip = tip.to_string();
+    let mut args = vec!["log", tip.as_str(), "-n", "100000"];
+    args.extend(conn);
+    let (code, err) = ctx_in(dir.path(), &args).await;
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("[-n]") && !err.contains("depth"), "{err}");
+}

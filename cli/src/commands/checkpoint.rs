@@ -90,7 +90,14 @@ pub(crate) async fn run(a: CheckpointArgs) -> Result<()> {
         tags: (!a.tags.is_empty()).then(|| a.tags.into_iter().collect()),
         ref_move,
     };
-    let done = c.checkpoint(&req).await?;
+    // The delta goes as delta_base64; the user gave a file (or stdin).
+    let done = c
+        .checkpoint(&req)
+        .await
+        .map_err(|e| match e.field.as_deref() {
+            Some("delta_base64" | "delta") => e.with_field("file"),
+            _ => e,
+        })?;
     for w in done.budget_warning.iter().chain(&done.warnings) {
         eprintln!("ctx: warning: {w}");
     }
