@@ -403,6 +403,15 @@ fn read_token_file(data: &Path) -> Option<String> {
         .filter(|t| !t.is_empty())
 }
 
+/// Tells a user at a terminal that `what` is being read from stdin, so a
+/// command waiting for it does not look hung.
+pub(crate) fn say_reading_stdin(what: &str) {
+    use std::io::IsTerminal as _;
+    if std::io::stdin().is_terminal() {
+        eprintln!("ctx: reading {what} from stdin (end it with Ctrl-D; or give a file)");
+    }
+}
+
 pub(crate) fn print_json(v: &impl serde::Serialize) -> Result<()> {
     let s = serde_json::to_string_pretty(v).map_err(|e| Error::internal(e.to_string()))?;
     println!("{s}");

@@ -138,3 +138,32 @@ fn flag_values_are_checked_before_anything_is_sent_listing_what_is_allowed() {
         assert!(!err.contains("cannot reach"), "{args:?}: {err}");
     }
 }
+
+#[test]
+fn an_empty_delta_is_refused_before_anything_is_sent() {
+    let dir = tempfile::tempdir().unwrap();
+    let empty = dir.path().join("empty");
+    std::fs::write(&empty, "").unwrap();
+    // Nothing listens on port 9: a request would fail with exit 6.
+    let conn = ["--server", "http://127.0.0.1:9", "--token", "t"];
+    let mut args = vec!["checkpoint", empty.to_str().unwrap(), "--principal", "a"];
+    args.extend(conn);
+    let out = ctx(&args);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("empty"), "{err}");
+    // stdin with no bytes (ctx() gives it /dev/null).
+    let mut args = vec!["checkpoint", "--principal", "a"];
+    args.extend(conn);
+    let out = Command::new(env!("CARGO_BIN_EXE_ctx"))
+        .args(&args)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("stdin is empty") || err.contains("from stdin is empty"),
+        "{err}"
+    );
+}

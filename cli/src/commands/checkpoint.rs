@@ -20,12 +20,24 @@ pub(crate) async fn run(a: CheckpointArgs) -> Result<()> {
     let c = a.conn.client()?;
     let mut delta = Vec::new();
     if a.file == "-" {
+        crate::say_reading_stdin("the delta");
         std::io::stdin()
             .read_to_end(&mut delta)
             .map_err(|e| Error::invalid("file", format!("cannot read stdin: {e}")))?;
     } else {
         delta = std::fs::read(&a.file)
             .map_err(|e| Error::invalid("file", format!("cannot read {}: {e}", a.file)))?;
+    }
+    if delta.is_empty() {
+        let from = if a.file == "-" {
+            "stdin".to_owned()
+        } else {
+            a.file.clone()
+        };
+        return Err(Error::invalid(
+            "file",
+            format!("the delta from {from} is empty: there is nothing to checkpoint"),
+        ));
     }
     let mut parent = match &a.parent {
         Some(p) => Some(rev(&c, p).await?),
