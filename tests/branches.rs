@@ -82,8 +82,8 @@ async fn folding_flow(server: &Server) {
         &format!("branches/{id}"),
         "-",
     ]);
-    // stdin is null: an empty delta, 0 tokens.
-    assert_eq!(code, 0);
+    // stdin is null: an empty delta is refused, nothing is charged.
+    assert_eq!(code, 2);
     let (st, v) = c
         .call(
             "POST",
