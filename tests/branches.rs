@@ -82,8 +82,8 @@ async fn folding_flow(server: &Server) {
         &format!("branches/{id}"),
         "-",
     ]);
-    // stdin is null: an empty delta, 0 tokens.
-    assert_eq!(code, 0);
+    // stdin is null: an empty delta is refused, nothing is charged.
+    assert_eq!(code, 2);
     let (st, v) = c
         .call(
             "POST",
@@ -120,7 +120,7 @@ async fn folding_flow(server: &Server) {
     assert_eq!(
         head_text(&c, "sessions/demo").await,
         "user: the main context, with 3.5K tokens of history\n\
-         the bug is at parser.rs:42 (key [REDACTED:aws-access-key-id])"
+         the bug is at parser.rs:42 (key [REDACTED:aws-access-key-id])\n"
     );
     let (code, _) = server.cli(&["branch", "return", &id, "again"]);
     assert_eq!(code, 4, "a second return is a conflict");

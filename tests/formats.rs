@@ -179,3 +179,45 @@ async fn claude_code_transcript_imports_and_exports_byte_identical() {
         .unwrap();
     assert_eq!(status, 404);
 }
+
+/// A real transcript resumed after an interrupted tool call holds a
+/// tool_result whose tool_use is not in the file: it imports, byte for
+/// byte, with the pairing problem reported as a warning.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_transcript_with_an_unpaired_tool_result_imports_with_a_warning() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path());
+    let transcript = concat!(
+        r#"{"type":"user","uuid":"a1","sessionId":"s-resumed","timestamp":"2026-11-20T09:00:00.000Z","message":{"role":"user","content":"go on"}}"#,
+        "\n",
+        r#"{"type":"user","uuid":"a2","sessionId":"s-resumed","timestamp":"2026-11-20T09:00:01.000Z","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_interrupted","content":"[Request interrupted by user]","is_error":true}]}}"#,
+        "\n",
+        r#"{"type":"assistant","uuid":"a3","sessionId":"s-resumed","timestamp":"2026-11-20T09:00:02.000Z","message":{"id":"msg_9","role":"assistant","content":[{"type":"text","text":"Resuming."}]}}"#,
+        "\n",
+    );
+    let path = dir.path().join("resumed.jsonl");
+    std::fs::write(&path, transcript).unwrap();
+    let (code, out) = server.cli(&[
+        "import",
+        "claude-code",
+        path.to_str().unwrap(),
+        "--principal",
+        "carol",
+        "--json",
+    ]);
+    assert_eq!(
+        code, 0,
+        "an unpaired tool_result does not refuse the import"
+    );
+    let report = json(&out);
+    let warnings = report["warnings"].as_array().unwrap();
+    assert_eq!(warnings.len(), 1, "{report}");
+    assert!(
+        warnings[0].as_str().unwrap().contains("toolu_interrupted"),
+        "{report}"
+    );
+    let tip = report["tip"].as_str().unwrap();
+    let (code, out) = server.cli(&["export", tip]);
+    assert_eq!(code, 0);
+    assert_eq!(String::from_utf8(out).unwrap(), transcript);
+}

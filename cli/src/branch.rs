@@ -115,6 +115,7 @@ pub(crate) async fn run_branch(command: BranchCommand) -> Result<()> {
             conn,
         } => {
             let message = if message == "-" {
+                crate::say_reading_stdin("the message");
                 let mut s = String::new();
                 std::io::stdin()
                     .read_to_string(&mut s)

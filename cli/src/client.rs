@@ -9,8 +9,8 @@
 //! the status stands in only when the body is not ctx's (a proxy's 502).
 
 use chrono::{DateTime, SecondsFormat, Utc};
-use ctx_core::api::BUDGET_WARNING;
 use ctx_core::api::error::{ErrorBody, kind_of};
+use ctx_core::api::{BUDGET_WARNING, CHECKPOINT_WARNING};
 use ctx_core::store::{PresignedUpload, RefRecord};
 use ctx_core::wire::{
     ArtifactInfo, BranchCreateRequest, BranchCreated, BranchReturnRequest, BranchReturned,
@@ -18,7 +18,9 @@ use ctx_core::wire::{
     MaterializeResponse, RefList, ResolveResponse, SessionEnded, SetRefRequest,
     UpdateMetadataRequest, UploadRequest,
 };
-use ctx_core::{ArtifactRef, BranchId, Commit, CommitId, Error, Principal, RefName, Result};
+use ctx_core::{
+    ArtifactRef, BranchId, Commit, CommitId, Error, ErrorKind, Principal, RefName, Result,
+};
 use reqwest::{Method, StatusCode};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -28,6 +30,7 @@ pub struct Client {
     http: reqwest::Client,
     base: String,
     token: Option<String>,
+    token_hint: Option<String>,
 }
 
 /// What `POST /v1/artifacts` answered.
@@ -49,6 +52,9 @@ pub struct Checkpointed {
     /// The `ctx-budget-warning` header: a checkpoint into a branch at 80%
     /// or more of its budget, or the one that exhausted it.
     pub budget_warning: Option<String>,
+    /// The `ctx-warning` headers: what was stored as written although it
+    /// looks wrong (a transcript's tool result answering no tool use).
+    pub warnings: Vec<String>,
 }
 
 impl Client {
@@ -59,7 +65,15 @@ impl Client {
             http: reqwest::Client::new(),
             base: base.trim_end_matches('/').to_owned(),
             token,
+            token_hint: None,
         }
+    }
+
+    /// What to tell the user when the server wants a token: where one was
+    /// looked for and how to get one.
+    pub fn with_token_hint(mut self, hint: impl Into<String>) -> Self {
+        self.token_hint = Some(hint.into());
+        self
     }
 
     /// `GET /healthz`: the server's liveness answer (`ok`).
@@ -121,10 +135,18 @@ impl Client {
             .get(BUDGET_WARNING)
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned);
+        let warnings = resp
+            .headers()
+            .get_all(CHECKPOINT_WARNING)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .map(str::to_owned)
+            .collect();
         Ok(Checkpointed {
             commit: decode(resp).await?,
             created,
             budget_warning,
+            warnings,
         })
     }
 
@@ -296,16 +318,62 @@ impl Client {
         if let (Some(ct), Some(b)) = (content_type, bytes) {
             req = req.header(reqwest::header::CONTENT_TYPE, ct).body(b);
         }
-        let resp = req.send().await.map_err(|e| {
-            Error::unavailable(format!("cannot reach the ctx server at {}: {e}", self.base))
-        })?;
+        let resp = req.send().await.map_err(|e| self.send_error(&e))?;
         if resp.status().is_success() {
             return Ok(resp);
         }
-        Err(error_from(
-            resp.status(),
-            &resp.bytes().await.unwrap_or_default(),
-        ))
+        let status = resp.status();
+        let body = resp.bytes().await.unwrap_or_default();
+        let mut e = error_from(status, &body);
+        if e.kind == ErrorKind::Unauthenticated
+            && let Some(hint) = &self.token_hint
+        {
+            e.message = format!("{}: {hint}", e.message);
+        }
+        let ours = serde_json::from_slice::<ErrorBody>(&body).is_ok();
+        if status == StatusCode::NOT_FOUND && (!ours || e.message.starts_with("route ")) {
+            e.message = format!(
+                "{} (the server has no such route: is the base path of --server {} right?)",
+                e.message, self.base
+            );
+        }
+        Err(e)
+    }
+
+    /// Why a request could not be sent, in words a user can act on.
+    fn send_error(&self, e: &reqwest::Error) -> Error {
+        let base = &self.base;
+        if e.is_builder() {
+            let why = if !base.contains("://") {
+                "it has no scheme: write it as http://HOST:PORT".to_owned()
+            } else {
+                "it is not a valid http(s) URL".to_owned()
+            };
+            return Error::invalid(
+                "server",
+                format!("the server URL {base:?} is unusable: {why}"),
+            );
+        }
+        let mut cause: Option<&dyn std::error::Error> = Some(e);
+        let mut refused = false;
+        let mut last = e.to_string();
+        while let Some(c) = cause {
+            if let Some(io) = c.downcast_ref::<std::io::Error>()
+                && io.kind() == std::io::ErrorKind::ConnectionRefused
+            {
+                refused = true;
+            }
+            last = c.to_string();
+            cause = c.source();
+        }
+        let why = if refused {
+            "connection refused: nothing listens there (is `ctx serve` running, and is --server / CTX_SERVER right?)".to_owned()
+        } else if e.is_timeout() {
+            "the request timed out".to_owned()
+        } else {
+            last
+        };
+        Error::unavailable(format!("cannot reach the ctx server at {base}: {why}"))
     }
 }
 

@@ -63,10 +63,10 @@ pub struct ExportArgs {
     /// The commit or ref.
     rev: String,
     /// The format wanted (default: the commit's), e.g. claude-code-v1.
-    #[arg(long)]
+    #[arg(long, value_parser = crate::parse_format)]
     format: Option<String>,
     /// root (default: the whole history), compaction, or a ctx-… ancestor.
-    #[arg(long, default_value = "root")]
+    #[arg(long, default_value = "root", value_parser = crate::parse_stop)]
     stop: String,
     /// Write here instead of stdout.
     #[arg(short, long)]
@@ -86,6 +86,9 @@ struct Imported {
     deltas: u64,
     /// The last one.
     tip: CommitId,
+    /// What was stored as written although it looks wrong (tool results
+    /// answering no tool use, after interrupted calls or rewinds).
+    warnings: Vec<String>,
 }
 
 /// Runs `ctx import`.
@@ -121,6 +124,7 @@ pub async fn run_import(cmd: ImportCommand) -> Result<()> {
     let mut last: Option<DateTime<Utc>> = None;
     let mut ids: Vec<CommitId> = Vec::with_capacity(segs.len());
     let (mut deltas, mut compactions) = (0u64, 0u64);
+    let mut warnings: Vec<String> = Vec::new();
     for seg in &segs {
         let compaction = seg.kind == SegmentKind::Compaction && parent.is_some();
         let at = seg
@@ -162,6 +166,10 @@ pub async fn run_import(cmd: ImportCommand) -> Result<()> {
             );
             e
         })?;
+        for w in &commit.warnings {
+            bar.suspend(|| eprintln!("ctx: warning: {w} (stored as written)"));
+            warnings.push(w.clone());
+        }
         if compaction {
             compactions += 1;
         } else {
@@ -207,6 +215,7 @@ pub async fn run_import(cmd: ImportCommand) -> Result<()> {
             compactions,
             deltas,
             tip,
+            warnings,
         })
     } else {
         eprintln!(

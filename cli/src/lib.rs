@@ -5,6 +5,7 @@
 //!
 //! # Layout
 //! - [`serve`]: starting the embedded server, token administration.
+//! - [`datadir`]: the data directory's lock and existence check.
 //! - [`client`]: the typed HTTP client, one method per route.
 //! - `commands`: `ctx checkpoint`, `show`, `log`, `update-metadata`,
 //!   `materialize`, `resolve` and `ref`.
@@ -28,6 +29,7 @@ use serde_json::json;
 pub mod branch;
 pub mod client;
 mod commands;
+pub mod datadir;
 pub mod import;
 pub mod mcp;
 pub mod serve;
@@ -87,9 +89,10 @@ enum Command {
     Log {
         /// The commit or ref to start from.
         rev: String,
-        /// How many commits.
-        #[arg(short = 'n', long, default_value_t = 50)]
-        max_count: usize,
+        /// How many commits (at least 1; the server allows up to 1000).
+        #[arg(short = 'n', long, default_value_t = 50,
+              value_parser = parse_count)]
+        max_count: u64,
         #[command(flatten)]
         conn: Conn,
     },
@@ -98,11 +101,13 @@ enum Command {
         /// The commit or ref.
         rev: String,
         /// compaction (default), root, or a ctx-… ancestor.
-        #[arg(long)]
+        #[arg(long, value_parser = parse_stop)]
         stop: Option<String>,
         /// The format wanted (default: the commit's); a different one is
-        /// translated (see the tier printed).
-        #[arg(long)]
+        /// translated (see the tier printed). Known: raw, claude-code-v1,
+        /// anthropic-messages-v1, openai-chat-v1, bureau-agent-v1,
+        /// bureau-agent-v2.
+        #[arg(long, value_parser = parse_format)]
         format: Option<String>,
         /// Write the context here instead of stdout.
         #[arg(short, long)]
@@ -242,17 +247,21 @@ struct CheckpointArgs {
     /// The parent commit (or ref); omit for a root, or with --ref to use the ref's tip.
     #[arg(long)]
     parent: Option<String>,
-    /// delta, compaction or snapshot.
-    #[arg(long = "type", default_value = "delta")]
+    /// What the delta holds.
+    #[arg(long = "type", default_value = "delta",
+          value_parser = ["delta", "compaction", "snapshot"])]
     commit_type: String,
-    /// The delta's format.
-    #[arg(long, default_value = "raw")]
+    /// The delta's format: raw, claude-code-v1, anthropic-messages-v1,
+    /// openai-chat-v1, bureau-agent-v1, bureau-agent-v2, or any other
+    /// format id (stored as opaque bytes).
+    #[arg(long, default_value = "raw", value_parser = parse_format)]
     format: String,
     /// The context template.
     #[arg(long, env = "CTX_TEMPLATE", default_value = "default")]
     template: String,
-    /// Why: turn_boundary, tool_call, compaction, session_end, explicit, branch_return.
-    #[arg(long, default_value = "explicit")]
+    /// Why it checkpoints.
+    #[arg(long, default_value = "explicit",
+          value_parser = ["turn_boundary", "tool_call", "compaction", "session_end", "explicit", "branch_return"])]
     trigger: String,
     /// A summary of the delta.
     #[arg(long)]
@@ -293,6 +302,30 @@ struct CheckpointArgs {
     new_ref: bool,
     #[command(flatten)]
     conn: Conn,
+}
+
+/// A `--format` value: a format id.
+pub(crate) fn parse_format(s: &str) -> Result<String, String> {
+    s.parse::<ctx_core::format::FormatId>()
+        .map(|_| s.to_owned())
+        .map_err(|e| e.message)
+}
+
+/// A count of at least 1.
+fn parse_count(s: &str) -> Result<u64, String> {
+    match s.parse::<u64>() {
+        Ok(n) if n >= 1 => Ok(n),
+        _ => Err(format!(
+            "{s:?} is not a count: give a whole number, at least 1"
+        )),
+    }
+}
+
+/// A `--stop` value: compaction, root or a ctx-… id.
+pub(crate) fn parse_stop(s: &str) -> Result<String, String> {
+    s.parse::<ctx_core::service::Stop>()
+        .map(|_| s.to_owned())
+        .map_err(|e| e.message)
 }
 
 fn parse_tag(s: &str) -> Result<(String, String), String> {
@@ -347,7 +380,19 @@ impl Conn {
             Some(t) => Some(t.clone()),
             None => read_token_file(&self.data),
         };
-        Ok(Client::new(&self.server, token))
+        let client = Client::new(&self.server, token.clone());
+        if token.is_some() {
+            return Ok(client.with_token_hint(
+                "the server refused the token (from --token, CTX_TOKEN or the token file)",
+            ));
+        }
+        let file = serve::token_file(&self.data);
+        let shown = std::path::absolute(&file).unwrap_or_else(|_| file.clone());
+        Ok(client.with_token_hint(format!(
+            "no token was sent: none was given with --token or CTX_TOKEN, and there is no token file {} ({}, relative to the current directory; --data or CTX_DATA names another data directory); run the command in the directory `ctx serve` was started in, or pass a token from `ctx tokens add TENANT --data DIR`",
+            file.display(),
+            shown.display()
+        )))
     }
 }
 
@@ -356,6 +401,15 @@ fn read_token_file(data: &Path) -> Option<String> {
         .ok()
         .map(|t| t.trim().to_owned())
         .filter(|t| !t.is_empty())
+}
+
+/// Tells a user at a terminal that `what` is being read from stdin, so a
+/// command waiting for it does not look hung.
+pub(crate) fn say_reading_stdin(what: &str) {
+    use std::io::IsTerminal as _;
+    if std::io::stdin().is_terminal() {
+        eprintln!("ctx: reading {what} from stdin (end it with Ctrl-D; or give a file)");
+    }
 }
 
 pub(crate) fn print_json(v: &impl serde::Serialize) -> Result<()> {
@@ -413,6 +467,10 @@ async fn run(cli: Cli) -> Result<()> {
 }
 
 async fn run_tokens(command: TokensCommand) -> Result<()> {
+    let (TokensCommand::Add { data, .. }
+    | TokensCommand::List { data, .. }
+    | TokensCommand::Revoke { data, .. }) = &command;
+    datadir::existing(&data.data)?;
     match command {
         TokensCommand::Add { tenant, data, json } => {
             let tenant: TenantId = tenant.parse()?;

@@ -472,6 +472,7 @@ impl hyper::body::Body for TimedBody {
 pub async fn run(args: ServeArgs) -> Result<()> {
     use std::io::Write as _;
     let config = args.config()?;
+    let _lock = crate::datadir::lock(&config.data)?;
     let server = prepare(&config).await?;
     if let Some(token) = &server.new_token {
         println!(

@@ -74,3 +74,96 @@ fn tokens_commands_work_on_a_data_directory() {
         Some(3)
     );
 }
+
+#[test]
+fn tokens_commands_refuse_a_data_directory_that_does_not_exist() {
+    let dir = tempfile::tempdir().unwrap();
+    let typo = dir.path().join("dtaa");
+    let out = ctx(&["tokens", "list", "--data", typo.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("no data directory"), "{err}");
+    assert!(!typo.exists(), "nothing was created");
+}
+
+#[test]
+fn a_second_serve_on_the_same_data_directory_is_refused() {
+    use std::io::{BufRead, BufReader};
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().to_str().unwrap();
+    let mut first = Command::new(env!("CARGO_BIN_EXE_ctx"))
+        .args(["serve", "--data", data, "--addr", "127.0.0.1:0"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(first.stdout.take().unwrap()).lines();
+    // It holds the lock once it says where it listens.
+    assert!(
+        lines
+            .by_ref()
+            .map_while(Result::ok)
+            .any(|l| l.starts_with("ctx listening on"))
+    );
+    let second = ctx(&["serve", "--data", data, "--addr", "127.0.0.1:0"]);
+    let _ = first.kill();
+    let _ = first.wait();
+    assert_eq!(second.status.code(), Some(4));
+    let err = String::from_utf8_lossy(&second.stderr);
+    assert!(err.contains("another ctx serve"), "{err}");
+}
+
+#[test]
+fn flag_values_are_checked_before_anything_is_sent_listing_what_is_allowed() {
+    for (args, allowed) in [
+        (
+            vec!["checkpoint", "--principal", "a", "--type", "detla"],
+            "delta",
+        ),
+        (
+            vec!["checkpoint", "--principal", "a", "--trigger", "turn"],
+            "turn_boundary",
+        ),
+        (
+            vec!["checkpoint", "--principal", "a", "--format", "Claude Code"],
+            "format id",
+        ),
+        (vec!["materialize", "x", "--stop", "begin"], "root"),
+        (vec!["export", "x", "--stop", "begin"], "root"),
+        (vec!["log", "x", "-n", "0"], "max-count"),
+    ] {
+        let out = ctx(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(allowed), "{args:?}: {err}");
+        assert!(!err.contains("cannot reach"), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn an_empty_delta_is_refused_before_anything_is_sent() {
+    let dir = tempfile::tempdir().unwrap();
+    let empty = dir.path().join("empty");
+    std::fs::write(&empty, "").unwrap();
+    // Nothing listens on port 9: a request would fail with exit 6.
+    let conn = ["--server", "http://127.0.0.1:9", "--token", "t"];
+    let mut args = vec!["checkpoint", empty.to_str().unwrap(), "--principal", "a"];
+    args.extend(conn);
+    let out = ctx(&args);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("empty"), "{err}");
+    // stdin with no bytes (ctx() gives it /dev/null).
+    let mut args = vec!["checkpoint", "--principal", "a"];
+    args.extend(conn);
+    let out = Command::new(env!("CARGO_BIN_EXE_ctx"))
+        .args(&args)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("stdin is empty") || err.contains("from stdin is empty"),
+        "{err}"
+    );
+}

@@ -268,3 +268,113 @@ async fn every_method_against_the_real_router() {
         ErrorKind::Unavailable
     );
 }
+
+/// Runs the `ctx` binary in `dir` with no token or server in its
+/// environment; (exit code, stderr).
+async fn ctx_in(dir: &std::path::Path, args: &[&str]) -> (i32, String) {
+    let (dir, args): (std::path::PathBuf, Vec<String>) = (
+        dir.to_owned(),
+        args.iter().map(|a| (*a).to_owned()).collect(),
+    );
+    tokio::task::spawn_blocking(move || {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_ctx"))
+            .args(&args)
+            .current_dir(&dir)
+            .env_remove("CTX_TOKEN")
+            .env_remove("CTX_SERVER")
+            .env_remove("CTX_DATA")
+            .stdin(std::process::Stdio::null())
+            .output()
+            .expect("ctx runs");
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    })
+    .await
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn errors_say_where_the_token_was_looked_for_and_what_the_url_lacks() {
+    let base = serve().await;
+    let dir = tempfile::tempdir().unwrap();
+    let id = "ctx-0123456789abcdef0123456789abcdef";
+    // No token anywhere: where it looked, and how to get one.
+    let (code, err) = ctx_in(dir.path(), &["show", id, "--server", &base]).await;
+    assert_eq!(code, 5, "{err}");
+    assert!(
+        err.contains(".ctx/token")
+            && err.contains("current directory")
+            && err.contains("ctx tokens add"),
+        "{err}"
+    );
+    // A base path the server does not have.
+    let wrong = format!("{base}/prod");
+    let (code, err) = ctx_in(
+        dir.path(),
+        &["show", id, "--server", &wrong, "--token", TOKEN],
+    )
+    .await;
+    assert_eq!(code, 3, "{err}");
+    assert!(err.contains("base path"), "{err}");
+    // No scheme.
+    let bare = base.trim_start_matches("http://");
+    let (code, err) = ctx_in(
+        dir.path(),
+        &["show", id, "--server", bare, "--token", TOKEN],
+    )
+    .await;
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("no scheme") && err.contains("http://"),
+        "{err}"
+    );
+    // Nothing listening.
+    let (code, err) = ctx_in(
+        dir.path(),
+        &[
+            "show",
+            id,
+            "--server",
+            "http://127.0.0.1:9",
+            "--token",
+            TOKEN,
+        ],
+    )
+    .await;
+    assert_eq!(code, 6, "{err}");
+    assert!(err.contains("connection refused"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_errors_name_the_flag_or_file_the_user_gave() {
+    let base = serve().await;
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.jsonl");
+    std::fs::write(&bad, "not json\n").unwrap();
+    let conn = ["--server", base.as_str(), "--token", TOKEN];
+    let mut args = vec!["checkpoint", bad.to_str().unwrap(), "--principal", "a"];
+    args.extend(["--format", "claude-code-v1"]);
+    args.extend(conn);
+    let (code, err) = ctx_in(dir.path(), &args).await;
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("[file]") && !err.contains("delta_base64"),
+        "{err}"
+    );
+    let good = dir.path().join("good.txt");
+    std::fs::write(&good, "user: hi\n").unwrap();
+    let mut args = vec!["checkpoint", good.to_str().unwrap(), "--principal", "a"];
+    args.extend(conn);
+    let (code, err) = ctx_in(dir.path(), &args).await;
+    assert_eq!(code, 0, "{err}");
+    let c = Client::new(&base, Some(TOKEN.into()));
+    let tip = c.resolve(&"a".parse().unwrap(), None).await.unwrap().id;
+    let tip = tip.to_string();
+    let mut args = vec!["log", tip.as_str(), "-n", "100000"];
+    args.extend(conn);
+    let (code, err) = ctx_in(dir.path(), &args).await;
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("[-n]") && !err.contains("depth"), "{err}");
+}

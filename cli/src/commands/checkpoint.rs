@@ -20,12 +20,24 @@ pub(crate) async fn run(a: CheckpointArgs) -> Result<()> {
     let c = a.conn.client()?;
     let mut delta = Vec::new();
     if a.file == "-" {
+        crate::say_reading_stdin("the delta");
         std::io::stdin()
             .read_to_end(&mut delta)
             .map_err(|e| Error::invalid("file", format!("cannot read stdin: {e}")))?;
     } else {
         delta = std::fs::read(&a.file)
             .map_err(|e| Error::invalid("file", format!("cannot read {}: {e}", a.file)))?;
+    }
+    if delta.is_empty() {
+        let from = if a.file == "-" {
+            "stdin".to_owned()
+        } else {
+            a.file.clone()
+        };
+        return Err(Error::invalid(
+            "file",
+            format!("the delta from {from} is empty: there is nothing to checkpoint"),
+        ));
     }
     let mut parent = match &a.parent {
         Some(p) => Some(rev(&c, p).await?),
@@ -90,7 +102,17 @@ pub(crate) async fn run(a: CheckpointArgs) -> Result<()> {
         tags: (!a.tags.is_empty()).then(|| a.tags.into_iter().collect()),
         ref_move,
     };
-    let done = c.checkpoint(&req).await?;
+    // The delta goes as delta_base64; the user gave a file (or stdin).
+    let done = c
+        .checkpoint(&req)
+        .await
+        .map_err(|e| match e.field.as_deref() {
+            Some("delta_base64" | "delta") => e.with_field("file"),
+            _ => e,
+        })?;
+    for w in done.budget_warning.iter().chain(&done.warnings) {
+        eprintln!("ctx: warning: {w}");
+    }
     if a.conn.json {
         print_json(&done.commit)
     } else {

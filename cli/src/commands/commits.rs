@@ -26,9 +26,21 @@ pub(crate) async fn show(r: &str, conn: &Conn) -> Result<()> {
 ///
 /// # Errors
 /// The server's errors.
-pub(crate) async fn log(r: &str, max_count: usize, conn: &Conn) -> Result<()> {
+pub(crate) async fn log(r: &str, max_count: u64, conn: &Conn) -> Result<()> {
     let c = conn.client()?;
-    let h = c.history(&rev(&c, r).await?, Some(max_count)).await?;
+    let n = usize::try_from(max_count).unwrap_or(usize::MAX);
+    let h = c
+        .history(&rev(&c, r).await?, Some(n))
+        .await
+        .map_err(|e| match e.field.as_deref() {
+            // The server calls -n `depth`.
+            Some("depth") => {
+                let mut e = e;
+                e.message = e.message.replacen("depth is", "-n is", 1);
+                e.with_field("-n")
+            }
+            _ => e,
+        })?;
     if conn.json {
         return print_json(&h);
     }

@@ -268,6 +268,11 @@ type ApiResult<T> = Result<T, ApiError>;
 /// budget (and when it exhausted it).
 pub const BUDGET_WARNING: &str = "ctx-budget-warning";
 
+/// The response header, one per warning, a checkpoint stored as written
+/// although it looks wrong carries (a runtime's tool result that answers
+/// no tool use in the chain).
+pub const CHECKPOINT_WARNING: &str = "ctx-warning";
+
 /// Liveness.
 #[utoipa::path(get, path = "/healthz", tag = "meta", responses((status = 200, description = "The server is up", body = String)))]
 async fn healthz() -> &'static str {
@@ -359,6 +364,8 @@ async fn download_artifact(
 /// when the same checkpoint (same `created_at`) was recorded before. Into a
 /// branch's chain (`ref: branches/br-…`) it counts against the budget: the
 /// `ctx-budget-warning` header from 80%, a forced return at 100%, then 409.
+/// A `ctx-warning` header per thing stored as written although it looks
+/// wrong (a runtime transcript's tool result answering no tool use).
 #[utoipa::path(post, path = "/v1/commits", tag = "commits", request_body = CheckpointRequest,
     responses((status = 201, description = "Recorded", body = Commit,
             headers(("ctx-budget-warning" = String, description = "Into a branch at 80% of its budget or more"))),
@@ -374,7 +381,12 @@ async fn checkpoint(
     Json(req): Json<CheckpointRequest>,
 ) -> ApiResult<Response> {
     let done = req.submit(&s.service, &caller.tenant).await?;
-    let (commit, created, notice) = (done.commit, done.created, done.budget);
+    let crate::service::Checkpointed {
+        commit,
+        created,
+        budget: notice,
+        warnings,
+    } = done;
     let status = if created {
         StatusCode::CREATED
     } else {
@@ -387,6 +399,21 @@ async fn checkpoint(
         // A checkpoint into a branch at 80%+ of its budget, or the one that
         // exhausted it.
         resp.headers_mut().insert(BUDGET_WARNING, v);
+    }
+    for w in &warnings {
+        let ascii: String = w
+            .chars()
+            .map(|c| {
+                if c == ' ' || c.is_ascii_graphic() {
+                    c
+                } else {
+                    '?'
+                }
+            })
+            .collect();
+        if let Ok(v) = axum::http::HeaderValue::from_str(&ascii) {
+            resp.headers_mut().append(CHECKPOINT_WARNING, v);
+        }
     }
     Ok(resp)
 }

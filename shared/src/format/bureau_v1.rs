@@ -515,6 +515,11 @@ impl Codec for BureauV1Codec {
         "a CBOR array of bureau agent message structs (version 1: role, content, tool_calls, tool_results, timestamp)"
     }
 
+    fn pairs_tool_results(&self) -> bool {
+        // The runtime's own log: stored as written.
+        false
+    }
+
     fn validate(&self, delta: &[u8]) -> Result<Checked> {
         Ok(Checked::of(&to_canonical(decode(delta)?), at_index))
     }

@@ -203,6 +203,11 @@ impl Codec for BureauV2Codec {
         "a CBOR array of bureau agent message structs (version 2: author, parts, calls, results, at)"
     }
 
+    fn pairs_tool_results(&self) -> bool {
+        // The runtime's own log: stored as written.
+        false
+    }
+
     fn validate(&self, delta: &[u8]) -> Result<Checked> {
         let conv = bureau_v1::to_canonical(decode(delta)?);
         Ok(Checked::of(&conv, at_index))

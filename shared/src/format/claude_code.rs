@@ -304,6 +304,11 @@ impl Codec for ClaudeCodeCodec {
         }
     }
 
+    fn pairs_tool_results(&self) -> bool {
+        // The runtime's own log: stored as written.
+        false
+    }
+
     fn compaction_in_history(&self) -> bool {
         true
     }

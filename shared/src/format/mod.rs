@@ -288,6 +288,16 @@ pub trait Codec: Send + Sync + 'static {
         None
     }
 
+    /// Whether the format refuses a tool result that answers no tool use
+    /// in the chain, as an API's does. A runtime's own log (a Claude Code
+    /// transcript, a bureau agent's message log) holds such results after
+    /// interrupted tool calls, rewinds and resumed sessions: it is stored as
+    /// written, with a warning, and repaired only when translated into a
+    /// format that refuses them (the `narrative` tier).
+    fn pairs_tool_results(&self) -> bool {
+        true
+    }
+
     /// Whether a compaction commit's artifact in this format is part of the
     /// original history (materialized under `stop: root`). True where the
     /// runtime's own log records the compaction, as a Claude Code transcript

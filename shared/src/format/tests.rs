@@ -691,4 +691,74 @@ async fn a_chain_may_mix_formats_and_is_translated_whole() {
     }
 }
 
+#[tokio::test]
+async fn a_runtime_log_with_an_unpaired_tool_result_is_stored_as_written_with_a_warning() {
+    let (svc, tenant) = service();
+    // A Claude Code transcript resumed after an interrupted tool call: the
+    // result of a call the file does not hold.
+    let lines = [
+        json!({"type": "user", "uuid": "u1", "timestamp": "2026-01-01T00:00:00Z",
+               "message": {"role": "user", "content": [
+                   {"type": "tool_result", "tool_use_id": "toolu_gone", "content": "42 rows"}]}}),
+        json!({"type": "assistant", "uuid": "u2", "timestamp": "2026-01-01T00:00:01Z",
+               "message": {"id": "msg_1", "role": "assistant", "content": [
+                   {"type": "text", "text": "The query returned 42 rows."}]}}),
+    ];
+    let transcript: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    let done = request(
+        "claude-code-v1",
+        transcript.as_bytes(),
+        None,
+        CommitType::Delta,
+        1,
+    )
+    .submit(&svc, &tenant)
+    .await
+    .unwrap();
+    assert_eq!(done.warnings.len(), 1, "{:?}", done.warnings);
+    assert!(
+        done.warnings[0].contains("toolu_gone") && done.warnings[0].contains("line 1"),
+        "{:?}",
+        done.warnings
+    );
+    // Byte for byte what the runtime wrote.
+    let (native, tier) = materialized(&svc, &tenant, &done.commit.id, Stop::Root, None).await;
+    assert_eq!(
+        (&native[..], tier.as_str()),
+        (transcript.as_bytes(), "native")
+    );
+    // Repaired only for an API that needs pairing: told by the tier.
+    let (api, tier) = materialized(
+        &svc,
+        &tenant,
+        &done.commit.id,
+        Stop::Root,
+        Some("anthropic-messages-v1"),
+    )
+    .await;
+    assert_eq!(tier, "narrative");
+    assert!(
+        AnthropicCodec
+            .to_canonical(&api)
+            .unwrap()
+            .open_results()
+            .is_empty()
+    );
+    // The same in a bureau agent's log.
+    let conv = ClaudeCodeCodec.to_canonical(transcript.as_bytes()).unwrap();
+    let cbor = BureauV2Codec.encode_canonical(&conv).unwrap().bytes;
+    let done = request("bureau-agent-v2", &cbor, None, CommitType::Delta, 2)
+        .submit(&svc, &tenant)
+        .await
+        .unwrap();
+    assert_eq!(done.warnings.len(), 1, "{:?}", done.warnings);
+    // An API format is refused: no API would accept it.
+    let api = AnthropicCodec.encode_canonical(&conv).unwrap().bytes;
+    let err = request("anthropic-messages-v1", &api, None, CommitType::Delta, 3)
+        .submit(&svc, &tenant)
+        .await
+        .unwrap_err();
+    assert!(err.message.contains("toolu_gone"), "{}", err.message);
+}
+
 mod proptests;

@@ -120,6 +120,17 @@ pub struct Checkpointed {
     /// The budget of the branch it wrote into: a warning from 80%, the
     /// forced return at 100%.
     pub budget: Option<BudgetNotice>,
+    /// What was stored as written although it looks wrong: tool results of
+    /// a runtime's own log that answer no tool use in the chain (after an
+    /// interrupted tool call, a rewind or a resumed session).
+    pub warnings: Vec<String>,
+}
+
+/// A written commit, whether it was new, and what it was warned about.
+pub(crate) struct Recorded {
+    pub(crate) commit: Commit,
+    pub(crate) created: bool,
+    pub(crate) warnings: Vec<String>,
 }
 
 impl Service {
@@ -132,7 +143,11 @@ impl Service {
     /// that has ended; `TooLarge`.
     pub async fn checkpoint(&self, tenant: &TenantId, new: NewCommit) -> Result<Checkpointed> {
         let branch = self.budget_guard(tenant, new.branch.as_ref()).await?;
-        let (commit, created) = self.record(tenant, new).await?;
+        let Recorded {
+            commit,
+            created,
+            warnings,
+        } = self.record_checked(tenant, new).await?;
         let budget = match (branch, created) {
             (Some(b), true) => self.charge_tokens(tenant, &b, commit.token_count).await?,
             _ => None,
@@ -141,12 +156,19 @@ impl Service {
             commit,
             created,
             budget,
+            warnings,
         })
     }
 
     /// Writes a commit without the branch budget steps (the branch
     /// operations' own writes). Returns it and whether it was created.
     pub(crate) async fn record(&self, tenant: &TenantId, new: NewCommit) -> Result<(Commit, bool)> {
+        let r = self.record_checked(tenant, new).await?;
+        Ok((r.commit, r.created))
+    }
+
+    /// [`Service::record`], with the warnings about what was stored.
+    async fn record_checked(&self, tenant: &TenantId, new: NewCommit) -> Result<Recorded> {
         check_fields(&new)?;
         let field = new.delta.field();
         if let Delta::Inline(bytes) = &new.delta {
@@ -209,14 +231,23 @@ impl Service {
             ),
             Delta::Stored(_) => None,
         };
+        let mut warnings = Vec::new();
         let counts = match &bytes {
             Some(b) => {
                 let checked = codec.validate(b).map_err(|e| e.with_field(field))?;
                 if new.commit_type == CommitType::Compaction {
                     codec.check_compaction(b).map_err(|e| e.with_field(field))?;
                 }
-                self.check_open_results(tenant, parent.as_ref(), &new.format, field, &checked)
+                let unpaired = self
+                    .check_open_results(tenant, parent.as_ref(), &new.format, &checked)
                     .await?;
+                if let Some(first) = unpaired.first() {
+                    if codec.pairs_tool_results() {
+                        return Err(Error::invalid(field, first.clone()));
+                    }
+                    // A runtime's own log is stored as it wrote it.
+                    warnings = unpaired;
+                }
                 checked.counts
             }
             None => Counts::default(),
@@ -280,32 +311,41 @@ impl Service {
             .put_commit(tenant, &commit, new.ref_move.as_ref())
             .await?
         {
-            PutCommit::Created(c) => Ok((c, true)),
-            PutCommit::Existing(c) => Ok((c, false)),
+            PutCommit::Created(c) => Ok(Recorded {
+                commit: c,
+                created: true,
+                warnings,
+            }),
+            PutCommit::Existing(c) => Ok(Recorded {
+                commit: c,
+                created: false,
+                warnings,
+            }),
         }
     }
 
-    /// Tool results in a new delta whose tool use is not in the delta must
-    /// answer a tool use the parent's delta left unanswered.
+    /// Tool results in a new delta whose tool use is not in the delta should
+    /// answer a tool use the parent's delta left unanswered: what each one
+    /// that does not is, as an error message would say it. An API's format
+    /// refuses them; a runtime's own log keeps them with a warning.
     async fn check_open_results(
         &self,
         tenant: &TenantId,
         parent: Option<&Commit>,
         format: &FormatId,
-        field: &str,
         checked: &Checked,
-    ) -> Result<()> {
+    ) -> Result<Vec<String>> {
         if checked.open_results.is_empty() {
-            return Ok(());
+            return Ok(Vec::new());
         }
         let answerable = match parent {
             // A compaction's summary stands in for the history the tool use
             // was in; it cannot be checked.
-            Some(p) if p.commit_type == CommitType::Compaction => return Ok(()),
+            Some(p) if p.commit_type == CommitType::Compaction => return Ok(Vec::new()),
             Some(p) => {
                 let codec = self.formats.codec(&p.format);
                 if !codec.structured() {
-                    return Ok(());
+                    return Ok(Vec::new());
                 }
                 let bytes = self.artifact_of(tenant, p).await?;
                 codec
@@ -315,14 +355,11 @@ impl Service {
             }
             None => Default::default(),
         };
-        match checked
+        Ok(checked
             .open_results
             .iter()
-            .find(|r| !answerable.contains(&r.tool_use_id))
-        {
-            None => Ok(()),
-            Some(r) => Err(Error::invalid(
-                field,
+            .filter(|r| !answerable.contains(&r.tool_use_id))
+            .map(|r| {
                 format!(
                     "not a valid {format} delta: at {}: a tool_result answers tool_use {:?}, which is neither earlier in the delta nor left unanswered by the parent's delta{}",
                     r.at,
@@ -332,9 +369,9 @@ impl Service {
                     } else {
                         ""
                     }
-                ),
-            )),
-        }
+                )
+            })
+            .collect())
     }
 }
 

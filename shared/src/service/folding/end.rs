@@ -321,9 +321,17 @@ impl Service {
             // message with the text), so its context stays native; raw
             // otherwise, or if that format refuses the message.
             let mut encodings = Vec::new();
+            // Raw text is line-based: the entry starts on a line of its own
+            // and ends its line, so the parent's next turn is not glued on.
+            let mut starts_line = true;
             if let Some(t) = &tip {
-                let format = self.show(tenant, t).await?.format;
+                let parent = self.show(tenant, t).await?;
+                let format = parent.format.clone();
                 let codec = self.formats().codec(&format).clone();
+                if !codec.structured() {
+                    let last = self.artifact_of(tenant, &parent).await?;
+                    starts_line = last.last().is_none_or(|&b| b == b'\n');
+                }
                 if codec.structured() {
                     let conv = crate::format::canonical::Conversation {
                         messages: vec![crate::format::canonical::Message::new(
@@ -338,7 +346,7 @@ impl Service {
                     }
                 }
             }
-            encodings.push((FormatId::raw(), bytes::Bytes::from(text.clone())));
+            encodings.push((FormatId::raw(), raw_line(&text, starts_line)));
             let mut moved = false;
             for (i, (format, bytes)) in encodings.iter().enumerate() {
                 let new = NewCommit {
@@ -386,4 +394,18 @@ impl Service {
         }
         Err(last.unwrap_or_else(|| Error::unavailable("the parent's chain kept moving")))
     }
+}
+
+/// `text` as a raw entry of a line-based context: after a line break when
+/// the parent's content does not end with one, and ending its own line.
+fn raw_line(text: &str, starts_line: bool) -> bytes::Bytes {
+    let mut out = String::with_capacity(text.len() + 2);
+    if !starts_line {
+        out.push('\n');
+    }
+    out.push_str(text);
+    if !text.ends_with('\n') {
+        out.push('\n');
+    }
+    out.into()
 }

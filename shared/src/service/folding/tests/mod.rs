@@ -286,9 +286,11 @@ async fn a_return_appends_only_the_scrubbed_summary_to_the_parent() {
     );
     assert_eq!(r.redactions.get("aws-access-key-id"), Some(&1));
     assert!(r.tokens_used > 300, "{}", r.tokens_used);
+    // The return ends its line: the parent's next turn starts on its own.
+    h.append("sessions/s1", "user: next turn\n").await.unwrap();
     assert_eq!(
         h.text_of("sessions/s1").await,
-        format!("user: find the bug\n{}", r.message)
+        format!("user: find the bug\n{}\nuser: next turn\n", r.message)
     );
     let c = h.svc.show(&h.alice.tenant, &r.commit).await.unwrap();
     assert_eq!(c.checkpoint, Trigger::BranchReturn);
@@ -307,7 +309,15 @@ async fn a_return_appends_only_the_scrubbed_summary_to_the_parent() {
     // A session without a chain yet gets one.
     let b2 = h.create("fresh", "x").await;
     h.ret(&b2.branch_id, "done").await;
-    assert_eq!(h.text_of("sessions/fresh").await, "done");
+    assert_eq!(h.text_of("sessions/fresh").await, "done\n");
+    // A parent whose content does not end its line gets a line break first.
+    h.append("sessions/open", "user: no newline").await.unwrap();
+    let b3 = h.create("open", "x").await;
+    h.ret(&b3.branch_id, "found it").await;
+    assert_eq!(
+        h.text_of("sessions/open").await,
+        "user: no newline\nfound it\n"
+    );
 }
 
 #[tokio::test]
@@ -350,7 +360,7 @@ async fn returning_a_parent_force_returns_its_children_deepest_first() {
             .await
             .contains(&b2.branch_id.to_string())
     );
-    assert_eq!(h.text_of("sessions/s").await, "sum");
+    assert_eq!(h.text_of("sessions/s").await, "sum\n");
     assert_eq!(h.status(&other.branch_id).await.status, "active");
 }
 
@@ -424,7 +434,9 @@ async fn a_childs_budget_is_independent_of_its_parents() {
         .branch_return(&h.alice, &inner.branch_id, ret(&"s".repeat(40)))
         .await
         .unwrap();
-    assert_eq!(h.status(&outer.branch_id).await.budget_used, Some(10));
+    // 40 bytes on a line of their own (the chain's root "outer" does not
+    // end its line): 42 bytes, 11 tokens.
+    assert_eq!(h.status(&outer.branch_id).await.budget_used, Some(11));
 }
 
 /// A scrubber that always fails: what tests use to show failing closed.
