@@ -89,7 +89,7 @@ pub(crate) async fn run_branch(command: BranchCommand) -> Result<()> {
         } => {
             let c = conn.client()?;
             let req = BranchCreateRequest {
-                session_id: session,
+                session_id: session.parse()?,
                 description,
                 prompt,
                 budget,
@@ -152,7 +152,7 @@ pub(crate) async fn run_branch(command: BranchCommand) -> Result<()> {
             let c = conn.client()?;
             let s = match (&branch, &session) {
                 (Some(b), _) => c.branch_status(&branch_id(b)?).await?,
-                (None, Some(s)) => c.branch_status_of_session(s).await?,
+                (None, Some(s)) => c.branch_status_of_session(&s.parse()?).await?,
                 (None, None) => unreachable!("clap requires one"),
             };
             if conn.json {
@@ -198,7 +198,7 @@ pub(crate) async fn run_session(command: SessionCommand) -> Result<()> {
     match command {
         SessionCommand::End { session, conn } => {
             let c = conn.client()?;
-            let e = c.session_end(&session).await?;
+            let e = c.session_end(&session.parse()?).await?;
             if conn.json {
                 return print_json(&e);
             }

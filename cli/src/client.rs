@@ -20,6 +20,7 @@ use ctx_core::wire::{
 };
 use ctx_core::{
     ArtifactRef, BranchId, Commit, CommitId, Error, ErrorKind, Principal, RefName, Result,
+    SessionId,
 };
 use reqwest::{Method, StatusCode};
 use serde::Serialize;
@@ -266,8 +267,11 @@ impl Client {
     ///
     /// # Errors
     /// As [`Client::healthz`].
-    pub async fn branch_status_of_session(&self, session: &str) -> Result<BranchStatusResponse> {
-        self.json(Route::BranchStatusOfSession(session), Body::Empty)
+    pub async fn branch_status_of_session(
+        &self,
+        session: &SessionId,
+    ) -> Result<BranchStatusResponse> {
+        self.json(Route::BranchStatusOfSession(session.as_str()), Body::Empty)
             .await
     }
 
@@ -287,8 +291,9 @@ impl Client {
     ///
     /// # Errors
     /// As [`Client::healthz`].
-    pub async fn session_end(&self, session: &str) -> Result<SessionEnded> {
-        self.json(Route::SessionEnd(session), Body::Empty).await
+    pub async fn session_end(&self, session: &SessionId) -> Result<SessionEnded> {
+        self.json(Route::SessionEnd(session.as_str()), Body::Empty)
+            .await
     }
 
     async fn json<T: DeserializeOwned>(&self, route: Route<'_>, body: Body) -> Result<T> {

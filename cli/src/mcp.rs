@@ -118,7 +118,7 @@ pub async fn call_tool(client: &Client, name: &str, args: &Value) -> Result<Valu
                 args.get("session_id").and_then(Value::as_str),
             ) {
                 (Some(b), _) => client.branch_status(&branch_id(b)?).await?,
-                (None, Some(s)) => client.branch_status_of_session(s).await?,
+                (None, Some(s)) => client.branch_status_of_session(&s.parse()?).await?,
                 (None, None) => {
                     return Err(Error::invalid("branch_id", "give branch_id or session_id"));
                 }

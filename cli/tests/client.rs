@@ -18,6 +18,7 @@ use ctx_core::wire::{
 };
 use ctx_core::{
     Clock as _, CommitType, ErrorKind, ManualClock, OsRandom, Principal, RefName, Service,
+    SessionId,
 };
 
 const TOKEN: &str = "token-alice";
@@ -189,19 +190,19 @@ async fn every_method_against_the_real_router() {
     assert_eq!(list.refs, [moved]);
     assert!(c.list_refs("", None).await.unwrap().refs.len() == 1);
 
-    // Session ids that need encoding in a path and in a query come back
-    // as sent.
-    let odd = "team a/s1&x=?#%";
-    let none = c.branch_status_of_session(odd).await.unwrap();
+    // A session id with a '/' needs encoding in a path; it comes back as
+    // sent. (Ids that cannot name their ref are refused: SessionId.)
+    let odd: SessionId = "team-a/s1".parse().unwrap();
+    let none = c.branch_status_of_session(&odd).await.unwrap();
     assert_eq!(
         (none.branch_id, none.session_id.as_deref()),
-        (None, Some(odd))
+        (None, Some(odd.as_str()))
     );
-    assert_eq!(c.session_end(odd).await.unwrap().session_id, odd);
-    let session = "s1.a_b-c";
+    assert_eq!(c.session_end(&odd).await.unwrap().session_id, odd.as_str());
+    let session: SessionId = "s1.a_b-c".parse().unwrap();
     let b = c
         .branch_create(&BranchCreateRequest {
-            session_id: session.to_owned(),
+            session_id: session.clone(),
             description: "explore".to_owned(),
             prompt: Some("read it".to_owned()),
             budget: Some(100),
@@ -213,7 +214,7 @@ async fn every_method_against_the_real_router() {
     assert_eq!(b.budget_allocated, 100);
     let st = c.branch_status(&b.branch_id).await.unwrap();
     assert_eq!(st.status, "active");
-    let of_session = c.branch_status_of_session(session).await.unwrap();
+    let of_session = c.branch_status_of_session(&session).await.unwrap();
     assert_eq!(of_session.branch_id.as_ref(), Some(&b.branch_id));
     let into_branch = c
         .checkpoint(&CheckpointRequest {
@@ -248,8 +249,8 @@ async fn every_method_against_the_real_router() {
         .await
         .unwrap_err();
     assert_eq!(e.kind, ErrorKind::Conflict);
-    let ended = c.session_end(session).await.unwrap();
-    assert_eq!(ended.session_id, session);
+    let ended = c.session_end(&session).await.unwrap();
+    assert_eq!(ended.session_id, session.as_str());
 
     // Errors carry the body's kind.
     let missing = "ctx-0123456789abcdef0123456789abcdef".parse().unwrap();

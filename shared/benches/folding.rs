@@ -112,7 +112,7 @@ async fn p1(svc: &Service, caller: &Caller, round: usize) -> (u64, u64, u64) {
         .branch_create(
             caller,
             BranchCreateRequest {
-                session_id: folded_session.clone(),
+                session_id: folded_session.parse().expect("a session id"),
                 description: "find the crash in the parser".into(),
                 prompt: Some("read the parser's modules and report the bug".into()),
                 budget: None,
@@ -157,7 +157,7 @@ async fn latency(svc: &Service, caller: &Caller, n: usize) -> (f64, f64, f64, f6
             .branch_create(
                 caller,
                 BranchCreateRequest {
-                    session_id: format!("lat-{i}"),
+                    session_id: format!("lat-{i}").parse().expect("a session id"),
                     description: "subtask".into(),
                     prompt: Some("do it".into()),
                     budget: None,

@@ -470,6 +470,34 @@ name_type!(
     )
 );
 
+name_type!(
+    /// A wrapper's session: what can follow `sessions/` in a ref name (its
+    /// chain is the ref `sessions/<id>`), so 1 to 191 of `A-Z a-z 0-9 . _ -
+    /// /`, no empty segment, no `..`. Refused, never altered: the same text
+    /// names the same session in every route.
+    SessionId,
+    "session_id",
+    |s| {
+        if s.is_empty() {
+            return Err(Error::invalid("session_id", "session_id is empty"));
+        }
+        if s.len() > 191 || format!("sessions/{s}").parse::<RefName>().is_err() {
+            return Err(Error::invalid(
+                "session_id",
+                format!(
+                    "session_id {s:?} cannot name the ref sessions/<id>: use 1 to 191 of A-Z, a-z, 0-9, '.', '_', '-' and '/', with no empty segment and no '..'"
+                ),
+            ));
+        }
+        Ok(())
+    },
+    schema: name_schema(
+        REF_NAME_PATTERN,
+        191,
+        "A session: what can follow `sessions/` in a ref name; 1 to 191 of A-Z, a-z, 0-9, '.', '_', '-' and '/'; no empty segment, no '..', no leading or trailing '/'.",
+    )
+);
+
 /// What [`RefName`] accepts, as a pattern: '/'-separated segments of
 /// `A-Z a-z 0-9 . _ -`, none empty, no two dots in a row.
 pub(crate) const REF_NAME_PATTERN: &str =
@@ -478,6 +506,30 @@ pub(crate) const REF_NAME_PATTERN: &str =
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn session_ids_are_what_can_name_their_ref_and_are_never_altered() {
+        for ok in ["s1", "team-a/s1", "a.b_c-d", "x".repeat(191).as_str()] {
+            let id: SessionId = ok.parse().unwrap();
+            assert_eq!(id.as_str(), ok);
+        }
+        for bad in [
+            "",
+            "a\0b",
+            " s",
+            "s ",
+            "a b",
+            "a@b",
+            "../x",
+            "a//b",
+            "/a",
+            "a/",
+            "x".repeat(192).as_str(),
+        ] {
+            let e = bad.parse::<SessionId>().unwrap_err();
+            assert_eq!(e.field.as_deref(), Some("session_id"), "{bad:?}");
+        }
+    }
     use proptest::prelude::*;
 
     #[test]

@@ -52,5 +52,5 @@ pub mod wiring;
 pub use clock::{Clock, IdSource, ManualClock, OsRandom, SystemClock};
 pub use commit::{Commit, CommitType, Trigger};
 pub use error::{Error, ErrorKind, Result};
-pub use id::{ArtifactRef, BranchId, CommitId, Hash, Principal, RefName, TenantId};
+pub use id::{ArtifactRef, BranchId, CommitId, Hash, Principal, RefName, SessionId, TenantId};
 pub use service::Service;

@@ -129,7 +129,7 @@ async fn the_binary_expires_a_branch_from_the_state_machines_event() {
         .branch_create(
             &caller,
             BranchCreateRequest {
-                session_id: "s".into(),
+                session_id: "s".parse().unwrap(),
                 description: "slow".into(),
                 prompt: None,
                 budget: None,

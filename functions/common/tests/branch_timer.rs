@@ -108,7 +108,7 @@ async fn a_branch_expires_through_the_state_machine_and_a_return_stops_it() {
     assert_eq!(backends.deadlines, Some(Deadlines::StepFunctions));
     let folding = backends.folding.clone().expect("the branch function folds");
     let service = backends.into_service(Arc::new(SystemClock));
-    let session = format!("s-{}", hex(&b));
+    let session: ctx_core::SessionId = format!("s-{}", hex(&b)).parse().unwrap();
     let create = |d: &str, timeout: u64| BranchCreateRequest {
         session_id: session.clone(),
         description: d.into(),

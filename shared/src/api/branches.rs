@@ -9,7 +9,7 @@ use super::error::ErrorBody;
 use super::extract::{Json, Path, Query, path_id};
 use super::{ApiResult, AppState};
 use crate::auth::Caller;
-use crate::id::BranchId;
+use crate::id::{BranchId, SessionId};
 use crate::wire::{
     BranchCreateRequest, BranchCreated, BranchReturnRequest, BranchReturned, BranchStatusResponse,
     SessionEnded,
@@ -38,9 +38,9 @@ pub(super) async fn branch_create(
 /// The active branch of a session (`session_id`), or
 /// `{branch_id: null, status: "No active branch found"}`.
 #[utoipa::path(get, path = "/v1/branches", tag = "branches",
-    params(("session_id" = String, Query, max_length = 191, pattern = r"^(?:(?:\.?[A-Za-z0-9_-]+)+\.?|\.)(?:/(?:(?:\.?[A-Za-z0-9_-]+)+\.?|\.))*$")),
+    params(("session_id" = SessionId, Query)),
     responses((status = 200, description = "The active branch, or none", body = BranchStatusResponse),
-        (status = 400, description = "No `session_id`, or a malformed query string", body = ErrorBody),
+        (status = 400, description = "No `session_id`, one that is not a session id, or a malformed query string", body = ErrorBody),
         (status = 404, description = "The session belongs to another caller", body = ErrorBody)),
     security(("bearer" = [])))]
 pub(super) async fn branch_status_of_session(
@@ -49,7 +49,7 @@ pub(super) async fn branch_status_of_session(
     q: Query,
 ) -> ApiResult<axum::Json<BranchStatusResponse>> {
     let session = q
-        .optional_with("session_id", |v| Ok::<_, crate::error::Error>(v.to_owned()))?
+        .optional_with("session_id", str::parse::<SessionId>)?
         .ok_or_else(|| {
             crate::error::Error::invalid(
                 "session_id",
@@ -105,7 +105,7 @@ pub(super) async fn branch_return(
 /// Ends a session: force-returns its active branches within a bounded
 /// time; what does not finish is marked failed.
 #[utoipa::path(post, path = "/v1/sessions/{id}/end", tag = "branches",
-    params(("id" = String, Path, max_length = 191, pattern = r"^(?:(?:\.?[A-Za-z0-9_-]+)+\.?|\.)(?:/(?:(?:\.?[A-Za-z0-9_-]+)+\.?|\.))*$", description = "the session id")),
+    params(("id" = SessionId, Path, description = "the session id")),
     responses((status = 200, description = "Its branches, returned or failed", body = SessionEnded),
         (status = 400, description = "`id` is not a session id", body = ErrorBody),
         (status = 404, description = "The session belongs to another caller", body = ErrorBody)),
@@ -115,6 +115,7 @@ pub(super) async fn session_end(
     caller: Caller,
     Path(id): Path<String>,
 ) -> ApiResult<axum::Json<SessionEnded>> {
+    let id: SessionId = id.parse()?;
     Ok(axum::Json(s.service.session_end(&caller, &id).await?))
 }
 
@@ -372,5 +373,56 @@ mod tests {
         assert_eq!(st, 200, "{e}");
         assert_eq!(e["returned"].as_array().unwrap().len(), 3);
         assert_eq!(e["failed"], json!([]));
+    }
+
+    #[tokio::test]
+    async fn a_session_id_is_refused_never_altered_in_every_route() {
+        let app = app().await;
+        // "a\0b" used to become "ab" on create while the other routes looked
+        // up "a\0b": one type now refuses it everywhere.
+        for bad in ["a\u{0}b", " s", "a b", "a@b", "../x"] {
+            let (st, _, e) = call(
+                &app,
+                ALICE,
+                "POST",
+                "/v1/branches",
+                json!({"session_id": bad, "description": "d"}),
+            )
+            .await;
+            assert_eq!(
+                (st, e["error"]["field"].as_str()),
+                (400, Some("session_id")),
+                "{bad:?} → {e}"
+            );
+        }
+        for uri in [
+            "/v1/branches?session_id=a%00b",
+            "/v1/branches?session_id=a%20b",
+        ] {
+            let (st, _, e) = call(&app, ALICE, "GET", uri, Value::Null).await;
+            assert_eq!(
+                (st, e["error"]["field"].as_str()),
+                (400, Some("session_id")),
+                "{uri} → {e}"
+            );
+        }
+        for uri in ["/v1/sessions/a%00b/end", "/v1/sessions/a%20b/end"] {
+            let (st, _, e) = call(&app, ALICE, "POST", uri, Value::Null).await;
+            assert_eq!(
+                (st, e["error"]["field"].as_str()),
+                (400, Some("session_id")),
+                "{uri} → {e}"
+            );
+        }
+        // Nothing was created under a normalised name.
+        let (st, _, e) = call(
+            &app,
+            ALICE,
+            "GET",
+            "/v1/branches?session_id=ab",
+            Value::Null,
+        )
+        .await;
+        assert_eq!((st, &e["branch_id"]), (200, &Value::Null), "{e}");
     }
 }

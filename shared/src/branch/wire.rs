@@ -8,20 +8,15 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use crate::id::{BranchId, CommitId};
+use crate::id::{BranchId, CommitId, SessionId};
 
 /// `POST /v1/branches`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BranchCreateRequest {
     /// The session the branch belongs to (its chain is the ref
-    /// `sessions/<session_id>`, so what a ref name allows, at most 191
-    /// characters).
-    #[schema(
-        max_length = 191,
-        pattern = r"^(?:(?:\.?[A-Za-z0-9_-]+)+\.?|\.)(?:/(?:(?:\.?[A-Za-z0-9_-]+)+\.?|\.))*$"
-    )]
-    pub session_id: String,
+    /// `sessions/<session_id>`).
+    pub session_id: SessionId,
     /// What the subtask is (at most 500 characters, not blank).
     #[schema(min_length = 1, max_length = 500, pattern = r"[^\s\x00-\x1f\x7f-\x9f]")]
     pub description: String,

@@ -1,11 +1,11 @@
 //! `branch_create`: a new isolated branch whose chain holds only the
 //! description and the prompt.
 
-use super::{MAX_DESCRIPTION, MAX_PROMPT, check_len, session_ref, strip_controls};
+use super::{MAX_DESCRIPTION, MAX_PROMPT, check_len, strip_controls};
 use crate::auth::Caller;
 use crate::branch::wire::{BranchCreateRequest, BranchCreated};
 use crate::branch::{BranchRecord, BranchStatus};
-use crate::commit::{Tags, Trigger, check_text, limits};
+use crate::commit::{Tags, Trigger};
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::FormatId;
 use crate::id::BranchId;
@@ -27,12 +27,8 @@ impl Service {
         let f = self.folding_or_err()?.clone();
         let cfg = &f.config;
         let tenant = &caller.tenant;
-        let session = strip_controls(req.session_id.trim(), false);
-        if session.is_empty() {
-            return Err(Error::invalid("session_id", "session_id is empty"));
-        }
-        check_text("session_id", &session, limits::SHORT_TEXT)?;
-        session_ref(&session)?;
+        // A SessionId names its ref by construction: nothing to normalise.
+        let session = req.session_id.as_str().to_owned();
         let description = strip_controls(req.description.trim(), false);
         if description.is_empty() {
             return Err(Error::invalid("description", "description is empty"));

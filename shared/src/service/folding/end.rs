@@ -14,7 +14,7 @@ use crate::branch::{BranchRecord, BranchStatus, Finish, branch_ref};
 use crate::commit::{Commit, Tags, Trigger};
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::FormatId;
-use crate::id::{BranchId, CommitId, TenantId};
+use crate::id::{BranchId, CommitId, SessionId, TenantId};
 use crate::service::{NewCommit, Service};
 use crate::store::RefMove;
 
@@ -76,7 +76,8 @@ impl Service {
     ///
     /// # Errors
     /// `NotFound` for another principal's session (strict mode).
-    pub async fn session_end(&self, caller: &Caller, session: &str) -> Result<SessionEnded> {
+    pub async fn session_end(&self, caller: &Caller, session: &SessionId) -> Result<SessionEnded> {
+        let session = session.as_str();
         let f = self.folding_or_err()?.clone();
         let tenant = &caller.tenant;
         self.check_session_owner(caller, session).await?;

@@ -5,7 +5,7 @@ use crate::auth::Caller;
 use crate::branch::wire::BranchStatusResponse;
 use crate::branch::{BranchRecord, BranchStatus};
 use crate::error::Result;
-use crate::id::BranchId;
+use crate::id::{BranchId, SessionId};
 use crate::service::Service;
 
 fn status_of(rec: &BranchRecord) -> BranchStatusResponse {
@@ -52,8 +52,9 @@ impl Service {
     pub async fn branch_status_of_session(
         &self,
         caller: &Caller,
-        session: &str,
+        session: &SessionId,
     ) -> Result<BranchStatusResponse> {
+        let session = session.as_str();
         let f = self.folding_or_err()?;
         self.check_session_owner(caller, session).await?;
         let mut active = f.store.active_branches(&caller.tenant, session).await?;

@@ -81,14 +81,18 @@ async fn session_end_returns_every_active_branch() {
     let mut r = create("s", "two");
     r.parent_branch = Some(b1.branch_id);
     let b2 = h.svc.branch_create(&h.alice, r).await.unwrap();
-    let end = h.svc.session_end(&h.alice, "s").await.unwrap();
+    let end = h.svc.session_end(&h.alice, &sid("s")).await.unwrap();
     assert_eq!(end.returned, vec![b2.branch_id, b1.branch_id]);
     assert!(end.failed.is_empty());
     assert_eq!(
         h.status(&b1.branch_id).await.reason.as_deref(),
         Some("session ended")
     );
-    let none = h.svc.branch_status_of_session(&h.alice, "s").await.unwrap();
+    let none = h
+        .svc
+        .branch_status_of_session(&h.alice, &sid("s"))
+        .await
+        .unwrap();
     assert_eq!(
         (none.branch_id, none.status.as_str()),
         (None, "No active branch found")
@@ -105,7 +109,7 @@ async fn what_session_end_cannot_finish_in_time_is_marked_failed() {
         Arc::new(RuleScrubber::new().unwrap()),
     );
     let b = h.create("s", "stuck").await;
-    let end = h.svc.session_end(&h.alice, "s").await.unwrap();
+    let end = h.svc.session_end(&h.alice, &sid("s")).await.unwrap();
     assert_eq!(end.failed, vec![b.branch_id]);
     let s = h.status(&b.branch_id).await;
     assert_eq!(s.status, "failed");

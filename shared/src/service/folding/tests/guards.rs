@@ -27,9 +27,13 @@ async fn strict_validation_hides_branches_from_other_principals_and_tenants() {
         .await
         .unwrap_err();
     assert_eq!(e.kind, ErrorKind::NotFound);
-    let e = h.svc.session_end(&bob, "s").await.unwrap_err();
+    let e = h.svc.session_end(&bob, &sid("s")).await.unwrap_err();
     assert_eq!(e.kind, ErrorKind::NotFound);
-    let e = h.svc.branch_status_of_session(&bob, "s").await.unwrap_err();
+    let e = h
+        .svc
+        .branch_status_of_session(&bob, &sid("s"))
+        .await
+        .unwrap_err();
     assert_eq!(e.kind, ErrorKind::NotFound);
     // Another tenant's session of the same name is its own.
     let eve = caller("evil", "tok-eve");

@@ -18,7 +18,7 @@ use crate::branch::wire::{
 use crate::commit::{Commit, Trigger};
 use crate::error::{ErrorKind, Result};
 use crate::format::translate::Tier;
-use crate::id::{BranchId, CommitId, RefName, TenantId};
+use crate::id::{BranchId, CommitId, RefName, SessionId, TenantId};
 use crate::service::{Service, Stop};
 use crate::store::memory::MemoryBranchStore;
 use crate::store::memory::{MemoryBlobStore, MemoryMetaStore};
@@ -88,9 +88,14 @@ fn harness() -> H {
     )
 }
 
+/// A session id.
+fn sid(s: &str) -> SessionId {
+    s.parse().unwrap()
+}
+
 fn create(session: &str, description: &str) -> BranchCreateRequest {
     BranchCreateRequest {
-        session_id: session.into(),
+        session_id: sid(session),
         description: description.into(),
         prompt: None,
         budget: None,
@@ -237,13 +242,12 @@ async fn fields_are_checked_and_capped() {
             .await
             .is_ok()
     );
-    for bad in ["", "a b", "../x", "a@b"] {
-        let e = h
-            .svc
-            .branch_create(&h.alice, create(bad, "d"))
-            .await
-            .unwrap_err();
+    // A session id that cannot name its ref never reaches the service: the
+    // SessionId type refuses it (over HTTP: api::branches's tests).
+    for bad in ["", "a b", "../x", "a@b", "a\0b"] {
+        let e = bad.parse::<SessionId>().unwrap_err();
         assert_eq!(e.kind, ErrorKind::Invalid, "{bad:?}");
+        assert_eq!(e.field.as_deref(), Some("session_id"), "{bad:?}");
         // The message lists only characters a session id may have.
         assert!(!e.message.contains("'@'"), "{bad:?}: {}", e.message);
     }
@@ -332,7 +336,11 @@ async fn returning_a_parent_force_returns_its_children_deepest_first() {
     let b3 = h.svc.branch_create(&h.alice, r).await.unwrap();
     let other = h.create("s", "sibling").await;
     assert_eq!((b2.depth, b3.depth), (2, 3));
-    let st = h.svc.branch_status_of_session(&h.alice, "s").await.unwrap();
+    let st = h
+        .svc
+        .branch_status_of_session(&h.alice, &sid("s"))
+        .await
+        .unwrap();
     assert_eq!(
         st.branch_id,
         Some(b3.branch_id),
