@@ -1,0 +1,276 @@
+//! Tests of [`super`].
+use super::*;
+
+fn vars(pairs: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Option<String> {
+    move |name: &str| {
+        pairs
+            .iter()
+            .find(|(k, _)| *k == name)
+            .map(|(_, v)| (*v).to_owned())
+    }
+}
+
+#[test]
+fn no_variables_give_the_defaults() {
+    assert_eq!(Config::from_vars(vars(&[])).unwrap(), Config::default());
+}
+
+#[test]
+fn the_documented_defaults_are_the_defaults() {
+    let c = Config::default();
+    let folding = &c.folding;
+    let numeric = [
+        ("CTX_BRANCH_MAX_DEPTH", u64::from(folding.max_depth)),
+        (
+            "CTX_BRANCH_MAX_PER_SESSION",
+            u64::from(folding.limits.active_per_session),
+        ),
+        (
+            "CTX_BRANCH_MAX_PER_TENANT",
+            u64::from(folding.limits.active_per_tenant),
+        ),
+        (
+            "CTX_BRANCH_CREATES_PER_MINUTE",
+            u64::from(folding.limits.creations_per_minute),
+        ),
+        (
+            "CTX_SESSION_END_TIMEOUT_SECS",
+            folding.session_end_timeout.as_secs(),
+        ),
+        (
+            "CTX_MAX_CONNECTIONS",
+            c.server.max_connections.try_into().unwrap(),
+        ),
+        (
+            "CTX_HEADER_READ_TIMEOUT_SECS",
+            c.server.header_read_timeout.as_secs(),
+        ),
+        ("CTX_IDLE_TIMEOUT_SECS", c.server.idle_timeout.as_secs()),
+        (
+            "CTX_BODY_READ_TIMEOUT_SECS",
+            c.server.body_read_timeout.as_secs(),
+        ),
+        ("CTX_MAX_IN_FLIGHT_BYTES", c.server.max_in_flight_bytes),
+    ];
+    let default_of = |var: &str| {
+        SETTINGS
+            .iter()
+            .find(|s| s.var == var)
+            .unwrap_or_else(|| panic!("{var} is documented"))
+            .default
+            .trim_matches('`')
+    };
+    for (var, value) in numeric {
+        assert_eq!(default_of(var), value.to_string(), "{var}");
+    }
+    assert_eq!(default_of("CTX_DATA"), c.data.to_str().unwrap());
+    assert_eq!(default_of("CTX_ADDR"), c.addr.to_string());
+    assert_eq!(default_of("CTX_TENANT_CLAIM"), c.tenant_claim);
+    assert_eq!(default_of("CTX_SESSION_VALIDATION"), "strict");
+    assert_eq!(folding.validation, Validation::Strict);
+}
+
+#[test]
+fn every_setting_is_read() {
+    let all = Config::from_vars(|name| {
+        Some(
+            match name {
+                "CTX_DATA" => "/srv/ctx",
+                "CTX_ADDR" => "0.0.0.0:9",
+                "CTX_BUCKET" => "b",
+                "CTX_TABLE" => "t",
+                "CTX_S3_PATH_STYLE" => "true",
+                "CTX_BRANCH_TIMER_ARN" => "arn:timer",
+                "CTX_TENANT_CLAIM" => "org",
+                "CTX_LOG" => "debug",
+                "CTX_SESSION_VALIDATION" => "permissive",
+                "AWS_ENDPOINT_URL" => return None,
+                _ => "7",
+            }
+            .to_owned(),
+        )
+    })
+    .unwrap();
+    let folding = FoldingConfig {
+        max_depth: 7,
+        limits: crate::branch::RateLimits {
+            active_per_session: 7,
+            active_per_tenant: 7,
+            creations_per_minute: 7,
+        },
+        session_end_timeout: Duration::from_secs(7),
+        validation: Validation::Permissive,
+        ..FoldingConfig::default()
+    };
+    assert_eq!(
+        all,
+        Config {
+            data: "/srv/ctx".into(),
+            addr: "0.0.0.0:9".parse().unwrap(),
+            store: StoreKind::Local,
+            bucket: Some("b".into()),
+            table: Some("t".into()),
+            s3_path_style: true,
+            branch_timer_arn: Some("arn:timer".into()),
+            tenant_claim: "org".into(),
+            log: Some("debug".into()),
+            folding,
+            server: ServerLimits {
+                max_connections: 7,
+                header_read_timeout: Duration::from_secs(7),
+                idle_timeout: Duration::from_secs(7),
+                body_read_timeout: Duration::from_secs(7),
+                max_in_flight_bytes: 7,
+            },
+        }
+    );
+}
+
+#[test]
+fn a_bad_value_is_an_error_naming_its_variable() {
+    for (var, value) in [
+        ("CTX_ADDR", "localhost"),
+        ("CTX_BRANCH_MAX_DEPTH", "three"),
+        ("CTX_BRANCH_MAX_PER_SESSION", "-1"),
+        ("CTX_BRANCH_MAX_PER_TENANT", "1e3"),
+        ("CTX_BRANCH_CREATES_PER_MINUTE", "5/min"),
+        ("CTX_SESSION_END_TIMEOUT_SECS", "30s"),
+        ("CTX_SESSION_VALIDATION", "loose"),
+        ("CTX_S3_PATH_STYLE", "yes"),
+        ("CTX_MAX_CONNECTIONS", "many"),
+        ("CTX_HEADER_READ_TIMEOUT_SECS", "5m"),
+        ("CTX_IDLE_TIMEOUT_SECS", "-2"),
+        ("CTX_BODY_READ_TIMEOUT_SECS", "1.5"),
+        ("CTX_MAX_IN_FLIGHT_BYTES", "256MiB"),
+    ] {
+        let e = Config::from_vars(|n| (n == var).then(|| value.to_owned())).unwrap_err();
+        assert_eq!(e.kind, crate::ErrorKind::Invalid, "{var}");
+        assert_eq!(e.field.as_deref(), Some(var), "{var}: {}", e.message);
+        assert!(e.message.contains(value), "{var}: {}", e.message);
+    }
+}
+
+#[test]
+fn empty_values_count_as_unset() {
+    let c = Config::from_vars(|_| Some(String::new())).unwrap();
+    assert_eq!(c, Config::default());
+}
+
+#[test]
+fn the_flag_of_session_validation_is_named_in_its_error() {
+    let e = Config::parse_validation("--session-validation", "loose").unwrap_err();
+    assert_eq!(e.field.as_deref(), Some("--session-validation"));
+    assert_eq!(
+        Config::parse_validation("--session-validation", "permissive").unwrap(),
+        Validation::Permissive
+    );
+}
+
+#[cfg(feature = "aws")]
+#[test]
+fn the_aws_store_names_what_is_missing_and_emulators_get_path_style() {
+    use crate::store::aws::AwsConfig;
+    let e = Config::from_vars(vars(&[("CTX_TABLE", "t")]))
+        .unwrap()
+        .aws()
+        .unwrap_err();
+    assert_eq!(e.field.as_deref(), Some("CTX_BUCKET"));
+    let e = Config::from_vars(vars(&[("CTX_BUCKET", "b"), ("CTX_TABLE", "")]))
+        .unwrap()
+        .aws()
+        .unwrap_err();
+    assert_eq!(e.field.as_deref(), Some("CTX_TABLE"));
+    let real = Config::from_vars(vars(&[("CTX_BUCKET", "b"), ("CTX_TABLE", "t")]))
+        .unwrap()
+        .aws()
+        .unwrap();
+    assert_eq!(
+        real,
+        AwsConfig {
+            bucket: "b".into(),
+            table: "t".into(),
+            path_style: false
+        }
+    );
+    let emulated = vars(&[
+        ("CTX_BUCKET", "b"),
+        ("CTX_TABLE", "t"),
+        ("AWS_ENDPOINT_URL", "http://127.0.0.1:1"),
+    ]);
+    assert!(
+        Config::from_vars(emulated)
+            .unwrap()
+            .aws()
+            .unwrap()
+            .path_style,
+        "emulators get path-style S3"
+    );
+    let forced = vars(&[
+        ("CTX_BUCKET", "b"),
+        ("CTX_TABLE", "t"),
+        ("AWS_ENDPOINT_URL", "http://127.0.0.1:1"),
+        ("CTX_S3_PATH_STYLE", "false"),
+    ]);
+    assert!(!Config::from_vars(forced).unwrap().aws().unwrap().path_style);
+}
+
+/// The README's Config table: one row per variable, `| `VAR` | …`,
+/// whose default is the one documented here; and every `CTX_` name the
+/// README mentions is a known variable.
+#[test]
+fn the_readme_config_table_lists_every_setting() {
+    let readme = include_str!("../../../README.md");
+    let start = readme
+        .find("\n## Config\n")
+        .expect("the README has a Config section");
+    let section = &readme[start + 1..];
+    let section = &section[..section[3..].find("\n## ").map_or(section.len(), |i| i + 3)];
+    let rows: Vec<&str> = section.lines().filter(|l| l.starts_with("| `")).collect();
+    for s in SETTINGS.iter().chain(HARNESS) {
+        let row = rows
+            .iter()
+            .find(|r| r.starts_with(&format!("| `{}` |", s.var)))
+            .unwrap_or_else(|| panic!("the README's Config table has no row for {}", s.var));
+        if let Some(flag) = s.flag {
+            assert!(
+                row.contains(&format!("| `{flag}` |")),
+                "the README's flag of {} is not {flag}: {row}",
+                s.var
+            );
+        }
+        assert!(
+            row.contains(&format!("| {} |", s.default)),
+            "the README's default of {} is not {:?}: {row}",
+            s.var,
+            s.default
+        );
+    }
+    let known: Vec<&str> = SETTINGS
+        .iter()
+        .chain(HARNESS)
+        .map(|s| s.var)
+        .chain(CLIENT_VARS.iter().copied())
+        .collect();
+    let mut rest = readme;
+    while let Some(i) = rest.find("CTX_") {
+        let name: String = rest[i..]
+            .chars()
+            .take_while(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || *c == '_')
+            .collect();
+        assert!(
+            name == "CTX_" || known.contains(&name.as_str()),
+            "the README mentions {name}, which is no setting"
+        );
+        rest = &rest[i + name.len()..];
+    }
+}
+
+/// The client commands' variables, read by their flags (not settings of
+/// a server, so not in [`Config`]).
+const CLIENT_VARS: &[&str] = &[
+    "CTX_SERVER",
+    "CTX_TOKEN",
+    "CTX_PRINCIPAL",
+    "CTX_TEMPLATE",
+    "CTX_SESSION",
+];
