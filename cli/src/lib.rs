@@ -351,9 +351,11 @@ pub async fn main_with(args: impl IntoIterator<Item = String>) -> ExitCode {
                 .as_deref()
                 .map(|f| format!(" [{f}]"))
                 .unwrap_or_default();
+            // The server's messages usually name the current value already.
             let current = e
                 .current
                 .as_deref()
+                .filter(|c| !e.message.contains(c))
                 .map(|c| format!(" (current: {c})"))
                 .unwrap_or_default();
             eprintln!("ctx: {}{field}: {}{current}", e.kind, e.message);

@@ -378,3 +378,30 @@ async fn server_errors_name_the_flag_or_file_the_user_gave() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("[-n]") && !err.contains("depth"), "{err}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_conflict_names_the_current_tip_once() {
+    let base = serve().await;
+    let dir = tempfile::tempdir().unwrap();
+    let delta = dir.path().join("d.txt");
+    std::fs::write(&delta, "user: hi\n").unwrap();
+    let conn = ["--server", base.as_str(), "--token", TOKEN];
+    let mut args = vec!["checkpoint", delta.to_str().unwrap(), "--principal", "a"];
+    args.extend(["--ref", "r"]);
+    args.extend(conn);
+    for _ in 0..2 {
+        let (code, err) = ctx_in(dir.path(), &args).await;
+        assert_eq!(code, 0, "{err}");
+    }
+    let c = Client::new(&base, Some(TOKEN.into()));
+    let tip = c.get_ref(&"r".parse().unwrap()).await.unwrap().target;
+    let stale = c.show(&tip).await.unwrap().parent;
+    let stale = stale.expect("the second commit has a parent").to_string();
+    let tip = tip.to_string();
+    // Other bytes: the same ones would be an idempotent retry of the tip.
+    std::fs::write(&delta, "user: bye\n").unwrap();
+    args.extend(["--expected", stale.as_str()]);
+    let (code, err) = ctx_in(dir.path(), &args).await;
+    assert_eq!(code, 4, "{err}");
+    assert_eq!(err.matches(tip.as_str()).count(), 1, "{err}");
+}
