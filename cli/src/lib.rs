@@ -329,9 +329,11 @@ pub(crate) fn parse_stop(s: &str) -> Result<String, String> {
 }
 
 fn parse_tag(s: &str) -> Result<(String, String), String> {
-    s.split_once('=')
-        .map(|(k, v)| (k.to_owned(), v.to_owned()))
-        .ok_or_else(|| format!("{s:?} is not KEY=VALUE"))
+    match s.split_once('=') {
+        Some(("", _)) => Err(format!("{s:?} has an empty key: give KEY=VALUE")),
+        Some((k, v)) => Ok((k.to_owned(), v.to_owned())),
+        None => Err(format!("{s:?} is not KEY=VALUE")),
+    }
 }
 
 /// Parses the arguments and runs the command.

@@ -167,3 +167,18 @@ fn an_empty_delta_is_refused_before_anything_is_sent() {
         "{err}"
     );
 }
+
+#[test]
+fn a_tag_with_an_empty_key_is_reported_as_such() {
+    for cmd in [
+        vec!["checkpoint", "--principal", "a"],
+        vec!["update-metadata", "x"],
+    ] {
+        let mut args = cmd.clone();
+        args.extend(["--tag", "=v"]);
+        let out = ctx(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains("empty key"), "{args:?}: {err}");
+    }
+}
