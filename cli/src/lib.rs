@@ -51,8 +51,9 @@ struct DataDir {
     data: PathBuf,
 }
 
+/// Where the server is and how to authenticate to it.
 #[derive(Debug, Args)]
-pub(crate) struct Conn {
+pub(crate) struct Remote {
     /// The server's base URL.
     #[arg(long, env = "CTX_SERVER", default_value = "http://127.0.0.1:7878")]
     server: String,
@@ -62,6 +63,13 @@ pub(crate) struct Conn {
     /// Where to find the token file of a local server.
     #[arg(long, env = "CTX_DATA", default_value = ".ctx")]
     data: PathBuf,
+}
+
+/// [`Remote`] for a command that prints a result.
+#[derive(Debug, Args)]
+pub(crate) struct Conn {
+    #[command(flatten)]
+    remote: Remote,
     /// Print JSON instead of text.
     #[arg(long)]
     pub(crate) json: bool,
@@ -169,7 +177,7 @@ enum Command {
     /// forwarding to the server.
     Mcp {
         #[command(flatten)]
-        conn: Conn,
+        remote: Remote,
     },
 }
 
@@ -380,6 +388,12 @@ pub fn exit_code(kind: ErrorKind) -> u8 {
 
 impl Conn {
     pub(crate) fn client(&self) -> Result<Client> {
+        self.remote.client()
+    }
+}
+
+impl Remote {
+    pub(crate) fn client(&self) -> Result<Client> {
         let token = match &self.token {
             Some(t) => Some(t.clone()),
             None => read_token_file(&self.data),
@@ -427,7 +441,7 @@ async fn run(cli: Cli) -> Result<()> {
         Command::Serve(args) => serve::run(args).await,
         Command::Branch { command } => branch::run_branch(command).await,
         Command::Session { command } => branch::run_session(command).await,
-        Command::Mcp { conn } => mcp::serve(conn.client()?).await,
+        Command::Mcp { remote } => mcp::serve(remote.client()?).await,
         Command::Tokens { command } => run_tokens(command).await,
         Command::Checkpoint(args) => commands::checkpoint::run(*args).await,
         Command::Show { rev, conn } => commands::commits::show(&rev, &conn).await,

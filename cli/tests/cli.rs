@@ -182,3 +182,15 @@ fn a_tag_with_an_empty_key_is_reported_as_such() {
         assert!(err.contains("empty key"), "{args:?}: {err}");
     }
 }
+
+#[test]
+fn mcp_takes_no_json_flag() {
+    let help = ctx(&["mcp", "--help"]);
+    assert_eq!(help.status.code(), Some(0));
+    let text = String::from_utf8(help.stdout).unwrap();
+    assert!(
+        text.contains("--server") && !text.contains("--json"),
+        "{text}"
+    );
+    assert_eq!(ctx(&["mcp", "--json"]).status.code(), Some(2));
+}
