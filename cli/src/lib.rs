@@ -93,6 +93,13 @@ enum Command {
         #[command(flatten)]
         conn: Conn,
     },
+    /// Write an artifact's bytes (an art-… ref, as `show` prints) to stdout.
+    Cat {
+        /// The artifact ref.
+        art: String,
+        #[command(flatten)]
+        remote: Remote,
+    },
     /// One line per commit, newest first.
     Log {
         /// The commit or ref to start from.
@@ -444,6 +451,7 @@ async fn run(cli: Cli) -> Result<()> {
         Command::Mcp { remote } => mcp::serve(remote.client()?).await,
         Command::Tokens { command } => run_tokens(command).await,
         Command::Checkpoint(args) => commands::checkpoint::run(*args).await,
+        Command::Cat { art, remote } => commands::cat::run(&art, &remote).await,
         Command::Show { rev, conn } => commands::commits::show(&rev, &conn).await,
         Command::Log {
             rev,
