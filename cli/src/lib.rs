@@ -51,8 +51,9 @@ struct DataDir {
     data: PathBuf,
 }
 
+/// Where the server is and how to authenticate to it.
 #[derive(Debug, Args)]
-pub(crate) struct Conn {
+pub(crate) struct Remote {
     /// The server's base URL.
     #[arg(long, env = "CTX_SERVER", default_value = "http://127.0.0.1:7878")]
     server: String,
@@ -62,6 +63,13 @@ pub(crate) struct Conn {
     /// Where to find the token file of a local server.
     #[arg(long, env = "CTX_DATA", default_value = ".ctx")]
     data: PathBuf,
+}
+
+/// [`Remote`] for a command that prints a result.
+#[derive(Debug, Args)]
+pub(crate) struct Conn {
+    #[command(flatten)]
+    remote: Remote,
     /// Print JSON instead of text.
     #[arg(long)]
     pub(crate) json: bool,
@@ -84,6 +92,13 @@ enum Command {
         rev: String,
         #[command(flatten)]
         conn: Conn,
+    },
+    /// Write an artifact's bytes (an art-… ref, as `show` prints) to stdout.
+    Cat {
+        /// The artifact ref.
+        art: String,
+        #[command(flatten)]
+        remote: Remote,
     },
     /// One line per commit, newest first.
     Log {
@@ -169,7 +184,7 @@ enum Command {
     /// forwarding to the server.
     Mcp {
         #[command(flatten)]
-        conn: Conn,
+        remote: Remote,
     },
 }
 
@@ -329,9 +344,11 @@ pub(crate) fn parse_stop(s: &str) -> Result<String, String> {
 }
 
 fn parse_tag(s: &str) -> Result<(String, String), String> {
-    s.split_once('=')
-        .map(|(k, v)| (k.to_owned(), v.to_owned()))
-        .ok_or_else(|| format!("{s:?} is not KEY=VALUE"))
+    match s.split_once('=') {
+        Some(("", _)) => Err(format!("{s:?} has an empty key: give KEY=VALUE")),
+        Some((k, v)) => Ok((k.to_owned(), v.to_owned())),
+        None => Err(format!("{s:?} is not KEY=VALUE")),
+    }
 }
 
 /// Parses the arguments and runs the command.
@@ -351,9 +368,11 @@ pub async fn main_with(args: impl IntoIterator<Item = String>) -> ExitCode {
                 .as_deref()
                 .map(|f| format!(" [{f}]"))
                 .unwrap_or_default();
+            // The server's messages usually name the current value already.
             let current = e
                 .current
                 .as_deref()
+                .filter(|c| !e.message.contains(c))
                 .map(|c| format!(" (current: {c})"))
                 .unwrap_or_default();
             eprintln!("ctx: {}{field}: {}{current}", e.kind, e.message);
@@ -375,6 +394,12 @@ pub fn exit_code(kind: ErrorKind) -> u8 {
 }
 
 impl Conn {
+    pub(crate) fn client(&self) -> Result<Client> {
+        self.remote.client()
+    }
+}
+
+impl Remote {
     pub(crate) fn client(&self) -> Result<Client> {
         let token = match &self.token {
             Some(t) => Some(t.clone()),
@@ -423,9 +448,10 @@ async fn run(cli: Cli) -> Result<()> {
         Command::Serve(args) => serve::run(args).await,
         Command::Branch { command } => branch::run_branch(command).await,
         Command::Session { command } => branch::run_session(command).await,
-        Command::Mcp { conn } => mcp::serve(conn.client()?).await,
+        Command::Mcp { remote } => mcp::serve(remote.client()?).await,
         Command::Tokens { command } => run_tokens(command).await,
         Command::Checkpoint(args) => commands::checkpoint::run(*args).await,
+        Command::Cat { art, remote } => commands::cat::run(&art, &remote).await,
         Command::Show { rev, conn } => commands::commits::show(&rev, &conn).await,
         Command::Log {
             rev,

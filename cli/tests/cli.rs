@@ -167,3 +167,30 @@ fn an_empty_delta_is_refused_before_anything_is_sent() {
         "{err}"
     );
 }
+
+#[test]
+fn a_tag_with_an_empty_key_is_reported_as_such() {
+    for cmd in [
+        vec!["checkpoint", "--principal", "a"],
+        vec!["update-metadata", "x"],
+    ] {
+        let mut args = cmd.clone();
+        args.extend(["--tag", "=v"]);
+        let out = ctx(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains("empty key"), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn mcp_takes_no_json_flag() {
+    let help = ctx(&["mcp", "--help"]);
+    assert_eq!(help.status.code(), Some(0));
+    let text = String::from_utf8(help.stdout).unwrap();
+    assert!(
+        text.contains("--server") && !text.contains("--json"),
+        "{text}"
+    );
+    assert_eq!(ctx(&["mcp", "--json"]).status.code(), Some(2));
+}

@@ -273,12 +273,21 @@ async fn every_method_against_the_real_router() {
 /// Runs the `ctx` binary in `dir` with no token or server in its
 /// environment; (exit code, stderr).
 async fn ctx_in(dir: &std::path::Path, args: &[&str]) -> (i32, String) {
+    let out = ctx_output(dir, args).await;
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// As [`ctx_in`], the whole output.
+async fn ctx_output(dir: &std::path::Path, args: &[&str]) -> std::process::Output {
     let (dir, args): (std::path::PathBuf, Vec<String>) = (
         dir.to_owned(),
         args.iter().map(|a| (*a).to_owned()).collect(),
     );
     tokio::task::spawn_blocking(move || {
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_ctx"))
+        std::process::Command::new(env!("CARGO_BIN_EXE_ctx"))
             .args(&args)
             .current_dir(&dir)
             .env_remove("CTX_TOKEN")
@@ -286,11 +295,7 @@ async fn ctx_in(dir: &std::path::Path, args: &[&str]) -> (i32, String) {
             .env_remove("CTX_DATA")
             .stdin(std::process::Stdio::null())
             .output()
-            .expect("ctx runs");
-        (
-            out.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
+            .expect("ctx runs")
     })
     .await
     .unwrap()
@@ -378,4 +383,66 @@ async fn server_errors_name_the_flag_or_file_the_user_gave() {
     let (code, err) = ctx_in(dir.path(), &args).await;
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("[-n]") && !err.contains("depth"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_conflict_names_the_current_tip_once() {
+    let base = serve().await;
+    let dir = tempfile::tempdir().unwrap();
+    let delta = dir.path().join("d.txt");
+    std::fs::write(&delta, "user: hi\n").unwrap();
+    let conn = ["--server", base.as_str(), "--token", TOKEN];
+    let mut args = vec!["checkpoint", delta.to_str().unwrap(), "--principal", "a"];
+    args.extend(["--ref", "r"]);
+    args.extend(conn);
+    for _ in 0..2 {
+        let (code, err) = ctx_in(dir.path(), &args).await;
+        assert_eq!(code, 0, "{err}");
+    }
+    let c = Client::new(&base, Some(TOKEN.into()));
+    let tip = c.get_ref(&"r".parse().unwrap()).await.unwrap().target;
+    let stale = c.show(&tip).await.unwrap().parent;
+    let stale = stale.expect("the second commit has a parent").to_string();
+    let tip = tip.to_string();
+    // Other bytes: the same ones would be an idempotent retry of the tip.
+    std::fs::write(&delta, "user: bye\n").unwrap();
+    args.extend(["--expected", stale.as_str()]);
+    let (code, err) = ctx_in(dir.path(), &args).await;
+    assert_eq!(code, 4, "{err}");
+    assert_eq!(err.matches(tip.as_str()).count(), 1, "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cat_writes_an_artifact_to_stdout() {
+    let base = serve().await;
+    let dir = tempfile::tempdir().unwrap();
+    let bytes = b"user: hi\n\xff not utf-8\n";
+    let delta = dir.path().join("d.bin");
+    std::fs::write(&delta, bytes).unwrap();
+    let conn = ["--server", base.as_str(), "--token", TOKEN];
+    let mut args = vec!["checkpoint", delta.to_str().unwrap(), "--principal", "a"];
+    args.extend(conn);
+    let (code, err) = ctx_in(dir.path(), &args).await;
+    assert_eq!(code, 0, "{err}");
+    let c = Client::new(&base, Some(TOKEN.into()));
+    let tip = c.resolve(&"a".parse().unwrap(), None).await.unwrap().id;
+    let art = c.show(&tip).await.unwrap().artifact_ref.to_string();
+    let mut args = vec!["cat", art.as_str()];
+    args.extend(conn);
+    let out = ctx_output(dir.path(), &args).await;
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.stdout, bytes);
+    // Malformed, and unknown.
+    let unknown = format!("art-{}", "0".repeat(64));
+    for (art, want) in [("art-x", 2), (unknown.as_str(), 3)] {
+        let mut args = vec!["cat", art];
+        args.extend(conn);
+        let (code, err) = ctx_in(dir.path(), &args).await;
+        assert_eq!(code, want, "{art}: {err}");
+    }
 }

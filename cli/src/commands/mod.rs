@@ -2,6 +2,7 @@
 //! parses its arguments into the wire types, calls the [`Client`] and
 //! prints the answer.
 //!
+//! - [`cat`]: `ctx cat`.
 //! - [`checkpoint`]: `ctx checkpoint`.
 //! - [`commits`]: `ctx show`, `ctx log`, `ctx update-metadata`.
 //! - [`materialize`]: `ctx materialize`.
@@ -13,6 +14,7 @@ use serde::de::DeserializeOwned;
 
 use crate::client::Client;
 
+pub(crate) mod cat;
 pub(crate) mod checkpoint;
 pub(crate) mod commits;
 pub(crate) mod materialize;
