@@ -195,7 +195,10 @@ impl CheckpointRequest {
                 Delta::Inline(Bytes::from(text.into_bytes()))
             }
             (None, None, Some(b64)) => {
-                limits.check_artifact_size("delta_base64", b64.len() / 4 * 3)?;
+                // The decoded size, exactly: padding is not bytes.
+                let padding = b64.bytes().rev().take_while(|&b| b == b'=').count().min(2);
+                let decoded = (b64.len() / 4 * 3).saturating_sub(padding);
+                limits.check_artifact_size("delta_base64", decoded)?;
                 use base64::Engine as _;
                 let bytes = base64::engine::general_purpose::STANDARD
                     .decode(&b64)
@@ -390,4 +393,40 @@ pub struct ResolveResponse {
 pub struct RefList {
     /// The refs, by name.
     pub refs: Vec<RefRecord>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A checkpoint of `delta_base64` under an artifact limit of `max` bytes.
+    fn checkpoint_b64(b64: &str, max: usize) -> Result<NewCommit> {
+        let limits = Limits {
+            max_artifact_bytes: max,
+            ..Limits::default()
+        };
+        CheckpointRequest {
+            delta: None,
+            delta_base64: Some(b64.to_owned()),
+            ..CheckpointRequest::new("p".parse().unwrap(), "t", FormatId::raw(), "")
+        }
+        .into_new_commit(&limits)
+    }
+
+    #[test]
+    fn the_base64_limit_is_on_the_decoded_bytes_exactly() {
+        use base64::Engine as _;
+        let b64 = |n: usize| base64::engine::general_purpose::STANDARD.encode(vec![7u8; n]);
+        // 4 bytes encode as 8 characters with two '=': at the limit of 4.
+        for n in [4, 3, 2, 1] {
+            let new = checkpoint_b64(&b64(n), 4).unwrap();
+            assert_eq!(new.delta, Delta::Inline(Bytes::from(vec![7u8; n])), "{n}");
+        }
+        let e = checkpoint_b64(&b64(5), 4).unwrap_err();
+        assert_eq!(
+            (e.kind, e.field.as_deref()),
+            (crate::ErrorKind::TooLarge, Some("delta_base64"))
+        );
+        assert!(e.message.contains("5 bytes"), "{}", e.message);
+    }
 }
