@@ -39,8 +39,8 @@ pub enum StoreKind {
     Memory,
     /// S3 + DynamoDB as configured by the environment (`CTX_BUCKET`,
     /// `CTX_TABLE`, the AWS SDK's variables); tokens stay in the data
-    /// directory. Needs the `aws` feature.
-    #[cfg(feature = "aws")]
+    /// directory. Needs a build with the `aws` feature (a build without it
+    /// says how to make one).
     Aws,
 }
 
@@ -49,7 +49,6 @@ impl From<StoreKind> for config::StoreKind {
         match kind {
             StoreKind::Local => config::StoreKind::Local,
             StoreKind::Memory => config::StoreKind::Memory,
-            #[cfg(feature = "aws")]
             StoreKind::Aws => config::StoreKind::Aws,
         }
     }

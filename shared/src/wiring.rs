@@ -253,7 +253,7 @@ async fn open_aws(config: &Config, needs: Needs) -> Result<Opened> {
 async fn open_aws(_: &Config, _: Needs) -> Result<Opened> {
     Err(Error::invalid(
         "store",
-        "this build has no aws store (the `aws` feature of ctx-core)",
+        "this build has no aws store: build ctx with it, `cargo build --release -p ctx-cli --features aws`",
     ))
 }
 
