@@ -376,6 +376,40 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn whole_numbers_written_as_floats_are_whole_numbers() {
+        // JSON has one number type: 100.0 is the integer 100 (schemathesis
+        // sends such values); 1.5 or -1 is not a count.
+        let app = app().await;
+        let (st, _, b) = call(
+            &app,
+            ALICE,
+            "POST",
+            "/v1/branches",
+            json!({"session_id": "f", "description": "d", "budget": 100.0, "timeout_seconds": 60.0}),
+        )
+        .await;
+        assert_eq!(st, 201, "{b}");
+        assert_eq!(
+            (b["budget_allocated"].clone(), b["timeout_seconds"].clone()),
+            (json!(100), json!(60))
+        );
+        for (field, v) in [
+            ("budget", json!(1.5)),
+            ("budget", json!(-1)),
+            ("timeout_seconds", json!(1e300)),
+        ] {
+            let mut body = json!({"session_id": "f", "description": "d"});
+            body[field] = v.clone();
+            let (st, _, e) = call(&app, ALICE, "POST", "/v1/branches", body).await;
+            assert_eq!(
+                (st, e["error"]["field"].as_str()),
+                (400, Some(field)),
+                "{field}={v} → {e}"
+            );
+        }
+    }
+
+    #[tokio::test]
     async fn a_session_id_is_refused_never_altered_in_every_route() {
         let app = app().await;
         // "a\0b" used to become "ab" on create while the other routes looked
