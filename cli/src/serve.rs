@@ -114,6 +114,9 @@ pub struct Server {
     pub addr: SocketAddr,
     /// The token it created on this start, if it created one.
     pub new_token: Option<String>,
+    /// Whether it registered the token already on file again (a memory
+    /// store starts empty every time).
+    pub reused_token: bool,
     /// The router, ready to serve.
     pub app: axum::Router,
     listener: tokio::net::TcpListener,
@@ -140,7 +143,12 @@ pub async fn prepare(config: &Config) -> Result<Server> {
         .clone()
         .expect("Needs::SERVER builds the token store");
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let new_token = ensure_first_token(&config.data, tokens.as_ref(), clock.as_ref()).await?;
+    let first = ensure_first_token(&config.data, tokens.as_ref(), clock.as_ref()).await?;
+    let reused_token = first == Some(FirstToken::Reused);
+    let new_token = match first {
+        Some(FirstToken::Created(t)) => Some(t),
+        _ => None,
+    };
     let service = backends.into_service(clock);
     let sweep = service.branch_sweep().await?;
     if sweep.expired + sweep.rearmed > 0 {
@@ -166,6 +174,7 @@ pub async fn prepare(config: &Config) -> Result<Server> {
     Ok(Server {
         addr,
         new_token,
+        reused_token,
         app,
         listener,
         limits: config.server,
@@ -478,6 +487,11 @@ pub async fn run(args: ServeArgs) -> Result<()> {
             "created a token for tenant {DEFAULT_TENANT} (saved in {}):\n{token}",
             token_file(&config.data).display()
         );
+    } else if server.reused_token {
+        println!(
+            "reusing the token in {} for tenant {DEFAULT_TENANT} (a memory store starts empty)",
+            token_file(&config.data).display()
+        );
     }
     println!("ctx listening on http://{}", server.addr);
     let _ = std::io::stdout().flush();
@@ -499,30 +513,43 @@ async fn shutdown_signal() {
     }
 }
 
+/// What start-up did about the first token.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum FirstToken {
+    /// Made a new one (saved in `<data>/token`).
+    Created(String),
+    /// Registered the one on file again.
+    Reused,
+}
+
 /// Makes a token for the default tenant when no token exists yet, and
-/// writes it to `<data>/token` with mode 0600.
+/// writes it to `<data>/token` with mode 0600; a store that starts empty
+/// (memory) registers the token on file again instead.
 async fn ensure_first_token(
     data: &Path,
     tokens: &dyn TokenStore,
     clock: &dyn Clock,
-) -> Result<Option<String>> {
+) -> Result<Option<FirstToken>> {
     let file = token_file(data);
     if !tokens.list_tokens().await?.is_empty() {
         return Ok(None);
     }
     // A memory store starts empty every time: reuse the token on file so
     // clients keep working across restarts.
-    let token = match std::fs::read_to_string(&file) {
-        Ok(t) if !t.trim().is_empty() => t.trim().to_owned(),
-        _ => new_token(&OsRandom),
+    let (token, reused) = match std::fs::read_to_string(&file) {
+        Ok(t) if !t.trim().is_empty() => (t.trim().to_owned(), true),
+        _ => (new_token(&OsRandom), false),
     };
     let tenant: TenantId = DEFAULT_TENANT.parse()?;
     tokens
         .add_token(&token_hash(&token), &tenant, clock.now())
         .await?;
+    if reused {
+        return Ok(Some(FirstToken::Reused));
+    }
     write_secret(&file, &token)
         .map_err(|e| Error::unavailable(format!("cannot write {}: {e}", file.display())))?;
-    Ok(Some(token))
+    Ok(Some(FirstToken::Created(token)))
 }
 
 fn write_secret(path: &Path, secret: &str) -> std::io::Result<()> {

@@ -194,3 +194,50 @@ fn mcp_takes_no_json_flag() {
     );
     assert_eq!(ctx(&["mcp", "--json"]).status.code(), Some(2));
 }
+
+/// Starts `ctx serve` on `data` with `extra` arguments, returns what it
+/// printed before saying where it listens, and stops it.
+fn serve_banner(data: &str, extra: &[&str]) -> Vec<String> {
+    use std::io::{BufRead, BufReader};
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ctx"))
+        .args(["serve", "--data", data, "--addr", "127.0.0.1:0"])
+        .args(extra)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut banner = Vec::new();
+    for line in BufReader::new(child.stdout.take().unwrap()).lines() {
+        let line = line.unwrap();
+        if line.starts_with("ctx listening on") {
+            break;
+        }
+        banner.push(line);
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    banner
+}
+
+#[test]
+fn a_restarted_memory_server_says_it_reuses_the_token_it_has() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().to_str().unwrap();
+    let first = serve_banner(data, &["--store", "memory"]);
+    assert!(first[0].starts_with("created a token"), "{first:?}");
+    let token = std::fs::read_to_string(dir.path().join("token")).unwrap();
+    let second = serve_banner(data, &["--store", "memory"]);
+    assert!(
+        second[0].starts_with("reusing the token") && !second[0].contains("created"),
+        "{second:?}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("token")).unwrap(),
+        token,
+        "the token on file stays"
+    );
+    // A durable store that has its token says nothing about tokens.
+    let local = tempfile::tempdir().unwrap();
+    let local = local.path().to_str().unwrap();
+    assert!(serve_banner(local, &[])[0].starts_with("created a token"));
+    assert!(serve_banner(local, &[]).is_empty());
+}
