@@ -6,7 +6,7 @@ use bytes::Bytes;
 use super::Service;
 use crate::commit::Commit;
 use crate::error::{Error, ErrorKind, Result};
-use crate::id::{ArtifactRef, TenantId};
+use crate::id::{ArtifactRef, CommitId, TenantId};
 use crate::store::{BlobStoreExt, PresignedUpload, PutBlob};
 
 /// How long a presigned upload URL stays valid.
@@ -44,11 +44,21 @@ impl Service {
     /// `Internal` when the artifact is missing (a stored commit's bytes
     /// must exist); `Unavailable`.
     pub(crate) async fn artifact_of(&self, tenant: &TenantId, commit: &Commit) -> Result<Bytes> {
-        let art = &commit.artifact_ref;
-        self.stores.blobs.get(tenant, art).await?.ok_or_else(|| {
+        self.artifact_at(tenant, commit.id, commit.artifact_ref)
+            .await
+    }
+
+    /// [`Service::artifact_of`] by the commit's id and artifact (both
+    /// `Copy`, so a stream of fetches borrows nothing per commit).
+    pub(crate) async fn artifact_at(
+        &self,
+        tenant: &TenantId,
+        id: CommitId,
+        art: ArtifactRef,
+    ) -> Result<Bytes> {
+        self.stores.blobs.get(tenant, &art).await?.ok_or_else(|| {
             Error::internal(format!(
-                "artifact {art} of commit {} is missing from storage",
-                commit.id
+                "artifact {art} of commit {id} is missing from storage"
             ))
         })
     }

@@ -54,8 +54,9 @@ impl Service {
             });
         }
         let parts = self.contributing_commits(tenant, tip, stop).await?;
-        let bytes: Vec<Bytes> = stream::iter(parts.iter().cloned())
-            .map(|c| async move { self.artifact_of(tenant, &c).await })
+        let wanted: Vec<_> = parts.iter().map(|c| (c.id, c.artifact_ref)).collect();
+        let bytes: Vec<Bytes> = stream::iter(wanted)
+            .map(|(id, art)| self.artifact_at(tenant, id, art))
             .buffered(FETCH_CONCURRENCY)
             .try_collect()
             .await?;

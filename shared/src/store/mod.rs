@@ -246,6 +246,18 @@ pub struct TokenRecord {
     pub created_at: DateTime<Utc>,
 }
 
+impl TokenRecord {
+    /// The record of the token hashing to `hash`, added for `tenant` at
+    /// `now` (its public id derived from the hash).
+    pub fn new(hash: &Hash, tenant: &TenantId, now: DateTime<Utc>) -> Self {
+        TokenRecord {
+            id: token_id(hash),
+            tenant: tenant.clone(),
+            created_at: now,
+        }
+    }
+}
+
 /// Commit metadata, timelines, refs and the materialization cache.
 ///
 /// Every method is one request to the underlying store, scoped by tenant.

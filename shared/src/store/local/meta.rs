@@ -17,7 +17,7 @@ use crate::error::{Error, Result};
 use crate::id::{CommitId, Hash, Principal, RefName, TenantId};
 use crate::store::{
     MaterializeKey, Materialized, MetaStore, MetadataPatch, PutCommit, RefMove, RefRecord,
-    TokenRecord, TokenStore, ref_conflict, token_id,
+    TokenRecord, TokenStore, ref_conflict,
 };
 
 /// Commits, refs, the cache and tokens in `ctx.db`.
@@ -415,11 +415,7 @@ impl TokenStore for SqliteMetaStore {
         tenant: &TenantId,
         now: DateTime<Utc>,
     ) -> Result<TokenRecord> {
-        let rec = TokenRecord {
-            id: token_id(hash),
-            tenant: tenant.clone(),
-            created_at: now,
-        };
+        let rec = TokenRecord::new(hash, tenant, now);
         let (hash, r) = (*hash, rec.clone());
         self.db
             .write(move |conn| {

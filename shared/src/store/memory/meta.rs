@@ -14,7 +14,7 @@ use crate::error::Result;
 use crate::id::{CommitId, Hash, Principal, RefName, TenantId};
 use crate::store::{
     MaterializeKey, Materialized, MetaStore, MetadataPatch, PutCommit, RefMove, RefRecord,
-    TokenRecord, TokenStore, ref_conflict, token_id,
+    TokenRecord, TokenStore, ref_conflict,
 };
 
 #[derive(Debug, Default)]
@@ -242,11 +242,7 @@ impl TokenStore for MemoryMetaStore {
         tenant: &TenantId,
         now: DateTime<Utc>,
     ) -> Result<TokenRecord> {
-        let rec = TokenRecord {
-            id: token_id(hash),
-            tenant: tenant.clone(),
-            created_at: now,
-        };
+        let rec = TokenRecord::new(hash, tenant, now);
         lock(&self.meta).tokens.insert(*hash, rec.clone());
         Ok(rec)
     }
