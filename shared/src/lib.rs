@@ -46,6 +46,7 @@ pub mod format;
 pub mod id;
 pub mod service;
 pub mod store;
+pub mod summarize;
 pub mod wire;
 pub mod wiring;
 

@@ -1,0 +1,119 @@
+//! Summarizers: what turns a commit's delta into the one-line or
+//! few-sentence `summary` that makes a chain browsable like `git log`.
+//!
+//! One small trait, [`Summarizer`], with backends chosen in Config: the
+//! deterministic `extractive` default (no model), OpenAI-compatible chat
+//! completions, the Anthropic Messages API and Bedrock's Converse API. The
+//! batch that finds commits lacking a summary, claims them and writes the
+//! results lives in the service (`Service::summarize_batch`); a backend
+//! only answers "summarize this".
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use crate::commit::CommitType;
+use crate::format::canonical::Conversation;
+use crate::format::{FormatId, Formats};
+
+/// The instruction every model-backed summarizer sends, after the seed:
+/// what was accomplished, the decisions made and the unfinished work.
+pub const PROMPT: &str = "Summarize this conversation in 2-4 sentences. Focus on what was \
+accomplished, key decisions made, and any unfinished work.";
+
+/// The summary recorded when a commit's summary failed for good (the
+/// seed's marker).
+pub const FAILED_MARKER: &str = "(summary generation failed)";
+
+/// What a commit's artifact holds, decoded as far as its format allows.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Content {
+    /// A structured format, decoded into the canonical model.
+    Conversation(Conversation),
+    /// Opaque bytes (`raw`, or a delta its codec could not decode), as
+    /// text, lossily.
+    Text(String),
+}
+
+/// One thing to summarize.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SummaryInput {
+    /// The commit's type: a compaction's content is already a summary.
+    pub commit_type: CommitType,
+    /// The format the artifact is in.
+    pub format: FormatId,
+    /// The artifact's content.
+    pub content: Content,
+}
+
+impl SummaryInput {
+    /// Decodes `bytes` through `format`'s codec; opaque or undecodable
+    /// bytes become [`Content::Text`].
+    pub fn decode(
+        formats: &Formats,
+        commit_type: CommitType,
+        format: &FormatId,
+        bytes: &[u8],
+    ) -> Self {
+        let codec = formats.codec(format);
+        let content = if codec.structured() {
+            match codec.to_canonical(bytes) {
+                Ok(conv) => Content::Conversation(conv),
+                Err(_) => Content::Text(String::from_utf8_lossy(bytes).into_owned()),
+            }
+        } else {
+            Content::Text(String::from_utf8_lossy(bytes).into_owned())
+        };
+        SummaryInput {
+            commit_type,
+            format: format.clone(),
+            content,
+        }
+    }
+}
+
+/// A summary a backend wrote.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Summary {
+    /// The text, within `commit::limits::SUMMARY`.
+    pub text: String,
+    /// Tokens the model read (0 for `extractive`).
+    pub input_tokens: u64,
+    /// Tokens the model wrote (0 for `extractive`).
+    pub output_tokens: u64,
+}
+
+/// Why a backend wrote no summary.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Failure {
+    /// Worth trying again later (timeouts, 429 and 5xx after the backend's
+    /// own retries, an unreachable endpoint).
+    #[error("{reason}")]
+    Transient {
+        /// What happened, without secrets.
+        reason: String,
+        /// When the endpoint asked to be retried, if it did.
+        retry_after: Option<Duration>,
+    },
+    /// Will fail again the same way (a malformed response, a refused
+    /// request, content the backend cannot take).
+    #[error("{reason}")]
+    Permanent {
+        /// What happened, without secrets.
+        reason: String,
+    },
+}
+
+/// A summarizer backend.
+#[async_trait]
+pub trait Summarizer: Send + Sync + 'static {
+    /// Who wrote the summary, recorded as the `summary_by` tag:
+    /// `<backend>:<model>` (`extractive:v1`, `openai:gpt-4o-mini`, ...).
+    fn id(&self) -> String;
+
+    /// Summarizes `input`.
+    ///
+    /// # Errors
+    /// A [`Failure`] saying whether a later run should try again.
+    async fn summarize(&self, input: &SummaryInput) -> Result<Summary, Failure>;
+}
