@@ -18,6 +18,7 @@
 use std::ops::Range;
 
 use bytes::Bytes;
+use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 
 use super::anthropic::{block_json, check_roles, content_json, messages_api_losses, parse_content};
@@ -311,6 +312,76 @@ impl Codec for ClaudeCodeCodec {
 
     fn compaction_in_history(&self) -> bool {
         true
+    }
+
+    fn compaction_delta(&self, summary: &str, context: &[u8], at: DateTime<Utc>) -> Result<Bytes> {
+        // What Claude Code writes when it compacts: a compact_boundary
+        // system entry that starts a new parent chain (`parentUuid: null`,
+        // `logicalParentUuid` the last entry before it), then the summary as
+        // a user entry flagged `isCompactSummary`. Session, working
+        // directory and version carry over from the last entry that has
+        // them, so the transcript resumes as the same session.
+        let lines = parse(context)?;
+        let field = |name: &str| {
+            lines
+                .iter()
+                .rev()
+                .find_map(|l| l.value.get(name).filter(|v| !v.is_null()).cloned())
+        };
+        let last_uuid = lines.iter().rev().find_map(|l| {
+            l.value
+                .get("uuid")
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        });
+        let seed = blake3::hash(&[context, summary.as_bytes()].concat()).to_hex();
+        let boundary_id = uuid(format!("{seed}/compact_boundary").as_bytes());
+        let summary_id = uuid(format!("{seed}/summary").as_bytes());
+        let session = field("sessionId").unwrap_or_else(|| json!(uuid(seed.as_bytes())));
+        let cwd = field("cwd").unwrap_or_else(|| json!("."));
+        let version = field("version").unwrap_or_else(|| json!("ctx"));
+        let timestamp = at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+        let pre_tokens = super::estimate_tokens(context.len());
+        let boundary = json!({
+            "parentUuid": null,
+            "logicalParentUuid": last_uuid,
+            "isSidechain": false,
+            "userType": "external",
+            "cwd": cwd,
+            "sessionId": session,
+            "version": version,
+            "type": "system",
+            "subtype": "compact_boundary",
+            "content": "Conversation compacted",
+            "isMeta": false,
+            "timestamp": timestamp,
+            "uuid": boundary_id,
+            "level": "info",
+            "compactMetadata": {"trigger": "manual", "preTokens": pre_tokens},
+        });
+        let entry = json!({
+            "parentUuid": boundary_id,
+            "isSidechain": false,
+            "userType": "external",
+            "cwd": cwd,
+            "sessionId": session,
+            "version": version,
+            "type": "user",
+            "message": {
+                "role": "user",
+                "content": format!("{}\n\n{summary}", super::COMPACTION_PREAMBLE),
+            },
+            "isVisibleInTranscriptOnly": true,
+            "isCompactSummary": true,
+            "uuid": summary_id,
+            "timestamp": timestamp,
+        });
+        let mut out = Vec::new();
+        for v in [boundary, entry] {
+            serde_json::to_writer(&mut out, &v).expect("a JSON value always serializes");
+            out.push(b'\n');
+        }
+        Ok(out.into())
     }
 
     fn check_compaction(&self, delta: &[u8]) -> Result<()> {

@@ -29,6 +29,7 @@ use std::str::FromStr;
 use std::sync::Arc;
 
 use bytes::Bytes;
+use chrono::{DateTime, Utc};
 use serde::{Deserialize, Deserializer, Serialize};
 use utoipa::openapi::RefOr;
 use utoipa::openapi::schema::{ObjectBuilder, Schema, Type};
@@ -314,7 +315,41 @@ pub trait Codec: Send + Sync + 'static {
     fn check_compaction(&self, _delta: &[u8]) -> Result<()> {
         Ok(())
     }
+
+    /// The delta of a compaction commit that stands in for `context` (a
+    /// context of this format, from its nearest compaction) with `summary`:
+    /// one user message opening with [`COMPACTION_PREAMBLE`] in a
+    /// structured format, the summary's text in an opaque one. A format
+    /// whose runtime records compactions in its own log writes what the
+    /// runtime writes. `at` is when the compaction happened.
+    ///
+    /// # Errors
+    /// `Invalid` when `context` cannot be decoded where the format needs it.
+    fn compaction_delta(
+        &self,
+        summary: &str,
+        _context: &[u8],
+        _at: DateTime<Utc>,
+    ) -> Result<Bytes> {
+        if !self.structured() {
+            return Ok(Bytes::from(summary.to_owned()));
+        }
+        let conv = Conversation {
+            messages: vec![canonical::Message::new(
+                canonical::Role::User,
+                vec![canonical::Block::text(format!(
+                    "{COMPACTION_PREAMBLE}\n\n{summary}"
+                ))],
+            )],
+        };
+        Ok(self.encode_canonical(&conv)?.bytes)
+    }
 }
+
+/// How a compaction's summary message opens: what Claude Code writes at a
+/// compaction, so a model reading it knows what it is.
+pub const COMPACTION_PREAMBLE: &str = "This session is being continued from a previous \
+conversation that ran out of context. The conversation is summarized below:";
 
 /// The chars/4 heuristic on bytes, rounded up.
 pub fn estimate_tokens(bytes: usize) -> u64 {

@@ -26,6 +26,7 @@ use crate::store::Stores;
 mod artifacts;
 mod checkpoint;
 mod commits;
+mod compact;
 mod folding;
 mod materialize;
 mod refs;
@@ -33,6 +34,7 @@ mod walk;
 
 pub use crate::commit::Stop;
 pub use checkpoint::{Checkpointed, Delta, NewCommit};
+pub use compact::{COMPACTED_BY, Compacted};
 pub use folding::{
     BudgetNotice, Expired, MAX_DESCRIPTION, MAX_MESSAGE, MAX_PROMPT, Sweep, TokioTimer,
     WARN_PERCENT,

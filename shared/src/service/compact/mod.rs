@@ -1,0 +1,136 @@
+//! Re-compaction: an operator or a batch job folds an old chain into a
+//! summary written by a (newer) summarizer. The context at a commit, from
+//! its nearest compaction, is summarized and recorded as a compaction
+//! commit whose parent is that commit, in the chain's own format, so a
+//! materialize of the new tip starts at the summary while `stop: root`
+//! still reaches the original history.
+
+use chrono::{DateTime, Utc};
+
+use super::Service;
+use super::checkpoint::{Delta, NewCommit};
+use crate::commit::{Commit, CommitType, Stop, Tags, Trigger, limits};
+use crate::error::{Error, Result};
+use crate::id::{CommitId, TenantId};
+use crate::store::RefMove;
+use crate::summarize::{Failure, Summarizer, SummaryInput};
+
+/// Tag naming the summarizer that wrote a compaction (`<backend>:<model>`).
+pub const COMPACTED_BY: &str = "compacted_by";
+
+/// What a re-compaction recorded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Compacted {
+    /// The new compaction commit (its parent is the compacted commit).
+    pub commit: Commit,
+    /// False when the same compaction had been recorded before.
+    pub created: bool,
+    /// Messages in the context it stands in for.
+    pub replaced_messages: u64,
+    /// Tokens in the context it stands in for.
+    pub replaced_tokens: u64,
+}
+
+impl Service {
+    /// Summarizes the context at `id` (from its nearest compaction) with
+    /// `summarizer` and records it as a compaction commit on top of `id`,
+    /// moving `ref_move` to it by compare-and-swap when given.
+    ///
+    /// # Errors
+    /// `NotFound` for the commit; `Unavailable` when the summarizer fails
+    /// (nothing is written); `Conflict` when the ref moved.
+    pub async fn compact(
+        &self,
+        tenant: &TenantId,
+        id: &CommitId,
+        summarizer: &dyn Summarizer,
+        ref_move: Option<RefMove>,
+    ) -> Result<Compacted> {
+        let tip = self.show(tenant, id).await?;
+        let context = self
+            .materialize(tenant, id, Stop::Compaction, Some(tip.format.clone()))
+            .await?
+            .result;
+        let bytes = self
+            .download_artifact(tenant, &context.artifact_ref)
+            .await?;
+        let input = SummaryInput::decode(&self.formats, CommitType::Delta, &tip.format, &bytes);
+        let summary = summarizer
+            .summarize(&input)
+            .await
+            .map_err(|f| summarizer_failed(&summarizer.id(), &f))?;
+        let text = summary.text.trim();
+        if text.is_empty() {
+            return Err(Error::unavailable(format!(
+                "summarizer {} wrote an empty summary; nothing was recorded",
+                summarizer.id()
+            )));
+        }
+        let at = later_than(self.clock.now(), tip.created_at);
+        let delta = self
+            .formats
+            .codec(&tip.format)
+            .compaction_delta(text, &bytes, at)?;
+        let mut tags = Tags::new();
+        tags.insert(COMPACTED_BY.to_owned(), summarizer.id());
+        let new = NewCommit {
+            parent: Some(*id),
+            commit_type: CommitType::Compaction,
+            delta: Delta::Inline(delta),
+            machine: tip.machine.clone(),
+            session_id: tip.session_id.clone(),
+            checkpoint: Trigger::Compaction,
+            ticket_id: tip.ticket_id.clone(),
+            thread_id: tip.thread_id.clone(),
+            summary: Some(clip(text, limits::SUMMARY).to_owned()),
+            created_at: Some(at),
+            tags: Some(tags),
+            ref_move,
+            ..NewCommit::new(
+                tip.principal.clone(),
+                tip.template.clone(),
+                tip.format.clone(),
+                bytes::Bytes::new(),
+            )
+        };
+        let done = self.checkpoint(tenant, new).await?;
+        Ok(Compacted {
+            commit: done.commit,
+            created: done.created,
+            replaced_messages: context.message_count,
+            replaced_tokens: context.token_count,
+        })
+    }
+}
+
+/// The error for a summarizer that wrote nothing.
+fn summarizer_failed(id: &str, failure: &Failure) -> Error {
+    Error::unavailable(format!(
+        "summarizer {id} failed ({failure}); nothing was recorded, try again later"
+    ))
+}
+
+/// `now`, or a microsecond after `parent` when the clock is behind it (a
+/// child is never older than its parent).
+fn later_than(now: DateTime<Utc>, parent: DateTime<Utc>) -> DateTime<Utc> {
+    if now > parent {
+        now
+    } else {
+        parent + chrono::Duration::microseconds(1)
+    }
+}
+
+/// At most `max` bytes of `s`, cut on a character boundary.
+fn clip(s: &str, max: usize) -> &str {
+    if s.len() <= max {
+        return s;
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
+#[cfg(test)]
+mod tests;
