@@ -112,6 +112,12 @@ enum Command {
         conn: Conn,
     },
     /// Rebuild the context at a commit, to stdout or a file.
+    ///
+    /// Output: the context on stdout (or in the -o file) and one line about
+    /// it (artifact, size, messages, tokens, tier) on stderr. With --json,
+    /// one JSON object on stdout: the response fields and the context as
+    /// `content` (UTF-8) or `content_base64`, or `output` (the file's path)
+    /// with -o; nothing on stderr.
     Materialize {
         /// The commit or ref.
         rev: String,
@@ -169,6 +175,11 @@ enum Command {
     },
     /// Write a chain out in a format (default: the whole history, as the
     /// original transcript for a Claude Code session).
+    ///
+    /// Output: as `ctx materialize`: the content on stdout (or in the -o
+    /// file) and one line about it on stderr; with --json, one JSON object
+    /// on stdout with the response fields and `content`, `content_base64`
+    /// or `output`.
     Export(Box<import::ExportArgs>),
     /// Context folding: run a subtask in an isolated branch.
     Branch {
