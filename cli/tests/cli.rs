@@ -130,6 +130,15 @@ fn flag_values_are_checked_before_anything_is_sent_listing_what_is_allowed() {
         (vec!["materialize", "x", "--stop", "begin"], "root"),
         (vec!["export", "x", "--stop", "begin"], "root"),
         (vec!["log", "x", "-n", "0"], "max-count"),
+        (
+            vec!["checkpoint", "--principal", "alice smith"],
+            "'@', ':' and '+'",
+        ),
+        (vec!["resolve", "--principal", "a b"], "'@', ':' and '+'"),
+        (
+            vec!["import", "claude-code", "x.jsonl", "--principal", "a b"],
+            "'@', ':' and '+'",
+        ),
     ] {
         let out = ctx(&args);
         let err = String::from_utf8_lossy(&out.stderr);

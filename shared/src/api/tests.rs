@@ -600,7 +600,15 @@ async fn small_bad_inputs_name_their_field() {
         ("GET", "/v1/artifacts/%ff%fe", vec![], "art"),
         ("GET", "/v1/refs/a%ffb", vec![], "name"),
         ("GET", "/v1/resolve?principal=%ff", vec![], "principal"),
+        ("GET", "/v1/resolve?principal=a%20b", vec![], "principal"),
+        ("GET", "/v1/resolve?principal=a+b", vec![], "principal"),
         ("GET", "/v1/refs?prefix=%c3", vec![], "prefix"),
+        (
+            "POST",
+            "/v1/commits",
+            br#"{"commit_type":"delta","format":"raw","template":"t","principal":"alice smith","checkpoint":"turn_boundary","delta":"x"}"#.to_vec(),
+            "principal",
+        ),
         (
             "POST",
             "/v1/commits",
