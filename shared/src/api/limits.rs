@@ -14,8 +14,9 @@
 //! API Gateway refuses bodies over 10 MB and a Lambda instance serves one
 //! request at a time.
 //!
-//! The budget counts wire bytes. Decoding a JSON body (base64 deltas) and
-//! storing it costs a few times that in memory; docs/bench.md measures it.
+//! The budget counts wire bytes. A checkpoint holds about its body: a large
+//! inline delta shares the body's buffer and base64 decodes in place
+//! ([`crate::inline`]); docs/bench.md measures it.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
