@@ -138,6 +138,61 @@ async fn folding_over_the_cli_and_http() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_status_shows_every_active_branch() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path());
+    let create = |args: &[&str]| {
+        let mut all = vec!["branch", "create", "--session", "many"];
+        all.extend_from_slice(args);
+        let (code, out) = server.cli(&all);
+        assert_eq!(code, 0);
+        text(&out)
+    };
+    let first = create(&["--description", "read the lexer"]);
+    let second = create(&["--description", "read the parser"]);
+    let nested = create(&["--description", "one test", "--parent", &first]);
+    let (code, out) = server.cli(&["branch", "status", "--session", "many"]);
+    assert_eq!(code, 0);
+    let shown = text(&out);
+    assert!(
+        shown.starts_with("3 active branches, deepest first"),
+        "{shown}"
+    );
+    for (id, what) in [
+        (&first, "read the lexer"),
+        (&second, "read the parser"),
+        (&nested, "one test"),
+    ] {
+        assert!(shown.contains(&format!("branch      {id}")), "{shown}");
+        assert!(shown.contains(&format!("description {what}")), "{shown}");
+    }
+    assert!(
+        shown.find(&nested) < shown.find(&first),
+        "the deepest first: {shown}"
+    );
+    let (code, out) = server.cli(&["branch", "status", "--session", "many", "--json"]);
+    assert_eq!(code, 0);
+    let s: Value = serde_json::from_slice(&out).unwrap();
+    assert_eq!(s["branch_id"], json!(nested), "the deepest at the top");
+    let ids: Vec<&str> = s["active_branches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["branch_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids.len(), 3);
+    assert_eq!(ids[0], nested);
+    assert!(ids.contains(&first.as_str()) && ids.contains(&second.as_str()));
+    // One active: the one branch, as before.
+    server.cli(&["session", "end", "many"]);
+    let one = create(&["--description", "alone"]);
+    let (code, out) = server.cli(&["branch", "status", "--session", "many"]);
+    assert_eq!(code, 0);
+    let shown = text(&out);
+    assert!(shown.starts_with(&format!("branch      {one}")), "{shown}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn folding_on_the_aws_backends() {
     let dir = tempfile::tempdir().unwrap();
     let Some(server) = Server::start_aws(dir.path()) else {

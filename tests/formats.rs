@@ -65,6 +65,45 @@ async fn claude_code_transcript_imports_and_exports_byte_identical() {
         );
     }
 
+    // One output rule for export and materialize: the content on stdout and
+    // a line about it on stderr; with --json one object on stdout holding
+    // both, nothing on stderr.
+    let text = String::from_utf8(original.clone()).unwrap();
+    for cmd in ["export", "materialize"] {
+        let args = [cmd, "sessions/parser", "--stop", "root"];
+        let out = server.cli_output(&args);
+        assert_eq!(out.status.code(), Some(0), "{cmd}");
+        assert!(out.stdout == original, "{cmd}: the content on stdout");
+        let line = String::from_utf8(out.stderr).unwrap();
+        assert!(
+            line.starts_with("art-") && line.contains(" bytes, "),
+            "{cmd}: the line about it on stderr: {line}"
+        );
+        let out = server.cli_output(&[&args[..], &["--json"]].concat());
+        assert_eq!(out.status.code(), Some(0), "{cmd} --json");
+        assert_eq!(
+            String::from_utf8_lossy(&out.stderr),
+            "",
+            "{cmd} --json: nothing on stderr"
+        );
+        let m = json(&out.stdout);
+        assert_eq!(m["content"].as_str(), Some(text.as_str()), "{cmd} --json");
+        assert_eq!(m["size"].as_u64(), Some(original.len() as u64));
+        assert!(m["artifact_ref"].as_str().unwrap().starts_with("art-"));
+        assert!(m.get("output").is_none());
+        let path = dir.path().join(format!("{cmd}.jsonl"));
+        let out =
+            server.cli_output(&[&args[..], &["--json", "-o", path.to_str().unwrap()]].concat());
+        assert_eq!(out.status.code(), Some(0), "{cmd} --json -o");
+        let m = json(&out.stdout);
+        assert_eq!(m["output"].as_str(), path.to_str());
+        assert!(
+            m.get("content").is_none(),
+            "{cmd}: the content went to the file"
+        );
+        assert!(std::fs::read(&path).unwrap() == original);
+    }
+
     // The chain: compaction commits at both boundaries, types in order.
     let http = server.client();
     let history = http

@@ -141,6 +141,18 @@ impl Server {
         }
     }
 
+    /// Runs a `ctx` client command against this server (stdin empty); its
+    /// whole output, stderr included.
+    pub fn cli_output(&self, args: &[&str]) -> std::process::Output {
+        Command::new(ctx_bin())
+            .args(args)
+            .env("CTX_SERVER", &self.url)
+            .env("CTX_TOKEN", &self.token)
+            .stdin(Stdio::null())
+            .output()
+            .expect("ctx runs")
+    }
+
     /// Runs a `ctx` client command against this server; (exit code, stdout).
     pub fn cli(&self, args: &[&str]) -> (i32, Vec<u8>) {
         let out = Command::new(ctx_bin())

@@ -4,7 +4,7 @@
 use std::io::Read;
 
 use clap::Subcommand;
-use ctx_core::wire::{BranchCreateRequest, BranchReturnRequest};
+use ctx_core::wire::{BranchCreateRequest, BranchReturnRequest, BranchStatusResponse};
 use ctx_core::{Error, Result};
 
 use crate::commands::{branch_id, wire_value};
@@ -47,12 +47,13 @@ pub(crate) enum BranchCommand {
         #[command(flatten)]
         conn: Conn,
     },
-    /// A branch's status, or a session's active branch with --session.
+    /// A branch's status, or with --session every active branch of a
+    /// session, deepest first.
     Status {
         /// The branch (br-…).
         #[arg(required_unless_present = "session", conflicts_with = "session")]
         branch: Option<String>,
-        /// The session whose active branch to show.
+        /// The session whose active branches to show.
         #[arg(long)]
         session: Option<String>,
         #[command(flatten)]
@@ -158,35 +159,54 @@ pub(crate) async fn run_branch(command: BranchCommand) -> Result<()> {
             if conn.json {
                 return print_json(&s);
             }
-            let Some(id) = s.branch_id else {
+            if s.branch_id.is_none() {
                 println!("{}", s.status);
                 return Ok(());
-            };
-            println!("branch      {id}");
-            println!("status      {}", s.status);
-            if let Some(d) = s.depth {
-                println!("depth       {d}");
             }
-            if let (Some(u), Some(t)) = (s.budget_used, s.budget_total) {
-                println!("budget      {u} / {t} tokens");
-            }
-            if let Some(d) = &s.description {
-                println!("description {d}");
-            }
-            if let Some(t) = s.created_at {
-                println!("created     {}", t.to_rfc3339());
-            }
-            if let Some(t) = s.completed_at {
-                println!("completed   {}", t.to_rfc3339());
-            }
-            if let Some(r) = &s.reason {
-                println!("reason      {r}");
-            }
-            if let Some(w) = &s.warning {
-                println!("warning     {w}");
+            if s.active_branches.len() > 1 {
+                // By session, several active: every one, deepest first.
+                println!("{} active branches, deepest first", s.active_branches.len());
+                for b in &s.active_branches {
+                    println!();
+                    print_status(b);
+                }
+            } else {
+                print_status(&s);
             }
             Ok(())
         }
+    }
+}
+
+/// One branch's status as `ctx branch status` prints it.
+fn print_status(s: &BranchStatusResponse) {
+    if let Some(id) = s.branch_id {
+        println!("branch      {id}");
+    }
+    println!("status      {}", s.status);
+    if let Some(d) = s.depth {
+        println!("depth       {d}");
+    }
+    if let Some(p) = s.parent_branch {
+        println!("parent      {p}");
+    }
+    if let (Some(u), Some(t)) = (s.budget_used, s.budget_total) {
+        println!("budget      {u} / {t} tokens");
+    }
+    if let Some(d) = &s.description {
+        println!("description {d}");
+    }
+    if let Some(t) = s.created_at {
+        println!("created     {}", t.to_rfc3339());
+    }
+    if let Some(t) = s.completed_at {
+        println!("completed   {}", t.to_rfc3339());
+    }
+    if let Some(r) = &s.reason {
+        println!("reason      {r}");
+    }
+    if let Some(w) = &s.warning {
+        println!("warning     {w}");
     }
 }
 

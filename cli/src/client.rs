@@ -648,13 +648,13 @@ mod tests {
             Route::ListRefs("sessions/", Some(5)).target(),
             "/v1/refs?prefix=sessions%2F&limit=5"
         );
-        let who: Principal = "a b".parse().unwrap();
+        let who: Principal = "a+b@c".parse().unwrap();
         let at = DateTime::parse_from_rfc3339("2024-01-01T02:00:00.5+02:00")
             .unwrap()
             .with_timezone(&Utc);
         assert_eq!(
             Route::Resolve(&who, Some(at)).target(),
-            "/v1/resolve?principal=a%20b&at=2024-01-01T00%3A00%3A00.500Z"
+            "/v1/resolve?principal=a%2Bb%40c&at=2024-01-01T00%3A00%3A00.500Z"
         );
         let id: CommitId = "ctx-0123456789abcdef0123456789abcdef".parse().unwrap();
         assert_eq!(

@@ -10,7 +10,6 @@
 //! `stop: root` by default: for a Claude Code chain, the original
 //! transcript byte for byte.
 
-use std::io::Write;
 use std::path::PathBuf;
 
 use chrono::{DateTime, Duration, Utc};
@@ -38,7 +37,7 @@ pub struct ClaudeCodeArgs {
     /// The transcript, e.g. ~/.claude/projects/<project>/<session>.jsonl.
     file: PathBuf,
     /// Who the session belongs to.
-    #[arg(long, env = "CTX_PRINCIPAL", default_value = "claude-code")]
+    #[arg(long, env = "CTX_PRINCIPAL", default_value = "claude-code", value_parser = crate::parse_principal)]
     principal: String,
     /// Point this ref at the tip (created, or moved forward if it points at
     /// a commit of this import).
@@ -236,25 +235,5 @@ pub async fn run_export(a: ExportArgs) -> Result<()> {
     let id = rev(&c, &a.rev).await?;
     let req = materialize::request(Some(&a.stop), a.format.as_deref())?;
     let (m, bytes) = c.materialize_and_download(&id, &req).await?;
-    match &a.output {
-        Some(path) => std::fs::write(path, &bytes)
-            .map_err(|e| Error::unavailable(format!("cannot write {}: {e}", path.display())))?,
-        None => std::io::stdout()
-            .write_all(&bytes)
-            .map_err(|e| Error::unavailable(format!("cannot write to stdout: {e}")))?,
-    }
-    if a.conn.json {
-        let mut err = std::io::stderr();
-        let _ = writeln!(err, "{}", serde_json::to_string(&m).unwrap_or_default());
-    } else {
-        eprintln!(
-            "{}: {} bytes, {} messages, {} tokens ({})",
-            m.result.artifact_ref,
-            m.result.size,
-            m.result.message_count,
-            m.result.token_count,
-            m.result.tier
-        );
-    }
-    Ok(())
+    materialize::emit(&m, &bytes, a.output.as_ref(), a.conn.json)
 }

@@ -112,6 +112,12 @@ enum Command {
         conn: Conn,
     },
     /// Rebuild the context at a commit, to stdout or a file.
+    ///
+    /// Output: the context on stdout (or in the -o file) and one line about
+    /// it (artifact, size, messages, tokens, tier) on stderr. With --json,
+    /// one JSON object on stdout: the response fields and the context as
+    /// `content` (UTF-8) or `content_base64`, or `output` (the file's path)
+    /// with -o; nothing on stderr.
     Materialize {
         /// The commit or ref.
         rev: String,
@@ -132,8 +138,8 @@ enum Command {
     },
     /// The newest commit of a principal at or before a time.
     Resolve {
-        /// Who.
-        #[arg(long, env = "CTX_PRINCIPAL")]
+        /// Who (A-Z a-z 0-9 . _ - / @ : +).
+        #[arg(long, env = "CTX_PRINCIPAL", value_parser = parse_principal)]
         principal: String,
         /// When (RFC 3339); default now.
         #[arg(long)]
@@ -169,6 +175,11 @@ enum Command {
     },
     /// Write a chain out in a format (default: the whole history, as the
     /// original transcript for a Claude Code session).
+    ///
+    /// Output: as `ctx materialize`: the content on stdout (or in the -o
+    /// file) and one line about it on stderr; with --json, one JSON object
+    /// on stdout with the response fields and `content`, `content_base64`
+    /// or `output`.
     Export(Box<import::ExportArgs>),
     /// Context folding: run a subtask in an isolated branch.
     Branch {
@@ -256,8 +267,8 @@ struct CheckpointArgs {
     /// The delta: a file, or - (the default) for stdin.
     #[arg(default_value = "-")]
     file: String,
-    /// Who checkpoints.
-    #[arg(long, env = "CTX_PRINCIPAL")]
+    /// Who checkpoints (A-Z a-z 0-9 . _ - / @ : +).
+    #[arg(long, env = "CTX_PRINCIPAL", value_parser = parse_principal)]
     principal: String,
     /// The parent commit (or ref); omit for a root, or with --ref to use the ref's tip.
     #[arg(long)]
@@ -334,6 +345,13 @@ fn parse_count(s: &str) -> Result<u64, String> {
             "{s:?} is not a count: give a whole number, at least 1"
         )),
     }
+}
+
+/// A `--principal` value: 1 to 256 of A-Z a-z 0-9 . _ - / @ : +.
+pub(crate) fn parse_principal(s: &str) -> Result<String, String> {
+    s.parse::<ctx_core::Principal>()
+        .map(|_| s.to_owned())
+        .map_err(|e| e.message)
 }
 
 /// A `--stop` value: compaction, root or a ctx-… id.

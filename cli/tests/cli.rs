@@ -130,6 +130,15 @@ fn flag_values_are_checked_before_anything_is_sent_listing_what_is_allowed() {
         (vec!["materialize", "x", "--stop", "begin"], "root"),
         (vec!["export", "x", "--stop", "begin"], "root"),
         (vec!["log", "x", "-n", "0"], "max-count"),
+        (
+            vec!["checkpoint", "--principal", "alice smith"],
+            "'@', ':' and '+'",
+        ),
+        (vec!["resolve", "--principal", "a b"], "'@', ':' and '+'"),
+        (
+            vec!["import", "claude-code", "x.jsonl", "--principal", "a b"],
+            "'@', ':' and '+'",
+        ),
     ] {
         let out = ctx(&args);
         let err = String::from_utf8_lossy(&out.stderr);
@@ -240,4 +249,69 @@ fn a_restarted_memory_server_says_it_reuses_the_token_it_has() {
     let local = local.path().to_str().unwrap();
     assert!(serve_banner(local, &[])[0].starts_with("created a token"));
     assert!(serve_banner(local, &[]).is_empty());
+}
+
+/// `ctx checkpoint` reading the delta from a terminal says so on stderr
+/// instead of waiting silently; from a pipe it says nothing. The terminal
+/// is a pseudo-terminal made by python3's standard library (`os.openpty`):
+/// the delta and an end-of-file (Ctrl-D) are typed into it, then the
+/// command goes on to the (unreachable) server and exits 6.
+#[test]
+fn a_terminal_on_stdin_gets_a_hint_and_a_pipe_does_not() {
+    const AT_A_TERMINAL: &str = r#"
+import os, subprocess, sys
+master, slave = os.openpty()
+p = subprocess.Popen(sys.argv[1:], stdin=slave, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+os.close(slave)
+os.write(master, b"user: hi\n\x04")
+out, err = p.communicate()
+sys.stdout.buffer.write(err)
+sys.exit(p.returncode)
+"#;
+    let args = [
+        "checkpoint",
+        "--principal",
+        "alice",
+        "--server",
+        "http://127.0.0.1:9",
+        "--token",
+        "t",
+    ];
+    let out = Command::new("python3")
+        .arg("-c")
+        .arg(AT_A_TERMINAL)
+        .arg(env!("CARGO_BIN_EXE_ctx"))
+        .args(args)
+        .env_remove("CTX_TOKEN")
+        .env_remove("CTX_SERVER")
+        .output()
+        .expect("python3 runs (tests/run needs it anyway)");
+    let err = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        err.contains("ctx: reading the delta from stdin (end it with Ctrl-D"),
+        "{err}"
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(6),
+        "read the delta, then the server: {err}"
+    );
+
+    let mut piped = Command::new(env!("CARGO_BIN_EXE_ctx"))
+        .args(args)
+        .env_remove("CTX_TOKEN")
+        .env_remove("CTX_SERVER")
+        .stdin(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("ctx runs");
+    {
+        use std::io::Write as _;
+        let mut stdin = piped.stdin.take().unwrap();
+        stdin.write_all(b"user: hi\n").unwrap();
+    }
+    let out = piped.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(6), "{err}");
+    assert!(!err.contains("reading the delta"), "{err}");
 }

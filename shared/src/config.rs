@@ -118,6 +118,12 @@ pub const SETTINGS: &[Setting] = &[
         "how long `ctx serve` waits for a whole request body; a slower body fails and its connection is closed",
     ),
     setting(
+        "CTX_MAX_ARTIFACT_BYTES",
+        None,
+        "67108864",
+        "the largest artifact (an uploaded body or an inline delta) in bytes (64 MiB); a JSON body may hold its base64 plus 1 MiB; larger ones get 413 naming this limit",
+    ),
+    setting(
         "CTX_MAX_IN_FLIGHT_BYTES",
         None,
         "268435456",
@@ -217,6 +223,9 @@ pub struct Config {
     /// Context folding: `CTX_BRANCH_*`, `CTX_SESSION_VALIDATION` /
     /// `--session-validation`, `CTX_SESSION_END_TIMEOUT_SECS`.
     pub folding: FoldingConfig,
+    /// `CTX_MAX_ARTIFACT_BYTES`: the largest artifact, and so the body
+    /// limits of the API.
+    pub max_artifact_bytes: usize,
     /// How `ctx serve` protects itself from slow, idle and large clients:
     /// `CTX_MAX_CONNECTIONS`, `CTX_*_TIMEOUT_SECS`, `CTX_MAX_IN_FLIGHT_BYTES`.
     pub server: ServerLimits,
@@ -275,6 +284,7 @@ impl Default for Config {
             tenant_claim: DEFAULT_TENANT_CLAIM.to_owned(),
             log: None,
             folding: FoldingConfig::default(),
+            max_artifact_bytes: crate::service::Limits::default().max_artifact_bytes,
             server: ServerLimits::default(),
         }
     }
@@ -385,6 +395,9 @@ impl Config {
         }
         if let Some(v) = get("CTX_SESSION_VALIDATION") {
             f.validation = Self::parse_validation("CTX_SESSION_VALIDATION", &v)?;
+        }
+        if let Some(v) = get("CTX_MAX_ARTIFACT_BYTES") {
+            c.max_artifact_bytes = parse("CTX_MAX_ARTIFACT_BYTES", &v, "a number of bytes")?;
         }
         let server = &mut c.server;
         if let Some(v) = get("CTX_MAX_CONNECTIONS") {

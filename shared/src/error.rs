@@ -83,8 +83,9 @@ pub struct Error {
     pub field: Option<String>,
     /// For a lost compare-and-swap: the current value.
     pub current: Option<String>,
-    /// For `RateLimited`: seconds until a retry may succeed (the
-    /// `Retry-After` header); 1 when absent.
+    /// For `RateLimited`, and for an `Unavailable` that is the server's
+    /// own back-pressure (logged at WARN, not ERROR): seconds until a retry
+    /// may succeed (the `Retry-After` header); 1 when absent.
     pub retry_after: Option<u64>,
     /// The underlying cause, if any.
     #[source]

@@ -434,17 +434,28 @@ name_type!(
 );
 
 name_type!(
-    /// Who checkpointed: an agent, a user or a service; up to 256 bytes of
-    /// printable text.
+    /// Who checkpointed: an agent, a user or a service; 1 to 256 of `A-Z
+    /// a-z 0-9 . _ - / @ : +` (`agent-7`, `alice@example.com`,
+    /// `team/bot:claude`). Like ref and session names it has no spaces or
+    /// other characters that need quoting.
     Principal,
     "principal",
-    |s| check_name("principal", s, 256, "control characters are not allowed", |_, c| !c.is_control()),
-    schema: name_schema(
-        "^[^\\x00-\\x1f\\x7f-\\x9f]*$",
+    |s| check_name(
+        "principal",
+        s,
         256,
-        "Who checkpointed: 1 to 256 bytes of UTF-8 text without control characters.",
+        "use A-Z, a-z, 0-9, '.', '_', '-', '/', '@', ':' and '+'",
+        |_, c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | '/' | '@' | ':' | '+'),
+    ),
+    schema: name_schema(
+        PRINCIPAL_PATTERN,
+        256,
+        "Who checkpointed: 1 to 256 of A-Z, a-z, 0-9, '.', '_', '-', '/', '@', ':' and '+'.",
     )
 );
+
+/// What [`Principal`] accepts, as a pattern.
+pub(crate) const PRINCIPAL_PATTERN: &str = r"^[A-Za-z0-9._/@:+-]+$";
 
 name_type!(
     /// A ref name: up to 200 bytes of `A-Z a-z 0-9 . _ - /`, no empty path

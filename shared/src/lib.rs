@@ -26,7 +26,8 @@
 //!   timer is `store::aws::sfn`) and
 //!   [`branch::wire`].
 //! - [`wire`]: every request and response body of the HTTP API, shared by
-//!   the server, the CLI's client and the MCP tools.
+//!   the server, the CLI's client and the MCP tools; [`inline`]: large
+//!   inline fields that share the request body's buffer.
 //! - [`api`]: the one axum router, [`api::extract`] (strict JSON and query
 //!   parsing), [`api::error`] (kind → status), the OpenAPI document.
 //! - [`auth`]: credentials → tenant.
@@ -44,6 +45,7 @@ pub mod config;
 pub mod error;
 pub mod format;
 pub mod id;
+pub mod inline;
 pub mod service;
 pub mod store;
 pub mod summarize;

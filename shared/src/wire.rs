@@ -6,7 +6,6 @@
 //! Requests are converted to the service's domain values here, once (see
 //! [`CheckpointRequest::into_new_commit`]).
 
-use bytes::Bytes;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use utoipa::ToSchema;
@@ -19,6 +18,7 @@ use crate::commit::{Commit, CommitType, Tags, Trigger};
 use crate::error::{Error, Result};
 use crate::format::FormatId;
 use crate::id::{ArtifactRef, BranchId, CommitId, Principal, TenantId};
+use crate::inline::BodyText;
 use crate::service::{Checkpointed, Delta, Limits, Materialization, NewCommit, Service, Stop};
 use crate::store::{Materialized, RefMove, RefRecord};
 
@@ -38,10 +38,12 @@ pub struct CheckpointRequest {
     pub artifact_ref: Option<ArtifactRef>,
     /// The delta inline, as UTF-8 text.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub delta: Option<String>,
+    #[schema(value_type = Option<String>)]
+    pub delta: Option<BodyText>,
     /// The delta inline, base64-encoded (standard alphabet, padded).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub delta_base64: Option<String>,
+    #[schema(value_type = Option<String>)]
+    pub delta_base64: Option<BodyText>,
     /// The context template the wrapper used (1 to 256 bytes, no control
     /// characters but tab and newline).
     #[schema(
@@ -132,7 +134,7 @@ impl CheckpointRequest {
             commit_type: CommitType::Delta,
             format,
             artifact_ref: None,
-            delta: Some(delta.into()),
+            delta: Some(BodyText::from(delta.into())),
             delta_base64: None,
             template: template.into(),
             principal,
@@ -192,23 +194,28 @@ impl CheckpointRequest {
             (Some(art), None, None) => Delta::Stored(art),
             (None, Some(text), None) => {
                 limits.check_artifact_size("delta", text.len())?;
-                Delta::Inline(Bytes::from(text.into_bytes()))
+                // No copy: the text may still share the request body.
+                Delta::Inline(text.into_bytes())
             }
             (None, None, Some(b64)) => {
                 // The decoded size, exactly: padding is not bytes.
-                let padding = b64.bytes().rev().take_while(|&b| b == b'=').count().min(2);
+                let padding = b64
+                    .as_bytes()
+                    .iter()
+                    .rev()
+                    .take_while(|&&b| b == b'=')
+                    .count()
+                    .min(2);
                 let decoded = (b64.len() / 4 * 3).saturating_sub(padding);
                 limits.check_artifact_size("delta_base64", decoded)?;
-                use base64::Engine as _;
-                let bytes = base64::engine::general_purpose::STANDARD
-                    .decode(&b64)
-                    .map_err(|e| {
-                        Error::invalid(
-                            "delta_base64",
-                            format!("delta_base64 is not valid base64: {e}"),
-                        )
-                    })?;
-                Delta::Inline(Bytes::from(bytes))
+                // In place in the request body's buffer when it can be.
+                let bytes = crate::inline::decode_base64(b64).map_err(|e| {
+                    Error::invalid(
+                        "delta_base64",
+                        format!("delta_base64 is not valid base64: {e}"),
+                    )
+                })?;
+                Delta::Inline(bytes)
             }
             _ => {
                 return Err(Error::invalid(
@@ -398,6 +405,7 @@ pub struct RefList {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use bytes::Bytes;
 
     /// A checkpoint of `delta_base64` under an artifact limit of `max` bytes.
     fn checkpoint_b64(b64: &str, max: usize) -> Result<NewCommit> {
@@ -407,7 +415,7 @@ mod tests {
         };
         CheckpointRequest {
             delta: None,
-            delta_base64: Some(b64.to_owned()),
+            delta_base64: Some(b64.into()),
             ..CheckpointRequest::new("p".parse().unwrap(), "t", FormatId::raw(), "")
         }
         .into_new_commit(&limits)

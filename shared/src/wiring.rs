@@ -81,6 +81,7 @@ pub struct Backends {
     /// How the folding's deadlines are enforced, when there is folding.
     pub deadlines: Option<Deadlines>,
     tokio_timer: Option<Arc<TokioTimer>>,
+    max_artifact_bytes: usize,
 }
 
 impl std::fmt::Debug for Backends {
@@ -164,13 +165,17 @@ impl Backends {
             folding,
             deadlines,
             tokio_timer,
+            max_artifact_bytes: config.max_artifact_bytes,
         })
     }
 
     /// The service over these backends with the clock `clock`, with
     /// context folding when it was built; tokio timers are bound to it.
     pub fn into_service(self, clock: Arc<dyn Clock>) -> Service {
-        let mut service = Service::new(self.stores, clock);
+        let mut service = Service::new(self.stores, clock).with_limits(crate::service::Limits {
+            max_artifact_bytes: self.max_artifact_bytes,
+            ..crate::service::Limits::default()
+        });
         if let Some(folding) = self.folding {
             service = service.with_folding(folding);
         }

@@ -87,7 +87,11 @@ pub(crate) async fn run(a: CheckpointArgs) -> Result<()> {
         format,
         artifact_ref: None,
         delta: None,
-        delta_base64: Some(base64::engine::general_purpose::STANDARD.encode(&delta)),
+        delta_base64: Some(
+            base64::engine::general_purpose::STANDARD
+                .encode(&delta)
+                .into(),
+        ),
         template: a.template,
         principal,
         machine: a.machine,

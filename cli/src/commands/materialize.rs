@@ -3,8 +3,9 @@
 use std::io::Write;
 use std::path::PathBuf;
 
-use ctx_core::wire::MaterializeRequest;
+use ctx_core::wire::{MaterializeRequest, MaterializeResponse};
 use ctx_core::{Error, Result};
+use serde::Serialize;
 
 use super::{rev, wire_value};
 use crate::{Conn, print_json};
@@ -20,9 +21,8 @@ pub(crate) fn request(stop: Option<&str>, format: Option<&str>) -> Result<Materi
     })
 }
 
-/// Runs `ctx materialize`: the bytes to `output` or stdout (not with
-/// `--json`, which prints the response), and a line about them on stderr
-/// when they went to a file or were translated.
+/// Runs `ctx materialize`: see [`emit`] for where the context and the
+/// line about it go.
 ///
 /// # Errors
 /// The server's errors; `Unavailable` when the output cannot be written.
@@ -38,26 +38,74 @@ pub(crate) async fn run(
     let (m, bytes) = c
         .materialize_and_download(&id, &request(stop, format)?)
         .await?;
-    match output {
-        Some(path) => std::fs::write(path, &bytes)
-            .map_err(|e| Error::unavailable(format!("cannot write {}: {e}", path.display())))?,
-        None if !conn.json => std::io::stdout()
-            .write_all(&bytes)
-            .map_err(|e| Error::unavailable(format!("cannot write to stdout: {e}")))?,
-        None => {}
+    emit(&m, &bytes, output, conn.json)
+}
+
+/// What `--json` prints: the materialize response, and the context itself
+/// (`content` when it is UTF-8 text, else `content_base64`) unless it was
+/// written to `output`, whose path is then given instead.
+#[derive(Serialize)]
+struct Emitted<'a> {
+    #[serde(flatten)]
+    response: &'a MaterializeResponse,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    content: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    content_base64: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    output: Option<String>,
+}
+
+/// The one output rule of `ctx materialize` and `ctx export`. Without
+/// `json`: the context to `output` or stdout, and one line about it
+/// (artifact, size, counts, tier) on stderr. With `json`: one JSON object on
+/// stdout holding both (see [`Emitted`]), the context going to `output`
+/// instead when one is given; nothing on stderr.
+///
+/// # Errors
+/// `Unavailable` when the output cannot be written.
+pub(crate) fn emit(
+    m: &MaterializeResponse,
+    bytes: &[u8],
+    output: Option<&PathBuf>,
+    json: bool,
+) -> Result<()> {
+    if let Some(path) = output {
+        std::fs::write(path, bytes)
+            .map_err(|e| Error::unavailable(format!("cannot write {}: {e}", path.display())))?;
     }
-    if conn.json {
-        print_json(&m)?;
-    } else if output.is_some() || m.result.tier != ctx_core::format::translate::Tier::Native {
-        eprintln!(
-            "{}: {} bytes, {} messages, {} tokens ({}{})",
-            m.result.artifact_ref,
-            m.result.size,
-            m.result.message_count,
-            m.result.token_count,
-            m.result.tier,
-            if m.cached { ", cached" } else { "" }
-        );
+    if json {
+        let (content, content_base64) = match (output, std::str::from_utf8(bytes)) {
+            (Some(_), _) => (None, None),
+            (None, Ok(text)) => (Some(text), None),
+            (None, Err(_)) => {
+                use base64::Engine as _;
+                (
+                    None,
+                    Some(base64::engine::general_purpose::STANDARD.encode(bytes)),
+                )
+            }
+        };
+        return print_json(&Emitted {
+            response: m,
+            content,
+            content_base64,
+            output: output.map(|p| p.display().to_string()),
+        });
     }
+    if output.is_none() {
+        std::io::stdout()
+            .write_all(bytes)
+            .map_err(|e| Error::unavailable(format!("cannot write to stdout: {e}")))?;
+    }
+    eprintln!(
+        "{}: {} bytes, {} messages, {} tokens ({}{})",
+        m.result.artifact_ref,
+        m.result.size,
+        m.result.message_count,
+        m.result.token_count,
+        m.result.tier,
+        if m.cached { ", cached" } else { "" }
+    );
     Ok(())
 }

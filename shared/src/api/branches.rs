@@ -35,11 +35,12 @@ pub(super) async fn branch_create(
     Ok((StatusCode::CREATED, axum::Json(created)).into_response())
 }
 
-/// The active branch of a session (`session_id`), or
+/// The active branches of a session (`session_id`): the deepest in the
+/// top-level fields and every one, deepest first, in `active_branches`; or
 /// `{branch_id: null, status: "No active branch found"}`.
 #[utoipa::path(get, path = "/v1/branches", tag = "branches",
     params(("session_id" = SessionId, Query)),
-    responses((status = 200, description = "The active branch, or none", body = BranchStatusResponse),
+    responses((status = 200, description = "The deepest active branch and every active branch, or none", body = BranchStatusResponse),
         (status = 400, description = "No `session_id`, one that is not a session id, or a malformed query string", body = ErrorBody),
         (status = 404, description = "The session belongs to another caller", body = ErrorBody)),
     security(("bearer" = [])))]

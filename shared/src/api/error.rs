@@ -88,6 +88,21 @@ impl From<ErrorBody> for Error {
     }
 }
 
+/// How an error answered to a client is logged: nothing for a 4xx (the
+/// caller's mistake, told in the response); WARN for expected back-pressure,
+/// an `Unavailable` that carries a `Retry-After` (the in-flight budget is
+/// full: the server chose to refuse and says when to come back); ERROR for
+/// every other 5xx, a real fault.
+pub fn log_level(e: &Error) -> Option<tracing::Level> {
+    if !status_of(e.kind).is_server_error() {
+        None
+    } else if e.kind == ErrorKind::Unavailable && e.retry_after.is_some() {
+        Some(tracing::Level::WARN)
+    } else {
+        Some(tracing::Level::ERROR)
+    }
+}
+
 /// An [`Error`] as a response.
 #[derive(Debug)]
 pub struct ApiError(pub Error);
@@ -102,8 +117,14 @@ impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let e = self.0;
         let status = status_of(e.kind);
-        if status.is_server_error() {
-            tracing::error!(kind = %e.kind, error = %e, source = ?e.source, "request failed");
+        match log_level(&e) {
+            Some(tracing::Level::ERROR) => {
+                tracing::error!(kind = %e.kind, error = %e, source = ?e.source, "request failed");
+            }
+            Some(_) => {
+                tracing::warn!(kind = %e.kind, error = %e, "request refused under load");
+            }
+            None => {}
         }
         let mut resp = (status, axum::Json(ErrorBody::from(&e))).into_response();
         if e.kind.is_retryable() {
@@ -115,9 +136,83 @@ impl IntoResponse for ApiError {
     }
 }
 
+/// A tracing subscriber for tests that records the level of every event.
+#[cfg(test)]
+pub(crate) mod capture {
+    use std::sync::{Arc, Mutex};
+
+    use tracing::span::{Attributes, Id, Record};
+    use tracing::{Event, Level, Metadata, Subscriber};
+
+    /// Records event levels.
+    #[derive(Clone, Default)]
+    pub(crate) struct Levels(pub(crate) Arc<Mutex<Vec<Level>>>);
+
+    impl Subscriber for Levels {
+        fn enabled(&self, _: &Metadata<'_>) -> bool {
+            true
+        }
+        fn new_span(&self, _: &Attributes<'_>) -> Id {
+            Id::from_u64(1)
+        }
+        fn record(&self, _: &Id, _: &Record<'_>) {}
+        fn record_follows_from(&self, _: &Id, _: &Id) {}
+        fn event(&self, e: &Event<'_>) {
+            self.0
+                .lock()
+                .expect("not poisoned")
+                .push(*e.metadata().level());
+        }
+        fn enter(&self, _: &Id) {}
+        fn exit(&self, _: &Id) {}
+    }
+
+    impl Levels {
+        /// Starts recording on this thread until the guard drops.
+        pub(crate) fn install(&self) -> tracing::dispatcher::DefaultGuard {
+            tracing::dispatcher::set_default(&tracing::Dispatch::new(self.clone()))
+        }
+
+        /// The levels recorded so far.
+        pub(crate) fn seen(&self) -> Vec<Level> {
+            self.0.lock().expect("not poisoned").clone()
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn back_pressure_logs_at_warn_and_faults_at_error() {
+        use tracing::Level;
+        let mut busy = Error::unavailable("the in-flight budget is full");
+        busy.retry_after = Some(1);
+        let cases = [
+            (busy, Some(Level::WARN)),
+            (
+                Error::unavailable("DynamoDB unreachable"),
+                Some(Level::ERROR),
+            ),
+            (Error::internal("a bug"), Some(Level::ERROR)),
+            (Error::invalid("x", "bad"), None),
+            (Error::rate_limited("slow down", 5), None),
+            (Error::new(ErrorKind::TooLarge, "big"), None),
+        ];
+        for (e, want) in cases {
+            assert_eq!(log_level(&e), want, "{e}");
+            let levels = capture::Levels::default();
+            let guard = levels.install();
+            let status = ApiError(e).into_response().status();
+            drop(guard);
+            assert_eq!(
+                levels.seen(),
+                want.into_iter().collect::<Vec<_>>(),
+                "{status}"
+            );
+        }
+    }
 
     #[test]
     fn every_kind_maps_to_its_status_and_back() {

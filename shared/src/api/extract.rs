@@ -20,11 +20,19 @@ use crate::error::{Error, ErrorKind, Result};
 /// A request body as bytes, within the route's body limit.
 pub struct Body(pub Bytes);
 
+/// The body limit of a route as its 413 states it (the bytes and the
+/// setting that raises them): a request extension the router sets.
+#[derive(Debug, Clone)]
+pub struct BodyLimitNote(pub String);
+
 impl<S: Send + Sync> FromRequest<S> for Body {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
-        let limit_note = "the body is larger than this route accepts";
+        let limit_note = req.extensions().get::<BodyLimitNote>().map_or_else(
+            || "the body is larger than this route accepts".to_owned(),
+            |n| format!("the body is larger than this route accepts: {}", n.0),
+        );
         match Bytes::from_request(req, state).await {
             Ok(b) => Ok(Body(b)),
             Err(rejection) => {
@@ -36,7 +44,7 @@ impl<S: Send + Sync> FromRequest<S> for Body {
                 };
                 let text = rejection.body_text();
                 let message = if kind == ErrorKind::TooLarge {
-                    format!("{limit_note}: {text}")
+                    format!("{limit_note} ({text})")
                 } else {
                     format!("cannot read the body: {text}")
                 };
@@ -56,7 +64,10 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for Json<T> {
 
     async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
         let Body(bytes) = Body::from_request(req, state).await?;
-        Ok(Json(parse_json(&bytes)?))
+        // Large string fields ([`crate::inline::BodyText`]) share `bytes`
+        // instead of copying out of it; it is dropped here, so they then
+        // own the buffer alone (and a base64 delta decodes in place).
+        Ok(Json(crate::inline::with_source(&bytes, parse_json)?))
     }
 }
 

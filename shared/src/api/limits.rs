@@ -14,8 +14,9 @@
 //! API Gateway refuses bodies over 10 MB and a Lambda instance serves one
 //! request at a time.
 //!
-//! The budget counts wire bytes. Decoding a JSON body (base64 deltas) and
-//! storing it costs a few times that in memory; docs/bench.md measures it.
+//! The budget counts wire bytes. A checkpoint holds about its body: a large
+//! inline delta shares the body's buffer and base64 decodes in place
+//! ([`crate::inline`]); docs/bench.md measures it.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -238,6 +239,13 @@ mod tests {
         assert_eq!(retry.as_deref(), Some("1"));
         assert!(text.contains("CTX_MAX_IN_FLIGHT_BYTES"), "{text}");
         assert_eq!(budget.in_use(), 50);
+        // Expected back-pressure: a warning, not an error.
+        let levels = crate::api::error::capture::Levels::default();
+        let guard = levels.install();
+        let (status, _, _) = send(app(&budget), Body::from(vec![0u8; 60])).await;
+        drop(guard);
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(levels.seen(), [tracing::Level::WARN]);
         budget.give_back(50);
         let (status, _, _) = send(app(&budget), Body::from(vec![0u8; 60])).await;
         assert_eq!(status, StatusCode::OK, "fits once the other is done");

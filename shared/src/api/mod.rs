@@ -132,7 +132,10 @@ pub fn routes(limits: &crate::service::Limits) -> Vec<RouteDef> {
             Artifacts,
             Method::POST,
             "/v1/artifacts",
-            on(MethodFilter::POST, upload_artifact).layer(upload_limit),
+            on(MethodFilter::POST, upload_artifact).layer((
+                upload_limit,
+                axum::Extension(extract::BodyLimitNote(limits.body_limit_note(false))),
+            )),
         ),
         route(
             Artifacts,
@@ -245,6 +248,9 @@ pub fn router(state: AppState, groups: &[Group]) -> Router {
     r.fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(limits.max_json_bytes()))
+        .layer(axum::Extension(extract::BodyLimitNote(
+            limits.body_limit_note(true),
+        )))
         .with_state(state)
 }
 

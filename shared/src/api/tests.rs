@@ -600,7 +600,15 @@ async fn small_bad_inputs_name_their_field() {
         ("GET", "/v1/artifacts/%ff%fe", vec![], "art"),
         ("GET", "/v1/refs/a%ffb", vec![], "name"),
         ("GET", "/v1/resolve?principal=%ff", vec![], "principal"),
+        ("GET", "/v1/resolve?principal=a%20b", vec![], "principal"),
+        ("GET", "/v1/resolve?principal=a+b", vec![], "principal"),
         ("GET", "/v1/refs?prefix=%c3", vec![], "prefix"),
+        (
+            "POST",
+            "/v1/commits",
+            br#"{"commit_type":"delta","format":"raw","template":"t","principal":"alice smith","checkpoint":"turn_boundary","delta":"x"}"#.to_vec(),
+            "principal",
+        ),
         (
             "POST",
             "/v1/commits",
@@ -697,4 +705,80 @@ async fn materialized_counts_are_of_what_is_returned() {
     native["created_at"] = json!("2026-11-22T10:00:05Z");
     let n = h.ok("POST", "/v1/commits", native).await;
     assert_eq!(n["message_count"], json!(out.len()), "{n}");
+}
+
+/// Every operation with a request body (as the OpenAPI document lists them)
+/// answers an oversize body with 413 stating the limit in bytes and the
+/// setting that raises it; so does an inline delta, plain or base64, over
+/// the artifact limit.
+#[tokio::test]
+async fn every_413_states_the_limit_and_its_setting() {
+    use utoipa::OpenApi as _;
+    let h = harness().await;
+    let limits = Limits {
+        max_artifact_bytes: 4096,
+        ..Limits::default()
+    };
+    let doc = serde_json::to_value(ApiDoc::openapi()).unwrap();
+    let mut checked = Vec::new();
+    for (path, ops) in doc["paths"].as_object().unwrap() {
+        for (method, op) in ops.as_object().unwrap() {
+            if op.get("requestBody").is_none() {
+                continue;
+            }
+            let uri = path
+                .replace("{ctx}", "ctx-0123456789abcdef0123456789abcdef")
+                .replace("{br}", "br-0123456789abcdef0123456789abcdef")
+                .replace("{name}", "main")
+                .replace("{id}", "s1");
+            let json = uri != "/v1/artifacts";
+            let (limit, body_len) = if json {
+                (limits.max_json_bytes(), limits.max_json_bytes() + 1)
+            } else {
+                (limits.max_artifact_bytes, limits.max_artifact_bytes + 1)
+            };
+            let method = method.to_uppercase();
+            let (status, bytes) = h
+                .raw(&method, &uri, Some(TOKEN_A), vec![b' '; body_len])
+                .await;
+            let v: Value = serde_json::from_slice(&bytes).unwrap();
+            let message = v["error"]["message"].as_str().unwrap_or_default();
+            assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE, "{method} {uri}: {v}");
+            assert!(
+                message.contains(&format!("at most {limit} bytes"))
+                    && message.contains("CTX_MAX_ARTIFACT_BYTES"),
+                "{method} {uri}: {message}"
+            );
+            assert_eq!(v["error"]["field"], "body", "{method} {uri}");
+            checked.push(format!("{method} {uri}"));
+        }
+    }
+    assert!(checked.len() >= 7, "{checked:?}");
+    for (field, delta) in [
+        ("delta", json!("x".repeat(4097))),
+        (
+            "delta_base64",
+            json!(base64::Engine::encode(
+                &base64::engine::general_purpose::STANDARD,
+                vec![1u8; 4097]
+            )),
+        ),
+    ] {
+        let mut body = json!({"commit_type": "delta", "format": "raw", "template": "t",
+            "principal": "alice", "checkpoint": "turn_boundary"});
+        body[field] = delta;
+        let (status, v) = h
+            .call("POST", "/v1/commits", Some(TOKEN_A), Some(body))
+            .await;
+        let message = v["error"]["message"].as_str().unwrap_or_default();
+        assert_eq!(
+            (status, v["error"]["field"].as_str()),
+            (StatusCode::PAYLOAD_TOO_LARGE, Some(field)),
+            "{v}"
+        );
+        assert!(
+            message.contains("at most 4096") && message.contains("CTX_MAX_ARTIFACT_BYTES"),
+            "{message}"
+        );
+    }
 }

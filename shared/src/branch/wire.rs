@@ -148,6 +148,12 @@ pub struct BranchStatusResponse {
     /// Set at 80% of the budget and above.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub warning: Option<String>,
+    /// By session only: every active branch of the session, deepest first
+    /// (the top-level fields describe the first). Absent when there is
+    /// none, and by branch id.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schema(no_recursion)]
+    pub active_branches: Vec<BranchStatusResponse>,
 }
 
 /// What session end answers.

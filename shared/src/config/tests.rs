@@ -51,6 +51,10 @@ fn the_documented_defaults_are_the_defaults() {
             c.server.body_read_timeout.as_secs(),
         ),
         ("CTX_MAX_IN_FLIGHT_BYTES", c.server.max_in_flight_bytes),
+        (
+            "CTX_MAX_ARTIFACT_BYTES",
+            c.max_artifact_bytes.try_into().unwrap(),
+        ),
     ];
     let default_of = |var: &str| {
         SETTINGS
@@ -115,6 +119,7 @@ fn every_setting_is_read() {
             tenant_claim: "org".into(),
             log: Some("debug".into()),
             folding,
+            max_artifact_bytes: 7,
             server: ServerLimits {
                 max_connections: 7,
                 header_read_timeout: Duration::from_secs(7),
@@ -142,6 +147,7 @@ fn a_bad_value_is_an_error_naming_its_variable() {
         ("CTX_IDLE_TIMEOUT_SECS", "-2"),
         ("CTX_BODY_READ_TIMEOUT_SECS", "1.5"),
         ("CTX_MAX_IN_FLIGHT_BYTES", "256MiB"),
+        ("CTX_MAX_ARTIFACT_BYTES", "64MiB"),
     ] {
         let e = Config::from_vars(|n| (n == var).then(|| value.to_owned())).unwrap_err();
         assert_eq!(e.kind, crate::ErrorKind::Invalid, "{var}");

@@ -476,7 +476,11 @@ fn request(
         parent,
         commit_type: kind,
         delta: None,
-        delta_base64: Some(base64::engine::general_purpose::STANDARD.encode(delta)),
+        delta_base64: Some(
+            base64::engine::general_purpose::STANDARD
+                .encode(delta)
+                .into(),
+        ),
         created_at: Some(crate::store::conformance::t(n)),
         ..CheckpointRequest::new("p".parse().unwrap(), "t", fid(format), "")
     }

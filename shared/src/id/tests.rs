@@ -82,6 +82,35 @@ fn names_validate() {
 }
 
 #[test]
+fn principals_refuse_what_other_names_refuse() {
+    for good in [
+        "alice",
+        "agent-7",
+        "alice@example.com",
+        "team/bot:claude",
+        "a.b_c+d",
+    ] {
+        assert!(good.parse::<Principal>().is_ok(), "{good:?}");
+    }
+    for bad in [
+        "", "a b", " alice", "alice ", "a\tb", "a\u{7}b", "é", "a?b", "a#b", "a%20b",
+    ] {
+        let e = bad.parse::<Principal>().unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("principal"), "{bad:?}");
+    }
+    assert!("p".repeat(256).parse::<Principal>().is_ok());
+    assert!("p".repeat(257).parse::<Principal>().is_err());
+    let re = regex_lite::Regex::new(PRINCIPAL_PATTERN).unwrap();
+    for name in ["alice", "a@b:c/d+e.f_g-h", "", "a b", "é", "a#b", "a\u{0}"] {
+        assert_eq!(
+            re.is_match(name),
+            name.parse::<Principal>().is_ok(),
+            "{name:?}"
+        );
+    }
+}
+
+#[test]
 fn the_documented_ref_name_pattern_accepts_what_parses() {
     let re = regex_lite::Regex::new(REF_NAME_PATTERN).unwrap();
     for name in [

@@ -103,7 +103,8 @@ impl Service {
             return Err(Error::new(
                 ErrorKind::TooLarge,
                 format!(
-                    "size is {size} bytes; direct uploads take at most {}",
+                    "size is {size} bytes; direct uploads take at most {} \
+                     (S3's limit for one PUT; not a setting)",
                     self.limits.max_upload_bytes
                 ),
             )

@@ -66,6 +66,27 @@ impl Default for Limits {
 }
 
 impl Limits {
+    /// What a 413 from the body limit of a route says: the limit in bytes
+    /// and the setting that raises it. `json` for the JSON routes, else the
+    /// raw upload of an artifact.
+    pub fn body_limit_note(&self, json: bool) -> String {
+        if json {
+            format!(
+                "a JSON body may have at most {} bytes (an artifact of \
+                 CTX_MAX_ARTIFACT_BYTES = {} in base64, plus 1 MiB; \
+                 CTX_MAX_ARTIFACT_BYTES raises the limit)",
+                self.max_json_bytes(),
+                self.max_artifact_bytes
+            )
+        } else {
+            format!(
+                "an artifact may have at most {} bytes (CTX_MAX_ARTIFACT_BYTES \
+                 raises the limit)",
+                self.max_artifact_bytes
+            )
+        }
+    }
+
     /// The largest JSON body: an artifact in base64 plus room for fields.
     pub fn max_json_bytes(&self) -> usize {
         self.max_artifact_bytes / 3 * 4 + 1024 * 1024
@@ -80,7 +101,8 @@ impl Limits {
             return Err(Error::new(
                 ErrorKind::TooLarge,
                 format!(
-                    "{field} is {len} bytes; at most {} are allowed",
+                    "{field} is {len} bytes; an artifact may have at most {} \
+                     (CTX_MAX_ARTIFACT_BYTES raises the limit)",
                     self.max_artifact_bytes
                 ),
             )

@@ -1,4 +1,4 @@
-//! `branch_status`: one branch by id, or the active branch of a session.
+//! `branch_status`: one branch by id, or the active branches of a session.
 
 use super::budget::warning;
 use crate::auth::Caller;
@@ -28,6 +28,7 @@ fn status_of(rec: &BranchRecord) -> BranchStatusResponse {
         } else {
             None
         },
+        active_branches: Vec::new(),
     }
 }
 
@@ -44,8 +45,10 @@ impl Service {
         Ok(status_of(&self.visible_branch(caller, id).await?))
     }
 
-    /// `branch_status` by session: its active branch (the deepest), or
-    /// `{branch_id: null, status: "No active branch found"}`.
+    /// `branch_status` by session: its deepest active branch in the
+    /// top-level fields and every active branch, deepest first, in
+    /// `active_branches`; or `{branch_id: null, status: "No active branch
+    /// found"}`.
     ///
     /// # Errors
     /// `NotFound` for another principal's session (strict mode).
@@ -59,28 +62,36 @@ impl Service {
         self.check_session_owner(caller, session).await?;
         let mut active = f.store.active_branches(&caller.tenant, session).await?;
         active.sort_by(|a, b| b.depth.cmp(&a.depth).then(a.id.cmp(&b.id)));
+        let mut all = Vec::with_capacity(active.len());
         for a in active {
             if let Some(rec) = f.store.get_branch(&caller.tenant, &a.id).await?
                 && rec.status == BranchStatus::Active
             {
-                return Ok(status_of(&rec));
+                all.push(status_of(&rec));
             }
         }
+        let Some(deepest) = all.first() else {
+            return Ok(BranchStatusResponse {
+                branch_id: None,
+                status: "No active branch found".into(),
+                depth: None,
+                budget_used: None,
+                budget_total: None,
+                description: None,
+                created_at: None,
+                completed_at: None,
+                deadline: None,
+                session_id: Some(session.to_owned()),
+                parent_branch: None,
+                reason: None,
+                return_commit: None,
+                warning: None,
+                active_branches: Vec::new(),
+            });
+        };
         Ok(BranchStatusResponse {
-            branch_id: None,
-            status: "No active branch found".into(),
-            depth: None,
-            budget_used: None,
-            budget_total: None,
-            description: None,
-            created_at: None,
-            completed_at: None,
-            deadline: None,
-            session_id: Some(session.to_owned()),
-            parent_branch: None,
-            reason: None,
-            return_commit: None,
-            warning: None,
+            active_branches: all.clone(),
+            ..deepest.clone()
         })
     }
 }

@@ -346,6 +346,26 @@ async fn returning_a_parent_force_returns_its_children_deepest_first() {
         Some(b3.branch_id),
         "the deepest active branch"
     );
+    let mut level_one = [b1.branch_id, other.branch_id];
+    level_one.sort();
+    assert_eq!(
+        st.active_branches
+            .iter()
+            .map(|b| b.branch_id.unwrap())
+            .collect::<Vec<_>>(),
+        [b3.branch_id, b2.branch_id, level_one[0], level_one[1]],
+        "every active branch, deepest first"
+    );
+    assert!(st.active_branches.iter().all(|b| b.status == "active"));
+    assert!(
+        st.active_branches
+            .iter()
+            .all(|b| b.active_branches.is_empty())
+    );
+    assert!(
+        h.status(&b3.branch_id).await.active_branches.is_empty(),
+        "by id: the one branch"
+    );
     let r = h
         .svc
         .branch_return(&h.alice, &b1.branch_id, ret("sum"))
