@@ -38,7 +38,8 @@ impl Bedrock {
         }
     }
 
-    /// A summarizer over a given client (tests: the SDK's replay client).
+    /// A summarizer over a given client (tests: one pointed at a fake
+    /// endpoint).
     pub fn with_client(client: Client, config: &SummarizerConfig) -> Bedrock {
         Bedrock {
             client: OnceCell::new_with(Some(client)),
@@ -55,17 +56,20 @@ impl Bedrock {
             .with_max_backoff(config.max_backoff)
     }
 
+    /// The SDK's time limit for `config`: `timeout` per attempt.
+    pub fn timeout_config(config: &SummarizerConfig) -> TimeoutConfig {
+        TimeoutConfig::builder()
+            .operation_attempt_timeout(config.timeout)
+            .build()
+    }
+
     async fn client(&self) -> &Client {
         self.client
             .get_or_init(|| async {
                 let sdk = aws_config::defaults(BehaviorVersion::latest())
                     .http_client(crate::store::aws::https_client())
                     .retry_config(Self::retry_config(&self.config))
-                    .timeout_config(
-                        TimeoutConfig::builder()
-                            .operation_attempt_timeout(self.config.timeout)
-                            .build(),
-                    )
+                    .timeout_config(Self::timeout_config(&self.config))
                     .load()
                     .await;
                 Client::new(&sdk)
@@ -147,199 +151,5 @@ fn failure<R: std::fmt::Debug>(e: SdkError<ConverseError, R>) -> Failure {
             retry_after: None,
         },
         _ => Failure::Permanent { reason },
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use std::time::Duration;
-
-    use aws_sdk_bedrockruntime::config::{BehaviorVersion, Credentials, Region};
-    use aws_smithy_http_client::test_util::{ReplayEvent, StaticReplayClient};
-    use aws_smithy_types::body::SdkBody;
-    use axum::http;
-    use serde_json::{Value, json};
-
-    use super::*;
-    use crate::commit::CommitType;
-    use crate::config::SummarizerKind;
-    use crate::format::FormatId;
-    use crate::summarize::Content;
-
-    const MODEL: &str = "anthropic.claude-3-haiku-20240307-v1:0";
-
-    fn config(retries: u32) -> SummarizerConfig {
-        SummarizerConfig {
-            kind: SummarizerKind::Bedrock,
-            model: MODEL.into(),
-            retries,
-            backoff: Duration::from_millis(1),
-            max_backoff: Duration::from_millis(5),
-            max_input_tokens: 200,
-            ..SummarizerConfig::default()
-        }
-    }
-
-    fn event(status: u16, headers: &[(&str, &str)], body: &str) -> ReplayEvent {
-        let mut resp = http::Response::builder().status(status);
-        for (k, v) in headers {
-            resp = resp.header(*k, *v);
-        }
-        ReplayEvent::new(
-            http::Request::builder()
-                .uri("https://bedrock-runtime.us-east-1.amazonaws.com/")
-                .body(SdkBody::empty())
-                .unwrap(),
-            resp.body(SdkBody::from(body.to_owned())).unwrap(),
-        )
-    }
-
-    fn error(status: u16, kind: &str) -> ReplayEvent {
-        event(
-            status,
-            &[
-                ("content-type", "application/json"),
-                ("x-amzn-errortype", kind),
-            ],
-            &json!({"message": format!("{kind} for the test")}).to_string(),
-        )
-    }
-
-    fn bedrock(events: Vec<ReplayEvent>, retries: u32) -> (Bedrock, StaticReplayClient) {
-        let replay = StaticReplayClient::new(events);
-        let cfg = config(retries);
-        let sdk = aws_sdk_bedrockruntime::Config::builder()
-            .behavior_version(BehaviorVersion::latest())
-            .region(Region::new("us-east-1"))
-            .credentials_provider(Credentials::new("AKIDTEST", "secret", None, None, "test"))
-            .retry_config(Bedrock::retry_config(&cfg))
-            .http_client(replay.clone())
-            .build();
-        let b = Bedrock::with_client(Client::from_conf(sdk), &cfg);
-        (b, replay)
-    }
-
-    fn input() -> SummaryInput {
-        SummaryInput {
-            commit_type: CommitType::Delta,
-            format: FormatId::raw(),
-            content: Content::Text("deployed the service; ".repeat(100)),
-        }
-    }
-
-    #[tokio::test]
-    async fn converse_sends_the_prompt_and_the_excerpt_and_reads_usage() {
-        let (b, replay) = bedrock(
-            vec![event(
-                200,
-                &[("content-type", "application/json")],
-                &json!({
-                    "output": {"message": {"role": "assistant", "content": [{"text": " Deployed it. "}]}},
-                    "stopReason": "end_turn",
-                    "usage": {"inputTokens": 210, "outputTokens": 12, "totalTokens": 222},
-                    "metrics": {"latencyMs": 5},
-                })
-                .to_string(),
-            )],
-            0,
-        );
-        assert_eq!(b.id(), format!("bedrock:{MODEL}"));
-        let summary = b.summarize(&input()).await.unwrap();
-        assert_eq!(
-            summary,
-            Summary {
-                text: "Deployed it.".into(),
-                input_tokens: 210,
-                output_tokens: 12
-            }
-        );
-        let sent: Vec<_> = replay.actual_requests().collect();
-        assert_eq!(sent.len(), 1);
-        let uri = sent[0].uri().to_owned();
-        assert!(
-            uri.ends_with("/model/anthropic.claude-3-haiku-20240307-v1%3A0/converse"),
-            "{uri}"
-        );
-        assert!(
-            sent[0]
-                .headers()
-                .get("authorization")
-                .is_some_and(|a| a.starts_with("AWS4-HMAC-SHA256 Credential=AKIDTEST/")),
-            "signed with the credentials of the chain"
-        );
-        let body: Value = serde_json::from_slice(sent[0].body().bytes().unwrap()).unwrap();
-        assert_eq!(
-            body,
-            json!({
-                "system": [{"text": PROMPT}],
-                "messages": [{"role": "user", "content": [{"text": user_message(&input(), 200)}]}],
-                "inferenceConfig": {"maxTokens": 400},
-            })
-        );
-    }
-
-    #[tokio::test]
-    async fn throttling_is_retried_by_the_sdk_then_transient() {
-        let (b, replay) = bedrock(
-            vec![
-                error(429, "ThrottlingException"),
-                error(429, "ThrottlingException"),
-            ],
-            1,
-        );
-        match b.summarize(&input()).await {
-            Err(Failure::Transient { reason, .. }) => {
-                assert!(reason.contains("ThrottlingException"), "{reason}")
-            }
-            other => panic!("{other:?}"),
-        }
-        assert_eq!(replay.actual_requests().count(), 2);
-    }
-
-    #[tokio::test]
-    async fn throttling_then_success_succeeds() {
-        let ok = event(
-            200,
-            &[("content-type", "application/json")],
-            r#"{"output":{"message":{"role":"assistant","content":[{"text":"ok"}]}},"stopReason":"end_turn","usage":{"inputTokens":1,"outputTokens":1,"totalTokens":2},"metrics":{"latencyMs":1}}"#,
-        );
-        let (b, replay) = bedrock(vec![error(503, "ServiceUnavailableException"), ok], 2);
-        assert_eq!(b.summarize(&input()).await.unwrap().text, "ok");
-        assert_eq!(replay.actual_requests().count(), 2);
-    }
-
-    #[tokio::test]
-    async fn a_validation_error_is_permanent_and_not_retried() {
-        let (b, replay) = bedrock(vec![error(400, "ValidationException")], 3);
-        match b.summarize(&input()).await {
-            Err(Failure::Permanent { reason }) => {
-                assert!(reason.contains("ValidationException"), "{reason}")
-            }
-            other => panic!("{other:?}"),
-        }
-        assert_eq!(replay.actual_requests().count(), 1);
-    }
-
-    #[tokio::test]
-    async fn a_malformed_or_empty_answer_is_permanent() {
-        for body in [
-            "not json",
-            r#"{"output":{"message":{"role":"assistant","content":[]}},"stopReason":"end_turn","usage":{"inputTokens":1,"outputTokens":0,"totalTokens":1},"metrics":{"latencyMs":1}}"#,
-        ] {
-            let (b, _) = bedrock(
-                vec![event(200, &[("content-type", "application/json")], body)],
-                0,
-            );
-            match b.summarize(&input()).await {
-                Err(Failure::Permanent { .. }) => {}
-                other => panic!("{body}: {other:?}"),
-            }
-        }
-    }
-
-    #[test]
-    fn from_config_builds_bedrock_with_the_aws_feature() {
-        let s = crate::summarize::from_config(&config(0)).unwrap();
-        assert_eq!(s.id(), format!("bedrock:{MODEL}"));
     }
 }
