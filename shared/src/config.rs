@@ -458,7 +458,7 @@ impl SummarizerConfig {
         }
         let needs_key = match c.kind {
             SummarizerKind::Anthropic => true,
-            SummarizerKind::OpenAi => url.is_none(),
+            SummarizerKind::OpenAi => c.url == DEFAULT_OPENAI_URL,
             SummarizerKind::Extractive | SummarizerKind::Bedrock => false,
         };
         if needs_key && c.api_key.is_none() {

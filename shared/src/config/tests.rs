@@ -142,6 +142,14 @@ fn a_summarizer_missing_its_model_or_key_names_the_variable() {
         ),
         (
             &[
+                ("CTX_SUMMARIZER", "openai"),
+                ("CTX_SUMMARIZER_URL", "https://api.openai.com/v1/"),
+                ("CTX_SUMMARIZER_MODEL", "m"),
+            ][..],
+            "CTX_SUMMARIZER_API_KEY",
+        ),
+        (
+            &[
                 ("CTX_SUMMARIZER", "anthropic"),
                 ("CTX_SUMMARIZER_URL", "http://127.0.0.1:9"),
                 ("CTX_SUMMARIZER_MODEL", "m"),
