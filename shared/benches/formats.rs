@@ -16,6 +16,10 @@
 //! - **translate**: `format::translate::translate` of the same parts into
 //!   another format, decoding every part and encoding (and re-reading) the
 //!   result.
+//! - **summaries/s** (issue 10): the `extractive` summarizer over every
+//!   delta of the chain, one commit at a time as the batch does: decoding
+//!   the delta through its codec (`SummaryInput::decode`) and writing the
+//!   line (`Summarizer::summarize`); and the line alone on decoded input.
 //!
 //! Run (release, the real numbers; prints a markdown report to stdout):
 //!
@@ -34,6 +38,7 @@ use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 use bytes::Bytes;
+use ctx_core::CommitType;
 use ctx_core::clock::micros_to_time;
 use ctx_core::format::canonical::{Block, Conversation, ImageSource, Message, Role};
 use ctx_core::format::translate::{Part, translate};
@@ -41,6 +46,7 @@ use ctx_core::format::{FormatId, Formats};
 use ctx_core::service::{NewCommit, Stop};
 use ctx_core::store::Stores;
 use ctx_core::store::memory::{MemoryBlobStore, MemoryMetaStore};
+use ctx_core::summarize::{Extractive, Summarizer, SummaryInput};
 use ctx_core::{CommitId, ManualClock, Service, TenantId};
 use serde_json::json;
 
@@ -279,6 +285,74 @@ fn main() {
             "| {from} | {to} | {tier} | {:.2} | {} |",
             total as f64 / 1e6,
             mbps(total, d)
+        );
+    }
+    println!("\n## Summaries (issue 10): extractive, {commits} deltas\n");
+    println!(
+        "| format | KB per delta | decode + summarize /s | summarize alone /s | µs per commit |"
+    );
+    println!("|---|---:|---:|---:|---:|");
+    let summarizer = Extractive;
+    let mut summary_formats: Vec<&str> = FORMATS.to_vec();
+    summary_formats.push("raw");
+    for format in summary_formats {
+        let id: FormatId = format.parse().expect("a format id");
+        let parts = if format == "raw" {
+            // Opaque text: each turn as the excerpt a model would read.
+            (0..commits)
+                .map(|i| {
+                    let input = SummaryInput {
+                        commit_type: CommitType::Delta,
+                        format: FormatId::raw(),
+                        content: ctx_core::summarize::Content::Conversation(turn(i)),
+                    };
+                    Bytes::from(ctx_core::summarize::excerpt::render(&input))
+                })
+                .collect()
+        } else {
+            deltas(&formats, format, commits)
+        };
+        let total: usize = parts.iter().map(Bytes::len).sum();
+        let mut lines = 0usize;
+        let full = best(reps, || {
+            rt.block_on(async {
+                let start = Instant::now();
+                for p in &parts {
+                    let input = SummaryInput::decode(&formats, CommitType::Delta, &id, p);
+                    let s = summarizer
+                        .summarize(&input)
+                        .await
+                        .expect("extractive never fails");
+                    lines += s.text.len();
+                }
+                start.elapsed()
+            })
+        });
+        let inputs: Vec<SummaryInput> = parts
+            .iter()
+            .map(|p| SummaryInput::decode(&formats, CommitType::Delta, &id, p))
+            .collect();
+        let alone = best(reps, || {
+            rt.block_on(async {
+                let start = Instant::now();
+                for input in &inputs {
+                    let s = summarizer
+                        .summarize(input)
+                        .await
+                        .expect("extractive never fails");
+                    lines += s.text.len();
+                }
+                start.elapsed()
+            })
+        });
+        assert!(std::hint::black_box(lines) > 0);
+        let per_s = |d: Duration| commits as f64 / d.as_secs_f64().max(1e-9);
+        println!(
+            "| {format} | {:.1} | {:.0} | {:.0} | {:.1} |",
+            total as f64 / commits as f64 / 1e3,
+            per_s(full),
+            per_s(alone),
+            full.as_secs_f64() * 1e6 / commits as f64
         );
     }
 }

@@ -165,6 +165,48 @@ pub const SETTINGS: &[Setting] = &[
         "`warn` (ctx), `info` (Lambdas)",
         "the log filter (`tracing` directives, e.g. `ctx_core=debug`)",
     ),
+    setting(
+        "CTX_SUMMARIZER",
+        None,
+        "`extractive`",
+        "what writes missing summaries: `extractive` (no model: the user's ask, the tools run, the assistant's conclusion), `openai` (any OpenAI-compatible chat completions endpoint: OpenAI, Ollama, vLLM, llama.cpp, LiteLLM), `anthropic` (Messages API), `bedrock` (Converse API, IAM auth; needs the `aws` feature)",
+    ),
+    setting(
+        "CTX_SUMMARIZER_URL",
+        None,
+        "`https://api.openai.com/v1` (openai), `https://api.anthropic.com` (anthropic)",
+        "the model endpoint's base URL (`openai` posts to `{base}/chat/completions`, `anthropic` to `{base}/v1/messages`)",
+    ),
+    setting(
+        "CTX_SUMMARIZER_MODEL",
+        None,
+        "(required with a model backend)",
+        "the model (`gpt-4o-mini`, `llama3.2`, `claude-haiku-4-5`, a Bedrock model id); recorded in the `summary_by` tag",
+    ),
+    setting(
+        "CTX_SUMMARIZER_API_KEY",
+        None,
+        "(none; required by `anthropic` and by `openai` at its default URL)",
+        "the endpoint's API key (`Authorization: Bearer` for openai, `x-api-key` for anthropic); never logged",
+    ),
+    setting(
+        "CTX_SUMMARIZER_TIMEOUT_SECS",
+        None,
+        "60",
+        "how long one model request may take",
+    ),
+    setting(
+        "CTX_SUMMARIZER_RETRIES",
+        None,
+        "3",
+        "retries of a model request after a timeout, a connection error, 429 or 5xx (exponential backoff, honouring `Retry-After`)",
+    ),
+    setting(
+        "CTX_SUMMARIZER_MAX_INPUT_TOKENS",
+        None,
+        "8000",
+        "the most a model reads of one commit (estimated as characters / 4); a longer delta is cut to its head and tail",
+    ),
 ];
 
 /// Which backends hold the data.
@@ -229,6 +271,216 @@ pub struct Config {
     /// How `ctx serve` protects itself from slow, idle and large clients:
     /// `CTX_MAX_CONNECTIONS`, `CTX_*_TIMEOUT_SECS`, `CTX_MAX_IN_FLIGHT_BYTES`.
     pub server: ServerLimits,
+    /// Who writes missing summaries: `CTX_SUMMARIZER*`.
+    pub summarizer: SummarizerConfig,
+}
+
+/// Which summarizer backend writes missing summaries (`CTX_SUMMARIZER`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SummarizerKind {
+    /// No model: a deterministic line from the delta itself.
+    #[default]
+    Extractive,
+    /// An OpenAI-compatible chat completions endpoint.
+    OpenAi,
+    /// The Anthropic Messages API.
+    Anthropic,
+    /// Bedrock's Converse API (the `aws` feature).
+    Bedrock,
+}
+
+impl SummarizerKind {
+    /// Its name, as `CTX_SUMMARIZER` takes it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SummarizerKind::Extractive => "extractive",
+            SummarizerKind::OpenAi => "openai",
+            SummarizerKind::Anthropic => "anthropic",
+            SummarizerKind::Bedrock => "bedrock",
+        }
+    }
+}
+
+impl std::str::FromStr for SummarizerKind {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "extractive" => Ok(SummarizerKind::Extractive),
+            "openai" => Ok(SummarizerKind::OpenAi),
+            "anthropic" => Ok(SummarizerKind::Anthropic),
+            "bedrock" => Ok(SummarizerKind::Bedrock),
+            _ => Err(Error::invalid(
+                "CTX_SUMMARIZER",
+                format!("CTX_SUMMARIZER={s:?} is not extractive, openai, anthropic or bedrock"),
+            )),
+        }
+    }
+}
+
+impl std::fmt::Display for SummarizerKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A secret (an API key): its `Debug` shows only that it is set, so it
+/// cannot leak through a logged `Config`.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    /// Wraps `value`.
+    pub fn new(value: impl Into<String>) -> Self {
+        Secret(value.into())
+    }
+
+    /// The secret itself, for the one header that carries it.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Secret(***)")
+    }
+}
+
+/// The default base URL of the `openai` summarizer.
+pub const DEFAULT_OPENAI_URL: &str = "https://api.openai.com/v1";
+/// The default base URL of the `anthropic` summarizer.
+pub const DEFAULT_ANTHROPIC_URL: &str = "https://api.anthropic.com";
+
+/// The summarizer's settings (`CTX_SUMMARIZER*`), checked when read: a
+/// model backend has its model, and its key where the endpoint needs one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SummarizerConfig {
+    /// `CTX_SUMMARIZER`: the backend.
+    pub kind: SummarizerKind,
+    /// `CTX_SUMMARIZER_URL`: the endpoint's base URL, without a trailing
+    /// slash (the backend's default when unset; unused by `extractive` and
+    /// `bedrock`).
+    pub url: String,
+    /// `CTX_SUMMARIZER_MODEL`: the model (empty for `extractive`).
+    pub model: String,
+    /// `CTX_SUMMARIZER_API_KEY`: the key, if the endpoint takes one.
+    pub api_key: Option<Secret>,
+    /// `CTX_SUMMARIZER_TIMEOUT_SECS`: one request's time limit.
+    pub timeout: Duration,
+    /// `CTX_SUMMARIZER_RETRIES`: retries after a transient failure.
+    pub retries: u32,
+    /// The first retry's wait, doubled on each further retry (not a
+    /// variable: tests shorten it).
+    pub backoff: Duration,
+    /// The longest wait between retries; a `Retry-After` asking for more
+    /// ends the retries (the batch tries again on a later run).
+    pub max_backoff: Duration,
+    /// `CTX_SUMMARIZER_MAX_INPUT_TOKENS`: the most a model reads of one
+    /// commit.
+    pub max_input_tokens: u64,
+    /// The most a model writes in one summary (not a variable).
+    pub max_output_tokens: u32,
+}
+
+impl Default for SummarizerConfig {
+    fn default() -> Self {
+        SummarizerConfig {
+            kind: SummarizerKind::Extractive,
+            url: String::new(),
+            model: String::new(),
+            api_key: None,
+            timeout: Duration::from_secs(60),
+            retries: 3,
+            backoff: Duration::from_millis(500),
+            max_backoff: Duration::from_secs(30),
+            max_input_tokens: 8000,
+            max_output_tokens: 400,
+        }
+    }
+}
+
+impl SummarizerConfig {
+    /// Reads `CTX_SUMMARIZER*` through `get` (`None`: unset) and checks
+    /// that the chosen backend has what it needs.
+    ///
+    /// # Errors
+    /// `Invalid` naming the variable that does not parse or is missing.
+    pub fn from_vars(get: impl Fn(&str) -> Option<String>) -> Result<SummarizerConfig> {
+        let mut c = SummarizerConfig::default();
+        if let Some(v) = get("CTX_SUMMARIZER") {
+            c.kind = v.parse()?;
+        }
+        if let Some(v) = get("CTX_SUMMARIZER_TIMEOUT_SECS") {
+            let secs: u64 = parse("CTX_SUMMARIZER_TIMEOUT_SECS", &v, "a number of seconds")?;
+            if secs == 0 {
+                return Err(Error::invalid(
+                    "CTX_SUMMARIZER_TIMEOUT_SECS",
+                    "CTX_SUMMARIZER_TIMEOUT_SECS=\"0\" is not a positive number of seconds",
+                ));
+            }
+            c.timeout = Duration::from_secs(secs);
+        }
+        if let Some(v) = get("CTX_SUMMARIZER_RETRIES") {
+            c.retries = parse("CTX_SUMMARIZER_RETRIES", &v, "a number")?;
+        }
+        if let Some(v) = get("CTX_SUMMARIZER_MAX_INPUT_TOKENS") {
+            c.max_input_tokens = parse("CTX_SUMMARIZER_MAX_INPUT_TOKENS", &v, "a number")?;
+            if c.max_input_tokens < 100 {
+                return Err(Error::invalid(
+                    "CTX_SUMMARIZER_MAX_INPUT_TOKENS",
+                    format!(
+                        "CTX_SUMMARIZER_MAX_INPUT_TOKENS={v:?} is below the least useful budget, 100"
+                    ),
+                ));
+            }
+        }
+        c.api_key = get("CTX_SUMMARIZER_API_KEY").map(Secret);
+        let default_url = match c.kind {
+            SummarizerKind::OpenAi => DEFAULT_OPENAI_URL,
+            SummarizerKind::Anthropic => DEFAULT_ANTHROPIC_URL,
+            SummarizerKind::Extractive | SummarizerKind::Bedrock => "",
+        };
+        let url = get("CTX_SUMMARIZER_URL");
+        if let Some(v) = &url
+            && !(v.starts_with("http://") || v.starts_with("https://"))
+        {
+            return Err(Error::invalid(
+                "CTX_SUMMARIZER_URL",
+                format!("CTX_SUMMARIZER_URL={v:?} is not an http:// or https:// URL"),
+            ));
+        }
+        c.url = url
+            .as_deref()
+            .unwrap_or(default_url)
+            .trim_end_matches('/')
+            .to_owned();
+        if c.kind != SummarizerKind::Extractive {
+            c.model = get("CTX_SUMMARIZER_MODEL").ok_or_else(|| {
+                Error::invalid(
+                    "CTX_SUMMARIZER_MODEL",
+                    format!(
+                        "CTX_SUMMARIZER={} needs the model in CTX_SUMMARIZER_MODEL",
+                        c.kind
+                    ),
+                )
+            })?;
+        }
+        let needs_key = match c.kind {
+            SummarizerKind::Anthropic => true,
+            SummarizerKind::OpenAi => c.url == DEFAULT_OPENAI_URL,
+            SummarizerKind::Extractive | SummarizerKind::Bedrock => false,
+        };
+        if needs_key && c.api_key.is_none() {
+            return Err(Error::invalid(
+                "CTX_SUMMARIZER_API_KEY",
+                format!(
+                    "CTX_SUMMARIZER={} at {} needs a key in CTX_SUMMARIZER_API_KEY",
+                    c.kind, c.url
+                ),
+            ));
+        }
+        Ok(c)
+    }
 }
 
 /// The limits `ctx serve` puts on connections and request bodies. A Lambda
@@ -286,6 +538,7 @@ impl Default for Config {
             folding: FoldingConfig::default(),
             max_artifact_bytes: crate::service::Limits::default().max_artifact_bytes,
             server: ServerLimits::default(),
+            summarizer: SummarizerConfig::default(),
         }
     }
 }
@@ -418,6 +671,7 @@ impl Config {
                 *into = Duration::from_secs(parse(name, &v, "a number of seconds")?);
             }
         }
+        c.summarizer = SummarizerConfig::from_vars(get)?;
         Ok(c)
     }
 

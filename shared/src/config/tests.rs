@@ -55,6 +55,15 @@ fn the_documented_defaults_are_the_defaults() {
             "CTX_MAX_ARTIFACT_BYTES",
             c.max_artifact_bytes.try_into().unwrap(),
         ),
+        (
+            "CTX_SUMMARIZER_TIMEOUT_SECS",
+            c.summarizer.timeout.as_secs(),
+        ),
+        ("CTX_SUMMARIZER_RETRIES", c.summarizer.retries.into()),
+        (
+            "CTX_SUMMARIZER_MAX_INPUT_TOKENS",
+            c.summarizer.max_input_tokens,
+        ),
     ];
     let default_of = |var: &str| {
         SETTINGS
@@ -72,6 +81,105 @@ fn the_documented_defaults_are_the_defaults() {
     assert_eq!(default_of("CTX_TENANT_CLAIM"), c.tenant_claim);
     assert_eq!(default_of("CTX_SESSION_VALIDATION"), "strict");
     assert_eq!(folding.validation, Validation::Strict);
+    assert_eq!(default_of("CTX_SUMMARIZER"), c.summarizer.kind.as_str());
+    assert!(
+        default_of("CTX_SUMMARIZER_URL").contains(&format!("{DEFAULT_OPENAI_URL}` (openai)"))
+            && default_of("CTX_SUMMARIZER_URL")
+                .contains(&format!("`{DEFAULT_ANTHROPIC_URL}` (anthropic)"))
+    );
+}
+
+fn summarizer(pairs: &'static [(&'static str, &'static str)]) -> Result<SummarizerConfig> {
+    Config::from_vars(vars(pairs)).map(|c| c.summarizer)
+}
+
+#[test]
+fn each_summarizer_backend_gets_its_default_url() {
+    let openai = summarizer(&[
+        ("CTX_SUMMARIZER", "openai"),
+        ("CTX_SUMMARIZER_MODEL", "gpt-4o-mini"),
+        ("CTX_SUMMARIZER_API_KEY", "sk-x"),
+    ])
+    .unwrap();
+    assert_eq!(openai.url, DEFAULT_OPENAI_URL);
+    let anthropic = summarizer(&[
+        ("CTX_SUMMARIZER", "anthropic"),
+        ("CTX_SUMMARIZER_MODEL", "claude-haiku-4-5"),
+        ("CTX_SUMMARIZER_API_KEY", "sk-ant-x"),
+    ])
+    .unwrap();
+    assert_eq!(anthropic.url, DEFAULT_ANTHROPIC_URL);
+    // A local OpenAI-compatible server (Ollama) needs no key.
+    let ollama = summarizer(&[
+        ("CTX_SUMMARIZER", "openai"),
+        ("CTX_SUMMARIZER_URL", "http://127.0.0.1:11434/v1"),
+        ("CTX_SUMMARIZER_MODEL", "llama3.2"),
+    ])
+    .unwrap();
+    assert_eq!(ollama.api_key, None);
+    let bedrock = summarizer(&[
+        ("CTX_SUMMARIZER", "bedrock"),
+        (
+            "CTX_SUMMARIZER_MODEL",
+            "anthropic.claude-3-haiku-20240307-v1:0",
+        ),
+    ])
+    .unwrap();
+    assert_eq!(bedrock.kind, SummarizerKind::Bedrock);
+    assert_eq!(bedrock.api_key, None);
+}
+
+#[test]
+fn a_summarizer_missing_its_model_or_key_names_the_variable() {
+    for (pairs, var) in [
+        (
+            &[
+                ("CTX_SUMMARIZER", "openai"),
+                ("CTX_SUMMARIZER_API_KEY", "k"),
+            ][..],
+            "CTX_SUMMARIZER_MODEL",
+        ),
+        (&[("CTX_SUMMARIZER", "bedrock")][..], "CTX_SUMMARIZER_MODEL"),
+        (
+            &[("CTX_SUMMARIZER", "openai"), ("CTX_SUMMARIZER_MODEL", "m")][..],
+            "CTX_SUMMARIZER_API_KEY",
+        ),
+        (
+            &[
+                ("CTX_SUMMARIZER", "openai"),
+                ("CTX_SUMMARIZER_URL", "https://api.openai.com/v1/"),
+                ("CTX_SUMMARIZER_MODEL", "m"),
+            ][..],
+            "CTX_SUMMARIZER_API_KEY",
+        ),
+        (
+            &[
+                ("CTX_SUMMARIZER", "anthropic"),
+                ("CTX_SUMMARIZER_URL", "http://127.0.0.1:9"),
+                ("CTX_SUMMARIZER_MODEL", "m"),
+            ][..],
+            "CTX_SUMMARIZER_API_KEY",
+        ),
+    ] {
+        let pairs: &'static [(&'static str, &'static str)] = pairs;
+        let e = summarizer(pairs).unwrap_err();
+        assert_eq!(e.kind, crate::ErrorKind::Invalid, "{pairs:?}");
+        assert_eq!(e.field.as_deref(), Some(var), "{pairs:?}: {}", e.message);
+        assert!(e.message.contains(var), "{}", e.message);
+    }
+}
+
+#[test]
+fn the_summarizer_key_never_shows_in_debug() {
+    let c = Config::from_vars(vars(&[
+        ("CTX_SUMMARIZER", "anthropic"),
+        ("CTX_SUMMARIZER_MODEL", "m"),
+        ("CTX_SUMMARIZER_API_KEY", "sk-ant-very-secret"),
+    ]))
+    .unwrap();
+    let shown = format!("{c:?} {:#?}", c.summarizer);
+    assert!(!shown.contains("sk-ant-very-secret"), "{shown}");
+    assert_eq!(c.summarizer.api_key.unwrap().expose(), "sk-ant-very-secret");
 }
 
 #[test]
@@ -88,6 +196,11 @@ fn every_setting_is_read() {
                 "CTX_TENANT_CLAIM" => "org",
                 "CTX_LOG" => "debug",
                 "CTX_SESSION_VALIDATION" => "permissive",
+                "CTX_SUMMARIZER" => "openai",
+                "CTX_SUMMARIZER_URL" => "http://127.0.0.1:11434/v1/",
+                "CTX_SUMMARIZER_MODEL" => "llama3.2",
+                "CTX_SUMMARIZER_API_KEY" => "sk-local",
+                "CTX_SUMMARIZER_MAX_INPUT_TOKENS" => "4000",
                 "AWS_ENDPOINT_URL" => return None,
                 _ => "7",
             }
@@ -127,6 +240,16 @@ fn every_setting_is_read() {
                 body_read_timeout: Duration::from_secs(7),
                 max_in_flight_bytes: 7,
             },
+            summarizer: SummarizerConfig {
+                kind: SummarizerKind::OpenAi,
+                url: "http://127.0.0.1:11434/v1".into(),
+                model: "llama3.2".into(),
+                api_key: Some(Secret::new("sk-local")),
+                timeout: Duration::from_secs(7),
+                retries: 7,
+                max_input_tokens: 4000,
+                ..SummarizerConfig::default()
+            },
         }
     );
 }
@@ -148,6 +271,12 @@ fn a_bad_value_is_an_error_naming_its_variable() {
         ("CTX_BODY_READ_TIMEOUT_SECS", "1.5"),
         ("CTX_MAX_IN_FLIGHT_BYTES", "256MiB"),
         ("CTX_MAX_ARTIFACT_BYTES", "64MiB"),
+        ("CTX_SUMMARIZER", "gpt"),
+        ("CTX_SUMMARIZER_URL", "localhost:11434"),
+        ("CTX_SUMMARIZER_TIMEOUT_SECS", "1m"),
+        ("CTX_SUMMARIZER_TIMEOUT_SECS", "0"),
+        ("CTX_SUMMARIZER_RETRIES", "-1"),
+        ("CTX_SUMMARIZER_MAX_INPUT_TOKENS", "10"),
     ] {
         let e = Config::from_vars(|n| (n == var).then(|| value.to_owned())).unwrap_err();
         assert_eq!(e.kind, crate::ErrorKind::Invalid, "{var}");

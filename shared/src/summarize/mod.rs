@@ -7,14 +7,38 @@
 //! batch that finds commits lacking a summary, claims them and writes the
 //! results lives in the service (`Service::summarize_batch`); a backend
 //! only answers "summarize this".
+//!
+//! # Layout
+//! - this file: the trait, its input and failures, [`from_config`].
+//! - [`extractive`]: the default, a deterministic line without a model.
+//! - [`excerpt`](mod@excerpt): the text a model reads (role-prefixed
+//!   lines, head and tail of a long delta within a token budget).
+//! - `http`: the request loop the HTTP backends share (timeout, retries
+//!   with backoff and `Retry-After`, the key kept out of messages).
+//! - [`openai`], [`anthropic`]: the HTTP backends.
+//! - `bedrock`: the Converse API (feature `aws`).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
 
 use crate::commit::CommitType;
+use crate::config::{SummarizerConfig, SummarizerKind};
+use crate::error::Result;
 use crate::format::canonical::Conversation;
 use crate::format::{FormatId, Formats};
+
+pub mod anthropic;
+#[cfg(feature = "aws")]
+pub mod bedrock;
+pub mod excerpt;
+pub mod extractive;
+mod http;
+pub mod openai;
+
+pub use excerpt::{excerpt, truncate};
+pub use extractive::Extractive;
 
 /// The instruction every model-backed summarizer sends, after the seed:
 /// what was accomplished, the decisions made and the unfinished work.
@@ -117,3 +141,58 @@ pub trait Summarizer: Send + Sync + 'static {
     /// A [`Failure`] saying whether a later run should try again.
     async fn summarize(&self, input: &SummaryInput) -> Result<Summary, Failure>;
 }
+
+/// The backend `config` chooses.
+///
+/// # Errors
+/// `Invalid` naming `CTX_SUMMARIZER` for `bedrock` in a build without the
+/// `aws` feature; `Internal` when the HTTP client cannot be built.
+pub fn from_config(config: &SummarizerConfig) -> Result<Arc<dyn Summarizer>> {
+    Ok(match config.kind {
+        SummarizerKind::Extractive => Arc::new(Extractive),
+        SummarizerKind::OpenAi => Arc::new(openai::OpenAi::new(config)?),
+        SummarizerKind::Anthropic => Arc::new(anthropic::Anthropic::new(config)?),
+        #[cfg(feature = "aws")]
+        SummarizerKind::Bedrock => Arc::new(bedrock::Bedrock::from_env(config)),
+        #[cfg(not(feature = "aws"))]
+        SummarizerKind::Bedrock => {
+            return Err(crate::error::Error::invalid(
+                "CTX_SUMMARIZER",
+                "CTX_SUMMARIZER=bedrock needs a build with the aws feature \
+                 (cargo build --features aws)",
+            ));
+        }
+    })
+}
+
+/// What a model is sent after [`PROMPT`]: the commit's [`excerpt()`]
+/// within `max_tokens`, between `<conversation>` tags.
+pub fn user_message(input: &SummaryInput, max_tokens: u64) -> String {
+    format!(
+        "<conversation format=\"{}\">\n{}\n</conversation>",
+        input.format,
+        excerpt(input, max_tokens)
+    )
+}
+
+/// The text of a model's answer made a summary: trimmed, within
+/// `commit::limits::SUMMARY`.
+///
+/// # Errors
+/// [`Failure::Permanent`] when nothing is left.
+pub(crate) fn summary_text(text: &str) -> std::result::Result<String, Failure> {
+    let text = text.trim();
+    if text.is_empty() {
+        return Err(Failure::Permanent {
+            reason: "the model answered with an empty summary".into(),
+        });
+    }
+    let mut end = text.len().min(crate::commit::limits::SUMMARY);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    Ok(text[..end].to_owned())
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,186 @@
+//! `extractive`: the default summarizer, with no model. A deterministic
+//! line of at most [`MAX_CHARS`] characters built from the delta itself
+//! through the canonical model: what the user asked, which tools ran, what
+//! the assistant concluded (`ask → [Read ×2, Edit] → answer`). Opaque
+//! (`raw` or undecodable) content gives its first meaningful line; a
+//! compaction the start of its summary text.
+
+use async_trait::async_trait;
+
+use super::excerpt::{one_line, truncate};
+use super::{Content, Failure, Summarizer, Summary, SummaryInput};
+use crate::commit::CommitType;
+use crate::format::canonical::{Block, Conversation, Role};
+
+/// The longest extractive summary, in characters.
+pub const MAX_CHARS: usize = 200;
+
+/// The longest tool list, in characters (then `+N more`).
+const MAX_TOOLS_CHARS: usize = 48;
+
+/// What a delta with nothing to say gets.
+const EMPTY: &str = "(empty)";
+
+/// The preamble Claude Code puts before a compaction's summary.
+const CONTINUED: &str = "This session is being continued from a previous conversation";
+
+/// The extractive summarizer (`extractive:v1`).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Extractive;
+
+#[async_trait]
+impl Summarizer for Extractive {
+    fn id(&self) -> String {
+        "extractive:v1".into()
+    }
+
+    async fn summarize(&self, input: &SummaryInput) -> Result<Summary, Failure> {
+        Ok(Summary {
+            text: line(input),
+            input_tokens: 0,
+            output_tokens: 0,
+        })
+    }
+}
+
+/// The extractive summary of `input`, at most [`MAX_CHARS`] characters.
+pub fn line(input: &SummaryInput) -> String {
+    let s = match (&input.content, input.commit_type) {
+        (Content::Text(t), CommitType::Compaction) => summary_start(t),
+        (Content::Text(t), _) => first_meaningful_line(t),
+        (Content::Conversation(c), CommitType::Compaction) => {
+            summary_start(&texts(c, |_| true).join("\n"))
+        }
+        (Content::Conversation(c), _) => turn(c),
+    };
+    if s.is_empty() { EMPTY.to_owned() } else { s }
+}
+
+/// The first line with a letter or digit in it, without markdown heading
+/// and quote marks.
+fn first_meaningful_line(t: &str) -> String {
+    t.lines()
+        .map(|l| one_line(l.trim().trim_start_matches(['#', '>']).trim()))
+        .find(|l| l.chars().any(char::is_alphanumeric))
+        .map_or_else(String::new, |l| truncate(&l, MAX_CHARS))
+}
+
+/// The start of a summary's text, without Claude Code's preamble.
+fn summary_start(t: &str) -> String {
+    let t = t.trim_start();
+    let t = match t.strip_prefix(CONTINUED) {
+        // "… summarized below:" / "… Summary:": what follows the colon.
+        Some(rest) => match rest.find(": ").or_else(|| rest.find(":\n")) {
+            Some(i) => &rest[i + 1..],
+            None => rest.split_once(". ").map_or(rest, |(_, r)| r),
+        },
+        None => t,
+    };
+    let skip_blank = t.trim_start_matches(|c: char| !c.is_alphanumeric() && c != '`');
+    truncate(&one_line(skip_blank), MAX_CHARS)
+}
+
+/// The text blocks of the messages `keep` accepts, each made one line.
+fn texts(c: &Conversation, keep: impl Fn(Role) -> bool) -> Vec<String> {
+    c.messages
+        .iter()
+        .filter(|m| keep(m.role))
+        .flat_map(|m| &m.content)
+        .filter_map(|b| match b {
+            Block::Text { text } => Some(one_line(text)),
+            _ => None,
+        })
+        .filter(|t| !t.is_empty())
+        .collect()
+}
+
+/// `ask → [tools] → answer`, each part present when the delta has it.
+fn turn(c: &Conversation) -> String {
+    let of = |role: Role| {
+        c.messages
+            .iter()
+            .filter(move |m| m.role == role)
+            .filter_map(|m| {
+                let t = one_line(
+                    &m.content
+                        .iter()
+                        .filter_map(|b| match b {
+                            Block::Text { text } => Some(text.as_str()),
+                            _ => None,
+                        })
+                        .collect::<Vec<_>>()
+                        .join(" "),
+                );
+                (!t.is_empty()).then_some(t)
+            })
+    };
+    let ask = of(Role::User).next();
+    let answer = of(Role::Assistant).next_back();
+    let tools = tools(c);
+    if ask.is_none() && answer.is_none() && tools.is_empty() {
+        // Only a system prompt, or nothing: its first words.
+        return truncate(&texts(c, |_| true).join(" "), MAX_CHARS);
+    }
+    const ARROW: &str = " → ";
+    let tools_part = (!tools.is_empty()).then(|| format!("[{tools}]"));
+    let fixed: usize = tools_part.as_ref().map_or(0, |t| t.chars().count())
+        + ARROW.chars().count()
+            * ([ask.is_some(), tools_part.is_some(), answer.is_some()]
+                .iter()
+                .filter(|b| **b)
+                .count()
+                .saturating_sub(1));
+    let room = MAX_CHARS.saturating_sub(fixed);
+    let (ask_len, answer_len) = (
+        ask.as_ref().map_or(0, |a| a.chars().count()),
+        answer.as_ref().map_or(0, |a| a.chars().count()),
+    );
+    // The ask gets two fifths of the room, the answer the rest; what one
+    // does not use the other may.
+    let ask_room = if answer.is_none() {
+        room
+    } else {
+        (room * 2 / 5).max(room.saturating_sub(answer_len))
+    };
+    let ask_room = ask_room.min(ask_len);
+    let answer_room = room - ask_room;
+    let parts: Vec<String> = [
+        ask.map(|a| truncate(&a, ask_room)),
+        tools_part,
+        answer.map(|a| truncate(&a, answer_room)),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    parts.join(ARROW)
+}
+
+/// The tools called, in the order first called, with a count when more
+/// than once: `Read ×2, Grep, Edit`; `+N more` past [`MAX_TOOLS_CHARS`].
+fn tools(c: &Conversation) -> String {
+    let mut seen: Vec<(&str, usize)> = Vec::new();
+    for b in c.messages.iter().flat_map(|m| &m.content) {
+        if let Block::ToolUse { name, .. } = b {
+            match seen.iter_mut().find(|(n, _)| n == name) {
+                Some((_, k)) => *k += 1,
+                None => seen.push((name, 1)),
+            }
+        }
+    }
+    let mut out = String::new();
+    for (i, (name, k)) in seen.iter().enumerate() {
+        let item = if *k > 1 {
+            format!("{name} ×{k}")
+        } else {
+            (*name).to_owned()
+        };
+        let sep = if out.is_empty() { "" } else { ", " };
+        if out.chars().count() + sep.len() + item.chars().count() > MAX_TOOLS_CHARS && i > 0 {
+            out.push_str(&format!(" +{} more", seen.len() - i));
+            break;
+        }
+        out.push_str(sep);
+        out.push_str(&truncate(&item, MAX_TOOLS_CHARS));
+    }
+    out
+}
