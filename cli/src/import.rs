@@ -147,7 +147,7 @@ pub async fn run_import(cmd: ImportCommand) -> Result<()> {
             } else {
                 Trigger::TurnBoundary
             },
-            session_id: seg.session_id.clone(),
+            session_id: session_of(seg.session_id.as_deref()),
             machine: a.machine.clone(),
             // Without any entry time the server's clock is used (and a
             // second import makes new commits).
@@ -236,4 +236,21 @@ pub async fn run_export(a: ExportArgs) -> Result<()> {
     let req = materialize::request(Some(&a.stop), a.format.as_deref())?;
     let (m, bytes) = c.materialize_and_download(&id, &req).await?;
     materialize::emit(&m, &bytes, a.output.as_ref(), a.conn.json)
+}
+
+/// The transcript's session id as a checkpoint takes it; one that cannot
+/// name a session (`sessions/<id>`) is left out, with a warning.
+fn session_of(id: Option<&str>) -> Option<ctx_core::SessionId> {
+    let id = id?;
+    match id.parse() {
+        Ok(s) => Some(s),
+        Err(e) => {
+            let e: ctx_core::Error = e;
+            eprintln!(
+                "warning: the transcript's sessionId is not recorded: {}",
+                e.message
+            );
+            None
+        }
+    }
 }

@@ -292,9 +292,10 @@ struct CheckpointArgs {
     /// A summary of the delta.
     #[arg(long)]
     summary: Option<String>,
-    /// The wrapper's session id.
-    #[arg(long)]
-    session: Option<String>,
+    /// The wrapper's session id (1 to 191 of A-Z, a-z, 0-9, '.', '_', '-'
+    /// and '/').
+    #[arg(long, value_parser = parse_session)]
+    session: Option<ctx_core::SessionId>,
     /// The machine.
     #[arg(long)]
     machine: Option<String>,
@@ -352,6 +353,11 @@ pub(crate) fn parse_principal(s: &str) -> Result<String, String> {
     s.parse::<ctx_core::Principal>()
         .map(|_| s.to_owned())
         .map_err(|e| e.message)
+}
+
+/// A session id, as every route takes it.
+pub(crate) fn parse_session(s: &str) -> Result<ctx_core::SessionId, String> {
+    s.parse().map_err(|e: ctx_core::Error| e.message)
 }
 
 /// A `--stop` value: compaction, root or a ctx-… id.

@@ -143,6 +143,8 @@ pub mod limits {
     pub const MESSAGE_COUNT: u64 = 10_000_000;
     /// The largest token count a single commit may claim.
     pub const TOKEN_COUNT: u64 = 1_000_000_000;
+    /// Bytes in one artifact by default (`CTX_MAX_ARTIFACT_BYTES`).
+    pub const DEFAULT_MAX_ARTIFACT: usize = 64 * 1024 * 1024;
 }
 
 /// Checks a short free-text field: non-empty when `required`, bounded, and

@@ -536,7 +536,7 @@ impl Default for Config {
             tenant_claim: DEFAULT_TENANT_CLAIM.to_owned(),
             log: None,
             folding: FoldingConfig::default(),
-            max_artifact_bytes: crate::service::Limits::default().max_artifact_bytes,
+            max_artifact_bytes: crate::commit::limits::DEFAULT_MAX_ARTIFACT,
             server: ServerLimits::default(),
             summarizer: SummarizerConfig::default(),
         }

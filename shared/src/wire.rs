@@ -17,7 +17,7 @@ pub use crate::branch::wire::{
 use crate::commit::{Commit, CommitType, Tags, Trigger};
 use crate::error::{Error, Result};
 use crate::format::FormatId;
-use crate::id::{ArtifactRef, BranchId, CommitId, Principal, TenantId};
+use crate::id::{ArtifactRef, BranchId, CommitId, Principal, SessionId, TenantId};
 use crate::inline::BodyText;
 use crate::service::{Checkpointed, Delta, Limits, Materialization, NewCommit, Service, Stop};
 use crate::store::{Materialized, RefMove, RefRecord};
@@ -63,15 +63,11 @@ pub struct CheckpointRequest {
         pattern = "^[^\\x00-\\x08\\x0b-\\x1f\\x7f-\\x9f]*$"
     )]
     pub machine: Option<String>,
-    /// The wrapper's session (1 to 256 bytes, no control characters but tab and
-    /// newline.)
+    /// The wrapper's session: the same name `POST /v1/branches`, `GET
+    /// /v1/branches?session_id=` and `POST /v1/sessions/{id}/end` take, so
+    /// 1 to 191 of A-Z, a-z, 0-9, '.', '_', '-' and '/'.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(
-        min_length = 1,
-        max_length = 256,
-        pattern = "^[^\\x00-\\x08\\x0b-\\x1f\\x7f-\\x9f]*$"
-    )]
-    pub session_id: Option<String>,
+    pub session_id: Option<SessionId>,
     /// Why it checkpoints.
     pub checkpoint: Trigger,
     /// A ticket the work belongs to (1 to 256 bytes, no control characters but tab and
@@ -230,8 +226,8 @@ impl CheckpointRequest {
             .and_then(|m| crate::branch::branch_of_ref(&m.name))
             .or_else(|| {
                 self.session_id
-                    .as_deref()
-                    .and_then(|s| s.parse::<BranchId>().ok())
+                    .as_ref()
+                    .and_then(|s| s.as_str().parse::<BranchId>().ok())
             });
         Ok(NewCommit {
             parent: self.parent,
@@ -241,7 +237,7 @@ impl CheckpointRequest {
             template: self.template,
             principal: self.principal,
             machine: self.machine,
-            session_id: self.session_id,
+            session_id: self.session_id.map(|s| s.as_str().to_owned()),
             checkpoint: self.checkpoint,
             ticket_id: self.ticket_id,
             thread_id: self.thread_id,

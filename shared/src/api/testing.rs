@@ -237,6 +237,13 @@ where
             bad(&|b| b["principal"] = json!("a\u{1}b")),
         ),
         (
+            "session id that cannot name a session",
+            "POST",
+            "/v1/commits".into(),
+            Some(TENANT_A),
+            bad(&|b| b["session_id"] = json!("a b")),
+        ),
+        (
             "bad time",
             "POST",
             "/v1/commits".into(),

@@ -57,7 +57,7 @@ pub struct Limits {
 impl Default for Limits {
     fn default() -> Self {
         Limits {
-            max_artifact_bytes: 64 * 1024 * 1024,
+            max_artifact_bytes: crate::commit::limits::DEFAULT_MAX_ARTIFACT,
             max_history: 1000,
             max_ref_list: 1000,
             max_upload_bytes: 5 * 1024 * 1024 * 1024,
