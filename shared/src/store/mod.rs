@@ -418,6 +418,9 @@ pub trait MetaStore: Send + Sync + 'static {
         limit: usize,
     ) -> Result<MissingPage>;
 
+    /// `commit` is the commit as listed or read (its id, and where it is
+    /// stored: backends that keep copies update them all).
+    ///
     /// Claims a commit for summarizing until `until`: a conditional write
     /// that succeeds only while its summary is missing, no claim unexpired
     /// at `now` holds it and (when `respect_backoff`) its retry time has
@@ -429,7 +432,7 @@ pub trait MetaStore: Send + Sync + 'static {
     async fn claim_summary(
         &self,
         tenant: &TenantId,
-        id: &CommitId,
+        commit: &Commit,
         now: DateTime<Utc>,
         until: DateTime<Utc>,
         respect_backoff: bool,
@@ -445,7 +448,7 @@ pub trait MetaStore: Send + Sync + 'static {
     async fn write_summary(
         &self,
         tenant: &TenantId,
-        id: &CommitId,
+        commit: &Commit,
         summary: &str,
         by: &str,
     ) -> Result<bool>;
@@ -460,7 +463,7 @@ pub trait MetaStore: Send + Sync + 'static {
     async fn fail_summary(
         &self,
         tenant: &TenantId,
-        id: &CommitId,
+        commit: &Commit,
         error: &str,
         retry_at: DateTime<Utc>,
     ) -> Result<()>;

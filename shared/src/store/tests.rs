@@ -123,34 +123,36 @@ impl MetaStore for StaleRead {
     async fn claim_summary(
         &self,
         tenant: &TenantId,
-        id: &CommitId,
+        commit: &Commit,
         now: DateTime<Utc>,
         until: DateTime<Utc>,
         respect_backoff: bool,
     ) -> Result<bool> {
         self.inner
-            .claim_summary(tenant, id, now, until, respect_backoff)
+            .claim_summary(tenant, commit, now, until, respect_backoff)
             .await
     }
 
     async fn write_summary(
         &self,
         tenant: &TenantId,
-        id: &CommitId,
+        commit: &Commit,
         summary: &str,
         by: &str,
     ) -> Result<bool> {
-        self.inner.write_summary(tenant, id, summary, by).await
+        self.inner.write_summary(tenant, commit, summary, by).await
     }
 
     async fn fail_summary(
         &self,
         tenant: &TenantId,
-        id: &CommitId,
+        commit: &Commit,
         error: &str,
         retry_at: DateTime<Utc>,
     ) -> Result<()> {
-        self.inner.fail_summary(tenant, id, error, retry_at).await
+        self.inner
+            .fail_summary(tenant, commit, error, retry_at)
+            .await
     }
 
     async fn summary_tenants(&self) -> Result<Vec<TenantId>> {

@@ -89,7 +89,7 @@ pub async fn a_claim_is_exclusive_until_it_expires(meta: &dyn MetaStore) {
     let a = fresh_tenant("claim");
     let c = put(meta, &a, &commit(&a, None, t(0), "p", b"claim me")).await;
     assert!(
-        meta.claim_summary(&a, &c.id, t(100), t(160), true)
+        meta.claim_summary(&a, &c, t(100), t(160), true)
             .await
             .expect("claim")
     );
@@ -101,26 +101,26 @@ pub async fn a_claim_is_exclusive_until_it_expires(meta: &dyn MetaStore) {
     for now in [t(100), t(159)] {
         assert!(
             !meta
-                .claim_summary(&a, &c.id, now, t(200), true)
+                .claim_summary(&a, &c, now, t(200), true)
                 .await
                 .expect("claim again"),
             "held at {now}"
         );
         assert!(
             !meta
-                .claim_summary(&a, &c.id, now, t(200), false)
+                .claim_summary(&a, &c, now, t(200), false)
                 .await
                 .expect("claim again"),
             "held at {now} even when back-off is ignored"
         );
     }
     assert!(
-        meta.claim_summary(&a, &c.id, t(160), t(220), true)
+        meta.claim_summary(&a, &c, t(160), t(220), true)
             .await
             .expect("claim after expiry"),
         "a crashed claimer's commit is picked up once its claim expires"
     );
-    let missing = CommitId::from_bytes([9; 16]);
+    let missing = commit(&a, None, t(50), "p", b"never stored");
     assert!(
         !meta
             .claim_summary(&a, &missing, t(0), t(1), true)
@@ -130,7 +130,7 @@ pub async fn a_claim_is_exclusive_until_it_expires(meta: &dyn MetaStore) {
     let b = fresh_tenant("claim-other");
     assert!(
         !meta
-            .claim_summary(&b, &c.id, t(300), t(400), true)
+            .claim_summary(&b, &c, t(300), t(400), true)
             .await
             .expect("claim from another tenant")
     );
@@ -141,7 +141,7 @@ pub async fn concurrent_claims_have_one_winner(meta: &dyn MetaStore) {
     let a = fresh_tenant("claim-race");
     let c = put(meta, &a, &commit(&a, None, t(0), "p", b"race")).await;
     let results =
-        join_all((0..8).map(|_| async { meta.claim_summary(&a, &c.id, t(10), t(70), true).await }))
+        join_all((0..8).map(|_| async { meta.claim_summary(&a, &c, t(10), t(70), true).await }))
             .await;
     let wins = results
         .into_iter()
@@ -163,13 +163,13 @@ pub async fn a_summary_is_written_only_while_missing(meta: &dyn MetaStore) {
     let d = put(meta, &a, &commit(&a, None, t(1), "p", b"two")).await;
     for x in [&c, &d] {
         assert!(
-            meta.claim_summary(&a, &x.id, t(10), t(70), true)
+            meta.claim_summary(&a, x, t(10), t(70), true)
                 .await
                 .expect("claim")
         );
     }
     assert!(
-        meta.write_summary(&a, &c.id, "machine summary", "test:m1")
+        meta.write_summary(&a, &c, "machine summary", "test:m1")
             .await
             .expect("write")
     );
@@ -182,7 +182,7 @@ pub async fn a_summary_is_written_only_while_missing(meta: &dyn MetaStore) {
     assert!(!got.tags.contains_key(TAG_SUMMARIZING), "{:?}", got.tags);
     assert!(
         !meta
-            .write_summary(&a, &c.id, "again", "test:m2")
+            .write_summary(&a, &c, "again", "test:m2")
             .await
             .expect("write again"),
         "a second write finds the summary there"
@@ -197,7 +197,7 @@ pub async fn a_summary_is_written_only_while_missing(meta: &dyn MetaStore) {
         .expect("update");
     assert!(
         !meta
-            .write_summary(&a, &d.id, "machine", "test:m1")
+            .write_summary(&a, &d, "machine", "test:m1")
             .await
             .expect("write d")
     );
@@ -213,7 +213,7 @@ pub async fn a_summary_is_written_only_while_missing(meta: &dyn MetaStore) {
     );
     assert!(
         !meta
-            .claim_summary(&a, &d.id, t(100), t(160), false)
+            .claim_summary(&a, &d, t(100), t(160), false)
             .await
             .expect("claim d"),
         "a commit with a summary is never claimed"
@@ -227,11 +227,11 @@ pub async fn a_failure_is_recorded_and_backs_off(meta: &dyn MetaStore) {
     let a = fresh_tenant("fail");
     let c = put(meta, &a, &commit(&a, None, t(0), "p", b"hard")).await;
     assert!(
-        meta.claim_summary(&a, &c.id, t(10), t(70), true)
+        meta.claim_summary(&a, &c, t(10), t(70), true)
             .await
             .expect("claim")
     );
-    meta.fail_summary(&a, &c.id, "model said no", t(300))
+    meta.fail_summary(&a, &c, "model said no", t(300))
         .await
         .expect("fail");
     let state = &meta
@@ -257,17 +257,17 @@ pub async fn a_failure_is_recorded_and_backs_off(meta: &dyn MetaStore) {
     assert!(!got.tags.contains_key(TAG_SUMMARIZING));
     assert!(
         !meta
-            .claim_summary(&a, &c.id, t(20), t(80), true)
+            .claim_summary(&a, &c, t(20), t(80), true)
             .await
             .expect("claim in back-off"),
         "not before its retry time"
     );
     assert!(
-        meta.claim_summary(&a, &c.id, t(300), t(360), true)
+        meta.claim_summary(&a, &c, t(300), t(360), true)
             .await
             .expect("claim after back-off")
     );
-    meta.fail_summary(&a, &c.id, "still no", t(900))
+    meta.fail_summary(&a, &c, "still no", t(900))
         .await
         .expect("fail again");
     let state = &meta
@@ -278,13 +278,13 @@ pub async fn a_failure_is_recorded_and_backs_off(meta: &dyn MetaStore) {
         .state;
     assert_eq!(state.attempts, 2);
     assert!(
-        meta.claim_summary(&a, &c.id, t(310), t(370), false)
+        meta.claim_summary(&a, &c, t(310), t(370), false)
             .await
             .expect("claim ignoring back-off"),
         "a one-shot request may ignore the back-off"
     );
     assert!(
-        meta.write_summary(&a, &c.id, "at last", "test:m1")
+        meta.write_summary(&a, &c, "at last", "test:m1")
             .await
             .expect("write")
     );
@@ -292,7 +292,7 @@ pub async fn a_failure_is_recorded_and_backs_off(meta: &dyn MetaStore) {
     assert!(!got.tags.contains_key(TAG_SUMMARY_ERROR), "{:?}", got.tags);
     assert_eq!(got.summary.as_deref(), Some("at last"));
     // A failure recorded after a summary exists writes nothing.
-    meta.fail_summary(&a, &c.id, "late", t(1000))
+    meta.fail_summary(&a, &c, "late", t(1000))
         .await
         .expect("late fail");
     let got = meta.get_commit(&a, &c.id).await.expect("get").expect("c");

@@ -453,11 +453,12 @@ impl MetaStore for SqliteMetaStore {
     async fn claim_summary(
         &self,
         tenant: &TenantId,
-        id: &CommitId,
+        commit: &Commit,
         now: DateTime<Utc>,
         until: DateTime<Utc>,
         respect_backoff: bool,
     ) -> Result<bool> {
+        let id = &commit.id;
         let (tenant, id) = (tenant.clone(), *id);
         let (now, until_us) = (now.timestamp_micros(), until.timestamp_micros());
         self.db
@@ -499,10 +500,11 @@ impl MetaStore for SqliteMetaStore {
     async fn write_summary(
         &self,
         tenant: &TenantId,
-        id: &CommitId,
+        commit: &Commit,
         summary: &str,
         by: &str,
     ) -> Result<bool> {
+        let id = &commit.id;
         let (tenant, id) = (tenant.clone(), *id);
         let (summary, by) = (summary.to_owned(), by.to_owned());
         self.db
@@ -533,10 +535,11 @@ impl MetaStore for SqliteMetaStore {
     async fn fail_summary(
         &self,
         tenant: &TenantId,
-        id: &CommitId,
+        commit: &Commit,
         error: &str,
         retry_at: DateTime<Utc>,
     ) -> Result<()> {
+        let id = &commit.id;
         let (tenant, id, error) = (tenant.clone(), *id, error.to_owned());
         self.db
             .transaction(move |tx| {

@@ -275,11 +275,12 @@ impl MetaStore for MemoryMetaStore {
     async fn claim_summary(
         &self,
         tenant: &TenantId,
-        id: &CommitId,
+        commit: &Commit,
         now: DateTime<Utc>,
         until: DateTime<Utc>,
         respect_backoff: bool,
     ) -> Result<bool> {
+        let id = &commit.id;
         let mut m = lock(&self.meta);
         let key = (tenant.clone(), *id);
         if !m.commits.get(&key).is_some_and(|c| c.summary.is_none()) {
@@ -301,10 +302,11 @@ impl MetaStore for MemoryMetaStore {
     async fn write_summary(
         &self,
         tenant: &TenantId,
-        id: &CommitId,
+        commit: &Commit,
         summary: &str,
         by: &str,
     ) -> Result<bool> {
+        let id = &commit.id;
         let mut m = lock(&self.meta);
         let key = (tenant.clone(), *id);
         let Some(c) = m.commits.get_mut(&key).filter(|c| c.summary.is_none()) else {
@@ -321,10 +323,11 @@ impl MetaStore for MemoryMetaStore {
     async fn fail_summary(
         &self,
         tenant: &TenantId,
-        id: &CommitId,
+        commit: &Commit,
         error: &str,
         retry_at: DateTime<Utc>,
     ) -> Result<()> {
+        let id = &commit.id;
         let mut m = lock(&self.meta);
         let key = (tenant.clone(), *id);
         let Some(c) = m.commits.get_mut(&key).filter(|c| c.summary.is_none()) else {
