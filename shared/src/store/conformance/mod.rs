@@ -14,6 +14,7 @@
 //! - [`refs`]: refs, checkpoint ref moves and the retry rule.
 //! - [`summaries`]: the summary queue (listing, claims, conditional
 //!   writes, failures).
+//! - [`summary_batch`]: two summary batches at once over one backend.
 //! - [`tokens`]: the `TokenStore` behaviours.
 //! - [`branches`]: the `BranchStore` behaviours.
 
@@ -31,6 +32,7 @@ pub mod branches;
 pub mod meta;
 pub mod refs;
 pub mod summaries;
+pub mod summary_batch;
 pub mod tokens;
 
 /// Every store a backend offers, as the suite sees them. One value may fill

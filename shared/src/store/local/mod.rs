@@ -206,6 +206,16 @@ mod tests {
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn local_two_summary_batches_summarize_each_commit_once() {
+        let dir = tempfile::tempdir().unwrap();
+        conformance::summary_batch::two_batches_summarize_each_commit_once(
+            Arc::new(LocalBlobStore::open(dir.path()).unwrap()),
+            Arc::new(SqliteMetaStore::open(dir.path()).unwrap()),
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
     async fn a_branch_store_opened_on_its_own_conforms_too() {
         // `ctx serve` opens the branch store by itself on the same file.
         let dir = tempfile::tempdir().unwrap();

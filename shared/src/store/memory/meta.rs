@@ -283,7 +283,7 @@ impl MetaStore for MemoryMetaStore {
         let id = &commit.id;
         let mut m = lock(&self.meta);
         let key = (tenant.clone(), *id);
-        if !m.commits.get(&key).is_some_and(|c| c.summary.is_none()) {
+        if m.commits.get(&key).is_none_or(|c| c.summary.is_some()) {
             return Ok(false);
         }
         let state = m.summary_states.entry(key.clone()).or_default();
