@@ -25,6 +25,7 @@ use ctx_core::api::limits::{InFlightBudget, with_in_flight_budget};
 use ctx_core::api::{AppState, Group, router};
 use ctx_core::auth::{TokenAuth, new_token, token_hash};
 use ctx_core::config::{self, Config, ServerLimits};
+use ctx_core::service::{BatchOptions, Service};
 use ctx_core::store::local::SqliteMetaStore;
 use ctx_core::store::{TokenRecord, TokenStore};
 use ctx_core::wiring::{Backends, Needs};
@@ -73,6 +74,11 @@ pub struct ServeArgs {
     /// token of the tenant; single-user use).
     #[arg(long, env = "CTX_SESSION_VALIDATION", default_value = "strict")]
     pub session_validation: String,
+    /// Fill in missing summaries of every tenant this often (`30s`, `5m`,
+    /// `1h`; `off`, the default): an interval task that stops with the
+    /// server.
+    #[arg(long, env = "CTX_SUMMARIZE_EVERY")]
+    pub summarize_every: Option<String>,
 }
 
 impl ServeArgs {
@@ -96,6 +102,9 @@ impl ServeArgs {
         config.store = self.store.into();
         config.folding.validation =
             Config::parse_validation("--session-validation", &self.session_validation)?;
+        if let Some(v) = &self.summarize_every {
+            config.summarize_every = config::parse_interval("--summarize-every", v)?;
+        }
         Ok(config)
     }
 }
@@ -121,6 +130,8 @@ pub struct Server {
     pub app: axum::Router,
     listener: tokio::net::TcpListener,
     limits: ServerLimits,
+    /// The service and interval of the embedded summary batch, if on.
+    summarize: Option<(Arc<Service>, Duration)>,
 }
 
 fn open_tokens(data: &Path) -> Result<SqliteMetaStore> {
@@ -158,8 +169,19 @@ pub async fn prepare(config: &Config) -> Result<Server> {
             "branch deadlines after restart"
         );
     }
+    let service = Arc::new(service);
+    let summarize = match config.summarize_every {
+        Some(every) if service.summarizer().is_some() => Some((service.clone(), every)),
+        Some(_) => {
+            tracing::warn!(
+                "--summarize-every is set but no summarizer is configured: summaries stay missing"
+            );
+            None
+        }
+        None => None,
+    };
     let state = AppState {
-        service: Arc::new(service),
+        service,
         auth: Arc::new(TokenAuth::new(tokens)),
     };
     let budget = InFlightBudget::new(config.server.max_in_flight_bytes);
@@ -178,6 +200,7 @@ pub async fn prepare(config: &Config) -> Result<Server> {
         app,
         listener,
         limits: config.server,
+        summarize,
     })
 }
 
@@ -199,6 +222,11 @@ impl Server {
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
         let mut shutdown = pin!(shutdown);
         let mut next_id: u64 = 0;
+        // Aborted when the server stops (this function returns or unwinds).
+        let _summarizer = self
+            .summarize
+            .clone()
+            .map(|(service, every)| AbortOnDrop(tokio::spawn(summarize_every(service, every))));
         loop {
             let stream = tokio::select! {
                 () = &mut shutdown => break,
@@ -232,6 +260,37 @@ impl Server {
         let all = u32::try_from(cap).unwrap_or(u32::MAX);
         let _ = slots.acquire_many(all).await;
         Ok(())
+    }
+}
+
+/// A task that ends when its handle is dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// The embedded summary batch: every `every`, a batch over every tenant with
+/// work; a run that is still going when the next is due delays it.
+async fn summarize_every(service: Arc<Service>, every: Duration) {
+    let mut ticks = tokio::time::interval(every);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticks.tick().await;
+        match service.summarize_batch(&BatchOptions::default()).await {
+            Ok(r) if r.calls + r.failed > 0 => tracing::info!(
+                summarized = r.summarized,
+                failed = r.failed,
+                skipped_human = r.skipped_human,
+                calls = r.calls,
+                tokens = r.tokens,
+                "summary batch"
+            ),
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "summary batch failed"),
+        }
     }
 }
 
