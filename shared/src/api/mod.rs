@@ -494,7 +494,7 @@ async fn history(
 #[utoipa::path(get, path = "/v1/commits", tag = "commits",
     params(("missing_summary" = crate::wire::MissingSummaryFilter, Query, description = "`true`: the commits lacking a summary (the only listing there is)"),
         ("limit" = Option<u64>, Query, minimum = 1, maximum = 1000, description = "How many commits (default 100, at most 1000)"),
-        ("cursor" = Option<String>, Query, description = "The `next_cursor` of the previous page")),
+        ("cursor" = Option<String>, Query, pattern = r"^-?[0-9]{1,18}\.ctx-[0-9a-f]{32}$", description = "The `next_cursor` of the previous page")),
     responses((status = 200, description = "The commits, oldest first", body = MissingSummaryList),
         (status = 400, description = "`missing_summary` is not true, or `limit` or `cursor` is malformed", body = ErrorBody)),
     security(("bearer" = [])))]
@@ -735,7 +735,7 @@ impl utoipa::Modify for BearerAuth {
     ),
     components(schemas(
         ErrorBody, error::ErrorDetail, crate::store::RefMove, ArtifactRef, CommitId,
-        crate::id::BranchId, Principal, RefName
+        crate::id::BranchId, Principal, RefName, crate::wire::MissingSummaryFilter
     )),
     modifiers(&BearerAuth, &CommonErrors)
 )]
