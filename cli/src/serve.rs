@@ -672,6 +672,96 @@ mod tests {
     }
 
     #[test]
+    fn summarize_every_is_off_by_default_and_parsed_with_its_flag_named() {
+        assert_eq!(
+            parse(&[]).over(Config::default()).unwrap().summarize_every,
+            None
+        );
+        let c = parse(&["--summarize-every", "5m"])
+            .over(Config::default())
+            .unwrap();
+        assert_eq!(c.summarize_every, Some(Duration::from_secs(300)));
+        let e = parse(&["--summarize-every", "5"])
+            .over(Config::default())
+            .unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("--summarize-every"), "{e}");
+    }
+
+    /// The first line of a delta, for the interval task's test.
+    struct FirstLine;
+
+    #[async_trait::async_trait]
+    impl ctx_core::summarize::Summarizer for FirstLine {
+        fn id(&self) -> String {
+            "first-line:v1".into()
+        }
+        async fn summarize(
+            &self,
+            input: &ctx_core::summarize::SummaryInput,
+        ) -> std::result::Result<ctx_core::summarize::Summary, ctx_core::summarize::Failure>
+        {
+            let text = match &input.content {
+                ctx_core::summarize::Content::Text(t) => t.lines().next().unwrap_or("").to_owned(),
+                ctx_core::summarize::Content::Conversation(_) => "conversation".into(),
+            };
+            Ok(ctx_core::summarize::Summary {
+                text,
+                input_tokens: 0,
+                output_tokens: 0,
+            })
+        }
+    }
+
+    #[tokio::test]
+    async fn the_interval_task_fills_in_summaries_of_every_tenant() {
+        use ctx_core::format::FormatId;
+        use ctx_core::store::memory::{MemoryBlobStore, MemoryMetaStore};
+        use ctx_core::store::{MetaStore, Stores};
+        use ctx_core::wire::CheckpointRequest;
+        let meta = Arc::new(MemoryMetaStore::new());
+        let service = Arc::new(
+            Service::new(
+                Stores {
+                    blobs: Arc::new(MemoryBlobStore::new()),
+                    meta: meta.clone(),
+                },
+                Arc::new(SystemClock),
+            )
+            .with_summarizer(Arc::new(FirstLine)),
+        );
+        let mut commits = Vec::new();
+        for tenant in ["acme", "other"] {
+            let tenant: TenantId = tenant.parse().unwrap();
+            let body = format!("user: hello from {tenant}\n");
+            let req =
+                CheckpointRequest::new("p".parse().unwrap(), "tpl", FormatId::raw(), body.as_str());
+            let done = req.submit(&service, &tenant).await.unwrap();
+            commits.push((tenant, done.commit.id));
+        }
+        // The first run is due at once; a long interval means only it runs.
+        let task = AbortOnDrop(tokio::spawn(summarize_every(
+            service,
+            Duration::from_secs(3600),
+        )));
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        for (tenant, id) in &commits {
+            loop {
+                let c = meta.get_commit(tenant, id).await.unwrap().unwrap();
+                if let Some(s) = c.summary {
+                    assert_eq!(s, format!("user: hello from {tenant}"));
+                    break;
+                }
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "no summary for {tenant}"
+                );
+                tokio::task::yield_now().await;
+            }
+        }
+        drop(task);
+    }
+
+    #[test]
     fn the_flags_defaults_are_the_configs() {
         use clap::{CommandFactory as _, ValueEnum as _};
         let cmd = Serve::command();
