@@ -18,6 +18,7 @@
 //!   connection setup (`Database`) every SQLite store opens through.
 //! - `blobs`: [`LocalBlobStore`], the filesystem CAS.
 //! - `meta`: [`SqliteMetaStore`], the `MetaStore` and `TokenStore`.
+//! - `summaries`: its summary queue.
 //! - `branches`: [`SqliteBranchStore`], the `BranchStore`.
 //! - [`schema`]: the tables, their version and the migrations.
 
@@ -33,6 +34,7 @@ mod blobs;
 mod branches;
 mod meta;
 pub mod schema;
+mod summaries;
 
 pub use blobs::LocalBlobStore;
 pub use branches::SqliteBranchStore;
