@@ -15,8 +15,8 @@ use ctx_core::store::{PresignedUpload, RefRecord};
 use ctx_core::wire::{
     ArtifactInfo, BranchCreateRequest, BranchCreated, BranchReturnRequest, BranchReturned,
     BranchStatusResponse, CheckpointRequest, HistoryResponse, MaterializeRequest,
-    MaterializeResponse, RefList, ResolveResponse, SessionEnded, SetRefRequest,
-    UpdateMetadataRequest, UploadRequest,
+    MaterializeResponse, MissingSummaryList, RefList, ResolveResponse, SessionEnded, SetRefRequest,
+    SummarizeRequest, UpdateMetadataRequest, UploadRequest,
 };
 use ctx_core::{
     ArtifactRef, BranchId, Commit, CommitId, Error, ErrorKind, Principal, RefName, Result,
@@ -178,6 +178,29 @@ impl Client {
     /// `NotFound`, `Invalid` (depth); as [`Client::healthz`].
     pub async fn history(&self, id: &CommitId, depth: Option<usize>) -> Result<HistoryResponse> {
         self.json(Route::History(id, depth), Body::Empty).await
+    }
+
+    /// `GET /v1/commits?missing_summary=true&limit=&cursor=`: commits
+    /// lacking a summary, oldest first, with their queue state.
+    ///
+    /// # Errors
+    /// `Invalid` (limit, cursor); as [`Client::healthz`].
+    pub async fn missing_summaries(
+        &self,
+        limit: Option<usize>,
+        cursor: Option<&str>,
+    ) -> Result<MissingSummaryList> {
+        self.json(Route::MissingSummaries(limit, cursor), Body::Empty)
+            .await
+    }
+
+    /// `POST /v1/commits/{ctx}/summarize`: summarizes one commit now.
+    ///
+    /// # Errors
+    /// `NotFound`; `Conflict` when it has a summary and `force` is not set;
+    /// `Unavailable` without a summarizer; as [`Client::healthz`].
+    pub async fn summarize(&self, id: &CommitId, req: &SummarizeRequest) -> Result<Commit> {
+        self.json(Route::Summarize(id), Body::json(req)?).await
     }
 
     /// `POST /v1/commits/{ctx}/materialize`: rebuilds the context at `id`.
@@ -422,6 +445,8 @@ enum Route<'a> {
     Show(&'a CommitId),
     UpdateMetadata(&'a CommitId),
     History(&'a CommitId, Option<usize>),
+    MissingSummaries(Option<usize>, Option<&'a str>),
+    Summarize(&'a CommitId),
     Materialize(&'a CommitId),
     Resolve(&'a Principal, Option<DateTime<Utc>>),
     ListRefs(&'a str, Option<usize>),
@@ -443,13 +468,14 @@ impl Route<'_> {
             | DownloadArtifact(_)
             | Show(_)
             | History(..)
+            | MissingSummaries(..)
             | Resolve(..)
             | ListRefs(..)
             | GetRef(_)
             | BranchStatusOfSession(_)
             | BranchStatus(_) => Method::GET,
-            UploadArtifact | UploadUrl | Checkpoint | Materialize(_) | BranchCreate
-            | BranchReturn(_) | SessionEnd(_) => Method::POST,
+            UploadArtifact | UploadUrl | Checkpoint | Materialize(_) | Summarize(_)
+            | BranchCreate | BranchReturn(_) | SessionEnd(_) => Method::POST,
             UpdateMetadata(_) => Method::PATCH,
             SetRef(_) => Method::PUT,
         }
@@ -474,6 +500,13 @@ impl Route<'_> {
                 .seg("history")
                 .query_opt("depth", depth),
             Materialize(id) => t.seg("v1").seg("commits").seg(id).seg("materialize"),
+            MissingSummaries(limit, cursor) => t
+                .seg("v1")
+                .seg("commits")
+                .query("missing_summary", true)
+                .query_opt("limit", limit)
+                .query_opt("cursor", cursor),
+            Summarize(id) => t.seg("v1").seg("commits").seg(id).seg("summarize"),
             Resolve(principal, at) => t
                 .seg("v1")
                 .seg("resolve")
@@ -604,6 +637,8 @@ mod tests {
             Route::Show(&id),
             Route::UpdateMetadata(&id),
             Route::History(&id, Some(3)),
+            Route::MissingSummaries(Some(3), Some("c")),
+            Route::Summarize(&id),
             Route::Materialize(&id),
             Route::Resolve(&who, None),
             Route::ListRefs("", None),

@@ -163,6 +163,24 @@ enum Command {
         #[command(flatten)]
         conn: Conn,
     },
+    /// Fill in missing summaries now through the server's summarizer:
+    /// one commit, or a backfill of the oldest ones lacking a summary.
+    Summarize {
+        /// At most this many commits (default: all lacking a summary).
+        #[arg(long, value_parser = parse_count, conflicts_with = "commit")]
+        limit: Option<u64>,
+        /// Only this commit (or ref).
+        #[arg(long)]
+        commit: Option<String>,
+        /// Replace a summary the commit already has.
+        #[arg(long, requires = "commit")]
+        force: bool,
+        /// Commits summarized at once.
+        #[arg(long, default_value_t = 4, value_parser = parse_count)]
+        concurrency: u64,
+        #[command(flatten)]
+        conn: Conn,
+    },
     /// Read and move refs.
     Ref {
         #[command(subcommand)]
@@ -482,6 +500,16 @@ async fn run(cli: Cli) -> Result<()> {
             max_count,
             conn,
         } => commands::commits::log(&rev, max_count, &conn).await,
+        Command::Summarize {
+            limit,
+            commit,
+            force,
+            concurrency,
+            conn,
+        } => {
+            let concurrency = usize::try_from(concurrency).unwrap_or(usize::MAX);
+            commands::summarize::run(limit, commit.as_deref(), force, concurrency, &conn).await
+        }
         Command::Materialize {
             rev,
             stop,

@@ -25,6 +25,7 @@ use ctx_core::api::limits::{InFlightBudget, with_in_flight_budget};
 use ctx_core::api::{AppState, Group, router};
 use ctx_core::auth::{TokenAuth, new_token, token_hash};
 use ctx_core::config::{self, Config, ServerLimits};
+use ctx_core::service::{BatchOptions, Service};
 use ctx_core::store::local::SqliteMetaStore;
 use ctx_core::store::{TokenRecord, TokenStore};
 use ctx_core::wiring::{Backends, Needs};
@@ -73,6 +74,11 @@ pub struct ServeArgs {
     /// token of the tenant; single-user use).
     #[arg(long, env = "CTX_SESSION_VALIDATION", default_value = "strict")]
     pub session_validation: String,
+    /// Fill in missing summaries of every tenant this often (`30s`, `5m`,
+    /// `1h`; `off`, the default): an interval task that stops with the
+    /// server.
+    #[arg(long, env = "CTX_SUMMARIZE_EVERY")]
+    pub summarize_every: Option<String>,
 }
 
 impl ServeArgs {
@@ -96,6 +102,9 @@ impl ServeArgs {
         config.store = self.store.into();
         config.folding.validation =
             Config::parse_validation("--session-validation", &self.session_validation)?;
+        if let Some(v) = &self.summarize_every {
+            config.summarize_every = config::parse_interval("--summarize-every", v)?;
+        }
         Ok(config)
     }
 }
@@ -121,6 +130,8 @@ pub struct Server {
     pub app: axum::Router,
     listener: tokio::net::TcpListener,
     limits: ServerLimits,
+    /// The service and interval of the embedded summary batch, if on.
+    summarize: Option<(Arc<Service>, Duration)>,
 }
 
 fn open_tokens(data: &Path) -> Result<SqliteMetaStore> {
@@ -158,8 +169,19 @@ pub async fn prepare(config: &Config) -> Result<Server> {
             "branch deadlines after restart"
         );
     }
+    let service = Arc::new(service);
+    let summarize = match config.summarize_every {
+        Some(every) if service.summarizer().is_some() => Some((service.clone(), every)),
+        Some(_) => {
+            tracing::warn!(
+                "--summarize-every is set but no summarizer is configured: summaries stay missing"
+            );
+            None
+        }
+        None => None,
+    };
     let state = AppState {
-        service: Arc::new(service),
+        service,
         auth: Arc::new(TokenAuth::new(tokens)),
     };
     let budget = InFlightBudget::new(config.server.max_in_flight_bytes);
@@ -178,6 +200,7 @@ pub async fn prepare(config: &Config) -> Result<Server> {
         app,
         listener,
         limits: config.server,
+        summarize,
     })
 }
 
@@ -199,6 +222,11 @@ impl Server {
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
         let mut shutdown = pin!(shutdown);
         let mut next_id: u64 = 0;
+        // Aborted when the server stops (this function returns or unwinds).
+        let _summarizer = self
+            .summarize
+            .clone()
+            .map(|(service, every)| AbortOnDrop(tokio::spawn(summarize_every(service, every))));
         loop {
             let stream = tokio::select! {
                 () = &mut shutdown => break,
@@ -232,6 +260,37 @@ impl Server {
         let all = u32::try_from(cap).unwrap_or(u32::MAX);
         let _ = slots.acquire_many(all).await;
         Ok(())
+    }
+}
+
+/// A task that ends when its handle is dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// The embedded summary batch: every `every`, a batch over every tenant with
+/// work; a run that is still going when the next is due delays it.
+async fn summarize_every(service: Arc<Service>, every: Duration) {
+    let mut ticks = tokio::time::interval(every);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticks.tick().await;
+        match service.summarize_batch(&BatchOptions::default()).await {
+            Ok(r) if r.calls + r.failed > 0 => tracing::info!(
+                summarized = r.summarized,
+                failed = r.failed,
+                skipped_human = r.skipped_human,
+                calls = r.calls,
+                tokens = r.tokens,
+                "summary batch"
+            ),
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "summary batch failed"),
+        }
     }
 }
 
@@ -610,6 +669,96 @@ mod tests {
         Serve::try_parse_from(std::iter::once("serve").chain(args.iter().copied()))
             .unwrap()
             .args
+    }
+
+    #[test]
+    fn summarize_every_is_off_by_default_and_parsed_with_its_flag_named() {
+        assert_eq!(
+            parse(&[]).over(Config::default()).unwrap().summarize_every,
+            None
+        );
+        let c = parse(&["--summarize-every", "5m"])
+            .over(Config::default())
+            .unwrap();
+        assert_eq!(c.summarize_every, Some(Duration::from_secs(300)));
+        let e = parse(&["--summarize-every", "5"])
+            .over(Config::default())
+            .unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("--summarize-every"), "{e}");
+    }
+
+    /// The first line of a delta, for the interval task's test.
+    struct FirstLine;
+
+    #[async_trait::async_trait]
+    impl ctx_core::summarize::Summarizer for FirstLine {
+        fn id(&self) -> String {
+            "first-line:v1".into()
+        }
+        async fn summarize(
+            &self,
+            input: &ctx_core::summarize::SummaryInput,
+        ) -> std::result::Result<ctx_core::summarize::Summary, ctx_core::summarize::Failure>
+        {
+            let text = match &input.content {
+                ctx_core::summarize::Content::Text(t) => t.lines().next().unwrap_or("").to_owned(),
+                ctx_core::summarize::Content::Conversation(_) => "conversation".into(),
+            };
+            Ok(ctx_core::summarize::Summary {
+                text,
+                input_tokens: 0,
+                output_tokens: 0,
+            })
+        }
+    }
+
+    #[tokio::test]
+    async fn the_interval_task_fills_in_summaries_of_every_tenant() {
+        use ctx_core::format::FormatId;
+        use ctx_core::store::memory::{MemoryBlobStore, MemoryMetaStore};
+        use ctx_core::store::{MetaStore, Stores};
+        use ctx_core::wire::CheckpointRequest;
+        let meta = Arc::new(MemoryMetaStore::new());
+        let service = Arc::new(
+            Service::new(
+                Stores {
+                    blobs: Arc::new(MemoryBlobStore::new()),
+                    meta: meta.clone(),
+                },
+                Arc::new(SystemClock),
+            )
+            .with_summarizer(Arc::new(FirstLine)),
+        );
+        let mut commits = Vec::new();
+        for tenant in ["acme", "other"] {
+            let tenant: TenantId = tenant.parse().unwrap();
+            let body = format!("user: hello from {tenant}\n");
+            let req =
+                CheckpointRequest::new("p".parse().unwrap(), "tpl", FormatId::raw(), body.as_str());
+            let done = req.submit(&service, &tenant).await.unwrap();
+            commits.push((tenant, done.commit.id));
+        }
+        // The first run is due at once; a long interval means only it runs.
+        let task = AbortOnDrop(tokio::spawn(summarize_every(
+            service,
+            Duration::from_secs(3600),
+        )));
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        for (tenant, id) in &commits {
+            loop {
+                let c = meta.get_commit(tenant, id).await.unwrap().unwrap();
+                if let Some(s) = c.summary {
+                    assert_eq!(s, format!("user: hello from {tenant}"));
+                    break;
+                }
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "no summary for {tenant}"
+                );
+                tokio::task::yield_now().await;
+            }
+        }
+        drop(task);
     }
 
     #[test]

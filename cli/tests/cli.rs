@@ -315,3 +315,69 @@ sys.exit(p.returncode)
     assert_eq!(out.status.code(), Some(6), "{err}");
     assert!(!err.contains("reading the delta"), "{err}");
 }
+
+#[test]
+fn summarize_needs_a_summarizer_and_log_says_where_summaries_stand() {
+    use std::io::{BufRead, BufReader};
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().to_str().unwrap();
+    assert_eq!(
+        ctx(&["summarize", "--force"]).status.code(),
+        Some(2),
+        "--force needs --commit"
+    );
+    assert_eq!(ctx(&["summarize", "--limit", "0"]).status.code(), Some(2));
+    let mut server = Command::new(env!("CARGO_BIN_EXE_ctx"))
+        .args(["serve", "--data", data, "--addr", "127.0.0.1:0"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(server.stdout.take().unwrap()).lines();
+    let url = lines
+        .by_ref()
+        .map_while(Result::ok)
+        .find_map(|l| l.strip_prefix("ctx listening on ").map(str::to_owned))
+        .expect("the server says where it listens");
+    let client = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_ctx"))
+            .args(args)
+            .args(["--server", &url, "--data", data])
+            .env_remove("CTX_TOKEN")
+            .env_remove("CTX_SERVER")
+            .output()
+            .expect("ctx runs")
+    };
+    let empty = client(&["summarize"]);
+    let out = String::from_utf8_lossy(&empty.stdout);
+    assert_eq!(empty.status.code(), Some(0), "{out}");
+    assert!(out.contains("summarized 0, skipped 0, failed 0"), "{out}");
+    let mut checkpoint = Command::new(env!("CARGO_BIN_EXE_ctx"))
+        .args(["checkpoint", "--principal", "alice", "--ref", "sessions/s"])
+        .args(["--server", &url, "--data", data])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write as _;
+        let mut stdin = checkpoint.stdin.take().unwrap();
+        stdin.write_all(b"user: hello\n").unwrap();
+    }
+    assert!(checkpoint.wait_with_output().unwrap().status.success());
+    let log = client(&["log", "sessions/s"]);
+    assert!(
+        String::from_utf8_lossy(&log.stdout).contains("(no summary)"),
+        "{}",
+        String::from_utf8_lossy(&log.stdout)
+    );
+    // This server has no summarizer configured: 503, exit 6, said so.
+    let one = client(&["summarize", "--commit", "sessions/s"]);
+    let backfill = client(&["summarize"]);
+    let _ = server.kill();
+    let _ = server.wait();
+    for out in [one, backfill] {
+        assert_eq!(out.status.code(), Some(6));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("no summarizer"), "{err}");
+    }
+}

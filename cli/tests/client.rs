@@ -23,6 +23,31 @@ use ctx_core::{
 
 const TOKEN: &str = "token-alice";
 
+/// A summarizer for the test: the first line of the delta, uppercased.
+struct Upper;
+
+#[async_trait::async_trait]
+impl ctx_core::summarize::Summarizer for Upper {
+    fn id(&self) -> String {
+        "upper:v1".into()
+    }
+
+    async fn summarize(
+        &self,
+        input: &ctx_core::summarize::SummaryInput,
+    ) -> Result<ctx_core::summarize::Summary, ctx_core::summarize::Failure> {
+        let text = match &input.content {
+            ctx_core::summarize::Content::Text(t) => t.lines().next().unwrap_or("").to_uppercase(),
+            ctx_core::summarize::Content::Conversation(_) => "A CONVERSATION".into(),
+        };
+        Ok(ctx_core::summarize::Summary {
+            text,
+            input_tokens: 1,
+            output_tokens: 1,
+        })
+    }
+}
+
 /// A server on 127.0.0.1 with one token; its base URL.
 async fn serve() -> String {
     let meta = Arc::new(MemoryMetaStore::new());
@@ -38,13 +63,15 @@ async fn serve() -> String {
         blobs: Arc::new(MemoryBlobStore::new()),
         meta: meta.clone(),
     };
-    let service = Service::new(stores, clock).with_folding(Folding {
-        store: Arc::new(MemoryBranchStore::new()),
-        timer: Arc::new(NoTimer),
-        scrubber: Arc::new(RuleScrubber::new().unwrap()),
-        ids: Arc::new(OsRandom),
-        config: FoldingConfig::default(),
-    });
+    let service = Service::new(stores, clock)
+        .with_folding(Folding {
+            store: Arc::new(MemoryBranchStore::new()),
+            timer: Arc::new(NoTimer),
+            scrubber: Arc::new(RuleScrubber::new().unwrap()),
+            ids: Arc::new(OsRandom),
+            config: FoldingConfig::default(),
+        })
+        .with_summarizer(Arc::new(Upper));
     let app = router(
         AppState {
             service: Arc::new(service),
@@ -446,4 +473,54 @@ async fn cat_writes_an_artifact_to_stdout() {
         let (code, err) = ctx_in(dir.path(), &args).await;
         assert_eq!(code, want, "{art}: {err}");
     }
+}
+
+#[tokio::test]
+async fn summaries_are_listed_and_written_through_the_client() {
+    let base = serve().await;
+    let c = Client::new(&base, Some(TOKEN.to_owned()));
+    let mut ids = Vec::new();
+    for (i, delta) in [
+        "user: fix the parser\n",
+        "user: add tests\n",
+        "user: ship it\n",
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let req = CheckpointRequest {
+            parent: ids.last().copied(),
+            created_at: Some(format!("2026-01-01T00:00:0{i}Z").parse().unwrap()),
+            ..CheckpointRequest::new(
+                "alice".parse::<Principal>().unwrap(),
+                "tpl",
+                FormatId::raw(),
+                delta,
+            )
+        };
+        ids.push(c.checkpoint(&req).await.unwrap().commit.id);
+    }
+    let page = c.missing_summaries(Some(2), None).await.unwrap();
+    let listed: Vec<_> = page.commits.iter().map(|m| m.commit.id).collect();
+    assert_eq!(listed, ids[..2]);
+    let next = page.next_cursor.expect("a second page");
+    let page = c.missing_summaries(Some(2), Some(&next)).await.unwrap();
+    assert_eq!(page.commits[0].commit.id, ids[2]);
+    let req = ctx_core::wire::SummarizeRequest { force: false };
+    let done = c.summarize(&ids[0], &req).await.unwrap();
+    assert_eq!(done.summary.as_deref(), Some("USER: FIX THE PARSER"));
+    assert_eq!(done.tags["summary_by"], "upper:v1");
+    let e = c.summarize(&ids[0], &req).await.unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Conflict);
+    assert_eq!(e.field.as_deref(), Some("force"));
+    let e = c
+        .missing_summaries(Some(2), Some("nope"))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        (e.kind, e.field.as_deref()),
+        (ErrorKind::Invalid, Some("cursor"))
+    );
+    let left = c.missing_summaries(None, None).await.unwrap();
+    assert_eq!(left.commits.len(), 2);
 }

@@ -160,6 +160,12 @@ pub const SETTINGS: &[Setting] = &[
         "the JWT claim naming the caller's tenant (Lambdas)",
     ),
     setting(
+        "CTX_SUMMARIZE_EVERY",
+        Some("--summarize-every"),
+        "off",
+        "how often `ctx serve` fills in missing summaries of every tenant (`30s`, `5m`, `1h`; `off`)",
+    ),
+    setting(
         "CTX_LOG",
         None,
         "`warn` (ctx), `info` (Lambdas)",
@@ -262,6 +268,9 @@ pub struct Config {
     pub tenant_claim: String,
     /// `CTX_LOG`: the log filter; `None` for the binary's default.
     pub log: Option<String>,
+    /// `CTX_SUMMARIZE_EVERY` / `--summarize-every`: the interval of the
+    /// embedded summary batch; `None` (the default) for none.
+    pub summarize_every: Option<Duration>,
     /// Context folding: `CTX_BRANCH_*`, `CTX_SESSION_VALIDATION` /
     /// `--session-validation`, `CTX_SESSION_END_TIMEOUT_SECS`.
     pub folding: FoldingConfig,
@@ -535,6 +544,7 @@ impl Default for Config {
             branch_timer_arn: None,
             tenant_claim: DEFAULT_TENANT_CLAIM.to_owned(),
             log: None,
+            summarize_every: None,
             folding: FoldingConfig::default(),
             max_artifact_bytes: crate::commit::limits::DEFAULT_MAX_ARTIFACT,
             server: ServerLimits::default(),
@@ -566,6 +576,42 @@ fn parse<T: std::str::FromStr>(name: &str, value: &str, what: &str) -> Result<T>
     value
         .parse()
         .map_err(|_| Error::invalid(name, format!("{name}={value:?} is not {what}")))
+}
+
+/// An interval such as `30s`, `5m`, `1h` or `1d` (`off`: none), for the
+/// setting `name`.
+///
+/// # Errors
+/// `Invalid` naming `name`: no unit, not a whole number, zero, or over a
+/// week.
+pub fn parse_interval(name: &str, value: &str) -> Result<Option<Duration>> {
+    let v = value.trim();
+    if v.eq_ignore_ascii_case("off") {
+        return Ok(None);
+    }
+    let bad = || {
+        Error::invalid(
+            name,
+            format!("{name}={value:?} is not an interval like 30s, 5m, 1h or 1d (or off)"),
+        )
+    };
+    let split = v.find(|c: char| !c.is_ascii_digit()).ok_or_else(bad)?;
+    let (n, unit) = v.split_at(split);
+    let n: u64 = n.parse().map_err(|_| bad())?;
+    let secs = match unit {
+        "s" => n,
+        "m" => n.saturating_mul(60),
+        "h" => n.saturating_mul(3600),
+        "d" => n.saturating_mul(86_400),
+        _ => return Err(bad()),
+    };
+    if secs == 0 || secs > 7 * 86_400 {
+        return Err(Error::invalid(
+            name,
+            format!("{name}={value:?} is out of range: give 1s to 7d (or off)"),
+        ));
+    }
+    Ok(Some(Duration::from_secs(secs)))
 }
 
 impl Config {
@@ -622,6 +668,9 @@ impl Config {
             c.tenant_claim = v;
         }
         c.log = get("CTX_LOG");
+        if let Some(v) = get("CTX_SUMMARIZE_EVERY") {
+            c.summarize_every = parse_interval("CTX_SUMMARIZE_EVERY", &v)?;
+        }
         let f = &mut c.folding;
         let num = |name: &str, into: &mut u32| -> Result<()> {
             if let Some(v) = get(name) {

@@ -384,6 +384,60 @@ pub struct HistoryResponse {
     pub commits: Vec<Commit>,
 }
 
+/// A commit lacking a summary, with where it stands in the summary queue.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct MissingSummary {
+    /// The commit.
+    #[serde(flatten)]
+    pub commit: Commit,
+    /// Its summary queue state.
+    pub summary_state: crate::store::SummaryState,
+}
+
+/// A page of commits lacking a summary, oldest first.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct MissingSummaryList {
+    /// The commits.
+    pub commits: Vec<MissingSummary>,
+    /// Pass as `cursor` for the next page; absent after the last.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_cursor: Option<String>,
+}
+
+impl From<crate::store::MissingPage> for MissingSummaryList {
+    fn from(page: crate::store::MissingPage) -> Self {
+        MissingSummaryList {
+            commits: page
+                .items
+                .into_iter()
+                .map(|m| MissingSummary {
+                    commit: m.commit,
+                    summary_state: m.state,
+                })
+                .collect(),
+            next_cursor: page.next.map(|c| c.to_string()),
+        }
+    }
+}
+
+/// The one value `GET /v1/commits` takes for `missing_summary`: only
+/// commits lacking a summary are listed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub enum MissingSummaryFilter {
+    /// Commits lacking a summary.
+    #[serde(rename = "true")]
+    True,
+}
+
+/// A request to summarize one commit now.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SummarizeRequest {
+    /// Replace a summary the commit already has (otherwise that is a 409).
+    #[serde(default)]
+    pub force: bool,
+}
+
 /// A resolved commit id.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct ResolveResponse {

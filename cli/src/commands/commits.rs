@@ -1,8 +1,10 @@
 //! `ctx show`, `ctx log` and `ctx update-metadata`: reading a commit, its
 //! history, and changing its summary and tags.
 
+use chrono::{DateTime, Utc};
+use ctx_core::store::{TAG_SUMMARIZING, TAG_SUMMARY_ERROR};
 use ctx_core::wire::UpdateMetadataRequest;
-use ctx_core::{Commit, Result};
+use ctx_core::{Clock, Commit, Result, SystemClock};
 
 use super::rev;
 use crate::{Conn, print_json};
@@ -81,20 +83,36 @@ pub(crate) async fn update_metadata(
     }
 }
 
-/// A commit in one line: id, type, time, the summary's first line.
+/// A commit in one line: id, type, time, the summary's first line (or
+/// where its summary stands: being written, failed, or none yet).
 fn oneline(c: &Commit) -> String {
     format!(
         "{} {:<10} {} {}",
         c.id,
         c.commit_type.as_str(),
         c.created_at.format("%Y-%m-%dT%H:%M:%SZ"),
-        c.summary
-            .as_deref()
-            .unwrap_or("(no summary)")
-            .lines()
-            .next()
-            .unwrap_or("")
+        summary_line(c, SystemClock.now())
     )
+}
+
+/// The summary's first line, or `(summarizing…)` while a summarizer's claim
+/// holds, `(failed)` after a failure, `(no summary)` otherwise.
+pub(crate) fn summary_line(c: &Commit, now: DateTime<Utc>) -> &str {
+    if let Some(s) = &c.summary {
+        return s.lines().next().unwrap_or("");
+    }
+    let claimed = c
+        .tags
+        .get(TAG_SUMMARIZING)
+        .and_then(|t| DateTime::parse_from_rfc3339(t).ok())
+        .is_some_and(|until| until > now);
+    if claimed {
+        "(summarizing…)"
+    } else if c.tags.contains_key(TAG_SUMMARY_ERROR) {
+        "(failed)"
+    } else {
+        "(no summary)"
+    }
 }
 
 fn print_commit(c: &Commit) {
@@ -131,5 +149,38 @@ fn print_commit(c: &Commit) {
     }
     if let Some(s) = &c.summary {
         println!("\n    {}", s.replace('\n', "\n    "));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn log_lines_show_the_summary_or_where_it_stands() {
+        let mut c: Commit = serde_json::from_value(serde_json::json!({
+            "id": "ctx-0123456789abcdef0123456789abcdef",
+            "parent": null, "commit_type": "delta",
+            "artifact_ref": format!("art-{}", "ab".repeat(32)), "artifact_size": 1,
+            "format": "raw", "template": "t", "principal": "p", "machine": null,
+            "session_id": null, "checkpoint": "explicit", "ticket_id": null,
+            "thread_id": null, "summary": null, "message_count": 1, "token_count": 1,
+            "created_at": "2026-11-22T10:00:00Z", "tags": {}, "depth": 0,
+            "lineage": "ctx-0123456789abcdef0123456789abcdef", "parent_lineage": null
+        }))
+        .unwrap();
+        let now: DateTime<Utc> = "2026-11-22T12:00:00Z".parse().unwrap();
+        assert_eq!(summary_line(&c, now), "(no summary)");
+        c.tags
+            .insert(TAG_SUMMARY_ERROR.into(), "429 from the model".into());
+        assert_eq!(summary_line(&c, now), "(failed)");
+        c.tags
+            .insert(TAG_SUMMARIZING.into(), "2026-11-22T12:10:00.000000Z".into());
+        assert_eq!(summary_line(&c, now), "(summarizing…)");
+        // A claim that ran out (its summarizer crashed) no longer shows.
+        let later: DateTime<Utc> = "2026-11-22T12:11:00Z".parse().unwrap();
+        assert_eq!(summary_line(&c, later), "(failed)");
+        c.summary = Some("Fixed the parser.\nDetails.".into());
+        assert_eq!(summary_line(&c, now), "Fixed the parser.");
     }
 }

@@ -21,7 +21,8 @@ use crate::service::Service;
 use crate::store::RefRecord;
 use crate::wire::{
     ArtifactInfo, CheckpointRequest, HistoryResponse, MaterializeRequest, MaterializeResponse,
-    RefList, ResolveResponse, SetRefRequest, UpdateMetadataRequest, UploadRequest,
+    MissingSummaryList, RefList, ResolveResponse, SetRefRequest, SummarizeRequest,
+    UpdateMetadataRequest, UploadRequest,
 };
 
 mod branches;
@@ -172,6 +173,18 @@ pub fn routes(limits: &crate::service::Limits) -> Vec<RouteDef> {
             Method::GET,
             "/v1/commits/{ctx}/history",
             on(MethodFilter::GET, history),
+        ),
+        route(
+            History,
+            Method::GET,
+            "/v1/commits",
+            on(MethodFilter::GET, missing_summaries),
+        ),
+        route(
+            History,
+            Method::POST,
+            "/v1/commits/{ctx}/summarize",
+            on(MethodFilter::POST, summarize),
         ),
         route(
             Materialize,
@@ -482,6 +495,63 @@ async fn history(
     Ok(axum::Json(HistoryResponse { commits }))
 }
 
+/// Commits lacking a summary, oldest first, with their summary queue state
+/// (claimed, failed, retry time). Only `missing_summary=true` is listed.
+#[utoipa::path(get, path = "/v1/commits", tag = "commits",
+    params(("missing_summary" = crate::wire::MissingSummaryFilter, Query, description = "`true`: the commits lacking a summary (the only listing there is)"),
+        ("limit" = Option<u64>, Query, minimum = 1, maximum = 1000, description = "How many commits (default 100, at most 1000)"),
+        ("cursor" = Option<String>, Query, pattern = r"^-?[0-9]{1,18}\.ctx-[0-9a-f]{32}$", description = "The `next_cursor` of the previous page")),
+    responses((status = 200, description = "The commits, oldest first", body = MissingSummaryList),
+        (status = 400, description = "`missing_summary` is not true, or `limit` or `cursor` is malformed", body = ErrorBody)),
+    security(("bearer" = [])))]
+async fn missing_summaries(
+    State(s): State<AppState>,
+    caller: Caller,
+    q: Query,
+) -> ApiResult<axum::Json<MissingSummaryList>> {
+    let missing = q.optional_with("missing_summary", str::parse::<bool>)?;
+    if missing != Some(true) {
+        return Err(Error::invalid(
+            "missing_summary",
+            "listing commits needs missing_summary=true (only commits lacking a summary are listed)",
+        )
+        .into());
+    }
+    let limit = q
+        .optional_with("limit", str::parse::<usize>)?
+        .unwrap_or(100);
+    let cursor = q.optional_with("cursor", str::parse::<crate::store::SummaryCursor>)?;
+    let page = s
+        .service
+        .missing_summaries(&caller.tenant, cursor.as_ref(), limit)
+        .await?;
+    Ok(axum::Json(page.into()))
+}
+
+/// Summarizes one commit now (its back-off ignored) and returns it.
+#[utoipa::path(post, path = "/v1/commits/{ctx}/summarize", tag = "commits", request_body = SummarizeRequest,
+    params(("ctx" = CommitId, Path)),
+    responses((status = 200, description = "The commit with its new summary", body = Commit),
+        (status = 400, description = "A malformed request", body = ErrorBody),
+        (status = 404, description = "No such commit", body = ErrorBody),
+        (status = 409, description = "It has a summary and `force` is not set, or another run is summarizing it", body = ErrorBody),
+        (status = 413, description = "A body over the JSON limit", body = ErrorBody),
+        (status = 503, description = "No summarizer is configured, or it failed (recorded as `summary_error`)", body = ErrorBody)),
+    security(("bearer" = [])))]
+async fn summarize(
+    State(s): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    Json(req): Json<SummarizeRequest>,
+) -> ApiResult<axum::Json<Commit>> {
+    let id: CommitId = path_id("ctx", &id)?;
+    Ok(axum::Json(
+        s.service
+            .summarize_one(&caller.tenant, &id, req.force)
+            .await?,
+    ))
+}
+
 /// Rebuilds the context at `ctx` from its stop point; cached per (commit, stop, format).
 #[utoipa::path(post, path = "/v1/commits/{ctx}/materialize", tag = "commits", request_body = MaterializeRequest,
     params(("ctx" = CommitId, Path)),
@@ -665,17 +735,19 @@ impl utoipa::Modify for BearerAuth {
     info(title = "ctx", description = "A git for AI-agent context."),
     paths(
         healthz, openapi_json, upload_artifact, upload_url, download_artifact, checkpoint, show,
-        update_metadata, history, materialize, resolve, list_refs, get_ref, set_ref,
+        update_metadata, history, missing_summaries, summarize, materialize, resolve, list_refs, get_ref, set_ref,
         branches::branch_create, branches::branch_status_of_session, branches::branch_status,
         branches::branch_return, branches::session_end
     ),
     components(schemas(
         ErrorBody, error::ErrorDetail, crate::store::RefMove, ArtifactRef, CommitId,
-        crate::id::BranchId, Principal, RefName
+        crate::id::BranchId, Principal, RefName, crate::wire::MissingSummaryFilter
     )),
     modifiers(&BearerAuth, &CommonErrors)
 )]
 pub struct ApiDoc;
 
+#[cfg(test)]
+mod summary_tests;
 #[cfg(test)]
 mod tests;

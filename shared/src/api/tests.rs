@@ -560,8 +560,16 @@ fn real_ids_match_the_documents_patterns() {
         ("CommitId", commit.to_string()),
         ("ArtifactRef", art.to_string()),
         ("BranchId", branch.to_string()),
+        (
+            "cursor",
+            crate::store::SummaryCursor {
+                micros: -1,
+                id: commit,
+            }
+            .to_string(),
+        ),
     ];
-    for (name, id) in &ids {
+    for (name, id) in ids.iter().filter(|(n, _)| *n != "cursor") {
         let pattern = schemas[name]["pattern"]
             .as_str()
             .unwrap_or_else(|| panic!("{name} has no pattern: {}", schemas[name]));

@@ -80,6 +80,12 @@ fn the_documented_defaults_are_the_defaults() {
     assert_eq!(default_of("CTX_ADDR"), c.addr.to_string());
     assert_eq!(default_of("CTX_TENANT_CLAIM"), c.tenant_claim);
     assert_eq!(default_of("CTX_SESSION_VALIDATION"), "strict");
+    assert_eq!(default_of("CTX_SUMMARIZE_EVERY"), "off");
+    assert_eq!(c.summarize_every, None);
+    assert_eq!(
+        crate::config::parse_interval("CTX_SUMMARIZE_EVERY", "off").unwrap(),
+        None
+    );
     assert_eq!(folding.validation, Validation::Strict);
     assert_eq!(default_of("CTX_SUMMARIZER"), c.summarizer.kind.as_str());
     assert!(
@@ -201,6 +207,7 @@ fn every_setting_is_read() {
                 "CTX_SUMMARIZER_MODEL" => "llama3.2",
                 "CTX_SUMMARIZER_API_KEY" => "sk-local",
                 "CTX_SUMMARIZER_MAX_INPUT_TOKENS" => "4000",
+                "CTX_SUMMARIZE_EVERY" => "7m",
                 "AWS_ENDPOINT_URL" => return None,
                 _ => "7",
             }
@@ -231,6 +238,7 @@ fn every_setting_is_read() {
             branch_timer_arn: Some("arn:timer".into()),
             tenant_claim: "org".into(),
             log: Some("debug".into()),
+            summarize_every: Some(Duration::from_secs(420)),
             folding,
             max_artifact_bytes: 7,
             server: ServerLimits {
@@ -277,6 +285,11 @@ fn a_bad_value_is_an_error_naming_its_variable() {
         ("CTX_SUMMARIZER_TIMEOUT_SECS", "0"),
         ("CTX_SUMMARIZER_RETRIES", "-1"),
         ("CTX_SUMMARIZER_MAX_INPUT_TOKENS", "10"),
+        ("CTX_SUMMARIZE_EVERY", "5"),
+        ("CTX_SUMMARIZE_EVERY", "0s"),
+        ("CTX_SUMMARIZE_EVERY", "1.5m"),
+        ("CTX_SUMMARIZE_EVERY", "8d"),
+        ("CTX_SUMMARIZE_EVERY", "5 minutes"),
     ] {
         let e = Config::from_vars(|n| (n == var).then(|| value.to_owned())).unwrap_err();
         assert_eq!(e.kind, crate::ErrorKind::Invalid, "{var}");

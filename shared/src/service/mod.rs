@@ -8,6 +8,8 @@
 //! - `materialize`: rebuilding the context at a commit from a [`Stop`]
 //!   ([`Materialization`]).
 //! - `refs`: compare-and-swap pointers to tips.
+//! - `summaries`: filling in missing summaries (the batch, the one-shot
+//!   request; [`BatchOptions`] → [`BatchReport`]).
 //! - `folding`: context folding (branches, budgets, deadlines; the
 //!   embedded deadline timer [`TokioTimer`]).
 //!
@@ -30,6 +32,7 @@ mod compact;
 mod folding;
 mod materialize;
 mod refs;
+mod summaries;
 mod walk;
 
 pub use crate::commit::Stop;
@@ -40,6 +43,7 @@ pub use folding::{
     WARN_PERCENT,
 };
 pub use materialize::Materialization;
+pub use summaries::{BatchOptions, BatchReport, retry_delay};
 
 /// Size limits the service enforces.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -120,6 +124,7 @@ pub struct Service {
     clock: Arc<dyn Clock>,
     limits: Limits,
     folding: Option<Arc<Folding>>,
+    summarizer: Option<Arc<dyn crate::summarize::Summarizer>>,
 }
 
 impl Service {
@@ -131,6 +136,7 @@ impl Service {
             clock,
             limits: Limits::default(),
             folding: None,
+            summarizer: None,
         }
     }
 

@@ -110,6 +110,54 @@ impl MetaStore for StaleRead {
     ) -> Result<()> {
         self.inner.put_materialized(tenant, key, value).await
     }
+
+    async fn missing_summaries(
+        &self,
+        tenant: &TenantId,
+        after: Option<&SummaryCursor>,
+        limit: usize,
+    ) -> Result<MissingPage> {
+        self.inner.missing_summaries(tenant, after, limit).await
+    }
+
+    async fn claim_summary(
+        &self,
+        tenant: &TenantId,
+        commit: &Commit,
+        now: DateTime<Utc>,
+        until: DateTime<Utc>,
+        respect_backoff: bool,
+    ) -> Result<bool> {
+        self.inner
+            .claim_summary(tenant, commit, now, until, respect_backoff)
+            .await
+    }
+
+    async fn write_summary(
+        &self,
+        tenant: &TenantId,
+        commit: &Commit,
+        summary: &str,
+        by: &str,
+    ) -> Result<bool> {
+        self.inner.write_summary(tenant, commit, summary, by).await
+    }
+
+    async fn fail_summary(
+        &self,
+        tenant: &TenantId,
+        commit: &Commit,
+        error: &str,
+        retry_at: DateTime<Utc>,
+    ) -> Result<()> {
+        self.inner
+            .fail_summary(tenant, commit, error, retry_at)
+            .await
+    }
+
+    async fn summary_tenants(&self) -> Result<Vec<TenantId>> {
+        self.inner.summary_tenants().await
+    }
 }
 
 #[tokio::test]

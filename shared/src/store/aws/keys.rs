@@ -169,6 +169,17 @@ pub const TENANT_ACTIVE_SK: &str = "ACTIVE";
 /// The partition holding every bearer token.
 pub const TOKENS_PK: &str = "TOKENS";
 
+/// The partition of the tenant registry: one item per tenant that has a
+/// root commit, written with it, so a scheduled job can find every
+/// tenant's summary queue (a GSI's partitions cannot be listed). Like
+/// `TOKENS`, it cannot collide with a `T#` partition.
+pub const TENANTS_PK: &str = "TENANTS";
+
+/// The sort key of a tenant in the registry: its name.
+pub fn tenant_sk(tenant: &TenantId) -> String {
+    tenant.to_string()
+}
+
 /// The sort key of a token: its hash in hex.
 pub fn token_sk(hash: &Hash) -> String {
     hash.to_hex()
@@ -279,6 +290,7 @@ mod tests {
             "T#acme#C#ctx-abababababababababababababababab"
         );
         assert_eq!(depth_sk(42), "D#00000000000000000042");
+        assert_eq!((TENANTS_PK, tenant_sk(&t).as_str()), ("TENANTS", "acme"));
         assert_eq!(
             timeline_sk(0, &id),
             "TS#09223372036854775808#ctx-abababababababababababababababab"

@@ -18,8 +18,8 @@ use crate::commit::Commit;
 use crate::error::{Error, Result};
 use crate::id::{CommitId, Principal, RefName, TenantId};
 use crate::store::{
-    MaterializeKey, Materialized, MetaStore, MetadataPatch, PutCommit, RefMove, RefRecord,
-    ref_conflict,
+    MaterializeKey, Materialized, MetaStore, MetadataPatch, MissingPage, PutCommit, RefMove,
+    RefRecord, SummaryCursor, ref_conflict,
 };
 
 /// The DynamoDB [`MetaStore`] (and [`TokenStore`](crate::store::TokenStore),
@@ -32,18 +32,60 @@ pub struct DynamoMetaStore {
 
 /// A commit item (by id, or in its run).
 #[derive(Debug, Serialize, Deserialize)]
-struct CommitItem {
-    pk: String,
-    sk: String,
+pub(super) struct CommitItem {
+    pub(super) pk: String,
+    pub(super) sk: String,
     /// The commit.
-    c: Commit,
+    pub(super) c: Commit,
     /// Set (to the tenant) while the commit has no summary: the key of the
     /// sparse `missing_summary` index. By-id items only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    nosum: Option<String>,
+    pub(super) nosum: Option<String>,
     /// `created_at` in µs: the sort key of that index.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    ts: Option<i64>,
+    pub(super) ts: Option<i64>,
+    /// Summary queue state (by-id items only): claimed until (µs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) lease: Option<i64>,
+    /// Failed summary attempts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) tries: Option<u32>,
+    /// The last summary failure.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) err: Option<String>,
+    /// No summary retry before then (µs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) retry: Option<i64>,
+}
+
+impl CommitItem {
+    /// The item of `commit` at (`pk`, `sk`), without queue state.
+    fn new(
+        pk: String,
+        sk: String,
+        commit: &Commit,
+        nosum: Option<String>,
+        ts: Option<i64>,
+    ) -> Self {
+        CommitItem {
+            pk,
+            sk,
+            c: commit.clone(),
+            nosum,
+            ts,
+            lease: None,
+            tries: None,
+            err: None,
+            retry: None,
+        }
+    }
+}
+
+/// A tenant registry item.
+#[derive(Debug, Serialize, Deserialize)]
+struct TenantItem {
+    pk: String,
+    sk: String,
 }
 
 /// A ref item.
@@ -147,20 +189,20 @@ impl DynamoMetaStore {
         commit: &Commit,
         ref_move: Option<&RefMove>,
     ) -> Result<Option<(usize, Option<Item>)>> {
-        let by_id = CommitItem {
-            pk: keys::commit_pk(tenant, &commit.id),
-            sk: keys::COMMIT_SK.to_owned(),
-            c: commit.clone(),
-            nosum: commit.summary.is_none().then(|| tenant.to_string()),
-            ts: Some(commit.created_at.timestamp_micros()),
-        };
-        let in_run = CommitItem {
-            pk: keys::lineage_pk(tenant, &commit.lineage),
-            sk: keys::depth_sk(commit.depth),
-            c: commit.clone(),
-            nosum: None,
-            ts: None,
-        };
+        let by_id = CommitItem::new(
+            keys::commit_pk(tenant, &commit.id),
+            keys::COMMIT_SK.to_owned(),
+            commit,
+            commit.summary.is_none().then(|| tenant.to_string()),
+            Some(commit.created_at.timestamp_micros()),
+        );
+        let in_run = CommitItem::new(
+            keys::lineage_pk(tenant, &commit.lineage),
+            keys::depth_sk(commit.depth),
+            commit,
+            None,
+            None,
+        );
         let timeline = key(
             keys::timeline_pk(tenant, &commit.principal),
             keys::timeline_sk(commit.created_at.timestamp_micros(), &commit.id),
@@ -186,6 +228,24 @@ impl DynamoMetaStore {
         ];
         if let Some(mv) = ref_move {
             items.push(self.ref_put(tenant, mv, &commit.id, commit.created_at, None)?);
+        }
+        if commit.parent.is_none() {
+            // A root: the tenant joins the registry (idempotent), last so
+            // the indexes of the conditional items above stay as they are.
+            let registry = to_item(&TenantItem {
+                pk: keys::TENANTS_PK.to_owned(),
+                sk: keys::tenant_sk(tenant),
+            })?;
+            items.push(
+                TransactWriteItem::builder()
+                    .put(build(
+                        Put::builder()
+                            .table_name(&self.table)
+                            .set_item(Some(registry))
+                            .build(),
+                    )?)
+                    .build(),
+            );
         }
         match transact(&self.client, items).await {
             Ok(Transact::Done) => Ok(None),
@@ -525,5 +585,51 @@ impl MetaStore for DynamoMetaStore {
             .await
             .map_err(|e| sdk_error("DynamoDB PutItem", e))?;
         Ok(())
+    }
+
+    async fn missing_summaries(
+        &self,
+        tenant: &TenantId,
+        after: Option<&SummaryCursor>,
+        limit: usize,
+    ) -> Result<MissingPage> {
+        self.query_missing(tenant, after, limit).await
+    }
+
+    async fn claim_summary(
+        &self,
+        tenant: &TenantId,
+        commit: &Commit,
+        now: DateTime<Utc>,
+        until: DateTime<Utc>,
+        respect_backoff: bool,
+    ) -> Result<bool> {
+        self.claim(tenant, commit, now, until, respect_backoff)
+            .await
+    }
+
+    async fn write_summary(
+        &self,
+        tenant: &TenantId,
+        commit: &Commit,
+        summary: &str,
+        by: &str,
+    ) -> Result<bool> {
+        self.write_machine_summary(tenant, commit, summary, by)
+            .await
+    }
+
+    async fn fail_summary(
+        &self,
+        tenant: &TenantId,
+        commit: &Commit,
+        error: &str,
+        retry_at: DateTime<Utc>,
+    ) -> Result<()> {
+        self.record_failure(tenant, commit, error, retry_at).await
+    }
+
+    async fn summary_tenants(&self) -> Result<Vec<TenantId>> {
+        self.registered_tenants().await
     }
 }

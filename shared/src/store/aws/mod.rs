@@ -36,6 +36,7 @@ mod meta;
 pub mod report;
 mod s3;
 pub mod sfn;
+mod summaries;
 #[cfg(any(test, feature = "conformance"))]
 pub mod testing;
 mod tokens;

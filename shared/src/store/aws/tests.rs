@@ -34,6 +34,71 @@ async fn aws_backend_conforms() {
     .await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn aws_two_summary_batches_summarize_each_commit_once() {
+    let Some(config) = emulator() else { return };
+    let (blobs, meta) = connect(&config, AwsHooks::default()).await.unwrap();
+    conformance::summary_batch::two_batches_summarize_each_commit_once(
+        Arc::new(blobs),
+        Arc::new(meta),
+    )
+    .await;
+}
+
+/// A batch over 150 commits costs 2 Query pages, and per commit one
+/// GetObject and two TransactWriteItems (the claim and the summary).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_summary_batch_costs_one_query_page_per_hundred_commits() {
+    use crate::service::{BatchOptions, Service};
+    use crate::store::{BlobStore, MetaStore, Stores};
+    let Some(config) = emulator() else { return };
+    let counter = RequestCounter::new();
+    let hooks = AwsHooks {
+        interceptor: Some(SharedInterceptor::new(counter.clone())),
+        ..AwsHooks::default()
+    };
+    let (blobs, meta) = connect(&config, hooks).await.unwrap();
+    let tenant = conformance::fresh_tenant("batch-cost");
+    for i in 0..150 {
+        let body = format!("delta {i}");
+        blobs
+            .put(&tenant, bytes::Bytes::from(body.clone()))
+            .await
+            .unwrap();
+        let c = conformance::commit(&tenant, None, conformance::t(i), "p", body.as_bytes());
+        meta.put_commit(&tenant, &c, None).await.unwrap();
+    }
+    let service = Service::new(
+        Stores {
+            blobs: Arc::new(blobs),
+            meta: Arc::new(meta),
+        },
+        Arc::new(crate::clock::ManualClock::new(conformance::t(1000))),
+    )
+    .with_summarizer(Arc::new(
+        conformance::summary_batch::CountingSummarizer::new(),
+    ));
+    let before = counter.snapshot();
+    let report = service
+        .summarize_batch(&BatchOptions {
+            tenant: Some(tenant.clone()),
+            limit: 1000,
+            ..BatchOptions::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(report.summarized, 150, "{report:?}");
+    let after = counter.snapshot();
+    let delta = |svc: &str, op: &str| {
+        let k = (svc.to_owned(), op.to_owned());
+        after.get(&k).copied().unwrap_or(0) - before.get(&k).copied().unwrap_or(0)
+    };
+    assert_eq!(delta("dynamodb", "Query"), 2, "{after:?}");
+    assert_eq!(delta("s3", "GetObject"), 150, "{after:?}");
+    assert_eq!(delta("dynamodb", "TransactWriteItems"), 300, "{after:?}");
+    assert_eq!(delta("dynamodb", "GetItem"), 0, "{after:?}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn requests_are_counted_per_operation() {
     let Some(config) = emulator() else { return };

@@ -12,6 +12,9 @@
 //! - [`blobs`]: the `BlobStore` behaviours.
 //! - [`meta`]: commits, lineages, resolve, metadata and the cache.
 //! - [`refs`]: refs, checkpoint ref moves and the retry rule.
+//! - [`summaries`]: the summary queue (listing, claims, conditional
+//!   writes, failures).
+//! - [`summary_batch`]: two summary batches at once over one backend.
 //! - [`tokens`]: the `TokenStore` behaviours.
 //! - [`branches`]: the `BranchStore` behaviours.
 
@@ -28,6 +31,8 @@ pub mod blobs;
 pub mod branches;
 pub mod meta;
 pub mod refs;
+pub mod summaries;
+pub mod summary_batch;
 pub mod tokens;
 
 /// Every store a backend offers, as the suite sees them. One value may fill
@@ -57,6 +62,7 @@ pub async fn run_all(backend: &Backend<'_>, caps: Capabilities) {
     blobs::run_all(backend.blobs).await;
     meta::run_all(backend.meta).await;
     refs::run_all(backend.meta).await;
+    summaries::run_all(backend.meta).await;
     tokens::run_all(backend.tokens).await;
     branches::run_all(backend.branches, caps).await;
 }

@@ -16,14 +16,14 @@ use crate::commit::Commit;
 use crate::error::{Error, Result};
 use crate::id::{CommitId, Hash, Principal, RefName, TenantId};
 use crate::store::{
-    MaterializeKey, Materialized, MetaStore, MetadataPatch, PutCommit, RefMove, RefRecord,
-    TokenRecord, TokenStore, ref_conflict,
+    MaterializeKey, Materialized, MetaStore, MetadataPatch, MissingPage, PutCommit, RefMove,
+    RefRecord, SummaryCursor, TokenRecord, TokenStore, ref_conflict,
 };
 
 /// Commits, refs, the cache and tokens in `ctx.db`.
 #[derive(Debug, Clone)]
 pub struct SqliteMetaStore {
-    db: Arc<Database>,
+    pub(super) db: Arc<Database>,
 }
 
 impl SqliteMetaStore {
@@ -53,7 +53,7 @@ impl SqliteMetaStore {
     }
 }
 
-fn decode_commit(body: &str) -> Result<Commit, LocalError> {
+pub(super) fn decode_commit(body: &str) -> Result<Commit, LocalError> {
     Ok(serde_json::from_str(body)?)
 }
 
@@ -143,13 +143,16 @@ impl MetaStore for SqliteMetaStore {
             let body = serde_json::to_string(&stored)
                 .map_err(|e| Error::internal(format!("cannot encode commit: {e}")))?;
             tx.execute(
-                "INSERT INTO commits (tenant, id, lineage, depth, body) VALUES (?1, ?2, ?3, ?4, ?5)",
+                "INSERT INTO commits (tenant, id, lineage, depth, body, ts, summary)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
                 params![
                     tenant.as_str(),
                     stored.id.to_string(),
                     stored.lineage.to_string(),
                     stored.depth as i64,
-                    body
+                    body,
+                    stored.created_at.timestamp_micros(),
+                    stored.summary
                 ],
             )
             .map_err(sql)?;
@@ -253,8 +256,8 @@ impl MetaStore for SqliteMetaStore {
                 let body = serde_json::to_string(&c)
                     .map_err(|e| Error::internal(format!("cannot encode commit: {e}")))?;
                 tx.execute(
-                    "UPDATE commits SET body = ?3 WHERE tenant = ?1 AND id = ?2",
-                    params![tenant.as_str(), id.to_string(), body],
+                    "UPDATE commits SET body = ?3, summary = ?4 WHERE tenant = ?1 AND id = ?2",
+                    params![tenant.as_str(), id.to_string(), body, c.summary],
                 )
                 .map_err(sql)?;
                 Ok(Some(c))
@@ -394,6 +397,52 @@ impl MetaStore for SqliteMetaStore {
                 Ok(())
             })
             .await
+    }
+
+    async fn missing_summaries(
+        &self,
+        tenant: &TenantId,
+        after: Option<&SummaryCursor>,
+        limit: usize,
+    ) -> Result<MissingPage> {
+        self.query_missing(tenant, after, limit).await
+    }
+
+    async fn claim_summary(
+        &self,
+        tenant: &TenantId,
+        commit: &Commit,
+        now: DateTime<Utc>,
+        until: DateTime<Utc>,
+        respect_backoff: bool,
+    ) -> Result<bool> {
+        self.claim(tenant, commit, now, until, respect_backoff)
+            .await
+    }
+
+    async fn write_summary(
+        &self,
+        tenant: &TenantId,
+        commit: &Commit,
+        summary: &str,
+        by: &str,
+    ) -> Result<bool> {
+        self.write_machine_summary(tenant, commit, summary, by)
+            .await
+    }
+
+    async fn fail_summary(
+        &self,
+        tenant: &TenantId,
+        commit: &Commit,
+        error: &str,
+        retry_at: DateTime<Utc>,
+    ) -> Result<()> {
+        self.record_failure(tenant, commit, error, retry_at).await
+    }
+
+    async fn summary_tenants(&self) -> Result<Vec<TenantId>> {
+        self.tenants_with_work().await
     }
 }
 

@@ -18,6 +18,7 @@
 //!   connection setup (`Database`) every SQLite store opens through.
 //! - `blobs`: [`LocalBlobStore`], the filesystem CAS.
 //! - `meta`: [`SqliteMetaStore`], the `MetaStore` and `TokenStore`.
+//! - `summaries`: its summary queue.
 //! - `branches`: [`SqliteBranchStore`], the `BranchStore`.
 //! - [`schema`]: the tables, their version and the migrations.
 
@@ -33,6 +34,7 @@ mod blobs;
 mod branches;
 mod meta;
 pub mod schema;
+mod summaries;
 
 pub use blobs::LocalBlobStore;
 pub use branches::SqliteBranchStore;
@@ -201,6 +203,16 @@ mod tests {
             Capabilities {
                 global_branch_listing: true,
             },
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn local_two_summary_batches_summarize_each_commit_once() {
+        let dir = tempfile::tempdir().unwrap();
+        conformance::summary_batch::two_batches_summarize_each_commit_once(
+            Arc::new(LocalBlobStore::open(dir.path()).unwrap()),
+            Arc::new(SqliteMetaStore::open(dir.path()).unwrap()),
         )
         .await;
     }

@@ -21,7 +21,7 @@ use super::sql;
 use crate::error::{Error, Result};
 
 /// The schema version this build writes and reads.
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
 
 /// Version 0 → 1: commits, lineages, timelines, refs, the materialization
 /// cache, tokens (the meta store) and branches, their sessions and their
@@ -89,8 +89,27 @@ CREATE TABLE IF NOT EXISTS branch_windows (
 ) WITHOUT ROWID;
 ";
 
+/// Version 1 → 2: the summary queue. Commits gain `ts` (`created_at` in
+/// µs), `summary` (a copy of the body's, so that a partial index can find
+/// the commits lacking one) and the queue state (`lease`: claimed until,
+/// µs; `tries`; `err`: the last failure; `retry`: not before, µs). Existing
+/// rows take `ts` and `summary` from their body (`ts` at the millisecond
+/// precision of SQLite's date functions).
+const V2: &str = "
+ALTER TABLE commits ADD COLUMN ts INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE commits ADD COLUMN summary TEXT;
+ALTER TABLE commits ADD COLUMN lease INTEGER;
+ALTER TABLE commits ADD COLUMN tries INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE commits ADD COLUMN err TEXT;
+ALTER TABLE commits ADD COLUMN retry INTEGER;
+UPDATE commits SET
+    summary = json_extract(body, '$.summary'),
+    ts = CAST(round(unixepoch(json_extract(body, '$.created_at'), 'subsec') * 1000000) AS INTEGER);
+CREATE INDEX commits_missing_summary ON commits (tenant, ts, id) WHERE summary IS NULL;
+";
+
 /// The migration steps, in order: step `n` goes from version `n` to `n + 1`.
-const MIGRATIONS: &[&str] = &[V1];
+const MIGRATIONS: &[&str] = &[V1, V2];
 
 const _: () = assert!(MIGRATIONS.len() == VERSION as usize);
 
@@ -207,6 +226,7 @@ mod tests {
                 "branches_active",
                 "commits",
                 "commits_by_lineage",
+                "commits_missing_summary",
                 "materialized",
                 "refs",
                 "timeline",
@@ -247,12 +267,25 @@ mod tests {
         assert_eq!(version_of(&path), 0);
         let meta = SqliteMetaStore::open(dir.path()).unwrap();
         assert_eq!(version_of(&path), VERSION);
-        assert_eq!(
-            dump(&path),
-            before,
-            "the same tables, none dropped or added"
+        let after = dump(&path);
+        assert!(
+            before.iter().all(|t| after.contains(t)),
+            "no table dropped: {after:?}"
         );
-        assert_eq!(meta.get_commit(&tenant, &c.id).await.unwrap(), Some(c));
+        assert_eq!(after.len(), before.len() + 1, "the summary index added");
+        assert_eq!(
+            meta.get_commit(&tenant, &c.id).await.unwrap(),
+            Some(c.clone())
+        );
+        // The migrated commit lacks a summary: it is in the queue, at its time.
+        let page = meta.missing_summaries(&tenant, None, 10).await.unwrap();
+        assert_eq!(page.items.len(), 1);
+        assert_eq!(page.items[0].commit, c);
+        let ts: i64 = Connection::open(&path)
+            .unwrap()
+            .query_row("SELECT ts FROM commits", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(ts, c.created_at.timestamp_micros());
         assert_eq!(
             meta.tenant_for(&Hash::of(b"secret")).await.unwrap(),
             Some(tenant.clone())
@@ -281,7 +314,7 @@ mod tests {
             .unwrap();
         SqliteBranchStore::open(dir.path()).unwrap();
         assert_eq!(version_of(&path), VERSION);
-        assert_eq!(dump(&path).len(), 10);
+        assert_eq!(dump(&path).len(), 11);
     }
 
     #[test]

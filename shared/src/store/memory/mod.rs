@@ -100,4 +100,13 @@ mod tests {
         )
         .await;
     }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn memory_two_summary_batches_summarize_each_commit_once() {
+        conformance::summary_batch::two_batches_summarize_each_commit_once(
+            std::sync::Arc::new(MemoryBlobStore::new()),
+            std::sync::Arc::new(MemoryMetaStore::new()),
+        )
+        .await;
+    }
 }

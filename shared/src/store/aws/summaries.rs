@@ -1,0 +1,303 @@
+//! The summary queue on DynamoDB: commits lacking a summary are the by-id
+//! items carrying `nosum` (the sparse GSI `missing_summary`, `nosum` =
+//! tenant, `ts` = created µs), listed with one Query per page. The queue
+//! state lives on the by-id item (`lease`, `tries`, `err`, `retry`); a claim,
+//! a summary or a failure is one `TransactWriteItems` conditioned on the
+//! by-id item and also updating the tags of the commit's copy in its run,
+//! which history reads. Tenants with work come from the tenant registry
+//! (`TENANTS`), written with every root commit.
+
+use aws_sdk_dynamodb::types::{TransactWriteItem, Update};
+use chrono::{DateTime, Utc};
+
+use super::items::{Item, Transact, build, from_item, key, n, s, transact};
+use super::meta::CommitItem;
+use super::{DynamoMetaStore, keys, sdk_error};
+use crate::clock::micros_to_time;
+use crate::commit::Commit;
+use crate::error::{Error, Result};
+use crate::id::TenantId;
+use crate::store::{
+    Missing, MissingPage, SummaryCursor, SummaryState, TAG_SUMMARIZING, TAG_SUMMARY_BY,
+    TAG_SUMMARY_ERROR, claim_tag,
+};
+
+/// The name of the sparse index of commits lacking a summary.
+const INDEX: &str = "missing_summary";
+
+/// How often a write that collided with another transaction on the same
+/// commit is tried again.
+const COLLISION_TRIES: usize = 3;
+
+/// One update of a summary write: the by-id item (with its condition) and
+/// the copy in the run.
+struct Pair {
+    by_id: Update,
+    in_run: Update,
+}
+
+impl DynamoMetaStore {
+    fn updates(
+        &self,
+        tenant: &TenantId,
+        commit: &Commit,
+        f: impl Fn(
+            aws_sdk_dynamodb::types::builders::UpdateBuilder,
+            bool,
+        ) -> aws_sdk_dynamodb::types::builders::UpdateBuilder,
+    ) -> Result<Pair> {
+        let base = |pk: String, sk: String| {
+            Update::builder()
+                .table_name(self.table())
+                .set_key(Some(key(pk, sk)))
+                .expression_attribute_names("#c", "c")
+                .expression_attribute_names("#tags", "tags")
+        };
+        let by_id = f(
+            base(
+                keys::commit_pk(tenant, &commit.id),
+                keys::COMMIT_SK.to_owned(),
+            ),
+            true,
+        );
+        let in_run = f(
+            base(
+                keys::lineage_pk(tenant, &commit.lineage),
+                keys::depth_sk(commit.depth),
+            )
+            .condition_expression("attribute_exists(pk)"),
+            false,
+        );
+        Ok(Pair {
+            by_id: build(by_id.build())?,
+            in_run: build(in_run.build())?,
+        })
+    }
+
+    /// Sends the pair: true when written, false when the by-id condition
+    /// failed. Collisions with concurrent transactions are tried again.
+    async fn send_pair(&self, pair: Pair, what: &str) -> Result<bool> {
+        for _ in 0..COLLISION_TRIES {
+            let items = vec![
+                TransactWriteItem::builder()
+                    .update(pair.by_id.clone())
+                    .build(),
+                TransactWriteItem::builder()
+                    .update(pair.in_run.clone())
+                    .build(),
+            ];
+            match transact(self.client(), items).await {
+                Ok(Transact::Done) => return Ok(true),
+                Ok(Transact::ConditionFailed { index: 0, .. }) => return Ok(false),
+                Ok(Transact::ConditionFailed { .. }) => {
+                    return Err(Error::internal(format!(
+                        "{what}: the commit's copy in its run is missing"
+                    )));
+                }
+                Ok(Transact::Cancelled(_)) => continue,
+                Err(e) => return Err(sdk_error("DynamoDB TransactWriteItems", e)),
+            }
+        }
+        Err(Error::unavailable(format!(
+            "{what}: the write kept colliding with others on the same commit; retry"
+        )))
+    }
+
+    pub(super) async fn query_missing(
+        &self,
+        tenant: &TenantId,
+        after: Option<&SummaryCursor>,
+        limit: usize,
+    ) -> Result<MissingPage> {
+        let start: Option<Item> = after.map(|a| {
+            Item::from([
+                ("nosum".to_owned(), s(tenant.to_string())),
+                ("ts".to_owned(), n(a.micros)),
+                ("pk".to_owned(), s(keys::commit_pk(tenant, &a.id))),
+                ("sk".to_owned(), s(keys::COMMIT_SK)),
+            ])
+        });
+        let page = self
+            .client()
+            .query()
+            .table_name(self.table())
+            .index_name(INDEX)
+            .key_condition_expression("nosum = :t")
+            .expression_attribute_values(":t", s(tenant.to_string()))
+            .scan_index_forward(true)
+            .limit(i32::try_from(limit.max(1)).unwrap_or(i32::MAX))
+            .set_exclusive_start_key(start)
+            .send()
+            .await
+            .map_err(|e| sdk_error("DynamoDB Query", e))?;
+        let mut items = Vec::new();
+        for item in page.items.unwrap_or_default() {
+            let i: CommitItem = from_item(item)?;
+            // The index is eventually consistent: a summary written a moment
+            // ago may still be listed; the item itself says.
+            if i.c.summary.is_some() {
+                continue;
+            }
+            items.push(Missing {
+                state: SummaryState {
+                    claimed_until: i.lease.map(micros_to_time),
+                    attempts: i.tries.unwrap_or(0),
+                    last_error: i.err,
+                    retry_at: i.retry.map(micros_to_time),
+                },
+                commit: i.c,
+            });
+        }
+        let next = match page.last_evaluated_key {
+            Some(k) if !k.is_empty() => Some(cursor_of(&k)?),
+            _ => None,
+        };
+        Ok(MissingPage { items, next })
+    }
+
+    pub(super) async fn claim(
+        &self,
+        tenant: &TenantId,
+        commit: &Commit,
+        now: DateTime<Utc>,
+        until: DateTime<Utc>,
+        respect_backoff: bool,
+    ) -> Result<bool> {
+        let mut condition =
+            "attribute_exists(nosum) AND (attribute_not_exists(lease) OR lease <= :now)".to_owned();
+        if respect_backoff {
+            condition.push_str(" AND (attribute_not_exists(retry) OR retry <= :now)");
+        }
+        let pair = self.updates(tenant, commit, |u, by_id| {
+            let u = u
+                .expression_attribute_names("#claim", TAG_SUMMARIZING)
+                .expression_attribute_values(":tag", s(claim_tag(until)));
+            if by_id {
+                u.condition_expression(condition.clone())
+                    .update_expression("SET lease = :until, #c.#tags.#claim = :tag")
+                    .expression_attribute_values(":now", n(now.timestamp_micros()))
+                    .expression_attribute_values(":until", n(until.timestamp_micros()))
+            } else {
+                u.update_expression("SET #c.#tags.#claim = :tag")
+            }
+        })?;
+        // A claim that collides with another lost the race: it is not
+        // retried.
+        let items = vec![
+            TransactWriteItem::builder().update(pair.by_id).build(),
+            TransactWriteItem::builder().update(pair.in_run).build(),
+        ];
+        match transact(self.client(), items).await {
+            Ok(Transact::Done) => Ok(true),
+            Ok(Transact::ConditionFailed { index: 0, .. } | Transact::Cancelled(_)) => Ok(false),
+            Ok(Transact::ConditionFailed { .. }) => Err(Error::internal(
+                "claim: the commit's copy in its run is missing",
+            )),
+            Err(e) => Err(sdk_error("DynamoDB TransactWriteItems", e)),
+        }
+    }
+
+    pub(super) async fn write_machine_summary(
+        &self,
+        tenant: &TenantId,
+        commit: &Commit,
+        summary: &str,
+        by: &str,
+    ) -> Result<bool> {
+        let pair = self.updates(tenant, commit, |u, by_id| {
+            let u = u
+                .expression_attribute_names("#summary", "summary")
+                .expression_attribute_names("#by", TAG_SUMMARY_BY)
+                .expression_attribute_names("#err", TAG_SUMMARY_ERROR)
+                .expression_attribute_names("#claim", TAG_SUMMARIZING)
+                .expression_attribute_values(":s", s(summary))
+                .expression_attribute_values(":by", s(by));
+            let set =
+                "SET #c.#summary = :s, #c.#tags.#by = :by REMOVE #c.#tags.#err, #c.#tags.#claim";
+            if by_id {
+                u.condition_expression("attribute_exists(nosum)")
+                    .update_expression(format!("{set}, nosum, lease, tries, err, retry"))
+            } else {
+                u.update_expression(set)
+            }
+        })?;
+        self.send_pair(pair, "writing a summary").await
+    }
+
+    pub(super) async fn record_failure(
+        &self,
+        tenant: &TenantId,
+        commit: &Commit,
+        error: &str,
+        retry_at: DateTime<Utc>,
+    ) -> Result<()> {
+        let pair = self.updates(tenant, commit, |u, by_id| {
+            let u = u
+                .expression_attribute_names("#err", TAG_SUMMARY_ERROR)
+                .expression_attribute_names("#claim", TAG_SUMMARIZING)
+                .expression_attribute_values(":e", s(error));
+            if by_id {
+                u.condition_expression("attribute_exists(nosum)")
+                    .update_expression(
+                        "SET err = :e, retry = :r, #c.#tags.#err = :e ADD tries :one \
+                         REMOVE lease, #c.#tags.#claim",
+                    )
+                    .expression_attribute_values(":r", n(retry_at.timestamp_micros()))
+                    .expression_attribute_values(":one", n(1))
+            } else {
+                u.update_expression("SET #c.#tags.#err = :e REMOVE #c.#tags.#claim")
+            }
+        })?;
+        self.send_pair(pair, "recording a summary failure").await?;
+        Ok(())
+    }
+
+    pub(super) async fn registered_tenants(&self) -> Result<Vec<TenantId>> {
+        let mut out = Vec::new();
+        let mut start: Option<Item> = None;
+        loop {
+            let page = self
+                .client()
+                .query()
+                .table_name(self.table())
+                .key_condition_expression("pk = :pk")
+                .expression_attribute_values(":pk", s(keys::TENANTS_PK))
+                .set_exclusive_start_key(start.take())
+                .send()
+                .await
+                .map_err(|e| sdk_error("DynamoDB Query", e))?;
+            for item in page.items.unwrap_or_default() {
+                let sk = match item.get("sk") {
+                    Some(aws_sdk_dynamodb::types::AttributeValue::S(sk)) => sk.clone(),
+                    _ => return Err(Error::internal("a tenant registry item has no sort key")),
+                };
+                out.push(sk.parse().map_err(|_| {
+                    Error::internal(format!(
+                        "the tenant registry holds a malformed tenant {sk:?}"
+                    ))
+                })?);
+            }
+            match page.last_evaluated_key {
+                Some(k) if !k.is_empty() => start = Some(k),
+                _ => return Ok(out),
+            }
+        }
+    }
+}
+
+/// The cursor of a `LastEvaluatedKey` of the index.
+fn cursor_of(k: &Item) -> Result<SummaryCursor> {
+    let bad = || Error::internal(format!("the missing_summary index returned a key {k:?}"));
+    let micros = match k.get("ts") {
+        Some(aws_sdk_dynamodb::types::AttributeValue::N(v)) => v.parse().map_err(|_| bad())?,
+        _ => return Err(bad()),
+    };
+    let id = match k.get("pk") {
+        Some(aws_sdk_dynamodb::types::AttributeValue::S(pk)) => pk
+            .rsplit_once("#C#")
+            .and_then(|(_, id)| id.parse().ok())
+            .ok_or_else(bad)?,
+        _ => return Err(bad()),
+    };
+    Ok(SummaryCursor { micros, id })
+}
