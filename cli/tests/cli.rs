@@ -317,7 +317,7 @@ sys.exit(p.returncode)
 }
 
 #[test]
-fn summarize_needs_a_summarizer_and_log_says_where_summaries_stand() {
+fn summarize_fills_in_a_summary_and_log_shows_it() {
     use std::io::{BufRead, BufReader};
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().to_str().unwrap();
@@ -370,14 +370,39 @@ fn summarize_needs_a_summarizer_and_log_says_where_summaries_stand() {
         "{}",
         String::from_utf8_lossy(&log.stdout)
     );
-    // This server has no summarizer configured: 503, exit 6, said so.
+    // The embedded default (extractive) writes it; the log shows it.
     let one = client(&["summarize", "--commit", "sessions/s"]);
+    assert_eq!(
+        one.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&one.stderr)
+    );
+    let log = client(&["log", "sessions/s"]);
+    let shown = String::from_utf8_lossy(&log.stdout);
+    assert!(
+        shown.contains("user: hello") && !shown.contains("(no summary)"),
+        "{shown}"
+    );
+    let show = client(&["show", "sessions/s", "--json"]);
+    let shown = String::from_utf8_lossy(&show.stdout);
+    assert!(shown.contains("extractive:v1"), "summary_by: {shown}");
+    // Nothing left to backfill; a commit that has one needs --force.
     let backfill = client(&["summarize"]);
+    assert!(
+        String::from_utf8_lossy(&backfill.stdout).contains("summarized 0"),
+        "{}",
+        String::from_utf8_lossy(&backfill.stdout)
+    );
+    let again = client(&["summarize", "--commit", "sessions/s"]);
+    assert_ne!(again.status.code(), Some(0));
+    let forced = client(&["summarize", "--commit", "sessions/s", "--force"]);
     let _ = server.kill();
     let _ = server.wait();
-    for out in [one, backfill] {
-        assert_eq!(out.status.code(), Some(6));
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(err.contains("no summarizer"), "{err}");
-    }
+    assert_eq!(
+        forced.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&forced.stderr)
+    );
 }

@@ -14,6 +14,7 @@ use crate::error::{Error, Result};
 use crate::service::Service;
 use crate::service::TokioTimer;
 use crate::store::{Stores, TokenStore};
+use crate::summarize::Summarizer;
 
 /// What a process uses of the backends beside the commit stores.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -82,6 +83,8 @@ pub struct Backends {
     pub deadlines: Option<Deadlines>,
     tokio_timer: Option<Arc<TokioTimer>>,
     max_artifact_bytes: usize,
+    /// What writes missing summaries and compactions (`CTX_SUMMARIZER`).
+    pub summarizer: Arc<dyn Summarizer>,
 }
 
 impl std::fmt::Debug for Backends {
@@ -90,6 +93,7 @@ impl std::fmt::Debug for Backends {
             .field("tokens", &self.tokens.is_some())
             .field("folding", &self.folding.as_ref().map(|f| &f.config))
             .field("deadlines", &self.deadlines)
+            .field("summarizer", &self.summarizer.id())
             .finish_non_exhaustive()
     }
 }
@@ -112,9 +116,12 @@ impl Backends {
     /// # Errors
     /// `Invalid` for configuration the store needs and lacks (`CTX_BUCKET`,
     /// `CTX_TABLE`) or a store this build does not have (`aws` or `local`
-    /// feature); `Unavailable` when the data directory or a store cannot be
-    /// opened; `Internal` if the scrubber's rules do not compile.
+    /// feature), for a summarizer missing its model or key, or one this
+    /// build does not have (`bedrock` without `aws`); `Unavailable` when the
+    /// data directory or a store cannot be opened; `Internal` if the
+    /// scrubber's rules do not compile.
     pub async fn build(config: &Config, needs: Needs) -> Result<Backends> {
+        let summarizer = crate::summarize::from_config(&config.summarizer)?;
         if needs.tokens || config.store == StoreKind::Local {
             std::fs::create_dir_all(&config.data).map_err(|e| {
                 Error::unavailable(format!(
@@ -166,16 +173,20 @@ impl Backends {
             deadlines,
             tokio_timer,
             max_artifact_bytes: config.max_artifact_bytes,
+            summarizer,
         })
     }
 
-    /// The service over these backends with the clock `clock`, with
-    /// context folding when it was built; tokio timers are bound to it.
+    /// The service over these backends with the clock `clock` and the
+    /// configured summarizer, with context folding when it was built; tokio
+    /// timers are bound to it.
     pub fn into_service(self, clock: Arc<dyn Clock>) -> Service {
-        let mut service = Service::new(self.stores, clock).with_limits(crate::service::Limits {
-            max_artifact_bytes: self.max_artifact_bytes,
-            ..crate::service::Limits::default()
-        });
+        let mut service = Service::new(self.stores, clock)
+            .with_limits(crate::service::Limits {
+                max_artifact_bytes: self.max_artifact_bytes,
+                ..crate::service::Limits::default()
+            })
+            .with_summarizer(self.summarizer);
         if let Some(folding) = self.folding {
             service = service.with_folding(folding);
         }
