@@ -8,6 +8,7 @@
 //! - `materialize`: rebuilding the context at a commit from a [`Stop`]
 //!   ([`Materialization`]).
 //! - `refs`: compare-and-swap pointers to tips.
+//! - `workspaces`: workspace files (versioned documents) and read_context.
 //! - `folding`: context folding (branches, budgets, deadlines; the
 //!   embedded deadline timer [`TokioTimer`]).
 //!
@@ -31,6 +32,7 @@ mod folding;
 mod materialize;
 mod refs;
 mod walk;
+mod workspaces;
 
 pub use crate::commit::Stop;
 pub use checkpoint::{Checkpointed, Delta, NewCommit};
@@ -40,6 +42,7 @@ pub use folding::{
     WARN_PERCENT,
 };
 pub use materialize::Materialization;
+pub use workspaces::{FileContent, FileEntry, FileVersion, check_jsonl};
 
 /// Size limits the service enforces.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
