@@ -425,12 +425,165 @@ async fn all(server: &Server) {
     concurrent_appends(server).await;
 }
 
+/// A token of a new tenant `tenant` on a local server.
+fn add_tenant(server: &Server, tenant: &str) -> String {
+    let out = std::process::Command::new(ctx_tests::ctx_bin())
+        .args(["tokens", "add", tenant, "--data"])
+        .arg(&server.data)
+        .output()
+        .expect("ctx tokens add");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout)
+        .expect("utf-8")
+        .trim()
+        .to_owned()
+}
+
+/// Runs `ctx` as the tenant of `token`: (exit code, stdout, stderr).
+fn cli_as(server: &Server, token: &str, args: &[&str]) -> (i32, Vec<u8>, String) {
+    let out = std::process::Command::new(ctx_tests::ctx_bin())
+        .args(args)
+        .env("CTX_SERVER", &server.url)
+        .env("CTX_TOKEN", token)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("ctx runs");
+    (
+        out.status.code().unwrap_or(-1),
+        out.stdout,
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// For every case, in a tenant of its own: `ctx workspace push` then `ctx
+/// read-context WS --json` prints exactly what `ctx read-context --dir
+/// --tastes --json` prints; a second push writes nothing; cat, ls and log
+/// show what was pushed.
+fn cli_server_and_dir_agree(server: &Server) {
+    for (i, case) in cases().into_iter().enumerate() {
+        let token = add_tenant(server, &format!("cli-{i}"));
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (w, t) = (dir.path().join("ws"), dir.path().join("tastes"));
+        std::fs::create_dir_all(&w).expect("mkdir");
+        std::fs::create_dir_all(&t).expect("mkdir");
+        write_dirs(&case, &w, &t);
+        let (ws_dir, tastes_dir) = (w.to_str().expect("utf-8"), t.to_str().expect("utf-8"));
+        let push = [
+            "workspace",
+            "push",
+            ws_dir,
+            "--workspace",
+            "img",
+            "--tastes",
+            tastes_dir,
+            "--json",
+        ];
+        let (code, out, err) = cli_as(server, &token, &push);
+        assert_eq!(code, 0, "push {}: {err}", case.name);
+        let files = case.ops.iter().map(|op| match op {
+            Op::Put { tastes, path, .. } => (*tastes, *path),
+            Op::Append { path, .. } => (false, *path),
+        });
+        let distinct: std::collections::BTreeSet<_> = files.collect();
+        assert_eq!(
+            json(&out)["written"].as_array().map(Vec::len),
+            Some(distinct.len()),
+            "{}",
+            case.name
+        );
+        let (code, again, _) = cli_as(server, &token, &push);
+        assert_eq!(code, 0);
+        assert_eq!(
+            json(&again)["written"],
+            Value::Array(vec![]),
+            "{}: a second push writes nothing",
+            case.name
+        );
+        let (code, from_server, err) = cli_as(server, &token, &["read-context", "img", "--json"]);
+        assert_eq!(code, 0, "{err}");
+        let (code, from_dir, err) = cli_as(
+            server,
+            "no-server-needed",
+            &[
+                "read-context",
+                "--dir",
+                ws_dir,
+                "--tastes",
+                tastes_dir,
+                "--json",
+            ],
+        );
+        assert_eq!(code, 0, "{err}");
+        assert_eq!(
+            String::from_utf8_lossy(&from_server),
+            String::from_utf8_lossy(&from_dir),
+            "case {}",
+            case.name
+        );
+        // The text form has every part, in order.
+        let (code, text, _) = cli_as(server, &token, &["read-context", "img"]);
+        assert_eq!(code, 0);
+        let text = String::from_utf8(text).expect("utf-8");
+        let at = |s: &str| text.find(s).unwrap_or_else(|| panic!("{s} in {text}"));
+        assert!(
+            at("== tastes: default ==") < at("== brief")
+                && at("== brief") < at("== notes")
+                && at("== notes") < at("== recent log")
+                && at("== recent log") < at("== recent gaps")
+        );
+    }
+    // cat, ls, log on the last case's workspace.
+    let token = add_tenant(server, "cli-files");
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("notes.md"), "one\n").expect("write");
+    let push = [
+        "workspace",
+        "push",
+        dir.path().to_str().expect("utf-8"),
+        "--workspace",
+        "img",
+    ];
+    assert_eq!(cli_as(server, &token, &push).0, 0);
+    std::fs::write(dir.path().join("notes.md"), "two\n").expect("write");
+    assert_eq!(cli_as(server, &token, &push).0, 0);
+    let (code, out, _) = cli_as(server, &token, &["workspace", "cat", "img", "notes.md"]);
+    assert_eq!((code, out.as_slice()), (0, &b"two\n"[..]));
+    let (code, out, _) = cli_as(server, &token, &["workspace", "ls", "img", "--json"]);
+    assert_eq!(code, 0);
+    assert_eq!(json(&out)["files"][0]["path"], "notes.md");
+    let (code, out, _) = cli_as(
+        server,
+        &token,
+        &["workspace", "log", "img", "notes.md", "--json"],
+    );
+    assert_eq!(code, 0);
+    assert_eq!(
+        json(&out)["commits"].as_array().map(Vec::len),
+        Some(2),
+        "both versions"
+    );
+    let (code, _, err) = cli_as(
+        server,
+        &token,
+        &["workspace", "cat", "img", "../etc/passwd"],
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("[path]"), "{err}");
+    let (code, _, _) = cli_as(server, &token, &["workspace", "cat", "img", "missing.md"]);
+    assert_eq!(code, 3);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn workspaces_on_the_embedded_store() {
     let dir = tempfile::tempdir().expect("tempdir");
     let server = Server::start(dir.path());
     all(&server).await;
     other_tenant_sees_404(&server).await;
+    cli_server_and_dir_agree(&server);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -445,4 +598,64 @@ async fn workspaces_on_the_aws_backends() {
     if let Some(server) = Server::start_aws(dir.path()) {
         all(&server).await;
     }
+}
+
+/// The Python `mcp` package's stdio client calls `ctx mcp`'s read_context:
+/// the tool's result is the server's context for that workspace.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_mcp_client_calls_read_context() {
+    let required = ctx_core::config::harness_flag("CTX_TEST_MCP");
+    let here = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("mcp");
+    let setup = std::process::Command::new(here.join("setup"))
+        .output()
+        .expect("tests/mcp/setup runs");
+    if !setup.status.success() {
+        let why = String::from_utf8_lossy(&setup.stderr).to_string();
+        assert!(
+            !required,
+            "CTX_TEST_MCP=1 but the mcp package could not be installed: {why}"
+        );
+        eprintln!("NOT RUN: the Python mcp package is not installable here: {why}");
+        return;
+    }
+    let python = String::from_utf8(setup.stdout)
+        .expect("utf-8")
+        .trim()
+        .to_owned();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start(dir.path());
+    let case = cases()
+        .into_iter()
+        .find(|c| c.name == "populated")
+        .expect("case");
+    apply(&server, "img-mcp", &case).await;
+    let out = std::process::Command::new(python)
+        .arg(here.join("read_context.py"))
+        .env("CTX_BIN", ctx_tests::ctx_bin())
+        .env("CTX_SERVER", &server.url)
+        .env("CTX_TOKEN", &server.token)
+        .env("WORKSPACE", "img-mcp")
+        .output()
+        .expect("the MCP client runs");
+    assert!(
+        out.status.success(),
+        "MCP client failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).expect("the client prints JSON");
+    assert_eq!(v["required"], serde_json::json!(["image_id"]));
+    let ctx: Context = serde_json::from_value(v["context"].clone()).expect("a context");
+    assert_eq!(ctx, dir_context(&case).await);
+    assert_eq!(ctx.brief.tastes, vec!["underwater", "wildlife"]);
+    let fresh: Context = serde_json::from_value(v["fresh"].clone()).expect("a context");
+    // A fresh workspace still has the tenant's tastes, and nothing else.
+    assert_eq!(
+        (fresh.brief, fresh.notes, fresh.recent_log.len()),
+        (Default::default(), Default::default(), 0)
+    );
+    assert_eq!(v["bad_is_error"], true);
+    assert!(
+        v["bad_text"].as_str().expect("text").starts_with("invalid"),
+        "{v}"
+    );
 }

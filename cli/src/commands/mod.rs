@@ -8,6 +8,7 @@
 //! - [`materialize`]: `ctx materialize`.
 //! - [`resolve`]: `ctx resolve`.
 //! - [`refs`]: `ctx ref get|set|list`.
+//! - [`workspace`]: `ctx workspace push|cat|ls|log`, `ctx read-context`.
 
 use ctx_core::{BranchId, CommitId, Error, RefName, Result};
 use serde::de::DeserializeOwned;
@@ -20,6 +21,7 @@ pub(crate) mod commits;
 pub(crate) mod materialize;
 pub(crate) mod refs;
 pub(crate) mod resolve;
+pub(crate) mod workspace;
 
 /// A ctx-… id as is; anything else is a ref name, resolved to its tip.
 ///

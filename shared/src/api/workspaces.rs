@@ -70,7 +70,7 @@ fn written(v: FileVersion) -> Response {
 /// `If-Match` only over that version.
 #[utoipa::path(put, path = "/v1/workspaces/{ws}/files/{path}", tag = "workspaces",
     params(("ws" = WorkspaceId, Path), ("path" = FilePath, Path, description = "may contain '/'"),
-        ("If-Match" = Option<String>, Header, description = "The version the writer read (a ctx-… id)")),
+        ("If-Match" = Option<String>, Header, nullable = false, pattern = r#"^(W/)?"?ctx-[0-9a-f]{32}"?$"#, description = "The version the writer read (a ctx-… id, quoted or not)")),
     request_body(content = Vec<u8>, content_type = "application/octet-stream"),
     responses((status = 200, description = "Written", body = FileVersion),
         (status = 400, description = "A bad workspace, path or If-Match", body = ErrorBody),
@@ -127,7 +127,7 @@ pub(super) async fn get_file(
 /// from that version.
 #[utoipa::path(delete, path = "/v1/workspaces/{ws}/files/{path}", tag = "workspaces",
     params(("ws" = WorkspaceId, Path), ("path" = FilePath, Path, description = "may contain '/'"),
-        ("If-Match" = Option<String>, Header, description = "The version the caller read")),
+        ("If-Match" = Option<String>, Header, nullable = false, pattern = r#"^(W/)?"?ctx-[0-9a-f]{32}"?$"#, description = "The version the caller read (a ctx-… id, quoted or not)")),
     responses((status = 204, description = "Removed"),
         (status = 400, description = "A bad workspace, path or If-Match", body = ErrorBody),
         (status = 404, description = "No such file", body = ErrorBody),
@@ -177,7 +177,7 @@ pub(super) async fn list_files(
 /// concurrent appends all land, each line whole.
 #[utoipa::path(post, path = "/v1/workspaces/{ws}/append/{path}", tag = "workspaces",
     params(("ws" = WorkspaceId, Path), ("path" = FilePath, Path, description = "may contain '/'")),
-    request_body(content = String, content_type = "application/x-ndjson"),
+    request_body(content = String, content_type = "text/plain", description = "JSONL: one JSON value per line"),
     responses((status = 200, description = "Appended (`size`: the bytes appended)", body = FileVersion),
         (status = 400, description = "A bad workspace or path, or a line that is not one JSON value", body = ErrorBody),
         (status = 413, description = "Larger than the artifact limit", body = ErrorBody)),
