@@ -28,8 +28,6 @@ use crate::workspace::{FilePath, WorkspaceId, file_ref, refs_prefix};
 
 /// How often a write or append retries after losing a race for the ref.
 const MAX_WRITE_ATTEMPTS: usize = 64;
-/// Commits a tail read asks for in its first page; later pages double.
-const FIRST_TAIL_PAGE: usize = 8;
 /// Artifact reads in flight at once when reading a file.
 const FETCH_CONCURRENCY: usize = 16;
 /// The template workspace commits carry.
@@ -127,6 +125,9 @@ impl Service {
     }
 
     /// Records one commit of a file on `tip`, moving the ref from `tip`.
+    /// Its `message_count` is the number of lines it adds, which is what
+    /// lets a tail read pick the deltas it needs before fetching any.
+    #[allow(clippy::too_many_arguments)]
     async fn record_file_commit(
         &self,
         tenant: &TenantId,
@@ -135,11 +136,13 @@ impl Service {
         tip: Option<CommitId>,
         commit_type: CommitType,
         bytes: Bytes,
+        lines: u64,
     ) -> Result<(Commit, bool)> {
         let new = NewCommit {
             parent: tip,
             commit_type,
             checkpoint: Trigger::Explicit,
+            message_count: Some(lines),
             ref_move: Some(RefMove {
                 name: file_ref(ws, path),
                 expected: tip,
@@ -175,7 +178,15 @@ impl Service {
                 return Err(stale(path, expected, tip.as_ref()));
             }
             match self
-                .record_file_commit(tenant, ws, path, tip, CommitType::Snapshot, bytes.clone())
+                .record_file_commit(
+                    tenant,
+                    ws,
+                    path,
+                    tip,
+                    CommitType::Snapshot,
+                    bytes.clone(),
+                    line_count(&bytes),
+                )
                 .await
             {
                 Ok((c, _)) => {
@@ -242,6 +253,7 @@ impl Service {
                     tip.map(|t| t.id),
                     CommitType::Delta,
                     bytes,
+                    line_count(&lines),
                 )
                 .await
             {
@@ -400,10 +412,14 @@ impl Service {
     }
 
     /// At most `n` of the last lines of a file `keep` accepts, newest
-    /// first: walks back from the tip a page of commits at a time (pages
-    /// doubling), fetching each page's deltas concurrently, and stops as
-    /// soon as it has `n` lines or reaches the snapshot the file starts at.
-    /// Appends are whole lines, so a line never spans two commits.
+    /// first, reading only the deltas that hold them: each commit of a file
+    /// records how many lines it adds (`message_count`), so the walk back
+    /// from the tip (commit metadata only, a page per store query) stops at
+    /// the commit that completes `n` lines (or at the snapshot the file
+    /// starts at), and only those commits' artifacts are fetched,
+    /// concurrently. Lines `keep` refuses are made up for by another round
+    /// from where the last one stopped. Appends are whole lines, so a line
+    /// never spans two commits.
     async fn file_tail(
         &self,
         tenant: &TenantId,
@@ -418,16 +434,18 @@ impl Service {
         };
         let mut from = self.show(tenant, &tip_id).await?;
         let mut first = true;
-        let mut page = FIRST_TAIL_PAGE;
-        // A line cut by a page boundary cannot happen (see above), but a
-        // snapshot's content may not end a line: carry nothing across.
         loop {
-            let want = page + usize::from(!first);
-            let mut taken = 0;
+            let need = (n - out.len()) as u64;
+            let mut seen = 0u64;
+            let mut skip_from = !first;
             let mut commits = self
-                .walk(tenant, from.clone(), Some(want), |c| {
-                    taken += 1;
-                    taken == want || c.commit_type == CommitType::Snapshot
+                .walk(tenant, from.clone(), None, |c| {
+                    if std::mem::take(&mut skip_from) {
+                        return false;
+                    }
+                    // A commit that says it adds nothing still costs a read.
+                    seen += c.message_count.max(1);
+                    seen >= need || c.commit_type == CommitType::Snapshot
                 })
                 .await?;
             if !first {
@@ -460,9 +478,14 @@ impl Service {
             }
             from = last;
             first = false;
-            page = page.saturating_mul(2);
         }
     }
+}
+
+/// Lines in `bytes`: line breaks, plus a last line without one.
+fn line_count(bytes: &[u8]) -> u64 {
+    let breaks = bytes.iter().filter(|&&b| b == b'\n').count() as u64;
+    breaks + u64::from(bytes.last().is_some_and(|&b| b != b'\n'))
 }
 
 fn busy(path: &FilePath) -> Error {

@@ -353,6 +353,18 @@ async fn the_log_tail_reads_only_the_commits_it_returns() {
     assert_eq!(ctx.recent_log.len(), 10);
     assert_eq!(ctx.recent_log[0].op, "op999");
     assert_eq!(ctx.recent_log[9].op, "op990");
-    // One page of eight deltas of the log's 200; nothing else exists.
-    assert!(reads <= 8, "{reads} artifact reads");
+    // The two newest deltas of the log's 200 (5 lines each); nothing else
+    // exists.
+    assert_eq!(reads, 2, "artifact reads");
+    // A line the tail skips is made up for from older deltas.
+    s.append_file(&tenant, &w, &p("log.jsonl"), b"[\"not a record\"]")
+        .await
+        .expect("append");
+    let before = blobs.reads.load(Ordering::SeqCst);
+    let ctx = s.read_context(&tenant, &w).await.expect("ctx");
+    assert_eq!(blobs.reads.load(Ordering::SeqCst) - before, 3);
+    assert_eq!(
+        (ctx.recent_log[0].op.as_str(), ctx.recent_log[9].op.as_str()),
+        ("op999", "op990")
+    );
 }
