@@ -1,7 +1,7 @@
 //! read_context benchmark (issue 13): a workspace with a 1 MB `notes.md`
 //! and a 10,000-line `log.jsonl`, over the embedded stores (filesystem CAS
-//! + SQLite in a temporary directory), each measurement printed next to an
-//! alternative measured in the same run.
+//! and SQLite in a temporary directory), each measurement printed next to
+//! an alternative measured in the same run.
 //!
 //! The log is appended in batches (100, 10 and 1 lines per append, so 100,
 //! 1,000 and 10,000 delta commits). read_context's log tail walks back from
