@@ -368,3 +368,36 @@ async fn the_log_tail_reads_only_the_commits_it_returns() {
         ("op999", "op990")
     );
 }
+
+#[tokio::test]
+async fn unreadable_files_give_empty_parts_in_both_sources() {
+    let (s, tenant, _) = service();
+    let w = ws("img-1");
+    let bad = Bytes::from_static(b"\xff\xfe not UTF-8\n");
+    for path in ["notes.md", "brief.md", "log.jsonl"] {
+        s.put_file(&tenant, &w, &p(path), bad.clone(), None)
+            .await
+            .expect("put");
+    }
+    s.put_file(
+        &tenant,
+        &WorkspaceId::tastes(),
+        &p("_default.md"),
+        bad.clone(),
+        None,
+    )
+    .await
+    .expect("put");
+    let from_store = s.read_context(&tenant, &w).await.expect("ctx");
+    assert_eq!(from_store, Default::default());
+    let dir = tempfile::tempdir().expect("tempdir");
+    for path in ["notes.md", "brief.md", "log.jsonl"] {
+        std::fs::write(dir.path().join(path), &bad).expect("write");
+    }
+    // A directory where a file is expected is unreadable too.
+    std::fs::create_dir(dir.path().join("vocabulary_gaps.jsonl")).expect("mkdir");
+    let from_dir = assemble(&DirSource::new(dir.path(), Some(dir.path().join("none"))))
+        .await
+        .expect("assemble");
+    assert_eq!(from_dir, from_store);
+}
