@@ -395,7 +395,12 @@ async fn an_mcp_client_runs_the_branch_tools() {
     assert_eq!(v["server"], "ctx");
     assert_eq!(
         v["tools"],
-        json!(["branch_create", "branch_return", "branch_status"])
+        json!([
+            "branch_create",
+            "branch_return",
+            "branch_status",
+            "read_context"
+        ])
     );
     assert_eq!(
         (

@@ -11,13 +11,16 @@
 use chrono::{DateTime, SecondsFormat, Utc};
 use ctx_core::api::error::{ErrorBody, kind_of};
 use ctx_core::api::{BUDGET_WARNING, CHECKPOINT_WARNING};
+use ctx_core::service::FileVersion;
 use ctx_core::store::{PresignedUpload, RefRecord};
 use ctx_core::wire::{
     ArtifactInfo, BranchCreateRequest, BranchCreated, BranchReturnRequest, BranchReturned,
-    BranchStatusResponse, CheckpointRequest, HistoryResponse, MaterializeRequest,
+    BranchStatusResponse, CheckpointRequest, FileList, HistoryResponse, MaterializeRequest,
     MaterializeResponse, MissingSummaryList, RefList, ResolveResponse, SessionEnded, SetRefRequest,
     SummarizeRequest, UpdateMetadataRequest, UploadRequest,
 };
+use ctx_core::workspace::context::Context;
+use ctx_core::workspace::{FilePath, WorkspaceId};
 use ctx_core::{
     ArtifactRef, BranchId, Commit, CommitId, Error, ErrorKind, Principal, RefName, Result,
     SessionId,
@@ -319,6 +322,91 @@ impl Client {
             .await
     }
 
+    /// `GET /v1/workspaces/{ws}/files?prefix=`: a workspace's files.
+    ///
+    /// # Errors
+    /// As [`Client::healthz`].
+    pub async fn list_files(&self, ws: &WorkspaceId, prefix: &str) -> Result<FileList> {
+        self.json(Route::ListFiles(ws, prefix), Body::Empty).await
+    }
+
+    /// `GET /v1/workspaces/{ws}/files/{path}`: a file's bytes and version.
+    ///
+    /// # Errors
+    /// `NotFound`; as [`Client::healthz`].
+    pub async fn get_file(&self, ws: &WorkspaceId, path: &FilePath) -> Result<(Vec<u8>, CommitId)> {
+        let resp = self
+            .send_if(Route::GetFile(ws, path), Body::Empty, None)
+            .await?;
+        let version = resp
+            .headers()
+            .get(reqwest::header::ETAG)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim_matches('"').parse().ok())
+            .ok_or_else(|| Error::internal("the server sent a file without its version (ETag)"))?;
+        let bytes = resp
+            .bytes()
+            .await
+            .map_err(|e| Error::unavailable(format!("reading the response failed: {e}")))?;
+        Ok((bytes.to_vec(), version))
+    }
+
+    /// `PUT /v1/workspaces/{ws}/files/{path}`: writes a file whole; with
+    /// `if_match`, only over that version.
+    ///
+    /// # Errors
+    /// `Conflict` (412) when `if_match` is stale; as [`Client::healthz`].
+    pub async fn put_file(
+        &self,
+        ws: &WorkspaceId,
+        path: &FilePath,
+        bytes: Vec<u8>,
+        if_match: Option<&CommitId>,
+    ) -> Result<FileVersion> {
+        decode(
+            self.send_if(Route::PutFile(ws, path), Body::Bytes(bytes), if_match)
+                .await?,
+        )
+        .await
+    }
+
+    /// `DELETE /v1/workspaces/{ws}/files/{path}`.
+    ///
+    /// # Errors
+    /// `NotFound`; `Conflict` (412) when `if_match` is stale.
+    pub async fn delete_file(
+        &self,
+        ws: &WorkspaceId,
+        path: &FilePath,
+        if_match: Option<&CommitId>,
+    ) -> Result<()> {
+        self.send_if(Route::DeleteFile(ws, path), Body::Empty, if_match)
+            .await?;
+        Ok(())
+    }
+
+    /// `POST /v1/workspaces/{ws}/append/{path}`: appends JSONL lines.
+    ///
+    /// # Errors
+    /// `Invalid` for a line that is not JSON; as [`Client::healthz`].
+    pub async fn append_file(
+        &self,
+        ws: &WorkspaceId,
+        path: &FilePath,
+        lines: Vec<u8>,
+    ) -> Result<FileVersion> {
+        self.json(Route::AppendFile(ws, path), Body::Bytes(lines))
+            .await
+    }
+
+    /// `GET /v1/workspaces/{ws}/context`: the first-turn context.
+    ///
+    /// # Errors
+    /// As [`Client::healthz`].
+    pub async fn read_context(&self, ws: &WorkspaceId) -> Result<Context> {
+        self.json(Route::ReadContext(ws), Body::Empty).await
+    }
+
     async fn json<T: DeserializeOwned>(&self, route: Route<'_>, body: Body) -> Result<T> {
         decode(self.send(route, body).await?).await
     }
@@ -333,10 +421,23 @@ impl Client {
     }
 
     async fn send(&self, route: Route<'_>, body: Body) -> Result<reqwest::Response> {
+        self.send_if(route, body, None).await
+    }
+
+    /// [`Client::send`] with an `If-Match` header when given.
+    async fn send_if(
+        &self,
+        route: Route<'_>,
+        body: Body,
+        if_match: Option<&CommitId>,
+    ) -> Result<reqwest::Response> {
         let url = format!("{}{}", self.base, route.target());
         let mut req = self.http.request(route.method(), url);
         if let Some(t) = &self.token {
             req = req.bearer_auth(t);
+        }
+        if let Some(v) = if_match {
+            req = req.header(reqwest::header::IF_MATCH, format!("\"{v}\""));
         }
         let (content_type, bytes) = match body {
             Body::Empty => (None, None),
@@ -457,6 +558,12 @@ enum Route<'a> {
     BranchStatus(&'a BranchId),
     BranchReturn(&'a BranchId),
     SessionEnd(&'a str),
+    ListFiles(&'a WorkspaceId, &'a str),
+    GetFile(&'a WorkspaceId, &'a FilePath),
+    PutFile(&'a WorkspaceId, &'a FilePath),
+    DeleteFile(&'a WorkspaceId, &'a FilePath),
+    AppendFile(&'a WorkspaceId, &'a FilePath),
+    ReadContext(&'a WorkspaceId),
 }
 
 impl Route<'_> {
@@ -473,7 +580,13 @@ impl Route<'_> {
             | ListRefs(..)
             | GetRef(_)
             | BranchStatusOfSession(_)
-            | BranchStatus(_) => Method::GET,
+            | BranchStatus(_)
+            | ListFiles(..)
+            | GetFile(..)
+            | ReadContext(_) => Method::GET,
+            PutFile(..) => Method::PUT,
+            DeleteFile(..) => Method::DELETE,
+            AppendFile(..) => Method::POST,
             UploadArtifact | UploadUrl | Checkpoint | Materialize(_) | Summarize(_)
             | BranchCreate | BranchReturn(_) | SessionEnd(_) => Method::POST,
             UpdateMetadata(_) => Method::PATCH,
@@ -532,6 +645,24 @@ impl Route<'_> {
             BranchStatus(id) => t.seg("v1").seg("branches").seg(id),
             BranchReturn(id) => t.seg("v1").seg("branches").seg(id).seg("return"),
             SessionEnd(session) => t.seg("v1").seg("sessions").seg(session).seg("end"),
+            ListFiles(ws, prefix) => t
+                .seg("v1")
+                .seg("workspaces")
+                .seg(ws)
+                .seg("files")
+                .query("prefix", prefix),
+            // A path's '/' separates path segments (`{*path}`).
+            GetFile(ws, path) | PutFile(ws, path) | DeleteFile(ws, path) => {
+                path.as_str().split('/').fold(
+                    t.seg("v1").seg("workspaces").seg(ws).seg("files"),
+                    Target::seg,
+                )
+            }
+            AppendFile(ws, path) => path.as_str().split('/').fold(
+                t.seg("v1").seg("workspaces").seg(ws).seg("append"),
+                Target::seg,
+            ),
+            ReadContext(ws) => t.seg("v1").seg("workspaces").seg(ws).seg("context"),
         }
         .0
     }
@@ -627,6 +758,8 @@ mod tests {
         let art: ArtifactRef = format!("art-{}", "ab".repeat(32)).parse().unwrap();
         let name: RefName = "sessions/a/b".parse().unwrap();
         let who: Principal = "alice".parse().unwrap();
+        let ws: WorkspaceId = "img-1".parse().unwrap();
+        let file: FilePath = "a/b.md".parse().unwrap();
         let client = [
             Route::Healthz,
             Route::OpenApi,
@@ -649,6 +782,12 @@ mod tests {
             Route::BranchStatus(&br),
             Route::BranchReturn(&br),
             Route::SessionEnd("s"),
+            Route::ListFiles(&ws, "a/"),
+            Route::GetFile(&ws, &file),
+            Route::PutFile(&ws, &file),
+            Route::DeleteFile(&ws, &file),
+            Route::AppendFile(&ws, &file),
+            Route::ReadContext(&ws),
         ];
         let server = routes(&Limits::default());
         let mut used = vec![0; server.len()];

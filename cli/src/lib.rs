@@ -8,7 +8,7 @@
 //! - [`datadir`]: the data directory's lock and existence check.
 //! - [`client`]: the typed HTTP client, one method per route.
 //! - `commands`: `ctx checkpoint`, `show`, `log`, `update-metadata`,
-//!   `materialize`, `resolve` and `ref`.
+//!   `materialize`, `resolve`, `ref`, `workspace` and `read-context`.
 //! - [`import`]: `ctx import claude-code` and `ctx export`.
 //! - [`branch`]: `ctx branch create|return|status`, `ctx session end`.
 //! - [`mcp`]: `ctx mcp`, the MCP server of the context-folding tools.
@@ -214,6 +214,26 @@ enum Command {
     Mcp {
         #[command(flatten)]
         remote: Remote,
+    },
+    /// Workspace files: push a directory, cat, ls, log.
+    Workspace {
+        #[command(subcommand)]
+        command: commands::workspace::WorkspaceCommand,
+    },
+    /// The first-turn context of a workspace (seed 002): from the server,
+    /// or with --dir from local files by the same code.
+    ReadContext {
+        /// The workspace (on the server).
+        #[arg(required_unless_present = "dir", conflicts_with = "dir")]
+        workspace: Option<String>,
+        /// A local workspace directory instead of the server.
+        #[arg(long)]
+        dir: Option<PathBuf>,
+        /// The local tastes directory (with --dir).
+        #[arg(long, requires = "dir")]
+        tastes: Option<PathBuf>,
+        #[command(flatten)]
+        conn: Conn,
     },
 }
 
@@ -541,6 +561,21 @@ async fn run(cli: Cli) -> Result<()> {
         Command::Ref { command } => commands::refs::run(command).await,
         Command::Import { command } => import::run_import(command).await,
         Command::Export(args) => import::run_export(*args).await,
+        Command::Workspace { command } => commands::workspace::run(command).await,
+        Command::ReadContext {
+            workspace,
+            dir,
+            tastes,
+            conn,
+        } => {
+            commands::workspace::read_context(
+                workspace.as_deref(),
+                dir.as_deref(),
+                tastes.as_deref(),
+                &conn,
+            )
+            .await
+        }
     }
 }
 

@@ -1,6 +1,7 @@
 //! `ctx mcp`: a Model Context Protocol server over stdio exposing the
 //! context-folding tools `branch_create`, `branch_return` and
-//! `branch_status`, each forwarded to a ctx server over HTTP.
+//! `branch_status`, and `read_context` (seed 002's first-turn context of a
+//! workspace), each forwarded to a ctx server over HTTP.
 //!
 //! It speaks the small part of MCP a tool server needs — JSON-RPC 2.0 over
 //! newline-delimited stdio: `initialize`, `ping`, `tools/list`,
@@ -24,6 +25,14 @@ use crate::commands::branch_id;
 
 /// Protocol versions this server speaks, newest first.
 pub const PROTOCOL_VERSIONS: &[&str] = &["2025-06-18", "2025-03-26", "2024-11-05"];
+
+/// The names of the tools, as `tools/list` gives them.
+pub const TOOL_NAMES: &[&str] = &[
+    "branch_create",
+    "branch_return",
+    "branch_status",
+    "read_context",
+];
 
 /// The tools, as `tools/list` describes them.
 pub fn tools() -> Value {
@@ -65,6 +74,17 @@ pub fn tools() -> Value {
                     "branch_id": {"type": "string", "description": "The branch (br-…)."},
                     "session_id": {"type": "string", "description": "A session, for its active branch."}
                 }
+            }
+        },
+        {
+            "name": "read_context",
+            "description": "Call this first: the first-turn context of an image's workspace, in loading order. Returns {tastes: {default, genres, conflicts: [{point, files}]}, brief: {raw, intent, tastes}, notes: {summary, truncated}, recent_log (last 10, newest first), recent_gaps (last 10, newest first)}. Taste conflicts are for you to raise with the photographer, not to resolve.",
+            "inputSchema": {
+                "type": "object",
+                "properties": {
+                    "image_id": {"type": "string", "maxLength": 64, "description": "The image (its workspace id)."}
+                },
+                "required": ["image_id"]
             }
         }
     ])
@@ -125,6 +145,12 @@ pub async fn call_tool(client: &Client, name: &str, args: &Value) -> Result<Valu
             };
             to_value(&status)
         }
+        "read_context" => {
+            let ws: ctx_core::workspace::WorkspaceId = str_arg(args, "image_id")?
+                .parse()
+                .map_err(|e: Error| e.with_field("image_id"))?;
+            to_value(&client.read_context(&ws).await?)
+        }
         other => Err(Error::invalid(
             "name",
             format!("there is no tool called {other:?}"),
@@ -147,7 +173,7 @@ pub async fn handle(client: &Client, msg: &Value) -> Option<Value> {
                 "protocolVersion": version,
                 "capabilities": {"tools": {"listChanged": false}},
                 "serverInfo": {"name": "ctx", "version": env!("CARGO_PKG_VERSION")},
-                "instructions": "Context folding: run a subtask in a branch (branch_create), checkpoint its work into the branch's chain_ref, and hand back only a short result (branch_return)."
+                "instructions": "On the first turn, read_context(image_id) gives the workspace's tastes, brief, notes, recent log and gaps. Context folding: run a subtask in a branch (branch_create), checkpoint its work into the branch's chain_ref, and hand back only a short result (branch_return)."
             }))
         }
         "ping" => Ok(json!({})),
@@ -155,7 +181,7 @@ pub async fn handle(client: &Client, msg: &Value) -> Option<Value> {
         "tools/call" => {
             let name = params.get("name").and_then(Value::as_str).unwrap_or("");
             let args = params.get("arguments").cloned().unwrap_or(json!({}));
-            if !["branch_create", "branch_return", "branch_status"].contains(&name) {
+            if !TOOL_NAMES.contains(&name) {
                 Err((-32602, format!("unknown tool {name:?}")))
             } else {
                 // Tool failures are results with isError, so the model sees them.
@@ -263,7 +289,7 @@ mod tests {
             .iter()
             .map(|t| t["name"].as_str().unwrap())
             .collect();
-        assert_eq!(names, ["branch_create", "branch_return", "branch_status"]);
+        assert_eq!(names, TOOL_NAMES);
         assert_eq!(list["id"], "x");
         let unknown = handle(
             &c,

@@ -19,7 +19,7 @@
 //!   `conformance`).
 //! - [`service`]: every operation over the stores, one private file per
 //!   family: `checkpoint`, `artifacts`, `commits`, `walk`, `materialize`,
-//!   `refs`, `folding` (create, end, budget, status, timer).
+//!   `refs`, `workspaces`, `folding` (create, end, budget, status, timer).
 //! - [`branch`]: context folding's records, the `BranchStore` trait and the
 //!   rules every branch store shares, settings, [`branch::scrub`],
 //!   [`branch::timer`] (the deadline timer trait; AWS mode's Step Functions
@@ -35,6 +35,8 @@
 //! - [`config`]: every `CTX_*` setting, read once into one `Config`.
 //! - [`wiring`]: the backends a process needs, built from its `Config`.
 //! - [`error`]: the error type and its kinds.
+//! - [`workspace`]: workspace ids and file paths, and the read_context
+//!   assembly over a file source (the store, or local directories).
 
 pub mod api;
 pub mod auth;
@@ -51,6 +53,7 @@ pub mod store;
 pub mod summarize;
 pub mod wire;
 pub mod wiring;
+pub mod workspace;
 
 pub use clock::{Clock, IdSource, ManualClock, OsRandom, SystemClock};
 pub use commit::{Commit, CommitType, Trigger};

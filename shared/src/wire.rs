@@ -488,3 +488,10 @@ mod tests {
         assert!(e.message.contains("5 bytes"), "{}", e.message);
     }
 }
+
+/// `GET /v1/workspaces/{ws}/files`: a workspace's files, by path.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct FileList {
+    /// The files.
+    pub files: Vec<crate::service::FileEntry>,
+}

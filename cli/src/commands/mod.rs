@@ -9,6 +9,7 @@
 //! - [`resolve`]: `ctx resolve`.
 //! - [`refs`]: `ctx ref get|set|list`.
 //! - [`summarize`]: `ctx summarize`.
+//! - [`workspace`]: `ctx workspace push|cat|ls|log`, `ctx read-context`.
 
 use ctx_core::{BranchId, CommitId, Error, RefName, Result};
 use serde::de::DeserializeOwned;
@@ -22,6 +23,7 @@ pub(crate) mod materialize;
 pub(crate) mod refs;
 pub(crate) mod resolve;
 pub(crate) mod summarize;
+pub(crate) mod workspace;
 
 /// A ctx-… id as is; anything else is a ref name, resolved to its tip.
 ///

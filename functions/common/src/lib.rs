@@ -74,7 +74,12 @@ impl Function {
     /// `branch-expire`).
     pub fn groups(self) -> &'static [Group] {
         match self {
-            Function::Checkpoint => &[Group::Checkpoint, Group::Artifacts, Group::Refs],
+            Function::Checkpoint => &[
+                Group::Checkpoint,
+                Group::Artifacts,
+                Group::Refs,
+                Group::Workspaces,
+            ],
             Function::Materialize => &[Group::Materialize],
             Function::Resolve => &[Group::Resolve],
             Function::History => &[Group::History, Group::Meta],

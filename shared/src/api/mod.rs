@@ -31,6 +31,7 @@ pub mod extract;
 pub mod limits;
 #[cfg(any(test, feature = "conformance"))]
 pub mod testing;
+mod workspaces;
 
 use error::{ApiError, ErrorBody};
 use extract::{Body, Json, Path, Query, path_id};
@@ -64,6 +65,8 @@ pub enum Group {
     Refs,
     /// Context folding: branches and session end.
     Branches,
+    /// Workspace files and read_context.
+    Workspaces,
 }
 
 impl Group {
@@ -77,6 +80,7 @@ impl Group {
         Group::Resolve,
         Group::Refs,
         Group::Branches,
+        Group::Workspaces,
     ];
 }
 
@@ -245,6 +249,42 @@ pub fn routes(limits: &crate::service::Limits) -> Vec<RouteDef> {
             Method::POST,
             "/v1/sessions/{id}/end",
             on(MethodFilter::POST, branches::session_end),
+        ),
+        route(
+            Workspaces,
+            Method::GET,
+            "/v1/workspaces/{ws}/files",
+            on(MethodFilter::GET, workspaces::list_files),
+        ),
+        route(
+            Workspaces,
+            Method::GET,
+            "/v1/workspaces/{ws}/files/{*path}",
+            on(MethodFilter::GET, workspaces::get_file),
+        ),
+        route(
+            Workspaces,
+            Method::PUT,
+            "/v1/workspaces/{ws}/files/{*path}",
+            on(MethodFilter::PUT, workspaces::put_file).layer(upload_limit),
+        ),
+        route(
+            Workspaces,
+            Method::DELETE,
+            "/v1/workspaces/{ws}/files/{*path}",
+            on(MethodFilter::DELETE, workspaces::delete_file),
+        ),
+        route(
+            Workspaces,
+            Method::POST,
+            "/v1/workspaces/{ws}/append/{*path}",
+            on(MethodFilter::POST, workspaces::append_file).layer(upload_limit),
+        ),
+        route(
+            Workspaces,
+            Method::GET,
+            "/v1/workspaces/{ws}/context",
+            on(MethodFilter::GET, workspaces::read_context),
         ),
     ]
 }
@@ -737,11 +777,14 @@ impl utoipa::Modify for BearerAuth {
         healthz, openapi_json, upload_artifact, upload_url, download_artifact, checkpoint, show,
         update_metadata, history, missing_summaries, summarize, materialize, resolve, list_refs, get_ref, set_ref,
         branches::branch_create, branches::branch_status_of_session, branches::branch_status,
-        branches::branch_return, branches::session_end
+        branches::branch_return, branches::session_end, workspaces::put_file,
+        workspaces::get_file, workspaces::delete_file, workspaces::list_files,
+        workspaces::append_file, workspaces::read_context
     ),
     components(schemas(
         ErrorBody, error::ErrorDetail, crate::store::RefMove, ArtifactRef, CommitId,
-        crate::id::BranchId, Principal, RefName, crate::wire::MissingSummaryFilter
+        crate::id::BranchId, Principal, RefName, crate::wire::MissingSummaryFilter,
+        crate::workspace::WorkspaceId, crate::workspace::FilePath
     )),
     modifiers(&BearerAuth, &CommonErrors)
 )]

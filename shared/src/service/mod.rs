@@ -10,6 +10,7 @@
 //! - `refs`: compare-and-swap pointers to tips.
 //! - `summaries`: filling in missing summaries (the batch, the one-shot
 //!   request; [`BatchOptions`] → [`BatchReport`]).
+//! - `workspaces`: workspace files (versioned documents) and read_context.
 //! - `folding`: context folding (branches, budgets, deadlines; the
 //!   embedded deadline timer [`TokioTimer`]).
 //!
@@ -34,6 +35,7 @@ mod materialize;
 mod refs;
 mod summaries;
 mod walk;
+mod workspaces;
 
 pub use crate::commit::Stop;
 pub use checkpoint::{Checkpointed, Delta, NewCommit};
@@ -44,6 +46,7 @@ pub use folding::{
 };
 pub use materialize::Materialization;
 pub use summaries::{BatchOptions, BatchReport, retry_delay};
+pub use workspaces::{FileContent, FileEntry, FileVersion, check_jsonl};
 
 /// Size limits the service enforces.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -372,6 +372,20 @@ pub trait MetaStore: Send + Sync + 'static {
         now: DateTime<Utc>,
     ) -> Result<RefRecord>;
 
+    /// Removes `name` if it currently points at `expected`: the minimal
+    /// ref deletion workspace files need (their commits and artifacts stay;
+    /// erasing those is not this method's job).
+    ///
+    /// # Errors
+    /// `Conflict` carrying the current target (absent when the ref does not
+    /// exist) when `expected` is stale; `Unavailable`.
+    async fn delete_ref(
+        &self,
+        tenant: &TenantId,
+        name: &RefName,
+        expected: &CommitId,
+    ) -> Result<()>;
+
     /// Refs whose names start with `prefix`, by name, at most `limit`.
     ///
     /// # Errors

@@ -72,6 +72,15 @@ impl MetaStore for StaleRead {
         self.inner.get_ref(tenant, name).await
     }
 
+    async fn delete_ref(
+        &self,
+        tenant: &TenantId,
+        name: &RefName,
+        expected: &CommitId,
+    ) -> Result<()> {
+        self.inner.delete_ref(tenant, name, expected).await
+    }
+
     async fn cas_ref(
         &self,
         tenant: &TenantId,

@@ -516,6 +516,35 @@ impl MetaStore for DynamoMetaStore {
         }
     }
 
+    async fn delete_ref(
+        &self,
+        tenant: &TenantId,
+        name: &RefName,
+        expected: &CommitId,
+    ) -> Result<()> {
+        let result = self
+            .client
+            .delete_item()
+            .table_name(&self.table)
+            .set_key(Some(key(keys::refs_pk(tenant), keys::ref_sk(name))))
+            .condition_expression("#target = :expected")
+            .expression_attribute_names("#target", "target")
+            .expression_attribute_values(":expected", s(expected.to_string()))
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(()),
+            Err(e)
+                if e.as_service_error()
+                    .is_some_and(|s| s.is_conditional_check_failed_exception()) =>
+            {
+                let current = self.current_ref(tenant, name).await?;
+                Err(ref_conflict(name, Some(expected), current.as_ref()))
+            }
+            Err(e) => Err(sdk_error("DynamoDB DeleteItem", e)),
+        }
+    }
+
     async fn list_refs(
         &self,
         tenant: &TenantId,

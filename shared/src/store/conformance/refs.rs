@@ -18,6 +18,66 @@ pub async fn run_all(meta: &dyn MetaStore) {
     create_commit_of_an_existing_commit_writes_nothing(meta).await;
     retried_checkpoints_settle_their_ref_move(meta).await;
     concurrent_retries_of_one_checkpoint_all_succeed(meta).await;
+    refs_are_deleted_by_compare_and_swap(meta).await;
+}
+
+/// A ref is deleted only from the target the caller names: a stale or
+/// absent one is a conflict carrying the current target and deletes
+/// nothing; the commit it pointed at stays; the name can be created again;
+/// of concurrent deleters exactly one succeeds.
+pub async fn refs_are_deleted_by_compare_and_swap(meta: &dyn MetaStore) {
+    let a = fresh_tenant("delref");
+    let c1 = put(meta, &a, &commit(&a, None, t(0), "p", b"1")).await;
+    let c2 = put(meta, &a, &commit(&a, Some(&c1), t(1), "p", b"2")).await;
+    let file = name("workspaces/w/notes.md");
+    meta.cas_ref(&a, &file, None, &c2.id, t(2))
+        .await
+        .expect("create");
+    let e = meta
+        .delete_ref(&a, &file, &c1.id)
+        .await
+        .expect_err("stale delete");
+    assert_eq!(
+        (e.kind, e.current),
+        (ErrorKind::Conflict, Some(c2.id.to_string()))
+    );
+    assert_eq!(
+        meta.get_ref(&a, &file)
+            .await
+            .expect("get")
+            .map(|r| r.target),
+        Some(c2.id)
+    );
+    let b = fresh_tenant("delref-b");
+    let e = meta
+        .delete_ref(&b, &file, &c2.id)
+        .await
+        .expect_err("another tenant's ref");
+    assert_eq!((e.kind, e.current), (ErrorKind::Conflict, None));
+    meta.delete_ref(&a, &file, &c2.id).await.expect("delete");
+    assert_eq!(meta.get_ref(&a, &file).await.expect("get"), None);
+    assert!(
+        meta.list_refs(&a, "workspaces/", 10)
+            .await
+            .expect("list")
+            .is_empty()
+    );
+    assert!(meta.get_commit(&a, &c2.id).await.expect("get").is_some());
+    let e = meta
+        .delete_ref(&a, &file, &c2.id)
+        .await
+        .expect_err("delete of an absent ref");
+    assert_eq!((e.kind, e.current), (ErrorKind::Conflict, None));
+    meta.cas_ref(&a, &file, None, &c1.id, t(3))
+        .await
+        .expect("created again");
+    let results = join_all((0..8).map(|_| meta.delete_ref(&a, &file, &c1.id))).await;
+    assert_eq!(
+        results.iter().filter(|r| r.is_ok()).count(),
+        1,
+        "{results:?}"
+    );
+    assert_eq!(meta.get_ref(&a, &file).await.expect("get"), None);
 }
 
 /// Refs: create when absent, compare-and-swap, conflicts carry the current

@@ -310,6 +310,28 @@ impl MetaStore for SqliteMetaStore {
             .await
     }
 
+    async fn delete_ref(
+        &self,
+        tenant: &TenantId,
+        name: &RefName,
+        expected: &CommitId,
+    ) -> Result<()> {
+        let (tenant, name, expected) = (tenant.clone(), name.clone(), *expected);
+        self.db
+            .transaction(move |tx| {
+                let current = current_ref(tx, &tenant, &name)?;
+                if current.as_ref() != Some(&expected) {
+                    return Err(ref_conflict(&name, Some(&expected), current.as_ref()).into());
+                }
+                tx.execute(
+                    "DELETE FROM refs WHERE tenant = ?1 AND name = ?2",
+                    params![tenant.as_str(), name.as_str()],
+                )?;
+                Ok(())
+            })
+            .await
+    }
+
     async fn list_refs(
         &self,
         tenant: &TenantId,

@@ -198,6 +198,18 @@ impl MetaStore for MemoryMetaStore {
         Ok(m.set_ref(tenant, name, target, now))
     }
 
+    async fn delete_ref(
+        &self,
+        tenant: &TenantId,
+        name: &RefName,
+        expected: &CommitId,
+    ) -> Result<()> {
+        let mut m = lock(&self.meta);
+        m.check_ref(tenant, name, Some(expected))?;
+        m.refs.remove(&(tenant.clone(), name.clone()));
+        Ok(())
+    }
+
     async fn list_refs(
         &self,
         tenant: &TenantId,
