@@ -260,3 +260,61 @@ async fn a_transcript_with_an_unpaired_tool_result_imports_with_a_warning() {
     assert_eq!(code, 0);
     assert_eq!(String::from_utf8(out).unwrap(), transcript);
 }
+
+/// `ctx compact` re-compacts an imported Claude Code session with the
+/// server's summarizer: the ref moves to the new compaction, a materialize
+/// starts at its compact_boundary, and the export is the original
+/// transcript followed by the boundary and its summary entry.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_recompacted_claude_code_session_still_exports_as_a_transcript() {
+    let original = std::fs::read(TRANSCRIPT).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path());
+    let (code, out) = server.cli(&[
+        "import",
+        "claude-code",
+        TRANSCRIPT,
+        "--principal",
+        "alice",
+        "--ref",
+        "sessions/parser",
+        "--json",
+    ]);
+    assert_eq!(code, 0);
+    let tip = json(&out)["tip"].as_str().unwrap().to_owned();
+
+    let (code, out) = server.cli(&[
+        "compact",
+        "sessions/parser",
+        "--ref",
+        "sessions/parser",
+        "--json",
+    ]);
+    assert_eq!(code, 0);
+    let done = json(&out);
+    assert_eq!(done["commit"]["parent"], tip.as_str());
+    assert_eq!(done["commit"]["tags"]["compacted_by"], "extractive:v1");
+    let new = done["commit"]["id"].as_str().unwrap();
+    let (_, out) = server.cli(&["ref", "get", "sessions/parser", "--json"]);
+    assert_eq!(json(&out)["target"], new);
+
+    // A stale ref move is refused (the ref now points at the compaction).
+    let (code, _) = server.cli(&["compact", &tip, "--ref", "sessions/parser"]);
+    assert_ne!(code, 0);
+
+    let (code, latest) = server.cli(&["materialize", "sessions/parser"]);
+    assert_eq!(code, 0);
+    let lines: Vec<Value> = latest
+        .split(|&b| b == b'\n')
+        .filter(|l| !l.is_empty())
+        .map(json)
+        .collect();
+    assert_eq!(lines.len(), 2, "the boundary and the summary");
+    assert_eq!(lines[0]["subtype"], "compact_boundary");
+    assert_eq!(lines[1]["isCompactSummary"], true);
+
+    let (code, exported) = server.cli(&["export", "sessions/parser", "--format", "claude-code-v1"]);
+    assert_eq!(code, 0);
+    assert!(exported.starts_with(&original));
+    assert_eq!(&exported[original.len()..], &latest[..]);
+}

@@ -62,9 +62,29 @@ fn the_readme_walkthrough_runs_as_written() {
         .lines()
         .filter(|l| l.starts_with("ctx-") && l.contains("T"))
         .collect();
-    assert_eq!(log.len(), 5, "ctx log prints five lines:\n{stdout}");
+    assert_eq!(log.len(), 10, "ctx log prints five lines, twice:\n{stdout}");
+    let (before, after) = log.split_at(5);
     assert!(
-        log[1].contains("compaction") && log[1].ends_with("compacted"),
+        before[1].contains("compaction") && before[1].ends_with("compacted"),
+        "{stdout}"
+    );
+    // After `ctx summarize`: every commit has a summary, the ones written
+    // by hand kept.
+    assert!(
+        before.iter().any(|l| l.ends_with("(no summary)")),
+        "{stdout}"
+    );
+    assert!(
+        after.iter().all(|l| !l.ends_with("(no summary)")),
+        "{stdout}"
+    );
+    assert!(after[1].ends_with("compacted"), "{stdout}");
+    assert!(after[3].ends_with("read the parser"), "{stdout}");
+    // `ctx compact` says what it did, and the session now starts there.
+    assert!(
+        stdout.lines().any(|l| l.starts_with("ctx-")
+            && l.contains(" compacts ctx-")
+            && l.ends_with(" by extractive:v1")),
         "{stdout}"
     );
 }

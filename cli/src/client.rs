@@ -15,9 +15,10 @@ use ctx_core::service::FileVersion;
 use ctx_core::store::{PresignedUpload, RefRecord};
 use ctx_core::wire::{
     ArtifactInfo, BranchCreateRequest, BranchCreated, BranchReturnRequest, BranchReturned,
-    BranchStatusResponse, CheckpointRequest, FileList, HistoryResponse, MaterializeRequest,
-    MaterializeResponse, MissingSummaryList, RefList, ResolveResponse, SessionEnded, SetRefRequest,
-    SummarizeRequest, UpdateMetadataRequest, UploadRequest,
+    BranchStatusResponse, CheckpointRequest, CompactRequest, CompactResponse, FileList,
+    HistoryResponse, MaterializeRequest, MaterializeResponse, MissingSummaryList, RefList,
+    ResolveResponse, SessionEnded, SetRefRequest, SummarizeRequest, UpdateMetadataRequest,
+    UploadRequest,
 };
 use ctx_core::workspace::context::Context;
 use ctx_core::workspace::{FilePath, WorkspaceId};
@@ -204,6 +205,16 @@ impl Client {
     /// `Unavailable` without a summarizer; as [`Client::healthz`].
     pub async fn summarize(&self, id: &CommitId, req: &SummarizeRequest) -> Result<Commit> {
         self.json(Route::Summarize(id), Body::json(req)?).await
+    }
+
+    /// `POST /v1/commits/{ctx}/compact`: summarizes the context at `id` into
+    /// a compaction commit on top of it.
+    ///
+    /// # Errors
+    /// `NotFound`, `Invalid`, `Conflict` when the ref moved, `Unavailable`
+    /// when the summarizer fails; as [`Client::healthz`].
+    pub async fn compact(&self, id: &CommitId, req: &CompactRequest) -> Result<CompactResponse> {
+        self.json(Route::Compact(id), Body::json(req)?).await
     }
 
     /// `POST /v1/commits/{ctx}/materialize`: rebuilds the context at `id`.
@@ -548,6 +559,7 @@ enum Route<'a> {
     History(&'a CommitId, Option<usize>),
     MissingSummaries(Option<usize>, Option<&'a str>),
     Summarize(&'a CommitId),
+    Compact(&'a CommitId),
     Materialize(&'a CommitId),
     Resolve(&'a Principal, Option<DateTime<Utc>>),
     ListRefs(&'a str, Option<usize>),
@@ -588,7 +600,7 @@ impl Route<'_> {
             DeleteFile(..) => Method::DELETE,
             AppendFile(..) => Method::POST,
             UploadArtifact | UploadUrl | Checkpoint | Materialize(_) | Summarize(_)
-            | BranchCreate | BranchReturn(_) | SessionEnd(_) => Method::POST,
+            | Compact(_) | BranchCreate | BranchReturn(_) | SessionEnd(_) => Method::POST,
             UpdateMetadata(_) => Method::PATCH,
             SetRef(_) => Method::PUT,
         }
@@ -620,6 +632,7 @@ impl Route<'_> {
                 .query_opt("limit", limit)
                 .query_opt("cursor", cursor),
             Summarize(id) => t.seg("v1").seg("commits").seg(id).seg("summarize"),
+            Compact(id) => t.seg("v1").seg("commits").seg(id).seg("compact"),
             Resolve(principal, at) => t
                 .seg("v1")
                 .seg("resolve")
@@ -772,6 +785,7 @@ mod tests {
             Route::History(&id, Some(3)),
             Route::MissingSummaries(Some(3), Some("c")),
             Route::Summarize(&id),
+            Route::Compact(&id),
             Route::Materialize(&id),
             Route::Resolve(&who, None),
             Route::ListRefs("", None),

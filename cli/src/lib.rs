@@ -181,6 +181,24 @@ enum Command {
         #[command(flatten)]
         conn: Conn,
     },
+    /// Re-compact: summarize the context at a commit (from its nearest
+    /// compaction) into a compaction commit on top of it, so a materialize
+    /// of the new commit starts at the summary (`--stop root` still reaches
+    /// the original history).
+    Compact {
+        /// The commit (or ref) whose context to compact.
+        rev: String,
+        /// The summarizer: the server's configured one by default, or
+        /// `extractive`.
+        #[arg(long)]
+        summarizer: Option<String>,
+        /// Move this ref from the compacted commit to the compaction
+        /// (compare-and-swap: a 409 if it points elsewhere).
+        #[arg(long = "ref", value_parser = parse_ref_name)]
+        ref_name: Option<ctx_core::RefName>,
+        #[command(flatten)]
+        conn: Conn,
+    },
     /// Read and move refs.
     Ref {
         #[command(subcommand)]
@@ -393,6 +411,11 @@ pub(crate) fn parse_principal(s: &str) -> Result<String, String> {
         .map_err(|e| e.message)
 }
 
+/// A ref name, as every route takes it.
+pub(crate) fn parse_ref_name(s: &str) -> Result<ctx_core::RefName, String> {
+    s.parse().map_err(|e: ctx_core::Error| e.message)
+}
+
 /// A session id, as every route takes it.
 pub(crate) fn parse_session(s: &str) -> Result<ctx_core::SessionId, String> {
     s.parse().map_err(|e: ctx_core::Error| e.message)
@@ -530,6 +553,12 @@ async fn run(cli: Cli) -> Result<()> {
             let concurrency = usize::try_from(concurrency).unwrap_or(usize::MAX);
             commands::summarize::run(limit, commit.as_deref(), force, concurrency, &conn).await
         }
+        Command::Compact {
+            rev,
+            summarizer,
+            ref_name,
+            conn,
+        } => commands::compact::run(&rev, summarizer, ref_name, &conn).await,
         Command::Materialize {
             rev,
             stop,

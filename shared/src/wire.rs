@@ -438,6 +438,32 @@ pub struct SummarizeRequest {
     pub force: bool,
 }
 
+/// A request to re-compact the context at a commit: summarize it and
+/// record the summary as a compaction commit on top of it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CompactRequest {
+    /// The summarizer to use: the server's configured one when absent (or
+    /// named, as `openai` or `openai:gpt-4o-mini`), or `extractive`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(min_length = 1, max_length = 256)]
+    pub summarizer: Option<String>,
+    /// A ref to move to the compaction in the same write (compare-and-swap).
+    #[serde(default, rename = "ref", skip_serializing_if = "Option::is_none")]
+    pub ref_move: Option<RefMove>,
+}
+
+/// What a re-compaction recorded.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct CompactResponse {
+    /// The compaction commit; its parent is the compacted commit.
+    pub commit: Commit,
+    /// Messages in the context the summary stands in for.
+    pub replaced_messages: u64,
+    /// Tokens in the context the summary stands in for.
+    pub replaced_tokens: u64,
+}
+
 /// A resolved commit id.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct ResolveResponse {

@@ -8,6 +8,7 @@
 //! - [`materialize`]: `ctx materialize`.
 //! - [`resolve`]: `ctx resolve`.
 //! - [`refs`]: `ctx ref get|set|list`.
+//! - [`compact`]: `ctx compact`.
 //! - [`summarize`]: `ctx summarize`.
 //! - [`workspace`]: `ctx workspace push|cat|ls|log`, `ctx read-context`.
 
@@ -19,6 +20,7 @@ use crate::client::Client;
 pub(crate) mod cat;
 pub(crate) mod checkpoint;
 pub(crate) mod commits;
+pub(crate) mod compact;
 pub(crate) mod materialize;
 pub(crate) mod refs;
 pub(crate) mod resolve;

@@ -20,9 +20,9 @@ use crate::id::{ArtifactRef, CommitId, Principal, RefName};
 use crate::service::Service;
 use crate::store::RefRecord;
 use crate::wire::{
-    ArtifactInfo, CheckpointRequest, HistoryResponse, MaterializeRequest, MaterializeResponse,
-    MissingSummaryList, RefList, ResolveResponse, SetRefRequest, SummarizeRequest,
-    UpdateMetadataRequest, UploadRequest,
+    ArtifactInfo, CheckpointRequest, CompactRequest, CompactResponse, HistoryResponse,
+    MaterializeRequest, MaterializeResponse, MissingSummaryList, RefList, ResolveResponse,
+    SetRefRequest, SummarizeRequest, UpdateMetadataRequest, UploadRequest,
 };
 
 mod branches;
@@ -189,6 +189,12 @@ pub fn routes(limits: &crate::service::Limits) -> Vec<RouteDef> {
             Method::POST,
             "/v1/commits/{ctx}/summarize",
             on(MethodFilter::POST, summarize),
+        ),
+        route(
+            Checkpoint,
+            Method::POST,
+            "/v1/commits/{ctx}/compact",
+            on(MethodFilter::POST, compact),
         ),
         route(
             Materialize,
@@ -592,6 +598,45 @@ async fn summarize(
     ))
 }
 
+/// Re-compacts the context at `ctx`: summarizes it (from its nearest
+/// compaction) and records the summary as a compaction commit whose parent
+/// is `ctx`, in the chain's format; a materialize of the new commit starts
+/// at the summary, `stop: root` still reaches the original history.
+#[utoipa::path(post, path = "/v1/commits/{ctx}/compact", tag = "commits", request_body = CompactRequest,
+    params(("ctx" = CommitId, Path)),
+    responses((status = 201, description = "The compaction was recorded", body = CompactResponse),
+        (status = 200, description = "The same compaction was recorded before", body = CompactResponse),
+        (status = 400, description = "A malformed request or an unknown summarizer", body = ErrorBody),
+        (status = 404, description = "No such commit", body = ErrorBody),
+        (status = 409, description = "The ref moved", body = ErrorBody),
+        (status = 413, description = "A body over the JSON limit", body = ErrorBody),
+        (status = 503, description = "The summarizer failed; nothing was recorded", body = ErrorBody)),
+    security(("bearer" = [])))]
+async fn compact(
+    State(s): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    Json(req): Json<CompactRequest>,
+) -> ApiResult<Response> {
+    let id: CommitId = path_id("ctx", &id)?;
+    let summarizer = s.service.summarizer_named(req.summarizer.as_deref())?;
+    let done = s
+        .service
+        .compact(&caller.tenant, &id, summarizer.as_ref(), req.ref_move)
+        .await?;
+    let status = if done.created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    let body = CompactResponse {
+        commit: done.commit,
+        replaced_messages: done.replaced_messages,
+        replaced_tokens: done.replaced_tokens,
+    };
+    Ok((status, axum::Json(body)).into_response())
+}
+
 /// Rebuilds the context at `ctx` from its stop point; cached per (commit, stop, format).
 #[utoipa::path(post, path = "/v1/commits/{ctx}/materialize", tag = "commits", request_body = MaterializeRequest,
     params(("ctx" = CommitId, Path)),
@@ -775,7 +820,7 @@ impl utoipa::Modify for BearerAuth {
     info(title = "ctx", description = "A git for AI-agent context."),
     paths(
         healthz, openapi_json, upload_artifact, upload_url, download_artifact, checkpoint, show,
-        update_metadata, history, missing_summaries, summarize, materialize, resolve, list_refs, get_ref, set_ref,
+        update_metadata, history, missing_summaries, summarize, compact, materialize, resolve, list_refs, get_ref, set_ref,
         branches::branch_create, branches::branch_status_of_session, branches::branch_status,
         branches::branch_return, branches::session_end, workspaces::put_file,
         workspaces::get_file, workspaces::delete_file, workspaces::list_files,

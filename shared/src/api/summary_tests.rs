@@ -175,3 +175,132 @@ async fn summarize_without_a_summarizer_is_503() {
         "{e}"
     );
 }
+
+#[tokio::test]
+async fn compact_records_a_compaction_the_new_tip_materializes_from() {
+    let app = app(true).await;
+    let (st, c1) = call(
+        &app,
+        "POST",
+        "/v1/commits",
+        Some(checkpoint_body("one\n", None)),
+    )
+    .await;
+    assert_eq!(st, StatusCode::CREATED, "{c1}");
+    let first = c1["id"].as_str().unwrap();
+    let (_, c2) = call(
+        &app,
+        "POST",
+        "/v1/commits",
+        Some(checkpoint_body("two\n", Some(first))),
+    )
+    .await;
+    let tip = c2["id"].as_str().unwrap();
+    call(&app, "PUT", "/v1/refs/main", Some(json!({"target": tip}))).await;
+
+    // An unknown summarizer: 400 naming the field, nothing written.
+    let (st, body) = call(
+        &app,
+        "POST",
+        &format!("/v1/commits/{tip}/compact"),
+        Some(json!({"summarizer": "gpt-9"})),
+    )
+    .await;
+    assert_eq!(st, StatusCode::BAD_REQUEST, "{body}");
+    assert_eq!(body["error"]["field"], "summarizer");
+
+    // The configured one, moving main by compare-and-swap.
+    let (st, done) = call(
+        &app,
+        "POST",
+        &format!("/v1/commits/{tip}/compact"),
+        Some(json!({"ref": {"name": "main", "expected": tip}})),
+    )
+    .await;
+    assert_eq!(st, StatusCode::CREATED, "{done}");
+    let new = done["commit"]["id"].as_str().unwrap();
+    assert_eq!(done["commit"]["parent"], tip);
+    assert_eq!(done["commit"]["commit_type"], "compaction");
+    assert_eq!(done["commit"]["tags"]["compacted_by"], "counting:v1");
+    assert!(done["replaced_tokens"].as_u64().unwrap() > 0, "{done}");
+    let (_, main) = call(&app, "GET", "/v1/refs/main", None).await;
+    assert_eq!(main["target"], new);
+
+    // The same ref move again is stale: 409, main stays.
+    let (st, _) = call(
+        &app,
+        "POST",
+        &format!("/v1/commits/{tip}/compact"),
+        Some(json!({"summarizer": "extractive", "ref": {"name": "main", "expected": tip}})),
+    )
+    .await;
+    assert_eq!(st, StatusCode::CONFLICT);
+
+    // From the new tip: the summary alone; from the root: the original.
+    let (_, latest) = call(
+        &app,
+        "POST",
+        &format!("/v1/commits/{new}/materialize"),
+        Some(json!({})),
+    )
+    .await;
+    assert_eq!(
+        download(&app, &latest).await,
+        done["commit"]["summary"].as_str().unwrap().as_bytes()
+    );
+    let (_, root) = call(
+        &app,
+        "POST",
+        &format!("/v1/commits/{new}/materialize"),
+        Some(json!({"stop": "root"})),
+    )
+    .await;
+    assert_eq!(download(&app, &root).await, b"one\ntwo\n");
+}
+
+/// The bytes of a materialization's artifact.
+async fn download(app: &Router, materialized: &Value) -> Vec<u8> {
+    let art = materialized["artifact_ref"].as_str().unwrap();
+    let req = Request::builder()
+        .uri(format!("/v1/artifacts/{art}"))
+        .header("authorization", format!("Bearer {TOKEN}"))
+        .body(AxBody::empty())
+        .unwrap();
+    let resp = app.clone().oneshot(req).await.unwrap();
+    resp.into_body()
+        .collect()
+        .await
+        .unwrap()
+        .to_bytes()
+        .to_vec()
+}
+
+#[tokio::test]
+async fn compact_without_a_summarizer_is_503_unless_extractive_is_named() {
+    let app = app(false).await;
+    let (_, c) = call(
+        &app,
+        "POST",
+        "/v1/commits",
+        Some(checkpoint_body("one\n", None)),
+    )
+    .await;
+    let id = c["id"].as_str().unwrap();
+    let (st, _) = call(
+        &app,
+        "POST",
+        &format!("/v1/commits/{id}/compact"),
+        Some(json!({})),
+    )
+    .await;
+    assert_eq!(st, StatusCode::SERVICE_UNAVAILABLE);
+    let (st, done) = call(
+        &app,
+        "POST",
+        &format!("/v1/commits/{id}/compact"),
+        Some(json!({"summarizer": "extractive"})),
+    )
+    .await;
+    assert_eq!(st, StatusCode::CREATED, "{done}");
+    assert_eq!(done["commit"]["tags"]["compacted_by"], "extractive:v1");
+}

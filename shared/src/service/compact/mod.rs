@@ -5,6 +5,8 @@
 //! materialize of the new tip starts at the summary while `stop: root`
 //! still reaches the original history.
 
+use std::sync::Arc;
+
 use chrono::{DateTime, Utc};
 
 use super::Service;
@@ -13,7 +15,7 @@ use crate::commit::{Commit, CommitType, Stop, Tags, Trigger, limits};
 use crate::error::{Error, Result};
 use crate::id::{CommitId, TenantId};
 use crate::store::RefMove;
-use crate::summarize::{Failure, Summarizer, SummaryInput};
+use crate::summarize::{Extractive, Failure, Summarizer, SummaryInput};
 
 /// Tag naming the summarizer that wrote a compaction (`<backend>:<model>`).
 pub const COMPACTED_BY: &str = "compacted_by";
@@ -32,6 +34,43 @@ pub struct Compacted {
 }
 
 impl Service {
+    /// The summarizer a compaction asks for by name: the configured one
+    /// when `name` is absent or names it (`openai` or `openai:gpt-4o-mini`),
+    /// or `extractive`, which every server has.
+    ///
+    /// # Errors
+    /// `Invalid` naming `summarizer` for any other name; `Unavailable` when
+    /// none is configured and none is named.
+    pub fn summarizer_named(&self, name: Option<&str>) -> Result<Arc<dyn Summarizer>> {
+        let configured = self.summarizer().cloned();
+        let matches = |s: &Arc<dyn Summarizer>, n: &str| {
+            let id = s.id();
+            id == n || id.split(':').next() == Some(n)
+        };
+        match (name, configured) {
+            (None, Some(s)) => Ok(s),
+            (None, None) => Err(Error::unavailable(
+                "no summarizer is configured on this server",
+            )),
+            (Some(n), Some(s)) if matches(&s, n) => Ok(s),
+            (Some(n), configured) => {
+                let extractive: Arc<dyn Summarizer> = Arc::new(Extractive);
+                if matches(&extractive, n) {
+                    return Ok(extractive);
+                }
+                let mut known = vec![extractive.id()];
+                known.extend(configured.map(|s| s.id()));
+                Err(Error::invalid(
+                    "summarizer",
+                    format!(
+                        "summarizer {n:?} is not available here; this server has {}",
+                        known.join(" and ")
+                    ),
+                ))
+            }
+        }
+    }
+
     /// Summarizes the context at `id` (from its nearest compaction) with
     /// `summarizer` and records it as a compaction commit on top of `id`,
     /// moving `ref_move` to it by compare-and-swap when given.
