@@ -60,6 +60,7 @@ impl Service {
                 }
                 let mut known = vec![extractive.id()];
                 known.extend(configured.map(|s| s.id()));
+                known.dedup();
                 Err(Error::invalid(
                     "summarizer",
                     format!(
