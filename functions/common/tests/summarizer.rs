@@ -17,6 +17,9 @@ use ctx_core::{Commit, ErrorKind, Service, SystemClock};
 use ctx_lambda::{Function, MIN_MARGIN, stop_claiming_at, summarize};
 use serde_json::{Value, json};
 
+#[path = "support/table.rs"]
+mod table;
+
 const SCHEDULED: &str = include_str!("../../../tests/data/eventbridge/scheduled-event.json");
 const API_GATEWAY: &str = include_str!("../../../tests/data/apigw/base-event.json");
 
@@ -150,75 +153,6 @@ async fn the_schedule_on_the_memory_store() {
     the_schedule_summarizes_every_tenant(&service(&config).await).await;
 }
 
-/// A table of its own on the emulator, with the template's keys
-/// (localstack/resources.json, which a test keeps equal to template.yaml).
-async fn own_table(config: &Config) -> Config {
-    use aws_sdk_dynamodb::types::{
-        AttributeDefinition, BillingMode, GlobalSecondaryIndex, KeySchemaElement, KeyType,
-        Projection, ProjectionType, ScalarAttributeType,
-    };
-    let resources: Value =
-        serde_json::from_str(include_str!("../../../localstack/resources.json")).unwrap();
-    let spec = &resources["table"];
-    let keys = |v: &Value| -> Vec<KeySchemaElement> {
-        v.as_array()
-            .unwrap()
-            .iter()
-            .map(|k| {
-                KeySchemaElement::builder()
-                    .attribute_name(k["AttributeName"].as_str().unwrap())
-                    .key_type(KeyType::from(k["KeyType"].as_str().unwrap()))
-                    .build()
-                    .unwrap()
-            })
-            .collect()
-    };
-    let (_, meta) = ctx_core::store::aws::connect(
-        &config.aws().unwrap(),
-        ctx_core::store::aws::AwsHooks::default(),
-    )
-    .await
-    .unwrap();
-    let name = fresh_tenant("summarizer-table").to_string();
-    let mut create = meta
-        .client()
-        .create_table()
-        .table_name(&name)
-        .billing_mode(BillingMode::PayPerRequest)
-        .set_key_schema(Some(keys(&spec["KeySchema"])));
-    for a in spec["AttributeDefinitions"].as_array().unwrap() {
-        create = create.attribute_definitions(
-            AttributeDefinition::builder()
-                .attribute_name(a["AttributeName"].as_str().unwrap())
-                .attribute_type(ScalarAttributeType::from(
-                    a["AttributeType"].as_str().unwrap(),
-                ))
-                .build()
-                .unwrap(),
-        );
-    }
-    for g in spec["GlobalSecondaryIndexes"].as_array().unwrap() {
-        assert_eq!(g["Projection"]["ProjectionType"], "ALL");
-        create = create.global_secondary_indexes(
-            GlobalSecondaryIndex::builder()
-                .index_name(g["IndexName"].as_str().unwrap())
-                .set_key_schema(Some(keys(&g["KeySchema"])))
-                .projection(
-                    Projection::builder()
-                        .projection_type(ProjectionType::All)
-                        .build(),
-                )
-                .build()
-                .unwrap(),
-        );
-    }
-    create.send().await.expect("the emulator creates the table");
-    Config {
-        table: Some(name),
-        ..config.clone()
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_schedule_on_the_aws_stores() {
     let Some(config) = Config::emulator_from_env() else {
@@ -226,7 +160,7 @@ async fn the_schedule_on_the_aws_stores() {
     };
     let config = Config {
         branch_timer_arn: None,
-        ..own_table(&config).await
+        ..table::own_table(&config).await
     };
     let service = service(&config).await;
     the_schedule_summarizes_every_tenant(&service).await;
