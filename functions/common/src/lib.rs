@@ -298,6 +298,8 @@ pub async fn summarize(
         calls = report.calls,
         tokens = report.tokens,
         deadline_reached = report.deadline_reached,
+        %deadline,
+        stopped_claiming_at = %stop,
         "summary batch"
     );
     serde_json::to_value(&report)
