@@ -4,8 +4,8 @@
 //! `ctx_lambda::run(Function::Checkpoint).await`: the configuration read
 //! once ([`Config::from_env`]), the backends its routes use built once
 //! ([`Backends::build`] with [`Function::needs`]), then its routes of the
-//! shared router served through `lambda_http` (or, for `branch-expire`,
-//! the branch-timer handler).
+//! shared router served through `lambda_http` (or, for the directly
+//! invoked `branch-expire` and `summarizer`, their event handlers).
 //!
 //! # Layout
 //! - [`Function`]: the functions, the route groups each serves and what it
@@ -15,15 +15,18 @@
 //! - [`app`] / [`run`]: building and serving a function.
 //! - [`expire`]: `branch-expire`, the handler the branch-timer state
 //!   machine invokes.
+//! - [`summarize`]: `summarizer`, the handler the EventBridge schedule
+//!   invokes.
 
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use axum::http::request::Parts;
+use chrono::{DateTime, Utc};
 use ctx_core::api::{AppState, Group, router};
 use ctx_core::auth::{Authenticator, Caller};
 use ctx_core::config::{Config, StoreKind};
-use ctx_core::service::Expired;
+use ctx_core::service::{BatchOptions, Expired};
 use ctx_core::store::aws::sfn::TimerInput;
 use ctx_core::wiring::{Backends, Needs};
 use ctx_core::{Error, ErrorKind, Result, Service, SystemClock};
@@ -45,6 +48,9 @@ pub enum Function {
     /// `branch-expire`: invoked by the branch-timer state machine at a
     /// branch's deadline, not by API Gateway.
     BranchExpire,
+    /// `summarizer`: invoked by an EventBridge schedule to fill in missing
+    /// summaries, not by API Gateway.
+    Summarizer,
 }
 
 impl Function {
@@ -56,6 +62,7 @@ impl Function {
         Function::History,
         Function::Branch,
         Function::BranchExpire,
+        Function::Summarizer,
     ];
 
     /// Its binary's name (template.yaml's `BuildProperties.Binary`).
@@ -67,11 +74,12 @@ impl Function {
             Function::History => "history",
             Function::Branch => "branch",
             Function::BranchExpire => "branch-expire",
+            Function::Summarizer => "summarizer",
         }
     }
 
-    /// The route groups it serves behind API Gateway (none for
-    /// `branch-expire`).
+    /// The route groups it serves behind API Gateway (none for the
+    /// directly invoked `branch-expire` and `summarizer`).
     pub fn groups(self) -> &'static [Group] {
         match self {
             Function::Checkpoint => &[
@@ -84,19 +92,20 @@ impl Function {
             Function::Resolve => &[Group::Resolve],
             Function::History => &[Group::History, Group::Meta],
             Function::Branch => &[Group::Branches],
-            Function::BranchExpire => &[],
+            Function::BranchExpire | Function::Summarizer => &[],
         }
     }
 
-    /// Whether it is invoked directly (by the branch-timer state machine)
-    /// rather than by API Gateway.
+    /// Whether it is invoked directly (by the branch-timer state machine or
+    /// the summary schedule) rather than by API Gateway.
     pub fn is_invoked(self) -> bool {
-        self == Function::BranchExpire
+        matches!(self, Function::BranchExpire | Function::Summarizer)
     }
 
-    /// What it builds beside the commit stores: context folding for
-    /// `checkpoint`, `branch` and `branch-expire`; nothing else (no
-    /// tokens, no tokio timers: deadlines are Step Functions executions).
+    /// What it builds beside the commit stores (and the summarizer every
+    /// service has): context folding for `checkpoint`, `branch` and
+    /// `branch-expire`; nothing else (no tokens, no tokio timers: deadlines
+    /// are Step Functions executions).
     pub fn needs(self) -> Needs {
         match self {
             Function::BranchExpire => Needs::FOLDING,
@@ -220,6 +229,83 @@ pub async fn expire(service: &Service, event: serde_json::Value) -> Result<serde
     Ok(serde_json::json!({ "outcome": outcome, "branch_id": input.branch_id }))
 }
 
+/// The event an EventBridge schedule delivers: only the fields that say
+/// what it is are read.
+#[derive(Debug, serde::Deserialize)]
+struct ScheduledEvent {
+    #[serde(rename = "detail-type")]
+    detail_type: String,
+    source: String,
+    #[serde(default)]
+    id: String,
+}
+
+/// How long before the Lambda's deadline the summarizer stops claiming
+/// commits: a tenth of the time left, at least [`MIN_MARGIN`]; the calls
+/// in flight finish within it.
+pub fn stop_claiming_at(now: DateTime<Utc>, deadline: DateTime<Utc>) -> DateTime<Utc> {
+    let left = deadline - now;
+    deadline - (left / 10).max(MIN_MARGIN)
+}
+
+/// The least time [`stop_claiming_at`] leaves before the deadline.
+pub const MIN_MARGIN: chrono::Duration = chrono::Duration::seconds(10);
+
+/// What `summarizer` does with the event its EventBridge schedule sends:
+/// a summary batch over every tenant with work ([`Service::summarize_batch`]),
+/// claiming nothing new after [`stop_claiming_at`] the Lambda's `deadline`.
+/// Answers the batch's [`BatchReport`](ctx_core::service::BatchReport) as JSON.
+///
+/// # Errors
+/// `Invalid` naming `event` for anything but a scheduled event
+/// (`"detail-type": "Scheduled Event"`, `"source": "aws.events"`);
+/// `Unavailable` when storage fails (commits already summarized stay so).
+pub async fn summarize(
+    service: &Service,
+    event: serde_json::Value,
+    deadline: DateTime<Utc>,
+) -> Result<serde_json::Value> {
+    let not_scheduled = |why: String| {
+        Error::invalid(
+            "event",
+            format!("the summarizer runs on an EventBridge schedule only: {why}"),
+        )
+    };
+    let event: ScheduledEvent = serde_json::from_value(event)
+        .map_err(|e| not_scheduled(format!("the event is not a scheduled event: {e}")))?;
+    if event.detail_type != "Scheduled Event" || event.source != "aws.events" {
+        return Err(not_scheduled(format!(
+            "its detail-type is {:?} and its source {:?}, not \"Scheduled Event\" from \"aws.events\"",
+            event.detail_type, event.source
+        )));
+    }
+    let stop = stop_claiming_at(service.clock().now(), deadline);
+    let report = service
+        .summarize_batch(&BatchOptions {
+            // Every tenant, as much as the time allows.
+            tenant: None,
+            limit: usize::MAX,
+            deadline: Some(stop),
+            ..BatchOptions::default()
+        })
+        .await?;
+    tracing::info!(
+        event = %event.id,
+        summarized = report.summarized,
+        failed = report.failed,
+        skipped_human = report.skipped_human,
+        skipped_claimed = report.skipped_claimed,
+        calls = report.calls,
+        tokens = report.tokens,
+        deadline_reached = report.deadline_reached,
+        %deadline,
+        stopped_claiming_at = %stop,
+        "summary batch"
+    );
+    serde_json::to_value(&report)
+        .map_err(|e| Error::internal(format!("the batch report does not serialize: {e}")))
+}
+
 /// Logs to stdout (CloudWatch) with the filter `CTX_LOG` (default `info`);
 /// a filter that does not parse is said, then the default is used.
 fn init_tracing(config: &Config) {
@@ -241,7 +327,8 @@ fn init_tracing(config: &Config) {
 /// The whole of a function's `main`: the configuration from the
 /// environment (on the aws store), logging, the backends `function` needs
 /// built once, then serving its routes through `lambda_http` (or, for
-/// `branch-expire`, [`expire`] as a plain Lambda handler).
+/// `branch-expire` and `summarizer`, [`expire`] and [`summarize`] as plain
+/// Lambda handlers).
 ///
 /// # Errors
 /// When the configuration is incomplete or invalid, or the runtime fails.
@@ -258,9 +345,14 @@ pub async fn run(function: Function) -> Result<(), lambda_http::Error> {
             move |event: lambda_http::LambdaEvent<serde_json::Value>| {
                 let service = service.clone();
                 async move {
-                    expire(&service, event.payload)
-                        .await
-                        .map_err(|e| lambda_http::Error::from(e.to_string()))
+                    let answer = match function {
+                        Function::Summarizer => {
+                            let deadline = DateTime::<Utc>::from(event.context.deadline());
+                            summarize(&service, event.payload, deadline).await
+                        }
+                        _ => expire(&service, event.payload).await,
+                    };
+                    answer.map_err(|e| lambda_http::Error::from(e.to_string()))
                 }
             },
         ))
