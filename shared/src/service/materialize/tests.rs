@@ -375,15 +375,11 @@ async fn run_case(
         all.push((
             i,
             stop_of(first.1, ids[first.2 % ids.len()]),
-            FORMATS[first.3].into(),
+            target(first.3),
         ));
     }
     for &(c, s, a, f) in queries {
-        all.push((
-            c % ids.len(),
-            stop_of(s, ids[a % ids.len()]),
-            FORMATS[f].into(),
-        ));
+        all.push((c % ids.len(), stop_of(s, ids[a % ids.len()]), target(f)));
     }
     for (i, stop, format) in all {
         let inc = svc
