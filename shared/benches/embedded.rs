@@ -12,7 +12,8 @@
 //!    same artifact files with `std::fs::read` and concatenating them, and
 //!    the parts of a cold call (walk, verified reads, storing the result)
 //!    timed on their own.
-//! 2b. **Incremental materialize** (issue 14): the resume loop at depth
+//!
+//!    2b. **Incremental materialize** (issue 14): the resume loop at depth
 //!    1,000 (100 quick), one turn being a durable `Service::checkpoint` of a
 //!    1 KiB delta and a `Service::materialize` of the new tip (`stop:
 //!    root`), which extends the parent's cached context; next to its limit
