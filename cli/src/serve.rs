@@ -557,7 +557,10 @@ pub async fn run(args: ServeArgs) -> Result<()> {
     server
         .run(shutdown_signal())
         .await
-        .map_err(|e| Error::unavailable(format!("server failed: {e}")))
+        .map_err(|e| Error::unavailable(format!("server failed: {e}")))?;
+    // A clean stop: fold the write-ahead log into the database and truncate
+    // it, so it does not stay behind at its high-water size.
+    ctx_core::store::local::checkpoint_wal(&config.data)
 }
 
 async fn shutdown_signal() {

@@ -406,3 +406,54 @@ fn summarize_fills_in_a_summary_and_log_shows_it() {
         String::from_utf8_lossy(&forced.stderr)
     );
 }
+
+#[test]
+fn a_cleanly_stopped_server_leaves_no_write_ahead_log() {
+    use std::io::{BufRead, BufReader};
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().to_str().unwrap();
+    let mut server = Command::new(env!("CARGO_BIN_EXE_ctx"))
+        .args(["serve", "--data", data, "--addr", "127.0.0.1:0"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(server.stdout.take().unwrap()).lines();
+    let url = lines
+        .by_ref()
+        .map_while(Result::ok)
+        .find_map(|l| l.strip_prefix("ctx listening on ").map(str::to_owned))
+        .expect("the server says where it listens");
+    let mut checkpoint = Command::new(env!("CARGO_BIN_EXE_ctx"))
+        .args(["checkpoint", "--principal", "alice", "--ref", "sessions/s"])
+        .args(["--server", &url, "--data", data])
+        .env_remove("CTX_TOKEN")
+        .env_remove("CTX_SERVER")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write as _;
+        let mut stdin = checkpoint.stdin.take().unwrap();
+        stdin.write_all(b"user: hello\n").unwrap();
+    }
+    assert!(checkpoint.wait_with_output().unwrap().status.success());
+    let wal = dir.path().join("ctx.db-wal");
+    assert!(
+        std::fs::metadata(&wal).unwrap().len() > 0,
+        "the WAL is in use"
+    );
+    // SIGTERM: a clean stop.
+    let term = Command::new("kill")
+        .args(["-TERM", &server.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(term.success());
+    let status = server.wait().unwrap();
+    assert!(status.success(), "{status:?}");
+    let left = std::fs::metadata(&wal).map_or(0, |m| m.len());
+    assert_eq!(
+        left, 0,
+        "the WAL is checkpointed and truncated on a clean stop"
+    );
+}

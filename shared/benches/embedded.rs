@@ -12,6 +12,13 @@
 //!    same artifact files with `std::fs::read` and concatenating them, and
 //!    the parts of a cold call (walk, verified reads, storing the result)
 //!    timed on their own.
+//!
+//!    2b. **Incremental materialize** (issue 14): the resume loop at depth
+//!    1,000 (100 quick), one turn being a durable `Service::checkpoint` of a
+//!    1 KiB delta and a `Service::materialize` of the new tip (`stop:
+//!    root`), which extends the parent's cached context; next to its limit
+//!    in the same run: reading the parent's context file, appending 1 KiB
+//!    and writing it to a new file with fsync.
 //! 3. **Resolve** over a timeline of 10^4 / 10^6 entries: `Service::resolve`
 //!    at random times; next to the same SQL through rusqlite on the calling
 //!    thread, a no-op `spawn_blocking` round trip (the floor of every store
@@ -132,10 +139,17 @@ fn main() {
     println!("- load average at start: {}", load_average());
     println!();
 
+    // `--materialize-only`: sections 2 and 2b alone.
+    let only = std::env::args().any(|a| a == "--materialize-only");
     rt.block_on(async {
-        checkpoints(&plan).await;
+        if !only {
+            checkpoints(&plan).await;
+        }
         materialize(&plan).await;
-        resolve(&plan).await;
+        resume_loop(&plan).await;
+        if !only {
+            resolve(&plan).await;
+        }
     });
     println!("Load average at the end: {}.", load_average());
 }
@@ -848,6 +862,103 @@ async fn resolve(plan: &Plan) {
             pair(&r.direct),
             pair(&r.hop),
             pair(&r.btree),
+        );
+    }
+    println!();
+}
+
+// ---------------------------------------------------------------------------
+// 2b. Incremental materialize: the resume loop
+
+/// Turns timed in the resume loop.
+const RESUME_TURNS: usize = 50;
+
+async fn resume_loop(plan: &Plan) {
+    let depth = if plan.quick { 100 } else { 1000 };
+    let turns = if plan.quick { 10 } else { RESUME_TURNS };
+    let tenant = tenant();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let loader = local_service(dir.path(), Durability::Off);
+    let chain = build_chain(&loader, 7_000, depth).await;
+    drop(loader);
+    let svc = local_service(dir.path(), Durability::Full);
+    let blobs = LocalBlobStore::open(dir.path()).expect("blob store opens");
+    // The session starts: one cold materialize of the tip.
+    let start = Instant::now();
+    let first = svc
+        .materialize(&tenant, &chain.tip, Stop::Root, None)
+        .await
+        .expect("materialize");
+    let cold = start.elapsed();
+    let mut context = first.result;
+    let mut tip = chain.tip;
+    let (mut ck, mut mat, mut turn, mut limit) = (vec![], vec![], vec![], vec![]);
+    let loop_start = Instant::now();
+    for i in 0..turns {
+        // After the chain's own times (see `build_chain`).
+        let at = EPOCH_MICROS + (7_000 * 1_000_000 + depth + i) as i64 * 1_000_000;
+        let req = checkpoint_request(Some(tip), delta(7_001, i), micros_to_time(at));
+        let t = Instant::now();
+        let c = svc
+            .checkpoint(&tenant, req)
+            .await
+            .expect("checkpoint")
+            .commit;
+        let t1 = Instant::now();
+        let m = svc
+            .materialize(&tenant, &c.id, Stop::Root, None)
+            .await
+            .expect("materialize");
+        let t2 = Instant::now();
+        assert!(!m.cached);
+        assert_eq!(m.result.size, context.size + DELTA_BYTES as u64);
+        ck.push(t1 - t);
+        mat.push(t2 - t1);
+        turn.push(t2 - t);
+        // The limit of the materialize half: the parent's context read,
+        // 1 KiB appended, written whole to a new file and fsynced.
+        let t = Instant::now();
+        let mut out = fs::read(blobs.path_of(&tenant, &context.artifact_ref)).expect("read");
+        out.extend_from_slice(delta(7_002, i).as_bytes());
+        let path = dir.path().join(format!("limit-{i}"));
+        let mut f = File::create(&path).expect("create");
+        f.write_all(&out).expect("write");
+        f.sync_all().expect("fsync");
+        limit.push(t.elapsed());
+        context = m.result;
+        tip = c.id;
+    }
+    let total = loop_start.elapsed();
+    let (ck, mat, turn, limit) = (
+        Samples::new(ck, total),
+        Samples::new(mat, total),
+        Samples::new(turn, total),
+        Samples::new(limit, total),
+    );
+    println!("## 2b. Incremental materialize: the resume loop (issue 14)\n");
+    println!(
+        "Depth {depth}, 1 KiB deltas, `stop: root`, local backend, durable \
+         (`synchronous=FULL`, fsynced artifacts); {turns} turns, each a checkpoint \
+         then a materialize of the new tip (the parent's context is cached). \
+         The first materialize of the session (cold, nothing cached): {} ms.\n",
+        ms(cold)
+    );
+    println!("| per turn | median µs | p90 µs | max µs |");
+    println!("|---|---:|---:|---:|");
+    for (name, s) in [
+        ("checkpoint (durable)", &ck),
+        ("materialize the tip (incremental)", &mat),
+        ("checkpoint + materialize", &turn),
+        (
+            "limit: `fs::read` parent context + 1 KiB + write + fsync",
+            &limit,
+        ),
+    ] {
+        println!(
+            "| {name} | {} | {} | {} |",
+            us(s.median()),
+            us(s.quantile(0.9)),
+            us(*s.each.iter().max().expect("samples")),
         );
     }
     println!();

@@ -252,6 +252,19 @@ pub trait Codec: Send + Sync + 'static {
     /// `Invalid` when a part cannot be decoded.
     fn concat(&self, parts: &[Bytes]) -> Result<Bytes>;
 
+    /// Appends `parts` to `prefix`, a result of this codec's [`concat`]
+    /// (`Codec::concat`), giving byte for byte what `concat` of the parts
+    /// `prefix` was made of followed by `parts` gives; incremental
+    /// materialize uses it to extend a cached ancestor's context. `None`
+    /// (the default) when the codec cannot, and the caller joins the whole
+    /// chain with `concat` instead.
+    ///
+    /// # Errors
+    /// `Invalid` when a part cannot be decoded.
+    fn concat_onto(&self, _prefix: &Bytes, _parts: &[Bytes]) -> Option<Result<Bytes>> {
+        None
+    }
+
     /// Counts what `delta` holds: messages and the token estimate of the
     /// canonical content ([`canonical::Conversation::estimate_tokens`]).
     fn count(&self, delta: &[u8]) -> Counts {

@@ -11,7 +11,7 @@ use crate::error::{Error, Result};
 use crate::format::FormatId;
 use crate::format::translate::{self, Part, Tier};
 use crate::id::{CommitId, TenantId};
-use crate::store::{MaterializeKey, Materialized};
+use crate::store::{BlobStoreExt, MaterializeKey, Materialized};
 
 /// Artifact reads in flight at once during materialize.
 const FETCH_CONCURRENCY: usize = 16;
@@ -53,13 +53,31 @@ impl Service {
                 cached: true,
             });
         }
-        let parts = self.contributing_commits(tenant, tip, stop).await?;
-        let wanted: Vec<_> = parts.iter().map(|c| (c.id, c.artifact_ref)).collect();
-        let bytes: Vec<Bytes> = stream::iter(wanted)
-            .map(|(id, art)| self.artifact_at(tenant, id, art))
-            .buffered(FETCH_CONCURRENCY)
-            .try_collect()
-            .await?;
+        let m = match self
+            .materialize_incremental(tenant, &tip, stop, &format)
+            .await?
+        {
+            Incremental::Done(m) => m,
+            Incremental::Path(path) => self.materialize_full(tenant, path, stop, &format).await?,
+        };
+        self.stores.meta.put_materialized(tenant, &key, &m).await?;
+        Ok(Materialization {
+            result: m,
+            cached: false,
+        })
+    }
+
+    /// Joins (or translates) the whole contributing path, newest first.
+    async fn materialize_full(
+        &self,
+        tenant: &TenantId,
+        path: Vec<Commit>,
+        stop: Stop,
+        format: &FormatId,
+    ) -> Result<Materialized> {
+        let format = format.clone();
+        let parts = self.contributing(path, stop);
+        let bytes = self.fetch_parts(tenant, &parts).await?;
         let codec = self.formats.codec(&format).clone();
         let m = if parts.iter().all(|c| c.format == format) {
             let joined = codec.concat(&bytes)?;
@@ -100,22 +118,154 @@ impl Service {
                 tier: out.tier,
             }
         };
-        self.stores.meta.put_materialized(tenant, &key, &m).await?;
-        Ok(Materialization {
-            result: m,
-            cached: false,
-        })
+        Ok(m)
     }
 
-    /// The commits whose artifacts make up the context at `tip` for `stop`,
-    /// oldest first.
-    async fn contributing_commits(
+    /// Reads the artifacts of `parts`, in order, 16 at a time.
+    async fn fetch_parts(&self, tenant: &TenantId, parts: &[Commit]) -> Result<Vec<Bytes>> {
+        let wanted: Vec<_> = parts.iter().map(|c| (c.id, c.artifact_ref)).collect();
+        stream::iter(wanted)
+            .map(|(id, art)| self.artifact_at(tenant, id, art))
+            .buffered(FETCH_CONCURRENCY)
+            .try_collect()
+            .await
+    }
+
+    /// Incremental materialize: extends the cached materialization of the
+    /// nearest ancestor on the path to the stop (same stop, same format,
+    /// joined natively) with the newer deltas.
+    ///
+    /// The parent is probed first, before any walk: in the resume loop
+    /// (checkpoint a turn, materialize the tip) that is one cache read and
+    /// one artifact read whatever the depth. Otherwise the path is walked
+    /// (one store query per lineage run) and at most [`MAX_PROBES`] more
+    /// ancestors are probed, concurrently, at distances 2, 4, 8, ... from
+    /// the tip; the nearest hit is used, so the deltas read are at most
+    /// twice the fewest possible. That bounds the cache reads at
+    /// 1 + log2(depth), never one per ancestor (on DynamoDB each is a
+    /// GetItem). Returns the walked path when nothing can be reused.
+    async fn materialize_incremental(
+        &self,
+        tenant: &TenantId,
+        tip: &Commit,
+        stop: Stop,
+        format: &FormatId,
+    ) -> Result<Incremental> {
+        let codec = self.formats.codec(format).clone();
+        let tip_stops = stop == Stop::Compaction
+            && matches!(
+                tip.commit_type,
+                CommitType::Compaction | CommitType::Snapshot
+            );
+        // A cached After(x) at the parent implies x is an ancestor of the
+        // parent (an uncached one is refused before it is stored), so the
+        // parent-first probe needs no check of x.
+        if let (Some(parent), false) = (tip.parent, tip_stops) {
+            let parent_key = MaterializeKey {
+                commit: parent,
+                stop,
+                format: format.clone(),
+            };
+            if let Some(cached) = self
+                .stores
+                .meta
+                .get_materialized(tenant, &parent_key)
+                .await?
+            {
+                let newer = self.contributing(vec![tip.clone()], stop);
+                if let Some(m) = self
+                    .append_to(tenant, &codec, format, &cached, &newer)
+                    .await?
+                {
+                    return Ok(Incremental::Done(m));
+                }
+            }
+        }
+        let path = self.walk_to_stop(tenant, tip.clone(), stop).await?;
+        // Index 1 (the parent) was probed above.
+        let probes: Vec<usize> = std::iter::successors(Some(2usize), |d| d.checked_mul(2))
+            .take_while(|&d| d < path.len())
+            .take(MAX_PROBES)
+            .collect();
+        let keys: Vec<MaterializeKey> = probes
+            .iter()
+            .map(|&i| MaterializeKey {
+                commit: path[i].id,
+                stop,
+                format: format.clone(),
+            })
+            .collect();
+        let meta = &self.stores.meta;
+        let found: Vec<Option<Materialized>> = stream::iter(keys)
+            .map(|key| async move { meta.get_materialized(tenant, &key).await })
+            .buffered(MAX_PROBES)
+            .try_collect()
+            .await?;
+        let hit = probes
+            .iter()
+            .zip(found)
+            .find_map(|(&i, m)| m.map(|m| (i, m)));
+        if let Some((i, cached)) = hit {
+            let newer = self.contributing(path[..i].to_vec(), stop);
+            if let Some(m) = self
+                .append_to(tenant, &codec, format, &cached, &newer)
+                .await?
+            {
+                return Ok(Incremental::Done(m));
+            }
+        }
+        Ok(Incremental::Path(path))
+    }
+
+    /// `cached` followed by the artifacts of `newer` (oldest first), when
+    /// both are native to `format` and the codec can append; `None`
+    /// otherwise (or when the cached artifact has been evicted).
+    ///
+    /// Translation is never extended: a translated prefix is not a prefix
+    /// of the translation in general (tool calls are paired across parts,
+    /// the tier is the whole chain's, a narrative is rendered whole), so a
+    /// chain that needs translating is joined in full.
+    async fn append_to(
+        &self,
+        tenant: &TenantId,
+        codec: &std::sync::Arc<dyn crate::format::Codec>,
+        format: &FormatId,
+        cached: &Materialized,
+        newer: &[Commit],
+    ) -> Result<Option<Materialized>> {
+        if cached.tier != Tier::Native || newer.iter().any(|c| &c.format != format) {
+            return Ok(None);
+        }
+        let Some(prefix) = self.stores.blobs.get(tenant, &cached.artifact_ref).await? else {
+            return Ok(None);
+        };
+        let bytes = self.fetch_parts(tenant, newer).await?;
+        let Some(joined) = codec.concat_onto(&prefix, &bytes) else {
+            return Ok(None);
+        };
+        let put = self.stores.blobs.put(tenant, joined?).await?;
+        Ok(Some(Materialized {
+            artifact_ref: put.artifact,
+            size: put.size,
+            message_count: cached.message_count
+                + newer.iter().map(|c| c.message_count).sum::<u64>(),
+            token_count: cached.token_count + newer.iter().map(|c| c.token_count).sum::<u64>(),
+            tier: Tier::Native,
+        }))
+    }
+
+    /// The commits from `tip` back to where `stop` ends the walk, newest
+    /// first (a compaction or snapshot for [`Stop::Compaction`], included;
+    /// the root for [`Stop::Root`]; for [`Stop::After`] the commit after
+    /// the stop). Every one of them but the tip is an ancestor whose own
+    /// materialization for the same stop is a prefix of the tip's.
+    async fn walk_to_stop(
         &self,
         tenant: &TenantId,
         tip: Commit,
         stop: Stop,
     ) -> Result<Vec<Commit>> {
-        let mut path = match stop {
+        let path = match stop {
             Stop::Compaction => {
                 self.walk(tenant, tip, None, |c| {
                     matches!(c.commit_type, CommitType::Compaction | CommitType::Snapshot)
@@ -151,6 +301,12 @@ impl Service {
                 }
             }
         };
+        Ok(path)
+    }
+
+    /// The commits of a walked `path` (newest first) whose artifacts make up
+    /// the context for `stop`, oldest first.
+    fn contributing(&self, mut path: Vec<Commit>, stop: Stop) -> Vec<Commit> {
         path.reverse();
         if stop != Stop::Compaction {
             // The original conversation: summaries and snapshots that stand
@@ -166,10 +322,25 @@ impl Service {
                         && self.formats.codec(&c.format).compaction_in_history())
             });
         }
-        Ok(path)
+        path
     }
+}
+
+/// Cache probes beyond the parent during an incremental materialize
+/// (ancestors at distance 2, 4, ..., 2^MAX_PROBES).
+const MAX_PROBES: usize = 12;
+
+/// What the incremental attempt gave.
+enum Incremental {
+    /// The materialization, built on a cached ancestor.
+    Done(Materialized),
+    /// Nothing to reuse: the walked path, newest first.
+    Path(Vec<Commit>),
 }
 
 fn not_an_ancestor(stop: &CommitId, tip: &CommitId) -> Error {
     Error::invalid("stop", format!("stop {stop} is not an ancestor of {tip}"))
 }
+
+#[cfg(test)]
+mod tests;

@@ -81,7 +81,8 @@ fn request(parent: Option<CommitId>, i: u64, principal: &str) -> NewCommit {
 }
 
 /// Counts the requests of checkpoint, resolve, show, history(50) and cold
-/// and warm materialize at each depth, with `forks` forks on the path.
+/// and warm materialize and the next turn's materialize at each depth,
+/// with `forks` forks on the path.
 ///
 /// # Errors
 /// Storage errors.
@@ -137,9 +138,11 @@ pub async fn request_counts(config: &AwsConfig, depths: &[u64], forks: usize) ->
         };
         clock.advance_micros(1_000);
         counter.reset();
-        service
+        let next = service
             .checkpoint(&tenant, request(Some(tip), depth + 1, "other"))
-            .await?;
+            .await?
+            .commit
+            .id;
         row("checkpoint", counter.snapshot());
         counter.reset();
         service
@@ -162,6 +165,12 @@ pub async fn request_counts(config: &AwsConfig, depths: &[u64], forks: usize) ->
         counter.reset();
         service.materialize(&tenant, &tip, Stop::Root, None).await?;
         row("materialize root (warm)", counter.snapshot());
+        // The resume loop: the next turn's tip, its parent's context cached.
+        counter.reset();
+        service
+            .materialize(&tenant, &next, Stop::Root, None)
+            .await?;
+        row("materialize root (next turn)", counter.snapshot());
     }
     Ok(rows)
 }

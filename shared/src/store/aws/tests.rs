@@ -160,7 +160,25 @@ async fn operations_cost_the_requests_the_design_promises() {
                     r.depth + 1,
                     "one GET per delta: {ctx}"
                 );
-                assert_eq!(r.count("GetItem"), 2, "tip and cache: {ctx}");
+                // Incremental materialize probes the parent's cache, then
+                // the ancestors at distances 2, 4, 8, ... on the path.
+                let probes = (1..)
+                    .map(|k| 1u64 << k)
+                    .take_while(|&d| d < r.depth + 1)
+                    .take(12)
+                    .count() as u64;
+                assert_eq!(
+                    r.count("GetItem"),
+                    3 + probes,
+                    "tip, cache, the parent's cache and {probes} probes: {ctx}"
+                );
+                assert_eq!((r.count("PutObject"), r.count("PutItem")), (1, 1), "{ctx}");
+            }
+            "materialize root (next turn)" => {
+                // Extends the tip's cached context: the same at any depth.
+                assert_eq!(r.count("Query"), 0, "no walk: {ctx}");
+                assert_eq!(r.count("GetItem"), 3, "tip, cache, parent's cache: {ctx}");
+                assert_eq!(r.count("GetObject"), 2, "parent's context, delta: {ctx}");
                 assert_eq!((r.count("PutObject"), r.count("PutItem")), (1, 1), "{ctx}");
             }
             "materialize root (warm)" => {
@@ -171,7 +189,7 @@ async fn operations_cost_the_requests_the_design_promises() {
     }
     assert_eq!(
         rows.iter().filter(|r| r.forks == 3).count(),
-        6,
+        7,
         "the deep chain has 3 forks"
     );
 }

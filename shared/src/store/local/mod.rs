@@ -121,6 +121,36 @@ fn connect(path: &Path, durability: Durability) -> Result<Connection, LocalError
     Ok(conn)
 }
 
+/// Checkpoints the write-ahead log of `data_dir/ctx.db` into the database
+/// and truncates it to zero bytes (`PRAGMA wal_checkpoint(TRUNCATE)`), so a
+/// stopped server leaves no WAL behind. Call it when the stores are idle
+/// (after a clean stop): a reader in a transaction would keep the log.
+/// Nothing to do when there is no database.
+///
+/// # Errors
+/// `Unavailable` when SQLite fails or a reader or writer still holds the
+/// log (the checkpoint reports busy).
+pub fn checkpoint_wal(data_dir: &Path) -> Result<()> {
+    let path = data_dir.join(DB_FILE);
+    if !path.exists() {
+        return Ok(());
+    }
+    let conn = Connection::open(&path).map_err(LocalError::from)?;
+    conn.busy_timeout(std::time::Duration::from_secs(10))
+        .map_err(LocalError::from)?;
+    // One row: busy (1 when it could not finish), log frames, frames done.
+    let busy: i64 = conn
+        .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| r.get(0))
+        .map_err(LocalError::from)?;
+    if busy != 0 {
+        return Err(Error::unavailable(format!(
+            "{} is in use: its write-ahead log was not truncated",
+            path.display()
+        )));
+    }
+    Ok(())
+}
+
 /// Locks a connection. SQLite leaves a connection consistent even if a
 /// holder panicked, so a poisoned lock is taken over.
 fn lock(m: &Mutex<Connection>) -> std::sync::MutexGuard<'_, Connection> {

@@ -1,0 +1,425 @@
+//! Incremental materialize: each reuse rule on its own (a planted cached
+//! ancestor shows whether it was used), and a property test comparing
+//! incremental results with a full materialize on a store with no cache.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use proptest::prelude::*;
+
+use crate::clock::ManualClock;
+use crate::commit::{CommitType, Stop};
+use crate::format::FormatId;
+use crate::format::canonical::{Block, Conversation, Message, Role};
+use crate::format::translate::Tier;
+use crate::id::{ArtifactRef, CommitId, TenantId};
+use crate::service::{NewCommit, Service};
+use crate::store::conformance::t;
+use crate::store::memory::{MemoryBlobStore, MemoryMetaStore};
+use crate::store::{BlobStoreExt, MaterializeKey, Materialized, Stores};
+
+fn service() -> (Service, TenantId) {
+    let stores = Stores {
+        blobs: Arc::new(MemoryBlobStore::new()),
+        meta: Arc::new(MemoryMetaStore::new()),
+    };
+    let clock = Arc::new(ManualClock::new(t(10_000)));
+    (Service::new(stores, clock), "acme".parse().unwrap())
+}
+
+fn fid(s: &str) -> FormatId {
+    s.parse().unwrap()
+}
+
+/// One commit to make: its parent (an index into the commits made before),
+/// its type, its format and its delta.
+#[derive(Debug, Clone)]
+struct Spec {
+    parent: Option<usize>,
+    kind: CommitType,
+    format: String,
+    delta: Bytes,
+}
+
+/// A delta of `format` holding a user and an assistant message (or the
+/// format's compaction delta for a compaction).
+fn delta(svc: &Service, format: &str, kind: CommitType, n: usize) -> Bytes {
+    let codec = svc.formats().codec(&fid(format)).clone();
+    if kind == CommitType::Compaction {
+        return codec
+            .compaction_delta(&format!("summary {n}"), &[], t(0))
+            .unwrap();
+    }
+    if !codec.structured() {
+        return Bytes::from(format!("raw part {n}\n"));
+    }
+    let conv = Conversation {
+        messages: vec![
+            Message::new(Role::User, vec![Block::text(format!("question {n}"))]),
+            Message::new(Role::Assistant, vec![Block::text(format!("answer {n}"))]),
+        ],
+    };
+    codec.encode_canonical(&conv).unwrap().bytes
+}
+
+async fn make(svc: &Service, tenant: &TenantId, specs: &[Spec]) -> Vec<CommitId> {
+    let mut ids: Vec<CommitId> = Vec::new();
+    for (i, s) in specs.iter().enumerate() {
+        let new = NewCommit {
+            parent: s.parent.map(|p| ids[p]),
+            commit_type: s.kind,
+            created_at: Some(t(i as i64)),
+            ..NewCommit::new(
+                "agent".parse().unwrap(),
+                "tpl",
+                fid(&s.format),
+                s.delta.clone(),
+            )
+        };
+        ids.push(svc.checkpoint(tenant, new).await.unwrap().commit.id);
+    }
+    ids
+}
+
+/// A linear chain of `kinds` in `format`.
+fn linear(svc: &Service, format: &str, kinds: &[CommitType]) -> Vec<Spec> {
+    kinds
+        .iter()
+        .enumerate()
+        .map(|(i, &kind)| Spec {
+            parent: i.checked_sub(1),
+            kind,
+            format: format.into(),
+            delta: delta(svc, format, kind, i),
+        })
+        .collect()
+}
+
+/// Plants a cached materialization of `bytes` for (commit, stop, format).
+async fn plant(
+    svc: &Service,
+    tenant: &TenantId,
+    commit: CommitId,
+    stop: Stop,
+    format: &str,
+    bytes: &'static [u8],
+) {
+    let put = svc
+        .stores
+        .blobs
+        .put(tenant, Bytes::from_static(bytes))
+        .await
+        .unwrap();
+    let m = Materialized {
+        artifact_ref: put.artifact,
+        size: put.size,
+        message_count: 100,
+        token_count: 1000,
+        tier: Tier::Native,
+    };
+    let key = MaterializeKey {
+        commit,
+        stop,
+        format: fid(format),
+    };
+    svc.stores
+        .meta
+        .put_materialized(tenant, &key, &m)
+        .await
+        .unwrap();
+}
+
+async fn bytes_of(
+    svc: &Service,
+    tenant: &TenantId,
+    id: CommitId,
+    stop: Stop,
+    format: &str,
+) -> (Vec<u8>, Materialized) {
+    let m = svc
+        .materialize(tenant, &id, stop, Some(fid(format)))
+        .await
+        .unwrap();
+    assert!(!m.cached);
+    let b = svc
+        .stores
+        .blobs
+        .get(tenant, &m.result.artifact_ref)
+        .await
+        .unwrap()
+        .unwrap();
+    (b.to_vec(), m.result)
+}
+
+use CommitType::{Compaction as C, Delta as D, Snapshot as S};
+
+#[tokio::test]
+async fn materialize_appends_to_the_parents_cached_context_for_every_stop() {
+    let (svc, tenant) = service();
+    let ids = make(&svc, &tenant, &linear(&svc, "raw", &[D, D, D, D])).await;
+    for stop in [Stop::Root, Stop::Compaction, Stop::After(ids[0])] {
+        plant(&svc, &tenant, ids[2], stop, "raw", b"PLANTED\n").await;
+        let (b, m) = bytes_of(&svc, &tenant, ids[3], stop, "raw").await;
+        assert_eq!(b, b"PLANTED\nraw part 3\n", "{stop:?}");
+        assert_eq!(m.message_count, 100);
+        assert!(m.token_count > 1000);
+        assert_eq!(m.tier, Tier::Native);
+    }
+}
+
+#[tokio::test]
+async fn materialize_appends_json_arrays_and_cbor_arrays_to_a_cached_ancestor() {
+    for format in [
+        "anthropic-messages-v1",
+        "openai-chat-v1",
+        "bureau-agent-v1",
+        "bureau-agent-v2",
+        "claude-code-v1",
+    ] {
+        let (svc, tenant) = service();
+        let ids = make(&svc, &tenant, &linear(&svc, format, &[D, D, D, D, D])).await;
+        // Cache depth 1 (warm), then the tip: reused from distance 2 ...
+        let (_, warm) = bytes_of(&svc, &tenant, ids[2], Stop::Root, format).await;
+        let (inc, inc_m) = bytes_of(&svc, &tenant, ids[4], Stop::Root, format).await;
+        // ... equal to a store that never cached anything.
+        let (svc2, _) = service();
+        let ids2 = make(&svc2, &tenant, &linear(&svc2, format, &[D, D, D, D, D])).await;
+        assert_eq!(ids, ids2);
+        let (full, full_m) = bytes_of(&svc2, &tenant, ids2[4], Stop::Root, format).await;
+        assert_eq!(inc, full, "{format}");
+        assert_eq!(inc_m, full_m, "{format}");
+        assert_ne!(warm.artifact_ref, full_m.artifact_ref);
+    }
+}
+
+#[tokio::test]
+async fn materialize_for_the_latest_compaction_reuses_nothing_across_a_compaction() {
+    let (svc, tenant) = service();
+    let ids = make(&svc, &tenant, &linear(&svc, "raw", &[D, D, C, D])).await;
+    plant(&svc, &tenant, ids[1], Stop::Compaction, "raw", b"PLANTED\n").await;
+    let (b, _) = bytes_of(&svc, &tenant, ids[3], Stop::Compaction, "raw").await;
+    assert_eq!(b, b"summary 2raw part 3\n");
+    // The compaction itself is where the stop is: its cache is reused.
+    plant(&svc, &tenant, ids[2], Stop::Compaction, "raw", b"PLANTED\n").await;
+    let (svc2, _) = service();
+    let ids2 = make(&svc2, &tenant, &linear(&svc2, "raw", &[D, D, C, D, D])).await;
+    plant(
+        &svc2,
+        &tenant,
+        ids2[2],
+        Stop::Compaction,
+        "raw",
+        b"PLANTED\n",
+    )
+    .await;
+    let (b, _) = bytes_of(&svc2, &tenant, ids2[4], Stop::Compaction, "raw").await;
+    assert_eq!(b, b"PLANTED\nraw part 3\nraw part 4\n");
+}
+
+#[tokio::test]
+async fn materialize_from_the_root_skips_compactions_in_the_appended_part() {
+    let (svc, tenant) = service();
+    let ids = make(&svc, &tenant, &linear(&svc, "raw", &[D, D, C, S, D, D])).await;
+    plant(&svc, &tenant, ids[1], Stop::Root, "raw", b"PLANTED\n").await;
+    // Distance 4 from the tip: probed after the walk; the compaction and
+    // the snapshot with a parent are left out as in a full materialize.
+    let (b, _) = bytes_of(&svc, &tenant, ids[5], Stop::Root, "raw").await;
+    assert_eq!(b, b"PLANTED\nraw part 4\nraw part 5\n");
+}
+
+#[tokio::test]
+async fn materialize_after_a_stop_reuses_only_the_same_stop() {
+    let (svc, tenant) = service();
+    let ids = make(&svc, &tenant, &linear(&svc, "raw", &[D, D, D, D])).await;
+    plant(
+        &svc,
+        &tenant,
+        ids[2],
+        Stop::After(ids[0]),
+        "raw",
+        b"PLANTED\n",
+    )
+    .await;
+    let (b, _) = bytes_of(&svc, &tenant, ids[3], Stop::After(ids[1]), "raw").await;
+    assert_eq!(b, b"raw part 2\nraw part 3\n");
+    let (b, _) = bytes_of(&svc, &tenant, ids[3], Stop::After(ids[0]), "raw").await;
+    assert_eq!(b, b"PLANTED\nraw part 3\n");
+}
+
+#[tokio::test]
+async fn materialize_probes_ancestors_at_doubling_distances_only() {
+    let (svc, tenant) = service();
+    let ids = make(&svc, &tenant, &linear(&svc, "raw", &[D, D, D, D, D, D])).await;
+    // Distance 3 is not probed (2, 4, 8, ... are): a full join.
+    plant(&svc, &tenant, ids[2], Stop::Root, "raw", b"PLANTED\n").await;
+    let (b, _) = bytes_of(&svc, &tenant, ids[5], Stop::Root, "raw").await;
+    assert!(
+        b.starts_with(b"raw part 0\n"),
+        "{}",
+        String::from_utf8_lossy(&b)
+    );
+    // Distance 4 is: the nearest probed hit wins over a farther one.
+    plant(&svc, &tenant, ids[0], Stop::Root, "raw", b"FAR\n").await;
+    plant(&svc, &tenant, ids[1], Stop::Root, "raw", b"NEAR\n").await;
+    let (svc2, _) = service();
+    let ids2 = make(
+        &svc2,
+        &tenant,
+        &linear(&svc2, "raw", &[D, D, D, D, D, D, D]),
+    )
+    .await;
+    plant(&svc2, &tenant, ids2[2], Stop::Root, "raw", b"NEAR\n").await;
+    plant(&svc2, &tenant, ids2[0], Stop::Root, "raw", b"FAR\n").await;
+    let (b, _) = bytes_of(&svc2, &tenant, ids2[6], Stop::Root, "raw").await;
+    assert_eq!(b, b"NEAR\nraw part 3\nraw part 4\nraw part 5\nraw part 6\n");
+}
+
+#[tokio::test]
+async fn materialize_does_not_extend_a_translation_or_an_evicted_artifact() {
+    let (svc, tenant) = service();
+    let ids = make(
+        &svc,
+        &tenant,
+        &linear(&svc, "anthropic-messages-v1", &[D, D, D]),
+    )
+    .await;
+    // A cache in the target format over parts of another: translated whole.
+    plant(&svc, &tenant, ids[1], Stop::Root, "openai-chat-v1", b"[]").await;
+    let (b, m) = bytes_of(&svc, &tenant, ids[2], Stop::Root, "openai-chat-v1").await;
+    assert_eq!(m.tier, Tier::CrossRuntime);
+    assert!(String::from_utf8_lossy(&b).contains("question 0"));
+    // A cache whose artifact is gone: joined whole.
+    let gone = Materialized {
+        artifact_ref: ArtifactRef::of(b"never stored"),
+        size: 12,
+        message_count: 1,
+        token_count: 1,
+        tier: Tier::Native,
+    };
+    let key = MaterializeKey {
+        commit: ids[1],
+        stop: Stop::Root,
+        format: fid("anthropic-messages-v1"),
+    };
+    svc.stores
+        .meta
+        .put_materialized(&tenant, &key, &gone)
+        .await
+        .unwrap();
+    let (b, m) = bytes_of(&svc, &tenant, ids[2], Stop::Root, "anthropic-messages-v1").await;
+    assert!(String::from_utf8_lossy(&b).contains("question 0"));
+    assert_eq!(m.message_count, 6);
+}
+
+const FORMATS: [&str; 5] = [
+    "raw",
+    "claude-code-v1",
+    "anthropic-messages-v1",
+    "bureau-agent-v1",
+    "openai-chat-v1",
+];
+
+/// A random commit: parent choice (modulo the commits before), type.
+fn spec_strategy() -> impl Strategy<Value = (Option<usize>, u8)> {
+    (proptest::option::weighted(0.9, any::<usize>()), 0u8..10)
+}
+
+/// A query: commit, stop kind, stop-after commit, target format (the
+/// chain's own for half the values).
+fn query_strategy() -> impl Strategy<Value = (usize, u8, usize, usize)> {
+    (
+        any::<usize>(),
+        0u8..3,
+        any::<usize>(),
+        0usize..FORMATS.len(),
+    )
+}
+
+async fn run_case(
+    chain_format: &str,
+    shape: &[(Option<usize>, u8)],
+    queries: &[(usize, u8, usize, usize)],
+) {
+    let (svc, tenant) = service();
+    let specs: Vec<Spec> = shape
+        .iter()
+        .enumerate()
+        .map(|(i, &(p, k))| {
+            // Mostly the previous commit (a linear run), sometimes a fork.
+            let parent = match p {
+                _ if i == 0 => None,
+                None => None,
+                Some(x) if x % 3 == 0 => Some(x % i),
+                Some(_) => Some(i - 1),
+            };
+            let kind = match k {
+                0 if parent.is_some() => C,
+                0 => D,
+                1 => S,
+                _ => D,
+            };
+            Spec {
+                parent,
+                kind,
+                format: chain_format.into(),
+                delta: delta(&svc, chain_format, kind, i),
+            }
+        })
+        .collect();
+    let ids = make(&svc, &tenant, &specs).await;
+    // The resume loop first: every commit in order, then random queries.
+    let target = |f: usize| -> String { FORMATS.get(f).copied().unwrap_or(chain_format).into() };
+    let mut all: Vec<(usize, Stop, String)> = Vec::new();
+    let first = queries[0];
+    for i in 0..ids.len() {
+        all.push((
+            i,
+            stop_of(first.1, ids[first.2 % ids.len()]),
+            target(first.3),
+        ));
+    }
+    for &(c, s, a, f) in queries {
+        all.push((c % ids.len(), stop_of(s, ids[a % ids.len()]), target(f)));
+    }
+    for (i, stop, format) in all {
+        let inc = svc
+            .materialize(&tenant, &ids[i], stop, Some(fid(&format)))
+            .await;
+        let (fresh, _) = service();
+        let ids2 = make(&fresh, &tenant, &specs).await;
+        assert_eq!(ids, ids2);
+        let full = fresh
+            .materialize(&tenant, &ids2[i], stop, Some(fid(&format)))
+            .await;
+        match (inc, full) {
+            (Ok(a), Ok(b)) => assert_eq!(a.result, b.result, "commit {i} {stop:?} {format}"),
+            (Err(a), Err(b)) => assert_eq!(a.message, b.message),
+            (a, b) => panic!("commit {i} {stop:?} {format}: {a:?} against {b:?}"),
+        }
+    }
+}
+
+fn stop_of(kind: u8, after: CommitId) -> Stop {
+    match kind {
+        0 => Stop::Root,
+        1 => Stop::Compaction,
+        _ => Stop::After(after),
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    /// Incremental materialize equals a full one on a store that never
+    /// cached anything, over random chains (deltas, compactions, snapshots,
+    /// forks), every stop, native and translated formats.
+    #[test]
+    fn materialize_incremental_equals_full(
+        format in 0usize..FORMATS.len(),
+        shape in proptest::collection::vec(spec_strategy(), 1..24),
+        queries in proptest::collection::vec(query_strategy(), 1..10),
+    ) {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        rt.block_on(run_case(FORMATS[format], &shape, &queries));
+    }
+}
