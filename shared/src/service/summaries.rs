@@ -19,13 +19,13 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::Service;
-use crate::commit::{Commit, limits};
+use crate::commit::Commit;
 use crate::error::{Error, Result};
 use crate::id::{CommitId, TenantId};
 use crate::store::{
     BlobStoreExt, Missing, SummaryCursor, TAG_SUMMARIZING, TAG_SUMMARY_BY, TAG_SUMMARY_ERROR,
 };
-use crate::summarize::{Failure, Summarizer, SummaryInput};
+use crate::summarize::{Failure, Summarizer, SummaryInput, clip_summary};
 
 /// Commits asked for per page of the queue.
 const PAGE: usize = 100;
@@ -109,19 +109,6 @@ pub fn retry_delay(failure: &Failure, attempts: u32) -> Duration {
             (Duration::hours(1) * 4i32.saturating_pow(attempts.min(10))).min(Duration::weeks(1))
         }
     }
-}
-
-/// `text` within the summary limit, cut at a character boundary.
-fn clip(text: &str) -> &str {
-    let text = text.trim();
-    if text.len() <= limits::SUMMARY {
-        return text;
-    }
-    let mut end = limits::SUMMARY;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    &text[..end]
 }
 
 /// The queue a batch walks: tenant by tenant, page by page.
@@ -338,7 +325,12 @@ impl Service {
             Ok(summary) if !summary.text.trim().is_empty() => {
                 let tokens = summary.input_tokens + summary.output_tokens;
                 let written = meta
-                    .write_summary(tenant, commit, clip(&summary.text), &summarizer.id())
+                    .write_summary(
+                        tenant,
+                        commit,
+                        clip_summary(&summary.text),
+                        &summarizer.id(),
+                    )
                     .await?;
                 let outcome = if written {
                     Outcome::Summarized
@@ -372,7 +364,7 @@ impl Service {
         attempts: u32,
     ) -> Result<()> {
         let retry_at = self.clock.now() + retry_delay(failure, attempts);
-        let error = clip(&failure.to_string()).to_owned();
+        let error = clip_summary(&failure.to_string()).to_owned();
         self.stores
             .meta
             .fail_summary(tenant, commit, &error, retry_at)
@@ -471,7 +463,7 @@ impl Service {
                 commit.id
             ))
         })?;
-        let text = clip(&summary.text);
+        let text = clip_summary(&summary.text);
         if text.is_empty() {
             return Err(Error::unavailable(format!(
                 "the summarizer {} returned an empty summary for {}",

@@ -187,11 +187,18 @@ pub(crate) fn summary_text(text: &str) -> std::result::Result<String, Failure> {
             reason: "the model answered with an empty summary".into(),
         });
     }
+    Ok(clip_summary(text).to_owned())
+}
+
+/// `text` trimmed and within `commit::limits::SUMMARY`, cut at a
+/// character boundary.
+pub(crate) fn clip_summary(text: &str) -> &str {
+    let text = text.trim();
     let mut end = text.len().min(crate::commit::limits::SUMMARY);
     while !text.is_char_boundary(end) {
         end -= 1;
     }
-    Ok(text[..end].to_owned())
+    &text[..end]
 }
 
 #[cfg(test)]

@@ -11,11 +11,11 @@ use chrono::{DateTime, Utc};
 
 use super::Service;
 use super::checkpoint::{Delta, NewCommit};
-use crate::commit::{Commit, CommitType, Stop, Tags, Trigger, limits};
+use crate::commit::{Commit, CommitType, Stop, Tags, Trigger};
 use crate::error::{Error, Result};
 use crate::id::{CommitId, TenantId};
 use crate::store::RefMove;
-use crate::summarize::{Extractive, Failure, Summarizer, SummaryInput};
+use crate::summarize::{Extractive, Failure, Summarizer, SummaryInput, clip_summary};
 
 /// Tag naming the summarizer that wrote a compaction (`<backend>:<model>`).
 pub const COMPACTED_BY: &str = "compacted_by";
@@ -122,7 +122,7 @@ impl Service {
             checkpoint: Trigger::Compaction,
             ticket_id: tip.ticket_id.clone(),
             thread_id: tip.thread_id.clone(),
-            summary: Some(clip(text, limits::SUMMARY).to_owned()),
+            summary: Some(clip_summary(text).to_owned()),
             created_at: Some(at),
             tags: Some(tags),
             ref_move,
@@ -158,18 +158,6 @@ fn later_than(now: DateTime<Utc>, parent: DateTime<Utc>) -> DateTime<Utc> {
     } else {
         parent + chrono::Duration::microseconds(1)
     }
-}
-
-/// At most `max` bytes of `s`, cut on a character boundary.
-fn clip(s: &str, max: usize) -> &str {
-    if s.len() <= max {
-        return s;
-    }
-    let mut end = max;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    &s[..end]
 }
 
 #[cfg(test)]
