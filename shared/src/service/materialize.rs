@@ -40,6 +40,19 @@ impl Service {
         stop: Stop,
         format: Option<FormatId>,
     ) -> Result<Materialization> {
+        Ok(self.materialize_bytes(tenant, id, stop, format).await?.0)
+    }
+
+    /// [`Service::materialize`], also handing back the bytes it joined and
+    /// stored (`None` on a cache hit), so a caller that reads the context
+    /// next does not download what was just written.
+    pub(crate) async fn materialize_bytes(
+        &self,
+        tenant: &TenantId,
+        id: &CommitId,
+        stop: Stop,
+        format: Option<FormatId>,
+    ) -> Result<(Materialization, Option<Bytes>)> {
         let tip = self.show(tenant, id).await?;
         let format = format.unwrap_or_else(|| tip.format.clone());
         let key = MaterializeKey {
@@ -48,12 +61,15 @@ impl Service {
             format: format.clone(),
         };
         if let Some(m) = self.stores.meta.get_materialized(tenant, &key).await? {
-            return Ok(Materialization {
-                result: m,
-                cached: true,
-            });
+            return Ok((
+                Materialization {
+                    result: m,
+                    cached: true,
+                },
+                None,
+            ));
         }
-        let m = match self
+        let (m, bytes) = match self
             .materialize_incremental(tenant, &tip, stop, &format)
             .await?
         {
@@ -61,10 +77,13 @@ impl Service {
             Incremental::Path(path) => self.materialize_full(tenant, path, stop, &format).await?,
         };
         self.stores.meta.put_materialized(tenant, &key, &m).await?;
-        Ok(Materialization {
-            result: m,
-            cached: false,
-        })
+        Ok((
+            Materialization {
+                result: m,
+                cached: false,
+            },
+            Some(bytes),
+        ))
     }
 
     /// Joins (or translates) the whole contributing path, newest first.
@@ -74,21 +93,22 @@ impl Service {
         path: Vec<Commit>,
         stop: Stop,
         format: &FormatId,
-    ) -> Result<Materialized> {
+    ) -> Result<(Materialized, Bytes)> {
         let format = format.clone();
         let parts = self.contributing(path, stop);
         let bytes = self.fetch_parts(tenant, &parts).await?;
         let codec = self.formats.codec(&format).clone();
         let m = if parts.iter().all(|c| c.format == format) {
             let joined = codec.concat(&bytes)?;
-            let put = self.stores.blobs.put(tenant, joined).await?;
-            Materialized {
+            let put = self.stores.blobs.put(tenant, joined.clone()).await?;
+            let m = Materialized {
                 artifact_ref: put.artifact,
                 size: put.size,
                 message_count: parts.iter().map(|c| c.message_count).sum(),
                 token_count: parts.iter().map(|c| c.token_count).sum(),
                 tier: Tier::Native,
-            }
+            };
+            (m, joined)
         } else {
             let translate_parts: Vec<Part> = parts
                 .iter()
@@ -107,8 +127,8 @@ impl Service {
             .await
             .map_err(|e| Error::internal(format!("translation panicked: {e}")))??;
             let counts = codec.count(&out.bytes);
-            let put = self.stores.blobs.put(tenant, out.bytes).await?;
-            Materialized {
+            let put = self.stores.blobs.put(tenant, out.bytes.clone()).await?;
+            let m = Materialized {
                 artifact_ref: put.artifact,
                 size: put.size,
                 message_count: counts
@@ -116,7 +136,8 @@ impl Service {
                     .unwrap_or_else(|| parts.iter().map(|c| c.message_count).sum()),
                 token_count: counts.tokens,
                 tier: out.tier,
-            }
+            };
+            (m, out.bytes)
         };
         Ok(m)
     }
@@ -232,7 +253,7 @@ impl Service {
         format: &FormatId,
         cached: &Materialized,
         newer: &[Commit],
-    ) -> Result<Option<Materialized>> {
+    ) -> Result<Option<(Materialized, Bytes)>> {
         if cached.tier != Tier::Native || newer.iter().any(|c| &c.format != format) {
             return Ok(None);
         }
@@ -243,15 +264,17 @@ impl Service {
         let Some(joined) = codec.concat_onto(&prefix, &bytes) else {
             return Ok(None);
         };
-        let put = self.stores.blobs.put(tenant, joined?).await?;
-        Ok(Some(Materialized {
+        let joined = joined?;
+        let put = self.stores.blobs.put(tenant, joined.clone()).await?;
+        let m = Materialized {
             artifact_ref: put.artifact,
             size: put.size,
             message_count: cached.message_count
                 + newer.iter().map(|c| c.message_count).sum::<u64>(),
             token_count: cached.token_count + newer.iter().map(|c| c.token_count).sum::<u64>(),
             tier: Tier::Native,
-        }))
+        };
+        Ok(Some((m, joined)))
     }
 
     /// The commits from `tip` back to where `stop` ends the walk, newest
@@ -332,8 +355,8 @@ const MAX_PROBES: usize = 12;
 
 /// What the incremental attempt gave.
 enum Incremental {
-    /// The materialization, built on a cached ancestor.
-    Done(Materialized),
+    /// The materialization, built on a cached ancestor, and its bytes.
+    Done((Materialized, Bytes)),
     /// Nothing to reuse: the walked path, newest first.
     Path(Vec<Commit>),
 }

@@ -87,13 +87,17 @@ impl Service {
         ref_move: Option<RefMove>,
     ) -> Result<Compacted> {
         let tip = self.show(tenant, id).await?;
-        let context = self
-            .materialize(tenant, id, Stop::Compaction, Some(tip.format.clone()))
-            .await?
-            .result;
-        let bytes = self
-            .download_artifact(tenant, &context.artifact_ref)
+        let (materialized, joined) = self
+            .materialize_bytes(tenant, id, Stop::Compaction, Some(tip.format.clone()))
             .await?;
+        let context = materialized.result;
+        let bytes = match joined {
+            Some(bytes) => bytes,
+            None => {
+                self.download_artifact(tenant, &context.artifact_ref)
+                    .await?
+            }
+        };
         let input = SummaryInput::decode(&self.formats, CommitType::Delta, &tip.format, &bytes);
         let summary = summarizer
             .summarize(&input)
