@@ -57,6 +57,11 @@ pub(super) fn decode_commit(body: &str) -> Result<Commit, LocalError> {
     Ok(serde_json::from_str(body)?)
 }
 
+/// The JSON body stored in `commits.body`.
+pub(super) fn encode_commit(c: &Commit) -> Result<String> {
+    serde_json::to_string(c).map_err(|e| Error::internal(format!("cannot encode commit: {e}")))
+}
+
 fn current_ref(conn: &Connection, tenant: &TenantId, name: &RefName) -> Result<Option<CommitId>> {
     let target: Option<String> = conn
         .query_row(
@@ -140,8 +145,7 @@ impl MetaStore for SqliteMetaStore {
             if taken {
                 stored.lineage = stored.id;
             }
-            let body = serde_json::to_string(&stored)
-                .map_err(|e| Error::internal(format!("cannot encode commit: {e}")))?;
+            let body = encode_commit(&stored)?;
             tx.execute(
                 "INSERT INTO commits (tenant, id, lineage, depth, body, ts, summary)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
@@ -253,8 +257,7 @@ impl MetaStore for SqliteMetaStore {
                 if let Some(t) = patch.tags {
                     c.tags = t;
                 }
-                let body = serde_json::to_string(&c)
-                    .map_err(|e| Error::internal(format!("cannot encode commit: {e}")))?;
+                let body = encode_commit(&c)?;
                 tx.execute(
                     "UPDATE commits SET body = ?3, summary = ?4 WHERE tenant = ?1 AND id = ?2",
                     params![tenant.as_str(), id.to_string(), body, c.summary],

@@ -7,7 +7,7 @@
 use chrono::{DateTime, Utc};
 use rusqlite::{Connection, OptionalExtension, params};
 
-use super::meta::decode_commit;
+use super::meta::{decode_commit, encode_commit};
 use super::{SqliteMetaStore, sql};
 use crate::clock::micros_to_time;
 use crate::commit::Commit;
@@ -80,8 +80,7 @@ impl SqliteMetaStore {
         until: DateTime<Utc>,
         respect_backoff: bool,
     ) -> Result<bool> {
-        let id = &commit.id;
-        let (tenant, id) = (tenant.clone(), *id);
+        let (tenant, id) = (tenant.clone(), commit.id);
         let (now, until_us) = (now.timestamp_micros(), until.timestamp_micros());
         self.db
             .transaction(move |tx| {
@@ -126,8 +125,7 @@ impl SqliteMetaStore {
         summary: &str,
         by: &str,
     ) -> Result<bool> {
-        let id = &commit.id;
-        let (tenant, id) = (tenant.clone(), *id);
+        let (tenant, id) = (tenant.clone(), commit.id);
         let (summary, by) = (summary.to_owned(), by.to_owned());
         self.db
             .transaction(move |tx| {
@@ -161,8 +159,7 @@ impl SqliteMetaStore {
         error: &str,
         retry_at: DateTime<Utc>,
     ) -> Result<()> {
-        let id = &commit.id;
-        let (tenant, id, error) = (tenant.clone(), *id, error.to_owned());
+        let (tenant, id, error) = (tenant.clone(), commit.id, error.to_owned());
         self.db
             .transaction(move |tx| {
                 let Some(mut c) = missing_in(tx, &tenant, &id)? else {
@@ -205,10 +202,6 @@ impl SqliteMetaStore {
             })
             .collect()
     }
-}
-
-fn encode_commit(c: &Commit) -> Result<String> {
-    serde_json::to_string(c).map_err(|e| Error::internal(format!("cannot encode commit: {e}")))
 }
 
 /// The commit if it exists and lacks a summary.
