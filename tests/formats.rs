@@ -18,12 +18,9 @@ fn json(out: &[u8]) -> Value {
     serde_json::from_slice(out).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(out)))
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn claude_code_transcript_imports_and_exports_byte_identical() {
-    let original = std::fs::read(TRANSCRIPT).unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let server = Server::start(dir.path());
-
+/// Imports `TRANSCRIPT` as alice onto `sessions/parser`; returns the JSON
+/// report.
+fn import_transcript(server: &Server) -> Value {
     let (code, out) = server.cli(&[
         "import",
         "claude-code",
@@ -35,7 +32,16 @@ async fn claude_code_transcript_imports_and_exports_byte_identical() {
         "--json",
     ]);
     assert_eq!(code, 0);
-    let report = json(&out);
+    json(&out)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_code_transcript_imports_and_exports_byte_identical() {
+    let original = std::fs::read(TRANSCRIPT).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path());
+
+    let report = import_transcript(&server);
     assert_eq!(
         (report["deltas"].as_u64(), report["compactions"].as_u64()),
         (Some(4), Some(2))
@@ -270,18 +276,10 @@ async fn a_recompacted_claude_code_session_still_exports_as_a_transcript() {
     let original = std::fs::read(TRANSCRIPT).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let server = Server::start(dir.path());
-    let (code, out) = server.cli(&[
-        "import",
-        "claude-code",
-        TRANSCRIPT,
-        "--principal",
-        "alice",
-        "--ref",
-        "sessions/parser",
-        "--json",
-    ]);
-    assert_eq!(code, 0);
-    let tip = json(&out)["tip"].as_str().unwrap().to_owned();
+    let tip = import_transcript(&server)["tip"]
+        .as_str()
+        .unwrap()
+        .to_owned();
 
     let (code, out) = server.cli(&[
         "compact",

@@ -88,22 +88,10 @@ fn tokens_commands_refuse_a_data_directory_that_does_not_exist() {
 
 #[test]
 fn a_second_serve_on_the_same_data_directory_is_refused() {
-    use std::io::{BufRead, BufReader};
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().to_str().unwrap();
-    let mut first = Command::new(env!("CARGO_BIN_EXE_ctx"))
-        .args(["serve", "--data", data, "--addr", "127.0.0.1:0"])
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(first.stdout.take().unwrap()).lines();
     // It holds the lock once it says where it listens.
-    assert!(
-        lines
-            .by_ref()
-            .map_while(Result::ok)
-            .any(|l| l.starts_with("ctx listening on"))
-    );
+    let (mut first, _url, _stdout) = serve(data);
     let second = ctx(&["serve", "--data", data, "--addr", "127.0.0.1:0"]);
     let _ = first.kill();
     let _ = first.wait();
@@ -202,6 +190,30 @@ fn mcp_takes_no_json_flag() {
         "{text}"
     );
     assert_eq!(ctx(&["mcp", "--json"]).status.code(), Some(2));
+}
+
+/// Starts `ctx serve` on `data` on a free port; returns the child, the URL
+/// it listens on and its stdout (kept open so later prints don't fail).
+fn serve(
+    data: &str,
+) -> (
+    std::process::Child,
+    String,
+    std::io::Lines<std::io::BufReader<std::process::ChildStdout>>,
+) {
+    use std::io::{BufRead, BufReader};
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ctx"))
+        .args(["serve", "--data", data, "--addr", "127.0.0.1:0"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let url = lines
+        .by_ref()
+        .map_while(Result::ok)
+        .find_map(|l| l.strip_prefix("ctx listening on ").map(str::to_owned))
+        .expect("the server says where it listens");
+    (child, url, lines)
 }
 
 /// Starts `ctx serve` on `data` with `extra` arguments, returns what it
@@ -318,7 +330,6 @@ sys.exit(p.returncode)
 
 #[test]
 fn summarize_fills_in_a_summary_and_log_shows_it() {
-    use std::io::{BufRead, BufReader};
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().to_str().unwrap();
     assert_eq!(
@@ -327,17 +338,7 @@ fn summarize_fills_in_a_summary_and_log_shows_it() {
         "--force needs --commit"
     );
     assert_eq!(ctx(&["summarize", "--limit", "0"]).status.code(), Some(2));
-    let mut server = Command::new(env!("CARGO_BIN_EXE_ctx"))
-        .args(["serve", "--data", data, "--addr", "127.0.0.1:0"])
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(server.stdout.take().unwrap()).lines();
-    let url = lines
-        .by_ref()
-        .map_while(Result::ok)
-        .find_map(|l| l.strip_prefix("ctx listening on ").map(str::to_owned))
-        .expect("the server says where it listens");
+    let (mut server, url, _stdout) = serve(data);
     let client = |args: &[&str]| {
         Command::new(env!("CARGO_BIN_EXE_ctx"))
             .args(args)
@@ -409,20 +410,9 @@ fn summarize_fills_in_a_summary_and_log_shows_it() {
 
 #[test]
 fn a_cleanly_stopped_server_leaves_no_write_ahead_log() {
-    use std::io::{BufRead, BufReader};
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().to_str().unwrap();
-    let mut server = Command::new(env!("CARGO_BIN_EXE_ctx"))
-        .args(["serve", "--data", data, "--addr", "127.0.0.1:0"])
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(server.stdout.take().unwrap()).lines();
-    let url = lines
-        .by_ref()
-        .map_while(Result::ok)
-        .find_map(|l| l.strip_prefix("ctx listening on ").map(str::to_owned))
-        .expect("the server says where it listens");
+    let (mut server, url, _stdout) = serve(data);
     let mut checkpoint = Command::new(env!("CARGO_BIN_EXE_ctx"))
         .args(["checkpoint", "--principal", "alice", "--ref", "sessions/s"])
         .args(["--server", &url, "--data", data])

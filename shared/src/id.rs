@@ -122,7 +122,7 @@ fn string_schema(pattern: &str, description: &str) -> RefOr<Schema> {
 /// The schema of a validated name: what `check_name` and the type's rule
 /// accept, as a pattern and a length. JSON Schema counts characters where
 /// the rule counts bytes; the description says which.
-fn name_schema(pattern: &str, max_bytes: usize, description: &str) -> RefOr<Schema> {
+pub(crate) fn name_schema(pattern: &str, max_bytes: usize, description: &str) -> RefOr<Schema> {
     ObjectBuilder::new()
         .schema_type(Type::String)
         .pattern(Some(pattern))
@@ -417,6 +417,7 @@ macro_rules! name_type {
         impl utoipa::ToSchema for $name {}
     };
 }
+pub(crate) use name_type;
 
 name_type!(
     /// A tenant: 1–64 characters of `a-z 0-9 - _`, starting with a letter

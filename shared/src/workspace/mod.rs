@@ -23,10 +23,10 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Deserializer, Serialize};
 use utoipa::openapi::RefOr;
-use utoipa::openapi::schema::{ObjectBuilder, Schema, Type};
+use utoipa::openapi::schema::Schema;
 
 use crate::error::{Error, Result};
-use crate::id::RefName;
+use crate::id::{RefName, name_schema, name_type};
 
 #[cfg(any(test, feature = "conformance"))]
 pub mod cases;
@@ -97,85 +97,31 @@ fn check_len(field: &str, s: &str, max: usize) -> Result<()> {
     Ok(())
 }
 
-macro_rules! string_newtype {
-    ($(#[$doc:meta])* $name:ident, $check:expr, $pattern:expr, $max:expr, $descr:expr) => {
-        $(#[$doc])*
-        #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
-        #[serde(transparent)]
-        pub struct $name(String);
-
-        impl $name {
-            /// The text.
-            pub fn as_str(&self) -> &str {
-                &self.0
-            }
-        }
-
-        impl fmt::Display for $name {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str(&self.0)
-            }
-        }
-
-        impl fmt::Debug for $name {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                write!(f, "{:?}", self.0)
-            }
-        }
-
-        impl FromStr for $name {
-            type Err = Error;
-            fn from_str(s: &str) -> Result<Self> {
-                let check: fn(&str) -> Result<()> = $check;
-                check(s)?;
-                Ok($name(s.to_owned()))
-            }
-        }
-
-        impl<'de> Deserialize<'de> for $name {
-            fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-                let s = String::deserialize(d)?;
-                s.parse().map_err(|e: Error| serde::de::Error::custom(e.message))
-            }
-        }
-
-        impl utoipa::PartialSchema for $name {
-            fn schema() -> RefOr<Schema> {
-                ObjectBuilder::new()
-                    .schema_type(Type::String)
-                    .pattern(Some($pattern))
-                    .min_length(Some(1))
-                    .max_length(Some($max))
-                    .description(Some($descr))
-                    .into()
-            }
-        }
-
-        impl utoipa::ToSchema for $name {}
-    };
-}
-
 /// What a path segment matches, as a pattern (no `.`/`..` segment, no `..`).
 const SEGMENT: &str = r"(?:\.?[A-Za-z0-9_-]+)+\.?";
 
-string_newtype!(
+name_type!(
     /// A workspace: one segment of 1 to 64 of `A-Z a-z 0-9 . _ -`, not `.`
     /// or `..` (an image id, say). `tastes` is the tenant's global tastes.
     WorkspaceId,
+    "ws",
     |s| {
         check_len("ws", s, MAX_WORKSPACE_ID)?;
         check_segment("ws", s, s)
     },
-    format!("^{SEGMENT}$"),
-    MAX_WORKSPACE_ID,
-    "A workspace: 1 to 64 of A-Z, a-z, 0-9, '.', '_' and '-'; not '.', no '..'."
+    schema: name_schema(
+        &format!("^{SEGMENT}$"),
+        MAX_WORKSPACE_ID,
+        "A workspace: 1 to 64 of A-Z, a-z, 0-9, '.', '_' and '-'; not '.', no '..'.",
+    )
 );
 
-string_newtype!(
+name_type!(
     /// A file's path in a workspace: 1 to 120 bytes, at most 8
     /// `/`-separated segments of `A-Z a-z 0-9 . _ -`, none empty, `.` or
     /// `..`; relative (no leading `/`).
     FilePath,
+    "path",
     |s| {
         check_len("path", s, MAX_PATH)?;
         let segments: Vec<&str> = s.split('/').collect();
@@ -192,9 +138,11 @@ string_newtype!(
             .iter()
             .try_for_each(|seg| check_segment("path", s, seg))
     },
-    format!("^{SEGMENT}(?:/{SEGMENT}){{0,7}}$"),
-    MAX_PATH,
-    "A file path: 1 to 120 bytes, at most 8 '/'-separated segments of A-Z, a-z, 0-9, '.', '_' and '-'; no empty, '.' or '..' segment, no leading '/'."
+    schema: name_schema(
+        &format!("^{SEGMENT}(?:/{SEGMENT}){{0,7}}$"),
+        MAX_PATH,
+        "A file path: 1 to 120 bytes, at most 8 '/'-separated segments of A-Z, a-z, 0-9, '.', '_' and '-'; no empty, '.' or '..' segment, no leading '/'.",
+    )
 );
 
 impl WorkspaceId {
