@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use bytes::Bytes;
 use ctx_core::store::local::{LocalBlobStore, SqliteMetaStore};
-use ctx_core::store::{BlobStore, PutBlob, Stores};
+use ctx_core::store::{BlobArea, BlobInfo, BlobStore, PutBlob, Stores};
 use ctx_core::workspace::context::assemble;
 use ctx_core::workspace::dir::DirSource;
 use ctx_core::workspace::{FilePath, WorkspaceId};
@@ -58,6 +58,34 @@ impl BlobStore for Counting {
     }
     async fn delete(&self, tenant: &TenantId, artifact: &ArtifactRef) -> Result<bool> {
         self.inner.delete(tenant, artifact).await
+    }
+    async fn put_cached(&self, tenant: &TenantId, bytes: Bytes) -> Result<PutBlob> {
+        self.inner.put_cached(tenant, bytes).await
+    }
+    async fn stat(
+        &self,
+        tenant: &TenantId,
+        area: BlobArea,
+        artifact: &ArtifactRef,
+    ) -> Result<Option<BlobInfo>> {
+        self.inner.stat(tenant, area, artifact).await
+    }
+    async fn list(
+        &self,
+        tenant: &TenantId,
+        area: BlobArea,
+        after: Option<&ArtifactRef>,
+        limit: usize,
+    ) -> Result<Vec<BlobInfo>> {
+        self.inner.list(tenant, area, after, limit).await
+    }
+    async fn remove(
+        &self,
+        tenant: &TenantId,
+        area: BlobArea,
+        artifact: &ArtifactRef,
+    ) -> Result<bool> {
+        self.inner.remove(tenant, area, artifact).await
     }
 }
 

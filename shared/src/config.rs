@@ -124,6 +124,18 @@ pub const SETTINGS: &[Setting] = &[
         "the largest artifact (an uploaded body or an inline delta) in bytes (64 MiB); a JSON body may hold its base64 plus 1 MiB; larger ones get 413 naming this limit",
     ),
     setting(
+        "CTX_CACHE_BYTES",
+        None,
+        "1073741824",
+        "the embedded store's budget for cached materializations and translations in bytes (1 GiB); least recently used ones are evicted past it and rebuilt on demand; 0: no budget (on AWS the `cache/` prefix's lifecycle rule expires them instead)",
+    ),
+    setting(
+        "CTX_GC_GRACE_SECS",
+        None,
+        "86400",
+        "garbage collection never removes an artifact or staged upload younger than this (24 h), so one written by a checkpoint in flight is safe",
+    ),
+    setting(
         "CTX_MAX_IN_FLIGHT_BYTES",
         None,
         "268435456",
@@ -245,6 +257,11 @@ impl std::fmt::Display for StoreKind {
     }
 }
 
+/// The default of `CTX_CACHE_BYTES`: 1 GiB.
+pub const DEFAULT_CACHE_BYTES: u64 = 1 << 30;
+/// The default of `CTX_GC_GRACE_SECS`: 24 h.
+pub const DEFAULT_GC_GRACE_SECS: u64 = 86_400;
+
 /// Every setting of a ctx process. [`Config::default`] is the documented
 /// defaults; [`Config::from_env`] lays the environment over them.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -277,6 +294,11 @@ pub struct Config {
     /// `CTX_MAX_ARTIFACT_BYTES`: the largest artifact, and so the body
     /// limits of the API.
     pub max_artifact_bytes: usize,
+    /// `CTX_CACHE_BYTES`: the embedded cache budget in bytes (0: none).
+    pub cache_bytes: u64,
+    /// `CTX_GC_GRACE_SECS`: the age below which garbage collection keeps
+    /// every artifact.
+    pub gc_grace: Duration,
     /// How `ctx serve` protects itself from slow, idle and large clients:
     /// `CTX_MAX_CONNECTIONS`, `CTX_*_TIMEOUT_SECS`, `CTX_MAX_IN_FLIGHT_BYTES`.
     pub server: ServerLimits,
@@ -547,6 +569,8 @@ impl Default for Config {
             summarize_every: None,
             folding: FoldingConfig::default(),
             max_artifact_bytes: crate::commit::limits::DEFAULT_MAX_ARTIFACT,
+            cache_bytes: DEFAULT_CACHE_BYTES,
+            gc_grace: Duration::from_secs(DEFAULT_GC_GRACE_SECS),
             server: ServerLimits::default(),
             summarizer: SummarizerConfig::default(),
         }
@@ -700,6 +724,13 @@ impl Config {
         }
         if let Some(v) = get("CTX_MAX_ARTIFACT_BYTES") {
             c.max_artifact_bytes = parse("CTX_MAX_ARTIFACT_BYTES", &v, "a number of bytes")?;
+        }
+        if let Some(v) = get("CTX_CACHE_BYTES") {
+            c.cache_bytes = parse("CTX_CACHE_BYTES", &v, "a number of bytes")?;
+        }
+        if let Some(v) = get("CTX_GC_GRACE_SECS") {
+            c.gc_grace =
+                Duration::from_secs(parse("CTX_GC_GRACE_SECS", &v, "a number of seconds")?);
         }
         let server = &mut c.server;
         if let Some(v) = get("CTX_MAX_CONNECTIONS") {

@@ -83,6 +83,7 @@ pub struct Backends {
     pub deadlines: Option<Deadlines>,
     tokio_timer: Option<Arc<TokioTimer>>,
     max_artifact_bytes: usize,
+    lifecycle: crate::service::Lifecycle,
     /// What writes missing summaries and compactions (`CTX_SUMMARIZER`).
     pub summarizer: Arc<dyn Summarizer>,
 }
@@ -173,6 +174,12 @@ impl Backends {
             deadlines,
             tokio_timer,
             max_artifact_bytes: config.max_artifact_bytes,
+            lifecycle: crate::service::Lifecycle {
+                // S3's cached artifacts expire by lifecycle rule instead.
+                cache_budget: (config.store != StoreKind::Aws && config.cache_bytes > 0)
+                    .then_some(config.cache_bytes),
+                gc_grace: config.gc_grace,
+            },
             summarizer,
         })
     }
@@ -186,7 +193,8 @@ impl Backends {
                 max_artifact_bytes: self.max_artifact_bytes,
                 ..crate::service::Limits::default()
             })
-            .with_summarizer(self.summarizer);
+            .with_summarizer(self.summarizer)
+            .with_lifecycle(self.lifecycle);
         if let Some(folding) = self.folding {
             service = service.with_folding(folding);
         }

@@ -241,6 +241,8 @@ fn every_setting_is_read() {
             summarize_every: Some(Duration::from_secs(420)),
             folding,
             max_artifact_bytes: 7,
+            cache_bytes: 7,
+            gc_grace: Duration::from_secs(7),
             server: ServerLimits {
                 max_connections: 7,
                 header_read_timeout: Duration::from_secs(7),

@@ -7,7 +7,7 @@ use super::Service;
 use crate::commit::Commit;
 use crate::error::{Error, ErrorKind, Result};
 use crate::id::{ArtifactRef, CommitId, TenantId};
-use crate::store::{BlobStoreExt, PresignedUpload, PutBlob};
+use crate::store::{BlobArea, BlobStoreExt, PresignedUpload, PutBlob};
 
 /// How long a presigned upload URL stays valid.
 const UPLOAD_URL_TTL_SECS: u64 = 15 * 60;
@@ -71,8 +71,14 @@ impl Service {
         tenant: &TenantId,
         artifact: &ArtifactRef,
     ) -> Result<u64> {
-        if let Some(size) = self.stores.blobs.size(tenant, artifact).await? {
-            return Ok(size);
+        let blobs = &self.stores.blobs;
+        if let Some(info) = blobs.stat(tenant, BlobArea::Durable, artifact).await? {
+            return Ok(info.size);
+        }
+        // A cached result (a materialization) named by a commit is made
+        // durable: a commit never names an artifact eviction may remove.
+        if let Some(bytes) = blobs.get(tenant, artifact).await? {
+            return Ok(blobs.put(tenant, bytes).await?.size);
         }
         self.stores
             .blobs

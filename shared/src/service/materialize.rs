@@ -1,6 +1,9 @@
 //! Materialize: rebuild the context at a commit by walking to its [`Stop`]
 //! and joining the deltas in order (translated when another format is
 //! asked for), stored as an artifact and cached per (commit, stop, format).
+//! Results are ephemeral: stored in the cache area of the blob store, kept
+//! within the embedded store's byte budget (least recently used evicted,
+//! see `gc`), and rebuilt when their artifact is gone.
 
 use bytes::Bytes;
 use futures::stream::{self, StreamExt, TryStreamExt};
@@ -61,13 +64,24 @@ impl Service {
             format: format.clone(),
         };
         if let Some(m) = self.stores.meta.get_materialized(tenant, &key).await? {
-            return Ok((
-                Materialization {
-                    result: m,
-                    cached: true,
-                },
-                None,
-            ));
+            // A cached artifact may have been evicted (the LRU budget, an
+            // S3 lifecycle rule): then the entry is rebuilt, transparently.
+            if self
+                .stores
+                .blobs
+                .size(tenant, &m.artifact_ref)
+                .await?
+                .is_some()
+            {
+                self.cache_used(tenant, &key).await?;
+                return Ok((
+                    Materialization {
+                        result: m,
+                        cached: true,
+                    },
+                    None,
+                ));
+            }
         }
         let (m, bytes) = match self
             .materialize_incremental(tenant, &tip, stop, &format)
@@ -77,6 +91,7 @@ impl Service {
             Incremental::Path(path) => self.materialize_full(tenant, path, stop, &format).await?,
         };
         self.stores.meta.put_materialized(tenant, &key, &m).await?;
+        self.enforce_cache_budget(tenant, &key).await?;
         Ok((
             Materialization {
                 result: m,
@@ -100,7 +115,7 @@ impl Service {
         let codec = self.formats.codec(&format).clone();
         let m = if parts.iter().all(|c| c.format == format) {
             let joined = codec.concat(&bytes)?;
-            let put = self.stores.blobs.put(tenant, joined.clone()).await?;
+            let put = self.stores.blobs.put_cached(tenant, joined.clone()).await?;
             let m = Materialized {
                 artifact_ref: put.artifact,
                 size: put.size,
@@ -127,7 +142,11 @@ impl Service {
             .await
             .map_err(|e| Error::internal(format!("translation panicked: {e}")))??;
             let counts = codec.count(&out.bytes);
-            let put = self.stores.blobs.put(tenant, out.bytes.clone()).await?;
+            let put = self
+                .stores
+                .blobs
+                .put_cached(tenant, out.bytes.clone())
+                .await?;
             let m = Materialized {
                 artifact_ref: put.artifact,
                 size: put.size,
@@ -265,7 +284,7 @@ impl Service {
             return Ok(None);
         };
         let joined = joined?;
-        let put = self.stores.blobs.put(tenant, joined.clone()).await?;
+        let put = self.stores.blobs.put_cached(tenant, joined.clone()).await?;
         let m = Materialized {
             artifact_ref: put.artifact,
             size: put.size,

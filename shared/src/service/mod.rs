@@ -8,6 +8,8 @@
 //! - `materialize`: rebuilding the context at a commit from a [`Stop`]
 //!   ([`Materialization`]).
 //! - `refs`: compare-and-swap pointers to tips.
+//! - `gc`: artifact lifecycle: the cache's LRU budget and garbage
+//!   collection ([`GcOptions`] → [`GcReport`]).
 //! - `summaries`: filling in missing summaries (the batch, the one-shot
 //!   request; [`BatchOptions`] → [`BatchReport`]).
 //! - `workspaces`: workspace files (versioned documents) and read_context.
@@ -31,6 +33,7 @@ mod checkpoint;
 mod commits;
 mod compact;
 mod folding;
+mod gc;
 mod materialize;
 mod refs;
 mod summaries;
@@ -44,6 +47,7 @@ pub use folding::{
     BudgetNotice, Expired, MAX_DESCRIPTION, MAX_MESSAGE, MAX_PROMPT, Sweep, TokioTimer,
     WARN_PERCENT,
 };
+pub use gc::{GcOptions, GcReport, Lifecycle};
 pub use materialize::Materialization;
 pub use summaries::{BatchOptions, BatchReport, retry_delay};
 pub use workspaces::{FileContent, FileEntry, FileVersion, check_jsonl};
@@ -128,6 +132,8 @@ pub struct Service {
     limits: Limits,
     folding: Option<Arc<Folding>>,
     summarizer: Option<Arc<dyn crate::summarize::Summarizer>>,
+    lifecycle: Lifecycle,
+    cache_stamps: Arc<gc::CacheStamps>,
 }
 
 impl Service {
@@ -140,12 +146,20 @@ impl Service {
             limits: Limits::default(),
             folding: None,
             summarizer: None,
+            lifecycle: Lifecycle::default(),
+            cache_stamps: Arc::default(),
         }
     }
 
     /// Enables context folding (`branch_*`, session end) over `folding`.
     pub fn with_folding(mut self, folding: Folding) -> Self {
         self.folding = Some(Arc::new(folding));
+        self
+    }
+
+    /// Replaces the cache budget and the garbage collector's grace period.
+    pub fn with_lifecycle(mut self, lifecycle: Lifecycle) -> Self {
+        self.lifecycle = lifecycle;
         self
     }
 

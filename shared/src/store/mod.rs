@@ -79,9 +79,10 @@ pub trait BlobStore: Send + Sync + 'static {
     /// `Unavailable` when the storage cannot be read.
     async fn size(&self, tenant: &TenantId, artifact: &ArtifactRef) -> Result<Option<u64>>;
 
-    /// Removes the artifact; `true` when it was stored. Idempotent: deleting
-    /// an absent artifact is `Ok(false)`. Callers decide that nothing
-    /// references it any more; the store does not check.
+    /// Removes the artifact (from the durable and the cache area both);
+    /// `true` when it was stored. Idempotent: deleting an absent artifact
+    /// is `Ok(false)`. Callers decide that nothing references it any more;
+    /// the store does not check.
     ///
     /// # Errors
     /// `Unavailable` when the storage cannot be written.
@@ -116,6 +117,97 @@ pub trait BlobStore: Send + Sync + 'static {
     ) -> Result<Option<u64>> {
         Ok(None)
     }
+    /// Stores `bytes` in the [`BlobArea::Cache`] area: a materialized or
+    /// translated result, which may be evicted at any time and is rebuilt
+    /// on demand. [`BlobStore::read`] and [`BlobStore::size`] find cached
+    /// artifacts too; a commit never names one (a checkpoint naming a
+    /// cached artifact copies it into the durable area first).
+    ///
+    /// # Errors
+    /// `Unavailable` when the storage cannot be written.
+    async fn put_cached(&self, tenant: &TenantId, bytes: Bytes) -> Result<PutBlob>;
+
+    /// The artifact as stored in `area` (not looking in any other).
+    ///
+    /// # Errors
+    /// `Unavailable` when the storage cannot be read.
+    async fn stat(
+        &self,
+        tenant: &TenantId,
+        area: BlobArea,
+        artifact: &ArtifactRef,
+    ) -> Result<Option<BlobInfo>>;
+
+    /// The artifacts of `tenant` in `area` with hashes after `after`, in
+    /// hash order, at most `limit` (a page; the garbage collector's
+    /// listing). Empty for an area the store does not have.
+    ///
+    /// # Errors
+    /// `Unavailable` when the storage cannot be listed.
+    async fn list(
+        &self,
+        tenant: &TenantId,
+        area: BlobArea,
+        after: Option<&ArtifactRef>,
+        limit: usize,
+    ) -> Result<Vec<BlobInfo>>;
+
+    /// Removes the artifact from a non-durable `area` ([`BlobArea::Cache`]
+    /// or [`BlobArea::Staged`]) alone; false if it was not there. Durable
+    /// artifacts are removed with [`BlobStore::delete`].
+    ///
+    /// # Errors
+    /// `Invalid` for [`BlobArea::Durable`]; `Unavailable`.
+    async fn remove(
+        &self,
+        tenant: &TenantId,
+        area: BlobArea,
+        artifact: &ArtifactRef,
+    ) -> Result<bool>;
+}
+
+/// Where in a [`BlobStore`] an artifact lives: its lifecycle policy.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, ToSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum BlobArea {
+    /// Deltas, compactions and snapshots: kept while a commit names them
+    /// (S3 `cas/`, local `cas/`).
+    Durable,
+    /// Materialized and translated results: ephemeral, evicted by the
+    /// embedded LRU budget or an S3 lifecycle rule, rebuilt on demand (S3
+    /// `cache/`, local `cache/`).
+    Cache,
+    /// Direct uploads waiting for the checkpoint that names them (S3
+    /// `uploads/`; the embedded store takes no direct uploads).
+    Staged,
+}
+
+impl BlobArea {
+    /// Every area, in the order the garbage collector sweeps them.
+    pub const ALL: [BlobArea; 3] = [BlobArea::Durable, BlobArea::Cache, BlobArea::Staged];
+}
+
+/// One stored artifact, as a listing sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BlobInfo {
+    /// The artifact.
+    pub artifact: ArtifactRef,
+    /// Its size in bytes.
+    pub size: u64,
+    /// When it was last written (or, for a durable artifact, put again):
+    /// the garbage collector never sweeps one younger than its grace
+    /// period.
+    pub modified: DateTime<Utc>,
+}
+
+/// The refusal of [`BlobStore::remove`] for the durable area.
+pub fn durable_remove_refused() -> Error {
+    Error::invalid(
+        "area",
+        "durable artifacts are removed with delete, not remove",
+    )
 }
 
 /// A presigned direct upload.
@@ -241,6 +333,15 @@ pub struct Materialized {
     pub token_count: u64,
     /// How it was produced.
     pub tier: Tier,
+}
+
+/// What a tenant's records name: the mark set of garbage collection.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct References {
+    /// Artifacts commits name ([`BlobArea::Durable`]).
+    pub durable: std::collections::HashSet<ArtifactRef>,
+    /// Artifacts cache entries name ([`BlobArea::Cache`]).
+    pub cached: std::collections::HashSet<ArtifactRef>,
 }
 
 /// A registered bearer token (only its hash is stored).
@@ -425,6 +526,60 @@ pub trait MetaStore: Send + Sync + 'static {
         key: &MaterializeKey,
         value: &Materialized,
     ) -> Result<()>;
+
+    /// Every artifact `tenant`'s commits and cache entries name: the mark
+    /// phase of garbage collection (one scan of the tenant's records, not
+    /// a request per record).
+    ///
+    /// # Errors
+    /// `Unavailable`.
+    async fn references(&self, tenant: &TenantId) -> Result<References>;
+
+    /// Records that a cache entry was used at `at`, for least-recently-used
+    /// eviction. Callers stamp coarsely (not on every read). A store with
+    /// no byte budget (DynamoDB, whose cached artifacts expire by an S3
+    /// lifecycle rule) keeps no stamps.
+    ///
+    /// # Errors
+    /// `Unavailable`.
+    async fn touch_materialized(
+        &self,
+        _tenant: &TenantId,
+        _key: &MaterializeKey,
+        _at: DateTime<Utc>,
+    ) -> Result<()> {
+        Ok(())
+    }
+
+    /// Drops the least recently used cache entries, of every tenant, until
+    /// the cached bytes total at most `budget`, never the entry `keep`
+    /// (the one just added, whose artifact its caller is about to hand
+    /// out); returns the cached artifacts no remaining entry names, for the
+    /// caller to remove from the [`BlobArea::Cache`] area.
+    ///
+    /// # Errors
+    /// `Invalid` (field `CTX_CACHE_BYTES`) for a store without a budget;
+    /// `Unavailable`.
+    async fn evict_materialized(
+        &self,
+        _budget: u64,
+        _keep: (&TenantId, &MaterializeKey),
+    ) -> Result<Vec<(TenantId, ArtifactRef)>> {
+        Err(Error::invalid(
+            "CTX_CACHE_BYTES",
+            "this store has no cache budget: its cached artifacts expire by lifecycle rule",
+        ))
+    }
+
+    /// Gives space freed by large deletes back to the filesystem (SQLite:
+    /// an incremental vacuum); returns the bytes given back. Nothing to do
+    /// for stores that manage their own space.
+    ///
+    /// # Errors
+    /// `Unavailable`.
+    async fn compact(&self) -> Result<u64> {
+        Ok(0)
+    }
 
     /// Commits of `tenant` lacking a summary, oldest first (by
     /// `created_at`, then id), at most `limit`, starting after `after`;

@@ -120,6 +120,10 @@ impl MetaStore for StaleRead {
         self.inner.put_materialized(tenant, key, value).await
     }
 
+    async fn references(&self, tenant: &TenantId) -> Result<crate::store::References> {
+        self.inner.references(tenant).await
+    }
+
     async fn missing_summaries(
         &self,
         tenant: &TenantId,

@@ -43,6 +43,34 @@ impl BlobStore for Counting {
     async fn delete(&self, tenant: &TenantId, artifact: &ArtifactRef) -> Result<bool> {
         self.inner.delete(tenant, artifact).await
     }
+    async fn put_cached(&self, tenant: &TenantId, bytes: Bytes) -> Result<PutBlob> {
+        self.inner.put_cached(tenant, bytes).await
+    }
+    async fn stat(
+        &self,
+        tenant: &TenantId,
+        area: crate::store::BlobArea,
+        artifact: &ArtifactRef,
+    ) -> Result<Option<crate::store::BlobInfo>> {
+        self.inner.stat(tenant, area, artifact).await
+    }
+    async fn list(
+        &self,
+        tenant: &TenantId,
+        area: crate::store::BlobArea,
+        after: Option<&ArtifactRef>,
+        limit: usize,
+    ) -> Result<Vec<crate::store::BlobInfo>> {
+        self.inner.list(tenant, area, after, limit).await
+    }
+    async fn remove(
+        &self,
+        tenant: &TenantId,
+        area: crate::store::BlobArea,
+        artifact: &ArtifactRef,
+    ) -> Result<bool> {
+        self.inner.remove(tenant, area, artifact).await
+    }
 }
 
 fn service() -> (Service, TenantId, Arc<Counting>) {

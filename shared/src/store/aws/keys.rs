@@ -23,6 +23,7 @@
 
 use crate::format::FormatId;
 use crate::id::{ArtifactRef, BranchId, CommitId, Hash, Principal, RefName, TenantId};
+use crate::store::BlobArea;
 
 /// The S3 key of an artifact: `cas/<tenant>/<2 hex>/<64 hex>`.
 pub fn blob_key(tenant: &TenantId, artifact: &ArtifactRef) -> String {
@@ -44,6 +45,65 @@ pub fn parse_blob_key(key: &str) -> Option<(TenantId, ArtifactRef)> {
         return None;
     }
     Some((tenant.parse().ok()?, format!("art-{hex}").parse().ok()?))
+}
+
+/// Where cached (ephemeral) artifacts live: a lifecycle rule in
+/// template.yaml expires objects under it.
+pub const CACHE_PREFIX: &str = "cache/";
+/// Where direct uploads are staged: a lifecycle rule in template.yaml
+/// expires objects under it.
+pub const UPLOADS_PREFIX: &str = "uploads/";
+
+/// The S3 key of an artifact in `area`: [`blob_key`] for durable ones,
+/// `cache/<tenant>/<2 hex>/<64 hex>` for cached ones, [`upload_key`] for
+/// staged ones.
+pub fn area_key(tenant: &TenantId, area: BlobArea, artifact: &ArtifactRef) -> String {
+    match area {
+        BlobArea::Durable => blob_key(tenant, artifact),
+        BlobArea::Cache => {
+            let hex = artifact.hash().to_hex();
+            format!("{CACHE_PREFIX}{tenant}/{}/{hex}", &hex[..2])
+        }
+        BlobArea::Staged => upload_key(tenant, artifact),
+    }
+}
+
+/// The prefix of every key of `tenant`'s `area` (what a listing asks
+/// for); keys under it sort in hash order.
+pub fn area_prefix(tenant: &TenantId, area: BlobArea) -> String {
+    match area {
+        BlobArea::Durable => format!("cas/{tenant}/"),
+        BlobArea::Cache => format!("{CACHE_PREFIX}{tenant}/"),
+        BlobArea::Staged => format!("{UPLOADS_PREFIX}{tenant}/"),
+    }
+}
+
+/// Parses [`area_key`] of `tenant`'s `area`.
+pub fn parse_area_key(tenant: &TenantId, area: BlobArea, key: &str) -> Option<ArtifactRef> {
+    let rest = key.strip_prefix(&area_prefix(tenant, area))?;
+    let hex = match area {
+        BlobArea::Staged => rest,
+        BlobArea::Durable | BlobArea::Cache => {
+            let (shard, hex) = rest.split_once('/')?;
+            if hex.get(..2) != Some(shard) {
+                return None;
+            }
+            hex
+        }
+    };
+    let artifact: ArtifactRef = format!("art-{hex}").parse().ok()?;
+    (area_key(tenant, area, &artifact) == key).then_some(artifact)
+}
+
+/// The start of every commit by-id partition of `tenant` (the collector's
+/// scan filters on it).
+pub fn commit_pk_prefix(tenant: &TenantId) -> String {
+    format!("T#{tenant}#C#")
+}
+
+/// The start of every materialization partition of `tenant`.
+pub fn materialized_pk_prefix(tenant: &TenantId) -> String {
+    format!("T#{tenant}#M#")
 }
 
 /// The partition of a commit's by-id item.
@@ -216,6 +276,21 @@ mod tests {
         }
 
         #[test]
+        fn area_keys_round_trip_and_sort_by_hash(t in tenant(), x in any::<[u8; 32]>(), y in any::<[u8; 32]>()) {
+            let (a, b) = (
+                ArtifactRef::from_hash(crate::Hash::from_bytes(x)),
+                ArtifactRef::from_hash(crate::Hash::from_bytes(y)),
+            );
+            for area in BlobArea::ALL {
+                let key = area_key(&t, area, &a);
+                prop_assert!(key.starts_with(&area_prefix(&t, area)));
+                prop_assert_eq!(parse_area_key(&t, area, &key), Some(a));
+                prop_assert_eq!(key.cmp(&area_key(&t, area, &b)), a.cmp(&b));
+            }
+            prop_assert_eq!(area_key(&t, BlobArea::Durable, &a), blob_key(&t, &a));
+        }
+
+        #[test]
         fn depth_keys_round_trip_and_sort_numerically(a in any::<u64>(), b in any::<u64>()) {
             prop_assert_eq!(parse_depth_sk(&depth_sk(a)), Some(a));
             prop_assert_eq!(depth_sk(a).cmp(&depth_sk(b)), a.cmp(&b));
@@ -298,6 +373,25 @@ mod tests {
         assert_eq!(
             blob_key(&t, &ArtifactRef::of(b"hello")),
             "cas/acme/ea/ea8f163db38682925e4491c5e58d4bb3506ef8c14eb78a86e908c5624a67200f"
+        );
+        assert_eq!(
+            area_key(&t, BlobArea::Cache, &ArtifactRef::of(b"hello")),
+            "cache/acme/ea/ea8f163db38682925e4491c5e58d4bb3506ef8c14eb78a86e908c5624a67200f"
+        );
+        assert_eq!(
+            area_key(&t, BlobArea::Staged, &ArtifactRef::of(b"hello")),
+            "uploads/acme/ea8f163db38682925e4491c5e58d4bb3506ef8c14eb78a86e908c5624a67200f"
+        );
+        let other: TenantId = "acme2".parse().unwrap();
+        assert!(
+            !area_key(&other, BlobArea::Cache, &ArtifactRef::of(b"hello"))
+                .starts_with(&area_prefix(&t, BlobArea::Cache))
+        );
+        assert!(commit_pk(&t, &id).starts_with(&commit_pk_prefix(&t)));
+        assert!(
+            materialized_pk(&t, &id).starts_with(&materialized_pk_prefix(&t)),
+            "{}",
+            materialized_pk(&t, &id)
         );
         assert_eq!(parse_depth_sk("D#42"), None);
         assert_eq!(

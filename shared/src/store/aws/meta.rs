@@ -19,7 +19,7 @@ use crate::error::{Error, Result};
 use crate::id::{CommitId, Principal, RefName, TenantId};
 use crate::store::{
     MaterializeKey, Materialized, MetaStore, MetadataPatch, MissingPage, PutCommit, RefMove,
-    RefRecord, SummaryCursor, ref_conflict,
+    RefRecord, References, SummaryCursor, ref_conflict,
 };
 
 /// The DynamoDB [`MetaStore`] (and [`TokenStore`](crate::store::TokenStore),
@@ -614,6 +614,42 @@ impl MetaStore for DynamoMetaStore {
             .await
             .map_err(|e| sdk_error("DynamoDB PutItem", e))?;
         Ok(())
+    }
+
+    async fn references(&self, tenant: &TenantId) -> Result<References> {
+        let mut out = References::default();
+        let mut start = None;
+        loop {
+            let page = self
+                .client
+                .scan()
+                .table_name(&self.table)
+                .filter_expression("begins_with(pk, :c) OR begins_with(pk, :m)")
+                .projection_expression("pk, c.artifact_ref, m.artifact_ref")
+                .expression_attribute_values(":c", s(keys::commit_pk_prefix(tenant)))
+                .expression_attribute_values(":m", s(keys::materialized_pk_prefix(tenant)))
+                .consistent_read(true)
+                .set_exclusive_start_key(start.take())
+                .send()
+                .await
+                .map_err(|e| sdk_error("DynamoDB Scan", e))?;
+            for item in page.items() {
+                for (attr, into) in [("c", &mut out.durable), ("m", &mut out.cached)] {
+                    let Some(AttributeValue::M(inner)) = item.get(attr) else {
+                        continue;
+                    };
+                    if let Some(AttributeValue::S(a)) = inner.get("artifact_ref") {
+                        into.insert(a.parse().map_err(|_| {
+                            Error::internal(format!("stored artifact ref {a:?} is malformed"))
+                        })?);
+                    }
+                }
+            }
+            match page.last_evaluated_key {
+                Some(k) if !k.is_empty() => start = Some(k),
+                _ => return Ok(out),
+            }
+        }
     }
 
     async fn missing_summaries(

@@ -1,14 +1,19 @@
-//! Artifacts in S3 under `cas/<tenant>/<2 hex>/<hash>`, written create-only
-//! (`If-None-Match: *`) so concurrent writers of one artifact are safe.
+//! Artifacts in S3 under `cas/<tenant>/<2 hex>/<hash>` (cached results
+//! under `cache/`, staged uploads under `uploads/`, both expired by
+//! lifecycle rules), written create-only (`If-None-Match: *`) so
+//! concurrent writers of one artifact are safe.
 
 use async_trait::async_trait;
 use aws_sdk_s3::primitives::ByteStream;
 use bytes::Bytes;
+use chrono::{DateTime, Utc};
 
 use super::{keys, sdk_error};
 use crate::error::Result;
 use crate::id::{ArtifactRef, TenantId};
-use crate::store::{BlobStore, PresignedUpload, PutBlob};
+use crate::store::{
+    BlobArea, BlobInfo, BlobStore, PresignedUpload, PutBlob, durable_remove_refused,
+};
 
 /// The S3 [`BlobStore`].
 #[derive(Debug, Clone)]
@@ -32,18 +37,16 @@ impl S3BlobStore {
     pub fn bucket(&self) -> &str {
         &self.bucket
     }
-}
 
-#[async_trait]
-impl BlobStore for S3BlobStore {
-    async fn put(&self, tenant: &TenantId, bytes: Bytes) -> Result<PutBlob> {
+    /// Stores `bytes` in `area`, create-only.
+    async fn put_in(&self, tenant: &TenantId, area: BlobArea, bytes: Bytes) -> Result<PutBlob> {
         let artifact = ArtifactRef::of(&bytes);
         let size = bytes.len() as u64;
         let result = self
             .client
             .put_object()
             .bucket(&self.bucket)
-            .key(keys::blob_key(tenant, &artifact))
+            .key(keys::area_key(tenant, area, &artifact))
             .if_none_match("*")
             .content_type("application/octet-stream")
             .body(ByteStream::from(bytes))
@@ -69,12 +72,13 @@ impl BlobStore for S3BlobStore {
         })
     }
 
-    async fn read(&self, tenant: &TenantId, artifact: &ArtifactRef) -> Result<Option<Bytes>> {
+    /// The object at `key` (holding `artifact`), if any.
+    async fn read_key(&self, key: &str, artifact: &ArtifactRef) -> Result<Option<Bytes>> {
         let result = self
             .client
             .get_object()
             .bucket(&self.bucket)
-            .key(keys::blob_key(tenant, artifact))
+            .key(key)
             .send()
             .await;
         match result {
@@ -87,6 +91,54 @@ impl BlobStore for S3BlobStore {
             Err(e) if e.as_service_error().is_some_and(|s| s.is_no_such_key()) => Ok(None),
             Err(e) => Err(sdk_error("S3 GetObject", e)),
         }
+    }
+
+    /// Deletes the artifact's object in `area`; false when there was none.
+    async fn delete_key(
+        &self,
+        tenant: &TenantId,
+        area: BlobArea,
+        artifact: &ArtifactRef,
+    ) -> Result<bool> {
+        // DeleteObject answers the same whether or not the key existed; the
+        // HEAD first makes the answer (and erase counts) honest, and skips
+        // the delete of an absent artifact.
+        if self.stat(tenant, area, artifact).await?.is_none() {
+            return Ok(false);
+        }
+        self.client
+            .delete_object()
+            .bucket(&self.bucket)
+            .key(keys::area_key(tenant, area, artifact))
+            .send()
+            .await
+            .map_err(|e| sdk_error("S3 DeleteObject", e))?;
+        Ok(true)
+    }
+}
+
+/// An S3 time as UTC.
+fn time(t: &aws_sdk_s3::primitives::DateTime) -> Result<DateTime<Utc>> {
+    DateTime::<Utc>::from_timestamp(t.secs(), t.subsec_nanos())
+        .ok_or_else(|| crate::Error::internal(format!("S3 answered an impossible time {t:?}")))
+}
+
+#[async_trait]
+impl BlobStore for S3BlobStore {
+    async fn put(&self, tenant: &TenantId, bytes: Bytes) -> Result<PutBlob> {
+        self.put_in(tenant, BlobArea::Durable, bytes).await
+    }
+
+    async fn read(&self, tenant: &TenantId, artifact: &ArtifactRef) -> Result<Option<Bytes>> {
+        for area in [BlobArea::Durable, BlobArea::Cache] {
+            if let Some(b) = self
+                .read_key(&keys::area_key(tenant, area, artifact), artifact)
+                .await?
+            {
+                return Ok(Some(b));
+            }
+        }
+        Ok(None)
     }
 
     async fn presign_upload(
@@ -185,34 +237,108 @@ impl BlobStore for S3BlobStore {
     }
 
     async fn size(&self, tenant: &TenantId, artifact: &ArtifactRef) -> Result<Option<u64>> {
+        for area in [BlobArea::Durable, BlobArea::Cache] {
+            if let Some(info) = self.stat(tenant, area, artifact).await? {
+                return Ok(Some(info.size));
+            }
+        }
+        Ok(None)
+    }
+
+    async fn delete(&self, tenant: &TenantId, artifact: &ArtifactRef) -> Result<bool> {
+        // Every area reads look in: a cached copy of the same bytes goes too.
+        let mut removed = false;
+        for area in [BlobArea::Durable, BlobArea::Cache] {
+            removed |= self.delete_key(tenant, area, artifact).await?;
+        }
+        Ok(removed)
+    }
+
+    async fn put_cached(&self, tenant: &TenantId, bytes: Bytes) -> Result<PutBlob> {
+        self.put_in(tenant, BlobArea::Cache, bytes).await
+    }
+
+    async fn stat(
+        &self,
+        tenant: &TenantId,
+        area: BlobArea,
+        artifact: &ArtifactRef,
+    ) -> Result<Option<BlobInfo>> {
         let result = self
             .client
             .head_object()
             .bucket(&self.bucket)
-            .key(keys::blob_key(tenant, artifact))
+            .key(keys::area_key(tenant, area, artifact))
             .send()
             .await;
         match result {
-            Ok(out) => Ok(Some(out.content_length().unwrap_or(0).max(0) as u64)),
+            Ok(out) => Ok(Some(BlobInfo {
+                artifact: *artifact,
+                size: out.content_length().unwrap_or(0).max(0) as u64,
+                modified: out
+                    .last_modified()
+                    .map_or(Ok(DateTime::<Utc>::MIN_UTC), time)?,
+            })),
             Err(e) if e.as_service_error().is_some_and(|s| s.is_not_found()) => Ok(None),
             Err(e) => Err(sdk_error("S3 HeadObject", e)),
         }
     }
 
-    async fn delete(&self, tenant: &TenantId, artifact: &ArtifactRef) -> Result<bool> {
-        // DeleteObject answers the same whether or not the key existed; the
-        // HEAD first makes the answer (and erase counts) honest, and skips
-        // the delete of an absent artifact.
-        if self.size(tenant, artifact).await?.is_none() {
-            return Ok(false);
+    async fn list(
+        &self,
+        tenant: &TenantId,
+        area: BlobArea,
+        after: Option<&ArtifactRef>,
+        limit: usize,
+    ) -> Result<Vec<BlobInfo>> {
+        let mut out = Vec::new();
+        let mut start_after = after.map(|a| keys::area_key(tenant, area, a));
+        let mut token: Option<String> = None;
+        loop {
+            let want = limit.saturating_sub(out.len()).min(1000);
+            let page = self
+                .client
+                .list_objects_v2()
+                .bucket(&self.bucket)
+                .prefix(keys::area_prefix(tenant, area))
+                .set_start_after(start_after.take())
+                .set_continuation_token(token.take())
+                .max_keys(i32::try_from(want).unwrap_or(1000))
+                .send()
+                .await
+                .map_err(|e| sdk_error("S3 ListObjectsV2", e))?;
+            for o in page.contents() {
+                let Some(key) = o.key() else { continue };
+                // Anything under the prefix that is not an artifact's key
+                // is not ours.
+                let Some(artifact) = keys::parse_area_key(tenant, area, key) else {
+                    continue;
+                };
+                out.push(BlobInfo {
+                    artifact,
+                    size: o.size().unwrap_or(0).max(0) as u64,
+                    modified: o
+                        .last_modified()
+                        .map_or(Ok(DateTime::<Utc>::MIN_UTC), time)?,
+                });
+            }
+            token = page.next_continuation_token().map(str::to_owned);
+            if out.len() >= limit || token.is_none() {
+                out.truncate(limit);
+                return Ok(out);
+            }
         }
-        self.client
-            .delete_object()
-            .bucket(&self.bucket)
-            .key(keys::blob_key(tenant, artifact))
-            .send()
-            .await
-            .map_err(|e| sdk_error("S3 DeleteObject", e))?;
-        Ok(true)
+    }
+
+    async fn remove(
+        &self,
+        tenant: &TenantId,
+        area: BlobArea,
+        artifact: &ArtifactRef,
+    ) -> Result<bool> {
+        if area == BlobArea::Durable {
+            return Err(durable_remove_refused());
+        }
+        self.delete_key(tenant, area, artifact).await
     }
 }

@@ -1,6 +1,8 @@
 //! Artifacts as files: `cas/<tenant>/<2 hex>/<64 hex>` under the data
-//! directory, each written to `tmp/`, fsynced, published by a hard link
-//! (an atomic create-only step) and its directory fsynced.
+//! directory (cached results under `cache/`, the same way), each written
+//! to `tmp/`, fsynced, published by a hard link (an atomic create-only
+//! step) and its directory fsynced. A file's mtime is when it was last
+//! written or put again: the garbage collector's grace period reads it.
 
 use std::fs::{self, File};
 use std::io::Write;
@@ -10,10 +12,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use async_trait::async_trait;
 use bytes::Bytes;
 
+use chrono::{DateTime, Utc};
+
 use super::{LocalError, blocking};
 use crate::error::Result;
 use crate::id::{ArtifactRef, TenantId};
-use crate::store::{BlobStore, PutBlob};
+use crate::store::{BlobArea, BlobInfo, BlobStore, PutBlob, durable_remove_refused};
 
 /// Artifacts as files: `cas/<tenant>/<2 hex>/<64 hex>`.
 #[derive(Debug)]
@@ -38,25 +42,47 @@ impl LocalBlobStore {
 
     /// Where an artifact lives.
     pub fn path_of(&self, tenant: &TenantId, artifact: &ArtifactRef) -> PathBuf {
-        let hex = artifact.hash().to_hex();
-        self.root
-            .join("cas")
-            .join(tenant.as_str())
-            .join(&hex[..2])
-            .join(hex)
+        self.path_in(tenant, BlobArea::Durable, artifact)
+            .expect("the durable area exists")
     }
-}
 
-fn fsync_dir(dir: &Path) -> std::io::Result<()> {
-    File::open(dir)?.sync_all()
-}
+    /// The directory of a tenant's `area`; `None` for the staging area,
+    /// which the embedded store does not have.
+    fn area_dir(&self, tenant: &TenantId, area: BlobArea) -> Option<PathBuf> {
+        let top = match area {
+            BlobArea::Durable => "cas",
+            BlobArea::Cache => "cache",
+            BlobArea::Staged => return None,
+        };
+        Some(self.root.join(top).join(tenant.as_str()))
+    }
 
-#[async_trait]
-impl BlobStore for LocalBlobStore {
-    async fn put(&self, tenant: &TenantId, bytes: Bytes) -> Result<PutBlob> {
+    /// Where an artifact lives in `area`.
+    fn path_in(
+        &self,
+        tenant: &TenantId,
+        area: BlobArea,
+        artifact: &ArtifactRef,
+    ) -> Option<PathBuf> {
+        let hex = artifact.hash().to_hex();
+        Some(self.area_dir(tenant, area)?.join(&hex[..2]).join(hex))
+    }
+
+    /// The durable and cache paths of `artifact`, in the order reads try
+    /// them.
+    fn find(&self, tenant: &TenantId, artifact: &ArtifactRef) -> Vec<PathBuf> {
+        [BlobArea::Durable, BlobArea::Cache]
+            .into_iter()
+            .filter_map(|a| self.path_in(tenant, a, artifact))
+            .collect()
+    }
+
+    async fn put_in(&self, tenant: &TenantId, area: BlobArea, bytes: Bytes) -> Result<PutBlob> {
         let artifact = ArtifactRef::of(&bytes);
         let size = bytes.len() as u64;
-        let path = self.path_of(tenant, &artifact);
+        let path = self
+            .path_in(tenant, area, &artifact)
+            .expect("puts go to areas the store has");
         let tmp = self.root.join("tmp").join(format!(
             "{}.{}.{}",
             artifact.hash().to_hex(),
@@ -65,6 +91,8 @@ impl BlobStore for LocalBlobStore {
         ));
         let created = blocking(move || {
             if path.exists() {
+                // Written again: younger, so no collection sweeps it now.
+                touch(&path)?;
                 return Ok(false);
             }
             let dir = path.parent().expect("artifact paths have a parent");
@@ -92,37 +120,182 @@ impl BlobStore for LocalBlobStore {
             created,
         })
     }
+}
+
+/// Sets a file's mtime to now, as writing it would. The filesystem stamps
+/// writes with the wall clock, so this reads it too.
+#[allow(clippy::disallowed_methods)]
+fn touch(path: &Path) -> std::io::Result<()> {
+    match File::options().write(true).open(path) {
+        Ok(f) => f.set_modified(std::time::SystemTime::now()),
+        // Swept meanwhile: the caller's put found it, the next one writes it.
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// The listing entry of the file at `path` holding `artifact`.
+fn info_of(artifact: ArtifactRef, meta: &fs::Metadata) -> std::io::Result<BlobInfo> {
+    Ok(BlobInfo {
+        artifact,
+        size: meta.len(),
+        modified: DateTime::<Utc>::from(meta.modified()?),
+    })
+}
+
+/// The names in `dir`, sorted; none when it does not exist.
+fn sorted_names(dir: &Path) -> std::io::Result<Vec<String>> {
+    let mut names = match fs::read_dir(dir) {
+        Ok(rd) => rd
+            .map(|e| e.map(|e| e.file_name().to_string_lossy().into_owned()))
+            .collect::<std::io::Result<Vec<_>>>()?,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+        Err(e) => return Err(e),
+    };
+    names.sort();
+    Ok(names)
+}
+
+fn fsync_dir(dir: &Path) -> std::io::Result<()> {
+    File::open(dir)?.sync_all()
+}
+
+#[async_trait]
+impl BlobStore for LocalBlobStore {
+    async fn put(&self, tenant: &TenantId, bytes: Bytes) -> Result<PutBlob> {
+        self.put_in(tenant, BlobArea::Durable, bytes).await
+    }
 
     async fn read(&self, tenant: &TenantId, artifact: &ArtifactRef) -> Result<Option<Bytes>> {
-        let path = self.path_of(tenant, artifact);
-        blocking(move || match fs::read(&path) {
-            Ok(b) => Ok(Some(Bytes::from(b))),
+        let paths = self.find(tenant, artifact);
+        blocking(move || {
+            for path in paths {
+                match fs::read(&path) {
+                    Ok(b) => return Ok(Some(Bytes::from(b))),
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            Ok(None)
+        })
+        .await
+    }
+
+    async fn size(&self, tenant: &TenantId, artifact: &ArtifactRef) -> Result<Option<u64>> {
+        let paths = self.find(tenant, artifact);
+        blocking(move || {
+            for path in paths {
+                match fs::metadata(&path) {
+                    Ok(m) => return Ok(Some(m.len())),
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            Ok(None)
+        })
+        .await
+    }
+
+    async fn put_cached(&self, tenant: &TenantId, bytes: Bytes) -> Result<PutBlob> {
+        self.put_in(tenant, BlobArea::Cache, bytes).await
+    }
+
+    async fn stat(
+        &self,
+        tenant: &TenantId,
+        area: BlobArea,
+        artifact: &ArtifactRef,
+    ) -> Result<Option<BlobInfo>> {
+        let Some(path) = self.path_in(tenant, area, artifact) else {
+            return Ok(None);
+        };
+        let artifact = *artifact;
+        blocking(move || match fs::metadata(&path) {
+            Ok(m) => Ok(Some(info_of(artifact, &m)?)),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(e.into()),
         })
         .await
     }
 
-    async fn size(&self, tenant: &TenantId, artifact: &ArtifactRef) -> Result<Option<u64>> {
-        let path = self.path_of(tenant, artifact);
-        blocking(move || match fs::metadata(&path) {
-            Ok(m) => Ok(Some(m.len())),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+    async fn list(
+        &self,
+        tenant: &TenantId,
+        area: BlobArea,
+        after: Option<&ArtifactRef>,
+        limit: usize,
+    ) -> Result<Vec<BlobInfo>> {
+        let Some(dir) = self.area_dir(tenant, area) else {
+            return Ok(Vec::new());
+        };
+        let after = after.map(|a| a.hash().to_hex());
+        blocking(move || {
+            let mut out = Vec::new();
+            let first_shard = after.as_deref().map(|h| &h[..2]);
+            for shard in sorted_names(&dir)? {
+                if first_shard.is_some_and(|f| shard.as_str() < f) {
+                    continue;
+                }
+                for name in sorted_names(&dir.join(&shard))? {
+                    if after.as_deref().is_some_and(|a| name.as_str() <= a) {
+                        continue;
+                    }
+                    // Anything that is not an artifact's name is not ours.
+                    let Ok(artifact) = format!("art-{name}").parse::<ArtifactRef>() else {
+                        continue;
+                    };
+                    match fs::metadata(dir.join(&shard).join(&name)) {
+                        Ok(m) => out.push(info_of(artifact, &m)?),
+                        Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                        Err(e) => return Err(e.into()),
+                    }
+                    if out.len() >= limit {
+                        return Ok(out);
+                    }
+                }
+            }
+            Ok(out)
+        })
+        .await
+    }
+
+    async fn remove(
+        &self,
+        tenant: &TenantId,
+        area: BlobArea,
+        artifact: &ArtifactRef,
+    ) -> Result<bool> {
+        if area == BlobArea::Durable {
+            return Err(durable_remove_refused());
+        }
+        let Some(path) = self.path_in(tenant, area, artifact) else {
+            return Ok(false);
+        };
+        blocking(move || match fs::remove_file(&path) {
+            Ok(()) => Ok(true),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
             Err(e) => Err(e.into()),
         })
         .await
     }
 
     async fn delete(&self, tenant: &TenantId, artifact: &ArtifactRef) -> Result<bool> {
-        let path = self.path_of(tenant, artifact);
-        blocking(move || match fs::remove_file(&path) {
-            Ok(()) => {
-                // The removal is durable once its directory entry is.
-                fsync_dir(path.parent().expect("artifact paths have a parent"))?;
-                Ok(true)
+        // Every area reads look in: a cached copy of the same bytes goes too.
+        let paths = self.find(tenant, artifact);
+        blocking(move || {
+            let mut removed = false;
+            for path in paths {
+                match fs::remove_file(&path) {
+                    Ok(()) => {
+                        // The removal is durable once its directory entry is.
+                        fsync_dir(path.parent().expect("artifact paths have a parent"))?;
+                        removed = true;
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(e) => return Err(e.into()),
+                }
             }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
-            Err(e) => Err(e.into()),
+            Ok(removed)
         })
         .await
     }

@@ -3,6 +3,7 @@
 //! (tables in [`super::schema`]). A checkpoint (commit, timeline entry, ref
 //! move) is one `BEGIN IMMEDIATE` transaction.
 
+use std::collections::HashSet;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -14,11 +15,15 @@ use super::{Database, Durability, LocalError, SqliteBranchStore, sql};
 use crate::clock::micros_to_time;
 use crate::commit::Commit;
 use crate::error::{Error, Result};
-use crate::id::{CommitId, Hash, Principal, RefName, TenantId};
+use crate::id::{ArtifactRef, CommitId, Hash, Principal, RefName, TenantId};
 use crate::store::{
     MaterializeKey, Materialized, MetaStore, MetadataPatch, MissingPage, PutCommit, RefMove,
-    RefRecord, SummaryCursor, TokenRecord, TokenStore, ref_conflict,
+    RefRecord, References, SummaryCursor, TokenRecord, TokenStore, ref_conflict,
 };
+
+/// Free pages (4 KiB each by default) below which a compaction leaves the
+/// file as it is: 1 MiB.
+const VACUUM_MIN_PAGES: i64 = 256;
 
 /// Commits, refs, the cache and tokens in `ctx.db`.
 #[derive(Debug, Clone)]
@@ -405,22 +410,160 @@ impl MetaStore for SqliteMetaStore {
         let (tenant, key) = (tenant.clone(), key.clone());
         let body = serde_json::to_string(value)
             .map_err(|e| Error::internal(format!("cannot encode cache entry: {e}")))?;
+        let (size, artifact) = (value.size, value.artifact_ref.to_string());
         self.db
             .write(move |conn| {
+                // A new entry counts as the most recently used one.
                 conn.execute(
-                    "INSERT OR REPLACE INTO materialized (tenant, commit_id, stop, format, body)
-                 VALUES (?1, ?2, ?3, ?4, ?5)",
+                    "INSERT OR REPLACE INTO materialized
+                        (tenant, commit_id, stop, format, body, size, artifact, accessed)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7,
+                        (SELECT COALESCE(MAX(accessed), 0) FROM materialized))",
                     params![
                         tenant.as_str(),
                         key.commit.to_string(),
                         key.stop.to_string(),
                         key.format.as_str(),
-                        body
+                        body,
+                        i64::try_from(size).unwrap_or(i64::MAX),
+                        artifact,
                     ],
                 )
                 .map_err(sql)?;
                 Ok(())
             })
+            .await
+    }
+
+    async fn references(&self, tenant: &TenantId) -> Result<References> {
+        let tenant = tenant.clone();
+        self.db
+            .read(move |conn| {
+                let arts = |q: &str| -> Result<HashSet<ArtifactRef>, LocalError> {
+                    let mut stmt = conn.prepare(q)?;
+                    let names = stmt
+                        .query_map([tenant.as_str()], |r| r.get::<_, String>(0))?
+                        .collect::<Result<Vec<_>, _>>()?;
+                    names
+                        .into_iter()
+                        .map(|n| {
+                            n.parse().map_err(|_| {
+                                Error::internal(format!("stored artifact ref {n:?} is malformed"))
+                                    .into()
+                            })
+                        })
+                        .collect()
+                };
+                Ok(References {
+                    durable: arts(
+                        "SELECT DISTINCT json_extract(body, '$.artifact_ref') FROM commits
+                         WHERE tenant = ?1",
+                    )?,
+                    cached: arts("SELECT DISTINCT artifact FROM materialized WHERE tenant = ?1")?,
+                })
+            })
+            .await
+    }
+
+    async fn touch_materialized(
+        &self,
+        tenant: &TenantId,
+        key: &MaterializeKey,
+        at: DateTime<Utc>,
+    ) -> Result<()> {
+        let (tenant, key) = (tenant.clone(), key.clone());
+        self.db
+            .write(move |conn| {
+                conn.prepare_cached(
+                    "UPDATE materialized SET accessed = ?5
+                     WHERE tenant = ?1 AND commit_id = ?2 AND stop = ?3 AND format = ?4
+                       AND accessed < ?5",
+                )?
+                .execute(params![
+                    tenant.as_str(),
+                    key.commit.to_string(),
+                    key.stop.to_string(),
+                    key.format.as_str(),
+                    at.timestamp_micros()
+                ])?;
+                Ok(())
+            })
+            .await
+    }
+
+    async fn evict_materialized(
+        &self,
+        budget: u64,
+        keep: (&TenantId, &MaterializeKey),
+    ) -> Result<Vec<(TenantId, ArtifactRef)>> {
+        let budget = i64::try_from(budget).unwrap_or(i64::MAX);
+        let keep = (
+            keep.0.to_string(),
+            keep.1.commit.to_string(),
+            keep.1.stop.to_string(),
+            keep.1.format.as_str().to_owned(),
+        );
+        self.db
+            .transaction(move |tx| {
+                let mut total: i64 =
+                    tx.query_row("SELECT COALESCE(SUM(size), 0) FROM materialized", [], |r| {
+                        r.get(0)
+                    })?;
+                if total <= budget {
+                    return Ok(Vec::new());
+                }
+                let mut victims: Vec<(String, String, String, String, String)> = Vec::new();
+                {
+                    let mut stmt = tx.prepare(
+                        "SELECT tenant, commit_id, stop, format, artifact, size FROM materialized
+                         ORDER BY accessed, tenant, commit_id, stop, format",
+                    )?;
+                    let mut rows = stmt.query([])?;
+                    while total > budget {
+                        let Some(r) = rows.next()? else { break };
+                        let row: (String, String, String, String, String) =
+                            (r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?);
+                        if (&row.0, &row.1, &row.2, &row.3) == (&keep.0, &keep.1, &keep.2, &keep.3) {
+                            continue;
+                        }
+                        total -= r.get::<_, i64>(5)?;
+                        victims.push(row);
+                    }
+                }
+                let mut orphans = Vec::new();
+                for (tenant, commit, stop, format, artifact) in victims {
+                    tx.execute(
+                        "DELETE FROM materialized
+                         WHERE tenant = ?1 AND commit_id = ?2 AND stop = ?3 AND format = ?4",
+                        params![tenant, commit, stop, format],
+                    )?;
+                    orphans.push((tenant, artifact));
+                }
+                orphans.sort();
+                orphans.dedup();
+                let mut out = Vec::new();
+                for (tenant, artifact) in orphans {
+                    let named: bool = tx.query_row(
+                        "SELECT EXISTS (SELECT 1 FROM materialized WHERE tenant = ?1 AND artifact = ?2)",
+                        params![tenant, artifact],
+                        |r| r.get(0),
+                    )?;
+                    if !named {
+                        let bad = || Error::internal(format!("stored cache entry {tenant}/{artifact} is malformed"));
+                        out.push((
+                            tenant.parse().map_err(|_| bad())?,
+                            artifact.parse().map_err(|_| bad())?,
+                        ));
+                    }
+                }
+                Ok(out)
+            })
+            .await
+    }
+
+    async fn compact(&self) -> Result<u64> {
+        self.db
+            .write(|conn| super::vacuum_if_worth(conn, VACUUM_MIN_PAGES))
             .await
     }
 

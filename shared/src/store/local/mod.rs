@@ -151,6 +151,43 @@ pub fn checkpoint_wal(data_dir: &Path) -> Result<()> {
     Ok(())
 }
 
+/// Puts the database in `auto_vacuum = INCREMENTAL` mode, so that
+/// [`MetaStore::compact`](crate::store::MetaStore::compact) can give pages
+/// freed by deletes back to the filesystem. A new database takes the mode
+/// before its first table; one created before this mode existed is
+/// rewritten once with `VACUUM` (the only way SQLite changes it then).
+fn incremental_vacuum_mode(conn: &Connection) -> Result<(), LocalError> {
+    const INCREMENTAL: i64 = 2;
+    let mode: i64 = conn.pragma_query_value(None, "auto_vacuum", |r| r.get(0))?;
+    if mode == INCREMENTAL {
+        return Ok(());
+    }
+    conn.pragma_update(None, "auto_vacuum", "INCREMENTAL")?;
+    let mode: i64 = conn.pragma_query_value(None, "auto_vacuum", |r| r.get(0))?;
+    if mode != INCREMENTAL {
+        conn.execute_batch("VACUUM")?;
+    }
+    Ok(())
+}
+
+/// Gives the free pages of the database back to the filesystem when they
+/// are at least `min_pages` (`PRAGMA incremental_vacuum`); the bytes given
+/// back.
+fn vacuum_if_worth(conn: &Connection, min_pages: i64) -> Result<u64, LocalError> {
+    let free: i64 = conn.pragma_query_value(None, "freelist_count", |r| r.get(0))?;
+    if free < min_pages {
+        return Ok(0);
+    }
+    let page: i64 = conn.pragma_query_value(None, "page_size", |r| r.get(0))?;
+    // The pragma frees one page per row it steps through.
+    let mut stmt = conn.prepare("PRAGMA incremental_vacuum")?;
+    let mut rows = stmt.query([])?;
+    while rows.next()?.is_some() {}
+    drop(rows);
+    let left: i64 = conn.pragma_query_value(None, "freelist_count", |r| r.get(0))?;
+    Ok(u64::try_from((free - left).max(0) * page).unwrap_or(0))
+}
+
 /// Locks a connection. SQLite leaves a connection consistent even if a
 /// holder panicked, so a poisoned lock is taken over.
 fn lock(m: &Mutex<Connection>) -> std::sync::MutexGuard<'_, Connection> {
@@ -164,6 +201,7 @@ impl Database {
         std::fs::create_dir_all(data_dir).map_err(LocalError::from)?;
         let path = data_dir.join(DB_FILE);
         let mut writer = connect(&path, durability)?;
+        incremental_vacuum_mode(&writer)?;
         schema::migrate(&mut writer, &path)?;
         let readers = (0..READERS)
             .map(|_| connect(&path, durability).map(Mutex::new))

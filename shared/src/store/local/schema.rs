@@ -21,7 +21,7 @@ use super::sql;
 use crate::error::{Error, Result};
 
 /// The schema version this build writes and reads.
-pub const VERSION: u32 = 2;
+pub const VERSION: u32 = 3;
 
 /// Version 0 → 1: commits, lineages, timelines, refs, the materialization
 /// cache, tokens (the meta store) and branches, their sessions and their
@@ -109,7 +109,20 @@ CREATE INDEX commits_missing_summary ON commits (tenant, ts, id) WHERE summary I
 ";
 
 /// The migration steps, in order: step `n` goes from version `n` to `n + 1`.
-const MIGRATIONS: &[&str] = &[V1, V2];
+/// The materialization cache's LRU budget: each entry's size, cached
+/// artifact and last use (µs) as columns, so eviction is one ordered scan.
+const CACHE: &str = "
+ALTER TABLE materialized ADD COLUMN size INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE materialized ADD COLUMN artifact TEXT NOT NULL DEFAULT '';
+ALTER TABLE materialized ADD COLUMN accessed INTEGER NOT NULL DEFAULT 0;
+UPDATE materialized SET
+    size = json_extract(body, '$.size'),
+    artifact = json_extract(body, '$.artifact_ref');
+CREATE INDEX materialized_lru ON materialized (accessed);
+CREATE INDEX materialized_by_artifact ON materialized (tenant, artifact);
+";
+
+const MIGRATIONS: &[&str] = &[V1, V2, CACHE];
 
 const _: () = assert!(MIGRATIONS.len() == VERSION as usize);
 
@@ -228,6 +241,8 @@ mod tests {
                 "commits_by_lineage",
                 "commits_missing_summary",
                 "materialized",
+                "materialized_by_artifact",
+                "materialized_lru",
                 "refs",
                 "timeline",
                 "tokens"
@@ -236,6 +251,11 @@ mod tests {
         // The branch store on the same file finds it current.
         SqliteBranchStore::open(dir.path()).unwrap();
         assert_eq!(version_of(&path), VERSION);
+        let vacuum: i64 = Connection::open(&path)
+            .unwrap()
+            .pragma_query_value(None, "auto_vacuum", |r| r.get(0))
+            .unwrap();
+        assert_eq!(vacuum, 2, "incremental auto-vacuum from the start");
     }
 
     #[tokio::test]
@@ -258,6 +278,18 @@ mod tests {
             )
             .unwrap();
             conn.execute(
+                "INSERT INTO materialized (tenant, commit_id, stop, format, body)
+                 VALUES ('t', ?1, 'root', 'raw', ?2)",
+                rusqlite::params![
+                    c.id.to_string(),
+                    format!(
+                        r#"{{"artifact_ref":"{}","size":3,"message_count":1,"token_count":1,"tier":"native"}}"#,
+                        c.artifact_ref
+                    )
+                ],
+            )
+            .unwrap();
+            conn.execute(
                 "INSERT INTO tokens (hash, id, tenant, created_at) VALUES (?1, 'tok-1', 't', 0)",
                 [Hash::of(b"secret").to_hex()],
             )
@@ -272,12 +304,38 @@ mod tests {
             before.iter().all(|t| after.contains(t)),
             "no table dropped: {after:?}"
         );
-        assert_eq!(after.len(), before.len() + 1, "the summary index added");
+        assert_eq!(
+            after.len(),
+            before.len() + 3,
+            "the summary index and the cache's two added"
+        );
         assert_eq!(
             meta.get_commit(&tenant, &c.id).await.unwrap(),
             Some(c.clone())
         );
         // The migrated commit lacks a summary: it is in the queue, at its time.
+        let (size, artifact, vacuum): (i64, String, i64) = {
+            let conn = Connection::open(&path).unwrap();
+            let (size, artifact) = conn
+                .query_row("SELECT size, artifact FROM materialized", [], |r| {
+                    Ok((r.get(0)?, r.get(1)?))
+                })
+                .unwrap();
+            let vacuum = conn
+                .pragma_query_value(None, "auto_vacuum", |r| r.get(0))
+                .unwrap();
+            (size, artifact, vacuum)
+        };
+        assert_eq!(
+            (size, artifact),
+            (3, c.artifact_ref.to_string()),
+            "cache columns filled"
+        );
+        assert_eq!(vacuum, 2, "rewritten once into incremental auto-vacuum");
+        assert_eq!(
+            meta.references(&tenant).await.unwrap().cached,
+            [c.artifact_ref].into()
+        );
         let page = meta.missing_summaries(&tenant, None, 10).await.unwrap();
         assert_eq!(page.items.len(), 1);
         assert_eq!(page.items[0].commit, c);
@@ -314,7 +372,7 @@ mod tests {
             .unwrap();
         SqliteBranchStore::open(dir.path()).unwrap();
         assert_eq!(version_of(&path), VERSION);
-        assert_eq!(dump(&path).len(), 11);
+        assert_eq!(dump(&path).len(), 13);
     }
 
     #[test]

@@ -11,10 +11,10 @@ use chrono::{DateTime, Utc};
 use super::lock;
 use crate::commit::Commit;
 use crate::error::Result;
-use crate::id::{CommitId, Hash, Principal, RefName, TenantId};
+use crate::id::{ArtifactRef, CommitId, Hash, Principal, RefName, TenantId};
 use crate::store::{
     MaterializeKey, Materialized, MetaStore, MetadataPatch, Missing, MissingPage, PutCommit,
-    RefMove, RefRecord, SummaryCursor, SummaryState, TAG_SUMMARIZING, TAG_SUMMARY_BY,
+    RefMove, RefRecord, References, SummaryCursor, SummaryState, TAG_SUMMARIZING, TAG_SUMMARY_BY,
     TAG_SUMMARY_ERROR, TokenRecord, TokenStore, claim_tag, ref_conflict,
 };
 
@@ -27,6 +27,9 @@ struct Meta {
     timelines: HashMap<(TenantId, Principal), BTreeMap<(i64, CommitId), ()>>,
     refs: BTreeMap<(TenantId, RefName), RefRecord>,
     materialized: HashMap<(TenantId, MaterializeKey), Materialized>,
+    /// When each cache entry was last used (µs; a new entry counts as the
+    /// most recently used).
+    cache_stamps: HashMap<(TenantId, MaterializeKey), i64>,
     tokens: BTreeMap<Hash, TokenRecord>,
     /// The summary queue state of commits that have some.
     summary_states: HashMap<(TenantId, CommitId), SummaryState>,
@@ -242,10 +245,85 @@ impl MetaStore for MemoryMetaStore {
         key: &MaterializeKey,
         value: &Materialized,
     ) -> Result<()> {
-        lock(&self.meta)
-            .materialized
-            .insert((tenant.clone(), key.clone()), value.clone());
+        let mut meta = lock(&self.meta);
+        let newest = meta.cache_stamps.values().copied().max().unwrap_or(0);
+        let k = (tenant.clone(), key.clone());
+        meta.cache_stamps.insert(k.clone(), newest);
+        meta.materialized.insert(k, value.clone());
         Ok(())
+    }
+
+    async fn references(&self, tenant: &TenantId) -> Result<References> {
+        let meta = lock(&self.meta);
+        Ok(References {
+            durable: meta
+                .commits
+                .iter()
+                .filter(|((t, _), _)| t == tenant)
+                .map(|(_, c)| c.artifact_ref)
+                .collect(),
+            cached: meta
+                .materialized
+                .iter()
+                .filter(|((t, _), _)| t == tenant)
+                .map(|(_, m)| m.artifact_ref)
+                .collect(),
+        })
+    }
+
+    async fn touch_materialized(
+        &self,
+        tenant: &TenantId,
+        key: &MaterializeKey,
+        at: DateTime<Utc>,
+    ) -> Result<()> {
+        if let Some(stamp) = lock(&self.meta)
+            .cache_stamps
+            .get_mut(&(tenant.clone(), key.clone()))
+        {
+            *stamp = (*stamp).max(at.timestamp_micros());
+        }
+        Ok(())
+    }
+
+    async fn evict_materialized(
+        &self,
+        budget: u64,
+        keep: (&TenantId, &MaterializeKey),
+    ) -> Result<Vec<(TenantId, ArtifactRef)>> {
+        let keep = (keep.0.clone(), keep.1.clone());
+        let mut meta = lock(&self.meta);
+        let mut total: u64 = meta.materialized.values().map(|m| m.size).sum();
+        if total <= budget {
+            return Ok(Vec::new());
+        }
+        let mut by_age: Vec<_> = meta
+            .cache_stamps
+            .iter()
+            .filter(|(k, _)| **k != keep)
+            .map(|(k, s)| (*s, k.clone()))
+            .collect();
+        by_age.sort_by_key(|a| a.0);
+        let mut dropped = Vec::new();
+        for (_, k) in by_age {
+            if total <= budget {
+                break;
+            }
+            meta.cache_stamps.remove(&k);
+            if let Some(m) = meta.materialized.remove(&k) {
+                total = total.saturating_sub(m.size);
+                dropped.push((k.0, m.artifact_ref));
+            }
+        }
+        dropped.retain(|(t, a)| {
+            !meta
+                .materialized
+                .iter()
+                .any(|((t2, _), m)| t2 == t && &m.artifact_ref == a)
+        });
+        dropped.sort();
+        dropped.dedup();
+        Ok(dropped)
     }
 
     async fn missing_summaries(

@@ -8,13 +8,15 @@
 //! - [`branches`]: [`MemoryBranchStore`], the
 //!   [`BranchStore`](crate::branch::BranchStore).
 
-use std::collections::HashMap;
-use std::sync::Mutex;
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use bytes::Bytes;
+use chrono::{DateTime, Utc};
 
-use super::{BlobStore, PutBlob};
+use super::{BlobArea, BlobInfo, BlobStore, PutBlob, durable_remove_refused};
+use crate::clock::{Clock, SystemClock};
 use crate::error::Result;
 use crate::id::{ArtifactRef, TenantId};
 
@@ -30,58 +32,158 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Artifacts in a map.
-#[derive(Debug, Default)]
+/// Bytes and write time per (tenant, area, artifact).
+type BlobMap = BTreeMap<(TenantId, BlobArea, ArtifactRef), (Bytes, DateTime<Utc>)>;
+
+/// Artifacts in a map, per [`BlobArea`], each with the time it was last
+/// written (from the store's clock).
 pub struct MemoryBlobStore {
-    blobs: Mutex<HashMap<(TenantId, ArtifactRef), Bytes>>,
+    blobs: Mutex<BlobMap>,
+    clock: Arc<dyn Clock>,
+}
+
+impl std::fmt::Debug for MemoryBlobStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MemoryBlobStore").finish_non_exhaustive()
+    }
+}
+
+impl Default for MemoryBlobStore {
+    fn default() -> Self {
+        Self::with_clock(Arc::new(SystemClock))
+    }
 }
 
 impl MemoryBlobStore {
-    /// An empty store.
+    /// An empty store on the system clock.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// An empty store whose write times come from `clock`.
+    pub fn with_clock(clock: Arc<dyn Clock>) -> Self {
+        MemoryBlobStore {
+            blobs: Mutex::new(BTreeMap::new()),
+            clock,
+        }
     }
 
     /// Replaces an artifact's bytes without re-hashing: for tests of
     /// corruption detection.
     #[cfg(any(test, feature = "conformance"))]
     pub fn corrupt(&self, tenant: &TenantId, artifact: &ArtifactRef, bytes: Bytes) {
-        lock(&self.blobs).insert((tenant.clone(), *artifact), bytes);
+        let now = self.clock.now();
+        lock(&self.blobs).insert((tenant.clone(), BlobArea::Durable, *artifact), (bytes, now));
+    }
+
+    fn put_in(&self, tenant: &TenantId, area: BlobArea, bytes: Bytes) -> PutBlob {
+        let artifact = ArtifactRef::of(&bytes);
+        let size = bytes.len() as u64;
+        let now = self.clock.now();
+        let mut blobs = lock(&self.blobs);
+        let key = (tenant.clone(), area, artifact);
+        let created = match blobs.get_mut(&key) {
+            // Written again: younger, so no collection sweeps it now.
+            Some((_, modified)) => {
+                *modified = now;
+                false
+            }
+            None => {
+                blobs.insert(key, (bytes, now));
+                true
+            }
+        };
+        PutBlob {
+            artifact,
+            size,
+            created,
+        }
+    }
+
+    fn find(&self, tenant: &TenantId, artifact: &ArtifactRef) -> Option<Bytes> {
+        let blobs = lock(&self.blobs);
+        [BlobArea::Durable, BlobArea::Cache]
+            .iter()
+            .find_map(|area| blobs.get(&(tenant.clone(), *area, *artifact)))
+            .map(|(b, _)| b.clone())
     }
 }
 
 #[async_trait]
 impl BlobStore for MemoryBlobStore {
     async fn put(&self, tenant: &TenantId, bytes: Bytes) -> Result<PutBlob> {
-        let artifact = ArtifactRef::of(&bytes);
-        let size = bytes.len() as u64;
-        let mut blobs = lock(&self.blobs);
-        let key = (tenant.clone(), artifact);
-        let created = !blobs.contains_key(&key);
-        if created {
-            blobs.insert(key, bytes);
-        }
-        Ok(PutBlob {
-            artifact,
-            size,
-            created,
-        })
+        Ok(self.put_in(tenant, BlobArea::Durable, bytes))
     }
 
     async fn read(&self, tenant: &TenantId, artifact: &ArtifactRef) -> Result<Option<Bytes>> {
-        Ok(lock(&self.blobs).get(&(tenant.clone(), *artifact)).cloned())
+        Ok(self.find(tenant, artifact))
     }
 
     async fn size(&self, tenant: &TenantId, artifact: &ArtifactRef) -> Result<Option<u64>> {
+        Ok(self.find(tenant, artifact).map(|b| b.len() as u64))
+    }
+
+    async fn put_cached(&self, tenant: &TenantId, bytes: Bytes) -> Result<PutBlob> {
+        Ok(self.put_in(tenant, BlobArea::Cache, bytes))
+    }
+
+    async fn stat(
+        &self,
+        tenant: &TenantId,
+        area: BlobArea,
+        artifact: &ArtifactRef,
+    ) -> Result<Option<BlobInfo>> {
         Ok(lock(&self.blobs)
-            .get(&(tenant.clone(), *artifact))
-            .map(|b| b.len() as u64))
+            .get(&(tenant.clone(), area, *artifact))
+            .map(|(b, modified)| BlobInfo {
+                artifact: *artifact,
+                size: b.len() as u64,
+                modified: *modified,
+            }))
+    }
+
+    async fn list(
+        &self,
+        tenant: &TenantId,
+        area: BlobArea,
+        after: Option<&ArtifactRef>,
+        limit: usize,
+    ) -> Result<Vec<BlobInfo>> {
+        let blobs = lock(&self.blobs);
+        let mut out: Vec<BlobInfo> = blobs
+            .iter()
+            .filter(|((t, a, art), _)| t == tenant && *a == area && after.is_none_or(|x| art > x))
+            .map(|((_, _, art), (b, modified))| BlobInfo {
+                artifact: *art,
+                size: b.len() as u64,
+                modified: *modified,
+            })
+            .collect();
+        out.truncate(limit);
+        Ok(out)
+    }
+
+    async fn remove(
+        &self,
+        tenant: &TenantId,
+        area: BlobArea,
+        artifact: &ArtifactRef,
+    ) -> Result<bool> {
+        if area == BlobArea::Durable {
+            return Err(durable_remove_refused());
+        }
+        Ok(lock(&self.blobs)
+            .remove(&(tenant.clone(), area, *artifact))
+            .is_some())
     }
 
     async fn delete(&self, tenant: &TenantId, artifact: &ArtifactRef) -> Result<bool> {
-        Ok(lock(&self.blobs)
-            .remove(&(tenant.clone(), *artifact))
-            .is_some())
+        let mut blobs = lock(&self.blobs);
+        let mut removed = false;
+        for area in [BlobArea::Durable, BlobArea::Cache] {
+            removed |= blobs.remove(&(tenant.clone(), area, *artifact)).is_some();
+        }
+        Ok(removed)
     }
 }
 

@@ -1,0 +1,380 @@
+//! Artifact lifecycle: the materialization cache's LRU budget (embedded
+//! stores) and garbage collection.
+//!
+//! Collection is a mark-and-sweep per tenant, one page of one
+//! [`BlobArea`] at a time: list the page, then mark (every artifact a
+//! commit or cache entry names, read *after* the listing, so whatever was
+//! committed before the page was listed is seen), and sweep what is
+//! unmarked and older than the grace period: durable artifacts no commit
+//! names, cached ones no cache entry names, staged uploads nobody
+//! promoted. Before removing anything the sweep marks again and re-reads
+//! each candidate's age, so an artifact a checkpoint referenced or wrote
+//! again (a put of existing bytes refreshes its time) while the page was
+//! being decided is kept. The grace period is what protects a checkpoint in
+//! flight: its artifact is written before its commit, and is younger than
+//! the grace period until long after the commit exists.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use super::Service;
+use crate::error::{Error, Result};
+use crate::id::{ArtifactRef, TenantId};
+use crate::store::{BlobArea, BlobInfo, MaterializeKey, References};
+
+/// The cache budget and the collector's grace period.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Lifecycle {
+    /// Bytes of cached materializations the store keeps (least recently
+    /// used evicted past it); `None` for no budget (the aws store, whose
+    /// cached artifacts expire by an S3 lifecycle rule).
+    pub cache_budget: Option<u64>,
+    /// Nothing younger is collected.
+    pub gc_grace: Duration,
+}
+
+impl Default for Lifecycle {
+    fn default() -> Self {
+        Lifecycle {
+            cache_budget: None,
+            gc_grace: Duration::from_secs(crate::config::DEFAULT_GC_GRACE_SECS),
+        }
+    }
+}
+
+/// How often one cache entry's last use is written: coarse stamps, so a
+/// hot entry costs one write a minute, not one per read.
+const STAMP_EVERY_SECS: i64 = 60;
+
+/// Entries whose stamps are remembered before the memory is cleared.
+const STAMPS_KEPT: usize = 10_000;
+
+/// The last time this process stamped each cache entry.
+#[derive(Debug, Default)]
+pub(super) struct CacheStamps(Mutex<HashMap<(TenantId, MaterializeKey), DateTime<Utc>>>);
+
+impl CacheStamps {
+    /// Whether the entry's use at `now` should be written (none written in
+    /// the last minute by this process); records it if so.
+    fn due(&self, tenant: &TenantId, key: &MaterializeKey, now: DateTime<Utc>) -> bool {
+        let mut stamps = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let k = (tenant.clone(), key.clone());
+        if stamps
+            .get(&k)
+            .is_some_and(|t| (now - *t).num_seconds() < STAMP_EVERY_SECS)
+        {
+            return false;
+        }
+        if stamps.len() >= STAMPS_KEPT {
+            stamps.clear();
+        }
+        stamps.insert(k, now);
+        true
+    }
+}
+
+/// Artifacts listed per page of a collection when the caller names no
+/// limit.
+pub const GC_PAGE: usize = 1000;
+/// The largest page a caller may ask for.
+pub const GC_MAX_PAGE: usize = 10_000;
+
+/// What one collection call is asked to do.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GcOptions {
+    /// Report what would be removed; remove nothing.
+    pub dry_run: bool,
+    /// Where to continue (a report's `next`); the start when absent.
+    pub cursor: Option<String>,
+    /// Artifacts to look at in this call (default [`GC_PAGE`]).
+    pub limit: Option<usize>,
+}
+
+/// One artifact a collection removed (or would remove).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct GcRemoved {
+    /// The artifact.
+    pub artifact: ArtifactRef,
+    /// Where it was.
+    pub area: BlobArea,
+    /// Its size in bytes.
+    pub size: u64,
+}
+
+/// What a collection call did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct GcReport {
+    /// Nothing was removed: `removed` is what would have been.
+    pub dry_run: bool,
+    /// Artifacts looked at.
+    pub scanned: u64,
+    /// Kept because a commit or cache entry names them.
+    pub referenced: u64,
+    /// Kept because they are younger than the grace period.
+    pub young: u64,
+    /// Removed (or, in a dry run, to be removed).
+    pub removed: Vec<GcRemoved>,
+    /// Their bytes.
+    pub removed_bytes: u64,
+    /// Bytes the metadata store gave back to the filesystem afterwards
+    /// (SQLite's incremental vacuum, after the last page).
+    pub compacted_bytes: u64,
+    /// Where the next call continues; absent after the last page.
+    pub next: Option<String>,
+}
+
+impl GcReport {
+    /// Adds a later page's counts to these.
+    pub fn absorb(&mut self, page: GcReport) {
+        self.scanned += page.scanned;
+        self.referenced += page.referenced;
+        self.young += page.young;
+        self.removed.extend(page.removed);
+        self.removed_bytes += page.removed_bytes;
+        self.compacted_bytes += page.compacted_bytes;
+        self.next = page.next;
+    }
+}
+
+/// A position in a collection: an area and the last artifact looked at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Cursor {
+    area: BlobArea,
+    after: Option<ArtifactRef>,
+}
+
+impl Cursor {
+    const START: Cursor = Cursor {
+        area: BlobArea::Durable,
+        after: None,
+    };
+
+    fn parse(s: &str) -> Result<Cursor> {
+        let bad = || Error::invalid("cursor", format!("cursor {s:?} is not one gc handed out"));
+        let (area, after) = s.split_once('.').ok_or_else(bad)?;
+        let area = match area {
+            "durable" => BlobArea::Durable,
+            "cache" => BlobArea::Cache,
+            "staged" => BlobArea::Staged,
+            _ => return Err(bad()),
+        };
+        let after = match after {
+            "" => None,
+            a => Some(a.parse().map_err(|_| bad())?),
+        };
+        Ok(Cursor { area, after })
+    }
+
+    fn render(self) -> String {
+        let area = match self.area {
+            BlobArea::Durable => "durable",
+            BlobArea::Cache => "cache",
+            BlobArea::Staged => "staged",
+        };
+        let after = self.after.map(|a| a.to_string()).unwrap_or_default();
+        format!("{area}.{after}")
+    }
+
+    /// The start of the area after this one, if any.
+    fn next_area(self) -> Option<Cursor> {
+        let i = BlobArea::ALL.iter().position(|a| *a == self.area)?;
+        BlobArea::ALL
+            .get(i + 1)
+            .map(|&area| Cursor { area, after: None })
+    }
+}
+
+/// Whether `info` is named by `refs` in its area (staged uploads are named
+/// by nothing: they wait only out their grace).
+fn named(refs: &References, area: BlobArea, artifact: &ArtifactRef) -> bool {
+    match area {
+        BlobArea::Durable => refs.durable.contains(artifact),
+        BlobArea::Cache => refs.cached.contains(artifact),
+        BlobArea::Staged => false,
+    }
+}
+
+impl Service {
+    /// The grace period as a chrono duration.
+    fn grace(&self) -> chrono::Duration {
+        chrono::Duration::from_std(self.lifecycle.gc_grace).unwrap_or(chrono::Duration::MAX)
+    }
+
+    /// Whether `info` is older than the grace period at `now`.
+    fn past_grace(&self, info: &BlobInfo, now: DateTime<Utc>) -> bool {
+        now.signed_duration_since(info.modified) >= self.grace()
+    }
+
+    /// One page of garbage collection of `tenant`'s artifacts (see the
+    /// module's documentation); call again with the report's `next` until
+    /// it is absent. After the last page the metadata store is compacted
+    /// (not in a dry run).
+    ///
+    /// # Errors
+    /// `Invalid` (field `cursor` or `limit`) for a cursor no call handed
+    /// out or a limit of 0 or over [`GC_MAX_PAGE`]; `Unavailable`.
+    pub async fn gc(&self, tenant: &TenantId, opts: &GcOptions) -> Result<GcReport> {
+        let limit = opts.limit.unwrap_or(GC_PAGE);
+        if limit == 0 || limit > GC_MAX_PAGE {
+            return Err(Error::invalid(
+                "limit",
+                format!("limit is {limit}; give 1 to {GC_MAX_PAGE}"),
+            ));
+        }
+        let cursor = match &opts.cursor {
+            Some(c) => Cursor::parse(c)?,
+            None => Cursor::START,
+        };
+        let blobs = &self.stores.blobs;
+        let page = blobs
+            .list(tenant, cursor.area, cursor.after.as_ref(), limit)
+            .await?;
+        let now = self.clock.now();
+        let refs = self.stores.meta.references(tenant).await?;
+        let mut report = GcReport {
+            dry_run: opts.dry_run,
+            scanned: page.len() as u64,
+            ..GcReport::default()
+        };
+        let mut candidates = Vec::new();
+        for info in &page {
+            if !self.past_grace(info, now) {
+                report.young += 1;
+            } else if named(&refs, cursor.area, &info.artifact) {
+                report.referenced += 1;
+            } else {
+                candidates.push(*info);
+            }
+        }
+        if !candidates.is_empty() && !opts.dry_run {
+            // Mark again: a commit or cache entry written since the first
+            // mark keeps its artifact.
+            let again = self.stores.meta.references(tenant).await?;
+            let mut kept = Vec::with_capacity(candidates.len());
+            for info in candidates {
+                if named(&again, cursor.area, &info.artifact) {
+                    report.referenced += 1;
+                    continue;
+                }
+                // Written again since it was listed (a put of the same
+                // bytes): young again.
+                match blobs.stat(tenant, cursor.area, &info.artifact).await? {
+                    Some(now_info) if self.past_grace(&now_info, self.clock.now()) => {
+                        kept.push(now_info);
+                    }
+                    Some(_) => report.young += 1,
+                    None => {}
+                }
+            }
+            candidates = kept;
+            for info in &candidates {
+                let removed = match cursor.area {
+                    BlobArea::Durable => blobs.delete(tenant, &info.artifact).await?,
+                    area => blobs.remove(tenant, area, &info.artifact).await?,
+                };
+                if removed {
+                    report.removed.push(GcRemoved {
+                        artifact: info.artifact,
+                        area: cursor.area,
+                        size: info.size,
+                    });
+                }
+            }
+        } else {
+            report
+                .removed
+                .extend(candidates.iter().map(|info| GcRemoved {
+                    artifact: info.artifact,
+                    area: cursor.area,
+                    size: info.size,
+                }));
+        }
+        report.removed_bytes = report.removed.iter().map(|r| r.size).sum();
+        let next = if page.len() == limit {
+            Some(Cursor {
+                area: cursor.area,
+                after: page.last().map(|i| i.artifact),
+            })
+        } else {
+            cursor.next_area()
+        };
+        report.next = next.map(Cursor::render);
+        if report.next.is_none() && !opts.dry_run {
+            report.compacted_bytes = self.stores.meta.compact().await?;
+        }
+        Ok(report)
+    }
+
+    /// Collects every page of `tenant` (what `ctx gc` does page by page).
+    ///
+    /// # Errors
+    /// As [`Service::gc`].
+    pub async fn gc_all(&self, tenant: &TenantId, dry_run: bool) -> Result<GcReport> {
+        let mut opts = GcOptions {
+            dry_run,
+            ..GcOptions::default()
+        };
+        let mut total = GcReport {
+            dry_run,
+            ..GcReport::default()
+        };
+        loop {
+            let page = self.gc(tenant, &opts).await?;
+            let next = page.next.clone();
+            total.absorb(page);
+            match next {
+                Some(n) => opts.cursor = Some(n),
+                None => return Ok(total),
+            }
+        }
+    }
+
+    /// Notes a cache hit on `key` for the LRU order (coarsely: at most one
+    /// write a minute per entry from this process). Only with a budget.
+    pub(super) async fn cache_used(&self, tenant: &TenantId, key: &MaterializeKey) -> Result<()> {
+        if self.lifecycle.cache_budget.is_none() {
+            return Ok(());
+        }
+        let now = self.clock.now();
+        if self.cache_stamps.due(tenant, key, now) {
+            self.stores
+                .meta
+                .touch_materialized(tenant, key, now)
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// Brings the cache within its budget after an entry was added: evicts
+    /// the least recently used entries and removes their cached artifacts
+    /// (an artifact left behind by a crash here is collected by gc later).
+    pub(super) async fn enforce_cache_budget(
+        &self,
+        tenant: &TenantId,
+        added: &MaterializeKey,
+    ) -> Result<()> {
+        let Some(budget) = self.lifecycle.cache_budget else {
+            return Ok(());
+        };
+        let orphans = self
+            .stores
+            .meta
+            .evict_materialized(budget, (tenant, added))
+            .await?;
+        for (tenant, artifact) in orphans {
+            self.stores
+                .blobs
+                .remove(&tenant, BlobArea::Cache, &artifact)
+                .await?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests;
