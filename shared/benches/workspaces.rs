@@ -79,6 +79,18 @@ impl BlobStore for Counting {
     ) -> Result<Vec<BlobInfo>> {
         self.inner.list(tenant, area, after, limit).await
     }
+    async fn touch(&self, tenant: &TenantId, artifact: &ArtifactRef) -> Result<Option<u64>> {
+        self.inner.touch(tenant, artifact).await
+    }
+    async fn sweep(
+        &self,
+        tenant: &TenantId,
+        area: BlobArea,
+        artifact: &ArtifactRef,
+        cutoff: chrono::DateTime<chrono::Utc>,
+    ) -> Result<bool> {
+        self.inner.sweep(tenant, area, artifact, cutoff).await
+    }
     async fn remove(
         &self,
         tenant: &TenantId,

@@ -7,7 +7,7 @@ use super::Service;
 use crate::commit::Commit;
 use crate::error::{Error, ErrorKind, Result};
 use crate::id::{ArtifactRef, CommitId, TenantId};
-use crate::store::{BlobArea, BlobStoreExt, PresignedUpload, PutBlob};
+use crate::store::{BlobStoreExt, PresignedUpload, PutBlob};
 
 /// How long a presigned upload URL stays valid.
 const UPLOAD_URL_TTL_SECS: u64 = 15 * 60;
@@ -72,8 +72,10 @@ impl Service {
         artifact: &ArtifactRef,
     ) -> Result<u64> {
         let blobs = &self.stores.blobs;
-        if let Some(info) = blobs.stat(tenant, BlobArea::Durable, artifact).await? {
-            return Ok(info.size);
+        // Touched, not just looked at: young again, so no collection
+        // sweeps it before the commit naming it is written.
+        if let Some(size) = blobs.touch(tenant, artifact).await? {
+            return Ok(size);
         }
         // A cached result (a materialization) named by a commit is made
         // durable: a commit never names an artifact eviction may remove.

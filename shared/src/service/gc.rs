@@ -7,12 +7,13 @@
 //! committed before the page was listed is seen), and sweep what is
 //! unmarked and older than the grace period: durable artifacts no commit
 //! names, cached ones no cache entry names, staged uploads nobody
-//! promoted. Before removing anything the sweep marks again and re-reads
-//! each candidate's age, so an artifact a checkpoint referenced or wrote
-//! again (a put of existing bytes refreshes its time) while the page was
-//! being decided is kept. The grace period is what protects a checkpoint in
-//! flight: its artifact is written before its commit, and is younger than
-//! the grace period until long after the commit exists.
+//! promoted. Before removing anything the sweep marks again, and each
+//! removal ([`BlobStore::sweep`](crate::store::BlobStore::sweep)) re-checks
+//! the age atomically with the store's puts and touches. A checkpoint
+//! makes its artifact young before it writes its commit (an inline delta
+//! is put, and a put of existing bytes refreshes the time; a named
+//! artifact is touched), so an artifact a checkpoint in flight needs is
+//! never older than the grace period while that checkpoint runs.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -253,36 +254,26 @@ impl Service {
         }
         if !candidates.is_empty() && !opts.dry_run {
             // Mark again: a commit or cache entry written since the first
-            // mark keeps its artifact.
+            // mark keeps its artifact. Each sweep re-checks the age
+            // atomically with the store's puts and touches, and a commit
+            // naming an artifact touches it first, so an artifact named
+            // after this mark is young by the time it could be swept.
             let again = self.stores.meta.references(tenant).await?;
-            let mut kept = Vec::with_capacity(candidates.len());
+            let cutoff = self.clock.now() - self.grace();
             for info in candidates {
                 if named(&again, cursor.area, &info.artifact) {
                     report.referenced += 1;
-                    continue;
-                }
-                // Written again since it was listed (a put of the same
-                // bytes): young again.
-                match blobs.stat(tenant, cursor.area, &info.artifact).await? {
-                    Some(now_info) if self.past_grace(&now_info, self.clock.now()) => {
-                        kept.push(now_info);
-                    }
-                    Some(_) => report.young += 1,
-                    None => {}
-                }
-            }
-            candidates = kept;
-            for info in &candidates {
-                let removed = match cursor.area {
-                    BlobArea::Durable => blobs.delete(tenant, &info.artifact).await?,
-                    area => blobs.remove(tenant, area, &info.artifact).await?,
-                };
-                if removed {
+                } else if blobs
+                    .sweep(tenant, cursor.area, &info.artifact, cutoff)
+                    .await?
+                {
                     report.removed.push(GcRemoved {
                         artifact: info.artifact,
                         area: cursor.area,
                         size: info.size,
                     });
+                } else {
+                    report.young += 1;
                 }
             }
         } else {

@@ -152,6 +152,32 @@ pub trait BlobStore: Send + Sync + 'static {
         limit: usize,
     ) -> Result<Vec<BlobInfo>>;
 
+    /// Marks a durable artifact as just used, as writing it again would
+    /// (its write time becomes now), so no collection sweeps it for a
+    /// grace period; its size, or `None` when it is not stored. A
+    /// checkpoint naming an uploaded artifact calls this before it writes
+    /// the commit.
+    ///
+    /// # Errors
+    /// `Unavailable`.
+    async fn touch(&self, tenant: &TenantId, artifact: &ArtifactRef) -> Result<Option<u64>>;
+
+    /// The collector's removal: removes the artifact from `area` alone if
+    /// it was last written (or touched) before `cutoff`; true when removed.
+    /// The check and the removal are atomic with respect to this store's
+    /// puts and touches (in this process) where the backend allows it; on
+    /// S3 a HEAD precedes the delete.
+    ///
+    /// # Errors
+    /// `Unavailable`.
+    async fn sweep(
+        &self,
+        tenant: &TenantId,
+        area: BlobArea,
+        artifact: &ArtifactRef,
+        cutoff: DateTime<Utc>,
+    ) -> Result<bool>;
+
     /// Removes the artifact from a non-durable `area` ([`BlobArea::Cache`]
     /// or [`BlobArea::Staged`]) alone; false if it was not there. Durable
     /// artifacts are removed with [`BlobStore::delete`].

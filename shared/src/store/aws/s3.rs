@@ -330,6 +330,43 @@ impl BlobStore for S3BlobStore {
         }
     }
 
+    async fn touch(&self, tenant: &TenantId, artifact: &ArtifactRef) -> Result<Option<u64>> {
+        // A copy onto itself, with its metadata replaced, is what gives an
+        // S3 object a new LastModified.
+        let key = keys::blob_key(tenant, artifact);
+        let result = self
+            .client
+            .copy_object()
+            .bucket(&self.bucket)
+            .copy_source(format!("{}/{key}", self.bucket))
+            .key(&key)
+            .metadata_directive(aws_sdk_s3::types::MetadataDirective::Replace)
+            .content_type("application/octet-stream")
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(self
+                .stat(tenant, BlobArea::Durable, artifact)
+                .await?
+                .map(|i| i.size)),
+            Err(e) if e.raw_response().is_some_and(|r| r.status().as_u16() == 404) => Ok(None),
+            Err(e) => Err(sdk_error("S3 CopyObject", e)),
+        }
+    }
+
+    async fn sweep(
+        &self,
+        tenant: &TenantId,
+        area: BlobArea,
+        artifact: &ArtifactRef,
+        cutoff: DateTime<Utc>,
+    ) -> Result<bool> {
+        match self.stat(tenant, area, artifact).await? {
+            Some(info) if info.modified < cutoff => self.delete_key(tenant, area, artifact).await,
+            _ => Ok(false),
+        }
+    }
+
     async fn remove(
         &self,
         tenant: &TenantId,

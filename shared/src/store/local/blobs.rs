@@ -8,6 +8,7 @@ use std::fs::{self, File};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
 
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -24,6 +25,9 @@ use crate::store::{BlobArea, BlobInfo, BlobStore, PutBlob, durable_remove_refuse
 pub struct LocalBlobStore {
     root: PathBuf,
     tmp_seq: AtomicU64,
+    /// Puts and touches hold it shared, the collector's sweep exclusively:
+    /// an artifact written or touched is never swept on a stale age.
+    gate: Arc<RwLock<()>>,
 }
 
 impl LocalBlobStore {
@@ -37,6 +41,7 @@ impl LocalBlobStore {
         Ok(LocalBlobStore {
             root: data_dir.to_owned(),
             tmp_seq: AtomicU64::new(0),
+            gate: Arc::default(),
         })
     }
 
@@ -89,10 +94,11 @@ impl LocalBlobStore {
             std::process::id(),
             self.tmp_seq.fetch_add(1, Ordering::Relaxed)
         ));
+        let gate = self.gate.clone();
         let created = blocking(move || {
-            if path.exists() {
-                // Written again: younger, so no collection sweeps it now.
-                touch(&path)?;
+            let _shared = gate.read().unwrap_or_else(|e| e.into_inner());
+            // Written again: younger, so no collection sweeps it now.
+            if touch(&path)? {
                 return Ok(false);
             }
             let dir = path.parent().expect("artifact paths have a parent");
@@ -122,14 +128,17 @@ impl LocalBlobStore {
     }
 }
 
-/// Sets a file's mtime to now, as writing it would. The filesystem stamps
-/// writes with the wall clock, so this reads it too.
+/// Sets a file's mtime to now, as writing it would (the filesystem stamps
+/// writes with the wall clock, so this reads it too); false when there is
+/// no file.
 #[allow(clippy::disallowed_methods)]
-fn touch(path: &Path) -> std::io::Result<()> {
+fn touch(path: &Path) -> std::io::Result<bool> {
     match File::options().write(true).open(path) {
-        Ok(f) => f.set_modified(std::time::SystemTime::now()),
-        // Swept meanwhile: the caller's put found it, the next one writes it.
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Ok(f) => {
+            f.set_modified(std::time::SystemTime::now())?;
+            Ok(true)
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
         Err(e) => Err(e),
     }
 }
@@ -255,6 +264,47 @@ impl BlobStore for LocalBlobStore {
                 }
             }
             Ok(out)
+        })
+        .await
+    }
+
+    async fn touch(&self, tenant: &TenantId, artifact: &ArtifactRef) -> Result<Option<u64>> {
+        let path = self.path_of(tenant, artifact);
+        let gate = self.gate.clone();
+        blocking(move || {
+            let _shared = gate.read().unwrap_or_else(|e| e.into_inner());
+            if !touch(&path)? {
+                return Ok(None);
+            }
+            Ok(Some(fs::metadata(&path)?.len()))
+        })
+        .await
+    }
+
+    async fn sweep(
+        &self,
+        tenant: &TenantId,
+        area: BlobArea,
+        artifact: &ArtifactRef,
+        cutoff: DateTime<Utc>,
+    ) -> Result<bool> {
+        let Some(path) = self.path_in(tenant, area, artifact) else {
+            return Ok(false);
+        };
+        let gate = self.gate.clone();
+        blocking(move || {
+            let _exclusive = gate.write().unwrap_or_else(|e| e.into_inner());
+            let modified = match fs::metadata(&path) {
+                Ok(m) => DateTime::<Utc>::from(m.modified()?),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+                Err(e) => return Err(e.into()),
+            };
+            if modified >= cutoff {
+                return Ok(false);
+            }
+            fs::remove_file(&path)?;
+            fsync_dir(path.parent().expect("artifact paths have a parent"))?;
+            Ok(true)
         })
         .await
     }

@@ -163,6 +163,35 @@ impl BlobStore for MemoryBlobStore {
         Ok(out)
     }
 
+    async fn touch(&self, tenant: &TenantId, artifact: &ArtifactRef) -> Result<Option<u64>> {
+        let now = self.clock.now();
+        Ok(lock(&self.blobs)
+            .get_mut(&(tenant.clone(), BlobArea::Durable, *artifact))
+            .map(|(b, modified)| {
+                *modified = now;
+                b.len() as u64
+            }))
+    }
+
+    async fn sweep(
+        &self,
+        tenant: &TenantId,
+        area: BlobArea,
+        artifact: &ArtifactRef,
+        cutoff: DateTime<Utc>,
+    ) -> Result<bool> {
+        let mut blobs = lock(&self.blobs);
+        let key = (tenant.clone(), area, *artifact);
+        if blobs
+            .get(&key)
+            .is_some_and(|(_, modified)| *modified < cutoff)
+        {
+            blobs.remove(&key);
+            return Ok(true);
+        }
+        Ok(false)
+    }
+
     async fn remove(
         &self,
         tenant: &TenantId,
