@@ -207,6 +207,15 @@ impl Client {
         self.json(Route::Summarize(id), Body::json(req)?).await
     }
 
+    /// `POST /v1/gc`: one page of garbage collection of the caller's
+    /// artifacts (or, with `dry_run`, what it would remove).
+    ///
+    /// # Errors
+    /// `Invalid` for a cursor no call handed out; as [`Client::healthz`].
+    pub async fn gc(&self, req: &ctx_core::wire::GcRequest) -> Result<ctx_core::service::GcReport> {
+        self.json(Route::Gc, Body::json(req)?).await
+    }
+
     /// `POST /v1/commits/{ctx}/compact`: summarizes the context at `id` into
     /// a compaction commit on top of it.
     ///
@@ -592,6 +601,7 @@ enum Route<'a> {
     DeleteFile(&'a WorkspaceId, &'a FilePath),
     AppendFile(&'a WorkspaceId, &'a FilePath),
     ReadContext(&'a WorkspaceId),
+    Gc,
 }
 
 impl Route<'_> {
@@ -616,7 +626,7 @@ impl Route<'_> {
             DeleteFile(..) | DeleteRef(..) => Method::DELETE,
             AppendFile(..) => Method::POST,
             UploadArtifact | UploadUrl | Checkpoint | Materialize(_) | Summarize(_)
-            | Compact(_) | BranchCreate | BranchReturn(_) | SessionEnd(_) => Method::POST,
+            | Compact(_) | BranchCreate | BranchReturn(_) | SessionEnd(_) | Gc => Method::POST,
             UpdateMetadata(_) => Method::PATCH,
             SetRef(_) => Method::PUT,
         }
@@ -697,6 +707,7 @@ impl Route<'_> {
                 Target::seg,
             ),
             ReadContext(ws) => t.seg("v1").seg("workspaces").seg(ws).seg("context"),
+            Gc => t.seg("v1").seg("gc"),
         }
         .0
     }
@@ -824,6 +835,7 @@ mod tests {
             Route::DeleteFile(&ws, &file),
             Route::AppendFile(&ws, &file),
             Route::ReadContext(&ws),
+            Route::Gc,
         ];
         let server = routes(&Limits::default());
         let mut used = vec![0; server.len()];

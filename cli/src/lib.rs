@@ -199,6 +199,18 @@ enum Command {
         #[command(flatten)]
         conn: Conn,
     },
+    /// Collect garbage: remove the artifacts no commit, cache entry or
+    /// pending upload needs and that are older than the server's grace
+    /// period (CTX_GC_GRACE_SECS, 24 h), page by page with a progress
+    /// indicator on stderr. Prints one line per artifact removed (or, with
+    /// --dry-run, that would be) and a total; with --json, the report.
+    Gc {
+        /// Only print what would be removed.
+        #[arg(long)]
+        dry_run: bool,
+        #[command(flatten)]
+        conn: Conn,
+    },
     /// Read and move refs.
     Ref {
         #[command(subcommand)]
@@ -553,6 +565,7 @@ async fn run(cli: Cli) -> Result<()> {
             max_count,
             conn,
         } => commands::commits::log(&rev, max_count, &conn).await,
+        Command::Gc { dry_run, conn } => commands::gc::run(dry_run, &conn).await,
         Command::Summarize {
             limit,
             commit,

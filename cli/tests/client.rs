@@ -524,3 +524,88 @@ async fn summaries_are_listed_and_written_through_the_client() {
     let left = c.missing_summaries(None, None).await.unwrap();
     assert_eq!(left.commits.len(), 2);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gc_prints_what_it_would_remove_then_removes_it() {
+    // A server whose artifacts age on the same driven clock.
+    let meta = Arc::new(MemoryMetaStore::new());
+    let clock = Arc::new(ManualClock::new(
+        chrono::DateTime::parse_from_rfc3339("2026-01-02T00:00:00Z")
+            .unwrap()
+            .into(),
+    ));
+    meta.add_token(&token_hash(TOKEN), &"acme".parse().unwrap(), clock.now())
+        .await
+        .unwrap();
+    let stores = Stores {
+        blobs: Arc::new(MemoryBlobStore::with_clock(clock.clone())),
+        meta: meta.clone(),
+    };
+    let app = router(
+        AppState {
+            service: Arc::new(Service::new(stores, clock.clone())),
+            auth: Arc::new(TokenAuth::new(meta)),
+        },
+        Group::ALL,
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+
+    let c = Client::new(&base, Some(TOKEN.into()));
+    let orphan = c
+        .upload_artifact(b"nobody names me".to_vec())
+        .await
+        .unwrap()
+        .artifact
+        .artifact_ref;
+    let dir = tempfile::tempdir().unwrap();
+    let delta = dir.path().join("d.txt");
+    std::fs::write(&delta, "user: kept\n").unwrap();
+    let conn = ["--server", base.as_str(), "--token", TOKEN];
+    let mut args = vec!["checkpoint", delta.to_str().unwrap(), "--principal", "a"];
+    args.extend(conn);
+    let (code, err) = ctx_in(dir.path(), &args).await;
+    assert_eq!(code, 0, "{err}");
+    // Past the default 24 h grace period.
+    clock.advance_micros(25 * 3_600_000_000);
+
+    let mut args = vec!["gc", "--dry-run"];
+    args.extend(conn);
+    let out = ctx_output(dir.path(), &args).await;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    assert!(
+        stdout.contains(&format!("would remove {orphan} (durable, 15 bytes)")),
+        "{stdout}"
+    );
+    assert!(stdout.contains("kept 1 referenced"), "{stdout}");
+    assert!(
+        c.download_artifact(&orphan).await.is_ok(),
+        "a dry run removes nothing"
+    );
+
+    let mut args = vec!["gc"];
+    args.extend(conn);
+    let out = ctx_output(dir.path(), &args).await;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    assert!(stdout.contains(&format!("removed {orphan}")), "{stdout}");
+    assert!(
+        stdout.contains("removed 1 artifacts (15 bytes)"),
+        "{stdout}"
+    );
+    assert_eq!(
+        c.download_artifact(&orphan).await.unwrap_err().kind,
+        ErrorKind::NotFound
+    );
+    let tip = c.resolve(&"a".parse().unwrap(), None).await.unwrap().id;
+    let m = c
+        .materialize(&tip, &MaterializeRequest::default())
+        .await
+        .unwrap();
+    assert!(
+        c.download_artifact(&m.result.artifact_ref).await.is_ok(),
+        "the commit's bytes stay"
+    );
+}

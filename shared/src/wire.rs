@@ -521,3 +521,18 @@ pub struct FileList {
     /// The files.
     pub files: Vec<crate::service::FileEntry>,
 }
+
+/// A request to collect garbage: one page of the caller's artifacts
+/// (`POST /v1/gc`); call again with the report's `next` until it is
+/// absent.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GcRequest {
+    /// Report what would be removed; remove nothing.
+    #[serde(default)]
+    pub dry_run: bool,
+    /// Where to continue: the previous report's `next`.
+    pub cursor: Option<String>,
+    /// Artifacts to look at in this call: 1 to 10,000 (default 1,000).
+    pub limit: Option<u32>,
+}

@@ -17,10 +17,10 @@ use crate::auth::{Authenticator, Caller};
 use crate::commit::Commit;
 use crate::error::Error;
 use crate::id::{ArtifactRef, CommitId, Principal, RefName};
-use crate::service::Service;
+use crate::service::{GcReport, Service};
 use crate::store::RefRecord;
 use crate::wire::{
-    ArtifactInfo, CheckpointRequest, CompactRequest, CompactResponse, HistoryResponse,
+    ArtifactInfo, CheckpointRequest, CompactRequest, CompactResponse, GcRequest, HistoryResponse,
     MaterializeRequest, MaterializeResponse, MissingSummaryList, RefList, ResolveResponse,
     SetRefRequest, SummarizeRequest, UpdateMetadataRequest, UploadRequest,
 };
@@ -297,6 +297,12 @@ pub fn routes(limits: &crate::service::Limits) -> Vec<RouteDef> {
             Method::GET,
             "/v1/workspaces/{ws}/context",
             on(MethodFilter::GET, workspaces::read_context),
+        ),
+        route(
+            Artifacts,
+            Method::POST,
+            "/v1/gc",
+            on(MethodFilter::POST, gc),
         ),
     ]
 }
@@ -604,6 +610,28 @@ async fn summarize(
     ))
 }
 
+/// Collects garbage: one page of the caller's artifacts that no commit,
+/// cache entry or pending upload needs and that are older than the grace
+/// period (`CTX_GC_GRACE_SECS`) are removed (or, with `dry_run`, listed).
+/// Call again with `cursor` set to the report's `next` until it is absent.
+#[utoipa::path(post, path = "/v1/gc", tag = "artifacts", request_body = GcRequest,
+    responses((status = 200, description = "What this page removed (or would remove)", body = GcReport),
+        (status = 400, description = "A malformed request, a cursor no call handed out, or a limit out of range", body = ErrorBody),
+        (status = 413, description = "A body over the JSON limit", body = ErrorBody)),
+    security(("bearer" = [])))]
+async fn gc(
+    State(s): State<AppState>,
+    caller: Caller,
+    Json(req): Json<GcRequest>,
+) -> ApiResult<axum::Json<GcReport>> {
+    let opts = crate::service::GcOptions {
+        dry_run: req.dry_run,
+        cursor: req.cursor,
+        limit: req.limit.map(|l| l as usize),
+    };
+    Ok(axum::Json(s.service.gc(&caller.tenant, &opts).await?))
+}
+
 /// Re-compacts the context at `ctx`: summarizes it (from its nearest
 /// compaction) and records the summary as a compaction commit whose parent
 /// is `ctx`, in the chain's format; a materialize of the new commit starts
@@ -852,7 +880,7 @@ impl utoipa::Modify for BearerAuth {
     info(title = "ctx", description = "A git for AI-agent context."),
     paths(
         healthz, openapi_json, upload_artifact, upload_url, download_artifact, checkpoint, show,
-        update_metadata, history, missing_summaries, summarize, compact, materialize, resolve, list_refs, get_ref, set_ref, delete_ref,
+        update_metadata, history, missing_summaries, summarize, compact, materialize, resolve, list_refs, get_ref, set_ref, delete_ref, gc,
         branches::branch_create, branches::branch_status_of_session, branches::branch_status,
         branches::branch_return, branches::session_end, workspaces::put_file,
         workspaces::get_file, workspaces::delete_file, workspaces::list_files,

@@ -383,6 +383,27 @@ where
             Some(TENANT_A),
             None,
         ),
+        (
+            "gc limit of 0",
+            "POST",
+            "/v1/gc".into(),
+            Some(TENANT_A),
+            Some(json!({"limit": 0})),
+        ),
+        (
+            "gc cursor no call handed out",
+            "POST",
+            "/v1/gc".into(),
+            Some(TENANT_A),
+            Some(json!({"cursor": "durable.art-zz"})),
+        ),
+        (
+            "gc unknown field",
+            "POST",
+            "/v1/gc".into(),
+            Some(TENANT_A),
+            Some(json!({"dry_run": true, "grace_seconds": 0})),
+        ),
     ];
     let mut table = Vec::new();
     for (name, method, uri, tenant, body) in cases {

@@ -855,3 +855,51 @@ async fn every_413_states_the_limit_and_its_setting() {
         );
     }
 }
+
+#[tokio::test]
+async fn gc_reports_a_page_and_removes_nothing_young() {
+    let h = harness().await;
+    let (status, up) = h
+        .raw(
+            "POST",
+            "/v1/artifacts",
+            Some(TOKEN_A),
+            b"an orphan".to_vec(),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED);
+    let art: Value = serde_json::from_slice(&up).unwrap();
+    let report = h.ok("POST", "/v1/gc", json!({"dry_run": true})).await;
+    assert_eq!(report["dry_run"], json!(true));
+    assert_eq!(report["scanned"], json!(1));
+    assert_eq!(report["young"], json!(1), "{report}");
+    assert_eq!(report["removed"], json!([]));
+    assert_eq!(report["next"], json!("cache."), "one area per call");
+    // Page by page, to the end of the last area.
+    let mut body = json!({"limit": 1});
+    let mut scanned = 0;
+    let mut calls = 0;
+    loop {
+        let page = h.ok("POST", "/v1/gc", body.clone()).await;
+        scanned += page["scanned"].as_u64().unwrap();
+        calls += 1;
+        if page["next"].is_null() {
+            break;
+        }
+        body["cursor"] = page["next"].clone();
+    }
+    assert_eq!(
+        (scanned, calls),
+        (1, 4),
+        "durable: 1, then empty; cache; staged"
+    );
+    let (status, _) = h
+        .raw(
+            "GET",
+            &format!("/v1/artifacts/{}", art["ref"].as_str().unwrap()),
+            Some(TOKEN_A),
+            Vec::new(),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "young artifacts stay");
+}
