@@ -79,6 +79,14 @@ impl BlobStore for Counting {
     ) -> Result<Vec<BlobInfo>> {
         self.inner.list(tenant, area, after, limit).await
     }
+    async fn read_in(
+        &self,
+        tenant: &TenantId,
+        area: BlobArea,
+        artifact: &ArtifactRef,
+    ) -> Result<Option<Bytes>> {
+        self.inner.read_in(tenant, area, artifact).await
+    }
     async fn touch(&self, tenant: &TenantId, artifact: &ArtifactRef) -> Result<Option<u64>> {
         self.inner.touch(tenant, artifact).await
     }

@@ -14,7 +14,7 @@ use crate::error::{Error, Result};
 use crate::format::FormatId;
 use crate::format::translate::{self, Part, Tier};
 use crate::id::{CommitId, TenantId};
-use crate::store::{BlobStoreExt, MaterializeKey, Materialized};
+use crate::store::{BlobArea, MaterializeKey, Materialized};
 
 /// Artifact reads in flight at once during materialize.
 const FETCH_CONCURRENCY: usize = 16;
@@ -69,7 +69,7 @@ impl Service {
             if self
                 .stores
                 .blobs
-                .size(tenant, &m.artifact_ref)
+                .stat(tenant, BlobArea::Cache, &m.artifact_ref)
                 .await?
                 .is_some()
             {
@@ -276,9 +276,15 @@ impl Service {
         if cached.tier != Tier::Native || newer.iter().any(|c| &c.format != format) {
             return Ok(None);
         }
-        let Some(prefix) = self.stores.blobs.get(tenant, &cached.artifact_ref).await? else {
+        let Some(prefix) = self
+            .stores
+            .blobs
+            .read_in(tenant, BlobArea::Cache, &cached.artifact_ref)
+            .await?
+        else {
             return Ok(None);
         };
+        crate::store::verify(&cached.artifact_ref, &prefix)?;
         let bytes = self.fetch_parts(tenant, newer).await?;
         let Some(joined) = codec.concat_onto(&prefix, &bytes) else {
             return Ok(None);

@@ -152,6 +152,19 @@ pub trait BlobStore: Send + Sync + 'static {
         limit: usize,
     ) -> Result<Vec<BlobInfo>>;
 
+    /// The artifact's bytes as stored in `area` alone, unverified (callers
+    /// check them with [`verify`]): a cached result is read without first
+    /// missing in the durable area.
+    ///
+    /// # Errors
+    /// `Unavailable` when the storage cannot be read.
+    async fn read_in(
+        &self,
+        tenant: &TenantId,
+        area: BlobArea,
+        artifact: &ArtifactRef,
+    ) -> Result<Option<Bytes>>;
+
     /// Marks a durable artifact as just used, as writing it again would
     /// (its write time becomes now), so no collection sweeps it for a
     /// grace period; its size, or `None` when it is not stored. A

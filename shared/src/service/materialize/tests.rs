@@ -107,7 +107,7 @@ async fn plant(
     let put = svc
         .stores
         .blobs
-        .put(tenant, Bytes::from_static(bytes))
+        .put_cached(tenant, Bytes::from_static(bytes))
         .await
         .unwrap();
     let m = Materialized {

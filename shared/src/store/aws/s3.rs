@@ -330,6 +330,16 @@ impl BlobStore for S3BlobStore {
         }
     }
 
+    async fn read_in(
+        &self,
+        tenant: &TenantId,
+        area: BlobArea,
+        artifact: &ArtifactRef,
+    ) -> Result<Option<Bytes>> {
+        self.read_key(&keys::area_key(tenant, area, artifact), artifact)
+            .await
+    }
+
     async fn touch(&self, tenant: &TenantId, artifact: &ArtifactRef) -> Result<Option<u64>> {
         // A copy onto itself, with its metadata replaced, is what gives an
         // S3 object a new LastModified.

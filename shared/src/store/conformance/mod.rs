@@ -17,6 +17,8 @@
 //! - [`summary_batch`]: two summary batches at once over one backend.
 //! - [`tokens`]: the `TokenStore` behaviours.
 //! - [`branches`]: the `BranchStore` behaviours.
+//! - [`gc`]: blob areas, listings, sweeps, references and LRU eviction
+//!   (garbage collection and the cache budget).
 
 use chrono::{DateTime, Utc};
 
@@ -29,6 +31,7 @@ use crate::id::{ArtifactRef, CommitId, RefName, TenantId};
 
 pub mod blobs;
 pub mod branches;
+pub mod gc;
 pub mod meta;
 pub mod refs;
 pub mod summaries;
@@ -55,6 +58,10 @@ pub struct Capabilities {
     /// The branch store answers [`BranchStore::all_active`] (embedded
     /// stores do; DynamoDB leaves deadlines to Step Functions).
     pub global_branch_listing: bool,
+    /// The meta store evicts cache entries by an LRU byte budget
+    /// ([`MetaStore::evict_materialized`]; embedded stores do, DynamoDB
+    /// leaves cached artifacts to an S3 lifecycle rule).
+    pub cache_budget: bool,
 }
 
 /// Runs every behaviour of every store of `backend`.
@@ -65,6 +72,8 @@ pub async fn run_all(backend: &Backend<'_>, caps: Capabilities) {
     summaries::run_all(backend.meta).await;
     tokens::run_all(backend.tokens).await;
     branches::run_all(backend.branches, caps).await;
+    gc::run_all_blobs(backend.blobs).await;
+    gc::run_all_meta(backend.meta, caps.cache_budget).await;
 }
 
 /// A tenant no earlier run used.

@@ -268,6 +268,23 @@ impl BlobStore for LocalBlobStore {
         .await
     }
 
+    async fn read_in(
+        &self,
+        tenant: &TenantId,
+        area: BlobArea,
+        artifact: &ArtifactRef,
+    ) -> Result<Option<Bytes>> {
+        let Some(path) = self.path_in(tenant, area, artifact) else {
+            return Ok(None);
+        };
+        blocking(move || match fs::read(&path) {
+            Ok(b) => Ok(Some(Bytes::from(b))),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e.into()),
+        })
+        .await
+    }
+
     async fn touch(&self, tenant: &TenantId, artifact: &ArtifactRef) -> Result<Option<u64>> {
         let path = self.path_of(tenant, artifact);
         let gate = self.gate.clone();

@@ -270,6 +270,7 @@ mod tests {
             },
             Capabilities {
                 global_branch_listing: true,
+                cache_budget: true,
             },
         )
         .await;
@@ -295,6 +296,7 @@ mod tests {
             &branches,
             Capabilities {
                 global_branch_listing: true,
+                cache_budget: true,
             },
         )
         .await;

@@ -163,6 +163,17 @@ impl BlobStore for MemoryBlobStore {
         Ok(out)
     }
 
+    async fn read_in(
+        &self,
+        tenant: &TenantId,
+        area: BlobArea,
+        artifact: &ArtifactRef,
+    ) -> Result<Option<Bytes>> {
+        Ok(lock(&self.blobs)
+            .get(&(tenant.clone(), area, *artifact))
+            .map(|(b, _)| b.clone()))
+    }
+
     async fn touch(&self, tenant: &TenantId, artifact: &ArtifactRef) -> Result<Option<u64>> {
         let now = self.clock.now();
         Ok(lock(&self.blobs)
@@ -233,6 +244,7 @@ mod tests {
             },
             Capabilities {
                 global_branch_listing: true,
+                cache_budget: true,
             },
         )
         .await;
