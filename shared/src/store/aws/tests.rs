@@ -359,3 +359,119 @@ async fn run_with_faults(config: &AwsConfig, one_in: u64, ops: u32) -> usize {
     }
     retryable_errors
 }
+
+/// GC on S3 + DynamoDB: old orphans in every area go (a staged upload
+/// nobody promoted, an unnamed durable artifact, an unnamed cached one);
+/// what a commit or cache entry names stays; an expired cached result is
+/// rebuilt.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gc_sweeps_every_area_of_a_tenant_on_s3() {
+    use crate::clock::{Clock, ManualClock, SystemClock};
+    use crate::commit::Stop;
+    use crate::service::{NewCommit, Service};
+    use crate::store::{BlobArea, BlobStore, Stores};
+    use bytes::Bytes;
+    let Some(config) = emulator() else { return };
+    let (blobs, meta) = connect(&config, AwsHooks::default()).await.unwrap();
+    let tenant = conformance::fresh_tenant("gc-s3");
+    let stores = Stores {
+        blobs: Arc::new(blobs.clone()),
+        meta: Arc::new(meta),
+    };
+    let now = Service::new(stores.clone(), Arc::new(SystemClock));
+    let new = |parent, body: &'static str| NewCommit {
+        parent,
+        ..NewCommit::new(
+            "agent".parse().unwrap(),
+            "tpl",
+            crate::format::FormatId::raw(),
+            Bytes::from_static(body.as_bytes()),
+        )
+    };
+    let root = now
+        .checkpoint(&tenant, new(None, "one\n"))
+        .await
+        .unwrap()
+        .commit
+        .id;
+    let tip = now
+        .checkpoint(&tenant, new(Some(root), "two\n"))
+        .await
+        .unwrap()
+        .commit
+        .id;
+    let m = now
+        .materialize(&tenant, &tip, Stop::Root, None)
+        .await
+        .unwrap();
+    let orphan = blobs
+        .put(&tenant, Bytes::from_static(b"orphan"))
+        .await
+        .unwrap()
+        .artifact;
+    let cached_orphan = blobs
+        .put_cached(&tenant, Bytes::from_static(b"cached orphan"))
+        .await
+        .unwrap()
+        .artifact;
+    let staged = crate::id::ArtifactRef::of(b"staged");
+    blobs
+        .client()
+        .put_object()
+        .bucket(blobs.bucket())
+        .key(keys::upload_key(&tenant, &staged))
+        .body(Bytes::from_static(b"staged").into())
+        .send()
+        .await
+        .unwrap();
+
+    let later = Service::new(
+        stores,
+        Arc::new(ManualClock::new(
+            SystemClock.now() + chrono::Duration::hours(48),
+        )),
+    );
+    let report = later.gc_all(&tenant, false).await.unwrap();
+    let mut removed: Vec<_> = report
+        .removed
+        .iter()
+        .map(|r| (r.area, r.artifact))
+        .collect();
+    removed.sort();
+    let mut want = vec![
+        (BlobArea::Durable, orphan),
+        (BlobArea::Cache, cached_orphan),
+        (BlobArea::Staged, staged),
+    ];
+    want.sort();
+    assert_eq!(removed, want, "{report:?}");
+    assert_eq!(report.referenced, 3, "two deltas and the materialization");
+    assert!(
+        blobs
+            .stat(&tenant, BlobArea::Staged, &staged)
+            .await
+            .unwrap()
+            .is_none()
+    );
+
+    // The lifecycle rule expires a cached result: the next materialize
+    // rebuilds it.
+    assert!(
+        blobs
+            .remove(&tenant, BlobArea::Cache, &m.result.artifact_ref)
+            .await
+            .unwrap()
+    );
+    let again = later
+        .materialize(&tenant, &tip, Stop::Root, None)
+        .await
+        .unwrap();
+    assert!(!again.cached);
+    assert_eq!(
+        later
+            .download_artifact(&tenant, &again.result.artifact_ref)
+            .await
+            .unwrap(),
+        Bytes::from_static(b"one\ntwo\n")
+    );
+}
