@@ -725,4 +725,66 @@ mod tests {
         let meta = SqliteMetaStore::open(dir.path()).unwrap();
         assert_eq!(meta.tenant_for(&hash).await.unwrap(), Some(t));
     }
+
+    #[tokio::test]
+    async fn the_file_shrinks_when_compacted_after_large_deletes() {
+        use crate::commit::Stop;
+        use crate::format::FormatId;
+        use crate::format::translate::Tier;
+        let dir = tempfile::tempdir().unwrap();
+        let meta = SqliteMetaStore::open(dir.path()).unwrap();
+        let t: TenantId = "t".parse().unwrap();
+        let key = |i: u32| MaterializeKey {
+            commit: CommitId::from_bytes([
+                (i % 251) as u8,
+                (i / 251) as u8,
+                0,
+                0,
+                0,
+                0,
+                0,
+                0,
+                0,
+                0,
+                0,
+                0,
+                0,
+                0,
+                0,
+                1,
+            ]),
+            stop: Stop::Root,
+            format: FormatId::raw(),
+        };
+        for i in 0..3000u32 {
+            let m = Materialized {
+                artifact_ref: ArtifactRef::of(&i.to_le_bytes()),
+                size: 1,
+                message_count: 1,
+                token_count: 1,
+                tier: Tier::Native,
+            };
+            meta.put_materialized(&t, &key(i), &m).await.unwrap();
+        }
+        let pages = |conn: &Connection| -> (i64, i64) {
+            (
+                conn.pragma_query_value(None, "page_count", |r| r.get(0))
+                    .unwrap(),
+                conn.pragma_query_value(None, "freelist_count", |r| r.get(0))
+                    .unwrap(),
+            )
+        };
+        let path = dir.path().join("ctx.db");
+        let (before, _) = pages(&Connection::open(&path).unwrap());
+        assert_eq!(meta.compact().await.unwrap(), 0, "nothing free yet");
+        let evicted = meta.evict_materialized(0, (&t, &key(0))).await.unwrap();
+        assert_eq!(evicted.len(), 2999);
+        let (_, free) = pages(&Connection::open(&path).unwrap());
+        assert!(free >= VACUUM_MIN_PAGES, "the deletes freed pages: {free}");
+        let given_back = meta.compact().await.unwrap();
+        assert!(given_back > 0);
+        let (after, free) = pages(&Connection::open(&path).unwrap());
+        assert_eq!(free, 0, "every free page given back");
+        assert!(after < before, "{after} pages, were {before}");
+    }
 }
