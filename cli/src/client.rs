@@ -283,6 +283,21 @@ impl Client {
         self.json(Route::SetRef(name), Body::json(req)?).await
     }
 
+    /// `DELETE /v1/refs/{name}`: removes the ref alone, by compare-and-swap
+    /// when `expected` is given.
+    ///
+    /// # Errors
+    /// `NotFound`; `Conflict` with `current` when `expected` is stale; as
+    /// [`Client::healthz`].
+    pub async fn delete_ref(
+        &self,
+        name: &RefName,
+        expected: Option<&CommitId>,
+    ) -> Result<RefRecord> {
+        self.json(Route::DeleteRef(name, expected), Body::Empty)
+            .await
+    }
+
     /// `POST /v1/branches`: starts an isolated branch of a session.
     ///
     /// # Errors
@@ -565,6 +580,7 @@ enum Route<'a> {
     ListRefs(&'a str, Option<usize>),
     GetRef(&'a RefName),
     SetRef(&'a RefName),
+    DeleteRef(&'a RefName, Option<&'a CommitId>),
     BranchCreate,
     BranchStatusOfSession(&'a str),
     BranchStatus(&'a BranchId),
@@ -597,7 +613,7 @@ impl Route<'_> {
             | GetFile(..)
             | ReadContext(_) => Method::GET,
             PutFile(..) => Method::PUT,
-            DeleteFile(..) => Method::DELETE,
+            DeleteFile(..) | DeleteRef(..) => Method::DELETE,
             AppendFile(..) => Method::POST,
             UploadArtifact | UploadUrl | Checkpoint | Materialize(_) | Summarize(_)
             | Compact(_) | BranchCreate | BranchReturn(_) | SessionEnd(_) => Method::POST,
@@ -651,6 +667,11 @@ impl Route<'_> {
                 .as_str()
                 .split('/')
                 .fold(t.seg("v1").seg("refs"), Target::seg),
+            DeleteRef(name, expected) => name
+                .as_str()
+                .split('/')
+                .fold(t.seg("v1").seg("refs"), Target::seg)
+                .query_opt("expected", expected),
             BranchCreate => t.seg("v1").seg("branches"),
             BranchStatusOfSession(session) => {
                 t.seg("v1").seg("branches").query("session_id", session)
@@ -791,6 +812,7 @@ mod tests {
             Route::ListRefs("", None),
             Route::GetRef(&name),
             Route::SetRef(&name),
+            Route::DeleteRef(&name, Some(&id)),
             Route::BranchCreate,
             Route::BranchStatusOfSession("s"),
             Route::BranchStatus(&br),

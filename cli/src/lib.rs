@@ -305,6 +305,16 @@ enum RefCommand {
         #[command(flatten)]
         conn: Conn,
     },
+    /// Remove a ref alone (its commits stay), by compare-and-swap with --expected.
+    Delete {
+        /// The ref name.
+        name: String,
+        /// Delete only while the ref points at this commit (or ref).
+        #[arg(long)]
+        expected: Option<String>,
+        #[command(flatten)]
+        conn: Conn,
+    },
     /// Refs by name prefix.
     List {
         /// Only refs starting with this.

@@ -56,6 +56,9 @@ impl BlobStore for Counting {
     async fn size(&self, tenant: &TenantId, artifact: &ArtifactRef) -> Result<Option<u64>> {
         self.inner.size(tenant, artifact).await
     }
+    async fn delete(&self, tenant: &TenantId, artifact: &ArtifactRef) -> Result<bool> {
+        self.inner.delete(tenant, artifact).await
+    }
 }
 
 fn log_line(i: usize) -> String {

@@ -1,4 +1,4 @@
-//! `ctx ref get|set|list`: reading refs and moving them by compare-and-swap.
+//! `ctx ref get|set|delete|list`: reading refs and moving them by compare-and-swap.
 
 use ctx_core::Result;
 use ctx_core::store::RefRecord;
@@ -34,6 +34,21 @@ pub(crate) async fn run(command: RefCommand) -> Result<()> {
             (
                 conn,
                 RefOutput::One(c.set_ref(&ref_name(name)?, &req).await?),
+            )
+        }
+        RefCommand::Delete {
+            name,
+            expected,
+            conn,
+        } => {
+            let c = conn.client()?;
+            let expected = match expected {
+                Some(e) => Some(rev(&c, e).await?),
+                None => None,
+            };
+            (
+                conn,
+                RefOutput::One(c.delete_ref(&ref_name(name)?, expected.as_ref()).await?),
             )
         }
         RefCommand::List {

@@ -227,6 +227,12 @@ pub fn routes(limits: &crate::service::Limits) -> Vec<RouteDef> {
             on(MethodFilter::PUT, set_ref),
         ),
         route(
+            Refs,
+            Method::DELETE,
+            "/v1/refs/{*name}",
+            on(MethodFilter::DELETE, delete_ref),
+        ),
+        route(
             Branches,
             Method::POST,
             "/v1/branches",
@@ -747,6 +753,32 @@ async fn set_ref(
     ))
 }
 
+/// Removes the ref alone; its commits and artifacts stay (erasing those is
+/// the session and principal erase). With `expected`, only while the ref
+/// still points there.
+#[utoipa::path(delete, path = "/v1/refs/{name}", tag = "refs",
+    params(("name" = RefName, Path, description = "may contain '/'"),
+        ("expected" = Option<CommitId>, Query, description = "Delete only while the ref points at this commit")),
+    responses((status = 200, description = "The ref as it was when removed", body = RefRecord),
+        (status = 400, description = "`name` is not a ref name, or `expected` is not a commit id", body = ErrorBody),
+        (status = 404, description = "No such ref", body = ErrorBody),
+        (status = 409, description = "`expected` is stale (`current` says where the ref points)", body = ErrorBody)),
+    security(("bearer" = [])))]
+async fn delete_ref(
+    State(s): State<AppState>,
+    caller: Caller,
+    Path(name): Path<String>,
+    q: Query,
+) -> ApiResult<axum::Json<RefRecord>> {
+    let name: RefName = path_id("name", &name)?;
+    let expected = q.optional_with("expected", str::parse::<CommitId>)?;
+    Ok(axum::Json(
+        s.service
+            .delete_ref(&caller.tenant, &name, expected.as_ref())
+            .await?,
+    ))
+}
+
 struct BearerAuth;
 
 /// The errors every authenticated operation may answer, added once here
@@ -820,7 +852,7 @@ impl utoipa::Modify for BearerAuth {
     info(title = "ctx", description = "A git for AI-agent context."),
     paths(
         healthz, openapi_json, upload_artifact, upload_url, download_artifact, checkpoint, show,
-        update_metadata, history, missing_summaries, summarize, compact, materialize, resolve, list_refs, get_ref, set_ref,
+        update_metadata, history, missing_summaries, summarize, compact, materialize, resolve, list_refs, get_ref, set_ref, delete_ref,
         branches::branch_create, branches::branch_status_of_session, branches::branch_status,
         branches::branch_return, branches::session_end, workspaces::put_file,
         workspaces::get_file, workspaces::delete_file, workspaces::list_files,

@@ -177,6 +177,7 @@ async fn other_tenants_data_answers_404() {
         ),
         ("GET", format!("/v1/artifacts/{art}"), None),
         ("GET", "/v1/refs/main".to_owned(), None),
+        ("DELETE", "/v1/refs/main".to_owned(), None),
         ("GET", "/v1/resolve?principal=alice".to_owned(), None),
     ] {
         let (status, v) = h.call(method, &uri, Some(TOKEN_B), body).await;
@@ -227,6 +228,70 @@ async fn bad_input_is_refused_naming_the_field_and_writes_nothing() {
         table.push(json!({"case": name, "status": status.as_u16(), "body": v}));
     }
     insta::assert_json_snapshot!("bad_input", table);
+}
+
+#[tokio::test]
+async fn deleting_a_ref_removes_it_alone() {
+    let h = harness().await;
+    let a = h
+        .ok("POST", "/v1/commits", checkpoint_body("a", None))
+        .await;
+    let a_id = a["id"].as_str().unwrap();
+    let b = h
+        .ok("POST", "/v1/commits", checkpoint_body("b", Some(a_id)))
+        .await;
+    let b_id = b["id"].as_str().unwrap();
+    h.ok("PUT", "/v1/refs/sessions/s1", json!({"target": b_id}))
+        .await;
+    // A stale `expected` is a 409 carrying the tip, and the ref stays.
+    let (status, v) = h
+        .call(
+            "DELETE",
+            &format!("/v1/refs/sessions/s1?expected={a_id}"),
+            Some(TOKEN_A),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::CONFLICT, "{v}");
+    assert_eq!(v["current"], json!(b_id));
+    assert_eq!(v["error"]["field"], "expected");
+    let (status, v) = h
+        .call(
+            "DELETE",
+            "/v1/refs/sessions/s1?expected=nope",
+            Some(TOKEN_A),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{v}");
+    assert_eq!(v["error"]["field"], "expected");
+    h.ok("GET", "/v1/refs/sessions/s1", json!(null)).await;
+    let gone = h
+        .ok(
+            "DELETE",
+            &format!("/v1/refs/sessions/s1?expected={b_id}"),
+            json!(null),
+        )
+        .await;
+    assert_eq!(gone["target"], json!(b_id));
+    assert_eq!(gone["name"], "sessions/s1");
+    let (status, _) = h
+        .call("GET", "/v1/refs/sessions/s1", Some(TOKEN_A), None)
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (status, v) = h
+        .call("DELETE", "/v1/refs/sessions/s1", Some(TOKEN_A), None)
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "a second delete: {v}");
+    // The commits stay: the ref alone went.
+    h.ok("GET", &format!("/v1/commits/{b_id}"), json!(null))
+        .await;
+    // Without `expected`, whatever the ref points at goes.
+    h.ok("PUT", "/v1/refs/other", json!({"target": a_id})).await;
+    let gone = h.ok("DELETE", "/v1/refs/other", json!(null)).await;
+    assert_eq!(gone["target"], json!(a_id));
+    let list = h.ok("GET", "/v1/refs", json!(null)).await;
+    assert_eq!(list["refs"], json!([]));
 }
 
 #[tokio::test]

@@ -43,6 +43,50 @@ impl Service {
             .await
     }
 
+    /// Removes the ref alone (its commits and artifacts stay): by
+    /// compare-and-swap when `expected` is given, otherwise whatever it
+    /// points at (re-read and retried if another writer moves it between
+    /// the read and the delete). Returns the record removed.
+    ///
+    /// # Errors
+    /// `NotFound` when the ref does not exist; `Conflict` with the current
+    /// tip when `expected` is stale.
+    pub async fn delete_ref(
+        &self,
+        tenant: &TenantId,
+        name: &RefName,
+        expected: Option<&CommitId>,
+    ) -> Result<RefRecord> {
+        loop {
+            let current = self.get_ref(tenant, name).await?;
+            if let Some(e) = expected
+                && *e != current.target
+            {
+                return Err(crate::store::ref_conflict(
+                    name,
+                    Some(e),
+                    Some(&current.target),
+                ));
+            }
+            match self
+                .stores
+                .meta
+                .delete_ref(tenant, name, &current.target)
+                .await
+            {
+                Ok(()) => return Ok(current),
+                // Moved or removed by another writer since the read: with
+                // `expected` that is the caller's conflict (or the ref is
+                // gone); without, look again.
+                Err(e) if e.kind == crate::ErrorKind::Conflict && expected.is_none() => {}
+                Err(e) if e.kind == crate::ErrorKind::Conflict && e.current.is_none() => {
+                    return Err(Error::not_found(format!("ref {name}")));
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
     /// Refs whose names start with `prefix`.
     ///
     /// # Errors

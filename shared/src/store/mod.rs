@@ -79,6 +79,14 @@ pub trait BlobStore: Send + Sync + 'static {
     /// `Unavailable` when the storage cannot be read.
     async fn size(&self, tenant: &TenantId, artifact: &ArtifactRef) -> Result<Option<u64>>;
 
+    /// Removes the artifact; `true` when it was stored. Idempotent: deleting
+    /// an absent artifact is `Ok(false)`. Callers decide that nothing
+    /// references it any more; the store does not check.
+    ///
+    /// # Errors
+    /// `Unavailable` when the storage cannot be written.
+    async fn delete(&self, tenant: &TenantId, artifact: &ArtifactRef) -> Result<bool>;
+
     /// A URL the caller can PUT an artifact's bytes to directly (for bodies
     /// too large for the API), or `None` when the store cannot hand one
     /// out. The bytes land in a staging area until [`BlobStore::promote_upload`].

@@ -198,4 +198,21 @@ impl BlobStore for S3BlobStore {
             Err(e) => Err(sdk_error("S3 HeadObject", e)),
         }
     }
+
+    async fn delete(&self, tenant: &TenantId, artifact: &ArtifactRef) -> Result<bool> {
+        // DeleteObject answers the same whether or not the key existed; the
+        // HEAD first makes the answer (and erase counts) honest, and skips
+        // the delete of an absent artifact.
+        if self.size(tenant, artifact).await?.is_none() {
+            return Ok(false);
+        }
+        self.client
+            .delete_object()
+            .bucket(&self.bucket)
+            .key(keys::blob_key(tenant, artifact))
+            .send()
+            .await
+            .map_err(|e| sdk_error("S3 DeleteObject", e))?;
+        Ok(true)
+    }
 }

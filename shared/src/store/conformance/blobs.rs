@@ -10,6 +10,41 @@ use crate::store::{BlobStore, BlobStoreExt};
 /// Runs every behaviour.
 pub async fn run_all(blobs: &dyn BlobStore) {
     blobs_are_content_addressed(blobs).await;
+    deleting_an_artifact(blobs).await;
+}
+
+/// Deletes: `true` once, then `false`; the bytes are gone, other tenants'
+/// copies stay, and the same bytes can be stored again.
+pub async fn deleting_an_artifact(blobs: &dyn BlobStore) {
+    let a = fresh_tenant("del-a");
+    let b = fresh_tenant("del-b");
+    let bytes = Bytes::from_static(b"to be forgotten");
+    let put = blobs.put(&a, bytes.clone()).await.expect("put a");
+    blobs.put(&b, bytes.clone()).await.expect("put b");
+    assert!(blobs.delete(&a, &put.artifact).await.expect("delete"));
+    assert_eq!(blobs.get(&a, &put.artifact).await.expect("get"), None);
+    assert_eq!(blobs.size(&a, &put.artifact).await.expect("size"), None);
+    assert!(
+        !blobs.delete(&a, &put.artifact).await.expect("delete again"),
+        "a second delete finds nothing"
+    );
+    assert_eq!(
+        blobs
+            .get(&b, &put.artifact)
+            .await
+            .expect("get b")
+            .as_deref(),
+        Some(&bytes[..]),
+        "another tenant's copy stays"
+    );
+    let again = blobs.put(&a, bytes.clone()).await.expect("put again");
+    assert!(again.created, "deleted bytes are stored anew");
+    assert_eq!(
+        blobs.get(&a, &put.artifact).await.expect("get").as_deref(),
+        Some(&bytes[..])
+    );
+    let absent = ArtifactRef::of(b"never stored");
+    assert!(!blobs.delete(&a, &absent).await.expect("delete absent"));
 }
 
 /// Artifacts: idempotent puts, verified reads, sizes, tenant isolation.

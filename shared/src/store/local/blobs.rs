@@ -112,6 +112,20 @@ impl BlobStore for LocalBlobStore {
         })
         .await
     }
+
+    async fn delete(&self, tenant: &TenantId, artifact: &ArtifactRef) -> Result<bool> {
+        let path = self.path_of(tenant, artifact);
+        blocking(move || match fs::remove_file(&path) {
+            Ok(()) => {
+                // The removal is durable once its directory entry is.
+                fsync_dir(path.parent().expect("artifact paths have a parent"))?;
+                Ok(true)
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+            Err(e) => Err(e.into()),
+        })
+        .await
+    }
 }
 
 #[cfg(test)]

@@ -77,6 +77,12 @@ impl BlobStore for MemoryBlobStore {
             .get(&(tenant.clone(), *artifact))
             .map(|b| b.len() as u64))
     }
+
+    async fn delete(&self, tenant: &TenantId, artifact: &ArtifactRef) -> Result<bool> {
+        Ok(lock(&self.blobs)
+            .remove(&(tenant.clone(), *artifact))
+            .is_some())
+    }
 }
 
 #[cfg(test)]
