@@ -11,12 +11,12 @@ honouring ``Retry-After``.
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
+import anyio
 import httpx
 
 from . import _routes
@@ -164,7 +164,7 @@ class AsyncClient(_Base):
         timeout: float = 30.0,
         retry: RetryPolicy | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
-        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
     ) -> None:
         kw = self._setup(base_url, token, retry)
         self._http = httpx.AsyncClient(timeout=timeout, transport=transport, **kw)
