@@ -286,7 +286,7 @@ class CtxSessionStore(SessionStore):
                     wrap_all = True
                     continue
                 raise
-            summary = None
+            summary: SessionSummaryEntry | None = None
             if not key.get("subpath"):
                 summary = {"session_id": folded["session_id"], "mtime": 0, "data": folded["data"]}
             self._tips[ref] = _Tip(commit, [commit, *tip.recent][:DEDUP_DEPTH], summary)
