@@ -370,3 +370,53 @@ async def test_requests_per_call(server_url: str, token: str, namespace: str) ->
         sent.clear()
         await store.load(key)
         assert sent == ["GET refs", "POST commits", "GET artifacts"]
+
+
+async def test_entries_another_writer_stored_are_not_appended_again(
+    aclient: AsyncClient, namespace: str
+) -> None:
+    """As `ctx hook claude-code` does for the same session: lines written
+    to the ref by another writer are dropped by uuid from a batch that
+    holds them too; the summary is folded over the whole transcript."""
+    sid = str(uuid.uuid4())
+    key = {"project_key": "-work-demo", "session_id": sid}
+    entries = _conversation(sid)
+    store = CtxSessionStore(aclient, namespace=namespace)
+    ref = store.ref_name(key)
+    # The other writer: the first turn straight through the API, no tags.
+    first = "".join(json.dumps(e) + "\n" for e in entries[1:3])
+    await aclient.checkpoint(
+        principal="hook",
+        template="claude-code",
+        format="claude-code-v1",
+        delta=first,
+        ref=ref,
+        expected=None,
+    )
+    # The SDK's mirror sends both turns, the first one included. (Entries
+    # without a uuid, as the summary line, could not be recognised.)
+    await store.append(key, entries[1:])
+    assert await store.load(key) == entries[1:]
+    # A second store that knows nothing yet: the second turn again is a no-op.
+    again = CtxSessionStore(aclient, namespace=namespace)
+    await again.append(key, entries[4:6])
+    assert await again.load(key) == entries[1:]
+    [summary] = await store.list_session_summaries("-work-demo")
+    assert summary["data"]["first_prompt"] == "What is 2+2?"
+    assert summary["data"]["custom_title"] == "Arithmetic"
+
+
+def test_long_project_keys_are_named_as_the_hooks_name_them(aclient: AsyncClient) -> None:
+    from blake3 import blake3
+
+    store = CtxSessionStore(aclient)
+    sid = "0" * 8 + "-0000-4000-8000-" + "0" * 12
+    project = "-" + "deep-" * 60
+    name = store.ref_name({"project_key": project, "session_id": sid})
+    # cli/src/hooks.rs session_ref: claude/{head}-{16 hex of BLAKE3}/{session},
+    # head the first 200 - (7 + 1 + 36 + 1 + 16) characters of the key.
+    head = project[: 200 - (7 + 1 + 36 + 1 + 16)]
+    assert name == f"claude/{head}-{blake3(project.encode()).hexdigest()[:16]}/{sid}"
+    assert len(name) == 200
+    short = store.ref_name({"project_key": "-home-dev-p", "session_id": sid})
+    assert short == f"claude/-home-dev-p/{sid}"
