@@ -55,6 +55,15 @@ def unique() -> str:
     return uuid.uuid4().hex[:12]
 
 
+SUMMARY_LINES: list[str] = []
+"""Lines tests want printed at the end of the run (suites' own tallies)."""
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    for line in SUMMARY_LINES:
+        terminalreporter.write_line(line)
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     skipped = reporter.stats.get("skipped", []) if reporter else []

@@ -103,6 +103,14 @@ async def test_the_sdk_conformance_suite_all_14_contracts(
     await run_session_store_conformance(make_store, skip_optional=frozenset())
     # The probe, then one fresh store per contract: all 14 ran.
     assert len(made) == 1 + 14
+    from importlib.metadata import version
+
+    from conftest import SUMMARY_LINES
+
+    SUMMARY_LINES.append(
+        f"claude-agent-sdk {version('claude-agent-sdk')} run_session_store_conformance"
+        f" on CtxSessionStore: {len(made) - 1}/14 contracts passed, 0 skipped"
+    )
 
 
 async def test_the_suite_sees_every_optional_method(aclient: AsyncClient) -> None:
