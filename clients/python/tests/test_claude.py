@@ -147,11 +147,23 @@ async def test_entries_the_codec_refuses_come_back_exactly(
 ) -> None:
     store = CtxSessionStore(aclient, namespace=namespace)
     key = {"project_key": "p", "session_id": "s"}
-    # A user entry without a message: not a valid claude-code-v1 line.
-    bad = [{"type": "user", "uuid": "u-1", "note": "no message"}, {"type": "x", "uuid": "u-2"}]
+    # User entries without a message are not valid claude-code-v1 lines.
+    ok = _user("s", "u-0", None, "hello", "2026-01-01T00:00:00.000Z")
+    bad = [
+        ok,
+        {"type": "user", "uuid": "u-1", "note": "no message"},
+        {"type": "x", "uuid": "u-2"},
+        {"type": "user", "uuid": "u-3", "message": "not an object"},
+    ]
     await store.append(key, bad)
-    await store.append(key, [{"type": "x", "uuid": "u-3"}])
-    assert await store.load(key) == bad + [{"type": "x", "uuid": "u-3"}]
+    await store.append(key, [{"type": "x", "uuid": "u-4"}])
+    assert await store.load(key) == bad + [{"type": "x", "uuid": "u-4"}]
+    # Only the refused lines are wrapped: the rest is a transcript as is.
+    tip = (await aclient.get_ref(store.ref_name(key)))["target"]
+    _, raw = await aclient.materialize_bytes(tip, stop="root")
+    lines = [json.loads(x) for x in raw.decode().splitlines()]
+    assert [x["type"] for x in lines] == ["user", "ctx-verbatim", "x", "ctx-verbatim", "x"]
+    assert lines[0] == ok
 
 
 class LoseCommitResponses(httpx.AsyncBaseTransport):

@@ -24,8 +24,9 @@ The mapping:
   an artifact named by the tip commit's tag ``claude.summary`` (folded
   over the whole transcript when the tip is another writer's); its
   ``mtime``, like ``list_sessions``', is the ref's last move.
-- Entries the codec refuses (a ``user`` line without a ``message``) are
-  stored wrapped in a ``ctx-verbatim`` entry and unwrapped by ``load``.
+- An entry the codec refuses (a ``user`` line without a ``message``) is
+  stored wrapped in a ``ctx-verbatim`` entry, the rest of its batch as
+  it is, and unwrapped by ``load``.
 - ``delete`` removes the ref (and, for a main key, its subkeys' refs); the
   commits stay reachable by id until erased by the lifecycle operations.
 """
@@ -124,6 +125,12 @@ def _wrap(entry: Any) -> Any:
 
 def _must_wrap(entry: Any) -> bool:
     return isinstance(entry, dict) and entry.get("type") == VERBATIM
+
+
+def _refused_line(message: str) -> int | None:
+    """The 1-based line a codec refusal names ("... (line 3): ...")."""
+    m = re.search(r"\(line (\d+)\)", message)
+    return int(m.group(1)) if m else None
 
 
 def _uuid(entry: Any) -> str | None:
@@ -240,6 +247,9 @@ class CtxSessionStore(SessionStore):
             return
         ref = self.ref_name(key)
         main = not key.get("subpath")
+        # Entries (by id()) the codec refused, stored wrapped; all of them
+        # once a refusal names no line.
+        wrapped: set[int] = set()
         wrap_all = False
         tip = self._tips.get(ref)
         known: set[str] | None = None
@@ -247,7 +257,9 @@ class CtxSessionStore(SessionStore):
             # Unknown here: the ref may hold entries of this batch already
             # (written by a call whose response was lost, or by the hooks).
             tip, known = await self._refresh(ref, key)
-        for _attempt in range(self.max_attempts):
+        conflicts = 0
+        summarized: tuple[str | None, int, str, SessionSummaryEntry] | None = None
+        while True:
             pending = entries
             if known:
                 pending = [e for e in entries if _uuid(e) not in known]
@@ -256,15 +268,21 @@ class CtxSessionStore(SessionStore):
             tags: dict[str, str] = {}
             folded: SessionSummaryEntry | None = None
             if main:
-                if tip.summary is None and tip.commit is not None:
-                    tip.summary = await self._summary_at(key, tip.commit)
-                folded = fold_session_summary(tip.summary, key, pending)
-                stored = {"session_id": folded["session_id"], "data": folded["data"]}
-                put = await self.client.put_artifact(
-                    json.dumps(stored, sort_keys=True, separators=(",", ":")).encode()
-                )
-                tags[TAG_SUMMARY] = put["ref"]
-            delta = "".join(_line(_wrap(e) if wrap_all or _must_wrap(e) else e) for e in pending)
+                if summarized is None or summarized[:2] != (tip.commit, len(pending)):
+                    if tip.summary is None and tip.commit is not None:
+                        tip.summary = await self._summary_at(key, tip.commit)
+                    fold = fold_session_summary(tip.summary, key, pending)
+                    stored = {"session_id": fold["session_id"], "data": fold["data"]}
+                    put = await self.client.put_artifact(
+                        json.dumps(stored, sort_keys=True, separators=(",", ":")).encode()
+                    )
+                    summarized = (tip.commit, len(pending), put["ref"], fold)
+                tags[TAG_SUMMARY] = summarized[2]
+                folded = summarized[3]
+            delta = "".join(
+                _line(_wrap(e) if wrap_all or id(e) in wrapped or _must_wrap(e) else e)
+                for e in pending
+            )
             try:
                 commit = await self.client.checkpoint(
                     principal=self.principal,
@@ -282,17 +300,24 @@ class CtxSessionStore(SessionStore):
                 # Another writer moved the ref (or removed it), or an
                 # earlier call of ours landed unseen: rebase on where it is
                 # now, without the entries it already holds.
+                conflicts += 1
+                if conflicts >= self.max_attempts:
+                    break
                 tip, known = await self._refresh(ref, key)
                 continue
             except InvalidError as e:
-                if e.field in ("delta", "format") and not wrap_all:
-                    log.warning(
-                        "ctx refused a batch as claude-code-v1 (%s); storing its entries wrapped",
-                        e.message,
-                    )
-                    wrap_all = True
-                    continue
-                raise
+                if e.field not in ("delta", "format") or wrap_all:
+                    raise
+                line = _refused_line(e.message)
+                if line is not None and 0 < line <= len(pending):
+                    culprit = pending[line - 1]
+                    if id(culprit) not in wrapped and not _must_wrap(culprit):
+                        log.warning("ctx refused an entry as claude-code-v1; stored wrapped: %s", e)
+                        wrapped.add(id(culprit))
+                        continue
+                log.warning("ctx refused a batch as claude-code-v1; stored wrapped: %s", e)
+                wrap_all = True
+                continue
             self._tips[ref] = _Tip(commit["id"], folded)
             return
         raise ConflictError(
