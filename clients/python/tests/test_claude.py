@@ -440,3 +440,40 @@ def test_long_project_keys_are_named_as_the_hooks_name_them(aclient: AsyncClient
     assert len(name) == 200
     short = store.ref_name({"project_key": "-home-dev-p", "session_id": sid})
     assert short == f"claude/-home-dev-p/{sid}"
+
+
+async def test_the_sdks_transcript_mirror_writes_through_the_store(
+    server_url: str, token: str, aclient: AsyncClient, namespace: str, tmp_path: Path
+) -> None:
+    """The SDK's own mirror (what a ClaudeSDKClient with session_store
+    runs): frames for the main and a subagent transcript, flushed per turn;
+    the first append's response is lost, the SDK retries it, nothing is
+    doubled and no error is reported."""
+    from claude_agent_sdk._internal.transcript_mirror_batcher import TranscriptMirrorBatcher
+
+    errors: list[tuple[Any, str]] = []
+
+    async def on_error(key: Any, message: str) -> None:
+        errors.append((key, message))
+
+    sid = str(uuid.uuid4())
+    projects = tmp_path / "projects"
+    main_file = str(projects / "-work-demo" / f"{sid}.jsonl")
+    sub_file = str(projects / "-work-demo" / sid / "subagents" / "agent-a1.jsonl")
+    entries = _conversation(sid)
+    sub = [_user(sid, str(uuid.uuid4()), None, "subtask", "2026-01-01T00:00:05.000Z")]
+    lost = LoseCommitResponses(1)
+    async with AsyncClient(server_url, token=token, transport=lost) as flaky:
+        store = CtxSessionStore(flaky, namespace=namespace)
+        mirror = TranscriptMirrorBatcher(store=store, projects_dir=str(projects), on_error=on_error)
+        mirror.enqueue(main_file, entries[:2])
+        mirror.enqueue(main_file, entries[2:4])
+        mirror.enqueue(sub_file, sub)
+        await mirror.flush()
+        mirror.enqueue(main_file, entries[4:])
+        await mirror.close()
+    assert lost.n == 0 and errors == []
+    reader = CtxSessionStore(aclient, namespace=namespace)
+    key = {"project_key": "-work-demo", "session_id": sid}
+    assert await reader.load(key) == entries
+    assert await reader.load({**key, "subpath": "subagents/agent-a1"}) == sub

@@ -13,10 +13,11 @@ The mapping:
   batch as JSONL (one ``json.dumps`` per entry), moving the ref by
   compare-and-swap on the tip this store last wrote. When the ref is not
   where it left it (a 409: another writer, ``ctx hook claude-code``, or an
-  earlier call of ours whose response was lost), it reads the chain, drops
-  the entries whose ``uuid`` the chain already holds and tries again on
-  the new tip: a re-sent batch is not appended twice. Entries without a
-  ``uuid`` are appended as sent.
+  earlier call of ours whose response was lost), it reads the chain: a
+  batch the chain holds whole, as one run, is done (a re-send, its
+  uuid-less entries included); otherwise the entries whose ``uuid`` the
+  chain holds are dropped and the rest tried again on the new tip. Other
+  entries without a ``uuid`` are appended as sent.
 - ``load`` materializes the tip with ``stop: root`` (a compaction never
   cuts a resumed transcript) and parses the JSONL back: entries come back
   deep-equal, unknown types intact. ``None`` for a key without a ref.
@@ -131,6 +132,18 @@ def _refused_line(message: str) -> int | None:
     """The 1-based line a codec refusal names ("... (line 3): ...")."""
     m = re.search(r"\(line (\d+)\)", message)
     return int(m.group(1)) if m else None
+
+
+def _holds_run(chain: list[SessionStoreEntry], batch: list[SessionStoreEntry]) -> bool:
+    """Whether ``batch`` is in ``chain`` whole, in order, one run: a batch
+    that landed although its caller never heard (entries without a uuid
+    included, which the uuid filter cannot recognise)."""
+    n = len(batch)
+    if n == 0 or n > len(chain) or not any(_uuid(e) for e in batch):
+        return False
+    return any(
+        chain[i] == batch[0] and chain[i : i + n] == batch for i in range(len(chain) - n, -1, -1)
+    )
 
 
 def _uuid(entry: Any) -> str | None:
@@ -256,7 +269,9 @@ class CtxSessionStore(SessionStore):
         if tip is None:
             # Unknown here: the ref may hold entries of this batch already
             # (written by a call whose response was lost, or by the hooks).
-            tip, known = await self._refresh(ref, key)
+            tip, known, chain = await self._refresh(ref, key)
+            if _holds_run(chain, entries):
+                return
         conflicts = 0
         summarized: tuple[str | None, int, str, SessionSummaryEntry] | None = None
         while True:
@@ -303,7 +318,9 @@ class CtxSessionStore(SessionStore):
                 conflicts += 1
                 if conflicts >= self.max_attempts:
                     break
-                tip, known = await self._refresh(ref, key)
+                tip, known, chain = await self._refresh(ref, key)
+                if _holds_run(chain, entries):
+                    return  # an earlier call of ours landed this very batch
                 continue
             except InvalidError as e:
                 if e.field not in ("delta", "format") or wrap_all:
@@ -325,20 +342,23 @@ class CtxSessionStore(SessionStore):
             kind="conflict",
         )
 
-    async def _refresh(self, ref: str, key: SessionKey) -> tuple[_Tip, set[str]]:
-        """Where the ref is now, and the uuids of the entries it holds."""
+    async def _refresh(
+        self, ref: str, key: SessionKey
+    ) -> tuple[_Tip, set[str], list[SessionStoreEntry]]:
+        """Where the ref is now, the uuids of the entries it holds, and
+        the entries."""
         try:
             record = await self.client.get_ref(ref)
         except NotFoundError:
             tip = _Tip(None)
             self._tips[ref] = tip
-            return tip, set()
+            return tip, set(), []
         entries = await self._entries_at(record["target"])
         tip = _Tip(record["target"])
         if not key.get("subpath"):
             tip.summary = await self._summary_at(key, record["target"], entries)
         self._tips[ref] = tip
-        return tip, {u for u in map(_uuid, entries) if u is not None}
+        return tip, {u for u in map(_uuid, entries) if u is not None}, entries
 
     # --- load ---------------------------------------------------------------
 
