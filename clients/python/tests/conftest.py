@@ -62,6 +62,11 @@ SUMMARY_LINES: list[str] = []
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     for line in SUMMARY_LINES:
         terminalreporter.write_line(line)
+    skipped = terminalreporter.stats.get("skipped", [])
+    if skipped:
+        terminalreporter.write_line(
+            f"FAILED: {len(skipped)} test(s) skipped; every suite must run", red=True
+        )
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
@@ -69,5 +74,3 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     skipped = reporter.stats.get("skipped", []) if reporter else []
     if skipped and exitstatus == 0:
         session.exitstatus = 1
-        if reporter:
-            reporter.write_line(f"FAILED: {len(skipped)} test(s) skipped; every suite must run")
