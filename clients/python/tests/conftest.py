@@ -74,3 +74,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     skipped = reporter.stats.get("skipped", []) if reporter else []
     if skipped and exitstatus == 0:
         session.exitstatus = 1
+
+
+@pytest.fixture(scope="session")
+def ctx_bin() -> str:
+    """The ctx binary the server runs (for commands tests run themselves)."""
+    return _env("CTX_TEST_BIN")

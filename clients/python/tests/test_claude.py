@@ -477,3 +477,59 @@ async def test_the_sdks_transcript_mirror_writes_through_the_store(
     key = {"project_key": "-work-demo", "session_id": sid}
     assert await reader.load(key) == entries
     assert await reader.load({**key, "subpath": "subagents/agent-a1"}) == sub
+
+
+async def test_claude_code_hooks_and_the_store_write_one_session(
+    aclient: AsyncClient, server_url: str, token: str, ctx_bin: str, tmp_path: Path, unique: str
+) -> None:
+    """`ctx hook claude-code` (Claude Code's Stop hook) and the SDK's store
+    share the ref claude/{project_key}/{session_id}: each sees the other's
+    entries and neither writes one twice."""
+    import subprocess
+
+    sid = str(uuid.uuid4())
+    project_key = f"-tmp-{unique}"
+    turns: list[dict[str, Any]] = []
+    parent = None
+    for i in range(3):
+        u, a = str(uuid.uuid4()), str(uuid.uuid4())
+        turns.append(_user(sid, u, parent, f"question {i}", f"2026-01-01T00:0{i}:00.000Z"))
+        turns.append(_assistant(sid, a, u, f"answer {i}", f"2026-01-01T00:0{i}:01.000Z"))
+        parent = a
+    transcript = tmp_path / "projects" / project_key / f"{sid}.jsonl"
+    transcript.parent.mkdir(parents=True)
+
+    def claude_code_writes(upto: int) -> None:
+        transcript.write_text("".join(json.dumps(e) + "\n" for e in turns[:upto]))
+
+    def stop_hook() -> None:
+        hook = {
+            "session_id": sid,
+            "transcript_path": str(transcript),
+            "cwd": str(tmp_path),
+            "hook_event_name": "Stop",
+        }
+        done = subprocess.run(
+            [ctx_bin, "hook", "claude-code", "--server", server_url, "--data", str(tmp_path / "d")],
+            input=json.dumps(hook).encode(),
+            env={"CTX_TOKEN": token, "PATH": "/usr/bin:/bin"},
+            capture_output=True,
+            timeout=60,
+        )
+        assert done.returncode == 0 and b"warning" not in done.stderr, done.stderr
+
+    store = CtxSessionStore(aclient)  # namespace "claude", as the hooks
+    key = {"project_key": project_key, "session_id": sid}
+    claude_code_writes(2)
+    stop_hook()
+    assert await store.load(key) == turns[:2]
+    # The SDK's mirror sends the first two turns (one of them the hook's).
+    await store.append(key, turns[:4])
+    assert await store.load(key) == turns[:4]
+    # Claude Code's file now has all three turns; the hook adds only the last.
+    claude_code_writes(6)
+    stop_hook()
+    assert await store.load(key) == turns
+    ref = await aclient.get_ref(store.ref_name(key))
+    principals = [c["principal"] for c in (await aclient.history(ref["target"]))["commits"]]
+    assert set(principals) == {"claude-code", "claude-agent-sdk"}
