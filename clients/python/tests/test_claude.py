@@ -228,6 +228,9 @@ async def test_concurrent_writers_lose_nothing_and_double_nothing(
     aclient: AsyncClient, namespace: str
 ) -> None:
     key = {"project_key": "p", "session_id": "race"}
+    # Each 409 a writer gets means another writer's append landed since it
+    # last looked: with 15 appends by the others, no append meets more than
+    # 15, under the store's 32 attempts, however the tasks interleave.
     writers = [CtxSessionStore(aclient, namespace=namespace) for _ in range(4)]
 
     async def write(i: int, store: CtxSessionStore) -> None:

@@ -36,11 +36,13 @@ from __future__ import annotations
 
 import json
 import logging
+import random
 import re
 import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import anyio
 from claude_agent_sdk import fold_session_summary
 from claude_agent_sdk.types import (
     SessionKey,
@@ -166,7 +168,10 @@ class CtxSessionStore(SessionStore):
     ``CtxSessionStore(AsyncClient(url, token=...))``; pass it as
     ``ClaudeAgentOptions(session_store=...)``. ``namespace`` is the first
     part of every ref name (``claude``, where Claude Code hooks write too);
-    ``principal`` and ``template`` are recorded on each commit.
+    ``principal`` and ``template`` are recorded on each commit. An append
+    that keeps losing the compare-and-swap to other writers waits a random
+    part of ``conflict_backoff * 2**n`` seconds (at most 1 s) before its
+    n-th retry, and gives up after ``max_attempts``.
     """
 
     def __init__(
@@ -176,13 +181,15 @@ class CtxSessionStore(SessionStore):
         namespace: str = "claude",
         principal: str = "claude-agent-sdk",
         template: str = "claude-agent-sdk",
-        max_attempts: int = 16,
+        max_attempts: int = 32,
+        conflict_backoff: float = 0.005,
     ) -> None:
         self.client = client
         self.namespace = namespace.strip("/")
         self.principal = principal
         self.template = template
         self.max_attempts = max_attempts
+        self.conflict_backoff = conflict_backoff
         self._tips: dict[str, _Tip] = {}
         self._last_us = 0
 
@@ -318,6 +325,11 @@ class CtxSessionStore(SessionStore):
                 conflicts += 1
                 if conflicts >= self.max_attempts:
                     break
+                if self.conflict_backoff > 0:
+                    # Jitter, so a writer that keeps winning (its tip is
+                    # fresh) does not starve the others.
+                    cap = min(self.conflict_backoff * 2**conflicts, 1.0)
+                    await anyio.sleep(random.uniform(0, cap))
                 tip, known, chain = await self._refresh(ref, key)
                 if _holds_run(chain, entries):
                     return  # an earlier call of ours landed this very batch
