@@ -536,3 +536,61 @@ async def test_claude_code_hooks_and_the_store_write_one_session(
     ref = await aclient.get_ref(store.ref_name(key))
     principals = [c["principal"] for c in (await aclient.history(ref["target"]))["commits"]]
     assert set(principals) == {"claude-code", "claude-agent-sdk"}
+
+
+async def test_the_sdks_other_store_helpers(
+    aclient: AsyncClient, namespace: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """import_session_to_store (twice: re-import is duplicate-safe),
+    rename/tag via the store, subagent listing and messages, and
+    delete_session_via_store cascading to the subagent."""
+    from claude_agent_sdk import (
+        delete_session_via_store,
+        get_session_info_from_store,
+        get_subagent_messages_from_store,
+        import_session_to_store,
+        list_subagents_from_store,
+        rename_session_via_store,
+        tag_session_via_store,
+    )
+
+    config = tmp_path / "claude-config"
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(config))
+    workdir = tmp_path / "proj"
+    workdir.mkdir()
+    project_key = project_key_for_directory(str(workdir))
+    sid = str(uuid.uuid4())
+    entries = _conversation(sid)
+    project = config / "projects" / project_key
+    (project / sid / "subagents").mkdir(parents=True)
+    (project / f"{sid}.jsonl").write_text("".join(json.dumps(e) + "\n" for e in entries))
+    sub = [_user(sid, str(uuid.uuid4()), None, "subtask", "2026-01-01T00:00:05.000Z")]
+    sub[0]["isSidechain"] = True
+    (project / sid / "subagents" / "agent-a1.jsonl").write_text(json.dumps(sub[0]) + "\n")
+
+    store = CtxSessionStore(aclient, namespace=namespace)
+    await import_session_to_store(sid, store, directory=str(workdir), batch_size=3)
+    # Re-imports, into the same store and into a new one, change nothing
+    # (each batch has an entry with a uuid).
+    await import_session_to_store(sid, store, directory=str(workdir), batch_size=4)
+    fresh = CtxSessionStore(aclient, namespace=namespace)
+    await import_session_to_store(sid, fresh, directory=str(workdir))
+    key = {"project_key": project_key, "session_id": sid}
+    assert await store.load(key) == entries
+    assert await store.load({**key, "subpath": "subagents/agent-a1"}) == sub
+
+    assert await list_subagents_from_store(store, sid, directory=str(workdir)) == ["a1"]
+    msgs = await get_subagent_messages_from_store(store, sid, "a1", directory=str(workdir))
+    assert [m.uuid for m in msgs] == [sub[0]["uuid"]]
+
+    await rename_session_via_store(store, sid, "Renamed", directory=str(workdir))
+    await tag_session_via_store(store, sid, "important", directory=str(workdir))
+    info = await get_session_info_from_store(store, sid, directory=str(workdir))
+    assert info is not None and info.custom_title == "Renamed" and info.tag == "important"
+    [listed] = await list_sessions_from_store(store, directory=str(workdir))
+    assert listed.custom_title == "Renamed" and listed.tag == "important"
+
+    await delete_session_via_store(store, sid, directory=str(workdir))
+    assert await store.load(key) is None
+    assert await store.list_subkeys(key) == []
+    assert await list_sessions_from_store(store, directory=str(workdir)) == []

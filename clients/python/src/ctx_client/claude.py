@@ -13,11 +13,12 @@ The mapping:
   batch as JSONL (one ``json.dumps`` per entry), moving the ref by
   compare-and-swap on the tip this store last wrote. When the ref is not
   where it left it (a 409: another writer, ``ctx hook claude-code``, or an
-  earlier call of ours whose response was lost), it reads the chain: a
-  batch the chain holds whole, as one run, is done (a re-send, its
-  uuid-less entries included); otherwise the entries whose ``uuid`` the
-  chain holds are dropped and the rest tried again on the new tip. Other
-  entries without a ``uuid`` are appended as sent.
+  earlier call of ours whose response was lost), it reads the chain and
+  tries again on the new tip. A batch the chain holds whole (each entry by
+  its ``uuid``, those without one by content) is a re-send and done;
+  otherwise the entries whose ``uuid`` the chain holds are dropped and the
+  rest appended, those without a ``uuid`` as sent. The store remembers
+  what it wrote, so a re-import into the same store is a no-op too.
 - ``load`` materializes the tip with ``stop: root`` (a compaction never
   cuts a resumed transcript) and parses the JSONL back: entries come back
   deep-equal, unknown types intact. ``None`` for a key without a ref.
@@ -34,6 +35,7 @@ The mapping:
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import random
@@ -136,18 +138,6 @@ def _refused_line(message: str) -> int | None:
     return int(m.group(1)) if m else None
 
 
-def _holds_run(chain: list[SessionStoreEntry], batch: list[SessionStoreEntry]) -> bool:
-    """Whether ``batch`` is in ``chain`` whole, in order, one run: a batch
-    that landed although its caller never heard (entries without a uuid
-    included, which the uuid filter cannot recognise)."""
-    n = len(batch)
-    if n == 0 or n > len(chain) or not any(_uuid(e) for e in batch):
-        return False
-    return any(
-        chain[i] == batch[0] and chain[i : i + n] == batch for i in range(len(chain) - n, -1, -1)
-    )
-
-
 def _uuid(entry: Any) -> str | None:
     u = entry.get("uuid") if isinstance(entry, dict) else None
     return u if isinstance(u, str) else None
@@ -155,11 +145,36 @@ def _uuid(entry: Any) -> str | None:
 
 class _Tip:
     """What this process knows of a key's ref: the tip it last saw or
-    wrote, and the session summary at that tip once read or folded."""
+    wrote; the uuids of the entries up to it, and digests of those without
+    one; the session summary at the tip once read or folded."""
 
-    def __init__(self, commit: str | None, summary: SessionSummaryEntry | None = None) -> None:
+    def __init__(self, commit: str | None, entries: list[SessionStoreEntry]) -> None:
         self.commit = commit
-        self.summary = summary
+        self.known: set[str] = set()
+        self.seen: set[bytes] = set()
+        self.summary: SessionSummaryEntry | None = None
+        self.add(entries)
+
+    def add(self, entries: list[SessionStoreEntry]) -> None:
+        for e in entries:
+            u = _uuid(e)
+            if u is not None:
+                self.known.add(u)
+            else:
+                self.seen.add(_fingerprint(e))
+
+    def holds(self, batch: list[SessionStoreEntry]) -> bool:
+        """Whether ``batch`` is a re-send: it has a uuid, and every entry
+        of it is on the chain (by uuid, or by content for those without)."""
+        return any(_uuid(e) for e in batch) and all(
+            _uuid(e) in self.known if _uuid(e) is not None else _fingerprint(e) in self.seen
+            for e in batch
+        )
+
+
+def _fingerprint(entry: Any) -> bytes:
+    text = json.dumps(entry, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hashlib.blake2b(text.encode(), digest_size=16).digest()
 
 
 class CtxSessionStore(SessionStore):
@@ -272,21 +287,18 @@ class CtxSessionStore(SessionStore):
         wrapped: set[int] = set()
         wrap_all = False
         tip = self._tips.get(ref)
-        known: set[str] | None = None
         if tip is None:
             # Unknown here: the ref may hold entries of this batch already
             # (written by a call whose response was lost, or by the hooks).
-            tip, known, chain = await self._refresh(ref, key)
-            if _holds_run(chain, entries):
-                return
+            tip = await self._refresh(ref, key)
         conflicts = 0
         summarized: tuple[str | None, int, str, SessionSummaryEntry] | None = None
         while True:
-            pending = entries
-            if known:
-                pending = [e for e in entries if _uuid(e) not in known]
-            if not pending:
+            if tip.holds(entries):
                 return  # all of it is on the chain already: a re-send
+            # Entries without a uuid are appended as sent (a second
+            # identical tag entry is a second entry).
+            pending = [e for e in entries if _uuid(e) is None or _uuid(e) not in tip.known]
             tags: dict[str, str] = {}
             folded: SessionSummaryEntry | None = None
             if main:
@@ -330,9 +342,7 @@ class CtxSessionStore(SessionStore):
                     # fresh) does not starve the others.
                     cap = min(self.conflict_backoff * 2**conflicts, 1.0)
                     await anyio.sleep(random.uniform(0, cap))
-                tip, known, chain = await self._refresh(ref, key)
-                if _holds_run(chain, entries):
-                    return  # an earlier call of ours landed this very batch
+                tip = await self._refresh(ref, key)
                 continue
             except InvalidError as e:
                 if e.field not in ("delta", "format") or wrap_all:
@@ -347,30 +357,29 @@ class CtxSessionStore(SessionStore):
                 log.warning("ctx refused a batch as claude-code-v1; stored wrapped: %s", e)
                 wrap_all = True
                 continue
-            self._tips[ref] = _Tip(commit["id"], folded)
+            tip.commit = commit["id"]
+            tip.add(pending)
+            tip.summary = folded
             return
         raise ConflictError(
             f"ref {ref} kept moving: gave up after {self.max_attempts} attempts",
             kind="conflict",
         )
 
-    async def _refresh(
-        self, ref: str, key: SessionKey
-    ) -> tuple[_Tip, set[str], list[SessionStoreEntry]]:
-        """Where the ref is now, the uuids of the entries it holds, and
-        the entries."""
+    async def _refresh(self, ref: str, key: SessionKey) -> _Tip:
+        """Where the ref is now, and what it holds."""
         try:
             record = await self.client.get_ref(ref)
         except NotFoundError:
-            tip = _Tip(None)
+            tip = _Tip(None, [])
             self._tips[ref] = tip
-            return tip, set(), []
+            return tip
         entries = await self._entries_at(record["target"])
-        tip = _Tip(record["target"])
+        tip = _Tip(record["target"], entries)
         if not key.get("subpath"):
             tip.summary = await self._summary_at(key, record["target"], entries)
         self._tips[ref] = tip
-        return tip, {u for u in map(_uuid, entries) if u is not None}, entries
+        return tip
 
     # --- load ---------------------------------------------------------------
 
