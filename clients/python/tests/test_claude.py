@@ -342,3 +342,31 @@ async def test_load_spans_a_compaction(aclient: AsyncClient, namespace: str) -> 
     # at the boundary: the transcript before it would be lost on resume.
     _, cut = await aclient.materialize_bytes((await aclient.get_ref(ref))["target"])
     assert len(cut.decode().strip().split("\n")) == 3
+
+
+async def test_requests_per_call(server_url: str, token: str, namespace: str) -> None:
+    """What each call costs in requests once the store knows the key: an
+    append of a main transcript is two (the folded summary, the
+    checkpoint with its ref move), of a subagent transcript one; a load
+    three (ref, materialize, artifact)."""
+    sent: list[str] = []
+
+    async def count(request: httpx.Request) -> None:
+        sent.append(f"{request.method} {request.url.path.split('/')[2]}")
+
+    async with AsyncClient(server_url, token=token) as c:
+        c._http.event_hooks["request"] = [count]
+        store = CtxSessionStore(c, namespace=namespace)
+        key = {"project_key": "p", "session_id": "costs"}
+        sub = {**key, "subpath": "subagents/a"}
+        await store.append(key, [{"type": "x", "uuid": "0"}])
+        await store.append(sub, [{"type": "x", "uuid": "0"}])
+        sent.clear()
+        await store.append(key, [{"type": "x", "uuid": "1"}])
+        assert sent == ["POST artifacts", "POST commits"]
+        sent.clear()
+        await store.append(sub, [{"type": "x", "uuid": "1"}])
+        assert sent == ["POST commits"]
+        sent.clear()
+        await store.load(key)
+        assert sent == ["GET refs", "POST commits", "GET artifacts"]

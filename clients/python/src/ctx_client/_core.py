@@ -72,7 +72,7 @@ class RetryPolicy:
         """Seconds to wait before retry number ``attempt`` (0-based)."""
         if retry_after is not None:
             return min(max(retry_after, 0.0), self.max_delay)
-        return min(self.backoff * (2**attempt), self.max_delay)
+        return min(self.backoff * 2.0**attempt, self.max_delay)
 
 
 def retry_after_seconds(resp: httpx.Response) -> float | None:

@@ -35,6 +35,7 @@ import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from claude_agent_sdk import fold_session_summary
 from claude_agent_sdk.types import (
     SessionKey,
     SessionListSubkeysKey,
@@ -144,11 +145,18 @@ def _batch_digest(entries: list[SessionStoreEntry]) -> str | None:
 
 
 class _Tip:
-    """What this process last knew of a key's ref."""
+    """What this process last knew of a key's ref: its tip, the commits
+    before it (newest first) and, once read or written, the tip's summary."""
 
-    def __init__(self, commit: Commit | None, recent: list[Commit]) -> None:
+    def __init__(
+        self,
+        commit: Commit | None,
+        recent: list[Commit],
+        summary: SessionSummaryEntry | None = None,
+    ) -> None:
         self.commit = commit
         self.recent = recent
+        self.summary = summary
 
 
 class CtxSessionStore(SessionStore):
@@ -241,10 +249,9 @@ class CtxSessionStore(SessionStore):
             if digest is not None:
                 tags[TAG_BATCH] = digest
             if not key.get("subpath"):
-                from claude_agent_sdk import fold_session_summary
-
-                prev = await self._summary_of(tip.commit)
-                folded = fold_session_summary(prev, key, entries)
+                if tip.summary is None:
+                    tip.summary = await self._summary_of(tip.commit)
+                folded = fold_session_summary(tip.summary, key, entries)
                 stored = {"session_id": folded["session_id"], "data": folded["data"]}
                 put = await self.client.put_artifact(
                     json.dumps(stored, sort_keys=True, separators=(",", ":")).encode()
@@ -279,7 +286,10 @@ class CtxSessionStore(SessionStore):
                     wrap_all = True
                     continue
                 raise
-            self._tips[ref] = _Tip(commit, [commit, *tip.recent][:DEDUP_DEPTH])
+            summary: SessionSummaryEntry | None = None
+            if not key.get("subpath"):
+                summary = {"session_id": folded["session_id"], "mtime": 0, "data": folded["data"]}
+            self._tips[ref] = _Tip(commit, [commit, *tip.recent][:DEDUP_DEPTH], summary)
             return
         raise ConflictError(
             f"ref {ref} kept moving: gave up after {self.max_attempts} attempts",
