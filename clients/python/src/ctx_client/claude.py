@@ -30,7 +30,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import re
 import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -45,6 +44,7 @@ from claude_agent_sdk.types import (
     SessionSummaryEntry,
 )
 
+from ._names import decode_segment, encode_segment
 from .client import AsyncClient
 from .errors import ConflictError, InvalidError, NotFoundError
 from .models import Commit
@@ -67,41 +67,6 @@ DEDUP_DEPTH = 32
 MAX_PROJECT_SEGMENT = 80
 MAX_REF = 200
 MAX_REFS = 1000
-
-_SAFE = re.compile(r"[A-Za-z0-9-]")
-
-
-def encode_segment(value: str) -> str:
-    """``value`` as one ref-name segment: letters, digits and ``-`` as they
-    are, every other UTF-8 byte as ``_`` and two hex digits (``.`` is
-    ``_2E``); the empty string is ``_``. Reversible by
-    :func:`decode_segment`."""
-    if value == "":
-        return "_"
-    out = []
-    for ch in value:
-        if _SAFE.fullmatch(ch):
-            out.append(ch)
-        else:
-            out.extend(f"_{b:02X}" for b in ch.encode("utf-8"))
-    return "".join(out)
-
-
-def decode_segment(segment: str) -> str:
-    """The value :func:`encode_segment` made ``segment`` from."""
-    if segment == "_":
-        return ""
-    raw = bytearray()
-    i = 0
-    while i < len(segment):
-        c = segment[i]
-        if c == "_":
-            raw.append(int(segment[i + 1 : i + 3], 16))
-            i += 3
-        else:
-            raw.extend(c.encode("ascii"))
-            i += 1
-    return raw.decode("utf-8")
 
 
 def _project_segment(project_key: str) -> str:

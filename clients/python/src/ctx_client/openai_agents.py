@@ -31,7 +31,7 @@ import logging
 import re
 import time
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 from agents.items import TResponseInputItem
 from agents.memory.session_settings import (
@@ -40,6 +40,7 @@ from agents.memory.session_settings import (
     resolve_session_limit,
 )
 
+from ._names import encode_segment
 from .client import AsyncClient
 from .errors import ConflictError, InvalidError, NotFoundError
 from .models import Commit
@@ -49,28 +50,14 @@ __all__ = ["FORMAT", "CtxSession"]
 log = logging.getLogger(__name__)
 
 FORMAT = "openai-responses-v1"
+# ctx's limit on a ref name.
+MAX_REF = 200
 # An item the server refused is stored wrapped in this and unwrapped by
 # get_items (an item whose own type is this one is always wrapped, so
 # unwrapping is exact).
 VERBATIM = "ctx-verbatim"
 
-_SAFE = re.compile(r"[A-Za-z0-9-]")
 _AT_INDEX = re.compile(r"at index (\d+):")
-
-
-def _segment(value: str) -> str:
-    """``value`` as one ref-name segment: letters, digits and ``-`` as they
-    are, every other UTF-8 byte as ``_`` and two hex digits; the empty
-    string is ``_``."""
-    if value == "":
-        return "_"
-    out = []
-    for ch in value:
-        if _SAFE.fullmatch(ch):
-            out.append(ch)
-        else:
-            out.extend(f"_{b:02X}" for b in ch.encode("utf-8"))
-    return "".join(out)
 
 
 def _wrap(item: Any) -> dict[str, Any]:
@@ -122,7 +109,11 @@ class CtxSession:
             if session_settings is not None
             else SessionSettings()
         )
-        self.ref = f"{namespace.strip('/')}/{_segment(session_id)}"
+        self.ref = f"{namespace.strip('/')}/{encode_segment(session_id)}"
+        if len(self.ref) > MAX_REF:
+            raise ValueError(
+                f"the ref name for this session is {len(self.ref)} bytes, over ctx's {MAX_REF}"
+            )
         self.principal = principal
         self.template = template
         self.max_attempts = max_attempts
@@ -165,7 +156,7 @@ class CtxSession:
                     parent=parent,
                     commit_type=kind,
                     checkpoint="explicit" if kind == "snapshot" else "turn_boundary",
-                    session_id=_segment(self.session_id),
+                    session_id=encode_segment(self.session_id),
                     created_at=self._created_at(),
                     ref=self.ref,
                     expected=expected,
@@ -231,7 +222,7 @@ class CtxSession:
                     await self._commit(items[:-1], parent=tip, expected=tip, kind="snapshot")
             except ConflictError:
                 continue
-            return last
+            return cast(TResponseInputItem, last)
         raise ConflictError(
             f"ref {self.ref} kept moving: gave up after {self.max_attempts} attempts",
             kind="conflict",
