@@ -25,6 +25,7 @@ from agents import (
     Agent,
     RunConfig,
     Runner,
+    Session,
     SessionSettings,
     SQLiteSession,
     function_tool,
@@ -439,6 +440,10 @@ def ctx_session(aclient: AsyncClient, unique: str) -> CtxSession:
 
 async def _tip(c: AsyncClient, s: CtxSession) -> str:
     return (await c.get_ref(s.ref))["target"]
+
+
+def test_it_is_a_session_by_the_sdks_protocol(ctx_session: CtxSession) -> None:
+    assert isinstance(ctx_session, Session)
 
 
 async def test_clear_keeps_the_history_reachable_from_the_root(
