@@ -103,6 +103,14 @@ async def test_the_sdk_conformance_suite_all_14_contracts(
     await run_session_store_conformance(make_store, skip_optional=frozenset())
     # The probe, then one fresh store per contract: all 14 ran.
     assert len(made) == 1 + 14
+    from importlib.metadata import version
+
+    from conftest import SUMMARY_LINES
+
+    SUMMARY_LINES.append(
+        f"claude-agent-sdk {version('claude-agent-sdk')} run_session_store_conformance"
+        f" on CtxSessionStore: {len(made) - 1}/14 contracts passed, 0 skipped"
+    )
 
 
 async def test_the_suite_sees_every_optional_method(aclient: AsyncClient) -> None:
@@ -139,11 +147,23 @@ async def test_entries_the_codec_refuses_come_back_exactly(
 ) -> None:
     store = CtxSessionStore(aclient, namespace=namespace)
     key = {"project_key": "p", "session_id": "s"}
-    # A user entry without a message: not a valid claude-code-v1 line.
-    bad = [{"type": "user", "uuid": "u-1", "note": "no message"}, {"type": "x", "uuid": "u-2"}]
+    # User entries without a message are not valid claude-code-v1 lines.
+    ok = _user("s", "u-0", None, "hello", "2026-01-01T00:00:00.000Z")
+    bad = [
+        ok,
+        {"type": "user", "uuid": "u-1", "note": "no message"},
+        {"type": "x", "uuid": "u-2"},
+        {"type": "user", "uuid": "u-3", "message": "not an object"},
+    ]
     await store.append(key, bad)
-    await store.append(key, [{"type": "x", "uuid": "u-3"}])
-    assert await store.load(key) == bad + [{"type": "x", "uuid": "u-3"}]
+    await store.append(key, [{"type": "x", "uuid": "u-4"}])
+    assert await store.load(key) == bad + [{"type": "x", "uuid": "u-4"}]
+    # Only the refused lines are wrapped: the rest is a transcript as is.
+    tip = (await aclient.get_ref(store.ref_name(key)))["target"]
+    _, raw = await aclient.materialize_bytes(tip, stop="root")
+    lines = [json.loads(x) for x in raw.decode().splitlines()]
+    assert [x["type"] for x in lines] == ["user", "ctx-verbatim", "x", "ctx-verbatim", "x"]
+    assert lines[0] == ok
 
 
 class LoseCommitResponses(httpx.AsyncBaseTransport):
@@ -208,6 +228,9 @@ async def test_concurrent_writers_lose_nothing_and_double_nothing(
     aclient: AsyncClient, namespace: str
 ) -> None:
     key = {"project_key": "p", "session_id": "race"}
+    # Each 409 a writer gets means another writer's append landed since it
+    # last looked: with 15 appends by the others, no append meets more than
+    # 15, under the store's 32 attempts, however the tasks interleave.
     writers = [CtxSessionStore(aclient, namespace=namespace) for _ in range(4)]
 
     async def write(i: int, store: CtxSessionStore) -> None:
@@ -370,3 +393,204 @@ async def test_requests_per_call(server_url: str, token: str, namespace: str) ->
         sent.clear()
         await store.load(key)
         assert sent == ["GET refs", "POST commits", "GET artifacts"]
+
+
+async def test_entries_another_writer_stored_are_not_appended_again(
+    aclient: AsyncClient, namespace: str
+) -> None:
+    """As `ctx hook claude-code` does for the same session: lines written
+    to the ref by another writer are dropped by uuid from a batch that
+    holds them too; the summary is folded over the whole transcript."""
+    sid = str(uuid.uuid4())
+    key = {"project_key": "-work-demo", "session_id": sid}
+    entries = _conversation(sid)
+    store = CtxSessionStore(aclient, namespace=namespace)
+    ref = store.ref_name(key)
+    # The other writer: the first turn straight through the API, no tags.
+    first = "".join(json.dumps(e) + "\n" for e in entries[1:3])
+    await aclient.checkpoint(
+        principal="hook",
+        template="claude-code",
+        format="claude-code-v1",
+        delta=first,
+        ref=ref,
+        expected=None,
+    )
+    # The SDK's mirror sends both turns, the first one included. (Entries
+    # without a uuid, as the summary line, could not be recognised.)
+    await store.append(key, entries[1:])
+    assert await store.load(key) == entries[1:]
+    # A second store that knows nothing yet: the second turn again is a no-op.
+    again = CtxSessionStore(aclient, namespace=namespace)
+    await again.append(key, entries[4:6])
+    assert await again.load(key) == entries[1:]
+    [summary] = await store.list_session_summaries("-work-demo")
+    assert summary["data"]["first_prompt"] == "What is 2+2?"
+    assert summary["data"]["custom_title"] == "Arithmetic"
+
+
+def test_long_project_keys_are_named_as_the_hooks_name_them(aclient: AsyncClient) -> None:
+    from blake3 import blake3
+
+    store = CtxSessionStore(aclient)
+    sid = "0" * 8 + "-0000-4000-8000-" + "0" * 12
+    project = "-" + "deep-" * 60
+    name = store.ref_name({"project_key": project, "session_id": sid})
+    # cli/src/hooks.rs session_ref: claude/{head}-{16 hex of BLAKE3}/{session},
+    # head the first 200 - (7 + 1 + 36 + 1 + 16) characters of the key.
+    head = project[: 200 - (7 + 1 + 36 + 1 + 16)]
+    assert name == f"claude/{head}-{blake3(project.encode()).hexdigest()[:16]}/{sid}"
+    assert len(name) == 200
+    short = store.ref_name({"project_key": "-home-dev-p", "session_id": sid})
+    assert short == f"claude/-home-dev-p/{sid}"
+
+
+async def test_the_sdks_transcript_mirror_writes_through_the_store(
+    server_url: str, token: str, aclient: AsyncClient, namespace: str, tmp_path: Path
+) -> None:
+    """The SDK's own mirror (what a ClaudeSDKClient with session_store
+    runs): frames for the main and a subagent transcript, flushed per turn;
+    the first append's response is lost, the SDK retries it, nothing is
+    doubled and no error is reported."""
+    from claude_agent_sdk._internal.transcript_mirror_batcher import TranscriptMirrorBatcher
+
+    errors: list[tuple[Any, str]] = []
+
+    async def on_error(key: Any, message: str) -> None:
+        errors.append((key, message))
+
+    sid = str(uuid.uuid4())
+    projects = tmp_path / "projects"
+    main_file = str(projects / "-work-demo" / f"{sid}.jsonl")
+    sub_file = str(projects / "-work-demo" / sid / "subagents" / "agent-a1.jsonl")
+    entries = _conversation(sid)
+    sub = [_user(sid, str(uuid.uuid4()), None, "subtask", "2026-01-01T00:00:05.000Z")]
+    lost = LoseCommitResponses(1)
+    async with AsyncClient(server_url, token=token, transport=lost) as flaky:
+        store = CtxSessionStore(flaky, namespace=namespace)
+        mirror = TranscriptMirrorBatcher(store=store, projects_dir=str(projects), on_error=on_error)
+        mirror.enqueue(main_file, entries[:2])
+        mirror.enqueue(main_file, entries[2:4])
+        mirror.enqueue(sub_file, sub)
+        await mirror.flush()
+        mirror.enqueue(main_file, entries[4:])
+        await mirror.close()
+    assert lost.n == 0 and errors == []
+    reader = CtxSessionStore(aclient, namespace=namespace)
+    key = {"project_key": "-work-demo", "session_id": sid}
+    assert await reader.load(key) == entries
+    assert await reader.load({**key, "subpath": "subagents/agent-a1"}) == sub
+
+
+async def test_claude_code_hooks_and_the_store_write_one_session(
+    aclient: AsyncClient, server_url: str, token: str, ctx_bin: str, tmp_path: Path, unique: str
+) -> None:
+    """`ctx hook claude-code` (Claude Code's Stop hook) and the SDK's store
+    share the ref claude/{project_key}/{session_id}: each sees the other's
+    entries and neither writes one twice."""
+    import subprocess
+
+    sid = str(uuid.uuid4())
+    project_key = f"-tmp-{unique}"
+    turns: list[dict[str, Any]] = []
+    parent = None
+    for i in range(3):
+        u, a = str(uuid.uuid4()), str(uuid.uuid4())
+        turns.append(_user(sid, u, parent, f"question {i}", f"2026-01-01T00:0{i}:00.000Z"))
+        turns.append(_assistant(sid, a, u, f"answer {i}", f"2026-01-01T00:0{i}:01.000Z"))
+        parent = a
+    transcript = tmp_path / "projects" / project_key / f"{sid}.jsonl"
+    transcript.parent.mkdir(parents=True)
+
+    def claude_code_writes(upto: int) -> None:
+        transcript.write_text("".join(json.dumps(e) + "\n" for e in turns[:upto]))
+
+    def stop_hook() -> None:
+        hook = {
+            "session_id": sid,
+            "transcript_path": str(transcript),
+            "cwd": str(tmp_path),
+            "hook_event_name": "Stop",
+        }
+        done = subprocess.run(
+            [ctx_bin, "hook", "claude-code", "--server", server_url, "--data", str(tmp_path / "d")],
+            input=json.dumps(hook).encode(),
+            env={"CTX_TOKEN": token, "PATH": "/usr/bin:/bin"},
+            capture_output=True,
+            timeout=60,
+        )
+        assert done.returncode == 0 and b"warning" not in done.stderr, done.stderr
+
+    store = CtxSessionStore(aclient)  # namespace "claude", as the hooks
+    key = {"project_key": project_key, "session_id": sid}
+    claude_code_writes(2)
+    stop_hook()
+    assert await store.load(key) == turns[:2]
+    # The SDK's mirror sends the first two turns (one of them the hook's).
+    await store.append(key, turns[:4])
+    assert await store.load(key) == turns[:4]
+    # Claude Code's file now has all three turns; the hook adds only the last.
+    claude_code_writes(6)
+    stop_hook()
+    assert await store.load(key) == turns
+    ref = await aclient.get_ref(store.ref_name(key))
+    principals = [c["principal"] for c in (await aclient.history(ref["target"]))["commits"]]
+    assert set(principals) == {"claude-code", "claude-agent-sdk"}
+
+
+async def test_the_sdks_other_store_helpers(
+    aclient: AsyncClient, namespace: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """import_session_to_store (twice: re-import is duplicate-safe),
+    rename/tag via the store, subagent listing and messages, and
+    delete_session_via_store cascading to the subagent."""
+    from claude_agent_sdk import (
+        delete_session_via_store,
+        get_session_info_from_store,
+        get_subagent_messages_from_store,
+        import_session_to_store,
+        list_subagents_from_store,
+        rename_session_via_store,
+        tag_session_via_store,
+    )
+
+    config = tmp_path / "claude-config"
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(config))
+    workdir = tmp_path / "proj"
+    workdir.mkdir()
+    project_key = project_key_for_directory(str(workdir))
+    sid = str(uuid.uuid4())
+    entries = _conversation(sid)
+    project = config / "projects" / project_key
+    (project / sid / "subagents").mkdir(parents=True)
+    (project / f"{sid}.jsonl").write_text("".join(json.dumps(e) + "\n" for e in entries))
+    sub = [_user(sid, str(uuid.uuid4()), None, "subtask", "2026-01-01T00:00:05.000Z")]
+    sub[0]["isSidechain"] = True
+    (project / sid / "subagents" / "agent-a1.jsonl").write_text(json.dumps(sub[0]) + "\n")
+
+    store = CtxSessionStore(aclient, namespace=namespace)
+    await import_session_to_store(sid, store, directory=str(workdir), batch_size=3)
+    # Re-imports, into the same store and into a new one, change nothing
+    # (each batch has an entry with a uuid).
+    await import_session_to_store(sid, store, directory=str(workdir), batch_size=4)
+    fresh = CtxSessionStore(aclient, namespace=namespace)
+    await import_session_to_store(sid, fresh, directory=str(workdir))
+    key = {"project_key": project_key, "session_id": sid}
+    assert await store.load(key) == entries
+    assert await store.load({**key, "subpath": "subagents/agent-a1"}) == sub
+
+    assert await list_subagents_from_store(store, sid, directory=str(workdir)) == ["a1"]
+    msgs = await get_subagent_messages_from_store(store, sid, "a1", directory=str(workdir))
+    assert [m.uuid for m in msgs] == [sub[0]["uuid"]]
+
+    await rename_session_via_store(store, sid, "Renamed", directory=str(workdir))
+    await tag_session_via_store(store, sid, "important", directory=str(workdir))
+    info = await get_session_info_from_store(store, sid, directory=str(workdir))
+    assert info is not None and info.custom_title == "Renamed" and info.tag == "important"
+    [listed] = await list_sessions_from_store(store, directory=str(workdir))
+    assert listed.custom_title == "Renamed" and listed.tag == "important"
+
+    await delete_session_via_store(store, sid, directory=str(workdir))
+    assert await store.load(key) is None
+    assert await store.list_subkeys(key) == []
+    assert await list_sessions_from_store(store, directory=str(workdir)) == []

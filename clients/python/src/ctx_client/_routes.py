@@ -321,7 +321,7 @@ def branch_return(branch_id: str, message: str) -> Call[dict[str, Any]]:
 
 def session_end(session_id: str) -> Call[dict[str, Any]]:
     """``POST /v1/sessions/{id}/end``: force-returns the session's active branches."""
-    return Call("POST", f"/v1/sessions/{name_path(session_id)}/end", parse_json)
+    return Call("POST", f"/v1/sessions/{seg(session_id)}/end", parse_json)
 
 
 # --- workspaces ------------------------------------------------------------

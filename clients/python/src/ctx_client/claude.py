@@ -11,16 +11,24 @@ The mapping:
   write to the same refs, so both see one session.
 - ``append`` is one ``claude-code-v1`` delta checkpoint whose delta is the
   batch as JSONL (one ``json.dumps`` per entry), moving the ref by
-  compare-and-swap. A 409 (another writer moved the ref) is rebased on the
-  new tip and tried again. The commit is tagged with a digest of the
-  batch's entry uuids, so a batch sent again after its response was lost
-  is recognised on the chain and not appended twice.
+  compare-and-swap on the tip this store last wrote. When the ref is not
+  where it left it (a 409: another writer, ``ctx hook claude-code``, or an
+  earlier call of ours whose response was lost), it reads the chain and
+  tries again on the new tip. A batch the chain holds whole (each entry by
+  its ``uuid``, those without one by content) is a re-send and done;
+  otherwise the entries whose ``uuid`` the chain holds are dropped and the
+  rest appended, those without a ``uuid`` as sent. The store remembers
+  what it wrote, so a re-import into the same store is a no-op too.
 - ``load`` materializes the tip with ``stop: root`` (a compaction never
   cuts a resumed transcript) and parses the JSONL back: entries come back
   deep-equal, unknown types intact. ``None`` for a key without a ref.
 - The session summary the SDK folds (``fold_session_summary``) is kept as
-  an artifact named by the tip commit's tag ``claude.summary``; its
+  an artifact named by the tip commit's tag ``claude.summary`` (folded
+  over the whole transcript when the tip is another writer's); its
   ``mtime``, like ``list_sessions``', is the ref's last move.
+- An entry the codec refuses (a ``user`` line without a ``message``) is
+  stored wrapped in a ``ctx-verbatim`` entry, the rest of its batch as
+  it is, and unwrapped by ``load``.
 - ``delete`` removes the ref (and, for a main key, its subkeys' refs); the
   commits stay reachable by id until erased by the lifecycle operations.
 """
@@ -30,10 +38,13 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import random
+import re
 import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import anyio
 from claude_agent_sdk import fold_session_summary
 from claude_agent_sdk.types import (
     SessionKey,
@@ -47,34 +58,22 @@ from claude_agent_sdk.types import (
 from ._names import decode_segment, encode_segment
 from .client import AsyncClient
 from .errors import ConflictError, InvalidError, NotFoundError
-from .models import Commit
 
 __all__ = ["CtxSessionStore", "decode_segment", "encode_segment"]
 
 log = logging.getLogger(__name__)
 
 FORMAT = "claude-code-v1"
-TAG_BATCH = "claude.batch"
 TAG_SUMMARY = "claude.summary"
 # An entry the claude-code-v1 codec refused is stored wrapped in this, and
 # unwrapped by load (an entry whose own type is this one is always wrapped,
 # so unwrapping is exact).
 VERBATIM = "ctx-verbatim"
-# How many commits back a re-sent batch is looked for.
-DEDUP_DEPTH = 32
-# Ref-name limits (ctx: 200 bytes); a longer project key is shortened with
-# a hash, which needs no inverse: project keys are only ever given.
-MAX_PROJECT_SEGMENT = 80
+# ctx's ref-name limit, and the length of the Claude session ids (UUIDs) a
+# project's ref prefix is sized for.
 MAX_REF = 200
+SESSION_ID_LEN = 36
 MAX_REFS = 1000
-
-
-def _project_segment(project_key: str) -> str:
-    seg = encode_segment(project_key)
-    if len(seg) <= MAX_PROJECT_SEGMENT:
-        return seg
-    digest = hashlib.blake2b(project_key.encode("utf-8"), digest_size=8).hexdigest()
-    return f"{seg[: MAX_PROJECT_SEGMENT - 18]}-h{digest}"
 
 
 def _ms(rfc3339: str) -> int:
@@ -99,29 +98,49 @@ def _must_wrap(entry: Any) -> bool:
     return isinstance(entry, dict) and entry.get("type") == VERBATIM
 
 
-def _batch_digest(entries: list[SessionStoreEntry]) -> str | None:
-    """What identifies a batch: its entries' uuids, in order (``None`` when
-    none has one: such a batch is appended without dedup)."""
-    uuids = [e.get("uuid") for e in entries if isinstance(e, dict)]
-    ids = [u for u in uuids if isinstance(u, str)]
-    if not ids:
-        return None
-    return hashlib.sha256("\n".join(ids).encode("utf-8")).hexdigest()
+def _refused_line(message: str) -> int | None:
+    """The 1-based line a codec refusal names ("... (line 3): ...")."""
+    m = re.search(r"\(line (\d+)\)", message)
+    return int(m.group(1)) if m else None
+
+
+def _uuid(entry: Any) -> str | None:
+    u = entry.get("uuid") if isinstance(entry, dict) else None
+    return u if isinstance(u, str) else None
 
 
 class _Tip:
-    """What this process last knew of a key's ref: its tip, the commits
-    before it (newest first) and, once read or written, the tip's summary."""
+    """What this process knows of a key's ref: the tip it last saw or
+    wrote; the uuids of the entries up to it, and digests of those without
+    one; the session summary at the tip once read or folded."""
 
-    def __init__(
-        self,
-        commit: Commit | None,
-        recent: list[Commit],
-        summary: SessionSummaryEntry | None = None,
-    ) -> None:
+    def __init__(self, commit: str | None, entries: list[SessionStoreEntry]) -> None:
         self.commit = commit
-        self.recent = recent
-        self.summary = summary
+        self.known: set[str] = set()
+        self.seen: set[bytes] = set()
+        self.summary: SessionSummaryEntry | None = None
+        self.add(entries)
+
+    def add(self, entries: list[SessionStoreEntry]) -> None:
+        for e in entries:
+            u = _uuid(e)
+            if u is not None:
+                self.known.add(u)
+            else:
+                self.seen.add(_fingerprint(e))
+
+    def holds(self, batch: list[SessionStoreEntry]) -> bool:
+        """Whether ``batch`` is a re-send: it has a uuid, and every entry
+        of it is on the chain (by uuid, or by content for those without)."""
+        return any(_uuid(e) for e in batch) and all(
+            _uuid(e) in self.known if _uuid(e) is not None else _fingerprint(e) in self.seen
+            for e in batch
+        )
+
+
+def _fingerprint(entry: Any) -> bytes:
+    text = json.dumps(entry, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hashlib.blake2b(text.encode(), digest_size=16).digest()
 
 
 class CtxSessionStore(SessionStore):
@@ -129,8 +148,11 @@ class CtxSessionStore(SessionStore):
 
     ``CtxSessionStore(AsyncClient(url, token=...))``; pass it as
     ``ClaudeAgentOptions(session_store=...)``. ``namespace`` is the first
-    part of every ref name (``claude``); ``principal`` and ``template``
-    are recorded on each commit.
+    part of every ref name (``claude``, where Claude Code hooks write too);
+    ``principal`` and ``template`` are recorded on each commit. An append
+    that keeps losing the compare-and-swap to other writers waits a random
+    part of ``conflict_backoff * 2**n`` seconds (at most 1 s) before its
+    n-th retry, and gives up after ``max_attempts``.
     """
 
     def __init__(
@@ -140,20 +162,35 @@ class CtxSessionStore(SessionStore):
         namespace: str = "claude",
         principal: str = "claude-agent-sdk",
         template: str = "claude-agent-sdk",
-        max_attempts: int = 16,
+        max_attempts: int = 32,
+        conflict_backoff: float = 0.005,
     ) -> None:
         self.client = client
         self.namespace = namespace.strip("/")
         self.principal = principal
         self.template = template
         self.max_attempts = max_attempts
+        self.conflict_backoff = conflict_backoff
         self._tips: dict[str, _Tip] = {}
         self._last_us = 0
 
     # --- keys ---------------------------------------------------------------
 
     def _session_prefix(self, project_key: str) -> str:
-        return f"{self.namespace}/{_project_segment(project_key)}/"
+        """``{namespace}/{project}/``. The project part is shortened as
+        ``ctx hook claude-code`` shortens it (the first characters, ``-``
+        and 16 hex digits of the key's BLAKE3) when a session's ref, with
+        a 36-character session id, would pass ctx's 200 bytes, so both
+        name a session's ref alike."""
+        seg = encode_segment(project_key)
+        fixed = len(self.namespace) + 1 + 1 + SESSION_ID_LEN
+        if fixed + len(seg) <= MAX_REF:
+            return f"{self.namespace}/{seg}/"
+        from blake3 import blake3
+
+        digest = blake3(project_key.encode("utf-8")).hexdigest()[:16]
+        keep = max(MAX_REF - (fixed + 1 + 16), 0)
+        return f"{self.namespace}/{seg[:keep]}-{digest}/"
 
     def ref_name(self, key: SessionKey) -> str:
         """The ref that holds ``key``'s transcript."""
@@ -177,101 +214,10 @@ class CtxSessionStore(SessionStore):
         self._last_us = max(time.time_ns() // 1000, self._last_us + 1)
         return datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=self._last_us)
 
-    async def _refresh(self, ref: str) -> _Tip:
-        try:
-            record = await self.client.get_ref(ref)
-        except NotFoundError:
-            tip = _Tip(None, [])
-        else:
-            hist = await self.client.history(record["target"], depth=DEDUP_DEPTH)
-            tip = _Tip(hist["commits"][0], hist["commits"])
-        self._tips[ref] = tip
-        return tip
-
-    async def _summary_of(self, commit: Commit | None) -> SessionSummaryEntry | None:
-        art = (commit or {}).get("tags", {}).get(TAG_SUMMARY) if commit else None
-        if not art:
-            return None
-        stored = json.loads(await self.client.get_artifact(art))
-        return {"session_id": stored["session_id"], "mtime": 0, "data": stored["data"]}
-
-    async def append(self, key: SessionKey, entries: list[SessionStoreEntry]) -> None:
-        """Appends ``entries`` as one commit on the key's ref (see the module doc)."""
-        if not entries:
-            return
-        ref = self.ref_name(key)
-        digest = _batch_digest(entries)
-        wrap_all = False
-        tip = self._tips.get(ref)
-        if tip is None:
-            tip = await self._refresh(ref)
-        for _attempt in range(self.max_attempts):
-            if digest is not None and any(
-                c.get("tags", {}).get(TAG_BATCH) == digest for c in tip.recent
-            ):
-                return  # this batch is on the chain already: a re-send
-            tags: dict[str, str] = {}
-            if digest is not None:
-                tags[TAG_BATCH] = digest
-            if not key.get("subpath"):
-                if tip.summary is None:
-                    tip.summary = await self._summary_of(tip.commit)
-                folded = fold_session_summary(tip.summary, key, entries)
-                stored = {"session_id": folded["session_id"], "data": folded["data"]}
-                put = await self.client.put_artifact(
-                    json.dumps(stored, sort_keys=True, separators=(",", ":")).encode()
-                )
-                tags[TAG_SUMMARY] = put["ref"]
-            delta = "".join(_line(_wrap(e) if wrap_all or _must_wrap(e) else e) for e in entries)
-            parent = tip.commit["id"] if tip.commit else None
-            try:
-                commit = await self.client.checkpoint(
-                    principal=self.principal,
-                    template=self.template,
-                    format=FORMAT,
-                    delta=delta,
-                    parent=parent,
-                    session_id=encode_segment(key["session_id"]),
-                    created_at=self._created_at(),
-                    tags=tags,
-                    ref=ref,
-                    expected=parent,
-                )
-            except ConflictError:
-                # Another writer moved the ref (or removed it): rebase on
-                # where it is now, which may already hold this batch.
-                tip = await self._refresh(ref)
-                continue
-            except InvalidError as e:
-                if e.field in ("delta", "format") and not wrap_all:
-                    log.warning(
-                        "ctx refused a batch as claude-code-v1 (%s); storing its entries wrapped",
-                        e.message,
-                    )
-                    wrap_all = True
-                    continue
-                raise
-            summary: SessionSummaryEntry | None = None
-            if not key.get("subpath"):
-                summary = {"session_id": folded["session_id"], "mtime": 0, "data": folded["data"]}
-            self._tips[ref] = _Tip(commit, [commit, *tip.recent][:DEDUP_DEPTH], summary)
-            return
-        raise ConflictError(
-            f"ref {ref} kept moving: gave up after {self.max_attempts} attempts",
-            kind="conflict",
-        )
-
-    # --- load ---------------------------------------------------------------
-
-    async def load(self, key: SessionKey) -> list[SessionStoreEntry] | None:
-        """The key's entries, oldest first, or ``None`` if it has no ref."""
-        ref = self.ref_name(key)
-        try:
-            record = await self.client.get_ref(ref)
-        except NotFoundError:
-            return None
-        _, data = await self.client.materialize_bytes(record["target"], stop="root")
+    async def _entries_at(self, commit: str) -> list[SessionStoreEntry]:
+        _, data = await self.client.materialize_bytes(commit, stop="root")
         out: list[SessionStoreEntry] = []
+        # Only "\n" ends a line: str.splitlines would also cut at U+2028.
         for line in data.decode("utf-8").split("\n"):
             if not line:
                 continue
@@ -280,6 +226,136 @@ class CtxSessionStore(SessionStore):
                 entry = entry["entry"]
             out.append(entry)
         return out
+
+    async def _summary_at(
+        self, key: SessionKey, commit: str, entries: list[SessionStoreEntry] | None = None
+    ) -> SessionSummaryEntry:
+        """The session summary at ``commit``: the one its tag names, or
+        (a commit another writer made, as the hooks do) folded over the
+        whole transcript."""
+        tags = (await self.client.get_commit(commit)).get("tags", {})
+        art = tags.get(TAG_SUMMARY)
+        if art:
+            stored = json.loads(await self.client.get_artifact(art))
+            return {"session_id": stored["session_id"], "mtime": 0, "data": stored["data"]}
+        if entries is None:
+            entries = await self._entries_at(commit)
+        return fold_session_summary(None, key, entries)
+
+    async def append(self, key: SessionKey, entries: list[SessionStoreEntry]) -> None:
+        """Appends ``entries`` as one commit on the key's ref (see the module doc)."""
+        if not entries:
+            return
+        ref = self.ref_name(key)
+        main = not key.get("subpath")
+        # Entries (by id()) the codec refused, stored wrapped; all of them
+        # once a refusal names no line.
+        wrapped: set[int] = set()
+        wrap_all = False
+        tip = self._tips.get(ref)
+        if tip is None:
+            # Unknown here: the ref may hold entries of this batch already
+            # (written by a call whose response was lost, or by the hooks).
+            tip = await self._refresh(ref, key)
+        conflicts = 0
+        summarized: tuple[str | None, int, str, SessionSummaryEntry] | None = None
+        while True:
+            if tip.holds(entries):
+                return  # all of it is on the chain already: a re-send
+            # Entries without a uuid are appended as sent (a second
+            # identical tag entry is a second entry).
+            pending = [e for e in entries if _uuid(e) is None or _uuid(e) not in tip.known]
+            tags: dict[str, str] = {}
+            folded: SessionSummaryEntry | None = None
+            if main:
+                if summarized is None or summarized[:2] != (tip.commit, len(pending)):
+                    if tip.summary is None and tip.commit is not None:
+                        tip.summary = await self._summary_at(key, tip.commit)
+                    fold = fold_session_summary(tip.summary, key, pending)
+                    stored = {"session_id": fold["session_id"], "data": fold["data"]}
+                    put = await self.client.put_artifact(
+                        json.dumps(stored, sort_keys=True, separators=(",", ":")).encode()
+                    )
+                    summarized = (tip.commit, len(pending), put["ref"], fold)
+                tags[TAG_SUMMARY] = summarized[2]
+                folded = summarized[3]
+            delta = "".join(
+                _line(_wrap(e) if wrap_all or id(e) in wrapped or _must_wrap(e) else e)
+                for e in pending
+            )
+            try:
+                commit = await self.client.checkpoint(
+                    principal=self.principal,
+                    template=self.template,
+                    format=FORMAT,
+                    delta=delta,
+                    parent=tip.commit,
+                    session_id=encode_segment(key["session_id"]),
+                    created_at=self._created_at(),
+                    tags=tags,
+                    ref=ref,
+                    expected=tip.commit,
+                )
+            except ConflictError:
+                # Another writer moved the ref (or removed it), or an
+                # earlier call of ours landed unseen: rebase on where it is
+                # now, without the entries it already holds.
+                conflicts += 1
+                if conflicts >= self.max_attempts:
+                    break
+                if self.conflict_backoff > 0:
+                    # Jitter, so a writer that keeps winning (its tip is
+                    # fresh) does not starve the others.
+                    cap = min(self.conflict_backoff * 2**conflicts, 1.0)
+                    await anyio.sleep(random.uniform(0, cap))
+                tip = await self._refresh(ref, key)
+                continue
+            except InvalidError as e:
+                if e.field not in ("delta", "format") or wrap_all:
+                    raise
+                line = _refused_line(e.message)
+                if line is not None and 0 < line <= len(pending):
+                    culprit = pending[line - 1]
+                    if id(culprit) not in wrapped and not _must_wrap(culprit):
+                        log.warning("ctx refused an entry as claude-code-v1; stored wrapped: %s", e)
+                        wrapped.add(id(culprit))
+                        continue
+                log.warning("ctx refused a batch as claude-code-v1; stored wrapped: %s", e)
+                wrap_all = True
+                continue
+            tip.commit = commit["id"]
+            tip.add(pending)
+            tip.summary = folded
+            return
+        raise ConflictError(
+            f"ref {ref} kept moving: gave up after {self.max_attempts} attempts",
+            kind="conflict",
+        )
+
+    async def _refresh(self, ref: str, key: SessionKey) -> _Tip:
+        """Where the ref is now, and what it holds."""
+        try:
+            record = await self.client.get_ref(ref)
+        except NotFoundError:
+            tip = _Tip(None, [])
+            self._tips[ref] = tip
+            return tip
+        entries = await self._entries_at(record["target"])
+        tip = _Tip(record["target"], entries)
+        if not key.get("subpath"):
+            tip.summary = await self._summary_at(key, record["target"], entries)
+        self._tips[ref] = tip
+        return tip
+
+    # --- load ---------------------------------------------------------------
+
+    async def load(self, key: SessionKey) -> list[SessionStoreEntry] | None:
+        """The key's entries, oldest first, or ``None`` if it has no ref."""
+        try:
+            record = await self.client.get_ref(self.ref_name(key))
+        except NotFoundError:
+            return None
+        return await self._entries_at(record["target"])
 
     # --- listing ------------------------------------------------------------
 
@@ -309,13 +385,15 @@ class CtxSessionStore(SessionStore):
         """The summaries ``append`` folded, one per session, ``mtime`` as in
         :meth:`list_sessions`."""
         out: list[SessionSummaryEntry] = []
+        prefix = self._session_prefix(project_key)
         for r in await self._main_refs(project_key):
+            key: SessionKey = {
+                "project_key": project_key,
+                "session_id": decode_segment(r["name"][len(prefix) :]),
+            }
             try:
-                commit = await self.client.get_commit(r["target"])
+                summary = await self._summary_at(key, r["target"])
             except NotFoundError:
-                continue
-            summary = await self._summary_of(commit)
-            if summary is None:
                 continue
             summary["mtime"] = _ms(r["updated_at"])
             out.append(summary)
