@@ -129,8 +129,8 @@ enum Command {
         stop: Option<String>,
         /// The format wanted (default: the commit's); a different one is
         /// translated (see the tier printed). Known: raw, claude-code-v1,
-        /// anthropic-messages-v1, openai-chat-v1, bureau-agent-v1,
-        /// bureau-agent-v2.
+        /// anthropic-messages-v1, openai-chat-v1, openai-responses-v1,
+        /// bureau-agent-v1, bureau-agent-v2.
         #[arg(long, value_parser = parse_format)]
         format: Option<String>,
         /// Write the context here instead of stdout.
@@ -361,7 +361,7 @@ struct CheckpointArgs {
           value_parser = ["delta", "compaction", "snapshot"])]
     commit_type: String,
     /// The delta's format: raw, claude-code-v1, anthropic-messages-v1,
-    /// openai-chat-v1, bureau-agent-v1, bureau-agent-v2, or any other
+    /// openai-chat-v1, openai-responses-v1, bureau-agent-v1, bureau-agent-v2, or any other
     /// format id (stored as opaque bytes).
     #[arg(long, default_value = "raw", value_parser = parse_format)]
     format: String,
