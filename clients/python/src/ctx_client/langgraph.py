@@ -327,7 +327,7 @@ class _Core:
         """The channel values of a document, the uncached ones fetched
         concurrently."""
         entries = doc["values"]
-        missing = [e[1] for e in entries.values() if self.blobs.get(e[1]) is None]
+        missing = [e[1] for e in entries.values() if e[1] and self.blobs.get(e[1]) is None]
         missing = list(dict.fromkeys(missing))
         if missing:
             datas = yield [routes.get_artifact(ref) for ref in missing]
@@ -335,7 +335,7 @@ class _Core:
                 self.blobs.put(ref, data, len(data))
         out = {}
         for ch, (typ, ref, _version) in entries.items():
-            data = self.blobs.get(ref)
+            data = self.blobs.get(ref) if ref else b""
             if data is None:
                 data = yield routes.get_artifact(ref)
             out[ch] = self.serde.loads_typed((typ, data))
@@ -418,6 +418,8 @@ class _Core:
         if tip is None:
             return None
         doc = yield from self.doc(tip)
+        if doc.get("placeholder"):
+            return None
         values = yield from self.values(doc)
         return self.tuple_of(thread_id, ns, doc, values)
 
@@ -440,7 +442,7 @@ class _Core:
         if parent_id:
             parent_tip = yield from self.get_ref(self.names.checkpoint(thread_id, ns, parent_id))
             if parent_tip is not None:
-                parent_values = (yield from self.doc(parent_tip))["values"]
+                parent_values = (yield from self.doc(parent_tip)).get("values", {})
 
         c = dict(checkpoint)
         values: dict[str, Any] = c.pop("channel_values", {}) or {}
@@ -454,7 +456,10 @@ class _Core:
                 entries[ch] = old
                 continue
             typ, data = self.serde.dumps_typed(value)
-            uploads.append((ch, typ, data))
+            if data:
+                uploads.append((ch, typ, data))
+            else:  # nothing to store (e.g. None): no artifact
+                entries[ch] = [typ, "", versions.get(ch)]
         if uploads:
             infos = yield [routes.put_artifact(data) for _, _, data in uploads]
             for (ch, typ, data), info in zip(uploads, infos, strict=True):
@@ -487,8 +492,14 @@ class _Core:
                     created_at=created_at,
                 )
                 break
-            except ConflictError as e:  # the same checkpoint put again: replace it
+            except ConflictError as e:
+                # The ref exists: writes that arrived before the checkpoint
+                # (LangGraph sends both from background threads), or the same
+                # checkpoint put again. Keep its writes, replace the rest.
                 expected = e.current
+                if expected is not None:
+                    current = yield from self.doc(expected)
+                    doc = {**doc, "writes": current["writes"]}
         else:
             raise RuntimeError(f"ref {name} kept moving while putting {checkpoint_id}")
 
@@ -527,11 +538,11 @@ class _Core:
         for _ in range(50):
             tip = yield from self.get_ref(name)
             if tip is None:
-                raise ValueError(
-                    f"checkpoint_id {checkpoint_id!r}: no such checkpoint in thread "
-                    f"{thread_id!r}, namespace {ns!r}"
-                )
-            doc = yield from self.doc(tip)
+                # The checkpoint's put has not landed yet: keep the writes in a
+                # placeholder document that the put will take them from.
+                doc = {"v": DOC_VERSION, "id": checkpoint_id, "placeholder": True, "writes": []}
+            else:
+                doc = yield from self.doc(tip)
             merged = {(w[0], w[1]): w for w in doc["writes"]}
             changed = False
             for task, idx, channel, typ, b64 in encoded:
@@ -556,7 +567,9 @@ class _Core:
                     created_at=_now(),
                 )
             except ConflictError:
-                continue  # another task's writes landed first: merge again
+                continue  # another task's writes (or the put) landed first: merge again
+            if tip is None:
+                return None
             try:  # the head follows this checkpoint if it pointed at it
                 yield routes.put_ref(self.names.head(thread_id, ns), new_tip, tip)
             except (ConflictError, NotFoundError):
@@ -609,6 +622,8 @@ class _Core:
         docs = yield from self.docs_of([f[3] for f in found])
         out = []
         for (tid, ns, _cid, _tip), doc in zip(found, docs, strict=True):
+            if doc.get("placeholder"):
+                continue
             if filter:
                 md = self.serde.loads_typed((doc["metadata"][0], _unb64(doc["metadata"][1])))
                 if any(md.get(k) != v for k, v in filter.items()):
@@ -671,6 +686,8 @@ class _Core:
                 checkpoints.append((p, r["target"]))
         docs = yield from self.docs_of([t for _, t in checkpoints])
         for (p, tip), doc in zip(checkpoints, docs, strict=True):
+            if doc.get("placeholder"):
+                continue
             md = self.serde.loads_typed((doc["metadata"][0], _unb64(doc["metadata"][1])))
             run_id = md.get("run_id")
             if isinstance(run_id, str) and run_id:
