@@ -6,6 +6,7 @@ its kind; 503 and 429 are retried honouring ``Retry-After``.
 
 Framework adapters live in submodules and need the matching extra:
 ``ctx_client.claude`` (``[claude]``: the Claude Agent SDK's SessionStore).
+``ctx_client.langgraph`` (``[langgraph]``: LangGraph checkpoint savers).
 """
 
 from ._core import RetryPolicy
