@@ -28,13 +28,14 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import dataclasses
 import hashlib
 import json
 import random
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Generator, Iterator, Sequence
+from collections.abc import AsyncIterator, Generator, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import Any, TypeVar
@@ -47,12 +48,14 @@ from langgraph.checkpoint.base import (
     Checkpoint,
     CheckpointMetadata,
     CheckpointTuple,
+    DeltaChannelHistory,
     get_checkpoint_id,
     get_checkpoint_metadata,
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from . import _routes as routes
+from ._core import Call
 from .client import AsyncClient, Client
 from .errors import ConflictError, NotFoundError
 
@@ -66,6 +69,8 @@ Op = Generator[Any, Any, R]
 DOC_VERSION = 1
 TEMPLATE = "langgraph"
 REF_PAGE = 1000
+HISTORY_PAGE = 1000
+HISTORY_BATCH = 32
 # Longest escaped thread id / namespace / run id kept readable in a ref name.
 MAX_SEGMENT = 48
 _PLAIN = re.compile(r"[A-Za-z0-9_-]")
@@ -179,6 +184,15 @@ def _parse_thread_ref(names: _Names, name: str) -> _Parsed | None:
     return None
 
 
+def _maybe(call: Call[Any], *also: int) -> Call[Any]:
+    """The same call, answering ``None`` for a 404 (and the ``also`` statuses)."""
+
+    def parse(resp: Any) -> Any:
+        return None if resp.status_code in (404, *also) else call.parse(resp)
+
+    return dataclasses.replace(call, parse=parse)
+
+
 # --- the checkpoint document -----------------------------------------------
 
 
@@ -250,6 +264,14 @@ class _Core:
         self.principal = principal
         self.docs = _Cache(cache_bytes // 4)
         self.blobs = _Cache(cache_bytes)
+        # Where this saver last saw each ref point: the first guess of a
+        # compare-and-swap (a wrong guess costs a 409 that says the truth).
+        self.tips: dict[str, str | None] = {}
+
+    def saw(self, name: str, target: str | None) -> None:
+        if len(self.tips) > 100_000:
+            self.tips.clear()
+        self.tips[name] = target
 
     # -- small steps ----------------------------------------------------------
 
@@ -258,22 +280,35 @@ class _Core:
         try:
             rec = yield routes.get_ref(name)
         except NotFoundError:
+            self.saw(name, None)
             return None
+        self.saw(name, rec["target"])
         return rec["target"]
+
+    def known_ref(self, name: str) -> Op[str | None]:
+        """Where the ref pointed when this saver last saw it (read if never)."""
+        if name in self.tips:
+            return self.tips[name]
+        return (yield from self.get_ref(name))
 
     def set_ref(self, name: str, target: str, expected: str | None = None) -> Op[None]:
         """Points ``name`` at ``target`` whatever it pointed at."""
+        if expected is None:
+            expected = self.tips.get(name)
         for _ in range(20):
             try:
                 yield routes.put_ref(name, target, expected)
+                self.saw(name, target)
                 return
             except ConflictError as e:
+                self.saw(name, e.current)
                 if e.current == target:
                     return
                 expected = e.current
         raise RuntimeError(f"ref {name} kept moving while being set")
 
     def delete_ref(self, name: str, expected: str) -> Op[None]:
+        self.tips.pop(name, None)
         try:
             yield routes.delete_ref(name, expected)
         except (NotFoundError, ConflictError):
@@ -402,6 +437,7 @@ class _Core:
             expected=expected,
         )
         self.docs.put(commit["id"], doc, len(data))
+        self.saw(ref, commit["id"])
         return commit["id"]
 
     # -- operations -----------------------------------------------------------
@@ -423,6 +459,91 @@ class _Core:
         values = yield from self.values(doc)
         return self.tuple_of(thread_id, ns, doc, values)
 
+    def delta_history(
+        self, config: RunnableConfig, channels: Sequence[str]
+    ) -> Op[dict[str, DeltaChannelHistory]]:
+        """LangGraph's ancestor walk for ``DeltaChannel`` (the contract of
+        ``BaseCheckpointSaver.get_delta_channel_history``) over the commit
+        chain: one history request per 1,000 commits gives the ancestors'
+        tips (the commit after each checkpoint commit); their documents
+        come concurrently, and each ancestor's ref is read (concurrently)
+        so writes that landed after the child was put still count and a
+        deleted ancestor ends the walk, as it does in LangGraph's own."""
+        if not channels:
+            return {}
+        conf = config["configurable"]
+        thread_id = conf["thread_id"]
+        ns = conf.get("checkpoint_ns", "")
+        checkpoint_id = get_checkpoint_id(config)
+        name = (
+            self.names.checkpoint(thread_id, ns, checkpoint_id)
+            if checkpoint_id
+            else self.names.head(thread_id, ns)
+        )
+        collected: list[list[Any]] = []  # per ancestor, newest first: its sorted writes
+        seeds: dict[str, Any] = {}
+        remaining = set(channels)
+        cursor = yield from self.get_ref(name)
+        after_checkpoint = False
+        listed: dict[str, str] | None = None
+        stopped = cursor is None
+        while cursor is not None and remaining and not stopped:
+            page = yield routes.history(cursor, depth=HISTORY_PAGE)
+            cursor = page["commits"][-1]["parent"] if len(page["commits"]) == HISTORY_PAGE else None
+            tips = []
+            for c in page["commits"]:
+                if after_checkpoint:
+                    tips.append(c)
+                after_checkpoint = c["checkpoint"] == "turn_boundary"
+            for i in range(0, len(tips), HISTORY_BATCH):
+                batch = tips[i : i + HISTORY_BATCH]
+                missing = [c for c in batch if self.docs.get(c["id"]) is None]
+                if missing:
+                    datas = yield [routes.get_artifact(c["artifact_ref"]) for c in missing]
+                    for c, data in zip(missing, datas, strict=True):
+                        self.docs.put(c["id"], json.loads(data), len(data))
+                docs = []
+                for c in batch:
+                    d = self.docs.get(c["id"])
+                    docs.append(d if d is not None else (yield from self.doc(c["id"])))
+                if listed is None:  # each ancestor's ref as it is now, in one listing
+                    refs = yield from self.list_refs(self.names.checkpoints(thread_id, ns))
+                    listed = {r["name"]: r["target"] for r in refs}
+                for c, doc in zip(batch, docs, strict=True):
+                    now = listed.get(self.names.checkpoint(thread_id, ns, doc["id"]))
+                    if now is None:
+                        stopped = True  # deleted: the walk ends here
+                        break
+                    if now != c["id"]:
+                        doc = yield from self.doc(now)
+                    writes = sorted(doc.get("writes", []), key=lambda w: (w[5], w[0], w[1]))
+                    collected.append([w for w in writes if w[2] in remaining])
+                    for ch in list(remaining):
+                        if ch in doc.get("values", {}):
+                            seeds[ch] = doc["values"][ch]
+                            remaining.discard(ch)
+                    if not remaining:
+                        break
+                if stopped or not remaining:
+                    break
+        seed_values = {}
+        if seeds:
+            values = yield from self.values({"values": seeds})
+            seed_values = values
+        result: dict[str, DeltaChannelHistory] = {}
+        for ch in channels:
+            writes = [
+                (w[0], w[2], self.serde.loads_typed((w[3], _unb64(w[4]))))
+                for ancestor in reversed(collected)
+                for w in ancestor
+                if w[2] == ch
+            ]
+            entry: DeltaChannelHistory = {"writes": writes}
+            if ch in seed_values:
+                entry["seed"] = seed_values[ch]
+            result[ch] = entry
+        return result
+
     def put(
         self,
         config: RunnableConfig,
@@ -440,7 +561,7 @@ class _Core:
         parent_tip = None
         parent_values: dict[str, Any] = {}
         if parent_id:
-            parent_tip = yield from self.get_ref(self.names.checkpoint(thread_id, ns, parent_id))
+            parent_tip = yield from self.known_ref(self.names.checkpoint(thread_id, ns, parent_id))
             if parent_tip is not None:
                 parent_values = (yield from self.doc(parent_tip)).get("values", {})
 
@@ -497,6 +618,7 @@ class _Core:
                 # (LangGraph sends both from background threads), or the same
                 # checkpoint put again. Keep its writes, replace the rest.
                 expected = e.current
+                self.saw(name, expected)
                 if expected is not None:
                     current = yield from self.doc(expected)
                     doc = {**doc, "writes": current["writes"]}
@@ -535,8 +657,8 @@ class _Core:
         for idx, (channel, value) in enumerate(writes):
             typ, data = self.serde.dumps_typed(value)
             encoded.append([task_id, WRITES_IDX_MAP.get(channel, idx), channel, typ, _b64(data)])
+        tip = yield from self.known_ref(name)
         for _ in range(50):
-            tip = yield from self.get_ref(name)
             if tip is None:
                 # The checkpoint's put has not landed yet: keep the writes in a
                 # placeholder document that the put will take them from.
@@ -566,12 +688,17 @@ class _Core:
                     trigger="tool_call",
                     created_at=_now(),
                 )
-            except ConflictError:
-                continue  # another task's writes (or the put) landed first: merge again
+            except ConflictError as e:
+                # Another task's writes (or the put) landed first: merge again.
+                self.saw(name, e.current)
+                tip = e.current
+                continue
             if tip is None:
                 return None
+            head = self.names.head(thread_id, ns)
             try:  # the head follows this checkpoint if it pointed at it
-                yield routes.put_ref(self.names.head(thread_id, ns), new_tip, tip)
+                yield routes.put_ref(head, new_tip, tip)
+                self.saw(head, new_tip)
             except (ConflictError, NotFoundError):
                 pass
             return None
@@ -634,8 +761,10 @@ class _Core:
 
     def delete_thread(self, thread_id: str) -> Op[None]:
         refs = yield from self.list_refs(self.names.thread(thread_id))
+        for r in refs:
+            self.tips.pop(r["name"], None)
         if refs:
-            yield [routes.delete_ref(r["name"], r["target"]) for r in refs]
+            yield [_maybe(routes.delete_ref(r["name"], r["target"]), 409) for r in refs]
         return None
 
     def reset_head(self, thread_seg_prefix: str) -> Op[None]:
@@ -715,8 +844,10 @@ class _Core:
             for entries in by_ns.values():
                 entries.sort(key=lambda e: e[0])
                 doomed.extend(r for _, r in entries[:-1])
+            for r in doomed:
+                self.tips.pop(r["name"], None)
             if doomed:
-                yield [routes.delete_ref(r["name"], r["target"]) for r in doomed]
+                yield [_maybe(routes.delete_ref(r["name"], r["target"]), 409) for r in doomed]
         return None
 
 
@@ -823,6 +954,18 @@ class CtxSaver(BaseCheckpointSaver[str]):
                     left -= 1
             if left is not None and left <= 0:
                 return
+
+    def get_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        """``DeltaChannel``'s ancestor walk over the commit chain."""
+        return self._run(self._core.delta_history(config, channels))
+
+    async def aget_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        """:meth:`get_delta_channel_history` in a worker thread."""
+        return await asyncio.to_thread(self._run, self._core.delta_history(config, channels))
 
     def put(
         self,
@@ -988,6 +1131,18 @@ class AsyncCtxSaver(BaseCheckpointSaver[str]):
                     left -= 1
             if left is not None and left <= 0:
                 return
+
+    async def aget_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        """``DeltaChannel``'s ancestor walk over the commit chain."""
+        return await self._run(self._core.delta_history(config, channels))
+
+    def get_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        """:meth:`aget_delta_channel_history` from another thread."""
+        return self._blocking(self._core.delta_history(config, channels))
 
     async def aput(
         self,
