@@ -33,6 +33,7 @@ import hashlib
 import json
 import random
 import re
+import struct
 import threading
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Generator, Iterator, Mapping, Sequence
@@ -69,6 +70,8 @@ Op = Generator[Any, Any, R]
 DOC_VERSION = 1
 TEMPLATE = "langgraph"
 REF_PAGE = 1000
+# The type slot of a value entry stored as a ctx chain of list elements.
+LIST_KIND = "ctx-list"
 HISTORY_PAGE = 1000
 HISTORY_BATCH = 32
 # Longest escaped thread id / namespace / run id kept readable in a ref name.
@@ -196,6 +199,29 @@ def _maybe(call: Call[Any], *also: int) -> Call[Any]:
 # --- the checkpoint document -----------------------------------------------
 
 
+def _encode_records(elements: list[tuple[str, bytes]]) -> bytes:
+    """Serialized list elements as length-prefixed records, so that the
+    byte append of ``raw`` chains concatenates lists."""
+    out = bytearray()
+    for typ, data in elements:
+        t = typ.encode()
+        out += struct.pack(">I", len(t)) + t + struct.pack(">I", len(data)) + data
+    return bytes(out)
+
+
+def _decode_records(data: bytes) -> list[tuple[str, bytes]]:
+    out = []
+    i = 0
+    while i < len(data):
+        (n,) = struct.unpack_from(">I", data, i)
+        typ = data[i + 4 : i + 4 + n].decode()
+        i += 4 + n
+        (m,) = struct.unpack_from(">I", data, i)
+        out.append((typ, bytes(data[i + 4 : i + 4 + m])))
+        i += 4 + m
+    return out
+
+
 def _b64(data: bytes) -> str:
     return base64.b64encode(data).decode("ascii")
 
@@ -258,12 +284,15 @@ class _Core:
         prefix: str,
         principal: str,
         cache_bytes: int,
+        list_deltas: bool,
     ) -> None:
         self.serde = serde
         self.names = _Names(prefix)
         self.principal = principal
         self.docs = _Cache(cache_bytes // 4)
         self.blobs = _Cache(cache_bytes)
+        self.links = _Cache(cache_bytes)
+        self.list_deltas = list_deltas
         # Where this saver last saw each ref point: the first guess of a
         # compare-and-swap (a wrong guess costs a 409 that says the truth).
         self.tips: dict[str, str | None] = {}
@@ -358,11 +387,59 @@ class _Core:
             out.append(d)
         return out
 
+    def link_elements(self, commit_id: str) -> Op[list[tuple[str, bytes]]]:
+        """The serialized elements of a list value stored as a chain: the
+        server materializes the chain (from its nearest snapshot)."""
+        hit = self.links.get(commit_id)
+        if hit is not None:
+            return hit
+        m = yield routes.materialize(commit_id)
+        data = yield routes.get_artifact(m["artifact_ref"])
+        elements = _decode_records(data)
+        self.links.put(commit_id, elements, len(data))
+        return elements
+
+    def store_list(self, thread_id: str, value: list[Any], old: list[Any] | None) -> Op[str]:
+        """A list value as a chain link: a delta of the new elements on the
+        parent's link when the parent's list is a prefix of this one (an
+        append, as add_messages does), a snapshot of every element otherwise.
+        The link's commit id."""
+        elements = [self.serde.dumps_typed(e) for e in value]
+        parent = None
+        new = elements
+        commit_type = "snapshot"
+        if old is not None and old[0] == LIST_KIND:
+            parent = old[1]
+            before = yield from self.link_elements(parent)
+            if len(before) <= len(elements) and elements[: len(before)] == before:
+                if len(before) == len(elements):
+                    return parent
+                new = elements[len(before) :]
+                commit_type = "delta"
+        commit = yield routes.checkpoint(
+            principal=self.principal,
+            template=TEMPLATE,
+            format="raw",
+            delta=_encode_records(new),
+            parent=parent,
+            commit_type=commit_type,
+            checkpoint="explicit",
+            thread_id=thread_id if len(thread_id.encode()) <= 256 else None,
+            message_count=len(new),
+            created_at=_now(),
+        )
+        self.links.put(commit["id"], elements, sum(len(t) + len(d) for t, d in elements))
+        return commit["id"]
+
     def values(self, doc: dict[str, Any]) -> Op[dict[str, Any]]:
         """The channel values of a document, the uncached ones fetched
         concurrently."""
         entries = doc["values"]
-        missing = [e[1] for e in entries.values() if e[1] and self.blobs.get(e[1]) is None]
+        missing = [
+            e[1]
+            for e in entries.values()
+            if e[1] and e[0] != LIST_KIND and self.blobs.get(e[1]) is None
+        ]
         missing = list(dict.fromkeys(missing))
         if missing:
             datas = yield [routes.get_artifact(ref) for ref in missing]
@@ -370,6 +447,10 @@ class _Core:
                 self.blobs.put(ref, data, len(data))
         out = {}
         for ch, (typ, ref, _version) in entries.items():
+            if typ == LIST_KIND:
+                elements = yield from self.link_elements(ref)
+                out[ch] = [self.serde.loads_typed(e) for e in elements]
+                continue
             data = self.blobs.get(ref) if ref else b""
             if data is None:
                 data = yield routes.get_artifact(ref)
@@ -575,6 +656,10 @@ class _Core:
             old = parent_values.get(ch)
             if ch not in new_versions and old is not None and old[2] == version:
                 entries[ch] = old
+                continue
+            if self.list_deltas and type(value) is list and value:
+                link = yield from self.store_list(thread_id, value, old)
+                entries[ch] = [LIST_KIND, link, version]
                 continue
             typ, data = self.serde.dumps_typed(value)
             if data:
@@ -916,10 +1001,17 @@ class CtxSaver(BaseCheckpointSaver[str]):
         principal: str = "langgraph",
         cache_bytes: int = 64 * 1024 * 1024,
         concurrency: int = 8,
+        list_deltas: bool = True,
     ) -> None:
         super().__init__(serde=serde)
         self.client = client
-        self._core = _Core(self.serde, prefix=prefix, principal=principal, cache_bytes=cache_bytes)
+        self._core = _Core(
+            self.serde,
+            prefix=prefix,
+            principal=principal,
+            cache_bytes=cache_bytes,
+            list_deltas=list_deltas,
+        )
         self._pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="ctx-saver")
 
     def _run(self, op: Op[R]) -> R:
@@ -1075,10 +1167,17 @@ class AsyncCtxSaver(BaseCheckpointSaver[str]):
         prefix: str = "lg",
         principal: str = "langgraph",
         cache_bytes: int = 64 * 1024 * 1024,
+        list_deltas: bool = True,
     ) -> None:
         super().__init__(serde=serde)
         self.client = client
-        self._core = _Core(self.serde, prefix=prefix, principal=principal, cache_bytes=cache_bytes)
+        self._core = _Core(
+            self.serde,
+            prefix=prefix,
+            principal=principal,
+            cache_bytes=cache_bytes,
+            list_deltas=list_deltas,
+        )
         try:
             self._loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
         except RuntimeError:
