@@ -102,3 +102,42 @@ def test_list_without_a_thread_lists_every_thread(client: Client) -> None:
     assert found == {("one", ""), ("two:with colon", "child:1")}
     only = list(saver.list(None, filter={"step": 0}, limit=1))
     assert len(only) == 1
+
+
+def test_an_appended_list_is_a_delta_on_its_parents_chain(client: Client) -> None:
+    saver = _saver(client)
+    names = saver._core.names
+    first, first_id = _put(saver, "lists", {"msgs": ["a", "b"]})
+    steps = [(first, first_id)]
+    for i, value in enumerate((["a", "b", "c"], ["a", "b", "c"], ["z"])):
+        cp = empty_checkpoint()
+        cp["channel_values"] = {"msgs": value}
+        cp["channel_versions"] = {"msgs": i + 2}
+        stored = saver.put(steps[-1][0], cp, {"step": i + 1}, {"msgs": i + 2})
+        steps.append((stored, cp["id"]))
+
+    def entry(checkpoint_id: str) -> list:
+        tip = client.get_ref(names.checkpoint("lists", "", checkpoint_id))["target"]
+        commit = client.get_commit(tip)
+        return json.loads(client.get_artifact(commit["artifact_ref"]))["values"]["msgs"]
+
+    links = [entry(cid)[1] for _, cid in steps]
+    commits = [client.get_commit(link) for link in links]
+    assert [e[0] for e in map(entry, [cid for _, cid in steps])] == ["ctx-list"] * 4
+    # ["a","b"] a snapshot; + "c" a delta of one element on it; the same list
+    # again is the same link; ["z"] is not an append: a snapshot on it.
+    assert [c["commit_type"] for c in commits] == ["snapshot", "delta", "delta", "snapshot"]
+    assert [c["message_count"] for c in commits] == [2, 1, 1, 1]
+    assert links[2] == links[1]
+    assert commits[1]["parent"] == links[0] and commits[3]["parent"] == links[1]
+    fresh = CtxSaver(client, prefix=names.prefix)  # nothing cached: read through materialize
+    got = [
+        fresh.get_tuple({"configurable": {"thread_id": "lists", "checkpoint_id": cid}})
+        for _, cid in steps
+    ]
+    assert [t.checkpoint["channel_values"]["msgs"] for t in got] == [
+        ["a", "b"],
+        ["a", "b", "c"],
+        ["a", "b", "c"],
+        ["z"],
+    ]
