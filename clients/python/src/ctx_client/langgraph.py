@@ -642,9 +642,16 @@ class _Core:
         parent_tip = None
         parent_values: dict[str, Any] = {}
         if parent_id:
-            parent_tip = yield from self.known_ref(self.names.checkpoint(thread_id, ns, parent_id))
-            if parent_tip is not None:
-                parent_values = (yield from self.doc(parent_tip)).get("values", {})
+            parent_name = self.names.checkpoint(thread_id, ns, parent_id)
+            parent_tip = yield from self.known_ref(parent_name)
+            parent_doc = (yield from self.doc(parent_tip)) if parent_tip is not None else None
+            if parent_doc is not None and parent_doc.get("placeholder"):
+                # A guess older than the parent's put (threads record what
+                # they saw in any order): read where the parent is now.
+                parent_tip = yield from self.get_ref(parent_name)
+                parent_doc = (yield from self.doc(parent_tip)) if parent_tip is not None else None
+            if parent_doc is not None:
+                parent_values = parent_doc.get("values", {})
 
         c = dict(checkpoint)
         values: dict[str, Any] = c.pop("channel_values", {}) or {}
