@@ -162,11 +162,14 @@ def main() -> None:
     ap.add_argument("--turns", type=int, default=500)
     ap.add_argument("--loads", type=int, default=30)
     ap.add_argument("--quick", action="store_true", help="20 turns, 5 loads (a smoke run)")
+    ap.add_argument("--channels", default="add_messages,DeltaChannel", help="which graphs")
     args = ap.parse_args()
     if args.quick:
         args.turns, args.loads = 20, 5
     rows = []
-    for label, schema in (("add_messages", Chat), ("DeltaChannel", DeltaChat)):
+    schemas = {"add_messages": Chat, "DeltaChannel": DeltaChat}
+    for label in args.channels.split(","):
+        schema = schemas[label]
         with tempfile.TemporaryDirectory() as tmp:
             db = Path(tmp) / "lg.sqlite"
             conn = sqlite3.connect(db, check_same_thread=False)

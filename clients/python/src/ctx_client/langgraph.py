@@ -74,6 +74,8 @@ REF_PAGE = 1000
 LIST_KIND = "ctx-list"
 HISTORY_PAGE = 1000
 HISTORY_BATCH = 32
+# How many of the nearest ancestors DeltaChannel's walk re-reads by ref.
+VERIFY_NEAREST = 4
 # Longest escaped thread id / namespace / run id kept readable in a ref name.
 MAX_SEGMENT = 48
 _PLAIN = re.compile(r"[A-Za-z0-9_-]")
@@ -546,10 +548,12 @@ class _Core:
         """LangGraph's ancestor walk for ``DeltaChannel`` (the contract of
         ``BaseCheckpointSaver.get_delta_channel_history``) over the commit
         chain: one history request per 1,000 commits gives the ancestors'
-        tips (the commit after each checkpoint commit); their documents
-        come concurrently, and each ancestor's ref is read (concurrently)
-        so writes that landed after the child was put still count and a
-        deleted ancestor ends the walk, as it does in LangGraph's own."""
+        tips (the commit after each checkpoint commit) and their documents
+        come concurrently. The nearest ancestors' refs are read again, so
+        writes that landed after the child was put (LangGraph sends writes
+        and the next checkpoint from background threads) still count, and
+        a deleted one ends the walk as in LangGraph's own; deeper ancestors
+        are taken as their child saw them."""
         if not channels:
             return {}
         conf = config["configurable"]
@@ -566,7 +570,6 @@ class _Core:
         remaining = set(channels)
         cursor = yield from self.get_ref(name)
         after_checkpoint = False
-        listed: dict[str, str] | None = None
         stopped = cursor is None
         while cursor is not None and remaining and not stopped:
             page = yield routes.history(cursor, depth=HISTORY_PAGE)
@@ -587,11 +590,13 @@ class _Core:
                 for c in batch:
                     d = self.docs.get(c["id"])
                     docs.append(d if d is not None else (yield from self.doc(c["id"])))
-                if listed is None:  # each ancestor's ref as it is now, in one listing
-                    refs = yield from self.list_refs(self.names.checkpoints(thread_id, ns))
-                    listed = {r["name"]: r["target"] for r in refs}
-                for c, doc in zip(batch, docs, strict=True):
-                    now = listed.get(self.names.checkpoint(thread_id, ns, doc["id"]))
+                # The nearest ancestors' refs as they are now: writes can land
+                # after the child's put only while its parent's tasks finish.
+                near = max(0, VERIFY_NEAREST - len(collected))
+                names = [self.names.checkpoint(thread_id, ns, d["id"]) for d in docs[:near]]
+                current = (yield [_maybe(routes.get_ref(n)) for n in names]) if names else []
+                for k, (c, doc) in enumerate(zip(batch, docs, strict=True)):
+                    now = (current[k]["target"] if current[k] else None) if k < near else c["id"]
                     if now is None:
                         stopped = True  # deleted: the walk ends here
                         break
