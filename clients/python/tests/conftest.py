@@ -55,10 +55,28 @@ def unique() -> str:
     return uuid.uuid4().hex[:12]
 
 
+SUMMARY_LINES: list[str] = []
+"""Lines tests want printed at the end of the run (suites' own tallies)."""
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    for line in SUMMARY_LINES:
+        terminalreporter.write_line(line)
+    skipped = terminalreporter.stats.get("skipped", [])
+    if skipped:
+        terminalreporter.write_line(
+            f"FAILED: {len(skipped)} test(s) skipped; every suite must run", red=True
+        )
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     skipped = reporter.stats.get("skipped", []) if reporter else []
     if skipped and exitstatus == 0:
         session.exitstatus = 1
-        if reporter:
-            reporter.write_line(f"FAILED: {len(skipped)} test(s) skipped; every suite must run")
+
+
+@pytest.fixture(scope="session")
+def ctx_bin() -> str:
+    """The ctx binary the server runs (for commands tests run themselves)."""
+    return _env("CTX_TEST_BIN")

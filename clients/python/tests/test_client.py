@@ -137,3 +137,22 @@ async def test_async_client(aclient: AsyncClient, unique: str) -> None:
             expected=None,
         )
     assert e.value.current == c["id"]
+
+
+def test_from_env_finds_the_server_as_the_cli_does(
+    server_url: str, token: str, tmp_path, monkeypatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    for name in ("CTX_SERVER", "CTX_TOKEN", "CTX_DATA"):
+        monkeypatch.delenv(name, raising=False)
+    with Client.from_env() as c:
+        assert c.base_url == "http://127.0.0.1:7878" and c.token is None
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "token").write_text(token + "\n")
+    monkeypatch.setenv("CTX_SERVER", server_url)
+    monkeypatch.setenv("CTX_DATA", "d")
+    with Client.from_env() as c:
+        assert c.token == token and c.healthz() == "ok"
+        assert c.list_refs(prefix="none-such/") == []
+    monkeypatch.setenv("CTX_TOKEN", "tok-from-env")
+    assert AsyncClient.from_env().token == "tok-from-env"

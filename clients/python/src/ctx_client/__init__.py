@@ -5,7 +5,8 @@ route of the HTTP API; an error raises the :class:`CtxError` subclass of
 its kind; 503 and 429 are retried honouring ``Retry-After``.
 
 Framework adapters live in submodules and need the matching extra:
-``ctx_client.claude`` (``[claude]``: the Claude Agent SDK's SessionStore).
+``ctx_client.claude`` (``[claude]``: the Claude Agent SDK's SessionStore),
+``ctx_client.openai_agents`` (``[openai]``: the OpenAI Agents SDK's Session),
 ``ctx_client.langgraph`` (``[langgraph]``: LangGraph checkpoint savers).
 """
 

@@ -72,7 +72,7 @@ class RetryPolicy:
         """Seconds to wait before retry number ``attempt`` (0-based)."""
         if retry_after is not None:
             return min(max(retry_after, 0.0), self.max_delay)
-        return min(self.backoff * (2**attempt), self.max_delay)
+        return min(self.backoff * 2.0**attempt, self.max_delay)
 
 
 def retry_after_seconds(resp: httpx.Response) -> float | None:
@@ -122,6 +122,23 @@ def parse_none(resp: httpx.Response) -> None:
 def retryable(resp: httpx.Response, policy: RetryPolicy) -> bool:
     """Whether ``resp`` says to try again later."""
     return resp.status_code in policy.statuses
+
+
+def env_settings(environ: dict[str, str] | None = None) -> tuple[str, str | None]:
+    """The server and token as the ``ctx`` CLI finds them: ``CTX_SERVER``
+    (default ``http://127.0.0.1:7878``), ``CTX_TOKEN``, else the token file
+    in ``CTX_DATA`` (default ``.ctx``) when there is one."""
+    import os
+    from pathlib import Path
+
+    env = os.environ if environ is None else environ
+    server = env.get("CTX_SERVER") or DEFAULT_URL
+    token = env.get("CTX_TOKEN") or None
+    if token is None:
+        path = Path(env.get("CTX_DATA") or ".ctx") / "token"
+        if path.is_file():
+            token = path.read_text().strip() or None
+    return server, token
 
 
 def build_headers(token: str | None) -> dict[str, str]:

@@ -265,10 +265,11 @@ def put_ref(name: str, target: str, expected: str | None = None) -> Call[RefReco
     return Call("PUT", f"/v1/refs/{name_path(name)}", parse_json, json_body=body, has_json=True)
 
 
-def delete_ref(name: str, expected: str | None = None) -> Call[None]:
-    """``DELETE /v1/refs/{name}`` (only if it still points at ``expected``, when given)."""
+def delete_ref(name: str, expected: str | None = None) -> Call[RefRecord]:
+    """``DELETE /v1/refs/{name}``: the ref as it was; with ``expected``, only
+    while it still points there (409 otherwise). Its commits stay."""
     params = {"expected": expected} if expected is not None else None
-    return Call("DELETE", f"/v1/refs/{name_path(name)}", parse_none, params=params)
+    return Call("DELETE", f"/v1/refs/{name_path(name)}", parse_json, params=params)
 
 
 # --- branches (context folding) --------------------------------------------
@@ -320,7 +321,7 @@ def branch_return(branch_id: str, message: str) -> Call[dict[str, Any]]:
 
 def session_end(session_id: str) -> Call[dict[str, Any]]:
     """``POST /v1/sessions/{id}/end``: force-returns the session's active branches."""
-    return Call("POST", f"/v1/sessions/{name_path(session_id)}/end", parse_json)
+    return Call("POST", f"/v1/sessions/{seg(session_id)}/end", parse_json)
 
 
 # --- workspaces ------------------------------------------------------------

@@ -11,16 +11,23 @@ honouring ``Retry-After``.
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
+import anyio
 import httpx
 
 from . import _routes
-from ._core import DEFAULT_URL, Call, RetryPolicy, build_headers, retry_after_seconds
+from ._core import (
+    DEFAULT_URL,
+    Call,
+    RetryPolicy,
+    build_headers,
+    env_settings,
+    retry_after_seconds,
+)
 from .models import MaterializeResponse
 
 P = ParamSpec("P")
@@ -83,6 +90,13 @@ class Client(_Base):
         kw = self._setup(base_url, token, retry)
         self._http = httpx.Client(timeout=timeout, transport=transport, **kw)
         self._sleep = sleep
+
+    @classmethod
+    def from_env(cls, **kwargs: Any) -> Client:
+        """A client of the server the ``ctx`` CLI would talk to
+        (``CTX_SERVER``, ``CTX_TOKEN`` or the token file in ``CTX_DATA``)."""
+        server, token = env_settings()
+        return cls(server, token, **kwargs)
 
     def __enter__(self) -> Client:
         return self
@@ -164,11 +178,18 @@ class AsyncClient(_Base):
         timeout: float = 30.0,
         retry: RetryPolicy | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
-        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
     ) -> None:
         kw = self._setup(base_url, token, retry)
         self._http = httpx.AsyncClient(timeout=timeout, transport=transport, **kw)
         self._sleep = sleep
+
+    @classmethod
+    def from_env(cls, **kwargs: Any) -> AsyncClient:
+        """A client of the server the ``ctx`` CLI would talk to
+        (``CTX_SERVER``, ``CTX_TOKEN`` or the token file in ``CTX_DATA``)."""
+        server, token = env_settings()
+        return cls(server, token, **kwargs)
 
     async def __aenter__(self) -> AsyncClient:
         return self
