@@ -5,6 +5,11 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Annotated, TypedDict
+
+from langchain_core.messages import AIMessage
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.message import add_messages
 
 README = Path(__file__).resolve().parents[3] / "README.md"
 
@@ -35,13 +40,11 @@ async def test_the_claude_sdk_lines(
     await store.client.aclose()
 
 
+class _LangGraphState(TypedDict):
+    messages: Annotated[list, add_messages]
+
+
 def test_the_langgraph_lines(server_url: str, token: str, tmp_path: Path, monkeypatch) -> None:
-    from typing import Annotated, TypedDict
-
-    from langchain_core.messages import AIMessage
-    from langgraph.graph import END, START, StateGraph
-    from langgraph.graph.message import add_messages
-
     code = block("langgraph")
     assert len(code.strip().splitlines()) == 5
     (tmp_path / ".ctx").mkdir()
@@ -49,10 +52,7 @@ def test_the_langgraph_lines(server_url: str, token: str, tmp_path: Path, monkey
     monkeypatch.chdir(tmp_path)
     assert '"http://127.0.0.1:7878"' in code
 
-    class State(TypedDict):
-        messages: Annotated[list, add_messages]
-
-    builder = StateGraph(State)
+    builder = StateGraph(_LangGraphState)
     builder.add_node("bot", lambda s: {"messages": [AIMessage("hello")]})
     builder.add_edge(START, "bot")
     builder.add_edge("bot", END)

@@ -39,7 +39,7 @@ from collections import OrderedDict
 from collections.abc import AsyncIterator, Generator, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
@@ -313,8 +313,9 @@ class _Core:
         except NotFoundError:
             self.saw(name, None)
             return None
-        self.saw(name, rec["target"])
-        return rec["target"]
+        target = cast(str, rec["target"])
+        self.saw(name, target)
+        return target
 
     def known_ref(self, name: str) -> Op[str | None]:
         """Where the ref pointed when this saver last saw it (read if never)."""
@@ -351,7 +352,7 @@ class _Core:
         so the split is even)."""
         page = yield routes.list_refs(prefix, REF_PAGE)
         if len(page) < REF_PAGE:
-            return page
+            return cast(list[dict[str, Any]], page)
         alphabet = (
             _HEX
             if prefix.endswith("/c/") or re.search(r"/c/[0-9a-f]$", prefix)
@@ -366,10 +367,10 @@ class _Core:
         """The checkpoint document a commit holds."""
         hit = self.docs.get(commit_id)
         if hit is not None:
-            return hit
+            return cast(dict[str, Any], hit)
         commit = yield routes.get_commit(commit_id)
         data = yield routes.get_artifact(commit["artifact_ref"])
-        doc = json.loads(data)
+        doc = cast(dict[str, Any], json.loads(data))
         self.docs.put(commit_id, doc, len(data))
         return doc
 
@@ -394,7 +395,7 @@ class _Core:
         server materializes the chain (from its nearest snapshot)."""
         hit = self.links.get(commit_id)
         if hit is not None:
-            return hit
+            return cast(list[tuple[str, bytes]], hit)
         m = yield routes.materialize(commit_id)
         data = yield routes.get_artifact(m["artifact_ref"])
         elements = _decode_records(data)
@@ -415,7 +416,7 @@ class _Core:
             before = yield from self.link_elements(parent)
             if len(before) <= len(elements) and elements[: len(before)] == before:
                 if len(before) == len(elements):
-                    return parent
+                    return cast(str, parent)
                 new = elements[len(before) :]
                 commit_type = "delta"
         commit = yield routes.checkpoint(
@@ -431,7 +432,7 @@ class _Core:
             created_at=_now(),
         )
         self.links.put(commit["id"], elements, sum(len(t) + len(d) for t, d in elements))
-        return commit["id"]
+        return cast(str, commit["id"])
 
     def values(self, doc: dict[str, Any]) -> Op[dict[str, Any]]:
         """The channel values of a document, the uncached ones fetched
@@ -474,7 +475,7 @@ class _Core:
                     "checkpoint_id": doc["id"],
                 }
             },
-            checkpoint={**checkpoint, "channel_values": values},
+            checkpoint=cast(Checkpoint, {**checkpoint, "channel_values": values}),
             metadata=metadata,
             parent_config=(
                 {
@@ -521,7 +522,7 @@ class _Core:
         )
         self.docs.put(commit["id"], doc, len(data))
         self.saw(ref, commit["id"])
-        return commit["id"]
+        return cast(str, commit["id"])
 
     # -- operations -----------------------------------------------------------
 
@@ -659,7 +660,7 @@ class _Core:
                 parent_values = parent_doc.get("values", {})
 
         c = dict(checkpoint)
-        values: dict[str, Any] = c.pop("channel_values", {}) or {}
+        values = cast(dict[str, Any], c.pop("channel_values", {}) or {})
         versions = checkpoint.get("channel_versions", {})
         entries: dict[str, list[Any]] = {}
         uploads: list[tuple[str, str, bytes]] = []
@@ -750,10 +751,10 @@ class _Core:
         ns = conf.get("checkpoint_ns", "")
         checkpoint_id = conf["checkpoint_id"]
         name = self.names.checkpoint(thread_id, ns, checkpoint_id)
-        encoded = []
+        encoded: list[tuple[str, int, str, str, str]] = []
         for idx, (channel, value) in enumerate(writes):
             typ, data = self.serde.dumps_typed(value)
-            encoded.append([task_id, WRITES_IDX_MAP.get(channel, idx), channel, typ, _b64(data)])
+            encoded.append((task_id, WRITES_IDX_MAP.get(channel, idx), channel, typ, _b64(data)))
         tip = yield from self.known_ref(name)
         for _ in range(50):
             if tip is None:
@@ -801,7 +802,7 @@ class _Core:
             return None
         raise RuntimeError(f"writes to {checkpoint_id} kept conflicting")
 
-    def list(
+    def found(
         self,
         config: RunnableConfig | None,
         filter: dict[str, Any] | None,
@@ -937,7 +938,7 @@ class _Core:
                 p = _parse_thread_ref(self.names, r["name"])
                 if p and p.kind == "c" and p.checkpoint_id:
                     by_ns.setdefault(p.ns_seg, []).append((p.checkpoint_id, r))
-            doomed = []
+            doomed: list[dict[str, Any]] = []
             for entries in by_ns.values():
                 entries.sort(key=lambda e: e[0])
                 doomed.extend(r for _, r in entries[:-1])
@@ -965,7 +966,7 @@ def _drive_sync(client: Client, pool: ThreadPoolExecutor, op: Op[R]) -> R:
                 continue
             request = op.send(result)
     except StopIteration as stop:
-        return stop.value
+        return cast(R, stop.value)
 
 
 async def _drive_async(client: AsyncClient, op: Op[R]) -> R:
@@ -982,7 +983,7 @@ async def _drive_async(client: AsyncClient, op: Op[R]) -> R:
                 continue
             request = op.send(result)
     except StopIteration as stop:
-        return stop.value
+        return cast(R, stop.value)
 
 
 LIST_BATCH = 16
@@ -1047,7 +1048,7 @@ class CtxSaver(BaseCheckpointSaver[str]):
         limit: int | None = None,
     ) -> Iterator[CheckpointTuple]:
         """Checkpoints, newest first, matching ``filter`` (metadata equality)."""
-        found = self._run(self._core.list(config, filter, before, limit))
+        found = self._run(self._core.found(config, filter, before, limit))
         left = limit
         for i in range(0, len(found), LIST_BATCH):
             for tup in self._run(self._core.list_page(found[i : i + LIST_BATCH], filter)):
@@ -1230,7 +1231,7 @@ class AsyncCtxSaver(BaseCheckpointSaver[str]):
         limit: int | None = None,
     ) -> AsyncIterator[CheckpointTuple]:
         """Checkpoints, newest first, matching ``filter`` (metadata equality)."""
-        found = await self._run(self._core.list(config, filter, before, limit))
+        found = await self._run(self._core.found(config, filter, before, limit))
         left = limit
         for i in range(0, len(found), LIST_BATCH):
             page = await self._run(self._core.list_page(found[i : i + LIST_BATCH], filter))
@@ -1304,7 +1305,7 @@ class AsyncCtxSaver(BaseCheckpointSaver[str]):
         limit: int | None = None,
     ) -> Iterator[CheckpointTuple]:
         """:meth:`alist` from another thread."""
-        found = self._blocking(self._core.list(config, filter, before, limit))
+        found = self._blocking(self._core.found(config, filter, before, limit))
         left = limit
         for i in range(0, len(found), LIST_BATCH):
             for tup in self._blocking(self._core.list_page(found[i : i + LIST_BATCH], filter)):
