@@ -19,12 +19,20 @@ EXPECTED_TESTS = 81
 
 
 def _check(report) -> None:
+    from importlib.metadata import version
+
+    from conftest import SUMMARY_LINES
+
     report.print_report()
     passed = sum(r.tests_passed for r in report.results.values())
     failed = sum(r.tests_failed for r in report.results.values())
     skipped = [c for c, r in report.results.items() if not r.detected]
     failures = [f for r in report.results.values() for f in r.failures]
-    print(f"langgraph-checkpoint-conformance: {passed} passed, {failed} failed")
+    SUMMARY_LINES.append(
+        f"langgraph-checkpoint-conformance {version('langgraph-checkpoint-conformance')} on "
+        f"{report.checkpointer_name}: {passed}/{EXPECTED_TESTS} tests passed, {failed} failed, "
+        f"{len(skipped)} of {len(ALL_CAPABILITIES)} capabilities skipped"
+    )
     assert skipped == [], f"capabilities not detected: {skipped}"
     assert set(report.results) == {c.value for c in ALL_CAPABILITIES}
     assert failures == [], "\n".join(failures)
