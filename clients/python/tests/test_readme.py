@@ -5,6 +5,11 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Annotated, TypedDict
+
+from langchain_core.messages import AIMessage
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.message import add_messages
 
 README = Path(__file__).resolve().parents[3] / "README.md"
 
@@ -33,3 +38,28 @@ async def test_the_claude_sdk_lines(
     await store.append(key, [{"type": "x", "uuid": "1"}])
     assert await store.load(key) == [{"type": "x", "uuid": "1"}]
     await store.client.aclose()
+
+
+class _LangGraphState(TypedDict):
+    messages: Annotated[list, add_messages]
+
+
+def test_the_langgraph_lines(server_url: str, token: str, tmp_path: Path, monkeypatch) -> None:
+    code = block("langgraph")
+    assert len(code.strip().splitlines()) == 5
+    (tmp_path / ".ctx").mkdir()
+    (tmp_path / ".ctx" / "token").write_text(token + "\n")
+    monkeypatch.chdir(tmp_path)
+    assert '"http://127.0.0.1:7878"' in code
+
+    builder = StateGraph(_LangGraphState)
+    builder.add_node("bot", lambda s: {"messages": [AIMessage("hello")]})
+    builder.add_edge(START, "bot")
+    builder.add_edge("bot", END)
+    scope: dict = {"builder": builder}
+    exec(code.replace('"http://127.0.0.1:7878"', repr(server_url)), scope)  # noqa: S102
+    graph, saver = scope["graph"], scope["saver"]
+    state = graph.get_state({"configurable": {"thread_id": "t1"}})
+    assert [m.content for m in state.values["messages"]][-2:] == ["hi", "hello"]
+    assert saver.client.get_ref("lg/t/_t1/_/head")["target"].startswith("ctx-")
+    saver.client.close()

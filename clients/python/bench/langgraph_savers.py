@@ -1,0 +1,222 @@
+"""Side-by-side bench: the same N-turn LangGraph chat run with LangGraph's
+SqliteSaver and with CtxSaver (over a `ctx serve` on embedded storage that
+this script starts in a temporary directory).
+
+For each saver and each messages channel (`add_messages`, the whole list
+per checkpoint; `DeltaChannel`, per-step writes and a snapshot every 100
+updates) it prints: storage bytes after the run (SQLite: the database file
+and its WAL; ctx: the whole data directory, CAS + SQLite), checkpoints
+written per second (graph work included, the same for both), and the
+latency of loading the latest state and an old state (turn 10) with
+`graph.get_state`, warm (the same saver) and cold (a new saver each time).
+
+Usage (from the repository root, in the venv tests/python/run makes):
+    .venv-tests/python/bin/python clients/python/bench/langgraph_savers.py \
+        --ctx target/debug/ctx [--turns 500] [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import os
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Annotated, Any, TypedDict
+
+from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
+from langgraph.channels import DeltaChannel
+from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.message import add_messages
+
+from ctx_client import Client
+from ctx_client.langgraph import CtxSaver
+
+TEXT = (
+    "The quick brown fox jumps over the lazy dog while the agent weighs its next "
+    "tool call, reads the file it was given and writes down what it found. "
+)
+
+
+class Chat(TypedDict):
+    messages: Annotated[list[AnyMessage], add_messages]
+
+
+def _add_batches(state: list[AnyMessage], batches: list[Any]) -> list[AnyMessage]:
+    return functools.reduce(add_messages, batches, state)
+
+
+class DeltaChat(TypedDict):
+    messages: Annotated[list[AnyMessage], DeltaChannel(_add_batches)]
+
+
+def _bot(state: dict[str, Any]) -> dict[str, Any]:
+    n = len(state["messages"])
+    return {"messages": [AIMessage(content=f"answer {n}: " + TEXT * 6)]}  # ~900 bytes
+
+
+def graph_of(schema: type, saver: Any) -> Any:
+    g = StateGraph(schema)
+    g.add_node("bot", _bot)
+    g.add_edge(START, "bot")
+    g.add_edge("bot", END)
+    return g.compile(checkpointer=saver)
+
+
+def _conf(thread: str, checkpoint_id: str | None = None) -> dict[str, Any]:
+    c: dict[str, Any] = {"thread_id": thread}
+    if checkpoint_id:
+        c["checkpoint_id"] = checkpoint_id
+    return {"configurable": c}
+
+
+def _du(path: Path) -> int:
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+
+
+def _ms(samples: list[float]) -> str:
+    samples = sorted(samples)
+    p50 = statistics.median(samples) * 1000
+    p99 = samples[min(len(samples) - 1, int(len(samples) * 0.99))] * 1000
+    return f"{p50:.2f} / {p99:.2f}"
+
+
+def run(name: str, schema: type, make_saver: Any, turns: int, loads: int) -> dict:
+    saver = make_saver()
+    puts = [0]
+    put = saver.put
+
+    def counted_put(*args: Any, **kwargs: Any) -> Any:
+        puts[0] += 1
+        return put(*args, **kwargs)
+
+    saver.put = counted_put  # count checkpoints without listing them
+    graph = graph_of(schema, saver)
+    thread = str(uuid.uuid4())
+    old_id = None
+    start = time.perf_counter()
+    for i in range(turns):
+        question = HumanMessage(content=f"question {i}: " + TEXT * 2)
+        out = graph.invoke({"messages": [question]}, _conf(thread))
+        if len(out["messages"]) != 2 * (i + 1):
+            raise AssertionError(f"{name}: turn {i} has {len(out['messages'])} messages")
+        if i == 9:
+            old_id = graph.get_state(_conf(thread)).config["configurable"]["checkpoint_id"]
+    elapsed = time.perf_counter() - start
+    checkpoints = puts[0]
+    final = graph.get_state(_conf(thread))
+    assert len(final.values["messages"]) == 2 * turns, len(final.values["messages"])
+
+    def timed(g: Any, cfg: dict[str, Any], expect: int) -> float:
+        t0 = time.perf_counter()
+        state = g.get_state(cfg)
+        dt = time.perf_counter() - t0
+        assert len(state.values["messages"]) == expect
+        return dt
+
+    latest, old = _conf(thread), _conf(thread, old_id)
+    n = 2 * turns
+    return {
+        "name": name,
+        "checkpoints": checkpoints,
+        "cps": checkpoints / elapsed,
+        "turns_s": turns / elapsed,
+        "latest_warm": _ms([timed(graph, latest, n) for _ in range(loads)]),
+        "old_warm": _ms([timed(graph, old, 20) for _ in range(loads)]),
+        "latest_cold": _ms(
+            [timed(graph_of(schema, make_saver()), latest, n) for _ in range(loads)]
+        ),
+        "old_cold": _ms([timed(graph_of(schema, make_saver()), old, 20) for _ in range(loads)]),
+    }
+
+
+def start_ctx(ctx: str, data: Path) -> tuple[subprocess.Popen, str, str]:
+    out = data.parent / "serve.out"
+    proc = subprocess.Popen(
+        [ctx, "serve", "--store", "local", "--data", str(data), "--addr", "127.0.0.1:0"],
+        stdout=open(out, "w"),
+        stderr=subprocess.DEVNULL,
+    )
+    for _ in range(300):
+        text = out.read_text()
+        for line in text.splitlines():
+            if line.startswith("ctx listening on "):
+                return proc, line.split()[-1], (data / "token").read_text().strip()
+        if proc.poll() is not None:
+            sys.exit("ctx serve exited")
+        time.sleep(0.1)
+    proc.kill()
+    sys.exit("ctx serve did not start")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--ctx", default=os.environ.get("CTX_BIN", "target/debug/ctx"))
+    ap.add_argument("--turns", type=int, default=500)
+    ap.add_argument("--loads", type=int, default=30)
+    ap.add_argument("--quick", action="store_true", help="20 turns, 5 loads (a smoke run)")
+    ap.add_argument("--channels", default="add_messages,DeltaChannel", help="which graphs")
+    args = ap.parse_args()
+    if args.quick:
+        args.turns, args.loads = 20, 5
+    rows = []
+    schemas = {"add_messages": Chat, "DeltaChannel": DeltaChat}
+    for label in args.channels.split(","):
+        schema = schemas[label]
+        with tempfile.TemporaryDirectory() as tmp:
+            db = Path(tmp) / "lg.sqlite"
+            conn = sqlite3.connect(db, check_same_thread=False)
+            row = run(
+                f"SqliteSaver, {label}",
+                schema,
+                functools.partial(SqliteSaver, conn),
+                args.turns,
+                args.loads,
+            )
+            conn.close()  # the WAL is folded into the database on close
+            row["bytes"] = _du(Path(tmp))
+            rows.append(row)
+        with tempfile.TemporaryDirectory() as tmp:
+            data = Path(tmp) / "data"
+            proc, url, token = start_ctx(args.ctx, data)
+            clients: list[Client] = []
+
+            def make(url: str = url, token: str = token, clients: list = clients) -> CtxSaver:
+                c = Client(url, token=token)
+                clients.append(c)
+                return CtxSaver(c, prefix="bench")
+
+            try:
+                row = run(f"CtxSaver, {label}", schema, make, args.turns, args.loads)
+            finally:
+                for c in clients:
+                    c.close()
+                proc.terminate()  # a clean stop truncates the SQLite WAL
+                proc.wait()
+            (Path(tmp) / "serve.out").unlink()
+            row["bytes"] = _du(Path(tmp))
+            rows.append(row)
+    print(f"{args.turns} turns (2 messages each, ~1.1 KB per turn), {args.loads} loads per latency")
+    print()
+    print(
+        "| saver | storage bytes | checkpoints | checkpoints/s | turns/s "
+        "| latest warm ms p50 / p99 | latest cold | old (turn 10) warm | old cold |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for r in rows:
+        print(
+            f"| {r['name']} | {r['bytes']:,} | {r['checkpoints']} | {r['cps']:.0f} "
+            f"| {r['turns_s']:.1f} | {r['latest_warm']} | {r['latest_cold']} "
+            f"| {r['old_warm']} | {r['old_cold']} |"
+        )
+
+
+if __name__ == "__main__":
+    main()

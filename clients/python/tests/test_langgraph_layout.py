@@ -1,0 +1,143 @@
+"""CtxSaver's own promises beyond LangGraph's suite: ref names for any
+thread id, writes that arrive before their checkpoint, copies that share
+commits, values stored once, and listing across threads."""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import pytest
+from langgraph.checkpoint.base import empty_checkpoint
+
+from ctx_client import Client
+from ctx_client.langgraph import MAX_SEGMENT, CtxSaver, _unescape, encode_segment
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["", "t1", "child:abc", "a|b:c", "with space/and slash", "ünïcödé", "..", "x" * 40],
+)
+def test_segments_are_ref_names_and_round_trip(text: str) -> None:
+    seg = encode_segment(text)
+    assert len(seg) <= MAX_SEGMENT
+    assert all(c.isalnum() or c in "._-" for c in seg), seg
+    assert ".." not in seg
+    assert _unescape(seg) == text
+
+
+def test_long_segments_are_hashed_and_distinct() -> None:
+    a, b = "y" * 100, "y" * 99 + "z"
+    assert encode_segment(a).startswith("h") and _unescape(encode_segment(a)) is None
+    assert encode_segment(a) != encode_segment(b)
+
+
+def _saver(client: Client) -> CtxSaver:
+    return CtxSaver(client, prefix=f"lglayout-{uuid.uuid4().hex[:8]}")
+
+
+def _put(saver: CtxSaver, thread: str, values: dict, parent: str | None = None, ns: str = ""):
+    cp = empty_checkpoint()
+    cp["channel_values"] = values
+    cp["channel_versions"] = {k: 1 for k in values}
+    conf = {"configurable": {"thread_id": thread, "checkpoint_ns": ns}}
+    if parent:
+        conf["configurable"]["checkpoint_id"] = parent
+    stored = saver.put(conf, cp, {"source": "loop", "step": 0}, dict(cp["channel_versions"]))
+    return stored, cp["id"]
+
+
+def test_writes_before_their_checkpoint_are_kept(client: Client) -> None:
+    saver = _saver(client)
+    thread = "early writes"
+    cp = empty_checkpoint()
+    conf = {"configurable": {"thread_id": thread, "checkpoint_ns": "", "checkpoint_id": cp["id"]}}
+    saver.put_writes(conf, [("ch", "early")], "task-1")
+    # Not a checkpoint yet: nothing to read.
+    assert saver.get_tuple(conf) is None
+    assert list(saver.list({"configurable": {"thread_id": thread}})) == []
+    saver.put({"configurable": {"thread_id": thread, "checkpoint_ns": ""}}, cp, {}, {})
+    tup = saver.get_tuple(conf)
+    assert tup is not None
+    assert tup.pending_writes == [("task-1", "ch", "early")]
+
+
+def test_unchanged_values_are_one_artifact_and_copies_share_commits(client: Client) -> None:
+    saver = _saver(client)
+    big = "x" * 10_000
+    first, first_id = _put(saver, "src", {"big": big, "n": 1})
+    cp = empty_checkpoint()
+    cp["channel_values"] = {"big": big, "n": 2}
+    cp["channel_versions"] = {"big": 1, "n": 2}
+    second = saver.put(first, cp, {"source": "loop", "step": 1}, {"n": 2})
+    names = saver._core.names
+
+    def doc(thread: str, checkpoint_id: str) -> dict:
+        tip = client.get_ref(names.checkpoint(thread, "", checkpoint_id))["target"]
+        commit = client.get_commit(tip)
+        return json.loads(client.get_artifact(commit["artifact_ref"]))
+
+    d1, d2 = doc("src", first_id), doc("src", cp["id"])
+    assert d1["values"]["big"][1] == d2["values"]["big"][1]
+    assert d1["values"]["n"][1] != d2["values"]["n"][1]
+
+    saver.copy_thread("src", "dst")
+    for cid in (first_id, cp["id"]):
+        assert (
+            client.get_ref(names.checkpoint("dst", "", cid))["target"]
+            == client.get_ref(names.checkpoint("src", "", cid))["target"]
+        )
+    assert saver.get_tuple({"configurable": {"thread_id": "dst"}}).checkpoint["id"] == cp["id"]
+    assert second["configurable"]["checkpoint_id"] == cp["id"]
+
+
+def test_list_without_a_thread_lists_every_thread(client: Client) -> None:
+    saver = _saver(client)
+    _put(saver, "one", {"a": 1})
+    _put(saver, "two:with colon", {"a": 2}, ns="child:1")
+    found = {
+        (t.config["configurable"]["thread_id"], t.config["configurable"]["checkpoint_ns"])
+        for t in saver.list(None)
+    }
+    assert found == {("one", ""), ("two:with colon", "child:1")}
+    only = list(saver.list(None, filter={"step": 0}, limit=1))
+    assert len(only) == 1
+
+
+def test_an_appended_list_is_a_delta_on_its_parents_chain(client: Client) -> None:
+    saver = _saver(client)
+    names = saver._core.names
+    first, first_id = _put(saver, "lists", {"msgs": ["a", "b"]})
+    steps = [(first, first_id)]
+    for i, value in enumerate((["a", "b", "c"], ["a", "b", "c"], ["z"])):
+        cp = empty_checkpoint()
+        cp["channel_values"] = {"msgs": value}
+        cp["channel_versions"] = {"msgs": i + 2}
+        stored = saver.put(steps[-1][0], cp, {"step": i + 1}, {"msgs": i + 2})
+        steps.append((stored, cp["id"]))
+
+    def entry(checkpoint_id: str) -> list:
+        tip = client.get_ref(names.checkpoint("lists", "", checkpoint_id))["target"]
+        commit = client.get_commit(tip)
+        return json.loads(client.get_artifact(commit["artifact_ref"]))["values"]["msgs"]
+
+    links = [entry(cid)[1] for _, cid in steps]
+    commits = [client.get_commit(link) for link in links]
+    assert [e[0] for e in map(entry, [cid for _, cid in steps])] == ["ctx-list"] * 4
+    # ["a","b"] a snapshot; + "c" a delta of one element on it; the same list
+    # again is the same link; ["z"] is not an append: a snapshot on it.
+    assert [c["commit_type"] for c in commits] == ["snapshot", "delta", "delta", "snapshot"]
+    assert [c["message_count"] for c in commits] == [2, 1, 1, 1]
+    assert links[2] == links[1]
+    assert commits[1]["parent"] == links[0] and commits[3]["parent"] == links[1]
+    fresh = CtxSaver(client, prefix=names.prefix)  # nothing cached: read through materialize
+    got = [
+        fresh.get_tuple({"configurable": {"thread_id": "lists", "checkpoint_id": cid}})
+        for _, cid in steps
+    ]
+    assert [t.checkpoint["channel_values"]["msgs"] for t in got] == [
+        ["a", "b"],
+        ["a", "b", "c"],
+        ["a", "b", "c"],
+        ["z"],
+    ]
