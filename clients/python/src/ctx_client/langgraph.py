@@ -3,7 +3,7 @@
 :class:`~ctx_client.AsyncClient`).
 
 How checkpoints map onto commits, artifacts and refs is decided in
-``docs/adr/0007-langgraph-checkpoints.md``; in short:
+``docs/adr/0008-langgraph-checkpoints.md``; in short:
 
 * a checkpoint is a ``snapshot`` commit whose artifact is a JSON document
   (the checkpoint without its values, the metadata, the parent checkpoint
