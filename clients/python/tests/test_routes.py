@@ -69,6 +69,7 @@ def test_openapi_paths_are_covered(client: Client) -> None:
         ("delete", "/v1/workspaces/{ws}/files/{path}"),
         ("post", "/v1/workspaces/{ws}/append/{path}"),
         ("get", "/v1/workspaces/{ws}/context"),
+        ("post", "/v1/gc"),
     }
     served = {
         (method, path)
@@ -155,3 +156,13 @@ def test_direct_uploads_are_refused_in_embedded_mode_with_the_field(client: Clie
         assert e.status == 400
     else:  # aws mode: a presigned URL
         assert up["url"].startswith("http")
+
+
+def test_gc_pages_report_and_keep_what_is_young(client: Client) -> None:
+    client.put_artifact(b"an orphan, but a young one")
+    report = client.gc(dry_run=True, limit=1000)
+    assert report["dry_run"] is True
+    assert report["removed"] == [], "nothing younger than the grace period goes"
+    while report.get("next"):
+        report = client.gc(cursor=report["next"])
+        assert report["removed"] == []

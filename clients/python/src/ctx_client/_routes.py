@@ -186,6 +186,19 @@ def missing_summaries(limit: int | None = None, cursor: str | None = None) -> Ca
     return Call("GET", "/v1/commits", parse_json, params=params)
 
 
+def gc(
+    dry_run: bool = False, cursor: str | None = None, limit: int | None = None
+) -> Call[dict[str, Any]]:
+    """``POST /v1/gc``: one page of garbage collection (``next`` continues)."""
+    return Call(
+        "POST",
+        "/v1/gc",
+        parse_json,
+        json_body=_drop_none({"dry_run": dry_run, "cursor": cursor, "limit": limit}),
+        has_json=True,
+    )
+
+
 def summarize(ctx_id: str, force: bool = False) -> Call[Commit]:
     """``POST /v1/commits/{ctx}/summarize``."""
     return Call(
