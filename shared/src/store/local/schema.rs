@@ -21,7 +21,7 @@ use super::sql;
 use crate::error::{Error, Result};
 
 /// The schema version this build writes and reads.
-pub const VERSION: u32 = 2;
+pub const VERSION: u32 = 3;
 
 /// Version 0 → 1: commits, lineages, timelines, refs, the materialization
 /// cache, tokens (the meta store) and branches, their sessions and their
@@ -108,8 +108,27 @@ UPDATE commits SET
 CREATE INDEX commits_missing_summary ON commits (tenant, ts, id) WHERE summary IS NULL;
 ";
 
+/// Agents' live context: per agent its record (settings, clear marker,
+/// working-context cache pointer; JSON in `body`) and its saves (save ids
+/// sort by time, so newest first is `save_id DESC`).
+const AGENTS: &str = "
+CREATE TABLE IF NOT EXISTS agents (
+    tenant TEXT NOT NULL,
+    agent  TEXT NOT NULL,
+    body   TEXT NOT NULL,
+    PRIMARY KEY (tenant, agent)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS agent_saves (
+    tenant  TEXT NOT NULL,
+    agent   TEXT NOT NULL,
+    save_id TEXT NOT NULL,
+    body    TEXT NOT NULL,
+    PRIMARY KEY (tenant, agent, save_id)
+) WITHOUT ROWID;
+";
+
 /// The migration steps, in order: step `n` goes from version `n` to `n + 1`.
-const MIGRATIONS: &[&str] = &[V1, V2];
+const MIGRATIONS: &[&str] = &[V1, V2, AGENTS];
 
 const _: () = assert!(MIGRATIONS.len() == VERSION as usize);
 
@@ -220,6 +239,8 @@ mod tests {
         assert_eq!(
             names,
             [
+                "agent_saves",
+                "agents",
                 "branch_sessions",
                 "branch_windows",
                 "branches",
@@ -272,7 +293,11 @@ mod tests {
             before.iter().all(|t| after.contains(t)),
             "no table dropped: {after:?}"
         );
-        assert_eq!(after.len(), before.len() + 1, "the summary index added");
+        assert_eq!(
+            after.len(),
+            before.len() + 3,
+            "the summary index and the two agent tables added"
+        );
         assert_eq!(
             meta.get_commit(&tenant, &c.id).await.unwrap(),
             Some(c.clone())
@@ -314,7 +339,7 @@ mod tests {
             .unwrap();
         SqliteBranchStore::open(dir.path()).unwrap();
         assert_eq!(version_of(&path), VERSION);
-        assert_eq!(dump(&path).len(), 11);
+        assert_eq!(dump(&path).len(), 13);
     }
 
     #[test]
