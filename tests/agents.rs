@@ -429,3 +429,80 @@ async fn context_and_settings_survive_a_restart() {
     let h = c.ok("GET", &format!("/v1/agents/{a}/saves"), None).await;
     assert_eq!(h["saves"], json!([save]));
 }
+
+/// The Python `mcp` package's stdio client calls `ctx mcp`'s six agent
+/// context tools against a real server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_mcp_client_manages_an_agents_context() {
+    let required = ctx_core::config::harness_flag("CTX_TEST_MCP");
+    let here = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("mcp");
+    let setup = std::process::Command::new(here.join("setup"))
+        .output()
+        .expect("tests/mcp/setup runs");
+    if !setup.status.success() {
+        let why = String::from_utf8_lossy(&setup.stderr).to_string();
+        assert!(
+            !required,
+            "CTX_TEST_MCP=1 but the mcp package could not be installed: {why}"
+        );
+        eprintln!("NOT RUN: the Python mcp package is not installable here: {why}");
+        return;
+    }
+    let python = String::from_utf8(setup.stdout)
+        .expect("utf-8")
+        .trim()
+        .to_owned();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start(dir.path());
+    let c = server.client();
+    let a = "agent-mcp";
+    let one = say(&c, a, "t1", None, "one").await;
+    say(&c, a, "t2", Some(&one), "two").await;
+    let out = std::process::Command::new(python)
+        .arg(here.join("agent_context.py"))
+        .env("CTX_BIN", ctx_tests::ctx_bin())
+        .env("CTX_SERVER", &server.url)
+        .env("CTX_TOKEN", &server.token)
+        .env("AGENT", a)
+        .output()
+        .expect("the MCP client runs");
+    assert!(
+        out.status.success(),
+        "MCP client failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).expect("the client prints JSON");
+    for tool in [
+        "context_clear",
+        "context_history",
+        "context_restore",
+        "context_save",
+        "context_window",
+        "working_context_restore",
+    ] {
+        assert!(
+            v["tools"].as_array().expect("tools").contains(&json!(tool)),
+            "{tool} listed"
+        );
+    }
+    assert_eq!(v["window"]["message_count"], 2);
+    assert_eq!(v["thread"]["message_count"], 1);
+    assert_eq!(v["save"]["description"], "via mcp");
+    assert_eq!(v["history"]["saves"][0]["save_id"], v["save"]["save_id"]);
+    assert_eq!(v["cleared_window"]["commits"], json!([]));
+    assert_eq!(
+        v["restore"]["commits"].as_array().expect("commits").len(),
+        2
+    );
+    assert_eq!(v["restored_window"]["message_count"], 2);
+    assert_eq!(v["working"]["source"], "rebuilt");
+    assert_eq!(
+        v["working"]["snapshot"]["messages"][0]["content"],
+        "You are tested."
+    );
+    assert_eq!(v["bad_is_error"], true);
+    assert!(
+        v["bad_text"].as_str().expect("text").contains("save id"),
+        "{v}"
+    );
+}
