@@ -289,6 +289,7 @@ pub mod wire {
     pub struct PatchAgentRequest {
         /// The rolling window's length, 1 s to ten years.
         #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[schema(minimum = 1, maximum = 316_224_000)]
         pub window_seconds: Option<i64>,
         /// Refresh the working-context cache at safe boundaries.
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -340,8 +341,10 @@ pub mod wire {
     #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
     #[serde(deny_unknown_fields)]
     pub struct SaveRequest {
-        /// What to call the save.
+        /// What to call the save (at most 1024 bytes, no control
+        /// characters but newline and tab).
         #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[schema(max_length = 1024)]
         pub description: Option<String>,
     }
 
@@ -476,12 +479,15 @@ pub mod wire {
         pub system_prompt: Option<String>,
         /// Commit summaries in a rebuild (default 5, at most 100).
         #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[schema(maximum = 100)]
         pub max_episodic: Option<usize>,
         /// Subtask results in a rebuild (default 5, at most 100).
         #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[schema(maximum = 100)]
         pub max_semantic: Option<usize>,
         /// Turns of the latest chain in a rebuild (default 10, at most 1000).
         #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[schema(maximum = 1000)]
         pub raw_tail_turns: Option<usize>,
     }
 
