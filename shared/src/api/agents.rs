@@ -43,7 +43,7 @@ pub(super) async fn get_agent(
 
 /// Changes an agent's settings: the rolling window's length and whether its
 /// working-context cache is refreshed at safe boundaries.
-#[utoipa::path(patch, path = "/v1/agents/{agent}", tag = "agents", request_body = PatchAgentRequest,
+#[utoipa::path(patch, path = "/v1/agents/{agent}", tag = "agents", request_body = Option<PatchAgentRequest>,
     params(("agent" = Principal, Path)),
     responses((status = 200, description = "The settings as changed", body = AgentSettings),
         (status = 400, description = "`window_seconds` not positive or over ten years, or a malformed request (nothing written)", body = ErrorBody)),
@@ -112,7 +112,7 @@ pub(super) async fn window(
 /// Saves every thread's window as a session file with a summary (the
 /// configured summarizer's; `(summary generation failed)` when it fails).
 /// Does not clear.
-#[utoipa::path(post, path = "/v1/agents/{agent}/saves", tag = "agents", request_body = SaveRequest,
+#[utoipa::path(post, path = "/v1/agents/{agent}/saves", tag = "agents", request_body = Option<SaveRequest>,
     params(("agent" = Principal, Path)),
     responses((status = 201, description = "The save", body = SaveRecord),
         (status = 400, description = "A malformed `description`", body = ErrorBody)),
@@ -211,7 +211,7 @@ pub(super) async fn put_working_context(
 /// Restores the agent's working context: the cache when it is valid, else
 /// a rebuild from its memory (system prompt, episodic, semantic, raw tail),
 /// stored as the new cache, with the reason the cache was rejected.
-#[utoipa::path(post, path = "/v1/agents/{agent}/working-context/restore", tag = "agents", request_body = RestoreRequest,
+#[utoipa::path(post, path = "/v1/agents/{agent}/working-context/restore", tag = "agents", request_body = Option<RestoreRequest>,
     params(("agent" = Principal, Path)),
     responses((status = 200, description = "The working context and where it came from", body = RestoreResponse),
         (status = 400, description = "An option out of range", body = ErrorBody)),
@@ -228,4 +228,24 @@ pub(super) async fn restore_working_context(
             .restore_working_context(&caller.tenant, &a, &req)
             .await?,
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use utoipa::OpenApi;
+
+    #[test]
+    fn bodies_of_only_optional_fields_are_optional_in_the_document() {
+        let doc = serde_json::to_value(super::super::ApiDoc::openapi()).unwrap();
+        for (path, method) in [
+            ("/v1/agents/{agent}", "patch"),
+            ("/v1/agents/{agent}/saves", "post"),
+            ("/v1/agents/{agent}/working-context/restore", "post"),
+        ] {
+            let body = &doc["paths"][path][method]["requestBody"];
+            assert_ne!(body["required"], true, "{method} {path}: {body}");
+        }
+        let body = &doc["paths"]["/v1/agents/{agent}/working-context"]["put"]["requestBody"];
+        assert_eq!(body["required"], true);
+    }
 }
