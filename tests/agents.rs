@@ -75,6 +75,27 @@ async fn all(server: &Server) {
         ),
         (json!(3600), json!(true))
     );
+    // Bodies of only optional fields may be absent or null, never an array.
+    for (method, path) in [
+        ("PATCH", format!("/v1/agents/{a}")),
+        ("POST", format!("/v1/agents/{a}/working-context/restore")),
+        ("PUT", format!("/v1/agents/{a}/working-context")),
+    ] {
+        let (status, e) = c
+            .call(method, &path, Some(&json!([null, null])))
+            .await
+            .expect("sent");
+        assert_eq!(
+            (status, e["error"]["field"].clone()),
+            (400, json!("body")),
+            "{method} {path}"
+        );
+    }
+    let (status, _) = c
+        .call("PATCH", &format!("/v1/agents/{a}"), Some(&Value::Null))
+        .await
+        .expect("sent");
+    assert_eq!(status, 200);
     // A fresh agent: empty window, empty history, a rebuilt empty context.
     let w = c.ok("GET", &format!("/v1/agents/{a}/window"), None).await;
     assert_eq!(w["commits"], json!([]));

@@ -7,7 +7,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 
 use super::error::ErrorBody;
-use super::extract::{Json, Path, Query, path_id};
+use super::extract::{Body, Path, Query, parse_json, path_id};
 use super::{ApiResult, AppState};
 use crate::agent::{SaveId, SaveRecord};
 use crate::auth::Caller;
@@ -22,6 +22,20 @@ use crate::wire::{
 
 fn agent(s: &str) -> Result<Principal, Error> {
     path_id("agent", s)
+}
+
+/// A body whose fields are all optional: absent, empty or `null` is `{}`;
+/// anything else must be a JSON object (serde would read a struct from an
+/// array too).
+fn optional_object<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, Error> {
+    let text = bytes.trim_ascii();
+    if text.is_empty() || text == b"null" {
+        return parse_json(b"{}");
+    }
+    if text.first() != Some(&b'{') {
+        return Err(Error::invalid("body", "the body must be a JSON object"));
+    }
+    parse_json(text)
 }
 
 /// An agent's settings (the defaults for an agent never configured).
@@ -52,9 +66,10 @@ pub(super) async fn patch_agent(
     State(s): State<AppState>,
     caller: Caller,
     Path(a): Path<String>,
-    Json(req): Json<PatchAgentRequest>,
+    Body(body): Body,
 ) -> ApiResult<axum::Json<AgentSettings>> {
     let a = agent(&a)?;
+    let req: PatchAgentRequest = optional_object(&body)?;
     Ok(axum::Json(
         s.service.patch_agent(&caller.tenant, &a, &req).await?,
     ))
@@ -121,9 +136,10 @@ pub(super) async fn save(
     State(s): State<AppState>,
     caller: Caller,
     Path(a): Path<String>,
-    Json(req): Json<SaveRequest>,
+    Body(body): Body,
 ) -> ApiResult<Response> {
     let a = agent(&a)?;
+    let req: SaveRequest = optional_object(&body)?;
     let rec = s
         .service
         .save_context(&caller.tenant, &a, req.description)
@@ -198,9 +214,13 @@ pub(super) async fn put_working_context(
     State(s): State<AppState>,
     caller: Caller,
     Path(a): Path<String>,
-    Json(req): Json<WorkingContextSnapshot>,
+    Body(body): Body,
 ) -> ApiResult<axum::Json<WorkingContextStored>> {
     let a = agent(&a)?;
+    if body.trim_ascii().first() != Some(&b'{') {
+        return Err(Error::invalid("body", "the body must be a JSON object").into());
+    }
+    let req: WorkingContextSnapshot = parse_json(&body)?;
     Ok(axum::Json(
         s.service
             .put_working_context(&caller.tenant, &a, &req)
@@ -220,9 +240,10 @@ pub(super) async fn restore_working_context(
     State(s): State<AppState>,
     caller: Caller,
     Path(a): Path<String>,
-    Json(req): Json<RestoreRequest>,
+    Body(body): Body,
 ) -> ApiResult<axum::Json<RestoreResponse>> {
     let a = agent(&a)?;
+    let req: RestoreRequest = optional_object(&body)?;
     Ok(axum::Json(
         s.service
             .restore_working_context(&caller.tenant, &a, &req)
