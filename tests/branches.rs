@@ -399,7 +399,13 @@ async fn an_mcp_client_runs_the_branch_tools() {
             "branch_create",
             "branch_return",
             "branch_status",
-            "read_context"
+            "context_clear",
+            "context_history",
+            "context_restore",
+            "context_save",
+            "context_window",
+            "read_context",
+            "working_context_restore"
         ])
     );
     assert_eq!(
