@@ -442,7 +442,13 @@ fn check_mcp_run(v: &Value) {
             "branch_create",
             "branch_return",
             "branch_status",
-            "read_context"
+            "context_clear",
+            "context_history",
+            "context_restore",
+            "context_save",
+            "context_window",
+            "read_context",
+            "working_context_restore"
         ])
     );
     assert_eq!(

@@ -141,6 +141,14 @@ impl Server {
         }
     }
 
+    /// An HTTP client for this server acting with `token`.
+    pub fn client_as(&self, token: &str) -> Http {
+        Http {
+            token: token.to_owned(),
+            ..self.client()
+        }
+    }
+
     /// Runs a `ctx` client command against this server (stdin empty); its
     /// whole output, stderr included.
     pub fn cli_output(&self, args: &[&str]) -> std::process::Output {

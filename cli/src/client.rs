@@ -14,6 +14,11 @@ use ctx_core::api::{BUDGET_WARNING, CHECKPOINT_WARNING};
 use ctx_core::service::FileVersion;
 use ctx_core::store::{PresignedUpload, RefRecord};
 use ctx_core::wire::{
+    AgentSettings, Cleared, PatchAgentRequest, RestoreRequest, RestoreResponse, Restored, SaveId,
+    SaveList, SaveRecord, SaveRequest, SessionFile, Window, WorkingContextSnapshot,
+    WorkingContextStored,
+};
+use ctx_core::wire::{
     ArtifactInfo, BranchCreateRequest, BranchCreated, BranchReturnRequest, BranchReturned,
     BranchStatusResponse, CheckpointRequest, CompactRequest, CompactResponse, FileList,
     HistoryResponse, MaterializeRequest, MaterializeResponse, MissingSummaryList, RefList,
@@ -451,6 +456,108 @@ impl Client {
         self.json(Route::ReadContext(ws), Body::Empty).await
     }
 
+    /// `GET /v1/agents/{agent}`: an agent's settings.
+    ///
+    /// # Errors
+    /// As [`Client::healthz`].
+    pub async fn agent(&self, agent: &Principal) -> Result<AgentSettings> {
+        self.json(Route::GetAgent(agent), Body::Empty).await
+    }
+
+    /// `PATCH /v1/agents/{agent}`: changes an agent's settings.
+    ///
+    /// # Errors
+    /// `Invalid` (`window_seconds`); as [`Client::healthz`].
+    pub async fn patch_agent(
+        &self,
+        agent: &Principal,
+        req: &PatchAgentRequest,
+    ) -> Result<AgentSettings> {
+        self.json(Route::PatchAgent(agent), Body::json(req)?).await
+    }
+
+    /// `POST /v1/agents/{agent}/clear`: moves the clear marker to now.
+    ///
+    /// # Errors
+    /// As [`Client::healthz`].
+    pub async fn clear_context(&self, agent: &Principal) -> Result<Cleared> {
+        self.json(Route::ClearContext(agent), Body::Empty).await
+    }
+
+    /// `GET /v1/agents/{agent}/window?thread_id=&format=`: the live context.
+    ///
+    /// # Errors
+    /// `Invalid`; as [`Client::healthz`].
+    pub async fn context_window(
+        &self,
+        agent: &Principal,
+        thread: Option<&str>,
+        format: Option<&str>,
+    ) -> Result<Window> {
+        self.json(Route::Window(agent, thread, format), Body::Empty)
+            .await
+    }
+
+    /// `POST /v1/agents/{agent}/saves`: saves the window.
+    ///
+    /// # Errors
+    /// `Invalid`; as [`Client::healthz`].
+    pub async fn save_context(&self, agent: &Principal, req: &SaveRequest) -> Result<SaveRecord> {
+        self.json(Route::SaveContext(agent), Body::json(req)?).await
+    }
+
+    /// `GET /v1/agents/{agent}/saves`: the saves, newest first.
+    ///
+    /// # Errors
+    /// As [`Client::healthz`].
+    pub async fn context_history(&self, agent: &Principal) -> Result<SaveList> {
+        self.json(Route::ListSaves(agent), Body::Empty).await
+    }
+
+    /// `GET /v1/agents/{agent}/saves/{save_id}`: a session file.
+    ///
+    /// # Errors
+    /// `NotFound`; as [`Client::healthz`].
+    pub async fn context_save_file(&self, agent: &Principal, id: &SaveId) -> Result<SessionFile> {
+        self.json(Route::GetSave(agent, id), Body::Empty).await
+    }
+
+    /// `POST /v1/agents/{agent}/saves/{save_id}/restore`: loads a save back
+    /// into the window.
+    ///
+    /// # Errors
+    /// `NotFound`; as [`Client::healthz`].
+    pub async fn restore_save(&self, agent: &Principal, id: &SaveId) -> Result<Restored> {
+        self.json(Route::RestoreSave(agent, id), Body::Empty).await
+    }
+
+    /// `PUT /v1/agents/{agent}/working-context`: stores the cache.
+    ///
+    /// # Errors
+    /// `Invalid` naming the field; as [`Client::healthz`].
+    pub async fn put_working_context(
+        &self,
+        agent: &Principal,
+        req: &WorkingContextSnapshot,
+    ) -> Result<WorkingContextStored> {
+        self.json(Route::PutWorkingContext(agent), Body::json(req)?)
+            .await
+    }
+
+    /// `POST /v1/agents/{agent}/working-context/restore`: cache-first
+    /// restore.
+    ///
+    /// # Errors
+    /// `Invalid`; as [`Client::healthz`].
+    pub async fn restore_working_context(
+        &self,
+        agent: &Principal,
+        req: &RestoreRequest,
+    ) -> Result<RestoreResponse> {
+        self.json(Route::RestoreWorkingContext(agent), Body::json(req)?)
+            .await
+    }
+
     async fn json<T: DeserializeOwned>(&self, route: Route<'_>, body: Body) -> Result<T> {
         decode(self.send(route, body).await?).await
     }
@@ -611,6 +718,16 @@ enum Route<'a> {
     AppendFile(&'a WorkspaceId, &'a FilePath),
     ReadContext(&'a WorkspaceId),
     Gc,
+    GetAgent(&'a Principal),
+    PatchAgent(&'a Principal),
+    ClearContext(&'a Principal),
+    Window(&'a Principal, Option<&'a str>, Option<&'a str>),
+    SaveContext(&'a Principal),
+    ListSaves(&'a Principal),
+    GetSave(&'a Principal, &'a SaveId),
+    RestoreSave(&'a Principal, &'a SaveId),
+    PutWorkingContext(&'a Principal),
+    RestoreWorkingContext(&'a Principal),
 }
 
 impl Route<'_> {
@@ -630,8 +747,16 @@ impl Route<'_> {
             | BranchStatus(_)
             | ListFiles(..)
             | GetFile(..)
-            | ReadContext(_) => Method::GET,
-            PutFile(..) => Method::PUT,
+            | ReadContext(_)
+            | GetAgent(_)
+            | Window(..)
+            | ListSaves(_)
+            | GetSave(..) => Method::GET,
+            PatchAgent(_) => Method::PATCH,
+            ClearContext(_) | SaveContext(_) | RestoreSave(..) | RestoreWorkingContext(_) => {
+                Method::POST
+            }
+            PutFile(..) | PutWorkingContext(_) => Method::PUT,
             DeleteFile(..) | DeleteRef(..) => Method::DELETE,
             AppendFile(..) => Method::POST,
             UploadArtifact | UploadUrl | Checkpoint | Materialize(_) | Summarize(_)
@@ -717,6 +842,31 @@ impl Route<'_> {
             ),
             ReadContext(ws) => t.seg("v1").seg("workspaces").seg(ws).seg("context"),
             Gc => t.seg("v1").seg("gc"),
+            GetAgent(a) | PatchAgent(a) => t.seg("v1").seg("agents").seg(a),
+            ClearContext(a) => t.seg("v1").seg("agents").seg(a).seg("clear"),
+            Window(a, thread, format) => t
+                .seg("v1")
+                .seg("agents")
+                .seg(a)
+                .seg("window")
+                .query_opt("thread_id", thread)
+                .query_opt("format", format),
+            SaveContext(a) | ListSaves(a) => t.seg("v1").seg("agents").seg(a).seg("saves"),
+            GetSave(a, id) => t.seg("v1").seg("agents").seg(a).seg("saves").seg(id),
+            RestoreSave(a, id) => t
+                .seg("v1")
+                .seg("agents")
+                .seg(a)
+                .seg("saves")
+                .seg(id)
+                .seg("restore"),
+            PutWorkingContext(a) => t.seg("v1").seg("agents").seg(a).seg("working-context"),
+            RestoreWorkingContext(a) => t
+                .seg("v1")
+                .seg("agents")
+                .seg(a)
+                .seg("working-context")
+                .seg("restore"),
         }
         .0
     }
@@ -814,6 +964,7 @@ mod tests {
         let who: Principal = "alice".parse().unwrap();
         let ws: WorkspaceId = "img-1".parse().unwrap();
         let file: FilePath = "a/b.md".parse().unwrap();
+        let save: SaveId = format!("sav-{}", "0".repeat(32)).parse().unwrap();
         let client = [
             Route::Healthz,
             Route::OpenApi,
@@ -845,6 +996,16 @@ mod tests {
             Route::AppendFile(&ws, &file),
             Route::ReadContext(&ws),
             Route::Gc,
+            Route::GetAgent(&who),
+            Route::PatchAgent(&who),
+            Route::ClearContext(&who),
+            Route::Window(&who, Some("t"), None),
+            Route::SaveContext(&who),
+            Route::ListSaves(&who),
+            Route::GetSave(&who, &save),
+            Route::RestoreSave(&who, &save),
+            Route::PutWorkingContext(&who),
+            Route::RestoreWorkingContext(&who),
         ];
         let server = routes(&Limits::default());
         let mut used = vec![0; server.len()];

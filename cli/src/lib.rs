@@ -267,6 +267,17 @@ enum Command {
         #[command(subcommand)]
         command: commands::workspace::WorkspaceCommand,
     },
+    /// An agent's live context: window, clear, save, history, show,
+    /// restore (the seed's /context commands). Prints JSON.
+    Context {
+        #[command(subcommand)]
+        command: commands::agents::ContextCommand,
+    },
+    /// An agent's settings and its working-context restore. Prints JSON.
+    Agent {
+        #[command(subcommand)]
+        command: commands::agents::AgentCommand,
+    },
     /// The first-turn context of a workspace (seed 002): from the server,
     /// or with --dir from local files by the same code.
     ReadContext {
@@ -634,6 +645,8 @@ async fn run(cli: Cli) -> Result<()> {
         Command::Hook { command } => hooks::run_hook(command).await,
         Command::Resume(args) => hooks::run_resume(*args).await,
         Command::Workspace { command } => commands::workspace::run(command).await,
+        Command::Context { command } => commands::agents::run_context(command).await,
+        Command::Agent { command } => commands::agents::run_agent(command).await,
         Command::ReadContext {
             workspace,
             dir,

@@ -5,8 +5,10 @@
 //! auth, each call made as the caller with the caller's token.
 //!
 //! The tools: context folding (`branch_create`, `branch_return`,
-//! `branch_status`) and `read_context` (seed 002's first-turn context of a
-//! workspace). A tool's arguments are read as the route's request type
+//! `branch_status`), `read_context` (seed 002's first-turn context of a
+//! workspace), and an agent's live context (`context_window`,
+//! `context_clear`, `context_save`, `context_history`, `context_restore`,
+//! `working_context_restore`). A tool's arguments are read as the route's request type
 //! (`ctx_core::wire`) exactly as the server would read them, and its
 //! result is the typed response, serialized; a tool's failure is a result
 //! with `isError`, so the model sees it.
@@ -32,6 +34,12 @@ pub const TOOL_NAMES: &[&str] = &[
     "branch_return",
     "branch_status",
     "read_context",
+    "context_window",
+    "context_clear",
+    "context_save",
+    "context_history",
+    "context_restore",
+    "working_context_restore",
 ];
 
 /// The tools, as `tools/list` describes them.
@@ -86,8 +94,96 @@ pub fn tools() -> Value {
                 },
                 "required": ["image_id"]
             }
+        },
+        {
+            "name": "context_window",
+            "description": "Your live context: the messages of your commits since max(last clear, now - window_seconds), oldest first, for one thread or all. Returns {since, reason: clear|window, until, commits, message_count, token_count, artifact_ref, format, truncated}.",
+            "inputSchema": {
+                "type": "object",
+                "properties": {
+                    "agent": {"type": "string", "description": "The agent (its principal)."},
+                    "thread_id": {"type": "string", "description": "Only this thread."},
+                    "format": {"type": "string", "description": "The format wanted (default: the newest commit's)."}
+                },
+                "required": ["agent"]
+            }
+        },
+        {
+            "name": "context_clear",
+            "description": "Start the agent's window now, for every thread. Deletes nothing. Returns {last_clear}.",
+            "inputSchema": {
+                "type": "object",
+                "properties": {"agent": {"type": "string", "description": "The agent."}},
+                "required": ["agent"]
+            }
+        },
+        {
+            "name": "context_save",
+            "description": "Save every thread's window as a session file with a summary; does not clear. Returns {save_id, timestamp, description, summary, message_count, window_start, window_end, artifact_ref}.",
+            "inputSchema": {
+                "type": "object",
+                "properties": {
+                    "agent": {"type": "string", "description": "The agent."},
+                    "description": {"type": "string", "maxLength": 1024, "description": "What to call the save."}
+                },
+                "required": ["agent"]
+            }
+        },
+        {
+            "name": "context_history",
+            "description": "The agent's saves, newest first: {saves: [{save_id, timestamp, description, summary, message_count, ...}]}.",
+            "inputSchema": {
+                "type": "object",
+                "properties": {"agent": {"type": "string", "description": "The agent."}},
+                "required": ["agent"]
+            }
+        },
+        {
+            "name": "context_restore",
+            "description": "Load a save's messages back into the window (one commit per thread, now, tagged restored_from). Returns {save_id, commits}.",
+            "inputSchema": {
+                "type": "object",
+                "properties": {
+                    "agent": {"type": "string", "description": "The agent."},
+                    "save_id": {"type": "string", "description": "The save (sav-…)."}
+                },
+                "required": ["agent", "save_id"]
+            }
+        },
+        {
+            "name": "working_context_restore",
+            "description": "Restore the agent's working context after a restart: the cached snapshot when valid, else a rebuild (system prompt, episodic and semantic memory, the raw tail of the latest chain) with the reason. Returns {source: cache|rebuilt, reason, snapshot, artifact_ref}. Queues and in-flight tool calls are not restored.",
+            "inputSchema": {
+                "type": "object",
+                "properties": {
+                    "agent": {"type": "string", "description": "The agent."},
+                    "system_prompt": {"type": "string", "description": "The system prompt of a rebuild."},
+                    "max_episodic": {"type": "integer", "minimum": 0, "maximum": 100},
+                    "max_semantic": {"type": "integer", "minimum": 0, "maximum": 100},
+                    "raw_tail_turns": {"type": "integer", "minimum": 0, "maximum": 1000}
+                },
+                "required": ["agent"]
+            }
         }
     ])
+}
+
+/// The request fields `keys` of a tool's arguments, without nulls or
+/// anything else a model may add, read as the server reads a body.
+fn body_of<T: serde::de::DeserializeOwned>(args: &Value, keys: &[&str]) -> Result<T> {
+    let mut body = serde_json::Map::new();
+    for key in keys {
+        if let Some(v) = args.get(*key).filter(|v| !v.is_null()) {
+            body.insert((*key).to_owned(), v.clone());
+        }
+    }
+    parse_json(Value::Object(body).to_string().as_bytes())
+}
+
+fn agent_arg(args: &Value) -> Result<ctx_core::Principal> {
+    str_arg(args, "agent")?
+        .parse()
+        .map_err(|e: Error| e.with_field("agent"))
 }
 
 fn str_arg<'a>(args: &'a Value, name: &str) -> Result<&'a str> {
@@ -150,6 +246,43 @@ pub async fn call_tool(client: &Client, name: &str, args: &Value) -> Result<Valu
                 .parse()
                 .map_err(|e: Error| e.with_field("image_id"))?;
             to_value(&client.read_context(&ws).await?)
+        }
+        "context_window" => {
+            let thread = args.get("thread_id").and_then(Value::as_str);
+            let format = args.get("format").and_then(Value::as_str);
+            to_value(
+                &client
+                    .context_window(&agent_arg(args)?, thread, format)
+                    .await?,
+            )
+        }
+        "context_clear" => to_value(&client.clear_context(&agent_arg(args)?).await?),
+        "context_save" => {
+            let req: ctx_core::wire::SaveRequest = body_of(args, &["description"])?;
+            to_value(&client.save_context(&agent_arg(args)?, &req).await?)
+        }
+        "context_history" => to_value(&client.context_history(&agent_arg(args)?).await?),
+        "context_restore" => {
+            let id: ctx_core::wire::SaveId = str_arg(args, "save_id")?
+                .parse()
+                .map_err(|e: Error| e.with_field("save_id"))?;
+            to_value(&client.restore_save(&agent_arg(args)?, &id).await?)
+        }
+        "working_context_restore" => {
+            let req: ctx_core::wire::RestoreRequest = body_of(
+                args,
+                &[
+                    "system_prompt",
+                    "max_episodic",
+                    "max_semantic",
+                    "raw_tail_turns",
+                ],
+            )?;
+            to_value(
+                &client
+                    .restore_working_context(&agent_arg(args)?, &req)
+                    .await?,
+            )
         }
         other => Err(Error::invalid(
             "name",

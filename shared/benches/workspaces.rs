@@ -19,95 +19,20 @@
 //! ```
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use async_trait::async_trait;
 use bytes::Bytes;
+use ctx_core::store::Stores;
 use ctx_core::store::local::{LocalBlobStore, SqliteMetaStore};
-use ctx_core::store::{BlobArea, BlobInfo, BlobStore, PutBlob, Stores};
 use ctx_core::workspace::context::assemble;
 use ctx_core::workspace::dir::DirSource;
 use ctx_core::workspace::{FilePath, WorkspaceId};
-use ctx_core::{ArtifactRef, Result, Service, SystemClock, TenantId};
+use ctx_core::{Service, SystemClock, TenantId};
 
 /// read_context calls timed per workspace.
 const REPS: usize = 30;
 
-/// A blob store that counts reads and the bytes they return.
-struct Counting {
-    inner: LocalBlobStore,
-    reads: AtomicUsize,
-    bytes: AtomicU64,
-}
-
-#[async_trait]
-impl BlobStore for Counting {
-    async fn put(&self, tenant: &TenantId, bytes: Bytes) -> Result<PutBlob> {
-        self.inner.put(tenant, bytes).await
-    }
-    async fn read(&self, tenant: &TenantId, artifact: &ArtifactRef) -> Result<Option<Bytes>> {
-        let r = self.inner.read(tenant, artifact).await?;
-        self.reads.fetch_add(1, Ordering::SeqCst);
-        self.bytes
-            .fetch_add(r.as_ref().map_or(0, |b| b.len() as u64), Ordering::SeqCst);
-        Ok(r)
-    }
-    async fn size(&self, tenant: &TenantId, artifact: &ArtifactRef) -> Result<Option<u64>> {
-        self.inner.size(tenant, artifact).await
-    }
-    async fn delete(&self, tenant: &TenantId, artifact: &ArtifactRef) -> Result<bool> {
-        self.inner.delete(tenant, artifact).await
-    }
-    async fn put_cached(&self, tenant: &TenantId, bytes: Bytes) -> Result<PutBlob> {
-        self.inner.put_cached(tenant, bytes).await
-    }
-    async fn stat(
-        &self,
-        tenant: &TenantId,
-        area: BlobArea,
-        artifact: &ArtifactRef,
-    ) -> Result<Option<BlobInfo>> {
-        self.inner.stat(tenant, area, artifact).await
-    }
-    async fn list(
-        &self,
-        tenant: &TenantId,
-        area: BlobArea,
-        after: Option<&ArtifactRef>,
-        limit: usize,
-    ) -> Result<Vec<BlobInfo>> {
-        self.inner.list(tenant, area, after, limit).await
-    }
-    async fn read_in(
-        &self,
-        tenant: &TenantId,
-        area: BlobArea,
-        artifact: &ArtifactRef,
-    ) -> Result<Option<Bytes>> {
-        self.inner.read_in(tenant, area, artifact).await
-    }
-    async fn touch(&self, tenant: &TenantId, artifact: &ArtifactRef) -> Result<Option<u64>> {
-        self.inner.touch(tenant, artifact).await
-    }
-    async fn sweep(
-        &self,
-        tenant: &TenantId,
-        area: BlobArea,
-        artifact: &ArtifactRef,
-        cutoff: chrono::DateTime<chrono::Utc>,
-    ) -> Result<bool> {
-        self.inner.sweep(tenant, area, artifact, cutoff).await
-    }
-    async fn remove(
-        &self,
-        tenant: &TenantId,
-        area: BlobArea,
-        artifact: &ArtifactRef,
-    ) -> Result<bool> {
-        self.inner.remove(tenant, area, artifact).await
-    }
-}
+type Counting = ctx_core::store::counting::CountingBlobs<LocalBlobStore>;
 
 fn log_line(i: usize) -> String {
     format!(
@@ -146,10 +71,7 @@ struct Row {
 
 async fn time_context(svc: &Service, blobs: &Counting, tenant: &TenantId, ws: &WorkspaceId) -> Row {
     let mut times = Vec::with_capacity(REPS);
-    let (r0, b0) = (
-        blobs.reads.load(Ordering::SeqCst),
-        blobs.bytes.load(Ordering::SeqCst),
-    );
+    let (r0, b0) = (blobs.reads() as usize, blobs.read_bytes());
     for _ in 0..REPS {
         let t = Instant::now();
         let ctx = svc.read_context(tenant, ws).await.expect("read_context");
@@ -159,8 +81,8 @@ async fn time_context(svc: &Service, blobs: &Counting, tenant: &TenantId, ws: &W
     Row {
         what: String::new(),
         latency: median(times),
-        reads: (blobs.reads.load(Ordering::SeqCst) - r0) / REPS,
-        bytes: (blobs.bytes.load(Ordering::SeqCst) - b0) / REPS as u64,
+        reads: (blobs.reads() as usize - r0) / REPS,
+        bytes: (blobs.read_bytes() - b0) / REPS as u64,
     }
 }
 
@@ -174,11 +96,9 @@ async fn main() {
         (10_000, 1_000_000, vec![100, 10, 1])
     };
     let dir = tempfile::tempdir().expect("tempdir");
-    let blobs = Arc::new(Counting {
-        inner: LocalBlobStore::open(dir.path()).expect("blob store opens"),
-        reads: AtomicUsize::new(0),
-        bytes: AtomicU64::new(0),
-    });
+    let blobs = Arc::new(Counting::new(
+        LocalBlobStore::open(dir.path()).expect("blob store opens"),
+    ));
     let meta = SqliteMetaStore::open(dir.path()).expect("sqlite opens");
     let svc = Service::new(
         Stores {
@@ -251,10 +171,7 @@ async fn main() {
         {
             // The alternative a tail must beat: the whole log, read.
             let mut times = Vec::new();
-            let (r0, b0) = (
-                blobs.reads.load(Ordering::SeqCst),
-                blobs.bytes.load(Ordering::SeqCst),
-            );
+            let (r0, b0) = (blobs.reads() as usize, blobs.read_bytes());
             for _ in 0..REPS {
                 let t = Instant::now();
                 let f = svc
@@ -270,8 +187,8 @@ async fn main() {
                     lines / batch
                 ),
                 latency: median(times),
-                reads: (blobs.reads.load(Ordering::SeqCst) - r0) / REPS,
-                bytes: (blobs.bytes.load(Ordering::SeqCst) - b0) / REPS as u64,
+                reads: (blobs.reads() as usize - r0) / REPS,
+                bytes: (blobs.read_bytes() - b0) / REPS as u64,
             });
         }
     }

@@ -5,6 +5,8 @@
 //! can later materialize, resolve, fork or audit them.
 //!
 //! # Layout
+//! - [`agent`]: agents' live context records (settings, clear marker,
+//!   working-context cache pointer, saves).
 //! - [`id`]: `Hash`, the prefixed ids and validated names.
 //! - [`commit`]: the commit model, its field limits and the materialize
 //!   stop point.
@@ -38,6 +40,7 @@
 //! - [`workspace`]: workspace ids and file paths, and the read_context
 //!   assembly over a file source (the store, or local directories).
 
+pub mod agent;
 pub mod api;
 pub mod auth;
 pub mod branch;

@@ -10,6 +10,12 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use utoipa::ToSchema;
 
+pub use crate::agent::wire::{
+    AgentSettings, Cleared, PatchAgentRequest, RestoreRequest, RestoreResponse, RestoreSource,
+    Restored, SaveList, SaveRequest, SessionFile, SessionMessage, SessionThread, Window,
+    WindowReason, WorkingContextSnapshot, WorkingContextStored, WorkingMessage,
+};
+pub use crate::agent::{SaveId, SaveRecord};
 pub use crate::branch::wire::{
     BranchCreateRequest, BranchCreated, BranchReturnRequest, BranchReturned, BranchStatusResponse,
     SessionEnded,

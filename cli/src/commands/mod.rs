@@ -2,6 +2,7 @@
 //! parses its arguments into the wire types, calls the [`Client`] and
 //! prints the answer.
 //!
+//! - [`agents`]: `ctx context …`, `ctx agent …` (agents' live context).
 //! - [`cat`]: `ctx cat`.
 //! - [`checkpoint`]: `ctx checkpoint`.
 //! - [`commits`]: `ctx show`, `ctx log`, `ctx update-metadata`.
@@ -18,6 +19,7 @@ use serde::de::DeserializeOwned;
 
 use crate::client::Client;
 
+pub(crate) mod agents;
 pub(crate) mod cat;
 pub(crate) mod checkpoint;
 pub(crate) mod commits;

@@ -87,6 +87,7 @@ impl Function {
                 Group::Artifacts,
                 Group::Refs,
                 Group::Workspaces,
+                Group::Agents,
             ],
             Function::Materialize => &[Group::Materialize],
             Function::Resolve => &[Group::Resolve],

@@ -25,6 +25,7 @@ use crate::wire::{
     SetRefRequest, SummarizeRequest, UpdateMetadataRequest, UploadRequest,
 };
 
+mod agents;
 mod branches;
 pub mod error;
 pub mod extract;
@@ -67,6 +68,9 @@ pub enum Group {
     Branches,
     /// Workspace files and read_context.
     Workspaces,
+    /// Agents' live context: settings, window, clear, saves, working
+    /// context.
+    Agents,
 }
 
 impl Group {
@@ -81,6 +85,7 @@ impl Group {
         Group::Refs,
         Group::Branches,
         Group::Workspaces,
+        Group::Agents,
     ];
 }
 
@@ -303,6 +308,66 @@ pub fn routes(limits: &crate::service::Limits) -> Vec<RouteDef> {
             Method::POST,
             "/v1/gc",
             on(MethodFilter::POST, gc),
+        ),
+        route(
+            Agents,
+            Method::GET,
+            "/v1/agents/{agent}",
+            on(MethodFilter::GET, agents::get_agent),
+        ),
+        route(
+            Agents,
+            Method::PATCH,
+            "/v1/agents/{agent}",
+            on(MethodFilter::PATCH, agents::patch_agent),
+        ),
+        route(
+            Agents,
+            Method::POST,
+            "/v1/agents/{agent}/clear",
+            on(MethodFilter::POST, agents::clear),
+        ),
+        route(
+            Agents,
+            Method::GET,
+            "/v1/agents/{agent}/window",
+            on(MethodFilter::GET, agents::window),
+        ),
+        route(
+            Agents,
+            Method::POST,
+            "/v1/agents/{agent}/saves",
+            on(MethodFilter::POST, agents::save),
+        ),
+        route(
+            Agents,
+            Method::GET,
+            "/v1/agents/{agent}/saves",
+            on(MethodFilter::GET, agents::list_saves),
+        ),
+        route(
+            Agents,
+            Method::GET,
+            "/v1/agents/{agent}/saves/{save_id}",
+            on(MethodFilter::GET, agents::get_save),
+        ),
+        route(
+            Agents,
+            Method::POST,
+            "/v1/agents/{agent}/saves/{save_id}/restore",
+            on(MethodFilter::POST, agents::restore_save),
+        ),
+        route(
+            Agents,
+            Method::PUT,
+            "/v1/agents/{agent}/working-context",
+            on(MethodFilter::PUT, agents::put_working_context),
+        ),
+        route(
+            Agents,
+            Method::POST,
+            "/v1/agents/{agent}/working-context/restore",
+            on(MethodFilter::POST, agents::restore_working_context),
         ),
     ]
 }
@@ -884,12 +949,15 @@ impl utoipa::Modify for BearerAuth {
         branches::branch_create, branches::branch_status_of_session, branches::branch_status,
         branches::branch_return, branches::session_end, workspaces::put_file,
         workspaces::get_file, workspaces::delete_file, workspaces::list_files,
-        workspaces::append_file, workspaces::read_context
+        workspaces::append_file, workspaces::read_context, agents::get_agent,
+        agents::patch_agent, agents::clear, agents::window, agents::save, agents::list_saves,
+        agents::get_save, agents::restore_save, agents::put_working_context,
+        agents::restore_working_context
     ),
     components(schemas(
         ErrorBody, error::ErrorDetail, crate::store::RefMove, ArtifactRef, CommitId,
         crate::id::BranchId, Principal, RefName, crate::wire::MissingSummaryFilter,
-        crate::workspace::WorkspaceId, crate::workspace::FilePath
+        crate::workspace::WorkspaceId, crate::workspace::FilePath, crate::agent::SaveId
     )),
     modifiers(&BearerAuth, &CommonErrors)
 )]

@@ -631,6 +631,16 @@ fn real_ids_match_the_documents_patterns() {
         ("ArtifactRef", art.to_string()),
         ("BranchId", branch.to_string()),
         (
+            "SaveId",
+            crate::agent::SaveId::derive(
+                &tenant,
+                &"agent".parse().unwrap(),
+                crate::clock::micros_to_time(1),
+                &art,
+            )
+            .to_string(),
+        ),
+        (
             "cursor",
             crate::store::SummaryCursor {
                 micros: -1,

@@ -148,6 +148,9 @@ impl Service {
             created,
             warnings,
         } = self.record_checked(tenant, new).await?;
+        if created {
+            self.after_commit(tenant, &commit).await;
+        }
         let budget = match (branch, created) {
             (Some(b), true) => self.charge_tokens(tenant, &b, commit.token_count).await?,
             _ => None,

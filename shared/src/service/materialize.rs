@@ -109,8 +109,19 @@ impl Service {
         stop: Stop,
         format: &FormatId,
     ) -> Result<(Materialized, Bytes)> {
-        let format = format.clone();
         let parts = self.contributing(path, stop);
+        self.join_commits(tenant, parts, format).await
+    }
+
+    /// Joins the artifacts of `parts` (oldest first) in `format`: natively
+    /// when they all have it, else translated; stores the result.
+    pub(crate) async fn join_commits(
+        &self,
+        tenant: &TenantId,
+        parts: Vec<Commit>,
+        format: &FormatId,
+    ) -> Result<(Materialized, Bytes)> {
+        let format = format.clone();
         let bytes = self.fetch_parts(tenant, &parts).await?;
         let codec = self.formats.codec(&format).clone();
         let m = if parts.iter().all(|c| c.format == format) {

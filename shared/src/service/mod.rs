@@ -1,6 +1,8 @@
 //! The operations of ctx over the store traits: what the HTTP handlers call
 //! in every host (`ctx serve`, each Lambda). One file per family:
 //!
+//! - `agents`: agents' live context: the rolling window, clear, saves and
+//!   the working-context cache (seeds 001 and 003).
 //! - `checkpoint`: recording a commit ([`NewCommit`] → [`Checkpointed`]).
 //! - `artifacts`: uploads, downloads, presigned direct uploads.
 //! - `commits`: show, update-metadata, history, resolve.
@@ -28,6 +30,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::format::Formats;
 use crate::store::Stores;
 
+mod agents;
 mod artifacts;
 mod checkpoint;
 mod commits;
@@ -41,6 +44,9 @@ mod walk;
 mod workspaces;
 
 pub use crate::commit::Stop;
+pub use agents::{
+    MAX_SAVES, MAX_WINDOW_COMMITS, RESTORED_FROM, WORKING_CONTEXT_SCHEMA, check_snapshot,
+};
 pub use checkpoint::{Checkpointed, Delta, NewCommit};
 pub use compact::{COMPACTED_BY, Compacted};
 pub use folding::{

@@ -29,6 +29,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
+use crate::agent::{AgentRecord, SaveId, SaveRecord};
 use crate::commit::Stop;
 use crate::commit::{Commit, Tags};
 use crate::error::{Error, ErrorKind, Result};
@@ -40,6 +41,7 @@ use crate::id::{ArtifactRef, CommitId, Hash, Principal, RefName, TenantId};
 pub mod aws;
 #[cfg(any(test, feature = "conformance"))]
 pub mod conformance;
+pub mod counting;
 #[cfg(feature = "local")]
 pub mod local;
 pub mod memory;
@@ -690,6 +692,72 @@ pub trait MetaStore: Send + Sync + 'static {
     /// # Errors
     /// `Unavailable`.
     async fn summary_tenants(&self) -> Result<Vec<TenantId>>;
+
+    /// The commits on `principal`'s timeline created after `after` (all
+    /// when `None`) and at or before `until`, at most `limit` of them:
+    /// the oldest when `newest_first` is false (returned oldest first),
+    /// else the newest (returned newest first). One range read of the
+    /// timeline (on DynamoDB a Query plus a batch read of those commits):
+    /// its cost follows the range, not the length of the timeline.
+    ///
+    /// # Errors
+    /// `Unavailable`.
+    async fn timeline_range(
+        &self,
+        tenant: &TenantId,
+        principal: &Principal,
+        after: Option<DateTime<Utc>>,
+        until: DateTime<Utc>,
+        limit: usize,
+        newest_first: bool,
+    ) -> Result<Vec<Commit>>;
+
+    /// An agent's record (settings, clear marker, working-context cache).
+    ///
+    /// # Errors
+    /// `Unavailable`.
+    async fn get_agent(&self, tenant: &TenantId, agent: &Principal) -> Result<Option<AgentRecord>>;
+
+    /// Sets the `Some` fields of `patch` on an agent's record (creating
+    /// it), atomically, and returns the record as stored.
+    ///
+    /// # Errors
+    /// `Unavailable`.
+    async fn update_agent(
+        &self,
+        tenant: &TenantId,
+        agent: &Principal,
+        patch: &AgentRecord,
+    ) -> Result<AgentRecord>;
+
+    /// Records a save of an agent's window (a save id is written once).
+    ///
+    /// # Errors
+    /// `Unavailable`.
+    async fn put_save(&self, tenant: &TenantId, agent: &Principal, save: &SaveRecord)
+    -> Result<()>;
+
+    /// An agent's saves, newest first, at most `limit`.
+    ///
+    /// # Errors
+    /// `Unavailable`.
+    async fn list_saves(
+        &self,
+        tenant: &TenantId,
+        agent: &Principal,
+        limit: usize,
+    ) -> Result<Vec<SaveRecord>>;
+
+    /// One save of an agent.
+    ///
+    /// # Errors
+    /// `Unavailable`.
+    async fn get_save(
+        &self,
+        tenant: &TenantId,
+        agent: &Principal,
+        id: &SaveId,
+    ) -> Result<Option<SaveRecord>>;
 }
 
 /// The tag a summarizer's summary carries: who wrote it (`<backend>:<model>`).

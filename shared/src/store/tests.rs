@@ -171,6 +171,60 @@ impl MetaStore for StaleRead {
     async fn summary_tenants(&self) -> Result<Vec<TenantId>> {
         self.inner.summary_tenants().await
     }
+
+    async fn timeline_range(
+        &self,
+        tenant: &TenantId,
+        principal: &Principal,
+        after: Option<DateTime<Utc>>,
+        until: DateTime<Utc>,
+        limit: usize,
+        newest_first: bool,
+    ) -> Result<Vec<Commit>> {
+        self.inner
+            .timeline_range(tenant, principal, after, until, limit, newest_first)
+            .await
+    }
+
+    async fn get_agent(&self, tenant: &TenantId, agent: &Principal) -> Result<Option<AgentRecord>> {
+        self.inner.get_agent(tenant, agent).await
+    }
+
+    async fn update_agent(
+        &self,
+        tenant: &TenantId,
+        agent: &Principal,
+        patch: &AgentRecord,
+    ) -> Result<AgentRecord> {
+        self.inner.update_agent(tenant, agent, patch).await
+    }
+
+    async fn put_save(
+        &self,
+        tenant: &TenantId,
+        agent: &Principal,
+        save: &SaveRecord,
+    ) -> Result<()> {
+        self.inner.put_save(tenant, agent, save).await
+    }
+
+    async fn list_saves(
+        &self,
+        tenant: &TenantId,
+        agent: &Principal,
+        limit: usize,
+    ) -> Result<Vec<SaveRecord>> {
+        self.inner.list_saves(tenant, agent, limit).await
+    }
+
+    async fn get_save(
+        &self,
+        tenant: &TenantId,
+        agent: &Principal,
+        id: &SaveId,
+    ) -> Result<Option<SaveRecord>> {
+        self.inner.get_save(tenant, agent, id).await
+    }
 }
 
 #[tokio::test]

@@ -3,98 +3,25 @@
 //! appends, compare-and-swap, deletion, and a log tail that reads only the
 //! commits it returns.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
-
-use async_trait::async_trait;
 use bytes::Bytes;
+use std::sync::Arc;
 
 use crate::clock::ManualClock;
-use crate::error::{ErrorKind, Result};
-use crate::id::{ArtifactRef, TenantId};
+use crate::error::ErrorKind;
+use crate::id::TenantId;
 use crate::service::Service;
+use crate::store::Stores;
 use crate::store::conformance::t;
 use crate::store::memory::{MemoryBlobStore, MemoryMetaStore};
-use crate::store::{BlobStore, PutBlob, Stores};
 use crate::workspace::cases::{Case, Op, cases, write_dirs};
 use crate::workspace::context::assemble;
 use crate::workspace::dir::DirSource;
 use crate::workspace::{FilePath, WorkspaceId};
 
-/// A blob store that counts reads.
-#[derive(Default)]
-struct Counting {
-    inner: MemoryBlobStore,
-    reads: AtomicUsize,
-}
-
-#[async_trait]
-impl BlobStore for Counting {
-    async fn put(&self, tenant: &TenantId, bytes: Bytes) -> Result<PutBlob> {
-        self.inner.put(tenant, bytes).await
-    }
-    async fn read(&self, tenant: &TenantId, artifact: &ArtifactRef) -> Result<Option<Bytes>> {
-        self.reads.fetch_add(1, Ordering::SeqCst);
-        self.inner.read(tenant, artifact).await
-    }
-    async fn size(&self, tenant: &TenantId, artifact: &ArtifactRef) -> Result<Option<u64>> {
-        self.inner.size(tenant, artifact).await
-    }
-    async fn delete(&self, tenant: &TenantId, artifact: &ArtifactRef) -> Result<bool> {
-        self.inner.delete(tenant, artifact).await
-    }
-    async fn put_cached(&self, tenant: &TenantId, bytes: Bytes) -> Result<PutBlob> {
-        self.inner.put_cached(tenant, bytes).await
-    }
-    async fn stat(
-        &self,
-        tenant: &TenantId,
-        area: crate::store::BlobArea,
-        artifact: &ArtifactRef,
-    ) -> Result<Option<crate::store::BlobInfo>> {
-        self.inner.stat(tenant, area, artifact).await
-    }
-    async fn list(
-        &self,
-        tenant: &TenantId,
-        area: crate::store::BlobArea,
-        after: Option<&ArtifactRef>,
-        limit: usize,
-    ) -> Result<Vec<crate::store::BlobInfo>> {
-        self.inner.list(tenant, area, after, limit).await
-    }
-    async fn read_in(
-        &self,
-        tenant: &TenantId,
-        area: crate::store::BlobArea,
-        artifact: &ArtifactRef,
-    ) -> Result<Option<Bytes>> {
-        self.inner.read_in(tenant, area, artifact).await
-    }
-    async fn touch(&self, tenant: &TenantId, artifact: &ArtifactRef) -> Result<Option<u64>> {
-        self.inner.touch(tenant, artifact).await
-    }
-    async fn sweep(
-        &self,
-        tenant: &TenantId,
-        area: crate::store::BlobArea,
-        artifact: &ArtifactRef,
-        cutoff: chrono::DateTime<chrono::Utc>,
-    ) -> Result<bool> {
-        self.inner.sweep(tenant, area, artifact, cutoff).await
-    }
-    async fn remove(
-        &self,
-        tenant: &TenantId,
-        area: crate::store::BlobArea,
-        artifact: &ArtifactRef,
-    ) -> Result<bool> {
-        self.inner.remove(tenant, area, artifact).await
-    }
-}
+type Counting = crate::store::counting::CountingBlobs<MemoryBlobStore>;
 
 fn service() -> (Service, TenantId, Arc<Counting>) {
-    let blobs = Arc::new(Counting::default());
+    let blobs = Arc::new(Counting::new(MemoryBlobStore::new()));
     let stores = Stores {
         blobs: blobs.clone(),
         meta: Arc::new(MemoryMetaStore::new()),
@@ -398,9 +325,9 @@ async fn the_log_tail_reads_only_the_commits_it_returns() {
             .await
             .expect("append");
     }
-    let before = blobs.reads.load(Ordering::SeqCst);
+    let before = blobs.reads() as usize;
     let ctx = s.read_context(&tenant, &w).await.expect("ctx");
-    let reads = blobs.reads.load(Ordering::SeqCst) - before;
+    let reads = blobs.reads() as usize - before;
     assert_eq!(ctx.recent_log.len(), 10);
     assert_eq!(ctx.recent_log[0].op, "op999");
     assert_eq!(ctx.recent_log[9].op, "op990");
@@ -411,9 +338,9 @@ async fn the_log_tail_reads_only_the_commits_it_returns() {
     s.append_file(&tenant, &w, &p("log.jsonl"), b"[\"not a record\"]")
         .await
         .expect("append");
-    let before = blobs.reads.load(Ordering::SeqCst);
+    let before = blobs.reads() as usize;
     let ctx = s.read_context(&tenant, &w).await.expect("ctx");
-    assert_eq!(blobs.reads.load(Ordering::SeqCst) - before, 3);
+    assert_eq!(blobs.reads() as usize - before, 3);
     assert_eq!(
         (ctx.recent_log[0].op.as_str(), ctx.recent_log[9].op.as_str()),
         ("op999", "op990")

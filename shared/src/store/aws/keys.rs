@@ -17,10 +17,13 @@
 //! | session's creation window | `T#<tenant>#SS#<session>` | `W#<minute start s, 20 digits>` |
 //! | tenant's active branch count | `T#<tenant>#BRANCHES` | `ACTIVE` |
 //! | bearer token (hash → tenant) | `TOKENS` | `<64 hex of its hash>` |
+//! | agent record (settings, clear, working-context pointer) | `T#<tenant>#AG#<agent>` | `A` |
+//! | agent save | `T#<tenant>#AG#<agent>` | `S#<sav id>` (ids sort by time) |
 //!
 //! Tokens are the one item kind not under a tenant's prefix: a token is
 //! what finds the tenant. `TOKENS` cannot collide with a `T#` partition.
 
+use crate::agent::SaveId;
 use crate::format::FormatId;
 use crate::id::{ArtifactRef, BranchId, CommitId, Hash, Principal, RefName, TenantId};
 use crate::store::BlobArea;
@@ -182,6 +185,28 @@ pub fn materialized_sk(stop: &str, format: &FormatId) -> String {
     format!("{stop}#{format}")
 }
 
+/// The partition of an agent's record and saves (the agent, a principal,
+/// is the last component).
+pub fn agent_pk(tenant: &TenantId, agent: &Principal) -> String {
+    format!("T#{tenant}#AG#{agent}")
+}
+
+/// The sort key of an agent's record.
+pub const AGENT_SK: &str = "A";
+
+/// The sort-key prefix of an agent's saves.
+pub const SAVE_SK_PREFIX: &str = "S#";
+
+/// The sort key of a save.
+pub fn save_sk(id: &SaveId) -> String {
+    format!("{SAVE_SK_PREFIX}{id}")
+}
+
+/// Parses [`save_sk`].
+pub fn parse_save_sk(sk: &str) -> Option<SaveId> {
+    sk.strip_prefix(SAVE_SK_PREFIX)?.parse().ok()
+}
+
 /// The partition of a branch record.
 pub fn branch_pk(tenant: &TenantId, id: &BranchId) -> String {
     format!("T#{tenant}#BR#{id}")
@@ -268,6 +293,18 @@ mod tests {
     }
 
     proptest! {
+        #[test]
+        fn save_keys_round_trip_and_sort_by_time(a in -8_000_000_000_000_000_000i64..8_000_000_000_000_000_000, b in -8_000_000_000_000_000_000i64..8_000_000_000_000_000_000) {
+            let (t, p): (TenantId, Principal) = ("t".parse().unwrap(), "p".parse().unwrap());
+            let art = ArtifactRef::of(b"s");
+            let ia = SaveId::derive(&t, &p, crate::clock::micros_to_time(a), &art);
+            let ib = SaveId::derive(&t, &p, crate::clock::micros_to_time(b), &art);
+            prop_assert_eq!(parse_save_sk(&save_sk(&ia)), Some(ia));
+            if a < b {
+                prop_assert!(save_sk(&ia) < save_sk(&ib));
+            }
+        }
+
         #[test]
         fn blob_keys_round_trip(t in tenant(), bytes in any::<[u8; 32]>()) {
             let art = ArtifactRef::from_hash(crate::Hash::from_bytes(bytes));

@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use super::items::{Item, Transact, build, consistent_get, from_item, key, s, to_item, transact};
 use super::{DynamoBranchStore, keys, sdk_error};
+use crate::agent::{AgentRecord, SaveId, SaveRecord};
 use crate::clock::micros_to_time;
 use crate::commit::Commit;
 use crate::error::{Error, Result};
@@ -696,5 +697,58 @@ impl MetaStore for DynamoMetaStore {
 
     async fn summary_tenants(&self) -> Result<Vec<TenantId>> {
         self.registered_tenants().await
+    }
+
+    async fn timeline_range(
+        &self,
+        tenant: &TenantId,
+        principal: &Principal,
+        after: Option<DateTime<Utc>>,
+        until: DateTime<Utc>,
+        limit: usize,
+        newest_first: bool,
+    ) -> Result<Vec<Commit>> {
+        self.query_timeline_range(tenant, principal, after, until, limit, newest_first)
+            .await
+    }
+
+    async fn get_agent(&self, tenant: &TenantId, agent: &Principal) -> Result<Option<AgentRecord>> {
+        self.read_agent(tenant, agent).await
+    }
+
+    async fn update_agent(
+        &self,
+        tenant: &TenantId,
+        agent: &Principal,
+        patch: &AgentRecord,
+    ) -> Result<AgentRecord> {
+        self.patch_agent(tenant, agent, patch).await
+    }
+
+    async fn put_save(
+        &self,
+        tenant: &TenantId,
+        agent: &Principal,
+        save: &SaveRecord,
+    ) -> Result<()> {
+        self.insert_save(tenant, agent, save).await
+    }
+
+    async fn list_saves(
+        &self,
+        tenant: &TenantId,
+        agent: &Principal,
+        limit: usize,
+    ) -> Result<Vec<SaveRecord>> {
+        self.query_saves(tenant, agent, limit).await
+    }
+
+    async fn get_save(
+        &self,
+        tenant: &TenantId,
+        agent: &Principal,
+        id: &SaveId,
+    ) -> Result<Option<SaveRecord>> {
+        self.read_save(tenant, agent, id).await
     }
 }

@@ -28,6 +28,7 @@ use aws_smithy_runtime_api::client::interceptors::SharedInterceptor;
 
 use crate::error::{Error, Result};
 
+mod agents;
 mod branches;
 mod items;
 pub mod keys;

@@ -9,6 +9,8 @@
 //! # Layout
 //! - this file: [`Backend`], [`Capabilities`], [`run_all`] and the helpers
 //!   the behaviours (and other tests) build data with.
+//! - [`agents`]: agents' live context: timeline ranges, agent records,
+//!   saves.
 //! - [`blobs`]: the `BlobStore` behaviours.
 //! - [`meta`]: commits, lineages, resolve, metadata and the cache.
 //! - [`refs`]: refs, checkpoint ref moves and the retry rule.
@@ -29,6 +31,7 @@ use crate::commit::{Commit, CommitType, Tags, Trigger};
 use crate::format::FormatId;
 use crate::id::{ArtifactRef, CommitId, RefName, TenantId};
 
+pub mod agents;
 pub mod blobs;
 pub mod branches;
 pub mod gc;
@@ -70,6 +73,7 @@ pub async fn run_all(backend: &Backend<'_>, caps: Capabilities) {
     meta::run_all(backend.meta).await;
     refs::run_all(backend.meta).await;
     summaries::run_all(backend.meta).await;
+    agents::run_all(backend.meta).await;
     tokens::run_all(backend.tokens).await;
     branches::run_all(backend.branches, caps).await;
     gc::run_all_blobs(backend.blobs).await;

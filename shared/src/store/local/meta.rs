@@ -12,6 +12,7 @@ use chrono::{DateTime, Utc};
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::{Database, Durability, LocalError, SqliteBranchStore, sql};
+use crate::agent::{AgentRecord, SaveId, SaveRecord};
 use crate::clock::micros_to_time;
 use crate::commit::Commit;
 use crate::error::{Error, Result};
@@ -611,6 +612,59 @@ impl MetaStore for SqliteMetaStore {
 
     async fn summary_tenants(&self) -> Result<Vec<TenantId>> {
         self.tenants_with_work().await
+    }
+
+    async fn timeline_range(
+        &self,
+        tenant: &TenantId,
+        principal: &Principal,
+        after: Option<DateTime<Utc>>,
+        until: DateTime<Utc>,
+        limit: usize,
+        newest_first: bool,
+    ) -> Result<Vec<Commit>> {
+        self.query_timeline_range(tenant, principal, after, until, limit, newest_first)
+            .await
+    }
+
+    async fn get_agent(&self, tenant: &TenantId, agent: &Principal) -> Result<Option<AgentRecord>> {
+        self.read_agent(tenant, agent).await
+    }
+
+    async fn update_agent(
+        &self,
+        tenant: &TenantId,
+        agent: &Principal,
+        patch: &AgentRecord,
+    ) -> Result<AgentRecord> {
+        self.patch_agent(tenant, agent, patch).await
+    }
+
+    async fn put_save(
+        &self,
+        tenant: &TenantId,
+        agent: &Principal,
+        save: &SaveRecord,
+    ) -> Result<()> {
+        self.insert_save(tenant, agent, save).await
+    }
+
+    async fn list_saves(
+        &self,
+        tenant: &TenantId,
+        agent: &Principal,
+        limit: usize,
+    ) -> Result<Vec<SaveRecord>> {
+        self.query_saves(tenant, agent, limit).await
+    }
+
+    async fn get_save(
+        &self,
+        tenant: &TenantId,
+        agent: &Principal,
+        id: &SaveId,
+    ) -> Result<Option<SaveRecord>> {
+        self.read_save(tenant, agent, id).await
     }
 }
 

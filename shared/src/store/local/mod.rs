@@ -30,6 +30,7 @@ use rusqlite::{Connection, Transaction, TransactionBehavior};
 
 use crate::error::{Error, Result};
 
+mod agents;
 mod blobs;
 mod branches;
 mod meta;

@@ -21,7 +21,7 @@ use super::sql;
 use crate::error::{Error, Result};
 
 /// The schema version this build writes and reads.
-pub const VERSION: u32 = 3;
+pub const VERSION: u32 = 4;
 
 /// Version 0 → 1: commits, lineages, timelines, refs, the materialization
 /// cache, tokens (the meta store) and branches, their sessions and their
@@ -108,7 +108,25 @@ UPDATE commits SET
 CREATE INDEX commits_missing_summary ON commits (tenant, ts, id) WHERE summary IS NULL;
 ";
 
-/// The migration steps, in order: step `n` goes from version `n` to `n + 1`.
+/// Agents' live context: per agent its record (settings, clear marker,
+/// working-context cache pointer; JSON in `body`) and its saves (save ids
+/// sort by time, so newest first is `save_id DESC`).
+const AGENTS: &str = "
+CREATE TABLE IF NOT EXISTS agents (
+    tenant TEXT NOT NULL,
+    agent  TEXT NOT NULL,
+    body   TEXT NOT NULL,
+    PRIMARY KEY (tenant, agent)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS agent_saves (
+    tenant  TEXT NOT NULL,
+    agent   TEXT NOT NULL,
+    save_id TEXT NOT NULL,
+    body    TEXT NOT NULL,
+    PRIMARY KEY (tenant, agent, save_id)
+) WITHOUT ROWID;
+";
+
 /// The materialization cache's LRU budget: each entry's size, cached
 /// artifact and last use (µs) as columns, so eviction is one ordered scan.
 const CACHE: &str = "
@@ -122,7 +140,8 @@ CREATE INDEX materialized_lru ON materialized (accessed);
 CREATE INDEX materialized_by_artifact ON materialized (tenant, artifact);
 ";
 
-const MIGRATIONS: &[&str] = &[V1, V2, CACHE];
+/// The migration steps, in order: step `n` goes from version `n` to `n + 1`.
+const MIGRATIONS: &[&str] = &[V1, V2, CACHE, AGENTS];
 
 const _: () = assert!(MIGRATIONS.len() == VERSION as usize);
 
@@ -233,6 +252,8 @@ mod tests {
         assert_eq!(
             names,
             [
+                "agent_saves",
+                "agents",
                 "branch_sessions",
                 "branch_windows",
                 "branches",
@@ -306,8 +327,8 @@ mod tests {
         );
         assert_eq!(
             after.len(),
-            before.len() + 3,
-            "the summary index and the cache's two added"
+            before.len() + 5,
+            "the summary index, the cache's two indexes and the two agent tables added"
         );
         assert_eq!(
             meta.get_commit(&tenant, &c.id).await.unwrap(),

@@ -9,6 +9,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
 use super::lock;
+use crate::agent::{AgentRecord, SaveId, SaveRecord};
 use crate::commit::Commit;
 use crate::error::Result;
 use crate::id::{ArtifactRef, CommitId, Hash, Principal, RefName, TenantId};
@@ -33,6 +34,10 @@ struct Meta {
     tokens: BTreeMap<Hash, TokenRecord>,
     /// The summary queue state of commits that have some.
     summary_states: HashMap<(TenantId, CommitId), SummaryState>,
+    /// Agents' records.
+    agents: HashMap<(TenantId, Principal), AgentRecord>,
+    /// Agents' saves by id (ids sort by time).
+    saves: HashMap<(TenantId, Principal), BTreeMap<SaveId, SaveRecord>>,
 }
 
 impl Meta {
@@ -446,6 +451,106 @@ impl MetaStore for MemoryMetaStore {
         tenants.dedup();
         Ok(tenants)
     }
+
+    async fn timeline_range(
+        &self,
+        tenant: &TenantId,
+        principal: &Principal,
+        after: Option<DateTime<Utc>>,
+        until: DateTime<Utc>,
+        limit: usize,
+        newest_first: bool,
+    ) -> Result<Vec<Commit>> {
+        use std::ops::Bound;
+        let m = lock(&self.meta);
+        let Some(t) = m.timelines.get(&(tenant.clone(), principal.clone())) else {
+            return Ok(Vec::new());
+        };
+        let lower = match after {
+            Some(a) => Bound::Excluded((a.timestamp_micros(), CommitId::from_bytes([0xff; 16]))),
+            None => Bound::Unbounded,
+        };
+        let upper = Bound::Included((until.timestamp_micros(), CommitId::from_bytes([0xff; 16])));
+        if lower_above_upper(after, until) {
+            return Ok(Vec::new());
+        }
+        let range = t.range((lower, upper)).map(|((_, id), _)| *id);
+        let ids: Vec<CommitId> = if newest_first {
+            range.rev().take(limit).collect()
+        } else {
+            range.take(limit).collect()
+        };
+        Ok(ids
+            .iter()
+            .filter_map(|id| m.commits.get(&(tenant.clone(), *id)).cloned())
+            .collect())
+    }
+
+    async fn get_agent(&self, tenant: &TenantId, agent: &Principal) -> Result<Option<AgentRecord>> {
+        Ok(lock(&self.meta)
+            .agents
+            .get(&(tenant.clone(), agent.clone()))
+            .cloned())
+    }
+
+    async fn update_agent(
+        &self,
+        tenant: &TenantId,
+        agent: &Principal,
+        patch: &AgentRecord,
+    ) -> Result<AgentRecord> {
+        let mut m = lock(&self.meta);
+        let rec = m.agents.entry((tenant.clone(), agent.clone())).or_default();
+        *rec = std::mem::take(rec).merged(patch);
+        Ok(rec.clone())
+    }
+
+    async fn put_save(
+        &self,
+        tenant: &TenantId,
+        agent: &Principal,
+        save: &SaveRecord,
+    ) -> Result<()> {
+        lock(&self.meta)
+            .saves
+            .entry((tenant.clone(), agent.clone()))
+            .or_default()
+            .entry(save.save_id)
+            .or_insert_with(|| save.clone());
+        Ok(())
+    }
+
+    async fn list_saves(
+        &self,
+        tenant: &TenantId,
+        agent: &Principal,
+        limit: usize,
+    ) -> Result<Vec<SaveRecord>> {
+        Ok(lock(&self.meta)
+            .saves
+            .get(&(tenant.clone(), agent.clone()))
+            .map(|s| s.values().rev().take(limit).cloned().collect())
+            .unwrap_or_default())
+    }
+
+    async fn get_save(
+        &self,
+        tenant: &TenantId,
+        agent: &Principal,
+        id: &SaveId,
+    ) -> Result<Option<SaveRecord>> {
+        Ok(lock(&self.meta)
+            .saves
+            .get(&(tenant.clone(), agent.clone()))
+            .and_then(|s| s.get(id))
+            .cloned())
+    }
+}
+
+/// Whether the range (`after`, `until`] is empty (a `BTreeMap` range
+/// panics on bounds in the wrong order).
+fn lower_above_upper(after: Option<DateTime<Utc>>, until: DateTime<Utc>) -> bool {
+    after.is_some_and(|a| a >= until)
 }
 
 #[async_trait]

@@ -1,0 +1,521 @@
+//! Agents' live context: the records the metadata store keeps per agent (a
+//! principal) for the rolling window, its saves and the working-context
+//! cache. The operations over them are in `service::agents`.
+//!
+//! - [`AgentRecord`]: the settings (`window_seconds`,
+//!   `persist_working_context`), the clear marker and the pointer to the
+//!   cached working context; every field optional so that one value is both
+//!   the stored record and a patch of it.
+//! - [`SaveRecord`] and [`SaveId`]: a named snapshot of the window.
+
+use std::fmt;
+use std::str::FromStr;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use utoipa::ToSchema;
+
+use crate::error::{Error, Result};
+use crate::id::{ArtifactRef, Hash, Principal, TenantId};
+
+/// The window when an agent has not set one: one day.
+pub const DEFAULT_WINDOW_SECONDS: i64 = 86_400;
+
+/// The longest window accepted: ten years.
+pub const MAX_WINDOW_SECONDS: i64 = 10 * 366 * 86_400;
+
+/// Checks a window length.
+///
+/// # Errors
+/// `Invalid` naming `window_seconds` when it is not positive or longer than
+/// [`MAX_WINDOW_SECONDS`].
+pub fn check_window_seconds(v: i64) -> Result<()> {
+    if v <= 0 {
+        return Err(Error::invalid(
+            "window_seconds",
+            format!("window_seconds is {v}; it must be a positive number of seconds"),
+        ));
+    }
+    if v > MAX_WINDOW_SECONDS {
+        return Err(Error::invalid(
+            "window_seconds",
+            format!("window_seconds is {v}; at most {MAX_WINDOW_SECONDS} (ten years) is allowed"),
+        ));
+    }
+    Ok(())
+}
+
+/// Where an agent's cached working context is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct WorkingContextRef {
+    /// The artifact holding the snapshot JSON.
+    pub artifact_ref: ArtifactRef,
+    /// The snapshot's epoch.
+    pub epoch_id: u64,
+}
+
+/// What the metadata store keeps per agent. As a patch
+/// ([`MetaStore::update_agent`](crate::store::MetaStore::update_agent)),
+/// the fields that are `Some` are set and the others left alone.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentRecord {
+    /// The rolling window's length; the default when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window_seconds: Option<i64>,
+    /// Refresh the working-context cache at safe boundaries.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub persist_working_context: Option<bool>,
+    /// The latest clear.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_clear: Option<DateTime<Utc>>,
+    /// The cached working context.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub working_context: Option<WorkingContextRef>,
+}
+
+impl AgentRecord {
+    /// `self` with the `Some` fields of `patch` applied.
+    pub fn merged(mut self, patch: &AgentRecord) -> Self {
+        if patch.window_seconds.is_some() {
+            self.window_seconds = patch.window_seconds;
+        }
+        if patch.persist_working_context.is_some() {
+            self.persist_working_context = patch.persist_working_context;
+        }
+        if patch.last_clear.is_some() {
+            self.last_clear = patch.last_clear;
+        }
+        if patch.working_context.is_some() {
+            self.working_context = patch.working_context;
+        }
+        self
+    }
+}
+
+/// A save's id: `sav-` + 16 hex digits of its time (so ids sort by time)
+/// + 16 hex digits of a hash of what it saved.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SaveId {
+    micros: i64,
+    tag: u64,
+}
+
+impl SaveId {
+    /// The id of the save of `agent` at `at` whose session file is
+    /// `artifact`.
+    pub fn derive(
+        tenant: &TenantId,
+        agent: &Principal,
+        at: DateTime<Utc>,
+        artifact: &ArtifactRef,
+    ) -> Self {
+        let h = Hash::of(
+            format!("{tenant}\n{agent}\n{}\n{artifact}", at.timestamp_micros()).as_bytes(),
+        );
+        let mut tag = [0u8; 8];
+        tag.copy_from_slice(&h.as_bytes()[..8]);
+        SaveId {
+            micros: at.timestamp_micros(),
+            tag: u64::from_be_bytes(tag),
+        }
+    }
+}
+
+impl fmt::Display for SaveId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "sav-{:016x}{:016x}",
+            (self.micros as u64) ^ (1 << 63),
+            self.tag
+        )
+    }
+}
+
+impl fmt::Debug for SaveId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{self}")
+    }
+}
+
+impl FromStr for SaveId {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        let bad = || {
+            Error::invalid(
+                "save_id",
+                format!("{s:?} is not a save id (sav- and 32 lower-case hex digits)"),
+            )
+        };
+        let hex = s.strip_prefix("sav-").ok_or_else(bad)?;
+        if hex.len() != 32 || !hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
+            return Err(bad());
+        }
+        let t = u64::from_str_radix(&hex[..16], 16).map_err(|_| bad())?;
+        let tag = u64::from_str_radix(&hex[16..], 16).map_err(|_| bad())?;
+        Ok(SaveId {
+            micros: (t ^ (1 << 63)) as i64,
+            tag,
+        })
+    }
+}
+
+impl Serialize for SaveId {
+    fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for SaveId {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse()
+            .map_err(|e: Error| serde::de::Error::custom(e.message))
+    }
+}
+
+impl utoipa::PartialSchema for SaveId {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        utoipa::openapi::schema::ObjectBuilder::new()
+            .schema_type(utoipa::openapi::schema::Type::String)
+            .pattern(Some("^sav-[0-9a-f]{32}$"))
+            .description(Some("A save id."))
+            .into()
+    }
+}
+impl ToSchema for SaveId {}
+
+/// A saved snapshot of an agent's window (the seed's session metadata).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct SaveRecord {
+    /// Its id.
+    pub save_id: SaveId,
+    /// When it was saved.
+    pub timestamp: DateTime<Utc>,
+    /// What the caller called it.
+    pub description: Option<String>,
+    /// The summarizer's summary, or `(summary generation failed)`.
+    pub summary: String,
+    /// Messages saved.
+    pub message_count: u64,
+    /// The window's lower bound (exclusive).
+    pub window_start: DateTime<Utc>,
+    /// The window's upper bound (the time of the save).
+    pub window_end: DateTime<Utc>,
+    /// The session file: the artifact holding this record and the messages.
+    pub artifact_ref: ArtifactRef,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn save_ids_round_trip_and_sort_by_time() {
+        let tenant: TenantId = "t".parse().unwrap();
+        let agent: Principal = "a".parse().unwrap();
+        let art = ArtifactRef::of(b"x");
+        let times = [-5_000_000i64, 0, 1, 1_790_000_000_000_000];
+        let ids: Vec<SaveId> = times
+            .iter()
+            .map(|&m| SaveId::derive(&tenant, &agent, crate::clock::micros_to_time(m), &art))
+            .collect();
+        for id in &ids {
+            assert_eq!(id.to_string().parse::<SaveId>().unwrap(), *id);
+        }
+        let texts: Vec<String> = ids.iter().map(ToString::to_string).collect();
+        let mut sorted = texts.clone();
+        sorted.sort();
+        assert_eq!(texts, sorted);
+        for bad in [
+            "sav-",
+            "sav-XYZ",
+            "ctx-00000000000000000000000000000000",
+            &format!("sav-{}", "0".repeat(31)),
+        ] {
+            assert_eq!(
+                bad.parse::<SaveId>().unwrap_err().field.as_deref(),
+                Some("save_id")
+            );
+        }
+    }
+
+    #[test]
+    fn window_seconds_bounds_name_the_field() {
+        assert!(check_window_seconds(1).is_ok());
+        assert!(check_window_seconds(MAX_WINDOW_SECONDS).is_ok());
+        for bad in [0, -1, MAX_WINDOW_SECONDS + 1] {
+            assert_eq!(
+                check_window_seconds(bad).unwrap_err().field.as_deref(),
+                Some("window_seconds")
+            );
+        }
+    }
+}
+
+/// Request and response bodies of the agent routes (re-exported by
+/// [`crate::wire`]).
+pub mod wire {
+    use chrono::{DateTime, Utc};
+    use serde::{Deserialize, Serialize};
+    use utoipa::ToSchema;
+
+    use super::{SaveId, SaveRecord};
+    use crate::commit::Commit;
+    use crate::format::FormatId;
+    use crate::id::{ArtifactRef, Principal};
+
+    /// `GET`/`PATCH /v1/agents/{agent}`: an agent's settings.
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+    pub struct AgentSettings {
+        /// The agent (a principal).
+        #[schema(value_type = String)]
+        pub agent: Principal,
+        /// The rolling window's length (default 86,400).
+        pub window_seconds: i64,
+        /// Whether the working-context cache is refreshed at safe
+        /// boundaries (default false).
+        pub persist_working_context: bool,
+        /// The latest clear; absent before the first (the window then
+        /// starts at the agent's first commit).
+        pub last_clear: Option<DateTime<Utc>>,
+        /// The cached working context's epoch, if there is a cache.
+        pub working_context_epoch: Option<u64>,
+    }
+
+    /// `PATCH /v1/agents/{agent}`.
+    #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+    #[serde(deny_unknown_fields)]
+    pub struct PatchAgentRequest {
+        /// The rolling window's length, 1 s to ten years.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[schema(minimum = 1, maximum = 316_224_000)]
+        pub window_seconds: Option<i64>,
+        /// Refresh the working-context cache at safe boundaries.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub persist_working_context: Option<bool>,
+    }
+
+    /// `POST /v1/agents/{agent}/clear`.
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+    pub struct Cleared {
+        /// The new clear marker (now).
+        pub last_clear: DateTime<Utc>,
+    }
+
+    /// Why the window starts where it does.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+    #[serde(rename_all = "snake_case")]
+    pub enum WindowReason {
+        /// At the latest clear (more recent than now - window).
+        Clear,
+        /// At now - window_seconds.
+        Window,
+    }
+
+    /// `GET /v1/agents/{agent}/window`: the agent's live context.
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+    pub struct Window {
+        /// The lower bound (exclusive): max(last_clear, now - window).
+        pub since: DateTime<Utc>,
+        /// Which of the two it is.
+        pub reason: WindowReason,
+        /// The upper bound (now).
+        pub until: DateTime<Utc>,
+        /// The commits whose messages are in it, oldest first.
+        pub commits: Vec<Commit>,
+        /// Messages in it.
+        pub message_count: u64,
+        /// Tokens in it.
+        pub token_count: u64,
+        /// The messages, joined (absent when the window is empty).
+        pub artifact_ref: Option<ArtifactRef>,
+        /// Their format (absent when the window is empty).
+        pub format: Option<FormatId>,
+        /// True when the window held more commits than one answer carries
+        /// (the newest are kept).
+        pub truncated: bool,
+    }
+
+    /// `POST /v1/agents/{agent}/saves`.
+    #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+    #[serde(deny_unknown_fields)]
+    pub struct SaveRequest {
+        /// What to call the save (at most 1024 bytes, no control
+        /// characters but newline and tab).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[schema(max_length = 1024)]
+        pub description: Option<String>,
+    }
+
+    /// `GET /v1/agents/{agent}/saves`: newest first.
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+    pub struct SaveList {
+        /// The saves.
+        pub saves: Vec<SaveRecord>,
+    }
+
+    /// One message of a session file.
+    #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+    pub struct SessionMessage {
+        /// The thread it belongs to.
+        pub thread_id: Option<String>,
+        /// `system`, `user`, `assistant`, or `raw` for opaque bytes.
+        pub role: String,
+        /// Its text.
+        pub content: String,
+        /// The message in the canonical model, for structured formats.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[schema(value_type = Option<Object>)]
+        pub message: Option<serde_json::Value>,
+    }
+
+    /// One thread of a session file: its messages as one artifact, what
+    /// restore writes back.
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+    pub struct SessionThread {
+        /// The thread (absent for commits without one).
+        pub thread_id: Option<String>,
+        /// The format of `artifact_ref`.
+        pub format: FormatId,
+        /// The thread's window messages, joined.
+        pub artifact_ref: ArtifactRef,
+        /// Messages in it.
+        pub message_count: u64,
+        /// The commits they came from.
+        pub commits: Vec<crate::id::CommitId>,
+    }
+
+    /// `GET /v1/agents/{agent}/saves/{save_id}`: the seed's session file.
+    #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+    pub struct SessionFile {
+        /// The save's id.
+        pub session_id: SaveId,
+        /// The agent.
+        #[schema(value_type = String)]
+        pub agent: Principal,
+        /// When it was saved.
+        pub timestamp: DateTime<Utc>,
+        /// What the caller called it.
+        pub description: Option<String>,
+        /// The summary.
+        pub summary: String,
+        /// Messages saved.
+        pub message_count: u64,
+        /// The window's lower bound.
+        pub window_start: DateTime<Utc>,
+        /// The window's upper bound.
+        pub window_end: DateTime<Utc>,
+        /// Every thread's messages, oldest first within a thread.
+        pub messages: Vec<SessionMessage>,
+        /// Per thread, what restore writes back.
+        pub threads: Vec<SessionThread>,
+    }
+
+    /// `POST /v1/agents/{agent}/saves/{save_id}/restore`.
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+    pub struct Restored {
+        /// The save restored.
+        pub save_id: SaveId,
+        /// One commit per thread, at the current time, tagged
+        /// `restored_from`.
+        pub commits: Vec<Commit>,
+    }
+
+    /// One message of a working-context snapshot.
+    #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+    #[serde(deny_unknown_fields)]
+    pub struct WorkingMessage {
+        /// `system`, `user`, `assistant` or `tool`.
+        pub role: String,
+        /// Its text.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub content: Option<String>,
+        /// The model's reasoning.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub reasoning_content: Option<String>,
+        /// Tool calls or results (a JSON object).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[schema(value_type = Option<Object>)]
+        pub tool_payload: Option<serde_json::Value>,
+        /// Media by URL.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub media_urls: Option<Vec<String>>,
+    }
+
+    /// A working-context snapshot (seed 003's cache file).
+    #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+    #[serde(deny_unknown_fields)]
+    pub struct WorkingContextSnapshot {
+        /// Must be 1.
+        pub schema_version: u32,
+        /// Must be the agent of the route.
+        pub agent_id: String,
+        /// The snapshot's epoch (a rebuild stores the previous + 1).
+        pub epoch_id: u64,
+        /// The time of the compaction it starts from, in seconds since the
+        /// epoch.
+        #[serde(default)]
+        pub last_compaction_ts: Option<f64>,
+        /// The messages, in order.
+        pub messages: Vec<WorkingMessage>,
+    }
+
+    /// `PUT /v1/agents/{agent}/working-context`.
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+    pub struct WorkingContextStored {
+        /// The stored epoch.
+        pub epoch_id: u64,
+        /// The cache artifact.
+        pub artifact_ref: ArtifactRef,
+    }
+
+    /// `POST /v1/agents/{agent}/working-context/restore`.
+    #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+    #[serde(deny_unknown_fields)]
+    pub struct RestoreRequest {
+        /// The system prompt of a rebuild (default: the last cache's).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub system_prompt: Option<String>,
+        /// Commit summaries in a rebuild (default 5, at most 100).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[schema(maximum = 100)]
+        pub max_episodic: Option<usize>,
+        /// Subtask results in a rebuild (default 5, at most 100).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[schema(maximum = 100)]
+        pub max_semantic: Option<usize>,
+        /// Turns of the latest chain in a rebuild (default 10, at most 1000).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[schema(maximum = 1000)]
+        pub raw_tail_turns: Option<usize>,
+    }
+
+    /// Where a restored working context came from.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+    #[serde(rename_all = "snake_case")]
+    pub enum RestoreSource {
+        /// The cache was valid.
+        Cache,
+        /// Rebuilt from the agent's memory (and stored as the new cache).
+        Rebuilt,
+    }
+
+    /// The answer of a working-context restore.
+    #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+    pub struct RestoreResponse {
+        /// Cache or rebuild.
+        pub source: RestoreSource,
+        /// Why the cache was not used (rebuilds only).
+        pub reason: Option<String>,
+        /// The working context.
+        pub snapshot: WorkingContextSnapshot,
+        /// The artifact holding it (the cache now).
+        pub artifact_ref: ArtifactRef,
+    }
+
+    /// The format of a window when the caller names none.
+    pub fn default_format(commits: &[Commit]) -> Option<FormatId> {
+        commits.last().map(|c| c.format.clone())
+    }
+}

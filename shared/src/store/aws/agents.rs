@@ -1,0 +1,298 @@
+//! Agents' live context in the DynamoDB table: the timeline range the
+//! rolling window reads (one Query of the principal's timeline partition,
+//! then one `BatchGetItem` per 100 commits in the range), the agent record
+//! (one item; a patch is one `UpdateItem` that sets only the given
+//! attributes) and saves (items in the agent's partition, sort keys by
+//! time).
+
+use std::collections::HashMap;
+
+use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes, ReturnValue};
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use super::items::{Item, consistent_get, from_item, key, n, s, to_item};
+use super::meta::CommitItem;
+use super::{DynamoMetaStore, keys, sdk_error};
+use crate::agent::{AgentRecord, SaveId, SaveRecord, WorkingContextRef};
+use crate::clock::micros_to_time;
+use crate::commit::Commit;
+use crate::error::{Error, Result};
+use crate::id::{CommitId, Principal, TenantId};
+
+/// The most keys one `BatchGetItem` takes.
+const BATCH_GET: usize = 100;
+
+/// An agent record item.
+#[derive(Debug, Serialize, Deserialize)]
+struct AgentItem {
+    pk: String,
+    sk: String,
+    /// `window_seconds`.
+    #[serde(default)]
+    ws: Option<i64>,
+    /// `persist_working_context`.
+    #[serde(default)]
+    pwc: Option<bool>,
+    /// `last_clear` in µs.
+    #[serde(default)]
+    lc: Option<i64>,
+    /// The working-context cache pointer.
+    #[serde(default)]
+    wc: Option<WorkingContextRef>,
+}
+
+/// A save item.
+#[derive(Debug, Serialize, Deserialize)]
+struct SaveItem {
+    pk: String,
+    sk: String,
+    s: SaveRecord,
+}
+
+impl From<AgentItem> for AgentRecord {
+    fn from(i: AgentItem) -> Self {
+        AgentRecord {
+            window_seconds: i.ws,
+            persist_working_context: i.pwc,
+            last_clear: i.lc.map(micros_to_time),
+            working_context: i.wc,
+        }
+    }
+}
+
+impl DynamoMetaStore {
+    pub(super) async fn query_timeline_range(
+        &self,
+        tenant: &TenantId,
+        principal: &Principal,
+        after: Option<DateTime<Utc>>,
+        until: DateTime<Utc>,
+        limit: usize,
+        newest_first: bool,
+    ) -> Result<Vec<Commit>> {
+        // Everything after `after`: above the largest key at `after`.
+        let lo = after.map_or_else(
+            || "TS#".to_owned(),
+            |a| keys::timeline_upper_bound(a.timestamp_micros()),
+        );
+        let hi = keys::timeline_upper_bound(until.timestamp_micros());
+        if lo >= hi || limit == 0 {
+            return Ok(Vec::new());
+        }
+        let mut ids: Vec<CommitId> = Vec::new();
+        let mut start: Option<Item> = None;
+        while ids.len() < limit {
+            let page = self
+                .client()
+                .query()
+                .table_name(self.table())
+                .key_condition_expression("pk = :pk AND sk BETWEEN :lo AND :hi")
+                .expression_attribute_values(":pk", s(keys::timeline_pk(tenant, principal)))
+                .expression_attribute_values(":lo", s(lo.clone()))
+                .expression_attribute_values(":hi", s(hi.clone()))
+                .scan_index_forward(!newest_first)
+                .consistent_read(true)
+                .limit(i32::try_from(limit - ids.len()).unwrap_or(i32::MAX))
+                .set_exclusive_start_key(start.take())
+                .send()
+                .await
+                .map_err(|e| sdk_error("DynamoDB Query", e))?;
+            for item in page.items.unwrap_or_default() {
+                let sk = match item.get("sk") {
+                    Some(AttributeValue::S(sk)) => sk.clone(),
+                    _ => return Err(Error::internal("a timeline item has no string sort key")),
+                };
+                // `lo` itself (the bound at `after`) is no entry's key.
+                let (_, id) = keys::parse_timeline_sk(&sk).ok_or_else(|| {
+                    Error::internal(format!("timeline sort key {sk:?} is malformed"))
+                })?;
+                ids.push(id);
+            }
+            match page.last_evaluated_key {
+                Some(k) if !k.is_empty() => start = Some(k),
+                _ => break,
+            }
+        }
+        let mut found: HashMap<CommitId, Commit> = HashMap::with_capacity(ids.len());
+        for chunk in ids.chunks(BATCH_GET) {
+            let mut pending: Vec<Item> = chunk
+                .iter()
+                .map(|id| key(keys::commit_pk(tenant, id), keys::COMMIT_SK))
+                .collect();
+            while !pending.is_empty() {
+                let request = KeysAndAttributes::builder()
+                    .set_keys(Some(std::mem::take(&mut pending)))
+                    .consistent_read(true)
+                    .build()
+                    .map_err(|e| Error::internal(format!("cannot build a BatchGetItem: {e}")))?;
+                let out = self
+                    .client()
+                    .batch_get_item()
+                    .request_items(self.table(), request)
+                    .send()
+                    .await
+                    .map_err(|e| sdk_error("DynamoDB BatchGetItem", e))?;
+                for item in out
+                    .responses
+                    .unwrap_or_default()
+                    .remove(self.table())
+                    .unwrap_or_default()
+                {
+                    let c = from_item::<CommitItem>(item)?.c;
+                    found.insert(c.id, c);
+                }
+                if let Some(mut rest) = out.unprocessed_keys
+                    && let Some(k) = rest.remove(self.table())
+                {
+                    pending = k.keys;
+                }
+            }
+        }
+        Ok(ids.iter().filter_map(|id| found.remove(id)).collect())
+    }
+
+    pub(super) async fn read_agent(
+        &self,
+        tenant: &TenantId,
+        agent: &Principal,
+    ) -> Result<Option<AgentRecord>> {
+        let item = consistent_get(
+            self.client(),
+            self.table(),
+            keys::agent_pk(tenant, agent),
+            keys::AGENT_SK,
+        )
+        .await?;
+        item.map(|i| from_item::<AgentItem>(i).map(AgentRecord::from))
+            .transpose()
+    }
+
+    pub(super) async fn patch_agent(
+        &self,
+        tenant: &TenantId,
+        agent: &Principal,
+        patch: &AgentRecord,
+    ) -> Result<AgentRecord> {
+        let mut sets = Vec::new();
+        let mut values: HashMap<String, AttributeValue> = HashMap::new();
+        if let Some(v) = patch.window_seconds {
+            sets.push("ws = :ws");
+            values.insert(":ws".to_owned(), n(v));
+        }
+        if let Some(v) = patch.persist_working_context {
+            sets.push("pwc = :pwc");
+            values.insert(":pwc".to_owned(), AttributeValue::Bool(v));
+        }
+        if let Some(v) = patch.last_clear {
+            sets.push("lc = :lc");
+            values.insert(":lc".to_owned(), n(v.timestamp_micros()));
+        }
+        if let Some(v) = &patch.working_context {
+            sets.push("wc = :wc");
+            let av = serde_dynamo::to_attribute_value(v)
+                .map_err(|e| Error::internal(format!("cannot encode a cache pointer: {e}")))?;
+            values.insert(":wc".to_owned(), av);
+        }
+        if sets.is_empty() {
+            return Ok(self.read_agent(tenant, agent).await?.unwrap_or_default());
+        }
+        let out = self
+            .client()
+            .update_item()
+            .table_name(self.table())
+            .set_key(Some(key(keys::agent_pk(tenant, agent), keys::AGENT_SK)))
+            .update_expression(format!("SET {}", sets.join(", ")))
+            .set_expression_attribute_values(Some(values))
+            .return_values(ReturnValue::AllNew)
+            .send()
+            .await
+            .map_err(|e| sdk_error("DynamoDB UpdateItem", e))?;
+        let item = out
+            .attributes
+            .ok_or_else(|| Error::internal("UpdateItem returned no attributes"))?;
+        Ok(from_item::<AgentItem>(item)?.into())
+    }
+
+    pub(super) async fn insert_save(
+        &self,
+        tenant: &TenantId,
+        agent: &Principal,
+        save: &SaveRecord,
+    ) -> Result<()> {
+        let item = to_item(&SaveItem {
+            pk: keys::agent_pk(tenant, agent),
+            sk: keys::save_sk(&save.save_id),
+            s: save.clone(),
+        })?;
+        match self
+            .client()
+            .put_item()
+            .table_name(self.table())
+            .set_item(Some(item))
+            .condition_expression("attribute_not_exists(pk)")
+            .send()
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(e)
+                if e.as_service_error()
+                    .is_some_and(|se| se.is_conditional_check_failed_exception()) =>
+            {
+                Ok(())
+            }
+            Err(e) => Err(sdk_error("DynamoDB PutItem", e)),
+        }
+    }
+
+    pub(super) async fn query_saves(
+        &self,
+        tenant: &TenantId,
+        agent: &Principal,
+        limit: usize,
+    ) -> Result<Vec<SaveRecord>> {
+        let mut out = Vec::new();
+        let mut start: Option<Item> = None;
+        while out.len() < limit {
+            let page = self
+                .client()
+                .query()
+                .table_name(self.table())
+                .key_condition_expression("pk = :pk AND begins_with(sk, :prefix)")
+                .expression_attribute_values(":pk", s(keys::agent_pk(tenant, agent)))
+                .expression_attribute_values(":prefix", s(keys::SAVE_SK_PREFIX))
+                .scan_index_forward(false)
+                .consistent_read(true)
+                .limit(i32::try_from(limit - out.len()).unwrap_or(i32::MAX))
+                .set_exclusive_start_key(start.take())
+                .send()
+                .await
+                .map_err(|e| sdk_error("DynamoDB Query", e))?;
+            for item in page.items.unwrap_or_default() {
+                out.push(from_item::<SaveItem>(item)?.s);
+            }
+            match page.last_evaluated_key {
+                Some(k) if !k.is_empty() => start = Some(k),
+                _ => break,
+            }
+        }
+        Ok(out)
+    }
+
+    pub(super) async fn read_save(
+        &self,
+        tenant: &TenantId,
+        agent: &Principal,
+        id: &SaveId,
+    ) -> Result<Option<SaveRecord>> {
+        let item = consistent_get(
+            self.client(),
+            self.table(),
+            keys::agent_pk(tenant, agent),
+            keys::save_sk(id),
+        )
+        .await?;
+        item.map(|i| from_item::<SaveItem>(i).map(|s| s.s))
+            .transpose()
+    }
+}

@@ -1,0 +1,173 @@
+//! Agents' live context in `ctx.db`: the timeline range the rolling window
+//! reads (one indexed range of `timeline` joined to `commits`), agent
+//! records (`agents`) and saves (`agent_saves`).
+
+use chrono::{DateTime, Utc};
+use rusqlite::{OptionalExtension, params};
+
+use super::meta::decode_commit;
+use super::{LocalError, SqliteMetaStore, sql};
+use crate::agent::{AgentRecord, SaveId, SaveRecord};
+use crate::commit::Commit;
+use crate::error::{Error, Result};
+use crate::id::{Principal, TenantId};
+
+fn encode<T: serde::Serialize>(v: &T) -> Result<String> {
+    serde_json::to_string(v).map_err(|e| Error::internal(format!("cannot encode a record: {e}")))
+}
+
+impl SqliteMetaStore {
+    pub(super) async fn query_timeline_range(
+        &self,
+        tenant: &TenantId,
+        principal: &Principal,
+        after: Option<DateTime<Utc>>,
+        until: DateTime<Utc>,
+        limit: usize,
+        newest_first: bool,
+    ) -> Result<Vec<Commit>> {
+        let (tenant, principal) = (tenant.clone(), principal.clone());
+        let lower = after.map_or(i64::MIN, |a| a.timestamp_micros().saturating_add(1));
+        let upper = until.timestamp_micros();
+        let sql_text = if newest_first {
+            "SELECT c.body FROM timeline t JOIN commits c ON c.tenant = t.tenant AND c.id = t.id
+             WHERE t.tenant = ?1 AND t.principal = ?2 AND t.ts >= ?3 AND t.ts <= ?4
+             ORDER BY t.ts DESC, t.id DESC LIMIT ?5"
+        } else {
+            "SELECT c.body FROM timeline t JOIN commits c ON c.tenant = t.tenant AND c.id = t.id
+             WHERE t.tenant = ?1 AND t.principal = ?2 AND t.ts >= ?3 AND t.ts <= ?4
+             ORDER BY t.ts ASC, t.id ASC LIMIT ?5"
+        };
+        self.db
+            .read(move |conn| {
+                let mut stmt = conn.prepare_cached(sql_text)?;
+                let rows = stmt.query_map(
+                    params![
+                        tenant.as_str(),
+                        principal.as_str(),
+                        lower,
+                        upper,
+                        limit.min(i64::MAX as usize) as i64
+                    ],
+                    |r| r.get::<_, String>(0),
+                )?;
+                rows.map(|b| decode_commit(&b?)).collect()
+            })
+            .await
+    }
+
+    pub(super) async fn read_agent(
+        &self,
+        tenant: &TenantId,
+        agent: &Principal,
+    ) -> Result<Option<AgentRecord>> {
+        let (tenant, agent) = (tenant.clone(), agent.clone());
+        self.db
+            .read(move |conn| {
+                let body: Option<String> = conn
+                    .prepare_cached("SELECT body FROM agents WHERE tenant = ?1 AND agent = ?2")?
+                    .query_row(params![tenant.as_str(), agent.as_str()], |r| r.get(0))
+                    .optional()?;
+                Ok(body.map(|b| serde_json::from_str(&b)).transpose()?)
+            })
+            .await
+    }
+
+    pub(super) async fn patch_agent(
+        &self,
+        tenant: &TenantId,
+        agent: &Principal,
+        patch: &AgentRecord,
+    ) -> Result<AgentRecord> {
+        let (tenant, agent, patch) = (tenant.clone(), agent.clone(), patch.clone());
+        self.db
+            .transaction(move |tx| {
+                let body: Option<String> = tx
+                    .query_row(
+                        "SELECT body FROM agents WHERE tenant = ?1 AND agent = ?2",
+                        params![tenant.as_str(), agent.as_str()],
+                        |r| r.get(0),
+                    )
+                    .optional()?;
+                let old: AgentRecord = match body {
+                    Some(b) => serde_json::from_str(&b)?,
+                    None => AgentRecord::default(),
+                };
+                let new = old.merged(&patch);
+                tx.execute(
+                    "INSERT INTO agents (tenant, agent, body) VALUES (?1, ?2, ?3)
+                     ON CONFLICT (tenant, agent) DO UPDATE SET body = excluded.body",
+                    params![tenant.as_str(), agent.as_str(), encode(&new)?],
+                )
+                .map_err(sql)?;
+                Ok::<_, LocalError>(new)
+            })
+            .await
+    }
+
+    pub(super) async fn insert_save(
+        &self,
+        tenant: &TenantId,
+        agent: &Principal,
+        save: &SaveRecord,
+    ) -> Result<()> {
+        let (tenant, agent) = (tenant.clone(), agent.clone());
+        let (id, body) = (save.save_id.to_string(), encode(save)?);
+        self.db
+            .write(move |conn| {
+                conn.execute(
+                    "INSERT INTO agent_saves (tenant, agent, save_id, body) VALUES (?1, ?2, ?3, ?4)
+                     ON CONFLICT DO NOTHING",
+                    params![tenant.as_str(), agent.as_str(), id, body],
+                )?;
+                Ok(())
+            })
+            .await
+    }
+
+    pub(super) async fn query_saves(
+        &self,
+        tenant: &TenantId,
+        agent: &Principal,
+        limit: usize,
+    ) -> Result<Vec<SaveRecord>> {
+        let (tenant, agent) = (tenant.clone(), agent.clone());
+        self.db
+            .read(move |conn| {
+                let mut stmt = conn.prepare_cached(
+                    "SELECT body FROM agent_saves WHERE tenant = ?1 AND agent = ?2
+                     ORDER BY save_id DESC LIMIT ?3",
+                )?;
+                let rows = stmt.query_map(
+                    params![
+                        tenant.as_str(),
+                        agent.as_str(),
+                        limit.min(i64::MAX as usize) as i64
+                    ],
+                    |r| r.get::<_, String>(0),
+                )?;
+                rows.map(|b| Ok(serde_json::from_str(&b?)?)).collect()
+            })
+            .await
+    }
+
+    pub(super) async fn read_save(
+        &self,
+        tenant: &TenantId,
+        agent: &Principal,
+        id: &SaveId,
+    ) -> Result<Option<SaveRecord>> {
+        let (tenant, agent, id) = (tenant.clone(), agent.clone(), id.to_string());
+        self.db
+            .read(move |conn| {
+                let body: Option<String> = conn
+                    .prepare_cached(
+                        "SELECT body FROM agent_saves WHERE tenant = ?1 AND agent = ?2 AND save_id = ?3",
+                    )?
+                    .query_row(params![tenant.as_str(), agent.as_str(), id], |r| r.get(0))
+                    .optional()?;
+                Ok(body.map(|b| serde_json::from_str(&b)).transpose()?)
+            })
+            .await
+    }
+}

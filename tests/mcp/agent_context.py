@@ -1,0 +1,57 @@
+"""A real MCP client (the `mcp` package's stdio client) calling `ctx mcp`'s
+agent context tools: window, save, history, clear, restore and
+working_context_restore, for an agent the Rust test gave two messages over
+HTTP; prints what it saw as one JSON object.
+
+Environment: CTX_BIN (the ctx binary), CTX_SERVER, CTX_TOKEN, AGENT.
+"""
+import asyncio
+import json
+import os
+
+from mcp import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+
+
+def is_error(result):
+    # mcp 2.x names fields in snake_case; 1.x in camelCase.
+    return getattr(result, "is_error", None) or getattr(result, "isError", False)
+
+
+async def call(session, name, args):
+    r = await session.call_tool(name, args)
+    assert not is_error(r), (name, r.content)
+    return json.loads(r.content[0].text)
+
+
+async def main():
+    agent = os.environ["AGENT"]
+    params = StdioServerParameters(
+        command=os.environ["CTX_BIN"],
+        args=["mcp"],
+        env={"CTX_SERVER": os.environ["CTX_SERVER"], "CTX_TOKEN": os.environ["CTX_TOKEN"],
+             "PATH": os.environ.get("PATH", "")},
+    )
+    out = {}
+    async with stdio_client(params) as (read, write):
+        async with ClientSession(read, write) as session:
+            await session.initialize()
+            out["tools"] = sorted(t.name for t in (await session.list_tools()).tools)
+            out["window"] = await call(session, "context_window", {"agent": agent})
+            out["thread"] = await call(session, "context_window", {"agent": agent, "thread_id": "t2"})
+            out["save"] = await call(session, "context_save", {"agent": agent, "description": "via mcp"})
+            out["history"] = await call(session, "context_history", {"agent": agent})
+            out["clear"] = await call(session, "context_clear", {"agent": agent})
+            out["cleared_window"] = await call(session, "context_window", {"agent": agent})
+            out["restore"] = await call(session, "context_restore",
+                                        {"agent": agent, "save_id": out["save"]["save_id"]})
+            out["restored_window"] = await call(session, "context_window", {"agent": agent})
+            out["working"] = await call(session, "working_context_restore",
+                                        {"agent": agent, "system_prompt": "You are tested."})
+            bad = await session.call_tool("context_restore", {"agent": agent, "save_id": "nope"})
+            out["bad_is_error"] = bool(is_error(bad))
+            out["bad_text"] = bad.content[0].text
+    print(json.dumps(out))
+
+
+asyncio.run(main())
