@@ -11,6 +11,8 @@
 //! - `summaries`: filling in missing summaries (the batch, the one-shot
 //!   request; [`BatchOptions`] → [`BatchReport`]).
 //! - `workspaces`: workspace files (versioned documents) and read_context.
+//! - `lifecycle`: erasing sessions, retention with pins ([`Erased`],
+//!   [`RetentionReport`]).
 //! - `folding`: context folding (branches, budgets, deadlines; the
 //!   embedded deadline timer [`TokioTimer`]).
 //!
@@ -31,6 +33,7 @@ mod checkpoint;
 mod commits;
 mod compact;
 mod folding;
+mod lifecycle;
 mod materialize;
 mod refs;
 mod summaries;
@@ -44,6 +47,7 @@ pub use folding::{
     BudgetNotice, Expired, MAX_DESCRIPTION, MAX_MESSAGE, MAX_PROMPT, Sweep, TokioTimer,
     WARN_PERCENT,
 };
+pub use lifecycle::{Erased, RetentionReport};
 pub use materialize::Materialization;
 pub use summaries::{BatchOptions, BatchReport, retry_delay};
 pub use workspaces::{FileContent, FileEntry, FileVersion, check_jsonl};

@@ -31,6 +31,7 @@ use crate::error::{Error, Result};
 mod branches;
 mod items;
 pub mod keys;
+mod lifecycle;
 mod meta;
 #[cfg(any(test, feature = "conformance"))]
 pub mod report;

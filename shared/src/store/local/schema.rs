@@ -21,7 +21,7 @@ use super::sql;
 use crate::error::{Error, Result};
 
 /// The schema version this build writes and reads.
-pub const VERSION: u32 = 2;
+pub const VERSION: u32 = 3;
 
 /// Version 0 → 1: commits, lineages, timelines, refs, the materialization
 /// cache, tokens (the meta store) and branches, their sessions and their
@@ -108,8 +108,35 @@ UPDATE commits SET
 CREATE INDEX commits_missing_summary ON commits (tenant, ts, id) WHERE summary IS NULL;
 ";
 
+/// Lifecycle (erasure, retention, pins): commits gain copies of their
+/// body's `session_id`, `parent` and `artifact_ref` with indexes (a
+/// session's commits, a commit's children, an artifact's users), cache
+/// entries a copy of their artifact with an index, and pins get a table.
+/// Existing rows take the copies from their bodies.
+const LIFECYCLE: &str = "
+ALTER TABLE commits ADD COLUMN session TEXT;
+ALTER TABLE commits ADD COLUMN parent TEXT;
+ALTER TABLE commits ADD COLUMN artifact TEXT;
+UPDATE commits SET
+    session = json_extract(body, '$.session_id'),
+    parent = json_extract(body, '$.parent'),
+    artifact = json_extract(body, '$.artifact_ref');
+CREATE INDEX commits_by_session ON commits (tenant, session, ts) WHERE session IS NOT NULL;
+CREATE INDEX commits_by_parent ON commits (tenant, parent) WHERE parent IS NOT NULL;
+CREATE INDEX commits_by_artifact ON commits (tenant, artifact);
+ALTER TABLE materialized ADD COLUMN artifact TEXT;
+UPDATE materialized SET artifact = json_extract(body, '$.artifact_ref');
+CREATE INDEX materialized_by_artifact ON materialized (tenant, artifact);
+CREATE TABLE pins (
+    tenant TEXT NOT NULL,
+    kind   TEXT NOT NULL,
+    name   TEXT NOT NULL,
+    PRIMARY KEY (tenant, kind, name)
+) WITHOUT ROWID;
+";
+
 /// The migration steps, in order: step `n` goes from version `n` to `n + 1`.
-const MIGRATIONS: &[&str] = &[V1, V2];
+const MIGRATIONS: &[&str] = &[V1, V2, LIFECYCLE];
 
 const _: () = assert!(MIGRATIONS.len() == VERSION as usize);
 
@@ -225,9 +252,14 @@ mod tests {
                 "branches",
                 "branches_active",
                 "commits",
+                "commits_by_artifact",
                 "commits_by_lineage",
+                "commits_by_parent",
+                "commits_by_session",
                 "commits_missing_summary",
                 "materialized",
+                "materialized_by_artifact",
+                "pins",
                 "refs",
                 "timeline",
                 "tokens"
@@ -272,7 +304,18 @@ mod tests {
             before.iter().all(|t| after.contains(t)),
             "no table dropped: {after:?}"
         );
-        assert_eq!(after.len(), before.len() + 1, "the summary index added");
+        assert_eq!(
+            after.len(),
+            before.len() + 6,
+            "the summary index, the four lifecycle indexes and pins added"
+        );
+        // The lifecycle columns were filled from the body.
+        assert_eq!(
+            meta.artifact_users(&tenant, &c.artifact_ref, 10)
+                .await
+                .unwrap(),
+            vec![crate::store::ArtifactUser::Commit(c.id)]
+        );
         assert_eq!(
             meta.get_commit(&tenant, &c.id).await.unwrap(),
             Some(c.clone())
@@ -314,7 +357,7 @@ mod tests {
             .unwrap();
         SqliteBranchStore::open(dir.path()).unwrap();
         assert_eq!(version_of(&path), VERSION);
-        assert_eq!(dump(&path).len(), 11);
+        assert_eq!(dump(&path).len(), 16);
     }
 
     #[test]
