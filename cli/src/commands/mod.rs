@@ -9,6 +9,7 @@
 //! - [`resolve`]: `ctx resolve`.
 //! - [`refs`]: `ctx ref get|set|list`.
 //! - [`compact`]: `ctx compact`.
+//! - [`lifecycle`]: `ctx session erase`, `ctx pin add|remove|list`.
 //! - [`summarize`]: `ctx summarize`.
 //! - [`workspace`]: `ctx workspace push|cat|ls|log`, `ctx read-context`.
 
@@ -21,6 +22,7 @@ pub(crate) mod cat;
 pub(crate) mod checkpoint;
 pub(crate) mod commits;
 pub(crate) mod compact;
+pub(crate) mod lifecycle;
 pub(crate) mod materialize;
 pub(crate) mod refs;
 pub(crate) mod resolve;
