@@ -21,10 +21,10 @@ fn files_holding(dir: &Path, needle: &[u8]) -> Vec<String> {
             let path = entry.expect("entry").path();
             if path.is_dir() {
                 stack.push(path);
-            } else if let Ok(bytes) = std::fs::read(&path) {
-                if bytes.windows(needle.len()).any(|w| w == needle) {
-                    found.push(path.display().to_string());
-                }
+            } else if let Ok(bytes) = std::fs::read(&path)
+                && bytes.windows(needle.len()).any(|w| w == needle)
+            {
+                found.push(path.display().to_string());
             }
         }
     }
