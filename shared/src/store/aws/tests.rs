@@ -172,14 +172,26 @@ async fn operations_cost_the_requests_the_design_promises() {
                     3 + probes,
                     "tip, cache, the parent's cache and {probes} probes: {ctx}"
                 );
-                assert_eq!((r.count("PutObject"), r.count("PutItem")), (1, 1), "{ctx}");
+                // The cache entry and its artifact-user item: one
+                // TransactWriteItems.
+                assert_eq!(
+                    (r.count("PutObject"), r.count("TransactWriteItems")),
+                    (1, 1),
+                    "{ctx}"
+                );
             }
             "materialize root (next turn)" => {
                 // Extends the tip's cached context: the same at any depth.
                 assert_eq!(r.count("Query"), 0, "no walk: {ctx}");
                 assert_eq!(r.count("GetItem"), 3, "tip, cache, parent's cache: {ctx}");
                 assert_eq!(r.count("GetObject"), 2, "parent's context, delta: {ctx}");
-                assert_eq!((r.count("PutObject"), r.count("PutItem")), (1, 1), "{ctx}");
+                // The cache entry and its artifact-user item: one
+                // TransactWriteItems.
+                assert_eq!(
+                    (r.count("PutObject"), r.count("TransactWriteItems")),
+                    (1, 1),
+                    "{ctx}"
+                );
             }
             "materialize root (warm)" => {
                 assert_eq!(r.total("s3") + r.total("dynamodb"), 2, "{ctx}")
@@ -192,6 +204,44 @@ async fn operations_cost_the_requests_the_design_promises() {
         7,
         "the deep chain has 3 forks"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn erasing_a_session_costs_a_bounded_number_of_requests_per_commit() {
+    let Some(config) = emulator() else { return };
+    for r in report::erase_request_counts(&config, &[1, 20])
+        .await
+        .unwrap()
+    {
+        let commits = r.depth + 1;
+        let ctx = format!("{} at depth {}: {:?}", r.op, r.depth, r.counts);
+        eprintln!(
+            "| {} | {} | {} | {} | {} |",
+            r.op,
+            commits,
+            r.describe("s3"),
+            r.describe("dynamodb"),
+            r.total("s3") + r.total("dynamodb")
+        );
+        // Per commit: its cache entries listed (Query), its artifact's
+        // users (Query), the artifact deleted (HEAD + DELETE), the commit
+        // read and deleted with its index items (GetItem + one
+        // TransactWriteItems).
+        assert_eq!(
+            r.count("TransactWriteItems"),
+            commits + 1,
+            "and the cache entry: {ctx}"
+        );
+        assert_eq!(
+            r.count("DeleteObject"),
+            commits + 1,
+            "deltas and the cached result: {ctx}"
+        );
+        assert!(
+            r.total("s3") + r.total("dynamodb") <= 10 * commits + 10,
+            "{ctx}"
+        );
+    }
 }
 
 /// 10% of S3 and DynamoDB calls fail (500s, throttling, timeouts before
