@@ -405,3 +405,120 @@ async fn run_with_faults(config: &AwsConfig, one_in: u64, ops: u32) -> usize {
     }
     retryable_errors
 }
+
+/// Erasing a session (with a fork, cascaded) while every third S3 and
+/// DynamoDB call fails: the caller re-runs the erase on each retryable
+/// error until it answers 404; afterwards nothing of either session is
+/// left, not a commit, an artifact, a cache entry, an index item or a ref.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_erase_under_faults_finishes_when_re_run_and_leaves_nothing() {
+    use crate::ErrorKind;
+    use crate::service::{NewCommit, Service, Stop};
+    use crate::store::{ArtifactRef, BlobStore, MetaStore, RefMove, Stores};
+
+    let Some(config) = emulator() else { return };
+    let (blobs, meta) = connect(&config, AwsHooks::default()).await.unwrap();
+    let (blobs, meta) = (Arc::new(blobs), Arc::new(meta));
+    let clock = Arc::new(crate::ManualClock::new(conformance::t(0)));
+    let clean = Service::new(
+        Stores {
+            blobs: blobs.clone(),
+            meta: meta.clone(),
+        },
+        clock.clone(),
+    );
+    let tenant = conformance::fresh_tenant("erase-faults");
+    let mut tip = None;
+    let mut commits = Vec::new();
+    for i in 0..12u8 {
+        let session = if i < 9 { "doomed" } else { "fork" };
+        let name: crate::RefName = format!("sessions/{session}").parse().unwrap();
+        let expected = if i == 9 { None } else { tip };
+        let c = clean
+            .checkpoint(
+                &tenant,
+                NewCommit {
+                    parent: tip,
+                    session_id: Some(session.into()),
+                    created_at: Some(conformance::t(i64::from(i))),
+                    ref_move: Some(RefMove { name, expected }),
+                    ..NewCommit::new(
+                        "p".parse().unwrap(),
+                        "t",
+                        crate::format::FormatId::raw(),
+                        format!("secret turn {i}\n"),
+                    )
+                },
+            )
+            .await
+            .unwrap()
+            .commit;
+        tip = Some(c.id);
+        commits.push(c);
+    }
+    let mut artifacts: Vec<ArtifactRef> = commits.iter().map(|c| c.artifact_ref).collect();
+    for at in [8, 11] {
+        let m = clean
+            .materialize(&tenant, &commits[at].id, Stop::Root, None)
+            .await
+            .unwrap();
+        artifacts.push(m.result.artifact_ref);
+    }
+
+    let plan = Arc::new(FaultPlan::new(3, 0xE4A5E));
+    let hooks = AwsHooks {
+        faults: Some(plan.clone()),
+        initial_backoff: Some(std::time::Duration::from_millis(5)),
+        ..AwsHooks::default()
+    };
+    let (fblobs, fmeta) = connect(&config, hooks).await.unwrap();
+    let faulty = Service::new(
+        Stores {
+            blobs: Arc::new(fblobs),
+            meta: Arc::new(fmeta),
+        },
+        clock,
+    );
+    let session: crate::SessionId = "doomed".parse().unwrap();
+    let mut runs = 0;
+    loop {
+        runs += 1;
+        assert!(runs < 200, "the erase never finished");
+        match faulty.erase_session(&tenant, &session, true).await {
+            Ok(_) => {}
+            Err(e) if e.kind == ErrorKind::Unavailable => {}
+            Err(e) if e.kind == ErrorKind::NotFound => break,
+            Err(e) => panic!("the erase failed for good: {e}"),
+        }
+    }
+    assert!(!plan.injected().is_empty(), "faults were injected");
+    for c in &commits {
+        assert_eq!(meta.get_commit(&tenant, &c.id).await.unwrap(), None);
+        assert!(
+            meta.materialized_of(&tenant, &c.id)
+                .await
+                .unwrap()
+                .is_empty()
+        );
+        assert!(meta.child_commits(&tenant, &c.id).await.unwrap().is_empty());
+    }
+    for s in ["doomed", "fork"] {
+        let s: crate::SessionId = s.parse().unwrap();
+        assert!(meta.session_commits(&tenant, &s).await.unwrap().is_empty());
+    }
+    for a in &artifacts {
+        assert_eq!(blobs.size(&tenant, a).await.unwrap(), None, "{a} deleted");
+        assert!(
+            meta.artifact_users(&tenant, a, 10)
+                .await
+                .unwrap()
+                .is_empty(),
+            "{a} has no users left"
+        );
+    }
+    assert!(meta.list_refs(&tenant, "", 10).await.unwrap().is_empty());
+    eprintln!(
+        "erase finished after {runs} runs, faults {:?}",
+        plan.injected()
+    );
+}
