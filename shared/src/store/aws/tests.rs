@@ -522,3 +522,161 @@ async fn an_erase_under_faults_finishes_when_re_run_and_leaves_nothing() {
         plan.injected()
     );
 }
+
+/// No byte left behind on AWS: a canary in one session's deltas and a
+/// summary, materialized, translated and forked by a second session, then
+/// erased with cascade, is in no S3 object of the bucket and no item of the
+/// table (without cascade: a conflict, and nothing removed).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_erased_session_leaves_no_byte_in_s3_or_dynamodb() {
+    use crate::ErrorKind;
+    use crate::service::{NewCommit, Service, Stop};
+    use crate::store::{MetaStore, MetadataPatch, Stores};
+
+    let Some(config) = emulator() else { return };
+    let (blobs, meta) = connect(&config, AwsHooks::default()).await.unwrap();
+    let (s3, ddb) = (blobs.client().clone(), meta.client().clone());
+    let (bucket, table) = (blobs.bucket().to_owned(), config.table.clone());
+    let meta = Arc::new(meta);
+    let svc = Service::new(
+        Stores {
+            blobs: Arc::new(blobs),
+            meta: meta.clone(),
+        },
+        Arc::new(crate::ManualClock::new(conformance::t(0))),
+    );
+    let mut nonce = [0u8; 8];
+    crate::clock::IdSource::fill(&crate::clock::OsRandom, &mut nonce);
+    let canary = format!("CANARY-{}", hex::encode(nonce));
+    let tenant = conformance::fresh_tenant("canary");
+    let mut tip = None;
+    for (i, (session, text)) in [
+        ("canary", format!("user: remember {canary}\n")),
+        ("canary", "assistant: noted\n".to_owned()),
+        ("fork", "user: and then?\n".to_owned()),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let c = svc
+            .checkpoint(
+                &tenant,
+                NewCommit {
+                    parent: tip,
+                    session_id: Some(session.into()),
+                    created_at: Some(conformance::t(i as i64)),
+                    ..NewCommit::new(
+                        "p".parse().unwrap(),
+                        "t",
+                        crate::format::FormatId::raw(),
+                        text,
+                    )
+                },
+            )
+            .await
+            .unwrap()
+            .commit;
+        tip = Some(c.id);
+        if i == 1 {
+            meta.update_metadata(
+                &tenant,
+                &c.id,
+                &MetadataPatch {
+                    summary: Some(Some(format!("said {canary}"))),
+                    tags: None,
+                },
+            )
+            .await
+            .unwrap();
+            svc.materialize(&tenant, &c.id, Stop::Root, None)
+                .await
+                .unwrap();
+            svc.materialize(
+                &tenant,
+                &c.id,
+                Stop::Root,
+                Some("openai-chat-v1".parse().unwrap()),
+            )
+            .await
+            .unwrap();
+        }
+    }
+    svc.materialize(&tenant, &tip.unwrap(), Stop::Root, None)
+        .await
+        .unwrap();
+
+    // Every S3 object and every DynamoDB item holding the canary.
+    let holding = || async {
+        let mut found = Vec::new();
+        let mut token = None;
+        loop {
+            let page = s3
+                .list_objects_v2()
+                .bucket(&bucket)
+                .set_continuation_token(token.take())
+                .send()
+                .await
+                .unwrap();
+            for o in page.contents() {
+                let key = o.key().unwrap().to_owned();
+                // Other tenants' artifacts (of tests sharing the emulator)
+                // cannot hold this run's random canary; everything else,
+                // whatever its prefix, is read.
+                let ours = tenant.to_string();
+                if (key.starts_with("cas/") || key.starts_with("uploads/"))
+                    && key.split('/').nth(1) != Some(ours.as_str())
+                {
+                    continue;
+                }
+                let body = s3
+                    .get_object()
+                    .bucket(&bucket)
+                    .key(&key)
+                    .send()
+                    .await
+                    .unwrap();
+                let bytes = body.body.collect().await.unwrap().into_bytes();
+                if bytes.windows(canary.len()).any(|w| w == canary.as_bytes()) {
+                    found.push(format!("s3 {key}"));
+                }
+            }
+            match page.next_continuation_token() {
+                Some(t) => token = Some(t.to_owned()),
+                None => break,
+            }
+        }
+        let mut start = None;
+        loop {
+            let page = ddb
+                .scan()
+                .table_name(&table)
+                .set_exclusive_start_key(start.take())
+                .send()
+                .await
+                .unwrap();
+            for item in page.items() {
+                if format!("{item:?}").contains(&canary) {
+                    found.push(format!("dynamodb {:?}", item.get("pk")));
+                }
+            }
+            match page.last_evaluated_key() {
+                Some(k) if !k.is_empty() => start = Some(k.clone()),
+                _ => break,
+            }
+        }
+        found
+    };
+    let before = holding().await;
+    assert!(before.len() >= 4, "the canary is stored: {before:?}");
+    let session: crate::SessionId = "canary".parse().unwrap();
+    let e = svc
+        .erase_session(&tenant, &session, false)
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Conflict);
+    assert_eq!(holding().await.len(), before.len(), "nothing removed");
+    let erased = svc.erase_session(&tenant, &session, true).await.unwrap();
+    assert_eq!((erased.commits, erased.cascaded), (3, 1), "{erased:?}");
+    let left = holding().await;
+    assert!(left.is_empty(), "the canary survives in {left:?}");
+}
