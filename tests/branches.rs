@@ -377,21 +377,64 @@ async fn an_mcp_client_runs_the_branch_tools() {
         return;
     }
     let python = text(&setup.stdout);
+    // `ctx mcp` on stdio, then `ctx serve`'s /mcp over streamable HTTP.
+    for transport in ["stdio", "http"] {
+        let dir = tempfile::tempdir().unwrap();
+        let server = Server::start(dir.path());
+        let out = Command::new(&python)
+            .arg(here.join("client.py"))
+            .args((transport == "http").then_some("http"))
+            .env("CTX_BIN", ctx_bin())
+            .env("CTX_SERVER", &server.url)
+            .env("CTX_TOKEN", &server.token)
+            .output()
+            .expect("the MCP client runs");
+        assert!(
+            out.status.success(),
+            "MCP client ({transport}) failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: Value = serde_json::from_slice(&out.stdout).expect("the client prints JSON");
+        check_mcp_run(&v);
+    }
+}
+
+/// `/mcp` is behind the API's bearer auth.
+#[tokio::test]
+async fn mcp_over_http_needs_a_token() {
     let dir = tempfile::tempdir().unwrap();
     let server = Server::start(dir.path());
-    let out = Command::new(python)
-        .arg(here.join("client.py"))
-        .env("CTX_BIN", ctx_bin())
-        .env("CTX_SERVER", &server.url)
-        .env("CTX_TOKEN", &server.token)
-        .output()
-        .expect("the MCP client runs");
-    assert!(
-        out.status.success(),
-        "MCP client failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: Value = serde_json::from_slice(&out.stdout).expect("the client prints JSON");
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                   "clientInfo": {"name": "t", "version": "0"}}});
+    for token in [None, Some("nope")] {
+        let mut req = reqwest::Client::new()
+            .post(format!("{}/mcp", server.url))
+            .header("accept", "application/json, text/event-stream")
+            .json(&init);
+        if let Some(t) = token {
+            req = req.bearer_auth(t);
+        }
+        let resp = req.send().await.unwrap();
+        assert_eq!(resp.status().as_u16(), 401, "{token:?}");
+        let v: Value = resp.json().await.unwrap();
+        assert_eq!(v["error"]["kind"], "unauthenticated");
+    }
+    let resp = reqwest::Client::new()
+        .post(format!("{}/mcp", server.url))
+        .header("accept", "application/json, text/event-stream")
+        .bearer_auth(&server.token)
+        .json(&init)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 200);
+    let v: Value = resp.json().await.unwrap();
+    assert_eq!(v["result"]["serverInfo"]["name"], "ctx", "{v}");
+}
+
+/// What tests/mcp/client.py saw, on either transport.
+fn check_mcp_run(v: &Value) {
     assert_eq!(v["server"], "ctx");
     assert_eq!(
         v["tools"],

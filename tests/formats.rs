@@ -316,3 +316,85 @@ async fn a_recompacted_claude_code_session_still_exports_as_a_transcript() {
     assert!(exported.starts_with(&original));
     assert_eq!(&exported[original.len()..], &latest[..]);
 }
+
+/// An OpenAI Agents SDK session (Responses API items) through the CLI:
+/// checkpointed on a ref, a malformed item refused naming the item and the
+/// field with nothing written, materialized natively and for another
+/// runtime.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_openai_agents_session_checkpoints_and_translates_through_the_cli() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path());
+    let items = serde_json::json!([
+        {"role": "user", "content": "Weather in Oslo?"},
+        {"type": "function_call", "id": "fc_1", "call_id": "call_o", "name": "get_weather",
+         "arguments": "{\"city\":\"Oslo\"}", "status": "completed"},
+        {"type": "function_call_output", "call_id": "call_o", "output": "sunny"},
+        {"id": "msg_1", "type": "message", "role": "assistant", "status": "completed",
+         "content": [{"type": "output_text", "text": "Sunny in Oslo.", "annotations": []}]}
+    ]);
+    let path = dir.path().join("items.json");
+    std::fs::write(&path, items.to_string()).unwrap();
+    let checkpoint = |file: &str| {
+        server.cli_output(&[
+            "checkpoint",
+            file,
+            "--principal",
+            "dana",
+            "--format",
+            "openai-responses-v1",
+            "--ref",
+            "openai-agents/oslo",
+            "--json",
+        ])
+    };
+    let out = checkpoint(path.to_str().unwrap());
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let commit = json(&out.stdout);
+    assert_eq!(commit["message_count"], 4);
+    // A function call without arguments: refused, the ref not moved.
+    let bad = dir.path().join("bad.json");
+    std::fs::write(
+        &bad,
+        r#"[{"type":"function_call","call_id":"c2","name":"get_weather"}]"#,
+    )
+    .unwrap();
+    let out = checkpoint(bad.to_str().unwrap());
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("openai-responses-v1 delta: at index 0: a function_call has no \"arguments\""),
+        "{err}"
+    );
+    let (_, tip) = server.cli(&["ref", "get", "openai-agents/oslo", "--json"]);
+    assert_eq!(json(&tip)["target"], commit["id"]);
+    // Natively: the items as written; for Claude: the call paired with its result.
+    let native = dir.path().join("native.json");
+    let (code, _) = server.cli(&[
+        "materialize",
+        "openai-agents/oslo",
+        "-o",
+        native.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0);
+    assert_eq!(json(&std::fs::read(&native).unwrap()), items);
+    let claude = dir.path().join("claude.json");
+    let (code, out) = server.cli(&[
+        "materialize",
+        "openai-agents/oslo",
+        "--format",
+        "anthropic-messages-v1",
+        "-o",
+        claude.to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(code, 0);
+    assert_eq!(json(&out)["tier"], "cross-runtime");
+    let messages = json(&std::fs::read(&claude).unwrap());
+    assert_eq!(messages[1]["content"][0]["type"], "tool_use");
+    assert_eq!(messages[2]["content"][0]["tool_use_id"], "call_o");
+}

@@ -74,6 +74,15 @@ impl Client {
         }
     }
 
+    /// The same client with a limit on each request's whole time.
+    ///
+    /// # Errors
+    /// When the HTTP client cannot be built.
+    pub fn with_timeout(mut self, timeout: std::time::Duration) -> reqwest::Result<Self> {
+        self.http = reqwest::Client::builder().timeout(timeout).build()?;
+        Ok(self)
+    }
+
     /// What to tell the user when the server wants a token: where one was
     /// looked for and how to get one.
     pub fn with_token_hint(mut self, hint: impl Into<String>) -> Self {

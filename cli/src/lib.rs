@@ -10,6 +10,8 @@
 //! - `commands`: `ctx checkpoint`, `show`, `log`, `update-metadata`,
 //!   `materialize`, `resolve`, `ref`, `workspace` and `read-context`.
 //! - [`import`]: `ctx import claude-code` and `ctx export`.
+//! - [`hooks`]: `ctx hooks install|uninstall`, `ctx hook claude-code`,
+//!   `ctx resume`.
 //! - [`branch`]: `ctx branch create|return|status`, `ctx session end`.
 //! - [`mcp`]: `ctx mcp`, the MCP server of the context-folding tools.
 //! - this file: the command line, dispatch, exit codes, `ctx serve` and
@@ -30,6 +32,7 @@ pub mod branch;
 pub mod client;
 mod commands;
 pub mod datadir;
+pub mod hooks;
 pub mod import;
 pub mod mcp;
 pub mod serve;
@@ -126,8 +129,8 @@ enum Command {
         stop: Option<String>,
         /// The format wanted (default: the commit's); a different one is
         /// translated (see the tier printed). Known: raw, claude-code-v1,
-        /// anthropic-messages-v1, openai-chat-v1, bureau-agent-v1,
-        /// bureau-agent-v2.
+        /// anthropic-messages-v1, openai-chat-v1, openai-responses-v1,
+        /// bureau-agent-v1, bureau-agent-v2.
         #[arg(long, value_parser = parse_format)]
         format: Option<String>,
         /// Write the context here instead of stdout.
@@ -222,6 +225,20 @@ enum Command {
     /// on stdout with the response fields and `content`, `content_base64`
     /// or `output`.
     Export(Box<import::ExportArgs>),
+    /// Install or remove ctx's hooks in a runtime (Claude Code).
+    Hooks {
+        #[command(subcommand)]
+        command: hooks::HooksCommand,
+    },
+    /// Run as a runtime's hook (installed by `ctx hooks install`): reads
+    /// the hook's JSON on stdin, checkpoints, always exits 0.
+    Hook {
+        #[command(subcommand)]
+        command: hooks::HookCommand,
+    },
+    /// Continue a Claude Code session from any commit: writes it as a new
+    /// session file for `claude --resume <id>` and prints the id.
+    Resume(Box<hooks::ResumeArgs>),
     /// Context folding: run a subtask in an isolated branch.
     Branch {
         #[command(subcommand)]
@@ -349,7 +366,7 @@ struct CheckpointArgs {
           value_parser = ["delta", "compaction", "snapshot"])]
     commit_type: String,
     /// The delta's format: raw, claude-code-v1, anthropic-messages-v1,
-    /// openai-chat-v1, bureau-agent-v1, bureau-agent-v2, or any other
+    /// openai-chat-v1, openai-responses-v1, bureau-agent-v1, bureau-agent-v2, or any other
     /// format id (stored as opaque bytes).
     #[arg(long, default_value = "raw", value_parser = parse_format)]
     format: String,
@@ -606,6 +623,9 @@ async fn run(cli: Cli) -> Result<()> {
         Command::Pin { command } => commands::lifecycle::run_pin(command).await,
         Command::Import { command } => import::run_import(command).await,
         Command::Export(args) => import::run_export(*args).await,
+        Command::Hooks { command } => hooks::run_hooks(command),
+        Command::Hook { command } => hooks::run_hook(command).await,
+        Command::Resume(args) => hooks::run_resume(*args).await,
         Command::Workspace { command } => commands::workspace::run(command).await,
         Command::ReadContext {
             workspace,

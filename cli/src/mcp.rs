@@ -1,30 +1,30 @@
-//! `ctx mcp`: a Model Context Protocol server over stdio exposing the
-//! context-folding tools `branch_create`, `branch_return` and
-//! `branch_status`, and `read_context` (seed 002's first-turn context of a
-//! workspace), each forwarded to a ctx server over HTTP.
+//! The Model Context Protocol server of ctx, on the official Rust SDK
+//! (`rmcp`): `ctx mcp` serves it over stdio, forwarding each tool call to a
+//! ctx server over HTTP, and `ctx serve` serves it at `/mcp` (streamable
+//! HTTP, stateless: one JSON answer per POST) behind the API's bearer
+//! auth, each call made as the caller with the caller's token.
 //!
-//! It speaks the small part of MCP a tool server needs — JSON-RPC 2.0 over
-//! newline-delimited stdio: `initialize`, `ping`, `tools/list`,
-//! `tools/call` and notifications (ignored) — written here rather than
-//! pulling in an SDK crate, to keep the build small; the Python `mcp`
-//! package's stdio client is the test of conformance (tests/mcp).
-//!
-//! A tool's arguments are read as the route's request type
+//! The tools: context folding (`branch_create`, `branch_return`,
+//! `branch_status`) and `read_context` (seed 002's first-turn context of a
+//! workspace). A tool's arguments are read as the route's request type
 //! (`ctx_core::wire`) exactly as the server would read them, and its
-//! result is the typed response, serialized.
+//! result is the typed response, serialized; a tool's failure is a result
+//! with `isError`, so the model sees it.
 
 use ctx_core::api::extract::parse_json;
 use ctx_core::wire::{BranchCreateRequest, BranchReturnRequest};
 use ctx_core::{Error, Result};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+};
+use rmcp::service::{RequestContext, RoleServer};
+use rmcp::{ErrorData, ServerHandler, ServiceExt};
 use serde::Serialize;
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
 use crate::client::Client;
 use crate::commands::branch_id;
-
-/// Protocol versions this server speaks, newest first.
-pub const PROTOCOL_VERSIONS: &[&str] = &["2025-06-18", "2025-03-26", "2024-11-05"];
 
 /// The names of the tools, as `tools/list` gives them.
 pub const TOOL_NAMES: &[&str] = &[
@@ -158,169 +158,211 @@ pub async fn call_tool(client: &Client, name: &str, args: &Value) -> Result<Valu
     }
 }
 
-/// Answers one JSON-RPC message; `None` for notifications.
-pub async fn handle(client: &Client, msg: &Value) -> Option<Value> {
-    let id = msg.get("id").cloned()?;
-    let method = msg.get("method").and_then(Value::as_str).unwrap_or("");
-    let params = msg.get("params").cloned().unwrap_or(Value::Null);
-    let result = match method {
-        "initialize" => {
-            let asked = params.get("protocolVersion").and_then(Value::as_str);
-            let version = asked
-                .filter(|v| PROTOCOL_VERSIONS.contains(v))
-                .unwrap_or(PROTOCOL_VERSIONS[0]);
-            Ok(json!({
-                "protocolVersion": version,
-                "capabilities": {"tools": {"listChanged": false}},
-                "serverInfo": {"name": "ctx", "version": env!("CARGO_PKG_VERSION")},
-                "instructions": "On the first turn, read_context(image_id) gives the workspace's tastes, brief, notes, recent log and gaps. Context folding: run a subtask in a branch (branch_create), checkpoint its work into the branch's chain_ref, and hand back only a short result (branch_return)."
-            }))
+/// What the model is told on `initialize`.
+const INSTRUCTIONS: &str = "On the first turn, read_context(image_id) gives the workspace's tastes, brief, notes, recent log and gaps. Context folding: run a subtask in a branch (branch_create), checkpoint its work into the branch's chain_ref, and hand back only a short result (branch_return).";
+
+/// Where a tool call's [`Client`] comes from.
+#[derive(Clone)]
+enum Calls {
+    /// `ctx mcp`: one client, its token from the command line.
+    Fixed(std::sync::Arc<Client>),
+    /// `ctx serve`'s `/mcp`: the server itself at `base`, with the bearer
+    /// token of the HTTP request that carried the call.
+    Loopback(String),
+}
+
+/// The MCP server: the tools of [`tools`], run by [`call_tool`].
+#[derive(Clone)]
+pub struct CtxMcp {
+    calls: Calls,
+    tools: std::sync::Arc<Vec<Tool>>,
+}
+
+impl CtxMcp {
+    fn new(calls: Calls) -> Self {
+        let tools: Vec<Tool> = serde_json::from_value(tools()).expect("the tool list is valid MCP");
+        CtxMcp {
+            calls,
+            tools: std::sync::Arc::new(tools),
         }
-        "ping" => Ok(json!({})),
-        "tools/list" => Ok(json!({ "tools": tools() })),
-        "tools/call" => {
-            let name = params.get("name").and_then(Value::as_str).unwrap_or("");
-            let args = params.get("arguments").cloned().unwrap_or(json!({}));
-            if !TOOL_NAMES.contains(&name) {
-                Err((-32602, format!("unknown tool {name:?}")))
-            } else {
-                // Tool failures are results with isError, so the model sees them.
-                Ok(match call_tool(client, name, &args).await {
-                    Ok(v) => json!({
-                        "content": [{"type": "text", "text": v.to_string()}],
-                        "structuredContent": v,
-                        "isError": false
-                    }),
-                    Err(e) => json!({
-                        "content": [{"type": "text", "text": format!("{}: {}", e.kind, e.message)}],
-                        "isError": true
-                    }),
-                })
+    }
+
+    /// For `ctx mcp`: every call through `client`.
+    pub fn forwarding(client: Client) -> Self {
+        Self::new(Calls::Fixed(std::sync::Arc::new(client)))
+    }
+
+    /// For `/mcp` in `ctx serve`: every call to the server at `base` as
+    /// the HTTP request's bearer.
+    pub fn loopback(base: String) -> Self {
+        Self::new(Calls::Loopback(base))
+    }
+
+    fn client(&self, context: &RequestContext<RoleServer>) -> Result<std::sync::Arc<Client>> {
+        match &self.calls {
+            Calls::Fixed(c) => Ok(c.clone()),
+            Calls::Loopback(base) => {
+                let token = context
+                    .extensions
+                    .get::<axum::http::request::Parts>()
+                    .and_then(|p| p.headers.get(axum::http::header::AUTHORIZATION))
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(|v| v.strip_prefix("Bearer "))
+                    .map(str::to_owned);
+                Ok(std::sync::Arc::new(Client::new(base, token)))
             }
         }
-        other => Err((-32601, format!("method {other:?} not found"))),
-    };
-    Some(match result {
-        Ok(r) => json!({"jsonrpc": "2.0", "id": id, "result": r}),
-        Err((code, message)) => {
-            json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
+    }
+}
+
+impl ServerHandler for CtxMcp {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("ctx", env!("CARGO_PKG_VERSION")))
+            .with_instructions(INSTRUCTIONS)
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> std::result::Result<ListToolsResult, ErrorData> {
+        Ok(ListToolsResult::with_all_items(self.tools.as_ref().clone()))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> std::result::Result<CallToolResponse, ErrorData> {
+        let name = request.name.as_ref();
+        if !TOOL_NAMES.contains(&name) {
+            return Err(ErrorData::invalid_params(
+                format!("unknown tool {name:?}"),
+                None,
+            ));
         }
-    })
+        let args = Value::Object(request.arguments.unwrap_or_default());
+        let outcome = match self.client(&context) {
+            Ok(client) => call_tool(&client, name, &args).await,
+            Err(e) => Err(e),
+        };
+        Ok(match outcome {
+            Ok(v) => CallToolResult::structured(v),
+            Err(e) => CallToolResult::error(vec![ContentBlock::text(format!(
+                "{}: {}",
+                e.kind, e.message
+            ))]),
+        }
+        .into())
+    }
 }
 
 /// Serves MCP on stdin/stdout until stdin closes.
 ///
 /// # Errors
-/// `Unavailable` when stdout cannot be written.
+/// `Unavailable` when the transport fails.
 pub async fn serve(client: Client) -> Result<()> {
-    let mut lines = BufReader::new(tokio::io::stdin()).lines();
-    let mut out = tokio::io::stdout();
-    let write_err = |e: std::io::Error| Error::unavailable(format!("cannot write to stdout: {e}"));
-    while let Some(line) = lines
-        .next_line()
+    let running = CtxMcp::forwarding(client)
+        .serve(rmcp::transport::stdio())
         .await
-        .map_err(|e| Error::unavailable(format!("cannot read stdin: {e}")))?
-    {
-        if line.trim().is_empty() {
-            continue;
-        }
-        let reply = match serde_json::from_str::<Value>(&line) {
-            Ok(msg) => handle(&client, &msg).await,
-            Err(e) => Some(json!({"jsonrpc": "2.0", "id": null,
-                "error": {"code": -32700, "message": format!("parse error: {e}")}})),
-        };
-        if let Some(r) = reply {
-            out.write_all(format!("{r}\n").as_bytes())
-                .await
-                .map_err(write_err)?;
-            out.flush().await.map_err(write_err)?;
-        }
-    }
+        .map_err(|e| Error::unavailable(format!("MCP on stdio: {e}")))?;
+    running
+        .waiting()
+        .await
+        .map_err(|e| Error::unavailable(format!("MCP on stdio: {e}")))?;
     Ok(())
+}
+
+/// The streamable HTTP endpoint `ctx serve` mounts at `/mcp` (stateless,
+/// JSON answers), its tool calls made to the server at `base`; `host` is
+/// accepted in `Host` headers beside the loopback names. Authentication is
+/// the caller's: wrap it in the API's bearer check.
+pub fn http_service(
+    base: String,
+    host: String,
+) -> rmcp::transport::streamable_http_server::StreamableHttpService<
+    CtxMcp,
+    rmcp::transport::streamable_http_server::session::never::NeverSessionManager,
+> {
+    use rmcp::transport::streamable_http_server::{
+        StreamableHttpServerConfig, StreamableHttpService, session::never::NeverSessionManager,
+    };
+    let mut config = StreamableHttpServerConfig::default();
+    config.legacy_session_mode = false;
+    config.json_response = true;
+    config.sse_keep_alive = None;
+    config.allowed_hosts.push(host);
+    StreamableHttpService::new(
+        move || Ok(CtxMcp::loopback(base.clone())),
+        std::sync::Arc::new(NeverSessionManager::default()),
+        config,
+    )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
-    fn client() -> Client {
+    /// Speaks JSON-RPC lines to a [`CtxMcp`] served on an in-memory pipe.
+    async fn exchange(messages: &[Value]) -> Vec<Value> {
+        let (ours, theirs) = tokio::io::duplex(1 << 16);
+        let (read, write) = tokio::io::split(theirs);
         // Never contacted by these calls.
-        Client::new("http://127.0.0.1:9", None)
+        let server = CtxMcp::forwarding(Client::new("http://127.0.0.1:9", None));
+        tokio::spawn(async move {
+            if let Ok(running) = server.serve((read, write)).await {
+                let _ = running.waiting().await;
+            }
+        });
+        let (r, mut w) = tokio::io::split(ours);
+        let mut lines = BufReader::new(r).lines();
+        let mut answers = Vec::new();
+        for m in messages {
+            w.write_all(format!("{m}\n").as_bytes()).await.unwrap();
+            if m.get("id").is_some() {
+                let line = lines.next_line().await.unwrap().expect("an answer");
+                answers.push(serde_json::from_str(&line).unwrap());
+            }
+        }
+        answers
     }
 
     #[tokio::test]
-    async fn the_protocol_subset_answers_as_json_rpc() {
-        let c = client();
-        let init = handle(
-            &c,
-            &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
-                    "params": {"protocolVersion": "2025-03-26", "capabilities": {},
-                               "clientInfo": {"name": "t", "version": "0"}}}),
-        )
-        .await
-        .unwrap();
-        assert_eq!(init["result"]["protocolVersion"], "2025-03-26");
-        assert_eq!(init["result"]["serverInfo"]["name"], "ctx");
-        let newer = handle(
-            &c,
-            &json!({"jsonrpc": "2.0", "id": 2, "method": "initialize",
-                    "params": {"protocolVersion": "2099-01-01"}}),
-        )
-        .await
-        .unwrap();
-        assert_eq!(newer["result"]["protocolVersion"], PROTOCOL_VERSIONS[0]);
-        assert_eq!(
-            handle(
-                &c,
-                &json!({"jsonrpc": "2.0", "method": "notifications/initialized"})
-            )
-            .await,
-            None
-        );
-        let list = handle(
-            &c,
-            &json!({"jsonrpc": "2.0", "id": "x", "method": "tools/list"}),
-        )
-        .await
-        .unwrap();
-        let names: Vec<_> = list["result"]["tools"]
+    async fn the_sdk_server_answers_the_protocol() {
+        let a = exchange(&[
+            json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                   "params": {"protocolVersion": "2025-03-26", "capabilities": {},
+                              "clientInfo": {"name": "t", "version": "0"}}}),
+            json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+            json!({"jsonrpc": "2.0", "id": "x", "method": "tools/list"}),
+            json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call",
+                   "params": {"name": "rm_rf", "arguments": {}}}),
+            json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call",
+                   "params": {"name": "branch_return", "arguments": {"branch_id": "br-x"}}}),
+        ])
+        .await;
+        assert_eq!(a[0]["result"]["protocolVersion"], "2025-03-26");
+        assert_eq!(a[0]["result"]["serverInfo"]["name"], "ctx");
+        let names: Vec<_> = a[1]["result"]["tools"]
             .as_array()
             .unwrap()
             .iter()
             .map(|t| t["name"].as_str().unwrap())
             .collect();
         assert_eq!(names, TOOL_NAMES);
-        assert_eq!(list["id"], "x");
-        let unknown = handle(
-            &c,
-            &json!({"jsonrpc": "2.0", "id": 3, "method": "resources/list"}),
-        )
-        .await
-        .unwrap();
-        assert_eq!(unknown["error"]["code"], -32601);
-        let bad_tool = handle(
-            &c,
-            &json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call",
-                    "params": {"name": "rm_rf", "arguments": {}}}),
-        )
-        .await
-        .unwrap();
-        assert_eq!(bad_tool["error"]["code"], -32602);
+        assert_eq!(a[1]["id"], "x");
+        assert_eq!(a[2]["error"]["code"], -32602, "{}", a[2]);
         // A tool's own failure is a result with isError, not a protocol error.
-        let missing = handle(
-            &c,
-            &json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call",
-                    "params": {"name": "branch_return", "arguments": {"branch_id": "br-x"}}}),
-        )
-        .await
-        .unwrap();
-        assert_eq!(missing["result"]["isError"], true);
+        assert_eq!(a[3]["result"]["isError"], true, "{}", a[3]);
         assert!(
-            missing["result"]["content"][0]["text"]
+            a[3]["result"]["content"][0]["text"]
                 .as_str()
                 .unwrap()
                 .contains("message"),
-            "{missing}"
+            "{}",
+            a[3]
         );
     }
 }

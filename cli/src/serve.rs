@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use ctx_core::api::limits::{InFlightBudget, with_in_flight_budget};
 use ctx_core::api::{AppState, Group, router};
-use ctx_core::auth::{TokenAuth, new_token, token_hash};
+use ctx_core::auth::{Authenticator, TokenAuth, new_token, token_hash};
 use ctx_core::config::{self, Config, ServerLimits};
 use ctx_core::service::{BatchOptions, Service};
 use ctx_core::store::local::SqliteMetaStore;
@@ -189,12 +189,11 @@ pub async fn prepare(config: &Config) -> Result<Server> {
         Some(every) if limited => Some((service.clone(), r.clone(), every)),
         _ => None,
     };
+    let auth: Arc<dyn Authenticator> = Arc::new(TokenAuth::new(tokens));
     let state = AppState {
         service,
-        auth: Arc::new(TokenAuth::new(tokens)),
+        auth: auth.clone(),
     };
-    let budget = InFlightBudget::new(config.server.max_in_flight_bytes);
-    let app = with_in_flight_budget(router(state, Group::ALL), budget);
     let addr = config.addr;
     let listener = tokio::net::TcpListener::bind(addr)
         .await
@@ -202,6 +201,16 @@ pub async fn prepare(config: &Config) -> Result<Server> {
     let addr = listener
         .local_addr()
         .map_err(|e| Error::unavailable(format!("cannot read the bound address: {e}")))?;
+    // MCP over streamable HTTP at /mcp, behind the same bearer check; its
+    // tool calls come back to this server as the caller.
+    let mcp = axum::Router::new()
+        .nest_service(
+            "/mcp",
+            crate::mcp::http_service(format!("http://{addr}"), addr.to_string()),
+        )
+        .layer(axum::middleware::from_fn_with_state(auth, bearer_only));
+    let budget = InFlightBudget::new(config.server.max_in_flight_bytes);
+    let app = with_in_flight_budget(router(state, Group::ALL).merge(mcp), budget);
     Ok(Server {
         addr,
         new_token,
@@ -212,6 +221,24 @@ pub async fn prepare(config: &Config) -> Result<Server> {
         summarize,
         retention,
     })
+}
+
+/// Lets a request through only with a bearer token the API accepts; the
+/// API's 401 otherwise.
+async fn bearer_only(
+    axum::extract::State(auth): axum::extract::State<Arc<dyn Authenticator>>,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::response::IntoResponse as _;
+    let (parts, body) = req.into_parts();
+    match auth.authenticate(&parts).await {
+        Ok(_) => {
+            next.run(axum::extract::Request::from_parts(parts, body))
+                .await
+        }
+        Err(e) => ctx_core::api::error::ApiError(e).into_response(),
+    }
 }
 
 impl Server {

@@ -51,20 +51,22 @@ use ctx_core::{CommitId, ManualClock, Service, TenantId};
 use serde_json::json;
 
 const EPOCH_MICROS: i64 = 1_790_000_000_000_000;
-const FORMATS: [&str; 5] = [
+const FORMATS: [&str; 6] = [
     "claude-code-v1",
     "bureau-agent-v1",
     "bureau-agent-v2",
     "anthropic-messages-v1",
     "openai-chat-v1",
+    "openai-responses-v1",
 ];
-const TRANSLATIONS: [(&str, &str); 6] = [
+const TRANSLATIONS: [(&str, &str); 7] = [
     ("claude-code-v1", "openai-chat-v1"),
     ("claude-code-v1", "anthropic-messages-v1"),
     ("anthropic-messages-v1", "claude-code-v1"),
     ("openai-chat-v1", "bureau-agent-v2"),
     ("bureau-agent-v1", "bureau-agent-v2"),
     ("bureau-agent-v2", "anthropic-messages-v1"),
+    ("openai-responses-v1", "anthropic-messages-v1"),
 ];
 
 fn turn(i: usize) -> Conversation {

@@ -1,4 +1,5 @@
-"""A real MCP client (the `mcp` package's stdio client) against `ctx mcp`.
+"""A real MCP client (the `mcp` package) against `ctx mcp` on stdio, or with
+the argument `http` against `ctx serve`'s /mcp over streamable HTTP.
 
 Lists the tools, then runs branch_create -> checkpoint (over HTTP, into the
 branch's chain) -> branch_return -> branch_status, and prints what it saw as
@@ -14,6 +15,7 @@ import urllib.request
 
 from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
 
 
 def http(method, path, body=None):
@@ -38,15 +40,26 @@ def payload(result):
     return json.loads(result.content[0].text)
 
 
-async def main():
+def transport():
+    """`ctx mcp` on stdio (the default), or with `http` as the argument
+    the streamable HTTP endpoint of `ctx serve` (`/mcp`, bearer auth)."""
+    if sys.argv[1:] == ["http"]:
+        client = create_mcp_http_client(
+            headers={"Authorization": "Bearer " + os.environ["CTX_TOKEN"]})
+        return streamable_http_client(os.environ["CTX_SERVER"] + "/mcp", http_client=client)
     params = StdioServerParameters(
         command=os.environ["CTX_BIN"],
         args=["mcp"],
         env={"CTX_SERVER": os.environ["CTX_SERVER"], "CTX_TOKEN": os.environ["CTX_TOKEN"],
              "PATH": os.environ.get("PATH", "")},
     )
+    return stdio_client(params)
+
+
+async def main():
     out = {}
-    async with stdio_client(params) as (read, write):
+    async with transport() as streams:
+        read, write = streams[0], streams[1]
         async with ClientSession(read, write) as session:
             init = await session.initialize()
             info = getattr(init, "server_info", None) or init.serverInfo

@@ -421,6 +421,11 @@ async fn bad_deltas_name_format_and_place_and_store_nothing() {
             "openai-chat-v1",
             json!({"delta": json!([{"role": "tool", "tool_call_id": "call_9", "content": "x"}]).to_string()}),
         ),
+        (
+            "Responses API item of the wrong shape",
+            "openai-responses-v1",
+            json!({"delta": json!([{"role": "user", "content": "ok"}, {"type": "function_call", "call_id": "c1", "name": "f"}]).to_string()}),
+        ),
     ];
     let mut table = Vec::new();
     for (name, format, delta) in cases {

@@ -20,6 +20,8 @@
 //! - `anthropic`: `anthropic-messages-v1`, a JSON array of Messages API
 //!   messages (the content-block mapping is shared with `claude_code`).
 //! - `openai`: `openai-chat-v1`, a JSON array of Chat Completions messages.
+//! - `openai_responses`: `openai-responses-v1`, a JSON array of Responses
+//!   API input items (an OpenAI Agents SDK session).
 //! - [`translate`]: the translation tiers (native, field-level,
 //!   cross-runtime, narrative, raw).
 
@@ -115,6 +117,7 @@ mod bureau_v2;
 pub mod canonical;
 mod claude_code;
 mod openai;
+mod openai_responses;
 mod raw;
 pub mod translate;
 
@@ -123,6 +126,7 @@ pub use bureau_v1::BureauV1Codec;
 pub use bureau_v2::BureauV2Codec;
 pub use claude_code::{ClaudeCodeCodec, Segment, SegmentKind, segments};
 pub use openai::OpenAiCodec;
+pub use openai_responses::OpenAiResponsesCodec;
 pub use raw::RawCodec;
 pub use translate::{Tier, Translated};
 
@@ -396,6 +400,7 @@ impl Default for Formats {
         f.register(Arc::new(BureauV2Codec));
         f.register(Arc::new(AnthropicCodec));
         f.register(Arc::new(OpenAiCodec));
+        f.register(Arc::new(OpenAiResponsesCodec));
         f
     }
 }

@@ -22,12 +22,13 @@ use crate::{CommitType, TenantId};
 
 const PNG: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==";
 
-const STRUCTURED: [&str; 5] = [
+const STRUCTURED: [&str; 6] = [
     "claude-code-v1",
     "bureau-agent-v1",
     "bureau-agent-v2",
     "anthropic-messages-v1",
     "openai-chat-v1",
+    "openai-responses-v1",
 ];
 
 fn at(role: Role, content: Vec<Block>, ts: &str) -> Message {
@@ -318,7 +319,12 @@ fn no_faithful_mapping_falls_back_to_a_narrative() {
         ],
     };
     let bytes = BureauV1Codec.encode_canonical(&conv).unwrap().bytes;
-    for to in ["anthropic-messages-v1", "openai-chat-v1", "claude-code-v1"] {
+    for to in [
+        "anthropic-messages-v1",
+        "openai-chat-v1",
+        "openai-responses-v1",
+        "claude-code-v1",
+    ] {
         let out = translate(
             &f,
             &[Part {
@@ -763,6 +769,102 @@ async fn a_runtime_log_with_an_unpaired_tool_result_is_stored_as_written_with_a_
         .await
         .unwrap_err();
     assert!(err.message.contains("toolu_gone"), "{}", err.message);
+}
+
+#[tokio::test]
+async fn an_agents_sdk_session_chains_and_translates() {
+    let (svc, tenant) = service();
+    // One Runner turn: the input, a reasoning item, a function call ...
+    let first = json!([
+        {"role": "user", "content": "Weather in Paris?"},
+        {"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text", "text": "Use the tool."}]},
+        {"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "weather", "arguments": "{\"city\":\"Paris\"}"}
+    ]);
+    let done = request(
+        "openai-responses-v1",
+        first.to_string().as_bytes(),
+        None,
+        CommitType::Delta,
+        1,
+    )
+    .submit(&svc, &tenant)
+    .await
+    .unwrap();
+    assert_eq!(done.commit.message_count, 3);
+    // ... and the next delta answers it: no warning.
+    let second = json!([
+        {"type": "function_call_output", "call_id": "call_1", "output": "18C"},
+        {"id": "msg_1", "type": "message", "role": "assistant", "status": "completed",
+         "content": [{"type": "output_text", "text": "18C in Paris.", "annotations": []}]}
+    ]);
+    let next = request(
+        "openai-responses-v1",
+        second.to_string().as_bytes(),
+        Some(done.commit.id),
+        CommitType::Delta,
+        2,
+    )
+    .submit(&svc, &tenant)
+    .await
+    .unwrap();
+    assert!(next.warnings.is_empty(), "{:?}", next.warnings);
+    // Native: the items exactly as written, in order.
+    let (native, tier) = materialized(&svc, &tenant, &next.commit.id, Stop::Root, None).await;
+    assert_eq!(tier, "native");
+    let mut all = first.as_array().unwrap().clone();
+    all.extend(second.as_array().unwrap().iter().cloned());
+    assert_eq!(
+        serde_json::from_slice::<Value>(&native).unwrap(),
+        Value::Array(all)
+    );
+    // Into every other structured format, the call paired with its result.
+    for to in &STRUCTURED[..5] {
+        let (bytes, tier) =
+            materialized(&svc, &tenant, &next.commit.id, Stop::Root, Some(to)).await;
+        assert_eq!(tier, "cross-runtime", "{to}");
+        let conv = formats().codec(&fid(to)).to_canonical(&bytes).unwrap();
+        assert_eq!(
+            tool_results(&conv),
+            vec![("call_1".to_owned(), "18C".to_owned(), false)],
+            "{to}"
+        );
+    }
+    // A malformed item is refused, naming the item and the field.
+    let err = request(
+        "openai-responses-v1",
+        br#"[{"type":"function_call","call_id":"c","name":"f","arguments":"{oops"}]"#,
+        Some(next.commit.id),
+        CommitType::Delta,
+        3,
+    )
+    .submit(&svc, &tenant)
+    .await
+    .unwrap_err();
+    assert_eq!(err.field.as_deref(), Some("delta_base64"));
+    assert!(
+        err.message
+            .contains("openai-responses-v1 delta: at index 0")
+            && err.message.contains("\"arguments\" is not a JSON document"),
+        "{}",
+        err.message
+    );
+    // An output whose call is nowhere in the chain is the runtime's own
+    // log: stored as written, with a warning.
+    let stray = request(
+        "openai-responses-v1",
+        br#"[{"type":"function_call_output","call_id":"call_gone","output":"1"}]"#,
+        Some(next.commit.id),
+        CommitType::Delta,
+        4,
+    )
+    .submit(&svc, &tenant)
+    .await
+    .unwrap();
+    assert!(
+        stray.warnings.len() == 1 && stray.warnings[0].contains("call_gone"),
+        "{:?}",
+        stray.warnings
+    );
 }
 
 mod proptests;

@@ -103,7 +103,7 @@ proptest! {
     fn materializing_k_deltas_equals_materializing_their_concatenation(
         deltas in proptest::collection::vec(proptest::collection::vec(message_strategy(), 0..4), 1..5),
     ) {
-        for format in ["raw", STRUCTURED[0], STRUCTURED[1], STRUCTURED[2], STRUCTURED[3], STRUCTURED[4]] {
+        for format in std::iter::once("raw").chain(STRUCTURED) {
             concat_equals_whole(format, &deltas)?;
         }
     }

@@ -1,0 +1,41 @@
+"""ctx-client: a typed Python client for ctx, a git for AI-agent context.
+
+``Client`` (blocking) and ``AsyncClient`` (asyncio) have one method per
+route of the HTTP API; an error raises the :class:`CtxError` subclass of
+its kind; 503 and 429 are retried honouring ``Retry-After``.
+
+Framework adapters live in submodules and need the matching extra:
+``ctx_client.claude`` (``[claude]``: the Claude Agent SDK's SessionStore),
+``ctx_client.openai_agents`` (``[openai]``: the OpenAI Agents SDK's Session).
+"""
+
+from ._core import RetryPolicy
+from ._routes import UNSET
+from .client import AsyncClient, Client
+from .errors import (
+    ConflictError,
+    CtxError,
+    InternalError,
+    InvalidError,
+    NotFoundError,
+    RateLimitedError,
+    TooLargeError,
+    UnauthenticatedError,
+    UnavailableError,
+)
+
+__all__ = [
+    "UNSET",
+    "AsyncClient",
+    "Client",
+    "ConflictError",
+    "CtxError",
+    "InternalError",
+    "InvalidError",
+    "NotFoundError",
+    "RateLimitedError",
+    "RetryPolicy",
+    "TooLargeError",
+    "UnauthenticatedError",
+    "UnavailableError",
+]

@@ -1,0 +1,164 @@
+"""What the sync and async clients share: how a call is described, how a
+response becomes a value or an exception, and when to retry.
+
+A route is written once, in :mod:`ctx_client._routes`, as a function that
+returns a :class:`Call`; :class:`ctx_client.Client` sends it with
+``httpx.Client`` and :class:`ctx_client.AsyncClient` with
+``httpx.AsyncClient``.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+import httpx
+
+from .errors import CtxError, error_from_response
+
+T = TypeVar("T")
+
+DEFAULT_URL = "http://127.0.0.1:7878"
+USER_AGENT = "ctx-client-python/0.1.0"
+
+
+@dataclass(frozen=True)
+class Call(Generic[T]):
+    """One HTTP request to the API and how to read its answer."""
+
+    method: str
+    path: str
+    parse: Callable[[httpx.Response], T]
+    params: dict[str, str] | None = None
+    json_body: Any = None
+    has_json: bool = False
+    content: bytes | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+
+    def request_kwargs(self) -> dict[str, Any]:
+        """The keyword arguments of ``httpx.Client.request``."""
+        kw: dict[str, Any] = {"headers": dict(self.headers)}
+        if self.params:
+            kw["params"] = self.params
+        if self.has_json:
+            kw["content"] = json.dumps(self.json_body, allow_nan=False).encode()
+            kw["headers"]["content-type"] = "application/json"
+        elif self.content is not None:
+            kw["content"] = self.content
+            kw["headers"].setdefault("content-type", "application/octet-stream")
+        return kw
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """When and how long to wait before sending a request again.
+
+    A 503 (unavailable) or 429 (rate limited) is retried up to
+    ``max_retries`` times, waiting what ``Retry-After`` says (capped at
+    ``max_delay``) or, without it, ``backoff * 2**attempt``. A connection
+    that could not be opened is retried the same way (nothing was sent).
+    """
+
+    max_retries: int = 4
+    backoff: float = 0.2
+    max_delay: float = 30.0
+    statuses: frozenset[int] = frozenset({429, 503})
+
+    def delay(self, attempt: int, retry_after: float | None) -> float:
+        """Seconds to wait before retry number ``attempt`` (0-based)."""
+        if retry_after is not None:
+            return min(max(retry_after, 0.0), self.max_delay)
+        return min(self.backoff * 2.0**attempt, self.max_delay)
+
+
+def retry_after_seconds(resp: httpx.Response) -> float | None:
+    """``Retry-After`` as seconds: delta-seconds or an HTTP date."""
+    value = resp.headers.get("retry-after")
+    if value is None:
+        return None
+    value = value.strip()
+    try:
+        return max(float(value), 0.0)
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(when.timestamp() - time.time(), 0.0)
+
+
+def check(resp: httpx.Response) -> httpx.Response:
+    """The response if it succeeded; the error it stands for otherwise."""
+    if resp.is_success:
+        return resp
+    raise error_from_response(resp.status_code, resp.content, retry_after_seconds(resp))
+
+
+def parse_json(resp: httpx.Response) -> Any:
+    """The JSON body of a successful response."""
+    return check(resp).json()
+
+
+def parse_bytes(resp: httpx.Response) -> bytes:
+    """The raw body of a successful response."""
+    return check(resp).content
+
+
+def parse_text(resp: httpx.Response) -> str:
+    """The text body of a successful response."""
+    return check(resp).text
+
+
+def parse_none(resp: httpx.Response) -> None:
+    """Nothing: only success matters."""
+    check(resp)
+
+
+def retryable(resp: httpx.Response, policy: RetryPolicy) -> bool:
+    """Whether ``resp`` says to try again later."""
+    return resp.status_code in policy.statuses
+
+
+def env_settings(environ: dict[str, str] | None = None) -> tuple[str, str | None]:
+    """The server and token as the ``ctx`` CLI finds them: ``CTX_SERVER``
+    (default ``http://127.0.0.1:7878``), ``CTX_TOKEN``, else the token file
+    in ``CTX_DATA`` (default ``.ctx``) when there is one."""
+    import os
+    from pathlib import Path
+
+    env = os.environ if environ is None else environ
+    server = env.get("CTX_SERVER") or DEFAULT_URL
+    token = env.get("CTX_TOKEN") or None
+    if token is None:
+        path = Path(env.get("CTX_DATA") or ".ctx") / "token"
+        if path.is_file():
+            token = path.read_text().strip() or None
+    return server, token
+
+
+def build_headers(token: str | None) -> dict[str, str]:
+    """Headers every request carries."""
+    headers = {"user-agent": USER_AGENT, "accept": "application/json"}
+    if token:
+        headers["authorization"] = f"Bearer {token}"
+    return headers
+
+
+__all__ = [
+    "Call",
+    "CtxError",
+    "DEFAULT_URL",
+    "RetryPolicy",
+    "check",
+    "parse_bytes",
+    "parse_json",
+    "parse_none",
+    "parse_text",
+    "retry_after_seconds",
+    "retryable",
+]

@@ -1,0 +1,257 @@
+"""The clients: :class:`Client` (blocking) and :class:`AsyncClient`
+(asyncio), both on httpx, with one method per route of the API.
+
+Each method is the route function of :mod:`ctx_client._routes` of the same
+name, sent: the arguments and return types are the same in both clients
+(the async ones return awaitables). Errors raise the
+:class:`~ctx_client.errors.CtxError` subclass of the API's error kind; 503
+and 429 are retried as :class:`~ctx_client._core.RetryPolicy` says,
+honouring ``Retry-After``.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, Concatenate, ParamSpec, TypeVar
+
+import anyio
+import httpx
+
+from . import _routes
+from ._core import (
+    DEFAULT_URL,
+    Call,
+    RetryPolicy,
+    build_headers,
+    env_settings,
+    retry_after_seconds,
+)
+from .models import MaterializeResponse
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+__all__ = ["AsyncClient", "Client", "RetryPolicy"]
+
+
+def _sync(route: Callable[P, Call[T]]) -> Callable[Concatenate[Client, P], T]:
+    @functools.wraps(route)
+    def method(self: Client, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        return self.send(route(*args, **kwargs))
+
+    return method
+
+
+def _async(route: Callable[P, Call[T]]) -> Callable[Concatenate[AsyncClient, P], Awaitable[T]]:
+    @functools.wraps(route)
+    async def method(self: AsyncClient, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        return await self.send(route(*args, **kwargs))
+
+    return method
+
+
+class _Base:
+    base_url: str
+    token: str | None
+    retry: RetryPolicy
+
+    def _setup(
+        self,
+        base_url: str | None,
+        token: str | None,
+        retry: RetryPolicy | None,
+    ) -> dict[str, Any]:
+        self.base_url = (base_url or DEFAULT_URL).rstrip("/")
+        self.token = token
+        self.retry = retry or RetryPolicy()
+        return {"base_url": self.base_url, "headers": build_headers(token)}
+
+
+class Client(_Base):
+    """A blocking client.
+
+    ``Client("http://127.0.0.1:7878", token="tok-…")``; use as a context
+    manager or call :meth:`close`. ``sleep`` is how it waits between
+    retries (``time.sleep``).
+    """
+
+    def __init__(
+        self,
+        base_url: str | None = None,
+        token: str | None = None,
+        *,
+        timeout: float = 30.0,
+        retry: RetryPolicy | None = None,
+        transport: httpx.BaseTransport | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        kw = self._setup(base_url, token, retry)
+        self._http = httpx.Client(timeout=timeout, transport=transport, **kw)
+        self._sleep = sleep
+
+    @classmethod
+    def from_env(cls, **kwargs: Any) -> Client:
+        """A client of the server the ``ctx`` CLI would talk to
+        (``CTX_SERVER``, ``CTX_TOKEN`` or the token file in ``CTX_DATA``)."""
+        server, token = env_settings()
+        return cls(server, token, **kwargs)
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Closes the connections."""
+        self._http.close()
+
+    def send(self, call: Call[T]) -> T:
+        """Sends one call, retrying 503/429 and refused connections."""
+        attempt = 0
+        while True:
+            try:
+                resp = self._http.request(call.method, call.path, **call.request_kwargs())
+            except httpx.ConnectError:
+                if attempt >= self.retry.max_retries:
+                    raise
+                self._sleep(self.retry.delay(attempt, None))
+                attempt += 1
+                continue
+            if resp.status_code in self.retry.statuses and attempt < self.retry.max_retries:
+                self._sleep(self.retry.delay(attempt, retry_after_seconds(resp)))
+                attempt += 1
+                continue
+            return call.parse(resp)
+
+    healthz = _sync(_routes.healthz)
+    openapi = _sync(_routes.openapi)
+    put_artifact = _sync(_routes.put_artifact)
+    get_artifact = _sync(_routes.get_artifact)
+    upload_url = _sync(_routes.upload_url)
+    checkpoint = _sync(_routes.checkpoint)
+    get_commit = _sync(_routes.get_commit)
+    update_metadata = _sync(_routes.update_metadata)
+    history = _sync(_routes.history)
+    missing_summaries = _sync(_routes.missing_summaries)
+    summarize = _sync(_routes.summarize)
+    compact = _sync(_routes.compact)
+    materialize = _sync(_routes.materialize)
+    resolve = _sync(_routes.resolve)
+    list_refs = _sync(_routes.list_refs)
+    get_ref = _sync(_routes.get_ref)
+    put_ref = _sync(_routes.put_ref)
+    delete_ref = _sync(_routes.delete_ref)
+    branch_create = _sync(_routes.branch_create)
+    branch_status = _sync(_routes.branch_status)
+    branches_of_session = _sync(_routes.branches_of_session)
+    branch_return = _sync(_routes.branch_return)
+    session_end = _sync(_routes.session_end)
+    list_files = _sync(_routes.list_files)
+    get_file = _sync(_routes.get_file)
+    put_file = _sync(_routes.put_file)
+    delete_file = _sync(_routes.delete_file)
+    append_file = _sync(_routes.append_file)
+    read_context = _sync(_routes.read_context)
+
+    def materialize_bytes(
+        self, ctx_id: str, *, stop: str | None = None, format: str | None = None
+    ) -> tuple[MaterializeResponse, bytes]:
+        """Materializes and downloads the result: (the response, the bytes)."""
+        m = self.materialize(ctx_id, stop=stop, format=format)
+        return m, self.get_artifact(m["artifact_ref"])
+
+
+class AsyncClient(_Base):
+    """An asyncio client with the same methods as :class:`Client`, awaitable.
+
+    ``async with AsyncClient(url, token=...) as c: await c.get_commit(id)``.
+    """
+
+    def __init__(
+        self,
+        base_url: str | None = None,
+        token: str | None = None,
+        *,
+        timeout: float = 30.0,
+        retry: RetryPolicy | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+        sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
+    ) -> None:
+        kw = self._setup(base_url, token, retry)
+        self._http = httpx.AsyncClient(timeout=timeout, transport=transport, **kw)
+        self._sleep = sleep
+
+    @classmethod
+    def from_env(cls, **kwargs: Any) -> AsyncClient:
+        """A client of the server the ``ctx`` CLI would talk to
+        (``CTX_SERVER``, ``CTX_TOKEN`` or the token file in ``CTX_DATA``)."""
+        server, token = env_settings()
+        return cls(server, token, **kwargs)
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Closes the connections."""
+        await self._http.aclose()
+
+    async def send(self, call: Call[T]) -> T:
+        """Sends one call, retrying 503/429 and refused connections."""
+        attempt = 0
+        while True:
+            try:
+                resp = await self._http.request(call.method, call.path, **call.request_kwargs())
+            except httpx.ConnectError:
+                if attempt >= self.retry.max_retries:
+                    raise
+                await self._sleep(self.retry.delay(attempt, None))
+                attempt += 1
+                continue
+            if resp.status_code in self.retry.statuses and attempt < self.retry.max_retries:
+                await self._sleep(self.retry.delay(attempt, retry_after_seconds(resp)))
+                attempt += 1
+                continue
+            return call.parse(resp)
+
+    healthz = _async(_routes.healthz)
+    openapi = _async(_routes.openapi)
+    put_artifact = _async(_routes.put_artifact)
+    get_artifact = _async(_routes.get_artifact)
+    upload_url = _async(_routes.upload_url)
+    checkpoint = _async(_routes.checkpoint)
+    get_commit = _async(_routes.get_commit)
+    update_metadata = _async(_routes.update_metadata)
+    history = _async(_routes.history)
+    missing_summaries = _async(_routes.missing_summaries)
+    summarize = _async(_routes.summarize)
+    compact = _async(_routes.compact)
+    materialize = _async(_routes.materialize)
+    resolve = _async(_routes.resolve)
+    list_refs = _async(_routes.list_refs)
+    get_ref = _async(_routes.get_ref)
+    put_ref = _async(_routes.put_ref)
+    delete_ref = _async(_routes.delete_ref)
+    branch_create = _async(_routes.branch_create)
+    branch_status = _async(_routes.branch_status)
+    branches_of_session = _async(_routes.branches_of_session)
+    branch_return = _async(_routes.branch_return)
+    session_end = _async(_routes.session_end)
+    list_files = _async(_routes.list_files)
+    get_file = _async(_routes.get_file)
+    put_file = _async(_routes.put_file)
+    delete_file = _async(_routes.delete_file)
+    append_file = _async(_routes.append_file)
+    read_context = _async(_routes.read_context)
+
+    async def materialize_bytes(
+        self, ctx_id: str, *, stop: str | None = None, format: str | None = None
+    ) -> tuple[MaterializeResponse, bytes]:
+        """Materializes and downloads the result: (the response, the bytes)."""
+        m = await self.materialize(ctx_id, stop=stop, format=format)
+        return m, await self.get_artifact(m["artifact_ref"])

@@ -1,0 +1,246 @@
+"""The OpenAI Agents SDK's ``Session`` on ctx: :class:`CtxSession`.
+
+Needs the ``openai`` extra (``pip install 'ctx-client[openai]'``).
+
+The mapping:
+
+- One ref per session: ``openai-agents/{session_id}`` (the id escaped into
+  ref-name characters). The session's items are Responses API input items,
+  stored in the ``openai-responses-v1`` format, so a session can be
+  materialized for another runtime (``format="anthropic-messages-v1"``, ...).
+- ``add_items`` is one delta checkpoint holding the items as a JSON array,
+  moving the ref by compare-and-swap; a 409 (another writer moved the ref)
+  is rebased on the new tip and tried again. An item the server refuses
+  (a function call whose arguments are not JSON, ...) is stored wrapped in
+  ``{"type": "ctx-verbatim", "item": ...}`` and unwrapped on the way out, so
+  the session keeps what the SDK gave it.
+- ``get_items`` materializes the tip from its nearest snapshot (the default
+  stop) and returns the newest ``limit`` items, deep-equal to what was added.
+- ``pop_item`` moves the ref back to the parent when the tip's delta holds
+  only the popped item, commits the tip's delta minus its last item on the
+  parent when it holds more, and otherwise commits a snapshot of the items
+  minus the last on the tip.
+- ``clear_session`` commits an empty snapshot on the tip: the session is
+  empty, and everything before stays reachable with ``stop: root``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import time
+from datetime import UTC, datetime, timedelta
+from typing import Any, cast
+
+from agents.items import TResponseInputItem
+from agents.memory.session_settings import (
+    SessionSettings,
+    coerce_session_settings,
+    resolve_session_limit,
+)
+
+from ._names import encode_segment
+from .client import AsyncClient
+from .errors import ConflictError, InvalidError, NotFoundError
+from .models import Commit
+
+__all__ = ["FORMAT", "CtxSession"]
+
+log = logging.getLogger(__name__)
+
+FORMAT = "openai-responses-v1"
+# ctx's limit on a ref name.
+MAX_REF = 200
+# An item the server refused is stored wrapped in this and unwrapped by
+# get_items (an item whose own type is this one is always wrapped, so
+# unwrapping is exact).
+VERBATIM = "ctx-verbatim"
+
+_AT_INDEX = re.compile(r"at index (\d+):")
+
+
+def _wrap(item: Any) -> dict[str, Any]:
+    return {"type": VERBATIM, "item": item}
+
+
+def _unwrap(item: Any) -> Any:
+    if isinstance(item, dict) and item.get("type") == VERBATIM and "item" in item:
+        return item["item"]
+    return item
+
+
+def _must_wrap(item: Any) -> bool:
+    return isinstance(item, dict) and item.get("type") == VERBATIM
+
+
+def _dumps(items: list[Any]) -> str:
+    # ASCII escapes keep every string (lone surrogates too) exactly.
+    return json.dumps(items, ensure_ascii=True, separators=(",", ":"), allow_nan=False)
+
+
+class CtxSession:
+    """A Session (``agents.memory.Session`` protocol) kept in ctx.
+
+    ``CtxSession("user-42", AsyncClient(url, token=...))``; pass it as
+    ``Runner.run(agent, input, session=...)``. ``namespace`` is the first
+    part of the ref name; ``principal`` and ``template`` are recorded on
+    each commit; ``session_settings`` (``limit``) as for ``SQLiteSession``.
+    """
+
+    session_id: str
+    session_settings: SessionSettings | None
+
+    def __init__(
+        self,
+        session_id: str,
+        client: AsyncClient,
+        *,
+        namespace: str = "openai-agents",
+        principal: str = "openai-agents",
+        template: str = "openai-agents",
+        session_settings: SessionSettings | dict[str, Any] | None = None,
+        max_attempts: int = 16,
+    ) -> None:
+        self.session_id = session_id
+        self.client = client
+        self.session_settings = (
+            coerce_session_settings(session_settings)
+            if session_settings is not None
+            else SessionSettings()
+        )
+        self.ref = f"{namespace.strip('/')}/{encode_segment(session_id)}"
+        if len(self.ref) > MAX_REF:
+            raise ValueError(
+                f"the ref name for this session is {len(self.ref)} bytes, over ctx's {MAX_REF}"
+            )
+        self.principal = principal
+        self.template = template
+        self.max_attempts = max_attempts
+        self._last_us = 0
+
+    # --- helpers ------------------------------------------------------------
+
+    def _created_at(self) -> datetime:
+        """Now, strictly later than this session's previous commit (a commit
+        id derives from parent, delta, time and template)."""
+        self._last_us = max(time.time_ns() // 1000, self._last_us + 1)
+        return datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=self._last_us)
+
+    async def _tip(self) -> str | None:
+        try:
+            return (await self.client.get_ref(self.ref))["target"]
+        except NotFoundError:
+            return None
+
+    async def _items_at(self, tip: str | None) -> list[Any]:
+        if tip is None:
+            return []
+        _, data = await self.client.materialize_bytes(tip, format=FORMAT)
+        return [_unwrap(i) for i in json.loads(data)]
+
+    async def _commit(
+        self, items: list[Any], *, parent: str | None, expected: str | None, kind: str
+    ) -> Commit:
+        """Checkpoints ``items`` on ``parent``, moving the ref from
+        ``expected``; an item the server refuses is wrapped and the
+        checkpoint tried again. Raises ConflictError when the ref moved."""
+        stored = [_wrap(i) if _must_wrap(i) else i for i in items]
+        for _ in range(len(stored) + 1):
+            try:
+                return await self.client.checkpoint(
+                    principal=self.principal,
+                    template=self.template,
+                    format=FORMAT,
+                    delta=_dumps(stored),
+                    parent=parent,
+                    commit_type=kind,
+                    checkpoint="explicit" if kind == "snapshot" else "turn_boundary",
+                    session_id=encode_segment(self.session_id),
+                    created_at=self._created_at(),
+                    ref=self.ref,
+                    expected=expected,
+                )
+            except InvalidError as e:
+                m = _AT_INDEX.search(e.message or "")
+                if e.field not in ("delta", "delta_base64") or m is None:
+                    raise
+                i = int(m.group(1))
+                if i >= len(stored) or _must_wrap(stored[i]):
+                    raise
+                log.warning("ctx refused a session item (%s); storing it wrapped", e.message)
+                stored[i] = _wrap(stored[i])
+        raise AssertionError("every item is wrapped: the server cannot refuse them all")
+
+    # --- the Session protocol -------------------------------------------------
+
+    async def get_items(self, limit: int | None = None) -> list[TResponseInputItem]:
+        """The session's items, oldest first: the newest ``limit`` of them
+        (default ``session_settings.limit``; ``None`` or negative: all)."""
+        n = resolve_session_limit(limit, self.session_settings)
+        items = await self._items_at(await self._tip())
+        if n is None or n < 0:
+            return items
+        return items[-n:] if n > 0 else []
+
+    async def add_items(self, items: list[TResponseInputItem]) -> None:
+        """Appends ``items`` as one commit on the session's ref."""
+        if not items:
+            return
+        items = list(items)
+        for _ in range(self.max_attempts):
+            tip = await self._tip()
+            try:
+                await self._commit(items, parent=tip, expected=tip, kind="delta")
+                return
+            except ConflictError:
+                continue  # another writer moved the ref: append on its tip
+        raise ConflictError(
+            f"ref {self.ref} kept moving: gave up after {self.max_attempts} attempts",
+            kind="conflict",
+        )
+
+    async def pop_item(self) -> TResponseInputItem | None:
+        """Removes and returns the newest item (``None`` when there is none)."""
+        for _ in range(self.max_attempts):
+            tip = await self._tip()
+            items = await self._items_at(tip)
+            if tip is None or not items:
+                return None
+            last = items[-1]
+            commit = await self.client.get_commit(tip)
+            try:
+                delta: list[Any] | None = None
+                if commit["commit_type"] == "delta" and commit["format"] == FORMAT:
+                    delta = json.loads(await self.client.get_artifact(commit["artifact_ref"]))
+                if delta and len(delta) == 1 and commit["parent"] is not None:
+                    await self.client.put_ref(self.ref, commit["parent"], expected=tip)
+                elif delta and len(delta) > 1:
+                    rest = [_unwrap(i) for i in delta[:-1]]
+                    await self._commit(rest, parent=commit["parent"], expected=tip, kind="delta")
+                else:
+                    await self._commit(items[:-1], parent=tip, expected=tip, kind="snapshot")
+            except ConflictError:
+                continue
+            return cast(TResponseInputItem, last)
+        raise ConflictError(
+            f"ref {self.ref} kept moving: gave up after {self.max_attempts} attempts",
+            kind="conflict",
+        )
+
+    async def clear_session(self) -> None:
+        """Empties the session with an empty snapshot commit on the tip; the
+        history before it stays reachable (``stop: root``)."""
+        for _ in range(self.max_attempts):
+            tip = await self._tip()
+            if tip is None:
+                return
+            try:
+                await self._commit([], parent=tip, expected=tip, kind="snapshot")
+                return
+            except ConflictError:
+                continue
+        raise ConflictError(
+            f"ref {self.ref} kept moving: gave up after {self.max_attempts} attempts",
+            kind="conflict",
+        )

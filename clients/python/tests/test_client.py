@@ -1,0 +1,158 @@
+"""The client against a live ctx serve: every core route, sync and async,
+and errors as exceptions of the API's kind."""
+
+from __future__ import annotations
+
+import pytest
+
+from ctx_client import (
+    AsyncClient,
+    Client,
+    ConflictError,
+    InvalidError,
+    NotFoundError,
+    UnauthenticatedError,
+)
+
+TRANSCRIPT = (
+    '{"type":"user","uuid":"u1","message":{"role":"user","content":"hi"}}\n',
+    '{"type":"assistant","uuid":"a1","message":{"role":"assistant",'
+    '"content":[{"type":"text","text":"hello"}]}}\n',
+)
+
+
+def test_health_and_openapi(client: Client) -> None:
+    assert client.healthz() == "ok"
+    doc = client.openapi()
+    assert doc["openapi"].startswith("3.1")
+    assert "/v1/commits" in doc["paths"]
+
+
+def test_artifacts_round_trip(client: Client, unique: str) -> None:
+    data = f"bytes of {unique}\x00\xff".encode("latin-1")
+    info = client.put_artifact(data)
+    assert info["ref"].startswith("art-") and info["size"] == len(data)
+    assert client.put_artifact(data) == info
+    assert client.get_artifact(info["ref"]) == data
+
+
+def test_checkpoint_chain_materialize_history_refs(client: Client, unique: str) -> None:
+    ref = f"sessions/{unique}"
+    principal = f"py-{unique}"
+    first = client.checkpoint(
+        principal=principal,
+        template="py-test",
+        format="claude-code-v1",
+        delta=TRANSCRIPT[0],
+        ref=ref,
+        expected=None,
+        session_id=unique,
+    )
+    assert first["parent"] is None and first["session_id"] == unique
+    second = client.checkpoint(
+        principal=principal,
+        template="py-test",
+        format="claude-code-v1",
+        delta=TRANSCRIPT[1].encode(),  # bytes go as delta_base64
+        parent=first["id"],
+        ref=ref,
+        expected=first["id"],
+        tags={"k": "v"},
+    )
+    assert second["parent"] == first["id"] and second["tags"]["k"] == "v"
+
+    assert client.get_commit(second["id"]) == second
+    assert client.get_ref(ref)["target"] == second["id"]
+    assert [r["target"] for r in client.list_refs(prefix=ref)] == [second["id"]]
+    hist = client.history(second["id"], depth=10)
+    assert [c["id"] for c in hist["commits"]] == [second["id"], first["id"]]
+
+    meta, data = client.materialize_bytes(second["id"], stop="root")
+    assert data.decode() == "".join(TRANSCRIPT)
+    assert meta["message_count"] == 2
+
+    assert client.resolve(principal) == second["id"]
+
+    # A stale compare-and-swap: 409 with where the ref points now.
+    with pytest.raises(ConflictError) as e:
+        client.put_ref(ref, first["id"], expected=first["id"])
+    assert e.value.status == 409 and e.value.current == second["id"]
+    assert client.put_ref(ref, first["id"], expected=second["id"])["target"] == first["id"]
+
+    changed = client.update_metadata(first["id"], summary="greeting")
+    assert changed["summary"] == "greeting"
+    assert client.update_metadata(first["id"], summary=None).get("summary") is None
+
+
+def test_same_checkpoint_twice_is_one_commit(client: Client, unique: str) -> None:
+    kw = dict(
+        principal=f"py-{unique}",
+        template="t",
+        format="raw",
+        delta="x",
+        created_at="2026-01-01T00:00:00Z",
+    )
+    assert client.checkpoint(**kw)["id"] == client.checkpoint(**kw)["id"]
+
+
+def test_errors_carry_kind_field_and_status(client: Client, server_url: str) -> None:
+    with pytest.raises(NotFoundError) as nf:
+        client.get_commit("ctx-" + "0" * 32)
+    assert nf.value.kind == "not_found" and nf.value.status == 404
+    with pytest.raises(InvalidError) as bad:
+        client.get_commit("not-a-commit")
+    assert bad.value.field == "ctx" and bad.value.status == 400
+    with pytest.raises(InvalidError) as bad:
+        client.checkpoint(principal="has space", template="t", format="raw", delta="x")
+    assert bad.value.field == "principal"
+    with pytest.raises(NotFoundError):
+        client.get_ref("sessions/never-made-anywhere")
+    with Client(server_url, token="tok-wrong") as stranger:
+        with pytest.raises(UnauthenticatedError) as un:
+            stranger.get_ref("sessions/x")
+    assert un.value.status == 401
+
+
+async def test_async_client(aclient: AsyncClient, unique: str) -> None:
+    ref = f"sessions/{unique}"
+    c = await aclient.checkpoint(
+        principal=f"py-{unique}",
+        template="t",
+        format="claude-code-v1",
+        delta=TRANSCRIPT[0],
+        ref=ref,
+        expected=None,
+    )
+    assert (await aclient.get_ref(ref))["target"] == c["id"]
+    meta, data = await aclient.materialize_bytes(c["id"], stop="root")
+    assert data.decode() == TRANSCRIPT[0] and meta["message_count"] == 1
+    with pytest.raises(ConflictError) as e:
+        await aclient.checkpoint(
+            principal=f"py-{unique}",
+            template="t",
+            format="claude-code-v1",
+            delta=TRANSCRIPT[1],
+            parent=c["id"],
+            ref=ref,
+            expected=None,
+        )
+    assert e.value.current == c["id"]
+
+
+def test_from_env_finds_the_server_as_the_cli_does(
+    server_url: str, token: str, tmp_path, monkeypatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    for name in ("CTX_SERVER", "CTX_TOKEN", "CTX_DATA"):
+        monkeypatch.delenv(name, raising=False)
+    with Client.from_env() as c:
+        assert c.base_url == "http://127.0.0.1:7878" and c.token is None
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "token").write_text(token + "\n")
+    monkeypatch.setenv("CTX_SERVER", server_url)
+    monkeypatch.setenv("CTX_DATA", "d")
+    with Client.from_env() as c:
+        assert c.token == token and c.healthz() == "ok"
+        assert c.list_refs(prefix="none-such/") == []
+    monkeypatch.setenv("CTX_TOKEN", "tok-from-env")
+    assert AsyncClient.from_env().token == "tok-from-env"

@@ -1,0 +1,157 @@
+"""The rest of the API through the client: summaries, compaction, branches
+(context folding), workspaces, direct uploads. One method per route; each
+is exercised here or in test_client.py."""
+
+from __future__ import annotations
+
+import inspect
+
+import pytest
+
+from ctx_client import (
+    AsyncClient,
+    Client,
+    ConflictError,
+    CtxError,
+    InvalidError,
+    NotFoundError,
+    _routes,
+)
+
+TURN = (
+    '{"type":"user","message":{"role":"user","content":"Fix the flaky test"}}\n'
+    '{"type":"assistant","message":{"role":"assistant","content":'
+    '[{"type":"text","text":"Done: the clock is now injected."}]}}\n'
+)
+
+
+def test_every_route_function_is_a_method_of_both_clients() -> None:
+    routes = {
+        name
+        for name, f in inspect.getmembers(_routes, inspect.isfunction)
+        if f.__module__ == _routes.__name__
+        and inspect.signature(f).return_annotation.startswith("Call[")
+    }
+    assert len(routes) >= 29
+    for name in routes:
+        assert callable(getattr(Client, name)), name
+        assert inspect.iscoroutinefunction(getattr(AsyncClient, name)), name
+
+
+def test_openapi_paths_are_covered(client: Client) -> None:
+    covered = {
+        ("get", "/healthz"),
+        ("get", "/v1/openapi.json"),
+        ("post", "/v1/artifacts"),
+        ("get", "/v1/artifacts/{art}"),
+        ("post", "/v1/uploads"),
+        ("post", "/v1/commits"),
+        ("get", "/v1/commits"),
+        ("get", "/v1/commits/{ctx}"),
+        ("patch", "/v1/commits/{ctx}"),
+        ("get", "/v1/commits/{ctx}/history"),
+        ("post", "/v1/commits/{ctx}/summarize"),
+        ("post", "/v1/commits/{ctx}/compact"),
+        ("post", "/v1/commits/{ctx}/materialize"),
+        ("get", "/v1/resolve"),
+        ("get", "/v1/refs"),
+        ("get", "/v1/refs/{name}"),
+        ("put", "/v1/refs/{name}"),
+        ("delete", "/v1/refs/{name}"),
+        ("post", "/v1/branches"),
+        ("get", "/v1/branches"),
+        ("get", "/v1/branches/{br}"),
+        ("post", "/v1/branches/{br}/return"),
+        ("post", "/v1/sessions/{id}/end"),
+        ("get", "/v1/workspaces/{ws}/files"),
+        ("get", "/v1/workspaces/{ws}/files/{path}"),
+        ("put", "/v1/workspaces/{ws}/files/{path}"),
+        ("delete", "/v1/workspaces/{ws}/files/{path}"),
+        ("post", "/v1/workspaces/{ws}/append/{path}"),
+        ("get", "/v1/workspaces/{ws}/context"),
+    }
+    served = {
+        (method, path)
+        for path, item in client.openapi()["paths"].items()
+        for method in item
+        if method in ("get", "put", "post", "patch", "delete")
+    }
+    assert served - covered == set(), "routes the client has no method for"
+
+
+def test_summaries_and_compaction(client: Client, unique: str) -> None:
+    ref = f"sessions/{unique}"
+    c = client.checkpoint(
+        principal=f"py-{unique}",
+        template="t",
+        format="claude-code-v1",
+        delta=TURN,
+        ref=ref,
+        expected=None,
+    )
+    page = client.missing_summaries(limit=1000)
+    assert "commits" in page
+    done = client.summarize(c["id"])
+    assert done["summary"]
+    with pytest.raises(ConflictError):
+        client.summarize(c["id"])
+    assert client.summarize(c["id"], force=True)["id"] == c["id"]
+    compacted = client.compact(c["id"], summarizer="extractive", ref=ref, expected=c["id"])
+    assert compacted["commit"]["parent"] == c["id"]
+    assert compacted["commit"]["commit_type"] == "compaction"
+    assert client.get_ref(ref)["target"] == compacted["commit"]["id"]
+    gone = client.delete_ref(ref, expected=compacted["commit"]["id"])
+    assert gone["target"] == compacted["commit"]["id"]
+    with pytest.raises(NotFoundError):
+        client.get_ref(ref)
+    # The commits stay.
+    assert client.get_commit(c["id"])["id"] == c["id"]
+
+
+def test_branches(client: Client, unique: str) -> None:
+    session = f"s-{unique}"
+    b = client.branch_create(session, "look something up", budget=1000, timeout_seconds=600)
+    assert b["branch_id"].startswith("br-") and b["depth"] == 1
+    assert client.branch_status(b["branch_id"])["status"] in ("created", "active")
+    assert client.branches_of_session(session)
+    r = client.branch_return(b["branch_id"], "found it")
+    assert r["success"] and r["message"] == "found it"
+    with pytest.raises(ConflictError):
+        client.branch_return(b["branch_id"], "again")
+    b2 = client.branch_create(session, "another")
+    ended = client.session_end(session)
+    assert b2["branch_id"] in ended["returned"] + ended["failed"]
+    # A session name with '/' is one path segment of the end route.
+    nested = f"team/{session}"
+    b3 = client.branch_create(nested, "nested")
+    assert client.session_end(nested)["returned"] == [b3["branch_id"]]
+
+
+def test_workspaces(client: Client, unique: str) -> None:
+    ws = f"ws-{unique}"
+    v1 = client.put_file(ws, "notes/a.md", b"first\n")
+    assert v1["size"] == 6
+    v2 = client.put_file(ws, "notes/a.md", b"second\n", if_match=v1["version"])
+    with pytest.raises(CtxError) as stale:
+        client.put_file(ws, "notes/a.md", b"third\n", if_match=v1["version"])
+    assert stale.value.status == 412 and stale.value.kind == "conflict"
+    assert client.get_file(ws, "notes/a.md") == b"second\n"
+    files = client.list_files(ws, prefix="notes/")["files"]
+    assert [(f["path"], f["version"]) for f in files] == [("notes/a.md", v2["version"])]
+    client.append_file(ws, "log.jsonl", '{"event":"one"}\n')
+    with pytest.raises(InvalidError):
+        client.append_file(ws, "log.jsonl", "not json\n")
+    assert isinstance(client.read_context(ws), dict)
+    client.delete_file(ws, "notes/a.md", if_match=v2["version"])
+    with pytest.raises(NotFoundError):
+        client.get_file(ws, "notes/a.md")
+
+
+def test_direct_uploads_are_refused_in_embedded_mode_with_the_field(client: Client) -> None:
+    art = client.put_artifact(b"x")["ref"]
+    try:
+        up = client.upload_url(art, 1)
+    except InvalidError as e:  # embedded storage takes no direct uploads
+        assert e.status == 400
+    else:  # aws mode: a presigned URL
+        assert up["url"].startswith("http")

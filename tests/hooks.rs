@@ -1,0 +1,349 @@
+//! Claude Code hooks end to end, against a real `ctx serve`: the installed
+//! hook command (run through the shell, as Claude Code runs it) checkpoints
+//! a transcript's complete new lines onto the session's ref, skips what
+//! another writer already stored, survives a server that is down, and
+//! `ctx resume` forks a session at any commit.
+
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use ctx_tests::{Server, ctx_bin};
+use serde_json::{Value, json};
+
+const SESSION: &str = "5f0c9d2e-7b1a-4c3e-9f21-0a8b6c4d2e10";
+
+fn fixture() -> Vec<u8> {
+    std::fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join("data/claude-code-session.jsonl"))
+        .expect("the fixture transcript")
+}
+
+/// The fixture's first `n` lines, newline-terminated.
+fn first_lines(bytes: &[u8], n: usize) -> Vec<u8> {
+    bytes
+        .split_inclusive(|&b| b == b'\n')
+        .take(n)
+        .flatten()
+        .copied()
+        .collect()
+}
+
+/// Runs `command` through `sh -c` with the hook's JSON on stdin; its exit
+/// code and stderr.
+fn run_hook(command: &str, session: &str, transcript: &Path, event: &str) -> (i32, String) {
+    let input = json!({
+        "session_id": session,
+        "transcript_path": transcript,
+        "cwd": transcript.parent().unwrap(),
+        "hook_event_name": event,
+    });
+    let mut child = Command::new("sh")
+        .args(["-c", command])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .env_remove("CTX_TOKEN")
+        .env_remove("CTX_SERVER")
+        .spawn()
+        .expect("sh runs");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.to_string().as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().expect("the hook finishes");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// The ctx hook command in a project's settings, for `event`.
+fn installed_command(project: &Path, event: &str) -> String {
+    let s: Value = serde_json::from_slice(
+        &std::fs::read(project.join(".claude/settings.json")).expect("settings written"),
+    )
+    .unwrap();
+    s["hooks"][event]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|g| g["hooks"].as_array().unwrap())
+        .filter_map(|h| h["command"].as_str())
+        .find(|c| c.contains(" hook claude-code"))
+        .unwrap_or_else(|| panic!("no ctx hook for {event}: {s}"))
+        .to_owned()
+}
+
+async fn tip(server: &Server, name: &str) -> Option<String> {
+    let (status, v) = server
+        .client()
+        .call("GET", &format!("/v1/refs/{name}"), None)
+        .await
+        .unwrap();
+    (status == 200).then(|| v["target"].as_str().unwrap().to_owned())
+}
+
+async fn history_len(server: &Server, id: &str) -> usize {
+    let h = server
+        .client()
+        .ok("GET", &format!("/v1/commits/{id}/history?depth=1000"), None)
+        .await;
+    h["commits"].as_array().expect("commits").len()
+}
+
+#[tokio::test]
+async fn the_hook_checkpoints_new_complete_lines_once_and_resume_forks() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let server = Server::start(&data);
+    let project = dir.path().join("proj");
+    std::fs::create_dir_all(project.join(".claude")).unwrap();
+    // The user's own hooks stay.
+    std::fs::write(
+        project.join(".claude/settings.json"),
+        r#"{"hooks":{"Stop":[{"hooks":[{"type":"command","command":"true"}]}]},"model":"opus"}"#,
+    )
+    .unwrap();
+    let first_url = server.url.clone();
+    let install = |verb: &str| {
+        Command::new(ctx_bin())
+            .args(["hooks", verb, "claude-code", "--project"])
+            .arg(&project)
+            .args(["--server", &first_url, "--data"])
+            .arg(&data)
+            .output()
+            .expect("ctx hooks runs")
+    };
+    assert!(install("install").status.success());
+    let once = std::fs::read(project.join(".claude/settings.json")).unwrap();
+    assert!(install("install").status.success());
+    assert_eq!(
+        std::fs::read(project.join(".claude/settings.json")).unwrap(),
+        once,
+        "installing twice changes nothing"
+    );
+    let settings: Value = serde_json::from_slice(&once).unwrap();
+    assert_eq!(settings["model"], "opus");
+    assert_eq!(settings["hooks"]["Stop"][0]["hooks"][0]["command"], "true");
+    let stop = installed_command(&project, "Stop");
+    assert_eq!(installed_command(&project, "PreCompact"), stop);
+    assert_eq!(installed_command(&project, "SessionEnd"), stop);
+
+    // A transcript where Claude Code keeps it, the last line still being written.
+    let claude = dir.path().join("claude");
+    let pdir = claude.join("projects").join("-tmp-proj");
+    std::fs::create_dir_all(&pdir).unwrap();
+    let transcript = pdir.join(format!("{SESSION}.jsonl"));
+    let full = fixture();
+    let mut partial = first_lines(&full, 10);
+    partial.extend_from_slice(br#"{"type":"user","uuid":"half-writ"#);
+    std::fs::write(&transcript, &partial).unwrap();
+    let name = format!("claude/-tmp-proj/{SESSION}");
+
+    let (code, err) = run_hook(&stop, SESSION, &transcript, "Stop");
+    assert_eq!(code, 0, "{err}");
+    let t1 = tip(&server, &name).await.expect("the hook made the ref");
+    let c = server.client();
+    assert_eq!(
+        c.materialize(&t1, "root").await,
+        first_lines(&full, 10),
+        "the complete lines, not the half-written one"
+    );
+
+    // Nothing new: nothing written.
+    let (code, err) = run_hook(&stop, SESSION, &transcript, "Stop");
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(tip(&server, &name).await.as_deref(), Some(t1.as_str()));
+
+    // The rest of the transcript arrives.
+    std::fs::write(&transcript, &full).unwrap();
+    let (code, err) = run_hook(&stop, SESSION, &transcript, "PreCompact");
+    assert_eq!(code, 0, "{err}");
+    let t2 = tip(&server, &name).await.unwrap();
+    assert_ne!(t2, t1);
+    assert_eq!(c.materialize(&t2, "root").await, full);
+
+    // Another writer (a SessionStore) appends an entry the transcript will
+    // also hold: the hook stores only what the chain lacks.
+    let x = r#"{"type":"user","uuid":"00000000-0000-4000-8000-0000000000aa","parentUuid":null,"sessionId":"5f0c9d2e-7b1a-4c3e-9f21-0a8b6c4d2e10","timestamp":"2026-11-20T10:00:00.000Z","message":{"role":"user","content":"and one more thing"}}"#;
+    let y = r#"{"type":"assistant","uuid":"00000000-0000-4000-8000-0000000000ab","parentUuid":"00000000-0000-4000-8000-0000000000aa","sessionId":"5f0c9d2e-7b1a-4c3e-9f21-0a8b6c4d2e10","timestamp":"2026-11-20T10:00:01.000Z","message":{"role":"assistant","content":[{"type":"text","text":"done"}]}}"#;
+    let other = c
+        .ok(
+            "POST",
+            "/v1/commits",
+            Some(&json!({
+                "parent": t2, "commit_type": "delta", "format": "claude-code-v1",
+                "delta": format!("{x}\n"), "template": "sdk", "principal": "sdk",
+                "checkpoint": "turn_boundary",
+                "ref": {"name": name, "expected": t2},
+            })),
+        )
+        .await;
+    let t3 = other["id"].as_str().unwrap().to_owned();
+    let mut grown = full.clone();
+    grown.extend_from_slice(format!("{x}\n{y}\n").as_bytes());
+    std::fs::write(&transcript, &grown).unwrap();
+    let (code, err) = run_hook(&stop, SESSION, &transcript, "Stop");
+    assert_eq!(code, 0, "{err}");
+    let t4 = tip(&server, &name).await.unwrap();
+    assert_eq!(
+        c.materialize(&t4, "root").await,
+        grown,
+        "x once, from the other writer, then y"
+    );
+    assert_eq!(
+        history_len(&server, &t4).await,
+        history_len(&server, &t3).await + 1
+    );
+
+    // The server is down: the hook warns, exits 0 and keeps the lines.
+    let z = r#"{"type":"user","uuid":"00000000-0000-4000-8000-0000000000ac","parentUuid":"00000000-0000-4000-8000-0000000000ab","sessionId":"5f0c9d2e-7b1a-4c3e-9f21-0a8b6c4d2e10","timestamp":"2026-11-20T10:01:00.000Z","message":{"role":"user","content":"thanks"}}"#;
+    grown.extend_from_slice(format!("{z}\n").as_bytes());
+    std::fs::write(&transcript, &grown).unwrap();
+    let url = server.url.clone();
+    server.kill();
+    let (code, err) = run_hook(&stop, SESSION, &transcript, "SessionEnd");
+    assert_eq!(code, 0, "a hook never fails Claude Code: {err}");
+    assert!(err.contains("warning"), "{err}");
+    // Back up (on another port): the next hook, of another session,
+    // retries the pending lines.
+    let server = Server::start(&data);
+    let retry = stop.replace(&url, &server.url);
+    let other_session = "11111111-2222-4333-8444-555555555555";
+    let other_transcript = pdir.join(format!("{other_session}.jsonl"));
+    std::fs::write(&other_transcript, first_lines(&full, 3)).unwrap();
+    let (code, err) = run_hook(&retry, other_session, &other_transcript, "Stop");
+    assert_eq!(code, 0, "{err}");
+    let t5 = tip(&server, &name).await.unwrap();
+    let c = server.client();
+    assert_eq!(
+        c.materialize(&t5, "root").await,
+        grown,
+        "z arrived late, once"
+    );
+    let t_other = tip(&server, &format!("claude/-tmp-proj/{other_session}"))
+        .await
+        .unwrap();
+    assert_eq!(c.materialize(&t_other, "root").await, first_lines(&full, 3));
+
+    // Resume from the first hook's commit: a new session file with the
+    // lines up to there, a snapshot commit on top of it, and the next hook
+    // of the new session chains onto that.
+    let out = Command::new(ctx_bin())
+        .args(["resume", &t1, "--json", "--project"])
+        .arg(&project)
+        .arg("--claude-dir")
+        .arg(&claude)
+        .args(["--server", &server.url, "--data"])
+        .arg(&data)
+        .env_remove("CTX_TOKEN")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let new_session = r["session_id"].as_str().unwrap().to_owned();
+    let path = std::path::PathBuf::from(r["path"].as_str().unwrap());
+    assert_eq!(
+        path.file_name().unwrap().to_str().unwrap(),
+        format!("{new_session}.jsonl")
+    );
+    assert!(path.starts_with(claude.join("projects")));
+    let written = std::fs::read(&path).unwrap();
+    let lines: Vec<Value> = written
+        .split(|&b| b == b'\n')
+        .filter(|l| !l.is_empty())
+        .map(|l| serde_json::from_slice(l).unwrap())
+        .collect();
+    assert_eq!(lines.len() as u64, r["entries"].as_u64().unwrap());
+    assert_eq!(lines.last().unwrap()["type"], "custom-title");
+    for l in &lines {
+        if l.get("sessionId").is_some() {
+            assert_eq!(l["sessionId"], new_session.as_str());
+        }
+    }
+    let forked: Vec<&Value> = lines
+        .iter()
+        .filter(|l| l.get("forkedFrom").is_some())
+        .collect();
+    assert!(!forked.is_empty());
+    assert!(
+        forked
+            .iter()
+            .all(|l| l["forkedFrom"]["sessionId"] == SESSION)
+    );
+    let snapshot = r["commit"].as_str().unwrap();
+    let show = c.ok("GET", &format!("/v1/commits/{snapshot}"), None).await;
+    assert_eq!(
+        show["parent"],
+        t1.as_str(),
+        "the fork descends from the commit"
+    );
+    assert_eq!(show["commit_type"], "snapshot");
+    let new_ref = r["ref"].as_str().unwrap();
+    assert_eq!(tip(&server, new_ref).await.as_deref(), Some(snapshot));
+    let mut continued = written.clone();
+    continued.extend_from_slice(format!("{z}\n").as_bytes());
+    std::fs::write(&path, &continued).unwrap();
+    let (code, err) = run_hook(&retry, &new_session, &path, "Stop");
+    assert_eq!(code, 0, "{err}");
+    let after = tip(&server, new_ref).await.unwrap();
+    let show = c.ok("GET", &format!("/v1/commits/{after}"), None).await;
+    assert_eq!(
+        show["parent"], snapshot,
+        "one commit of the new line on the fork"
+    );
+    assert_eq!(c.materialize(&after, "compaction").await, continued);
+
+    // Uninstall leaves the user's settings as they were.
+    assert!(install("uninstall").status.success());
+    let s: Value =
+        serde_json::from_slice(&std::fs::read(project.join(".claude/settings.json")).unwrap())
+            .unwrap();
+    assert_eq!(
+        s,
+        json!({"hooks":{"Stop":[{"hooks":[{"type":"command","command":"true"}]}]},"model":"opus"})
+    );
+}
+
+#[test]
+fn a_hook_with_bad_input_warns_and_exits_0() {
+    let dir = tempfile::tempdir().unwrap();
+    for input in [
+        "not json",
+        r#"{"session_id": "../x", "transcript_path": "/nonexistent"}"#,
+    ] {
+        let mut child = Command::new(ctx_bin())
+            .args([
+                "hook",
+                "claude-code",
+                "--server",
+                "http://127.0.0.1:9",
+                "--data",
+            ])
+            .arg(dir.path())
+            .stdin(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(input.as_bytes())
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{input}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("warning"), "{input}: {err}");
+    }
+    assert!(
+        !dir.path().join("hooks").exists(),
+        "input naming no usable session leaves no state"
+    );
+}
