@@ -71,6 +71,18 @@ pub(crate) enum SessionCommand {
         #[command(flatten)]
         conn: Conn,
     },
+    /// Erase a session: its commits, artifacts, cache entries and refs.
+    /// Other sessions forked from it make this an error listing them,
+    /// unless --cascade erases them too.
+    Erase {
+        /// The session.
+        session: String,
+        /// Erase the commits of other sessions that descend from it too.
+        #[arg(long)]
+        cascade: bool,
+        #[command(flatten)]
+        conn: Conn,
+    },
 }
 
 /// Runs `ctx branch …`.
@@ -230,5 +242,10 @@ pub(crate) async fn run_session(command: SessionCommand) -> Result<()> {
             );
             Ok(())
         }
+        SessionCommand::Erase {
+            session,
+            cascade,
+            conn,
+        } => crate::commands::lifecycle::erase(&session, cascade, &conn).await,
     }
 }

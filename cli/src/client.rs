@@ -12,7 +12,7 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use ctx_core::api::error::{ErrorBody, kind_of};
 use ctx_core::api::{BUDGET_WARNING, CHECKPOINT_WARNING};
 use ctx_core::service::FileVersion;
-use ctx_core::store::{PresignedUpload, RefRecord};
+use ctx_core::store::{Pin, PresignedUpload, RefRecord};
 use ctx_core::wire::{
     AgentSettings, Cleared, PatchAgentRequest, RestoreRequest, RestoreResponse, Restored, SaveId,
     SaveList, SaveRecord, SaveRequest, SessionFile, Window, WorkingContextSnapshot,
@@ -20,10 +20,10 @@ use ctx_core::wire::{
 };
 use ctx_core::wire::{
     ArtifactInfo, BranchCreateRequest, BranchCreated, BranchReturnRequest, BranchReturned,
-    BranchStatusResponse, CheckpointRequest, CompactRequest, CompactResponse, FileList,
-    HistoryResponse, MaterializeRequest, MaterializeResponse, MissingSummaryList, RefList,
-    ResolveResponse, SessionEnded, SetRefRequest, SummarizeRequest, UpdateMetadataRequest,
-    UploadRequest,
+    BranchStatusResponse, CheckpointRequest, CompactRequest, CompactResponse, Erased, FileList,
+    HistoryResponse, MaterializeRequest, MaterializeResponse, MissingSummaryList, PinChanged,
+    PinList, RefList, ResolveResponse, SessionEnded, SetRefRequest, SummarizeRequest,
+    UpdateMetadataRequest, UploadRequest,
 };
 use ctx_core::workspace::context::Context;
 use ctx_core::workspace::{FilePath, WorkspaceId};
@@ -319,6 +319,38 @@ impl Client {
     ) -> Result<RefRecord> {
         self.json(Route::DeleteRef(name, expected), Body::Empty)
             .await
+    }
+
+    /// `DELETE /v1/sessions/{id}`: erases a session (and, with `cascade`,
+    /// the commits of other sessions descending from it).
+    ///
+    /// # Errors
+    /// `NotFound`; `Conflict` listing the forks without `cascade`; as
+    /// [`Client::healthz`].
+    pub async fn erase_session(&self, session: &SessionId, cascade: bool) -> Result<Erased> {
+        self.json(Route::EraseSession(session.as_str(), cascade), Body::Empty)
+            .await
+    }
+
+    /// `GET /v1/pins`: the tenant's pins.
+    ///
+    /// # Errors
+    /// As [`Client::healthz`].
+    pub async fn list_pins(&self) -> Result<PinList> {
+        self.json(Route::ListPins, Body::Empty).await
+    }
+
+    /// `PUT` (`pinned`) or `DELETE /v1/pins/{kind}/{name}`.
+    ///
+    /// # Errors
+    /// `Invalid`; as [`Client::healthz`].
+    pub async fn set_pin(&self, pin: &Pin, pinned: bool) -> Result<PinChanged> {
+        let route = if pinned {
+            Route::SetPin(pin)
+        } else {
+            Route::DeletePin(pin)
+        };
+        self.json(route, Body::Empty).await
     }
 
     /// `POST /v1/branches`: starts an isolated branch of a session.
@@ -711,6 +743,10 @@ enum Route<'a> {
     BranchStatus(&'a BranchId),
     BranchReturn(&'a BranchId),
     SessionEnd(&'a str),
+    EraseSession(&'a str, bool),
+    ListPins,
+    SetPin(&'a Pin),
+    DeletePin(&'a Pin),
     ListFiles(&'a WorkspaceId, &'a str),
     GetFile(&'a WorkspaceId, &'a FilePath),
     PutFile(&'a WorkspaceId, &'a FilePath),
@@ -748,6 +784,7 @@ impl Route<'_> {
             | ListFiles(..)
             | GetFile(..)
             | ReadContext(_)
+            | ListPins
             | GetAgent(_)
             | Window(..)
             | ListSaves(_)
@@ -756,8 +793,8 @@ impl Route<'_> {
             ClearContext(_) | SaveContext(_) | RestoreSave(..) | RestoreWorkingContext(_) => {
                 Method::POST
             }
-            PutFile(..) | PutWorkingContext(_) => Method::PUT,
-            DeleteFile(..) | DeleteRef(..) => Method::DELETE,
+            PutFile(..) | PutWorkingContext(_) | SetPin(_) => Method::PUT,
+            DeleteFile(..) | DeleteRef(..) | EraseSession(..) | DeletePin(_) => Method::DELETE,
             AppendFile(..) => Method::POST,
             UploadArtifact | UploadUrl | Checkpoint | Materialize(_) | Summarize(_)
             | Compact(_) | BranchCreate | BranchReturn(_) | SessionEnd(_) | Gc => Method::POST,
@@ -823,6 +860,17 @@ impl Route<'_> {
             BranchStatus(id) => t.seg("v1").seg("branches").seg(id),
             BranchReturn(id) => t.seg("v1").seg("branches").seg(id).seg("return"),
             SessionEnd(session) => t.seg("v1").seg("sessions").seg(session).seg("end"),
+            EraseSession(session, cascade) => t
+                .seg("v1")
+                .seg("sessions")
+                .seg(session)
+                .query_opt("cascade", cascade.then_some(true)),
+            ListPins => t.seg("v1").seg("pins"),
+            // A ref name's '/' separates path segments (`{*name}`).
+            SetPin(pin) | DeletePin(pin) => pin
+                .name()
+                .split('/')
+                .fold(t.seg("v1").seg("pins").seg(pin.kind()), Target::seg),
             ListFiles(ws, prefix) => t
                 .seg("v1")
                 .seg("workspaces")
@@ -965,6 +1013,7 @@ mod tests {
         let ws: WorkspaceId = "img-1".parse().unwrap();
         let file: FilePath = "a/b.md".parse().unwrap();
         let save: SaveId = format!("sav-{}", "0".repeat(32)).parse().unwrap();
+        let pin = Pin::Ref("sessions/a/b".parse().unwrap());
         let client = [
             Route::Healthz,
             Route::OpenApi,
@@ -989,6 +1038,10 @@ mod tests {
             Route::BranchStatus(&br),
             Route::BranchReturn(&br),
             Route::SessionEnd("s"),
+            Route::EraseSession("s", true),
+            Route::ListPins,
+            Route::SetPin(&pin),
+            Route::DeletePin(&pin),
             Route::ListFiles(&ws, "a/"),
             Route::GetFile(&ws, &file),
             Route::PutFile(&ws, &file),

@@ -219,6 +219,11 @@ enum Command {
         #[command(subcommand)]
         command: RefCommand,
     },
+    /// Pin sessions and refs so retention never erases them.
+    Pin {
+        #[command(subcommand)]
+        command: commands::lifecycle::PinCommand,
+    },
     /// Import a session from another runtime as a chain of commits.
     Import {
         #[command(subcommand)]
@@ -639,6 +644,7 @@ async fn run(cli: Cli) -> Result<()> {
             conn,
         } => commands::commits::update_metadata(&rev, summary, clear_summary, tags, &conn).await,
         Command::Ref { command } => commands::refs::run(command).await,
+        Command::Pin { command } => commands::lifecycle::run_pin(command).await,
         Command::Import { command } => import::run_import(command).await,
         Command::Export(args) => import::run_export(*args).await,
         Command::Hooks { command } => hooks::run_hooks(command),

@@ -132,6 +132,9 @@ pub struct Server {
     limits: ServerLimits,
     /// The service and interval of the embedded summary batch, if on.
     summarize: Option<(Arc<Service>, Duration)>,
+    /// The service, policy and interval of the retention pass, if any
+    /// tenant keeps sessions for a limited time.
+    retention: Option<(Arc<Service>, config::Retention, Duration)>,
 }
 
 fn open_tokens(data: &Path) -> Result<SqliteMetaStore> {
@@ -180,6 +183,12 @@ pub async fn prepare(config: &Config) -> Result<Server> {
         }
         None => None,
     };
+    let r = &config.retention;
+    let limited = r.keep_days > 0 || r.per_tenant.values().any(|&d| d > 0);
+    let retention = match r.every {
+        Some(every) if limited => Some((service.clone(), r.clone(), every)),
+        _ => None,
+    };
     let auth: Arc<dyn Authenticator> = Arc::new(TokenAuth::new(tokens));
     let state = AppState {
         service,
@@ -210,6 +219,7 @@ pub async fn prepare(config: &Config) -> Result<Server> {
         listener,
         limits: config.server,
         summarize,
+        retention,
     })
 }
 
@@ -254,6 +264,9 @@ impl Server {
             .summarize
             .clone()
             .map(|(service, every)| AbortOnDrop(tokio::spawn(summarize_every(service, every))));
+        let _retention = self.retention.clone().map(|(service, policy, every)| {
+            AbortOnDrop(tokio::spawn(retain_every(service, policy, every)))
+        });
         loop {
             let stream = tokio::select! {
                 () = &mut shutdown => break,
@@ -317,6 +330,37 @@ async fn summarize_every(service: Arc<Service>, every: Duration) {
             ),
             Ok(_) => {}
             Err(e) => tracing::warn!(error = %e, "summary batch failed"),
+        }
+    }
+}
+
+/// The embedded retention pass: every `every`, erase the idle sessions of
+/// every tenant whose policy limits them (pins and forks kept).
+async fn retain_every(service: Arc<Service>, policy: config::Retention, every: Duration) {
+    let mut ticks = tokio::time::interval(every);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticks.tick().await;
+        match service
+            .apply_retention_all(|t| policy.keep_days_for(t))
+            .await
+        {
+            Ok(reports) => {
+                for (tenant, r) in reports {
+                    if !r.erased.is_empty() {
+                        tracing::info!(
+                            %tenant,
+                            sessions = r.erased.len(),
+                            commits = r.removed.commits,
+                            artifacts = r.removed.artifacts,
+                            pinned = r.pinned.len(),
+                            forked = r.forked.len(),
+                            "retention"
+                        );
+                    }
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "retention pass failed"),
         }
     }
 }

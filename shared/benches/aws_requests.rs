@@ -1,14 +1,14 @@
 //! The request-count report of the aws backends: S3 and DynamoDB requests
 //! per operation (checkpoint, resolve, show, history(50), materialize cold
 //! and warm) at chain depth 1 / 100 / 1,000, and 1,000 with 3 forks on the
-//! path. Counts come from an SDK interceptor; they do not depend on speed.
+//! path; and erasing a session of that many commits. Counts come from an SDK interceptor; they do not depend on speed.
 //!
 //! Needs the emulator: `eval "$(localstack/emulator start)"`, then
 //! `cargo bench -p ctx-core --features aws --bench aws_requests`
 //! (`-- --quick` for depths 1 and 100 only).
 
 use ctx_core::config::Config;
-use ctx_core::store::aws::report::request_counts;
+use ctx_core::store::aws::report::{erase_request_counts, request_counts};
 
 #[tokio::main]
 async fn main() {
@@ -21,6 +21,8 @@ async fn main() {
     rows.extend(request_counts(&config, depths, 0).await.expect("report"));
     let forked: &[u64] = if quick { &[100] } else { &[1000] };
     rows.extend(request_counts(&config, forked, 3).await.expect("report"));
+    let erased: &[u64] = if quick { &[1, 100] } else { &[1, 100, 1000] };
+    rows.extend(erase_request_counts(&config, erased).await.expect("report"));
     println!("| operation | depth | forks | S3 requests | DynamoDB requests | total |");
     println!("|---|---:|---:|---|---|---:|");
     for r in rows {

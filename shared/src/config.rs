@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use crate::branch::{FoldingConfig, Validation};
 use crate::error::{Error, Result};
+use crate::id::TenantId;
 
 /// One environment variable: its name, its default and what it sets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -178,6 +179,18 @@ pub const SETTINGS: &[Setting] = &[
         "how often `ctx serve` fills in missing summaries of every tenant (`30s`, `5m`, `1h`; `off`)",
     ),
     setting(
+        "CTX_RETENTION_DAYS",
+        None,
+        "0",
+        "retention: erase sessions whose newest commit is older than this many days (0 = keep forever); per-tenant overrides after commas (`30,acme=7,beta=0`)",
+    ),
+    setting(
+        "CTX_RETENTION_EVERY",
+        None,
+        "1h",
+        "how often `ctx serve` applies retention to every tenant (`30s`, `5m`, `1h`; `off`); on AWS it runs with the summarizer's schedule",
+    ),
+    setting(
         "CTX_LOG",
         None,
         "`warn` (ctx), `info` (Lambdas)",
@@ -288,6 +301,8 @@ pub struct Config {
     /// `CTX_SUMMARIZE_EVERY` / `--summarize-every`: the interval of the
     /// embedded summary batch; `None` (the default) for none.
     pub summarize_every: Option<Duration>,
+    /// `CTX_RETENTION_DAYS` / `CTX_RETENTION_EVERY`: retention by age.
+    pub retention: Retention,
     /// Context folding: `CTX_BRANCH_*`, `CTX_SESSION_VALIDATION` /
     /// `--session-validation`, `CTX_SESSION_END_TIMEOUT_SECS`.
     pub folding: FoldingConfig,
@@ -567,6 +582,7 @@ impl Default for Config {
             tenant_claim: DEFAULT_TENANT_CLAIM.to_owned(),
             log: None,
             summarize_every: None,
+            retention: Retention::default(),
             folding: FoldingConfig::default(),
             max_artifact_bytes: crate::commit::limits::DEFAULT_MAX_ARTIFACT,
             cache_bytes: DEFAULT_CACHE_BYTES,
@@ -574,6 +590,68 @@ impl Default for Config {
             server: ServerLimits::default(),
             summarizer: SummarizerConfig::default(),
         }
+    }
+}
+
+/// Retention by age: how many days a tenant's idle sessions are kept.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Retention {
+    /// Days kept for tenants without an override; 0 keeps forever.
+    pub keep_days: u32,
+    /// Per-tenant overrides.
+    pub per_tenant: std::collections::BTreeMap<TenantId, u32>,
+    /// How often `ctx serve` applies it; `None` for never.
+    pub every: Option<Duration>,
+}
+
+impl Default for Retention {
+    fn default() -> Self {
+        Retention {
+            keep_days: 0,
+            per_tenant: Default::default(),
+            every: Some(Duration::from_secs(3600)),
+        }
+    }
+}
+
+impl Retention {
+    /// The days kept for `tenant` (0 = forever).
+    pub fn keep_days_for(&self, tenant: &TenantId) -> u32 {
+        self.per_tenant
+            .get(tenant)
+            .copied()
+            .unwrap_or(self.keep_days)
+    }
+
+    /// Parses `N` or `N,tenant=M,...` (the default first, then overrides).
+    ///
+    /// # Errors
+    /// `Invalid` naming `name`.
+    pub fn parse_days(&mut self, name: &str, value: &str) -> Result<()> {
+        let bad = |why: &str| {
+            Error::invalid(
+                name,
+                format!("{name}={value:?}: {why}; give days like 30 or 30,acme=7"),
+            )
+        };
+        let mut parts = value.split(',').map(str::trim);
+        let first = parts.next().unwrap_or("");
+        self.keep_days = first
+            .parse()
+            .map_err(|_| bad("the default is not a number"))?;
+        for p in parts {
+            let (t, d) = p
+                .split_once('=')
+                .ok_or_else(|| bad("an override is not tenant=days"))?;
+            let tenant: TenantId = t
+                .parse()
+                .map_err(|_| bad("an override names no valid tenant"))?;
+            let days: u32 = d
+                .parse()
+                .map_err(|_| bad("an override's days is not a number"))?;
+            self.per_tenant.insert(tenant, days);
+        }
+        Ok(())
     }
 }
 
@@ -694,6 +772,12 @@ impl Config {
         c.log = get("CTX_LOG");
         if let Some(v) = get("CTX_SUMMARIZE_EVERY") {
             c.summarize_every = parse_interval("CTX_SUMMARIZE_EVERY", &v)?;
+        }
+        if let Some(v) = get("CTX_RETENTION_DAYS") {
+            c.retention.parse_days("CTX_RETENTION_DAYS", &v)?;
+        }
+        if let Some(v) = get("CTX_RETENTION_EVERY") {
+            c.retention.every = parse_interval("CTX_RETENTION_EVERY", &v)?;
         }
         let f = &mut c.folding;
         let num = |name: &str, into: &mut u32| -> Result<()> {

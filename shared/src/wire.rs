@@ -484,6 +484,27 @@ pub struct RefList {
     pub refs: Vec<RefRecord>,
 }
 
+pub use crate::service::{Erased, RetentionReport};
+
+/// `GET /v1/pins`: what retention never erases.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct PinList {
+    /// The pins, sorted.
+    pub pins: Vec<crate::store::Pin>,
+}
+
+/// `PUT`/`DELETE /v1/pins/{kind}/{name}`: the pin and whether that
+/// changed anything.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct PinChanged {
+    /// The pin.
+    pub pin: crate::store::Pin,
+    /// Whether it is pinned now.
+    pub pinned: bool,
+    /// False when it already was (or was not) pinned.
+    pub changed: bool,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

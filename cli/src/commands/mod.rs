@@ -11,6 +11,7 @@
 //! - [`refs`]: `ctx ref get|set|list`.
 //! - [`compact`]: `ctx compact`.
 //! - [`gc`]: `ctx gc`.
+//! - [`lifecycle`]: `ctx session erase`, `ctx pin add|remove|list`.
 //! - [`summarize`]: `ctx summarize`.
 //! - [`workspace`]: `ctx workspace push|cat|ls|log`, `ctx read-context`.
 
@@ -25,6 +26,7 @@ pub(crate) mod checkpoint;
 pub(crate) mod commits;
 pub(crate) mod compact;
 pub(crate) mod gc;
+pub(crate) mod lifecycle;
 pub(crate) mod materialize;
 pub(crate) mod refs;
 pub(crate) mod resolve;

@@ -325,6 +325,41 @@ fn init_tracing(config: &Config) {
     }
 }
 
+/// The retention pass the summarizer runs after its batch, on the same
+/// schedule: erases every tenant's sessions idle for longer than its
+/// `CTX_RETENTION_DAYS` (pins and forks kept). Answers what it erased, per
+/// tenant.
+///
+/// # Errors
+/// `Unavailable` when storage fails (what was erased stays erased).
+pub async fn retain(
+    service: &Service,
+    policy: &ctx_core::config::Retention,
+) -> Result<serde_json::Value> {
+    let reports = service
+        .apply_retention_all(|t| policy.keep_days_for(t))
+        .await?;
+    let mut out = serde_json::Map::new();
+    for (tenant, r) in reports {
+        tracing::info!(
+            %tenant,
+            sessions = r.erased.len(),
+            commits = r.removed.commits,
+            artifacts = r.removed.artifacts,
+            pinned = r.pinned.len(),
+            forked = r.forked.len(),
+            "retention"
+        );
+        out.insert(
+            tenant.to_string(),
+            serde_json::to_value(&r).map_err(|e| {
+                Error::internal(format!("a retention report does not serialize: {e}"))
+            })?,
+        );
+    }
+    Ok(serde_json::Value::Object(out))
+}
+
 /// The whole of a function's `main`: the configuration from the
 /// environment (on the aws store), logging, the backends `function` needs
 /// built once, then serving its routes through `lambda_http` (or, for
@@ -342,14 +377,22 @@ pub async fn run(function: Function) -> Result<(), lambda_http::Error> {
     let backends = Backends::build(&config, function.needs()).await?;
     let service = Arc::new(backends.into_service(Arc::new(SystemClock)));
     if function.is_invoked() {
+        let retention = config.retention.clone();
         return lambda_http::lambda_runtime::run(lambda_http::service_fn(
             move |event: lambda_http::LambdaEvent<serde_json::Value>| {
                 let service = service.clone();
+                let retention = retention.clone();
                 async move {
                     let answer = match function {
                         Function::Summarizer => {
                             let deadline = DateTime::<Utc>::from(event.context.deadline());
-                            summarize(&service, event.payload, deadline).await
+                            match summarize(&service, event.payload, deadline).await {
+                                Ok(mut report) => retain(&service, &retention).await.map(|r| {
+                                    report["retention"] = r;
+                                    report
+                                }),
+                                Err(e) => Err(e),
+                            }
                         }
                         _ => expire(&service, event.payload).await,
                     };

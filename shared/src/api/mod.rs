@@ -29,6 +29,7 @@ mod agents;
 mod branches;
 pub mod error;
 pub mod extract;
+mod lifecycle;
 pub mod limits;
 #[cfg(any(test, feature = "conformance"))]
 pub mod testing;
@@ -236,6 +237,30 @@ pub fn routes(limits: &crate::service::Limits) -> Vec<RouteDef> {
             Method::DELETE,
             "/v1/refs/{*name}",
             on(MethodFilter::DELETE, delete_ref),
+        ),
+        route(
+            Refs,
+            Method::DELETE,
+            "/v1/sessions/{id}",
+            on(MethodFilter::DELETE, lifecycle::erase_session),
+        ),
+        route(
+            Refs,
+            Method::GET,
+            "/v1/pins",
+            on(MethodFilter::GET, lifecycle::list_pins),
+        ),
+        route(
+            Refs,
+            Method::PUT,
+            "/v1/pins/{kind}/{*name}",
+            on(MethodFilter::PUT, lifecycle::set_pin),
+        ),
+        route(
+            Refs,
+            Method::DELETE,
+            "/v1/pins/{kind}/{*name}",
+            on(MethodFilter::DELETE, lifecycle::delete_pin),
         ),
         route(
             Branches,
@@ -947,7 +972,8 @@ impl utoipa::Modify for BearerAuth {
         healthz, openapi_json, upload_artifact, upload_url, download_artifact, checkpoint, show,
         update_metadata, history, missing_summaries, summarize, compact, materialize, resolve, list_refs, get_ref, set_ref, delete_ref, gc,
         branches::branch_create, branches::branch_status_of_session, branches::branch_status,
-        branches::branch_return, branches::session_end, workspaces::put_file,
+        branches::branch_return, branches::session_end, lifecycle::erase_session,
+        lifecycle::list_pins, lifecycle::set_pin, lifecycle::delete_pin, workspaces::put_file,
         workspaces::get_file, workspaces::delete_file, workspaces::list_files,
         workspaces::append_file, workspaces::read_context, agents::get_agent,
         agents::patch_agent, agents::clear, agents::window, agents::save, agents::list_saves,

@@ -208,6 +208,8 @@ fn every_setting_is_read() {
                 "CTX_SUMMARIZER_API_KEY" => "sk-local",
                 "CTX_SUMMARIZER_MAX_INPUT_TOKENS" => "4000",
                 "CTX_SUMMARIZE_EVERY" => "7m",
+                "CTX_RETENTION_DAYS" => "7,acme=0",
+                "CTX_RETENTION_EVERY" => "7h",
                 "AWS_ENDPOINT_URL" => return None,
                 _ => "7",
             }
@@ -239,6 +241,11 @@ fn every_setting_is_read() {
             tenant_claim: "org".into(),
             log: Some("debug".into()),
             summarize_every: Some(Duration::from_secs(420)),
+            retention: crate::config::Retention {
+                keep_days: 7,
+                per_tenant: [("acme".parse().unwrap(), 0)].into_iter().collect(),
+                every: Some(Duration::from_secs(7 * 3600)),
+            },
             folding,
             max_artifact_bytes: 7,
             cache_bytes: 7,
@@ -292,6 +299,11 @@ fn a_bad_value_is_an_error_naming_its_variable() {
         ("CTX_SUMMARIZE_EVERY", "1.5m"),
         ("CTX_SUMMARIZE_EVERY", "8d"),
         ("CTX_SUMMARIZE_EVERY", "5 minutes"),
+        ("CTX_RETENTION_DAYS", "seven"),
+        ("CTX_RETENTION_DAYS", "7,acme"),
+        ("CTX_RETENTION_DAYS", "7,acme=-1"),
+        ("CTX_RETENTION_DAYS", "7,a b=1"),
+        ("CTX_RETENTION_EVERY", "5"),
     ] {
         let e = Config::from_vars(|n| (n == var).then(|| value.to_owned())).unwrap_err();
         assert_eq!(e.kind, crate::ErrorKind::Invalid, "{var}");

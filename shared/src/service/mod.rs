@@ -15,6 +15,8 @@
 //! - `summaries`: filling in missing summaries (the batch, the one-shot
 //!   request; [`BatchOptions`] → [`BatchReport`]).
 //! - `workspaces`: workspace files (versioned documents) and read_context.
+//! - `lifecycle`: erasing sessions, retention with pins ([`Erased`],
+//!   [`RetentionReport`]).
 //! - `folding`: context folding (branches, budgets, deadlines; the
 //!   embedded deadline timer [`TokioTimer`]).
 //!
@@ -37,6 +39,7 @@ mod commits;
 mod compact;
 mod folding;
 mod gc;
+mod lifecycle;
 mod materialize;
 mod refs;
 mod summaries;
@@ -54,6 +57,7 @@ pub use folding::{
     WARN_PERCENT,
 };
 pub use gc::{GcOptions, GcReport, Lifecycle};
+pub use lifecycle::{Erased, RetentionReport};
 pub use materialize::Materialization;
 pub use summaries::{BatchOptions, BatchReport, retry_delay};
 pub use workspaces::{FileContent, FileEntry, FileVersion, check_jsonl};

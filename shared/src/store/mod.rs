@@ -35,7 +35,7 @@ use crate::commit::{Commit, Tags};
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::FormatId;
 use crate::format::translate::Tier;
-use crate::id::{ArtifactRef, CommitId, Hash, Principal, RefName, TenantId};
+use crate::id::{ArtifactRef, CommitId, Hash, Principal, RefName, SessionId, TenantId};
 
 #[cfg(feature = "aws")]
 pub mod aws;
@@ -758,6 +758,152 @@ pub trait MetaStore: Send + Sync + 'static {
         agent: &Principal,
         id: &SaveId,
     ) -> Result<Option<SaveRecord>>;
+    /// Every commit whose `session_id` is `session`, in no particular
+    /// order. One indexed read (a session index).
+    ///
+    /// # Errors
+    /// `Unavailable`.
+    async fn session_commits(&self, tenant: &TenantId, session: &SessionId) -> Result<Vec<Commit>>;
+
+    /// The commits whose parent is `parent` (its children: the next commit
+    /// of its run and every fork), in no particular order.
+    ///
+    /// # Errors
+    /// `Unavailable`.
+    async fn child_commits(&self, tenant: &TenantId, parent: &CommitId) -> Result<Vec<Commit>>;
+
+    /// Every cached materialization of `commit` (any stop, any format).
+    ///
+    /// # Errors
+    /// `Unavailable`.
+    async fn materialized_of(
+        &self,
+        tenant: &TenantId,
+        commit: &CommitId,
+    ) -> Result<Vec<(MaterializeKey, Materialized)>>;
+
+    /// Removes a cache entry; false when there was none.
+    ///
+    /// # Errors
+    /// `Unavailable`.
+    async fn delete_materialized(&self, tenant: &TenantId, key: &MaterializeKey) -> Result<bool>;
+
+    /// Removes a commit with everything that indexes it (its place in its
+    /// run, its timeline entry, its session and summary-queue entries),
+    /// atomically; false when it did not exist. Refs and cache entries are
+    /// the caller's to remove first.
+    ///
+    /// # Errors
+    /// `Unavailable`.
+    async fn delete_commit(&self, tenant: &TenantId, commit: &Commit) -> Result<bool>;
+
+    /// Up to `limit` of the commits and cache entries whose artifact is
+    /// `artifact`: an artifact with no users can be deleted.
+    ///
+    /// # Errors
+    /// `Unavailable`.
+    async fn artifact_users(
+        &self,
+        tenant: &TenantId,
+        artifact: &ArtifactRef,
+        limit: usize,
+    ) -> Result<Vec<ArtifactUser>>;
+
+    /// Up to `limit` sessions whose newest commit was created before
+    /// `before`, by session id.
+    ///
+    /// # Errors
+    /// `Unavailable`.
+    async fn idle_sessions(
+        &self,
+        tenant: &TenantId,
+        before: DateTime<Utc>,
+        limit: usize,
+    ) -> Result<Vec<SessionId>>;
+
+    /// Pins (`pinned`) or unpins `pin`; true when that changed anything.
+    ///
+    /// # Errors
+    /// `Unavailable`.
+    async fn set_pin(&self, tenant: &TenantId, pin: &Pin, pinned: bool) -> Result<bool>;
+
+    /// The tenant's pins, sorted.
+    ///
+    /// # Errors
+    /// `Unavailable`.
+    async fn pins(&self, tenant: &TenantId) -> Result<Vec<Pin>>;
+
+    /// Every tenant that has commits (a superset is fine), for the
+    /// scheduled retention pass over all tenants.
+    ///
+    /// # Errors
+    /// `Unavailable`.
+    async fn commit_tenants(&self) -> Result<Vec<TenantId>>;
+
+    /// Makes what was deleted unrecoverable from the store's own files,
+    /// after an erase. SQLite zeroes deleted rows in place
+    /// (`secure_delete`) but keeps their old images in the write-ahead log
+    /// until it is checkpointed, so it checkpoints and truncates the log;
+    /// stores whose deletes are final have nothing to do.
+    ///
+    /// # Errors
+    /// `Unavailable` when the log could not be truncated (a reader held it).
+    async fn purge_deleted(&self) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// What references an artifact (see [`MetaStore::artifact_users`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ArtifactUser {
+    /// A commit's delta, summary or snapshot.
+    Commit(CommitId),
+    /// A cached materialization.
+    Cached(MaterializeKey),
+}
+
+/// What retention never erases: a session, or the session a ref's target
+/// belongs to.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, ToSchema)]
+#[serde(tag = "kind", content = "name", rename_all = "snake_case")]
+pub enum Pin {
+    /// A session.
+    Session(SessionId),
+    /// A ref.
+    Ref(RefName),
+}
+
+impl Pin {
+    /// `session` or `ref`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Pin::Session(_) => "session",
+            Pin::Ref(_) => "ref",
+        }
+    }
+
+    /// The session id or ref name.
+    pub fn name(&self) -> &str {
+        match self {
+            Pin::Session(s) => s.as_str(),
+            Pin::Ref(r) => r.as_str(),
+        }
+    }
+
+    /// The pin of `kind` (`session` or `ref`) and `name`.
+    ///
+    /// # Errors
+    /// `Invalid` (field `kind`, or the name's field) when malformed.
+    pub fn parse(kind: &str, name: &str) -> Result<Self> {
+        match kind {
+            "session" => Ok(Pin::Session(name.parse()?)),
+            "ref" => Ok(Pin::Ref(name.parse()?)),
+            other => Err(Error::invalid(
+                "kind",
+                format!("pin kind {other:?} is neither \"session\" nor \"ref\""),
+            )),
+        }
+    }
 }
 
 /// The tag a summarizer's summary carries: who wrote it (`<backend>:<model>`).

@@ -225,6 +225,60 @@ impl MetaStore for StaleRead {
     ) -> Result<Option<SaveRecord>> {
         self.inner.get_save(tenant, agent, id).await
     }
+
+    async fn session_commits(&self, tenant: &TenantId, session: &SessionId) -> Result<Vec<Commit>> {
+        self.inner.session_commits(tenant, session).await
+    }
+
+    async fn child_commits(&self, tenant: &TenantId, parent: &CommitId) -> Result<Vec<Commit>> {
+        self.inner.child_commits(tenant, parent).await
+    }
+
+    async fn materialized_of(
+        &self,
+        tenant: &TenantId,
+        commit: &CommitId,
+    ) -> Result<Vec<(MaterializeKey, Materialized)>> {
+        self.inner.materialized_of(tenant, commit).await
+    }
+
+    async fn delete_materialized(&self, tenant: &TenantId, key: &MaterializeKey) -> Result<bool> {
+        self.inner.delete_materialized(tenant, key).await
+    }
+
+    async fn delete_commit(&self, tenant: &TenantId, commit: &Commit) -> Result<bool> {
+        self.inner.delete_commit(tenant, commit).await
+    }
+
+    async fn artifact_users(
+        &self,
+        tenant: &TenantId,
+        artifact: &ArtifactRef,
+        limit: usize,
+    ) -> Result<Vec<ArtifactUser>> {
+        self.inner.artifact_users(tenant, artifact, limit).await
+    }
+
+    async fn idle_sessions(
+        &self,
+        tenant: &TenantId,
+        before: DateTime<Utc>,
+        limit: usize,
+    ) -> Result<Vec<SessionId>> {
+        self.inner.idle_sessions(tenant, before, limit).await
+    }
+
+    async fn set_pin(&self, tenant: &TenantId, pin: &Pin, pinned: bool) -> Result<bool> {
+        self.inner.set_pin(tenant, pin, pinned).await
+    }
+
+    async fn pins(&self, tenant: &TenantId) -> Result<Vec<Pin>> {
+        self.inner.pins(tenant).await
+    }
+
+    async fn commit_tenants(&self) -> Result<Vec<TenantId>> {
+        self.inner.commit_tenants().await
+    }
 }
 
 #[tokio::test]

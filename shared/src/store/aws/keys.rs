@@ -19,6 +19,11 @@
 //! | bearer token (hash → tenant) | `TOKENS` | `<64 hex of its hash>` |
 //! | agent record (settings, clear, working-context pointer) | `T#<tenant>#AG#<agent>` | `A` |
 //! | agent save | `T#<tenant>#AG#<agent>` | `S#<sav id>` (ids sort by time) |
+//! | commit of a session | `T#<tenant>#S#<session>` | `<ctx id>` |
+//! | session's last write (µs in `last`) | `T#<tenant>#SL` | `<session>` |
+//! | child of a commit | `T#<tenant>#K#<parent id>` | `<ctx id>` |
+//! | user of an artifact | `T#<tenant>#A#<64 hex>` | `C#<ctx id>` or `M#<ctx id>#<stop>#<format>` |
+//! | pin | `T#<tenant>#PIN` | `<session\|ref>#<name>` |
 //!
 //! Tokens are the one item kind not under a tenant's prefix: a token is
 //! what finds the tenant. `TOKENS` cannot collide with a `T#` partition.
@@ -438,4 +443,73 @@ mod tests {
             None
         );
     }
+}
+
+/// The partition listing a session's commits (the session id is the last
+/// component, so `#` in it is harmless).
+pub fn session_commits_pk(tenant: &TenantId, session: &str) -> String {
+    format!("T#{tenant}#S#{session}")
+}
+
+/// The partition of every session's last-write item.
+pub fn session_last_pk(tenant: &TenantId) -> String {
+    format!("T#{tenant}#SL")
+}
+
+/// The partition listing a commit's children.
+pub fn children_pk(tenant: &TenantId, parent: &CommitId) -> String {
+    format!("T#{tenant}#K#{parent}")
+}
+
+/// The partition listing an artifact's users.
+pub fn artifact_users_pk(tenant: &TenantId, artifact: &ArtifactRef) -> String {
+    format!("T#{tenant}#A#{}", artifact.hash().to_hex())
+}
+
+/// The sort key of a commit using an artifact.
+pub fn user_commit_sk(id: &CommitId) -> String {
+    format!("C#{id}")
+}
+
+/// The sort key of a cache entry using an artifact.
+pub fn user_cached_sk(commit: &CommitId, stop: &str, format: &FormatId) -> String {
+    format!("M#{commit}#{stop}#{format}")
+}
+
+/// A parsed artifact-user sort key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum UserSk {
+    /// A commit.
+    Commit(CommitId),
+    /// A cache entry: commit, stop, format.
+    Cached(CommitId, String, String),
+}
+
+/// Parses [`user_commit_sk`] and [`user_cached_sk`].
+pub fn parse_user_sk(sk: &str) -> Option<UserSk> {
+    if let Some(id) = sk.strip_prefix("C#") {
+        return Some(UserSk::Commit(id.parse().ok()?));
+    }
+    let mut parts = sk.strip_prefix("M#")?.splitn(3, '#');
+    let (id, stop, format) = (parts.next()?, parts.next()?, parts.next()?);
+    Some(UserSk::Cached(
+        id.parse().ok()?,
+        stop.to_owned(),
+        format.to_owned(),
+    ))
+}
+
+/// The partition of a tenant's pins.
+pub fn pins_pk(tenant: &TenantId) -> String {
+    format!("T#{tenant}#PIN")
+}
+
+/// The sort key of a pin: `<kind>#<name>`.
+pub fn pin_sk(kind: &str, name: &str) -> String {
+    format!("{kind}#{name}")
+}
+
+/// Parses a materialization sort key (`<stop>#<format>`).
+pub fn parse_materialized_sk(sk: &str) -> Option<(&str, &str)> {
+    sk.split_once('#')
 }

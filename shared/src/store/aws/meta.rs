@@ -17,10 +17,10 @@ use crate::agent::{AgentRecord, SaveId, SaveRecord};
 use crate::clock::micros_to_time;
 use crate::commit::Commit;
 use crate::error::{Error, Result};
-use crate::id::{CommitId, Principal, RefName, TenantId};
+use crate::id::{ArtifactRef, CommitId, Principal, RefName, SessionId, TenantId};
 use crate::store::{
-    MaterializeKey, Materialized, MetaStore, MetadataPatch, MissingPage, PutCommit, RefMove,
-    RefRecord, References, SummaryCursor, ref_conflict,
+    ArtifactUser, MaterializeKey, Materialized, MetaStore, MetadataPatch, MissingPage, Pin,
+    PutCommit, RefMove, RefRecord, References, SummaryCursor, ref_conflict,
 };
 
 /// The DynamoDB [`MetaStore`] (and [`TokenStore`](crate::store::TokenStore),
@@ -105,10 +105,10 @@ struct RefItem {
 
 /// A cached materialization item.
 #[derive(Debug, Serialize, Deserialize)]
-struct MaterializedItem {
+pub(super) struct MaterializedItem {
     pk: String,
     sk: String,
-    m: Materialized,
+    pub(super) m: Materialized,
 }
 
 fn ref_record(item: RefItem) -> Result<RefRecord> {
@@ -248,6 +248,9 @@ impl DynamoMetaStore {
                     .build(),
             );
         }
+        // The lifecycle index items (session, children, artifact users),
+        // unconditional, after every conditional item.
+        items.extend(self.index_puts(tenant, commit)?);
         match transact(&self.client, items).await {
             Ok(Transact::Done) => Ok(None),
             Ok(Transact::ConditionFailed { index, old }) => Ok(Some((index, old))),
@@ -607,14 +610,8 @@ impl MetaStore for DynamoMetaStore {
             sk: keys::materialized_sk(&key.stop.to_string(), &key.format),
             m: value.clone(),
         })?;
-        self.client
-            .put_item()
-            .table_name(&self.table)
-            .set_item(Some(item))
-            .send()
+        self.write_cache_entry(item, key, tenant, &value.artifact_ref)
             .await
-            .map_err(|e| sdk_error("DynamoDB PutItem", e))?;
-        Ok(())
     }
 
     async fn references(&self, tenant: &TenantId) -> Result<References> {
@@ -750,5 +747,59 @@ impl MetaStore for DynamoMetaStore {
         id: &SaveId,
     ) -> Result<Option<SaveRecord>> {
         self.read_save(tenant, agent, id).await
+    }
+
+    async fn session_commits(&self, tenant: &TenantId, session: &SessionId) -> Result<Vec<Commit>> {
+        self.commits_of_session(tenant, session).await
+    }
+
+    async fn child_commits(&self, tenant: &TenantId, parent: &CommitId) -> Result<Vec<Commit>> {
+        self.children_of(tenant, parent).await
+    }
+
+    async fn materialized_of(
+        &self,
+        tenant: &TenantId,
+        commit: &CommitId,
+    ) -> Result<Vec<(MaterializeKey, Materialized)>> {
+        self.cache_entries_of(tenant, commit).await
+    }
+
+    async fn delete_materialized(&self, tenant: &TenantId, key: &MaterializeKey) -> Result<bool> {
+        self.remove_cache_entry(tenant, key).await
+    }
+
+    async fn delete_commit(&self, tenant: &TenantId, commit: &Commit) -> Result<bool> {
+        self.remove_commit(tenant, commit).await
+    }
+
+    async fn artifact_users(
+        &self,
+        tenant: &TenantId,
+        artifact: &ArtifactRef,
+        limit: usize,
+    ) -> Result<Vec<ArtifactUser>> {
+        self.users_of(tenant, artifact, limit).await
+    }
+
+    async fn idle_sessions(
+        &self,
+        tenant: &TenantId,
+        before: DateTime<Utc>,
+        limit: usize,
+    ) -> Result<Vec<SessionId>> {
+        self.sessions_idle_since(tenant, before, limit).await
+    }
+
+    async fn set_pin(&self, tenant: &TenantId, pin: &Pin, pinned: bool) -> Result<bool> {
+        self.write_pin(tenant, pin, pinned).await
+    }
+
+    async fn pins(&self, tenant: &TenantId) -> Result<Vec<Pin>> {
+        self.read_pins(tenant).await
+    }
+
+    async fn commit_tenants(&self) -> Result<Vec<TenantId>> {
+        self.tenants_with_commits().await
     }
 }

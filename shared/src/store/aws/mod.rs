@@ -32,6 +32,7 @@ mod agents;
 mod branches;
 mod items;
 pub mod keys;
+mod lifecycle;
 mod meta;
 #[cfg(any(test, feature = "conformance"))]
 pub mod report;

@@ -174,3 +174,61 @@ pub async fn request_counts(config: &AwsConfig, depths: &[u64], forks: usize) ->
     }
     Ok(rows)
 }
+
+/// The requests of erasing one session of `depth + 1` commits whose tip was
+/// materialized (one cache entry, one cached artifact), with no other
+/// session sharing its bytes: one row `erase session` per depth.
+///
+/// # Errors
+/// As [`request_counts`].
+pub async fn erase_request_counts(config: &AwsConfig, depths: &[u64]) -> Result<Vec<Row>> {
+    let counter = RequestCounter::new();
+    let hooks = AwsHooks {
+        interceptor: Some(SharedInterceptor::new(counter.clone())),
+        ..AwsHooks::default()
+    };
+    let (blobs, meta) = connect(config, hooks).await?;
+    let clock = Arc::new(ManualClock::new(crate::clock::micros_to_time(
+        1_790_000_000_000_000,
+    )));
+    let service = Service::new(
+        Stores {
+            blobs: Arc::new(blobs),
+            meta: Arc::new(meta),
+        },
+        clock.clone(),
+    );
+    let mut rows = Vec::new();
+    for &depth in depths {
+        let mut nonce = [0u8; 6];
+        crate::clock::IdSource::fill(&crate::clock::OsRandom, &mut nonce);
+        let tenant: TenantId = format!("report-{}", hex::encode(nonce)).parse()?;
+        let session: crate::id::SessionId = "erase-me".parse()?;
+        let mut tip: Option<CommitId> = None;
+        for i in 0..=depth {
+            clock.advance_micros(1_000);
+            let c = service
+                .checkpoint(
+                    &tenant,
+                    NewCommit {
+                        session_id: Some(session.to_string()),
+                        ..request(tip, i, "eraser")
+                    },
+                )
+                .await?;
+            tip = Some(c.commit.id);
+        }
+        let tip = tip.expect("at least the root");
+        service.materialize(&tenant, &tip, Stop::Root, None).await?;
+        counter.reset();
+        let erased = service.erase_session(&tenant, &session, false).await?;
+        debug_assert_eq!(erased.commits, depth + 1);
+        rows.push(Row {
+            op: "erase session".to_owned(),
+            depth,
+            forks: 0,
+            counts: counter.snapshot(),
+        });
+    }
+    Ok(rows)
+}

@@ -173,14 +173,26 @@ async fn operations_cost_the_requests_the_design_promises() {
                     3 + probes,
                     "tip, cache, the parent's cache and {probes} probes: {ctx}"
                 );
-                assert_eq!((r.count("PutObject"), r.count("PutItem")), (1, 1), "{ctx}");
+                // The cache entry and its artifact-user item: one
+                // TransactWriteItems.
+                assert_eq!(
+                    (r.count("PutObject"), r.count("TransactWriteItems")),
+                    (1, 1),
+                    "{ctx}"
+                );
             }
             "materialize root (next turn)" => {
                 // Extends the tip's cached context: the same at any depth.
                 assert_eq!(r.count("Query"), 0, "no walk: {ctx}");
                 assert_eq!(r.count("GetItem"), 3, "tip, cache, parent's cache: {ctx}");
                 assert_eq!(r.count("GetObject"), 2, "parent's context, delta: {ctx}");
-                assert_eq!((r.count("PutObject"), r.count("PutItem")), (1, 1), "{ctx}");
+                // The cache entry and its artifact-user item: one
+                // TransactWriteItems.
+                assert_eq!(
+                    (r.count("PutObject"), r.count("TransactWriteItems")),
+                    (1, 1),
+                    "{ctx}"
+                );
             }
             "materialize root (warm)" => {
                 // The tip, the cache entry, and a HEAD that its cached
@@ -196,6 +208,44 @@ async fn operations_cost_the_requests_the_design_promises() {
         7,
         "the deep chain has 3 forks"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn erasing_a_session_costs_a_bounded_number_of_requests_per_commit() {
+    let Some(config) = emulator() else { return };
+    for r in report::erase_request_counts(&config, &[1, 20])
+        .await
+        .unwrap()
+    {
+        let commits = r.depth + 1;
+        let ctx = format!("{} at depth {}: {:?}", r.op, r.depth, r.counts);
+        eprintln!(
+            "| {} | {} | {} | {} | {} |",
+            r.op,
+            commits,
+            r.describe("s3"),
+            r.describe("dynamodb"),
+            r.total("s3") + r.total("dynamodb")
+        );
+        // Per commit: its cache entries listed (Query), its artifact's
+        // users (Query), the artifact deleted (HEAD + DELETE), the commit
+        // read and deleted with its index items (GetItem + one
+        // TransactWriteItems).
+        assert_eq!(
+            r.count("TransactWriteItems"),
+            commits + 1,
+            "and the cache entry: {ctx}"
+        );
+        assert_eq!(
+            r.count("DeleteObject"),
+            commits + 1,
+            "deltas and the cached result: {ctx}"
+        );
+        assert!(
+            r.total("s3") + r.total("dynamodb") <= 10 * commits + 10,
+            "{ctx}"
+        );
+    }
 }
 
 /// 10% of S3 and DynamoDB calls fail (500s, throttling, timeouts before
@@ -474,4 +524,279 @@ async fn gc_sweeps_every_area_of_a_tenant_on_s3() {
             .unwrap(),
         Bytes::from_static(b"one\ntwo\n")
     );
+}
+
+/// Erasing a session (with a fork, cascaded) while every third S3 and
+/// DynamoDB call fails: the caller re-runs the erase on each retryable
+/// error until it answers 404; afterwards nothing of either session is
+/// left, not a commit, an artifact, a cache entry, an index item or a ref.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_erase_under_faults_finishes_when_re_run_and_leaves_nothing() {
+    use crate::ErrorKind;
+    use crate::service::{NewCommit, Service, Stop};
+    use crate::store::{ArtifactRef, BlobStore, MetaStore, RefMove, Stores};
+
+    let Some(config) = emulator() else { return };
+    let (blobs, meta) = connect(&config, AwsHooks::default()).await.unwrap();
+    let (blobs, meta) = (Arc::new(blobs), Arc::new(meta));
+    let clock = Arc::new(crate::ManualClock::new(conformance::t(0)));
+    let clean = Service::new(
+        Stores {
+            blobs: blobs.clone(),
+            meta: meta.clone(),
+        },
+        clock.clone(),
+    );
+    let tenant = conformance::fresh_tenant("erase-faults");
+    let mut tip = None;
+    let mut commits = Vec::new();
+    for i in 0..12u8 {
+        let session = if i < 9 { "doomed" } else { "fork" };
+        let name: crate::RefName = format!("sessions/{session}").parse().unwrap();
+        let expected = if i == 9 { None } else { tip };
+        let c = clean
+            .checkpoint(
+                &tenant,
+                NewCommit {
+                    parent: tip,
+                    session_id: Some(session.into()),
+                    created_at: Some(conformance::t(i64::from(i))),
+                    ref_move: Some(RefMove { name, expected }),
+                    ..NewCommit::new(
+                        "p".parse().unwrap(),
+                        "t",
+                        crate::format::FormatId::raw(),
+                        format!("secret turn {i}\n"),
+                    )
+                },
+            )
+            .await
+            .unwrap()
+            .commit;
+        tip = Some(c.id);
+        commits.push(c);
+    }
+    let mut artifacts: Vec<ArtifactRef> = commits.iter().map(|c| c.artifact_ref).collect();
+    for at in [8, 11] {
+        let m = clean
+            .materialize(&tenant, &commits[at].id, Stop::Root, None)
+            .await
+            .unwrap();
+        artifacts.push(m.result.artifact_ref);
+    }
+
+    let plan = Arc::new(FaultPlan::new(3, 0xE4A5E));
+    let hooks = AwsHooks {
+        faults: Some(plan.clone()),
+        initial_backoff: Some(std::time::Duration::from_millis(5)),
+        ..AwsHooks::default()
+    };
+    let (fblobs, fmeta) = connect(&config, hooks).await.unwrap();
+    let faulty = Service::new(
+        Stores {
+            blobs: Arc::new(fblobs),
+            meta: Arc::new(fmeta),
+        },
+        clock,
+    );
+    let session: crate::SessionId = "doomed".parse().unwrap();
+    let mut runs = 0;
+    loop {
+        runs += 1;
+        assert!(runs < 200, "the erase never finished");
+        match faulty.erase_session(&tenant, &session, true).await {
+            Ok(_) => {}
+            Err(e) if e.kind == ErrorKind::Unavailable => {}
+            Err(e) if e.kind == ErrorKind::NotFound => break,
+            Err(e) => panic!("the erase failed for good: {e}"),
+        }
+    }
+    assert!(!plan.injected().is_empty(), "faults were injected");
+    for c in &commits {
+        assert_eq!(meta.get_commit(&tenant, &c.id).await.unwrap(), None);
+        assert!(
+            meta.materialized_of(&tenant, &c.id)
+                .await
+                .unwrap()
+                .is_empty()
+        );
+        assert!(meta.child_commits(&tenant, &c.id).await.unwrap().is_empty());
+    }
+    for s in ["doomed", "fork"] {
+        let s: crate::SessionId = s.parse().unwrap();
+        assert!(meta.session_commits(&tenant, &s).await.unwrap().is_empty());
+    }
+    for a in &artifacts {
+        assert_eq!(blobs.size(&tenant, a).await.unwrap(), None, "{a} deleted");
+        assert!(
+            meta.artifact_users(&tenant, a, 10)
+                .await
+                .unwrap()
+                .is_empty(),
+            "{a} has no users left"
+        );
+    }
+    assert!(meta.list_refs(&tenant, "", 10).await.unwrap().is_empty());
+    eprintln!(
+        "erase finished after {runs} runs, faults {:?}",
+        plan.injected()
+    );
+}
+
+/// No byte left behind on AWS: a canary in one session's deltas and a
+/// summary, materialized, translated and forked by a second session, then
+/// erased with cascade, is in no S3 object of the bucket and no item of the
+/// table (without cascade: a conflict, and nothing removed).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_erased_session_leaves_no_byte_in_s3_or_dynamodb() {
+    use crate::ErrorKind;
+    use crate::service::{NewCommit, Service, Stop};
+    use crate::store::{MetaStore, MetadataPatch, Stores};
+
+    let Some(config) = emulator() else { return };
+    let (blobs, meta) = connect(&config, AwsHooks::default()).await.unwrap();
+    let (s3, ddb) = (blobs.client().clone(), meta.client().clone());
+    let (bucket, table) = (blobs.bucket().to_owned(), config.table.clone());
+    let meta = Arc::new(meta);
+    let svc = Service::new(
+        Stores {
+            blobs: Arc::new(blobs),
+            meta: meta.clone(),
+        },
+        Arc::new(crate::ManualClock::new(conformance::t(0))),
+    );
+    let mut nonce = [0u8; 8];
+    crate::clock::IdSource::fill(&crate::clock::OsRandom, &mut nonce);
+    let canary = format!("CANARY-{}", hex::encode(nonce));
+    let tenant = conformance::fresh_tenant("canary");
+    let mut tip = None;
+    for (i, (session, text)) in [
+        ("canary", format!("user: remember {canary}\n")),
+        ("canary", "assistant: noted\n".to_owned()),
+        ("fork", "user: and then?\n".to_owned()),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let c = svc
+            .checkpoint(
+                &tenant,
+                NewCommit {
+                    parent: tip,
+                    session_id: Some(session.into()),
+                    created_at: Some(conformance::t(i as i64)),
+                    ..NewCommit::new(
+                        "p".parse().unwrap(),
+                        "t",
+                        crate::format::FormatId::raw(),
+                        text,
+                    )
+                },
+            )
+            .await
+            .unwrap()
+            .commit;
+        tip = Some(c.id);
+        if i == 1 {
+            meta.update_metadata(
+                &tenant,
+                &c.id,
+                &MetadataPatch {
+                    summary: Some(Some(format!("said {canary}"))),
+                    tags: None,
+                },
+            )
+            .await
+            .unwrap();
+            svc.materialize(&tenant, &c.id, Stop::Root, None)
+                .await
+                .unwrap();
+            svc.materialize(
+                &tenant,
+                &c.id,
+                Stop::Root,
+                Some("openai-chat-v1".parse().unwrap()),
+            )
+            .await
+            .unwrap();
+        }
+    }
+    svc.materialize(&tenant, &tip.unwrap(), Stop::Root, None)
+        .await
+        .unwrap();
+
+    // Every S3 object and every DynamoDB item holding the canary.
+    let holding = || async {
+        let mut found = Vec::new();
+        let mut token = None;
+        loop {
+            let page = s3
+                .list_objects_v2()
+                .bucket(&bucket)
+                .set_continuation_token(token.take())
+                .send()
+                .await
+                .unwrap();
+            for o in page.contents() {
+                let key = o.key().unwrap().to_owned();
+                // Other tenants' artifacts (of tests sharing the emulator)
+                // cannot hold this run's random canary; everything else,
+                // whatever its prefix, is read.
+                let ours = tenant.to_string();
+                if (key.starts_with("cas/") || key.starts_with("uploads/"))
+                    && key.split('/').nth(1) != Some(ours.as_str())
+                {
+                    continue;
+                }
+                let body = s3
+                    .get_object()
+                    .bucket(&bucket)
+                    .key(&key)
+                    .send()
+                    .await
+                    .unwrap();
+                let bytes = body.body.collect().await.unwrap().into_bytes();
+                if bytes.windows(canary.len()).any(|w| w == canary.as_bytes()) {
+                    found.push(format!("s3 {key}"));
+                }
+            }
+            match page.next_continuation_token() {
+                Some(t) => token = Some(t.to_owned()),
+                None => break,
+            }
+        }
+        let mut start = None;
+        loop {
+            let page = ddb
+                .scan()
+                .table_name(&table)
+                .set_exclusive_start_key(start.take())
+                .send()
+                .await
+                .unwrap();
+            for item in page.items() {
+                if format!("{item:?}").contains(&canary) {
+                    found.push(format!("dynamodb {:?}", item.get("pk")));
+                }
+            }
+            match page.last_evaluated_key() {
+                Some(k) if !k.is_empty() => start = Some(k.clone()),
+                _ => break,
+            }
+        }
+        found
+    };
+    let before = holding().await;
+    assert!(before.len() >= 4, "the canary is stored: {before:?}");
+    let session: crate::SessionId = "canary".parse().unwrap();
+    let e = svc
+        .erase_session(&tenant, &session, false)
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Conflict);
+    assert_eq!(holding().await.len(), before.len(), "nothing removed");
+    let erased = svc.erase_session(&tenant, &session, true).await.unwrap();
+    assert_eq!((erased.commits, erased.cascaded), (3, 1), "{erased:?}");
+    let left = holding().await;
+    assert!(left.is_empty(), "the canary survives in {left:?}");
 }

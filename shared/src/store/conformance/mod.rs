@@ -13,6 +13,8 @@
 //!   saves.
 //! - [`blobs`]: the `BlobStore` behaviours.
 //! - [`meta`]: commits, lineages, resolve, metadata and the cache.
+//! - [`erase`]: sessions, children, artifact users, deletes, idle
+//!   sessions and pins (lifecycle).
 //! - [`refs`]: refs, checkpoint ref moves and the retry rule.
 //! - [`summaries`]: the summary queue (listing, claims, conditional
 //!   writes, failures).
@@ -34,6 +36,7 @@ use crate::id::{ArtifactRef, CommitId, RefName, TenantId};
 pub mod agents;
 pub mod blobs;
 pub mod branches;
+pub mod erase;
 pub mod gc;
 pub mod meta;
 pub mod refs;
@@ -72,6 +75,7 @@ pub async fn run_all(backend: &Backend<'_>, caps: Capabilities) {
     blobs::run_all(backend.blobs).await;
     meta::run_all(backend.meta).await;
     refs::run_all(backend.meta).await;
+    erase::run_all(backend.meta).await;
     summaries::run_all(backend.meta).await;
     agents::run_all(backend.meta).await;
     tokens::run_all(backend.tokens).await;

@@ -16,10 +16,11 @@ use crate::agent::{AgentRecord, SaveId, SaveRecord};
 use crate::clock::micros_to_time;
 use crate::commit::Commit;
 use crate::error::{Error, Result};
-use crate::id::{ArtifactRef, CommitId, Hash, Principal, RefName, TenantId};
+use crate::id::{ArtifactRef, CommitId, Hash, Principal, RefName, SessionId, TenantId};
 use crate::store::{
-    MaterializeKey, Materialized, MetaStore, MetadataPatch, MissingPage, PutCommit, RefMove,
-    RefRecord, References, SummaryCursor, TokenRecord, TokenStore, ref_conflict,
+    ArtifactUser, MaterializeKey, Materialized, MetaStore, MetadataPatch, MissingPage, Pin,
+    PutCommit, RefMove, RefRecord, References, SummaryCursor, TokenRecord, TokenStore,
+    ref_conflict,
 };
 
 /// Free pages (4 KiB each by default) below which a compaction leaves the
@@ -110,7 +111,7 @@ fn cas_ref_in(
     })
 }
 
-fn get_commit_in(
+pub(super) fn get_commit_in(
     conn: &Connection,
     tenant: &TenantId,
     id: &CommitId,
@@ -153,8 +154,8 @@ impl MetaStore for SqliteMetaStore {
             }
             let body = encode_commit(&stored)?;
             tx.execute(
-                "INSERT INTO commits (tenant, id, lineage, depth, body, ts, summary)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                "INSERT INTO commits (tenant, id, lineage, depth, body, ts, summary, session, parent, artifact)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
                 params![
                     tenant.as_str(),
                     stored.id.to_string(),
@@ -162,7 +163,10 @@ impl MetaStore for SqliteMetaStore {
                     stored.depth as i64,
                     body,
                     stored.created_at.timestamp_micros(),
-                    stored.summary
+                    stored.summary,
+                    stored.session_id,
+                    stored.parent.map(|p| p.to_string()),
+                    stored.artifact_ref.to_string()
                 ],
             )
             .map_err(sql)?;
@@ -665,6 +669,64 @@ impl MetaStore for SqliteMetaStore {
         id: &SaveId,
     ) -> Result<Option<SaveRecord>> {
         self.read_save(tenant, agent, id).await
+    }
+
+    async fn session_commits(&self, tenant: &TenantId, session: &SessionId) -> Result<Vec<Commit>> {
+        self.commits_of_session(tenant, session).await
+    }
+
+    async fn child_commits(&self, tenant: &TenantId, parent: &CommitId) -> Result<Vec<Commit>> {
+        self.children_of(tenant, parent).await
+    }
+
+    async fn materialized_of(
+        &self,
+        tenant: &TenantId,
+        commit: &CommitId,
+    ) -> Result<Vec<(MaterializeKey, Materialized)>> {
+        self.cache_entries_of(tenant, commit).await
+    }
+
+    async fn delete_materialized(&self, tenant: &TenantId, key: &MaterializeKey) -> Result<bool> {
+        self.remove_cache_entry(tenant, key).await
+    }
+
+    async fn delete_commit(&self, tenant: &TenantId, commit: &Commit) -> Result<bool> {
+        self.remove_commit(tenant, commit).await
+    }
+
+    async fn artifact_users(
+        &self,
+        tenant: &TenantId,
+        artifact: &ArtifactRef,
+        limit: usize,
+    ) -> Result<Vec<ArtifactUser>> {
+        self.users_of(tenant, artifact, limit).await
+    }
+
+    async fn idle_sessions(
+        &self,
+        tenant: &TenantId,
+        before: DateTime<Utc>,
+        limit: usize,
+    ) -> Result<Vec<SessionId>> {
+        self.sessions_idle_since(tenant, before, limit).await
+    }
+
+    async fn set_pin(&self, tenant: &TenantId, pin: &Pin, pinned: bool) -> Result<bool> {
+        self.write_pin(tenant, pin, pinned).await
+    }
+
+    async fn pins(&self, tenant: &TenantId) -> Result<Vec<Pin>> {
+        self.read_pins(tenant).await
+    }
+
+    async fn commit_tenants(&self) -> Result<Vec<TenantId>> {
+        self.tenants_with_commits().await
+    }
+
+    async fn purge_deleted(&self) -> Result<()> {
+        self.purge_wal().await
     }
 }
 

@@ -19,6 +19,7 @@
 //! - `blobs`: [`LocalBlobStore`], the filesystem CAS.
 //! - `meta`: [`SqliteMetaStore`], the `MetaStore` and `TokenStore`.
 //! - `summaries`: its summary queue.
+//! - `lifecycle`: its erasure, retention and pin queries.
 //! - `branches`: [`SqliteBranchStore`], the `BranchStore`.
 //! - [`schema`]: the tables, their version and the migrations.
 
@@ -33,6 +34,7 @@ use crate::error::{Error, Result};
 mod agents;
 mod blobs;
 mod branches;
+mod lifecycle;
 mod meta;
 pub mod schema;
 mod summaries;
@@ -111,6 +113,9 @@ fn connect(path: &Path, durability: Durability) -> Result<Connection, LocalError
     let conn = Connection::open(path)?;
     conn.busy_timeout(std::time::Duration::from_secs(10))?;
     conn.pragma_update(None, "journal_mode", "WAL")?;
+    // Deleted rows are overwritten with zeros, so an erase leaves no bytes
+    // in the database file's free pages.
+    conn.pragma_update(None, "secure_delete", "ON")?;
     conn.pragma_update(
         None,
         "synchronous",

@@ -21,7 +21,7 @@ use super::sql;
 use crate::error::{Error, Result};
 
 /// The schema version this build writes and reads.
-pub const VERSION: u32 = 4;
+pub const VERSION: u32 = 5;
 
 /// Version 0 → 1: commits, lineages, timelines, refs, the materialization
 /// cache, tokens (the meta store) and branches, their sessions and their
@@ -140,8 +140,32 @@ CREATE INDEX materialized_lru ON materialized (accessed);
 CREATE INDEX materialized_by_artifact ON materialized (tenant, artifact);
 ";
 
+/// Lifecycle (erasure, retention, pins): commits gain copies of their
+/// body's `session_id`, `parent` and `artifact_ref` with indexes (a
+/// session's commits, a commit's children, an artifact's users), and pins
+/// get a table. Existing rows take the copies from their bodies. (Cache
+/// entries already carry their artifact, indexed, since `CACHE`.)
+const LIFECYCLE: &str = "
+ALTER TABLE commits ADD COLUMN session TEXT;
+ALTER TABLE commits ADD COLUMN parent TEXT;
+ALTER TABLE commits ADD COLUMN artifact TEXT;
+UPDATE commits SET
+    session = json_extract(body, '$.session_id'),
+    parent = json_extract(body, '$.parent'),
+    artifact = json_extract(body, '$.artifact_ref');
+CREATE INDEX commits_by_session ON commits (tenant, session, ts) WHERE session IS NOT NULL;
+CREATE INDEX commits_by_parent ON commits (tenant, parent) WHERE parent IS NOT NULL;
+CREATE INDEX commits_by_artifact ON commits (tenant, artifact);
+CREATE TABLE pins (
+    tenant TEXT NOT NULL,
+    kind   TEXT NOT NULL,
+    name   TEXT NOT NULL,
+    PRIMARY KEY (tenant, kind, name)
+) WITHOUT ROWID;
+";
+
 /// The migration steps, in order: step `n` goes from version `n` to `n + 1`.
-const MIGRATIONS: &[&str] = &[V1, V2, CACHE, AGENTS];
+const MIGRATIONS: &[&str] = &[V1, V2, CACHE, AGENTS, LIFECYCLE];
 
 const _: () = assert!(MIGRATIONS.len() == VERSION as usize);
 
@@ -259,11 +283,15 @@ mod tests {
                 "branches",
                 "branches_active",
                 "commits",
+                "commits_by_artifact",
                 "commits_by_lineage",
+                "commits_by_parent",
+                "commits_by_session",
                 "commits_missing_summary",
                 "materialized",
                 "materialized_by_artifact",
                 "materialized_lru",
+                "pins",
                 "refs",
                 "timeline",
                 "tokens"
@@ -327,8 +355,23 @@ mod tests {
         );
         assert_eq!(
             after.len(),
-            before.len() + 5,
-            "the summary index, the cache's two indexes and the two agent tables added"
+            before.len() + 9,
+            "the summary index, the cache's two indexes, the two agent tables, the three lifecycle indexes and pins added"
+        );
+        // The lifecycle columns were filled from the body.
+        assert_eq!(
+            meta.artifact_users(&tenant, &c.artifact_ref, 10)
+                .await
+                .unwrap(),
+            vec![
+                crate::store::ArtifactUser::Commit(c.id),
+                crate::store::ArtifactUser::Cached(crate::store::MaterializeKey {
+                    commit: c.id,
+                    stop: crate::commit::Stop::Root,
+                    format: crate::format::FormatId::raw(),
+                }),
+            ],
+            "the commit and its cache entry, found by the columns the migrations filled"
         );
         assert_eq!(
             meta.get_commit(&tenant, &c.id).await.unwrap(),
@@ -393,7 +436,7 @@ mod tests {
             .unwrap();
         SqliteBranchStore::open(dir.path()).unwrap();
         assert_eq!(version_of(&path), VERSION);
-        assert_eq!(dump(&path).len(), 13);
+        assert_eq!(dump(&path).len(), 19);
     }
 
     #[test]

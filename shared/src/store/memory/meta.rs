@@ -2,7 +2,7 @@
 //! timelines, refs, the materialization cache and tokens in maps under one
 //! lock.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Mutex;
 
 use async_trait::async_trait;
@@ -12,11 +12,11 @@ use super::lock;
 use crate::agent::{AgentRecord, SaveId, SaveRecord};
 use crate::commit::Commit;
 use crate::error::Result;
-use crate::id::{ArtifactRef, CommitId, Hash, Principal, RefName, TenantId};
+use crate::id::{ArtifactRef, CommitId, Hash, Principal, RefName, SessionId, TenantId};
 use crate::store::{
-    MaterializeKey, Materialized, MetaStore, MetadataPatch, Missing, MissingPage, PutCommit,
-    RefMove, RefRecord, References, SummaryCursor, SummaryState, TAG_SUMMARIZING, TAG_SUMMARY_BY,
-    TAG_SUMMARY_ERROR, TokenRecord, TokenStore, claim_tag, ref_conflict,
+    ArtifactUser, MaterializeKey, Materialized, MetaStore, MetadataPatch, Missing, MissingPage,
+    Pin, PutCommit, RefMove, RefRecord, References, SummaryCursor, SummaryState, TAG_SUMMARIZING,
+    TAG_SUMMARY_BY, TAG_SUMMARY_ERROR, TokenRecord, TokenStore, claim_tag, ref_conflict,
 };
 
 #[derive(Debug, Default)]
@@ -38,6 +38,8 @@ struct Meta {
     agents: HashMap<(TenantId, Principal), AgentRecord>,
     /// Agents' saves by id (ids sort by time).
     saves: HashMap<(TenantId, Principal), BTreeMap<SaveId, SaveRecord>>,
+    /// What retention never erases.
+    pins: BTreeSet<(TenantId, Pin)>,
 }
 
 impl Meta {
@@ -544,6 +546,138 @@ impl MetaStore for MemoryMetaStore {
             .get(&(tenant.clone(), agent.clone()))
             .and_then(|s| s.get(id))
             .cloned())
+    }
+
+    async fn session_commits(&self, tenant: &TenantId, session: &SessionId) -> Result<Vec<Commit>> {
+        Ok(lock(&self.meta)
+            .commits
+            .iter()
+            .filter(|((t, _), c)| t == tenant && c.session_id.as_deref() == Some(session.as_str()))
+            .map(|(_, c)| c.clone())
+            .collect())
+    }
+
+    async fn child_commits(&self, tenant: &TenantId, parent: &CommitId) -> Result<Vec<Commit>> {
+        Ok(lock(&self.meta)
+            .commits
+            .iter()
+            .filter(|((t, _), c)| t == tenant && c.parent.as_ref() == Some(parent))
+            .map(|(_, c)| c.clone())
+            .collect())
+    }
+
+    async fn materialized_of(
+        &self,
+        tenant: &TenantId,
+        commit: &CommitId,
+    ) -> Result<Vec<(MaterializeKey, Materialized)>> {
+        Ok(lock(&self.meta)
+            .materialized
+            .iter()
+            .filter(|((t, k), _)| t == tenant && &k.commit == commit)
+            .map(|((_, k), v)| (k.clone(), v.clone()))
+            .collect())
+    }
+
+    async fn delete_materialized(&self, tenant: &TenantId, key: &MaterializeKey) -> Result<bool> {
+        Ok(lock(&self.meta)
+            .materialized
+            .remove(&(tenant.clone(), key.clone()))
+            .is_some())
+    }
+
+    async fn delete_commit(&self, tenant: &TenantId, commit: &Commit) -> Result<bool> {
+        let mut m = lock(&self.meta);
+        let Some(stored) = m.commits.remove(&(tenant.clone(), commit.id)) else {
+            return Ok(false);
+        };
+        let run_key = (tenant.clone(), stored.lineage);
+        if let Some(run) = m.lineages.get_mut(&run_key) {
+            if run.get(&stored.depth) == Some(&stored.id) {
+                run.remove(&stored.depth);
+            }
+            if run.is_empty() {
+                m.lineages.remove(&run_key);
+            }
+        }
+        let tl_key = (tenant.clone(), stored.principal.clone());
+        if let Some(tl) = m.timelines.get_mut(&tl_key) {
+            tl.remove(&(stored.created_at.timestamp_micros(), stored.id));
+            if tl.is_empty() {
+                m.timelines.remove(&tl_key);
+            }
+        }
+        m.summary_states.remove(&(tenant.clone(), stored.id));
+        Ok(true)
+    }
+
+    async fn artifact_users(
+        &self,
+        tenant: &TenantId,
+        artifact: &ArtifactRef,
+        limit: usize,
+    ) -> Result<Vec<ArtifactUser>> {
+        let m = lock(&self.meta);
+        let commits = m
+            .commits
+            .iter()
+            .filter(|((t, _), c)| t == tenant && &c.artifact_ref == artifact)
+            .map(|((_, id), _)| ArtifactUser::Commit(*id));
+        let cached = m
+            .materialized
+            .iter()
+            .filter(|((t, _), v)| t == tenant && &v.artifact_ref == artifact)
+            .map(|((_, k), _)| ArtifactUser::Cached(k.clone()));
+        Ok(commits.chain(cached).take(limit).collect())
+    }
+
+    async fn idle_sessions(
+        &self,
+        tenant: &TenantId,
+        before: DateTime<Utc>,
+        limit: usize,
+    ) -> Result<Vec<SessionId>> {
+        let m = lock(&self.meta);
+        let mut newest: BTreeMap<&str, DateTime<Utc>> = BTreeMap::new();
+        for ((t, _), c) in &m.commits {
+            if let (true, Some(s)) = (t == tenant, c.session_id.as_deref()) {
+                let e = newest.entry(s).or_insert(c.created_at);
+                *e = (*e).max(c.created_at);
+            }
+        }
+        newest
+            .into_iter()
+            .filter(|(_, at)| *at < before)
+            .take(limit)
+            .map(|(s, _)| s.parse())
+            .collect()
+    }
+
+    async fn set_pin(&self, tenant: &TenantId, pin: &Pin, pinned: bool) -> Result<bool> {
+        let mut m = lock(&self.meta);
+        let key = (tenant.clone(), pin.clone());
+        Ok(if pinned {
+            m.pins.insert(key)
+        } else {
+            m.pins.remove(&key)
+        })
+    }
+
+    async fn pins(&self, tenant: &TenantId) -> Result<Vec<Pin>> {
+        Ok(lock(&self.meta)
+            .pins
+            .iter()
+            .filter(|(t, _)| t == tenant)
+            .map(|(_, p)| p.clone())
+            .collect())
+    }
+
+    async fn commit_tenants(&self) -> Result<Vec<TenantId>> {
+        let m = lock(&self.meta);
+        let mut tenants: Vec<TenantId> = m.commits.keys().map(|(t, _)| t.clone()).collect();
+        tenants.sort();
+        tenants.dedup();
+        Ok(tenants)
     }
 }
 

@@ -1,0 +1,89 @@
+//! `ctx session erase` and `ctx pin add|remove|list`: erasing a session and
+//! the pins retention respects.
+
+use clap::Subcommand;
+use ctx_core::store::Pin;
+use ctx_core::{Result, SessionId};
+
+use crate::{Conn, print_json};
+
+/// `ctx pin …`.
+#[derive(Debug, Subcommand)]
+pub(crate) enum PinCommand {
+    /// Pin a session or a ref: retention never erases it (a ref protects
+    /// the session its target belongs to).
+    Add {
+        /// `session` or `ref`.
+        kind: String,
+        /// The session id or ref name.
+        name: String,
+        #[command(flatten)]
+        conn: Conn,
+    },
+    /// Unpin a session or a ref.
+    Remove {
+        /// `session` or `ref`.
+        kind: String,
+        /// The session id or ref name.
+        name: String,
+        #[command(flatten)]
+        conn: Conn,
+    },
+    /// The tenant's pins.
+    List {
+        #[command(flatten)]
+        conn: Conn,
+    },
+}
+
+/// Runs `ctx session erase`.
+///
+/// # Errors
+/// `Invalid` for a malformed session id; the server's errors (`NotFound`,
+/// `Conflict` listing the forks without `--cascade`).
+pub(crate) async fn erase(session: &str, cascade: bool, conn: &Conn) -> Result<()> {
+    let session: SessionId = session.parse()?;
+    let c = conn.client()?;
+    let e = c.erase_session(&session, cascade).await?;
+    if conn.json {
+        return print_json(&e);
+    }
+    println!(
+        "session {session} erased: {} commits ({} of other sessions), {} artifacts ({} kept: shared), {} refs, {} cache entries",
+        e.commits, e.cascaded, e.artifacts, e.artifacts_shared, e.refs, e.cache
+    );
+    Ok(())
+}
+
+/// Runs `ctx pin …`.
+///
+/// # Errors
+/// `Invalid` for an unknown kind or a malformed name; the server's errors.
+pub(crate) async fn run_pin(command: PinCommand) -> Result<()> {
+    match command {
+        PinCommand::Add { kind, name, conn } => set(&kind, &name, true, &conn).await,
+        PinCommand::Remove { kind, name, conn } => set(&kind, &name, false, &conn).await,
+        PinCommand::List { conn } => {
+            let l = conn.client()?.list_pins().await?;
+            if conn.json {
+                return print_json(&l);
+            }
+            for p in l.pins {
+                println!("{}  {}", p.kind(), p.name());
+            }
+            Ok(())
+        }
+    }
+}
+
+async fn set(kind: &str, name: &str, pinned: bool, conn: &Conn) -> Result<()> {
+    let pin = Pin::parse(kind, name)?;
+    let r = conn.client()?.set_pin(&pin, pinned).await?;
+    if conn.json {
+        return print_json(&r);
+    }
+    let what = if pinned { "pinned" } else { "unpinned" };
+    let note = if r.changed { "" } else { " (already)" };
+    println!("{} {} {what}{note}", pin.kind(), pin.name());
+    Ok(())
+}

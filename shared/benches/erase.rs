@@ -1,0 +1,138 @@
+//! Erasure on the embedded store: the data directory's size before and
+//! after erasing half the sessions of a 10,000-commit store (100 sessions
+//! of 100 commits with ~1 KiB deltas, each session's tip materialized and
+//! cached), and the time per erased session. Prints a table.
+//!
+//! `cargo bench -p ctx-core --bench erase` (`-- --quick`: 20 sessions of
+//! 50 commits).
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Instant;
+
+use ctx_core::clock::ManualClock;
+use ctx_core::format::FormatId;
+use ctx_core::id::{CommitId, SessionId, TenantId};
+use ctx_core::service::{NewCommit, Service, Stop};
+use ctx_core::store::Stores;
+use ctx_core::store::local::{Durability, LocalBlobStore, SqliteMetaStore};
+
+/// Bytes of every file under `dir`, and of those under `dir/cas`.
+fn sizes(dir: &Path) -> (u64, u64) {
+    let (mut all, mut cas) = (0, 0);
+    let mut stack = vec![dir.to_owned()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).expect("read dir") {
+            let p = e.expect("entry").path();
+            let m = std::fs::metadata(&p).expect("metadata");
+            if m.is_dir() {
+                stack.push(p);
+            } else {
+                all += m.len();
+                if p.strip_prefix(dir).is_ok_and(|r| r.starts_with("cas")) {
+                    cas += m.len();
+                }
+            }
+        }
+    }
+    (all, cas)
+}
+
+fn delta(session: usize, i: usize) -> String {
+    let mut s = format!("session {session} turn {i}: ");
+    while s.len() < 1000 {
+        s.push_str("the agent read the file, ran the tests and wrote a fix. ");
+    }
+    s.push('\n');
+    s
+}
+
+fn mib(b: u64) -> String {
+    format!("{:.1} MiB", b as f64 / (1024.0 * 1024.0))
+}
+
+#[tokio::main]
+async fn main() {
+    let quick = std::env::args().any(|a| a == "--quick");
+    let (sessions, per) = if quick { (20, 50) } else { (100, 100) };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let clock = Arc::new(ManualClock::new(ctx_core::clock::micros_to_time(
+        1_790_000_000_000_000,
+    )));
+    let meta = SqliteMetaStore::open_with(dir.path(), Durability::Off).expect("sqlite");
+    let service = Service::new(
+        Stores {
+            blobs: Arc::new(LocalBlobStore::open(dir.path()).expect("cas")),
+            meta: Arc::new(meta),
+        },
+        clock.clone(),
+    );
+    let tenant: TenantId = "bench".parse().expect("tenant");
+    for s in 0..sessions {
+        let mut tip: Option<CommitId> = None;
+        for i in 0..per {
+            clock.advance_micros(1_000);
+            let c = service
+                .checkpoint(
+                    &tenant,
+                    NewCommit {
+                        parent: tip,
+                        session_id: Some(format!("s{s}")),
+                        ..NewCommit::new(
+                            "agent".parse().expect("principal"),
+                            "bench",
+                            FormatId::raw(),
+                            delta(s, i),
+                        )
+                    },
+                )
+                .await
+                .expect("checkpoint");
+            tip = Some(c.commit.id);
+        }
+        service
+            .materialize(&tenant, &tip.expect("tip"), Stop::Root, None)
+            .await
+            .expect("materialize");
+    }
+    service
+        .stores()
+        .meta
+        .purge_deleted()
+        .await
+        .expect("checkpoint the log");
+    let before = sizes(dir.path());
+    let started = Instant::now();
+    let mut erased = 0;
+    for s in (0..sessions).step_by(2) {
+        let id: SessionId = format!("s{s}").parse().expect("session");
+        let r = service
+            .erase_session(&tenant, &id, false)
+            .await
+            .expect("erase");
+        erased += r.commits;
+    }
+    let took = started.elapsed();
+    let after = sizes(dir.path());
+    println!("| store | data dir | artifacts (cas/) | ctx.db + log |");
+    println!("|---|---:|---:|---:|");
+    println!(
+        "| {} commits, {sessions} sessions | {} | {} | {} |",
+        sessions * per,
+        mib(before.0),
+        mib(before.1),
+        mib(before.0 - before.1)
+    );
+    println!(
+        "| after erasing {} sessions ({erased} commits) | {} | {} | {} |",
+        sessions / 2,
+        mib(after.0),
+        mib(after.1),
+        mib(after.0 - after.1)
+    );
+    println!(
+        "\nerase: {:.1} ms per session of {per} commits ({:.2} ms per commit)",
+        took.as_secs_f64() * 1000.0 / (sessions / 2) as f64,
+        took.as_secs_f64() * 1000.0 / erased as f64
+    );
+}

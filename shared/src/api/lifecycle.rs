@@ -1,0 +1,263 @@
+//! The lifecycle routes (group [`super::Group::Refs`]): erasing a session,
+//! and the pins retention respects.
+
+use axum::extract::State;
+
+use super::error::ErrorBody;
+use super::extract::{Path, Query, path_id};
+use super::{ApiResult, AppState};
+use crate::auth::Caller;
+use crate::id::SessionId;
+use crate::store::Pin;
+use crate::wire::{Erased, PinChanged, PinList};
+
+/// Erases a session: its commits, their artifacts (unless a commit or
+/// cache entry outside the erase uses the same bytes), timeline entries,
+/// cache entries and cached artifacts, and the refs pointing into it.
+/// Commits of other sessions descending from it make it a 409 listing
+/// them, unless `cascade=true` erases them too. Re-run after an
+/// interruption, it finishes.
+#[utoipa::path(delete, path = "/v1/sessions/{id}", tag = "lifecycle",
+    params(("id" = SessionId, Path, description = "the session id"),
+        ("cascade" = Option<bool>, Query, description = "Erase descendant commits of other sessions too (default false)")),
+    responses((status = 200, description = "What was removed", body = Erased),
+        (status = 400, description = "`id` is not a session id, or `cascade` not a boolean", body = ErrorBody),
+        (status = 404, description = "No commit of the session (also another tenant's)", body = ErrorBody),
+        (status = 409, description = "Other sessions forked from it; nothing was removed", body = ErrorBody)),
+    security(("bearer" = [])))]
+pub(super) async fn erase_session(
+    State(s): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    q: Query,
+) -> ApiResult<axum::Json<Erased>> {
+    let id: SessionId = path_id("id", &id)?;
+    let cascade = q
+        .optional_with("cascade", str::parse::<bool>)?
+        .unwrap_or(false);
+    Ok(axum::Json(
+        s.service
+            .erase_session(&caller.tenant, &id, cascade)
+            .await?,
+    ))
+}
+
+/// The tenant's pins.
+#[utoipa::path(get, path = "/v1/pins", tag = "lifecycle",
+    responses((status = 200, description = "The pins, sorted", body = PinList)),
+    security(("bearer" = [])))]
+pub(super) async fn list_pins(
+    State(s): State<AppState>,
+    caller: Caller,
+) -> ApiResult<axum::Json<PinList>> {
+    Ok(axum::Json(PinList {
+        pins: s.service.pins(&caller.tenant).await?,
+    }))
+}
+
+fn pin_of(kind: &str, name: &str) -> crate::error::Result<Pin> {
+    Pin::parse(kind, name).map_err(|e| {
+        let field = if e.field.as_deref() == Some("kind") {
+            "kind"
+        } else {
+            "name"
+        };
+        e.with_field(field)
+    })
+}
+
+/// Pins a session (`kind` `session`) or a ref (`ref`): retention never
+/// erases the session, or the session the ref's target belongs to.
+#[utoipa::path(put, path = "/v1/pins/{kind}/{name}", tag = "lifecycle",
+    params(("kind" = String, Path, description = "`session` or `ref`"),
+        ("name" = String, Path, description = "the session id or ref name; may contain '/'")),
+    responses((status = 200, description = "Pinned", body = PinChanged),
+        (status = 400, description = "An unknown kind, or a malformed name", body = ErrorBody)),
+    security(("bearer" = [])))]
+pub(super) async fn set_pin(
+    State(s): State<AppState>,
+    caller: Caller,
+    Path((kind, name)): Path<(String, String)>,
+) -> ApiResult<axum::Json<PinChanged>> {
+    let pin = pin_of(&kind, &name)?;
+    let changed = s.service.set_pin(&caller.tenant, &pin, true).await?;
+    Ok(axum::Json(PinChanged {
+        pin,
+        pinned: true,
+        changed,
+    }))
+}
+
+/// Unpins a session or ref.
+#[utoipa::path(delete, path = "/v1/pins/{kind}/{name}", tag = "lifecycle",
+    params(("kind" = String, Path, description = "`session` or `ref`"),
+        ("name" = String, Path, description = "the session id or ref name; may contain '/'")),
+    responses((status = 200, description = "Unpinned", body = PinChanged),
+        (status = 400, description = "An unknown kind, or a malformed name", body = ErrorBody)),
+    security(("bearer" = [])))]
+pub(super) async fn delete_pin(
+    State(s): State<AppState>,
+    caller: Caller,
+    Path((kind, name)): Path<(String, String)>,
+) -> ApiResult<axum::Json<PinChanged>> {
+    let pin = pin_of(&kind, &name)?;
+    let changed = s.service.set_pin(&caller.tenant, &pin, false).await?;
+    Ok(axum::Json(PinChanged {
+        pin,
+        pinned: false,
+        changed,
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use axum::body::Body as AxBody;
+    use axum::http::Request;
+    use http_body_util::BodyExt;
+    use serde_json::{Value, json};
+    use tower::ServiceExt;
+
+    use crate::api::testing::checkpoint_body;
+    use crate::api::{AppState, Group, router};
+    use crate::auth::{TokenAuth, token_hash};
+    use crate::clock::{Clock as _, ManualClock};
+    use crate::service::Service;
+    use crate::store::memory::{MemoryBlobStore, MemoryMetaStore};
+    use crate::store::{Stores, TokenStore};
+
+    const A: &str = "token-acme";
+    const B: &str = "token-other";
+
+    async fn app() -> axum::Router {
+        let meta = Arc::new(MemoryMetaStore::new());
+        let clock = Arc::new(ManualClock::new(crate::store::conformance::t(0)));
+        for (tok, tenant) in [(A, "acme"), (B, "other")] {
+            meta.add_token(&token_hash(tok), &tenant.parse().unwrap(), clock.now())
+                .await
+                .unwrap();
+        }
+        let stores = Stores {
+            blobs: Arc::new(MemoryBlobStore::new()),
+            meta: meta.clone(),
+        };
+        router(
+            AppState {
+                service: Arc::new(Service::new(stores, clock)),
+                auth: Arc::new(TokenAuth::new(meta)),
+            },
+            Group::ALL,
+        )
+    }
+
+    async fn call(
+        app: &axum::Router,
+        method: &str,
+        uri: &str,
+        tok: &str,
+        body: Option<Value>,
+    ) -> (u16, Value) {
+        let req = Request::builder()
+            .method(method)
+            .uri(uri)
+            .header("authorization", format!("Bearer {tok}"))
+            .header("content-type", "application/json")
+            .body(AxBody::from(
+                body.map(|b| b.to_string()).unwrap_or_default(),
+            ))
+            .unwrap();
+        let resp = app.clone().oneshot(req).await.unwrap();
+        let status = resp.status().as_u16();
+        let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+        (
+            status,
+            serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+        )
+    }
+
+    async fn commit(
+        app: &axum::Router,
+        session: &str,
+        delta: &str,
+        parent: Option<&str>,
+    ) -> String {
+        let mut body = checkpoint_body(delta, parent);
+        body["session_id"] = json!(session);
+        let (st, c) = call(app, "POST", "/v1/commits", A, Some(body)).await;
+        assert_eq!(st, 201, "{c}");
+        c["id"].as_str().unwrap().to_owned()
+    }
+
+    #[tokio::test]
+    async fn erase_answers_409_for_forks_404_for_other_tenants_and_400_for_bad_ids() {
+        let app = app().await;
+        let a0 = commit(&app, "s-a", "canary ", None).await;
+        let fork = commit(&app, "s-b", "fork ", Some(&a0)).await;
+
+        let (st, e) = call(&app, "DELETE", "/v1/sessions/s-a", B, None).await;
+        assert_eq!(st, 404, "another tenant's session: {e}");
+        for (uri, field) in [
+            ("/v1/sessions/bad%20id", "id"),
+            ("/v1/sessions/s-a?cascade=maybe", "cascade"),
+            ("/v1/pins/tenant/x", "kind"),
+            ("/v1/pins/ref/a..b", "name"),
+        ] {
+            let method = if uri.starts_with("/v1/pins") {
+                "PUT"
+            } else {
+                "DELETE"
+            };
+            let (st, e) = call(&app, method, uri, A, None).await;
+            assert_eq!(st, 400, "{uri}: {e}");
+            assert_eq!(e["error"]["field"], field, "{uri}: {e}");
+        }
+        let (st, e) = call(&app, "DELETE", "/v1/sessions/s-a", A, None).await;
+        assert_eq!(st, 409, "{e}");
+        assert!(
+            e["error"]["message"].as_str().unwrap().contains(&fork),
+            "{e}"
+        );
+        let (st, _) = call(&app, "GET", &format!("/v1/commits/{a0}"), A, None).await;
+        assert_eq!(st, 200, "nothing removed");
+
+        let (st, r) = call(&app, "DELETE", "/v1/sessions/s-a?cascade=true", A, None).await;
+        assert_eq!(st, 200, "{r}");
+        assert_eq!(r["commits"], 2);
+        assert_eq!(r["cascaded"], 1);
+        assert_eq!(r["artifacts"], 2);
+        for id in [&a0, &fork] {
+            let (st, _) = call(&app, "GET", &format!("/v1/commits/{id}"), A, None).await;
+            assert_eq!(st, 404);
+        }
+        let (st, _) = call(&app, "DELETE", "/v1/sessions/s-a", A, None).await;
+        assert_eq!(st, 404, "already erased");
+    }
+
+    #[tokio::test]
+    async fn pins_are_set_listed_and_removed() {
+        let app = app().await;
+        let (st, p) = call(&app, "PUT", "/v1/pins/session/s-1", A, None).await;
+        assert_eq!(st, 200);
+        assert_eq!(
+            p,
+            json!({"pin": {"kind": "session", "name": "s-1"}, "pinned": true, "changed": true})
+        );
+        let (_, p) = call(&app, "PUT", "/v1/pins/ref/sessions/s-2/head", A, None).await;
+        assert_eq!(
+            p["pin"],
+            json!({"kind": "ref", "name": "sessions/s-2/head"})
+        );
+        let (_, l) = call(&app, "GET", "/v1/pins", A, None).await;
+        assert_eq!(
+            l["pins"],
+            json!([{"kind": "session", "name": "s-1"}, {"kind": "ref", "name": "sessions/s-2/head"}])
+        );
+        let (_, l) = call(&app, "GET", "/v1/pins", B, None).await;
+        assert_eq!(l["pins"], json!([]));
+        let (st, p) = call(&app, "DELETE", "/v1/pins/session/s-1", A, None).await;
+        assert_eq!((st, &p["changed"]), (200, &json!(true)));
+        let (_, p) = call(&app, "DELETE", "/v1/pins/session/s-1", A, None).await;
+        assert_eq!(p["changed"], false);
+    }
+}

@@ -1,0 +1,322 @@
+//! Erasure and retention over the memory stores: what is removed, what is
+//! kept because it is shared, forks (409 or cascade), idempotence, tenant
+//! isolation, and retention with a driven clock and pins.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use crate::clock::ManualClock;
+use crate::commit::Stop;
+use crate::error::ErrorKind;
+use crate::format::FormatId;
+use crate::id::{CommitId, RefName, SessionId, TenantId};
+use crate::service::{Erased, NewCommit, Service};
+use crate::store::conformance::t;
+use crate::store::memory::{MemoryBlobStore, MemoryMetaStore};
+use crate::store::{BlobStore, MetaStore, Pin, RefMove, Stores};
+
+struct Fixture {
+    svc: Service,
+    blobs: Arc<MemoryBlobStore>,
+    meta: Arc<MemoryMetaStore>,
+    clock: Arc<ManualClock>,
+    tenant: TenantId,
+}
+
+fn fixture() -> Fixture {
+    let blobs = Arc::new(MemoryBlobStore::new());
+    let meta = Arc::new(MemoryMetaStore::new());
+    let clock = Arc::new(ManualClock::new(t(0)));
+    let svc = Service::new(
+        Stores {
+            blobs: blobs.clone(),
+            meta: meta.clone(),
+        },
+        clock.clone(),
+    );
+    Fixture {
+        svc,
+        blobs,
+        meta,
+        clock,
+        tenant: "acme".parse().unwrap(),
+    }
+}
+
+fn sid(s: &str) -> SessionId {
+    s.parse().unwrap()
+}
+
+impl Fixture {
+    /// Checkpoints `text` in `session` on `parent` at time `at` (seconds),
+    /// moving the ref `sessions/<session>`.
+    async fn commit(
+        &self,
+        session: &str,
+        parent: Option<CommitId>,
+        at: i64,
+        text: &str,
+    ) -> CommitId {
+        let name: RefName = format!("sessions/{session}").parse().unwrap();
+        let expected = self
+            .meta
+            .get_ref(&self.tenant, &name)
+            .await
+            .unwrap()
+            .map(|r| r.target);
+        let new = NewCommit {
+            parent,
+            session_id: Some(session.to_owned()),
+            created_at: Some(t(at)),
+            ref_move: Some(RefMove { name, expected }),
+            ..NewCommit::new(
+                "agent".parse().unwrap(),
+                "tpl",
+                FormatId::raw(),
+                Bytes::from(text.to_owned()),
+            )
+        };
+        self.svc
+            .checkpoint(&self.tenant, new)
+            .await
+            .unwrap()
+            .commit
+            .id
+    }
+
+    async fn blob_exists(&self, text: &str) -> bool {
+        self.blobs
+            .size(&self.tenant, &crate::id::ArtifactRef::of(text.as_bytes()))
+            .await
+            .unwrap()
+            .is_some()
+    }
+}
+
+#[tokio::test]
+async fn erase_removes_commits_artifacts_cache_and_refs_but_keeps_shared_bytes() {
+    let f = fixture();
+    let a0 = f.commit("a", None, 0, "secret-0 ").await;
+    let a1 = f.commit("a", Some(a0), 1, "secret-1 ").await;
+    // Another session holds the same bytes as a0's delta on its own.
+    let b0 = f.commit("b", None, 2, "secret-0 ").await;
+    let m = f
+        .svc
+        .materialize(&f.tenant, &a1, Stop::Root, None)
+        .await
+        .unwrap();
+    let joined = m.result.artifact_ref;
+    let translated = f
+        .svc
+        .materialize(
+            &f.tenant,
+            &a1,
+            Stop::Root,
+            Some("openai-chat-v1".parse().unwrap()),
+        )
+        .await
+        .unwrap()
+        .result
+        .artifact_ref;
+    assert_ne!(joined, translated);
+
+    let erased = f
+        .svc
+        .erase_session(&f.tenant, &sid("a"), false)
+        .await
+        .unwrap();
+    assert_eq!(
+        erased,
+        Erased {
+            commits: 2,
+            timeline: 2,
+            // secret-1, the joined result, the translation.
+            artifacts: 3,
+            // secret-0, also b0's delta.
+            artifacts_shared: 1,
+            refs: 1,
+            cache: 2,
+            cascaded: 0,
+        }
+    );
+    for id in [a0, a1] {
+        assert_eq!(f.meta.get_commit(&f.tenant, &id).await.unwrap(), None);
+    }
+    assert!(!f.blob_exists("secret-1 ").await);
+    assert!(f.blob_exists("secret-0 ").await, "b0 still uses it");
+    for art in [joined, translated] {
+        assert_eq!(f.blobs.size(&f.tenant, &art).await.unwrap(), None);
+    }
+    assert_eq!(
+        f.meta
+            .get_ref(&f.tenant, &"sessions/a".parse().unwrap())
+            .await
+            .unwrap(),
+        None
+    );
+    assert_eq!(
+        f.meta
+            .resolve(&f.tenant, &"agent".parse().unwrap(), t(1))
+            .await
+            .unwrap(),
+        None,
+        "the timeline no longer finds the erased commits"
+    );
+    // b is untouched and still materializes.
+    let mb = f
+        .svc
+        .materialize(&f.tenant, &b0, Stop::Root, None)
+        .await
+        .unwrap();
+    assert_eq!(mb.result.size, 9);
+    // Erasing again finds nothing: the erase is done.
+    let again = f
+        .svc
+        .erase_session(&f.tenant, &sid("a"), false)
+        .await
+        .unwrap_err();
+    assert_eq!(again.kind, ErrorKind::NotFound);
+}
+
+#[tokio::test]
+async fn a_fork_in_another_session_is_a_conflict_unless_cascade() {
+    let f = fixture();
+    let a0 = f.commit("a", None, 0, "base ").await;
+    let a1 = f.commit("a", Some(a0), 1, "more ").await;
+    let fork = f.commit("b", Some(a1), 2, "forked ").await;
+    let fork2 = f.commit("b", Some(fork), 3, "forked again ").await;
+
+    let err = f
+        .svc
+        .erase_session(&f.tenant, &sid("a"), false)
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind, ErrorKind::Conflict);
+    assert!(err.message.contains(&fork.to_string()), "{}", err.message);
+    assert!(err.message.contains("session b"), "{}", err.message);
+    for id in [a0, a1, fork, fork2] {
+        assert!(
+            f.meta.get_commit(&f.tenant, &id).await.unwrap().is_some(),
+            "nothing removed"
+        );
+    }
+    assert!(f.blob_exists("base ").await);
+
+    let erased = f
+        .svc
+        .erase_session(&f.tenant, &sid("a"), true)
+        .await
+        .unwrap();
+    assert_eq!(erased.commits, 4);
+    assert_eq!(erased.cascaded, 2);
+    assert_eq!(erased.refs, 2, "sessions/a and sessions/b");
+    for id in [a0, a1, fork, fork2] {
+        assert_eq!(f.meta.get_commit(&f.tenant, &id).await.unwrap(), None);
+    }
+    for text in ["base ", "more ", "forked ", "forked again "] {
+        assert!(!f.blob_exists(text).await, "{text} deleted");
+    }
+}
+
+#[tokio::test]
+async fn another_tenants_session_is_not_found_and_untouched() {
+    let f = fixture();
+    let a0 = f.commit("a", None, 0, "mine ").await;
+    let other: TenantId = "other".parse().unwrap();
+    let err = f
+        .svc
+        .erase_session(&other, &sid("a"), true)
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind, ErrorKind::NotFound);
+    assert!(f.meta.get_commit(&f.tenant, &a0).await.unwrap().is_some());
+    assert!(f.blob_exists("mine ").await);
+}
+
+#[tokio::test]
+async fn an_erase_interrupted_after_some_commits_finishes_when_run_again() {
+    let f = fixture();
+    let a0 = f.commit("a", None, 0, "zero ").await;
+    let a1 = f.commit("a", Some(a0), 1, "one ").await;
+    let a2 = f.commit("a", Some(a1), 2, "two ").await;
+    f.svc
+        .materialize(&f.tenant, &a2, Stop::Root, None)
+        .await
+        .unwrap();
+    // What a crash after the newest commit was erased leaves: the ref and
+    // the tip gone (with its artifact and cache), the rest still there.
+    let tip = f.meta.get_commit(&f.tenant, &a2).await.unwrap().unwrap();
+    f.meta
+        .delete_ref(&f.tenant, &"sessions/a".parse().unwrap(), &a2)
+        .await
+        .unwrap();
+    for (k, m) in f.meta.materialized_of(&f.tenant, &a2).await.unwrap() {
+        f.blobs.delete(&f.tenant, &m.artifact_ref).await.unwrap();
+        f.meta.delete_materialized(&f.tenant, &k).await.unwrap();
+    }
+    f.blobs.delete(&f.tenant, &tip.artifact_ref).await.unwrap();
+    f.meta.delete_commit(&f.tenant, &tip).await.unwrap();
+
+    let erased = f
+        .svc
+        .erase_session(&f.tenant, &sid("a"), false)
+        .await
+        .unwrap();
+    assert_eq!((erased.commits, erased.artifacts, erased.refs), (2, 2, 0));
+    for text in ["zero ", "one ", "two "] {
+        assert!(!f.blob_exists(text).await);
+    }
+}
+
+#[tokio::test]
+async fn retention_erases_idle_sessions_except_pinned_and_forked_ones() {
+    let f = fixture();
+    let day = 86_400;
+    let old = f.commit("old", None, 0, "old ").await;
+    f.commit("old", Some(old), day, "old 2 ").await;
+    f.commit("pinned", None, 0, "pinned ").await;
+    f.commit("by-ref", None, 0, "by ref ").await;
+    let forked = f.commit("forked", None, 0, "forked ").await;
+    f.commit("child", Some(forked), 20 * day, "child ").await;
+    f.commit("fresh", None, 9 * day, "fresh ").await;
+    f.svc
+        .set_pin(&f.tenant, &Pin::Session(sid("pinned")), true)
+        .await
+        .unwrap();
+    f.svc
+        .set_pin(
+            &f.tenant,
+            &Pin::Ref("sessions/by-ref".parse().unwrap()),
+            true,
+        )
+        .await
+        .unwrap();
+
+    // Day 10 with keep_days 7: old (newest day 1), pinned, by-ref and
+    // forked (day 0) are idle; fresh (day 9) and child (day 20) are not.
+    f.clock.set(t(10 * day));
+    assert_eq!(
+        f.svc.apply_retention(&f.tenant, 0).await.unwrap(),
+        Default::default(),
+        "0 keeps everything"
+    );
+    let r = f.svc.apply_retention(&f.tenant, 7).await.unwrap();
+    assert_eq!(r.erased, vec![sid("old")]);
+    assert_eq!(r.pinned, vec![sid("by-ref"), sid("pinned")]);
+    assert_eq!(r.forked, vec![sid("forked")]);
+    assert_eq!(r.removed.commits, 2);
+    assert!(!f.blob_exists("old ").await && !f.blob_exists("old 2 ").await);
+    for kept in ["pinned ", "by ref ", "forked ", "child ", "fresh "] {
+        assert!(f.blob_exists(kept).await, "{kept} kept");
+    }
+    // Unpinned, the session goes on the next pass.
+    f.svc
+        .set_pin(&f.tenant, &Pin::Session(sid("pinned")), false)
+        .await
+        .unwrap();
+    let all = f.svc.apply_retention_all(|_| 7).await.unwrap();
+    assert_eq!(all.len(), 1);
+    assert_eq!(all[0].1.erased, vec![sid("pinned")]);
+    assert!(!f.blob_exists("pinned ").await);
+}

@@ -1,0 +1,294 @@
+//! The lifecycle queries of the SQLite [`MetaStore`](crate::store::MetaStore):
+//! a session's commits, a commit's children, an artifact's users, cache
+//! entries by commit, idle sessions, pins, and the deletes of erasure.
+//! Every one is a single statement or one transaction over the indexes of
+//! the `LIFECYCLE` schema step.
+
+use chrono::{DateTime, Utc};
+use rusqlite::{Connection, params};
+
+use super::LocalError;
+use super::meta::{SqliteMetaStore, decode_commit};
+use crate::commit::Commit;
+use crate::error::{Error, Result};
+use crate::id::{ArtifactRef, CommitId, SessionId, TenantId};
+use crate::store::{ArtifactUser, MaterializeKey, Materialized, Pin};
+
+fn commits_where(
+    conn: &Connection,
+    sql_text: &str,
+    args: impl rusqlite::Params,
+) -> Result<Vec<Commit>, LocalError> {
+    let mut stmt = conn.prepare_cached(sql_text)?;
+    let rows = stmt.query_map(args, |r| r.get::<_, String>(0))?;
+    rows.map(|b| decode_commit(&b?)).collect()
+}
+
+fn parse_cache_key(commit: &str, stop: &str, format: &str) -> Result<MaterializeKey> {
+    let bad = || {
+        Error::internal(format!(
+            "cache entry ({commit}, {stop}, {format}) is malformed"
+        ))
+    };
+    Ok(MaterializeKey {
+        commit: commit.parse().map_err(|_| bad())?,
+        stop: stop.parse().map_err(|_| bad())?,
+        format: format.parse().map_err(|_| bad())?,
+    })
+}
+
+impl SqliteMetaStore {
+    pub(super) async fn commits_of_session(
+        &self,
+        tenant: &TenantId,
+        session: &SessionId,
+    ) -> Result<Vec<Commit>> {
+        let (tenant, session) = (tenant.clone(), session.clone());
+        self.db
+            .read(move |conn| {
+                commits_where(
+                    conn,
+                    "SELECT body FROM commits WHERE tenant = ?1 AND session = ?2",
+                    params![tenant.as_str(), session.as_str()],
+                )
+            })
+            .await
+    }
+
+    pub(super) async fn children_of(
+        &self,
+        tenant: &TenantId,
+        parent: &CommitId,
+    ) -> Result<Vec<Commit>> {
+        let (tenant, parent) = (tenant.clone(), *parent);
+        self.db
+            .read(move |conn| {
+                commits_where(
+                    conn,
+                    "SELECT body FROM commits WHERE tenant = ?1 AND parent = ?2",
+                    params![tenant.as_str(), parent.to_string()],
+                )
+            })
+            .await
+    }
+
+    pub(super) async fn cache_entries_of(
+        &self,
+        tenant: &TenantId,
+        commit: &CommitId,
+    ) -> Result<Vec<(MaterializeKey, Materialized)>> {
+        let (tenant, commit) = (tenant.clone(), *commit);
+        let rows: Vec<(String, String, String)> = self
+            .db
+            .read(move |conn| {
+                let mut stmt = conn.prepare_cached(
+                    "SELECT stop, format, body FROM materialized
+                     WHERE tenant = ?1 AND commit_id = ?2",
+                )?;
+                let rows = stmt.query_map(params![tenant.as_str(), commit.to_string()], |r| {
+                    Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+                })?;
+                Ok(rows.collect::<Result<_, _>>()?)
+            })
+            .await?;
+        rows.into_iter()
+            .map(|(stop, format, body)| {
+                let key = parse_cache_key(&commit.to_string(), &stop, &format)?;
+                let value: Materialized = serde_json::from_str(&body).map_err(|e| {
+                    Error::internal(format!("cache entry of {commit} is malformed: {e}"))
+                })?;
+                Ok((key, value))
+            })
+            .collect()
+    }
+
+    pub(super) async fn remove_cache_entry(
+        &self,
+        tenant: &TenantId,
+        key: &MaterializeKey,
+    ) -> Result<bool> {
+        let (tenant, key) = (tenant.clone(), key.clone());
+        self.db
+            .write(move |conn| {
+                Ok(conn.execute(
+                    "DELETE FROM materialized
+                     WHERE tenant = ?1 AND commit_id = ?2 AND stop = ?3 AND format = ?4",
+                    params![
+                        tenant.as_str(),
+                        key.commit.to_string(),
+                        key.stop.to_string(),
+                        key.format.as_str()
+                    ],
+                )? > 0)
+            })
+            .await
+    }
+
+    pub(super) async fn remove_commit(&self, tenant: &TenantId, commit: &Commit) -> Result<bool> {
+        let (tenant, id) = (tenant.clone(), commit.id);
+        self.db
+            .transaction(move |tx| {
+                let Some(stored) = super::meta::get_commit_in(tx, &tenant, &id)? else {
+                    return Ok(false);
+                };
+                tx.execute(
+                    "DELETE FROM timeline WHERE tenant = ?1 AND principal = ?2 AND ts = ?3 AND id = ?4",
+                    params![
+                        tenant.as_str(),
+                        stored.principal.as_str(),
+                        stored.created_at.timestamp_micros(),
+                        id.to_string()
+                    ],
+                )?;
+                tx.execute(
+                    "DELETE FROM commits WHERE tenant = ?1 AND id = ?2",
+                    params![tenant.as_str(), id.to_string()],
+                )?;
+                Ok(true)
+            })
+            .await
+    }
+
+    pub(super) async fn users_of(
+        &self,
+        tenant: &TenantId,
+        artifact: &ArtifactRef,
+        limit: usize,
+    ) -> Result<Vec<ArtifactUser>> {
+        let (tenant, artifact) = (tenant.clone(), artifact.to_string());
+        let limit = limit.min(i64::MAX as usize) as i64;
+        let rows: Vec<(String, Option<String>, Option<String>)> = self
+            .db
+            .read(move |conn| {
+                let mut stmt = conn.prepare_cached(
+                    "SELECT id, NULL, NULL FROM commits WHERE tenant = ?1 AND artifact = ?2
+                     UNION ALL
+                     SELECT commit_id, stop, format FROM materialized WHERE tenant = ?1 AND artifact = ?2
+                     LIMIT ?3",
+                )?;
+                let rows = stmt.query_map(params![tenant.as_str(), artifact, limit], |r| {
+                    Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+                })?;
+                Ok(rows.collect::<Result<_, _>>()?)
+            })
+            .await?;
+        rows.into_iter()
+            .map(|row| match row {
+                (id, Some(stop), Some(format)) => {
+                    Ok(ArtifactUser::Cached(parse_cache_key(&id, &stop, &format)?))
+                }
+                (id, _, _) => Ok(ArtifactUser::Commit(id.parse().map_err(|_| {
+                    Error::internal(format!("commits hold a malformed id {id:?}"))
+                })?)),
+            })
+            .collect()
+    }
+
+    pub(super) async fn sessions_idle_since(
+        &self,
+        tenant: &TenantId,
+        before: DateTime<Utc>,
+        limit: usize,
+    ) -> Result<Vec<SessionId>> {
+        let tenant = tenant.clone();
+        let limit = limit.min(i64::MAX as usize) as i64;
+        let rows: Vec<String> = self
+            .db
+            .read(move |conn| {
+                let mut stmt = conn.prepare_cached(
+                    "SELECT session FROM commits WHERE tenant = ?1 AND session IS NOT NULL
+                     GROUP BY session HAVING max(ts) < ?2 ORDER BY session LIMIT ?3",
+                )?;
+                let rows = stmt.query_map(
+                    params![tenant.as_str(), before.timestamp_micros(), limit],
+                    |r| r.get(0),
+                )?;
+                Ok(rows.collect::<Result<_, _>>()?)
+            })
+            .await?;
+        rows.into_iter().map(|s| s.parse()).collect()
+    }
+
+    pub(super) async fn write_pin(
+        &self,
+        tenant: &TenantId,
+        pin: &Pin,
+        pinned: bool,
+    ) -> Result<bool> {
+        let (tenant, kind, name) = (tenant.clone(), pin.kind(), pin.name().to_owned());
+        self.db
+            .write(move |conn| {
+                let n = if pinned {
+                    conn.execute(
+                        "INSERT OR IGNORE INTO pins (tenant, kind, name) VALUES (?1, ?2, ?3)",
+                        params![tenant.as_str(), kind, name],
+                    )?
+                } else {
+                    conn.execute(
+                        "DELETE FROM pins WHERE tenant = ?1 AND kind = ?2 AND name = ?3",
+                        params![tenant.as_str(), kind, name],
+                    )?
+                };
+                Ok(n > 0)
+            })
+            .await
+    }
+
+    pub(super) async fn read_pins(&self, tenant: &TenantId) -> Result<Vec<Pin>> {
+        let tenant = tenant.clone();
+        let rows: Vec<(String, String)> = self
+            .db
+            .read(move |conn| {
+                let mut stmt = conn.prepare_cached(
+                    "SELECT kind, name FROM pins WHERE tenant = ?1 ORDER BY kind, name",
+                )?;
+                let rows =
+                    stmt.query_map(params![tenant.as_str()], |r| Ok((r.get(0)?, r.get(1)?)))?;
+                Ok(rows.collect::<Result<_, _>>()?)
+            })
+            .await?;
+        let mut pins: Vec<Pin> = rows
+            .into_iter()
+            .map(|(k, n)| Pin::parse(&k, &n))
+            .collect::<Result<_>>()?;
+        pins.sort();
+        Ok(pins)
+    }
+
+    pub(super) async fn tenants_with_commits(&self) -> Result<Vec<TenantId>> {
+        let rows: Vec<String> = self
+            .db
+            .read(|conn| {
+                let mut stmt =
+                    conn.prepare_cached("SELECT DISTINCT tenant FROM commits ORDER BY tenant")?;
+                let rows = stmt.query_map([], |r| r.get(0))?;
+                Ok(rows.collect::<Result<_, _>>()?)
+            })
+            .await?;
+        rows.into_iter()
+            .map(|t| {
+                t.parse()
+                    .map_err(|_| Error::internal(format!("commits hold a malformed tenant {t:?}")))
+            })
+            .collect()
+    }
+
+    pub(super) async fn purge_wal(&self) -> Result<()> {
+        self.db
+            .write(|conn| {
+                // Deleted rows were zeroed in their pages (secure_delete);
+                // their old images still sit in the log until it is
+                // checkpointed, so checkpoint it and cut it to zero bytes.
+                let busy: i64 =
+                    conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| r.get(0))?;
+                if busy != 0 {
+                    return Err(Error::unavailable(
+                        "a reader held the write-ahead log: erased bytes may remain in it until the next erase or restart",
+                    )
+                    .into());
+                }
+                Ok(())
+            })
+            .await
+    }
+}

@@ -1,0 +1,233 @@
+//! Erasure against a real `ctx serve`: no byte left behind (a canary in
+//! one session's deltas and summary, materialized, translated and forked,
+//! then erased with cascade, is in no file of the data directory, SQLite's
+//! database and write-ahead log included), the 409 that touches nothing
+//! without cascade, and an erase killed with SIGKILL part-way that a second
+//! run finishes.
+
+use std::path::Path;
+
+use ctx_tests::{Http, Server};
+use serde_json::{Value, json};
+
+const CANARY: &str = "CANARY-9f1c2e7a-do-not-keep";
+
+/// Every file under `dir` that holds `needle`.
+fn files_holding(dir: &Path, needle: &[u8]) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut stack = vec![dir.to_owned()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).expect("read dir") {
+            let path = entry.expect("entry").path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if let Ok(bytes) = std::fs::read(&path)
+                && bytes.windows(needle.len()).any(|w| w == needle)
+            {
+                found.push(path.display().to_string());
+            }
+        }
+    }
+    found.sort();
+    found
+}
+
+async fn checkpoint(
+    http: &Http,
+    session: &str,
+    parent: Option<&str>,
+    delta: &str,
+    at: u32,
+) -> String {
+    let mut body = json!({
+        "commit_type": "delta", "format": "raw", "template": "t",
+        "principal": "agent", "checkpoint": "turn_boundary",
+        "session_id": session,
+        "delta": delta,
+        "created_at": format!("2026-11-22T00:00:{at:02}Z"),
+    });
+    if let Some(p) = parent {
+        body["parent"] = json!(p);
+    }
+    let c = http.ok("POST", "/v1/commits", Some(&body)).await;
+    c["id"].as_str().expect("id").to_owned()
+}
+
+async fn materialize(http: &Http, id: &str, format: Option<&str>) -> Value {
+    let mut body = json!({"stop": "root"});
+    if let Some(f) = format {
+        body["format"] = json!(f);
+    }
+    http.ok(
+        "POST",
+        &format!("/v1/commits/{id}/materialize"),
+        Some(&body),
+    )
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_erased_session_leaves_no_byte_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path());
+    let http = server.client();
+
+    // The session holding the canary: three deltas, a summary, cached
+    // materializations in its own format and translated.
+    let c0 = checkpoint(
+        &http,
+        "canary",
+        None,
+        &format!("user: remember {CANARY}\n"),
+        0,
+    )
+    .await;
+    let c1 = checkpoint(&http, "canary", Some(&c0), "assistant: noted\n", 1).await;
+    let c2 = checkpoint(
+        &http,
+        "canary",
+        Some(&c1),
+        &format!("user: again {CANARY}\n"),
+        2,
+    )
+    .await;
+    http.ok(
+        "PATCH",
+        &format!("/v1/commits/{c1}"),
+        Some(&json!({"summary": format!("the user said {CANARY}")})),
+    )
+    .await;
+    materialize(&http, &c2, None).await;
+    let translated = materialize(&http, &c2, Some("openai-chat-v1")).await;
+    assert_ne!(translated["tier"], "native", "{translated}");
+    http.ok(
+        "PUT",
+        "/v1/refs/sessions/canary",
+        Some(&json!({"target": c2})),
+    )
+    .await;
+    // A second session forks from it; its materialization holds the canary.
+    let f0 = checkpoint(&http, "fork", Some(&c2), "user: and then?\n", 3).await;
+    materialize(&http, &f0, None).await;
+    // An unrelated session that must survive.
+    let o0 = checkpoint(&http, "other", None, "user: unrelated\n", 4).await;
+    let before = files_holding(dir.path(), CANARY.as_bytes());
+    assert!(
+        before.len() >= 4,
+        "the canary is stored before the erase: {before:?}"
+    );
+
+    // Without cascade: 409 naming the fork, and nothing removed.
+    let out = server.cli_output(&["session", "erase", "canary"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(&f0), "{err}");
+    for id in [&c0, &c1, &c2, &f0] {
+        http.ok("GET", &format!("/v1/commits/{id}"), None).await;
+    }
+    assert_eq!(files_holding(dir.path(), CANARY.as_bytes()), before);
+
+    // With cascade, through the CLI.
+    let (code, out) = server.cli(&["session", "erase", "canary", "--cascade", "--json"]);
+    assert_eq!(code, 0);
+    let erased: Value = serde_json::from_slice(&out).unwrap();
+    assert_eq!(erased["commits"], 4, "{erased}");
+    assert_eq!(erased["cascaded"], 1, "{erased}");
+    assert_eq!(erased["refs"], 1, "{erased}");
+    assert!(erased["artifacts"].as_u64().unwrap() >= 6, "{erased}");
+    assert_eq!(erased["cache"], 3, "{erased}");
+
+    let left = files_holding(dir.path(), CANARY.as_bytes());
+    assert!(left.is_empty(), "the canary survives in {left:?}");
+    for id in [&c0, &c1, &c2, &f0] {
+        let (status, _) = http
+            .call("GET", &format!("/v1/commits/{id}"), None)
+            .await
+            .unwrap();
+        assert_eq!(status, 404);
+    }
+    assert_eq!(http.materialize(&o0, "root").await, b"user: unrelated\n");
+    let (status, _) = http
+        .call("DELETE", "/v1/sessions/canary", None)
+        .await
+        .unwrap();
+    assert_eq!(status, 404, "erased already");
+    server.kill();
+    let left = files_holding(dir.path(), CANARY.as_bytes());
+    assert!(left.is_empty(), "after the server stopped: {left:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_erase_killed_part_way_is_finished_by_running_it_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path());
+    let http = server.client();
+    let n = 300;
+    let mut parent: Option<String> = None;
+    for i in 0..n {
+        let id = checkpoint(
+            &http,
+            "long",
+            parent.as_deref(),
+            &format!("turn {i} {CANARY}\n"),
+            0,
+        )
+        .await;
+        parent = Some(id);
+    }
+    let tip = parent.unwrap();
+    materialize(&http, &tip, None).await;
+    let keep = checkpoint(&http, "keep", None, "kept\n", 1).await;
+
+    // Erase in the background and kill the server while it runs.
+    let url = format!("{}/v1/sessions/long", server.url);
+    let token = server.token.clone();
+    let eraser = tokio::spawn(async move {
+        reqwest::Client::new()
+            .delete(url)
+            .bearer_auth(token)
+            .send()
+            .await
+    });
+    // Kill once some (not all) commits are gone: poll the root's presence
+    // backwards from the tip.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let (status, _) = http
+            .call("GET", &format!("/v1/commits/{tip}"), None)
+            .await
+            .unwrap();
+        if status == 404 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the erase never started"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+    }
+    server.kill();
+    let _ = eraser.await;
+
+    let server = Server::start(dir.path());
+    let http = server.client();
+    // Whatever is left of the session is still consistent: every commit
+    // left has its parent.
+    let (status, r) = http
+        .call("DELETE", "/v1/sessions/long", None)
+        .await
+        .unwrap();
+    assert!(
+        status == 200 || status == 404,
+        "re-running the erase finishes it: {status} {r}"
+    );
+    let (status, _) = http
+        .call("DELETE", "/v1/sessions/long", None)
+        .await
+        .unwrap();
+    assert_eq!(status, 404, "nothing of the session is left");
+    assert_eq!(http.materialize(&keep, "root").await, b"kept\n");
+    server.kill();
+    let left = files_holding(dir.path(), CANARY.as_bytes());
+    assert!(left.is_empty(), "the canary survives in {left:?}");
+}
