@@ -70,6 +70,20 @@ def test_openapi_paths_are_covered(client: Client) -> None:
         ("post", "/v1/workspaces/{ws}/append/{path}"),
         ("get", "/v1/workspaces/{ws}/context"),
         ("post", "/v1/gc"),
+        ("delete", "/v1/sessions/{id}"),
+        ("get", "/v1/pins"),
+        ("put", "/v1/pins/{kind}/{name}"),
+        ("delete", "/v1/pins/{kind}/{name}"),
+        ("get", "/v1/agents/{agent}"),
+        ("patch", "/v1/agents/{agent}"),
+        ("post", "/v1/agents/{agent}/clear"),
+        ("get", "/v1/agents/{agent}/window"),
+        ("post", "/v1/agents/{agent}/saves"),
+        ("get", "/v1/agents/{agent}/saves"),
+        ("get", "/v1/agents/{agent}/saves/{save_id}"),
+        ("post", "/v1/agents/{agent}/saves/{save_id}/restore"),
+        ("put", "/v1/agents/{agent}/working-context"),
+        ("post", "/v1/agents/{agent}/working-context/restore"),
     }
     served = {
         (method, path)
@@ -166,3 +180,43 @@ def test_gc_pages_report_and_keep_what_is_young(client: Client) -> None:
     while report.get("next"):
         report = client.gc(cursor=report["next"])
         assert report["removed"] == []
+
+
+def test_erase_and_pins(client: Client) -> None:
+    tip = client.checkpoint(
+        delta="doomed turn\n", principal="py", template="t", format="raw", session_id="py-doomed"
+    )["id"]
+    client.pin("session", "py-doomed")
+    assert {"kind": "session", "name": "py-doomed"} in client.list_pins()["pins"]
+    client.unpin("session", "py-doomed")
+    erased = client.erase_session("py-doomed")
+    assert erased["commits"] == 1
+    with pytest.raises(NotFoundError):
+        client.get_commit(tip)
+    with pytest.raises(NotFoundError):
+        client.erase_session("py-doomed")
+
+
+def test_an_agents_live_context(client: Client) -> None:
+    agent = "py-agent"
+    assert client.context_window(agent)["message_count"] == 0, "a fresh agent: empty"
+    client.set_agent(agent, window_seconds=3600)
+    assert client.get_agent(agent)["window_seconds"] == 3600
+    client.checkpoint(
+        delta='[{"role":"user","content":"hello"}]',
+        principal=agent,
+        template="t",
+        format="openai-chat-v1",
+        thread_id="t1",
+    )
+    window = client.context_window(agent, thread_id="t1")
+    assert window["message_count"] == 1 and window["reason"] == "window"
+    save = client.save_context(agent, description="before clear")
+    assert [s["save_id"] for s in client.list_saves(agent)["saves"]][0] == save["save_id"]
+    assert client.get_save(agent, save["save_id"])["message_count"] == 1
+    client.clear_context(agent)
+    assert client.context_window(agent)["message_count"] == 0
+    client.restore_save(agent, save["save_id"])
+    assert client.context_window(agent)["message_count"] == 1
+    restored = client.restore_working_context(agent, raw_tail_turns=2)
+    assert restored["source"] == "rebuilt"

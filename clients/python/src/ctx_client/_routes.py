@@ -337,6 +337,130 @@ def session_end(session_id: str) -> Call[dict[str, Any]]:
     return Call("POST", f"/v1/sessions/{seg(session_id)}/end", parse_json)
 
 
+def erase_session(session_id: str, cascade: bool = False) -> Call[dict[str, Any]]:
+    """``DELETE /v1/sessions/{id}``: erases the session for good (its
+    commits, deltas, cached results and refs); forks in other sessions are a
+    409 unless ``cascade``."""
+    return Call(
+        "DELETE",
+        f"/v1/sessions/{seg(session_id)}",
+        parse_json,
+        params={"cascade": "true" if cascade else "false"},
+    )
+
+
+def list_pins() -> Call[dict[str, Any]]:
+    """``GET /v1/pins``: what retention never erases."""
+    return Call("GET", "/v1/pins", parse_json)
+
+
+def pin(kind: str, name: str) -> Call[dict[str, Any]]:
+    """``PUT /v1/pins/{kind}/{name}``: ``kind`` is ``session`` or ``ref``."""
+    return Call("PUT", f"/v1/pins/{seg(kind)}/{name_path(name)}", parse_json)
+
+
+def unpin(kind: str, name: str) -> Call[dict[str, Any]]:
+    """``DELETE /v1/pins/{kind}/{name}``."""
+    return Call("DELETE", f"/v1/pins/{seg(kind)}/{name_path(name)}", parse_json)
+
+
+# --- agents' live context --------------------------------------------------
+
+
+def get_agent(agent: str) -> Call[dict[str, Any]]:
+    """``GET /v1/agents/{agent}``: settings and clear marker."""
+    return Call("GET", f"/v1/agents/{seg(agent)}", parse_json)
+
+
+def set_agent(
+    agent: str,
+    window_seconds: int | None = None,
+    persist_working_context: bool | None = None,
+) -> Call[dict[str, Any]]:
+    """``PATCH /v1/agents/{agent}``: sets the fields given."""
+    body = _drop_none(
+        {"window_seconds": window_seconds, "persist_working_context": persist_working_context}
+    )
+    return Call("PATCH", f"/v1/agents/{seg(agent)}", parse_json, json_body=body, has_json=True)
+
+
+def clear_context(agent: str) -> Call[dict[str, Any]]:
+    """``POST /v1/agents/{agent}/clear``: a marker; deletes nothing."""
+    return Call("POST", f"/v1/agents/{seg(agent)}/clear", parse_json)
+
+
+def context_window(
+    agent: str, thread_id: str | None = None, format: str | None = None
+) -> Call[dict[str, Any]]:
+    """``GET /v1/agents/{agent}/window``: the messages since
+    max(last clear, now - window)."""
+    params = _drop_none({"thread_id": thread_id, "format": format})
+    return Call("GET", f"/v1/agents/{seg(agent)}/window", parse_json, params=params or None)
+
+
+def save_context(agent: str, description: str | None = None) -> Call[dict[str, Any]]:
+    """``POST /v1/agents/{agent}/saves``: snapshots every thread's window."""
+    return Call(
+        "POST",
+        f"/v1/agents/{seg(agent)}/saves",
+        parse_json,
+        json_body=_drop_none({"description": description}),
+        has_json=True,
+    )
+
+
+def list_saves(agent: str) -> Call[dict[str, Any]]:
+    """``GET /v1/agents/{agent}/saves``: newest first."""
+    return Call("GET", f"/v1/agents/{seg(agent)}/saves", parse_json)
+
+
+def get_save(agent: str, save_id: str) -> Call[dict[str, Any]]:
+    """``GET /v1/agents/{agent}/saves/{save_id}``: the session file."""
+    return Call("GET", f"/v1/agents/{seg(agent)}/saves/{seg(save_id)}", parse_json)
+
+
+def restore_save(agent: str, save_id: str) -> Call[dict[str, Any]]:
+    """``POST /v1/agents/{agent}/saves/{save_id}/restore``."""
+    return Call("POST", f"/v1/agents/{seg(agent)}/saves/{seg(save_id)}/restore", parse_json)
+
+
+def put_working_context(agent: str, snapshot: dict[str, Any]) -> Call[dict[str, Any]]:
+    """``PUT /v1/agents/{agent}/working-context``: the cache, validated."""
+    return Call(
+        "PUT",
+        f"/v1/agents/{seg(agent)}/working-context",
+        parse_json,
+        json_body=snapshot,
+        has_json=True,
+    )
+
+
+def restore_working_context(
+    agent: str,
+    system_prompt: str | None = None,
+    max_episodic: int | None = None,
+    max_semantic: int | None = None,
+    raw_tail_turns: int | None = None,
+) -> Call[dict[str, Any]]:
+    """``POST /v1/agents/{agent}/working-context/restore``: from the cache
+    when it is good, rebuilt from the agent's memory when not."""
+    body = _drop_none(
+        {
+            "system_prompt": system_prompt,
+            "max_episodic": max_episodic,
+            "max_semantic": max_semantic,
+            "raw_tail_turns": raw_tail_turns,
+        }
+    )
+    return Call(
+        "POST",
+        f"/v1/agents/{seg(agent)}/working-context/restore",
+        parse_json,
+        json_body=body,
+        has_json=True,
+    )
+
+
 # --- workspaces ------------------------------------------------------------
 
 
