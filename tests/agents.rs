@@ -455,24 +455,9 @@ async fn context_and_settings_survive_a_restart() {
 /// context tools against a real server.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_mcp_client_manages_an_agents_context() {
-    let required = ctx_core::config::harness_flag("CTX_TEST_MCP");
-    let here = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("mcp");
-    let setup = std::process::Command::new(here.join("setup"))
-        .output()
-        .expect("tests/mcp/setup runs");
-    if !setup.status.success() {
-        let why = String::from_utf8_lossy(&setup.stderr).to_string();
-        assert!(
-            !required,
-            "CTX_TEST_MCP=1 but the mcp package could not be installed: {why}"
-        );
-        eprintln!("NOT RUN: the Python mcp package is not installable here: {why}");
+    let Some((python, here)) = ctx_tests::mcp_python() else {
         return;
-    }
-    let python = String::from_utf8(setup.stdout)
-        .expect("utf-8")
-        .trim()
-        .to_owned();
+    };
     let dir = tempfile::tempdir().expect("tempdir");
     let server = Server::start(dir.path());
     let c = server.client();

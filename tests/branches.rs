@@ -362,21 +362,9 @@ async fn strict_validation_separates_tokens_of_one_tenant() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_mcp_client_runs_the_branch_tools() {
-    let required = ctx_core::config::harness_flag("CTX_TEST_MCP");
-    let here = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("mcp");
-    let setup = Command::new(here.join("setup"))
-        .output()
-        .expect("tests/mcp/setup runs");
-    if !setup.status.success() {
-        let why = String::from_utf8_lossy(&setup.stderr).to_string();
-        assert!(
-            !required,
-            "CTX_TEST_MCP=1 but the mcp package could not be installed: {why}"
-        );
-        eprintln!("NOT RUN: the Python mcp package is not installable here: {why}");
+    let Some((python, here)) = ctx_tests::mcp_python() else {
         return;
-    }
-    let python = text(&setup.stdout);
+    };
     // `ctx mcp` on stdio, then `ctx serve`'s /mcp over streamable HTTP.
     for transport in ["stdio", "http"] {
         let dir = tempfile::tempdir().unwrap();

@@ -184,6 +184,31 @@ impl Drop for Server {
     }
 }
 
+/// The Python `mcp` package's interpreter (tests/mcp/setup installs it once)
+/// and the folder of the MCP client scripts; `None` (said on stderr) when
+/// it cannot be installed here, which `CTX_TEST_MCP=1` makes a failure.
+pub fn mcp_python() -> Option<(String, PathBuf)> {
+    let required = ctx_core::config::harness_flag("CTX_TEST_MCP");
+    let here = Path::new(env!("CARGO_MANIFEST_DIR")).join("mcp");
+    let setup = Command::new(here.join("setup"))
+        .output()
+        .expect("tests/mcp/setup runs");
+    if !setup.status.success() {
+        let why = String::from_utf8_lossy(&setup.stderr).to_string();
+        assert!(
+            !required,
+            "CTX_TEST_MCP=1 but the mcp package could not be installed: {why}"
+        );
+        eprintln!("NOT RUN: the Python mcp package is not installable here: {why}");
+        return None;
+    }
+    let python = String::from_utf8(setup.stdout)
+        .expect("utf-8")
+        .trim()
+        .to_owned();
+    Some((python, here))
+}
+
 /// Whether tests against the AWS emulator should run: yes when
 /// `AWS_ENDPOINT_URL` is set (and then it must answer); with
 /// `CTX_TEST_AWS=1` it must be set.

@@ -26,7 +26,7 @@ use std::time::Duration;
 
 use clap::{Args, Subcommand, ValueEnum};
 use ctx_core::clock::{Clock, IdSource, OsRandom, SystemClock};
-use ctx_core::format::{FormatId, SegmentKind, segments};
+use ctx_core::format::{FormatId, segments};
 use ctx_core::store::RefMove;
 use ctx_core::wire::{CheckpointRequest, MaterializeRequest};
 use ctx_core::{
@@ -38,6 +38,7 @@ use serde_json::{Map, Value, json};
 
 use crate::client::Client;
 use crate::commands::{rev, wire_value};
+use crate::import::segment_request;
 use crate::{Conn, Remote, print_json};
 
 /// The Claude Code events whose hooks checkpoint.
@@ -613,39 +614,18 @@ async fn append(
     session: Option<&SessionId>,
     trigger: Trigger,
 ) -> Result<(CommitId, usize)> {
-    let format: FormatId = "claude-code-v1"
-        .parse()
-        .expect("claude-code-v1 is a format id");
     let segs = segments(lines)?;
     let mut parent = tip;
     for (i, seg) in segs.iter().enumerate() {
-        let last = i + 1 == segs.len();
-        let compaction = seg.kind == SegmentKind::Compaction && parent.is_some();
         let text = std::str::from_utf8(&lines[seg.range.clone()])
             .map_err(|e| Error::invalid("transcript", format!("not UTF-8: {e}")))?;
         let req = CheckpointRequest {
-            parent,
-            commit_type: if compaction {
-                CommitType::Compaction
-            } else {
-                CommitType::Delta
-            },
-            checkpoint: if compaction {
-                Trigger::Compaction
-            } else {
-                trigger
-            },
             session_id: session.cloned(),
-            created_at: seg
-                .timestamp
-                .as_deref()
-                .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
-                .map(|t| t.with_timezone(&chrono::Utc)),
-            ref_move: last.then(|| RefMove {
+            ref_move: (i + 1 == segs.len()).then(|| RefMove {
                 name: name.clone(),
                 expected: tip,
             }),
-            ..CheckpointRequest::new(principal.clone(), template, format.clone(), text)
+            ..segment_request(seg, text, parent, trigger, principal, template)
         };
         parent = Some(client.checkpoint(&req).await?.commit.id);
     }

@@ -14,7 +14,7 @@ use std::path::PathBuf;
 
 use chrono::{DateTime, Duration, Utc};
 use clap::{Args, Subcommand};
-use ctx_core::format::{FormatId, SegmentKind, segments};
+use ctx_core::format::{FormatId, Segment, SegmentKind, segments};
 use ctx_core::wire::{CheckpointRequest, SetRefRequest};
 use ctx_core::{CommitId, CommitType, Error, ErrorKind, Principal, Result, Trigger};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -112,9 +112,6 @@ pub async fn run_import(cmd: ImportCommand) -> Result<()> {
         None => None,
     };
     let principal: Principal = wire_value("principal", &a.principal)?;
-    let format: FormatId = "claude-code-v1"
-        .parse()
-        .expect("claude-code-v1 is a format id");
     // Drawn on stderr only when it is a terminal.
     let bar = ProgressBar::new(bytes.len() as u64).with_style(
         ProgressStyle::with_template("{bar:40} {bytes}/{total_bytes} {msg}")
@@ -125,35 +122,26 @@ pub async fn run_import(cmd: ImportCommand) -> Result<()> {
     let (mut deltas, mut compactions) = (0u64, 0u64);
     let mut warnings: Vec<String> = Vec::new();
     for seg in &segs {
-        let compaction = seg.kind == SegmentKind::Compaction && parent.is_some();
-        let at = seg
-            .timestamp
-            .as_deref()
-            .and_then(|t| DateTime::parse_from_rfc3339(t).ok())
-            .map(|t| t.with_timezone(&Utc))
-            .or_else(|| last.map(|l| l + Duration::microseconds(1)));
+        let at = segment_time(seg).or_else(|| last.map(|l| l + Duration::microseconds(1)));
         last = at;
         let text = std::str::from_utf8(&bytes[seg.range.clone()])
             .map_err(|e| Error::invalid("file", format!("not UTF-8: {e}")))?;
         let req = CheckpointRequest {
-            parent,
-            commit_type: if compaction {
-                CommitType::Compaction
-            } else {
-                CommitType::Delta
-            },
-            checkpoint: if compaction {
-                Trigger::Compaction
-            } else {
-                Trigger::TurnBoundary
-            },
             session_id: session_of(seg.session_id.as_deref()),
             machine: a.machine.clone(),
             // Without any entry time the server's clock is used (and a
             // second import makes new commits).
             created_at: at,
-            ..CheckpointRequest::new(principal.clone(), &a.template, format.clone(), text)
+            ..segment_request(
+                seg,
+                text,
+                parent,
+                Trigger::TurnBoundary,
+                &principal,
+                &a.template,
+            )
         };
+        let compaction = req.commit_type == CommitType::Compaction;
         let commit = c.checkpoint(&req).await.map_err(|e| {
             let mut e = e;
             e.message = format!(
@@ -224,6 +212,47 @@ pub async fn run_import(cmd: ImportCommand) -> Result<()> {
         println!("{tip}");
         Ok(())
     }
+}
+
+/// The checkpoint of one transcript segment after `parent`, as import and
+/// the Claude Code hook cut them: a compaction commit for a compaction
+/// segment (unless it would be a root), else a delta with `trigger`; its
+/// time is the segment's newest entry's.
+pub(crate) fn segment_request(
+    seg: &Segment,
+    text: &str,
+    parent: Option<CommitId>,
+    trigger: Trigger,
+    principal: &Principal,
+    template: &str,
+) -> CheckpointRequest {
+    let compaction = seg.kind == SegmentKind::Compaction && parent.is_some();
+    let format: FormatId = "claude-code-v1"
+        .parse()
+        .expect("claude-code-v1 is a format id");
+    CheckpointRequest {
+        parent,
+        commit_type: if compaction {
+            CommitType::Compaction
+        } else {
+            CommitType::Delta
+        },
+        checkpoint: if compaction {
+            Trigger::Compaction
+        } else {
+            trigger
+        },
+        created_at: segment_time(seg),
+        ..CheckpointRequest::new(principal.clone(), template, format, text)
+    }
+}
+
+/// The time of a segment's newest entry, if it has one.
+fn segment_time(seg: &Segment) -> Option<DateTime<Utc>> {
+    seg.timestamp
+        .as_deref()
+        .and_then(|t| DateTime::parse_from_rfc3339(t).ok())
+        .map(|t| t.with_timezone(&Utc))
 }
 
 /// Runs `ctx export`.
