@@ -58,7 +58,7 @@ use ctx_core::format::FormatId;
 use ctx_core::service::{NewCommit, Stop};
 use ctx_core::store::local::{Durability, LocalBlobStore, SqliteMetaStore};
 use ctx_core::store::memory::{MemoryBlobStore, MemoryMetaStore};
-use ctx_core::store::{BlobStore, BlobStoreExt, MetaStore, Stores};
+use ctx_core::store::{BlobArea, BlobStore, BlobStoreExt, MetaStore, Stores};
 use ctx_core::{
     ArtifactRef, Commit, CommitId, CommitType, Principal, Service, SystemClock, TenantId, Trigger,
 };
@@ -918,7 +918,11 @@ async fn resume_loop(plan: &Plan) {
         // The limit of the materialize half: the parent's context read,
         // 1 KiB appended, written whole to a new file and fsynced.
         let t = Instant::now();
-        let mut out = fs::read(blobs.path_of(&tenant, &context.artifact_ref)).expect("read");
+        // Materialized results live in the cache area.
+        let cached = blobs
+            .path_in(&tenant, BlobArea::Cache, &context.artifact_ref)
+            .expect("the embedded store has a cache area");
+        let mut out = fs::read(cached).expect("read");
         out.extend_from_slice(delta(7_002, i).as_bytes());
         let path = dir.path().join(format!("limit-{i}"));
         let mut f = File::create(&path).expect("create");

@@ -62,8 +62,8 @@ impl LocalBlobStore {
         Some(self.root.join(top).join(tenant.as_str()))
     }
 
-    /// Where an artifact lives in `area`.
-    fn path_in(
+    /// Where an artifact lives in `area` (`None` for the staging area).
+    pub fn path_in(
         &self,
         tenant: &TenantId,
         area: BlobArea,
