@@ -66,10 +66,22 @@ fn pin_of(kind: &str, name: &str) -> crate::error::Result<Pin> {
     })
 }
 
+/// What a pin names, as its route's `kind` says it (a schema only: the
+/// handlers read the path themselves, refusing another kind with a 400).
+#[derive(utoipa::ToSchema)]
+#[schema(rename_all = "lowercase")]
+#[allow(dead_code)]
+enum PinKind {
+    /// A session id.
+    Session,
+    /// A ref name.
+    Ref,
+}
+
 /// Pins a session (`kind` `session`) or a ref (`ref`): retention never
 /// erases the session, or the session the ref's target belongs to.
 #[utoipa::path(put, path = "/v1/pins/{kind}/{name}", tag = "lifecycle",
-    params(("kind" = String, Path, description = "`session` or `ref`"),
+    params(("kind" = inline(PinKind), Path, description = "`session` or `ref`"),
         ("name" = String, Path, description = "the session id or ref name; may contain '/'")),
     responses((status = 200, description = "Pinned", body = PinChanged),
         (status = 400, description = "An unknown kind, or a malformed name", body = ErrorBody)),
@@ -90,7 +102,7 @@ pub(super) async fn set_pin(
 
 /// Unpins a session or ref.
 #[utoipa::path(delete, path = "/v1/pins/{kind}/{name}", tag = "lifecycle",
-    params(("kind" = String, Path, description = "`session` or `ref`"),
+    params(("kind" = inline(PinKind), Path, description = "`session` or `ref`"),
         ("name" = String, Path, description = "the session id or ref name; may contain '/'")),
     responses((status = 200, description = "Unpinned", body = PinChanged),
         (status = 400, description = "An unknown kind, or a malformed name", body = ErrorBody)),

@@ -704,7 +704,7 @@ async fn summarize(
 /// cache entry or pending upload needs and that are older than the grace
 /// period (`CTX_GC_GRACE_SECS`) are removed (or, with `dry_run`, listed).
 /// Call again with `cursor` set to the report's `next` until it is absent.
-#[utoipa::path(post, path = "/v1/gc", tag = "artifacts", request_body = GcRequest,
+#[utoipa::path(post, path = "/v1/gc", tag = "artifacts", request_body = Option<GcRequest>,
     responses((status = 200, description = "What this page removed (or would remove)", body = GcReport),
         (status = 400, description = "A malformed request, a cursor no call handed out, or a limit out of range", body = ErrorBody),
         (status = 413, description = "A body over the JSON limit", body = ErrorBody)),
