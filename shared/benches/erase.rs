@@ -98,7 +98,7 @@ async fn main() {
     service
         .stores()
         .meta
-        .purge_deleted()
+        .compact()
         .await
         .expect("checkpoint the log");
     let before = sizes(dir.path());

@@ -141,7 +141,7 @@ impl Service {
         }
         let mut report = self.erase_commits(tenant, all).await?;
         report.cascaded = foreign.len() as u64;
-        self.stores.meta.purge_deleted().await?;
+        self.stores.meta.compact().await?;
         Ok(report)
     }
 

@@ -612,12 +612,17 @@ pub trait MetaStore: Send + Sync + 'static {
         ))
     }
 
-    /// Gives space freed by large deletes back to the filesystem (SQLite:
-    /// an incremental vacuum); returns the bytes given back. Nothing to do
-    /// for stores that manage their own space.
+    /// After deletes (an erase, a collection): gives the space they freed
+    /// back to the filesystem and makes what they removed unrecoverable
+    /// from the store's own files; returns the bytes given back. SQLite
+    /// zeroes deleted rows in place (`secure_delete`), runs an incremental
+    /// vacuum when enough pages are free, and checkpoints and truncates its
+    /// write-ahead log, which still holds the old images. Nothing to do for
+    /// stores that manage their own space and whose deletes are final.
     ///
     /// # Errors
-    /// `Unavailable`.
+    /// `Unavailable`, also when a reader held the write-ahead log so that
+    /// removed bytes may remain in it until the next compaction.
     async fn compact(&self) -> Result<u64> {
         Ok(0)
     }
@@ -839,18 +844,6 @@ pub trait MetaStore: Send + Sync + 'static {
     /// # Errors
     /// `Unavailable`.
     async fn commit_tenants(&self) -> Result<Vec<TenantId>>;
-
-    /// Makes what was deleted unrecoverable from the store's own files,
-    /// after an erase. SQLite zeroes deleted rows in place
-    /// (`secure_delete`) but keeps their old images in the write-ahead log
-    /// until it is checkpointed, so it checkpoints and truncates the log;
-    /// stores whose deletes are final have nothing to do.
-    ///
-    /// # Errors
-    /// `Unavailable` when the log could not be truncated (a reader held it).
-    async fn purge_deleted(&self) -> Result<()> {
-        Ok(())
-    }
 }
 
 /// What references an artifact (see [`MetaStore::artifact_users`]).

@@ -272,23 +272,4 @@ impl SqliteMetaStore {
             })
             .collect()
     }
-
-    pub(super) async fn purge_wal(&self) -> Result<()> {
-        self.db
-            .write(|conn| {
-                // Deleted rows were zeroed in their pages (secure_delete);
-                // their old images still sit in the log until it is
-                // checkpointed, so checkpoint it and cut it to zero bytes.
-                let busy: i64 =
-                    conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| r.get(0))?;
-                if busy != 0 {
-                    return Err(Error::unavailable(
-                        "a reader held the write-ahead log: erased bytes may remain in it until the next erase or restart",
-                    )
-                    .into());
-                }
-                Ok(())
-            })
-            .await
-    }
 }

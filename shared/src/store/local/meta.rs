@@ -568,7 +568,11 @@ impl MetaStore for SqliteMetaStore {
 
     async fn compact(&self) -> Result<u64> {
         self.db
-            .write(|conn| super::vacuum_if_worth(conn, VACUUM_MIN_PAGES))
+            .write(|conn| {
+                let given_back = super::vacuum_if_worth(conn, VACUUM_MIN_PAGES)?;
+                super::truncate_wal(conn)?;
+                Ok(given_back)
+            })
             .await
     }
 
@@ -723,10 +727,6 @@ impl MetaStore for SqliteMetaStore {
 
     async fn commit_tenants(&self) -> Result<Vec<TenantId>> {
         self.tenants_with_commits().await
-    }
-
-    async fn purge_deleted(&self) -> Result<()> {
-        self.purge_wal().await
     }
 }
 

@@ -144,15 +144,22 @@ pub fn checkpoint_wal(data_dir: &Path) -> Result<()> {
     let conn = Connection::open(&path).map_err(LocalError::from)?;
     conn.busy_timeout(std::time::Duration::from_secs(10))
         .map_err(LocalError::from)?;
+    truncate_wal(&conn).map_err(|e| {
+        let e: Error = e.into();
+        Error::unavailable(format!("{}: {}", path.display(), e.message))
+    })
+}
+
+/// Checkpoints the write-ahead log into the database and cuts it to zero
+/// bytes (what it held, erased rows' old images included, is gone).
+fn truncate_wal(conn: &Connection) -> Result<(), LocalError> {
     // One row: busy (1 when it could not finish), log frames, frames done.
-    let busy: i64 = conn
-        .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| r.get(0))
-        .map_err(LocalError::from)?;
+    let busy: i64 = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| r.get(0))?;
     if busy != 0 {
-        return Err(Error::unavailable(format!(
-            "{} is in use: its write-ahead log was not truncated",
-            path.display()
-        )));
+        return Err(Error::unavailable(
+            "a reader held the write-ahead log: it was not truncated (removed bytes may remain in it until the next compaction)",
+        )
+        .into());
     }
     Ok(())
 }
