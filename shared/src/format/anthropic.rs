@@ -375,16 +375,6 @@ impl Codec for AnthropicCodec {
         join_arrays(ID, parts)
     }
 
-    fn concat_onto(&self, prefix: &Bytes, parts: &[Bytes]) -> Option<Result<Bytes>> {
-        // A joined array's inside is its parts' insides joined by commas
-        // (empty ones dropped), so joining it again with more parts is
-        // joining all of them.
-        let mut all = Vec::with_capacity(parts.len() + 1);
-        all.push(prefix.clone());
-        all.extend_from_slice(parts);
-        Some(self.concat(&all))
-    }
-
     fn to_canonical(&self, bytes: &[u8]) -> Result<Conversation> {
         let items = parse_array(ID, bytes)?;
         let mut messages = Vec::with_capacity(items.len());

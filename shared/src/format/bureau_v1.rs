@@ -528,15 +528,6 @@ impl Codec for BureauV1Codec {
         concat_arrays(ID, parts)
     }
 
-    fn concat_onto(&self, prefix: &Bytes, parts: &[Bytes]) -> Option<Result<Bytes>> {
-        // A joined array is a definite-length header and its parts' items,
-        // so joining it again with more parts is joining all of them.
-        let mut all = Vec::with_capacity(parts.len() + 1);
-        all.push(prefix.clone());
-        all.extend_from_slice(parts);
-        Some(self.concat(&all))
-    }
-
     fn to_canonical(&self, bytes: &[u8]) -> Result<Conversation> {
         Ok(to_canonical(decode(bytes)?))
     }

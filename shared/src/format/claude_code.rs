@@ -238,14 +238,6 @@ impl Codec for ClaudeCodeCodec {
         Ok(append(parts))
     }
 
-    fn concat_onto(&self, prefix: &Bytes, parts: &[Bytes]) -> Option<Result<Bytes>> {
-        // Line append is associative: the prefix is the parts' lines.
-        let mut all = Vec::with_capacity(parts.len() + 1);
-        all.push(prefix.clone());
-        all.extend_from_slice(parts);
-        Some(self.concat(&all))
-    }
-
     fn to_canonical(&self, bytes: &[u8]) -> Result<Conversation> {
         Ok(decode(bytes)?.0)
     }

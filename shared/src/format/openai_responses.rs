@@ -438,15 +438,6 @@ impl Codec for OpenAiResponsesCodec {
         join_arrays(ID, parts)
     }
 
-    fn concat_onto(&self, prefix: &Bytes, parts: &[Bytes]) -> Option<Result<Bytes>> {
-        // A joined array is its parts' elements between one pair of
-        // brackets, so joining it with more parts is joining all of them.
-        let mut all = Vec::with_capacity(parts.len() + 1);
-        all.push(prefix.clone());
-        all.extend_from_slice(parts);
-        Some(self.concat(&all))
-    }
-
     fn to_canonical(&self, bytes: &[u8]) -> Result<Conversation> {
         Ok(decode(bytes)?.0)
     }

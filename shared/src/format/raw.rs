@@ -53,14 +53,6 @@ impl Codec for RawCodec {
         Ok(append(parts))
     }
 
-    fn concat_onto(&self, prefix: &Bytes, parts: &[Bytes]) -> Option<Result<Bytes>> {
-        // Byte append is associative: the prefix is the parts' bytes.
-        let mut all = Vec::with_capacity(parts.len() + 1);
-        all.push(prefix.clone());
-        all.extend_from_slice(parts);
-        Some(self.concat(&all))
-    }
-
     fn count(&self, delta: &[u8]) -> Counts {
         Counts {
             messages: None,

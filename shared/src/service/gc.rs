@@ -236,54 +236,49 @@ impl Service {
             .list(tenant, cursor.area, cursor.after.as_ref(), limit)
             .await?;
         let now = self.clock.now();
-        let refs = self.stores.meta.references(tenant).await?;
         let mut report = GcReport {
             dry_run: opts.dry_run,
             scanned: page.len() as u64,
             ..GcReport::default()
         };
-        let mut candidates = Vec::new();
-        for info in &page {
-            if !self.past_grace(info, now) {
-                report.young += 1;
-            } else if named(&refs, cursor.area, &info.artifact) {
-                report.referenced += 1;
-            } else {
-                candidates.push(*info);
-            }
-        }
-        if !candidates.is_empty() && !opts.dry_run {
-            // Mark again: a commit or cache entry written since the first
-            // mark keeps its artifact. Each sweep re-checks the age
-            // atomically with the store's puts and touches, and a commit
-            // naming an artifact touches it first, so an artifact named
-            // after this mark is young by the time it could be swept.
-            let again = self.stores.meta.references(tenant).await?;
-            let cutoff = self.clock.now() - self.grace();
-            for info in candidates {
-                if named(&again, cursor.area, &info.artifact) {
-                    report.referenced += 1;
-                } else if blobs
-                    .sweep(tenant, cursor.area, &info.artifact, cutoff)
-                    .await?
-                {
-                    report.removed.push(GcRemoved {
-                        artifact: info.artifact,
-                        area: cursor.area,
-                        size: info.size,
-                    });
-                } else {
-                    report.young += 1;
-                }
-            }
+        let old: Vec<_> = page
+            .iter()
+            .filter(|info| self.past_grace(info, now))
+            .copied()
+            .collect();
+        report.young = (page.len() - old.len()) as u64;
+        // One mark per page, taken only when something is old enough to
+        // go, and as late as possible. A commit or cache entry written
+        // after it is safe without a second mark: each sweep re-checks the
+        // age atomically with the store's puts and touches, and a commit
+        // naming an artifact touches it first, so an artifact named after
+        // the mark is young by the time it could be swept.
+        let refs = if old.is_empty() {
+            Default::default()
         } else {
-            report
-                .removed
-                .extend(candidates.iter().map(|info| GcRemoved {
-                    artifact: info.artifact,
-                    area: cursor.area,
-                    size: info.size,
-                }));
+            self.stores.meta.references(tenant).await?
+        };
+        let cutoff = self.clock.now() - self.grace();
+        for info in old {
+            if named(&refs, cursor.area, &info.artifact) {
+                report.referenced += 1;
+                continue;
+            }
+            let removed = GcRemoved {
+                artifact: info.artifact,
+                area: cursor.area,
+                size: info.size,
+            };
+            if opts.dry_run {
+                report.removed.push(removed);
+            } else if blobs
+                .sweep(tenant, cursor.area, &info.artifact, cutoff)
+                .await?
+            {
+                report.removed.push(removed);
+            } else {
+                report.young += 1;
+            }
         }
         report.removed_bytes = report.removed.iter().map(|r| r.size).sum();
         let next = if page.len() == limit {

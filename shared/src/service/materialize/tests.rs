@@ -311,12 +311,14 @@ async fn materialize_does_not_extend_a_translation_or_an_evicted_artifact() {
     assert_eq!(m.message_count, 6);
 }
 
-const FORMATS: [&str; 5] = [
+const FORMATS: [&str; 7] = [
     "raw",
     "claude-code-v1",
     "anthropic-messages-v1",
     "bureau-agent-v1",
+    "bureau-agent-v2",
     "openai-chat-v1",
+    "openai-responses-v1",
 ];
 
 /// A random commit: parent choice (modulo the commits before), type.

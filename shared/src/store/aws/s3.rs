@@ -106,6 +106,17 @@ impl S3BlobStore {
         if self.stat(tenant, area, artifact).await?.is_none() {
             return Ok(false);
         }
+        self.delete_object(tenant, area, artifact).await?;
+        Ok(true)
+    }
+
+    /// DeleteObject of the artifact's key in `area`, known to exist.
+    async fn delete_object(
+        &self,
+        tenant: &TenantId,
+        area: BlobArea,
+        artifact: &ArtifactRef,
+    ) -> Result<()> {
         self.client
             .delete_object()
             .bucket(&self.bucket)
@@ -113,7 +124,7 @@ impl S3BlobStore {
             .send()
             .await
             .map_err(|e| sdk_error("S3 DeleteObject", e))?;
-        Ok(true)
+        Ok(())
     }
 }
 
@@ -372,7 +383,11 @@ impl BlobStore for S3BlobStore {
         cutoff: DateTime<Utc>,
     ) -> Result<bool> {
         match self.stat(tenant, area, artifact).await? {
-            Some(info) if info.modified < cutoff => self.delete_key(tenant, area, artifact).await,
+            // The HEAD just made found it: no second one.
+            Some(info) if info.modified < cutoff => {
+                self.delete_object(tenant, area, artifact).await?;
+                Ok(true)
+            }
             _ => Ok(false),
         }
     }

@@ -461,8 +461,7 @@ impl MetaStore for SqliteMetaStore {
                 };
                 Ok(References {
                     durable: arts(
-                        "SELECT DISTINCT json_extract(body, '$.artifact_ref') FROM commits
-                         WHERE tenant = ?1",
+                        "SELECT DISTINCT artifact FROM commits WHERE tenant = ?1",
                     )?,
                     cached: arts("SELECT DISTINCT artifact FROM materialized WHERE tenant = ?1")?,
                 })

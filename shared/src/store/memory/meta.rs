@@ -580,10 +580,11 @@ impl MetaStore for MemoryMetaStore {
     }
 
     async fn delete_materialized(&self, tenant: &TenantId, key: &MaterializeKey) -> Result<bool> {
-        Ok(lock(&self.meta)
-            .materialized
-            .remove(&(tenant.clone(), key.clone()))
-            .is_some())
+        let mut m = lock(&self.meta);
+        let k = (tenant.clone(), key.clone());
+        // Its use stamp goes with it, or eviction keeps sorting over it.
+        m.cache_stamps.remove(&k);
+        Ok(m.materialized.remove(&k).is_some())
     }
 
     async fn delete_commit(&self, tenant: &TenantId, commit: &Commit) -> Result<bool> {
