@@ -269,12 +269,12 @@ impl Service {
                 area: cursor.area,
                 size: info.size,
             };
-            if opts.dry_run {
-                report.removed.push(removed);
-            } else if blobs
-                .sweep(tenant, cursor.area, &info.artifact, cutoff)
-                .await?
-            {
+            // A sweep that finds it young again (touched since) keeps it.
+            let gone = opts.dry_run
+                || blobs
+                    .sweep(tenant, cursor.area, &info.artifact, cutoff)
+                    .await?;
+            if gone {
                 report.removed.push(removed);
             } else {
                 report.young += 1;

@@ -460,9 +460,7 @@ impl MetaStore for SqliteMetaStore {
                         .collect()
                 };
                 Ok(References {
-                    durable: arts(
-                        "SELECT DISTINCT artifact FROM commits WHERE tenant = ?1",
-                    )?,
+                    durable: arts("SELECT DISTINCT artifact FROM commits WHERE tenant = ?1")?,
                     cached: arts("SELECT DISTINCT artifact FROM materialized WHERE tenant = ?1")?,
                 })
             })
