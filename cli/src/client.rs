@@ -79,6 +79,17 @@ impl Client {
         }
     }
 
+    /// A client of the same server on the same connection pool, with
+    /// `token` (no hint).
+    pub fn with_token(&self, token: Option<String>) -> Self {
+        Client {
+            http: self.http.clone(),
+            base: self.base.clone(),
+            token,
+            token_hint: None,
+        }
+    }
+
     /// The same client with a limit on each request's whole time.
     ///
     /// # Errors

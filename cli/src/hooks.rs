@@ -441,7 +441,10 @@ async fn retry_pending(a: &HookArgs, dir: &Path, current: Option<&Path>) {
         };
         for file in files.flatten() {
             let path = file.path();
-            if tried >= RETRY_OTHERS || Some(path.as_path()) == current {
+            if tried >= RETRY_OTHERS {
+                return;
+            }
+            if Some(path.as_path()) == current {
                 continue;
             }
             let Some(mut state) = read_state(&path).filter(|s| s.pending) else {
@@ -489,28 +492,14 @@ fn trigger_of(event: &str) -> Trigger {
 /// Checkpoints the complete lines of `state`'s transcript past its offset
 /// onto its ref, moving the offset and tip on success; the commits made.
 async fn sync(a: &HookArgs, state: &mut HookState) -> Result<usize> {
-    let bytes = std::fs::read(&state.transcript_path).map_err(|e| {
-        Error::unavailable(format!(
-            "cannot read the transcript {}: {e}",
-            state.transcript_path.display()
-        ))
-    })?;
-    if state.offset > bytes.len() as u64 {
-        // The file was rewritten shorter: start over; the uuids already in
-        // the chain keep it from holding anything twice.
-        state.offset = 0;
-        state.tip = None;
-    }
-    let start = usize::try_from(state.offset).expect("the offset is within the file");
-    let end = bytes[start..]
-        .iter()
-        .rposition(|&b| b == b'\n')
-        .map_or(start, |i| start + i + 1);
-    if end == start {
+    let (tail, complete) = read_tail(state)?;
+    if complete == 0 {
         state.pending = false;
         state.error = None;
         return Ok(0);
     }
+    let end = state.offset + complete as u64;
+    let new = &tail[..complete];
     let name: RefName = state.ref_name.parse()?;
     let client = a
         .remote
@@ -529,13 +518,13 @@ async fn sync(a: &HookArgs, state: &mut HookState) -> Result<usize> {
         };
         let lines = match &tip {
             Some(t) if state.tip.as_ref() != Some(t) => {
-                drop_known(&bytes[start..end], &known_uuids(&client, t).await?)
+                drop_known(new, &known_uuids(&client, t, state.tip.as_ref()).await?)
             }
-            _ => bytes[start..end].to_vec(),
+            _ => new.to_vec(),
         };
         if lines.is_empty() {
             state.tip = tip;
-            state.offset = end as u64;
+            state.offset = end;
             state.pending = false;
             state.error = None;
             return Ok(0);
@@ -554,7 +543,7 @@ async fn sync(a: &HookArgs, state: &mut HookState) -> Result<usize> {
         {
             Ok((new_tip, made)) => {
                 state.tip = Some(new_tip);
-                state.offset = end as u64;
+                state.offset = end;
                 state.pending = false;
                 state.error = None;
                 return Ok(made);
@@ -569,10 +558,27 @@ async fn sync(a: &HookArgs, state: &mut HookState) -> Result<usize> {
     ))
 }
 
-/// The `uuid` of every entry in the chain at `tip`, from its root.
-async fn known_uuids(client: &Client, tip: &CommitId) -> Result<HashSet<String>> {
-    let req = transcript_request()?;
-    let (_, bytes) = client.materialize_and_download(tip, &req).await?;
+/// The `uuid` of every entry the chain at `tip` added after `since` (the
+/// tip this hook left: our new lines come after it, so only what others
+/// added since can overlap them), or from the root when `since` is unknown
+/// or no longer an ancestor (the ref was moved elsewhere).
+async fn known_uuids(
+    client: &Client,
+    tip: &CommitId,
+    since: Option<&CommitId>,
+) -> Result<HashSet<String>> {
+    let from_root = transcript_request()?;
+    let req = match since {
+        Some(s) => crate::commands::materialize::request(Some(&s.to_string()), Some(CLAUDE_CODE))?,
+        None => from_root.clone(),
+    };
+    let bytes = match client.materialize_and_download(tip, &req).await {
+        Ok((_, b)) => b,
+        Err(e) if since.is_some() && e.kind == ErrorKind::Invalid => {
+            client.materialize_and_download(tip, &from_root).await?.1
+        }
+        Err(e) => return Err(e),
+    };
     Ok(bytes
         .split(|&b| b == b'\n')
         .filter_map(|l| serde_json::from_slice::<Value>(l).ok())
@@ -580,9 +586,39 @@ async fn known_uuids(client: &Client, tip: &CommitId) -> Result<HashSet<String>>
         .collect())
 }
 
+/// The transcript past `state`'s offset and how many of its bytes end in
+/// a newline (complete lines); only those bytes are read. A file shorter
+/// than the offset was rewritten: the hook starts it over (the uuids
+/// already in the chain keep it from holding anything twice).
+fn read_tail(state: &mut HookState) -> Result<(Vec<u8>, usize)> {
+    use std::io::{Seek, SeekFrom};
+    let path = &state.transcript_path;
+    let unreadable = |e: std::io::Error| {
+        Error::unavailable(format!(
+            "cannot read the transcript {}: {e}",
+            path.display()
+        ))
+    };
+    let mut file = std::fs::File::open(path).map_err(unreadable)?;
+    let len = file.metadata().map_err(unreadable)?.len();
+    if state.offset > len {
+        state.offset = 0;
+        state.tip = None;
+    }
+    file.seek(SeekFrom::Start(state.offset))
+        .map_err(unreadable)?;
+    let mut tail = Vec::new();
+    file.read_to_end(&mut tail).map_err(unreadable)?;
+    let complete = tail.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+    Ok((tail, complete))
+}
+
+/// The format of Claude Code transcripts.
+const CLAUDE_CODE: &str = "claude-code-v1";
+
 /// The whole transcript: `stop: root`, as `claude-code-v1`.
 fn transcript_request() -> Result<MaterializeRequest> {
-    crate::commands::materialize::request(Some("root"), Some("claude-code-v1"))
+    crate::commands::materialize::request(Some("root"), Some(CLAUDE_CODE))
 }
 
 /// The lines of `lines` whose `uuid` is not in `known`.
@@ -885,6 +921,10 @@ fn fork_transcript(
                 json!({"sessionId": original.get("sessionId"), "messageUuid": old}),
             );
         }
+        // A summary names the leaf it summarizes up to.
+        if let Some(leaf) = uuid_of(original, "leafUuid").and_then(|l| mapping.get(&l)) {
+            e.insert("leafUuid".into(), Value::String(leaf.clone()));
+        }
         if e.contains_key("sessionId") {
             e.insert("sessionId".into(), Value::String(session.to_owned()));
         }
@@ -1040,6 +1080,10 @@ mod tests {
         assert_eq!(lines[1]["timestamp"], "t2");
         assert_eq!(lines[2]["type"], "summary");
         assert!(lines[2].get("sessionId").is_none(), "no field is invented");
+        assert_eq!(
+            lines[2]["leafUuid"], lines[1]["uuid"],
+            "a summary points at its leaf in the new file"
+        );
         assert_eq!(lines[3]["type"], "custom-title");
         assert_eq!(lines[3]["timestamp"], "t9");
         let e = fork_transcript(b"not json\n", "new", "t9", &from, &SeededIds::new(1)).unwrap_err();

@@ -299,9 +299,10 @@ const INSTRUCTIONS: &str = "On the first turn, read_context(image_id) gives the 
 enum Calls {
     /// `ctx mcp`: one client, its token from the command line.
     Fixed(std::sync::Arc<Client>),
-    /// `ctx serve`'s `/mcp`: the server itself at `base`, with the bearer
-    /// token of the HTTP request that carried the call.
-    Loopback(String),
+    /// `ctx serve`'s `/mcp`: the server itself (one connection pool for
+    /// every call), with the bearer token of the HTTP request that carried
+    /// the call.
+    Loopback(std::sync::Arc<Client>),
 }
 
 /// The MCP server: the tools of [`tools`], run by [`call_tool`].
@@ -325,16 +326,16 @@ impl CtxMcp {
         Self::new(Calls::Fixed(std::sync::Arc::new(client)))
     }
 
-    /// For `/mcp` in `ctx serve`: every call to the server at `base` as
-    /// the HTTP request's bearer.
-    pub fn loopback(base: String) -> Self {
-        Self::new(Calls::Loopback(base))
+    /// For `/mcp` in `ctx serve`: every call to the server `server` (a
+    /// client without a token) as the HTTP request's bearer.
+    pub fn loopback(server: std::sync::Arc<Client>) -> Self {
+        Self::new(Calls::Loopback(server))
     }
 
-    fn client(&self, context: &RequestContext<RoleServer>) -> Result<std::sync::Arc<Client>> {
+    fn client(&self, context: &RequestContext<RoleServer>) -> std::sync::Arc<Client> {
         match &self.calls {
-            Calls::Fixed(c) => Ok(c.clone()),
-            Calls::Loopback(base) => {
+            Calls::Fixed(c) => c.clone(),
+            Calls::Loopback(server) => {
                 let token = context
                     .extensions
                     .get::<axum::http::request::Parts>()
@@ -342,7 +343,7 @@ impl CtxMcp {
                     .and_then(|v| v.to_str().ok())
                     .and_then(|v| v.strip_prefix("Bearer "))
                     .map(str::to_owned);
-                Ok(std::sync::Arc::new(Client::new(base, token)))
+                std::sync::Arc::new(server.with_token(token))
             }
         }
     }
@@ -376,11 +377,7 @@ impl ServerHandler for CtxMcp {
             ));
         }
         let args = Value::Object(request.arguments.unwrap_or_default());
-        let outcome = match self.client(&context) {
-            Ok(client) => call_tool(&client, name, &args).await,
-            Err(e) => Err(e),
-        };
-        Ok(match outcome {
+        Ok(match call_tool(&self.client(&context), name, &args).await {
             Ok(v) => CallToolResult::structured(v),
             Err(e) => CallToolResult::error(vec![ContentBlock::text(format!(
                 "{}: {}",
@@ -426,8 +423,9 @@ pub fn http_service(
     config.json_response = true;
     config.sse_keep_alive = None;
     config.allowed_hosts.push(host);
+    let server = std::sync::Arc::new(Client::new(&base, None));
     StreamableHttpService::new(
-        move || Ok(CtxMcp::loopback(base.clone())),
+        move || Ok(CtxMcp::loopback(server.clone())),
         std::sync::Arc::new(NeverSessionManager::default()),
         config,
     )
