@@ -164,6 +164,7 @@ async fn an_erase_killed_part_way_is_finished_by_running_it_again() {
     let http = server.client();
     let n = 300;
     let mut parent: Option<String> = None;
+    let mut root: Option<String> = None;
     for i in 0..n {
         let id = checkpoint(
             &http,
@@ -173,9 +174,10 @@ async fn an_erase_killed_part_way_is_finished_by_running_it_again() {
             0,
         )
         .await;
+        root.get_or_insert_with(|| id.clone());
         parent = Some(id);
     }
-    let tip = parent.unwrap();
+    let (root, tip) = (root.unwrap(), parent.unwrap());
     materialize(&http, &tip, None).await;
     let keep = checkpoint(&http, "keep", None, "kept\n", 1).await;
 
@@ -211,16 +213,21 @@ async fn an_erase_killed_part_way_is_finished_by_running_it_again() {
 
     let server = Server::start(dir.path());
     let http = server.client();
-    // Whatever is left of the session is still consistent: every commit
-    // left has its parent.
+    // The erase takes the tip first and the root last: with the tip gone
+    // and the root still there, the kill landed part-way.
+    let (status, _) = http
+        .call("GET", &format!("/v1/commits/{root}"), None)
+        .await
+        .unwrap();
+    assert_eq!(
+        status, 200,
+        "the erase finished before the kill: the test did not interrupt it"
+    );
     let (status, r) = http
         .call("DELETE", "/v1/sessions/long", None)
         .await
         .unwrap();
-    assert!(
-        status == 200 || status == 404,
-        "re-running the erase finishes it: {status} {r}"
-    );
+    assert_eq!(status, 200, "re-running the erase finishes it: {r}");
     let (status, _) = http
         .call("DELETE", "/v1/sessions/long", None)
         .await
