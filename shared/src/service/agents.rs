@@ -192,7 +192,7 @@ impl Service {
         let format = format.or_else(|| default_format(&commits));
         let (artifact_ref, message_count, token_count) = match (&format, commits.is_empty()) {
             (Some(f), false) => {
-                let (m, _) = self.join_commits(tenant, commits.clone(), f).await?;
+                let (m, _) = self.join_commits(tenant, &commits, f).await?;
                 (Some(m.artifact_ref), m.message_count, m.token_count)
             }
             _ => (None, 0, 0),
@@ -237,7 +237,7 @@ impl Service {
         let mut texts = Vec::new();
         for (thread_id, commits) in by_thread {
             let format = default_format(&commits).expect("a thread has commits");
-            let (m, bytes) = self.join_commits(tenant, commits.clone(), &format).await?;
+            let (m, bytes) = self.join_commits(tenant, &commits, &format).await?;
             let codec = self.formats.codec(&format);
             match codec.structured().then(|| codec.to_canonical(&bytes)) {
                 Some(Ok(conv)) => {
@@ -770,21 +770,22 @@ impl Service {
             return Ok(());
         }
         let epoch = rec.working_context.map_or(0, |p| p.epoch_id);
-        if commit.commit_type == CommitType::Delta
-            && let CacheRead::Valid(mut snapshot, _) =
-                self.read_cache(tenant, agent, rec.working_context).await?
-        {
-            let bytes = self.artifact_of(tenant, commit).await?;
-            snapshot
-                .messages
-                .extend(self.working_messages(&commit.format, &bytes));
-            self.store_snapshot(tenant, agent, &snapshot).await?;
-            return Ok(());
-        }
+        // One read of the cache: a turn extends a valid one; a compaction,
+        // or a cache that cannot be used, is rebuilt (keeping its prompt).
         let prompt = match self.read_cache(tenant, agent, rec.working_context).await? {
-            CacheRead::Valid(s, _) => {
-                system_prompt_of(&serde_json::to_value(&s).unwrap_or_default())
+            CacheRead::Valid(mut snapshot, _) if commit.commit_type == CommitType::Delta => {
+                let bytes = self.artifact_of(tenant, commit).await?;
+                snapshot
+                    .messages
+                    .extend(self.working_messages(&commit.format, &bytes));
+                self.store_snapshot(tenant, agent, &snapshot).await?;
+                return Ok(());
             }
+            CacheRead::Valid(s, _) => s
+                .messages
+                .first()
+                .filter(|m| m.role == "system")
+                .and_then(|m| m.content.clone()),
             CacheRead::Invalid(_, p) => p,
         };
         let snapshot = self

@@ -110,7 +110,7 @@ impl Service {
         format: &FormatId,
     ) -> Result<(Materialized, Bytes)> {
         let parts = self.contributing(path, stop);
-        self.join_commits(tenant, parts, format).await
+        self.join_commits(tenant, &parts, format).await
     }
 
     /// Joins the artifacts of `parts` (oldest first) in `format`: natively
@@ -118,11 +118,11 @@ impl Service {
     pub(crate) async fn join_commits(
         &self,
         tenant: &TenantId,
-        parts: Vec<Commit>,
+        parts: &[Commit],
         format: &FormatId,
     ) -> Result<(Materialized, Bytes)> {
         let format = format.clone();
-        let bytes = self.fetch_parts(tenant, &parts).await?;
+        let bytes = self.fetch_parts(tenant, parts).await?;
         let codec = self.formats.codec(&format).clone();
         let m = if parts.iter().all(|c| c.format == format) {
             let joined = codec.concat(&bytes)?;
