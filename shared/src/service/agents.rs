@@ -684,18 +684,20 @@ impl Service {
                     format!("Episodic memory:\n- {}", episodic.join("\n- ")),
                 ));
             }
-            let mut semantic = Vec::new();
-            for c in path
+            // The artifacts of each list are fetched concurrently.
+            let returns: Vec<&Commit> = path
                 .iter()
                 .filter(|c| c.checkpoint == Trigger::BranchReturn)
                 .take(opts.semantic)
                 .collect::<Vec<_>>()
                 .into_iter()
                 .rev()
-            {
-                let bytes = self.artifact_of(tenant, c).await?;
-                semantic.push(self.text_of_delta(&c.format, &bytes));
-            }
+                .collect();
+            let semantic: Vec<String> = returns
+                .iter()
+                .zip(self.fetch_parts(tenant, returns.iter().copied()).await?)
+                .map(|(c, bytes)| self.text_of_delta(&c.format, &bytes))
+                .collect();
             if !semantic.is_empty() {
                 messages.push(text_message(
                     "system",
@@ -705,8 +707,11 @@ impl Service {
                     ),
                 ));
             }
-            for c in tail.into_iter().rev() {
-                let bytes = self.artifact_of(tenant, c).await?;
+            let tail: Vec<&Commit> = tail.into_iter().rev().collect();
+            for (c, bytes) in tail
+                .iter()
+                .zip(self.fetch_parts(tenant, tail.iter().copied()).await?)
+            {
                 messages.extend(self.working_messages(&c.format, &bytes));
             }
         }

@@ -173,8 +173,12 @@ impl Service {
     }
 
     /// Reads the artifacts of `parts`, in order, 16 at a time.
-    async fn fetch_parts(&self, tenant: &TenantId, parts: &[Commit]) -> Result<Vec<Bytes>> {
-        let wanted: Vec<_> = parts.iter().map(|c| (c.id, c.artifact_ref)).collect();
+    pub(crate) async fn fetch_parts<'c>(
+        &self,
+        tenant: &TenantId,
+        parts: impl IntoIterator<Item = &'c Commit>,
+    ) -> Result<Vec<Bytes>> {
+        let wanted: Vec<_> = parts.into_iter().map(|c| (c.id, c.artifact_ref)).collect();
         stream::iter(wanted)
             .map(|(id, art)| self.artifact_at(tenant, id, art))
             .buffered(FETCH_CONCURRENCY)
