@@ -79,8 +79,10 @@ pub struct RetentionReport {
     pub removed: Erased,
 }
 
-/// Idle sessions looked at per retention pass and tenant.
-const RETENTION_BATCH: usize = 1000;
+/// Idle sessions read per page of a retention pass (a pass reads every
+/// page: sessions kept because they are pinned or forked never hide the
+/// ones after them).
+const RETENTION_PAGE: usize = if cfg!(test) { 2 } else { 500 };
 
 impl Service {
     /// Erases session `session`: its commits, their artifacts (unless
@@ -288,14 +290,45 @@ impl Service {
             return Ok(report);
         }
         let before = self.clock.now() - Duration::days(i64::from(keep_days));
-        let idle = self
-            .stores
-            .meta
-            .idle_sessions(tenant, before, RETENTION_BATCH)
-            .await?;
-        if idle.is_empty() {
-            return Ok(report);
+        let mut protected: Option<HashSet<SessionId>> = None;
+        let mut cursor: Option<SessionId> = None;
+        loop {
+            let idle = self
+                .stores
+                .meta
+                .idle_sessions(tenant, before, cursor.as_ref(), RETENTION_PAGE)
+                .await?;
+            let Some(last) = idle.last().cloned() else {
+                break;
+            };
+            let protected = match &mut protected {
+                Some(p) => p,
+                None => protected.insert(self.retention_protected(tenant).await?),
+            };
+            for session in idle {
+                if protected.contains(&session) {
+                    report.pinned.push(session);
+                    continue;
+                }
+                match self.erase_session(tenant, &session, false).await {
+                    Ok(e) => {
+                        report.removed.add(&e);
+                        report.erased.push(session);
+                    }
+                    Err(e) if e.kind == ErrorKind::Conflict => report.forked.push(session),
+                    // Erased meanwhile by someone else.
+                    Err(e) if e.kind == ErrorKind::NotFound => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            cursor = Some(last);
         }
+        Ok(report)
+    }
+
+    /// The sessions retention keeps because they, or a ref into them, are
+    /// pinned.
+    async fn retention_protected(&self, tenant: &TenantId) -> Result<HashSet<SessionId>> {
         let mut protected: HashSet<SessionId> = HashSet::new();
         for pin in self.stores.meta.pins(tenant).await? {
             match pin {
@@ -314,23 +347,7 @@ impl Service {
                 }
             }
         }
-        for session in idle {
-            if protected.contains(&session) {
-                report.pinned.push(session);
-                continue;
-            }
-            match self.erase_session(tenant, &session, false).await {
-                Ok(e) => {
-                    report.removed.add(&e);
-                    report.erased.push(session);
-                }
-                Err(e) if e.kind == ErrorKind::Conflict => report.forked.push(session),
-                // Erased meanwhile by someone else.
-                Err(e) if e.kind == ErrorKind::NotFound => {}
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(report)
+        Ok(protected)
     }
 
     /// [`Service::apply_retention`] over every tenant that has commits,

@@ -815,7 +815,8 @@ pub trait MetaStore: Send + Sync + 'static {
     ) -> Result<Vec<ArtifactUser>>;
 
     /// Up to `limit` sessions whose newest commit was created before
-    /// `before`, by session id.
+    /// `before`, by session id, starting after the session `after` (a
+    /// cursor: the last id of the previous page).
     ///
     /// # Errors
     /// `Unavailable`.
@@ -823,6 +824,7 @@ pub trait MetaStore: Send + Sync + 'static {
         &self,
         tenant: &TenantId,
         before: DateTime<Utc>,
+        after: Option<&SessionId>,
         limit: usize,
     ) -> Result<Vec<SessionId>>;
 

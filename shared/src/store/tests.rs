@@ -263,9 +263,10 @@ impl MetaStore for StaleRead {
         &self,
         tenant: &TenantId,
         before: DateTime<Utc>,
+        after: Option<&SessionId>,
         limit: usize,
     ) -> Result<Vec<SessionId>> {
-        self.inner.idle_sessions(tenant, before, limit).await
+        self.inner.idle_sessions(tenant, before, after, limit).await
     }
 
     async fn set_pin(&self, tenant: &TenantId, pin: &Pin, pinned: bool) -> Result<bool> {

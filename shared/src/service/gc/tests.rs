@@ -518,3 +518,52 @@ async fn gc_racing_checkpoints_never_sweeps_what_a_commit_names() {
         assert_eq!(there, i < OLD / 2, "old {i}");
     }
 }
+
+#[tokio::test]
+async fn gc_keeps_agent_save_files_and_working_context_snapshots() {
+    use crate::agent::wire::{WorkingContextSnapshot, WorkingMessage};
+    let f = fixture(None);
+    let (svc, tenant) = (&f.svc, &f.tenant);
+    let agent = "agent".parse().unwrap();
+    commit(svc, tenant, None, "something the agent knows\n").await;
+    let save = svc
+        .save_context(tenant, &agent, Some("before lunch".into()))
+        .await
+        .unwrap();
+    let wc = svc
+        .put_working_context(
+            tenant,
+            &agent,
+            &WorkingContextSnapshot {
+                schema_version: 1,
+                agent_id: "agent".into(),
+                epoch_id: 1,
+                last_compaction_ts: None,
+                messages: vec![WorkingMessage {
+                    role: "user".into(),
+                    content: Some("hello".into()),
+                    reasoning_content: None,
+                    tool_payload: None,
+                    media_urls: None,
+                }],
+            },
+        )
+        .await
+        .unwrap();
+    f.clock.advance_micros(48 * HOUR);
+    let done = svc.gc_all(tenant, false).await.unwrap();
+    assert!(
+        done.removed.iter().all(|r| r.area == BlobArea::Cache),
+        "{done:?}"
+    );
+    for art in [save.artifact_ref, wc.artifact_ref] {
+        assert!(f.blobs.get(tenant, &art).await.unwrap().is_some(), "{art}");
+    }
+    assert_eq!(
+        svc.restore_save(tenant, &agent, &save.save_id)
+            .await
+            .unwrap()
+            .save_id,
+        save.save_id
+    );
+}

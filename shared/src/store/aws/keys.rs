@@ -196,6 +196,11 @@ pub fn agent_pk(tenant: &TenantId, agent: &Principal) -> String {
     format!("T#{tenant}#AG#{agent}")
 }
 
+/// The start of every agent partition of `tenant`.
+pub fn agent_pk_prefix(tenant: &TenantId) -> String {
+    format!("T#{tenant}#AG#")
+}
+
 /// The sort key of an agent's record.
 pub const AGENT_SK: &str = "A";
 

@@ -85,15 +85,31 @@ impl DynamoMetaStore {
 
     /// Every sort key of partition `pk` (paginated Query, keys only).
     async fn sort_keys(&self, pk: String, limit: usize) -> Result<Vec<(String, Item)>> {
+        self.sort_keys_after(pk, None, limit).await
+    }
+
+    /// [`Self::sort_keys`] from the first sort key above `after`.
+    async fn sort_keys_after(
+        &self,
+        pk: String,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<(String, Item)>> {
         let mut out = Vec::new();
         let mut start: Option<Item> = None;
         while out.len() < limit {
-            let page = self
+            let query = self
                 .client()
                 .query()
                 .table_name(self.table())
-                .key_condition_expression("pk = :pk")
-                .expression_attribute_values(":pk", s(pk.clone()))
+                .expression_attribute_values(":pk", s(pk.clone()));
+            let query = match after {
+                Some(a) => query
+                    .key_condition_expression("pk = :pk AND sk > :after")
+                    .expression_attribute_values(":after", s(a.to_owned())),
+                None => query.key_condition_expression("pk = :pk"),
+            };
+            let page = query
                 .consistent_read(true)
                 .limit(i32::try_from(limit - out.len()).unwrap_or(i32::MAX))
                 .set_exclusive_start_key(start.take())
@@ -347,14 +363,45 @@ impl DynamoMetaStore {
         &self,
         tenant: &TenantId,
         before: DateTime<Utc>,
+        after: Option<&SessionId>,
         limit: usize,
     ) -> Result<Vec<SessionId>> {
+        /// Last-write items read per Query.
+        const PAGE: usize = 100;
         let cut = before.timestamp_micros();
         let mut out = Vec::new();
-        for (sk, item) in self
-            .sort_keys(keys::session_last_pk(tenant), usize::MAX)
-            .await?
-        {
+        let mut cursor: Option<String> = after.map(|s| s.as_str().to_owned());
+        while out.len() < limit {
+            let page = self
+                .sort_keys_after(keys::session_last_pk(tenant), cursor.as_deref(), PAGE)
+                .await?;
+            let Some((last_sk, _)) = page.last() else {
+                break;
+            };
+            cursor = Some(last_sk.clone());
+            let exhausted = page.len() < PAGE;
+            self.idle_of_page(tenant, page, before, cut, limit, &mut out)
+                .await?;
+            if exhausted {
+                break;
+            }
+        }
+        Ok(out)
+    }
+
+    /// The sessions of one page of last-write items that are idle since
+    /// `before` (`cut` in µs), appended to `out` up to `limit`; items of
+    /// erased sessions are removed on the way.
+    async fn idle_of_page(
+        &self,
+        tenant: &TenantId,
+        page: Vec<(String, Item)>,
+        before: DateTime<Utc>,
+        cut: i64,
+        limit: usize,
+        out: &mut Vec<SessionId>,
+    ) -> Result<()> {
+        for (sk, item) in page {
             if out.len() >= limit {
                 break;
             }
@@ -387,7 +434,7 @@ impl DynamoMetaStore {
                 out.push(session);
             }
         }
-        Ok(out)
+        Ok(())
     }
 
     pub(super) async fn write_pin(

@@ -622,17 +622,30 @@ impl MetaStore for DynamoMetaStore {
                 .client
                 .scan()
                 .table_name(&self.table)
-                .filter_expression("begins_with(pk, :c) OR begins_with(pk, :m)")
-                .projection_expression("pk, c.artifact_ref, m.artifact_ref")
+                .filter_expression(
+                    "begins_with(pk, :c) OR begins_with(pk, :m) OR begins_with(pk, :ag)",
+                )
+                .projection_expression(
+                    "pk, c.artifact_ref, m.artifact_ref, #s.artifact_ref, wc.artifact_ref",
+                )
+                .expression_attribute_names("#s", "s")
                 .expression_attribute_values(":c", s(keys::commit_pk_prefix(tenant)))
                 .expression_attribute_values(":m", s(keys::materialized_pk_prefix(tenant)))
+                .expression_attribute_values(":ag", s(keys::agent_pk_prefix(tenant)))
                 .consistent_read(true)
                 .set_exclusive_start_key(start.take())
                 .send()
                 .await
                 .map_err(|e| sdk_error("DynamoDB Scan", e))?;
             for item in page.items() {
-                for (attr, into) in [("c", &mut out.durable), ("m", &mut out.cached)] {
+                // A commit's delta, a cache entry's result, an agent's save
+                // file and working-context snapshot.
+                for (attr, into) in [
+                    ("c", &mut out.durable),
+                    ("m", &mut out.cached),
+                    ("s", &mut out.durable),
+                    ("wc", &mut out.durable),
+                ] {
                     let Some(AttributeValue::M(inner)) = item.get(attr) else {
                         continue;
                     };
@@ -786,9 +799,10 @@ impl MetaStore for DynamoMetaStore {
         &self,
         tenant: &TenantId,
         before: DateTime<Utc>,
+        after: Option<&SessionId>,
         limit: usize,
     ) -> Result<Vec<SessionId>> {
-        self.sessions_idle_since(tenant, before, limit).await
+        self.sessions_idle_since(tenant, before, after, limit).await
     }
 
     async fn set_pin(&self, tenant: &TenantId, pin: &Pin, pinned: bool) -> Result<bool> {

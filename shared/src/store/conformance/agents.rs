@@ -176,7 +176,7 @@ pub async fn agent_records_patch_only_what_they_name(meta: &dyn MetaStore) {
     assert_eq!(meta.get_agent(&b, &p).await.expect("other tenant"), None);
 }
 
-fn save(tenant: &TenantId, agent: &Principal, at: i64, description: &str) -> SaveRecord {
+pub(super) fn save(tenant: &TenantId, agent: &Principal, at: i64, description: &str) -> SaveRecord {
     let artifact = ArtifactRef::of(description.as_bytes());
     SaveRecord {
         save_id: SaveId::derive(tenant, agent, t(at), &artifact),

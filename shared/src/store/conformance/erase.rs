@@ -233,7 +233,7 @@ pub async fn artifact_users_and_cache_entries_by_commit(meta: &dyn MetaStore) {
 }
 
 /// `idle_sessions` lists the sessions whose newest commit is before the
-/// cut-off, by id.
+/// cut-off, by id, in pages after a cursor.
 pub async fn idle_sessions_by_newest_commit(meta: &dyn MetaStore) {
     let a = fresh_tenant("erase-idle");
     let old = put(meta, &a, &in_session(&a, None, 0, "old", b"o")).await;
@@ -243,21 +243,47 @@ pub async fn idle_sessions_by_newest_commit(meta: &dyn MetaStore) {
     put(meta, &a, &in_session(&a, None, 20, "also-old", b"a")).await;
     put(meta, &a, &commit(&a, None, t(0), "p", b"no session")).await;
     assert_eq!(
-        meta.idle_sessions(&a, t(50), 10).await.expect("idle"),
+        meta.idle_sessions(&a, t(50), None, 10).await.expect("idle"),
         vec![session("also-old"), session("old")]
     );
     assert_eq!(
-        meta.idle_sessions(&a, t(50), 1).await.expect("limited"),
+        meta.idle_sessions(&a, t(50), None, 1)
+            .await
+            .expect("limited"),
         vec![session("also-old")]
     );
     assert_eq!(
-        meta.idle_sessions(&a, t(10), 10).await.expect("cut-off"),
+        meta.idle_sessions(&a, t(10), None, 10)
+            .await
+            .expect("cut-off"),
         Vec::<SessionId>::new(),
         "a session whose newest commit is at the cut-off is not idle"
     );
     assert_eq!(
-        meta.idle_sessions(&a, t(101), 10).await.expect("all").len(),
+        meta.idle_sessions(&a, t(101), None, 10)
+            .await
+            .expect("all")
+            .len(),
         3
+    );
+    // A cursor: the page after a session id.
+    assert_eq!(
+        meta.idle_sessions(&a, t(50), Some(&session("also-old")), 10)
+            .await
+            .expect("next page"),
+        vec![session("old")]
+    );
+    assert_eq!(
+        meta.idle_sessions(&a, t(101), Some(&session("mixed")), 1)
+            .await
+            .expect("after mixed"),
+        vec![session("old")]
+    );
+    assert!(
+        meta.idle_sessions(&a, t(101), Some(&session("old")), 10)
+            .await
+            .expect("past the end")
+            .is_empty()
     );
 }
 

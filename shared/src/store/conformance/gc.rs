@@ -5,12 +5,13 @@
 use bytes::Bytes;
 
 use super::{commit, fresh_tenant, put, t};
+use crate::agent::{AgentRecord, WorkingContextRef};
 use crate::clock::micros_to_time;
 use crate::commit::Stop;
 use crate::error::ErrorKind;
 use crate::format::FormatId;
 use crate::format::translate::Tier;
-use crate::id::ArtifactRef;
+use crate::id::{ArtifactRef, Principal};
 use crate::store::{BlobArea, BlobStore, MaterializeKey, Materialized, MetaStore};
 
 /// Runs every blob behaviour.
@@ -236,8 +237,9 @@ fn entry(body: &[u8], size: u64) -> Materialized {
     }
 }
 
-/// References: every commit's artifact, every cache entry's, the
-/// tenant's alone.
+/// References: every commit's artifact, every cache entry's, every agent
+/// save file and working-context snapshot (durable: nothing else names
+/// them), the tenant's alone.
 pub async fn references_are_every_commit_and_cache_entry_artifact(meta: &dyn MetaStore) {
     let a = fresh_tenant("gc-refs-a");
     let b = fresh_tenant("gc-refs-b");
@@ -252,10 +254,33 @@ pub async fn references_are_every_commit_and_cache_entry_artifact(meta: &dyn Met
     meta.put_materialized(&a, &key, &entry(b"rootchild", 9))
         .await
         .expect("put_materialized");
+    let agent: Principal = "p".parse().expect("principal");
+    let save = super::agents::save(&a, &agent, 50, "a save file");
+    meta.put_save(&a, &agent, &save).await.expect("put_save");
+    let wc = ArtifactRef::of(b"a working context");
+    meta.update_agent(
+        &a,
+        &agent,
+        &AgentRecord {
+            working_context: Some(WorkingContextRef {
+                artifact_ref: wc,
+                epoch_id: 1,
+            }),
+            ..AgentRecord::default()
+        },
+    )
+    .await
+    .expect("update_agent");
     let refs = meta.references(&a).await.expect("references");
     assert_eq!(
         refs.durable,
-        [ArtifactRef::of(b"root"), ArtifactRef::of(b"child")].into()
+        [
+            ArtifactRef::of(b"root"),
+            ArtifactRef::of(b"child"),
+            save.artifact_ref,
+            wc
+        ]
+        .into()
     );
     assert_eq!(refs.cached, [ArtifactRef::of(b"rootchild")].into());
     let theirs = meta.references(&b).await.expect("references b");

@@ -188,19 +188,22 @@ impl SqliteMetaStore {
         &self,
         tenant: &TenantId,
         before: DateTime<Utc>,
+        after: Option<&SessionId>,
         limit: usize,
     ) -> Result<Vec<SessionId>> {
         let tenant = tenant.clone();
+        let after = after.map(|s| s.as_str().to_owned());
         let limit = limit.min(i64::MAX as usize) as i64;
         let rows: Vec<String> = self
             .db
             .read(move |conn| {
                 let mut stmt = conn.prepare_cached(
                     "SELECT session FROM commits WHERE tenant = ?1 AND session IS NOT NULL
-                     GROUP BY session HAVING max(ts) < ?2 ORDER BY session LIMIT ?3",
+                     AND (?3 IS NULL OR session > ?3)
+                     GROUP BY session HAVING max(ts) < ?2 ORDER BY session LIMIT ?4",
                 )?;
                 let rows = stmt.query_map(
-                    params![tenant.as_str(), before.timestamp_micros(), limit],
+                    params![tenant.as_str(), before.timestamp_micros(), after, limit],
                     |r| r.get(0),
                 )?;
                 Ok(rows.collect::<Result<_, _>>()?)

@@ -460,7 +460,14 @@ impl MetaStore for SqliteMetaStore {
                         .collect()
                 };
                 Ok(References {
-                    durable: arts("SELECT DISTINCT artifact FROM commits WHERE tenant = ?1")?,
+                    durable: arts(
+                        "SELECT artifact FROM commits WHERE tenant = ?1
+                         UNION SELECT json_extract(body, '$.artifact_ref') FROM agent_saves
+                           WHERE tenant = ?1
+                         UNION SELECT json_extract(body, '$.working_context.artifact_ref')
+                           FROM agents WHERE tenant = ?1
+                           AND json_extract(body, '$.working_context.artifact_ref') IS NOT NULL",
+                    )?,
                     cached: arts("SELECT DISTINCT artifact FROM materialized WHERE tenant = ?1")?,
                 })
             })
@@ -709,9 +716,10 @@ impl MetaStore for SqliteMetaStore {
         &self,
         tenant: &TenantId,
         before: DateTime<Utc>,
+        after: Option<&SessionId>,
         limit: usize,
     ) -> Result<Vec<SessionId>> {
-        self.sessions_idle_since(tenant, before, limit).await
+        self.sessions_idle_since(tenant, before, after, limit).await
     }
 
     async fn set_pin(&self, tenant: &TenantId, pin: &Pin, pinned: bool) -> Result<bool> {

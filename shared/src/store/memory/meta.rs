@@ -268,6 +268,18 @@ impl MetaStore for MemoryMetaStore {
                 .iter()
                 .filter(|((t, _), _)| t == tenant)
                 .map(|(_, c)| c.artifact_ref)
+                .chain(
+                    meta.saves
+                        .iter()
+                        .filter(|((t, _), _)| t == tenant)
+                        .flat_map(|(_, saves)| saves.values().map(|s| s.artifact_ref)),
+                )
+                .chain(
+                    meta.agents
+                        .iter()
+                        .filter(|((t, _), _)| t == tenant)
+                        .filter_map(|(_, a)| a.working_context.map(|w| w.artifact_ref)),
+                )
                 .collect(),
             cached: meta
                 .materialized
@@ -636,9 +648,11 @@ impl MetaStore for MemoryMetaStore {
         &self,
         tenant: &TenantId,
         before: DateTime<Utc>,
+        after: Option<&SessionId>,
         limit: usize,
     ) -> Result<Vec<SessionId>> {
         let m = lock(&self.meta);
+        let after = after.map(SessionId::as_str);
         let mut newest: BTreeMap<&str, DateTime<Utc>> = BTreeMap::new();
         for ((t, _), c) in &m.commits {
             if let (true, Some(s)) = (t == tenant, c.session_id.as_deref()) {
@@ -648,7 +662,7 @@ impl MetaStore for MemoryMetaStore {
         }
         newest
             .into_iter()
-            .filter(|(_, at)| *at < before)
+            .filter(|(s, at)| *at < before && after.is_none_or(|a| *s > a))
             .take(limit)
             .map(|(s, _)| s.parse())
             .collect()
