@@ -238,3 +238,86 @@ async fn an_erase_killed_part_way_is_finished_by_running_it_again() {
     let left = files_holding(dir.path(), CANARY.as_bytes());
     assert!(left.is_empty(), "the canary survives in {left:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_erased_principal_leaves_no_byte_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path());
+    let http = server.client();
+    // The leaving principal's commits in two sessions (at the server's
+    // time, so they are in its rolling window), a save of that window and
+    // a working-context snapshot, all holding the canary.
+    let mut ids = Vec::new();
+    for (session, text) in [("s-1", "first"), ("s-2", "second")] {
+        let c = http
+            .ok(
+                "POST",
+                "/v1/commits",
+                Some(&json!({
+                    "commit_type": "delta", "format": "raw", "template": "t",
+                    "principal": "team/leaver", "checkpoint": "turn_boundary",
+                    "session_id": session,
+                    "delta": format!("user: {text} {CANARY}\n"),
+                })),
+            )
+            .await;
+        ids.push(c["id"].as_str().unwrap().to_owned());
+    }
+    let agent = "/v1/agents/team%2Fleaver";
+    // A joined window handed out (an ephemeral result in the cache area).
+    let window = http.ok("GET", &format!("{agent}/window"), None).await;
+    assert!(window["artifact_ref"].is_string(), "{window}");
+    let save = http
+        .ok("POST", &format!("{agent}/saves"), Some(&json!({})))
+        .await;
+    assert!(
+        save["summary"].as_str().unwrap().contains(CANARY),
+        "the save holds the window: {save}"
+    );
+    http.ok(
+        "PUT",
+        &format!("{agent}/working-context"),
+        Some(&json!({
+            "schema_version": 1, "agent_id": "team/leaver", "epoch_id": 1,
+            "messages": [{"role": "user", "content": format!("recall {CANARY}")}],
+        })),
+    )
+    .await;
+    let other = checkpoint(&http, "s-3", None, "user: someone else\n", 5).await;
+    let before = files_holding(dir.path(), CANARY.as_bytes());
+    assert!(before.len() >= 4, "stored before: {before:?}");
+
+    let (code, out) = server.cli(&["principal", "erase", "team/leaver", "--json"]);
+    assert_eq!(code, 0, "{}", String::from_utf8_lossy(&out));
+    let erased: Value = serde_json::from_slice(&out).unwrap();
+    assert_eq!(
+        (
+            erased["commits"].as_u64(),
+            erased["saves"].as_u64(),
+            erased["working_contexts"].as_u64(),
+            erased["agents"].as_u64()
+        ),
+        (Some(2), Some(1), Some(1), Some(1)),
+        "{erased}"
+    );
+    let left = files_holding(dir.path(), CANARY.as_bytes());
+    assert!(left.is_empty(), "the canary survives in {left:?}");
+    for id in &ids {
+        let (status, _) = http
+            .call("GET", &format!("/v1/commits/{id}"), None)
+            .await
+            .unwrap();
+        assert_eq!(status, 404);
+    }
+    let (status, _) = http
+        .call("GET", &format!("{agent}/saves"), None)
+        .await
+        .unwrap();
+    assert_eq!(status, 200);
+    assert_eq!(
+        http.materialize(&other, "root").await,
+        b"user: someone else\n"
+    );
+    let out = server.cli_output(&["principal", "erase", "team/leaver"]);
+    assert!(!out.status.success(), "nothing left: not found");
+}

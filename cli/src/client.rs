@@ -343,6 +343,16 @@ impl Client {
             .await
     }
 
+    /// `DELETE /v1/principals/{principal}`: erases a principal.
+    ///
+    /// # Errors
+    /// `NotFound`; `Conflict` listing the descendants without `cascade`;
+    /// as [`Client::healthz`].
+    pub async fn erase_principal(&self, principal: &Principal, cascade: bool) -> Result<Erased> {
+        self.json(Route::ErasePrincipal(principal, cascade), Body::Empty)
+            .await
+    }
+
     /// `GET /v1/pins`: the tenant's pins.
     ///
     /// # Errors
@@ -755,6 +765,7 @@ enum Route<'a> {
     BranchReturn(&'a BranchId),
     SessionEnd(&'a str),
     EraseSession(&'a str, bool),
+    ErasePrincipal(&'a Principal, bool),
     ListPins,
     SetPin(&'a Pin),
     DeletePin(&'a Pin),
@@ -805,7 +816,8 @@ impl Route<'_> {
                 Method::POST
             }
             PutFile(..) | PutWorkingContext(_) | SetPin(_) => Method::PUT,
-            DeleteFile(..) | DeleteRef(..) | EraseSession(..) | DeletePin(_) => Method::DELETE,
+            DeleteFile(..) | DeleteRef(..) | EraseSession(..) | ErasePrincipal(..)
+            | DeletePin(_) => Method::DELETE,
             AppendFile(..) => Method::POST,
             UploadArtifact | UploadUrl | Checkpoint | Materialize(_) | Summarize(_)
             | Compact(_) | BranchCreate | BranchReturn(_) | SessionEnd(_) | Gc => Method::POST,
@@ -875,6 +887,11 @@ impl Route<'_> {
                 .seg("v1")
                 .seg("sessions")
                 .seg(session)
+                .query_opt("cascade", cascade.then_some(true)),
+            ErasePrincipal(principal, cascade) => t
+                .seg("v1")
+                .seg("principals")
+                .seg(principal.as_str())
                 .query_opt("cascade", cascade.then_some(true)),
             ListPins => t.seg("v1").seg("pins"),
             // A ref name's '/' separates path segments (`{*name}`).
@@ -1050,6 +1067,7 @@ mod tests {
             Route::BranchReturn(&br),
             Route::SessionEnd("s"),
             Route::EraseSession("s", true),
+            Route::ErasePrincipal(&who, true),
             Route::ListPins,
             Route::SetPin(&pin),
             Route::DeletePin(&pin),

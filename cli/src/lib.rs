@@ -219,6 +219,11 @@ enum Command {
         #[command(subcommand)]
         command: RefCommand,
     },
+    /// Erase a principal (an agent or user) for good.
+    Principal {
+        #[command(subcommand)]
+        command: commands::lifecycle::PrincipalCommand,
+    },
     /// Pin sessions and refs so retention never erases them.
     Pin {
         #[command(subcommand)]
@@ -645,6 +650,7 @@ async fn run(cli: Cli) -> Result<()> {
         } => commands::commits::update_metadata(&rev, summary, clear_summary, tags, &conn).await,
         Command::Ref { command } => commands::refs::run(command).await,
         Command::Pin { command } => commands::lifecycle::run_pin(command).await,
+        Command::Principal { command } => commands::lifecycle::run_principal(command).await,
         Command::Import { command } => import::run_import(command).await,
         Command::Export(args) => import::run_export(*args).await,
         Command::Hooks { command } => hooks::run_hooks(command),

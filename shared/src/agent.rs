@@ -71,7 +71,16 @@ pub struct AgentRecord {
     /// The cached working context.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub working_context: Option<WorkingContextRef>,
+    /// The newest joined windows handed out (ephemeral results in the
+    /// cache area, newest last, at most [`WINDOWS_KEPT`]), so that erasing
+    /// the commits they hold finds them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub windows: Option<Vec<ArtifactRef>>,
 }
+
+/// Joined windows an agent's record remembers; an older one is deleted
+/// when a newer one pushes it out.
+pub const WINDOWS_KEPT: usize = 8;
 
 impl AgentRecord {
     /// `self` with the `Some` fields of `patch` applied.
@@ -87,6 +96,9 @@ impl AgentRecord {
         }
         if patch.working_context.is_some() {
             self.working_context = patch.working_context;
+        }
+        if patch.windows.is_some() {
+            self.windows.clone_from(&patch.windows);
         }
         self
     }
@@ -204,6 +216,9 @@ pub struct SaveRecord {
     pub window_end: DateTime<Utc>,
     /// The session file: the artifact holding this record and the messages.
     pub artifact_ref: ArtifactRef,
+    /// Each thread's joined window, durable (a restore checkpoints them).
+    #[serde(default)]
+    pub thread_artifacts: Vec<ArtifactRef>,
 }
 
 #[cfg(test)]

@@ -1,9 +1,10 @@
-//! `ctx session erase` and `ctx pin add|remove|list`: erasing a session and
-//! the pins retention respects.
+//! `ctx session erase`, `ctx principal erase` and `ctx pin add|remove|list`:
+//! erasing a session or a principal, and the pins retention respects.
 
 use clap::Subcommand;
+use ctx_core::service::Erased;
 use ctx_core::store::Pin;
-use ctx_core::{Result, SessionId};
+use ctx_core::{Principal, Result, SessionId};
 
 use crate::{Conn, print_json};
 
@@ -36,6 +37,63 @@ pub(crate) enum PinCommand {
     },
 }
 
+/// `ctx principal …`.
+#[derive(Debug, Subcommand)]
+pub(crate) enum PrincipalCommand {
+    /// Erase a principal: every commit on its timeline (with its
+    /// artifacts, cache entries and refs), its agent saves, working-context
+    /// snapshot and agent record. Other principals' commits descending
+    /// from its commits make this an error listing them, unless --cascade
+    /// erases them too.
+    Erase {
+        /// The principal.
+        principal: String,
+        /// Erase the commits of other principals that descend from its
+        /// commits too.
+        #[arg(long)]
+        cascade: bool,
+        #[command(flatten)]
+        conn: Conn,
+    },
+}
+
+/// Runs `ctx principal …`.
+///
+/// # Errors
+/// `Invalid` for a malformed principal; the server's errors (`NotFound`,
+/// `Conflict` listing the descendants without `--cascade`).
+pub(crate) async fn run_principal(command: PrincipalCommand) -> Result<()> {
+    let PrincipalCommand::Erase {
+        principal,
+        cascade,
+        conn,
+    } = command;
+    let principal: Principal = principal.parse()?;
+    let e = conn.client()?.erase_principal(&principal, cascade).await?;
+    if conn.json {
+        return print_json(&e);
+    }
+    println!("principal {principal} erased: {}", counts(&e, "principals"));
+    Ok(())
+}
+
+/// What an erase removed, in words (`others`: whose commits `cascaded`
+/// counts).
+fn counts(e: &Erased, others: &str) -> String {
+    format!(
+        "{} commits ({} of other {others}), {} artifacts ({} kept: shared), {} refs, {} cache entries, {} saves, {} working contexts, {} agent records",
+        e.commits,
+        e.cascaded,
+        e.artifacts,
+        e.artifacts_shared,
+        e.refs,
+        e.cache,
+        e.saves,
+        e.working_contexts,
+        e.agents
+    )
+}
+
 /// Runs `ctx session erase`.
 ///
 /// # Errors
@@ -48,10 +106,7 @@ pub(crate) async fn erase(session: &str, cascade: bool, conn: &Conn) -> Result<(
     if conn.json {
         return print_json(&e);
     }
-    println!(
-        "session {session} erased: {} commits ({} of other sessions), {} artifacts ({} kept: shared), {} refs, {} cache entries",
-        e.commits, e.cascaded, e.artifacts, e.artifacts_shared, e.refs, e.cache
-    );
+    println!("session {session} erased: {}", counts(&e, "sessions"));
     Ok(())
 }
 

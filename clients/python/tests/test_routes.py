@@ -197,6 +197,18 @@ def test_erase_and_pins(client: Client) -> None:
         client.erase_session("py-doomed")
 
 
+def test_a_principal_erase(client: Client) -> None:
+    tip = client.checkpoint(
+        delta="to be forgotten\n", principal="py/leaver", template="t", format="raw"
+    )["id"]
+    erased = client.erase_principal("py/leaver")
+    assert erased["commits"] == 1
+    with pytest.raises(NotFoundError):
+        client.get_commit(tip)
+    with pytest.raises(NotFoundError):
+        client.erase_principal("py/leaver")
+
+
 def test_an_agents_live_context(client: Client) -> None:
     agent = "py-agent"
     assert client.context_window(agent)["message_count"] == 0, "a fresh agent: empty"

@@ -7,7 +7,7 @@ use super::error::ErrorBody;
 use super::extract::{Path, Query, path_id};
 use super::{ApiResult, AppState};
 use crate::auth::Caller;
-use crate::id::SessionId;
+use crate::id::{Principal, SessionId};
 use crate::store::Pin;
 use crate::wire::{Erased, PinChanged, PinList};
 
@@ -38,6 +38,36 @@ pub(super) async fn erase_session(
     Ok(axum::Json(
         s.service
             .erase_session(&caller.tenant, &id, cascade)
+            .await?,
+    ))
+}
+
+/// Erases a principal: every commit on its timeline (with what a session
+/// erase removes with a commit), its agent saves, working-context snapshot
+/// and agent record. Commits of other principals descending from its
+/// commits make it a 409 listing them, unless `cascade=true` erases them
+/// too. Re-run after an interruption, it finishes.
+#[utoipa::path(delete, path = "/v1/principals/{principal}", tag = "lifecycle",
+    params(("principal" = String, Path, description = "the principal (an agent or user id; percent-encode '/')"),
+        ("cascade" = Option<bool>, Query, description = "Erase descendant commits of other principals too (default false)")),
+    responses((status = 200, description = "What was removed", body = Erased),
+        (status = 400, description = "`principal` is malformed, or `cascade` not a boolean", body = ErrorBody),
+        (status = 404, description = "Nothing of the principal (also another tenant's)", body = ErrorBody),
+        (status = 409, description = "Other principals' commits descend from its commits; nothing was removed", body = ErrorBody)),
+    security(("bearer" = [])))]
+pub(super) async fn erase_principal(
+    State(s): State<AppState>,
+    caller: Caller,
+    Path(principal): Path<String>,
+    q: Query,
+) -> ApiResult<axum::Json<Erased>> {
+    let principal: Principal = path_id("principal", &principal)?;
+    let cascade = q
+        .optional_with("cascade", str::parse::<bool>)?
+        .unwrap_or(false);
+    Ok(axum::Json(
+        s.service
+            .erase_principal(&caller.tenant, &principal, cascade)
             .await?,
     ))
 }
@@ -243,6 +273,51 @@ mod tests {
             assert_eq!(st, 404);
         }
         let (st, _) = call(&app, "DELETE", "/v1/sessions/s-a", A, None).await;
+        assert_eq!(st, 404, "already erased");
+    }
+
+    #[tokio::test]
+    async fn a_principal_erase_answers_409_404_400_and_removes_its_commits() {
+        let app = app().await;
+        let mut body = checkpoint_body("team secret ", None);
+        body["principal"] = json!("team/bot@x");
+        let (st, c) = call(&app, "POST", "/v1/commits", A, Some(body)).await;
+        assert_eq!(st, 201, "{c}");
+        let root = c["id"].as_str().unwrap().to_owned();
+        // alice continues the bot's chain.
+        let fork = commit(&app, "s-1", "alice turn ", Some(&root)).await;
+        let uri = "/v1/principals/team%2Fbot%40x";
+
+        let (st, e) = call(&app, "DELETE", uri, B, None).await;
+        assert_eq!(st, 404, "another tenant's principal: {e}");
+        for (uri, field) in [
+            ("/v1/principals/bad%20name", "principal"),
+            ("/v1/principals/alice?cascade=2", "cascade"),
+        ] {
+            let (st, e) = call(&app, "DELETE", uri, A, None).await;
+            assert_eq!(st, 400, "{uri}: {e}");
+            assert_eq!(e["error"]["field"], field, "{uri}: {e}");
+        }
+        let (st, e) = call(&app, "DELETE", uri, A, None).await;
+        assert_eq!(st, 409, "{e}");
+        assert!(
+            e["error"]["message"].as_str().unwrap().contains(&fork),
+            "{e}"
+        );
+        let (st, _) = call(&app, "GET", &format!("/v1/commits/{root}"), A, None).await;
+        assert_eq!(st, 200, "nothing removed");
+
+        let (st, r) = call(&app, "DELETE", &format!("{uri}?cascade=true"), A, None).await;
+        assert_eq!(st, 200, "{r}");
+        assert_eq!(
+            (r["commits"].as_u64(), r["cascaded"].as_u64()),
+            (Some(2), Some(1))
+        );
+        for id in [&root, &fork] {
+            let (st, _) = call(&app, "GET", &format!("/v1/commits/{id}"), A, None).await;
+            assert_eq!(st, 404);
+        }
+        let (st, _) = call(&app, "DELETE", uri, A, None).await;
         assert_eq!(st, 404, "already erased");
     }
 

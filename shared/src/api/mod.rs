@@ -246,6 +246,12 @@ pub fn routes(limits: &crate::service::Limits) -> Vec<RouteDef> {
         ),
         route(
             Refs,
+            Method::DELETE,
+            "/v1/principals/{principal}",
+            on(MethodFilter::DELETE, lifecycle::erase_principal),
+        ),
+        route(
+            Refs,
             Method::GET,
             "/v1/pins",
             on(MethodFilter::GET, lifecycle::list_pins),
@@ -973,6 +979,7 @@ impl utoipa::Modify for BearerAuth {
         update_metadata, history, missing_summaries, summarize, compact, materialize, resolve, list_refs, get_ref, set_ref, delete_ref, gc,
         branches::branch_create, branches::branch_status_of_session, branches::branch_status,
         branches::branch_return, branches::session_end, lifecycle::erase_session,
+        lifecycle::erase_principal,
         lifecycle::list_pins, lifecycle::set_pin, lifecycle::delete_pin, workspaces::put_file,
         workspaces::get_file, workspaces::delete_file, workspaces::list_files,
         workspaces::append_file, workspaces::read_context, agents::get_agent,

@@ -20,7 +20,7 @@ use crate::agent::wire::{
     WorkingContextSnapshot, WorkingContextStored, WorkingMessage, default_format,
 };
 use crate::agent::{
-    AgentRecord, DEFAULT_WINDOW_SECONDS, SaveId, SaveRecord, WorkingContextRef,
+    AgentRecord, DEFAULT_WINDOW_SECONDS, SaveId, SaveRecord, WINDOWS_KEPT, WorkingContextRef,
     check_window_seconds,
 };
 use crate::commit::{Commit, CommitType, Tags, Trigger};
@@ -28,6 +28,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::format::FormatId;
 use crate::format::canonical::{Block, Conversation, ImageSource, Message, Role};
 use crate::id::{ArtifactRef, Principal, TenantId};
+use crate::store::BlobArea;
 use crate::summarize::{Content, FAILED_MARKER, SummaryInput};
 
 /// The most commits one window answer carries (the newest are kept).
@@ -193,6 +194,7 @@ impl Service {
         let (artifact_ref, message_count, token_count) = match (&format, commits.is_empty()) {
             (Some(f), false) => {
                 let (m, _) = self.join_commits(tenant, &commits, f).await?;
+                self.remember_window(tenant, agent, m.artifact_ref).await?;
                 (Some(m.artifact_ref), m.message_count, m.token_count)
             }
             _ => (None, 0, 0),
@@ -208,6 +210,51 @@ impl Service {
             artifact_ref,
             truncated,
         })
+    }
+
+    /// Remembers a joined window handed out in `agent`'s record, so that an
+    /// erase of the commits it holds finds it; the oldest beyond
+    /// [`WINDOWS_KEPT`] is deleted unless a cache entry or commit holds the
+    /// same bytes. (Two windows remembered at once may lose one; the
+    /// collection removes it as an unreferenced cached result.)
+    async fn remember_window(
+        &self,
+        tenant: &TenantId,
+        agent: &Principal,
+        window: ArtifactRef,
+    ) -> Result<()> {
+        let meta = &self.stores.meta;
+        let mut windows = meta
+            .get_agent(tenant, agent)
+            .await?
+            .and_then(|r| r.windows)
+            .unwrap_or_default();
+        if windows.last() == Some(&window) {
+            return Ok(());
+        }
+        windows.retain(|w| *w != window);
+        windows.push(window);
+        let dropped: Vec<ArtifactRef> = windows
+            .drain(..windows.len().saturating_sub(WINDOWS_KEPT))
+            .collect();
+        meta.update_agent(
+            tenant,
+            agent,
+            &AgentRecord {
+                windows: Some(windows),
+                ..AgentRecord::default()
+            },
+        )
+        .await?;
+        for old in dropped {
+            if meta.artifact_users(tenant, &old, 1).await?.is_empty() {
+                self.stores
+                    .blobs
+                    .remove(tenant, BlobArea::Cache, &old)
+                    .await?;
+            }
+        }
+        Ok(())
     }
 
     /// Saves every thread's window as a session file (an artifact) with a
@@ -237,7 +284,10 @@ impl Service {
         let mut texts = Vec::new();
         for (thread_id, commits) in by_thread {
             let format = default_format(&commits).expect("a thread has commits");
-            let (m, bytes) = self.join_commits(tenant, &commits, &format).await?;
+            let joined = self.join_parts(tenant, &commits, &format).await?;
+            // Durable: a restore checkpoints it, whenever that is.
+            let stored = self.stores.blobs.put(tenant, joined.bytes.clone()).await?;
+            let bytes = joined.bytes;
             let codec = self.formats.codec(&format);
             match codec.structured().then(|| codec.to_canonical(&bytes)) {
                 Some(Ok(conv)) => {
@@ -265,8 +315,8 @@ impl Service {
             threads.push(SessionThread {
                 thread_id,
                 format,
-                artifact_ref: m.artifact_ref,
-                message_count: m.message_count,
+                artifact_ref: stored.artifact,
+                message_count: joined.message_count,
                 commits: commits.iter().map(|c| c.id).collect(),
             });
         }
@@ -299,6 +349,7 @@ impl Service {
             window_start: since,
             window_end: now,
             artifact_ref: put.artifact,
+            thread_artifacts: file.threads.iter().map(|t| t.artifact_ref).collect(),
         };
         self.stores.meta.put_save(tenant, agent, &record).await?;
         Ok(record)

@@ -1,31 +1,39 @@
-//! Lifecycle: erasing a session (with every commit, artifact, cache entry
-//! and ref that holds its bytes), retention by age with pins.
+//! Lifecycle: erasing a session or a principal (with every commit,
+//! artifact, cache entry, ref and agent file that holds its bytes),
+//! retention by age with pins.
 //!
 //! # Erase order (crash safety)
 //! An erase first removes the refs that point into the commits it erases
-//! (so nothing new is written on top of them), then takes the commits
-//! newest first (every descendant before its ancestor): for each, its cache
-//! entries (the artifact, then the entry), its artifact, and last the
-//! commit itself with its timeline entry. An artifact is deleted only when
-//! no commit or cache entry outside the erase still uses it.
+//! (so nothing new is written on top of them), then the agent files built
+//! from those commits: every save whose window holds one of them (the
+//! file, then the record) and the working-context snapshot of each agent
+//! whose commits it erases (rebuilt on demand). Then it takes the commits
+//! newest first (every descendant before its ancestor): for each, its
+//! cache entries (the artifact, then the entry), its artifact, and last
+//! the commit itself with its timeline entry. An artifact is deleted only
+//! when no commit or cache entry outside the erase still uses it. A
+//! principal's erase ends with the agent's record.
 //!
 //! Interrupted anywhere, the commits not yet removed are still found by
-//! their session (and their descendants by their parents), so running the
-//! erase again finishes it. Meanwhile a reader may find a commit or cache
-//! entry of the erase whose artifact is already gone: that is answered as
-//! a missing artifact naming the commit, never as other bytes.
+//! their session or their principal's timeline (and their descendants by
+//! their parents), and the agent files they fed are removed before them,
+//! so running the erase again finishes it. Meanwhile a reader may find a
+//! commit or cache entry of the erase whose artifact is already gone: that
+//! is answered as a missing artifact naming the commit, never as other
+//! bytes.
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 
-use chrono::Duration;
+use chrono::{DateTime, Duration, Utc};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::Service;
+use crate::agent::AgentRecord;
 use crate::commit::Commit;
 use crate::error::{Error, ErrorKind, Result};
-use crate::id::{ArtifactRef, CommitId, SessionId, TenantId};
-use crate::store::{ArtifactUser, MaterializeKey, Pin};
+use crate::id::{ArtifactRef, CommitId, Principal, SessionId, TenantId};
+use crate::store::{ArtifactUser, BlobArea, MaterializeKey, Pin};
 
 /// Users looked at per artifact when deciding whether it is shared.
 const USERS_LIMIT: usize = 10_000;
@@ -47,8 +55,16 @@ pub struct Erased {
     pub refs: u64,
     /// Materialization cache entries removed.
     pub cache: u64,
-    /// Commits of other sessions erased with it (`cascade`).
+    /// Commits of other sessions (of a session's erase) or of other
+    /// principals (of a principal's) erased with it (`cascade`).
     pub cascaded: u64,
+    /// Agent saves removed (record and file): those whose window held an
+    /// erased commit, or every save of an erased principal.
+    pub saves: u64,
+    /// Working-context snapshots removed (rebuilt on the next restore).
+    pub working_contexts: u64,
+    /// Agent records removed (a principal's erase).
+    pub agents: u64,
 }
 
 impl Erased {
@@ -60,6 +76,9 @@ impl Erased {
         self.refs += o.refs;
         self.cache += o.cache;
         self.cascaded += o.cascaded;
+        self.saves += o.saves;
+        self.working_contexts += o.working_contexts;
+        self.agents += o.agents;
     }
 }
 
@@ -105,9 +124,85 @@ impl Service {
         if own.is_empty() {
             return Err(Error::not_found(format!("session {session}")));
         }
+        let report = self
+            .erase_closure(tenant, own, &format!("session {session}"), cascade, |c| {
+                c.session_id.as_ref().map(|s| format!("session {s}"))
+            })
+            .await?;
+        self.stores.meta.compact().await?;
+        Ok(report)
+    }
+
+    /// Erases principal `principal`: every commit on its timeline (with
+    /// what [`Service::erase_session`] removes with a commit), its agent
+    /// saves, working-context snapshot and agent record. Commits of other
+    /// principals descending from its commits are erased too with
+    /// `cascade`; without it they make the erase a conflict that names
+    /// them, and nothing is removed.
+    ///
+    /// # Errors
+    /// `NotFound` when the tenant has nothing of the principal (also when
+    /// another tenant has); `Conflict` listing the descendants;
+    /// `Unavailable`.
+    pub async fn erase_principal(
+        &self,
+        tenant: &TenantId,
+        principal: &Principal,
+        cascade: bool,
+    ) -> Result<Erased> {
+        let meta = &self.stores.meta;
+        let own = meta
+            .timeline_range(
+                tenant,
+                principal,
+                None,
+                DateTime::<Utc>::MAX_UTC,
+                usize::MAX,
+                false,
+            )
+            .await?;
+        let agent = meta.get_agent(tenant, principal).await?;
+        let saves = meta.list_saves(tenant, principal, usize::MAX).await?;
+        if own.is_empty() && agent.is_none() && saves.is_empty() {
+            return Err(Error::not_found(format!("principal {principal}")));
+        }
+        let mut report = Erased::default();
+        if !own.is_empty() {
+            report = self
+                .erase_closure(
+                    tenant,
+                    own,
+                    &format!("principal {principal}"),
+                    cascade,
+                    |c| Some(format!("principal {}", c.principal)),
+                )
+                .await?;
+        }
+        // What the commits' erase left: saves outside every erased
+        // commit's window, and the record itself.
+        let rest = self.drop_agent_files(tenant, principal, &[], true).await?;
+        report.add(&rest);
+        if meta.delete_agent(tenant, principal).await? {
+            report.agents += 1;
+        }
+        meta.compact().await?;
+        Ok(report)
+    }
+
+    /// Erases `own` (every commit of one session or principal, `what`)
+    /// and its descendants: those outside `own` make it a conflict naming
+    /// them (each labelled by `owner`) unless `cascade`.
+    async fn erase_closure(
+        &self,
+        tenant: &TenantId,
+        own: Vec<Commit>,
+        what: &str,
+        cascade: bool,
+        owner: impl Fn(&Commit) -> Option<String>,
+    ) -> Result<Erased> {
         let own_ids: HashSet<CommitId> = own.iter().map(|c| c.id).collect();
         let mut all: BTreeMap<CommitId, Commit> = own.into_iter().map(|c| (c.id, c)).collect();
-        // Descendants in other sessions (forks), found through parents.
+        // Descendants outside `own` (forks), found through parents.
         let mut frontier: Vec<CommitId> = all.keys().copied().collect();
         let mut foreign: Vec<Commit> = Vec::new();
         while let Some(id) = frontier.pop() {
@@ -125,14 +220,14 @@ impl Service {
             foreign.sort_by_key(|c| (c.created_at, c.id));
             let list: Vec<String> = foreign
                 .iter()
-                .map(|c| match &c.session_id {
-                    Some(s) => format!("{} (session {s})", c.id),
+                .map(|c| match owner(c) {
+                    Some(o) => format!("{} ({o})", c.id),
                     None => c.id.to_string(),
                 })
                 .collect();
             return Err(Error::conflict(
                 format!(
-                    "session {session} has {} descendant commit(s) in other sessions: {}; \
+                    "{what} has {} descendant commit(s) outside it: {}; \
                      erase with cascade=true to erase them too",
                     foreign.len(),
                     list.join(", ")
@@ -143,7 +238,6 @@ impl Service {
         }
         let mut report = self.erase_commits(tenant, all).await?;
         report.cascaded = foreign.len() as u64;
-        self.stores.meta.compact().await?;
         Ok(report)
     }
 
@@ -169,6 +263,16 @@ impl Service {
             }
         }
         report.refs = refs_total;
+        // Agent files built from the commits, while the commits still
+        // find them (see the module documentation).
+        let mut by_agent: BTreeMap<&Principal, Vec<DateTime<Utc>>> = BTreeMap::new();
+        for c in commits.values() {
+            by_agent.entry(&c.principal).or_default().push(c.created_at);
+        }
+        for (agent, times) in by_agent {
+            let r = self.drop_agent_files(tenant, agent, &times, false).await?;
+            report.add(&r);
+        }
         // Cache entries of every erased commit, known up front so that an
         // artifact used only inside the erase is recognised as such.
         let mut cache: BTreeMap<CommitId, Vec<(MaterializeKey, ArtifactRef)>> = BTreeMap::new();
@@ -220,6 +324,88 @@ impl Service {
             }
         }
         Ok(report)
+    }
+
+    /// Removes `agent`'s saves whose window holds one of `times` (all of
+    /// them with `all`), each file before its record, and its
+    /// working-context snapshot (the file, then the pointer, kept if a
+    /// newer snapshot replaced it meanwhile).
+    async fn drop_agent_files(
+        &self,
+        tenant: &TenantId,
+        agent: &Principal,
+        times: &[DateTime<Utc>],
+        all: bool,
+    ) -> Result<Erased> {
+        let meta = &self.stores.meta;
+        let mut report = Erased::default();
+        for save in meta.list_saves(tenant, agent, usize::MAX).await? {
+            let holds = |t: &DateTime<Utc>| save.window_start < *t && *t <= save.window_end;
+            if all || times.iter().any(holds) {
+                for art in std::iter::once(&save.artifact_ref).chain(&save.thread_artifacts) {
+                    self.drop_agent_file(tenant, art, &mut report).await?;
+                }
+                if meta.delete_save(tenant, agent, &save.save_id).await? {
+                    report.saves += 1;
+                }
+            }
+        }
+        if all || !times.is_empty() {
+            let rec = meta.get_agent(tenant, agent).await?.unwrap_or_default();
+            // Joined windows handed out: ephemeral, in the cache area.
+            let windows = rec.windows.unwrap_or_default();
+            for w in &windows {
+                if meta.artifact_users(tenant, w, 1).await?.is_empty()
+                    && self.stores.blobs.remove(tenant, BlobArea::Cache, w).await?
+                {
+                    report.artifacts += 1;
+                }
+            }
+            if !windows.is_empty() {
+                meta.update_agent(
+                    tenant,
+                    agent,
+                    &AgentRecord {
+                        windows: Some(Vec::new()),
+                        ..AgentRecord::default()
+                    },
+                )
+                .await?;
+            }
+            if let Some(wc) = rec.working_context {
+                self.drop_agent_file(tenant, &wc.artifact_ref, &mut report)
+                    .await?;
+                if meta
+                    .clear_working_context(tenant, agent, &wc.artifact_ref)
+                    .await?
+                {
+                    report.working_contexts += 1;
+                }
+            }
+        }
+        Ok(report)
+    }
+
+    /// Deletes an agent file unless a commit or cache entry holds the same
+    /// bytes (then the erase of that commit decides).
+    async fn drop_agent_file(
+        &self,
+        tenant: &TenantId,
+        art: &ArtifactRef,
+        report: &mut Erased,
+    ) -> Result<()> {
+        if !self
+            .stores
+            .meta
+            .artifact_users(tenant, art, 1)
+            .await?
+            .is_empty()
+        {
+            report.artifacts_shared += 1;
+        } else if self.stores.blobs.delete(tenant, art).await? {
+            report.artifacts += 1;
+        }
+        Ok(())
     }
 
     /// Deletes `art` unless a commit or cache entry outside the erase uses

@@ -19,6 +19,18 @@ use crate::store::{BlobArea, MaterializeKey, Materialized};
 /// Artifact reads in flight at once during materialize.
 const FETCH_CONCURRENCY: usize = 16;
 
+/// Joined (or translated) commits, not stored.
+pub(crate) struct Joined {
+    /// The bytes.
+    pub(crate) bytes: Bytes,
+    /// Messages in them.
+    pub(crate) message_count: u64,
+    /// Tokens in them.
+    pub(crate) token_count: u64,
+    /// How faithful a translation was (`Native` when none was needed).
+    pub(crate) tier: Tier,
+}
+
 /// A materialized context and whether it came from the cache.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Materialization {
@@ -114,62 +126,73 @@ impl Service {
     }
 
     /// Joins the artifacts of `parts` (oldest first) in `format`: natively
-    /// when they all have it, else translated; stores the result.
+    /// when they all have it, else translated; stores the result in the
+    /// cache area.
     pub(crate) async fn join_commits(
         &self,
         tenant: &TenantId,
         parts: &[Commit],
         format: &FormatId,
     ) -> Result<(Materialized, Bytes)> {
+        let joined = self.join_parts(tenant, parts, format).await?;
+        let put = self
+            .stores
+            .blobs
+            .put_cached(tenant, joined.bytes.clone())
+            .await?;
+        let m = Materialized {
+            artifact_ref: put.artifact,
+            size: put.size,
+            message_count: joined.message_count,
+            token_count: joined.token_count,
+            tier: joined.tier,
+        };
+        Ok((m, joined.bytes))
+    }
+
+    /// [`Service::join_commits`] without storing the result.
+    pub(crate) async fn join_parts(
+        &self,
+        tenant: &TenantId,
+        parts: &[Commit],
+        format: &FormatId,
+    ) -> Result<Joined> {
         let format = format.clone();
         let bytes = self.fetch_parts(tenant, parts).await?;
         let codec = self.formats.codec(&format).clone();
-        let m = if parts.iter().all(|c| c.format == format) {
-            let joined = codec.concat(&bytes)?;
-            let put = self.stores.blobs.put_cached(tenant, joined.clone()).await?;
-            let m = Materialized {
-                artifact_ref: put.artifact,
-                size: put.size,
+        if parts.iter().all(|c| c.format == format) {
+            return Ok(Joined {
+                bytes: codec.concat(&bytes)?,
                 message_count: parts.iter().map(|c| c.message_count).sum(),
                 token_count: parts.iter().map(|c| c.token_count).sum(),
                 tier: Tier::Native,
-            };
-            (m, joined)
-        } else {
-            let translate_parts: Vec<Part> = parts
-                .iter()
-                .zip(bytes)
-                .map(|(c, b)| Part {
-                    origin: format!("commit {}", c.id),
-                    format: c.format.clone(),
-                    bytes: b,
-                })
-                .collect();
-            let formats = self.formats.clone();
-            let target = format.clone();
-            let out = tokio::task::spawn_blocking(move || {
-                translate::translate(&formats, &translate_parts, &target)
+            });
+        }
+        let translate_parts: Vec<Part> = parts
+            .iter()
+            .zip(bytes)
+            .map(|(c, b)| Part {
+                origin: format!("commit {}", c.id),
+                format: c.format.clone(),
+                bytes: b,
             })
-            .await
-            .map_err(|e| Error::internal(format!("translation panicked: {e}")))??;
-            let counts = codec.count(&out.bytes);
-            let put = self
-                .stores
-                .blobs
-                .put_cached(tenant, out.bytes.clone())
-                .await?;
-            let m = Materialized {
-                artifact_ref: put.artifact,
-                size: put.size,
-                message_count: counts
-                    .messages
-                    .unwrap_or_else(|| parts.iter().map(|c| c.message_count).sum()),
-                token_count: counts.tokens,
-                tier: out.tier,
-            };
-            (m, out.bytes)
-        };
-        Ok(m)
+            .collect();
+        let formats = self.formats.clone();
+        let target = format.clone();
+        let out = tokio::task::spawn_blocking(move || {
+            translate::translate(&formats, &translate_parts, &target)
+        })
+        .await
+        .map_err(|e| Error::internal(format!("translation panicked: {e}")))??;
+        let counts = codec.count(&out.bytes);
+        Ok(Joined {
+            message_count: counts
+                .messages
+                .unwrap_or_else(|| parts.iter().map(|c| c.message_count).sum()),
+            token_count: counts.tokens,
+            tier: out.tier,
+            bytes: out.bytes,
+        })
     }
 
     /// Reads the artifacts of `parts`, in order, 16 at a time.

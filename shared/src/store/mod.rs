@@ -763,6 +763,34 @@ pub trait MetaStore: Send + Sync + 'static {
         agent: &Principal,
         id: &SaveId,
     ) -> Result<Option<SaveRecord>>;
+
+    /// Removes one save's record (its file is the caller's to delete);
+    /// false when there was none.
+    ///
+    /// # Errors
+    /// `Unavailable`.
+    async fn delete_save(&self, tenant: &TenantId, agent: &Principal, id: &SaveId) -> Result<bool>;
+
+    /// Drops an agent's working-context pointer if it still names
+    /// `artifact` (a newer snapshot stored meanwhile is kept); true when it
+    /// did.
+    ///
+    /// # Errors
+    /// `Unavailable`.
+    async fn clear_working_context(
+        &self,
+        tenant: &TenantId,
+        agent: &Principal,
+        artifact: &ArtifactRef,
+    ) -> Result<bool>;
+
+    /// Removes an agent's record (settings, clear marker, working-context
+    /// pointer); its saves are the caller's to remove. False when there
+    /// was none.
+    ///
+    /// # Errors
+    /// `Unavailable`.
+    async fn delete_agent(&self, tenant: &TenantId, agent: &Principal) -> Result<bool>;
     /// Every commit whose `session_id` is `session`, in no particular
     /// order. One indexed read (a session index).
     ///

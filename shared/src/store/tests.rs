@@ -259,6 +259,25 @@ impl MetaStore for StaleRead {
         self.inner.artifact_users(tenant, artifact, limit).await
     }
 
+    async fn delete_save(&self, tenant: &TenantId, agent: &Principal, id: &SaveId) -> Result<bool> {
+        self.inner.delete_save(tenant, agent, id).await
+    }
+
+    async fn clear_working_context(
+        &self,
+        tenant: &TenantId,
+        agent: &Principal,
+        artifact: &ArtifactRef,
+    ) -> Result<bool> {
+        self.inner
+            .clear_working_context(tenant, agent, artifact)
+            .await
+    }
+
+    async fn delete_agent(&self, tenant: &TenantId, agent: &Principal) -> Result<bool> {
+        self.inner.delete_agent(tenant, agent).await
+    }
+
     async fn idle_sessions(
         &self,
         tenant: &TenantId,

@@ -349,6 +349,19 @@ def erase_session(session_id: str, cascade: bool = False) -> Call[dict[str, Any]
     )
 
 
+def erase_principal(principal: str, cascade: bool = False) -> Call[dict[str, Any]]:
+    """``DELETE /v1/principals/{principal}``: erases a principal for good
+    (every commit on its timeline with its deltas, cached results and refs,
+    its agent saves, working-context snapshot and record); other principals'
+    commits descending from its commits are a 409 unless ``cascade``."""
+    return Call(
+        "DELETE",
+        f"/v1/principals/{seg(principal)}",
+        parse_json,
+        params={"cascade": "true" if cascade else "false"},
+    )
+
+
 def list_pins() -> Call[dict[str, Any]]:
     """``GET /v1/pins``: what retention never erases."""
     return Call("GET", "/v1/pins", parse_json)

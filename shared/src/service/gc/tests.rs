@@ -567,3 +567,32 @@ async fn gc_keeps_agent_save_files_and_working_context_snapshots() {
         save.save_id
     );
 }
+
+#[tokio::test]
+async fn a_save_of_several_commits_is_restorable_after_a_collection() {
+    let f = fixture(None);
+    let (svc, tenant) = (&f.svc, &f.tenant);
+    let agent = "agent".parse().unwrap();
+    let root = commit(svc, tenant, None, "first turn\n").await;
+    f.clock.advance_micros(1_000);
+    commit(svc, tenant, Some(root), "second turn\n").await;
+    let save = svc.save_context(tenant, &agent, None).await.unwrap();
+    f.clock.advance_micros(48 * HOUR);
+    svc.gc_all(tenant, false).await.unwrap();
+    let restored = svc
+        .restore_save(tenant, &agent, &save.save_id)
+        .await
+        .unwrap();
+    let tip = restored.commits.last().unwrap().id;
+    let m = svc
+        .materialize(tenant, &tip, Stop::Compaction, None)
+        .await
+        .unwrap();
+    let bytes = f
+        .blobs
+        .get(tenant, &m.result.artifact_ref)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(bytes, Bytes::from("first turn\nsecond turn\n"));
+}

@@ -10,7 +10,7 @@ use crate::clock::ManualClock;
 use crate::commit::Stop;
 use crate::error::ErrorKind;
 use crate::format::FormatId;
-use crate::id::{CommitId, RefName, SessionId, TenantId};
+use crate::id::{CommitId, Principal, RefName, SessionId, TenantId};
 use crate::service::{Erased, NewCommit, Service};
 use crate::store::conformance::t;
 use crate::store::memory::{MemoryBlobStore, MemoryMetaStore};
@@ -58,6 +58,18 @@ impl Fixture {
         at: i64,
         text: &str,
     ) -> CommitId {
+        self.commit_by("agent", session, parent, at, text).await
+    }
+
+    /// [`Fixture::commit`] by principal `by`.
+    async fn commit_by(
+        &self,
+        by: &str,
+        session: &str,
+        parent: Option<CommitId>,
+        at: i64,
+        text: &str,
+    ) -> CommitId {
         let name: RefName = format!("sessions/{session}").parse().unwrap();
         let expected = self
             .meta
@@ -71,7 +83,7 @@ impl Fixture {
             created_at: Some(t(at)),
             ref_move: Some(RefMove { name, expected }),
             ..NewCommit::new(
-                "agent".parse().unwrap(),
+                by.parse().unwrap(),
                 "tpl",
                 FormatId::raw(),
                 Bytes::from(text.to_owned()),
@@ -138,6 +150,7 @@ async fn erase_removes_commits_artifacts_cache_and_refs_but_keeps_shared_bytes()
             refs: 1,
             cache: 2,
             cascaded: 0,
+            ..Erased::default()
         }
     );
     for id in [a0, a1] {
@@ -319,4 +332,209 @@ async fn retention_erases_idle_sessions_except_pinned_and_forked_ones() {
     assert_eq!(all.len(), 1);
     assert_eq!(all[0].1.erased, vec![sid("pinned")]);
     assert!(!f.blob_exists("pinned ").await);
+}
+
+fn snapshot_of(agent: &str, text: &str) -> crate::agent::wire::WorkingContextSnapshot {
+    crate::agent::wire::WorkingContextSnapshot {
+        schema_version: 1,
+        agent_id: agent.to_owned(),
+        epoch_id: 1,
+        last_compaction_ts: None,
+        messages: vec![crate::agent::wire::WorkingMessage {
+            role: "user".to_owned(),
+            content: Some(text.to_owned()),
+            reasoning_content: None,
+            tool_payload: None,
+            media_urls: None,
+        }],
+    }
+}
+
+#[tokio::test]
+async fn a_session_erase_removes_the_saves_and_snapshots_built_from_it() {
+    let f = fixture();
+    let me: Principal = "agent".parse().unwrap();
+    let other: Principal = "other".parse().unwrap();
+    let day = 86_400;
+    // Day 0: an unrelated session; day 10: the one to erase.
+    f.commit("old", None, 0, "old turn ").await;
+    f.clock.set(t(1));
+    let early = f.svc.save_context(&f.tenant, &me, None).await.unwrap();
+    f.commit("doomed", None, 10 * day, "doomed turn ").await;
+    f.commit_by("other", "theirs", None, 10 * day, "their turn ")
+        .await;
+    f.clock.set(t(10 * day + 1));
+    let late = f.svc.save_context(&f.tenant, &me, None).await.unwrap();
+    let theirs = f.svc.save_context(&f.tenant, &other, None).await.unwrap();
+    let mine_wc = f
+        .svc
+        .put_working_context(&f.tenant, &me, &snapshot_of("agent", "doomed turn"))
+        .await
+        .unwrap();
+    let their_wc = f
+        .svc
+        .put_working_context(&f.tenant, &other, &snapshot_of("other", "their turn"))
+        .await
+        .unwrap();
+
+    let erased = f
+        .svc
+        .erase_session(&f.tenant, &sid("doomed"), false)
+        .await
+        .unwrap();
+    assert_eq!(
+        (erased.commits, erased.saves, erased.working_contexts),
+        (1, 1, 1),
+        "{erased:?}"
+    );
+    assert!(!f.blob_exists("doomed turn ").await);
+    for gone in [late.artifact_ref, mine_wc.artifact_ref] {
+        assert_eq!(f.blobs.size(&f.tenant, &gone).await.unwrap(), None);
+    }
+    let saves = f.meta.list_saves(&f.tenant, &me, 10).await.unwrap();
+    assert_eq!(
+        saves.iter().map(|s| s.save_id).collect::<Vec<_>>(),
+        vec![early.save_id],
+        "a save whose window does not hold the session stays"
+    );
+    let rec = f.meta.get_agent(&f.tenant, &me).await.unwrap();
+    assert_eq!(rec.and_then(|r| r.working_context), None);
+    // The other agent keeps everything.
+    for kept in [theirs.artifact_ref, their_wc.artifact_ref] {
+        assert!(f.blobs.size(&f.tenant, &kept).await.unwrap().is_some());
+    }
+    assert!(
+        f.meta
+            .get_agent(&f.tenant, &other)
+            .await
+            .unwrap()
+            .and_then(|r| r.working_context)
+            .is_some()
+    );
+    // A restore after the erase rebuilds from what is left.
+    f.svc
+        .restore_working_context(&f.tenant, &me, &Default::default())
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn a_principal_erase_removes_its_commits_files_and_record_and_refuses_forks() {
+    let f = fixture();
+    let gone: Principal = "leaver".parse().unwrap();
+    let root = f.commit_by("leaver", "s1", None, 0, "leaver secret ").await;
+    f.commit_by("leaver", "s1", Some(root), 1, "leaver again ")
+        .await;
+    f.commit_by("leaver", "s2", None, 2, "leaver elsewhere ")
+        .await;
+    // Another principal continues the leaver's first chain.
+    let fork = f
+        .commit_by("stayer", "s3", Some(root), 3, "stayer turn ")
+        .await;
+    let unrelated = f.commit_by("stayer", "s4", None, 4, "stayer own ").await;
+    f.clock.set(t(5));
+    let save = f.svc.save_context(&f.tenant, &gone, None).await.unwrap();
+    f.svc
+        .patch_agent(
+            &f.tenant,
+            &gone,
+            &crate::agent::wire::PatchAgentRequest {
+                window_seconds: Some(600),
+                persist_working_context: None,
+            },
+        )
+        .await
+        .unwrap();
+    f.svc
+        .put_working_context(&f.tenant, &gone, &snapshot_of("leaver", "leaver secret"))
+        .await
+        .unwrap();
+
+    let e = f
+        .svc
+        .erase_principal(&f.tenant, &gone, false)
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Conflict);
+    assert!(e.message.contains(&fork.to_string()), "{}", e.message);
+    assert!(e.message.contains("principal stayer"), "{}", e.message);
+    assert!(f.blob_exists("leaver secret ").await, "nothing removed");
+    assert!(
+        f.meta.get_agent(&f.tenant, &gone).await.unwrap().is_some(),
+        "nothing removed"
+    );
+
+    let erased = f.svc.erase_principal(&f.tenant, &gone, true).await.unwrap();
+    assert_eq!(
+        (
+            erased.commits,
+            erased.cascaded,
+            erased.saves,
+            erased.working_contexts,
+            erased.agents
+        ),
+        (4, 1, 1, 1, 1),
+        "{erased:?}"
+    );
+    for text in [
+        "leaver secret ",
+        "leaver again ",
+        "leaver elsewhere ",
+        "stayer turn ",
+    ] {
+        assert!(!f.blob_exists(text).await, "{text}");
+    }
+    assert_eq!(
+        f.blobs.size(&f.tenant, &save.artifact_ref).await.unwrap(),
+        None
+    );
+    assert!(f.blob_exists("stayer own ").await);
+    assert!(
+        f.meta
+            .get_commit(&f.tenant, &unrelated)
+            .await
+            .unwrap()
+            .is_some()
+    );
+    assert_eq!(f.meta.get_agent(&f.tenant, &gone).await.unwrap(), None);
+    assert!(
+        f.meta
+            .list_saves(&f.tenant, &gone, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+
+    // Idempotent: nothing left is a 404; so is another tenant's principal.
+    let again = f
+        .svc
+        .erase_principal(&f.tenant, &gone, true)
+        .await
+        .unwrap_err();
+    assert_eq!(again.kind, ErrorKind::NotFound);
+    let stayer: Principal = "stayer".parse().unwrap();
+    let elsewhere = f
+        .svc
+        .erase_principal(&"other-tenant".parse().unwrap(), &stayer, true)
+        .await
+        .unwrap_err();
+    assert_eq!(elsewhere.kind, ErrorKind::NotFound);
+    assert!(f.blob_exists("stayer own ").await);
+}
+
+#[tokio::test]
+async fn a_principal_with_only_agent_files_is_erased_too() {
+    let f = fixture();
+    let p: Principal = "quiet".parse().unwrap();
+    f.svc
+        .put_working_context(&f.tenant, &p, &snapshot_of("quiet", "hello"))
+        .await
+        .unwrap();
+    let e = f.svc.erase_principal(&f.tenant, &p, false).await.unwrap();
+    assert_eq!(
+        (e.commits, e.working_contexts, e.agents),
+        (0, 1, 1),
+        "{e:?}"
+    );
+    assert_eq!(f.meta.get_agent(&f.tenant, &p).await.unwrap(), None);
 }

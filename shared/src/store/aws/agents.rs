@@ -18,7 +18,7 @@ use crate::agent::{AgentRecord, SaveId, SaveRecord, WorkingContextRef};
 use crate::clock::micros_to_time;
 use crate::commit::Commit;
 use crate::error::{Error, Result};
-use crate::id::{CommitId, Principal, TenantId};
+use crate::id::{ArtifactRef, CommitId, Principal, TenantId};
 
 /// The most keys one `BatchGetItem` takes.
 const BATCH_GET: usize = 100;
@@ -40,6 +40,9 @@ struct AgentItem {
     /// The working-context cache pointer.
     #[serde(default)]
     wc: Option<WorkingContextRef>,
+    /// The newest joined windows.
+    #[serde(default)]
+    win: Option<Vec<ArtifactRef>>,
 }
 
 /// A save item.
@@ -57,6 +60,7 @@ impl From<AgentItem> for AgentRecord {
             persist_working_context: i.pwc,
             last_clear: i.lc.map(micros_to_time),
             working_context: i.wc,
+            windows: i.win,
         }
     }
 }
@@ -194,6 +198,12 @@ impl DynamoMetaStore {
                 .map_err(|e| Error::internal(format!("cannot encode a cache pointer: {e}")))?;
             values.insert(":wc".to_owned(), av);
         }
+        if let Some(v) = &patch.windows {
+            sets.push("win = :win");
+            let av = serde_dynamo::to_attribute_value(v)
+                .map_err(|e| Error::internal(format!("cannot encode a window list: {e}")))?;
+            values.insert(":win".to_owned(), av);
+        }
         if sets.is_empty() {
             return Ok(self.read_agent(tenant, agent).await?.unwrap_or_default());
         }
@@ -294,5 +304,62 @@ impl DynamoMetaStore {
         .await?;
         item.map(|i| from_item::<SaveItem>(i).map(|s| s.s))
             .transpose()
+    }
+
+    pub(super) async fn remove_save(
+        &self,
+        tenant: &TenantId,
+        agent: &Principal,
+        id: &SaveId,
+    ) -> Result<bool> {
+        self.delete_key(key(keys::agent_pk(tenant, agent), keys::save_sk(id)))
+            .await
+    }
+
+    pub(super) async fn drop_working_context(
+        &self,
+        tenant: &TenantId,
+        agent: &Principal,
+        artifact: &ArtifactRef,
+    ) -> Result<bool> {
+        let out = self
+            .client()
+            .update_item()
+            .table_name(self.table())
+            .set_key(Some(key(keys::agent_pk(tenant, agent), keys::AGENT_SK)))
+            .update_expression("REMOVE wc")
+            .condition_expression("wc.artifact_ref = :a")
+            .expression_attribute_values(":a", s(artifact.to_string()))
+            .send()
+            .await;
+        match out {
+            Ok(_) => Ok(true),
+            Err(e)
+                if e.as_service_error()
+                    .is_some_and(|s| s.is_conditional_check_failed_exception()) =>
+            {
+                Ok(false)
+            }
+            Err(e) => Err(sdk_error("DynamoDB UpdateItem", e)),
+        }
+    }
+
+    pub(super) async fn remove_agent(&self, tenant: &TenantId, agent: &Principal) -> Result<bool> {
+        self.delete_key(key(keys::agent_pk(tenant, agent), keys::AGENT_SK))
+            .await
+    }
+
+    /// Deletes the item at key `k`; true when it existed.
+    pub(super) async fn delete_key(&self, k: Item) -> Result<bool> {
+        let out = self
+            .client()
+            .delete_item()
+            .table_name(self.table())
+            .set_key(Some(k))
+            .return_values(ReturnValue::AllOld)
+            .send()
+            .await
+            .map_err(|e| sdk_error("DynamoDB DeleteItem", e))?;
+        Ok(out.attributes.is_some_and(|a| !a.is_empty()))
     }
 }

@@ -8,9 +8,7 @@
 
 use std::collections::HashMap;
 
-use aws_sdk_dynamodb::types::{
-    AttributeValue, Delete, KeysAndAttributes, Put, ReturnValue, TransactWriteItem,
-};
+use aws_sdk_dynamodb::types::{AttributeValue, Delete, KeysAndAttributes, Put, TransactWriteItem};
 use chrono::{DateTime, Utc};
 
 use super::items::{Item, Transact, build, from_item, key, n, s, transact};
@@ -464,16 +462,7 @@ impl DynamoMetaStore {
                 Err(e) => Err(sdk_error("DynamoDB PutItem", e)),
             }
         } else {
-            let out = self
-                .client()
-                .delete_item()
-                .table_name(self.table())
-                .set_key(Some(k))
-                .return_values(ReturnValue::AllOld)
-                .send()
-                .await
-                .map_err(|e| sdk_error("DynamoDB DeleteItem", e))?;
-            Ok(out.attributes.is_some_and(|a| !a.is_empty()))
+            self.delete_key(k).await
         }
     }
 

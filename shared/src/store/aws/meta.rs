@@ -626,7 +626,8 @@ impl MetaStore for DynamoMetaStore {
                     "begins_with(pk, :c) OR begins_with(pk, :m) OR begins_with(pk, :ag)",
                 )
                 .projection_expression(
-                    "pk, c.artifact_ref, m.artifact_ref, #s.artifact_ref, wc.artifact_ref",
+                    "pk, c.artifact_ref, m.artifact_ref, #s.artifact_ref, #s.thread_artifacts, \
+                     wc.artifact_ref",
                 )
                 .expression_attribute_names("#s", "s")
                 .expression_attribute_values(":c", s(keys::commit_pk_prefix(tenant)))
@@ -640,19 +641,25 @@ impl MetaStore for DynamoMetaStore {
             for item in page.items() {
                 // A commit's delta, a cache entry's result, an agent's save
                 // file and working-context snapshot.
-                for (attr, into) in [
-                    ("c", &mut out.durable),
-                    ("m", &mut out.cached),
-                    ("s", &mut out.durable),
-                    ("wc", &mut out.durable),
-                ] {
+                for (attr, cached) in [("c", false), ("m", true), ("s", false), ("wc", false)] {
                     let Some(AttributeValue::M(inner)) = item.get(attr) else {
                         continue;
                     };
-                    if let Some(AttributeValue::S(a)) = inner.get("artifact_ref") {
-                        into.insert(a.parse().map_err(|_| {
-                            Error::internal(format!("stored artifact ref {a:?} is malformed"))
-                        })?);
+                    let into = if cached {
+                        &mut out.cached
+                    } else {
+                        &mut out.durable
+                    };
+                    let threads = match inner.get("thread_artifacts") {
+                        Some(AttributeValue::L(l)) => l.as_slice(),
+                        _ => &[],
+                    };
+                    for v in inner.get("artifact_ref").into_iter().chain(threads) {
+                        if let AttributeValue::S(a) = v {
+                            into.insert(a.parse().map_err(|_| {
+                                Error::internal(format!("stored artifact ref {a:?} is malformed"))
+                            })?);
+                        }
                     }
                 }
             }
@@ -793,6 +800,23 @@ impl MetaStore for DynamoMetaStore {
         limit: usize,
     ) -> Result<Vec<ArtifactUser>> {
         self.users_of(tenant, artifact, limit).await
+    }
+
+    async fn delete_save(&self, tenant: &TenantId, agent: &Principal, id: &SaveId) -> Result<bool> {
+        self.remove_save(tenant, agent, id).await
+    }
+
+    async fn clear_working_context(
+        &self,
+        tenant: &TenantId,
+        agent: &Principal,
+        artifact: &ArtifactRef,
+    ) -> Result<bool> {
+        self.drop_working_context(tenant, agent, artifact).await
+    }
+
+    async fn delete_agent(&self, tenant: &TenantId, agent: &Principal) -> Result<bool> {
+        self.remove_agent(tenant, agent).await
     }
 
     async fn idle_sessions(

@@ -13,6 +13,7 @@ pub async fn run_all(meta: &dyn MetaStore) {
     timeline_range_reads_one_principals_range(meta).await;
     agent_records_patch_only_what_they_name(meta).await;
     saves_list_newest_first_per_agent(meta).await;
+    agent_data_is_removed_piece_by_piece(meta).await;
 }
 
 fn ids(cs: &[Commit]) -> Vec<crate::id::CommitId> {
@@ -139,6 +140,7 @@ pub async fn agent_records_patch_only_what_they_name(meta: &dyn MetaStore) {
                 last_clear: Some(t(5)),
                 persist_working_context: Some(true),
                 working_context: Some(wc),
+                windows: Some(vec![ArtifactRef::of(b"w1"), ArtifactRef::of(b"w2")]),
                 ..Default::default()
             },
         )
@@ -149,6 +151,7 @@ pub async fn agent_records_patch_only_what_they_name(meta: &dyn MetaStore) {
         persist_working_context: Some(true),
         last_clear: Some(t(5)),
         working_context: Some(wc),
+        windows: Some(vec![ArtifactRef::of(b"w1"), ArtifactRef::of(b"w2")]),
     };
     assert_eq!(second, want);
     assert_eq!(
@@ -187,6 +190,9 @@ pub(super) fn save(tenant: &TenantId, agent: &Principal, at: i64, description: &
         window_start: t(at - 100),
         window_end: t(at),
         artifact_ref: artifact,
+        thread_artifacts: vec![ArtifactRef::of(
+            format!("thread of {description}").as_bytes(),
+        )],
     }
 }
 
@@ -240,5 +246,91 @@ pub async fn saves_list_newest_first_per_agent(meta: &dyn MetaStore) {
             .await
             .expect("other tenant")
             .is_empty()
+    );
+}
+
+/// A save's record, a working-context pointer (only while it names the
+/// artifact given) and an agent's record are removed one at a time; each
+/// removal says whether there was anything; other agents and tenants keep
+/// theirs.
+pub async fn agent_data_is_removed_piece_by_piece(meta: &dyn MetaStore) {
+    let a = fresh_tenant("agent-erase-a");
+    let b = fresh_tenant("agent-erase-b");
+    let p: Principal = "agent-p".parse().expect("principal");
+    let q: Principal = "agent-q".parse().expect("principal");
+    let wc = |bytes: &[u8]| AgentRecord {
+        window_seconds: Some(60),
+        working_context: Some(WorkingContextRef {
+            artifact_ref: ArtifactRef::of(bytes),
+            epoch_id: 3,
+        }),
+        ..AgentRecord::default()
+    };
+    for (tenant, agent) in [(&a, &p), (&a, &q), (&b, &p)] {
+        meta.update_agent(tenant, agent, &wc(b"snapshot"))
+            .await
+            .expect("update_agent");
+        for (at, d) in [(100, "one"), (200, "two")] {
+            meta.put_save(tenant, agent, &save(tenant, agent, at, d))
+                .await
+                .expect("put_save");
+        }
+    }
+    let one = save(&a, &p, 100, "one");
+    assert!(
+        meta.delete_save(&a, &p, &one.save_id)
+            .await
+            .expect("delete")
+    );
+    assert!(
+        !meta.delete_save(&a, &p, &one.save_id).await.expect("again"),
+        "a second delete finds nothing"
+    );
+    assert_eq!(
+        meta.get_save(&a, &p, &one.save_id).await.expect("get"),
+        None
+    );
+    assert_eq!(meta.list_saves(&a, &p, 10).await.expect("list").len(), 1);
+    assert_eq!(meta.list_saves(&a, &q, 10).await.expect("q's").len(), 2);
+    assert_eq!(meta.list_saves(&b, &p, 10).await.expect("b's").len(), 2);
+
+    assert!(
+        !meta
+            .clear_working_context(&a, &p, &ArtifactRef::of(b"another snapshot"))
+            .await
+            .expect("clear another"),
+        "a pointer to another snapshot is kept"
+    );
+    assert!(
+        meta.clear_working_context(&a, &p, &ArtifactRef::of(b"snapshot"))
+            .await
+            .expect("clear")
+    );
+    let rec = meta.get_agent(&a, &p).await.expect("get").expect("kept");
+    assert_eq!(rec.working_context, None);
+    assert_eq!(rec.window_seconds, Some(60), "settings stay");
+    assert!(
+        !meta
+            .clear_working_context(&a, &p, &ArtifactRef::of(b"snapshot"))
+            .await
+            .expect("clear again")
+    );
+    assert_eq!(
+        meta.get_agent(&a, &q).await.expect("q"),
+        Some(wc(b"snapshot"))
+    );
+
+    assert!(meta.delete_agent(&a, &p).await.expect("delete_agent"));
+    assert!(!meta.delete_agent(&a, &p).await.expect("again"));
+    assert_eq!(meta.get_agent(&a, &p).await.expect("gone"), None);
+    assert_eq!(
+        meta.get_agent(&b, &p).await.expect("b"),
+        Some(wc(b"snapshot"))
+    );
+    assert!(
+        !meta
+            .clear_working_context(&a, &p, &ArtifactRef::of(b"snapshot"))
+            .await
+            .expect("no record")
     );
 }

@@ -278,6 +278,7 @@ pub async fn references_are_every_commit_and_cache_entry_artifact(meta: &dyn Met
             ArtifactRef::of(b"root"),
             ArtifactRef::of(b"child"),
             save.artifact_ref,
+            save.thread_artifacts[0],
             wc
         ]
         .into()

@@ -10,7 +10,7 @@ use super::{LocalError, SqliteMetaStore, sql};
 use crate::agent::{AgentRecord, SaveId, SaveRecord};
 use crate::commit::Commit;
 use crate::error::{Error, Result};
-use crate::id::{Principal, TenantId};
+use crate::id::{ArtifactRef, Principal, TenantId};
 
 fn encode<T: serde::Serialize>(v: &T) -> Result<String> {
     serde_json::to_string(v).map_err(|e| Error::internal(format!("cannot encode a record: {e}")))
@@ -167,6 +167,54 @@ impl SqliteMetaStore {
                     .query_row(params![tenant.as_str(), agent.as_str(), id], |r| r.get(0))
                     .optional()?;
                 Ok(body.map(|b| serde_json::from_str(&b)).transpose()?)
+            })
+            .await
+    }
+
+    pub(super) async fn remove_save(
+        &self,
+        tenant: &TenantId,
+        agent: &Principal,
+        id: &SaveId,
+    ) -> Result<bool> {
+        let (tenant, agent, id) = (tenant.clone(), agent.clone(), id.to_string());
+        self.db
+            .write(move |conn| {
+                Ok(conn.execute(
+                    "DELETE FROM agent_saves WHERE tenant = ?1 AND agent = ?2 AND save_id = ?3",
+                    params![tenant.as_str(), agent.as_str(), id],
+                )? > 0)
+            })
+            .await
+    }
+
+    pub(super) async fn drop_working_context(
+        &self,
+        tenant: &TenantId,
+        agent: &Principal,
+        artifact: &ArtifactRef,
+    ) -> Result<bool> {
+        let (tenant, agent, artifact) = (tenant.clone(), agent.clone(), artifact.to_string());
+        self.db
+            .write(move |conn| {
+                Ok(conn.execute(
+                    "UPDATE agents SET body = json_remove(body, '$.working_context')
+                     WHERE tenant = ?1 AND agent = ?2
+                       AND json_extract(body, '$.working_context.artifact_ref') = ?3",
+                    params![tenant.as_str(), agent.as_str(), artifact],
+                )? > 0)
+            })
+            .await
+    }
+
+    pub(super) async fn remove_agent(&self, tenant: &TenantId, agent: &Principal) -> Result<bool> {
+        let (tenant, agent) = (tenant.clone(), agent.clone());
+        self.db
+            .write(move |conn| {
+                Ok(conn.execute(
+                    "DELETE FROM agents WHERE tenant = ?1 AND agent = ?2",
+                    params![tenant.as_str(), agent.as_str()],
+                )? > 0)
             })
             .await
     }

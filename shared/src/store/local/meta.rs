@@ -464,6 +464,8 @@ impl MetaStore for SqliteMetaStore {
                         "SELECT artifact FROM commits WHERE tenant = ?1
                          UNION SELECT json_extract(body, '$.artifact_ref') FROM agent_saves
                            WHERE tenant = ?1
+                         UNION SELECT j.value FROM agent_saves s,
+                           json_each(s.body, '$.thread_artifacts') j WHERE s.tenant = ?1
                          UNION SELECT json_extract(body, '$.working_context.artifact_ref')
                            FROM agents WHERE tenant = ?1
                            AND json_extract(body, '$.working_context.artifact_ref') IS NOT NULL",
@@ -710,6 +712,23 @@ impl MetaStore for SqliteMetaStore {
         limit: usize,
     ) -> Result<Vec<ArtifactUser>> {
         self.users_of(tenant, artifact, limit).await
+    }
+
+    async fn delete_save(&self, tenant: &TenantId, agent: &Principal, id: &SaveId) -> Result<bool> {
+        self.remove_save(tenant, agent, id).await
+    }
+
+    async fn clear_working_context(
+        &self,
+        tenant: &TenantId,
+        agent: &Principal,
+        artifact: &ArtifactRef,
+    ) -> Result<bool> {
+        self.drop_working_context(tenant, agent, artifact).await
+    }
+
+    async fn delete_agent(&self, tenant: &TenantId, agent: &Principal) -> Result<bool> {
+        self.remove_agent(tenant, agent).await
     }
 
     async fn idle_sessions(

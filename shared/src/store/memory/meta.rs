@@ -272,7 +272,11 @@ impl MetaStore for MemoryMetaStore {
                     meta.saves
                         .iter()
                         .filter(|((t, _), _)| t == tenant)
-                        .flat_map(|(_, saves)| saves.values().map(|s| s.artifact_ref)),
+                        .flat_map(|(_, saves)| saves.values())
+                        .flat_map(|s| {
+                            std::iter::once(s.artifact_ref)
+                                .chain(s.thread_artifacts.iter().copied())
+                        }),
                 )
                 .chain(
                     meta.agents
@@ -558,6 +562,37 @@ impl MetaStore for MemoryMetaStore {
             .get(&(tenant.clone(), agent.clone()))
             .and_then(|s| s.get(id))
             .cloned())
+    }
+
+    async fn delete_save(&self, tenant: &TenantId, agent: &Principal, id: &SaveId) -> Result<bool> {
+        Ok(lock(&self.meta)
+            .saves
+            .get_mut(&(tenant.clone(), agent.clone()))
+            .and_then(|s| s.remove(id))
+            .is_some())
+    }
+
+    async fn clear_working_context(
+        &self,
+        tenant: &TenantId,
+        agent: &Principal,
+        artifact: &ArtifactRef,
+    ) -> Result<bool> {
+        let mut m = lock(&self.meta);
+        match m.agents.get_mut(&(tenant.clone(), agent.clone())) {
+            Some(rec) if rec.working_context.map(|w| w.artifact_ref) == Some(*artifact) => {
+                rec.working_context = None;
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
+
+    async fn delete_agent(&self, tenant: &TenantId, agent: &Principal) -> Result<bool> {
+        Ok(lock(&self.meta)
+            .agents
+            .remove(&(tenant.clone(), agent.clone()))
+            .is_some())
     }
 
     async fn session_commits(&self, tenant: &TenantId, session: &SessionId) -> Result<Vec<Commit>> {
