@@ -394,6 +394,27 @@ pub trait BranchStore: Send + Sync + 'static {
     /// # Errors
     /// `Unavailable`.
     async fn all_active(&self) -> Result<Option<Vec<(TenantId, BranchId, DateTime<Utc>)>>>;
+
+    /// Every branch of a session (nested ones too: they keep their root
+    /// session), in any status.
+    ///
+    /// # Errors
+    /// `Unavailable`.
+    async fn session_branches(&self, tenant: &TenantId, session: &str) -> Result<Vec<BranchId>>;
+
+    /// Removes a branch's record (an active one is finished first, by the
+    /// caller, so that the counts are released); false when there was none.
+    ///
+    /// # Errors
+    /// `Unavailable`.
+    async fn delete_branch(&self, tenant: &TenantId, id: &BranchId) -> Result<bool>;
+
+    /// Removes a session's branch bookkeeping (its owner and creation
+    /// counts), once its branches are removed; false when there was none.
+    ///
+    /// # Errors
+    /// `Unavailable`.
+    async fn forget_session(&self, tenant: &TenantId, session: &str) -> Result<bool>;
 }
 
 /// Whether branches check who calls.

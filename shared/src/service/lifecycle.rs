@@ -65,6 +65,9 @@ pub struct Erased {
     pub working_contexts: u64,
     /// Agent records removed (a principal's erase).
     pub agents: u64,
+    /// Branch records removed (a session's erase: its context-folding
+    /// branches, whose chains are erased with it).
+    pub branches: u64,
 }
 
 impl Erased {
@@ -79,6 +82,7 @@ impl Erased {
         self.saves += o.saves;
         self.working_contexts += o.working_contexts;
         self.agents += o.agents;
+        self.branches += o.branches;
     }
 }
 
@@ -120,16 +124,45 @@ impl Service {
         session: &SessionId,
         cascade: bool,
     ) -> Result<Erased> {
-        let own = self.stores.meta.session_commits(tenant, session).await?;
-        if own.is_empty() {
+        let meta = &self.stores.meta;
+        let mut own = meta.session_commits(tenant, session).await?;
+        // Its branches' chains (each its own session, `br-…`), nested ones
+        // included: their records go last, so a re-run still finds them.
+        let branches = match self.folding() {
+            Some(f) => f.store.session_branches(tenant, session.as_str()).await?,
+            None => Vec::new(),
+        };
+        for b in &branches {
+            let root = match self.folding() {
+                Some(f) => f.store.get_branch(tenant, b).await?.map(|r| r.root_commit),
+                None => None,
+            };
+            if let Some(root) = root {
+                own.extend(self.chain_from(tenant, &root).await?);
+            }
+        }
+        let mut seen = HashSet::new();
+        own.retain(|c| seen.insert(c.id));
+        if own.is_empty() && branches.is_empty() {
             return Err(Error::not_found(format!("session {session}")));
         }
-        let report = self
-            .erase_closure(tenant, own, &format!("session {session}"), cascade, |c| {
-                c.session_id.as_ref().map(|s| format!("session {s}"))
-            })
-            .await?;
-        self.stores.meta.compact().await?;
+        let mut report = Erased::default();
+        if !own.is_empty() {
+            report = self
+                .erase_closure(tenant, own, &format!("session {session}"), cascade, |c| {
+                    c.session_id.as_ref().map(|s| format!("session {s}"))
+                })
+                .await?;
+        }
+        if let Some(f) = self.folding() {
+            for b in &branches {
+                if self.forget_branch(f, tenant, b).await? {
+                    report.branches += 1;
+                }
+            }
+            f.store.forget_session(tenant, session.as_str()).await?;
+        }
+        meta.compact().await?;
         Ok(report)
     }
 
@@ -187,6 +220,53 @@ impl Service {
         }
         meta.compact().await?;
         Ok(report)
+    }
+
+    /// A branch's chain: its root commit and every descendant.
+    async fn chain_from(&self, tenant: &TenantId, root: &CommitId) -> Result<Vec<Commit>> {
+        let meta = &self.stores.meta;
+        let Some(root) = meta.get_commit(tenant, root).await? else {
+            return Ok(Vec::new());
+        };
+        let mut out = vec![root];
+        let mut i = 0;
+        while i < out.len() {
+            let children = meta.child_commits(tenant, &out[i].id).await?;
+            out.extend(children);
+            i += 1;
+        }
+        Ok(out)
+    }
+
+    /// Removes a branch's record: an active one is first marked failed (its
+    /// deadline timer stopped, the session's and tenant's counts
+    /// released). True when there was a record.
+    async fn forget_branch(
+        &self,
+        folding: &crate::branch::Folding,
+        tenant: &TenantId,
+        id: &crate::id::BranchId,
+    ) -> Result<bool> {
+        let store = &folding.store;
+        let Some(rec) = store.get_branch(tenant, id).await? else {
+            return Ok(false);
+        };
+        if rec.status == crate::branch::BranchStatus::Active {
+            folding.timer.stop(tenant, id, rec.timer.as_deref()).await?;
+            let finish = crate::branch::Finish {
+                status: crate::branch::BranchStatus::Failed,
+                at: self.clock.now(),
+                reason: Some("its session was erased".to_owned()),
+            };
+            match store.finish_branch(tenant, id, &finish).await {
+                // Finished meanwhile: nothing to release.
+                Err(e) if e.kind == ErrorKind::Conflict => {}
+                other => {
+                    other?;
+                }
+            }
+        }
+        store.delete_branch(tenant, id).await
     }
 
     /// Erases `own` (every commit of one session or principal, `what`)

@@ -87,6 +87,47 @@ impl DynamoBranchStore {
         }
     }
 
+    /// The sort keys of every item of a session's partition.
+    async fn session_items(&self, tenant: &TenantId, session: &str) -> Result<Vec<String>> {
+        let mut out = Vec::new();
+        let mut start = None;
+        loop {
+            let page = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .key_condition_expression("pk = :pk")
+                .expression_attribute_values(":pk", s(keys::session_pk(tenant, session)))
+                .projection_expression("sk")
+                .consistent_read(true)
+                .set_exclusive_start_key(start.take())
+                .send()
+                .await
+                .map_err(|e| sdk_error("DynamoDB Query", e))?;
+            out.extend(
+                page.items
+                    .unwrap_or_default()
+                    .into_iter()
+                    .filter_map(|i| i.get("sk").and_then(|v| v.as_s().ok()).cloned()),
+            );
+            match page.last_evaluated_key {
+                Some(k) if !k.is_empty() => start = Some(k),
+                _ => return Ok(out),
+            }
+        }
+    }
+
+    async fn delete(&self, pk: String, sk: String) -> Result<()> {
+        self.client
+            .delete_item()
+            .table_name(&self.table)
+            .set_key(Some(key(pk, sk)))
+            .send()
+            .await
+            .map_err(|e| sdk_error("DynamoDB DeleteItem", e))?;
+        Ok(())
+    }
+
     async fn get(&self, pk: String, sk: &str) -> Result<Option<Item>> {
         consistent_get(&self.client, &self.table, pk, sk).await
     }
@@ -170,6 +211,10 @@ impl BranchStore for DynamoBranchStore {
             .expression_attribute_values(":one", n(1))
             .expression_attribute_values(":max", n(limits.creations_per_minute))
             .expression_attribute_values(":ttl", n(window + 3600));
+        let member = Put::builder().table_name(&self.table).set_item(Some(key(
+            keys::session_pk(tenant, &rec.session_id),
+            keys::member_sk(&rec.id),
+        )));
         let items = vec![
             TransactWriteItem::builder()
                 .put(build(put.build())?)
@@ -185,6 +230,10 @@ impl BranchStore for DynamoBranchStore {
                 .build(),
             TransactWriteItem::builder()
                 .update(build(window_update.build())?)
+                .build(),
+            // Last: the failure indexes above stay as they are.
+            TransactWriteItem::builder()
+                .put(build(member.build())?)
                 .build(),
         ];
         match self
@@ -412,5 +461,40 @@ impl BranchStore for DynamoBranchStore {
     async fn all_active(&self) -> Result<Option<Vec<(TenantId, BranchId, DateTime<Utc>)>>> {
         // Deadlines live in Step Functions executions in AWS mode.
         Ok(None)
+    }
+
+    async fn session_branches(&self, tenant: &TenantId, session: &str) -> Result<Vec<BranchId>> {
+        self.session_items(tenant, session)
+            .await?
+            .iter()
+            .filter_map(|sk| sk.strip_prefix(keys::MEMBER_PREFIX))
+            .map(|id| {
+                id.parse()
+                    .map_err(|_| Error::internal(format!("a stored branch id {id:?} is malformed")))
+            })
+            .collect()
+    }
+
+    async fn delete_branch(&self, tenant: &TenantId, id: &BranchId) -> Result<bool> {
+        let Some(rec) = self.get_branch(tenant, id).await? else {
+            return Ok(false);
+        };
+        // The session's items first, then the record that names them.
+        for sk in [keys::member_sk(id), keys::active_sk(id)] {
+            self.delete(keys::session_pk(tenant, &rec.session_id), sk)
+                .await?;
+        }
+        self.delete(keys::branch_pk(tenant, id), keys::BRANCH_SK.to_owned())
+            .await?;
+        Ok(true)
+    }
+
+    async fn forget_session(&self, tenant: &TenantId, session: &str) -> Result<bool> {
+        let sks = self.session_items(tenant, session).await?;
+        for sk in &sks {
+            self.delete(keys::session_pk(tenant, session), sk.clone())
+                .await?;
+        }
+        Ok(!sks.is_empty())
     }
 }

@@ -14,6 +14,7 @@
 //! | branch record | `T#<tenant>#BR#<br id>` | `B` |
 //! | session's branch meta (active count, owner) | `T#<tenant>#SS#<session>` | `META` |
 //! | session's active branch | `T#<tenant>#SS#<session>` | `A#<br id>` |
+//! | session's branch, any status (what an erase lists; written from this version on) | `T#<tenant>#SS#<session>` | `M#<br id>` |
 //! | session's creation window | `T#<tenant>#SS#<session>` | `W#<minute start s, 20 digits>` |
 //! | tenant's active branch count | `T#<tenant>#BRANCHES` | `ACTIVE` |
 //! | bearer token (hash → tenant) | `TOKENS` | `<64 hex of its hash>` |
@@ -240,6 +241,15 @@ pub const ACTIVE_PREFIX: &str = "A#";
 /// The sort key of one active branch of a session.
 pub fn active_sk(id: &BranchId) -> String {
     format!("{ACTIVE_PREFIX}{id}")
+}
+
+/// The sort-key prefix of a session's member items: one per branch it
+/// ever had, in any status (what an erase lists).
+pub const MEMBER_PREFIX: &str = "M#";
+
+/// The sort key of one branch of a session.
+pub fn member_sk(id: &BranchId) -> String {
+    format!("{MEMBER_PREFIX}{id}")
 }
 
 /// Parses [`active_sk`].

@@ -16,6 +16,7 @@ pub async fn run_all(store: &dyn BranchStore, caps: Capabilities) {
     tenant_concurrency_race_has_an_exact_count(store).await;
     creation_window_race_has_an_exact_count(store).await;
     tokens_add_up_and_finish_happens_once(store).await;
+    a_sessions_branches_are_listed_and_removed(store).await;
     if caps.global_branch_listing {
         all_active_lists_every_tenant(store).await;
     }
@@ -321,4 +322,83 @@ pub async fn all_active_lists_every_tenant(store: &dyn BranchStore) {
     assert!(all.contains(&(a.clone(), ra.id, ra.deadline)));
     assert!(all.contains(&(b.clone(), rb.id, rb.deadline)));
     assert!(!all.iter().any(|(_, id, _)| *id == done.id));
+}
+
+/// Every branch of a session is listed, finished or not (per tenant and
+/// session); a finished branch's record is removed once; forgetting the
+/// session drops its owner and counts, so a new branch starts afresh.
+pub async fn a_sessions_branches_are_listed_and_removed(store: &dyn BranchStore) {
+    let a = fresh_tenant("br-erase-a");
+    let b = fresh_tenant("br-erase-b");
+    let first = record("doomed", 0);
+    let second = record("doomed", 1);
+    let other = record("kept", 2);
+    for (tenant, rec) in [(&a, &first), (&a, &second), (&a, &other), (&b, &first)] {
+        store
+            .create_branch(tenant, rec, &LOOSE)
+            .await
+            .expect("create");
+    }
+    store
+        .finish_branch(&a, &first.id, &finish(BranchStatus::Completed, 5))
+        .await
+        .expect("finish");
+    let mut listed = store.session_branches(&a, "doomed").await.expect("list");
+    listed.sort();
+    let mut want = vec![first.id, second.id];
+    want.sort();
+    assert_eq!(listed, want);
+    assert!(
+        store
+            .session_branches(&a, "none")
+            .await
+            .expect("none")
+            .is_empty()
+    );
+
+    store
+        .finish_branch(&a, &second.id, &finish(BranchStatus::Failed, 6))
+        .await
+        .expect("finish");
+    for id in [first.id, second.id] {
+        assert!(store.delete_branch(&a, &id).await.expect("delete"));
+        assert!(!store.delete_branch(&a, &id).await.expect("again"));
+        assert_eq!(store.get_branch(&a, &id).await.expect("get"), None);
+    }
+    assert!(
+        store
+            .session_branches(&a, "doomed")
+            .await
+            .expect("list")
+            .is_empty()
+    );
+    assert!(store.forget_session(&a, "doomed").await.expect("forget"));
+    assert!(!store.forget_session(&a, "doomed").await.expect("again"));
+    assert_eq!(
+        store.session_owner(&a, "doomed").await.expect("owner"),
+        None
+    );
+    // The session can have branches again; the rest is untouched.
+    let mut fresh = record("doomed", 10);
+    fresh.owner = "tok-new".into();
+    store
+        .create_branch(&a, &fresh, &LOOSE)
+        .await
+        .expect("create again");
+    assert_eq!(
+        store.session_owner(&a, "doomed").await.expect("owner"),
+        Some("tok-new".into())
+    );
+    assert_eq!(
+        store.get_branch(&a, &other.id).await.expect("kept"),
+        Some(other.clone())
+    );
+    assert_eq!(
+        store.get_branch(&b, &first.id).await.expect("b's"),
+        Some(first.clone())
+    );
+    assert_eq!(
+        store.session_branches(&b, "doomed").await.expect("b").len(),
+        1
+    );
 }

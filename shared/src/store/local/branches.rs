@@ -306,6 +306,53 @@ impl BranchStore for SqliteBranchStore {
             })
             .await
     }
+
+    async fn session_branches(&self, tenant: &TenantId, session: &str) -> Result<Vec<BranchId>> {
+        let (tenant, session) = (tenant.clone(), session.to_owned());
+        let ids: Vec<String> = self
+            .db
+            .read(move |conn| {
+                let mut stmt = conn
+                    .prepare_cached("SELECT id FROM branches WHERE tenant = ?1 AND session = ?2")?;
+                let rows = stmt.query_map(params![tenant.as_str(), session], |r| r.get(0))?;
+                Ok::<_, LocalError>(rows.collect::<Result<_, _>>()?)
+            })
+            .await?;
+        ids.iter()
+            .map(|id| {
+                id.parse()
+                    .map_err(|_| Error::internal(format!("a stored branch id {id:?} is malformed")))
+            })
+            .collect()
+    }
+
+    async fn delete_branch(&self, tenant: &TenantId, id: &BranchId) -> Result<bool> {
+        let (tenant, id) = (tenant.clone(), id.to_string());
+        self.db
+            .write(move |conn| {
+                Ok(conn.execute(
+                    "DELETE FROM branches WHERE tenant = ?1 AND id = ?2",
+                    params![tenant.as_str(), id],
+                )? > 0)
+            })
+            .await
+    }
+
+    async fn forget_session(&self, tenant: &TenantId, session: &str) -> Result<bool> {
+        let (tenant, session) = (tenant.clone(), session.to_owned());
+        self.db
+            .transaction(move |tx| {
+                let n = tx.execute(
+                    "DELETE FROM branch_sessions WHERE tenant = ?1 AND session = ?2",
+                    params![tenant.as_str(), session],
+                )? + tx.execute(
+                    "DELETE FROM branch_windows WHERE tenant = ?1 AND session = ?2",
+                    params![tenant.as_str(), session],
+                )?;
+                Ok::<_, LocalError>(n > 0)
+            })
+            .await
+    }
 }
 
 #[cfg(test)]

@@ -171,4 +171,34 @@ impl BranchStore for MemoryBranchStore {
                 .collect(),
         ))
     }
+
+    async fn session_branches(&self, tenant: &TenantId, session: &str) -> Result<Vec<BranchId>> {
+        Ok(self
+            .lock()
+            .branches
+            .iter()
+            .filter(|((t, _), b)| t == tenant && b.session_id == session)
+            .map(|((_, id), _)| *id)
+            .collect())
+    }
+
+    async fn delete_branch(&self, tenant: &TenantId, id: &BranchId) -> Result<bool> {
+        Ok(self
+            .lock()
+            .branches
+            .remove(&(tenant.clone(), *id))
+            .is_some())
+    }
+
+    async fn forget_session(&self, tenant: &TenantId, session: &str) -> Result<bool> {
+        let mut s = self.lock();
+        let owner = s
+            .owners
+            .remove(&(tenant.clone(), session.to_owned()))
+            .is_some();
+        let before = s.windows.len();
+        s.windows
+            .retain(|(t, sess, _), _| !(t == tenant && sess == session));
+        Ok(owner || s.windows.len() < before)
+    }
 }

@@ -481,3 +481,57 @@ impl Scrubber for FailingScrubber {
 
 mod endings;
 mod guards;
+
+#[tokio::test]
+async fn erasing_a_session_erases_its_branches_chains_and_records() {
+    let h = harness();
+    let tenant = &h.alice.tenant;
+    let req: CheckpointRequest = serde_json::from_value(serde_json::json!({
+        "commit_type": "delta", "format": "raw", "delta": "user: the session\n",
+        "template": "t", "principal": "alice", "checkpoint": "tool_call",
+        "session_id": "s1", "ref": {"name": "sessions/s1", "expected": null}
+    }))
+    .unwrap();
+    req.submit(&h.svc, tenant).await.unwrap();
+    let done = h.create("s1", "finished subtask").await;
+    h.append(&done.chain_ref, "branch work\n").await.unwrap();
+    h.ret(&done.branch_id, "the result").await;
+    let running = h.create("s1", "running subtask").await;
+    let mut r = create("s1", "nested subtask");
+    r.parent_branch = Some(running.branch_id);
+    let nested = h.svc.branch_create(&h.alice, r).await.unwrap();
+    let other = h.create("s2", "another session's subtask").await;
+
+    let erased = h
+        .svc
+        .erase_session(tenant, &sid("s1"), false)
+        .await
+        .unwrap();
+    assert_eq!(erased.branches, 3, "{erased:?}");
+    // The session's commit, the return, three branch roots, one branch turn.
+    assert_eq!(erased.commits, 6, "{erased:?}");
+    let store = &h.svc.folding().unwrap().store;
+    for b in [&done, &running, &nested] {
+        assert_eq!(store.get_branch(tenant, &b.branch_id).await.unwrap(), None);
+        let root = h.svc.stores().meta.get_commit(tenant, &b.root_commit).await;
+        assert_eq!(root.unwrap(), None);
+    }
+    let stopped = h.timer.stopped.lock().unwrap().clone();
+    assert!(stopped.contains(&running.branch_id) && stopped.contains(&nested.branch_id));
+    assert_eq!(store.session_owner(tenant, "s1").await.unwrap(), None);
+    assert!(
+        store
+            .get_branch(tenant, &other.branch_id)
+            .await
+            .unwrap()
+            .is_some()
+    );
+    let again = h
+        .svc
+        .erase_session(tenant, &sid("s1"), false)
+        .await
+        .unwrap_err();
+    assert_eq!(again.kind, ErrorKind::NotFound);
+    // The session can fold again.
+    h.create("s1", "a fresh start").await;
+}
