@@ -1,0 +1,226 @@
+//! The operator's tenant erase, `ctx tenants erase`, against real stores:
+//! two tenants, a canary in one's deltas and summary, materialized (cached)
+//! and translated; erased on a stopped server's data directory, the
+//! canary is in no file of it (SQLite's database and write-ahead log
+//! included), the other tenant still materializes, the erased tenant's
+//! token is refused, and a re-run erases nothing. The same on the aws
+//! store against the emulator: no S3 object or DynamoDB item of the tenant
+//! remains.
+
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+use ctx_tests::{Http, Server, ctx_bin, files_holding};
+use serde_json::{Value, json};
+
+const CANARY: &str = "CANARY-4b7d-tenant-erase-do-not-keep";
+
+/// Runs `ctx` with `args` (no server involved).
+fn ctx(args: &[&str]) -> Output {
+    Command::new(ctx_bin())
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("ctx runs")
+}
+
+/// A token for `tenant` in the data directory.
+fn token_for(data: &Path, tenant: &str) -> String {
+    let out = ctx(&["tokens", "add", tenant, "--data", data.to_str().unwrap()]);
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+}
+
+/// Two commits (the canary in the first when `canary`), a summary, a ref,
+/// a materialization and a translation; the tip.
+async fn fill(http: &Http, text: &str) -> String {
+    let mut parent: Option<String> = None;
+    for (i, delta) in [format!("user: {text}\n"), "assistant: noted\n".into()]
+        .into_iter()
+        .enumerate()
+    {
+        let mut body = json!({
+            "commit_type": "delta", "format": "raw", "template": "t",
+            "principal": "agent", "checkpoint": "turn_boundary",
+            "session_id": "s", "delta": delta,
+            "created_at": format!("2026-11-22T00:00:{i:02}Z"),
+        });
+        if let Some(p) = &parent {
+            body["parent"] = json!(p);
+        }
+        let c = http.ok("POST", "/v1/commits", Some(&body)).await;
+        parent = Some(c["id"].as_str().unwrap().to_owned());
+    }
+    let tip = parent.unwrap();
+    http.ok(
+        "PATCH",
+        &format!("/v1/commits/{tip}"),
+        Some(&json!({"summary": format!("about {text}")})),
+    )
+    .await;
+    http.ok("PUT", "/v1/refs/sessions/s", Some(&json!({"target": tip})))
+        .await;
+    for format in [None, Some("openai-chat-v1")] {
+        let mut body = json!({"stop": "root"});
+        if let Some(f) = format {
+            body["format"] = json!(f);
+        }
+        http.ok(
+            "POST",
+            &format!("/v1/commits/{tip}/materialize"),
+            Some(&body),
+        )
+        .await;
+    }
+    tip
+}
+
+fn erased(out: &Output) -> Value {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_erased_tenant_leaves_no_byte_behind_and_the_other_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().to_str().unwrap().to_owned();
+    let server = Server::start(dir.path());
+    let acme = server.client_as(&token_for(dir.path(), "acme"));
+    let other_token = token_for(dir.path(), "other");
+    let other = server.client_as(&other_token);
+    let gone = fill(&acme, CANARY).await;
+    let kept = fill(&other, "unrelated").await;
+    assert!(
+        files_holding(dir.path(), CANARY.as_bytes()).len() >= 3,
+        "the canary is stored before the erase"
+    );
+
+    // A running server holds the data directory: refused, nothing erased.
+    let out = ctx(&["tenants", "erase", "acme", "--data", &data, "--yes"]);
+    assert_eq!(out.status.code(), Some(4), "{out:?}");
+    // Without --yes: a usage error, nothing erased.
+    server.kill();
+    let out = ctx(&["tenants", "erase", "acme", "--data", &data]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--yes"));
+    // A malformed tenant: a usage error naming it.
+    let out = ctx(&["tenants", "erase", "Acme!", "--data", &data, "--yes"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("tenant"));
+
+    let e = erased(&ctx(&[
+        "tenants", "erase", "acme", "--data", &data, "--yes", "--json",
+    ]));
+    assert_eq!(e["tenant"], "acme", "{e}");
+    assert_eq!(e["tokens"], 1, "{e}");
+    assert_eq!(e["commits"], 2, "{e}");
+    assert_eq!(e["refs"], 1, "{e}");
+    assert_eq!(e["cache"], 2, "{e}");
+    // Two deltas, the joined result, the translation.
+    assert_eq!(e["blobs"], 4, "{e}");
+    let left = files_holding(dir.path(), CANARY.as_bytes());
+    assert!(left.is_empty(), "the canary survives in {left:?}");
+    assert!(
+        !dir.path().join("cas").join("acme").exists(),
+        "the tenant's directory is gone"
+    );
+
+    let server = Server::start(dir.path());
+    let (status, _) = server
+        .client_as(&other_token)
+        .call("GET", &format!("/v1/commits/{gone}"), None)
+        .await
+        .unwrap();
+    assert_eq!(status, 404);
+    assert_eq!(
+        server
+            .client_as(&other_token)
+            .materialize(&kept, "root")
+            .await,
+        b"user: unrelated\nassistant: noted\n"
+    );
+    let mut acme = acme.clone();
+    acme.url.clone_from(&server.url);
+    let (status, _) = acme.call("GET", "/v1/refs", None).await.unwrap();
+    assert_eq!(status, 401, "the erased tenant's token is revoked");
+    server.kill();
+
+    // Again: nothing left, said plainly, exit 0.
+    let out = ctx(&["tenants", "erase", "acme", "--data", &data, "--yes"]);
+    assert!(out.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "tenant acme had nothing to erase"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_erased_tenant_on_aws_leaves_no_object_or_item() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(server) = Server::start_aws(dir.path()) else {
+        return;
+    };
+    let data = dir.path().to_str().unwrap().to_owned();
+    let http = server.client();
+    // The tenant start_aws made a token for (the one not "default").
+    let listed: Value =
+        serde_json::from_slice(&ctx(&["tokens", "list", "--json", "--data", &data]).stdout)
+            .unwrap();
+    let tenant = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["tenant"].as_str())
+        .find(|t| *t != "default")
+        .expect("start_aws added a token")
+        .to_owned();
+    let other_tenant = format!("{tenant}-other");
+    let other = server.client_as(&token_for(dir.path(), &other_tenant));
+    fill(&http, CANARY).await;
+    let kept = fill(&other, "unrelated").await;
+    server.kill();
+
+    let e = erased(&ctx(&[
+        "tenants", "erase", &tenant, "--aws", "--data", &data, "--yes", "--json",
+    ]));
+    assert_eq!(e["tokens"], 1, "{e}");
+    assert_eq!(e["commits"], 2, "{e}");
+    assert_eq!(e["refs"], 1, "{e}");
+    assert_eq!(e["cache"], 2, "{e}");
+    assert_eq!(e["blobs"], 4, "{e}");
+
+    // Nothing of the tenant is left under its key prefixes: erasing again
+    // through the stores themselves finds nothing to remove.
+    let config = ctx_core::config::Config::emulator_from_env()
+        .expect("the emulator is running")
+        .aws()
+        .unwrap();
+    let (blobs, meta) =
+        ctx_core::store::aws::connect(&config, ctx_core::store::aws::AwsHooks::default())
+            .await
+            .unwrap();
+    use ctx_core::store::{BlobStore as _, MetaStore as _};
+    let t: ctx_core::TenantId = tenant.parse().unwrap();
+    assert_eq!(meta.erase_tenant(&t, usize::MAX).await.unwrap().total(), 0);
+    assert_eq!(blobs.erase_tenant(&t, usize::MAX).await.unwrap(), 0);
+
+    // The other tenant still materializes.
+    let server = Server::start_with(dir.path(), &["--store", "aws"]);
+    let other = server.client_as(&other.token);
+    assert_eq!(
+        other.materialize(&kept, "root").await,
+        b"user: unrelated\nassistant: noted\n"
+    );
+    let out = ctx(&[
+        "tenants", "erase", &tenant, "--aws", "--data", &data, "--yes",
+    ]);
+    assert!(out.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        format!("tenant {tenant} had nothing to erase")
+    );
+}
