@@ -75,6 +75,16 @@ async fn fill(http: &Http, text: &str) -> String {
     tip
 }
 
+/// The bytes of `ctx.db` and its write-ahead log and shared memory.
+fn sqlite_bytes(data: &Path) -> u64 {
+    std::fs::read_dir(data)
+        .unwrap()
+        .map(|e| e.unwrap())
+        .filter(|e| e.file_name().to_string_lossy().starts_with("ctx.db"))
+        .map(|e| e.metadata().unwrap().len())
+        .sum()
+}
+
 fn erased(out: &Output) -> Value {
     assert!(
         out.status.success(),
@@ -112,9 +122,14 @@ async fn an_erased_tenant_leaves_no_byte_behind_and_the_other_whole() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("tenant"));
 
+    let db_before = sqlite_bytes(dir.path());
     let e = erased(&ctx(&[
         "tenants", "erase", "acme", "--data", &data, "--yes", "--json",
     ]));
+    assert!(
+        sqlite_bytes(dir.path()) < db_before,
+        "the database and its log shrink ({db_before} bytes before)"
+    );
     assert_eq!(e["tenant"], "acme", "{e}");
     assert_eq!(e["tokens"], 1, "{e}");
     assert_eq!(e["commits"], 2, "{e}");
