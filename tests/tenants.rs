@@ -3,7 +3,8 @@
 //! and translated; erased on a stopped server's data directory, the
 //! canary is in no file of it (SQLite's database and write-ahead log
 //! included), the other tenant still materializes, the erased tenant's
-//! token is refused, and a re-run erases nothing. The same on the aws
+//! token is refused, and a re-run erases nothing; killed with SIGKILL
+//! while it removes the bytes, a second run finishes. The same on the aws
 //! store against the emulator: no S3 object or DynamoDB item of the tenant
 //! remains.
 
@@ -238,4 +239,92 @@ async fn an_erased_tenant_on_aws_leaves_no_object_or_item() {
         String::from_utf8_lossy(&out.stdout).trim(),
         format!("tenant {tenant} had nothing to erase")
     );
+}
+
+/// The shard directories left under `dir`.
+fn entries(dir: &Path) -> usize {
+    std::fs::read_dir(dir).map_or(0, Iterator::count)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_erase_killed_part_way_is_finished_by_running_it_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().to_str().unwrap().to_owned();
+    let server = Server::start(dir.path());
+    let acme = server.client_as(&token_for(dir.path(), "acme"));
+    let other = server.client_as(&token_for(dir.path(), "other"));
+    fill(&acme, CANARY).await;
+    let kept = fill(&other, "unrelated").await;
+    server.kill();
+    // Many more artifacts of the tenant, laid out as the store lays them
+    // out (`cas/<tenant>/<2 hex>/<64 hex>`), so that removing its bytes
+    // takes long enough to be killed part-way.
+    let cas = dir.path().join("cas").join("acme");
+    for i in 0..4_000u32 {
+        let body = format!("{CANARY} filler {i}");
+        let hex = ctx_core::Hash::of(body.as_bytes()).to_hex();
+        let shard = cas.join(&hex[..2]);
+        std::fs::create_dir_all(&shard).unwrap();
+        std::fs::write(shard.join(&hex), body).unwrap();
+    }
+    let shards = entries(&cas);
+    assert_eq!(shards, 256);
+
+    let mut child = Command::new(ctx_bin())
+        .args(["tenants", "erase", "acme", "--data", &data, "--yes"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // SIGKILL once the first shard directory is gone (its records are
+    // erased by then: bytes go after them), well before the last.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while entries(&cas) == shards {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the erase never reached the bytes"
+        );
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the erase ended before it removed a shard"
+        );
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let left = entries(&cas);
+    eprintln!("killed with {left} of {shards} shard directories left");
+    assert!(
+        left > 0,
+        "the erase finished before the kill: the test did not interrupt it"
+    );
+
+    // The re-run: the records went in the first run, the rest of the
+    // bytes go now.
+    let e = erased(&ctx(&[
+        "tenants", "erase", "acme", "--data", &data, "--yes", "--json",
+    ]));
+    assert_eq!(e["commits"], 0, "{e}");
+    assert_eq!(e["tokens"], 0, "{e}");
+    assert!(e["blobs"].as_u64().unwrap() > 0, "{e}");
+    assert!(!cas.exists());
+    let left = files_holding(dir.path(), CANARY.as_bytes());
+    assert!(left.is_empty(), "the canary survives in {left:?}");
+    let server = Server::start(dir.path());
+    assert_eq!(
+        other.clone().on(&server).materialize(&kept, "root").await,
+        b"user: unrelated\nassistant: noted\n"
+    );
+}
+
+trait On {
+    fn on(self, server: &Server) -> Self;
+}
+
+impl On for Http {
+    /// The same client against a restarted server.
+    fn on(mut self, server: &Server) -> Self {
+        self.url.clone_from(&server.url);
+        self
+    }
 }
