@@ -5,32 +5,10 @@
 //! without cascade, and an erase killed with SIGKILL part-way that a second
 //! run finishes.
 
-use std::path::Path;
-
-use ctx_tests::{Http, Server};
+use ctx_tests::{Http, Server, files_holding};
 use serde_json::{Value, json};
 
 const CANARY: &str = "CANARY-9f1c2e7a-do-not-keep";
-
-/// Every file under `dir` that holds `needle`.
-fn files_holding(dir: &Path, needle: &[u8]) -> Vec<String> {
-    let mut found = Vec::new();
-    let mut stack = vec![dir.to_owned()];
-    while let Some(d) = stack.pop() {
-        for entry in std::fs::read_dir(&d).expect("read dir") {
-            let path = entry.expect("entry").path();
-            if path.is_dir() {
-                stack.push(path);
-            } else if let Ok(bytes) = std::fs::read(&path)
-                && bytes.windows(needle.len()).any(|w| w == needle)
-            {
-                found.push(path.display().to_string());
-            }
-        }
-    }
-    found.sort();
-    found
-}
 
 async fn checkpoint(
     http: &Http,

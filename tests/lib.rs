@@ -184,6 +184,27 @@ impl Drop for Server {
     }
 }
 
+/// Every file under `dir` that holds `needle` (the "no byte left" check
+/// of the erase tests).
+pub fn files_holding(dir: &Path, needle: &[u8]) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut stack = vec![dir.to_owned()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).expect("read dir") {
+            let path = entry.expect("entry").path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if let Ok(bytes) = std::fs::read(&path)
+                && bytes.windows(needle.len()).any(|w| w == needle)
+            {
+                found.push(path.display().to_string());
+            }
+        }
+    }
+    found.sort();
+    found
+}
+
 /// The Python `mcp` package's interpreter (tests/mcp/setup installs it once)
 /// and the folder of the MCP client scripts; `None` (said on stderr) when
 /// it cannot be installed here, which `CTX_TEST_MCP=1` makes a failure.

@@ -87,6 +87,11 @@ enum Command {
         #[command(subcommand)]
         command: TokensCommand,
     },
+    /// Operator commands on whole tenants (on the stores, no server).
+    Tenants {
+        #[command(subcommand)]
+        command: commands::tenants::TenantsCommand,
+    },
     /// Record a checkpoint: a delta from FILE (or stdin) as a new commit.
     Checkpoint(Box<CheckpointArgs>),
     /// Show one commit (a ctx-… id or a ref name).
@@ -595,6 +600,7 @@ async fn run(cli: Cli) -> Result<()> {
         Command::Session { command } => branch::run_session(command).await,
         Command::Mcp { remote } => mcp::serve(remote.client()?).await,
         Command::Tokens { command } => run_tokens(command).await,
+        Command::Tenants { command } => commands::tenants::run(command).await,
         Command::Checkpoint(args) => commands::checkpoint::run(*args).await,
         Command::Cat { art, remote } => commands::cat::run(&art, &remote).await,
         Command::Show { rev, conn } => commands::commits::show(&rev, &conn).await,

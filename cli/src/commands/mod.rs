@@ -13,6 +13,7 @@
 //! - [`gc`]: `ctx gc`.
 //! - [`lifecycle`]: `ctx session erase`, `ctx pin add|remove|list`.
 //! - [`summarize`]: `ctx summarize`.
+//! - [`tenants`]: `ctx tenants erase` (on the stores, no server).
 //! - [`workspace`]: `ctx workspace push|cat|ls|log`, `ctx read-context`.
 
 use ctx_core::{BranchId, CommitId, Error, RefName, Result};
@@ -31,6 +32,7 @@ pub(crate) mod materialize;
 pub(crate) mod refs;
 pub(crate) mod resolve;
 pub(crate) mod summarize;
+pub(crate) mod tenants;
 pub(crate) mod workspace;
 
 /// A ctx-… id as is; anything else is a ref name, resolved to its tip.

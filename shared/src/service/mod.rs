@@ -17,6 +17,8 @@
 //! - `workspaces`: workspace files (versioned documents) and read_context.
 //! - `lifecycle`: erasing sessions, retention with pins ([`Erased`],
 //!   [`RetentionReport`]).
+//! - `tenant_erase`: the operator's erase of a whole tenant
+//!   ([`TenantErased`]).
 //! - `folding`: context folding (branches, budgets, deadlines; the
 //!   embedded deadline timer [`TokioTimer`]).
 //!
@@ -43,6 +45,7 @@ mod lifecycle;
 mod materialize;
 mod refs;
 mod summaries;
+mod tenant_erase;
 mod walk;
 mod workspaces;
 
@@ -60,6 +63,7 @@ pub use gc::{GcOptions, GcReport, Lifecycle};
 pub use lifecycle::{Erased, RetentionReport};
 pub use materialize::Materialization;
 pub use summaries::{BatchOptions, BatchReport, retry_delay};
+pub use tenant_erase::{BLOB_BATCH, META_BATCH, TenantErased};
 pub use workspaces::{FileContent, FileEntry, FileVersion, check_jsonl};
 
 /// Size limits the service enforces.

@@ -141,4 +141,7 @@ impl<B: BlobStore> BlobStore for CountingBlobs<B> {
     ) -> Result<bool> {
         self.inner.remove(tenant, area, artifact).await
     }
+    async fn erase_tenant(&self, tenant: &TenantId, limit: usize) -> Result<u64> {
+        self.inner.erase_tenant(tenant, limit).await
+    }
 }

@@ -205,6 +205,36 @@ pub trait BlobStore: Send + Sync + 'static {
         area: BlobArea,
         artifact: &ArtifactRef,
     ) -> Result<bool>;
+
+    /// The operator's tenant erase: removes up to `limit` of `tenant`'s
+    /// stored objects from every [`BlobArea`] (durable, cached and staged)
+    /// and returns how many it removed; 0 once none remain, so a caller
+    /// repeats it until then. Idempotent: removing what is already gone is
+    /// not an error. The filesystem store also removes the tenant's (then
+    /// empty) directories; S3 deletes in batches of 1,000 keys
+    /// (DeleteObjects). Nothing of another tenant is touched.
+    ///
+    /// # Errors
+    /// `Unavailable`.
+    async fn erase_tenant(&self, tenant: &TenantId, limit: usize) -> Result<u64> {
+        let mut removed = 0u64;
+        for area in BlobArea::ALL {
+            let left = limit.saturating_sub(usize::try_from(removed).unwrap_or(usize::MAX));
+            if left == 0 {
+                break;
+            }
+            for info in self.list(tenant, area, None, left).await? {
+                let gone = match area {
+                    BlobArea::Durable => self.delete(tenant, &info.artifact).await?,
+                    BlobArea::Cache | BlobArea::Staged => {
+                        self.remove(tenant, area, &info.artifact).await?
+                    }
+                };
+                removed += u64::from(gone);
+            }
+        }
+        Ok(removed)
+    }
 }
 
 /// Where in a [`BlobStore`] an artifact lives: its lifecycle policy.
@@ -874,6 +904,61 @@ pub trait MetaStore: Send + Sync + 'static {
     /// # Errors
     /// `Unavailable`.
     async fn commit_tenants(&self) -> Result<Vec<TenantId>>;
+
+    /// The operator's tenant erase: removes up to `limit` of `tenant`'s
+    /// records (commits with their lineage, timeline, session, child and
+    /// artifact-user entries, summary queue state, refs, pins, agent
+    /// records and saves, materialization cache entries, the tenant's
+    /// registry entry, and the branch records of a [`BranchStore`] that
+    /// shares this store's database: SQLite, DynamoDB) and says what it
+    /// removed; all zero once none remain, so a caller repeats it until
+    /// then. Bearer tokens are the [`TokenStore`]'s. A store that can
+    /// remove everything in one atomic step (memory, SQLite: one
+    /// transaction) may remove more than `limit`; DynamoDB works in pages
+    /// of a paginated Scan on the tenant's key prefix and BatchWriteItem
+    /// deletes. Nothing of another tenant is touched. Run
+    /// [`MetaStore::compact`] after the last call.
+    ///
+    /// [`BranchStore`]: crate::branch::BranchStore
+    ///
+    /// # Errors
+    /// `Unavailable`.
+    async fn erase_tenant(&self, tenant: &TenantId, limit: usize) -> Result<TenantRecords>;
+}
+
+/// What one [`MetaStore::erase_tenant`] call removed, by kind.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct TenantRecords {
+    /// Commits.
+    pub commits: u64,
+    /// Refs.
+    pub refs: u64,
+    /// Materialization cache entries.
+    pub cache: u64,
+    /// Agent records and saves.
+    pub agents: u64,
+    /// Branch records (with their per-session and per-tenant counters).
+    pub branches: u64,
+    /// Everything else: timeline entries, lineage and index entries,
+    /// summary queue state, pins, the tenant's registry entry.
+    pub other: u64,
+}
+
+impl TenantRecords {
+    /// Every record counted.
+    pub fn total(&self) -> u64 {
+        self.commits + self.refs + self.cache + self.agents + self.branches + self.other
+    }
+
+    /// Adds `o`'s counts to these.
+    pub fn add(&mut self, o: &TenantRecords) {
+        self.commits += o.commits;
+        self.refs += o.refs;
+        self.cache += o.cache;
+        self.agents += o.agents;
+        self.branches += o.branches;
+        self.other += o.other;
+    }
 }
 
 /// What references an artifact (see [`MetaStore::artifact_users`]).
@@ -1056,6 +1141,21 @@ pub trait TokenStore: Send + Sync + 'static {
     /// # Errors
     /// `Unavailable`.
     async fn revoke_token(&self, id: &str) -> Result<bool>;
+
+    /// Revokes every token of `tenant` (the first step of a tenant erase:
+    /// nothing new is written for it after); returns how many.
+    ///
+    /// # Errors
+    /// `Unavailable`.
+    async fn revoke_tenant(&self, tenant: &TenantId) -> Result<u64> {
+        let mut revoked = 0;
+        for t in self.list_tokens().await? {
+            if &t.tenant == tenant && self.revoke_token(&t.id).await? {
+                revoked += 1;
+            }
+        }
+        Ok(revoked)
+    }
 }
 
 /// The retry rule of a checkpoint whose commit already exists (a retry, or

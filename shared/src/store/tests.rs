@@ -299,6 +299,14 @@ impl MetaStore for StaleRead {
     async fn commit_tenants(&self) -> Result<Vec<TenantId>> {
         self.inner.commit_tenants().await
     }
+
+    async fn erase_tenant(
+        &self,
+        tenant: &TenantId,
+        limit: usize,
+    ) -> Result<crate::store::TenantRecords> {
+        self.inner.erase_tenant(tenant, limit).await
+    }
 }
 
 #[tokio::test]

@@ -840,4 +840,12 @@ impl MetaStore for DynamoMetaStore {
     async fn commit_tenants(&self) -> Result<Vec<TenantId>> {
         self.tenants_with_commits().await
     }
+
+    async fn erase_tenant(
+        &self,
+        tenant: &TenantId,
+        limit: usize,
+    ) -> Result<crate::store::TenantRecords> {
+        self.erase_tenant_items(tenant, limit).await
+    }
 }

@@ -30,6 +30,7 @@ use crate::error::{Error, Result};
 
 mod agents;
 mod branches;
+mod erase_tenant;
 mod items;
 pub mod keys;
 mod lifecycle;

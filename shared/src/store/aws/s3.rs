@@ -5,6 +5,7 @@
 
 use async_trait::async_trait;
 use aws_sdk_s3::primitives::ByteStream;
+use aws_sdk_s3::types::{Delete, ObjectIdentifier};
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
 
@@ -403,4 +404,67 @@ impl BlobStore for S3BlobStore {
         }
         self.delete_key(tenant, area, artifact).await
     }
+
+    async fn erase_tenant(&self, tenant: &TenantId, limit: usize) -> Result<u64> {
+        let mut removed = 0u64;
+        for area in BlobArea::ALL {
+            // Every key under the tenant's prefix goes, artifact or not.
+            let prefix = keys::area_prefix(tenant, area);
+            loop {
+                let want = limit
+                    .saturating_sub(usize::try_from(removed).unwrap_or(usize::MAX))
+                    .min(ERASE_BATCH);
+                if want == 0 {
+                    return Ok(removed);
+                }
+                let page = self
+                    .client
+                    .list_objects_v2()
+                    .bucket(&self.bucket)
+                    .prefix(&prefix)
+                    .max_keys(i32::try_from(want).unwrap_or(1000))
+                    .send()
+                    .await
+                    .map_err(|e| sdk_error("S3 ListObjectsV2", e))?;
+                let ids = page
+                    .contents()
+                    .iter()
+                    .filter_map(|o| o.key())
+                    .map(|k| ObjectIdentifier::builder().key(k).build())
+                    .collect::<std::result::Result<Vec<_>, _>>()
+                    .map_err(|e| crate::Error::internal(format!("S3 DeleteObjects key: {e}")))?;
+                if ids.is_empty() {
+                    break;
+                }
+                let n = ids.len() as u64;
+                let delete = Delete::builder()
+                    .set_objects(Some(ids))
+                    .quiet(true)
+                    .build()
+                    .map_err(|e| crate::Error::internal(format!("S3 DeleteObjects: {e}")))?;
+                let out = self
+                    .client
+                    .delete_objects()
+                    .bucket(&self.bucket)
+                    .delete(delete)
+                    .send()
+                    .await
+                    .map_err(|e| sdk_error("S3 DeleteObjects", e))?;
+                if let Some(e) = out.errors().first() {
+                    return Err(crate::Error::unavailable(format!(
+                        "S3 DeleteObjects left {} of {n} key(s), e.g. {:?}: {} {}",
+                        out.errors().len(),
+                        e.key().unwrap_or_default(),
+                        e.code().unwrap_or_default(),
+                        e.message().unwrap_or_default()
+                    )));
+                }
+                removed += n;
+            }
+        }
+        Ok(removed)
+    }
 }
+
+/// Keys one DeleteObjects may name.
+const ERASE_BATCH: usize = 1000;

@@ -30,6 +30,7 @@ async fn aws_backend_conforms() {
             // Deadlines live in Step Functions executions in AWS mode.
             global_branch_listing: false,
             cache_budget: false,
+            branches_in_meta: true,
         },
     )
     .await;

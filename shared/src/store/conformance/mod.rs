@@ -20,6 +20,8 @@
 //!   writes, failures).
 //! - [`summary_batch`]: two summary batches at once over one backend.
 //! - [`tokens`]: the `TokenStore` behaviours.
+//! - [`tenant_erase`]: the operator's erase of a whole tenant, over the
+//!   meta, blob, token and branch stores together.
 //! - [`branches`]: the `BranchStore` behaviours.
 //! - [`gc`]: blob areas, listings, sweeps, references and LRU eviction
 //!   (garbage collection and the cache budget).
@@ -42,6 +44,7 @@ pub mod meta;
 pub mod refs;
 pub mod summaries;
 pub mod summary_batch;
+pub mod tenant_erase;
 pub mod tokens;
 
 /// Every store a backend offers, as the suite sees them. One value may fill
@@ -68,6 +71,9 @@ pub struct Capabilities {
     /// ([`MetaStore::evict_materialized`]; embedded stores do, DynamoDB
     /// leaves cached artifacts to an S3 lifecycle rule).
     pub cache_budget: bool,
+    /// The meta store's database holds the branch store's records too, so
+    /// [`MetaStore::erase_tenant`] removes them (SQLite, DynamoDB).
+    pub branches_in_meta: bool,
 }
 
 /// Runs every behaviour of every store of `backend`.
@@ -82,6 +88,7 @@ pub async fn run_all(backend: &Backend<'_>, caps: Capabilities) {
     branches::run_all(backend.branches, caps).await;
     gc::run_all_blobs(backend.blobs).await;
     gc::run_all_meta(backend.meta, caps.cache_budget).await;
+    tenant_erase::run_all(backend, caps).await;
 }
 
 /// A tenant no earlier run used.

@@ -169,6 +169,52 @@ fn fsync_dir(dir: &Path) -> std::io::Result<()> {
     File::open(dir)?.sync_all()
 }
 
+/// Removes up to `limit` files under `dir` (a tenant's area: shard
+/// directories of artifact files), then `dir` itself once it holds none;
+/// how many files it removed. A missing `dir` removes nothing.
+fn erase_dir(dir: &Path, limit: u64) -> std::io::Result<u64> {
+    let shards = match fs::read_dir(dir) {
+        Ok(s) => s,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+        Err(e) => return Err(e),
+    };
+    let mut removed = 0u64;
+    let mut left = false;
+    for shard in shards {
+        let shard = shard?.path();
+        if !shard.is_dir() {
+            if removed < limit {
+                fs::remove_file(&shard)?;
+                removed += 1;
+            } else {
+                left = true;
+            }
+            continue;
+        }
+        for file in fs::read_dir(&shard)? {
+            if removed == limit {
+                left = true;
+                break;
+            }
+            match fs::remove_file(file?.path()) {
+                Ok(()) => removed += 1,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(e),
+            }
+        }
+        if !left {
+            fs::remove_dir(&shard)?;
+        }
+    }
+    if !left {
+        fs::remove_dir(dir)?;
+        if let Some(parent) = dir.parent() {
+            fsync_dir(parent)?;
+        }
+    }
+    Ok(removed)
+}
+
 #[async_trait]
 impl BlobStore for LocalBlobStore {
     async fn put(&self, tenant: &TenantId, bytes: Bytes) -> Result<PutBlob> {
@@ -342,6 +388,28 @@ impl BlobStore for LocalBlobStore {
             Ok(()) => Ok(true),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
             Err(e) => Err(e.into()),
+        })
+        .await
+    }
+
+    async fn erase_tenant(&self, tenant: &TenantId, limit: usize) -> Result<u64> {
+        let dirs: Vec<PathBuf> = [BlobArea::Durable, BlobArea::Cache]
+            .into_iter()
+            .filter_map(|area| self.area_dir(tenant, area))
+            .collect();
+        let gate = self.gate.clone();
+        blocking(move || {
+            // No put or touch of this process runs meanwhile.
+            let _exclusive = gate.write().unwrap_or_else(|e| e.into_inner());
+            let mut removed = 0u64;
+            for dir in dirs {
+                let left = (limit as u64).saturating_sub(removed);
+                if left == 0 {
+                    break;
+                }
+                removed += erase_dir(&dir, left)?;
+            }
+            Ok(removed)
         })
         .await
     }

@@ -12,7 +12,7 @@ use super::meta::{SqliteMetaStore, decode_commit};
 use crate::commit::Commit;
 use crate::error::{Error, Result};
 use crate::id::{ArtifactRef, CommitId, SessionId, TenantId};
-use crate::store::{ArtifactUser, MaterializeKey, Materialized, Pin};
+use crate::store::{ArtifactUser, MaterializeKey, Materialized, Pin, TenantRecords};
 
 fn commits_where(
     conn: &Connection,
@@ -37,7 +37,51 @@ fn parse_cache_key(commit: &str, stop: &str, format: &str) -> Result<Materialize
     })
 }
 
+/// What [`TenantRecords`] counts a table's rows as.
+fn count_in(r: &mut TenantRecords, table: &str, n: u64) {
+    match table {
+        "commits" => r.commits += n,
+        "refs" => r.refs += n,
+        "materialized" => r.cache += n,
+        "agents" | "agent_saves" => r.agents += n,
+        t if t.starts_with("branch") => r.branches += n,
+        _ => r.other += n,
+    }
+}
+
+/// Every table with a `tenant` column except `tokens` (the token store
+/// revokes those): found in the schema itself, so that a table a later
+/// schema step adds is erased without being listed here.
+fn tenant_tables(conn: &Connection) -> Result<Vec<String>, LocalError> {
+    let mut stmt = conn.prepare(
+        "SELECT m.name FROM sqlite_master m, pragma_table_info(m.name) c
+         WHERE m.type = 'table' AND c.name = 'tenant' AND m.name <> 'tokens'
+         ORDER BY m.name",
+    )?;
+    let names = stmt.query_map([], |r| r.get::<_, String>(0))?;
+    Ok(names.collect::<Result<_, _>>()?)
+}
+
 impl SqliteMetaStore {
+    /// Deletes every record of `tenant` in one transaction.
+    pub(super) async fn erase_tenant_rows(&self, tenant: &TenantId) -> Result<TenantRecords> {
+        let tenant = tenant.clone();
+        self.db
+            .transaction(move |tx| {
+                let mut r = TenantRecords::default();
+                for table in tenant_tables(tx)? {
+                    // The name comes from the schema, not from input.
+                    let n = tx.execute(
+                        &format!("DELETE FROM \"{table}\" WHERE tenant = ?1"),
+                        [tenant.as_str()],
+                    )? as u64;
+                    count_in(&mut r, &table, n);
+                }
+                Ok(r)
+            })
+            .await
+    }
+
     pub(super) async fn commits_of_session(
         &self,
         tenant: &TenantId,

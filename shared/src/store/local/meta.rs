@@ -752,6 +752,14 @@ impl MetaStore for SqliteMetaStore {
     async fn commit_tenants(&self) -> Result<Vec<TenantId>> {
         self.tenants_with_commits().await
     }
+
+    async fn erase_tenant(
+        &self,
+        tenant: &TenantId,
+        _limit: usize,
+    ) -> Result<crate::store::TenantRecords> {
+        self.erase_tenant_rows(tenant).await
+    }
 }
 
 fn ref_record(name: RefName, target: &str, updated_at: i64) -> Result<RefRecord> {

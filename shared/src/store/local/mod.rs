@@ -284,6 +284,7 @@ mod tests {
             Capabilities {
                 global_branch_listing: true,
                 cache_budget: true,
+                branches_in_meta: true,
             },
         )
         .await;
@@ -310,6 +311,7 @@ mod tests {
             Capabilities {
                 global_branch_listing: true,
                 cache_budget: true,
+                branches_in_meta: true,
             },
         )
         .await;

@@ -16,7 +16,8 @@ use crate::id::{ArtifactRef, CommitId, Hash, Principal, RefName, SessionId, Tena
 use crate::store::{
     ArtifactUser, MaterializeKey, Materialized, MetaStore, MetadataPatch, Missing, MissingPage,
     Pin, PutCommit, RefMove, RefRecord, References, SummaryCursor, SummaryState, TAG_SUMMARIZING,
-    TAG_SUMMARY_BY, TAG_SUMMARY_ERROR, TokenRecord, TokenStore, claim_tag, ref_conflict,
+    TAG_SUMMARY_BY, TAG_SUMMARY_ERROR, TenantRecords, TokenRecord, TokenStore, claim_tag,
+    ref_conflict,
 };
 
 #[derive(Debug, Default)]
@@ -728,6 +729,51 @@ impl MetaStore for MemoryMetaStore {
         tenants.sort();
         tenants.dedup();
         Ok(tenants)
+    }
+
+    async fn erase_tenant(&self, tenant: &TenantId, _limit: usize) -> Result<TenantRecords> {
+        // Everything at once, under the one lock.
+        let mut m = lock(&self.meta);
+        let mut r = TenantRecords::default();
+        let before = m.commits.len();
+        m.commits.retain(|(t, _), _| t != tenant);
+        r.commits = (before - m.commits.len()) as u64;
+        let before = m.refs.len();
+        m.refs.retain(|(t, _), _| t != tenant);
+        r.refs = (before - m.refs.len()) as u64;
+        let before = m.materialized.len();
+        m.materialized.retain(|(t, _), _| t != tenant);
+        r.cache = (before - m.materialized.len()) as u64;
+        m.cache_stamps.retain(|(t, _), _| t != tenant);
+        let before = m.agents.len();
+        m.agents.retain(|(t, _), _| t != tenant);
+        r.agents = (before - m.agents.len()) as u64;
+        let saves: usize = m
+            .saves
+            .iter()
+            .filter(|((t, _), _)| t == tenant)
+            .map(|(_, s)| s.len())
+            .sum();
+        m.saves.retain(|(t, _), _| t != tenant);
+        r.agents += saves as u64;
+        let entries: usize = m
+            .lineages
+            .iter()
+            .filter(|((t, _), _)| t == tenant)
+            .map(|(_, l)| l.len())
+            .sum::<usize>()
+            + m.timelines
+                .iter()
+                .filter(|((t, _), _)| t == tenant)
+                .map(|(_, l)| l.len())
+                .sum::<usize>();
+        m.lineages.retain(|(t, _), _| t != tenant);
+        m.timelines.retain(|(t, _), _| t != tenant);
+        let before = m.summary_states.len() + m.pins.len();
+        m.summary_states.retain(|(t, _), _| t != tenant);
+        m.pins.retain(|(t, _)| t != tenant);
+        r.other = (entries + before - m.summary_states.len() - m.pins.len()) as u64;
+        Ok(r)
     }
 }
 

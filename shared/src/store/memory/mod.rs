@@ -245,6 +245,7 @@ mod tests {
             Capabilities {
                 global_branch_listing: true,
                 cache_budget: true,
+                branches_in_meta: false,
             },
         )
         .await;

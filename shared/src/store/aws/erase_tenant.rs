@@ -1,0 +1,190 @@
+//! The operator's tenant erase on DynamoDB: every item of a tenant lives
+//! under a partition key starting `T#<tenant>#` (layout in [`super::keys`];
+//! the GSIs are projections of those items and go with them), plus the
+//! tenant's entry in the `TENANTS` registry. Tokens (`TOKENS`) are the
+//! token store's. A paginated Scan filtered on the prefix finds the keys;
+//! BatchWriteItem deletes them 25 at a time, retrying unprocessed ones.
+
+use std::time::Duration;
+
+use aws_sdk_dynamodb::types::{AttributeValue, DeleteRequest, ReturnValue, WriteRequest};
+
+use super::items::{Item, build, key, s};
+use super::meta::DynamoMetaStore;
+use super::{keys, sdk_error};
+use crate::error::{Error, Result};
+use crate::id::TenantId;
+use crate::store::TenantRecords;
+
+/// Deletes one BatchWriteItem may carry.
+const BATCH_WRITE: usize = 25;
+/// Rounds of retrying unprocessed deletes before giving up (the re-run
+/// finishes what is left).
+const RETRIES: u32 = 8;
+
+/// Counts the item with partition `pk` (under `prefix`) and sort key `sk`.
+fn count(r: &mut TenantRecords, prefix: &str, pk: &str, sk: &str) {
+    let rest = pk.strip_prefix(prefix).unwrap_or(pk);
+    if rest.starts_with("C#") && sk == keys::COMMIT_SK {
+        r.commits += 1;
+    } else if rest == "REF" {
+        r.refs += 1;
+    } else if rest.starts_with("M#") {
+        r.cache += 1;
+    } else if rest.starts_with("AG#") {
+        r.agents += 1;
+    } else if rest.starts_with("BR#") || rest.starts_with("SS#") || rest == "BRANCHES" {
+        r.branches += 1;
+    } else {
+        r.other += 1;
+    }
+}
+
+impl DynamoMetaStore {
+    /// Up to `limit` keys of `tenant`'s items (a Scan on the prefix).
+    async fn tenant_keys(&self, prefix: &str, limit: usize) -> Result<Vec<(String, String)>> {
+        let mut out = Vec::new();
+        let mut start: Option<Item> = None;
+        loop {
+            let page = self
+                .client()
+                .scan()
+                .table_name(self.table())
+                .filter_expression("begins_with(pk, :p)")
+                .expression_attribute_values(":p", s(prefix))
+                .projection_expression("pk, sk")
+                .consistent_read(true)
+                .set_exclusive_start_key(start.take())
+                .send()
+                .await
+                .map_err(|e| sdk_error("DynamoDB Scan", e))?;
+            for item in page.items() {
+                if let (Some(AttributeValue::S(pk)), Some(AttributeValue::S(sk))) =
+                    (item.get("pk"), item.get("sk"))
+                {
+                    out.push((pk.clone(), sk.clone()));
+                    if out.len() == limit {
+                        return Ok(out);
+                    }
+                }
+            }
+            match page.last_evaluated_key {
+                Some(k) if !k.is_empty() => start = Some(k),
+                _ => return Ok(out),
+            }
+        }
+    }
+
+    /// Deletes `batch` (at most 25 keys), retrying what DynamoDB leaves
+    /// unprocessed.
+    async fn delete_batch(&self, batch: &[(String, String)]) -> Result<()> {
+        let mut pending = batch
+            .iter()
+            .map(|(pk, sk)| {
+                Ok(WriteRequest::builder()
+                    .delete_request(build(
+                        DeleteRequest::builder()
+                            .set_key(Some(key(pk.clone(), sk.clone())))
+                            .build(),
+                    )?)
+                    .build())
+            })
+            .collect::<Result<Vec<_>>>()?;
+        for attempt in 0..=RETRIES {
+            let out = self
+                .client()
+                .batch_write_item()
+                .request_items(self.table(), pending)
+                .send()
+                .await
+                .map_err(|e| sdk_error("DynamoDB BatchWriteItem", e))?;
+            pending = out
+                .unprocessed_items
+                .and_then(|mut m| m.remove(self.table()))
+                .unwrap_or_default();
+            if pending.is_empty() {
+                return Ok(());
+            }
+            // Back off before retrying the throttled rest.
+            tokio::time::sleep(Duration::from_millis(50 << attempt.min(6))).await;
+        }
+        Err(Error::unavailable(format!(
+            "DynamoDB left {} delete(s) unprocessed after {RETRIES} retries; run the erase again",
+            pending.len()
+        )))
+    }
+
+    pub(super) async fn erase_tenant_items(
+        &self,
+        tenant: &TenantId,
+        limit: usize,
+    ) -> Result<TenantRecords> {
+        let prefix = format!("T#{tenant}#");
+        let mut r = TenantRecords::default();
+        let found = self.tenant_keys(&prefix, limit.max(1)).await?;
+        for batch in found.chunks(BATCH_WRITE) {
+            self.delete_batch(batch).await?;
+            for (pk, sk) in batch {
+                count(&mut r, &prefix, pk, sk);
+            }
+        }
+        if found.len() < limit.max(1) {
+            // Last, so that a re-run still finds the tenant by its registry
+            // entry until its items are gone.
+            let old = self
+                .client()
+                .delete_item()
+                .table_name(self.table())
+                .set_key(Some(key(
+                    keys::TENANTS_PK.to_owned(),
+                    keys::tenant_sk(tenant),
+                )))
+                .return_values(ReturnValue::AllOld)
+                .send()
+                .await
+                .map_err(|e| sdk_error("DynamoDB DeleteItem", e))?;
+            if old.attributes.is_some_and(|a| !a.is_empty()) {
+                r.other += 1;
+            }
+        }
+        Ok(r)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn items_are_counted_by_their_key_shape() {
+        let t: TenantId = "acme".parse().unwrap();
+        let p = format!("T#{t}#");
+        let mut r = TenantRecords::default();
+        for (pk, sk) in [
+            ("C#ctx-1", "C"),
+            ("L#ctx-1", "D#00000000000000000000"),
+            ("REF", "sessions/a"),
+            ("M#ctx-1", "root#raw"),
+            ("AG#bot", "A"),
+            ("AG#bot", "S#sav-1"),
+            ("BR#br-1", "B"),
+            ("SS#s", "META"),
+            ("BRANCHES", "ACTIVE"),
+            ("P#bot", "TS#1#ctx-1"),
+            ("PIN", "session#s"),
+        ] {
+            count(&mut r, &p, &format!("{p}{pk}"), sk);
+        }
+        assert_eq!(
+            r,
+            TenantRecords {
+                commits: 1,
+                refs: 1,
+                cache: 1,
+                agents: 2,
+                branches: 3,
+                other: 3,
+            }
+        );
+    }
+}
