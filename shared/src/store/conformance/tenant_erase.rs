@@ -125,6 +125,7 @@ pub async fn populate(backend: &Backend<'_>, caps: Capabilities, label: &str) ->
             window_start: t(0),
             window_end: t(5),
             artifact_ref: saved,
+            thread_artifacts: vec![ArtifactRef::of(b"a thread")],
         },
     )
     .await
@@ -336,7 +337,7 @@ pub async fn assert_gone(backend: &Backend<'_>, p: &Populated) {
             .is_empty()
     );
     assert!(
-        meta.idle_sessions(tenant, t(1_000_000), 10)
+        meta.idle_sessions(tenant, t(1_000_000), None, 10)
             .await
             .expect("idle")
             .is_empty()
