@@ -48,7 +48,7 @@ pub(super) async fn erase_session(
 /// commits make it a 409 listing them, unless `cascade=true` erases them
 /// too. Re-run after an interruption, it finishes.
 #[utoipa::path(delete, path = "/v1/principals/{principal}", tag = "lifecycle",
-    params(("principal" = String, Path, description = "the principal (an agent or user id; percent-encode '/')"),
+    params(("principal" = Principal, Path, description = "the principal (an agent or user id; percent-encode '/')"),
         ("cascade" = Option<bool>, Query, description = "Erase descendant commits of other principals too (default false)")),
     responses((status = 200, description = "What was removed", body = Erased),
         (status = 400, description = "`principal` is malformed, or `cascade` not a boolean", body = ErrorBody),
