@@ -71,6 +71,7 @@ def test_openapi_paths_are_covered(client: Client) -> None:
         ("get", "/v1/workspaces/{ws}/context"),
         ("post", "/v1/gc"),
         ("delete", "/v1/sessions/{id}"),
+        ("delete", "/v1/principals/{principal}"),
         ("get", "/v1/pins"),
         ("put", "/v1/pins/{kind}/{name}"),
         ("delete", "/v1/pins/{kind}/{name}"),
