@@ -87,34 +87,47 @@ impl DynamoBranchStore {
         }
     }
 
-    /// The sort keys of every item of a session's partition.
-    async fn session_items(&self, tenant: &TenantId, session: &str) -> Result<Vec<String>> {
+    /// The items of a session's partition (those whose sort key starts
+    /// with `prefix`, if given), every page.
+    async fn session_items(
+        &self,
+        tenant: &TenantId,
+        session: &str,
+        prefix: Option<&str>,
+    ) -> Result<Vec<Item>> {
         let mut out = Vec::new();
         let mut start = None;
         loop {
-            let page = self
+            let query = self
                 .client
                 .query()
                 .table_name(&self.table)
-                .key_condition_expression("pk = :pk")
-                .expression_attribute_values(":pk", s(keys::session_pk(tenant, session)))
-                .projection_expression("sk")
+                .expression_attribute_values(":pk", s(keys::session_pk(tenant, session)));
+            let query = match prefix {
+                Some(p) => query
+                    .key_condition_expression("pk = :pk AND begins_with(sk, :prefix)")
+                    .expression_attribute_values(":prefix", s(p)),
+                None => query.key_condition_expression("pk = :pk"),
+            };
+            let page = query
                 .consistent_read(true)
                 .set_exclusive_start_key(start.take())
                 .send()
                 .await
                 .map_err(|e| sdk_error("DynamoDB Query", e))?;
-            out.extend(
-                page.items
-                    .unwrap_or_default()
-                    .into_iter()
-                    .filter_map(|i| i.get("sk").and_then(|v| v.as_s().ok()).cloned()),
-            );
+            out.extend(page.items.unwrap_or_default());
             match page.last_evaluated_key {
                 Some(k) if !k.is_empty() => start = Some(k),
                 _ => return Ok(out),
             }
         }
+    }
+
+    /// The sort keys of `items`.
+    fn sort_keys(items: &[Item]) -> impl Iterator<Item = &str> {
+        items
+            .iter()
+            .filter_map(|i| i.get("sk").and_then(|v| v.as_s().ok()).map(String::as_str))
     }
 
     async fn delete(&self, pk: String, sk: String) -> Result<()> {
@@ -256,22 +269,10 @@ impl BranchStore for DynamoBranchStore {
     }
 
     async fn active_branches(&self, tenant: &TenantId, session: &str) -> Result<Vec<ActiveBranch>> {
-        let mut out = Vec::new();
-        let mut start = None;
-        loop {
-            let page = self
-                .client
-                .query()
-                .table_name(&self.table)
-                .key_condition_expression("pk = :pk AND begins_with(sk, :prefix)")
-                .expression_attribute_values(":pk", s(keys::session_pk(tenant, session)))
-                .expression_attribute_values(":prefix", s(keys::ACTIVE_PREFIX))
-                .consistent_read(true)
-                .set_exclusive_start_key(start.take())
-                .send()
-                .await
-                .map_err(|e| sdk_error("DynamoDB Query", e))?;
-            for item in page.items.unwrap_or_default() {
+        self.session_items(tenant, session, Some(keys::ACTIVE_PREFIX))
+            .await?
+            .into_iter()
+            .map(|item| {
                 let sk = item.get("sk").and_then(|v| v.as_s().ok());
                 let id = sk.and_then(|sk| keys::parse_active_sk(sk)).ok_or_else(|| {
                     Error::internal(format!("a stored active-branch key {sk:?} is malformed"))
@@ -285,17 +286,13 @@ impl BranchStore for DynamoBranchStore {
                     .get("parent")
                     .and_then(|v| v.as_s().ok())
                     .and_then(|p| p.parse().ok());
-                out.push(ActiveBranch {
+                Ok(ActiveBranch {
                     id,
                     depth,
                     parent_branch,
-                });
-            }
-            match page.last_evaluated_key {
-                Some(k) if !k.is_empty() => start = Some(k),
-                _ => return Ok(out),
-            }
-        }
+                })
+            })
+            .collect()
     }
 
     async fn session_owner(&self, tenant: &TenantId, session: &str) -> Result<Option<String>> {
@@ -464,9 +461,10 @@ impl BranchStore for DynamoBranchStore {
     }
 
     async fn session_branches(&self, tenant: &TenantId, session: &str) -> Result<Vec<BranchId>> {
-        self.session_items(tenant, session)
-            .await?
-            .iter()
+        let items = self
+            .session_items(tenant, session, Some(keys::MEMBER_PREFIX))
+            .await?;
+        Self::sort_keys(&items)
             .filter_map(|sk| sk.strip_prefix(keys::MEMBER_PREFIX))
             .map(|id| {
                 id.parse()
@@ -490,11 +488,11 @@ impl BranchStore for DynamoBranchStore {
     }
 
     async fn forget_session(&self, tenant: &TenantId, session: &str) -> Result<bool> {
-        let sks = self.session_items(tenant, session).await?;
-        for sk in &sks {
-            self.delete(keys::session_pk(tenant, session), sk.clone())
+        let items = self.session_items(tenant, session, None).await?;
+        for sk in Self::sort_keys(&items) {
+            self.delete(keys::session_pk(tenant, session), sk.to_owned())
                 .await?;
         }
-        Ok(!sks.is_empty())
+        Ok(!items.is_empty())
     }
 }
