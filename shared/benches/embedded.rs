@@ -241,6 +241,7 @@ fn commit(parent: Option<&Commit>, at_micros: i64, body: &[u8]) -> Commit {
         depth: parent.map_or(0, |p| p.depth + 1),
         lineage: parent.map_or(id, |p| p.lineage),
         parent_lineage: parent.map(|p| p.lineage),
+        inline: None,
     }
 }
 

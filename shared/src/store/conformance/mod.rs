@@ -21,6 +21,7 @@
 //! - [`summary_batch`]: two summary batches at once over one backend.
 //! - [`tokens`]: the `TokenStore` behaviours.
 //! - [`branches`]: the `BranchStore` behaviours.
+//! - [`inline`]: artifact bytes stored inline with a commit.
 //! - [`gc`]: blob areas, listings, sweeps, references and LRU eviction
 //!   (garbage collection and the cache budget).
 
@@ -38,6 +39,7 @@ pub mod blobs;
 pub mod branches;
 pub mod erase;
 pub mod gc;
+pub mod inline;
 pub mod meta;
 pub mod refs;
 pub mod summaries;
@@ -82,6 +84,7 @@ pub async fn run_all(backend: &Backend<'_>, caps: Capabilities) {
     branches::run_all(backend.branches, caps).await;
     gc::run_all_blobs(backend.blobs).await;
     gc::run_all_meta(backend.meta, caps.cache_budget).await;
+    inline::run_all(backend.meta).await;
 }
 
 /// A tenant no earlier run used.
@@ -137,6 +140,7 @@ pub fn commit(
         depth: parent.map_or(0, |p| p.depth + 1),
         lineage: parent.map_or(id, |p| p.lineage),
         parent_lineage: parent.map(|p| p.lineage),
+        inline: None,
     }
 }
 

@@ -8,7 +8,7 @@ use chrono::{DateTime, Utc};
 use rusqlite::{Connection, params};
 
 use super::LocalError;
-use super::meta::{SqliteMetaStore, decode_commit};
+use super::meta::{SqliteMetaStore, commit_columns, decode_commit};
 use crate::commit::Commit;
 use crate::error::{Error, Result};
 use crate::id::{ArtifactRef, CommitId, SessionId, TenantId};
@@ -20,8 +20,12 @@ fn commits_where(
     args: impl rusqlite::Params,
 ) -> Result<Vec<Commit>, LocalError> {
     let mut stmt = conn.prepare_cached(sql_text)?;
-    let rows = stmt.query_map(args, |r| r.get::<_, String>(0))?;
-    rows.map(|b| decode_commit(&b?)).collect()
+    let rows = stmt.query_map(args, commit_columns)?;
+    rows.map(|r| {
+        let (b, d) = r?;
+        decode_commit(&b, d)
+    })
+    .collect()
 }
 
 fn parse_cache_key(commit: &str, stop: &str, format: &str) -> Result<MaterializeKey> {
@@ -48,7 +52,7 @@ impl SqliteMetaStore {
             .read(move |conn| {
                 commits_where(
                     conn,
-                    "SELECT body FROM commits WHERE tenant = ?1 AND session = ?2",
+                    "SELECT body, delta FROM commits WHERE tenant = ?1 AND session = ?2",
                     params![tenant.as_str(), session.as_str()],
                 )
             })
@@ -65,7 +69,7 @@ impl SqliteMetaStore {
             .read(move |conn| {
                 commits_where(
                     conn,
-                    "SELECT body FROM commits WHERE tenant = ?1 AND parent = ?2",
+                    "SELECT body, delta FROM commits WHERE tenant = ?1 AND parent = ?2",
                     params![tenant.as_str(), parent.to_string()],
                 )
             })

@@ -60,8 +60,17 @@ impl SqliteMetaStore {
     }
 }
 
-pub(super) fn decode_commit(body: &str) -> Result<Commit, LocalError> {
-    Ok(serde_json::from_str(body)?)
+/// A commit from its row: the JSON `body` and the artifact bytes stored
+/// inline with it (`delta`, NULL when they are in the CAS).
+pub(super) fn decode_commit(body: &str, delta: Option<Vec<u8>>) -> Result<Commit, LocalError> {
+    let mut c: Commit = serde_json::from_str(body)?;
+    c.inline = delta.map(bytes::Bytes::from);
+    Ok(c)
+}
+
+/// The `(body, delta)` of a row selected as `SELECT body, delta …`.
+pub(super) fn commit_columns(r: &rusqlite::Row<'_>) -> rusqlite::Result<(String, Option<Vec<u8>>)> {
+    Ok((r.get(0)?, r.get(1)?))
 }
 
 /// The JSON body stored in `commits.body`.
@@ -116,11 +125,11 @@ pub(super) fn get_commit_in(
     tenant: &TenantId,
     id: &CommitId,
 ) -> Result<Option<Commit>, LocalError> {
-    let body: Option<String> = conn
-        .prepare_cached("SELECT body FROM commits WHERE tenant = ?1 AND id = ?2")?
-        .query_row(params![tenant.as_str(), id.to_string()], |r| r.get(0))
+    let row = conn
+        .prepare_cached("SELECT body, delta FROM commits WHERE tenant = ?1 AND id = ?2")?
+        .query_row(params![tenant.as_str(), id.to_string()], commit_columns)
         .optional()?;
-    body.map(|b| decode_commit(&b)).transpose()
+    row.map(|(b, d)| decode_commit(&b, d)).transpose()
 }
 
 #[async_trait]
@@ -154,8 +163,8 @@ impl MetaStore for SqliteMetaStore {
             }
             let body = encode_commit(&stored)?;
             tx.execute(
-                "INSERT INTO commits (tenant, id, lineage, depth, body, ts, summary, session, parent, artifact)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+                "INSERT INTO commits (tenant, id, lineage, depth, body, ts, summary, session, parent, artifact, delta)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
                 params![
                     tenant.as_str(),
                     stored.id.to_string(),
@@ -166,7 +175,8 @@ impl MetaStore for SqliteMetaStore {
                     stored.summary,
                     stored.session_id,
                     stored.parent.map(|p| p.to_string()),
-                    stored.artifact_ref.to_string()
+                    stored.artifact_ref.to_string(),
+                    stored.inline.as_deref()
                 ],
             )
             .map_err(sql)?;
@@ -203,7 +213,7 @@ impl MetaStore for SqliteMetaStore {
         self.db
             .read(move |conn| {
                 let mut stmt = conn.prepare_cached(
-                    "SELECT body FROM commits WHERE tenant = ?1 AND lineage = ?2 AND depth <= ?3
+                    "SELECT body, delta FROM commits WHERE tenant = ?1 AND lineage = ?2 AND depth <= ?3
                  ORDER BY depth DESC LIMIT ?4",
                 )?;
                 let rows = stmt.query_map(
@@ -213,9 +223,13 @@ impl MetaStore for SqliteMetaStore {
                         max_depth.min(i64::MAX as u64) as i64,
                         limit.min(i64::MAX as usize) as i64
                     ],
-                    |r| r.get::<_, String>(0),
+                    commit_columns,
                 )?;
-                rows.map(|b| decode_commit(&b?)).collect()
+                rows.map(|r| {
+                    let (b, d) = r?;
+                    decode_commit(&b, d)
+                })
+                .collect()
             })
             .await
     }
@@ -724,6 +738,22 @@ impl MetaStore for SqliteMetaStore {
 
     async fn commit_tenants(&self) -> Result<Vec<TenantId>> {
         self.tenants_with_commits().await
+    }
+
+    async fn clear_inline(&self, tenant: &TenantId, commit: &CommitId) -> Result<bool> {
+        let (tenant, id) = (tenant.clone(), *commit);
+        self.db
+            .transaction(move |tx| {
+                let n = tx
+                    .execute(
+                        "UPDATE commits SET delta = NULL
+                         WHERE tenant = ?1 AND id = ?2 AND delta IS NOT NULL",
+                        params![tenant.as_str(), id.to_string()],
+                    )
+                    .map_err(sql)?;
+                Ok(n > 0)
+            })
+            .await
     }
 }
 

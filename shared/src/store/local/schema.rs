@@ -21,7 +21,7 @@ use super::sql;
 use crate::error::{Error, Result};
 
 /// The schema version this build writes and reads.
-pub const VERSION: u32 = 5;
+pub const VERSION: u32 = 6;
 
 /// Version 0 → 1: commits, lineages, timelines, refs, the materialization
 /// cache, tokens (the meta store) and branches, their sessions and their
@@ -164,8 +164,15 @@ CREATE TABLE pins (
 ) WITHOUT ROWID;
 ";
 
+/// Small deltas inline: a commit's artifact bytes may be stored in its
+/// row (`delta`; NULL when they are in the CAS), so that a checkpoint of a
+/// small delta is one transaction and no file.
+const INLINE: &str = "
+ALTER TABLE commits ADD COLUMN delta BLOB;
+";
+
 /// The migration steps, in order: step `n` goes from version `n` to `n + 1`.
-const MIGRATIONS: &[&str] = &[V1, V2, CACHE, AGENTS, LIFECYCLE];
+const MIGRATIONS: &[&str] = &[V1, V2, CACHE, AGENTS, LIFECYCLE, INLINE];
 
 const _: () = assert!(MIGRATIONS.len() == VERSION as usize);
 
