@@ -157,6 +157,9 @@ pub mod limits {
     /// The largest delta stored inline with its commit by default
     /// (`CTX_INLINE_DELTA_BYTES`): 16 KiB, far below DynamoDB's 400 KB item.
     pub const DEFAULT_INLINE_DELTA: usize = 16 * 1024;
+    /// The largest `CTX_INLINE_DELTA_BYTES`: 256 KiB, so a DynamoDB commit
+    /// item (metadata up to ~110 KB) stays under 400 KB.
+    pub const MAX_INLINE_DELTA: usize = 256 * 1024;
 }
 
 /// Checks a short free-text field: non-empty when `required`, bounded, and

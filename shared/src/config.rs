@@ -128,7 +128,7 @@ pub const SETTINGS: &[Setting] = &[
         "CTX_INLINE_DELTA_BYTES",
         None,
         "16384",
-        "the largest delta (or summary, or snapshot) a checkpoint stores inline with its commit's metadata (the SQLite row, the DynamoDB item) instead of as a blob, in bytes; 0 stores none inline",
+        "the largest delta (or summary, or snapshot) a checkpoint stores inline with its commit's metadata (the SQLite row, the DynamoDB item) instead of as a blob, in bytes; 0 stores none inline; at most 262144 (a DynamoDB item holds 400 KB)",
     ),
     setting(
         "CTX_CACHE_BYTES",
@@ -821,6 +821,16 @@ impl Config {
         }
         if let Some(v) = get("CTX_INLINE_DELTA_BYTES") {
             c.inline_delta_bytes = parse("CTX_INLINE_DELTA_BYTES", &v, "a number of bytes")?;
+            if c.inline_delta_bytes > crate::commit::limits::MAX_INLINE_DELTA {
+                return Err(Error::invalid(
+                    "CTX_INLINE_DELTA_BYTES",
+                    format!(
+                        "CTX_INLINE_DELTA_BYTES={v} is more than {} bytes: with a commit's \
+                         metadata a DynamoDB item holds at most 400 KB",
+                        crate::commit::limits::MAX_INLINE_DELTA
+                    ),
+                ));
+            }
         }
         if let Some(v) = get("CTX_CACHE_BYTES") {
             c.cache_bytes = parse("CTX_CACHE_BYTES", &v, "a number of bytes")?;

@@ -294,6 +294,7 @@ fn a_bad_value_is_an_error_naming_its_variable() {
         ("CTX_MAX_IN_FLIGHT_BYTES", "256MiB"),
         ("CTX_MAX_ARTIFACT_BYTES", "64MiB"),
         ("CTX_INLINE_DELTA_BYTES", "16KiB"),
+        ("CTX_INLINE_DELTA_BYTES", "262145"),
         ("CTX_SUMMARIZER", "gpt"),
         ("CTX_SUMMARIZER_URL", "localhost:11434"),
         ("CTX_SUMMARIZER_TIMEOUT_SECS", "1m"),
