@@ -52,7 +52,7 @@ impl SqliteMetaStore {
             .read(move |conn| {
                 commits_where(
                     conn,
-                    "SELECT body, delta FROM commits WHERE tenant = ?1 AND session = ?2",
+                    "SELECT body, bytes FROM commits LEFT JOIN deltas ON deltas.rowid = commits.delta WHERE tenant = ?1 AND session = ?2",
                     params![tenant.as_str(), session.as_str()],
                 )
             })
@@ -69,7 +69,7 @@ impl SqliteMetaStore {
             .read(move |conn| {
                 commits_where(
                     conn,
-                    "SELECT body, delta FROM commits WHERE tenant = ?1 AND parent = ?2",
+                    "SELECT body, bytes FROM commits LEFT JOIN deltas ON deltas.rowid = commits.delta WHERE tenant = ?1 AND parent = ?2",
                     params![tenant.as_str(), parent.to_string()],
                 )
             })
@@ -143,6 +143,11 @@ impl SqliteMetaStore {
                         stored.created_at.timestamp_micros(),
                         id.to_string()
                     ],
+                )?;
+                tx.execute(
+                    "DELETE FROM deltas WHERE rowid =
+                     (SELECT delta FROM commits WHERE tenant = ?1 AND id = ?2)",
+                    params![tenant.as_str(), id.to_string()],
                 )?;
                 tx.execute(
                     "DELETE FROM commits WHERE tenant = ?1 AND id = ?2",

@@ -61,14 +61,16 @@ impl SqliteMetaStore {
 }
 
 /// A commit from its row: the JSON `body` and the artifact bytes stored
-/// inline with it (`delta`, NULL when they are in the CAS).
+/// inline with it (the `deltas` row its `delta` names; NULL when they are
+/// in the CAS).
 pub(super) fn decode_commit(body: &str, delta: Option<Vec<u8>>) -> Result<Commit, LocalError> {
     let mut c: Commit = serde_json::from_str(body)?;
     c.inline = delta.map(bytes::Bytes::from);
     Ok(c)
 }
 
-/// The `(body, delta)` of a row selected as `SELECT body, delta …`.
+/// The `(body, bytes)` of a row selected as `SELECT body, bytes FROM
+/// commits LEFT JOIN deltas ON deltas.rowid = commits.delta …`.
 pub(super) fn commit_columns(r: &rusqlite::Row<'_>) -> rusqlite::Result<(String, Option<Vec<u8>>)> {
     Ok((r.get(0)?, r.get(1)?))
 }
@@ -126,7 +128,7 @@ pub(super) fn get_commit_in(
     id: &CommitId,
 ) -> Result<Option<Commit>, LocalError> {
     let row = conn
-        .prepare_cached("SELECT body, delta FROM commits WHERE tenant = ?1 AND id = ?2")?
+        .prepare_cached("SELECT body, bytes FROM commits LEFT JOIN deltas ON deltas.rowid = commits.delta WHERE tenant = ?1 AND id = ?2")?
         .query_row(params![tenant.as_str(), id.to_string()], commit_columns)
         .optional()?;
     row.map(|(b, d)| decode_commit(&b, d)).transpose()
@@ -162,6 +164,18 @@ impl MetaStore for SqliteMetaStore {
                 stored.lineage = stored.id;
             }
             let body = encode_commit(&stored)?;
+            // Inline bytes go to their own rowid table: its rows keep what
+            // does not fill an overflow page on the leaf, where the commits
+            // table (WITHOUT ROWID) would spill it into a mostly empty page.
+            let delta: Option<i64> = match &stored.inline {
+                Some(bytes) => {
+                    tx.prepare_cached("INSERT INTO deltas (bytes) VALUES (?1)")
+                        .and_then(|mut s| s.execute(params![&bytes[..]]))
+                        .map_err(sql)?;
+                    Some(tx.last_insert_rowid())
+                }
+                None => None,
+            };
             tx.execute(
                 "INSERT INTO commits (tenant, id, lineage, depth, body, ts, summary, session, parent, artifact, delta)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
@@ -176,7 +190,7 @@ impl MetaStore for SqliteMetaStore {
                     stored.session_id,
                     stored.parent.map(|p| p.to_string()),
                     stored.artifact_ref.to_string(),
-                    stored.inline.as_deref()
+                    delta
                 ],
             )
             .map_err(sql)?;
@@ -213,7 +227,7 @@ impl MetaStore for SqliteMetaStore {
         self.db
             .read(move |conn| {
                 let mut stmt = conn.prepare_cached(
-                    "SELECT body, delta FROM commits WHERE tenant = ?1 AND lineage = ?2 AND depth <= ?3
+                    "SELECT body, bytes FROM commits LEFT JOIN deltas ON deltas.rowid = commits.delta WHERE tenant = ?1 AND lineage = ?2 AND depth <= ?3
                  ORDER BY depth DESC LIMIT ?4",
                 )?;
                 let rows = stmt.query_map(
@@ -744,6 +758,12 @@ impl MetaStore for SqliteMetaStore {
         let (tenant, id) = (tenant.clone(), *commit);
         self.db
             .transaction(move |tx| {
+                tx.execute(
+                    "DELETE FROM deltas WHERE rowid =
+                     (SELECT delta FROM commits WHERE tenant = ?1 AND id = ?2)",
+                    params![tenant.as_str(), id.to_string()],
+                )
+                .map_err(sql)?;
                 let n = tx
                     .execute(
                         "UPDATE commits SET delta = NULL

@@ -164,11 +164,17 @@ CREATE TABLE pins (
 ) WITHOUT ROWID;
 ";
 
-/// Small deltas inline: a commit's artifact bytes may be stored in its
-/// row (`delta`; NULL when they are in the CAS), so that a checkpoint of a
-/// small delta is one transaction and no file.
+/// Small deltas inline: a commit's artifact bytes may be stored in the
+/// database (a row of `deltas`, whose rowid the commit's `delta` names;
+/// NULL when they are in the CAS), so that a checkpoint of a small delta is
+/// one transaction and no file. A rowid table, not a column of `commits`:
+/// `commits` is WITHOUT ROWID, whose rows keep at most ~1 KB on the leaf
+/// and spill the rest into overflow pages, the last one mostly empty; a
+/// rowid table keeps that remainder on the leaf (3.08 MB instead of 3.9 MB
+/// for 500 deltas of 5.5 KB).
 const INLINE: &str = "
-ALTER TABLE commits ADD COLUMN delta BLOB;
+CREATE TABLE deltas (bytes BLOB NOT NULL);
+ALTER TABLE commits ADD COLUMN delta INTEGER;
 ";
 
 /// The migration steps, in order: step `n` goes from version `n` to `n + 1`.
@@ -295,6 +301,7 @@ mod tests {
                 "commits_by_parent",
                 "commits_by_session",
                 "commits_missing_summary",
+                "deltas",
                 "materialized",
                 "materialized_by_artifact",
                 "materialized_lru",
@@ -362,8 +369,8 @@ mod tests {
         );
         assert_eq!(
             after.len(),
-            before.len() + 9,
-            "the summary index, the cache's two indexes, the two agent tables, the three lifecycle indexes and pins added"
+            before.len() + 10,
+            "the summary index, the cache's two indexes, the two agent tables, the three lifecycle indexes, pins and deltas added"
         );
         // The lifecycle columns were filled from the body.
         assert_eq!(
@@ -443,7 +450,7 @@ mod tests {
             .unwrap();
         SqliteBranchStore::open(dir.path()).unwrap();
         assert_eq!(version_of(&path), VERSION);
-        assert_eq!(dump(&path).len(), 19);
+        assert_eq!(dump(&path).len(), 20);
     }
 
     #[test]

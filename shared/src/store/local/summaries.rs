@@ -42,7 +42,8 @@ impl SqliteMetaStore {
             .db
             .read(move |conn| {
                 let mut stmt = conn.prepare_cached(
-                    "SELECT body, lease, tries, err, retry, delta FROM commits
+                    "SELECT body, lease, tries, err, retry, bytes
+                     FROM commits LEFT JOIN deltas ON deltas.rowid = commits.delta
                      WHERE tenant = ?1 AND summary IS NULL AND (ts, id) > (?2, ?3)
                      ORDER BY ts, id LIMIT ?4",
                 )?;
