@@ -543,7 +543,14 @@ async fn gc_prints_what_it_would_remove_then_removes_it() {
     };
     let app = router(
         AppState {
-            service: Arc::new(Service::new(stores, clock.clone())),
+            // Deltas in the blob store, so the checkpoint's is a blob the
+            // collection keeps (inline ones are never blobs).
+            service: Arc::new(Service::new(stores, clock.clone()).with_limits(
+                ctx_core::service::Limits {
+                    inline_delta_bytes: 0,
+                    ..Default::default()
+                },
+            )),
             auth: Arc::new(TokenAuth::new(meta)),
         },
         Group::ALL,

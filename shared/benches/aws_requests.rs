@@ -1,7 +1,8 @@
 //! The request-count report of the aws backends: S3 and DynamoDB requests
 //! per operation (checkpoint, resolve, show, history(50), materialize cold
 //! and warm) at chain depth 1 / 100 / 1,000, and 1,000 with 3 forks on the
-//! path; and erasing a session of that many commits. Counts come from an SDK interceptor; they do not depend on speed.
+//! path; and erasing a session of that many commits; with the small deltas
+//! inline with their commits (the default) and in S3. Counts come from an SDK interceptor; they do not depend on speed.
 //!
 //! Needs the emulator: `eval "$(localstack/emulator start)"`, then
 //! `cargo bench -p ctx-core --features aws --bench aws_requests`
@@ -18,17 +19,34 @@ async fn main() {
         .expect("start the emulator first: eval \"$(localstack/emulator start)\"");
     let mut rows = Vec::new();
     let depths: &[u64] = if quick { &[1, 100] } else { &[1, 100, 1000] };
-    rows.extend(request_counts(&config, depths, 0).await.expect("report"));
     let forked: &[u64] = if quick { &[100] } else { &[1000] };
-    rows.extend(request_counts(&config, forked, 3).await.expect("report"));
     let erased: &[u64] = if quick { &[1, 100] } else { &[1, 100, 1000] };
-    rows.extend(erase_request_counts(&config, erased).await.expect("report"));
-    println!("| operation | depth | forks | S3 requests | DynamoDB requests | total |");
-    println!("|---|---:|---:|---|---|---:|");
+    // Small deltas inline with their commits (the default), then in S3
+    // (CTX_INLINE_DELTA_BYTES=0), as before inline deltas existed.
+    for inline in [true, false] {
+        rows.extend(
+            request_counts(&config, depths, 0, inline)
+                .await
+                .expect("report"),
+        );
+        rows.extend(
+            request_counts(&config, forked, 3, inline)
+                .await
+                .expect("report"),
+        );
+        rows.extend(
+            erase_request_counts(&config, erased, inline)
+                .await
+                .expect("report"),
+        );
+    }
+    println!("| operation | deltas | depth | forks | S3 requests | DynamoDB requests | total |");
+    println!("|---|---|---:|---:|---|---|---:|");
     for r in rows {
         println!(
-            "| {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} |",
             r.op,
+            if r.inline { "inline" } else { "S3" },
             r.depth,
             r.forks,
             r.describe("s3"),

@@ -7,6 +7,11 @@
 //!    the memory backend, the two local stores' writes on their own, and the
 //!    physical limit (each 1 KiB to its own file + fsync + rename +
 //!    directory fsync).
+//!
+//!    1b. **Bytes at rest** (issue 14): a transcript-sized run (500 turns,
+//!    2.75 MB) of durable checkpoints, the data directory's size live and
+//!    after a clean stop against the raw bytes, deltas inline (the default)
+//!    and in the CAS (`CTX_INLINE_DELTA_BYTES=0`), with the breakdown.
 //! 2. **Materialize** at chain depth 10 / 100 / 1,000: uncached (cold) and
 //!    cached `Service::materialize` with `stop: root`; next to reading the
 //!    same artifact files with `std::fs::read` and concatenating them, and
@@ -139,11 +144,17 @@ fn main() {
     println!("- load average at start: {}", load_average());
     println!();
 
-    // `--materialize-only`: sections 2 and 2b alone.
+    // `--materialize-only`: sections 2 and 2b alone; `--checkpoints-only`:
+    // sections 1 and 1b alone.
     let only = std::env::args().any(|a| a == "--materialize-only");
+    let checkpoints_only = std::env::args().any(|a| a == "--checkpoints-only");
     rt.block_on(async {
         if !only {
             checkpoints(&plan).await;
+            bytes_at_rest(&plan).await;
+        }
+        if checkpoints_only {
+            return;
         }
         materialize(&plan).await;
         resume_loop(&plan).await;
@@ -182,6 +193,16 @@ fn local_service(dir: &Path, durability: Durability) -> Service {
 
 fn service(blobs: Arc<dyn BlobStore>, meta: Arc<dyn MetaStore>) -> Service {
     Service::new(Stores { blobs, meta }, Arc::new(SystemClock))
+}
+
+/// [`local_service`] storing every delta in the CAS, none inline with its
+/// commit (`CTX_INLINE_DELTA_BYTES=0`: how checkpoints were stored before
+/// issue 14).
+fn local_service_cas_only(dir: &Path, durability: Durability) -> Service {
+    local_service(dir, durability).with_limits(ctx_core::service::Limits {
+        inline_delta_bytes: 0,
+        ..Default::default()
+    })
 }
 
 /// A distinct ~1 KiB text delta for turn `i` of chain `chain`.
@@ -241,6 +262,7 @@ fn commit(parent: Option<&Commit>, at_micros: i64, body: &[u8]) -> Commit {
         depth: parent.map_or(0, |p| p.depth + 1),
         lineage: parent.map_or(id, |p| p.lineage),
         parent_lineage: parent.map(|p| p.lineage),
+        inline: None,
     }
 }
 
@@ -363,6 +385,9 @@ async fn checkpoints(plan: &Plan) {
 
     let dir = tempfile::tempdir().expect("tempdir");
     let local = checkpoint_chain(&local_service(dir.path(), Durability::Full), n).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let local_cas =
+        checkpoint_chain(&local_service_cas_only(dir.path(), Durability::Full), n).await;
 
     let mem_svc = service(
         Arc::new(MemoryBlobStore::new()),
@@ -402,8 +427,12 @@ async fn checkpoints(plan: &Plan) {
     println!("|---|---:|---:|---:|---:|");
     for (name, s) in [
         (
-            "`Service::checkpoint`, local (fs CAS + SQLite `synchronous=FULL`)",
+            "`Service::checkpoint`, local (SQLite `synchronous=FULL`, deltas inline)",
             &local,
+        ),
+        (
+            "`Service::checkpoint`, local, deltas in the fs CAS (`CTX_INLINE_DELTA_BYTES=0`, as before)",
+            &local_cas,
         ),
         ("`Service::checkpoint`, memory backend", &memory),
         ("  part: `LocalBlobStore::put` alone", &blob_only),
@@ -963,6 +992,128 @@ async fn resume_loop(plan: &Plan) {
             us(s.median()),
             us(s.quantile(0.9)),
             us(*s.each.iter().max().expect("samples")),
+        );
+    }
+    println!();
+}
+
+// ---------------------------------------------------------------------------
+// 1b. Bytes at rest
+
+/// Bytes of the transcript the issue measured (2.75 MB over 500 turns).
+const TRANSCRIPT_BYTES: usize = 2_750_000;
+
+/// Space a directory tree takes: allocated bytes (blocks, directories
+/// included), file bytes, and files.
+fn disk_usage(path: &Path) -> (u64, u64, u64) {
+    use std::os::unix::fs::MetadataExt;
+    let mut out = (0, 0, 0);
+    let Ok(meta) = fs::symlink_metadata(path) else {
+        return out;
+    };
+    out.0 += meta.blocks() * 512;
+    if meta.is_dir() {
+        for entry in fs::read_dir(path).expect("readable directory") {
+            let (a, b, f) = disk_usage(&entry.expect("entry").path());
+            out.0 += a;
+            out.1 += b;
+            out.2 += f;
+        }
+    } else {
+        out.1 += meta.len();
+        out.2 += 1;
+    }
+    out
+}
+
+/// The data directory's parts: (name, allocated bytes, file bytes, files).
+fn breakdown(dir: &Path) -> Vec<(&'static str, (u64, u64, u64))> {
+    vec![
+        ("ctx.db", disk_usage(&dir.join("ctx.db"))),
+        ("ctx.db-wal", disk_usage(&dir.join("ctx.db-wal"))),
+        ("cas/", disk_usage(&dir.join("cas"))),
+        ("total", disk_usage(dir)),
+    ]
+}
+
+fn describe(parts: &[(&'static str, (u64, u64, u64))], raw: u64) -> String {
+    parts
+        .iter()
+        .map(|(name, (alloc, len, files))| {
+            format!(
+                "{name} {:.2} MB ({:.3}x; {} files, {:.2} MB of data)",
+                *alloc as f64 / 1e6,
+                *alloc as f64 / raw as f64,
+                files,
+                *len as f64 / 1e6
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// A transcript-sized run (500 turns of ~5.5 KB, 2.75 MB; quick: 50) of
+/// durable checkpoints into a fresh data directory, with the deltas inline
+/// and (as before) in the CAS: the space the directory takes while the
+/// server runs (live: the WAL as the checkpoints left it) and at rest
+/// (after a clean stop truncates the WAL), against the raw bytes.
+async fn bytes_at_rest(plan: &Plan) {
+    let turns = if plan.quick { 50 } else { 500 };
+    let per_turn = TRANSCRIPT_BYTES / 500;
+    let tenant = tenant();
+    println!(
+        "## 1b. Bytes at rest ({turns} turns of {per_turn} bytes, one durable checkpoint a turn)\n"
+    );
+    println!(
+        "| deltas | raw bytes | live: data dir / raw | at rest: data dir / raw | at rest, by part (allocated) |"
+    );
+    println!("|---|---:|---:|---:|---|");
+    for inline in [true, false] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let svc = if inline {
+            local_service(dir.path(), Durability::Full)
+        } else {
+            local_service_cas_only(dir.path(), Durability::Full)
+        };
+        let mut parent: Option<CommitId> = None;
+        let mut raw = 0u64;
+        for i in 0..turns {
+            let mut d = delta(9, i);
+            while d.len() < per_turn {
+                d.push_str(&delta(9, i));
+            }
+            d.truncate(per_turn);
+            raw += d.len() as u64;
+            let req = checkpoint_request(
+                parent,
+                d,
+                micros_to_time(EPOCH_MICROS + i as i64 * 1_000_000),
+            );
+            parent = Some(
+                svc.checkpoint(&tenant, req)
+                    .await
+                    .expect("checkpoint")
+                    .commit
+                    .id,
+            );
+        }
+        let live = disk_usage(dir.path()).0;
+        drop(svc);
+        ctx_core::store::local::checkpoint_wal(dir.path()).expect("WAL truncated");
+        let parts = breakdown(dir.path());
+        let rest = parts.last().expect("the total").1.0;
+        println!(
+            "| {} | {raw} | {:.2} MB ({:.3}x) | {:.2} MB ({:.3}x) | {} |",
+            if inline {
+                "inline (default)"
+            } else {
+                "fs CAS (`CTX_INLINE_DELTA_BYTES=0`)"
+            },
+            live as f64 / 1e6,
+            live as f64 / raw as f64,
+            rest as f64 / 1e6,
+            rest as f64 / raw as f64,
+            describe(&parts, raw)
         );
     }
     println!();

@@ -117,6 +117,15 @@ pub struct Commit {
     pub lineage: CommitId,
     /// The run the parent is stored in (equal to `lineage` inside a run).
     pub parent_lineage: Option<CommitId>,
+    /// The artifact's bytes when they are stored with the commit's metadata
+    /// (a delta of at most `CTX_INLINE_DELTA_BYTES`) instead of in the blob
+    /// store; still `artifact_ref`'s bytes, verified against it when read.
+    /// `None` when they are in the blob store (or were dropped by
+    /// [`MetaStore::clear_inline`](crate::store::MetaStore::clear_inline)).
+    /// Never part of the commit's JSON.
+    #[serde(skip)]
+    #[schema(ignore)]
+    pub inline: Option<bytes::Bytes>,
 }
 
 impl Commit {
@@ -145,6 +154,12 @@ pub mod limits {
     pub const TOKEN_COUNT: u64 = 1_000_000_000;
     /// Bytes in one artifact by default (`CTX_MAX_ARTIFACT_BYTES`).
     pub const DEFAULT_MAX_ARTIFACT: usize = 64 * 1024 * 1024;
+    /// The largest delta stored inline with its commit by default
+    /// (`CTX_INLINE_DELTA_BYTES`): 16 KiB, far below DynamoDB's 400 KB item.
+    pub const DEFAULT_INLINE_DELTA: usize = 16 * 1024;
+    /// The largest `CTX_INLINE_DELTA_BYTES`: 256 KiB, so a DynamoDB commit
+    /// item (metadata up to ~110 KB) stays under 400 KB.
+    pub const MAX_INLINE_DELTA: usize = 256 * 1024;
 }
 
 /// Checks a short free-text field: non-empty when `required`, bounded, and

@@ -125,6 +125,12 @@ pub const SETTINGS: &[Setting] = &[
         "the largest artifact (an uploaded body or an inline delta) in bytes (64 MiB); a JSON body may hold its base64 plus 1 MiB; larger ones get 413 naming this limit",
     ),
     setting(
+        "CTX_INLINE_DELTA_BYTES",
+        None,
+        "16384",
+        "the largest delta (or summary, or snapshot) a checkpoint stores inline with its commit's metadata (the SQLite row, the DynamoDB item) instead of as a blob, in bytes; 0 stores none inline; at most 262144 (a DynamoDB item holds 400 KB)",
+    ),
+    setting(
         "CTX_CACHE_BYTES",
         None,
         "1073741824",
@@ -309,6 +315,9 @@ pub struct Config {
     /// `CTX_MAX_ARTIFACT_BYTES`: the largest artifact, and so the body
     /// limits of the API.
     pub max_artifact_bytes: usize,
+    /// `CTX_INLINE_DELTA_BYTES`: the largest artifact a checkpoint stores
+    /// inline with its commit (0: none).
+    pub inline_delta_bytes: usize,
     /// `CTX_CACHE_BYTES`: the embedded cache budget in bytes (0: none).
     pub cache_bytes: u64,
     /// `CTX_GC_GRACE_SECS`: the age below which garbage collection keeps
@@ -585,6 +594,7 @@ impl Default for Config {
             retention: Retention::default(),
             folding: FoldingConfig::default(),
             max_artifact_bytes: crate::commit::limits::DEFAULT_MAX_ARTIFACT,
+            inline_delta_bytes: crate::commit::limits::DEFAULT_INLINE_DELTA,
             cache_bytes: DEFAULT_CACHE_BYTES,
             gc_grace: Duration::from_secs(DEFAULT_GC_GRACE_SECS),
             server: ServerLimits::default(),
@@ -808,6 +818,19 @@ impl Config {
         }
         if let Some(v) = get("CTX_MAX_ARTIFACT_BYTES") {
             c.max_artifact_bytes = parse("CTX_MAX_ARTIFACT_BYTES", &v, "a number of bytes")?;
+        }
+        if let Some(v) = get("CTX_INLINE_DELTA_BYTES") {
+            c.inline_delta_bytes = parse("CTX_INLINE_DELTA_BYTES", &v, "a number of bytes")?;
+            if c.inline_delta_bytes > crate::commit::limits::MAX_INLINE_DELTA {
+                return Err(Error::invalid(
+                    "CTX_INLINE_DELTA_BYTES",
+                    format!(
+                        "CTX_INLINE_DELTA_BYTES={v} is more than {} bytes: with a commit's \
+                         metadata a DynamoDB item holds at most 400 KB",
+                        crate::commit::limits::MAX_INLINE_DELTA
+                    ),
+                ));
+            }
         }
         if let Some(v) = get("CTX_CACHE_BYTES") {
             c.cache_bytes = parse("CTX_CACHE_BYTES", &v, "a number of bytes")?;

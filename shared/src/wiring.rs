@@ -83,6 +83,7 @@ pub struct Backends {
     pub deadlines: Option<Deadlines>,
     tokio_timer: Option<Arc<TokioTimer>>,
     max_artifact_bytes: usize,
+    inline_delta_bytes: usize,
     lifecycle: crate::service::Lifecycle,
     /// What writes missing summaries and compactions (`CTX_SUMMARIZER`).
     pub summarizer: Arc<dyn Summarizer>,
@@ -174,6 +175,7 @@ impl Backends {
             deadlines,
             tokio_timer,
             max_artifact_bytes: config.max_artifact_bytes,
+            inline_delta_bytes: config.inline_delta_bytes,
             lifecycle: crate::service::Lifecycle {
                 // S3's cached artifacts expire by lifecycle rule instead.
                 cache_budget: (config.store != StoreKind::Aws && config.cache_bytes > 0)
@@ -191,6 +193,7 @@ impl Backends {
         let mut service = Service::new(self.stores, clock)
             .with_limits(crate::service::Limits {
                 max_artifact_bytes: self.max_artifact_bytes,
+                inline_delta_bytes: self.inline_delta_bytes,
                 ..crate::service::Limits::default()
             })
             .with_summarizer(self.summarizer)

@@ -56,6 +56,10 @@ fn the_documented_defaults_are_the_defaults() {
             c.max_artifact_bytes.try_into().unwrap(),
         ),
         (
+            "CTX_INLINE_DELTA_BYTES",
+            c.inline_delta_bytes.try_into().unwrap(),
+        ),
+        (
             "CTX_SUMMARIZER_TIMEOUT_SECS",
             c.summarizer.timeout.as_secs(),
         ),
@@ -248,6 +252,7 @@ fn every_setting_is_read() {
             },
             folding,
             max_artifact_bytes: 7,
+            inline_delta_bytes: 7,
             cache_bytes: 7,
             gc_grace: Duration::from_secs(7),
             server: ServerLimits {
@@ -288,6 +293,8 @@ fn a_bad_value_is_an_error_naming_its_variable() {
         ("CTX_BODY_READ_TIMEOUT_SECS", "1.5"),
         ("CTX_MAX_IN_FLIGHT_BYTES", "256MiB"),
         ("CTX_MAX_ARTIFACT_BYTES", "64MiB"),
+        ("CTX_INLINE_DELTA_BYTES", "16KiB"),
+        ("CTX_INLINE_DELTA_BYTES", "262145"),
         ("CTX_SUMMARIZER", "gpt"),
         ("CTX_SUMMARIZER_URL", "localhost:11434"),
         ("CTX_SUMMARIZER_TIMEOUT_SECS", "1m"),

@@ -7,10 +7,13 @@ use super::Service;
 use crate::commit::Commit;
 use crate::error::{Error, ErrorKind, Result};
 use crate::id::{ArtifactRef, CommitId, TenantId};
-use crate::store::{BlobStoreExt, PresignedUpload, PutBlob};
+use crate::store::{ArtifactUser, BlobStoreExt, PresignedUpload, PutBlob, verify};
 
 /// How long a presigned upload URL stays valid.
 const UPLOAD_URL_TTL_SECS: u64 = 15 * 60;
+
+/// The most users of an artifact looked at for an inline copy of it.
+const INLINE_LOOKUP_USERS: usize = 16;
 
 impl Service {
     /// Stores an artifact (idempotent).
@@ -31,11 +34,39 @@ impl Service {
         tenant: &TenantId,
         artifact: &ArtifactRef,
     ) -> Result<Bytes> {
-        self.stores
-            .blobs
-            .get(tenant, artifact)
+        if let Some(bytes) = self.stores.blobs.get(tenant, artifact).await? {
+            return Ok(bytes);
+        }
+        self.inline_copy(tenant, artifact)
             .await?
             .ok_or_else(|| Error::not_found(format!("artifact {artifact}")))
+    }
+
+    /// The bytes of `artifact` as stored inline with a commit naming it
+    /// (verified), for readers that have only the reference; `None` when
+    /// no commit holds them inline.
+    ///
+    /// # Errors
+    /// `Internal` when the inline bytes do not match; `Unavailable`.
+    pub(crate) async fn inline_copy(
+        &self,
+        tenant: &TenantId,
+        artifact: &ArtifactRef,
+    ) -> Result<Option<Bytes>> {
+        let meta = &self.stores.meta;
+        let users = meta
+            .artifact_users(tenant, artifact, INLINE_LOOKUP_USERS)
+            .await?;
+        for user in users {
+            let ArtifactUser::Commit(id) = user else {
+                continue;
+            };
+            if let Some(bytes) = meta.get_commit(tenant, &id).await?.and_then(|c| c.inline) {
+                verify(artifact, &bytes)?;
+                return Ok(Some(bytes));
+            }
+        }
+        Ok(None)
     }
 
     /// The bytes of a stored commit's artifact.
@@ -44,23 +75,67 @@ impl Service {
     /// `Internal` when the artifact is missing (a stored commit's bytes
     /// must exist); `Unavailable`.
     pub(crate) async fn artifact_of(&self, tenant: &TenantId, commit: &Commit) -> Result<Bytes> {
-        self.artifact_at(tenant, commit.id, commit.artifact_ref)
-            .await
+        self.artifact_at(
+            tenant,
+            commit.id,
+            commit.artifact_ref,
+            commit.inline.clone(),
+        )
+        .await
     }
 
-    /// [`Service::artifact_of`] by the commit's id and artifact (both
-    /// `Copy`, so a stream of fetches borrows nothing per commit).
+    /// [`Service::artifact_of`] by the commit's id, artifact and inline
+    /// bytes (owned, so a stream of fetches borrows nothing per commit).
+    /// Inline bytes are verified and returned without touching the blob
+    /// store; a commit read from somewhere that does not carry them (e.g.
+    /// a record holding a copy of the commit) is looked up again when the
+    /// blob store does not have its artifact.
     pub(crate) async fn artifact_at(
         &self,
         tenant: &TenantId,
         id: CommitId,
         art: ArtifactRef,
+        inline: Option<Bytes>,
     ) -> Result<Bytes> {
-        self.stores.blobs.get(tenant, &art).await?.ok_or_else(|| {
-            Error::internal(format!(
-                "artifact {art} of commit {id} is missing from storage"
-            ))
-        })
+        self.stored_bytes(tenant, id, art, inline)
+            .await?
+            .ok_or_else(|| {
+                Error::internal(format!(
+                    "artifact {art} of commit {id} is missing from storage"
+                ))
+            })
+    }
+
+    /// [`Service::artifact_at`], `None` when the bytes are stored nowhere.
+    ///
+    /// # Errors
+    /// `Internal` when stored bytes do not match; `Unavailable`.
+    pub(crate) async fn stored_bytes(
+        &self,
+        tenant: &TenantId,
+        id: CommitId,
+        art: ArtifactRef,
+        inline: Option<Bytes>,
+    ) -> Result<Option<Bytes>> {
+        if let Some(bytes) = inline {
+            verify(&art, &bytes)?;
+            return Ok(Some(bytes));
+        }
+        if let Some(bytes) = self.stores.blobs.get(tenant, &art).await? {
+            return Ok(Some(bytes));
+        }
+        let Some(bytes) = self
+            .stores
+            .meta
+            .get_commit(tenant, &id)
+            .await?
+            .filter(|c| c.artifact_ref == art)
+            .and_then(|c| c.inline)
+        else {
+            return Ok(None);
+        };
+        verify(&art, &bytes)?;
+        Ok(Some(bytes))
     }
 
     /// Makes sure an artifact named by a checkpoint is stored: present, or
@@ -82,16 +157,19 @@ impl Service {
         if let Some(bytes) = blobs.get(tenant, artifact).await? {
             return Ok(blobs.put(tenant, bytes).await?.size);
         }
-        self.stores
-            .blobs
-            .promote_upload(tenant, artifact)
-            .await?
-            .ok_or_else(|| {
-                Error::invalid(
-                    "artifact_ref",
-                    format!("artifact {artifact} does not exist"),
-                )
-            })
+        if let Some(size) = self.stores.blobs.promote_upload(tenant, artifact).await? {
+            return Ok(size);
+        }
+        // Bytes held only inline by another commit are copied into the
+        // blob store: the new commit must not depend on that commit's row
+        // (an erase or eviction of it would take them).
+        if let Some(bytes) = self.inline_copy(tenant, artifact).await? {
+            return Ok(blobs.put(tenant, bytes).await?.size);
+        }
+        Err(Error::invalid(
+            "artifact_ref",
+            format!("artifact {artifact} does not exist"),
+        ))
     }
 
     /// A URL to PUT a large artifact to directly (AWS mode), valid for
@@ -134,3 +212,6 @@ impl Service {
         Ok(up)
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -255,7 +255,16 @@ impl Service {
             }
             None => Counts::default(),
         };
+        // A small delta is stored inline with its commit (one metadata
+        // write, no blob); a larger one in the blob store first.
+        let inline_limit = self.limits.inline_delta_bytes;
+        let mut inline = None;
         let size = match (bytes, &new.delta) {
+            (Some(b), Delta::Inline(_)) if inline_limit > 0 && b.len() <= inline_limit => {
+                let size = b.len() as u64;
+                inline = Some(b);
+                size
+            }
             (Some(b), Delta::Inline(_)) => self.stores.blobs.put(tenant, b).await?.size,
             (Some(b), Delta::Stored(_)) => b.len() as u64,
             (None, _) => self
@@ -307,6 +316,7 @@ impl Service {
             depth: parent.as_ref().map_or(0, |p| p.depth + 1),
             lineage: parent.as_ref().map_or(id, |p| p.lineage),
             parent_lineage: parent.as_ref().map(|p| p.lineage),
+            inline,
         };
         match self
             .stores

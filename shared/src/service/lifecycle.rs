@@ -379,6 +379,7 @@ impl Service {
                 self.drop_artifact(
                     tenant,
                     &art,
+                    false,
                     &commits,
                     &cache_keys,
                     &mut decided,
@@ -392,6 +393,7 @@ impl Service {
             self.drop_artifact(
                 tenant,
                 &c.artifact_ref,
+                c.inline.is_some(),
                 &commits,
                 &cache_keys,
                 &mut decided,
@@ -489,11 +491,14 @@ impl Service {
     }
 
     /// Deletes `art` unless a commit or cache entry outside the erase uses
-    /// it; each artifact is decided once per erase.
+    /// it; each artifact is decided once per erase. Bytes `inline` with the
+    /// commit go with its row and count as an erased artifact too.
+    #[allow(clippy::too_many_arguments)]
     async fn drop_artifact(
         &self,
         tenant: &TenantId,
         art: &ArtifactRef,
+        inline: bool,
         commits: &BTreeMap<CommitId, Commit>,
         cache_keys: &HashSet<MaterializeKey>,
         decided: &mut BTreeSet<ArtifactRef>,
@@ -514,7 +519,7 @@ impl Service {
             });
         if shared {
             report.artifacts_shared += 1;
-        } else if self.stores.blobs.delete(tenant, art).await? {
+        } else if self.stores.blobs.delete(tenant, art).await? || inline {
             report.artifacts += 1;
         }
         Ok(())

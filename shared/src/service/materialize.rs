@@ -201,9 +201,12 @@ impl Service {
         tenant: &TenantId,
         parts: impl IntoIterator<Item = &'c Commit>,
     ) -> Result<Vec<Bytes>> {
-        let wanted: Vec<_> = parts.into_iter().map(|c| (c.id, c.artifact_ref)).collect();
+        let wanted: Vec<_> = parts
+            .into_iter()
+            .map(|c| (c.id, c.artifact_ref, c.inline.clone()))
+            .collect();
         stream::iter(wanted)
-            .map(|(id, art)| self.artifact_at(tenant, id, art))
+            .map(|(id, art, inline)| self.artifact_at(tenant, id, art, inline))
             .buffered(FETCH_CONCURRENCY)
             .try_collect()
             .await

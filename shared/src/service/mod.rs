@@ -77,6 +77,9 @@ pub struct Limits {
     pub max_ref_list: usize,
     /// The largest direct (presigned) upload.
     pub max_upload_bytes: u64,
+    /// The largest delta stored inline with its commit's metadata instead
+    /// of in the blob store (`CTX_INLINE_DELTA_BYTES`); 0 stores none inline.
+    pub inline_delta_bytes: usize,
 }
 
 impl Default for Limits {
@@ -86,6 +89,7 @@ impl Default for Limits {
             max_history: 1000,
             max_ref_list: 1000,
             max_upload_bytes: 5 * 1024 * 1024 * 1024,
+            inline_delta_bytes: crate::commit::limits::DEFAULT_INLINE_DELTA,
         }
     }
 }

@@ -22,9 +22,7 @@ use super::Service;
 use crate::commit::Commit;
 use crate::error::{Error, Result};
 use crate::id::{CommitId, TenantId};
-use crate::store::{
-    BlobStoreExt, Missing, SummaryCursor, TAG_SUMMARIZING, TAG_SUMMARY_BY, TAG_SUMMARY_ERROR,
-};
+use crate::store::{Missing, SummaryCursor, TAG_SUMMARIZING, TAG_SUMMARY_BY, TAG_SUMMARY_ERROR};
 use crate::summarize::{Failure, Summarizer, SummaryInput, clip_summary};
 
 /// Commits asked for per page of the queue.
@@ -300,7 +298,15 @@ impl Service {
         commit: &Commit,
         attempts: u32,
     ) -> Result<(Outcome, u64, u64)> {
-        let (result, calls) = match self.stores.blobs.get(tenant, &commit.artifact_ref).await {
+        let stored = self
+            .stored_bytes(
+                tenant,
+                commit.id,
+                commit.artifact_ref,
+                commit.inline.clone(),
+            )
+            .await;
+        let (result, calls) = match stored {
             Ok(Some(bytes)) => {
                 let input =
                     SummaryInput::decode(&self.formats, commit.commit_type, &commit.format, &bytes);
@@ -444,17 +450,7 @@ impl Service {
         tenant: &TenantId,
         commit: Commit,
     ) -> Result<Commit> {
-        let bytes = self
-            .stores
-            .blobs
-            .get(tenant, &commit.artifact_ref)
-            .await?
-            .ok_or_else(|| {
-                Error::internal(format!(
-                    "artifact {} of {} is not stored",
-                    commit.artifact_ref, commit.id
-                ))
-            })?;
+        let bytes = self.artifact_of(tenant, &commit).await?;
         let input = SummaryInput::decode(&self.formats, commit.commit_type, &commit.format, &bytes);
         let summary = summarizer.summarize(&input).await.map_err(|f| {
             Error::unavailable(format!(

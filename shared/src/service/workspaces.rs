@@ -303,9 +303,12 @@ impl Service {
             .walk(tenant, tip, None, |c| c.commit_type == CommitType::Snapshot)
             .await?;
         chain.reverse();
-        let wanted: Vec<_> = chain.iter().map(|c| (c.id, c.artifact_ref)).collect();
+        let wanted: Vec<_> = chain
+            .iter()
+            .map(|c| (c.id, c.artifact_ref, c.inline.clone()))
+            .collect();
         let parts: Vec<Bytes> = stream::iter(wanted)
-            .map(|(id, art)| self.artifact_at(tenant, id, art))
+            .map(|(id, art, inline)| self.artifact_at(tenant, id, art, inline))
             .buffered(FETCH_CONCURRENCY)
             .try_collect()
             .await?;
@@ -454,9 +457,12 @@ impl Service {
             let Some(last) = commits.last().cloned() else {
                 return Ok(out);
             };
-            let wanted: Vec<_> = commits.iter().map(|c| (c.id, c.artifact_ref)).collect();
+            let wanted: Vec<_> = commits
+                .iter()
+                .map(|c| (c.id, c.artifact_ref, c.inline.clone()))
+                .collect();
             let parts: Vec<Bytes> = stream::iter(wanted)
-                .map(|(id, art)| self.artifact_at(tenant, id, art))
+                .map(|(id, art, inline)| self.artifact_at(tenant, id, art, inline))
                 .buffered(FETCH_CONCURRENCY)
                 .try_collect()
                 .await?;

@@ -924,6 +924,18 @@ pub trait MetaStore: Send + Sync + 'static {
     /// # Errors
     /// `Unavailable`.
     async fn erase_tenant(&self, tenant: &TenantId, limit: usize) -> Result<TenantRecords>;
+
+    /// Drops the artifact bytes stored inline with a commit
+    /// ([`Commit::inline`]), keeping the commit, its metadata and its
+    /// `artifact_ref`: afterwards the commit reads with `inline: None`
+    /// everywhere (every copy of it the backend keeps). True when it had
+    /// inline bytes; false when it had none or does not exist. For eviction
+    /// of old deltas: the caller decides the bytes are no longer needed,
+    /// the store does not check.
+    ///
+    /// # Errors
+    /// `Unavailable`.
+    async fn clear_inline(&self, tenant: &TenantId, commit: &CommitId) -> Result<bool>;
 }
 
 /// What one [`MetaStore::erase_tenant`] call removed, by kind.

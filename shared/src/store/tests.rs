@@ -250,6 +250,10 @@ impl MetaStore for StaleRead {
         self.inner.delete_commit(tenant, commit).await
     }
 
+    async fn clear_inline(&self, tenant: &TenantId, commit: &CommitId) -> Result<bool> {
+        self.inner.clear_inline(tenant, commit).await
+    }
+
     async fn artifact_users(
         &self,
         tenant: &TenantId,

@@ -974,10 +974,10 @@ async fn a_rebuild_orders_system_episodic_semantic_then_the_raw_tail() {
 #[tokio::test]
 async fn persist_refreshes_the_cache_at_turn_ends_and_compactions_with_one_artifact_write() {
     let h = harness();
-    // Off: a turn writes only its delta.
+    // Off: a turn writes only its delta, inline with its commit (no blob).
     let before = h.counting.puts();
     h.say("t", "one").await;
-    assert_eq!(h.counting.puts() - before, 1);
+    assert_eq!(h.counting.puts() - before, 0);
     assert_eq!(
         h.svc
             .agent_settings(&h.tenant, &h.agent)
@@ -1003,8 +1003,8 @@ async fn persist_refreshes_the_cache_at_turn_ends_and_compactions_with_one_artif
         h.say("t", text).await;
         assert_eq!(
             h.counting.puts() - before,
-            2,
-            "the delta and one cache write (turn {i})"
+            1,
+            "one cache write; the delta is inline (turn {i})"
         );
     }
     let r = h
@@ -1024,7 +1024,7 @@ async fn persist_refreshes_the_cache_at_turn_ends_and_compactions_with_one_artif
     // A tool-call checkpoint is not a safe boundary.
     let before = h.counting.puts();
     h.checkpoint("t", "tool", Trigger::ToolCall, None).await;
-    assert_eq!(h.counting.puts() - before, 1);
+    assert_eq!(h.counting.puts() - before, 0);
     // A compaction rebuilds from the summary.
     let parent = *h.tip.lock().unwrap();
     let new = NewCommit {
@@ -1041,7 +1041,7 @@ async fn persist_refreshes_the_cache_at_turn_ends_and_compactions_with_one_artif
     };
     let before = h.counting.puts();
     h.svc.checkpoint(&h.tenant, new).await.unwrap();
-    assert_eq!(h.counting.puts() - before, 2);
+    assert_eq!(h.counting.puts() - before, 1);
     let r = h
         .svc
         .restore_working_context(&h.tenant, &h.agent, &RestoreRequest::default())

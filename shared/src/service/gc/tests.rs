@@ -35,10 +35,17 @@ fn fixture(cache_budget: Option<u64>) -> Fixture {
         blobs: blobs.clone(),
         meta: Arc::new(MemoryMetaStore::new()),
     };
-    let svc = Service::new(stores, clock.clone()).with_lifecycle(Lifecycle {
-        cache_budget,
-        gc_grace: Duration::from_secs(3600),
-    });
+    // Deltas in the blob store: collection is about blobs (inline deltas
+    // are never in it; see service::artifacts' tests).
+    let svc = Service::new(stores, clock.clone())
+        .with_lifecycle(Lifecycle {
+            cache_budget,
+            gc_grace: Duration::from_secs(3600),
+        })
+        .with_limits(crate::service::Limits {
+            inline_delta_bytes: 0,
+            ..Default::default()
+        });
     Fixture {
         svc,
         blobs,

@@ -31,7 +31,12 @@ fn fixture() -> Fixture {
             meta: meta.clone(),
         },
         Arc::new(ManualClock::new(t(0))),
-    );
+    )
+    // Deltas as blobs: what these tests count.
+    .with_limits(crate::service::Limits {
+        inline_delta_bytes: 0,
+        ..Default::default()
+    });
     Fixture { svc, blobs, meta }
 }
 

@@ -28,7 +28,12 @@ fn service() -> (Service, TenantId, Arc<Counting>) {
     };
     let clock = Arc::new(ManualClock::new(t(10_000)));
     (
-        Service::new(stores, clock),
+        // Deltas in the blob store, so that the counted reads are the
+        // deltas read (inline ones are covered in service::artifacts).
+        Service::new(stores, clock).with_limits(crate::service::Limits {
+            inline_delta_bytes: 0,
+            ..Default::default()
+        }),
         "acme".parse().expect("valid"),
         blobs,
     )

@@ -12,7 +12,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use super::items::{Item, consistent_get, from_item, key, n, s, to_item};
-use super::meta::CommitItem;
+use super::meta::commit_item;
 use super::{DynamoMetaStore, keys, sdk_error};
 use crate::agent::{AgentRecord, SaveId, SaveRecord, WorkingContextRef};
 use crate::clock::micros_to_time;
@@ -143,7 +143,7 @@ impl DynamoMetaStore {
                     .remove(self.table())
                     .unwrap_or_default()
                 {
-                    let c = from_item::<CommitItem>(item)?.c;
+                    let c = commit_item(item)?.c;
                     found.insert(c.id, c);
                 }
                 if let Some(mut rest) = out.unprocessed_keys

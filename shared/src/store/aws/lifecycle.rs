@@ -12,7 +12,7 @@ use aws_sdk_dynamodb::types::{AttributeValue, Delete, KeysAndAttributes, Put, Tr
 use chrono::{DateTime, Utc};
 
 use super::items::{Item, Transact, build, from_item, key, n, s, transact};
-use super::meta::{CommitItem, DynamoMetaStore};
+use super::meta::{DynamoMetaStore, commit_item};
 use super::{keys, sdk_error};
 use crate::commit::Commit;
 use crate::error::{Error, Result};
@@ -152,7 +152,7 @@ impl DynamoMetaStore {
                     .map_err(|e| sdk_error("DynamoDB BatchGetItem", e))?;
                 if let Some(mut found) = res.responses {
                     for item in found.remove(self.table()).unwrap_or_default() {
-                        out.push(from_item::<CommitItem>(item)?.c);
+                        out.push(commit_item(item)?.c);
                     }
                 }
                 if let Some(ka) = res

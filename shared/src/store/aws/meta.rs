@@ -59,6 +59,40 @@ pub(super) struct CommitItem {
     pub(super) retry: Option<i64>,
 }
 
+/// The attribute of a commit item holding the commit's inline artifact
+/// bytes ([`Commit::inline`]), binary, on both the by-id item and the copy
+/// in its run (so the lineage Query returns them); absent when the bytes
+/// are in S3. Kept outside `c` so that updates of `c`'s fields leave it.
+pub(super) const INLINE_ATTR: &str = "d";
+
+/// Decodes a commit item, its inline bytes put back into the commit.
+pub(super) fn commit_item(mut item: Item) -> Result<CommitItem> {
+    let inline = match item.remove(INLINE_ATTR) {
+        Some(AttributeValue::B(b)) => Some(bytes::Bytes::from(b.into_inner())),
+        Some(other) => {
+            return Err(Error::internal(format!(
+                "a commit item's inline bytes are not binary: {other:?}"
+            )));
+        }
+        None => None,
+    };
+    let mut i: CommitItem = from_item(item)?;
+    i.c.inline = inline;
+    Ok(i)
+}
+
+/// Encodes a commit item, with the commit's inline bytes.
+fn encode_commit_item(i: &CommitItem) -> Result<Item> {
+    let mut item = to_item(i)?;
+    if let Some(bytes) = &i.c.inline {
+        item.insert(
+            INLINE_ATTR.to_owned(),
+            AttributeValue::B(aws_sdk_dynamodb::primitives::Blob::new(bytes.to_vec())),
+        );
+    }
+    Ok(item)
+}
+
 impl CommitItem {
     /// The item of `commit` at (`pk`, `sk`), without queue state.
     fn new(
@@ -210,14 +244,14 @@ impl DynamoMetaStore {
         );
         let by_id = Put::builder()
             .table_name(&self.table)
-            .set_item(Some(to_item(&by_id)?))
+            .set_item(Some(encode_commit_item(&by_id)?))
             .condition_expression("attribute_not_exists(pk)")
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld);
         let mut items = vec![
             TransactWriteItem::builder()
                 .put(build(by_id.build())?)
                 .build(),
-            self.conditional_put(to_item(&in_run)?)?,
+            self.conditional_put(encode_commit_item(&in_run)?)?,
             TransactWriteItem::builder()
                 .put(build(
                     Put::builder()
@@ -288,7 +322,7 @@ impl MetaStore for DynamoMetaStore {
                 None => return Ok(PutCommit::Created(stored)),
                 Some((0, old)) => {
                     let existing = match old {
-                        Some(item) => from_item::<CommitItem>(item)?.c,
+                        Some(item) => commit_item(item)?.c,
                         // Not every DynamoDB hands the old item back.
                         None => self.get_commit(tenant, &commit.id).await?.ok_or_else(|| {
                             Error::unavailable(
@@ -322,8 +356,7 @@ impl MetaStore for DynamoMetaStore {
         let item = self
             .get_item(keys::commit_pk(tenant, id), keys::COMMIT_SK.to_owned())
             .await?;
-        item.map(|i| from_item::<CommitItem>(i).map(|c| c.c))
-            .transpose()
+        item.map(|i| commit_item(i).map(|c| c.c)).transpose()
     }
 
     async fn lineage_run(
@@ -352,7 +385,7 @@ impl MetaStore for DynamoMetaStore {
                 .await
                 .map_err(|e| sdk_error("DynamoDB Query", e))?;
             for item in page.items.unwrap_or_default() {
-                out.push(from_item::<CommitItem>(item)?.c);
+                out.push(commit_item(item)?.c);
             }
             match page.last_evaluated_key {
                 Some(k) if !k.is_empty() => start = Some(k),
@@ -847,5 +880,47 @@ impl MetaStore for DynamoMetaStore {
         limit: usize,
     ) -> Result<crate::store::TenantRecords> {
         self.erase_tenant_items(tenant, limit).await
+    }
+
+    async fn clear_inline(&self, tenant: &TenantId, commit: &CommitId) -> Result<bool> {
+        let Some(c) = self.get_commit(tenant, commit).await? else {
+            return Ok(false);
+        };
+        if c.inline.is_none() {
+            return Ok(false);
+        }
+        // Both copies at once; the by-id one only while it still has the
+        // bytes (a concurrent clear makes this one a no-op).
+        let remove = |pk: String, sk: String, cond: &str| -> Result<TransactWriteItem> {
+            let u = Update::builder()
+                .table_name(&self.table)
+                .set_key(Some(key(pk, sk)))
+                .update_expression("REMOVE #d")
+                .condition_expression(cond)
+                .expression_attribute_names("#d", INLINE_ATTR);
+            Ok(TransactWriteItem::builder()
+                .update(build(u.build())?)
+                .build())
+        };
+        let items = vec![
+            remove(
+                keys::commit_pk(tenant, commit),
+                keys::COMMIT_SK.to_owned(),
+                "attribute_exists(#d)",
+            )?,
+            remove(
+                keys::lineage_pk(tenant, &c.lineage),
+                keys::depth_sk(c.depth),
+                "attribute_exists(pk)",
+            )?,
+        ];
+        match transact(&self.client, items).await {
+            Ok(Transact::Done) => Ok(true),
+            Ok(Transact::ConditionFailed { .. }) => Ok(false),
+            Ok(Transact::Cancelled(codes)) => Err(Error::unavailable(format!(
+                "clearing inline bytes was cancelled ({codes:?}); retry"
+            ))),
+            Err(e) => Err(sdk_error("DynamoDB TransactWriteItems", e)),
+        }
     }
 }

@@ -27,6 +27,9 @@ pub struct Row {
     pub depth: u64,
     /// Forks on the tip's path.
     pub forks: usize,
+    /// Whether the (small) deltas were stored inline with their commits
+    /// (the default), or in S3 (`CTX_INLINE_DELTA_BYTES=0`).
+    pub inline: bool,
     /// Requests by (service, operation).
     pub counts: BTreeMap<(String, String), u64>,
 }
@@ -80,13 +83,41 @@ fn request(parent: Option<CommitId>, i: u64, principal: &str) -> NewCommit {
     }
 }
 
+/// A service over `blobs` and `meta` storing small deltas inline, or
+/// (`inline` false) none.
+fn service(
+    blobs: super::S3BlobStore,
+    meta: super::DynamoMetaStore,
+    clock: Arc<ManualClock>,
+    inline: bool,
+) -> Service {
+    let limits = crate::service::Limits::default();
+    Service::new(
+        Stores {
+            blobs: Arc::new(blobs),
+            meta: Arc::new(meta),
+        },
+        clock,
+    )
+    .with_limits(crate::service::Limits {
+        inline_delta_bytes: if inline { limits.inline_delta_bytes } else { 0 },
+        ..limits
+    })
+}
+
 /// Counts the requests of checkpoint, resolve, show, history(50) and cold
 /// and warm materialize and the next turn's materialize at each depth,
-/// with `forks` forks on the path.
+/// with `forks` forks on the path; the (small) deltas inline with their
+/// commits, or (`inline` false) in S3.
 ///
 /// # Errors
 /// Storage errors.
-pub async fn request_counts(config: &AwsConfig, depths: &[u64], forks: usize) -> Result<Vec<Row>> {
+pub async fn request_counts(
+    config: &AwsConfig,
+    depths: &[u64],
+    forks: usize,
+    inline: bool,
+) -> Result<Vec<Row>> {
     let counter = RequestCounter::new();
     let hooks = AwsHooks {
         interceptor: Some(SharedInterceptor::new(counter.clone())),
@@ -96,13 +127,7 @@ pub async fn request_counts(config: &AwsConfig, depths: &[u64], forks: usize) ->
     let clock = Arc::new(ManualClock::new(crate::clock::micros_to_time(
         1_790_000_000_000_000,
     )));
-    let service = Service::new(
-        Stores {
-            blobs: Arc::new(blobs),
-            meta: Arc::new(meta),
-        },
-        clock.clone(),
-    );
+    let service = service(blobs, meta, clock.clone(), inline);
     let mut rows = Vec::new();
     for &depth in depths {
         let mut nonce = [0u8; 6];
@@ -133,6 +158,7 @@ pub async fn request_counts(config: &AwsConfig, depths: &[u64], forks: usize) ->
                 op: op.to_owned(),
                 depth,
                 forks: made_forks,
+                inline,
                 counts,
             })
         };
@@ -177,11 +203,16 @@ pub async fn request_counts(config: &AwsConfig, depths: &[u64], forks: usize) ->
 
 /// The requests of erasing one session of `depth + 1` commits whose tip was
 /// materialized (one cache entry, one cached artifact), with no other
-/// session sharing its bytes: one row `erase session` per depth.
+/// session sharing its bytes: one row `erase session` per depth; the
+/// deltas inline, or (`inline` false) in S3.
 ///
 /// # Errors
 /// As [`request_counts`].
-pub async fn erase_request_counts(config: &AwsConfig, depths: &[u64]) -> Result<Vec<Row>> {
+pub async fn erase_request_counts(
+    config: &AwsConfig,
+    depths: &[u64],
+    inline: bool,
+) -> Result<Vec<Row>> {
     let counter = RequestCounter::new();
     let hooks = AwsHooks {
         interceptor: Some(SharedInterceptor::new(counter.clone())),
@@ -191,13 +222,7 @@ pub async fn erase_request_counts(config: &AwsConfig, depths: &[u64]) -> Result<
     let clock = Arc::new(ManualClock::new(crate::clock::micros_to_time(
         1_790_000_000_000_000,
     )));
-    let service = Service::new(
-        Stores {
-            blobs: Arc::new(blobs),
-            meta: Arc::new(meta),
-        },
-        clock.clone(),
-    );
+    let service = service(blobs, meta, clock.clone(), inline);
     let mut rows = Vec::new();
     for &depth in depths {
         let mut nonce = [0u8; 6];
@@ -227,6 +252,7 @@ pub async fn erase_request_counts(config: &AwsConfig, depths: &[u64]) -> Result<
             op: "erase session".to_owned(),
             depth,
             forks: 0,
+            inline,
             counts: counter.snapshot(),
         });
     }

@@ -10,8 +10,8 @@
 use aws_sdk_dynamodb::types::{TransactWriteItem, Update};
 use chrono::{DateTime, Utc};
 
-use super::items::{Item, Transact, build, from_item, key, n, s, transact};
-use super::meta::CommitItem;
+use super::items::{Item, Transact, build, key, n, s, transact};
+use super::meta::commit_item;
 use super::{DynamoMetaStore, keys, sdk_error};
 use crate::clock::micros_to_time;
 use crate::commit::Commit;
@@ -132,7 +132,7 @@ impl DynamoMetaStore {
             .map_err(|e| sdk_error("DynamoDB Query", e))?;
         let mut items = Vec::new();
         for item in page.items.unwrap_or_default() {
-            let i: CommitItem = from_item(item)?;
+            let i = commit_item(item)?;
             // The index is eventually consistent: a summary written a moment
             // ago may still be listed; the item itself says.
             if i.c.summary.is_some() {

@@ -135,21 +135,32 @@ async fn requests_are_counted_per_operation() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn operations_cost_the_requests_the_design_promises() {
     let Some(config) = emulator() else { return };
-    let rows = report::request_counts(&config, &[1, 30], 3).await.unwrap();
+    let mut rows = report::request_counts(&config, &[1, 30], 3, true)
+        .await
+        .unwrap();
+    rows.extend(
+        report::request_counts(&config, &[1, 30], 3, false)
+            .await
+            .unwrap(),
+    );
     for r in &rows {
         let forks = r.forks as u64;
+        // A delta in S3 costs a PUT to write and a GET to read; an inline
+        // one neither (it comes with its commit's item).
+        let s3_delta = u64::from(!r.inline);
         let ctx = format!(
-            "{} at depth {} with {} forks: {:?}",
-            r.op, r.depth, r.forks, r.counts
+            "{} at depth {} with {} forks, inline {}: {:?}",
+            r.op, r.depth, r.forks, r.inline, r.counts
         );
         match r.op.as_str() {
             "checkpoint" => {
-                assert_eq!(r.count("PutObject"), 1, "{ctx}");
+                assert_eq!(r.count("PutObject"), s3_delta, "{ctx}");
+                assert_eq!(r.total("s3"), s3_delta, "{ctx}");
                 assert_eq!(r.count("TransactWriteItems"), 1, "{ctx}");
                 // The parent, and the agent's record (whether it keeps a
                 // working-context cache, refreshed at turn ends).
                 assert_eq!(r.count("GetItem"), 2, "the parent and the agent: {ctx}");
-                assert_eq!(r.total("s3") + r.total("dynamodb"), 4, "{ctx}");
+                assert_eq!(r.total("s3") + r.total("dynamodb"), 3 + s3_delta, "{ctx}");
             }
             "resolve" => assert_eq!((r.count("Query"), r.total("dynamodb")), (1, 1), "{ctx}"),
             "show" => assert_eq!((r.count("GetItem"), r.total("dynamodb")), (1, 1), "{ctx}"),
@@ -161,8 +172,8 @@ async fn operations_cost_the_requests_the_design_promises() {
                 assert!(r.count("Query") <= 1 + forks, "one query per run: {ctx}");
                 assert_eq!(
                     r.count("GetObject"),
-                    r.depth + 1,
-                    "one GET per delta: {ctx}"
+                    (r.depth + 1) * s3_delta,
+                    "one GET per delta in S3, none for inline ones: {ctx}"
                 );
                 // Incremental materialize probes the parent's cache, then
                 // the ancestors at distances 2, 4, 8, ... on the path.
@@ -188,7 +199,11 @@ async fn operations_cost_the_requests_the_design_promises() {
                 // Extends the tip's cached context: the same at any depth.
                 assert_eq!(r.count("Query"), 0, "no walk: {ctx}");
                 assert_eq!(r.count("GetItem"), 3, "tip, cache, parent's cache: {ctx}");
-                assert_eq!(r.count("GetObject"), 2, "parent's context, delta: {ctx}");
+                assert_eq!(
+                    r.count("GetObject"),
+                    1 + s3_delta,
+                    "parent's context, the delta if in S3: {ctx}"
+                );
                 // The cache entry and its artifact-user item: one
                 // TransactWriteItems.
                 assert_eq!(
@@ -208,18 +223,23 @@ async fn operations_cost_the_requests_the_design_promises() {
     }
     assert_eq!(
         rows.iter().filter(|r| r.forks == 3).count(),
-        7,
-        "the deep chain has 3 forks"
+        14,
+        "the deep chain has 3 forks (inline and not)"
     );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn erasing_a_session_costs_a_bounded_number_of_requests_per_commit() {
     let Some(config) = emulator() else { return };
-    for r in report::erase_request_counts(&config, &[1, 20])
+    let mut rows = report::erase_request_counts(&config, &[1, 20], true)
         .await
-        .unwrap()
-    {
+        .unwrap();
+    rows.extend(
+        report::erase_request_counts(&config, &[1, 20], false)
+            .await
+            .unwrap(),
+    );
+    for r in rows {
         let commits = r.depth + 1;
         let ctx = format!("{} at depth {}: {:?}", r.op, r.depth, r.counts);
         eprintln!(
@@ -239,10 +259,12 @@ async fn erasing_a_session_costs_a_bounded_number_of_requests_per_commit() {
             commits + 1,
             "and the cache entry: {ctx}"
         );
+        // Inline deltas go with their commits' items.
+        let s3_deltas = if r.inline { 0 } else { commits };
         assert_eq!(
             r.count("DeleteObject"),
-            commits + 1,
-            "deltas and the cached result: {ctx}"
+            s3_deltas + 1,
+            "deltas in S3 and the cached result: {ctx}"
         );
         assert!(
             r.total("s3") + r.total("dynamodb") <= 10 * commits + 10,
@@ -365,14 +387,17 @@ async fn run_with_faults(config: &AwsConfig, one_in: u64, ops: u32) -> usize {
             .await
             .unwrap()
             .expect("acknowledged commit exists");
-        assert!(
-            blobs
-                .size(&tenant, &c.artifact_ref)
-                .await
-                .unwrap()
-                .is_some(),
-            "commit {i} has its artifact"
-        );
+        match &c.inline {
+            Some(bytes) => crate::store::verify(&c.artifact_ref, bytes).unwrap(),
+            None => assert!(
+                blobs
+                    .size(&tenant, &c.artifact_ref)
+                    .await
+                    .unwrap()
+                    .is_some(),
+                "commit {i} has its artifact"
+            ),
+        }
         assert_eq!(
             meta.resolve(&tenant, &principal, c.created_at)
                 .await
@@ -498,7 +523,10 @@ async fn gc_sweeps_every_area_of_a_tenant_on_s3() {
     ];
     want.sort();
     assert_eq!(removed, want, "{report:?}");
-    assert_eq!(report.referenced, 3, "two deltas and the materialization");
+    assert_eq!(
+        report.referenced, 1,
+        "the materialization (the two deltas are inline, not in S3)"
+    );
     assert!(
         blobs
             .stat(&tenant, BlobArea::Staged, &staged)

@@ -23,6 +23,7 @@
 //! - [`tenant_erase`]: the operator's erase of a whole tenant, over the
 //!   meta, blob, token and branch stores together.
 //! - [`branches`]: the `BranchStore` behaviours.
+//! - [`inline`]: artifact bytes stored inline with a commit.
 //! - [`gc`]: blob areas, listings, sweeps, references and LRU eviction
 //!   (garbage collection and the cache budget).
 
@@ -40,6 +41,7 @@ pub mod blobs;
 pub mod branches;
 pub mod erase;
 pub mod gc;
+pub mod inline;
 pub mod meta;
 pub mod refs;
 pub mod summaries;
@@ -89,6 +91,7 @@ pub async fn run_all(backend: &Backend<'_>, caps: Capabilities) {
     gc::run_all_blobs(backend.blobs).await;
     gc::run_all_meta(backend.meta, caps.cache_budget).await;
     tenant_erase::run_all(backend, caps).await;
+    inline::run_all(backend.meta).await;
 }
 
 /// A tenant no earlier run used.
@@ -144,6 +147,7 @@ pub fn commit(
         depth: parent.map_or(0, |p| p.depth + 1),
         lineage: parent.map_or(id, |p| p.lineage),
         parent_lineage: parent.map(|p| p.lineage),
+        inline: None,
     }
 }
 

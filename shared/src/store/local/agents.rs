@@ -5,7 +5,7 @@
 use chrono::{DateTime, Utc};
 use rusqlite::{OptionalExtension, params};
 
-use super::meta::decode_commit;
+use super::meta::{commit_columns, decode_commit};
 use super::{LocalError, SqliteMetaStore, sql};
 use crate::agent::{AgentRecord, SaveId, SaveRecord};
 use crate::commit::Commit;
@@ -30,11 +30,13 @@ impl SqliteMetaStore {
         let lower = after.map_or(i64::MIN, |a| a.timestamp_micros().saturating_add(1));
         let upper = until.timestamp_micros();
         let sql_text = if newest_first {
-            "SELECT c.body FROM timeline t JOIN commits c ON c.tenant = t.tenant AND c.id = t.id
+            "SELECT c.body, d.bytes FROM timeline t JOIN commits c ON c.tenant = t.tenant AND c.id = t.id
+             LEFT JOIN deltas d ON d.rowid = c.delta
              WHERE t.tenant = ?1 AND t.principal = ?2 AND t.ts >= ?3 AND t.ts <= ?4
              ORDER BY t.ts DESC, t.id DESC LIMIT ?5"
         } else {
-            "SELECT c.body FROM timeline t JOIN commits c ON c.tenant = t.tenant AND c.id = t.id
+            "SELECT c.body, d.bytes FROM timeline t JOIN commits c ON c.tenant = t.tenant AND c.id = t.id
+             LEFT JOIN deltas d ON d.rowid = c.delta
              WHERE t.tenant = ?1 AND t.principal = ?2 AND t.ts >= ?3 AND t.ts <= ?4
              ORDER BY t.ts ASC, t.id ASC LIMIT ?5"
         };
@@ -49,9 +51,13 @@ impl SqliteMetaStore {
                         upper,
                         limit.min(i64::MAX as usize) as i64
                     ],
-                    |r| r.get::<_, String>(0),
+                    commit_columns,
                 )?;
-                rows.map(|b| decode_commit(&b?)).collect()
+                rows.map(|r| {
+                    let (b, d) = r?;
+                    decode_commit(&b, d)
+                })
+                .collect()
             })
             .await
     }

@@ -8,7 +8,7 @@ use chrono::{DateTime, Utc};
 use rusqlite::{Connection, params};
 
 use super::LocalError;
-use super::meta::{SqliteMetaStore, decode_commit};
+use super::meta::{SqliteMetaStore, commit_columns, decode_commit};
 use crate::commit::Commit;
 use crate::error::{Error, Result};
 use crate::id::{ArtifactRef, CommitId, SessionId, TenantId};
@@ -20,8 +20,12 @@ fn commits_where(
     args: impl rusqlite::Params,
 ) -> Result<Vec<Commit>, LocalError> {
     let mut stmt = conn.prepare_cached(sql_text)?;
-    let rows = stmt.query_map(args, |r| r.get::<_, String>(0))?;
-    rows.map(|b| decode_commit(&b?)).collect()
+    let rows = stmt.query_map(args, commit_columns)?;
+    rows.map(|r| {
+        let (b, d) = r?;
+        decode_commit(&b, d)
+    })
+    .collect()
 }
 
 fn parse_cache_key(commit: &str, stop: &str, format: &str) -> Result<MaterializeKey> {
@@ -69,6 +73,13 @@ impl SqliteMetaStore {
         self.db
             .transaction(move |tx| {
                 let mut r = TenantRecords::default();
+                // Inline deltas are rows of `deltas` (no tenant column)
+                // named by the tenant's commits: before the commits.
+                r.other += tx.execute(
+                    "DELETE FROM deltas WHERE rowid IN
+                     (SELECT delta FROM commits WHERE tenant = ?1 AND delta IS NOT NULL)",
+                    [tenant.as_str()],
+                )? as u64;
                 for table in tenant_tables(tx)? {
                     // The name comes from the schema, not from input.
                     let n = tx.execute(
@@ -92,7 +103,7 @@ impl SqliteMetaStore {
             .read(move |conn| {
                 commits_where(
                     conn,
-                    "SELECT body FROM commits WHERE tenant = ?1 AND session = ?2",
+                    "SELECT body, bytes FROM commits LEFT JOIN deltas ON deltas.rowid = commits.delta WHERE tenant = ?1 AND session = ?2",
                     params![tenant.as_str(), session.as_str()],
                 )
             })
@@ -109,7 +120,7 @@ impl SqliteMetaStore {
             .read(move |conn| {
                 commits_where(
                     conn,
-                    "SELECT body FROM commits WHERE tenant = ?1 AND parent = ?2",
+                    "SELECT body, bytes FROM commits LEFT JOIN deltas ON deltas.rowid = commits.delta WHERE tenant = ?1 AND parent = ?2",
                     params![tenant.as_str(), parent.to_string()],
                 )
             })
@@ -183,6 +194,11 @@ impl SqliteMetaStore {
                         stored.created_at.timestamp_micros(),
                         id.to_string()
                     ],
+                )?;
+                tx.execute(
+                    "DELETE FROM deltas WHERE rowid =
+                     (SELECT delta FROM commits WHERE tenant = ?1 AND id = ?2)",
+                    params![tenant.as_str(), id.to_string()],
                 )?;
                 tx.execute(
                     "DELETE FROM commits WHERE tenant = ?1 AND id = ?2",

@@ -60,8 +60,19 @@ impl SqliteMetaStore {
     }
 }
 
-pub(super) fn decode_commit(body: &str) -> Result<Commit, LocalError> {
-    Ok(serde_json::from_str(body)?)
+/// A commit from its row: the JSON `body` and the artifact bytes stored
+/// inline with it (the `deltas` row its `delta` names; NULL when they are
+/// in the CAS).
+pub(super) fn decode_commit(body: &str, delta: Option<Vec<u8>>) -> Result<Commit, LocalError> {
+    let mut c: Commit = serde_json::from_str(body)?;
+    c.inline = delta.map(bytes::Bytes::from);
+    Ok(c)
+}
+
+/// The `(body, bytes)` of a row selected as `SELECT body, bytes FROM
+/// commits LEFT JOIN deltas ON deltas.rowid = commits.delta …`.
+pub(super) fn commit_columns(r: &rusqlite::Row<'_>) -> rusqlite::Result<(String, Option<Vec<u8>>)> {
+    Ok((r.get(0)?, r.get(1)?))
 }
 
 /// The JSON body stored in `commits.body`.
@@ -116,11 +127,11 @@ pub(super) fn get_commit_in(
     tenant: &TenantId,
     id: &CommitId,
 ) -> Result<Option<Commit>, LocalError> {
-    let body: Option<String> = conn
-        .prepare_cached("SELECT body FROM commits WHERE tenant = ?1 AND id = ?2")?
-        .query_row(params![tenant.as_str(), id.to_string()], |r| r.get(0))
+    let row = conn
+        .prepare_cached("SELECT body, bytes FROM commits LEFT JOIN deltas ON deltas.rowid = commits.delta WHERE tenant = ?1 AND id = ?2")?
+        .query_row(params![tenant.as_str(), id.to_string()], commit_columns)
         .optional()?;
-    body.map(|b| decode_commit(&b)).transpose()
+    row.map(|(b, d)| decode_commit(&b, d)).transpose()
 }
 
 #[async_trait]
@@ -153,9 +164,21 @@ impl MetaStore for SqliteMetaStore {
                 stored.lineage = stored.id;
             }
             let body = encode_commit(&stored)?;
+            // Inline bytes go to their own rowid table: its rows keep what
+            // does not fill an overflow page on the leaf, where the commits
+            // table (WITHOUT ROWID) would spill it into a mostly empty page.
+            let delta: Option<i64> = match &stored.inline {
+                Some(bytes) => {
+                    tx.prepare_cached("INSERT INTO deltas (bytes) VALUES (?1)")
+                        .and_then(|mut s| s.execute(params![&bytes[..]]))
+                        .map_err(sql)?;
+                    Some(tx.last_insert_rowid())
+                }
+                None => None,
+            };
             tx.execute(
-                "INSERT INTO commits (tenant, id, lineage, depth, body, ts, summary, session, parent, artifact)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+                "INSERT INTO commits (tenant, id, lineage, depth, body, ts, summary, session, parent, artifact, delta)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
                 params![
                     tenant.as_str(),
                     stored.id.to_string(),
@@ -166,7 +189,8 @@ impl MetaStore for SqliteMetaStore {
                     stored.summary,
                     stored.session_id,
                     stored.parent.map(|p| p.to_string()),
-                    stored.artifact_ref.to_string()
+                    stored.artifact_ref.to_string(),
+                    delta
                 ],
             )
             .map_err(sql)?;
@@ -203,7 +227,7 @@ impl MetaStore for SqliteMetaStore {
         self.db
             .read(move |conn| {
                 let mut stmt = conn.prepare_cached(
-                    "SELECT body FROM commits WHERE tenant = ?1 AND lineage = ?2 AND depth <= ?3
+                    "SELECT body, bytes FROM commits LEFT JOIN deltas ON deltas.rowid = commits.delta WHERE tenant = ?1 AND lineage = ?2 AND depth <= ?3
                  ORDER BY depth DESC LIMIT ?4",
                 )?;
                 let rows = stmt.query_map(
@@ -213,9 +237,13 @@ impl MetaStore for SqliteMetaStore {
                         max_depth.min(i64::MAX as u64) as i64,
                         limit.min(i64::MAX as usize) as i64
                     ],
-                    |r| r.get::<_, String>(0),
+                    commit_columns,
                 )?;
-                rows.map(|b| decode_commit(&b?)).collect()
+                rows.map(|r| {
+                    let (b, d) = r?;
+                    decode_commit(&b, d)
+                })
+                .collect()
             })
             .await
     }
@@ -759,6 +787,28 @@ impl MetaStore for SqliteMetaStore {
         _limit: usize,
     ) -> Result<crate::store::TenantRecords> {
         self.erase_tenant_rows(tenant).await
+    }
+
+    async fn clear_inline(&self, tenant: &TenantId, commit: &CommitId) -> Result<bool> {
+        let (tenant, id) = (tenant.clone(), *commit);
+        self.db
+            .transaction(move |tx| {
+                tx.execute(
+                    "DELETE FROM deltas WHERE rowid =
+                     (SELECT delta FROM commits WHERE tenant = ?1 AND id = ?2)",
+                    params![tenant.as_str(), id.to_string()],
+                )
+                .map_err(sql)?;
+                let n = tx
+                    .execute(
+                        "UPDATE commits SET delta = NULL
+                         WHERE tenant = ?1 AND id = ?2 AND delta IS NOT NULL",
+                        params![tenant.as_str(), id.to_string()],
+                    )
+                    .map_err(sql)?;
+                Ok(n > 0)
+            })
+            .await
     }
 }
 

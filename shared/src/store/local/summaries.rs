@@ -19,7 +19,14 @@ use crate::store::{
 };
 
 /// A row of the queue: body, lease, tries, err, retry.
-type QueueRow = (String, Option<i64>, i64, Option<String>, Option<i64>);
+type QueueRow = (
+    String,
+    Option<i64>,
+    i64,
+    Option<String>,
+    Option<i64>,
+    Option<Vec<u8>>,
+);
 
 impl SqliteMetaStore {
     pub(super) async fn query_missing(
@@ -35,7 +42,8 @@ impl SqliteMetaStore {
             .db
             .read(move |conn| {
                 let mut stmt = conn.prepare_cached(
-                    "SELECT body, lease, tries, err, retry FROM commits
+                    "SELECT body, lease, tries, err, retry, bytes
+                     FROM commits LEFT JOIN deltas ON deltas.rowid = commits.delta
                      WHERE tenant = ?1 AND summary IS NULL AND (ts, id) > (?2, ?3)
                      ORDER BY ts, id LIMIT ?4",
                 )?;
@@ -46,16 +54,25 @@ impl SqliteMetaStore {
                         after_id,
                         limit.saturating_add(1).min(i64::MAX as usize) as i64
                     ],
-                    |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
+                    |r| {
+                        Ok((
+                            r.get(0)?,
+                            r.get(1)?,
+                            r.get(2)?,
+                            r.get(3)?,
+                            r.get(4)?,
+                            r.get(5)?,
+                        ))
+                    },
                 )?;
                 Ok(rows.collect::<Result<_, _>>()?)
             })
             .await?;
         let more = rows.len() > limit;
         let mut items = Vec::with_capacity(rows.len().min(limit));
-        for (body, lease, tries, err, retry) in rows.into_iter().take(limit) {
+        for (body, lease, tries, err, retry, delta) in rows.into_iter().take(limit) {
             items.push(Missing {
-                commit: decode_commit(&body)?,
+                commit: decode_commit(&body, delta)?,
                 state: SummaryState {
                     claimed_until: lease.map(micros_to_time),
                     attempts: u32::try_from(tries).unwrap_or(u32::MAX),
@@ -101,7 +118,8 @@ impl SqliteMetaStore {
                 {
                     return Ok(false);
                 }
-                let mut c = decode_commit(&body)?;
+                // Only the body is rewritten: the inline bytes stay as they are.
+                let mut c = decode_commit(&body, None)?;
                 c.tags.insert(TAG_SUMMARIZING.to_owned(), claim_tag(until));
                 tx.execute(
                     "UPDATE commits SET body = ?3, lease = ?4 WHERE tenant = ?1 AND id = ?2",
@@ -214,5 +232,6 @@ fn missing_in(conn: &Connection, tenant: &TenantId, id: &CommitId) -> Result<Opt
         )
         .optional()
         .map_err(sql)?;
-    Ok(body.map(|b| decode_commit(&b)).transpose()?)
+    // Only its body is rewritten by the callers: the inline bytes stay.
+    Ok(body.map(|b| decode_commit(&b, None)).transpose()?)
 }

@@ -775,6 +775,14 @@ impl MetaStore for MemoryMetaStore {
         r.other = (entries + before - m.summary_states.len() - m.pins.len()) as u64;
         Ok(r)
     }
+
+    async fn clear_inline(&self, tenant: &TenantId, commit: &CommitId) -> Result<bool> {
+        let mut m = lock(&self.meta);
+        Ok(m.commits
+            .get_mut(&(tenant.clone(), *commit))
+            .and_then(|c| c.inline.take())
+            .is_some())
+    }
 }
 
 /// Whether the range (`after`, `until`] is empty (a `BTreeMap` range
