@@ -19,7 +19,8 @@
 //!
 //! Exit codes: 0 success, 1 internal error, 2 usage or invalid input,
 //! 3 not found, 4 conflict, 5 unauthenticated, 6 server unreachable or
-//! unavailable.
+//! unavailable, 7 gone (an evicted delta: materialize from the compaction
+//! the message names).
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -529,6 +530,7 @@ pub fn exit_code(kind: ErrorKind) -> u8 {
         ErrorKind::Conflict => 4,
         ErrorKind::Unauthenticated => 5,
         ErrorKind::Unavailable | ErrorKind::RateLimited => 6,
+        ErrorKind::Gone => 7,
         _ => 1,
     }
 }

@@ -15,6 +15,7 @@ from ._routes import UNSET
 from .client import AsyncClient, Client
 from .errors import (
     ConflictError,
+    GoneError,
     CtxError,
     InternalError,
     InvalidError,
@@ -30,6 +31,7 @@ __all__ = [
     "AsyncClient",
     "Client",
     "ConflictError",
+    "GoneError",
     "CtxError",
     "InternalError",
     "InvalidError",
