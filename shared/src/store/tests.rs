@@ -279,6 +279,19 @@ impl MetaStore for StaleRead {
     async fn commit_tenants(&self) -> Result<Vec<TenantId>> {
         self.inner.commit_tenants().await
     }
+
+    async fn mark_evicted(
+        &self,
+        tenant: &TenantId,
+        before: &CommitId,
+        commits: &[CommitId],
+    ) -> Result<u64> {
+        self.inner.mark_evicted(tenant, before, commits).await
+    }
+
+    async fn evicted_by(&self, tenant: &TenantId, commit: &CommitId) -> Result<Option<CommitId>> {
+        self.inner.evicted_by(tenant, commit).await
+    }
 }
 
 #[tokio::test]

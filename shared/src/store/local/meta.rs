@@ -725,6 +725,19 @@ impl MetaStore for SqliteMetaStore {
     async fn commit_tenants(&self) -> Result<Vec<TenantId>> {
         self.tenants_with_commits().await
     }
+
+    async fn mark_evicted(
+        &self,
+        tenant: &TenantId,
+        before: &CommitId,
+        commits: &[CommitId],
+    ) -> Result<u64> {
+        self.set_evicted(tenant, before, commits).await
+    }
+
+    async fn evicted_by(&self, tenant: &TenantId, commit: &CommitId) -> Result<Option<CommitId>> {
+        self.eviction_of(tenant, commit).await
+    }
 }
 
 fn ref_record(name: RefName, target: &str, updated_at: i64) -> Result<RefRecord> {

@@ -40,6 +40,8 @@ struct Meta {
     saves: HashMap<(TenantId, Principal), BTreeMap<SaveId, SaveRecord>>,
     /// What retention never erases.
     pins: BTreeSet<(TenantId, Pin)>,
+    /// Evicted commits → the `before` of their eviction.
+    evicted: HashMap<(TenantId, CommitId), CommitId>,
 }
 
 impl Meta {
@@ -609,6 +611,7 @@ impl MetaStore for MemoryMetaStore {
             }
         }
         m.summary_states.remove(&(tenant.clone(), stored.id));
+        m.evicted.remove(&(tenant.clone(), stored.id));
         Ok(true)
     }
 
@@ -679,6 +682,30 @@ impl MetaStore for MemoryMetaStore {
         tenants.sort();
         tenants.dedup();
         Ok(tenants)
+    }
+
+    async fn mark_evicted(
+        &self,
+        tenant: &TenantId,
+        before: &CommitId,
+        commits: &[CommitId],
+    ) -> Result<u64> {
+        let mut m = lock(&self.meta);
+        let mut changed = 0;
+        for id in commits {
+            let key = (tenant.clone(), *id);
+            if m.commits.contains_key(&key) && m.evicted.insert(key, *before) != Some(*before) {
+                changed += 1;
+            }
+        }
+        Ok(changed)
+    }
+
+    async fn evicted_by(&self, tenant: &TenantId, commit: &CommitId) -> Result<Option<CommitId>> {
+        Ok(lock(&self.meta)
+            .evicted
+            .get(&(tenant.clone(), *commit))
+            .copied())
     }
 }
 
