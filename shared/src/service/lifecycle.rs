@@ -222,7 +222,7 @@ impl Service {
 
     /// Deletes `art` unless a commit or cache entry outside the erase uses
     /// it; each artifact is decided once per erase.
-    async fn drop_artifact(
+    pub(super) async fn drop_artifact(
         &self,
         tenant: &TenantId,
         art: &ArtifactRef,
