@@ -484,7 +484,7 @@ pub struct RefList {
     pub refs: Vec<RefRecord>,
 }
 
-pub use crate::service::{Erased, RetentionReport};
+pub use crate::service::{Erased, Evicted, RetentionReport};
 
 /// `GET /v1/pins`: what retention never erases.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]

@@ -41,8 +41,9 @@ impl Service {
     /// The bytes of a stored commit's artifact.
     ///
     /// # Errors
-    /// `Internal` when the artifact is missing (a stored commit's bytes
-    /// must exist); `Unavailable`.
+    /// `Gone` when an eviction dropped it (naming what to materialize
+    /// from); `Internal` when it is otherwise missing (a stored commit's
+    /// bytes must exist); `Unavailable`.
     pub(crate) async fn artifact_of(&self, tenant: &TenantId, commit: &Commit) -> Result<Bytes> {
         self.artifact_at(tenant, commit.id, commit.artifact_ref)
             .await
@@ -56,11 +57,10 @@ impl Service {
         id: CommitId,
         art: ArtifactRef,
     ) -> Result<Bytes> {
-        self.stores.blobs.get(tenant, &art).await?.ok_or_else(|| {
-            Error::internal(format!(
-                "artifact {art} of commit {id} is missing from storage"
-            ))
-        })
+        match self.stores.blobs.get(tenant, &art).await? {
+            Some(bytes) => Ok(bytes),
+            None => Err(self.missing_artifact(tenant, id, art).await),
+        }
     }
 
     /// Makes sure an artifact named by a checkpoint is stored: present, or
