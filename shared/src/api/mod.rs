@@ -98,13 +98,18 @@ pub struct RouteDef {
     pub method: Method,
     /// Its path, in axum syntax (`{id}`, `{*name}`).
     pub path: &'static str,
+    /// The path the OpenAPI document gives, when not `path`'s: a route
+    /// with a suffix after a name that may contain '/' is served on the
+    /// greedy `path` (axum and API Gateway allow nothing after it) and
+    /// its handler takes the suffix off.
+    doc_path: Option<&'static str>,
     handler: MethodRouter<AppState>,
 }
 
 impl RouteDef {
     /// The path in OpenAPI syntax (`{*name}` becomes `{name}`).
     pub fn openapi_path(&self) -> String {
-        self.path.replace("{*", "{")
+        self.doc_path.unwrap_or(self.path).replace("{*", "{")
     }
 }
 
@@ -118,7 +123,22 @@ fn route(
         group,
         method,
         path,
+        doc_path: None,
         handler,
+    }
+}
+
+/// A [`route`] served on `path` and documented as `doc_path`.
+fn route_documented_as(
+    group: Group,
+    method: Method,
+    path: &'static str,
+    doc_path: &'static str,
+    handler: MethodRouter<AppState>,
+) -> RouteDef {
+    RouteDef {
+        doc_path: Some(doc_path),
+        ..route(group, method, path, handler)
     }
 }
 
@@ -237,6 +257,13 @@ pub fn routes(limits: &crate::service::Limits) -> Vec<RouteDef> {
             Method::DELETE,
             "/v1/refs/{*name}",
             on(MethodFilter::DELETE, delete_ref),
+        ),
+        route_documented_as(
+            Refs,
+            Method::POST,
+            "/v1/refs/{*name}",
+            "/v1/refs/{*name}/evict",
+            on(MethodFilter::POST, lifecycle::evict_ref),
         ),
         route(
             Refs,
@@ -972,7 +999,7 @@ impl utoipa::Modify for BearerAuth {
         healthz, openapi_json, upload_artifact, upload_url, download_artifact, checkpoint, show,
         update_metadata, history, missing_summaries, summarize, compact, materialize, resolve, list_refs, get_ref, set_ref, delete_ref, gc,
         branches::branch_create, branches::branch_status_of_session, branches::branch_status,
-        branches::branch_return, branches::session_end, lifecycle::erase_session,
+        branches::branch_return, branches::session_end, lifecycle::erase_session, lifecycle::evict_ref,
         lifecycle::list_pins, lifecycle::set_pin, lifecycle::delete_pin, workspaces::put_file,
         workspaces::get_file, workspaces::delete_file, workspaces::list_files,
         workspaces::append_file, workspaces::read_context, agents::get_agent,
