@@ -361,6 +361,18 @@ enum RefCommand {
         #[command(flatten)]
         conn: Conn,
     },
+    /// Drop the deltas older than a compaction or snapshot on the ref's
+    /// path, keeping every commit's metadata and summary (`ctx log` still
+    /// reads the whole chain; materializing across them answers "gone").
+    Evict {
+        /// The ref name.
+        name: String,
+        /// The compaction or snapshot commit (or ref) to keep history from.
+        #[arg(long)]
+        before: String,
+        #[command(flatten)]
+        conn: Conn,
+    },
     /// Refs by name prefix.
     List {
         /// Only refs starting with this.

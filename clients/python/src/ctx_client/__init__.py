@@ -15,8 +15,8 @@ from ._routes import UNSET
 from .client import AsyncClient, Client
 from .errors import (
     ConflictError,
-    GoneError,
     CtxError,
+    GoneError,
     InternalError,
     InvalidError,
     NotFoundError,

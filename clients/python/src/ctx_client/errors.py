@@ -82,7 +82,7 @@ class ConflictError(CtxError):
 
 
 class GoneError(CtxError):
-    """410: the bytes were dropped on purpose (an evicted delta); the message names the compaction to use."""
+    """410: an evicted delta; the message names the compaction to materialize from."""
 
     kind = "gone"
 
