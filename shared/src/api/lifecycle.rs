@@ -1,7 +1,10 @@
 //! The lifecycle routes (group [`super::Group::Refs`]): erasing a session,
 //! evicting a ref's old deltas, and the pins retention respects.
 
-use axum::extract::State;
+use axum::extract::{Request, State};
+use axum::http::Method;
+use axum::middleware::Next;
+use axum::response::Response;
 
 use super::error::ErrorBody;
 use super::extract::{Json, Path, Query, path_id};
@@ -74,6 +77,33 @@ pub(super) async fn evict_ref(
     Ok(axum::Json(
         s.service.evict(&caller.tenant, &name, &req.before).await?,
     ))
+}
+
+/// The guard of every route on `/v1/refs/{*name}`: the path with the
+/// suffix `/evict` takes only POST (eviction), every other one only GET,
+/// PUT and DELETE (the ref), so each answers 405 for the other's methods
+/// before its body is read. (A ref whose last segment is `evict` is
+/// therefore not reachable by name over HTTP; `GET /v1/refs` lists it.)
+pub(super) async fn refs_suffix_guard(req: Request, next: Next) -> Response {
+    let evict = req.uri().path().ends_with("/evict");
+    if evict != (req.method() == Method::POST) {
+        return super::method_not_allowed(req.method().clone(), req.uri().clone()).await;
+    }
+    next.run(req).await
+}
+
+/// The `Allow` header of a path under `/v1/refs/{*name}`, where one axum
+/// route serves two documented paths: the ref's methods, or POST alone for
+/// its `/evict` suffix.
+pub(super) fn refs_allow(path: &str) -> Option<&'static str> {
+    match path.strip_prefix("/v1/refs/") {
+        Some(name) if !name.is_empty() => Some(if path.ends_with("/evict") {
+            "POST"
+        } else {
+            "GET,HEAD,PUT,DELETE"
+        }),
+        _ => None,
+    }
 }
 
 /// The tenant's pins.
@@ -372,7 +402,13 @@ mod tests {
                 404,
                 None,
             ),
-            ("/v1/refs/sessions/s-e", A, json!({"before": c}), 404, None),
+            (
+                "/v1/refs/sessions/s-e",
+                A,
+                json!({"before": c}),
+                405,
+                Some("method"),
+            ),
         ] {
             let (st, e) = call(&app, "POST", uri, tok, Some(body.clone())).await;
             assert_eq!(st, status, "{uri} {body}: {e}");
@@ -380,6 +416,43 @@ mod tests {
                 assert_eq!(e["error"]["field"], f, "{uri} {body}: {e}");
             }
         }
+        // The suffix takes only POST; a ref's path takes no POST.
+        for (method, uri) in [
+            ("PUT", "/v1/refs/sessions/s-e/evict"),
+            ("GET", "/v1/refs/sessions/s-e/evict"),
+            ("DELETE", "/v1/refs/sessions/s-e/evict"),
+        ] {
+            let req = Request::builder()
+                .method(method)
+                .uri(uri)
+                .header("authorization", format!("Bearer {A}"))
+                .body(AxBody::empty())
+                .unwrap();
+            let resp = app.clone().oneshot(req).await.unwrap();
+            assert_eq!(resp.status().as_u16(), 405, "{method} {uri}");
+            assert_eq!(resp.headers()["allow"], "POST", "{method} {uri}");
+        }
+        for (method, uri, allow) in [
+            ("OPTIONS", "/v1/refs/sessions/s-e/evict", "POST"),
+            ("PATCH", "/v1/refs/sessions/s-e", "GET,HEAD,PUT,DELETE"),
+            ("POST", "/v1/refs/sessions/s-e", "GET,HEAD,PUT,DELETE"),
+        ] {
+            let req = Request::builder()
+                .method(method)
+                .uri(uri)
+                .header("authorization", format!("Bearer {A}"))
+                .body(AxBody::empty())
+                .unwrap();
+            let resp = app.clone().oneshot(req).await.unwrap();
+            assert_eq!(resp.status().as_u16(), 405, "{method} {uri}");
+            assert_eq!(resp.headers()["allow"], allow, "{method} {uri}");
+        }
+        let (st, r) = call(&app, "GET", "/v1/refs/sessions/s-e", A, None).await;
+        assert_eq!(
+            (st, &r["target"]),
+            (200, &json!(d2)),
+            "the ref still answers"
+        );
         let root = json!({"stop": "root"});
         let uri = format!("/v1/commits/{d2}/materialize");
         let (st, m) = call(&app, "POST", &uri, A, Some(root.clone())).await;

@@ -244,26 +244,30 @@ pub fn routes(limits: &crate::service::Limits) -> Vec<RouteDef> {
             Refs,
             Method::GET,
             "/v1/refs/{*name}",
-            on(MethodFilter::GET, get_ref),
+            on(MethodFilter::GET, get_ref)
+                .route_layer(axum::middleware::from_fn(lifecycle::refs_suffix_guard)),
         ),
         route(
             Refs,
             Method::PUT,
             "/v1/refs/{*name}",
-            on(MethodFilter::PUT, set_ref),
+            on(MethodFilter::PUT, set_ref)
+                .route_layer(axum::middleware::from_fn(lifecycle::refs_suffix_guard)),
         ),
         route(
             Refs,
             Method::DELETE,
             "/v1/refs/{*name}",
-            on(MethodFilter::DELETE, delete_ref),
+            on(MethodFilter::DELETE, delete_ref)
+                .route_layer(axum::middleware::from_fn(lifecycle::refs_suffix_guard)),
         ),
         route_documented_as(
             Refs,
             Method::POST,
             "/v1/refs/{*name}",
             "/v1/refs/{*name}/evict",
-            on(MethodFilter::POST, lifecycle::evict_ref),
+            on(MethodFilter::POST, lifecycle::evict_ref)
+                .route_layer(axum::middleware::from_fn(lifecycle::refs_suffix_guard)),
         ),
         route(
             Refs,
@@ -453,6 +457,12 @@ async fn method_not_allowed(method: Method, uri: axum::http::Uri) -> Response {
     );
     let mut resp = ApiError(e).into_response();
     *resp.status_mut() = StatusCode::METHOD_NOT_ALLOWED;
+    // axum's own `Allow` would list both paths' methods (one route serves
+    // them); this one lists the documented path's.
+    if let Some(allow) = lifecycle::refs_allow(uri.path()) {
+        resp.headers_mut()
+            .insert(header::ALLOW, axum::http::HeaderValue::from_static(allow));
+    }
     resp
 }
 
