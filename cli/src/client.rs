@@ -20,10 +20,10 @@ use ctx_core::wire::{
 };
 use ctx_core::wire::{
     ArtifactInfo, BranchCreateRequest, BranchCreated, BranchReturnRequest, BranchReturned,
-    BranchStatusResponse, CheckpointRequest, CompactRequest, CompactResponse, Erased, FileList,
-    HistoryResponse, MaterializeRequest, MaterializeResponse, MissingSummaryList, PinChanged,
-    PinList, RefList, ResolveResponse, SessionEnded, SetRefRequest, SummarizeRequest,
-    UpdateMetadataRequest, UploadRequest,
+    BranchStatusResponse, CheckpointRequest, CompactRequest, CompactResponse, Erased, EvictRequest,
+    Evicted, FileList, HistoryResponse, MaterializeRequest, MaterializeResponse,
+    MissingSummaryList, PinChanged, PinList, RefList, ResolveResponse, SessionEnded, SetRefRequest,
+    SummarizeRequest, UpdateMetadataRequest, UploadRequest,
 };
 use ctx_core::workspace::context::Context;
 use ctx_core::workspace::{FilePath, WorkspaceId};
@@ -330,6 +330,17 @@ impl Client {
     ) -> Result<RefRecord> {
         self.json(Route::DeleteRef(name, expected), Body::Empty)
             .await
+    }
+
+    /// `POST /v1/refs/{name}/evict`: drops the deltas older than the
+    /// compaction or snapshot `req.before` on the ref's path, keeping
+    /// their metadata.
+    ///
+    /// # Errors
+    /// `NotFound` for the ref; `Invalid` (field `before`); as
+    /// [`Client::healthz`].
+    pub async fn evict_ref(&self, name: &RefName, req: &EvictRequest) -> Result<Evicted> {
+        self.json(Route::EvictRef(name), Body::json(req)?).await
     }
 
     /// `DELETE /v1/sessions/{id}`: erases a session (and, with `cascade`,
@@ -759,6 +770,7 @@ enum Route<'a> {
     GetRef(&'a RefName),
     SetRef(&'a RefName),
     DeleteRef(&'a RefName, Option<&'a CommitId>),
+    EvictRef(&'a RefName),
     BranchCreate,
     BranchStatusOfSession(&'a str),
     BranchStatus(&'a BranchId),
@@ -820,7 +832,9 @@ impl Route<'_> {
             | DeletePin(_) => Method::DELETE,
             AppendFile(..) => Method::POST,
             UploadArtifact | UploadUrl | Checkpoint | Materialize(_) | Summarize(_)
-            | Compact(_) | BranchCreate | BranchReturn(_) | SessionEnd(_) | Gc => Method::POST,
+            | Compact(_) | BranchCreate | BranchReturn(_) | SessionEnd(_) | Gc | EvictRef(_) => {
+                Method::POST
+            }
             UpdateMetadata(_) => Method::PATCH,
             SetRef(_) => Method::PUT,
         }
@@ -876,6 +890,11 @@ impl Route<'_> {
                 .split('/')
                 .fold(t.seg("v1").seg("refs"), Target::seg)
                 .query_opt("expected", expected),
+            EvictRef(name) => name
+                .as_str()
+                .split('/')
+                .fold(t.seg("v1").seg("refs"), Target::seg)
+                .seg("evict"),
             BranchCreate => t.seg("v1").seg("branches"),
             BranchStatusOfSession(session) => {
                 t.seg("v1").seg("branches").query("session_id", session)
@@ -1061,6 +1080,7 @@ mod tests {
             Route::GetRef(&name),
             Route::SetRef(&name),
             Route::DeleteRef(&name, Some(&id)),
+            Route::EvictRef(&name),
             Route::BranchCreate,
             Route::BranchStatusOfSession("s"),
             Route::BranchStatus(&br),

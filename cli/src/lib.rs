@@ -19,7 +19,8 @@
 //!
 //! Exit codes: 0 success, 1 internal error, 2 usage or invalid input,
 //! 3 not found, 4 conflict, 5 unauthenticated, 6 server unreachable or
-//! unavailable.
+//! unavailable, 7 gone (an evicted delta: materialize from the compaction
+//! the message names).
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -370,6 +371,18 @@ enum RefCommand {
         #[command(flatten)]
         conn: Conn,
     },
+    /// Drop the deltas older than a compaction or snapshot on the ref's
+    /// path, keeping every commit's metadata and summary (`ctx log` still
+    /// reads the whole chain; materializing across them answers "gone").
+    Evict {
+        /// The ref name.
+        name: String,
+        /// The compaction or snapshot commit (or ref) to keep history from.
+        #[arg(long)]
+        before: String,
+        #[command(flatten)]
+        conn: Conn,
+    },
     /// Refs by name prefix.
     List {
         /// Only refs starting with this.
@@ -539,6 +552,7 @@ pub fn exit_code(kind: ErrorKind) -> u8 {
         ErrorKind::Conflict => 4,
         ErrorKind::Unauthenticated => 5,
         ErrorKind::Unavailable | ErrorKind::RateLimited => 6,
+        ErrorKind::Gone => 7,
         _ => 1,
     }
 }

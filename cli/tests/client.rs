@@ -217,6 +217,16 @@ async fn every_method_against_the_real_router() {
     let list = c.list_refs("sessions/a/", Some(10)).await.unwrap();
     assert_eq!(list.refs, [moved]);
     assert!(c.list_refs("", None).await.unwrap().refs.len() == 1);
+    // Evicting before a delta: the server's kind and field come back.
+    let e = c
+        .evict_ref(&name, &ctx_core::wire::EvictRequest { before: root.id })
+        .await
+        .unwrap_err();
+    assert_eq!(
+        (e.kind, e.field.as_deref()),
+        (ErrorKind::Invalid, Some("before")),
+        "{e}"
+    );
 
     // A session id with a '/' needs encoding in a path; it comes back as
     // sent. (Ids that cannot name their ref are refused: SessionId.)

@@ -22,6 +22,9 @@ pub enum ErrorKind {
     NotFound,
     /// A compare-and-swap lost, or the state forbids the change (409).
     Conflict,
+    /// The thing existed but its bytes were dropped on purpose (an evicted
+    /// delta); the message names what to use instead (410).
+    Gone,
     /// The body or a field is larger than allowed (413).
     TooLarge,
     /// Too many requests; retry later (429).
@@ -39,6 +42,7 @@ impl ErrorKind {
         ErrorKind::Unauthenticated,
         ErrorKind::NotFound,
         ErrorKind::Conflict,
+        ErrorKind::Gone,
         ErrorKind::TooLarge,
         ErrorKind::RateLimited,
         ErrorKind::Unavailable,
@@ -52,6 +56,7 @@ impl ErrorKind {
             ErrorKind::Unauthenticated => "unauthenticated",
             ErrorKind::NotFound => "not_found",
             ErrorKind::Conflict => "conflict",
+            ErrorKind::Gone => "gone",
             ErrorKind::TooLarge => "too_large",
             ErrorKind::RateLimited => "rate_limited",
             ErrorKind::Unavailable => "unavailable",

@@ -362,6 +362,15 @@ pub struct SetRefRequest {
     pub expected: Option<CommitId>,
 }
 
+/// `POST /v1/refs/{name}/evict`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EvictRequest {
+    /// A compaction or snapshot commit on the ref's path: the deltas of
+    /// the commits older than it are dropped (their metadata is kept).
+    pub before: CommitId,
+}
+
 /// An artifact reference and size.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct ArtifactInfo {
@@ -484,7 +493,7 @@ pub struct RefList {
     pub refs: Vec<RefRecord>,
 }
 
-pub use crate::service::{Erased, RetentionReport};
+pub use crate::service::{Erased, Evicted, RetentionReport};
 
 /// `GET /v1/pins`: what retention never erases.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]

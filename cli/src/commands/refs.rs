@@ -1,8 +1,9 @@
-//! `ctx ref get|set|delete|list`: reading refs and moving them by compare-and-swap.
+//! `ctx ref get|set|delete|list|evict`: reading refs, moving them by
+//! compare-and-swap, and evicting the old deltas of their history.
 
 use ctx_core::Result;
 use ctx_core::store::RefRecord;
-use ctx_core::wire::{RefList, SetRefRequest};
+use ctx_core::wire::{EvictRequest, Evicted, RefList, SetRefRequest};
 
 use super::{ref_name, rev};
 use crate::{Conn, RefCommand, print_json};
@@ -51,6 +52,15 @@ pub(crate) async fn run(command: RefCommand) -> Result<()> {
                 RefOutput::One(c.delete_ref(&ref_name(name)?, expected.as_ref()).await?),
             )
         }
+        RefCommand::Evict { name, before, conn } => {
+            let c = conn.client()?;
+            let before = rev(&c, before).await?;
+            let req = EvictRequest { before };
+            (
+                conn,
+                RefOutput::Evicted(c.evict_ref(&ref_name(name)?, &req).await?),
+            )
+        }
         RefCommand::List {
             prefix,
             limit,
@@ -66,6 +76,23 @@ pub(crate) async fn run(command: RefCommand) -> Result<()> {
     match result {
         RefOutput::One(r) if conn.json => print_json(&r),
         RefOutput::Many(l) if conn.json => print_json(&l),
+        RefOutput::Evicted(e) if conn.json => print_json(&e),
+        RefOutput::Evicted(e) => {
+            println!(
+                "evicted the deltas of {} commit(s) before {} ({} newly marked): \
+                 {} artifact(s) deleted, {} kept (shared), {} cache entr(ies) removed",
+                e.commits, e.before, e.marked, e.artifacts, e.artifacts_shared, e.cache
+            );
+            if !e.kept.is_empty() {
+                let kept: Vec<String> = e.kept.iter().map(ToString::to_string).collect();
+                println!(
+                    "kept {} delta(s) a fork still needs: {}",
+                    kept.len(),
+                    kept.join(", ")
+                );
+            }
+            Ok(())
+        }
         RefOutput::One(r) => {
             println!("{}  {}", r.target, r.name);
             Ok(())
@@ -82,4 +109,5 @@ pub(crate) async fn run(command: RefCommand) -> Result<()> {
 enum RefOutput {
     One(RefRecord),
     Many(RefList),
+    Evicted(Evicted),
 }

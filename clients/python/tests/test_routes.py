@@ -13,6 +13,7 @@ from ctx_client import (
     Client,
     ConflictError,
     CtxError,
+    GoneError,
     InvalidError,
     NotFoundError,
     _routes,
@@ -58,6 +59,7 @@ def test_openapi_paths_are_covered(client: Client) -> None:
         ("get", "/v1/refs/{name}"),
         ("put", "/v1/refs/{name}"),
         ("delete", "/v1/refs/{name}"),
+        ("post", "/v1/refs/{name}/evict"),
         ("post", "/v1/branches"),
         ("get", "/v1/branches"),
         ("get", "/v1/branches/{br}"),
@@ -116,6 +118,18 @@ def test_summaries_and_compaction(client: Client, unique: str) -> None:
     assert compacted["commit"]["parent"] == c["id"]
     assert compacted["commit"]["commit_type"] == "compaction"
     assert client.get_ref(ref)["target"] == compacted["commit"]["id"]
+    # Evicting before the compaction drops c's delta, keeps its metadata.
+    with pytest.raises(InvalidError) as bad:
+        client.evict_ref(ref, c["id"])
+    assert bad.value.field == "before"
+    evicted = client.evict_ref(ref, compacted["commit"]["id"])
+    assert (evicted["before"], evicted["commits"]) == (compacted["commit"]["id"], 1)
+    with pytest.raises(GoneError) as e:
+        client.materialize(compacted["commit"]["id"], stop="root")
+    assert e.value.status == 410 and c["id"] in e.value.message
+    assert client.materialize(compacted["commit"]["id"])["artifact_ref"]
+    log = client.history(compacted["commit"]["id"])["commits"]
+    assert log[1]["id"] == c["id"] and log[1]["summary"]
     gone = client.delete_ref(ref, expected=compacted["commit"]["id"])
     assert gone["target"] == compacted["commit"]["id"]
     with pytest.raises(NotFoundError):

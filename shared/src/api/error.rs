@@ -18,6 +18,7 @@ pub fn status_of(kind: ErrorKind) -> StatusCode {
         ErrorKind::Unauthenticated => StatusCode::UNAUTHORIZED,
         ErrorKind::NotFound => StatusCode::NOT_FOUND,
         ErrorKind::Conflict => StatusCode::CONFLICT,
+        ErrorKind::Gone => StatusCode::GONE,
         ErrorKind::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
         ErrorKind::RateLimited => StatusCode::TOO_MANY_REQUESTS,
         ErrorKind::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
@@ -33,6 +34,7 @@ pub fn kind_of(status: StatusCode) -> ErrorKind {
         401 | 403 => ErrorKind::Unauthenticated,
         404 => ErrorKind::NotFound,
         409 | 412 => ErrorKind::Conflict,
+        410 => ErrorKind::Gone,
         413 => ErrorKind::TooLarge,
         429 => ErrorKind::RateLimited,
         502..=504 => ErrorKind::Unavailable,
@@ -54,8 +56,8 @@ pub struct ErrorBody {
 /// The error itself.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct ErrorDetail {
-    /// `invalid`, `unauthenticated`, `not_found`, `conflict`, `too_large`,
-    /// `rate_limited`, `unavailable` or `internal`.
+    /// `invalid`, `unauthenticated`, `not_found`, `conflict`, `gone`,
+    /// `too_large`, `rate_limited`, `unavailable` or `internal`.
     pub kind: ErrorKind,
     /// What was wrong, with the offending value.
     pub message: String,

@@ -1,15 +1,19 @@
 //! The lifecycle routes (group [`super::Group::Refs`]): erasing a session,
-//! and the pins retention respects.
+//! evicting a ref's old deltas, and the pins retention respects.
 
-use axum::extract::State;
+use axum::extract::{Request, State};
+use axum::http::Method;
+use axum::middleware::Next;
+use axum::response::Response;
 
 use super::error::ErrorBody;
-use super::extract::{Path, Query, path_id};
+use super::extract::{Json, Path, Query, path_id};
 use super::{ApiResult, AppState};
 use crate::auth::Caller;
-use crate::id::{Principal, SessionId};
+use crate::error::Error;
+use crate::id::{Principal, RefName, SessionId};
 use crate::store::Pin;
-use crate::wire::{Erased, PinChanged, PinList};
+use crate::wire::{Erased, EvictRequest, Evicted, PinChanged, PinList};
 
 /// Erases a session: its commits, their artifacts (unless a commit or
 /// cache entry outside the erase uses the same bytes), timeline entries,
@@ -70,6 +74,66 @@ pub(super) async fn erase_principal(
             .erase_principal(&caller.tenant, &principal, cascade)
             .await?,
     ))
+}
+
+/// Evicts the delta artifacts of the commits older than `before` (a
+/// compaction or snapshot on the ref's path), keeping every commit's
+/// metadata and summary and the deltas a fork below `before` needs.
+/// Materializing across an evicted delta then answers 410 naming the
+/// commit; the default materialize (from the nearest compaction) and the
+/// history still work. Re-run after an interruption, it finishes.
+#[utoipa::path(post, path = "/v1/refs/{name}/evict", tag = "lifecycle", request_body = EvictRequest,
+    params(("name" = RefName, Path, description = "may contain '/'")),
+    responses((status = 200, description = "What was evicted", body = Evicted),
+        (status = 400, description = "`name` is not a ref name; `before` is malformed, unknown, not a compaction or snapshot, or not on the ref's path", body = ErrorBody),
+        (status = 404, description = "No such ref (also another tenant's)", body = ErrorBody),
+        (status = 413, description = "A body over the JSON limit", body = ErrorBody)),
+    security(("bearer" = [])))]
+pub(super) async fn evict_ref(
+    State(s): State<AppState>,
+    caller: Caller,
+    Path(path): Path<String>,
+    Json(req): Json<EvictRequest>,
+) -> ApiResult<axum::Json<Evicted>> {
+    // Served on the greedy `/v1/refs/{*name}`: the name is what precedes
+    // the `/evict` suffix.
+    let Some(name) = path.strip_suffix("/evict") else {
+        return Err(Error::not_found(format!(
+            "route POST /v1/refs/{path} (POST a ref's /v1/refs/{{name}}/evict)"
+        ))
+        .into());
+    };
+    let name: RefName = path_id("name", name)?;
+    Ok(axum::Json(
+        s.service.evict(&caller.tenant, &name, &req.before).await?,
+    ))
+}
+
+/// The guard of every route on `/v1/refs/{*name}`: the path with the
+/// suffix `/evict` takes only POST (eviction), every other one only GET,
+/// PUT and DELETE (the ref), so each answers 405 for the other's methods
+/// before its body is read. (A ref whose last segment is `evict` is
+/// therefore not reachable by name over HTTP; `GET /v1/refs` lists it.)
+pub(super) async fn refs_suffix_guard(req: Request, next: Next) -> Response {
+    let evict = req.uri().path().ends_with("/evict");
+    if evict != (req.method() == Method::POST) {
+        return super::method_not_allowed(req.method().clone(), req.uri().clone()).await;
+    }
+    next.run(req).await
+}
+
+/// The `Allow` header of a path under `/v1/refs/{*name}`, where one axum
+/// route serves two documented paths: the ref's methods, or POST alone for
+/// its `/evict` suffix.
+pub(super) fn refs_allow(path: &str) -> Option<&'static str> {
+    match path.strip_prefix("/v1/refs/") {
+        Some(name) if !name.is_empty() => Some(if path.ends_with("/evict") {
+            "POST"
+        } else {
+            "GET,HEAD,PUT,DELETE"
+        }),
+        _ => None,
+    }
 }
 
 /// The tenant's pins.
@@ -346,5 +410,163 @@ mod tests {
         assert_eq!((st, &p["changed"]), (200, &json!(true)));
         let (_, p) = call(&app, "DELETE", "/v1/pins/session/s-1", A, None).await;
         assert_eq!(p["changed"], false);
+    }
+
+    #[tokio::test]
+    async fn evict_answers_410_across_evicted_deltas_and_4xx_for_bad_input() {
+        let app = app().await;
+        let d0 = commit(&app, "s-e", "d0 ", None).await;
+        let d1 = commit(&app, "s-e", "d1 ", Some(&d0)).await;
+        let mut body = checkpoint_body("SUMMARY ", Some(&d1));
+        body["commit_type"] = json!("compaction");
+        let (st, c) = call(&app, "POST", "/v1/commits", A, Some(body)).await;
+        assert_eq!(st, 201, "{c}");
+        let c = c["id"].as_str().unwrap().to_owned();
+        let d2 = commit(&app, "s-e", "d2 ", Some(&c)).await;
+        let (st, _) = call(
+            &app,
+            "PUT",
+            "/v1/refs/sessions/s-e",
+            A,
+            Some(json!({"target": d2})),
+        )
+        .await;
+        assert_eq!(st, 200);
+
+        // Bad input: 4xx naming the field, nothing evicted.
+        for (uri, tok, body, status, field) in [
+            (
+                "/v1/refs/sessions/s-e/evict",
+                A,
+                json!({"before": d1}),
+                400,
+                Some("before"),
+            ),
+            (
+                "/v1/refs/sessions/s-e/evict",
+                A,
+                json!({"before": "ctx-nope"}),
+                400,
+                Some("before"),
+            ),
+            (
+                "/v1/refs/sessions/s-e/evict",
+                A,
+                json!({}),
+                400,
+                Some("before"),
+            ),
+            (
+                "/v1/refs/a..b/evict",
+                A,
+                json!({"before": c}),
+                400,
+                Some("name"),
+            ),
+            (
+                "/v1/refs/sessions/none/evict",
+                A,
+                json!({"before": c}),
+                404,
+                None,
+            ),
+            (
+                "/v1/refs/sessions/s-e/evict",
+                B,
+                json!({"before": c}),
+                404,
+                None,
+            ),
+            (
+                "/v1/refs/sessions/s-e",
+                A,
+                json!({"before": c}),
+                405,
+                Some("method"),
+            ),
+        ] {
+            let (st, e) = call(&app, "POST", uri, tok, Some(body.clone())).await;
+            assert_eq!(st, status, "{uri} {body}: {e}");
+            if let Some(f) = field {
+                assert_eq!(e["error"]["field"], f, "{uri} {body}: {e}");
+            }
+        }
+        // The suffix takes only POST; a ref's path takes no POST.
+        for (method, uri) in [
+            ("PUT", "/v1/refs/sessions/s-e/evict"),
+            ("GET", "/v1/refs/sessions/s-e/evict"),
+            ("DELETE", "/v1/refs/sessions/s-e/evict"),
+        ] {
+            let req = Request::builder()
+                .method(method)
+                .uri(uri)
+                .header("authorization", format!("Bearer {A}"))
+                .body(AxBody::empty())
+                .unwrap();
+            let resp = app.clone().oneshot(req).await.unwrap();
+            assert_eq!(resp.status().as_u16(), 405, "{method} {uri}");
+            assert_eq!(resp.headers()["allow"], "POST", "{method} {uri}");
+        }
+        for (method, uri, allow) in [
+            ("OPTIONS", "/v1/refs/sessions/s-e/evict", "POST"),
+            ("PATCH", "/v1/refs/sessions/s-e", "GET,HEAD,PUT,DELETE"),
+            ("POST", "/v1/refs/sessions/s-e", "GET,HEAD,PUT,DELETE"),
+        ] {
+            let req = Request::builder()
+                .method(method)
+                .uri(uri)
+                .header("authorization", format!("Bearer {A}"))
+                .body(AxBody::empty())
+                .unwrap();
+            let resp = app.clone().oneshot(req).await.unwrap();
+            assert_eq!(resp.status().as_u16(), 405, "{method} {uri}");
+            assert_eq!(resp.headers()["allow"], allow, "{method} {uri}");
+        }
+        let (st, r) = call(&app, "GET", "/v1/refs/sessions/s-e", A, None).await;
+        assert_eq!(
+            (st, &r["target"]),
+            (200, &json!(d2)),
+            "the ref still answers"
+        );
+        let root = json!({"stop": "root"});
+        let uri = format!("/v1/commits/{d2}/materialize");
+        let (st, m) = call(&app, "POST", &uri, A, Some(root.clone())).await;
+        assert_eq!(st, 200, "nothing evicted yet: {m}");
+
+        let (st, r) = call(
+            &app,
+            "POST",
+            "/v1/refs/sessions/s-e/evict",
+            A,
+            Some(json!({"before": c})),
+        )
+        .await;
+        assert_eq!(st, 200, "{r}");
+        assert_eq!(
+            (&r["before"], &r["commits"], &r["kept"]),
+            (&json!(c), &json!(2), &json!([]))
+        );
+
+        let (st, e) = call(&app, "POST", &uri, A, Some(root)).await;
+        assert_eq!(st, 410, "{e}");
+        assert_eq!(e["error"]["kind"], "gone");
+        let msg = e["error"]["message"].as_str().unwrap();
+        assert!(msg.contains(&d0) && msg.contains(&c), "{msg}");
+        let (st, m) = call(&app, "POST", &uri, A, Some(json!({}))).await;
+        assert_eq!(
+            (st, &m["size"]),
+            (200, &json!("SUMMARY d2 ".len())),
+            "the default: {m}"
+        );
+        let (st, h) = call(
+            &app,
+            "GET",
+            &format!("/v1/commits/{d2}/history?depth=10"),
+            A,
+            None,
+        )
+        .await;
+        assert_eq!(st, 200);
+        assert_eq!(h["commits"].as_array().unwrap().len(), 4, "{h}");
     }
 }

@@ -98,13 +98,18 @@ pub struct RouteDef {
     pub method: Method,
     /// Its path, in axum syntax (`{id}`, `{*name}`).
     pub path: &'static str,
+    /// The path the OpenAPI document gives, when not `path`'s: a route
+    /// with a suffix after a name that may contain '/' is served on the
+    /// greedy `path` (axum and API Gateway allow nothing after it) and
+    /// its handler takes the suffix off.
+    doc_path: Option<&'static str>,
     handler: MethodRouter<AppState>,
 }
 
 impl RouteDef {
     /// The path in OpenAPI syntax (`{*name}` becomes `{name}`).
     pub fn openapi_path(&self) -> String {
-        self.path.replace("{*", "{")
+        self.doc_path.unwrap_or(self.path).replace("{*", "{")
     }
 }
 
@@ -118,7 +123,22 @@ fn route(
         group,
         method,
         path,
+        doc_path: None,
         handler,
+    }
+}
+
+/// A [`route`] served on `path` and documented as `doc_path`.
+fn route_documented_as(
+    group: Group,
+    method: Method,
+    path: &'static str,
+    doc_path: &'static str,
+    handler: MethodRouter<AppState>,
+) -> RouteDef {
+    RouteDef {
+        doc_path: Some(doc_path),
+        ..route(group, method, path, handler)
     }
 }
 
@@ -224,19 +244,30 @@ pub fn routes(limits: &crate::service::Limits) -> Vec<RouteDef> {
             Refs,
             Method::GET,
             "/v1/refs/{*name}",
-            on(MethodFilter::GET, get_ref),
+            on(MethodFilter::GET, get_ref)
+                .route_layer(axum::middleware::from_fn(lifecycle::refs_suffix_guard)),
         ),
         route(
             Refs,
             Method::PUT,
             "/v1/refs/{*name}",
-            on(MethodFilter::PUT, set_ref),
+            on(MethodFilter::PUT, set_ref)
+                .route_layer(axum::middleware::from_fn(lifecycle::refs_suffix_guard)),
         ),
         route(
             Refs,
             Method::DELETE,
             "/v1/refs/{*name}",
-            on(MethodFilter::DELETE, delete_ref),
+            on(MethodFilter::DELETE, delete_ref)
+                .route_layer(axum::middleware::from_fn(lifecycle::refs_suffix_guard)),
+        ),
+        route_documented_as(
+            Refs,
+            Method::POST,
+            "/v1/refs/{*name}",
+            "/v1/refs/{*name}/evict",
+            on(MethodFilter::POST, lifecycle::evict_ref)
+                .route_layer(axum::middleware::from_fn(lifecycle::refs_suffix_guard)),
         ),
         route(
             Refs,
@@ -432,6 +463,12 @@ async fn method_not_allowed(method: Method, uri: axum::http::Uri) -> Response {
     );
     let mut resp = ApiError(e).into_response();
     *resp.status_mut() = StatusCode::METHOD_NOT_ALLOWED;
+    // axum's own `Allow` would list both paths' methods (one route serves
+    // them); this one lists the documented path's.
+    if let Some(allow) = lifecycle::refs_allow(uri.path()) {
+        resp.headers_mut()
+            .insert(header::ALLOW, axum::http::HeaderValue::from_static(allow));
+    }
     resp
 }
 
@@ -979,7 +1016,7 @@ impl utoipa::Modify for BearerAuth {
         update_metadata, history, missing_summaries, summarize, compact, materialize, resolve, list_refs, get_ref, set_ref, delete_ref, gc,
         branches::branch_create, branches::branch_status_of_session, branches::branch_status,
         branches::branch_return, branches::session_end, lifecycle::erase_session,
-        lifecycle::erase_principal,
+        lifecycle::erase_principal, lifecycle::evict_ref,
         lifecycle::list_pins, lifecycle::set_pin, lifecycle::delete_pin, workspaces::put_file,
         workspaces::get_file, workspaces::delete_file, workspaces::list_files,
         workspaces::append_file, workspaces::read_context, agents::get_agent,

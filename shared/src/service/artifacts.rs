@@ -72,8 +72,9 @@ impl Service {
     /// The bytes of a stored commit's artifact.
     ///
     /// # Errors
-    /// `Internal` when the artifact is missing (a stored commit's bytes
-    /// must exist); `Unavailable`.
+    /// `Gone` when an eviction dropped it (naming what to materialize
+    /// from); `Internal` when it is otherwise missing (a stored commit's
+    /// bytes must exist); `Unavailable`.
     pub(crate) async fn artifact_of(&self, tenant: &TenantId, commit: &Commit) -> Result<Bytes> {
         self.artifact_at(
             tenant,
@@ -97,13 +98,10 @@ impl Service {
         art: ArtifactRef,
         inline: Option<Bytes>,
     ) -> Result<Bytes> {
-        self.stored_bytes(tenant, id, art, inline)
-            .await?
-            .ok_or_else(|| {
-                Error::internal(format!(
-                    "artifact {art} of commit {id} is missing from storage"
-                ))
-            })
+        match self.stored_bytes(tenant, id, art, inline).await? {
+            Some(bytes) => Ok(bytes),
+            None => Err(self.missing_artifact(tenant, id, art).await),
+        }
     }
 
     /// [`Service::artifact_at`], `None` when the bytes are stored nowhere.

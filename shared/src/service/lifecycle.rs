@@ -494,7 +494,7 @@ impl Service {
     /// it; each artifact is decided once per erase. Bytes `inline` with the
     /// commit go with its row and count as an erased artifact too.
     #[allow(clippy::too_many_arguments)]
-    async fn drop_artifact(
+    pub(super) async fn drop_artifact(
         &self,
         tenant: &TenantId,
         art: &ArtifactRef,

@@ -39,6 +39,7 @@ mod artifacts;
 mod checkpoint;
 mod commits;
 mod compact;
+mod evict;
 mod folding;
 mod gc;
 mod lifecycle;
@@ -55,6 +56,7 @@ pub use agents::{
 };
 pub use checkpoint::{Checkpointed, Delta, NewCommit};
 pub use compact::{COMPACTED_BY, Compacted};
+pub use evict::Evicted;
 pub use folding::{
     BudgetNotice, Expired, MAX_DESCRIPTION, MAX_MESSAGE, MAX_PROMPT, Sweep, TokioTimer,
     WARN_PERCENT,

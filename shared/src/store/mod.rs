@@ -936,6 +936,30 @@ pub trait MetaStore: Send + Sync + 'static {
     /// # Errors
     /// `Unavailable`.
     async fn clear_inline(&self, tenant: &TenantId, commit: &CommitId) -> Result<bool>;
+
+    /// Marks the commits `commits` as evicted in favour of `before` (the
+    /// compaction or snapshot to materialize from instead): their delta
+    /// artifacts may be gone, their metadata stays. The marker is durable,
+    /// goes with the commit when it is deleted, and a later eviction
+    /// replaces it; commits that do not exist are skipped. Returns how many
+    /// markers were set or changed.
+    ///
+    /// # Errors
+    /// `Unavailable`.
+    async fn mark_evicted(
+        &self,
+        tenant: &TenantId,
+        before: &CommitId,
+        commits: &[CommitId],
+    ) -> Result<u64>;
+
+    /// The `before` of the eviction that marked `commit`, or `None` when it
+    /// is not evicted (or does not exist). Read only on the error path of
+    /// a missing artifact.
+    ///
+    /// # Errors
+    /// `Unavailable`.
+    async fn evicted_by(&self, tenant: &TenantId, commit: &CommitId) -> Result<Option<CommitId>>;
 }
 
 /// What one [`MetaStore::erase_tenant`] call removed, by kind.

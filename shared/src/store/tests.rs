@@ -311,6 +311,19 @@ impl MetaStore for StaleRead {
     ) -> Result<crate::store::TenantRecords> {
         self.inner.erase_tenant(tenant, limit).await
     }
+
+    async fn mark_evicted(
+        &self,
+        tenant: &TenantId,
+        before: &CommitId,
+        commits: &[CommitId],
+    ) -> Result<u64> {
+        self.inner.mark_evicted(tenant, before, commits).await
+    }
+
+    async fn evicted_by(&self, tenant: &TenantId, commit: &CommitId) -> Result<Option<CommitId>> {
+        self.inner.evicted_by(tenant, commit).await
+    }
 }
 
 #[tokio::test]

@@ -16,6 +16,7 @@ from .client import AsyncClient, Client
 from .errors import (
     ConflictError,
     CtxError,
+    GoneError,
     InternalError,
     InvalidError,
     NotFoundError,
@@ -30,6 +31,7 @@ __all__ = [
     "AsyncClient",
     "Client",
     "ConflictError",
+    "GoneError",
     "CtxError",
     "InternalError",
     "InvalidError",

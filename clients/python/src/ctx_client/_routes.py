@@ -285,6 +285,20 @@ def delete_ref(name: str, expected: str | None = None) -> Call[RefRecord]:
     return Call("DELETE", f"/v1/refs/{name_path(name)}", parse_json, params=params)
 
 
+def evict_ref(name: str, before: str) -> Call[dict[str, Any]]:
+    """``POST /v1/refs/{name}/evict``: drops the deltas of the commits older
+    than ``before`` (a compaction or snapshot on the ref's path), keeping
+    their metadata and summaries; materializing across them then raises
+    :class:`~ctx_client.errors.GoneError` (410). Answers the counts."""
+    return Call(
+        "POST",
+        f"/v1/refs/{name_path(name)}/evict",
+        parse_json,
+        json_body={"before": before},
+        has_json=True,
+    )
+
+
 # --- branches (context folding) --------------------------------------------
 
 

@@ -16,6 +16,7 @@ __all__ = [
     "UnauthenticatedError",
     "NotFoundError",
     "ConflictError",
+    "GoneError",
     "TooLargeError",
     "RateLimitedError",
     "UnavailableError",
@@ -80,6 +81,12 @@ class ConflictError(CtxError):
     kind = "conflict"
 
 
+class GoneError(CtxError):
+    """410: an evicted delta; the message names the compaction to materialize from."""
+
+    kind = "gone"
+
+
 class TooLargeError(CtxError):
     """413: a body or delta over its limit."""
 
@@ -111,6 +118,7 @@ _BY_KIND: dict[str, type[CtxError]] = {
         UnauthenticatedError,
         NotFoundError,
         ConflictError,
+        GoneError,
         TooLargeError,
         RateLimitedError,
         UnavailableError,
@@ -129,6 +137,8 @@ def _kind_of_status(status: int) -> str:
         return "not_found"
     if status in (409, 412):
         return "conflict"
+    if status == 410:
+        return "gone"
     if status == 413:
         return "too_large"
     if status == 429:

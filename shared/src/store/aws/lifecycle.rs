@@ -499,4 +499,90 @@ impl DynamoMetaStore {
         }
         Ok(out)
     }
+
+    /// Sets the `evicted` attribute of each commit's by-id item to `before`
+    /// (one conditional UpdateItem per commit, a few at once).
+    pub(super) async fn set_evicted(
+        &self,
+        tenant: &TenantId,
+        before: &CommitId,
+        commits: &[CommitId],
+    ) -> Result<u64> {
+        use futures::stream::{self, StreamExt, TryStreamExt};
+        let marked: Vec<bool> = stream::iter(commits.iter().copied())
+            .map(|id| self.set_evicted_one(tenant, before, id))
+            .buffer_unordered(EVICT_CONCURRENCY)
+            .try_collect()
+            .await?;
+        Ok(marked.into_iter().filter(|m| *m).count() as u64)
+    }
+
+    async fn set_evicted_one(
+        &self,
+        tenant: &TenantId,
+        before: &CommitId,
+        id: CommitId,
+    ) -> Result<bool> {
+        let r = self
+            .client()
+            .update_item()
+            .table_name(self.table())
+            .set_key(Some(key(keys::commit_pk(tenant, &id), keys::COMMIT_SK)))
+            .update_expression("SET #ev = :b")
+            .condition_expression(
+                "attribute_exists(pk) AND (attribute_not_exists(#ev) OR #ev <> :b)",
+            )
+            .expression_attribute_names("#ev", EVICTED_ATTR)
+            .expression_attribute_values(":b", s(before.to_string()))
+            .send()
+            .await;
+        match r {
+            Ok(_) => Ok(true),
+            // Gone, or already marked for this `before`.
+            Err(e)
+                if e.as_service_error()
+                    .is_some_and(|e| e.is_conditional_check_failed_exception()) =>
+            {
+                Ok(false)
+            }
+            Err(e) => Err(sdk_error("DynamoDB UpdateItem", e)),
+        }
+    }
+
+    /// The `evicted` attribute of a commit's by-id item.
+    pub(super) async fn eviction_of(
+        &self,
+        tenant: &TenantId,
+        commit: &CommitId,
+    ) -> Result<Option<CommitId>> {
+        let out = self
+            .client()
+            .get_item()
+            .table_name(self.table())
+            .set_key(Some(key(keys::commit_pk(tenant, commit), keys::COMMIT_SK)))
+            .projection_expression("#ev")
+            .expression_attribute_names("#ev", EVICTED_ATTR)
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(|e| sdk_error("DynamoDB GetItem", e))?;
+        let Some(v) = out.item.as_ref().and_then(|i| i.get(EVICTED_ATTR)) else {
+            return Ok(None);
+        };
+        let text = v.as_s().map_err(|_| {
+            Error::internal(format!("commit {commit} holds a malformed {EVICTED_ATTR}"))
+        })?;
+        text.parse().map(Some).map_err(|_| {
+            Error::internal(format!(
+                "commit {commit} holds a malformed {EVICTED_ATTR} {text:?}"
+            ))
+        })
+    }
 }
+
+/// The attribute of a commit's by-id item naming the compaction or
+/// snapshot an eviction dropped its delta in favour of.
+const EVICTED_ATTR: &str = "evicted";
+
+/// Marker writes in flight at once during an eviction.
+const EVICT_CONCURRENCY: usize = 16;

@@ -923,4 +923,17 @@ impl MetaStore for DynamoMetaStore {
             Err(e) => Err(sdk_error("DynamoDB TransactWriteItems", e)),
         }
     }
+
+    async fn mark_evicted(
+        &self,
+        tenant: &TenantId,
+        before: &CommitId,
+        commits: &[CommitId],
+    ) -> Result<u64> {
+        self.set_evicted(tenant, before, commits).await
+    }
+
+    async fn evicted_by(&self, tenant: &TenantId, commit: &CommitId) -> Result<Option<CommitId>> {
+        self.eviction_of(tenant, commit).await
+    }
 }

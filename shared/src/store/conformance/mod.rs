@@ -15,6 +15,8 @@
 //! - [`meta`]: commits, lineages, resolve, metadata and the cache.
 //! - [`erase`]: sessions, children, artifact users, deletes, idle
 //!   sessions and pins (lifecycle).
+//! - [`evict`]: eviction markers (a commit's delta dropped, its metadata
+//!   kept).
 //! - [`refs`]: refs, checkpoint ref moves and the retry rule.
 //! - [`summaries`]: the summary queue (listing, claims, conditional
 //!   writes, failures).
@@ -40,6 +42,7 @@ pub mod agents;
 pub mod blobs;
 pub mod branches;
 pub mod erase;
+pub mod evict;
 pub mod gc;
 pub mod inline;
 pub mod meta;
@@ -84,6 +87,7 @@ pub async fn run_all(backend: &Backend<'_>, caps: Capabilities) {
     meta::run_all(backend.meta).await;
     refs::run_all(backend.meta).await;
     erase::run_all(backend.meta).await;
+    evict::run_all(backend.meta).await;
     summaries::run_all(backend.meta).await;
     agents::run_all(backend.meta).await;
     tokens::run_all(backend.tokens).await;

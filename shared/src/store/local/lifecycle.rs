@@ -335,4 +335,57 @@ impl SqliteMetaStore {
             })
             .collect()
     }
+
+    pub(super) async fn set_evicted(
+        &self,
+        tenant: &TenantId,
+        before: &CommitId,
+        commits: &[CommitId],
+    ) -> Result<u64> {
+        let (tenant, before) = (tenant.clone(), before.to_string());
+        let ids: Vec<String> = commits.iter().map(ToString::to_string).collect();
+        self.db
+            .transaction(move |tx| {
+                let mut stmt = tx.prepare_cached(
+                    "UPDATE commits SET evicted_by = ?3
+                     WHERE tenant = ?1 AND id = ?2 AND evicted_by IS NOT ?3",
+                )?;
+                let mut changed = 0u64;
+                for id in &ids {
+                    changed += stmt.execute(params![tenant.as_str(), id, before])? as u64;
+                }
+                Ok(changed)
+            })
+            .await
+    }
+
+    pub(super) async fn eviction_of(
+        &self,
+        tenant: &TenantId,
+        commit: &CommitId,
+    ) -> Result<Option<CommitId>> {
+        let (tenant, id) = (tenant.clone(), commit.to_string());
+        let before: Option<String> = self
+            .db
+            .read(move |conn| {
+                let mut stmt = conn.prepare_cached(
+                    "SELECT evicted_by FROM commits WHERE tenant = ?1 AND id = ?2",
+                )?;
+                let mut rows = stmt.query(params![tenant.as_str(), id])?;
+                Ok(match rows.next()? {
+                    Some(r) => r.get(0)?,
+                    None => None,
+                })
+            })
+            .await?;
+        before
+            .map(|b| {
+                b.parse().map_err(|_| {
+                    Error::internal(format!(
+                        "commit {commit} holds a malformed evicted_by {b:?}"
+                    ))
+                })
+            })
+            .transpose()
+    }
 }

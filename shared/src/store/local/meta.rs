@@ -810,6 +810,19 @@ impl MetaStore for SqliteMetaStore {
             })
             .await
     }
+
+    async fn mark_evicted(
+        &self,
+        tenant: &TenantId,
+        before: &CommitId,
+        commits: &[CommitId],
+    ) -> Result<u64> {
+        self.set_evicted(tenant, before, commits).await
+    }
+
+    async fn evicted_by(&self, tenant: &TenantId, commit: &CommitId) -> Result<Option<CommitId>> {
+        self.eviction_of(tenant, commit).await
+    }
 }
 
 fn ref_record(name: RefName, target: &str, updated_at: i64) -> Result<RefRecord> {

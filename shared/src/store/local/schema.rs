@@ -21,7 +21,7 @@ use super::sql;
 use crate::error::{Error, Result};
 
 /// The schema version this build writes and reads.
-pub const VERSION: u32 = 6;
+pub const VERSION: u32 = 7;
 
 /// Version 0 → 1: commits, lineages, timelines, refs, the materialization
 /// cache, tokens (the meta store) and branches, their sessions and their
@@ -177,8 +177,14 @@ CREATE TABLE deltas (bytes BLOB NOT NULL);
 ALTER TABLE commits ADD COLUMN delta INTEGER;
 ";
 
+/// Eviction with metadata kept: a commit whose delta artifact an eviction
+/// dropped records the compaction or snapshot to materialize from instead.
+const EVICTED: &str = "
+ALTER TABLE commits ADD COLUMN evicted_by TEXT;
+";
+
 /// The migration steps, in order: step `n` goes from version `n` to `n + 1`.
-const MIGRATIONS: &[&str] = &[V1, V2, CACHE, AGENTS, LIFECYCLE, INLINE];
+const MIGRATIONS: &[&str] = &[V1, V2, CACHE, AGENTS, LIFECYCLE, INLINE, EVICTED];
 
 const _: () = assert!(MIGRATIONS.len() == VERSION as usize);
 

@@ -41,6 +41,8 @@ struct Meta {
     saves: HashMap<(TenantId, Principal), BTreeMap<SaveId, SaveRecord>>,
     /// What retention never erases.
     pins: BTreeSet<(TenantId, Pin)>,
+    /// Evicted commits → the `before` of their eviction.
+    evicted: HashMap<(TenantId, CommitId), CommitId>,
 }
 
 impl Meta {
@@ -657,6 +659,7 @@ impl MetaStore for MemoryMetaStore {
             }
         }
         m.summary_states.remove(&(tenant.clone(), stored.id));
+        m.evicted.remove(&(tenant.clone(), stored.id));
         Ok(true)
     }
 
@@ -745,6 +748,7 @@ impl MetaStore for MemoryMetaStore {
         m.materialized.retain(|(t, _), _| t != tenant);
         r.cache = (before - m.materialized.len()) as u64;
         m.cache_stamps.retain(|(t, _), _| t != tenant);
+        m.evicted.retain(|(t, _), _| t != tenant);
         let before = m.agents.len();
         m.agents.retain(|(t, _), _| t != tenant);
         r.agents = (before - m.agents.len()) as u64;
@@ -782,6 +786,30 @@ impl MetaStore for MemoryMetaStore {
             .get_mut(&(tenant.clone(), *commit))
             .and_then(|c| c.inline.take())
             .is_some())
+    }
+
+    async fn mark_evicted(
+        &self,
+        tenant: &TenantId,
+        before: &CommitId,
+        commits: &[CommitId],
+    ) -> Result<u64> {
+        let mut m = lock(&self.meta);
+        let mut changed = 0;
+        for id in commits {
+            let key = (tenant.clone(), *id);
+            if m.commits.contains_key(&key) && m.evicted.insert(key, *before) != Some(*before) {
+                changed += 1;
+            }
+        }
+        Ok(changed)
+    }
+
+    async fn evicted_by(&self, tenant: &TenantId, commit: &CommitId) -> Result<Option<CommitId>> {
+        Ok(lock(&self.meta)
+            .evicted
+            .get(&(tenant.clone(), *commit))
+            .copied())
     }
 }
 

@@ -1,0 +1,249 @@
+//! Eviction with metadata kept: `evict(ref, before)` drops the delta
+//! artifacts of the commits older than `before` (a compaction or snapshot
+//! on the ref's path) while keeping every commit's metadata, summary and
+//! the artifacts of compactions and snapshots, so history (`ctx log`)
+//! still reads the whole chain and the default materialize (which stops at
+//! the nearest compaction) still works. Materializing across an evicted
+//! delta answers `Gone` naming the commit and the `before` to materialize
+//! from instead.
+//!
+//! # What is evicted
+//! The delta commits strictly older than `before` on the ref target's path,
+//! down to the root, except those another line of history still needs: a
+//! commit with a child off the path below `before` (a fork that does not
+//! descend from `before`) keeps its delta, and so do all its ancestors,
+//! since that fork's own default materialize reads them. They are reported
+//! as `kept`.
+//!
+//! # The cache
+//! A cached materialization built across the evicted deltas must not be
+//! served, or a materialize would answer bytes where an uncached one
+//! answers 410. Removed are: every cache entry of an evicted commit, and
+//! every entry of `before` and its descendants whose stop is not the
+//! default (`compaction`); a default-stop entry of those stops at `before`
+//! or later and never read an evicted delta, so it stays. Entries of the
+//! kept commits and their forks never read an evicted delta either.
+//!
+//! # Order (crash safety)
+//! The commits are marked evicted first, then the cache entries go (their
+//! artifact, then the entry), then the delta artifacts, each deleted only
+//! when no commit or cache entry outside the eviction uses the same bytes
+//! (the rule erasure uses). Interrupted anywhere, running the eviction
+//! again finishes it (the markers are idempotent, deletes of what is
+//! already gone count nothing), and a reader that finds an artifact
+//! missing finds its marker too: the answer is 410, never a 500.
+//!
+//! Cost: one store query per commit of the path below `before` (its
+//! children, its cache entries) and per descendant of `before`: eviction
+//! is an operator's occasional call, not a hot path.
+
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use super::Service;
+use super::lifecycle::Erased;
+use crate::commit::{Commit, CommitType, Stop};
+use crate::error::{Error, Result};
+use crate::id::{ArtifactRef, CommitId, RefName, TenantId};
+use crate::store::MaterializeKey;
+
+/// What an eviction did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct Evicted {
+    /// The compaction or snapshot evicted before: what to materialize from.
+    #[schema(value_type = String)]
+    pub before: CommitId,
+    /// Delta commits whose delta is evicted (by this call or an earlier one
+    /// with the same `before`); their metadata stays.
+    pub commits: u64,
+    /// Eviction markers this call set (0 on a re-run).
+    pub marked: u64,
+    /// Delta commits older than `before` whose delta is kept because a fork
+    /// off the path below `before` still needs it, oldest first.
+    #[schema(value_type = Vec<String>)]
+    pub kept: Vec<CommitId>,
+    /// Artifacts deleted (evicted deltas and cached results built on them).
+    pub artifacts: u64,
+    /// Artifacts kept because a commit or cache entry outside the eviction
+    /// uses the same bytes.
+    pub artifacts_shared: u64,
+    /// Materialization cache entries removed.
+    pub cache: u64,
+}
+
+impl Service {
+    /// Evicts the deltas older than `before` on the path of ref `name`
+    /// (see the module documentation).
+    ///
+    /// # Errors
+    /// `NotFound` for the ref (also another tenant's); `Invalid` (field
+    /// `before`) when `before` does not exist, is not a compaction or
+    /// snapshot, or is not on the ref target's path; `Unavailable`.
+    pub async fn evict(
+        &self,
+        tenant: &TenantId,
+        name: &RefName,
+        before: &CommitId,
+    ) -> Result<Evicted> {
+        let meta = &self.stores.meta;
+        let target = self.get_ref(tenant, name).await?.target;
+        let b = meta
+            .get_commit(tenant, before)
+            .await?
+            .ok_or_else(|| Error::invalid("before", format!("commit {before} does not exist")))?;
+        if !matches!(b.commit_type, CommitType::Compaction | CommitType::Snapshot) {
+            return Err(Error::invalid(
+                "before",
+                format!(
+                    "commit {before} is a {}; eviction keeps history from a compaction \
+                     or snapshot commit",
+                    b.commit_type.as_str()
+                ),
+            ));
+        }
+        let tip = self.show(tenant, &target).await?;
+        let not_on_path = || {
+            Error::invalid(
+                "before",
+                format!("commit {before} is not on the path of ref {name} (at {target})"),
+            )
+        };
+        if b.depth > tip.depth {
+            return Err(not_on_path());
+        }
+        // From `before` down to the root, newest first.
+        let wanted = usize::try_from(tip.depth.saturating_add(1)).ok();
+        let path = self.walk(tenant, tip, wanted, |_| false).await?;
+        let at = path
+            .iter()
+            .position(|c| c.id == *before)
+            .ok_or_else(not_on_path)?;
+        let older = &path[at + 1..];
+        // The newest commit below `before` with a child off the path: it
+        // and everything older stay readable for that fork.
+        let mut keep_from = older.len();
+        let mut above = *before;
+        for (i, c) in older.iter().enumerate() {
+            let children = meta.child_commits(tenant, &c.id).await?;
+            if children.iter().any(|k| k.id != above) {
+                keep_from = i;
+                break;
+            }
+            above = c.id;
+        }
+        let evicted: BTreeMap<CommitId, Commit> = older[..keep_from]
+            .iter()
+            .filter(|c| c.commit_type == CommitType::Delta)
+            .map(|c| (c.id, c.clone()))
+            .collect();
+        let mut kept: Vec<CommitId> = older[keep_from..]
+            .iter()
+            .filter(|c| c.commit_type == CommitType::Delta)
+            .map(|c| c.id)
+            .collect();
+        kept.reverse();
+        let ids: Vec<CommitId> = evicted.keys().copied().collect();
+        let mut report = Evicted {
+            before: *before,
+            commits: ids.len() as u64,
+            marked: 0,
+            kept,
+            artifacts: 0,
+            artifacts_shared: 0,
+            cache: 0,
+        };
+        // 1. Markers: from here on a missing delta reads as evicted.
+        report.marked = meta.mark_evicted(tenant, before, &ids).await?;
+        // 2. Cache entries that may have read an evicted delta.
+        let mut doomed: Vec<(MaterializeKey, ArtifactRef)> = Vec::new();
+        for id in evicted.keys() {
+            for (k, m) in meta.materialized_of(tenant, id).await? {
+                doomed.push((k, m.artifact_ref));
+            }
+        }
+        let mut frontier = vec![*before];
+        let mut seen: HashSet<CommitId> = HashSet::from([*before]);
+        while let Some(id) = frontier.pop() {
+            for (k, m) in meta.materialized_of(tenant, &id).await? {
+                if k.stop != Stop::Compaction {
+                    doomed.push((k, m.artifact_ref));
+                }
+            }
+            for child in meta.child_commits(tenant, &id).await? {
+                if seen.insert(child.id) {
+                    frontier.push(child.id);
+                }
+            }
+        }
+        let cache_keys: HashSet<MaterializeKey> = doomed.iter().map(|(k, _)| k.clone()).collect();
+        let mut decided: BTreeSet<ArtifactRef> = BTreeSet::new();
+        let mut removed = Erased::default();
+        for (key, art) in doomed {
+            self.drop_artifact(
+                tenant,
+                &art,
+                false,
+                &evicted,
+                &cache_keys,
+                &mut decided,
+                &mut removed,
+            )
+            .await?;
+            if meta.delete_materialized(tenant, &key).await? {
+                report.cache += 1;
+            }
+        }
+        // 3. The deltas: a blob unless another commit or cache entry still
+        // uses its bytes; bytes inline with the commit always (they are
+        // this commit's own copy).
+        for c in evicted.values() {
+            let counted = removed.artifacts;
+            self.drop_artifact(
+                tenant,
+                &c.artifact_ref,
+                false,
+                &evicted,
+                &cache_keys,
+                &mut decided,
+                &mut removed,
+            )
+            .await?;
+            if meta.clear_inline(tenant, &c.id).await? && removed.artifacts == counted {
+                removed.artifacts += 1;
+            }
+        }
+        report.artifacts = removed.artifacts;
+        report.artifacts_shared = removed.artifacts_shared;
+        Ok(report)
+    }
+
+    /// The error for commit `id`'s missing artifact `art`: `Gone` naming
+    /// what to materialize from when an eviction dropped it, else
+    /// `Internal` (a stored commit's bytes must exist).
+    pub(super) async fn missing_artifact(
+        &self,
+        tenant: &TenantId,
+        id: CommitId,
+        art: ArtifactRef,
+    ) -> Error {
+        match self.stores.meta.evicted_by(tenant, &id).await {
+            Ok(Some(before)) => Error::new(
+                crate::error::ErrorKind::Gone,
+                format!(
+                    "the delta of commit {id} was evicted (metadata and summary kept); \
+                     materialize from {before} or a later commit instead (the default \
+                     stop, `compaction`, does)"
+                ),
+            ),
+            Ok(None) => Error::internal(format!(
+                "artifact {art} of commit {id} is missing from storage"
+            )),
+            Err(e) => e,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
