@@ -216,6 +216,9 @@ impl Service {
         }
         report.artifacts = removed.artifacts;
         report.artifacts_shared = removed.artifacts_shared;
+        // Bytes inline with the commits were rows: no copy of them may stay
+        // in the database's free pages or its write-ahead log.
+        meta.compact().await?;
         Ok(report)
     }
 
