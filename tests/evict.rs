@@ -67,12 +67,8 @@ async fn evicted_deltas_answer_gone_while_log_and_the_default_still_work() {
 
     // The deltas' bytes are gone from the data directory (the cached root
     // materialization too); their metadata is not.
-    for (path, bytes) in walk(dir.path()) {
-        assert!(
-            !bytes.windows(8).any(|w| w == b"EVICTME-"),
-            "{path} still holds an evicted delta"
-        );
-    }
+    let left = ctx_tests::files_holding(dir.path(), b"EVICTME-");
+    assert!(left.is_empty(), "{left:?} still hold an evicted delta");
 
     let uri = format!("/v1/commits/{tip}/materialize");
     let (st, err) = http
@@ -100,21 +96,4 @@ async fn evicted_deltas_answer_gone_while_log_and_the_default_still_work() {
     for i in 0..4 {
         assert!(log.contains(&format!("summary {i}")), "{log}");
     }
-}
-
-/// Every file under `dir` with its bytes.
-fn walk(dir: &std::path::Path) -> Vec<(String, Vec<u8>)> {
-    let mut found = Vec::new();
-    let mut stack = vec![dir.to_owned()];
-    while let Some(d) = stack.pop() {
-        for entry in std::fs::read_dir(&d).expect("read dir") {
-            let path = entry.expect("entry").path();
-            if path.is_dir() {
-                stack.push(path);
-            } else if let Ok(bytes) = std::fs::read(&path) {
-                found.push((path.display().to_string(), bytes));
-            }
-        }
-    }
-    found
 }

@@ -519,9 +519,11 @@ async fn materialize_depth(depth: usize, chains: usize) -> MaterializeRow {
     let tenant = tenant();
     let dir = tempfile::tempdir().expect("tempdir");
 
-    // Bulk load: artifacts are still fsynced, SQLite is not.
+    // Bulk load: artifacts are still fsynced, SQLite is not. The deltas go
+    // to the CAS (not inline), so that the limit below reads the same
+    // bytes as files.
     let start = Instant::now();
-    let loader = local_service(dir.path(), Durability::Off);
+    let loader = local_service_cas_only(dir.path(), Durability::Off);
     let mut built = Vec::with_capacity(chains);
     for c in 0..chains {
         // Chain numbers are offset so no delta repeats another depth's.
@@ -907,7 +909,8 @@ async fn resume_loop(plan: &Plan) {
     let turns = if plan.quick { 10 } else { RESUME_TURNS };
     let tenant = tenant();
     let dir = tempfile::tempdir().expect("tempdir");
-    let loader = local_service(dir.path(), Durability::Off);
+    // Deltas in the CAS, as the limit reads them.
+    let loader = local_service_cas_only(dir.path(), Durability::Off);
     let chain = build_chain(&loader, 7_000, depth).await;
     drop(loader);
     let svc = local_service(dir.path(), Durability::Full);
