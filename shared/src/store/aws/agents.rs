@@ -7,21 +7,17 @@
 
 use std::collections::HashMap;
 
-use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes, ReturnValue};
+use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use super::items::{Item, consistent_get, from_item, key, n, s, to_item};
-use super::meta::commit_item;
 use super::{DynamoMetaStore, keys, sdk_error};
 use crate::agent::{AgentRecord, SaveId, SaveRecord, WorkingContextRef};
 use crate::clock::micros_to_time;
 use crate::commit::Commit;
 use crate::error::{Error, Result};
 use crate::id::{ArtifactRef, CommitId, Principal, TenantId};
-
-/// The most keys one `BatchGetItem` takes.
-const BATCH_GET: usize = 100;
 
 /// An agent record item.
 #[derive(Debug, Serialize, Deserialize)]
@@ -118,42 +114,7 @@ impl DynamoMetaStore {
                 _ => break,
             }
         }
-        let mut found: HashMap<CommitId, Commit> = HashMap::with_capacity(ids.len());
-        for chunk in ids.chunks(BATCH_GET) {
-            let mut pending: Vec<Item> = chunk
-                .iter()
-                .map(|id| key(keys::commit_pk(tenant, id), keys::COMMIT_SK))
-                .collect();
-            while !pending.is_empty() {
-                let request = KeysAndAttributes::builder()
-                    .set_keys(Some(std::mem::take(&mut pending)))
-                    .consistent_read(true)
-                    .build()
-                    .map_err(|e| Error::internal(format!("cannot build a BatchGetItem: {e}")))?;
-                let out = self
-                    .client()
-                    .batch_get_item()
-                    .request_items(self.table(), request)
-                    .send()
-                    .await
-                    .map_err(|e| sdk_error("DynamoDB BatchGetItem", e))?;
-                for item in out
-                    .responses
-                    .unwrap_or_default()
-                    .remove(self.table())
-                    .unwrap_or_default()
-                {
-                    let c = commit_item(item)?.c;
-                    found.insert(c.id, c);
-                }
-                if let Some(mut rest) = out.unprocessed_keys
-                    && let Some(k) = rest.remove(self.table())
-                {
-                    pending = k.keys;
-                }
-            }
-        }
-        Ok(ids.iter().filter_map(|id| found.remove(id)).collect())
+        self.commits_by_id(tenant, &ids).await
     }
 
     pub(super) async fn read_agent(

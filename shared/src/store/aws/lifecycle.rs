@@ -127,10 +127,15 @@ impl DynamoMetaStore {
         Ok(out)
     }
 
-    /// The commits named, by BatchGetItem (strongly consistent); ids with
-    /// no commit are left out.
-    async fn commits_by_id(&self, tenant: &TenantId, ids: &[CommitId]) -> Result<Vec<Commit>> {
-        let mut out = Vec::new();
+    /// The commits named, by BatchGetItem (strongly consistent), in the
+    /// order of `ids`; ids with no commit are left out.
+    pub(super) async fn commits_by_id(
+        &self,
+        tenant: &TenantId,
+        ids: &[CommitId],
+    ) -> Result<Vec<Commit>> {
+        let mut found: std::collections::HashMap<CommitId, Commit> =
+            std::collections::HashMap::with_capacity(ids.len());
         for chunk in ids.chunks(BATCH_GET) {
             let mut pending: Vec<Item> = chunk
                 .iter()
@@ -150,9 +155,10 @@ impl DynamoMetaStore {
                     .send()
                     .await
                     .map_err(|e| sdk_error("DynamoDB BatchGetItem", e))?;
-                if let Some(mut found) = res.responses {
-                    for item in found.remove(self.table()).unwrap_or_default() {
-                        out.push(commit_item(item)?.c);
+                if let Some(mut responses) = res.responses {
+                    for item in responses.remove(self.table()).unwrap_or_default() {
+                        let c = commit_item(item)?.c;
+                        found.insert(c.id, c);
                     }
                 }
                 if let Some(ka) = res
@@ -163,7 +169,7 @@ impl DynamoMetaStore {
                 }
             }
         }
-        Ok(out)
+        Ok(ids.iter().filter_map(|id| found.remove(id)).collect())
     }
 
     fn parse_ids(rows: Vec<(String, Item)>) -> Result<Vec<CommitId>> {
