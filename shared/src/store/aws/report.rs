@@ -105,6 +105,32 @@ fn service(
     })
 }
 
+/// A service over the emulator whose every AWS request `counter` counts,
+/// on a driven clock; the deltas inline, or (`inline` false) in S3.
+async fn counted(
+    config: &AwsConfig,
+    inline: bool,
+) -> Result<(RequestCounter, Arc<ManualClock>, crate::service::Service)> {
+    let counter = RequestCounter::new();
+    let hooks = AwsHooks {
+        interceptor: Some(SharedInterceptor::new(counter.clone())),
+        ..AwsHooks::default()
+    };
+    let (blobs, meta) = connect(config, hooks).await?;
+    let clock = Arc::new(ManualClock::new(crate::clock::micros_to_time(
+        1_790_000_000_000_000,
+    )));
+    let service = service(blobs, meta, clock.clone(), inline);
+    Ok((counter, clock, service))
+}
+
+/// A tenant no earlier run used.
+fn fresh_tenant() -> Result<TenantId> {
+    let mut nonce = [0u8; 6];
+    crate::clock::IdSource::fill(&crate::clock::OsRandom, &mut nonce);
+    format!("report-{}", hex::encode(nonce)).parse()
+}
+
 /// Counts the requests of checkpoint, resolve, show, history(50) and cold
 /// and warm materialize and the next turn's materialize at each depth,
 /// with `forks` forks on the path; the (small) deltas inline with their
@@ -118,21 +144,10 @@ pub async fn request_counts(
     forks: usize,
     inline: bool,
 ) -> Result<Vec<Row>> {
-    let counter = RequestCounter::new();
-    let hooks = AwsHooks {
-        interceptor: Some(SharedInterceptor::new(counter.clone())),
-        ..AwsHooks::default()
-    };
-    let (blobs, meta) = connect(config, hooks).await?;
-    let clock = Arc::new(ManualClock::new(crate::clock::micros_to_time(
-        1_790_000_000_000_000,
-    )));
-    let service = service(blobs, meta, clock.clone(), inline);
+    let (counter, clock, service) = counted(config, inline).await?;
     let mut rows = Vec::new();
     for &depth in depths {
-        let mut nonce = [0u8; 6];
-        crate::clock::IdSource::fill(&crate::clock::OsRandom, &mut nonce);
-        let tenant: TenantId = format!("report-{}", hex::encode(nonce)).parse()?;
+        let tenant = fresh_tenant()?;
         let principal = "reporter";
         // Build the chain: `forks` + 1 segments, each after the first
         // starting at a commit whose run slot a decoy child already holds.
@@ -213,21 +228,10 @@ pub async fn erase_request_counts(
     depths: &[u64],
     inline: bool,
 ) -> Result<Vec<Row>> {
-    let counter = RequestCounter::new();
-    let hooks = AwsHooks {
-        interceptor: Some(SharedInterceptor::new(counter.clone())),
-        ..AwsHooks::default()
-    };
-    let (blobs, meta) = connect(config, hooks).await?;
-    let clock = Arc::new(ManualClock::new(crate::clock::micros_to_time(
-        1_790_000_000_000_000,
-    )));
-    let service = service(blobs, meta, clock.clone(), inline);
+    let (counter, clock, service) = counted(config, inline).await?;
     let mut rows = Vec::new();
     for &depth in depths {
-        let mut nonce = [0u8; 6];
-        crate::clock::IdSource::fill(&crate::clock::OsRandom, &mut nonce);
-        let tenant: TenantId = format!("report-{}", hex::encode(nonce)).parse()?;
+        let tenant = fresh_tenant()?;
         let session: crate::id::SessionId = "erase-me".parse()?;
         let mut tip: Option<CommitId> = None;
         for i in 0..=depth {
