@@ -57,6 +57,22 @@ const MAX_DESCRIPTION: usize = 1024;
 /// Bytes in a system prompt given to a restore.
 const MAX_SYSTEM_PROMPT: usize = 1024 * 1024;
 
+/// An agent's window as its record and timeline give it.
+struct WindowCommits {
+    /// The lower bound (exclusive).
+    since: DateTime<Utc>,
+    /// What set the lower bound.
+    reason: WindowReason,
+    /// The upper bound: now.
+    until: DateTime<Utc>,
+    /// The commits in it, oldest first.
+    commits: Vec<Commit>,
+    /// Whether more commits were in it than one read returns.
+    truncated: bool,
+    /// The joined windows the record remembers.
+    windows: Vec<ArtifactRef>,
+}
+
 impl Service {
     /// An agent's settings (defaults for an agent never configured).
     ///
@@ -134,13 +150,7 @@ impl Service {
         tenant: &TenantId,
         agent: &Principal,
         thread: Option<&str>,
-    ) -> Result<(
-        DateTime<Utc>,
-        WindowReason,
-        DateTime<Utc>,
-        Vec<Commit>,
-        bool,
-    )> {
+    ) -> Result<WindowCommits> {
         let rec = self
             .stores
             .meta
@@ -170,7 +180,14 @@ impl Service {
         commits.reverse();
         commits
             .retain(|c| in_window(c) && thread.is_none_or(|t| c.thread_id.as_deref() == Some(t)));
-        Ok((since, reason, now, commits, truncated))
+        Ok(WindowCommits {
+            since,
+            reason,
+            until: now,
+            commits,
+            truncated,
+            windows: rec.windows.unwrap_or_default(),
+        })
     }
 
     /// The agent's window: the messages of its commits created after
@@ -188,13 +205,20 @@ impl Service {
         thread: Option<&str>,
         format: Option<FormatId>,
     ) -> Result<Window> {
-        let (since, reason, until, commits, truncated) =
-            self.window_commits(tenant, agent, thread).await?;
+        let WindowCommits {
+            since,
+            reason,
+            until,
+            commits,
+            truncated,
+            windows,
+        } = self.window_commits(tenant, agent, thread).await?;
         let format = format.or_else(|| default_format(&commits));
         let (artifact_ref, message_count, token_count) = match (&format, commits.is_empty()) {
             (Some(f), false) => {
                 let (m, _) = self.join_commits(tenant, &commits, f).await?;
-                self.remember_window(tenant, agent, m.artifact_ref).await?;
+                self.remember_window(tenant, agent, windows, m.artifact_ref)
+                    .await?;
                 (Some(m.artifact_ref), m.message_count, m.token_count)
             }
             _ => (None, 0, 0),
@@ -212,8 +236,9 @@ impl Service {
         })
     }
 
-    /// Remembers a joined window handed out in `agent`'s record, so that an
-    /// erase of the commits it holds finds it; the oldest beyond
+    /// Remembers a joined window handed out in `agent`'s record (whose
+    /// list, as the window read it, is `windows`), so that an erase of the
+    /// commits it holds finds it; the oldest beyond
     /// [`WINDOWS_KEPT`] is deleted unless a cache entry or commit holds the
     /// same bytes. (Two windows remembered at once may lose one; the
     /// collection removes it as an unreferenced cached result.)
@@ -221,14 +246,10 @@ impl Service {
         &self,
         tenant: &TenantId,
         agent: &Principal,
+        mut windows: Vec<ArtifactRef>,
         window: ArtifactRef,
     ) -> Result<()> {
         let meta = &self.stores.meta;
-        let mut windows = meta
-            .get_agent(tenant, agent)
-            .await?
-            .and_then(|r| r.windows)
-            .unwrap_or_default();
         if windows.last() == Some(&window) {
             return Ok(());
         }
@@ -273,7 +294,12 @@ impl Service {
         if let Some(d) = &description {
             crate::commit::check_text("description", d, MAX_DESCRIPTION)?;
         }
-        let (since, _, now, commits, _) = self.window_commits(tenant, agent, None).await?;
+        let WindowCommits {
+            since,
+            until: now,
+            commits,
+            ..
+        } = self.window_commits(tenant, agent, None).await?;
         let mut by_thread: BTreeMap<Option<String>, Vec<Commit>> = BTreeMap::new();
         for c in commits {
             by_thread.entry(c.thread_id.clone()).or_default().push(c);
