@@ -42,10 +42,8 @@ const USERS_LIMIT: usize = 10_000;
 /// finished erase removes nothing).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct Erased {
-    /// Commits removed.
+    /// Commits removed (each with its timeline entry).
     pub commits: u64,
-    /// Timeline entries removed (one per commit).
-    pub timeline: u64,
     /// Artifacts deleted (deltas and cached results no one else uses).
     pub artifacts: u64,
     /// Artifacts kept because a commit or cache entry outside the erase
@@ -73,7 +71,6 @@ pub struct Erased {
 impl Erased {
     fn add(&mut self, o: &Erased) {
         self.commits += o.commits;
-        self.timeline += o.timeline;
         self.artifacts += o.artifacts;
         self.artifacts_shared += o.artifacts_shared;
         self.refs += o.refs;
@@ -402,7 +399,6 @@ impl Service {
             .await?;
             if meta.delete_commit(tenant, c).await? {
                 report.commits += 1;
-                report.timeline += 1;
             }
         }
         Ok(report)

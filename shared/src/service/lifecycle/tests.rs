@@ -142,7 +142,6 @@ async fn erase_removes_commits_artifacts_cache_and_refs_but_keeps_shared_bytes()
         erased,
         Erased {
             commits: 2,
-            timeline: 2,
             // secret-1, the joined result, the translation.
             artifacts: 3,
             // secret-0, also b0's delta.
