@@ -12,6 +12,11 @@
 //!    2.75 MB) of durable checkpoints, the data directory's size live and
 //!    after a clean stop against the raw bytes, deltas inline (the default)
 //!    and in the CAS (`CTX_INLINE_DELTA_BYTES=0`), with the breakdown.
+//!
+//!    1c. **Concurrent writers** (issue 14, group commit): durable
+//!    checkpoints/s from 1 and 16 writers at once, each its own chain,
+//!    grouped into shared WAL commits and (the alternative) each committed
+//!    alone; next to the fsync rate of one file.
 //! 2. **Materialize** at chain depth 10 / 100 / 1,000: uncached (cold) and
 //!    cached `Service::materialize` with `stop: root`; next to reading the
 //!    same artifact files with `std::fs::read` and concatenating them, and
@@ -145,12 +150,13 @@ fn main() {
     println!();
 
     // `--materialize-only`: sections 2 and 2b alone; `--checkpoints-only`:
-    // sections 1 and 1b alone.
+    // sections 1, 1b and 1c alone.
     let only = std::env::args().any(|a| a == "--materialize-only");
     let checkpoints_only = std::env::args().any(|a| a == "--checkpoints-only");
     rt.block_on(async {
         if !only {
             checkpoints(&plan).await;
+            concurrent_checkpoints(&plan).await;
             bytes_at_rest(&plan).await;
         }
         if checkpoints_only {
@@ -453,6 +459,98 @@ async fn checkpoints(plan: &Plan) {
             us(s.quantile(0.99))
         );
     }
+    println!();
+}
+
+// ---------------------------------------------------------------------------
+// 1c. Concurrent writers (group commit)
+
+/// `writers` tasks, each checkpointing `per_writer` turns of its own chain
+/// on `svc` at once: every checkpoint's latency, and the wall time of all.
+async fn concurrent_chains(svc: &Service, writers: usize, per_writer: usize) -> Samples {
+    let start = Instant::now();
+    let each = stream::iter(0..writers)
+        .map(|w| async move {
+            let tenant = tenant();
+            let mut parent: Option<CommitId> = None;
+            let mut each = Vec::with_capacity(per_writer);
+            for i in 0..per_writer {
+                let req = checkpoint_request(
+                    parent,
+                    delta(100 + w, i),
+                    micros_to_time(EPOCH_MICROS + i as i64 * 1_000_000),
+                );
+                let t = Instant::now();
+                let done = svc.checkpoint(&tenant, req).await.expect("checkpoint");
+                each.push(t.elapsed());
+                parent = Some(done.commit.id);
+            }
+            each
+        })
+        .buffer_unordered(writers)
+        .collect::<Vec<_>>()
+        .await
+        .concat();
+    Samples::new(each, start.elapsed())
+}
+
+/// One file, 1 KiB appended and `fdatasync`ed per write: the rate of
+/// fsyncs one writer gets, what a commit that does not share its fsync is
+/// bounded by.
+fn fsync_appends(dir: &Path, n: usize) -> Samples {
+    let mut f = File::create(dir.join("log")).expect("create");
+    let mut each = Vec::with_capacity(n);
+    let start = Instant::now();
+    for i in 0..n {
+        let t = Instant::now();
+        f.write_all(delta(3, i).as_bytes()).expect("write");
+        f.sync_data().expect("fdatasync");
+        each.push(t.elapsed());
+    }
+    Samples::new(each, start.elapsed())
+}
+
+/// Durable checkpoints from 1 and 16 concurrent writers (each its own
+/// chain, 1 KiB inline deltas), with group commit and with every
+/// transaction committed alone, beside the fsync rate of one file.
+async fn concurrent_checkpoints(plan: &Plan) {
+    let per_writer = if plan.quick { 10 } else { 200 };
+    println!(
+        "## 1c. Concurrent writers: durable checkpoints, group commit ({per_writer} per writer, each writer its own chain, 1 KiB inline deltas)\n"
+    );
+    println!("| writers | commits | ops/s | p50 µs | p99 µs | transactions per WAL commit |");
+    println!("|---|---|---:|---:|---:|---:|");
+    for (writers, limit) in [(1, 64), (16, 64), (16, 1)] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let meta = SqliteMetaStore::open_with(dir.path(), Durability::Full).expect("sqlite opens");
+        meta.set_group_limit(limit);
+        let meta = Arc::new(meta);
+        let blobs = LocalBlobStore::open(dir.path()).expect("blob store opens");
+        let svc = service(Arc::new(blobs), meta.clone());
+        let before = meta.write_groups();
+        let s = concurrent_chains(&svc, writers, per_writer).await;
+        let after = meta.write_groups();
+        let per_commit = (after.0 - before.0) as f64 / (after.1 - before.1).max(1) as f64;
+        println!(
+            "| {writers} | {} | {:.0} | {} | {} | {per_commit:.1} |",
+            if limit == 1 {
+                "each alone (group limit 1, as before)"
+            } else {
+                "grouped (default)"
+            },
+            s.ops_per_sec(),
+            us(s.median()),
+            us(s.quantile(0.99)),
+        );
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = fsync_appends(dir.path(), per_writer * 4);
+    println!(
+        "| limit: 1 KiB appended + `fdatasync`, one file, one writer | - | {:.0} | {} | {} | - |",
+        s.ops_per_sec(),
+        us(s.median()),
+        us(s.quantile(0.99)),
+    );
     println!();
 }
 

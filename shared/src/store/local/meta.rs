@@ -58,6 +58,20 @@ impl SqliteMetaStore {
     pub fn branch_store(&self) -> SqliteBranchStore {
         SqliteBranchStore::on(self.db.clone())
     }
+
+    /// Write transactions answered so far, and the `COMMIT`s (WAL fsyncs)
+    /// that carried them: concurrent writers share commits (group commit),
+    /// so the ratio is the mean group size.
+    pub fn write_groups(&self) -> (u64, u64) {
+        self.db.group.counts()
+    }
+
+    /// Caps how many write transactions one commit carries (64 unless
+    /// set; 1 commits each on its own, as before group commit): for
+    /// measuring what the grouping buys.
+    pub fn set_group_limit(&self, limit: usize) {
+        self.db.group.set_limit(limit);
+    }
 }
 
 /// A commit from its row: the JSON `body` and the artifact bytes stored

@@ -18,6 +18,7 @@
 //!   connection setup (`Database`) every SQLite store opens through.
 //! - `blobs`: [`LocalBlobStore`], the filesystem CAS.
 //! - `meta`: [`SqliteMetaStore`], the `MetaStore` and `TokenStore`.
+//! - `group`: group commit, the writer's transactions (`Database::transaction`).
 //! - `summaries`: its summary queue.
 //! - `lifecycle`: its erasure, retention and pin queries.
 //! - `branches`: [`SqliteBranchStore`], the `BranchStore`.
@@ -27,13 +28,14 @@ use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use rusqlite::{Connection, Transaction, TransactionBehavior};
+use rusqlite::Connection;
 
 use crate::error::{Error, Result};
 
 mod agents;
 mod blobs;
 mod branches;
+mod group;
 mod lifecycle;
 mod meta;
 pub mod schema;
@@ -106,6 +108,8 @@ struct Database {
     writer: Mutex<Connection>,
     readers: Vec<Mutex<Connection>>,
     next_reader: AtomicUsize,
+    /// Transactions waiting to be committed together ([`group`]).
+    group: group::Queue,
 }
 
 /// Opens one connection with the settings every connection has.
@@ -223,6 +227,7 @@ impl Database {
             writer: Mutex::new(writer),
             readers,
             next_reader: AtomicUsize::new(0),
+            group: group::Queue::default(),
         }))
     }
 
@@ -233,22 +238,6 @@ impl Database {
     ) -> Result<T> {
         let db = self.clone();
         blocking(move || f(&mut lock(&db.writer))).await
-    }
-
-    /// Runs `f` in one `BEGIN IMMEDIATE` transaction on the writer, so that
-    /// what it reads cannot change under it (across processes too); it
-    /// commits when `f` succeeds and rolls back when it fails.
-    async fn transaction<T: Send + 'static>(
-        self: &Arc<Self>,
-        f: impl FnOnce(&Transaction<'_>) -> Result<T, LocalError> + Send + 'static,
-    ) -> Result<T> {
-        self.write(move |conn| {
-            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-            let out = f(&tx)?;
-            tx.commit()?;
-            Ok(out)
-        })
-        .await
     }
 
     /// Runs `f` on one of the reader connections, off the async threads.
