@@ -118,7 +118,7 @@ where
 {
     fn run(&mut self, conn: &Connection) -> Result<(), LocalError> {
         let work = self.work.take().expect("a job runs once");
-        conn.execute_batch("SAVEPOINT job")?;
+        step(conn, "SAVEPOINT job")?;
         let outcome = match catch_unwind(AssertUnwindSafe(|| work(conn))) {
             Ok(outcome) => outcome,
             Err(_) => Err(Error::internal("a storage transaction panicked").into()),
@@ -133,9 +133,9 @@ where
             .into());
         }
         if outcome.is_err() {
-            conn.execute_batch("ROLLBACK TO job")?;
+            step(conn, "ROLLBACK TO job")?;
         }
-        conn.execute_batch("RELEASE job")?;
+        step(conn, "RELEASE job")?;
         self.outcome = Some(outcome);
         Ok(())
     }
@@ -158,6 +158,12 @@ where
         // The caller may have gone away; its transaction stands regardless.
         let _ = self.reply.send(outcome);
     }
+}
+
+/// Runs one statement without parameters, prepared once per connection.
+fn step(conn: &Connection, sql: &str) -> Result<(), LocalError> {
+    conn.prepare_cached(sql)?.execute([])?;
+    Ok(())
 }
 
 impl Database {

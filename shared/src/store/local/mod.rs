@@ -9,9 +9,10 @@
 //!   [`schema`].
 //!
 //! An artifact is durable before the commit that names it, and a commit,
-//! its timeline entry and its ref move are one SQLite transaction, so a
-//! crash at any point leaves no commit without its artifact and no ref to a
-//! missing commit.
+//! its timeline entry and its ref move are one SQLite transaction (a
+//! savepoint of a group commit: `group`), answered only once committed, so
+//! a crash at any point leaves no commit without its artifact, no ref to a
+//! missing commit, and loses no acknowledged commit.
 //!
 //! # Layout
 //! - this file: the private error type, [`Durability`], and the one
