@@ -77,22 +77,28 @@ impl Service {
         };
         if let Some(m) = self.stores.meta.get_materialized(tenant, &key).await? {
             // A cached artifact may have been evicted (the LRU budget, an
-            // S3 lifecycle rule): then the entry is rebuilt, transparently.
-            if self
-                .stores
-                .blobs
-                .stat(tenant, BlobArea::Cache, &m.artifact_ref)
-                .await?
-                .is_some()
-            {
-                self.cache_used(tenant, &key).await?;
-                return Ok((
-                    Materialization {
-                        result: m,
-                        cached: true,
-                    },
-                    None,
-                ));
+            // S3 lifecycle rule) or, not being written durably, left short
+            // by a crash: then the entry is rebuilt, transparently (and
+            // replaced below). A garbled file of the right size is caught
+            // by the verified download, which rebuilds it too.
+            let blobs = &self.stores.blobs;
+            match blobs.stat(tenant, BlobArea::Cache, &m.artifact_ref).await? {
+                Some(stored) if stored.size == m.size => {
+                    self.cache_used(tenant, &key).await?;
+                    return Ok((
+                        Materialization {
+                            result: m,
+                            cached: true,
+                        },
+                        None,
+                    ));
+                }
+                Some(_) => {
+                    blobs
+                        .remove(tenant, BlobArea::Cache, &m.artifact_ref)
+                        .await?;
+                }
+                None => {}
             }
         }
         let (m, bytes) = match self
@@ -255,7 +261,7 @@ impl Service {
             {
                 let newer = self.contributing(vec![tip.clone()], stop);
                 if let Some(m) = self
-                    .append_to(tenant, &codec, format, &cached, &newer)
+                    .append_to(tenant, &codec, &parent_key, &cached, &newer)
                     .await?
                 {
                     return Ok(Incremental::Done(m));
@@ -277,19 +283,20 @@ impl Service {
             })
             .collect();
         let meta = &self.stores.meta;
-        let found: Vec<Option<Materialized>> = stream::iter(keys)
+        let found: Vec<Option<Materialized>> = stream::iter(keys.clone())
             .map(|key| async move { meta.get_materialized(tenant, &key).await })
             .buffered(MAX_PROBES)
             .try_collect()
             .await?;
         let hit = probes
             .iter()
+            .zip(keys)
             .zip(found)
-            .find_map(|(&i, m)| m.map(|m| (i, m)));
-        if let Some((i, cached)) = hit {
+            .find_map(|((&i, key), m)| m.map(|m| (i, key, m)));
+        if let Some((i, key, cached)) = hit {
             let newer = self.contributing(path[..i].to_vec(), stop);
             if let Some(m) = self
-                .append_to(tenant, &codec, format, &cached, &newer)
+                .append_to(tenant, &codec, &key, &cached, &newer)
                 .await?
             {
                 return Ok(Incremental::Done(m));
@@ -298,9 +305,12 @@ impl Service {
         Ok(Incremental::Path(path))
     }
 
-    /// `cached` followed by the artifacts of `newer` (oldest first), when
-    /// both are native to `format` and the codec can append; `None`
-    /// otherwise (or when the cached artifact has been evicted).
+    /// `cached` (the entry of `key`) followed by the artifacts of `newer`
+    /// (oldest first), when both are native to the key's format and the
+    /// codec can append; `None` otherwise, or when the cached artifact has
+    /// been evicted or does not verify (a cached result is not written
+    /// durably: a crash can leave it short or garbled; then the file and
+    /// the entry are removed).
     ///
     /// Translation is never extended: a translated prefix is not a prefix
     /// of the translation in general (tool calls are paired across parts,
@@ -310,22 +320,27 @@ impl Service {
         &self,
         tenant: &TenantId,
         codec: &std::sync::Arc<dyn crate::format::Codec>,
-        format: &FormatId,
+        key: &MaterializeKey,
         cached: &Materialized,
         newer: &[Commit],
     ) -> Result<Option<(Materialized, Bytes)>> {
-        if cached.tier != Tier::Native || newer.iter().any(|c| &c.format != format) {
+        if cached.tier != Tier::Native || newer.iter().any(|c| c.format != key.format) {
             return Ok(None);
         }
-        let Some(prefix) = self
-            .stores
-            .blobs
+        let blobs = &self.stores.blobs;
+        let Some(prefix) = blobs
             .read_in(tenant, BlobArea::Cache, &cached.artifact_ref)
             .await?
         else {
             return Ok(None);
         };
-        crate::store::verify(&cached.artifact_ref, &prefix)?;
+        if crate::store::verify(&cached.artifact_ref, &prefix).is_err() {
+            blobs
+                .remove(tenant, BlobArea::Cache, &cached.artifact_ref)
+                .await?;
+            self.stores.meta.delete_materialized(tenant, key).await?;
+            return Ok(None);
+        }
         let bytes = self.fetch_parts(tenant, newer).await?;
         let Some(joined) = codec.concat_onto(&prefix, &bytes) else {
             return Ok(None);
