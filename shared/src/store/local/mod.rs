@@ -4,6 +4,9 @@
 //! Layout under the data directory:
 //! - `cas/<tenant>/<2 hex>/<64 hex>`: artifacts, written to `tmp/` first,
 //!   fsynced, linked into place, and the directory fsynced;
+//! - `cache/<tenant>/<2 hex>/<64 hex>`: cached results (materializations),
+//!   written and linked the same way but not fsynced: rebuildable, they
+//!   are verified on every read and a bad one is a miss;
 //! - `ctx.db`: commits, lineages, timelines, refs, the materialization
 //!   cache, token hashes and branches, at the schema version of
 //!   [`schema`].
@@ -106,6 +109,8 @@ struct Database {
     writer: Mutex<Connection>,
     readers: Vec<Mutex<Connection>>,
     next_reader: AtomicUsize,
+    /// What every connection was opened with.
+    durability: Durability,
 }
 
 /// Opens one connection with the settings every connection has.
@@ -223,6 +228,7 @@ impl Database {
             writer: Mutex::new(writer),
             readers,
             next_reader: AtomicUsize::new(0),
+            durability,
         }))
     }
 
@@ -263,12 +269,88 @@ impl Database {
         })
         .await
     }
+
+    /// A transaction whose commit need not survive power loss (a
+    /// rebuildable cache): on a [`Durability::Full`] database it commits
+    /// with `synchronous=NORMAL` (WAL appended, not fsynced; a later
+    /// durable commit syncs it). Otherwise as [`Database::transaction`].
+    ///
+    /// Ordering is safe: WAL frames are appended in commit order, so a
+    /// durable commit after this one fsyncs this one's frames too, and a
+    /// torn tail after a power loss loses only commits made here (never a
+    /// durable one, which an fsync ended). Callers write only cache rows
+    /// and cache-use stamps with it; a surviving row whose cached file did
+    /// not survive (cached files are not fsynced either) is a cache miss,
+    /// rebuilt by materialize.
+    async fn transaction_relaxed<T: Send + 'static>(
+        self: &Arc<Self>,
+        f: impl FnOnce(&Transaction<'_>) -> Result<T, LocalError> + Send + 'static,
+    ) -> Result<T> {
+        let relax = self.durability == Durability::Full;
+        self.write(move |conn| {
+            if relax {
+                conn.pragma_update(None, "synchronous", "NORMAL")?;
+            }
+            let out = (|| {
+                let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+                let out = f(&tx)?;
+                tx.commit()?;
+                Ok(out)
+            })();
+            // Restored whatever `f` did: the writer's other commits stay
+            // durable.
+            if relax {
+                conn.pragma_update(None, "synchronous", "FULL")?;
+            }
+            out
+        })
+        .await
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::store::conformance::{self, Backend, Capabilities};
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_relaxed_transaction_commits_without_fsync_and_restores_full() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Database::open(dir.path(), Durability::Full).unwrap();
+        let sync = |c: &Connection| -> Result<i64, LocalError> {
+            Ok(c.pragma_query_value(None, "synchronous", |r| r.get(0))?)
+        };
+        // 2 is FULL, 1 NORMAL.
+        let inside = db
+            .transaction_relaxed(move |tx| {
+                tx.execute_batch("CREATE TABLE kept (x); INSERT INTO kept VALUES (1)")?;
+                sync(tx)
+            })
+            .await
+            .unwrap();
+        assert_eq!(inside, 1);
+        assert_eq!(db.write(move |c| sync(c)).await.unwrap(), 2);
+        // A failing one rolls back and restores FULL too.
+        let e = db
+            .transaction_relaxed(|tx| -> Result<(), LocalError> {
+                tx.execute_batch("INSERT INTO kept VALUES (2)")?;
+                Err(Error::invalid("x", "refused").into())
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("x"));
+        assert_eq!(db.write(move |c| sync(c)).await.unwrap(), 2);
+        let rows: i64 = db
+            .read(|c| Ok(c.query_row("SELECT COUNT(*) FROM kept", [], |r| r.get(0))?))
+            .await
+            .unwrap();
+        assert_eq!(rows, 1, "the first committed, the second rolled back");
+        // On a database that is not durable anyway, nothing changes.
+        let off = tempfile::tempdir().unwrap();
+        let db = Database::open(off.path(), Durability::Off).unwrap();
+        let inside = db.transaction_relaxed(move |tx| sync(tx)).await.unwrap();
+        assert_eq!(inside, 0);
+    }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
     async fn local_backend_conforms() {
