@@ -13,7 +13,7 @@ use crate::commit::{Commit, CommitType, Stop};
 use crate::error::{Error, Result};
 use crate::format::FormatId;
 use crate::format::translate::{self, Part, Tier};
-use crate::id::{CommitId, TenantId};
+use crate::id::{ArtifactRef, CommitId, Hash, TenantId};
 use crate::store::{BlobArea, MaterializeKey, Materialized};
 
 /// Artifact reads in flight at once during materialize.
@@ -334,19 +334,31 @@ impl Service {
         else {
             return Ok(None);
         };
-        if crate::store::verify(&cached.artifact_ref, &prefix).is_err() {
+        let bytes = self.fetch_parts(tenant, newer).await?;
+        // Joined before the prefix is verified, so that one pass over the
+        // bytes they share hashes both; nothing is stored or returned
+        // before the check.
+        let Some(joined) = codec.concat_onto(&prefix, &bytes) else {
+            return Ok(None);
+        };
+        let (prefix_hash, joined) = match joined {
+            Ok(joined) => {
+                let (prefix_hash, joined_ref) = hash_both(&prefix, &joined);
+                (prefix_hash, Ok((joined_ref, joined)))
+            }
+            Err(e) => (Hash::of(&prefix), Err(e)),
+        };
+        if &prefix_hash != cached.artifact_ref.hash() {
             blobs
                 .remove(tenant, BlobArea::Cache, &cached.artifact_ref)
                 .await?;
             self.stores.meta.delete_materialized(tenant, key).await?;
             return Ok(None);
         }
-        let bytes = self.fetch_parts(tenant, newer).await?;
-        let Some(joined) = codec.concat_onto(&prefix, &bytes) else {
-            return Ok(None);
-        };
-        let joined = joined?;
-        let put = self.stores.blobs.put_cached(tenant, joined.clone()).await?;
+        let (joined_ref, joined) = joined?;
+        let put = blobs
+            .put_cached_hashed(tenant, joined_ref, joined.clone())
+            .await?;
         let m = Materialized {
             artifact_ref: put.artifact,
             size: put.size,
@@ -428,6 +440,38 @@ impl Service {
         }
         path
     }
+}
+
+/// The hash of `prefix` and the reference of `joined` (which extends it)
+/// in one pass over the bytes they share: BLAKE3's hasher is fed their
+/// common start once and cloned, then each is finished with its own rest.
+/// In the resume loop that is one hash of the context instead of two.
+fn hash_both(prefix: &[u8], joined: &[u8]) -> (Hash, ArtifactRef) {
+    let shared = common_prefix_len(prefix, joined);
+    let mut hasher = blake3::Hasher::new();
+    hasher.update(&prefix[..shared]);
+    let mut rest = hasher.clone();
+    rest.update(&prefix[shared..]);
+    hasher.update(&joined[shared..]);
+    (
+        Hash::from_bytes(*rest.finalize().as_bytes()),
+        ArtifactRef::from_hash(Hash::from_bytes(*hasher.finalize().as_bytes())),
+    )
+}
+
+/// How many bytes `a` and `b` start with alike (compared a block at a
+/// time, so the common case is a few `memcmp`s).
+fn common_prefix_len(a: &[u8], b: &[u8]) -> usize {
+    const BLOCK: usize = 4096;
+    let n = a.len().min(b.len());
+    let mut i = 0;
+    while i + BLOCK <= n && a[i..i + BLOCK] == b[i..i + BLOCK] {
+        i += BLOCK;
+    }
+    while i < n && a[i] == b[i] {
+        i += 1;
+    }
+    i
 }
 
 /// Cache probes beyond the parent during an incremental materialize

@@ -311,6 +311,24 @@ async fn materialize_does_not_extend_a_translation_or_an_evicted_artifact() {
     assert_eq!(m.message_count, 6);
 }
 
+proptest! {
+    /// One pass hashing a prefix and what extends it gives both hashes,
+    /// whatever they share (all of the prefix, part of it, nothing).
+    #[test]
+    fn hash_both_equals_two_hashes(
+        prefix in proptest::collection::vec(0u8..4, 0..9000),
+        cut in 0usize..9000,
+        tail in proptest::collection::vec(0u8..4, 0..5000),
+    ) {
+        let cut = cut.min(prefix.len());
+        let mut joined = prefix[..cut].to_vec();
+        joined.extend_from_slice(&tail);
+        let (p, j) = super::hash_both(&prefix, &joined);
+        prop_assert_eq!(p, crate::id::Hash::of(&prefix));
+        prop_assert_eq!(j, ArtifactRef::of(&joined));
+    }
+}
+
 /// Cached results are not written durably (the local store does not fsync
 /// them): one a crash left short, garbled or missing is rebuilt, never
 /// returned, by every reader of it: the cache hit, the incremental

@@ -89,8 +89,14 @@ impl LocalBlobStore {
             .collect()
     }
 
-    async fn put_in(&self, tenant: &TenantId, area: BlobArea, bytes: Bytes) -> Result<PutBlob> {
-        let artifact = ArtifactRef::of(&bytes);
+    /// Stores `bytes`, whose reference is `artifact`, in `area`.
+    async fn put_in(
+        &self,
+        tenant: &TenantId,
+        area: BlobArea,
+        artifact: ArtifactRef,
+        bytes: Bytes,
+    ) -> Result<PutBlob> {
         let size = bytes.len() as u64;
         let path = self
             .path_in(tenant, area, &artifact)
@@ -255,7 +261,8 @@ fn erase_dir(dir: &Path, limit: u64) -> std::io::Result<u64> {
 #[async_trait]
 impl BlobStore for LocalBlobStore {
     async fn put(&self, tenant: &TenantId, bytes: Bytes) -> Result<PutBlob> {
-        self.put_in(tenant, BlobArea::Durable, bytes).await
+        self.put_in(tenant, BlobArea::Durable, ArtifactRef::of(&bytes), bytes)
+            .await
     }
 
     async fn read(&self, tenant: &TenantId, artifact: &ArtifactRef) -> Result<Option<Bytes>> {
@@ -289,7 +296,17 @@ impl BlobStore for LocalBlobStore {
     }
 
     async fn put_cached(&self, tenant: &TenantId, bytes: Bytes) -> Result<PutBlob> {
-        self.put_in(tenant, BlobArea::Cache, bytes).await
+        self.put_in(tenant, BlobArea::Cache, ArtifactRef::of(&bytes), bytes)
+            .await
+    }
+
+    async fn put_cached_hashed(
+        &self,
+        tenant: &TenantId,
+        artifact: ArtifactRef,
+        bytes: Bytes,
+    ) -> Result<PutBlob> {
+        self.put_in(tenant, BlobArea::Cache, artifact, bytes).await
     }
 
     async fn stat(
