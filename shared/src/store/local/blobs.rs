@@ -22,7 +22,7 @@ use bytes::Bytes;
 
 use chrono::{DateTime, Utc};
 
-use super::{LocalError, blocking};
+use super::{LocalError, blocking, blocking_read};
 use crate::error::Result;
 use crate::id::{ArtifactRef, TenantId};
 use crate::store::{BlobArea, BlobInfo, BlobStore, PutBlob, durable_remove_refused};
@@ -267,7 +267,7 @@ impl BlobStore for LocalBlobStore {
 
     async fn read(&self, tenant: &TenantId, artifact: &ArtifactRef) -> Result<Option<Bytes>> {
         let paths = self.find(tenant, artifact);
-        blocking(move || {
+        blocking_read(move || {
             for path in paths {
                 match fs::read(&path) {
                     Ok(b) => return Ok(Some(Bytes::from(b))),
@@ -282,7 +282,7 @@ impl BlobStore for LocalBlobStore {
 
     async fn size(&self, tenant: &TenantId, artifact: &ArtifactRef) -> Result<Option<u64>> {
         let paths = self.find(tenant, artifact);
-        blocking(move || {
+        blocking_read(move || {
             for path in paths {
                 match fs::metadata(&path) {
                     Ok(m) => return Ok(Some(m.len())),
@@ -319,7 +319,7 @@ impl BlobStore for LocalBlobStore {
             return Ok(None);
         };
         let artifact = *artifact;
-        blocking(move || match fs::metadata(&path) {
+        blocking_read(move || match fs::metadata(&path) {
             Ok(m) => Ok(Some(info_of(artifact, &m)?)),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(e.into()),
@@ -377,7 +377,7 @@ impl BlobStore for LocalBlobStore {
         let Some(path) = self.path_in(tenant, area, artifact) else {
             return Ok(None);
         };
-        blocking(move || match fs::read(&path) {
+        blocking_read(move || match fs::read(&path) {
             Ok(b) => Ok(Some(Bytes::from(b))),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(e.into()),
