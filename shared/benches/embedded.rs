@@ -610,7 +610,85 @@ struct MaterializeRow {
     /// The parts of a cold materialize, timed on their own.
     walk: Samples,
     fetch: Samples,
+    /// The same reads through `block_in_place`.
+    fetch_inline: Samples,
     write: Samples,
+    /// The same depth with the deltas inline.
+    inline: InlineRow,
+}
+
+/// Cold materialize of chains whose deltas are inline with their commits.
+struct InlineRow {
+    cold: Samples,
+    /// One SQLite query reading the same deltas, concatenated.
+    sqlite: Samples,
+}
+
+/// [`materialize_depth`]'s cold materialize on chains built with the
+/// deltas inline (the default), and its limit: the same bytes as rows of
+/// one table (`deltas (bytes BLOB)`, in a database of their own) read by
+/// one query and concatenated.
+async fn materialize_inline_depth(depth: usize, chains: usize) -> InlineRow {
+    let tenant = tenant();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let loader = local_service(dir.path(), Durability::Off);
+    let mut built = Vec::with_capacity(chains);
+    for c in 0..chains {
+        built.push(build_chain(&loader, depth * 100 + 50 + c, depth).await);
+    }
+    drop(loader);
+    let svc = local_service(dir.path(), Durability::Full);
+    let mut cold = Vec::new();
+    let mut bytes = 0;
+    let cold_start = Instant::now();
+    for ch in &built {
+        for stop in [Stop::Root, Stop::After(ch.root)] {
+            let t = Instant::now();
+            let m = svc
+                .materialize(&tenant, &ch.tip, stop, None)
+                .await
+                .expect("materialize");
+            cold.push(t.elapsed());
+            assert!(!m.cached, "first call is not cached");
+            if stop == Stop::Root {
+                bytes = m.result.size;
+            }
+        }
+    }
+    let cold = Samples::new(cold, cold_start.elapsed());
+
+    let conn = rusqlite::Connection::open(dir.path().join("limit.db")).expect("open limit.db");
+    conn.execute_batch("CREATE TABLE deltas (bytes BLOB NOT NULL)")
+        .expect("create");
+    {
+        let tx = conn.unchecked_transaction().expect("begin");
+        let c = depth * 100 + 50;
+        for i in 0..depth {
+            tx.execute(
+                "INSERT INTO deltas (bytes) VALUES (?1)",
+                [delta(c, i).as_bytes()],
+            )
+            .expect("insert");
+        }
+        tx.commit().expect("commit");
+    }
+    let mut stmt = conn
+        .prepare("SELECT bytes FROM deltas ORDER BY rowid")
+        .expect("prepare");
+    let mut each = Vec::with_capacity(CACHED_REPS);
+    let start = Instant::now();
+    for _ in 0..CACHED_REPS {
+        let t = Instant::now();
+        let mut out = Vec::with_capacity(bytes as usize);
+        let mut rows = stmt.query([]).expect("query");
+        while let Some(r) = rows.next().expect("row") {
+            out.extend_from_slice(r.get_ref(0).expect("column").as_blob().expect("a blob"));
+        }
+        each.push(t.elapsed());
+        assert_eq!(out.len() as u64, bytes);
+    }
+    let sqlite = Samples::new(each, start.elapsed());
+    InlineRow { cold, sqlite }
 }
 
 async fn materialize_depth(depth: usize, chains: usize) -> MaterializeRow {
@@ -731,16 +809,52 @@ async fn materialize_depth(depth: usize, chains: usize) -> MaterializeRow {
         }
     })
     .await;
+    // The same verified reads done by hand on the calling worker thread
+    // (`block_in_place`, multi-thread runtime only), no hop to the
+    // blocking pool: the store's reads do the same since issue 14's
+    // "fewer hops"; before, this row measured 2.5x faster than the row
+    // above (docs/bench.md).
+    let fetch_inline = time_each(PART_REPS, |_| {
+        let paths = built[0]
+            .artifacts
+            .iter()
+            .map(|a| (*a, blobs.path_of(&tenant, a)))
+            .collect::<Vec<_>>();
+        async move {
+            let parts: Vec<Bytes> = stream::iter(paths)
+                .map(|(a, p)| async move {
+                    tokio::task::block_in_place(|| {
+                        let b = Bytes::from(fs::read(p).expect("read artifact"));
+                        ctx_core::store::verify(&a, &b).expect("verified");
+                        b
+                    })
+                })
+                .buffered(16)
+                .collect()
+                .await;
+            assert_eq!(parts.len(), depth);
+        }
+    })
+    .await;
+
+    // Stored as materialize stores it: in the cache area, not fsynced.
     let write = time_each(PART_REPS, |rep| {
         let (blobs, tenant) = (&blobs, &tenant);
         async move {
             let mut joined = format!("rep {rep} depth {depth}\n").into_bytes();
             joined.resize(bytes as usize, b'.');
-            let put = blobs.put(tenant, Bytes::from(joined)).await.expect("put");
+            let put = blobs
+                .put_cached(tenant, Bytes::from(joined))
+                .await
+                .expect("put_cached");
             assert!(put.created);
         }
     })
     .await;
+
+    // The same depth with the deltas inline (the default): cold
+    // materialize, next to reading the same bytes with one SQLite query.
+    let inline = materialize_inline_depth(depth, chains).await;
 
     MaterializeRow {
         depth,
@@ -752,7 +866,9 @@ async fn materialize_depth(depth: usize, chains: usize) -> MaterializeRow {
         copy,
         walk,
         fetch,
+        fetch_inline,
         write,
+        inline,
     }
 }
 
@@ -800,20 +916,51 @@ async fn materialize(plan: &Plan) {
     );
     println!(
         "| depth | cold ms | walk: `Service::history` ms | fetch: the verified `get`s, 16 in flight, ms \
-         | store result: `LocalBlobStore::put` ms |"
+         | the same `fs::read` + BLAKE3 by hand in `block_in_place`, ms | store result: `LocalBlobStore::put_cached` (no fsync) ms |"
     );
-    println!("|---:|---:|---:|---:|---:|");
+    println!("|---:|---:|---:|---:|---:|---:|");
     for r in &rows {
         println!(
-            "| {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} |",
             r.depth,
             ms(r.cold.median()),
             ms(r.walk.median()),
             ms(r.fetch.median()),
+            ms(r.fetch_inline.median()),
             ms(r.write.median()),
         );
     }
     println!();
+    println!(
+        "Cold materialize with the deltas inline (the default), beside the limit of \
+         the CAS rows above and reading the same bytes with one SQLite query \
+         (median of n; limits median of {CACHED_REPS}):\n"
+    );
+    println!(
+        "| depth | bytes | cold ms, deltas inline | limit: one SQLite query + concat ms \
+         | cold / SQLite limit | limit: `fs::read` + concat ms | cold / fs limit |"
+    );
+    println!("|---:|---:|---:|---:|---:|---:|---:|");
+    for r in &rows {
+        let cold = r.inline.cold.median();
+        println!(
+            "| {} | {} | {} (n={}) | {} | {:.1}x | {} | {:.1}x |",
+            r.depth,
+            r.bytes,
+            ms(cold),
+            r.inline.cold.each.len(),
+            ms3(r.inline.sqlite.median()),
+            cold.as_secs_f64() / r.inline.sqlite.median().as_secs_f64(),
+            ms3(r.copy.median()),
+            cold.as_secs_f64() / r.copy.median().as_secs_f64(),
+        );
+    }
+    println!();
+}
+
+/// Milliseconds with three decimals (for sub-millisecond limits).
+fn ms3(d: Duration) -> String {
+    format!("{:.3}", d.as_secs_f64() * 1e3)
 }
 
 // ---------------------------------------------------------------------------
@@ -1003,15 +1150,31 @@ async fn resolve(plan: &Plan) {
 const RESUME_TURNS: usize = 50;
 
 async fn resume_loop(plan: &Plan) {
+    println!("## 2b. Incremental materialize: the resume loop (issue 14)\n");
+    for inline in [false, true] {
+        resume_run(plan, inline).await;
+    }
+}
+
+/// One resume loop, the chain's deltas inline (the default) or in the CAS.
+async fn resume_run(plan: &Plan, inline: bool) {
     let depth = if plan.quick { 100 } else { 1000 };
     let turns = if plan.quick { 10 } else { RESUME_TURNS };
     let tenant = tenant();
     let dir = tempfile::tempdir().expect("tempdir");
-    // Deltas in the CAS, as the limit reads them.
-    let loader = local_service_cas_only(dir.path(), Durability::Off);
+    let (loader, svc) = if inline {
+        (
+            local_service(dir.path(), Durability::Off),
+            local_service(dir.path(), Durability::Full),
+        )
+    } else {
+        (
+            local_service_cas_only(dir.path(), Durability::Off),
+            local_service_cas_only(dir.path(), Durability::Full),
+        )
+    };
     let chain = build_chain(&loader, 7_000, depth).await;
     drop(loader);
-    let svc = local_service(dir.path(), Durability::Full);
     let blobs = LocalBlobStore::open(dir.path()).expect("blob store opens");
     // The session starts: one cold materialize of the tip.
     let start = Instant::now();
@@ -1022,7 +1185,8 @@ async fn resume_loop(plan: &Plan) {
     let cold = start.elapsed();
     let mut context = first.result;
     let mut tip = chain.tip;
-    let (mut ck, mut mat, mut turn, mut limit) = (vec![], vec![], vec![], vec![]);
+    let (mut ck, mut mat, mut turn) = (vec![], vec![], vec![]);
+    let (mut limit, mut limit_nosync, mut hash) = (vec![], vec![], vec![]);
     let loop_start = Instant::now();
     for i in 0..turns {
         // After the chain's own times (see `build_chain`).
@@ -1045,36 +1209,50 @@ async fn resume_loop(plan: &Plan) {
         ck.push(t1 - t);
         mat.push(t2 - t1);
         turn.push(t2 - t);
-        // The limit of the materialize half: the parent's context read,
-        // 1 KiB appended, written whole to a new file and fsynced.
-        let t = Instant::now();
-        // Materialized results live in the cache area.
+        // The limits of the materialize half: the parent's context read,
+        // 1 KiB appended, written whole to a new file (with and without
+        // fsync: cached results are no longer fsynced).
         let cached = blobs
             .path_in(&tenant, BlobArea::Cache, &context.artifact_ref)
             .expect("the embedded store has a cache area");
-        let mut out = fs::read(cached).expect("read");
-        out.extend_from_slice(delta(7_002, i).as_bytes());
-        let path = dir.path().join(format!("limit-{i}"));
-        let mut f = File::create(&path).expect("create");
-        f.write_all(&out).expect("write");
-        f.sync_all().expect("fsync");
-        limit.push(t.elapsed());
+        for sync in [true, false] {
+            let t = Instant::now();
+            let mut out = fs::read(&cached).expect("read");
+            out.extend_from_slice(delta(7_002, i).as_bytes());
+            let path = dir.path().join(format!("limit-{i}-{sync}"));
+            let mut f = File::create(&path).expect("create");
+            f.write_all(&out).expect("write");
+            if sync {
+                f.sync_all().expect("fsync");
+                limit.push(t.elapsed());
+            } else {
+                limit_nosync.push(t.elapsed());
+            }
+        }
+        // CPU: one BLAKE3 of the new context (a turn hashes it twice:
+        // verifying the parent's, hashing the result).
+        let bytes = fs::read(&cached).expect("read");
+        let t = Instant::now();
+        let art = ArtifactRef::of(&bytes);
+        hash.push(t.elapsed());
+        assert_eq!(art, context.artifact_ref);
         context = m.result;
         tip = c.id;
     }
     let total = loop_start.elapsed();
-    let (ck, mat, turn, limit) = (
-        Samples::new(ck, total),
-        Samples::new(mat, total),
-        Samples::new(turn, total),
-        Samples::new(limit, total),
-    );
-    println!("## 2b. Incremental materialize: the resume loop (issue 14)\n");
+    let s = |v: Vec<Duration>| Samples::new(v, total);
+    let (ck, mat, turn) = (s(ck), s(mat), s(turn));
+    let (limit, limit_nosync, hash) = (s(limit), s(limit_nosync), s(hash));
     println!(
-        "Depth {depth}, 1 KiB deltas, `stop: root`, local backend, durable \
-         (`synchronous=FULL`, fsynced artifacts); {turns} turns, each a checkpoint \
+        "Deltas {}: depth {depth}, 1 KiB deltas, `stop: root`, local backend, durable \
+         checkpoints (`synchronous=FULL`); {turns} turns, each a checkpoint \
          then a materialize of the new tip (the parent's context is cached). \
          The first materialize of the session (cold, nothing cached): {} ms.\n",
+        if inline {
+            "inline (the default)"
+        } else {
+            "in the CAS (`CTX_INLINE_DELTA_BYTES=0`)"
+        },
         ms(cold)
     );
     println!("| per turn | median µs | p90 µs | max µs |");
@@ -1087,6 +1265,11 @@ async fn resume_loop(plan: &Plan) {
             "limit: `fs::read` parent context + 1 KiB + write + fsync",
             &limit,
         ),
+        (
+            "limit: `fs::read` parent context + 1 KiB + write, no fsync",
+            &limit_nosync,
+        ),
+        ("part: one BLAKE3 of the parent's context", &hash),
     ] {
         println!(
             "| {name} | {} | {} | {} |",

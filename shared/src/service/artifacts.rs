@@ -25,7 +25,9 @@ impl Service {
         self.stores.blobs.put(tenant, bytes).await
     }
 
-    /// An artifact's bytes, verified against its hash.
+    /// An artifact's bytes, verified against its hash. A cached result
+    /// (a materialization) whose file is gone or did not verify is rebuilt
+    /// from its cache entry.
     ///
     /// # Errors
     /// `NotFound`; `Internal` when the stored bytes do not match.
@@ -37,32 +39,90 @@ impl Service {
         if let Some(bytes) = self.stores.blobs.get(tenant, artifact).await? {
             return Ok(bytes);
         }
-        self.inline_copy(tenant, artifact)
+        self.unfiled_copy(tenant, artifact)
             .await?
             .ok_or_else(|| Error::not_found(format!("artifact {artifact}")))
     }
 
-    /// The bytes of `artifact` as stored inline with a commit naming it
-    /// (verified), for readers that have only the reference; `None` when
-    /// no commit holds them inline.
-    ///
-    /// # Errors
-    /// `Internal` when the inline bytes do not match; `Unavailable`.
-    pub(crate) async fn inline_copy(
+    /// The bytes of `artifact` when the blob store does not have them: as
+    /// stored inline with a commit naming it, or rebuilt from a cache entry
+    /// naming it; `None` when neither holds them.
+    async fn unfiled_copy(
         &self,
         tenant: &TenantId,
         artifact: &ArtifactRef,
     ) -> Result<Option<Bytes>> {
-        let meta = &self.stores.meta;
-        let users = meta
+        let users = self
+            .stores
+            .meta
             .artifact_users(tenant, artifact, INLINE_LOOKUP_USERS)
             .await?;
+        if let Some(bytes) = self.inline_copy_among(tenant, artifact, &users).await? {
+            return Ok(Some(bytes));
+        }
+        self.rebuilt_cached(tenant, artifact, &users).await
+    }
+
+    /// The bytes of `artifact` as stored inline with a commit among its
+    /// `users` (verified), for readers that have only the reference; `None`
+    /// when no commit holds them inline.
+    ///
+    /// # Errors
+    /// `Internal` when the inline bytes do not match; `Unavailable`.
+    async fn inline_copy_among(
+        &self,
+        tenant: &TenantId,
+        artifact: &ArtifactRef,
+        users: &[ArtifactUser],
+    ) -> Result<Option<Bytes>> {
+        let meta = &self.stores.meta;
         for user in users {
             let ArtifactUser::Commit(id) = user else {
                 continue;
             };
-            if let Some(bytes) = meta.get_commit(tenant, &id).await?.and_then(|c| c.inline) {
+            if let Some(bytes) = meta.get_commit(tenant, id).await?.and_then(|c| c.inline) {
                 verify(artifact, &bytes)?;
+                return Ok(Some(bytes));
+            }
+        }
+        Ok(None)
+    }
+
+    /// A cached result named by one of the cache entries among `users`
+    /// whose file is missing (evicted, or removed because it did not
+    /// verify: cached results are not written durably), rebuilt by
+    /// materializing that entry again; `None` when no entry rebuilds it
+    /// (e.g. its deltas were evicted since).
+    ///
+    /// # Errors
+    /// `Unavailable`.
+    async fn rebuilt_cached(
+        &self,
+        tenant: &TenantId,
+        artifact: &ArtifactRef,
+        users: &[ArtifactUser],
+    ) -> Result<Option<Bytes>> {
+        for user in users {
+            let ArtifactUser::Cached(key) = user else {
+                continue;
+            };
+            let rebuilt = self
+                .materialize_bytes(tenant, &key.commit, key.stop, Some(key.format.clone()))
+                .await;
+            let (m, bytes) = match rebuilt {
+                Ok(r) => r,
+                Err(e) if e.kind == ErrorKind::Unavailable => return Err(e),
+                // Not rebuildable any more: not found, as if evicted.
+                Err(_) => continue,
+            };
+            if m.result.artifact_ref != *artifact {
+                continue;
+            }
+            if let Some(bytes) = bytes {
+                return Ok(Some(bytes));
+            }
+            // Rebuilt meanwhile by another caller: read what it stored.
+            if let Some(bytes) = self.stores.blobs.get(tenant, artifact).await? {
                 return Ok(Some(bytes));
             }
         }
@@ -158,10 +218,11 @@ impl Service {
         if let Some(size) = self.stores.blobs.promote_upload(tenant, artifact).await? {
             return Ok(size);
         }
-        // Bytes held only inline by another commit are copied into the
-        // blob store: the new commit must not depend on that commit's row
-        // (an erase or eviction of it would take them).
-        if let Some(bytes) = self.inline_copy(tenant, artifact).await? {
+        // Bytes held only inline by another commit (or a cached result
+        // whose file is gone, rebuilt) are copied into the blob store: the
+        // new commit must not depend on that commit's row (an erase or
+        // eviction of it would take them).
+        if let Some(bytes) = self.unfiled_copy(tenant, artifact).await? {
             return Ok(blobs.put(tenant, bytes).await?.size);
         }
         Err(Error::invalid(

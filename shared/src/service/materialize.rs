@@ -13,7 +13,7 @@ use crate::commit::{Commit, CommitType, Stop};
 use crate::error::{Error, Result};
 use crate::format::FormatId;
 use crate::format::translate::{self, Part, Tier};
-use crate::id::{CommitId, TenantId};
+use crate::id::{ArtifactRef, CommitId, Hash, TenantId};
 use crate::store::{BlobArea, MaterializeKey, Materialized};
 
 /// Artifact reads in flight at once during materialize.
@@ -77,22 +77,28 @@ impl Service {
         };
         if let Some(m) = self.stores.meta.get_materialized(tenant, &key).await? {
             // A cached artifact may have been evicted (the LRU budget, an
-            // S3 lifecycle rule): then the entry is rebuilt, transparently.
-            if self
-                .stores
-                .blobs
-                .stat(tenant, BlobArea::Cache, &m.artifact_ref)
-                .await?
-                .is_some()
-            {
-                self.cache_used(tenant, &key).await?;
-                return Ok((
-                    Materialization {
-                        result: m,
-                        cached: true,
-                    },
-                    None,
-                ));
+            // S3 lifecycle rule) or, not being written durably, left short
+            // by a crash: then the entry is rebuilt, transparently (and
+            // replaced below). A garbled file of the right size is caught
+            // by the verified download, which rebuilds it too.
+            let blobs = &self.stores.blobs;
+            match blobs.stat(tenant, BlobArea::Cache, &m.artifact_ref).await? {
+                Some(stored) if stored.size == m.size => {
+                    self.cache_used(tenant, &key).await?;
+                    return Ok((
+                        Materialization {
+                            result: m,
+                            cached: true,
+                        },
+                        None,
+                    ));
+                }
+                Some(_) => {
+                    blobs
+                        .remove(tenant, BlobArea::Cache, &m.artifact_ref)
+                        .await?;
+                }
+                None => {}
             }
         }
         let (m, bytes) = match self
@@ -255,7 +261,7 @@ impl Service {
             {
                 let newer = self.contributing(vec![tip.clone()], stop);
                 if let Some(m) = self
-                    .append_to(tenant, &codec, format, &cached, &newer)
+                    .append_to(tenant, &codec, &parent_key, &cached, &newer)
                     .await?
                 {
                     return Ok(Incremental::Done(m));
@@ -277,19 +283,20 @@ impl Service {
             })
             .collect();
         let meta = &self.stores.meta;
-        let found: Vec<Option<Materialized>> = stream::iter(keys)
+        let found: Vec<Option<Materialized>> = stream::iter(keys.clone())
             .map(|key| async move { meta.get_materialized(tenant, &key).await })
             .buffered(MAX_PROBES)
             .try_collect()
             .await?;
         let hit = probes
             .iter()
+            .zip(keys)
             .zip(found)
-            .find_map(|(&i, m)| m.map(|m| (i, m)));
-        if let Some((i, cached)) = hit {
+            .find_map(|((&i, key), m)| m.map(|m| (i, key, m)));
+        if let Some((i, key, cached)) = hit {
             let newer = self.contributing(path[..i].to_vec(), stop);
             if let Some(m) = self
-                .append_to(tenant, &codec, format, &cached, &newer)
+                .append_to(tenant, &codec, &key, &cached, &newer)
                 .await?
             {
                 return Ok(Incremental::Done(m));
@@ -298,9 +305,12 @@ impl Service {
         Ok(Incremental::Path(path))
     }
 
-    /// `cached` followed by the artifacts of `newer` (oldest first), when
-    /// both are native to `format` and the codec can append; `None`
-    /// otherwise (or when the cached artifact has been evicted).
+    /// `cached` (the entry of `key`) followed by the artifacts of `newer`
+    /// (oldest first), when both are native to the key's format and the
+    /// codec can append; `None` otherwise, or when the cached artifact has
+    /// been evicted or does not verify (a cached result is not written
+    /// durably: a crash can leave it short or garbled; then the file and
+    /// the entry are removed).
     ///
     /// Translation is never extended: a translated prefix is not a prefix
     /// of the translation in general (tool calls are paired across parts,
@@ -310,28 +320,45 @@ impl Service {
         &self,
         tenant: &TenantId,
         codec: &std::sync::Arc<dyn crate::format::Codec>,
-        format: &FormatId,
+        key: &MaterializeKey,
         cached: &Materialized,
         newer: &[Commit],
     ) -> Result<Option<(Materialized, Bytes)>> {
-        if cached.tier != Tier::Native || newer.iter().any(|c| &c.format != format) {
+        if cached.tier != Tier::Native || newer.iter().any(|c| c.format != key.format) {
             return Ok(None);
         }
-        let Some(prefix) = self
-            .stores
-            .blobs
+        let blobs = &self.stores.blobs;
+        let Some(prefix) = blobs
             .read_in(tenant, BlobArea::Cache, &cached.artifact_ref)
             .await?
         else {
             return Ok(None);
         };
-        crate::store::verify(&cached.artifact_ref, &prefix)?;
         let bytes = self.fetch_parts(tenant, newer).await?;
+        // Joined before the prefix is verified, so that one pass over the
+        // bytes they share hashes both; nothing is stored or returned
+        // before the check.
         let Some(joined) = codec.concat_onto(&prefix, &bytes) else {
             return Ok(None);
         };
-        let joined = joined?;
-        let put = self.stores.blobs.put_cached(tenant, joined.clone()).await?;
+        let (prefix_hash, joined) = match joined {
+            Ok(joined) => {
+                let (prefix_hash, joined_ref) = hash_both(&prefix, &joined);
+                (prefix_hash, Ok((joined_ref, joined)))
+            }
+            Err(e) => (Hash::of(&prefix), Err(e)),
+        };
+        if &prefix_hash != cached.artifact_ref.hash() {
+            blobs
+                .remove(tenant, BlobArea::Cache, &cached.artifact_ref)
+                .await?;
+            self.stores.meta.delete_materialized(tenant, key).await?;
+            return Ok(None);
+        }
+        let (joined_ref, joined) = joined?;
+        let put = blobs
+            .put_cached_hashed(tenant, joined_ref, joined.clone())
+            .await?;
         let m = Materialized {
             artifact_ref: put.artifact,
             size: put.size,
@@ -413,6 +440,38 @@ impl Service {
         }
         path
     }
+}
+
+/// The hash of `prefix` and the reference of `joined` (which extends it)
+/// in one pass over the bytes they share: BLAKE3's hasher is fed their
+/// common start once and cloned, then each is finished with its own rest.
+/// In the resume loop that is one hash of the context instead of two.
+fn hash_both(prefix: &[u8], joined: &[u8]) -> (Hash, ArtifactRef) {
+    let shared = common_prefix_len(prefix, joined);
+    let mut hasher = blake3::Hasher::new();
+    hasher.update(&prefix[..shared]);
+    let mut rest = hasher.clone();
+    rest.update(&prefix[shared..]);
+    hasher.update(&joined[shared..]);
+    (
+        Hash::from_bytes(*rest.finalize().as_bytes()),
+        ArtifactRef::from_hash(Hash::from_bytes(*hasher.finalize().as_bytes())),
+    )
+}
+
+/// How many bytes `a` and `b` start with alike (compared a block at a
+/// time, so the common case is a few `memcmp`s).
+fn common_prefix_len(a: &[u8], b: &[u8]) -> usize {
+    const BLOCK: usize = 4096;
+    let n = a.len().min(b.len());
+    let mut i = 0;
+    while i + BLOCK <= n && a[i..i + BLOCK] == b[i..i + BLOCK] {
+        i += BLOCK;
+    }
+    while i < n && a[i] == b[i] {
+        i += 1;
+    }
+    i
 }
 
 /// Cache probes beyond the parent during an incremental materialize

@@ -129,6 +129,24 @@ pub trait BlobStore: Send + Sync + 'static {
     /// `Unavailable` when the storage cannot be written.
     async fn put_cached(&self, tenant: &TenantId, bytes: Bytes) -> Result<PutBlob>;
 
+    /// [`BlobStore::put_cached`] of bytes whose reference the caller has
+    /// already computed (`artifact` is `ArtifactRef::of(&bytes)`; an
+    /// incremental materialize gets it from the pass that verifies the
+    /// cached prefix), so a store that hashes what it is given need not
+    /// hash 1 MB again. The default hashes anyway.
+    ///
+    /// # Errors
+    /// `Unavailable` when the storage cannot be written.
+    async fn put_cached_hashed(
+        &self,
+        tenant: &TenantId,
+        artifact: ArtifactRef,
+        bytes: Bytes,
+    ) -> Result<PutBlob> {
+        let _ = artifact;
+        self.put_cached(tenant, bytes).await
+    }
+
     /// The artifact as stored in `area` (not looking in any other).
     ///
     /// # Errors
@@ -298,16 +316,50 @@ pub struct PresignedUpload {
 #[async_trait]
 pub trait BlobStoreExt: BlobStore {
     /// The artifact's bytes, re-hashed: bytes that do not match their
-    /// reference are an error, never returned.
+    /// reference are never returned. A cached copy
+    /// ([`BlobArea::Cache`], not written durably) that does not match is a
+    /// miss: it is removed and the durable copy, if any, is returned.
     ///
     /// # Errors
-    /// `Internal` on a hash mismatch; `Unavailable` when storage fails.
+    /// `Internal` when a durable copy does not match; `Unavailable` when
+    /// storage fails.
     async fn get(&self, tenant: &TenantId, artifact: &ArtifactRef) -> Result<Option<Bytes>> {
         let Some(bytes) = self.read(tenant, artifact).await? else {
             return Ok(None);
         };
-        verify(artifact, &bytes)?;
-        Ok(Some(bytes))
+        if verify(artifact, &bytes).is_ok() {
+            return Ok(Some(bytes));
+        }
+        // Which copy was bad: the cached one is dropped (a crash can leave
+        // it short or garbled), the durable one is an error.
+        if let Some(cached) = self.read_in(tenant, BlobArea::Cache, artifact).await? {
+            if verify(artifact, &cached).is_ok() {
+                return Ok(Some(cached));
+            }
+            self.remove(tenant, BlobArea::Cache, artifact).await?;
+        }
+        let Some(durable) = self.read_in(tenant, BlobArea::Durable, artifact).await? else {
+            return Ok(None);
+        };
+        verify(artifact, &durable)?;
+        Ok(Some(durable))
+    }
+
+    /// The cached result `artifact` ([`BlobArea::Cache`] alone), verified;
+    /// `None` when it is missing or does not match its hash (a bad copy is
+    /// removed, so the next put writes it again).
+    ///
+    /// # Errors
+    /// `Unavailable` when storage fails.
+    async fn get_cached(&self, tenant: &TenantId, artifact: &ArtifactRef) -> Result<Option<Bytes>> {
+        let Some(bytes) = self.read_in(tenant, BlobArea::Cache, artifact).await? else {
+            return Ok(None);
+        };
+        if verify(artifact, &bytes).is_ok() {
+            return Ok(Some(bytes));
+        }
+        self.remove(tenant, BlobArea::Cache, artifact).await?;
+        Ok(None)
     }
 }
 

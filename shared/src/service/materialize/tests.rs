@@ -311,6 +311,137 @@ async fn materialize_does_not_extend_a_translation_or_an_evicted_artifact() {
     assert_eq!(m.message_count, 6);
 }
 
+proptest! {
+    /// One pass hashing a prefix and what extends it gives both hashes,
+    /// whatever they share (all of the prefix, part of it, nothing).
+    #[test]
+    fn hash_both_equals_two_hashes(
+        prefix in proptest::collection::vec(0u8..4, 0..9000),
+        cut in 0usize..9000,
+        tail in proptest::collection::vec(0u8..4, 0..5000),
+    ) {
+        let cut = cut.min(prefix.len());
+        let mut joined = prefix[..cut].to_vec();
+        joined.extend_from_slice(&tail);
+        let (p, j) = super::hash_both(&prefix, &joined);
+        prop_assert_eq!(p, crate::id::Hash::of(&prefix));
+        prop_assert_eq!(j, ArtifactRef::of(&joined));
+    }
+}
+
+/// Cached results are not written durably (the local store does not fsync
+/// them): one a crash left short, garbled or missing is rebuilt, never
+/// returned, by every reader of it: the cache hit, the incremental
+/// materialize that extends it, and the download.
+#[cfg(feature = "local")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cached_result_left_short_garbled_or_missing_is_rebuilt_not_returned() {
+    use crate::store::BlobArea;
+    use crate::store::local::{LocalBlobStore, SqliteMetaStore};
+    let dir = tempfile::tempdir().unwrap();
+    let stores = Stores {
+        blobs: Arc::new(LocalBlobStore::open(dir.path()).unwrap()),
+        meta: Arc::new(SqliteMetaStore::open(dir.path()).unwrap()),
+    };
+    let svc = Service::new(stores, Arc::new(ManualClock::new(t(10_000))));
+    let tenant: TenantId = "acme".parse().unwrap();
+    let files = LocalBlobStore::open(dir.path()).unwrap();
+    let ids = make(&svc, &tenant, &linear(&svc, "raw", &[D, D, D])).await;
+    let want = b"raw part 0\nraw part 1\nraw part 2\n".to_vec();
+    let first = svc
+        .materialize(&tenant, &ids[2], Stop::Root, None)
+        .await
+        .unwrap();
+    assert!(!first.cached);
+    let art = first.result.artifact_ref;
+    let path = files.path_in(&tenant, BlobArea::Cache, &art).unwrap();
+    assert_eq!(std::fs::read(&path).unwrap(), want);
+    let key = MaterializeKey {
+        commit: ids[2],
+        stop: Stop::Root,
+        format: fid("raw"),
+    };
+
+    // Short: the hit sees the size and rebuilds the file and the entry.
+    std::fs::write(&path, &want[..7]).unwrap();
+    let again = svc
+        .materialize(&tenant, &ids[2], Stop::Root, None)
+        .await
+        .unwrap();
+    assert!(!again.cached, "a short cached file is a miss");
+    assert_eq!(again.result, first.result);
+    assert_eq!(std::fs::read(&path).unwrap(), want);
+    assert_eq!(
+        svc.stores
+            .meta
+            .get_materialized(&tenant, &key)
+            .await
+            .unwrap(),
+        Some(first.result.clone())
+    );
+
+    // Garbled at the right size: the hit hands out the reference, the
+    // download verifies the bytes and rebuilds them.
+    let mut garbled = want.clone();
+    garbled[0] = b'R';
+    std::fs::write(&path, &garbled).unwrap();
+    let hit = svc
+        .materialize(&tenant, &ids[2], Stop::Root, None)
+        .await
+        .unwrap();
+    assert_eq!(hit.result.artifact_ref, art);
+    assert_eq!(svc.download_artifact(&tenant, &art).await.unwrap(), want);
+    assert_eq!(std::fs::read(&path).unwrap(), want, "the file is rebuilt");
+
+    // Missing: the download rebuilds it from the cache entry.
+    std::fs::remove_file(&path).unwrap();
+    assert_eq!(svc.download_artifact(&tenant, &art).await.unwrap(), want);
+    assert_eq!(std::fs::read(&path).unwrap(), want);
+
+    // The parent of the next turn garbled: not extended; the child is
+    // joined whole, and the parent's bad file and entry are removed.
+    std::fs::write(&path, &garbled).unwrap();
+    let child = make_child(&svc, &tenant, ids[2], 3).await;
+    let m = svc
+        .materialize(&tenant, &child, Stop::Root, None)
+        .await
+        .unwrap();
+    let mut want_child = want.clone();
+    want_child.extend_from_slice(b"raw part 3\n");
+    assert_eq!(
+        svc.download_artifact(&tenant, &m.result.artifact_ref)
+            .await
+            .unwrap(),
+        want_child
+    );
+    assert!(!path.exists(), "the garbled parent file is removed");
+    assert_eq!(
+        svc.stores
+            .meta
+            .get_materialized(&tenant, &key)
+            .await
+            .unwrap(),
+        None,
+        "and so is its entry"
+    );
+}
+
+/// A raw delta `raw part {n}` on `parent`, at time `n`.
+#[cfg(feature = "local")]
+async fn make_child(svc: &Service, tenant: &TenantId, parent: CommitId, n: i64) -> CommitId {
+    let new = NewCommit {
+        parent: Some(parent),
+        created_at: Some(t(n)),
+        ..NewCommit::new(
+            "agent".parse().unwrap(),
+            "tpl",
+            fid("raw"),
+            Bytes::from(format!("raw part {n}\n")),
+        )
+    };
+    svc.checkpoint(tenant, new).await.unwrap().commit.id
+}
+
 const FORMATS: [&str; 7] = [
     "raw",
     "claude-code-v1",

@@ -3,6 +3,13 @@
 //! to `tmp/`, fsynced, published by a hard link (an atomic create-only
 //! step) and its directory fsynced. A file's mtime is when it was last
 //! written or put again: the garbage collector's grace period reads it.
+//!
+//! Cached results (materializations, rebuildable) are written and
+//! published the same way but never fsynced: after a power loss one may be
+//! missing, empty, short or garbled. Every reader verifies them against
+//! their hash and treats a bad one as a miss (see
+//! [`BlobStoreExt::get`](crate::store::BlobStoreExt::get) and the
+//! materialize cache), and a put over a bad one replaces it.
 
 use std::fs::{self, File};
 use std::io::Write;
@@ -15,7 +22,7 @@ use bytes::Bytes;
 
 use chrono::{DateTime, Utc};
 
-use super::{LocalError, blocking};
+use super::{LocalError, blocking, blocking_read};
 use crate::error::Result;
 use crate::id::{ArtifactRef, TenantId};
 use crate::store::{BlobArea, BlobInfo, BlobStore, PutBlob, durable_remove_refused};
@@ -82,8 +89,14 @@ impl LocalBlobStore {
             .collect()
     }
 
-    async fn put_in(&self, tenant: &TenantId, area: BlobArea, bytes: Bytes) -> Result<PutBlob> {
-        let artifact = ArtifactRef::of(&bytes);
+    /// Stores `bytes`, whose reference is `artifact`, in `area`.
+    async fn put_in(
+        &self,
+        tenant: &TenantId,
+        area: BlobArea,
+        artifact: ArtifactRef,
+        bytes: Bytes,
+    ) -> Result<PutBlob> {
         let size = bytes.len() as u64;
         let path = self
             .path_in(tenant, area, &artifact)
@@ -95,18 +108,36 @@ impl LocalBlobStore {
             self.tmp_seq.fetch_add(1, Ordering::Relaxed)
         ));
         let gate = self.gate.clone();
+        // A cached result need not survive power loss: it is rebuilt when
+        // it is missing or does not verify, so it is not fsynced.
+        let durable = area == BlobArea::Durable;
         let created = blocking(move || {
             let _shared = gate.read().unwrap_or_else(|e| e.into_inner());
-            // Written again: younger, so no collection sweeps it now.
-            if touch(&path)? {
+            if !durable {
+                match fs::read(&path) {
+                    // Written again: younger, so no collection sweeps it now.
+                    Ok(old) if old == bytes => {
+                        if touch(&path)? {
+                            return Ok(false);
+                        }
+                    }
+                    // Left short or garbled by a crash: replaced whole, in
+                    // one atomic rename.
+                    Ok(_) => {
+                        write_file(&tmp, &bytes, false)?;
+                        fs::rename(&tmp, &path)?;
+                        return Ok(true);
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(e) => return Err(e.into()),
+                }
+            } else if touch(&path)? {
+                // Written again: younger, so no collection sweeps it again.
                 return Ok(false);
             }
             let dir = path.parent().expect("artifact paths have a parent");
             fs::create_dir_all(dir)?;
-            let mut f = File::create(&tmp)?;
-            f.write_all(&bytes)?;
-            f.sync_all()?;
-            drop(f);
+            write_file(&tmp, &bytes, durable)?;
             // A hard link is an atomic create-only publish: of concurrent
             // writers of one artifact exactly one creates it.
             let linked = fs::hard_link(&tmp, &path);
@@ -116,7 +147,9 @@ impl LocalBlobStore {
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => return Ok(false),
                 Err(e) => return Err(e.into()),
             }
-            fsync_dir(dir)?;
+            if durable {
+                fsync_dir(dir)?;
+            }
             Ok(true)
         })
         .await?;
@@ -126,6 +159,16 @@ impl LocalBlobStore {
             created,
         })
     }
+}
+
+/// Creates `path` holding `bytes`, fsynced when `sync`.
+fn write_file(path: &Path, bytes: &[u8], sync: bool) -> std::io::Result<()> {
+    let mut f = File::create(path)?;
+    f.write_all(bytes)?;
+    if sync {
+        f.sync_all()?;
+    }
+    Ok(())
 }
 
 /// Sets a file's mtime to now, as writing it would (the filesystem stamps
@@ -218,12 +261,13 @@ fn erase_dir(dir: &Path, limit: u64) -> std::io::Result<u64> {
 #[async_trait]
 impl BlobStore for LocalBlobStore {
     async fn put(&self, tenant: &TenantId, bytes: Bytes) -> Result<PutBlob> {
-        self.put_in(tenant, BlobArea::Durable, bytes).await
+        self.put_in(tenant, BlobArea::Durable, ArtifactRef::of(&bytes), bytes)
+            .await
     }
 
     async fn read(&self, tenant: &TenantId, artifact: &ArtifactRef) -> Result<Option<Bytes>> {
         let paths = self.find(tenant, artifact);
-        blocking(move || {
+        blocking_read(move || {
             for path in paths {
                 match fs::read(&path) {
                     Ok(b) => return Ok(Some(Bytes::from(b))),
@@ -238,7 +282,7 @@ impl BlobStore for LocalBlobStore {
 
     async fn size(&self, tenant: &TenantId, artifact: &ArtifactRef) -> Result<Option<u64>> {
         let paths = self.find(tenant, artifact);
-        blocking(move || {
+        blocking_read(move || {
             for path in paths {
                 match fs::metadata(&path) {
                     Ok(m) => return Ok(Some(m.len())),
@@ -252,7 +296,17 @@ impl BlobStore for LocalBlobStore {
     }
 
     async fn put_cached(&self, tenant: &TenantId, bytes: Bytes) -> Result<PutBlob> {
-        self.put_in(tenant, BlobArea::Cache, bytes).await
+        self.put_in(tenant, BlobArea::Cache, ArtifactRef::of(&bytes), bytes)
+            .await
+    }
+
+    async fn put_cached_hashed(
+        &self,
+        tenant: &TenantId,
+        artifact: ArtifactRef,
+        bytes: Bytes,
+    ) -> Result<PutBlob> {
+        self.put_in(tenant, BlobArea::Cache, artifact, bytes).await
     }
 
     async fn stat(
@@ -265,7 +319,7 @@ impl BlobStore for LocalBlobStore {
             return Ok(None);
         };
         let artifact = *artifact;
-        blocking(move || match fs::metadata(&path) {
+        blocking_read(move || match fs::metadata(&path) {
             Ok(m) => Ok(Some(info_of(artifact, &m)?)),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(e.into()),
@@ -323,7 +377,7 @@ impl BlobStore for LocalBlobStore {
         let Some(path) = self.path_in(tenant, area, artifact) else {
             return Ok(None);
         };
-        blocking(move || match fs::read(&path) {
+        blocking_read(move || match fs::read(&path) {
             Ok(b) => Ok(Some(Bytes::from(b))),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(e.into()),
@@ -451,5 +505,39 @@ mod tests {
         let e = blobs.get(&t, &put.artifact).await.unwrap_err();
         assert_eq!(e.kind, crate::ErrorKind::Internal);
         assert!(e.message.contains("failed verification"), "{}", e.message);
+    }
+
+    #[tokio::test]
+    async fn a_short_or_garbled_cached_file_is_a_miss_and_the_next_put_replaces_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let blobs = LocalBlobStore::open(dir.path()).unwrap();
+        let t: TenantId = "t".parse().unwrap();
+        let bytes = Bytes::from_static(b"a materialized context\n");
+        let put = blobs.put_cached(&t, bytes.clone()).await.unwrap();
+        assert!(put.created);
+        let path = blobs.path_in(&t, BlobArea::Cache, &put.artifact).unwrap();
+        // As a crash can leave an unsynced file: short, then garbled.
+        for bad in [&b"a materi"[..], &b"A materialized context\n"[..]] {
+            fs::write(&path, bad).unwrap();
+            assert_eq!(blobs.get_cached(&t, &put.artifact).await.unwrap(), None);
+            assert!(!path.exists(), "the bad copy is removed");
+            fs::write(&path, bad).unwrap();
+            assert_eq!(blobs.get(&t, &put.artifact).await.unwrap(), None);
+            assert!(!path.exists(), "the bad copy is removed");
+            fs::write(&path, bad).unwrap();
+            let again = blobs.put_cached(&t, bytes.clone()).await.unwrap();
+            assert!(again.created, "a bad copy is written again, not kept");
+            assert_eq!(fs::read(&path).unwrap(), bytes);
+            assert_eq!(
+                blobs.get_cached(&t, &put.artifact).await.unwrap(),
+                Some(bytes.clone())
+            );
+        }
+        // A good copy is kept as it is.
+        assert!(!blobs.put_cached(&t, bytes.clone()).await.unwrap().created);
+        // A garbled cached copy beside a good durable one: the durable one.
+        blobs.put(&t, bytes.clone()).await.unwrap();
+        fs::write(&path, b"A materialized context\n").unwrap();
+        assert_eq!(blobs.get(&t, &put.artifact).await.unwrap(), Some(bytes));
     }
 }

@@ -31,7 +31,7 @@ use std::sync::{Arc, Mutex};
 use rusqlite::Connection;
 use tokio::sync::oneshot;
 
-use super::{Database, LocalError, lock};
+use super::{Database, Durability, LocalError, lock};
 use crate::error::{Error, Result};
 
 /// The most transactions one group commits unless set otherwise; the
@@ -94,6 +94,9 @@ impl std::fmt::Debug for State {
 
 /// One transaction of a group: its work, then its answer.
 trait Pending: Send {
+    /// Whether its commit must survive power loss.
+    fn durable(&self) -> bool;
+
     /// Runs the work inside its own savepoint of the open transaction,
     /// keeping its outcome. `Err` only when the savepoint itself could not
     /// be handled: the group's transaction can no longer be trusted.
@@ -107,6 +110,8 @@ trait Pending: Send {
 /// A transaction's work, its outcome, and the caller waiting for it.
 struct Job<T, F> {
     work: Option<F>,
+    /// Whether its commit must survive power loss.
+    durable: bool,
     outcome: Option<Result<T, LocalError>>,
     reply: oneshot::Sender<Result<T>>,
 }
@@ -116,6 +121,10 @@ where
     T: Send + 'static,
     F: FnOnce(&Connection) -> Result<T, LocalError> + Send + 'static,
 {
+    fn durable(&self) -> bool {
+        self.durable
+    }
+
     fn run(&mut self, conn: &Connection) -> Result<(), LocalError> {
         let work = self.work.take().expect("a job runs once");
         step(conn, "SAVEPOINT job")?;
@@ -177,7 +186,38 @@ impl Database {
         self: &Arc<Self>,
         f: impl FnOnce(&Connection) -> Result<T, LocalError> + Send + 'static,
     ) -> Result<T> {
-        let (answer, lead) = self.enqueue(f);
+        self.submit(f, true).await
+    }
+
+    /// A transaction whose commit need not survive power loss (a
+    /// rebuildable cache). It joins a group like any other; a group made
+    /// only of such transactions commits with `synchronous=NORMAL` on a
+    /// [`Durability::Full`] database (WAL appended, not fsynced; a later
+    /// durable commit syncs it), a group with any durable one commits
+    /// durably.
+    ///
+    /// Ordering is safe: WAL frames are appended in commit order, so a
+    /// durable commit after this one fsyncs this one's frames too, and a
+    /// torn tail after a power loss loses only commits made here (never a
+    /// durable one, which an fsync ended). Callers write only cache rows
+    /// and cache-use stamps with it; a surviving row whose cached file did
+    /// not survive (cached files are not fsynced either) is a cache miss,
+    /// rebuilt by materialize.
+    pub(super) async fn transaction_relaxed<T: Send + 'static>(
+        self: &Arc<Self>,
+        f: impl FnOnce(&Connection) -> Result<T, LocalError> + Send + 'static,
+    ) -> Result<T> {
+        self.submit(f, false).await
+    }
+
+    /// Queues `f` (durable or not), leads if nobody is, and waits for the
+    /// answer.
+    async fn submit<T: Send + 'static>(
+        self: &Arc<Self>,
+        f: impl FnOnce(&Connection) -> Result<T, LocalError> + Send + 'static,
+        durable: bool,
+    ) -> Result<T> {
+        let (answer, lead) = self.enqueue(f, durable);
         if lead {
             let db = self.clone();
             tokio::task::spawn_blocking(move || db.lead());
@@ -192,11 +232,13 @@ impl Database {
     fn enqueue<T: Send + 'static>(
         &self,
         f: impl FnOnce(&Connection) -> Result<T, LocalError> + Send + 'static,
+        durable: bool,
     ) -> (oneshot::Receiver<Result<T>>, bool) {
         let (reply, answer) = oneshot::channel();
         let mut state = self.group.state.lock().unwrap_or_else(|e| e.into_inner());
         state.waiting.push_back(Box::new(Job {
             work: Some(f),
+            durable,
             outcome: None,
             reply,
         }));
@@ -225,6 +267,19 @@ impl Database {
     /// Runs one group in one transaction, commits it, answers each.
     fn commit_group(&self, mut group: Vec<Box<dyn Pending>>) {
         let conn = lock(&self.writer);
+        // Only a durable database has anything to relax, and only when no
+        // transaction of the group needs its commit durable.
+        let relax = self.durability == Durability::Full && !group.iter().any(|j| j.durable());
+        if relax {
+            if let Err(e) = conn.pragma_update(None, "synchronous", "NORMAL") {
+                drop(conn);
+                let e = Error::from(LocalError::from(e));
+                for job in group {
+                    job.answer(Some(&e));
+                }
+                return;
+            }
+        }
         let undone = match conn.execute_batch("BEGIN IMMEDIATE") {
             Err(e) => Some(LocalError::from(e)),
             Ok(()) => {
@@ -248,6 +303,11 @@ impl Database {
                 }
             }
         };
+        // Restored whatever happened: the writer's other commits stay
+        // durable. (A failure here fails the next group's commits, loudly.)
+        if relax {
+            let _ = conn.pragma_update(None, "synchronous", "FULL");
+        }
         drop(conn);
         self.group.commits.fetch_add(1, Ordering::Relaxed);
         self.group
@@ -313,7 +373,7 @@ mod tests {
         let answers: Vec<_> = jobs
             .into_iter()
             .map(|job| {
-                let (answer, lead) = db.enqueue(job);
+                let (answer, lead) = db.enqueue(job, true);
                 assert!(!lead, "the leader is held off");
                 answer
             })

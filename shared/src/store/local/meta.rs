@@ -458,8 +458,9 @@ impl MetaStore for SqliteMetaStore {
         let body = serde_json::to_string(value)
             .map_err(|e| Error::internal(format!("cannot encode cache entry: {e}")))?;
         let (size, artifact) = (value.size, value.artifact_ref.to_string());
+        // A cache row need not be durable (nor is its cached file).
         self.db
-            .write(move |conn| {
+            .transaction_relaxed(move |conn| {
                 // A new entry counts as the most recently used one.
                 conn.execute(
                     "INSERT OR REPLACE INTO materialized
@@ -525,8 +526,9 @@ impl MetaStore for SqliteMetaStore {
         at: DateTime<Utc>,
     ) -> Result<()> {
         let (tenant, key) = (tenant.clone(), key.clone());
+        // A cache-use stamp need not be durable.
         self.db
-            .write(move |conn| {
+            .transaction_relaxed(move |conn| {
                 conn.prepare_cached(
                     "UPDATE materialized SET accessed = ?5
                      WHERE tenant = ?1 AND commit_id = ?2 AND stop = ?3 AND format = ?4
@@ -556,8 +558,10 @@ impl MetaStore for SqliteMetaStore {
             keep.1.stop.to_string(),
             keep.1.format.as_str().to_owned(),
         );
+        // Removing cache rows need not be durable: a row back after a
+        // power loss names a removed file, which is a miss.
         self.db
-            .transaction(move |tx| {
+            .transaction_relaxed(move |tx| {
                 let mut total: i64 =
                     tx.query_row("SELECT COALESCE(SUM(size), 0) FROM materialized", [], |r| {
                         r.get(0)
