@@ -270,15 +270,13 @@ impl Database {
         // Only a durable database has anything to relax, and only when no
         // transaction of the group needs its commit durable.
         let relax = self.durability == Durability::Full && !group.iter().any(|j| j.durable());
-        if relax {
-            if let Err(e) = conn.pragma_update(None, "synchronous", "NORMAL") {
-                drop(conn);
-                let e = Error::from(LocalError::from(e));
-                for job in group {
-                    job.answer(Some(&e));
-                }
-                return;
+        if relax && let Err(e) = conn.pragma_update(None, "synchronous", "NORMAL") {
+            drop(conn);
+            let e = Error::from(LocalError::from(e));
+            for job in group {
+                job.answer(Some(&e));
             }
+            return;
         }
         let undone = match conn.execute_batch("BEGIN IMMEDIATE") {
             Err(e) => Some(LocalError::from(e)),
