@@ -9,9 +9,14 @@
 //!    directory fsync).
 //!
 //!    1b. **Bytes at rest** (issue 14): a transcript-sized run (500 turns,
-//!    2.75 MB) of durable checkpoints, the data directory's size live and
+//!    ~2.75 MB) of durable checkpoints, the data directory's size live and
 //!    after a clean stop against the raw bytes, deltas inline (the default)
-//!    and in the CAS (`CTX_INLINE_DELTA_BYTES=0`), with the breakdown.
+//!    and in the CAS (`CTX_INLINE_DELTA_BYTES=0`), with the breakdown (by
+//!    file, and `ctx.db` by table through `dbstat`). Two corpora: a
+//!    transcript-like one (JSON messages of seeded, non-repeating
+//!    English-like text, tool calls, paths, identifiers and numbers; see
+//!    `Corpus`) and random base64 (the incompressible worst case); each
+//!    beside the LZ4 size of its own raw bytes.
 //!
 //!    1c. **Concurrent writers** (issue 14, group commit): durable
 //!    checkpoints/s from 1 and 16 writers at once, each its own chain,
@@ -60,6 +65,8 @@ use std::io::Write;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+use base64::Engine as _;
 
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
@@ -1336,69 +1343,395 @@ fn describe(parts: &[(&'static str, (u64, u64, u64))], raw: u64) -> String {
         .join("; ")
 }
 
+impl Rng {
+    /// A number below `n` (the corpora below are the same bytes in every
+    /// run: one fixed seed).
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+}
+
+/// The most frequent English words, in rank order: the head of the
+/// vocabulary (in real text they make up about half of the words).
+const COMMON_WORDS: &[&str] = &[
+    "the", "of", "and", "to", "a", "in", "is", "it", "that", "for", "you", "was", "with", "on",
+    "as", "have", "but", "be", "they", "this", "at", "not", "from", "or", "by", "we", "an", "are",
+    "can", "if", "which", "there", "all", "will", "one", "would", "what", "so", "has", "when",
+    "do", "more", "their", "been", "other", "some", "out", "then", "them", "these", "its", "into",
+    "only", "new", "also", "should", "could", "now", "first", "any", "like", "than", "need",
+    "file", "test", "function", "error", "call", "value", "return", "change", "line", "run",
+    "check", "build", "code", "type", "field", "read", "write", "fix", "add", "use", "still",
+    "because", "after", "before", "each", "where", "here", "how", "why", "same", "next", "both",
+    "let", "me", "look", "see", "try", "again", "instead", "already", "failing", "passes",
+];
+
+/// A vocabulary of `COMMON_WORDS` followed by ~3,000 pronounceable made-up
+/// content words (two to four consonant-vowel syllables from the seeded
+/// stream), ranked: word `r` is drawn with probability ∝ 1/(r+1) (Zipf's
+/// law, as in natural language).
+struct Vocabulary {
+    words: Vec<String>,
+    /// Cumulative Zipf weights, for drawing by binary search.
+    cumulative: Vec<f64>,
+}
+
+impl Vocabulary {
+    fn new(rng: &mut Rng) -> Self {
+        const ONSETS: &[&str] = &[
+            "b", "c", "d", "f", "g", "h", "k", "l", "m", "n", "p", "r", "s", "t", "v", "w", "st",
+            "tr", "pr", "ch", "sh", "th", "gr", "cl", "br", "sp",
+        ];
+        const NUCLEI: &[&str] = &["a", "e", "i", "o", "u", "ea", "ou", "io", "ai", "y"];
+        const CODAS: &[&str] = &["", "", "", "n", "r", "s", "t", "l", "nd", "ng", "ck", "ss"];
+        let mut words: Vec<String> = COMMON_WORDS.iter().map(|w| (*w).to_owned()).collect();
+        let mut seen: std::collections::HashSet<String> = words.iter().cloned().collect();
+        while words.len() < COMMON_WORDS.len() + 3_000 {
+            let syllables = 2 + rng.below(3);
+            let mut w = String::new();
+            for _ in 0..syllables {
+                w.push_str(ONSETS[rng.below(ONSETS.len())]);
+                w.push_str(NUCLEI[rng.below(NUCLEI.len())]);
+            }
+            w.push_str(CODAS[rng.below(CODAS.len())]);
+            if seen.insert(w.clone()) {
+                words.push(w);
+            }
+        }
+        let mut total = 0.0;
+        let cumulative = (0..words.len())
+            .map(|r| {
+                total += 1.0 / (r as f64 + 1.0);
+                total
+            })
+            .collect();
+        Vocabulary { words, cumulative }
+    }
+
+    fn word(&self, rng: &mut Rng) -> &str {
+        let total = *self.cumulative.last().expect("a vocabulary");
+        let x = (rng.next() >> 11) as f64 / (1u64 << 53) as f64 * total;
+        let i = self.cumulative.partition_point(|c| *c < x);
+        &self.words[i.min(self.words.len() - 1)]
+    }
+
+    /// `n` words as sentences (capitalized, 6–20 words, ending in a period).
+    fn prose(&self, rng: &mut Rng, n: usize) -> String {
+        let mut out = String::new();
+        let mut left_in_sentence = 0;
+        for _ in 0..n {
+            if left_in_sentence == 0 {
+                if !out.is_empty() {
+                    out.push_str(". ");
+                }
+                left_in_sentence = 6 + rng.below(15);
+                let w = self.word(rng);
+                let mut c = w.chars();
+                if let Some(first) = c.next() {
+                    out.extend(first.to_uppercase());
+                    out.push_str(c.as_str());
+                }
+            } else {
+                out.push(' ');
+                out.push_str(self.word(rng));
+            }
+            left_in_sentence -= 1;
+        }
+        out.push('.');
+        out
+    }
+
+    /// A snake_case identifier of two or three words.
+    fn ident(&self, rng: &mut Rng) -> String {
+        let n = 2 + rng.below(2);
+        (0..n)
+            .map(|_| self.word(rng).to_owned())
+            .collect::<Vec<_>>()
+            .join("_")
+    }
+}
+
+/// The two corpora of section 1b.
+#[derive(Clone, Copy)]
+enum Corpus {
+    /// Agent-transcript-like turns: JSON messages (a user request, the
+    /// assistant's reasoning, a tool call with its JSON arguments, the
+    /// tool's output of file paths, identifiers, numbers, hex ids and log
+    /// lines, the assistant's answer) of non-repeating English-like text
+    /// drawn from [`Vocabulary`] by a seeded PRNG.
+    Transcript,
+    /// The worst case: tool outputs of random bytes as base64 text, which
+    /// no compressor without entropy coding shrinks.
+    Random,
+}
+
+impl Corpus {
+    fn name(self) -> &'static str {
+        match self {
+            Corpus::Transcript => "transcript-like JSON text",
+            Corpus::Random => "random base64 (incompressible)",
+        }
+    }
+
+    /// `turns` deltas of about `per_turn` bytes each (exactly, for
+    /// `Random`), from a fixed seed.
+    fn turns(self, turns: usize, per_turn: usize) -> Vec<String> {
+        let mut rng = Rng(0x00C0_FFEE);
+        match self {
+            Corpus::Random => (0..turns)
+                .map(|i| {
+                    let head = format!("{{\"role\":\"tool\",\"turn\":{i},\"content\":\"");
+                    let n = (per_turn - head.len() - 2) / 4 * 3;
+                    let bytes: Vec<u8> = (0..n).map(|_| rng.next() as u8).collect();
+                    let mut s = head + &base64::engine::general_purpose::STANDARD.encode(bytes);
+                    s.push_str("\"}");
+                    s
+                })
+                .collect(),
+            Corpus::Transcript => {
+                let vocab = Vocabulary::new(&mut rng);
+                (0..turns)
+                    .map(|i| transcript_turn(&vocab, &mut rng, i, per_turn))
+                    .collect()
+            }
+        }
+    }
+}
+
+/// One turn of [`Corpus::Transcript`]: JSON lines of messages until
+/// `per_turn` bytes are reached.
+fn transcript_turn(vocab: &Vocabulary, rng: &mut Rng, turn: usize, per_turn: usize) -> String {
+    const TOOLS: &[&str] = &[
+        "read_file",
+        "run_command",
+        "search_code",
+        "edit_file",
+        "list_dir",
+    ];
+    let json = |v: serde_json::Value| v.to_string();
+    let mut out = String::new();
+    let user = {
+        let n = 15 + rng.below(50);
+        vocab.prose(rng, n)
+    };
+    out.push_str(&json(
+        serde_json::json!({"role": "user", "turn": turn, "content": user}),
+    ));
+    out.push('\n');
+    // Rounds of ~1.2 KB: stop a round early so turns average `per_turn`.
+    while out.len() + 1_100 < per_turn {
+        let thought = {
+            let n = 20 + rng.below(80);
+            vocab.prose(rng, n)
+        };
+        let tool = TOOLS[rng.below(TOOLS.len())];
+        let path = format!("src/{}/{}.rs", vocab.word(rng), vocab.ident(rng));
+        let call_id = format!("call_{:016x}", rng.next());
+        out.push_str(&json(serde_json::json!({
+            "role": "assistant",
+            "content": thought,
+            "tool_calls": [{"id": call_id, "type": "function", "function": {
+                "name": tool,
+                "arguments": serde_json::json!({
+                    "path": path,
+                    "line": 1 + rng.below(2_000),
+                    "query": vocab.ident(rng),
+                }).to_string(),
+            }}],
+        })));
+        out.push('\n');
+        let mut result = String::new();
+        for _ in 0..3 + rng.below(10) {
+            match rng.below(4) {
+                0 => result.push_str(&format!(
+                    "{}:{}: {} `{}` {}\n",
+                    path,
+                    1 + rng.below(2_000),
+                    vocab.word(rng),
+                    vocab.ident(rng),
+                    {
+                        let n = 4 + rng.below(10);
+                        vocab.prose(rng, n)
+                    }
+                )),
+                1 => result.push_str(&format!(
+                    "    let {} = {}({}, {})?;\n",
+                    vocab.ident(rng),
+                    vocab.ident(rng),
+                    rng.below(100_000),
+                    vocab.ident(rng)
+                )),
+                2 => result.push_str(&format!(
+                    "test {}::{} ... {} ({}.{:03}s) id={:08x}\n",
+                    vocab.word(rng),
+                    vocab.ident(rng),
+                    if rng.below(5) == 0 { "FAILED" } else { "ok" },
+                    rng.below(10),
+                    rng.below(1_000),
+                    rng.next() as u32
+                )),
+                _ => {
+                    result.push_str(&{
+                        let n = 5 + rng.below(20);
+                        vocab.prose(rng, n)
+                    });
+                    result.push('\n');
+                }
+            }
+        }
+        out.push_str(&json(serde_json::json!({
+            "role": "tool", "tool_call_id": call_id, "content": result,
+        })));
+        out.push('\n');
+    }
+    let answer = {
+        let n = 10 + rng.below(40);
+        vocab.prose(rng, n)
+    };
+    out.push_str(&json(
+        serde_json::json!({"role": "assistant", "content": answer}),
+    ));
+    out.push('\n');
+    out
+}
+
+/// Bytes of `ctx.db` by what holds them (`dbstat`, allocated pages): the
+/// inline deltas (`deltas`), the commits with their indexes, the rest of
+/// the tables and free pages.
+fn db_parts(dir: &Path) -> (String, Vec<(String, i64)>) {
+    let conn = rusqlite::Connection::open_with_flags(
+        dir.join("ctx.db"),
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+    )
+    .expect("ctx.db opens");
+    let mut stmt = conn
+        .prepare("SELECT name, SUM(pgsize) FROM dbstat GROUP BY name")
+        .expect("dbstat is compiled in");
+    let rows: Vec<(String, i64)> = stmt
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .expect("dbstat")
+        .collect::<Result<_, _>>()
+        .expect("dbstat rows");
+    let (mut deltas, mut commits, mut timeline, mut other) = (0, 0, 0, 0);
+    for (name, bytes) in rows.iter().cloned() {
+        match name.as_str() {
+            "deltas" => deltas += bytes,
+            n if n.starts_with("commits") => commits += bytes,
+            "timeline" => timeline += bytes,
+            _ => other += bytes,
+        }
+    }
+    let page: i64 = conn
+        .pragma_query_value(None, "page_size", |r| r.get(0))
+        .expect("page_size");
+    let free: i64 = conn
+        .pragma_query_value(None, "freelist_count", |r| r.get(0))
+        .expect("freelist_count");
+    let (data, codec1): (i64, i64) = conn
+        .query_row(
+            "SELECT COALESCE(SUM(length(bytes)), 0), COALESCE(SUM(codec = 1), 0) FROM deltas",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .expect("deltas");
+    let mb = |b: i64| b as f64 / 1e6;
+    let summary = format!(
+        "deltas {:.2} MB ({:.2} MB stored, {codec1} packed); commits + indexes {:.2} MB; \
+         timeline {:.2} MB; other tables {:.2} MB; free {:.2} MB",
+        mb(deltas),
+        mb(data),
+        mb(commits),
+        mb(timeline),
+        mb(other),
+        mb(free * page)
+    );
+    (summary, rows)
+}
+
 /// A transcript-sized run (500 turns of ~5.5 KB, 2.75 MB; quick: 50) of
-/// durable checkpoints into a fresh data directory, with the deltas inline
-/// and (as before) in the CAS: the space the directory takes while the
-/// server runs (live: the WAL as the checkpoints left it) and at rest
-/// (after a clean stop truncates the WAL), against the raw bytes.
+/// durable checkpoints into a fresh data directory, per corpus, with the
+/// deltas inline and (as before) in the CAS: the space the directory takes
+/// while the server runs (live: the WAL as the checkpoints left it) and at
+/// rest (after a clean stop truncates the WAL), against the raw bytes and
+/// against LZ4 of the same bytes (each turn on its own, as the store packs
+/// them, and the whole transcript as one block).
 async fn bytes_at_rest(plan: &Plan) {
     let turns = if plan.quick { 50 } else { 500 };
     let per_turn = TRANSCRIPT_BYTES / 500;
     let tenant = tenant();
     println!(
-        "## 1b. Bytes at rest ({turns} turns of {per_turn} bytes, one durable checkpoint a turn)\n"
+        "## 1b. Bytes at rest ({turns} turns of ~{per_turn} bytes, one durable checkpoint a turn)\n"
     );
     println!(
-        "| deltas | raw bytes | live: data dir / raw | at rest: data dir / raw | at rest, by part (allocated) |"
+        "| corpus | deltas | raw bytes | LZ4 per turn / raw | LZ4 whole / raw | live: data dir / raw | at rest: data dir / raw | at rest, by part (allocated) | ctx.db by table (dbstat) |"
     );
-    println!("|---|---:|---:|---:|---|");
-    for inline in [true, false] {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let svc = if inline {
-            local_service(dir.path(), Durability::Full)
-        } else {
-            local_service_cas_only(dir.path(), Durability::Full)
-        };
-        let mut parent: Option<CommitId> = None;
-        let mut raw = 0u64;
-        for i in 0..turns {
-            let mut d = delta(9, i);
-            while d.len() < per_turn {
-                d.push_str(&delta(9, i));
+    println!("|---|---|---:|---:|---:|---:|---:|---|---|");
+    let mut detail = Vec::new();
+    for corpus in [Corpus::Transcript, Corpus::Random] {
+        let deltas = corpus.turns(turns, per_turn);
+        let raw: u64 = deltas.iter().map(|d| d.len() as u64).sum();
+        let lz4_turns: u64 = deltas
+            .iter()
+            .map(|d| lz4_flex::block::compress(d.as_bytes()).len() as u64)
+            .sum();
+        let lz4_whole = lz4_flex::block::compress(deltas.concat().as_bytes()).len() as u64;
+        for inline in [true, false] {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let svc = if inline {
+                local_service(dir.path(), Durability::Full)
+            } else {
+                local_service_cas_only(dir.path(), Durability::Full)
+            };
+            let mut parent: Option<CommitId> = None;
+            for (i, d) in deltas.iter().enumerate() {
+                let req = checkpoint_request(
+                    parent,
+                    d.clone(),
+                    micros_to_time(EPOCH_MICROS + i as i64 * 1_000_000),
+                );
+                parent = Some(
+                    svc.checkpoint(&tenant, req)
+                        .await
+                        .expect("checkpoint")
+                        .commit
+                        .id,
+                );
             }
-            d.truncate(per_turn);
-            raw += d.len() as u64;
-            let req = checkpoint_request(
-                parent,
-                d,
-                micros_to_time(EPOCH_MICROS + i as i64 * 1_000_000),
-            );
-            parent = Some(
-                svc.checkpoint(&tenant, req)
-                    .await
-                    .expect("checkpoint")
-                    .commit
-                    .id,
+            let live = disk_usage(dir.path()).0;
+            drop(svc);
+            ctx_core::store::local::checkpoint_wal(dir.path()).expect("WAL truncated");
+            let parts = breakdown(dir.path());
+            let rest = parts.last().expect("the total").1.0;
+            let (tables, by_name) = db_parts(dir.path());
+            if inline && matches!(corpus, Corpus::Transcript) {
+                detail = by_name;
+            }
+            println!(
+                "| {} | {} | {raw} | {:.3}x | {:.3}x | {:.2} MB ({:.3}x) | {:.2} MB ({:.3}x) | {} | {} |",
+                corpus.name(),
+                if inline {
+                    "inline (default)"
+                } else {
+                    "fs CAS (`CTX_INLINE_DELTA_BYTES=0`)"
+                },
+                lz4_turns as f64 / raw as f64,
+                lz4_whole as f64 / raw as f64,
+                live as f64 / 1e6,
+                live as f64 / raw as f64,
+                rest as f64 / 1e6,
+                rest as f64 / raw as f64,
+                describe(&parts, raw),
+                tables
             );
         }
-        let live = disk_usage(dir.path()).0;
-        drop(svc);
-        ctx_core::store::local::checkpoint_wal(dir.path()).expect("WAL truncated");
-        let parts = breakdown(dir.path());
-        let rest = parts.last().expect("the total").1.0;
-        println!(
-            "| {} | {raw} | {:.2} MB ({:.3}x) | {:.2} MB ({:.3}x) | {} |",
-            if inline {
-                "inline (default)"
-            } else {
-                "fs CAS (`CTX_INLINE_DELTA_BYTES=0`)"
-            },
-            live as f64 / 1e6,
-            live as f64 / raw as f64,
-            rest as f64 / 1e6,
-            rest as f64 / raw as f64,
-            describe(&parts, raw)
-        );
+    }
+    println!();
+    println!(
+        "`ctx.db` of the transcript-like run, deltas inline, by table and index (`dbstat`, bytes per commit):\n"
+    );
+    println!("| table or index | bytes | per commit |");
+    println!("|---|---:|---:|");
+    for (name, bytes) in detail {
+        println!("| {name} | {bytes} | {} |", bytes / turns as i64);
     }
     println!();
 }

@@ -18,6 +18,7 @@
 //!   SQLite database (the embedded default).
 //! - [`aws`]: artifacts in S3; meta, tokens and branches in one DynamoDB
 //!   table.
+//! - `packed`: inline deltas at rest, LZ4 or raw (local and aws).
 //! - `conformance`: the behaviours, and `run_all` that every backend's
 //!   tests call once (with the `conformance` feature or in tests).
 
@@ -45,6 +46,8 @@ pub mod counting;
 #[cfg(feature = "local")]
 pub mod local;
 pub mod memory;
+#[cfg(any(feature = "local", feature = "aws"))]
+pub(crate) mod packed;
 
 /// The result of storing an artifact.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

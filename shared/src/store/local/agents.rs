@@ -30,12 +30,12 @@ impl SqliteMetaStore {
         let lower = after.map_or(i64::MIN, |a| a.timestamp_micros().saturating_add(1));
         let upper = until.timestamp_micros();
         let sql_text = if newest_first {
-            "SELECT c.body, d.bytes FROM timeline t JOIN commits c ON c.tenant = t.tenant AND c.id = t.id
+            "SELECT c.body, d.bytes, d.codec FROM timeline t JOIN commits c ON c.tenant = t.tenant AND c.id = t.id
              LEFT JOIN deltas d ON d.rowid = c.delta
              WHERE t.tenant = ?1 AND t.principal = ?2 AND t.ts >= ?3 AND t.ts <= ?4
              ORDER BY t.ts DESC, t.id DESC LIMIT ?5"
         } else {
-            "SELECT c.body, d.bytes FROM timeline t JOIN commits c ON c.tenant = t.tenant AND c.id = t.id
+            "SELECT c.body, d.bytes, d.codec FROM timeline t JOIN commits c ON c.tenant = t.tenant AND c.id = t.id
              LEFT JOIN deltas d ON d.rowid = c.delta
              WHERE t.tenant = ?1 AND t.principal = ?2 AND t.ts >= ?3 AND t.ts <= ?4
              ORDER BY t.ts ASC, t.id ASC LIMIT ?5"

@@ -103,7 +103,7 @@ impl SqliteMetaStore {
             .read(move |conn| {
                 commits_where(
                     conn,
-                    "SELECT body, bytes FROM commits LEFT JOIN deltas ON deltas.rowid = commits.delta WHERE tenant = ?1 AND session = ?2",
+                    "SELECT body, bytes, codec FROM commits LEFT JOIN deltas ON deltas.rowid = commits.delta WHERE tenant = ?1 AND session = ?2",
                     params![tenant.as_str(), session.as_str()],
                 )
             })
@@ -120,7 +120,7 @@ impl SqliteMetaStore {
             .read(move |conn| {
                 commits_where(
                     conn,
-                    "SELECT body, bytes FROM commits LEFT JOIN deltas ON deltas.rowid = commits.delta WHERE tenant = ?1 AND parent = ?2",
+                    "SELECT body, bytes, codec FROM commits LEFT JOIN deltas ON deltas.rowid = commits.delta WHERE tenant = ?1 AND parent = ?2",
                     params![tenant.as_str(), parent.to_string()],
                 )
             })

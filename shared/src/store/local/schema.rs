@@ -21,7 +21,7 @@ use super::sql;
 use crate::error::{Error, Result};
 
 /// The schema version this build writes and reads.
-pub const VERSION: u32 = 7;
+pub const VERSION: u32 = 8;
 
 /// Version 0 → 1: commits, lineages, timelines, refs, the materialization
 /// cache, tokens (the meta store) and branches, their sessions and their
@@ -183,8 +183,15 @@ const EVICTED: &str = "
 ALTER TABLE commits ADD COLUMN evicted_by TEXT;
 ";
 
+/// Inline deltas packed: `codec` says how a row's `bytes` are stored
+/// (`store::packed`: 0 raw, 1 LZ4 with the length before it). Rows
+/// written before are raw.
+const PACKED: &str = "
+ALTER TABLE deltas ADD COLUMN codec INTEGER NOT NULL DEFAULT 0;
+";
+
 /// The migration steps, in order: step `n` goes from version `n` to `n + 1`.
-const MIGRATIONS: &[&str] = &[V1, V2, CACHE, AGENTS, LIFECYCLE, INLINE, EVICTED];
+const MIGRATIONS: &[&str] = &[V1, V2, CACHE, AGENTS, LIFECYCLE, INLINE, EVICTED, PACKED];
 
 const _: () = assert!(MIGRATIONS.len() == VERSION as usize);
 
@@ -457,6 +464,60 @@ mod tests {
         SqliteBranchStore::open(dir.path()).unwrap();
         assert_eq!(version_of(&path), VERSION);
         assert_eq!(dump(&path).len(), 20);
+    }
+
+    #[tokio::test]
+    async fn inline_deltas_written_before_packing_read_as_raw() {
+        // A version 7 database (before `deltas.codec`) holding an inline
+        // delta that would compress: after the migration it reads back as
+        // it was stored, and a new one is packed beside it.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ctx.db");
+        let tenant: TenantId = "t".parse().unwrap();
+        let old = b"an old turn, an old turn, an old turn, an old turn. ".repeat(40);
+        let c = conformance::commit(&tenant, None, t(0), "p", &old);
+        {
+            let mut conn = Connection::open(&path).unwrap();
+            let tx = conn.transaction().unwrap();
+            for step in &MIGRATIONS[..7] {
+                tx.execute_batch(step).unwrap();
+            }
+            tx.pragma_update(None, "user_version", 7).unwrap();
+            tx.execute("INSERT INTO deltas (bytes) VALUES (?1)", [&old[..]])
+                .unwrap();
+            tx.execute(
+                "INSERT INTO commits (tenant, id, lineage, depth, body, artifact, delta)
+                 VALUES ('t', ?1, ?1, 0, ?2, ?3, 1)",
+                rusqlite::params![
+                    c.id.to_string(),
+                    serde_json::to_string(&c).unwrap(),
+                    c.artifact_ref.to_string()
+                ],
+            )
+            .unwrap();
+            tx.commit().unwrap();
+        }
+        let meta = SqliteMetaStore::open(dir.path()).unwrap();
+        assert_eq!(version_of(&path), VERSION);
+        let got = meta.get_commit(&tenant, &c.id).await.unwrap().unwrap();
+        assert_eq!(got.inline.as_deref(), Some(&old[..]), "read as raw");
+        let mut new = conformance::commit(&tenant, Some(&c), t(1), "p", &old);
+        new.inline = Some(old.clone().into());
+        meta.put_commit(&tenant, &new, None).await.unwrap();
+        let rows: Vec<(i64, i64)> = Connection::open(&path)
+            .unwrap()
+            .prepare("SELECT length(bytes), codec FROM deltas ORDER BY rowid")
+            .unwrap()
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(rows[0], (old.len() as i64, 0), "the old row as it was");
+        assert_eq!(rows[1].1, 1, "the new row packed");
+        assert!(rows[1].0 < old.len() as i64 / 4, "{rows:?}");
+        let run = meta.lineage_run(&tenant, &c.lineage, 1, 10).await.unwrap();
+        assert_eq!(run.len(), 2);
+        assert!(run.iter().all(|c| c.inline.as_deref() == Some(&old[..])));
     }
 
     #[test]

@@ -7,7 +7,7 @@
 use chrono::{DateTime, Utc};
 use rusqlite::{Connection, OptionalExtension, params};
 
-use super::meta::{decode_commit, encode_commit};
+use super::meta::{NO_DELTA, decode_commit, encode_commit};
 use super::{SqliteMetaStore, sql};
 use crate::clock::micros_to_time;
 use crate::commit::Commit;
@@ -18,7 +18,8 @@ use crate::store::{
     TAG_SUMMARY_ERROR, claim_tag,
 };
 
-/// A row of the queue: body, lease, tries, err, retry.
+/// A row of the queue: body, lease, tries, err, retry, inline delta and
+/// its codec.
 type QueueRow = (
     String,
     Option<i64>,
@@ -26,6 +27,7 @@ type QueueRow = (
     Option<String>,
     Option<i64>,
     Option<Vec<u8>>,
+    Option<i64>,
 );
 
 impl SqliteMetaStore {
@@ -42,7 +44,7 @@ impl SqliteMetaStore {
             .db
             .read(move |conn| {
                 let mut stmt = conn.prepare_cached(
-                    "SELECT body, lease, tries, err, retry, bytes
+                    "SELECT body, lease, tries, err, retry, bytes, codec
                      FROM commits LEFT JOIN deltas ON deltas.rowid = commits.delta
                      WHERE tenant = ?1 AND summary IS NULL AND (ts, id) > (?2, ?3)
                      ORDER BY ts, id LIMIT ?4",
@@ -62,6 +64,7 @@ impl SqliteMetaStore {
                             r.get(3)?,
                             r.get(4)?,
                             r.get(5)?,
+                            r.get(6)?,
                         ))
                     },
                 )?;
@@ -70,9 +73,9 @@ impl SqliteMetaStore {
             .await?;
         let more = rows.len() > limit;
         let mut items = Vec::with_capacity(rows.len().min(limit));
-        for (body, lease, tries, err, retry, delta) in rows.into_iter().take(limit) {
+        for (body, lease, tries, err, retry, bytes, codec) in rows.into_iter().take(limit) {
             items.push(Missing {
-                commit: decode_commit(&body, delta)?,
+                commit: decode_commit(&body, (bytes, codec))?,
                 state: SummaryState {
                     claimed_until: lease.map(micros_to_time),
                     attempts: u32::try_from(tries).unwrap_or(u32::MAX),
@@ -119,7 +122,7 @@ impl SqliteMetaStore {
                     return Ok(false);
                 }
                 // Only the body is rewritten: the inline bytes stay as they are.
-                let mut c = decode_commit(&body, None)?;
+                let mut c = decode_commit(&body, NO_DELTA)?;
                 c.tags.insert(TAG_SUMMARIZING.to_owned(), claim_tag(until));
                 tx.execute(
                     "UPDATE commits SET body = ?3, lease = ?4 WHERE tenant = ?1 AND id = ?2",
@@ -233,5 +236,5 @@ fn missing_in(conn: &Connection, tenant: &TenantId, id: &CommitId) -> Result<Opt
         .optional()
         .map_err(sql)?;
     // Only its body is rewritten by the callers: the inline bytes stay.
-    Ok(body.map(|b| decode_commit(&b, None)).transpose()?)
+    Ok(body.map(|b| decode_commit(&b, NO_DELTA)).transpose()?)
 }
