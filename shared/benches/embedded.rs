@@ -640,7 +640,6 @@ struct InlineRow {
 /// one table (`deltas (bytes BLOB)`, in a database of their own) read by
 /// one query and concatenated.
 async fn materialize_inline_depth(depth: usize, chains: usize) -> InlineRow {
-    let tenant = tenant();
     let dir = tempfile::tempdir().expect("tempdir");
     let loader = local_service(dir.path(), Durability::Off);
     let mut built = Vec::with_capacity(chains);
@@ -649,24 +648,7 @@ async fn materialize_inline_depth(depth: usize, chains: usize) -> InlineRow {
     }
     drop(loader);
     let svc = local_service(dir.path(), Durability::Full);
-    let mut cold = Vec::new();
-    let mut bytes = 0;
-    let cold_start = Instant::now();
-    for ch in &built {
-        for stop in [Stop::Root, Stop::After(ch.root)] {
-            let t = Instant::now();
-            let m = svc
-                .materialize(&tenant, &ch.tip, stop, None)
-                .await
-                .expect("materialize");
-            cold.push(t.elapsed());
-            assert!(!m.cached, "first call is not cached");
-            if stop == Stop::Root {
-                bytes = m.result.size;
-            }
-        }
-    }
-    let cold = Samples::new(cold, cold_start.elapsed());
+    let (cold, bytes) = cold_materializes(&svc, &built).await;
 
     let conn = rusqlite::Connection::open(dir.path().join("limit.db")).expect("open limit.db");
     conn.execute_batch("CREATE TABLE deltas (bytes BLOB NOT NULL)")
@@ -702,6 +684,31 @@ async fn materialize_inline_depth(depth: usize, chains: usize) -> InlineRow {
     InlineRow { cold, sqlite }
 }
 
+/// The first materialize of each chain's tip, `stop: root` and `stop:
+/// after <root>` (two cache keys each): their latencies, and the bytes of
+/// the `stop: root` result.
+async fn cold_materializes(svc: &Service, built: &[Chain]) -> (Samples, u64) {
+    let tenant = tenant();
+    let mut cold = Vec::new();
+    let mut bytes = 0;
+    let cold_start = Instant::now();
+    for ch in built {
+        for stop in [Stop::Root, Stop::After(ch.root)] {
+            let t = Instant::now();
+            let m = svc
+                .materialize(&tenant, &ch.tip, stop, None)
+                .await
+                .expect("materialize");
+            cold.push(t.elapsed());
+            assert!(!m.cached, "first call is not cached");
+            if stop == Stop::Root {
+                bytes = m.result.size;
+            }
+        }
+    }
+    (Samples::new(cold, cold_start.elapsed()), bytes)
+}
+
 async fn materialize_depth(depth: usize, chains: usize) -> MaterializeRow {
     let tenant = tenant();
     let dir = tempfile::tempdir().expect("tempdir");
@@ -726,24 +733,7 @@ async fn materialize_depth(depth: usize, chains: usize) -> MaterializeRow {
     // Cold: every (tip, stop) is a separate cache key. Stop::Compaction is
     // left out: on a chain of deltas it joins the same bytes as Stop::Root,
     // so the blob write would be skipped as a duplicate.
-    let mut cold = Vec::new();
-    let mut bytes = 0;
-    let cold_start = Instant::now();
-    for ch in &built {
-        for stop in [Stop::Root, Stop::After(ch.root)] {
-            let t = Instant::now();
-            let m = svc
-                .materialize(&tenant, &ch.tip, stop, None)
-                .await
-                .expect("materialize");
-            cold.push(t.elapsed());
-            assert!(!m.cached, "first call is not cached");
-            if stop == Stop::Root {
-                bytes = m.result.size;
-            }
-        }
-    }
-    let cold = Samples::new(cold, cold_start.elapsed());
+    let (cold, bytes) = cold_materializes(&svc, &built).await;
 
     let tip = built[0].tip;
     let cached = time_each(CACHED_REPS, |_| {
