@@ -39,6 +39,13 @@ use crate::error::{Error, Result};
 /// the last.
 const MAX_GROUP: usize = 64;
 
+/// Transactions committed after which a leader that finds nobody waiting
+/// checkpoints the write-ahead log into the database before it stops
+/// (`PRAGMA wal_checkpoint(PASSIVE)`): ~8 pages each, about 256 KiB of
+/// log. Under sustained writes nobody is idle and SQLite's own automatic
+/// checkpoint (`WAL_AUTOCHECKPOINT_PAGES`) bounds the log instead.
+const IDLE_CHECKPOINT_TRANSACTIONS: u64 = 8;
+
 /// Transactions waiting for a group, and whether a leader is writing.
 #[derive(Debug)]
 pub(super) struct Queue {
@@ -48,6 +55,10 @@ pub(super) struct Queue {
     /// Transactions answered, and `COMMIT`s that carried them.
     transactions: AtomicU64,
     commits: AtomicU64,
+    /// Transactions committed since the last idle checkpoint.
+    unchecked: AtomicU64,
+    /// Idle checkpoints run.
+    checkpoints: AtomicU64,
 }
 
 impl Default for Queue {
@@ -57,6 +68,8 @@ impl Default for Queue {
             limit: AtomicUsize::new(MAX_GROUP),
             transactions: AtomicU64::new(0),
             commits: AtomicU64::new(0),
+            unchecked: AtomicU64::new(0),
+            checkpoints: AtomicU64::new(0),
         }
     }
 }
@@ -245,22 +258,46 @@ impl Database {
         (answer, !std::mem::replace(&mut state.leading, true))
     }
 
-    /// The leader: writes groups until nobody is waiting.
+    /// The leader: writes groups until nobody is waiting, then, when
+    /// enough was committed since the last time, checkpoints the log.
     fn lead(&self) {
         loop {
-            let group: Vec<Box<dyn Pending>> = {
+            let group: Option<Vec<Box<dyn Pending>>> = {
                 let mut state = self.group.state.lock().unwrap_or_else(|e| e.into_inner());
                 if state.waiting.is_empty() {
-                    state.leading = false;
-                    return;
+                    if self.group.unchecked.load(Ordering::Relaxed) < IDLE_CHECKPOINT_TRANSACTIONS {
+                        state.leading = false;
+                        return;
+                    }
+                    // Still leading: whoever comes meanwhile queues for
+                    // the next round of this loop.
+                    None
+                } else {
+                    let n = state
+                        .waiting
+                        .len()
+                        .min(self.group.limit.load(Ordering::Relaxed));
+                    Some(state.waiting.drain(..n).collect())
                 }
-                let n = state
-                    .waiting
-                    .len()
-                    .min(self.group.limit.load(Ordering::Relaxed));
-                state.waiting.drain(..n).collect()
             };
-            self.commit_group(group);
+            match group {
+                Some(group) => self.commit_group(group),
+                None => self.checkpoint_idle(),
+            }
+        }
+    }
+
+    /// Checkpoints the write-ahead log while nobody waits to write
+    /// (`PASSIVE`: it never waits for readers, and copies what it can).
+    fn checkpoint_idle(&self) {
+        let conn = lock(&self.writer);
+        self.group.unchecked.store(0, Ordering::Relaxed);
+        match conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(())) {
+            Ok(()) => {
+                self.group.checkpoints.fetch_add(1, Ordering::Relaxed);
+            }
+            // The next idle moment or SQLite's own checkpoint tries again.
+            Err(e) => tracing::debug!("idle WAL checkpoint failed: {e}"),
         }
     }
 
@@ -311,6 +348,11 @@ impl Database {
         self.group
             .transactions
             .fetch_add(group.len() as u64, Ordering::Relaxed);
+        if undone.is_none() {
+            self.group
+                .unchecked
+                .fetch_add(group.len() as u64, Ordering::Relaxed);
+        }
         let undone = undone.map(Error::from);
         for job in group {
             job.answer(undone.as_ref());
@@ -462,5 +504,32 @@ mod tests {
         let after = db.group.counts();
         assert_eq!(after.0 - before.0, 320);
         assert!(after.1 - before.1 <= 320);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_writer_falling_idle_checkpoints_the_log() {
+        let (_dir, db) = database();
+        table(&db).await;
+        for n in 1..IDLE_CHECKPOINT_TRANSACTIONS as i64 {
+            db.transaction(insert(n)).await.unwrap();
+        }
+        // The table and 7 rows: 8 transactions, each answered before the
+        // leader, idle, checkpoints; wait for it to stop.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while db.group.checkpoints.load(Ordering::Relaxed) == 0
+            || db.group.state.lock().unwrap().leading
+        {
+            assert!(std::time::Instant::now() < deadline, "no idle checkpoint");
+            tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+        }
+        assert_eq!(db.group.checkpoints.load(Ordering::Relaxed), 1);
+        assert_eq!(db.group.unchecked.load(Ordering::Relaxed), 0);
+        // One transaction more is not enough for another.
+        db.transaction(insert(100)).await.unwrap();
+        while db.group.state.lock().unwrap().leading {
+            tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+        }
+        assert_eq!(db.group.checkpoints.load(Ordering::Relaxed), 1);
+        assert_eq!(rows(&db).await.len(), 8);
     }
 }
