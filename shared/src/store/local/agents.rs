@@ -120,7 +120,7 @@ impl SqliteMetaStore {
         let (tenant, agent) = (tenant.clone(), agent.clone());
         let (id, body) = (save.save_id.to_string(), encode(save)?);
         self.db
-            .write(move |conn| {
+            .transaction(move |conn| {
                 conn.execute(
                     "INSERT INTO agent_saves (tenant, agent, save_id, body) VALUES (?1, ?2, ?3, ?4)
                      ON CONFLICT DO NOTHING",
@@ -185,7 +185,7 @@ impl SqliteMetaStore {
     ) -> Result<bool> {
         let (tenant, agent, id) = (tenant.clone(), agent.clone(), id.to_string());
         self.db
-            .write(move |conn| {
+            .transaction(move |conn| {
                 Ok(conn.execute(
                     "DELETE FROM agent_saves WHERE tenant = ?1 AND agent = ?2 AND save_id = ?3",
                     params![tenant.as_str(), agent.as_str(), id],
@@ -202,7 +202,7 @@ impl SqliteMetaStore {
     ) -> Result<bool> {
         let (tenant, agent, artifact) = (tenant.clone(), agent.clone(), artifact.to_string());
         self.db
-            .write(move |conn| {
+            .transaction(move |conn| {
                 Ok(conn.execute(
                     "UPDATE agents SET body = json_remove(body, '$.working_context')
                      WHERE tenant = ?1 AND agent = ?2
@@ -216,7 +216,7 @@ impl SqliteMetaStore {
     pub(super) async fn remove_agent(&self, tenant: &TenantId, agent: &Principal) -> Result<bool> {
         let (tenant, agent) = (tenant.clone(), agent.clone());
         self.db
-            .write(move |conn| {
+            .transaction(move |conn| {
                 Ok(conn.execute(
                     "DELETE FROM agents WHERE tenant = ?1 AND agent = ?2",
                     params![tenant.as_str(), agent.as_str()],

@@ -329,7 +329,7 @@ impl BranchStore for SqliteBranchStore {
     async fn delete_branch(&self, tenant: &TenantId, id: &BranchId) -> Result<bool> {
         let (tenant, id) = (tenant.clone(), id.to_string());
         self.db
-            .write(move |conn| {
+            .transaction(move |conn| {
                 Ok(conn.execute(
                     "DELETE FROM branches WHERE tenant = ?1 AND id = ?2",
                     params![tenant.as_str(), id],

@@ -164,7 +164,7 @@ impl SqliteMetaStore {
     ) -> Result<bool> {
         let (tenant, key) = (tenant.clone(), key.clone());
         self.db
-            .write(move |conn| {
+            .transaction(move |conn| {
                 Ok(conn.execute(
                     "DELETE FROM materialized
                      WHERE tenant = ?1 AND commit_id = ?2 AND stop = ?3 AND format = ?4",
@@ -280,7 +280,7 @@ impl SqliteMetaStore {
     ) -> Result<bool> {
         let (tenant, kind, name) = (tenant.clone(), pin.kind(), pin.name().to_owned());
         self.db
-            .write(move |conn| {
+            .transaction(move |conn| {
                 let n = if pinned {
                     conn.execute(
                         "INSERT OR IGNORE INTO pins (tenant, kind, name) VALUES (?1, ?2, ?3)",

@@ -879,7 +879,7 @@ impl TokenStore for SqliteMetaStore {
         let rec = TokenRecord::new(hash, tenant, now);
         let (hash, r) = (*hash, rec.clone());
         self.db
-            .write(move |conn| {
+            .transaction(move |conn| {
                 conn.execute(
                     "INSERT INTO tokens (hash, id, tenant, created_at) VALUES (?1, ?2, ?3, ?4)",
                     params![
@@ -943,7 +943,7 @@ impl TokenStore for SqliteMetaStore {
     async fn revoke_token(&self, id: &str) -> Result<bool> {
         let id = id.to_owned();
         self.db
-            .write(move |conn| {
+            .transaction(move |conn| {
                 Ok(conn
                     .execute("DELETE FROM tokens WHERE id = ?1", params![id])
                     .map_err(sql)?

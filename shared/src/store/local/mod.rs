@@ -280,7 +280,10 @@ impl Database {
         }))
     }
 
-    /// Runs `f` on the writer connection, off the async threads.
+    /// Runs `f` on the writer connection outside any transaction, off the
+    /// async threads: for work that cannot run inside one (compaction's
+    /// `VACUUM`). Every other write is a [`Database::transaction`], which
+    /// joins a group commit.
     async fn write<T: Send + 'static>(
         self: &Arc<Self>,
         f: impl FnOnce(&mut Connection) -> Result<T, LocalError> + Send + 'static,
