@@ -102,6 +102,20 @@ impl Fixture {
         self.put(s, parent, at, CommitType::Delta, text).await
     }
 
+    async fn compaction(&self, s: &str, parent: CommitId, at: i64, text: &str) -> CommitId {
+        self.put(s, Some(parent), at, CommitType::Compaction, text)
+            .await
+    }
+
+    /// Session `s`: `d0 `, `d1 `, a compaction `SUMMARY `, then `d2 `.
+    async fn compacted_session(&self, s: &str) -> [CommitId; 4] {
+        let d0 = self.delta(s, None, 0, "d0 ").await;
+        let d1 = self.delta(s, Some(d0), 1, "d1 ").await;
+        let c = self.compaction(s, d1, 2, "SUMMARY ").await;
+        let d2 = self.delta(s, Some(c), 3, "d2 ").await;
+        [d0, d1, c, d2]
+    }
+
     async fn text(&self, id: &CommitId, stop: Stop) -> crate::error::Result<String> {
         let m = self.svc.materialize(&self.tenant, id, stop, None).await?;
         let bytes = self
@@ -123,12 +137,7 @@ impl Fixture {
 #[tokio::test]
 async fn evicted_deltas_answer_gone_while_the_default_and_the_log_still_work() {
     let f = fixture();
-    let d0 = f.delta("s", None, 0, "d0 ").await;
-    let d1 = f.delta("s", Some(d0), 1, "d1 ").await;
-    let c = f
-        .put("s", Some(d1), 2, CommitType::Compaction, "SUMMARY ")
-        .await;
-    let d2 = f.delta("s", Some(c), 3, "d2 ").await;
+    let [d0, d1, c, d2] = f.compacted_session("s").await;
     // Cached before the eviction: the original conversation at the tip and
     // the default at d1 (which reads d0 and d1).
     assert_eq!(f.text(&d2, Stop::Root).await.unwrap(), "d0 d1 d2 ");
@@ -188,12 +197,7 @@ async fn evicted_deltas_answer_gone_while_the_default_and_the_log_still_work() {
 #[tokio::test]
 async fn a_fork_below_the_compaction_keeps_the_deltas_it_needs() {
     let f = fixture();
-    let d0 = f.delta("s", None, 0, "d0 ").await;
-    let d1 = f.delta("s", Some(d0), 1, "d1 ").await;
-    let c = f
-        .put("s", Some(d1), 2, CommitType::Compaction, "SUMMARY ")
-        .await;
-    let d2 = f.delta("s", Some(c), 3, "d2 ").await;
+    let [d0, d1, c, d2] = f.compacted_session("s").await;
     // Another session forked off d0.
     let fork = f.delta("other", Some(d0), 4, "fork ").await;
 
@@ -226,14 +230,10 @@ async fn bytes_another_commit_uses_are_kept() {
 async fn bad_input_names_the_field_and_writes_nothing() {
     let f = fixture();
     let d0 = f.delta("s", None, 0, "d0 ").await;
-    let c = f
-        .put("s", Some(d0), 1, CommitType::Compaction, "SUMMARY ")
-        .await;
+    let c = f.compaction("s", d0, 1, "SUMMARY ").await;
     let d1 = f.delta("s", Some(c), 2, "d1 ").await;
     let o0 = f.delta("o", None, 3, "o0 ").await;
-    let oc = f
-        .put("o", Some(o0), 4, CommitType::Compaction, "OTHER ")
-        .await;
+    let oc = f.compaction("o", o0, 4, "OTHER ").await;
     let cases: Vec<(RefName, CommitId, ErrorKind, Option<&str>)> = vec![
         (rn("none"), c, ErrorKind::NotFound, None),
         (rn("s"), d1, ErrorKind::Invalid, Some("before")),
@@ -284,9 +284,7 @@ async fn an_interrupted_eviction_answers_gone_and_finishes_when_run_again() {
     let f = fixture();
     let d0 = f.delta("s", None, 0, "d0 ").await;
     let d1 = f.delta("s", Some(d0), 1, "d1 ").await;
-    let c = f
-        .put("s", Some(d1), 2, CommitType::Compaction, "SUMMARY ")
-        .await;
+    let c = f.compaction("s", d1, 2, "SUMMARY ").await;
     // Interrupted after the markers and one delete.
     f.meta.mark_evicted(&f.tenant, &c, &[d0, d1]).await.unwrap();
     f.blobs
@@ -313,9 +311,7 @@ async fn an_interrupted_eviction_answers_gone_and_finishes_when_run_again() {
 async fn deltas_inline_with_their_commits_are_evicted_too() {
     let f = fixture_inline(16 * 1024);
     let d0 = f.delta("s", None, 0, "inline d0 ").await;
-    let c = f
-        .put("s", Some(d0), 1, CommitType::Compaction, "SUMMARY ")
-        .await;
+    let c = f.compaction("s", d0, 1, "SUMMARY ").await;
     let d1 = f.delta("s", Some(c), 2, "d1 ").await;
     let stored = f.meta.get_commit(&f.tenant, &d0).await.unwrap().unwrap();
     assert!(stored.inline.is_some(), "a small delta is inline");
