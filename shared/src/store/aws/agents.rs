@@ -12,7 +12,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use super::items::{Item, consistent_get, from_item, key, n, s, to_item};
-use super::{DynamoMetaStore, keys, sdk_error};
+use super::{DynamoMetaStore, conditional, keys, sdk_error};
 use crate::agent::{AgentRecord, SaveId, SaveRecord, WorkingContextRef};
 use crate::clock::micros_to_time;
 use crate::commit::Commit;
@@ -196,24 +196,18 @@ impl DynamoMetaStore {
             sk: keys::save_sk(&save.save_id),
             s: save.clone(),
         })?;
-        match self
-            .client()
-            .put_item()
-            .table_name(self.table())
-            .set_item(Some(item))
-            .condition_expression("attribute_not_exists(pk)")
-            .send()
-            .await
-        {
-            Ok(_) => Ok(()),
-            Err(e)
-                if e.as_service_error()
-                    .is_some_and(|se| se.is_conditional_check_failed_exception()) =>
-            {
-                Ok(())
-            }
-            Err(e) => Err(sdk_error("DynamoDB PutItem", e)),
-        }
+        // A save already stored under its id is left as it is.
+        conditional(
+            self.client()
+                .put_item()
+                .table_name(self.table())
+                .set_item(Some(item))
+                .condition_expression("attribute_not_exists(pk)")
+                .send()
+                .await,
+            "DynamoDB PutItem",
+        )?;
+        Ok(())
     }
 
     pub(super) async fn query_saves(
@@ -293,16 +287,7 @@ impl DynamoMetaStore {
             .expression_attribute_values(":a", s(artifact.to_string()))
             .send()
             .await;
-        match out {
-            Ok(_) => Ok(true),
-            Err(e)
-                if e.as_service_error()
-                    .is_some_and(|s| s.is_conditional_check_failed_exception()) =>
-            {
-                Ok(false)
-            }
-            Err(e) => Err(sdk_error("DynamoDB UpdateItem", e)),
-        }
+        Ok(conditional(out, "DynamoDB UpdateItem")?.is_some())
     }
 
     pub(super) async fn remove_agent(&self, tenant: &TenantId, agent: &Principal) -> Result<bool> {

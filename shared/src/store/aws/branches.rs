@@ -14,7 +14,7 @@ use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, TransactWriteItem, Up
 use chrono::{DateTime, Utc};
 
 use super::items::{Item, Transact, build, consistent_get, key, n, s, transact};
-use super::{keys, sdk_error};
+use super::{conditional, keys, sdk_error};
 use crate::branch::{
     ActiveBranch, BranchRecord, BranchStatus, BranchStore, Finish, Limit, RateLimits,
     branch_exists, branch_not_found, minute_window, not_active, over_limit,
@@ -321,15 +321,9 @@ impl BranchStore for DynamoBranchStore {
             .return_values(aws_sdk_dynamodb::types::ReturnValue::AllNew)
             .send()
             .await;
-        match r {
-            Ok(out) => record_of(out.attributes.unwrap_or_default()),
-            Err(e)
-                if e.as_service_error()
-                    .is_some_and(|e| e.is_conditional_check_failed_exception()) =>
-            {
-                Err(self.not_active_or_missing(tenant, id).await)
-            }
-            Err(e) => Err(sdk_error("DynamoDB UpdateItem", e)),
+        match conditional(r, "DynamoDB UpdateItem")? {
+            Some(out) => record_of(out.attributes.unwrap_or_default()),
+            None => Err(self.not_active_or_missing(tenant, id).await),
         }
     }
 
@@ -439,19 +433,14 @@ impl BranchStore for DynamoBranchStore {
         if sets.is_empty() {
             return Ok(());
         }
-        match u
-            .update_expression(format!("SET {}", sets.join(", ")))
-            .send()
-            .await
-        {
-            Ok(_) => Ok(()),
-            Err(e)
-                if e.as_service_error()
-                    .is_some_and(|e| e.is_conditional_check_failed_exception()) =>
-            {
-                Err(branch_not_found(id))
-            }
-            Err(e) => Err(sdk_error("DynamoDB UpdateItem", e)),
+        match conditional(
+            u.update_expression(format!("SET {}", sets.join(", ")))
+                .send()
+                .await,
+            "DynamoDB UpdateItem",
+        )? {
+            Some(_) => Ok(()),
+            None => Err(branch_not_found(id)),
         }
     }
 

@@ -13,7 +13,7 @@ use chrono::{DateTime, Utc};
 
 use super::items::{Item, Transact, build, from_item, key, n, s, transact};
 use super::meta::{DynamoMetaStore, commit_item};
-use super::{keys, sdk_error};
+use super::{conditional, keys, sdk_error};
 use crate::commit::Commit;
 use crate::error::{Error, Result};
 use crate::id::{ArtifactRef, CommitId, SessionId, TenantId};
@@ -457,16 +457,7 @@ impl DynamoMetaStore {
                 .condition_expression("attribute_not_exists(pk)")
                 .send()
                 .await;
-            match r {
-                Ok(_) => Ok(true),
-                Err(e)
-                    if e.as_service_error()
-                        .is_some_and(|e| e.is_conditional_check_failed_exception()) =>
-                {
-                    Ok(false)
-                }
-                Err(e) => Err(sdk_error("DynamoDB PutItem", e)),
-            }
+            Ok(conditional(r, "DynamoDB PutItem")?.is_some())
         } else {
             self.delete_key(k).await
         }
@@ -542,16 +533,10 @@ impl DynamoMetaStore {
             .expression_attribute_values(":b", s(before.to_string()))
             .send()
             .await;
-        match r {
-            Ok(_) => Ok(true),
+        match conditional(r, "DynamoDB UpdateItem")? {
+            Some(_) => Ok(true),
             // Gone, or already marked for this `before`.
-            Err(e)
-                if e.as_service_error()
-                    .is_some_and(|e| e.is_conditional_check_failed_exception()) =>
-            {
-                Ok(false)
-            }
-            Err(e) => Err(sdk_error("DynamoDB UpdateItem", e)),
+            None => Ok(false),
         }
     }
 

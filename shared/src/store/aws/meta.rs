@@ -12,7 +12,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use super::items::{Item, Transact, build, consistent_get, from_item, key, s, to_item, transact};
-use super::{DynamoBranchStore, keys, sdk_error};
+use super::{DynamoBranchStore, conditional, keys, sdk_error};
 use crate::agent::{AgentRecord, SaveId, SaveRecord};
 use crate::clock::micros_to_time;
 use crate::commit::Commit;
@@ -554,16 +554,13 @@ impl MetaStore for DynamoMetaStore {
             .set_expression_attribute_values(put.expression_attribute_values)
             .send()
             .await;
-        match result {
-            Ok(_) => Ok(RefRecord {
+        match conditional(result, "DynamoDB PutItem")? {
+            Some(_) => Ok(RefRecord {
                 name: name.clone(),
                 target: *target,
                 updated_at: now,
             }),
-            Err(e)
-                if e.as_service_error()
-                    .is_some_and(|s| s.is_conditional_check_failed_exception()) =>
-            {
+            None => {
                 let item = self
                     .get_item(keys::refs_pk(tenant), keys::ref_sk(name))
                     .await?;
@@ -576,7 +573,6 @@ impl MetaStore for DynamoMetaStore {
                 };
                 Err(ref_conflict(name, expected, current.as_ref()))
             }
-            Err(e) => Err(sdk_error("DynamoDB PutItem", e)),
         }
     }
 
@@ -596,16 +592,12 @@ impl MetaStore for DynamoMetaStore {
             .expression_attribute_values(":expected", s(expected.to_string()))
             .send()
             .await;
-        match result {
-            Ok(_) => Ok(()),
-            Err(e)
-                if e.as_service_error()
-                    .is_some_and(|s| s.is_conditional_check_failed_exception()) =>
-            {
+        match conditional(result, "DynamoDB DeleteItem")? {
+            Some(_) => Ok(()),
+            None => {
                 let current = self.current_ref(tenant, name).await?;
                 Err(ref_conflict(name, Some(expected), current.as_ref()))
             }
-            Err(e) => Err(sdk_error("DynamoDB DeleteItem", e)),
         }
     }
 

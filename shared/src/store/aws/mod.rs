@@ -134,6 +134,53 @@ pub async fn connect(
     ))
 }
 
+/// A DynamoDB write error that can say the write's condition did not hold.
+pub(crate) trait ConditionFailed {
+    /// `ConditionalCheckFailedException`.
+    fn condition_failed(&self) -> bool;
+}
+
+macro_rules! condition_failed {
+    ($($error:ty),*) => {$(
+        impl ConditionFailed for $error {
+            fn condition_failed(&self) -> bool {
+                self.is_conditional_check_failed_exception()
+            }
+        }
+    )*};
+}
+
+condition_failed!(
+    aws_sdk_dynamodb::operation::put_item::PutItemError,
+    aws_sdk_dynamodb::operation::update_item::UpdateItemError,
+    aws_sdk_dynamodb::operation::delete_item::DeleteItemError
+);
+
+/// A conditional write's outcome: `Some(output)` when it applied, `None`
+/// when its condition did not hold; any other failure is [`sdk_error`]
+/// naming `what`.
+pub(crate) fn conditional<T, E, R>(
+    result: std::result::Result<T, aws_smithy_runtime_api::client::result::SdkError<E, R>>,
+    what: &str,
+) -> Result<Option<T>>
+where
+    E: ConditionFailed + std::error::Error + Send + Sync + 'static,
+    R: std::fmt::Debug + Send + Sync + 'static,
+    aws_smithy_runtime_api::client::result::SdkError<E, R>:
+        aws_smithy_types::error::metadata::ProvideErrorMetadata,
+{
+    match result {
+        Ok(out) => Ok(Some(out)),
+        Err(e)
+            if e.as_service_error()
+                .is_some_and(ConditionFailed::condition_failed) =>
+        {
+            Ok(None)
+        }
+        Err(e) => Err(sdk_error(what, e)),
+    }
+}
+
 /// Classifies an SDK failure: network trouble, throttling and 5xx are
 /// `Unavailable` (retryable); anything else is a bug or misconfiguration.
 pub(crate) fn sdk_error<E, R>(
