@@ -157,12 +157,17 @@ fn main() {
     println!();
 
     // `--materialize-only`: sections 2 and 2b alone; `--checkpoints-only`:
-    // sections 1, 1b and 1c alone; `--group-only`: section 1c alone.
+    // sections 1, 1b and 1c alone; `--group-only`: section 1c alone;
+    // `--bytes-only`: section 1b alone.
     let only = std::env::args().any(|a| a == "--materialize-only");
     let checkpoints_only = std::env::args().any(|a| a == "--checkpoints-only");
     rt.block_on(async {
         if std::env::args().any(|a| a == "--group-only") {
             concurrent_checkpoints(&plan).await;
+            return;
+        }
+        if std::env::args().any(|a| a == "--bytes-only") {
+            bytes_at_rest(&plan).await;
             return;
         }
         if !only {

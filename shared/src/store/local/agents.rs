@@ -5,7 +5,7 @@
 use chrono::{DateTime, Utc};
 use rusqlite::{OptionalExtension, params};
 
-use super::meta::{commit_columns, decode_commit};
+use super::row::{CommitRow, select_commit};
 use super::{LocalError, SqliteMetaStore, sql};
 use crate::agent::{AgentRecord, SaveId, SaveRecord};
 use crate::commit::Commit;
@@ -30,15 +30,19 @@ impl SqliteMetaStore {
         let lower = after.map_or(i64::MIN, |a| a.timestamp_micros().saturating_add(1));
         let upper = until.timestamp_micros();
         let sql_text = if newest_first {
-            "SELECT c.body, d.bytes, d.codec FROM timeline t JOIN commits c ON c.tenant = t.tenant AND c.id = t.id
-             LEFT JOIN deltas d ON d.rowid = c.delta
-             WHERE t.tenant = ?1 AND t.principal = ?2 AND t.ts >= ?3 AND t.ts <= ?4
-             ORDER BY t.ts DESC, t.id DESC LIMIT ?5"
+            select_commit!(
+                "d.bytes, d.codec FROM timeline t JOIN commits c ON c.tenant = t.tenant AND c.id = t.id
+                 LEFT JOIN deltas d ON d.rowid = c.delta
+                 WHERE t.tenant = ?1 AND t.principal = ?2 AND t.ts >= ?3 AND t.ts <= ?4
+                 ORDER BY t.ts DESC, t.id DESC LIMIT ?5"
+            )
         } else {
-            "SELECT c.body, d.bytes, d.codec FROM timeline t JOIN commits c ON c.tenant = t.tenant AND c.id = t.id
-             LEFT JOIN deltas d ON d.rowid = c.delta
-             WHERE t.tenant = ?1 AND t.principal = ?2 AND t.ts >= ?3 AND t.ts <= ?4
-             ORDER BY t.ts ASC, t.id ASC LIMIT ?5"
+            select_commit!(
+                "d.bytes, d.codec FROM timeline t JOIN commits c ON c.tenant = t.tenant AND c.id = t.id
+                 LEFT JOIN deltas d ON d.rowid = c.delta
+                 WHERE t.tenant = ?1 AND t.principal = ?2 AND t.ts >= ?3 AND t.ts <= ?4
+                 ORDER BY t.ts ASC, t.id ASC LIMIT ?5"
+            )
         };
         self.db
             .read(move |conn| {
@@ -51,13 +55,9 @@ impl SqliteMetaStore {
                         upper,
                         limit.min(i64::MAX as usize) as i64
                     ],
-                    commit_columns,
+                    CommitRow::read,
                 )?;
-                rows.map(|r| {
-                    let (b, d) = r?;
-                    decode_commit(&b, d)
-                })
-                .collect()
+                rows.map(|r| r?.decode()).collect()
             })
             .await
     }

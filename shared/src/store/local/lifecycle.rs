@@ -8,7 +8,8 @@ use chrono::{DateTime, Utc};
 use rusqlite::{Connection, params};
 
 use super::LocalError;
-use super::meta::{SqliteMetaStore, commit_columns, decode_commit};
+use super::meta::SqliteMetaStore;
+use super::row::{CommitRow, commit_with_delta};
 use crate::commit::Commit;
 use crate::error::{Error, Result};
 use crate::id::{ArtifactRef, CommitId, SessionId, TenantId};
@@ -20,12 +21,8 @@ fn commits_where(
     args: impl rusqlite::Params,
 ) -> Result<Vec<Commit>, LocalError> {
     let mut stmt = conn.prepare_cached(sql_text)?;
-    let rows = stmt.query_map(args, commit_columns)?;
-    rows.map(|r| {
-        let (b, d) = r?;
-        decode_commit(&b, d)
-    })
-    .collect()
+    let rows = stmt.query_map(args, CommitRow::read)?;
+    rows.map(|r| r?.decode()).collect()
 }
 
 fn parse_cache_key(commit: &str, stop: &str, format: &str) -> Result<MaterializeKey> {
@@ -103,7 +100,7 @@ impl SqliteMetaStore {
             .read(move |conn| {
                 commits_where(
                     conn,
-                    "SELECT body, bytes, codec FROM commits LEFT JOIN deltas ON deltas.rowid = commits.delta WHERE tenant = ?1 AND session = ?2",
+                    commit_with_delta!("WHERE c.tenant = ?1 AND c.session = ?2"),
                     params![tenant.as_str(), session.as_str()],
                 )
             })
@@ -120,7 +117,7 @@ impl SqliteMetaStore {
             .read(move |conn| {
                 commits_where(
                     conn,
-                    "SELECT body, bytes, codec FROM commits LEFT JOIN deltas ON deltas.rowid = commits.delta WHERE tenant = ?1 AND parent = ?2",
+                    commit_with_delta!("WHERE c.tenant = ?1 AND c.parent = ?2"),
                     params![tenant.as_str(), parent.to_string()],
                 )
             })

@@ -11,13 +11,14 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use rusqlite::{Connection, OptionalExtension, params};
 
+use super::row::{self, CommitRow, commit_with_delta};
 use super::{Database, Durability, LocalError, SqliteBranchStore, sql};
 use crate::agent::{AgentRecord, SaveId, SaveRecord};
 use crate::clock::micros_to_time;
 use crate::commit::Commit;
 use crate::error::{Error, Result};
 use crate::id::{ArtifactRef, CommitId, Hash, Principal, RefName, SessionId, TenantId};
-use crate::store::packed::{self, Codec};
+use crate::store::packed;
 use crate::store::{
     ArtifactUser, MaterializeKey, Materialized, MetaStore, MetadataPatch, MissingPage, Pin,
     PutCommit, RefMove, RefRecord, References, SummaryCursor, TokenRecord, TokenStore,
@@ -75,38 +76,6 @@ impl SqliteMetaStore {
     }
 }
 
-/// A commit row's inline delta as selected beside it: `deltas.bytes` and
-/// `deltas.codec` (both NULL when its bytes are in the CAS).
-pub(super) type StoredDelta = (Option<Vec<u8>>, Option<i64>);
-
-/// No inline delta (a row read for its body only).
-pub(super) const NO_DELTA: StoredDelta = (None, None);
-
-/// A commit from its row: the JSON `body` and the artifact bytes stored
-/// inline with it (the `deltas` row its `delta` names), unpacked.
-pub(super) fn decode_commit(body: &str, delta: StoredDelta) -> Result<Commit, LocalError> {
-    let mut c: Commit = serde_json::from_str(body)?;
-    c.inline = match delta {
-        (Some(bytes), codec) => Some(packed::unpack(
-            Codec::from_code(codec.unwrap_or(0))?,
-            bytes::Bytes::from(bytes),
-        )?),
-        (None, _) => None,
-    };
-    Ok(c)
-}
-
-/// The `(body, (bytes, codec))` of a row selected as `SELECT body, bytes,
-/// codec FROM commits LEFT JOIN deltas ON deltas.rowid = commits.delta …`.
-pub(super) fn commit_columns(r: &rusqlite::Row<'_>) -> rusqlite::Result<(String, StoredDelta)> {
-    Ok((r.get(0)?, (r.get(1)?, r.get(2)?)))
-}
-
-/// The JSON body stored in `commits.body`.
-pub(super) fn encode_commit(c: &Commit) -> Result<String> {
-    serde_json::to_string(c).map_err(|e| Error::internal(format!("cannot encode commit: {e}")))
-}
-
 fn current_ref(conn: &Connection, tenant: &TenantId, name: &RefName) -> Result<Option<CommitId>> {
     let target: Option<String> = conn
         .query_row(
@@ -155,10 +124,10 @@ pub(super) fn get_commit_in(
     id: &CommitId,
 ) -> Result<Option<Commit>, LocalError> {
     let row = conn
-        .prepare_cached("SELECT body, bytes, codec FROM commits LEFT JOIN deltas ON deltas.rowid = commits.delta WHERE tenant = ?1 AND id = ?2")?
-        .query_row(params![tenant.as_str(), id.to_string()], commit_columns)
+        .prepare_cached(commit_with_delta!("WHERE c.tenant = ?1 AND c.id = ?2"))?
+        .query_row(params![tenant.as_str(), id.to_string()], CommitRow::read)
         .optional()?;
-    row.map(|(b, d)| decode_commit(&b, d)).transpose()
+    row.map(CommitRow::decode).transpose()
 }
 
 #[async_trait]
@@ -190,7 +159,7 @@ impl MetaStore for SqliteMetaStore {
             if taken {
                 stored.lineage = stored.id;
             }
-            let body = encode_commit(&stored)?;
+            let body = row::encode(&stored)?;
             // Inline bytes go to their own rowid table: its rows keep what
             // does not fill an overflow page on the leaf, where the commits
             // table (WITHOUT ROWID) would spill it into a mostly empty page.
@@ -255,10 +224,10 @@ impl MetaStore for SqliteMetaStore {
         let (tenant, lineage) = (tenant.clone(), *lineage);
         self.db
             .read(move |conn| {
-                let mut stmt = conn.prepare_cached(
-                    "SELECT body, bytes, codec FROM commits LEFT JOIN deltas ON deltas.rowid = commits.delta WHERE tenant = ?1 AND lineage = ?2 AND depth <= ?3
-                 ORDER BY depth DESC LIMIT ?4",
-                )?;
+                let mut stmt = conn.prepare_cached(commit_with_delta!(
+                    "WHERE c.tenant = ?1 AND c.lineage = ?2 AND c.depth <= ?3
+                     ORDER BY c.depth DESC LIMIT ?4"
+                ))?;
                 let rows = stmt.query_map(
                     params![
                         tenant.as_str(),
@@ -266,13 +235,9 @@ impl MetaStore for SqliteMetaStore {
                         max_depth.min(i64::MAX as u64) as i64,
                         limit.min(i64::MAX as usize) as i64
                     ],
-                    commit_columns,
+                    CommitRow::read,
                 )?;
-                rows.map(|r| {
-                    let (b, d) = r?;
-                    decode_commit(&b, d)
-                })
-                .collect()
+                rows.map(|r| r?.decode()).collect()
             })
             .await
     }
@@ -315,21 +280,33 @@ impl MetaStore for SqliteMetaStore {
         let (tenant, id, patch) = (tenant.clone(), *id, patch.clone());
         self.db
             .transaction(move |tx| {
-                let Some(mut c) = get_commit_in(tx, &tenant, &id)? else {
+                let row = tx
+                    .prepare_cached(commit_with_delta!("WHERE c.tenant = ?1 AND c.id = ?2"))?
+                    .query_row(params![tenant.as_str(), id.to_string()], CommitRow::read)
+                    .optional()?;
+                let Some(mut row) = row else {
                     return Ok(None);
                 };
+                let inline = row.take_inline()?;
+                let mut stored = row.decode_stored()?;
                 if let Some(s) = patch.summary {
-                    c.summary = s;
+                    stored.set_summary(s);
                 }
                 if let Some(t) = patch.tags {
-                    c.tags = t;
+                    stored.commit.tags = t;
                 }
-                let body = encode_commit(&c)?;
                 tx.execute(
                     "UPDATE commits SET body = ?3, summary = ?4 WHERE tenant = ?1 AND id = ?2",
-                    params![tenant.as_str(), id.to_string(), body, c.summary],
+                    params![
+                        tenant.as_str(),
+                        id.to_string(),
+                        stored.body()?,
+                        stored.commit.summary
+                    ],
                 )
                 .map_err(sql)?;
+                let mut c = stored.commit;
+                c.inline = inline;
                 Ok(Some(c))
             })
             .await

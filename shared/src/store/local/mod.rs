@@ -42,6 +42,7 @@ mod branches;
 mod group;
 mod lifecycle;
 mod meta;
+mod row;
 pub mod schema;
 mod summaries;
 

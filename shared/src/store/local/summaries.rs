@@ -7,7 +7,7 @@
 use chrono::{DateTime, Utc};
 use rusqlite::{Connection, OptionalExtension, params};
 
-use super::meta::{NO_DELTA, decode_commit, encode_commit};
+use super::row::{CommitRow, Stored, select_commit};
 use super::{SqliteMetaStore, sql};
 use crate::clock::micros_to_time;
 use crate::commit::Commit;
@@ -18,17 +18,8 @@ use crate::store::{
     TAG_SUMMARY_ERROR, claim_tag,
 };
 
-/// A row of the queue: body, lease, tries, err, retry, inline delta and
-/// its codec.
-type QueueRow = (
-    String,
-    Option<i64>,
-    i64,
-    Option<String>,
-    Option<i64>,
-    Option<Vec<u8>>,
-    Option<i64>,
-);
+/// A row of the queue: the commit, lease, tries, err, retry.
+type QueueRow = (CommitRow, Option<i64>, i64, Option<String>, Option<i64>);
 
 impl SqliteMetaStore {
     pub(super) async fn query_missing(
@@ -43,12 +34,12 @@ impl SqliteMetaStore {
         let rows: Vec<QueueRow> = self
             .db
             .read(move |conn| {
-                let mut stmt = conn.prepare_cached(
-                    "SELECT body, lease, tries, err, retry, bytes, codec
-                     FROM commits LEFT JOIN deltas ON deltas.rowid = commits.delta
-                     WHERE tenant = ?1 AND summary IS NULL AND (ts, id) > (?2, ?3)
-                     ORDER BY ts, id LIMIT ?4",
-                )?;
+                let mut stmt = conn.prepare_cached(select_commit!(
+                    "d.bytes, d.codec, c.lease, c.tries, c.err, c.retry
+                     FROM commits c LEFT JOIN deltas d ON d.rowid = c.delta
+                     WHERE c.tenant = ?1 AND c.summary IS NULL AND (c.ts, c.id) > (?2, ?3)
+                     ORDER BY c.ts, c.id LIMIT ?4"
+                ))?;
                 let rows = stmt.query_map(
                     params![
                         tenant.as_str(),
@@ -58,13 +49,11 @@ impl SqliteMetaStore {
                     ],
                     |r| {
                         Ok((
-                            r.get(0)?,
-                            r.get(1)?,
-                            r.get(2)?,
-                            r.get(3)?,
-                            r.get(4)?,
-                            r.get(5)?,
-                            r.get(6)?,
+                            CommitRow::read(r)?,
+                            r.get(11)?,
+                            r.get(12)?,
+                            r.get(13)?,
+                            r.get(14)?,
                         ))
                     },
                 )?;
@@ -73,9 +62,9 @@ impl SqliteMetaStore {
             .await?;
         let more = rows.len() > limit;
         let mut items = Vec::with_capacity(rows.len().min(limit));
-        for (body, lease, tries, err, retry, bytes, codec) in rows.into_iter().take(limit) {
+        for (row, lease, tries, err, retry) in rows.into_iter().take(limit) {
             items.push(Missing {
-                commit: decode_commit(&body, (bytes, codec))?,
+                commit: row.decode()?,
                 state: SummaryState {
                     claimed_until: lease.map(micros_to_time),
                     attempts: u32::try_from(tries).unwrap_or(u32::MAX),
@@ -104,16 +93,18 @@ impl SqliteMetaStore {
         let (now, until_us) = (now.timestamp_micros(), until.timestamp_micros());
         self.db
             .transaction(move |tx| {
-                let row: Option<(String, Option<i64>, Option<i64>)> = tx
+                let row: Option<(CommitRow, Option<i64>, Option<i64>)> = tx
                     .query_row(
-                        "SELECT body, lease, retry FROM commits
-                         WHERE tenant = ?1 AND id = ?2 AND summary IS NULL",
+                        select_commit!(
+                            "NULL, NULL, c.lease, c.retry FROM commits c
+                             WHERE c.tenant = ?1 AND c.id = ?2 AND c.summary IS NULL"
+                        ),
                         params![tenant.as_str(), id.to_string()],
-                        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+                        |r| Ok((CommitRow::read(r)?, r.get(11)?, r.get(12)?)),
                     )
                     .optional()
                     .map_err(sql)?;
-                let Some((body, lease, retry)) = row else {
+                let Some((row, lease, retry)) = row else {
                     return Ok(false);
                 };
                 if lease.is_some_and(|l| l > now)
@@ -122,16 +113,13 @@ impl SqliteMetaStore {
                     return Ok(false);
                 }
                 // Only the body is rewritten: the inline bytes stay as they are.
-                let mut c = decode_commit(&body, NO_DELTA)?;
-                c.tags.insert(TAG_SUMMARIZING.to_owned(), claim_tag(until));
+                let mut c = row.decode_stored()?;
+                c.commit
+                    .tags
+                    .insert(TAG_SUMMARIZING.to_owned(), claim_tag(until));
                 tx.execute(
                     "UPDATE commits SET body = ?3, lease = ?4 WHERE tenant = ?1 AND id = ?2",
-                    params![
-                        tenant.as_str(),
-                        id.to_string(),
-                        encode_commit(&c)?,
-                        until_us
-                    ],
+                    params![tenant.as_str(), id.to_string(), c.body()?, until_us],
                 )
                 .map_err(sql)?;
                 Ok(true)
@@ -153,19 +141,15 @@ impl SqliteMetaStore {
                 let Some(mut c) = missing_in(tx, &tenant, &id)? else {
                     return Ok(false);
                 };
-                c.summary = Some(summary);
-                c.tags.insert(TAG_SUMMARY_BY.to_owned(), by);
-                c.tags.remove(TAG_SUMMARY_ERROR);
-                c.tags.remove(TAG_SUMMARIZING);
+                c.set_summary(Some(summary));
+                let tags = &mut c.commit.tags;
+                tags.insert(TAG_SUMMARY_BY.to_owned(), by);
+                tags.remove(TAG_SUMMARY_ERROR);
+                tags.remove(TAG_SUMMARIZING);
                 tx.execute(
                     "UPDATE commits SET body = ?3, summary = ?4, lease = NULL, tries = 0,
                      err = NULL, retry = NULL WHERE tenant = ?1 AND id = ?2",
-                    params![
-                        tenant.as_str(),
-                        id.to_string(),
-                        encode_commit(&c)?,
-                        c.summary
-                    ],
+                    params![tenant.as_str(), id.to_string(), c.body()?, c.commit.summary],
                 )
                 .map_err(sql)?;
                 Ok(true)
@@ -186,15 +170,16 @@ impl SqliteMetaStore {
                 let Some(mut c) = missing_in(tx, &tenant, &id)? else {
                     return Ok(());
                 };
-                c.tags.insert(TAG_SUMMARY_ERROR.to_owned(), error.clone());
-                c.tags.remove(TAG_SUMMARIZING);
+                let tags = &mut c.commit.tags;
+                tags.insert(TAG_SUMMARY_ERROR.to_owned(), error.clone());
+                tags.remove(TAG_SUMMARIZING);
                 tx.execute(
                     "UPDATE commits SET body = ?3, lease = NULL, tries = tries + 1, err = ?4,
                      retry = ?5 WHERE tenant = ?1 AND id = ?2",
                     params![
                         tenant.as_str(),
                         id.to_string(),
-                        encode_commit(&c)?,
+                        c.body()?,
                         error,
                         retry_at.timestamp_micros()
                     ],
@@ -225,16 +210,18 @@ impl SqliteMetaStore {
     }
 }
 
-/// The commit if it exists and lacks a summary.
-fn missing_in(conn: &Connection, tenant: &TenantId, id: &CommitId) -> Result<Option<Commit>> {
-    let body: Option<String> = conn
+/// The commit if it exists and lacks a summary, to have its body
+/// rewritten (its inline bytes are not read: they stay as they are).
+fn missing_in(conn: &Connection, tenant: &TenantId, id: &CommitId) -> Result<Option<Stored>> {
+    let row = conn
         .query_row(
-            "SELECT body FROM commits WHERE tenant = ?1 AND id = ?2 AND summary IS NULL",
+            select_commit!(
+                "NULL, NULL FROM commits c WHERE c.tenant = ?1 AND c.id = ?2 AND c.summary IS NULL"
+            ),
             params![tenant.as_str(), id.to_string()],
-            |r| r.get(0),
+            CommitRow::read,
         )
         .optional()
         .map_err(sql)?;
-    // Only its body is rewritten by the callers: the inline bytes stay.
-    Ok(body.map(|b| decode_commit(&b, NO_DELTA)).transpose()?)
+    Ok(row.map(CommitRow::decode_stored).transpose()?)
 }
