@@ -84,6 +84,20 @@ pub async fn sessions_and_children_are_found(meta: &dyn MetaStore) {
     );
     let tenants = meta.commit_tenants().await.expect("tenants");
     assert!(tenants.contains(&a) && tenants.contains(&b), "{tenants:?}");
+    // A fork of a fork, and the children of a parent that is gone.
+    let fork2 = put(meta, &a, &in_session(&a, Some(&r), 3, "s2", b"f2")).await;
+    let after_fork = put(meta, &a, &in_session(&a, Some(&fork), 4, "s2", b"g")).await;
+    assert_eq!(
+        ids(meta.child_commits(&a, &fork.id).await.expect("fork's")),
+        vec![after_fork.id],
+        "the next commit of a fork's own run"
+    );
+    assert!(meta.delete_commit(&a, &r).await.expect("delete the root"));
+    assert_eq!(
+        ids(meta.child_commits(&a, &r.id).await.expect("orphans")),
+        sorted(vec![c1.id, fork.id, fork2.id]),
+        "children are found after their parent is deleted"
+    );
 }
 
 /// After `delete_commit` the commit, its timeline entry, its place in its

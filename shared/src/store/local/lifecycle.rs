@@ -5,15 +5,29 @@
 //! the `LIFECYCLE` schema step.
 
 use chrono::{DateTime, Utc};
-use rusqlite::{Connection, params};
+use rusqlite::{Connection, OptionalExtension, params};
 
 use super::LocalError;
 use super::meta::SqliteMetaStore;
-use super::row::{CommitRow, commit_with_delta};
+use super::row::{CommitRow, commit_with_delta, select_commit};
 use crate::commit::Commit;
 use crate::error::{Error, Result};
 use crate::id::{ArtifactRef, CommitId, SessionId, TenantId};
 use crate::store::{ArtifactUser, MaterializeKey, Materialized, Pin, TenantRecords};
+
+/// A commit's children (`?1` tenant, `?2` parent, `?3` and `?4` the
+/// parent's lineage and depth + 1): the next row of the parent's run,
+/// then the forks. Named index: without statistics SQLite's planner
+/// prefers a scan of the tenant's rows to the partial `commits_forks`.
+const CHILDREN: &str = concat!(
+    commit_with_delta!("WHERE c.tenant = ?1 AND c.lineage = ?3 AND c.depth = ?4 AND c.parent = ?2"),
+    " UNION ALL ",
+    select_commit!(
+        "d.bytes, d.codec FROM commits c INDEXED BY commits_forks
+         LEFT JOIN deltas d ON d.rowid = c.delta
+         WHERE c.tenant = ?1 AND c.parent = ?2 AND c.lineage = c.id"
+    )
+);
 
 fn commits_where(
     conn: &Connection,
@@ -112,14 +126,35 @@ impl SqliteMetaStore {
         tenant: &TenantId,
         parent: &CommitId,
     ) -> Result<Vec<Commit>> {
-        let (tenant, parent) = (tenant.clone(), *parent);
+        let (tenant, parent) = (tenant.clone(), parent.to_string());
         self.db
             .read(move |conn| {
-                commits_where(
-                    conn,
-                    commit_with_delta!("WHERE c.tenant = ?1 AND c.parent = ?2"),
-                    params![tenant.as_str(), parent.to_string()],
-                )
+                // A child continues its parent's run (the row after the
+                // parent's, found by `commits_by_lineage`) or starts its
+                // own, a fork (`commits_forks`, which holds only those):
+                // there is no index of every commit by parent.
+                let at: Option<(String, i64)> = conn
+                    .prepare_cached(
+                        "SELECT lineage, depth FROM commits WHERE tenant = ?1 AND id = ?2",
+                    )?
+                    .query_row(params![tenant.as_str(), parent], |r| {
+                        Ok((r.get(0)?, r.get(1)?))
+                    })
+                    .optional()?;
+                match at {
+                    Some((lineage, depth)) => commits_where(
+                        conn,
+                        CHILDREN,
+                        params![tenant.as_str(), parent, lineage, depth.saturating_add(1)],
+                    ),
+                    // The parent is gone (erased): its children are found
+                    // by a scan of the tenant's commits.
+                    None => commits_where(
+                        conn,
+                        commit_with_delta!("WHERE c.tenant = ?1 AND c.parent = ?2"),
+                        params![tenant.as_str(), parent],
+                    ),
+                }
             })
             .await
     }
@@ -384,5 +419,34 @@ impl SqliteMetaStore {
                 })
             })
             .transpose()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn children_are_found_through_indexes_not_a_scan() {
+        let dir = tempfile::tempdir().unwrap();
+        SqliteMetaStore::open(dir.path()).unwrap();
+        let conn = Connection::open(dir.path().join("ctx.db")).unwrap();
+        let plan: Vec<String> = conn
+            .prepare(&format!("EXPLAIN QUERY PLAN {CHILDREN}"))
+            .unwrap()
+            .query_map(params!["t", "p", "l", 1], |r| r.get(3))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        let searches: Vec<&String> = plan.iter().filter(|p| p.starts_with("SEARCH c")).collect();
+        assert_eq!(searches.len(), 2, "{plan:?}");
+        assert!(
+            searches[0].contains("commits_by_lineage (tenant=? AND lineage=? AND depth=?)"),
+            "{plan:?}"
+        );
+        assert!(
+            searches[1].contains("commits_forks (tenant=? AND parent=?)"),
+            "{plan:?}"
+        );
     }
 }

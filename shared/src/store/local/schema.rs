@@ -21,7 +21,7 @@ use super::sql;
 use crate::error::{Error, Result};
 
 /// The schema version this build writes and reads.
-pub const VERSION: u32 = 9;
+pub const VERSION: u32 = 10;
 
 /// Version 0 → 1: commits, lineages, timelines, refs, the materialization
 /// cache, tokens (the meta store) and branches, their sessions and their
@@ -196,6 +196,16 @@ ALTER TABLE deltas ADD COLUMN codec INTEGER NOT NULL DEFAULT 0;
 /// rewritten without the fields its columns reproduce exactly.
 const SLIM: Step = Step::Code(super::row::slim_bodies);
 
+/// A commit's children without an index of every commit by parent: a
+/// child that continues its parent's run is the row after it in
+/// `commits_by_lineage`; only the starts of forks (a run of their own,
+/// `lineage = id`) are indexed by parent. One random-keyed index entry
+/// less per checkpoint: ~0.1 KB at rest and a B-tree page less to write.
+const FORKS: &str = "
+DROP INDEX commits_by_parent;
+CREATE INDEX commits_forks ON commits (tenant, parent) WHERE lineage = id AND parent IS NOT NULL;
+";
+
 /// One migration step: SQL, or code for what SQL cannot say.
 enum Step {
     Sql(&'static str),
@@ -222,6 +232,7 @@ const MIGRATIONS: &[Step] = &[
     Step::Sql(EVICTED),
     Step::Sql(PACKED),
     SLIM,
+    Step::Sql(FORKS),
 ];
 
 const _: () = assert!(MIGRATIONS.len() == VERSION as usize);
@@ -342,8 +353,8 @@ mod tests {
                 "commits",
                 "commits_by_artifact",
                 "commits_by_lineage",
-                "commits_by_parent",
                 "commits_by_session",
+                "commits_forks",
                 "commits_missing_summary",
                 "deltas",
                 "materialized",
