@@ -15,6 +15,14 @@ use crate::error::{Error, Result};
 use crate::id::{ArtifactRef, CommitId, SessionId, TenantId};
 use crate::store::{ArtifactUser, MaterializeKey, Materialized, Pin, TenantRecords};
 
+/// A session's commits (`?1` tenant, `?2` session). Named index, as in
+/// [`CHILDREN`]: the planner chose a scan of the tenant's rows.
+const SESSION: &str = select_commit!(
+    "d.bytes, d.codec FROM commits c INDEXED BY commits_by_session
+     LEFT JOIN deltas d ON d.rowid = c.delta
+     WHERE c.tenant = ?1 AND c.session = ?2"
+);
+
 /// A commit's children (`?1` tenant, `?2` parent, `?3` and `?4` the
 /// parent's lineage and depth + 1): the next row of the parent's run,
 /// then the forks. Named index: without statistics SQLite's planner
@@ -112,11 +120,7 @@ impl SqliteMetaStore {
         let (tenant, session) = (tenant.clone(), session.clone());
         self.db
             .read(move |conn| {
-                commits_where(
-                    conn,
-                    commit_with_delta!("WHERE c.tenant = ?1 AND c.session = ?2"),
-                    params![tenant.as_str(), session.as_str()],
-                )
+                commits_where(conn, SESSION, params![tenant.as_str(), session.as_str()])
             })
             .await
     }
@@ -426,27 +430,43 @@ impl SqliteMetaStore {
 mod tests {
     use super::*;
 
-    #[test]
-    fn children_are_found_through_indexes_not_a_scan() {
+    /// The plan of `query` on a new database, one line per step.
+    fn plan(query: &str) -> Vec<String> {
         let dir = tempfile::tempdir().unwrap();
         SqliteMetaStore::open(dir.path()).unwrap();
         let conn = Connection::open(dir.path().join("ctx.db")).unwrap();
-        let plan: Vec<String> = conn
-            .prepare(&format!("EXPLAIN QUERY PLAN {CHILDREN}"))
-            .unwrap()
-            .query_map(params!["t", "p", "l", 1], |r| r.get(3))
+        let mut stmt = conn
+            .prepare(&format!("EXPLAIN QUERY PLAN {query}"))
+            .unwrap();
+        let args: Vec<String> = (0..stmt.parameter_count())
+            .map(|i| format!("v{i}"))
+            .collect();
+        stmt.query_map(rusqlite::params_from_iter(args), |r| r.get(3))
             .unwrap()
             .collect::<Result<_, _>>()
-            .unwrap();
-        let searches: Vec<&String> = plan.iter().filter(|p| p.starts_with("SEARCH c")).collect();
-        assert_eq!(searches.len(), 2, "{plan:?}");
+            .unwrap()
+    }
+
+    #[test]
+    fn children_and_sessions_are_found_through_indexes_not_a_scan() {
+        let children = plan(CHILDREN);
+        let searches: Vec<&String> = children
+            .iter()
+            .filter(|p| p.starts_with("SEARCH c"))
+            .collect();
+        assert_eq!(searches.len(), 2, "{children:?}");
         assert!(
             searches[0].contains("commits_by_lineage (tenant=? AND lineage=? AND depth=?)"),
-            "{plan:?}"
+            "{children:?}"
         );
         assert!(
             searches[1].contains("commits_forks (tenant=? AND parent=?)"),
-            "{plan:?}"
+            "{children:?}"
+        );
+        let session = plan(SESSION);
+        assert!(
+            session[0].contains("commits_by_session (tenant=? AND session=?)"),
+            "{session:?}"
         );
     }
 }
