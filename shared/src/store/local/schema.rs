@@ -575,6 +575,89 @@ mod tests {
         assert!(run.iter().all(|c| c.inline.as_deref() == Some(&old[..])));
     }
 
+    #[tokio::test]
+    async fn every_body_of_a_version_8_database_is_slimmed_and_reads_as_it_was() {
+        // 2,500 commits over two tenants (the step rewrites 1,000 rows a
+        // batch), with every field a column could hold, one fork.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ctx.db");
+        let mut all: Vec<(TenantId, crate::commit::Commit)> = Vec::new();
+        for (tenant, n) in [("a", 1_300), ("b", 1_200)] {
+            let tenant: TenantId = tenant.parse().unwrap();
+            let mut prev: Option<crate::commit::Commit> = None;
+            for i in 0..n {
+                let mut c = conformance::commit(
+                    &tenant,
+                    prev.as_ref(),
+                    t(i),
+                    "p",
+                    format!("turn {i}").as_bytes(),
+                );
+                c.session_id = Some(format!("s{}", i / 100));
+                if i % 7 == 0 {
+                    c.summary = Some(format!("summary {i}"));
+                }
+                if i == 5 {
+                    c.lineage = c.id;
+                }
+                all.push((tenant.clone(), c.clone()));
+                prev = Some(c);
+            }
+        }
+        {
+            let mut conn = Connection::open(&path).unwrap();
+            let tx = conn.transaction().unwrap();
+            for step in &MIGRATIONS[..8] {
+                step.run(&tx).unwrap();
+            }
+            tx.pragma_update(None, "user_version", 8).unwrap();
+            for (tenant, c) in &all {
+                tx.execute(
+                    "INSERT INTO commits (tenant, id, lineage, depth, body, ts, summary, session, parent, artifact)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+                    rusqlite::params![
+                        tenant.as_str(),
+                        c.id.to_string(),
+                        c.lineage.to_string(),
+                        c.depth as i64,
+                        serde_json::to_string(c).unwrap(),
+                        c.created_at.timestamp_micros(),
+                        c.summary,
+                        c.session_id,
+                        c.parent.map(|p| p.to_string()),
+                        c.artifact_ref.to_string()
+                    ],
+                )
+                .unwrap();
+            }
+            tx.commit().unwrap();
+        }
+        let meta = SqliteMetaStore::open(dir.path()).unwrap();
+        assert_eq!(version_of(&path), VERSION);
+        for (tenant, c) in &all {
+            assert_eq!(
+                meta.get_commit(tenant, &c.id).await.unwrap().as_ref(),
+                Some(c)
+            );
+        }
+        let longest: i64 = Connection::open(&path)
+            .unwrap()
+            .query_row("SELECT max(length(body)) FROM commits", [], |r| r.get(0))
+            .unwrap();
+        assert!(
+            longest < 250,
+            "every body slimmed: the longest is {longest} bytes"
+        );
+        // The fork keeps its parent's lineage; its child is found.
+        let (tenant, fork) = &all[5];
+        assert!(fork.parent_lineage.is_some_and(|pl| pl != fork.lineage));
+        let children = meta.child_commits(tenant, &fork.id).await.unwrap();
+        assert_eq!(
+            children.iter().map(|c| c.id).collect::<Vec<_>>(),
+            vec![all[6].1.id]
+        );
+    }
+
     #[test]
     fn a_newer_database_is_refused_by_name() {
         let dir = tempfile::tempdir().unwrap();
