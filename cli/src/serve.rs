@@ -135,6 +135,8 @@ pub struct Server {
     /// The service, policy and interval of the retention pass, if any
     /// tenant keeps sessions for a limited time.
     retention: Option<(Arc<Service>, config::Retention, Duration)>,
+    /// The service, whose background cache writes land before `run` returns.
+    service: Arc<Service>,
 }
 
 fn open_tokens(data: &Path) -> Result<SqliteMetaStore> {
@@ -191,7 +193,7 @@ pub async fn prepare(config: &Config) -> Result<Server> {
     };
     let auth: Arc<dyn Authenticator> = Arc::new(TokenAuth::new(tokens));
     let state = AppState {
-        service,
+        service: service.clone(),
         auth: auth.clone(),
     };
     let addr = config.addr;
@@ -220,6 +222,7 @@ pub async fn prepare(config: &Config) -> Result<Server> {
         limits: config.server,
         summarize,
         retention,
+        service,
     })
 }
 
@@ -243,7 +246,7 @@ async fn bearer_only(
 
 impl Server {
     /// Serves until `shutdown` resolves, then lets the requests in progress
-    /// finish.
+    /// finish and the cached results they built be stored.
     ///
     /// # Errors
     /// None so far: a failed accept (say, out of file descriptors) is
@@ -299,6 +302,9 @@ impl Server {
         let _ = stop_tx.send(true);
         let all = u32::try_from(cap).unwrap_or(u32::MAX);
         let _ = slots.acquire_many(all).await;
+        // Materializations answered from memory and still being stored
+        // land before the caller truncates the write-ahead log.
+        self.service.flush_cache_writes().await;
         Ok(())
     }
 }

@@ -118,6 +118,8 @@ impl Fixture {
 
     async fn text(&self, id: &CommitId, stop: Stop) -> crate::error::Result<String> {
         let m = self.svc.materialize(&self.tenant, id, stop, None).await?;
+        // Stored, so that an eviction finds (and counts) its entry.
+        self.svc.flush_cache_writes().await;
         let bytes = self
             .svc
             .download_artifact(&self.tenant, &m.result.artifact_ref)
