@@ -11,7 +11,8 @@
 //! the cache row, then the cache budget) by a background task.
 //!
 //! # Rules
-//! - **Bounded**: the entries' bytes stay within the budget
+//! - **Bounded**: the entries' bytes (each result's length plus
+//!   [`ENTRY_OVERHEAD`] for its hasher and record) stay within the budget
 //!   (`CTX_HOT_CACHE_BYTES`), least recently used dropped first; a result
 //!   larger than the budget is not held. A budget of 0 turns the whole
 //!   feature off: every result is stored before it is answered.
@@ -38,6 +39,15 @@ use bytes::Bytes;
 use super::Service;
 use crate::id::{ArtifactRef, TenantId};
 use crate::store::{MaterializeKey, Materialized};
+
+/// What an entry costs the budget besides its result's bytes: the hasher
+/// (BLAKE3 keeps a stack of chaining values, ~2 KB) and the record.
+pub(super) const ENTRY_OVERHEAD: u64 = std::mem::size_of::<Hot>() as u64;
+
+/// The bytes an entry of a `len`-byte result counts against the budget.
+fn cost(len: usize) -> u64 {
+    len as u64 + ENTRY_OVERHEAD
+}
 
 /// A result held in memory.
 #[derive(Clone)]
@@ -78,7 +88,7 @@ impl State {
     fn remove(&mut self, key: &Key) -> Option<Slot> {
         let slot = self.entries.remove(key)?;
         self.lru.remove(&slot.tick);
-        self.bytes -= slot.hot.bytes.len() as u64;
+        self.bytes -= cost(slot.hot.bytes.len());
         let r = (key.0.clone(), slot.hot.m.artifact_ref);
         if let Some(keys) = self.by_ref.get_mut(&r) {
             keys.retain(|k| k != &key.1);
@@ -136,7 +146,7 @@ impl HotCache {
     /// Whether a result of `len` bytes is held (the cache is on and it
     /// fits the budget); one that is not is stored before it is answered.
     pub(super) fn holds(&self, len: usize) -> bool {
-        self.enabled() && len as u64 <= self.budget
+        self.enabled() && cost(len) <= self.budget
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
@@ -185,7 +195,7 @@ impl HotCache {
         if !self.holds(hot.bytes.len()) {
             return false;
         }
-        let size = hot.bytes.len() as u64;
+        let size = cost(hot.bytes.len());
         let mut state = self.state();
         if state.generations.get(tenant).copied().unwrap_or(0) != generation {
             return false;
@@ -263,7 +273,7 @@ impl HotCache {
         let _ = rx.wait_for(|n| *n == 0).await;
     }
 
-    /// Bytes held.
+    /// Bytes held (with [`ENTRY_OVERHEAD`] per entry).
     #[cfg(test)]
     pub(super) fn held_bytes(&self) -> u64 {
         self.state().bytes

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use bytes::Bytes;
 
-use super::{Hot, HotCache};
+use super::{ENTRY_OVERHEAD, Hot, HotCache};
 use crate::commit::Stop;
 use crate::format::translate::Tier;
 use crate::id::{ArtifactRef, CommitId, TenantId};
@@ -40,39 +40,49 @@ fn hot(bytes: &[u8]) -> Arc<Hot> {
     })
 }
 
+/// A budget of `n` results of 10 bytes.
+fn tens(n: u64) -> u64 {
+    n * (10 + ENTRY_OVERHEAD)
+}
+
 #[test]
 fn entries_stay_within_the_budget_least_recently_used_dropped_first() {
-    let c = HotCache::new(30);
+    let c = HotCache::new(tens(3));
     let a = tenant("acme");
     assert!(c.insert(&a, &key(1), hot(&[1; 10]), 0));
     assert!(c.insert(&a, &key(2), hot(&[2; 10]), 0));
     assert!(c.insert(&a, &key(3), hot(&[3; 10]), 0));
-    assert_eq!(c.held_bytes(), 30);
+    assert_eq!(c.held_bytes(), tens(3));
     // Key 1 used: key 2 is now the least recently used.
     assert!(c.get(&a, &key(1)).is_some());
     assert!(c.insert(&a, &key(4), hot(&[4; 10]), 0));
-    assert_eq!(c.held_bytes(), 30);
+    assert_eq!(c.held_bytes(), tens(3));
     assert!(c.get(&a, &key(2)).is_none());
     for k in [1, 3, 4] {
         assert!(c.get(&a, &key(k)).is_some(), "key {k}");
     }
-    // A larger one drops as many as it needs.
-    assert!(c.insert(&a, &key(5), hot(&[5; 25]), 0));
-    assert_eq!(c.held_bytes(), 25);
-    assert_eq!(c.held(&a), 1);
+    // A larger one drops as many as it needs (two of three here).
+    let big = (tens(2) - ENTRY_OVERHEAD) as usize;
+    assert!(c.insert(&a, &key(5), hot(&vec![5; big]), 0));
+    assert_eq!(c.held_bytes(), tens(3));
+    assert_eq!(c.held(&a), 2);
+    assert!(c.get(&a, &key(1)).is_none() && c.get(&a, &key(3)).is_none());
+    assert!(c.get(&a, &key(4)).is_some());
     // Replacing an entry counts its bytes once.
     assert!(c.insert(&a, &key(5), hot(&[6; 20]), 0));
-    assert_eq!(c.held_bytes(), 20);
+    assert_eq!(c.held_bytes(), tens(1) + 20 + ENTRY_OVERHEAD);
     assert_eq!(c.get(&a, &key(5)).unwrap().bytes, Bytes::from(vec![6; 20]));
 }
 
 #[test]
 fn an_entry_larger_than_the_budget_is_not_held_and_a_zero_budget_holds_nothing() {
-    let c = HotCache::new(30);
+    let c = HotCache::new(tens(3));
     let a = tenant("acme");
     assert!(c.insert(&a, &key(1), hot(&[1; 10]), 0));
-    assert!(!c.holds(31));
-    assert!(!c.insert(&a, &key(2), hot(&[2; 31]), 0));
+    let over = (tens(3) - ENTRY_OVERHEAD + 1) as usize;
+    assert!(c.holds(over - 1));
+    assert!(!c.holds(over));
+    assert!(!c.insert(&a, &key(2), hot(&vec![2; over]), 0));
     assert!(c.get(&a, &key(2)).is_none());
     assert!(c.get(&a, &key(1)).is_some(), "nothing dropped for it");
 
@@ -85,7 +95,7 @@ fn an_entry_larger_than_the_budget_is_not_held_and_a_zero_budget_holds_nothing()
 
 #[test]
 fn results_are_found_by_reference_per_tenant_while_any_key_holds_them() {
-    let c = HotCache::new(100);
+    let c = HotCache::new(tens(10));
     let (a, b) = (tenant("acme"), tenant("bravo"));
     let h = hot(b"context");
     let r = h.m.artifact_ref;
@@ -103,7 +113,7 @@ fn results_are_found_by_reference_per_tenant_while_any_key_holds_them() {
 
 #[tokio::test]
 async fn a_purge_drops_the_tenants_entries_and_refuses_what_was_built_before_it() {
-    let c = HotCache::new(100);
+    let c = HotCache::new(tens(10));
     let (a, b) = (tenant("acme"), tenant("bravo"));
     let before = c.generation(&a);
     assert!(c.insert(&a, &key(1), hot(b"a1"), before));
@@ -112,7 +122,7 @@ async fn a_purge_drops_the_tenants_entries_and_refuses_what_was_built_before_it(
     assert!(c.get(&a, &key(1)).is_none());
     assert_eq!(c.bytes_of(&a, &ArtifactRef::of(b"a1")), None);
     assert!(c.get(&b, &key(1)).is_some(), "other tenants keep theirs");
-    assert_eq!(c.held_bytes(), 2);
+    assert_eq!(c.held_bytes(), 2 + ENTRY_OVERHEAD);
     assert!(
         !c.insert(&a, &key(2), hot(b"a2"), before),
         "built before the purge"
@@ -122,7 +132,7 @@ async fn a_purge_drops_the_tenants_entries_and_refuses_what_was_built_before_it(
 
 #[tokio::test]
 async fn write_behind_runs_unless_a_purge_comes_first_and_flush_waits_for_it() {
-    let c = Arc::new(HotCache::new(100));
+    let c = Arc::new(HotCache::new(tens(10)));
     let a = tenant("acme");
     let ran = Arc::new(AtomicUsize::new(0));
     let write = |ran: Arc<AtomicUsize>| async move {
