@@ -841,6 +841,44 @@ mod tests {
         drop(task);
     }
 
+    /// A result answered from memory and still waiting to be stored when
+    /// the server stops is stored before `run` returns (and so before
+    /// `ctx serve` truncates the write-ahead log). On this current-thread
+    /// runtime the background write cannot start before `run` yields.
+    #[tokio::test]
+    async fn a_stopping_server_stores_the_results_it_answered_from_memory() {
+        use ctx_core::format::FormatId;
+        use ctx_core::store::BlobArea;
+        use ctx_core::store::local::LocalBlobStore;
+        use ctx_core::wire::CheckpointRequest;
+        let dir = tempfile::tempdir().unwrap();
+        let config = Config {
+            data: dir.path().to_owned(),
+            addr: "127.0.0.1:0".parse().unwrap(),
+            ..Config::default()
+        };
+        let server = prepare(&config).await.unwrap();
+        let service = server.service.clone();
+        let tenant: TenantId = DEFAULT_TENANT.parse().unwrap();
+        let req = CheckpointRequest::new(
+            "p".parse().unwrap(),
+            "tpl",
+            FormatId::raw(),
+            "user: hello\n",
+        );
+        let id = req.submit(&service, &tenant).await.unwrap().commit.id;
+        let m = service
+            .materialize(&tenant, &id, ctx_core::service::Stop::Root, None)
+            .await
+            .unwrap();
+        let file = LocalBlobStore::open(dir.path())
+            .unwrap()
+            .path_in(&tenant, BlobArea::Cache, &m.result.artifact_ref)
+            .unwrap();
+        server.run(async {}).await.unwrap();
+        assert_eq!(std::fs::read(&file).unwrap(), b"user: hello\n");
+    }
+
     #[test]
     fn the_flags_defaults_are_the_configs() {
         use clap::{CommandFactory as _, ValueEnum as _};
