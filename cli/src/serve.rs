@@ -135,6 +135,8 @@ pub struct Server {
     /// The service, policy and interval of the retention pass, if any
     /// tenant keeps sessions for a limited time.
     retention: Option<(Arc<Service>, config::Retention, Duration)>,
+    /// The service, whose background cache writes land before `run` returns.
+    service: Arc<Service>,
 }
 
 fn open_tokens(data: &Path) -> Result<SqliteMetaStore> {
@@ -191,7 +193,7 @@ pub async fn prepare(config: &Config) -> Result<Server> {
     };
     let auth: Arc<dyn Authenticator> = Arc::new(TokenAuth::new(tokens));
     let state = AppState {
-        service,
+        service: service.clone(),
         auth: auth.clone(),
     };
     let addr = config.addr;
@@ -220,6 +222,7 @@ pub async fn prepare(config: &Config) -> Result<Server> {
         limits: config.server,
         summarize,
         retention,
+        service,
     })
 }
 
@@ -243,7 +246,7 @@ async fn bearer_only(
 
 impl Server {
     /// Serves until `shutdown` resolves, then lets the requests in progress
-    /// finish.
+    /// finish and the cached results they built be stored.
     ///
     /// # Errors
     /// None so far: a failed accept (say, out of file descriptors) is
@@ -299,6 +302,9 @@ impl Server {
         let _ = stop_tx.send(true);
         let all = u32::try_from(cap).unwrap_or(u32::MAX);
         let _ = slots.acquire_many(all).await;
+        // Materializations answered from memory and still being stored
+        // land before the caller truncates the write-ahead log.
+        self.service.flush_cache_writes().await;
         Ok(())
     }
 }
@@ -833,6 +839,44 @@ mod tests {
             }
         }
         drop(task);
+    }
+
+    /// A result answered from memory and still waiting to be stored when
+    /// the server stops is stored before `run` returns (and so before
+    /// `ctx serve` truncates the write-ahead log). On this current-thread
+    /// runtime the background write cannot start before `run` yields.
+    #[tokio::test]
+    async fn a_stopping_server_stores_the_results_it_answered_from_memory() {
+        use ctx_core::format::FormatId;
+        use ctx_core::store::BlobArea;
+        use ctx_core::store::local::LocalBlobStore;
+        use ctx_core::wire::CheckpointRequest;
+        let dir = tempfile::tempdir().unwrap();
+        let config = Config {
+            data: dir.path().to_owned(),
+            addr: "127.0.0.1:0".parse().unwrap(),
+            ..Config::default()
+        };
+        let server = prepare(&config).await.unwrap();
+        let service = server.service.clone();
+        let tenant: TenantId = DEFAULT_TENANT.parse().unwrap();
+        let req = CheckpointRequest::new(
+            "p".parse().unwrap(),
+            "tpl",
+            FormatId::raw(),
+            "user: hello\n",
+        );
+        let id = req.submit(&service, &tenant).await.unwrap().commit.id;
+        let m = service
+            .materialize(&tenant, &id, ctx_core::service::Stop::Root, None)
+            .await
+            .unwrap();
+        let file = LocalBlobStore::open(dir.path())
+            .unwrap()
+            .path_in(&tenant, BlobArea::Cache, &m.result.artifact_ref)
+            .unwrap();
+        server.run(async {}).await.unwrap();
+        assert_eq!(std::fs::read(&file).unwrap(), b"user: hello\n");
     }
 
     #[test]

@@ -31,9 +31,10 @@
 //!    2b. **Incremental materialize** (issue 14): the resume loop at depth
 //!    1,000 (100 quick), one turn being a durable `Service::checkpoint` of a
 //!    1 KiB delta and a `Service::materialize` of the new tip (`stop:
-//!    root`), which extends the parent's cached context; next to its limit
-//!    in the same run: reading the parent's context file, appending 1 KiB
-//!    and writing it to a new file with fsync.
+//!    root`), which extends the parent's cached context; with the hot
+//!    result cache (the default) and without it (`CTX_HOT_CACHE_BYTES=0`),
+//!    next to its limit in the same run: reading the parent's context
+//!    file, appending 1 KiB and writing it to a new file with fsync.
 //! 3. **Resolve** over a timeline of 10^4 / 10^6 entries: `Service::resolve`
 //!    at random times; next to the same SQL through rusqlite on the calling
 //!    thread, a no-op `spawn_blocking` round trip (the floor of every store
@@ -705,6 +706,9 @@ async fn cold_materializes(svc: &Service, built: &[Chain]) -> (Samples, u64) {
                 .await
                 .expect("materialize");
             cold.push(t.elapsed());
+            // The result is stored behind the answer (the hot cache): let
+            // it land before the next call is timed.
+            svc.flush_cache_writes().await;
             assert!(!m.cached, "first call is not cached");
             if stop == Stop::Root {
                 bytes = m.result.size;
@@ -1158,12 +1162,30 @@ const RESUME_TURNS: usize = 50;
 async fn resume_loop(plan: &Plan) {
     println!("## 2b. Incremental materialize: the resume loop (issue 14)\n");
     for inline in [false, true] {
-        resume_run(plan, inline).await;
+        let hot = resume_run(plan, inline, true).await;
+        // The same loop with the hot result cache off, for the
+        // before/after in one run.
+        let off = resume_run(plan, inline, false).await;
+        print_resume(plan, inline, &hot, &off);
     }
 }
 
-/// One resume loop, the chain's deltas inline (the default) or in the CAS.
-async fn resume_run(plan: &Plan, inline: bool) {
+/// What one resume loop measured.
+struct ResumeRun {
+    /// The session's first materialize (nothing cached).
+    cold: Duration,
+    ck: Samples,
+    mat: Samples,
+    turn: Samples,
+    limit: Samples,
+    limit_nosync: Samples,
+    hash: Samples,
+}
+
+/// One resume loop, the chain's deltas inline (the default) or in the CAS,
+/// with the hot result cache on (the default) or off
+/// (`CTX_HOT_CACHE_BYTES=0`).
+async fn resume_run(plan: &Plan, inline: bool, hot: bool) -> ResumeRun {
     let depth = if plan.quick { 100 } else { 1000 };
     let turns = if plan.quick { 10 } else { RESUME_TURNS };
     let tenant = tenant();
@@ -1179,6 +1201,7 @@ async fn resume_run(plan: &Plan, inline: bool) {
             local_service_cas_only(dir.path(), Durability::Full),
         )
     };
+    let svc = if hot { svc } else { svc.with_hot_cache(0) };
     let chain = build_chain(&loader, 7_000, depth).await;
     drop(loader);
     let blobs = LocalBlobStore::open(dir.path()).expect("blob store opens");
@@ -1189,6 +1212,7 @@ async fn resume_run(plan: &Plan, inline: bool) {
         .await
         .expect("materialize");
     let cold = start.elapsed();
+    svc.flush_cache_writes().await;
     let mut context = first.result;
     let mut tip = chain.tip;
     let (mut ck, mut mat, mut turn) = (vec![], vec![], vec![]);
@@ -1215,6 +1239,10 @@ async fn resume_run(plan: &Plan, inline: bool) {
         ck.push(t1 - t);
         mat.push(t2 - t1);
         turn.push(t2 - t);
+        // Untimed: the result stored behind the answer lands (an agent
+        // takes far longer than that between turns), so the limits below
+        // read a real file.
+        svc.flush_cache_writes().await;
         // The limits of the materialize half: the parent's context read,
         // 1 KiB appended, written whole to a new file (with and without
         // fsync: cached results are no longer fsynced).
@@ -1235,8 +1263,9 @@ async fn resume_run(plan: &Plan, inline: bool) {
                 limit_nosync.push(t.elapsed());
             }
         }
-        // CPU: one BLAKE3 of the new context (a turn hashes it twice:
-        // verifying the parent's, hashing the result).
+        // CPU: one BLAKE3 of the new context (without the hot cache a
+        // turn hashes it once, verifying the parent's and hashing the
+        // result in one pass; with it, only the new 1 KiB).
         let bytes = fs::read(&cached).expect("read");
         let t = Instant::now();
         let art = ArtifactRef::of(&bytes);
@@ -1247,35 +1276,57 @@ async fn resume_run(plan: &Plan, inline: bool) {
     }
     let total = loop_start.elapsed();
     let s = |v: Vec<Duration>| Samples::new(v, total);
-    let (ck, mat, turn) = (s(ck), s(mat), s(turn));
-    let (limit, limit_nosync, hash) = (s(limit), s(limit_nosync), s(hash));
+    ResumeRun {
+        cold,
+        ck: s(ck),
+        mat: s(mat),
+        turn: s(turn),
+        limit: s(limit),
+        limit_nosync: s(limit_nosync),
+        hash: s(hash),
+    }
+}
+
+/// The resume loop's table: the hot cache on (the default), its
+/// materialize beside the same loop's with the cache off, and the limits.
+fn print_resume(plan: &Plan, inline: bool, hot: &ResumeRun, off: &ResumeRun) {
+    let depth = if plan.quick { 100 } else { 1000 };
+    let turns = if plan.quick { 10 } else { RESUME_TURNS };
     println!(
         "Deltas {}: depth {depth}, 1 KiB deltas, `stop: root`, local backend, durable \
          checkpoints (`synchronous=FULL`); {turns} turns, each a checkpoint \
-         then a materialize of the new tip (the parent's context is cached). \
-         The first materialize of the session (cold, nothing cached): {} ms.\n",
+         then a materialize of the new tip (the parent's context is cached), \
+         once with the hot result cache (the default, `CTX_HOT_CACHE_BYTES` \
+         64 MiB: the parent's result in memory, the new one stored behind the \
+         answer) and once without it (`CTX_HOT_CACHE_BYTES=0`: read, verified \
+         and stored before the answer). The first materialize of the session \
+         (cold, nothing cached): {} ms with, {} ms without.\n",
         if inline {
             "inline (the default)"
         } else {
             "in the CAS (`CTX_INLINE_DELTA_BYTES=0`)"
         },
-        ms(cold)
+        ms(hot.cold),
+        ms(off.cold),
     );
     println!("| per turn | median µs | p90 µs | max µs |");
     println!("|---|---:|---:|---:|");
     for (name, s) in [
-        ("checkpoint (durable)", &ck),
-        ("materialize the tip (incremental)", &mat),
-        ("checkpoint + materialize", &turn),
+        ("checkpoint (durable)", &hot.ck),
+        ("materialize the tip (incremental, hot cache)", &hot.mat),
+        ("checkpoint + materialize (hot cache)", &hot.turn),
+        ("checkpoint (durable), hot cache off", &off.ck),
+        ("materialize the tip (incremental), hot cache off", &off.mat),
+        ("checkpoint + materialize, hot cache off", &off.turn),
         (
             "limit: `fs::read` parent context + 1 KiB + write + fsync",
-            &limit,
+            &hot.limit,
         ),
         (
             "limit: `fs::read` parent context + 1 KiB + write, no fsync",
-            &limit_nosync,
+            &hot.limit_nosync,
         ),
-        ("part: one BLAKE3 of the parent's context", &hash),
+        ("part: one BLAKE3 of the parent's context", &hot.hash),
     ] {
         println!(
             "| {name} | {} | {} | {} |",

@@ -137,6 +137,12 @@ pub const SETTINGS: &[Setting] = &[
         "the embedded store's budget for cached materializations and translations in bytes (1 GiB); least recently used ones are evicted past it and rebuilt on demand; 0: no budget (on AWS the `cache/` prefix's lifecycle rule expires them instead)",
     ),
     setting(
+        "CTX_HOT_CACHE_BYTES",
+        None,
+        "67108864",
+        "bytes of recent materializations a process keeps in memory (64 MiB), answering repeats and extending the parent's result without re-reading it, while storing each result in the background; 0 turns this off (every result is stored before it is answered; the Lambdas run with 0)",
+    ),
+    setting(
         "CTX_GC_GRACE_SECS",
         None,
         "86400",
@@ -278,6 +284,8 @@ impl std::fmt::Display for StoreKind {
 
 /// The default of `CTX_CACHE_BYTES`: 1 GiB.
 pub const DEFAULT_CACHE_BYTES: u64 = 1 << 30;
+/// The default of `CTX_HOT_CACHE_BYTES`: 64 MiB.
+pub const DEFAULT_HOT_CACHE_BYTES: u64 = 64 << 20;
 /// The default of `CTX_GC_GRACE_SECS`: 24 h.
 pub const DEFAULT_GC_GRACE_SECS: u64 = 86_400;
 
@@ -320,6 +328,9 @@ pub struct Config {
     pub inline_delta_bytes: usize,
     /// `CTX_CACHE_BYTES`: the embedded cache budget in bytes (0: none).
     pub cache_bytes: u64,
+    /// `CTX_HOT_CACHE_BYTES`: bytes of recent materializations held in
+    /// memory, stored in the background (0: none, stored before answering).
+    pub hot_cache_bytes: u64,
     /// `CTX_GC_GRACE_SECS`: the age below which garbage collection keeps
     /// every artifact.
     pub gc_grace: Duration,
@@ -596,6 +607,7 @@ impl Default for Config {
             max_artifact_bytes: crate::commit::limits::DEFAULT_MAX_ARTIFACT,
             inline_delta_bytes: crate::commit::limits::DEFAULT_INLINE_DELTA,
             cache_bytes: DEFAULT_CACHE_BYTES,
+            hot_cache_bytes: DEFAULT_HOT_CACHE_BYTES,
             gc_grace: Duration::from_secs(DEFAULT_GC_GRACE_SECS),
             server: ServerLimits::default(),
             summarizer: SummarizerConfig::default(),
@@ -834,6 +846,9 @@ impl Config {
         }
         if let Some(v) = get("CTX_CACHE_BYTES") {
             c.cache_bytes = parse("CTX_CACHE_BYTES", &v, "a number of bytes")?;
+        }
+        if let Some(v) = get("CTX_HOT_CACHE_BYTES") {
+            c.hot_cache_bytes = parse("CTX_HOT_CACHE_BYTES", &v, "a number of bytes")?;
         }
         if let Some(v) = get("CTX_GC_GRACE_SECS") {
             c.gc_grace =

@@ -85,6 +85,7 @@ pub struct Backends {
     max_artifact_bytes: usize,
     inline_delta_bytes: usize,
     lifecycle: crate::service::Lifecycle,
+    hot_cache_bytes: u64,
     /// What writes missing summaries and compactions (`CTX_SUMMARIZER`).
     pub summarizer: Arc<dyn Summarizer>,
 }
@@ -183,6 +184,7 @@ impl Backends {
                 gc_grace: config.gc_grace,
             },
             summarizer,
+            hot_cache_bytes: config.hot_cache_bytes,
         })
     }
 
@@ -197,7 +199,8 @@ impl Backends {
                 ..crate::service::Limits::default()
             })
             .with_summarizer(self.summarizer)
-            .with_lifecycle(self.lifecycle);
+            .with_lifecycle(self.lifecycle)
+            .with_hot_cache(self.hot_cache_bytes);
         if let Some(folding) = self.folding {
             service = service.with_folding(folding);
         }

@@ -371,6 +371,10 @@ pub async fn retain(
 pub async fn run(function: Function) -> Result<(), lambda_http::Error> {
     let config = Config {
         store: StoreKind::Aws,
+        // Never the hot result cache, whatever the environment says: it
+        // stores results in background tasks, which a frozen Lambda may
+        // never finish (template.yaml sets CTX_HOT_CACHE_BYTES=0 too).
+        hot_cache_bytes: 0,
         ..Config::from_env()?
     };
     init_tracing(&config);

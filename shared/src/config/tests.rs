@@ -254,6 +254,7 @@ fn every_setting_is_read() {
             max_artifact_bytes: 7,
             inline_delta_bytes: 7,
             cache_bytes: 7,
+            hot_cache_bytes: 7,
             gc_grace: Duration::from_secs(7),
             server: ServerLimits {
                 max_connections: 7,

@@ -36,6 +36,10 @@ impl Service {
         tenant: &TenantId,
         artifact: &ArtifactRef,
     ) -> Result<Bytes> {
+        // A result held in memory may not be stored yet (see `hot`).
+        if let Some(bytes) = self.hot.bytes_of(tenant, artifact) {
+            return Ok(bytes);
+        }
         if let Some(bytes) = self.stores.blobs.get(tenant, artifact).await? {
             return Ok(bytes);
         }
@@ -212,6 +216,9 @@ impl Service {
         }
         // A cached result (a materialization) named by a commit is made
         // durable: a commit never names an artifact eviction may remove.
+        if let Some(bytes) = self.hot.bytes_of(tenant, artifact) {
+            return Ok(blobs.put(tenant, bytes).await?.size);
+        }
         if let Some(bytes) = blobs.get(tenant, artifact).await? {
             return Ok(blobs.put(tenant, bytes).await?.size);
         }

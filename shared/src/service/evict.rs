@@ -156,7 +156,9 @@ impl Service {
         };
         // 1. Markers: from here on a missing delta reads as evicted.
         report.marked = meta.mark_evicted(tenant, before, &ids).await?;
-        // 2. Cache entries that may have read an evicted delta.
+        // 2. Cache entries that may have read an evicted delta: none is
+        // held in memory or stored behind from here on (see `hot`).
+        self.hot.purge(tenant).await;
         let mut doomed: Vec<(MaterializeKey, ArtifactRef)> = Vec::new();
         for id in evicted.keys() {
             for (k, m) in meta.materialized_of(tenant, id).await? {
@@ -219,6 +221,8 @@ impl Service {
         // Bytes inline with the commits were rows: no copy of them may stay
         // in the database's free pages or its write-ahead log.
         meta.compact().await?;
+        // And nothing a materialize running meanwhile built on them.
+        self.hot.purge(tenant).await;
         Ok(report)
     }
 

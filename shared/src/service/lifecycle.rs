@@ -327,6 +327,9 @@ impl Service {
     ) -> Result<Erased> {
         let meta = &self.stores.meta;
         let mut report = Erased::default();
+        // No result built on the commits is held in memory or stored
+        // behind from here on (see `hot`).
+        self.hot.purge(tenant).await;
         // Refs first: nothing may move on top of a commit being erased.
         let mut refs_total = 0u64;
         for r in meta.list_refs(tenant, "", usize::MAX).await? {
@@ -401,6 +404,8 @@ impl Service {
                 report.commits += 1;
             }
         }
+        // And nothing a materialize running meanwhile built on them.
+        self.hot.purge(tenant).await;
         Ok(report)
     }
 

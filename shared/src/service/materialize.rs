@@ -5,10 +5,13 @@
 //! within the embedded store's byte budget (least recently used evicted,
 //! see `gc`), and rebuilt when their artifact is gone.
 
+use std::sync::Arc;
+
 use bytes::Bytes;
 use futures::stream::{self, StreamExt, TryStreamExt};
 
 use super::Service;
+use super::hot::Hot;
 use crate::commit::{Commit, CommitType, Stop};
 use crate::error::{Error, Result};
 use crate::format::FormatId;
@@ -59,8 +62,12 @@ impl Service {
     }
 
     /// [`Service::materialize`], also handing back the bytes it joined and
-    /// stored (`None` on a cache hit), so a caller that reads the context
-    /// next does not download what was just written.
+    /// stored (`None` on a cache hit from the store), so a caller that
+    /// reads the context next does not download what was just written.
+    ///
+    /// With the hot result cache on (see `hot`), a result held in memory
+    /// answers at once, and a new result is held and answered before it is
+    /// stored, by a background task.
     pub(crate) async fn materialize_bytes(
         &self,
         tenant: &TenantId,
@@ -75,6 +82,19 @@ impl Service {
             stop,
             format: format.clone(),
         };
+        // Read before anything is built: a purge (an erase) after this
+        // point keeps what is built from being held or stored.
+        let generation = self.hot.generation(tenant);
+        if let Some(hot) = self.hot.get(tenant, &key) {
+            self.cache_used(tenant, &key).await?;
+            return Ok((
+                Materialization {
+                    result: hot.m.clone(),
+                    cached: true,
+                },
+                Some(hot.bytes.clone()),
+            ));
+        }
         if let Some(m) = self.stores.meta.get_materialized(tenant, &key).await? {
             // A cached artifact may have been evicted (the LRU budget, an
             // S3 lifecycle rule) or, not being written durably, left short
@@ -101,15 +121,35 @@ impl Service {
                 None => {}
             }
         }
-        let (m, bytes) = match self
+        let built = match self
             .materialize_incremental(tenant, &tip, stop, &format)
             .await?
         {
-            Incremental::Done(m) => m,
+            Incremental::Done(built) => *built,
             Incremental::Path(path) => self.materialize_full(tenant, path, stop, &format).await?,
         };
-        self.stores.meta.put_materialized(tenant, &key, &m).await?;
-        self.enforce_cache_budget(tenant, &key).await?;
+        let Built { m, bytes, hasher } = built;
+        let hot = Arc::new(Hot {
+            m: m.clone(),
+            bytes: bytes.clone(),
+            hasher,
+        });
+        if self.hot.holds(bytes.len()) {
+            if self.hot.insert(tenant, &key, hot, generation) {
+                let svc = self.clone();
+                let (t, b) = (tenant.clone(), bytes.clone());
+                let stored = m.clone();
+                self.hot
+                    .write_behind(tenant.clone(), generation, async move {
+                        svc.store_materialized(&t, &key, &stored, b).await
+                    });
+            }
+            // Not held: a purge of the tenant came while it was built;
+            // neither held nor stored, as if built before the erase.
+        } else {
+            self.store_materialized(tenant, &key, &m, bytes.clone())
+                .await?;
+        }
         Ok((
             Materialization {
                 result: m,
@@ -119,16 +159,47 @@ impl Service {
         ))
     }
 
-    /// Joins (or translates) the whole contributing path, newest first.
+    /// Stores a built result: its file (under the reference it was built
+    /// with), then its cache entry, then the cache budget.
+    async fn store_materialized(
+        &self,
+        tenant: &TenantId,
+        key: &MaterializeKey,
+        m: &Materialized,
+        bytes: Bytes,
+    ) -> Result<()> {
+        self.stores
+            .blobs
+            .put_cached_hashed(tenant, m.artifact_ref, bytes)
+            .await?;
+        self.stores.meta.put_materialized(tenant, key, m).await?;
+        self.enforce_cache_budget(tenant, key).await
+    }
+
+    /// Joins (or translates) the whole contributing path, newest first,
+    /// and hashes the result (not stored).
     async fn materialize_full(
         &self,
         tenant: &TenantId,
         path: Vec<Commit>,
         stop: Stop,
         format: &FormatId,
-    ) -> Result<(Materialized, Bytes)> {
+    ) -> Result<Built> {
         let parts = self.contributing(path, stop);
-        self.join_commits(tenant, &parts, format).await
+        let joined = self.join_parts(tenant, &parts, format).await?;
+        let mut hasher = blake3::Hasher::new();
+        hasher.update(&joined.bytes);
+        Ok(Built {
+            m: Materialized {
+                artifact_ref: ref_of(&hasher),
+                size: joined.bytes.len() as u64,
+                message_count: joined.message_count,
+                token_count: joined.token_count,
+                tier: joined.tier,
+            },
+            bytes: joined.bytes,
+            hasher,
+        })
     }
 
     /// Joins the artifacts of `parts` (oldest first) in `format`: natively
@@ -253,6 +324,15 @@ impl Service {
                 stop,
                 format: format.clone(),
             };
+            if let Some(hot) = self.hot.get(tenant, &parent_key) {
+                let newer = self.contributing(vec![tip.clone()], stop);
+                if let Some(built) = self
+                    .append_to_hot(tenant, &codec, format, &hot, &newer)
+                    .await?
+                {
+                    return Ok(Incremental::Done(Box::new(built)));
+                }
+            }
             if let Some(cached) = self
                 .stores
                 .meta
@@ -264,7 +344,7 @@ impl Service {
                     .append_to(tenant, &codec, &parent_key, &cached, &newer)
                     .await?
                 {
-                    return Ok(Incremental::Done(m));
+                    return Ok(Incremental::Done(Box::new(m)));
                 }
             }
         }
@@ -299,7 +379,7 @@ impl Service {
                 .append_to(tenant, &codec, &key, &cached, &newer)
                 .await?
             {
-                return Ok(Incremental::Done(m));
+                return Ok(Incremental::Done(Box::new(m)));
             }
         }
         Ok(Incremental::Path(path))
@@ -319,11 +399,11 @@ impl Service {
     async fn append_to(
         &self,
         tenant: &TenantId,
-        codec: &std::sync::Arc<dyn crate::format::Codec>,
+        codec: &Arc<dyn crate::format::Codec>,
         key: &MaterializeKey,
         cached: &Materialized,
         newer: &[Commit],
-    ) -> Result<Option<(Materialized, Bytes)>> {
+    ) -> Result<Option<Built>> {
         if cached.tier != Tier::Native || newer.iter().any(|c| c.format != key.format) {
             return Ok(None);
         }
@@ -343,8 +423,8 @@ impl Service {
         };
         let (prefix_hash, joined) = match joined {
             Ok(joined) => {
-                let (prefix_hash, joined_ref) = hash_both(&prefix, &joined);
-                (prefix_hash, Ok((joined_ref, joined)))
+                let (prefix_hash, hasher) = hash_both(&prefix, &joined);
+                (prefix_hash, Ok((hasher, joined)))
             }
             Err(e) => (Hash::of(&prefix), Err(e)),
         };
@@ -355,19 +435,43 @@ impl Service {
             self.stores.meta.delete_materialized(tenant, key).await?;
             return Ok(None);
         }
-        let (joined_ref, joined) = joined?;
-        let put = blobs
-            .put_cached_hashed(tenant, joined_ref, joined.clone())
-            .await?;
-        let m = Materialized {
-            artifact_ref: put.artifact,
-            size: put.size,
-            message_count: cached.message_count
-                + newer.iter().map(|c| c.message_count).sum::<u64>(),
-            token_count: cached.token_count + newer.iter().map(|c| c.token_count).sum::<u64>(),
-            tier: Tier::Native,
+        let (hasher, joined) = joined?;
+        Ok(Some(appended(cached, newer, joined, hasher)))
+    }
+
+    /// [`Service::append_to`] onto a result held in memory (see `hot`):
+    /// not read, not verified, and, when the codec appends the new parts
+    /// after the whole of it (raw, Claude Code), not hashed again either:
+    /// its hasher is cloned and fed only the tail. When the join rewrites
+    /// part of it (the JSON-array and CBOR formats) the result is hashed
+    /// whole.
+    async fn append_to_hot(
+        &self,
+        tenant: &TenantId,
+        codec: &Arc<dyn crate::format::Codec>,
+        format: &FormatId,
+        hot: &Hot,
+        newer: &[Commit],
+    ) -> Result<Option<Built>> {
+        if hot.m.tier != Tier::Native || newer.iter().any(|c| &c.format != format) {
+            return Ok(None);
+        }
+        let bytes = self.fetch_parts(tenant, newer).await?;
+        let Some(joined) = codec.concat_onto(&hot.bytes, &bytes) else {
+            return Ok(None);
         };
-        Ok(Some((m, joined)))
+        let joined = joined?;
+        let prefix = &hot.bytes[..];
+        let hasher = if joined.len() >= prefix.len() && &joined[..prefix.len()] == prefix {
+            let mut hasher = hot.hasher.clone();
+            hasher.update(&joined[prefix.len()..]);
+            hasher
+        } else {
+            let mut hasher = blake3::Hasher::new();
+            hasher.update(&joined);
+            hasher
+        };
+        Ok(Some(appended(&hot.m, newer, joined, hasher)))
     }
 
     /// The commits from `tip` back to where `stop` ends the walk, newest
@@ -442,21 +546,49 @@ impl Service {
     }
 }
 
-/// The hash of `prefix` and the reference of `joined` (which extends it)
-/// in one pass over the bytes they share: BLAKE3's hasher is fed their
-/// common start once and cloned, then each is finished with its own rest.
-/// In the resume loop that is one hash of the context instead of two.
-fn hash_both(prefix: &[u8], joined: &[u8]) -> (Hash, ArtifactRef) {
+/// The hash of `prefix` and a hasher fed all of `joined` (which extends
+/// it), in one pass over the bytes they share: BLAKE3's hasher is fed
+/// their common start once and cloned, then each is finished with its own
+/// rest. In the resume loop that is one hash of the context instead of two.
+fn hash_both(prefix: &[u8], joined: &[u8]) -> (Hash, blake3::Hasher) {
     let shared = common_prefix_len(prefix, joined);
     let mut hasher = blake3::Hasher::new();
     hasher.update(&prefix[..shared]);
     let mut rest = hasher.clone();
     rest.update(&prefix[shared..]);
     hasher.update(&joined[shared..]);
-    (
-        Hash::from_bytes(*rest.finalize().as_bytes()),
-        ArtifactRef::from_hash(Hash::from_bytes(*hasher.finalize().as_bytes())),
-    )
+    (Hash::from_bytes(*rest.finalize().as_bytes()), hasher)
+}
+
+/// The reference of the bytes `hasher` was fed.
+fn ref_of(hasher: &blake3::Hasher) -> ArtifactRef {
+    ArtifactRef::from_hash(Hash::from_bytes(*hasher.finalize().as_bytes()))
+}
+
+/// The result of appending `newer` to the result `base`: `joined`, hashed
+/// by `hasher`.
+fn appended(base: &Materialized, newer: &[Commit], joined: Bytes, hasher: blake3::Hasher) -> Built {
+    Built {
+        m: Materialized {
+            artifact_ref: ref_of(&hasher),
+            size: joined.len() as u64,
+            message_count: base.message_count + newer.iter().map(|c| c.message_count).sum::<u64>(),
+            token_count: base.token_count + newer.iter().map(|c| c.token_count).sum::<u64>(),
+            tier: Tier::Native,
+        },
+        bytes: joined,
+        hasher,
+    }
+}
+
+/// A result built, not stored yet.
+struct Built {
+    /// What its cache entry records.
+    m: Materialized,
+    /// Its bytes.
+    bytes: Bytes,
+    /// A hasher fed every byte of them.
+    hasher: blake3::Hasher,
 }
 
 /// How many bytes `a` and `b` start with alike (compared a block at a
@@ -480,8 +612,8 @@ const MAX_PROBES: usize = 12;
 
 /// What the incremental attempt gave.
 enum Incremental {
-    /// The materialization, built on a cached ancestor, and its bytes.
-    Done((Materialized, Bytes)),
+    /// The materialization, built on a cached ancestor.
+    Done(Box<Built>),
     /// Nothing to reuse: the walked path, newest first.
     Path(Vec<Commit>),
 }

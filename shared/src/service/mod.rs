@@ -10,6 +10,8 @@
 //! - `materialize`: rebuilding the context at a commit from a [`Stop`]
 //!   ([`Materialization`]).
 //! - `refs`: compare-and-swap pointers to tips.
+//! - `hot`: the hot result cache: recent materializations in memory,
+//!   stored in the background (`CTX_HOT_CACHE_BYTES`).
 //! - `gc`: artifact lifecycle: the cache's LRU budget and garbage
 //!   collection ([`GcOptions`] → [`GcReport`]).
 //! - `summaries`: filling in missing summaries (the batch, the one-shot
@@ -42,6 +44,7 @@ mod compact;
 mod evict;
 mod folding;
 mod gc;
+mod hot;
 mod lifecycle;
 mod materialize;
 mod refs;
@@ -154,6 +157,7 @@ pub struct Service {
     summarizer: Option<Arc<dyn crate::summarize::Summarizer>>,
     lifecycle: Lifecycle,
     cache_stamps: Arc<gc::CacheStamps>,
+    hot: Arc<hot::HotCache>,
 }
 
 impl Service {
@@ -168,6 +172,7 @@ impl Service {
             summarizer: None,
             lifecycle: Lifecycle::default(),
             cache_stamps: Arc::default(),
+            hot: Arc::new(hot::HotCache::new(crate::config::DEFAULT_HOT_CACHE_BYTES)),
         }
     }
 
@@ -180,6 +185,14 @@ impl Service {
     /// Replaces the cache budget and the garbage collector's grace period.
     pub fn with_lifecycle(mut self, lifecycle: Lifecycle) -> Self {
         self.lifecycle = lifecycle;
+        self
+    }
+
+    /// Replaces the hot result cache with one of `bytes` (0: none; every
+    /// result is stored before it is answered). The default is
+    /// `CTX_HOT_CACHE_BYTES`'s.
+    pub fn with_hot_cache(mut self, bytes: u64) -> Self {
+        self.hot = Arc::new(hot::HotCache::new(bytes));
         self
     }
 

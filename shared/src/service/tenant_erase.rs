@@ -83,6 +83,9 @@ impl Service {
             out.tokens = tokens.revoke_tenant(tenant).await?;
             progress(&out);
         }
+        // Nothing of the tenant held in memory or stored behind (see
+        // `hot`).
+        self.hot.purge(tenant).await;
         loop {
             let r = self.stores.meta.erase_tenant(tenant, META_BATCH).await?;
             if r.total() == 0 {
@@ -99,6 +102,7 @@ impl Service {
             out.blobs += n;
             progress(&out);
         }
+        self.hot.purge(tenant).await;
         out.compacted_bytes = self.stores.meta.compact().await?;
         Ok(out)
     }

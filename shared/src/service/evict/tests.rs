@@ -118,6 +118,8 @@ impl Fixture {
 
     async fn text(&self, id: &CommitId, stop: Stop) -> crate::error::Result<String> {
         let m = self.svc.materialize(&self.tenant, id, stop, None).await?;
+        // Stored, so that an eviction finds (and counts) its entry.
+        self.svc.flush_cache_writes().await;
         let bytes = self
             .svc
             .download_artifact(&self.tenant, &m.result.artifact_ref)
@@ -324,4 +326,45 @@ async fn deltas_inline_with_their_commits_are_evicted_too() {
     assert_eq!(err.kind, ErrorKind::Gone, "{err}");
     assert!(err.message.contains(&d0.to_string()), "{}", err.message);
     assert_eq!(f.text(&d1, Stop::Compaction).await.unwrap(), "SUMMARY d1 ");
+}
+
+/// A result held in memory (the hot cache) that read an evicted delta is
+/// not served after the eviction, and one still waiting to be stored is
+/// never stored: the eviction drops the tenant's held results and stops
+/// its pending writes.
+#[tokio::test]
+async fn an_eviction_drops_results_held_in_memory_and_stops_their_pending_writes() {
+    let f = fixture();
+    let [_, d1, c, d2] = f.compacted_session("s").await;
+    // d1's is stored; d2's is held and waits to be stored.
+    let at_d1 = f.svc.materialize(&f.tenant, &d1, Stop::Root, None).await;
+    let at_d1 = at_d1.unwrap().result;
+    f.svc.flush_cache_writes().await;
+    let gate = f.svc.hot.gate.write().await;
+    let at_d2 = f.svc.materialize(&f.tenant, &d2, Stop::Root, None).await;
+    let at_d2 = at_d2.unwrap().result;
+    f.svc.evict(&f.tenant, &rn("s"), &c).await.unwrap();
+    drop(gate);
+    f.svc.flush_cache_writes().await;
+    for (id, m) in [(d1, at_d1), (d2, at_d2)] {
+        let e = f
+            .svc
+            .materialize(&f.tenant, &id, Stop::Root, None)
+            .await
+            .unwrap_err();
+        assert_eq!(e.kind, ErrorKind::Gone, "{id}");
+        let key = crate::store::MaterializeKey {
+            commit: id,
+            stop: Stop::Root,
+            format: FormatId::raw(),
+        };
+        assert_eq!(
+            f.meta.get_materialized(&f.tenant, &key).await.unwrap(),
+            None
+        );
+        assert_eq!(
+            f.blobs.size(&f.tenant, &m.artifact_ref).await.unwrap(),
+            None
+        );
+    }
 }

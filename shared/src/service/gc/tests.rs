@@ -42,6 +42,10 @@ fn fixture(cache_budget: Option<u64>) -> Fixture {
             cache_budget,
             gc_grace: Duration::from_secs(3600),
         })
+        // The stored cache's budget and collection: a result held in
+        // memory would answer a repeat before the store is asked (the hot
+        // cache has its own tests, in service::hot and below).
+        .with_hot_cache(0)
         .with_limits(crate::service::Limits {
             inline_delta_bytes: 0,
             ..Default::default()

@@ -132,6 +132,7 @@ async fn erase_removes_commits_artifacts_cache_and_refs_but_keeps_shared_bytes()
         .result
         .artifact_ref;
     assert_ne!(joined, translated);
+    f.svc.flush_cache_writes().await;
 
     let erased = f
         .svc
@@ -256,6 +257,7 @@ async fn an_erase_interrupted_after_some_commits_finishes_when_run_again() {
         .materialize(&f.tenant, &a2, Stop::Root, None)
         .await
         .unwrap();
+    f.svc.flush_cache_writes().await;
     // What a crash after the newest commit was erased leaves: the ref and
     // the tip gone (with its artifact and cache), the rest still there.
     let tip = f.meta.get_commit(&f.tenant, &a2).await.unwrap().unwrap();

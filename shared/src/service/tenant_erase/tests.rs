@@ -84,6 +84,7 @@ async fn fill(f: &Fixture, tenant: &TenantId, text: &str) -> CommitId {
         )
         .await
         .unwrap();
+    f.svc.flush_cache_writes().await;
     f.meta
         .add_token(&Hash::of(tenant.as_str().as_bytes()), tenant, t(0))
         .await
@@ -220,6 +221,7 @@ impl Service {
             .materialize(tenant, id, Stop::Root, None)
             .await
             .unwrap();
+        self.flush_cache_writes().await;
         self.stores
             .blobs
             .read_in(tenant, BlobArea::Cache, &m.result.artifact_ref)

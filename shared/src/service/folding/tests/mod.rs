@@ -172,6 +172,7 @@ impl H {
             .await
             .unwrap()
             .result;
+        self.svc.flush_cache_writes().await;
         let bytes = self
             .svc
             .stores()
