@@ -210,6 +210,15 @@ mod service {
     }
 
     impl Fixture {
+        /// The session `s` of two raw turns, `one` and `two`.
+        async fn one_two(&self, raw: &FormatId) -> Vec<CommitId> {
+            self.chain(
+                raw,
+                &[Bytes::from_static(b"one\n"), Bytes::from_static(b"two\n")],
+            )
+            .await
+        }
+
         /// A linear session `s` of `deltas` in `format`, oldest first.
         async fn chain(&self, format: &FormatId, deltas: &[Bytes]) -> Vec<CommitId> {
             let mut ids: Vec<CommitId> = Vec::new();
@@ -363,12 +372,7 @@ mod service {
     async fn a_result_not_stored_yet_is_served_from_memory() {
         let f = fixture();
         let raw = FormatId::raw();
-        let ids = f
-            .chain(
-                &raw,
-                &[Bytes::from_static(b"one\n"), Bytes::from_static(b"two\n")],
-            )
-            .await;
+        let ids = f.one_two(&raw).await;
         let gate = f.svc.hot.gate.write().await;
         let first = f
             .svc
@@ -407,12 +411,7 @@ mod service {
     async fn erase_while_pending(erase: impl AsyncFnOnce(&Fixture)) {
         let f = fixture();
         let raw = FormatId::raw();
-        let ids = f
-            .chain(
-                &raw,
-                &[Bytes::from_static(b"one\n"), Bytes::from_static(b"two\n")],
-            )
-            .await;
+        let ids = f.one_two(&raw).await;
         let gate = f.svc.hot.gate.write().await;
         let m = f
             .svc
