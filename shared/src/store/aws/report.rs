@@ -84,7 +84,8 @@ fn request(parent: Option<CommitId>, i: u64, principal: &str) -> NewCommit {
 }
 
 /// A service over `blobs` and `meta` storing small deltas inline, or
-/// (`inline` false) none.
+/// (`inline` false) none, with the hot result cache off: the counts are
+/// what a Lambda makes, and the Lambdas run without it (`template.yaml`).
 fn service(
     blobs: super::S3BlobStore,
     meta: super::DynamoMetaStore,
@@ -99,6 +100,7 @@ fn service(
         },
         clock,
     )
+    .with_hot_cache(0)
     .with_limits(crate::service::Limits {
         inline_delta_bytes: if inline { limits.inline_delta_bytes } else { 0 },
         ..limits
