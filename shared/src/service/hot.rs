@@ -26,6 +26,10 @@
 //! - **Readers see a row only after its file**: the background task writes
 //!   the file before the row, as a synchronous materialize does; a missing
 //!   file is a miss.
+//! - **Pending writes are bounded too**: the bytes of results waiting to
+//!   be stored behind their answer stay within the same budget. A result
+//!   that would pass it is stored before it is answered, so a disk slower
+//!   than the materializes slows them down instead of growing memory.
 //! - **A lost write loses a cache entry**: a process that stops before its
 //!   writes land loses only those (rebuilt on demand); `ctx serve` awaits
 //!   them ([`Service::flush_cache_writes`]) before it shuts down.
@@ -119,6 +123,8 @@ pub(crate) struct HotCache {
     writes: tokio::sync::RwLock<()>,
     /// Background writes not finished yet.
     pending: tokio::sync::watch::Sender<usize>,
+    /// The bytes of the results those writes hold (within `budget`).
+    pending_bytes: std::sync::atomic::AtomicU64,
     /// Tests hold this exclusively to keep background writes from
     /// starting (a write waits for it before anything else).
     #[cfg(test)]
@@ -133,6 +139,7 @@ impl HotCache {
             state: Mutex::default(),
             writes: tokio::sync::RwLock::new(()),
             pending: tokio::sync::watch::Sender::new(0),
+            pending_bytes: std::sync::atomic::AtomicU64::new(0),
             #[cfg(test)]
             gate: tokio::sync::RwLock::new(()),
         }
@@ -241,16 +248,37 @@ impl HotCache {
         }
     }
 
-    /// Runs `write` in a background task unless a purge of `tenant` comes
-    /// first (the generation is no longer `generation` when it starts); a
-    /// purge waits for a write in flight. A failed write is logged: it
-    /// loses a cache entry, nothing else.
-    pub(super) fn write_behind<F>(self: &Arc<Self>, tenant: TenantId, generation: u64, write: F)
+    /// Runs `write` (the storing of a `len`-byte result) in a background
+    /// task unless a purge of `tenant` comes first (the generation is no
+    /// longer `generation` when it starts); a purge waits for a write in
+    /// flight. A failed write is logged: it loses a cache entry, nothing
+    /// else. Refused when the pending writes' bytes would pass the budget:
+    /// then `write` is handed back, for the caller to run before it
+    /// answers.
+    #[must_use]
+    pub(super) fn write_behind<F>(
+        self: &Arc<Self>,
+        tenant: TenantId,
+        generation: u64,
+        len: usize,
+        write: F,
+    ) -> Option<F>
     where
         F: Future<Output = crate::error::Result<()>> + Send + 'static,
     {
+        use std::sync::atomic::Ordering;
+        let len = len as u64;
+        let reserved = self
+            .pending_bytes
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |held| {
+                held.checked_add(len).filter(|&n| n <= self.budget)
+            })
+            .is_ok();
+        if !reserved {
+            return Some(write);
+        }
         self.pending.send_modify(|n| *n += 1);
-        let done = Pending(self.clone());
+        let done = Pending(self.clone(), len);
         let this = self.clone();
         tokio::spawn(async move {
             let _done = done;
@@ -264,6 +292,7 @@ impl HotCache {
                 tracing::warn!(%tenant, error = %e, "storing a materialization in the background failed");
             }
         });
+        None
     }
 
     /// Waits until no background write is pending.
@@ -290,12 +319,15 @@ impl HotCache {
     }
 }
 
-/// Counts a background write as finished when dropped (also when its task
-/// is cancelled by a runtime shutting down).
-struct Pending(Arc<HotCache>);
+/// Counts a background write (of a result of `.1` bytes) as finished when
+/// dropped (also when its task is cancelled by a runtime shutting down).
+struct Pending(Arc<HotCache>, u64);
 
 impl Drop for Pending {
     fn drop(&mut self) {
+        self.0
+            .pending_bytes
+            .fetch_sub(self.1, std::sync::atomic::Ordering::AcqRel);
         self.0.pending.send_modify(|n| *n -= 1);
     }
 }

@@ -139,10 +139,15 @@ impl Service {
                 let svc = self.clone();
                 let (t, b) = (tenant.clone(), bytes.clone());
                 let stored = m.clone();
-                self.hot
-                    .write_behind(tenant.clone(), generation, async move {
-                        svc.store_materialized(&t, &key, &stored, b).await
-                    });
+                let write = async move { svc.store_materialized(&t, &key, &stored, b).await };
+                // Refused when the writes already pending hold the
+                // budget's worth of bytes: stored before the answer.
+                if let Some(write) =
+                    self.hot
+                        .write_behind(tenant.clone(), generation, bytes.len(), write)
+                {
+                    write.await?;
+                }
             }
             // Not held: a purge of the tenant came while it was built;
             // neither held nor stored, as if built before the erase.

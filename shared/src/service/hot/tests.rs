@@ -139,13 +139,19 @@ async fn write_behind_runs_unless_a_purge_comes_first_and_flush_waits_for_it() {
         ran.fetch_add(1, Ordering::SeqCst);
         Ok(())
     };
-    c.write_behind(a.clone(), c.generation(&a), write(ran.clone()));
+    assert!(
+        c.write_behind(a.clone(), c.generation(&a), 10, write(ran.clone()))
+            .is_none()
+    );
     c.flush().await;
     assert_eq!(ran.load(Ordering::SeqCst), 1);
 
     // Held at the gate, then purged: it never writes.
     let gate = c.gate.write().await;
-    c.write_behind(a.clone(), c.generation(&a), write(ran.clone()));
+    assert!(
+        c.write_behind(a.clone(), c.generation(&a), 10, write(ran.clone()))
+            .is_none()
+    );
     c.purge(&a).await;
     drop(gate);
     c.flush().await;
@@ -153,11 +159,55 @@ async fn write_behind_runs_unless_a_purge_comes_first_and_flush_waits_for_it() {
 
     // Another tenant's purge does not stop it.
     let gate = c.gate.write().await;
-    c.write_behind(a.clone(), c.generation(&a), write(ran.clone()));
+    assert!(
+        c.write_behind(a.clone(), c.generation(&a), 10, write(ran.clone()))
+            .is_none()
+    );
     c.purge(&tenant("bravo")).await;
     drop(gate);
     c.flush().await;
     assert_eq!(ran.load(Ordering::SeqCst), 2);
+}
+
+#[tokio::test]
+async fn pending_writes_hold_at_most_the_budget_and_a_refused_one_is_handed_back() {
+    let c = Arc::new(HotCache::new(tens(10)));
+    let a = tenant("acme");
+    let ran = Arc::new(AtomicUsize::new(0));
+    let write = |ran: Arc<AtomicUsize>| async move {
+        ran.fetch_add(1, Ordering::SeqCst);
+        Ok(())
+    };
+    let gate = c.gate.write().await;
+    let budget = usize::try_from(tens(10)).unwrap();
+    let g = c.generation(&a);
+    assert!(
+        c.write_behind(a.clone(), g, budget - 5, write(ran.clone()))
+            .is_none()
+    );
+    let refused = c.write_behind(a.clone(), g, 6, write(ran.clone()));
+    let refused = refused.expect("over the budget: handed back");
+    assert!(
+        c.write_behind(a.clone(), g, 5, write(ran.clone()))
+            .is_none(),
+        "exactly the budget"
+    );
+    refused.await.unwrap();
+    assert_eq!(
+        ran.load(Ordering::SeqCst),
+        1,
+        "only the handed-back one ran"
+    );
+    drop(gate);
+    c.flush().await;
+    assert_eq!(ran.load(Ordering::SeqCst), 3);
+    // Finished writes give their bytes back.
+    assert!(
+        c.write_behind(a.clone(), g, budget, write(ran.clone()))
+            .is_none()
+    );
+    c.flush().await;
+    assert_eq!(ran.load(Ordering::SeqCst), 4);
 }
 
 /// The hot cache in the service, over the local stores (real files and
@@ -187,12 +237,18 @@ mod service {
     }
 
     fn fixture() -> Fixture {
+        fixture_with(crate::config::DEFAULT_HOT_CACHE_BYTES)
+    }
+
+    /// The fixture with a hot cache of `budget` bytes.
+    fn fixture_with(budget: u64) -> Fixture {
         let dir = tempfile::tempdir().unwrap();
         let stores = Stores {
             blobs: Arc::new(LocalBlobStore::open(dir.path()).unwrap()),
             meta: Arc::new(SqliteMetaStore::open(dir.path()).unwrap()),
         };
-        let svc = Service::new(stores, Arc::new(ManualClock::new(t(10_000))));
+        let svc =
+            Service::new(stores, Arc::new(ManualClock::new(t(10_000)))).with_hot_cache(budget);
         Fixture {
             svc,
             files: LocalBlobStore::open(dir.path()).unwrap(),
@@ -404,6 +460,41 @@ mod service {
         let (row, file) = f.stored(ids[1], &raw).await.expect("stored now");
         assert_eq!(row, first.result);
         assert_eq!(file.as_deref(), Some(&b"one\ntwo\n"[..]));
+    }
+
+    /// When the writes already pending hold the budget's worth of bytes,
+    /// a new result is stored before it is answered (memory does not grow
+    /// with a slow disk).
+    #[tokio::test]
+    async fn a_result_past_the_pending_budget_is_stored_before_the_answer() {
+        let turn = |c: u8, n: usize| Bytes::from(vec![c; n]);
+        // Each result fits the budget alone; the two pending together not.
+        let f = fixture_with(4096 + super::super::ENTRY_OVERHEAD);
+        let raw = FormatId::raw();
+        let ids = f.chain(&raw, &[turn(b'a', 3072), turn(b'b', 1024)]).await;
+        let gate = f.svc.hot.gate.write().await;
+        f.svc
+            .materialize(&f.tenant, &ids[0], Stop::Root, None)
+            .await
+            .unwrap();
+        assert!(f.stored(ids[0], &raw).await.is_none(), "written behind");
+        let second = f
+            .svc
+            .materialize(&f.tenant, &ids[1], Stop::Root, None)
+            .await
+            .unwrap();
+        let (row, file) = f
+            .stored(ids[1], &raw)
+            .await
+            .expect("stored before the answer");
+        assert_eq!(row, second.result);
+        assert_eq!(file.map(|b| b.len()), Some(4096));
+        drop(gate);
+        f.svc.flush_cache_writes().await;
+        assert!(
+            f.stored(ids[0], &raw).await.is_some(),
+            "the pending one landed"
+        );
     }
 
     /// What an erase leaves when a result of the erased commits is still
