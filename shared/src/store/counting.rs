@@ -90,9 +90,14 @@ impl<B: BlobStore> BlobStore for CountingBlobs<B> {
     ) -> Result<Option<u64>> {
         self.inner.promote_upload(tenant, artifact).await
     }
-    async fn put_cached(&self, tenant: &TenantId, bytes: Bytes) -> Result<PutBlob> {
+    async fn put_cached_hashed(
+        &self,
+        tenant: &TenantId,
+        artifact: ArtifactRef,
+        bytes: Bytes,
+    ) -> Result<PutBlob> {
         self.puts.fetch_add(1, Ordering::SeqCst);
-        self.inner.put_cached(tenant, bytes).await
+        self.inner.put_cached_hashed(tenant, artifact, bytes).await
     }
     async fn stat(
         &self,

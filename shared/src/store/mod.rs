@@ -130,13 +130,15 @@ pub trait BlobStore: Send + Sync + 'static {
     ///
     /// # Errors
     /// `Unavailable` when the storage cannot be written.
-    async fn put_cached(&self, tenant: &TenantId, bytes: Bytes) -> Result<PutBlob>;
+    async fn put_cached(&self, tenant: &TenantId, bytes: Bytes) -> Result<PutBlob> {
+        self.put_cached_hashed(tenant, ArtifactRef::of(&bytes), bytes)
+            .await
+    }
 
     /// [`BlobStore::put_cached`] of bytes whose reference the caller has
-    /// already computed (`artifact` is `ArtifactRef::of(&bytes)`; an
-    /// incremental materialize gets it from the pass that verifies the
-    /// cached prefix), so a store that hashes what it is given need not
-    /// hash 1 MB again. The default hashes anyway.
+    /// already computed (`artifact` is `ArtifactRef::of(&bytes)`:
+    /// materialize hashes every result as it builds it), so that no store
+    /// hashes a 1 MB result again.
     ///
     /// # Errors
     /// `Unavailable` when the storage cannot be written.
@@ -145,10 +147,7 @@ pub trait BlobStore: Send + Sync + 'static {
         tenant: &TenantId,
         artifact: ArtifactRef,
         bytes: Bytes,
-    ) -> Result<PutBlob> {
-        let _ = artifact;
-        self.put_cached(tenant, bytes).await
-    }
+    ) -> Result<PutBlob>;
 
     /// The artifact as stored in `area` (not looking in any other).
     ///

@@ -40,8 +40,13 @@ impl S3BlobStore {
     }
 
     /// Stores `bytes` in `area`, create-only.
-    async fn put_in(&self, tenant: &TenantId, area: BlobArea, bytes: Bytes) -> Result<PutBlob> {
-        let artifact = ArtifactRef::of(&bytes);
+    async fn put_in(
+        &self,
+        tenant: &TenantId,
+        area: BlobArea,
+        artifact: ArtifactRef,
+        bytes: Bytes,
+    ) -> Result<PutBlob> {
         let size = bytes.len() as u64;
         let result = self
             .client
@@ -138,7 +143,8 @@ fn time(t: &aws_sdk_s3::primitives::DateTime) -> Result<DateTime<Utc>> {
 #[async_trait]
 impl BlobStore for S3BlobStore {
     async fn put(&self, tenant: &TenantId, bytes: Bytes) -> Result<PutBlob> {
-        self.put_in(tenant, BlobArea::Durable, bytes).await
+        self.put_in(tenant, BlobArea::Durable, ArtifactRef::of(&bytes), bytes)
+            .await
     }
 
     async fn read(&self, tenant: &TenantId, artifact: &ArtifactRef) -> Result<Option<Bytes>> {
@@ -266,8 +272,13 @@ impl BlobStore for S3BlobStore {
         Ok(removed)
     }
 
-    async fn put_cached(&self, tenant: &TenantId, bytes: Bytes) -> Result<PutBlob> {
-        self.put_in(tenant, BlobArea::Cache, bytes).await
+    async fn put_cached_hashed(
+        &self,
+        tenant: &TenantId,
+        artifact: ArtifactRef,
+        bytes: Bytes,
+    ) -> Result<PutBlob> {
+        self.put_in(tenant, BlobArea::Cache, artifact, bytes).await
     }
 
     async fn stat(

@@ -295,11 +295,6 @@ impl BlobStore for LocalBlobStore {
         .await
     }
 
-    async fn put_cached(&self, tenant: &TenantId, bytes: Bytes) -> Result<PutBlob> {
-        self.put_in(tenant, BlobArea::Cache, ArtifactRef::of(&bytes), bytes)
-            .await
-    }
-
     async fn put_cached_hashed(
         &self,
         tenant: &TenantId,

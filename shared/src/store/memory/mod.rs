@@ -76,8 +76,13 @@ impl MemoryBlobStore {
         lock(&self.blobs).insert((tenant.clone(), BlobArea::Durable, *artifact), (bytes, now));
     }
 
-    fn put_in(&self, tenant: &TenantId, area: BlobArea, bytes: Bytes) -> PutBlob {
-        let artifact = ArtifactRef::of(&bytes);
+    fn put_in(
+        &self,
+        tenant: &TenantId,
+        area: BlobArea,
+        artifact: ArtifactRef,
+        bytes: Bytes,
+    ) -> PutBlob {
         let size = bytes.len() as u64;
         let now = self.clock.now();
         let mut blobs = lock(&self.blobs);
@@ -112,7 +117,7 @@ impl MemoryBlobStore {
 #[async_trait]
 impl BlobStore for MemoryBlobStore {
     async fn put(&self, tenant: &TenantId, bytes: Bytes) -> Result<PutBlob> {
-        Ok(self.put_in(tenant, BlobArea::Durable, bytes))
+        Ok(self.put_in(tenant, BlobArea::Durable, ArtifactRef::of(&bytes), bytes))
     }
 
     async fn read(&self, tenant: &TenantId, artifact: &ArtifactRef) -> Result<Option<Bytes>> {
@@ -123,8 +128,13 @@ impl BlobStore for MemoryBlobStore {
         Ok(self.find(tenant, artifact).map(|b| b.len() as u64))
     }
 
-    async fn put_cached(&self, tenant: &TenantId, bytes: Bytes) -> Result<PutBlob> {
-        Ok(self.put_in(tenant, BlobArea::Cache, bytes))
+    async fn put_cached_hashed(
+        &self,
+        tenant: &TenantId,
+        artifact: ArtifactRef,
+        bytes: Bytes,
+    ) -> Result<PutBlob> {
+        Ok(self.put_in(tenant, BlobArea::Cache, artifact, bytes))
     }
 
     async fn stat(
