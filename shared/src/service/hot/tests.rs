@@ -266,6 +266,14 @@ mod service {
     }
 
     impl Fixture {
+        /// The materialization of `id` from the root in its own format.
+        async fn root(&self, id: CommitId) -> crate::service::Materialization {
+            self.svc
+                .materialize(&self.tenant, &id, Stop::Root, None)
+                .await
+                .unwrap()
+        }
+
         /// The session `s` of two raw turns, `one` and `two`.
         async fn one_two(&self, raw: &FormatId) -> Vec<CommitId> {
             self.chain(
@@ -372,11 +380,7 @@ mod service {
             )
             .await;
         f.plant(ids[0], &raw, b"PLANTED\n");
-        let m = f
-            .svc
-            .materialize(&f.tenant, &ids[1], Stop::Root, None)
-            .await
-            .unwrap();
+        let m = f.root(ids[1]).await;
         assert!(!m.cached);
         let want = b"PLANTED\ntwo\n";
         assert_eq!(m.result.artifact_ref, ArtifactRef::of(want));
@@ -405,11 +409,7 @@ mod service {
         let ids = f.chain(&chat, &deltas).await;
         let planted = conversation(&f.svc, &chat, 7);
         f.plant(ids[0], &chat, &planted);
-        let m = f
-            .svc
-            .materialize(&f.tenant, &ids[1], Stop::Root, None)
-            .await
-            .unwrap();
+        let m = f.root(ids[1]).await;
         let codec = f.svc.formats().codec(&chat).clone();
         let want = codec.concat(&[planted, deltas[1].clone()]).unwrap();
         assert_eq!(m.result.artifact_ref, ArtifactRef::of(&want));
@@ -430,20 +430,12 @@ mod service {
         let raw = FormatId::raw();
         let ids = f.one_two(&raw).await;
         let gate = f.svc.hot.gate.write().await;
-        let first = f
-            .svc
-            .materialize(&f.tenant, &ids[1], Stop::Root, None)
-            .await
-            .unwrap();
+        let first = f.root(ids[1]).await;
         assert!(!first.cached);
         let art = first.result.artifact_ref;
         assert!(f.stored(ids[1], &raw).await.is_none(), "not stored yet");
         assert_eq!(f.cache_file(&art), None);
-        let again = f
-            .svc
-            .materialize(&f.tenant, &ids[1], Stop::Root, None)
-            .await
-            .unwrap();
+        let again = f.root(ids[1]).await;
         assert!(again.cached);
         assert_eq!(again.result, first.result);
         let bytes = f.svc.download_artifact(&f.tenant, &art).await.unwrap();
@@ -473,16 +465,9 @@ mod service {
         let raw = FormatId::raw();
         let ids = f.chain(&raw, &[turn(b'a', 3072), turn(b'b', 1024)]).await;
         let gate = f.svc.hot.gate.write().await;
-        f.svc
-            .materialize(&f.tenant, &ids[0], Stop::Root, None)
-            .await
-            .unwrap();
+        f.root(ids[0]).await;
         assert!(f.stored(ids[0], &raw).await.is_none(), "written behind");
-        let second = f
-            .svc
-            .materialize(&f.tenant, &ids[1], Stop::Root, None)
-            .await
-            .unwrap();
+        let second = f.root(ids[1]).await;
         let (row, file) = f
             .stored(ids[1], &raw)
             .await
@@ -504,11 +489,7 @@ mod service {
         let raw = FormatId::raw();
         let ids = f.one_two(&raw).await;
         let gate = f.svc.hot.gate.write().await;
-        let m = f
-            .svc
-            .materialize(&f.tenant, &ids[1], Stop::Root, None)
-            .await
-            .unwrap();
+        let m = f.root(ids[1]).await;
         assert_eq!(f.svc.hot.held(&f.tenant), 1);
         erase(&f).await;
         assert_eq!(f.svc.hot.held(&f.tenant), 0);
