@@ -25,7 +25,7 @@
 
 use std::collections::VecDeque;
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use rusqlite::Connection;
@@ -59,6 +59,10 @@ pub(super) struct Queue {
     unchecked: AtomicU64,
     /// Idle checkpoints run.
     checkpoints: AtomicU64,
+    /// Whether the writer connection was left at `synchronous=NORMAL` by
+    /// a relaxed group (read and set under the writer's lock; see
+    /// [`Database::sync_level`]).
+    relaxed: AtomicBool,
 }
 
 impl Default for Queue {
@@ -70,6 +74,7 @@ impl Default for Queue {
             commits: AtomicU64::new(0),
             unchecked: AtomicU64::new(0),
             checkpoints: AtomicU64::new(0),
+            relaxed: AtomicBool::new(false),
         }
     }
 }
@@ -287,6 +292,22 @@ impl Database {
         }
     }
 
+    /// Puts the writer (locked as `conn`) at the level its next commit
+    /// needs: `NORMAL` for a `relaxed` one on a durable database, else the
+    /// database's own. Set only when it differs from what the writer was
+    /// left at, and set before every commit that needs it, so a level that
+    /// could not be set fails that commit: nothing is acknowledged as
+    /// durable at `NORMAL`.
+    pub(super) fn sync_level(&self, conn: &Connection, relaxed: bool) -> Result<(), LocalError> {
+        let relaxed = relaxed && self.durability == Durability::Full;
+        if self.group.relaxed.load(Ordering::Relaxed) == relaxed {
+            return Ok(());
+        }
+        conn.pragma_update(None, "synchronous", if relaxed { "NORMAL" } else { "FULL" })?;
+        self.group.relaxed.store(relaxed, Ordering::Relaxed);
+        Ok(())
+    }
+
     /// Checkpoints the write-ahead log while nobody waits to write
     /// (`PASSIVE`: it never waits for readers, and copies what it can).
     fn checkpoint_idle(&self) {
@@ -306,10 +327,10 @@ impl Database {
         let conn = lock(&self.writer);
         // Only a durable database has anything to relax, and only when no
         // transaction of the group needs its commit durable.
-        let relax = self.durability == Durability::Full && !group.iter().any(|j| j.durable());
-        if relax && let Err(e) = conn.pragma_update(None, "synchronous", "NORMAL") {
+        let relax = !group.iter().any(|j| j.durable());
+        if let Err(e) = self.sync_level(&conn, relax) {
             drop(conn);
-            let e = Error::from(LocalError::from(e));
+            let e = Error::from(e);
             for job in group {
                 job.answer(Some(&e));
             }
@@ -338,11 +359,6 @@ impl Database {
                 }
             }
         };
-        // Restored whatever happened: the writer's other commits stay
-        // durable. (A failure here fails the next group's commits, loudly.)
-        if relax {
-            let _ = conn.pragma_update(None, "synchronous", "FULL");
-        }
         drop(conn);
         self.group.commits.fetch_add(1, Ordering::Relaxed);
         self.group
@@ -504,6 +520,26 @@ mod tests {
         let after = db.group.counts();
         assert_eq!(after.0 - before.0, 320);
         assert!(after.1 - before.1 <= 320);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn each_commit_runs_at_the_level_it_needs_whatever_ran_before() {
+        // `synchronous` as the writer's work sees it: 1 NORMAL, 2 FULL.
+        fn level(c: &Connection) -> Result<i64, LocalError> {
+            Ok(c.pragma_query_value(None, "synchronous", |r| r.get(0))?)
+        }
+        let (_dir, db) = database();
+        assert_eq!(db.transaction_relaxed(level).await.unwrap(), 1);
+        assert_eq!(db.transaction(level).await.unwrap(), 2);
+        assert_eq!(db.transaction_relaxed(level).await.unwrap(), 1);
+        assert_eq!(
+            db.write(|c| level(c)).await.unwrap(),
+            2,
+            "outside a group too"
+        );
+        assert_eq!(db.transaction_relaxed(level).await.unwrap(), 1);
+        assert_eq!(db.transaction_relaxed(level).await.unwrap(), 1);
+        assert_eq!(db.transaction(level).await.unwrap(), 2);
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -290,7 +290,12 @@ impl Database {
         f: impl FnOnce(&mut Connection) -> Result<T, LocalError> + Send + 'static,
     ) -> Result<T> {
         let db = self.clone();
-        blocking(move || f(&mut lock(&db.writer))).await
+        blocking(move || {
+            let mut conn = lock(&db.writer);
+            db.sync_level(&conn, false)?;
+            f(&mut conn)
+        })
+        .await
     }
 
     /// Runs `f` on one of the reader connections (see [`blocking_read`]).
