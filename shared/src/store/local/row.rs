@@ -85,7 +85,8 @@ impl CommitRow {
 
     /// The commit, its inline delta unpacked.
     pub(super) fn decode(self) -> Result<Commit, LocalError> {
-        let (c, delta) = self.commit()?;
+        let (body, cols, delta) = self.parts()?;
+        let c = build(body, cols)?;
         with_inline(c, delta)
     }
 
@@ -97,15 +98,44 @@ impl CommitRow {
     /// The commit without its inline bytes, with its columns, for a
     /// caller that rewrites its body ([`Stored::body`]).
     pub(super) fn decode_stored(self) -> Result<Stored, LocalError> {
-        let cols = self.columns()?;
-        let (commit, _) = self.commit()?;
+        let (body, cols, _) = self.parts()?;
+        let commit = build(body, cols.clone())?;
         Ok(Stored { commit, cols })
     }
 
-    /// The commit without its inline bytes, and the stored delta.
-    fn commit(self) -> Result<(Commit, StoredDelta), LocalError> {
-        let b: Body = serde_json::from_str(&self.body)?;
-        let cols = self.columns()?;
+    /// The body, the typed columns and the stored delta of the row, each
+    /// parsed once.
+    fn parts(self) -> Result<(Body, Columns, StoredDelta), LocalError> {
+        let body: Body = serde_json::from_str(&self.body)?;
+        let cols = Columns {
+            id: parse_id("id", &self.id)?,
+            parent: self
+                .parent
+                .as_deref()
+                .map(|p| parse_id("parent", p))
+                .transpose()?,
+            lineage: parse_id("lineage", &self.lineage)?,
+            depth: u64::try_from(self.depth).map_err(|_| malformed("depth", self.depth))?,
+            created_at: micros_to_time(self.ts),
+            session: self.session,
+            summary: self.summary,
+            artifact: self
+                .artifact
+                .as_deref()
+                .map(|a| {
+                    a.parse::<ArtifactRef>()
+                        .map_err(|_| malformed("artifact", a))
+                })
+                .transpose()?,
+        };
+        Ok((body, cols, self.delta))
+    }
+}
+
+/// The commit of a row's body and columns: a field the body holds wins
+/// over its column (a body written before version 9).
+fn build(b: Body, cols: Columns) -> Result<Commit> {
+    {
         let parent = b.parent.or(cols.parent);
         let lineage = b.lineage.unwrap_or(cols.lineage);
         let c = Commit {
@@ -114,7 +144,7 @@ impl CommitRow {
             commit_type: b.commit_type,
             artifact_ref: match b.artifact_ref.or(cols.artifact) {
                 Some(a) => a,
-                None => return Err(malformed("artifact", "none").into()),
+                None => return Err(malformed("artifact", "none")),
             },
             artifact_size: b.artifact_size,
             format: b.format,
@@ -138,32 +168,7 @@ impl CommitRow {
             },
             inline: None,
         };
-        Ok((c, self.delta))
-    }
-
-    /// The typed values of the columns a body may leave out.
-    fn columns(&self) -> Result<Columns> {
-        Ok(Columns {
-            id: parse_id("id", &self.id)?,
-            parent: self
-                .parent
-                .as_deref()
-                .map(|p| parse_id("parent", p))
-                .transpose()?,
-            lineage: parse_id("lineage", &self.lineage)?,
-            depth: u64::try_from(self.depth).map_err(|_| malformed("depth", self.depth))?,
-            created_at: micros_to_time(self.ts),
-            session: self.session.clone(),
-            summary: self.summary.clone(),
-            artifact: self
-                .artifact
-                .as_deref()
-                .map(|a| {
-                    a.parse::<ArtifactRef>()
-                        .map_err(|_| malformed("artifact", a))
-                })
-                .transpose()?,
-        })
+        Ok(c)
     }
 }
 
@@ -209,6 +214,7 @@ fn unpack(delta: StoredDelta) -> Result<Option<bytes::Bytes>, LocalError> {
 }
 
 /// The typed columns of a row.
+#[derive(Clone)]
 struct Columns {
     id: CommitId,
     parent: Option<CommitId>,
@@ -358,10 +364,8 @@ pub(super) fn slim_bodies(conn: &Connection) -> Result<()> {
             .prepare("UPDATE commits SET body = ?3 WHERE tenant = ?1 AND id = ?2")
             .map_err(sql)?;
         for (tenant, row) in rows {
-            let cols = row.columns()?;
             let id = row.id.clone();
-            let (c, _) = row.commit().map_err(Error::from)?;
-            let body = encode_against(&c, Some(&cols))?;
+            let body = row.decode_stored().map_err(Error::from)?.body()?;
             update.execute(params![tenant, id, body]).map_err(sql)?;
         }
     }
@@ -440,12 +444,11 @@ mod tests {
         let full = serde_json::to_string(&c).unwrap();
         let mut row = row_of(&c, full);
         row.ts = c.created_at.timestamp_millis() * 1000;
-        let cols = row.columns().unwrap();
-        let (decoded, _) = row.commit().unwrap();
-        assert_eq!(decoded, c, "the full body wins over a column");
+        let stored = row.decode_stored().unwrap();
+        assert_eq!(stored.commit, c, "the full body wins over a column");
         let mut stale = row_of(&c, String::new());
         stale.ts = c.created_at.timestamp_millis() * 1000;
-        let slim = encode_against(&c, Some(&cols)).unwrap();
+        let slim = stored.body().unwrap();
         assert!(slim.contains("created_at"), "{slim}");
         assert!(!slim.contains("artifact_ref"), "{slim}");
         stale.body = slim;
