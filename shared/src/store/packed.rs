@@ -56,8 +56,8 @@ const MAX_RATIO: usize = 255;
 
 /// `bytes` as stored: LZ4-packed when that saves at least an eighth of
 /// them, as they are otherwise (random or already compressed bytes).
-pub fn pack(bytes: &[u8]) -> (Codec, Bytes) {
-    let raw = || (Codec::Raw, Bytes::copy_from_slice(bytes));
+pub fn pack(bytes: &Bytes) -> (Codec, Bytes) {
+    let raw = || (Codec::Raw, bytes.clone());
     let Ok(len) = u32::try_from(bytes.len()) else {
         return raw();
     };
@@ -143,7 +143,7 @@ mod tests {
     #[test]
     fn compressible_bytes_are_packed_and_come_back() {
         let t = text(5_500);
-        let (codec, packed) = pack(&t);
+        let (codec, packed) = pack(&Bytes::from(t.clone()));
         assert_eq!(codec, Codec::Lz4);
         assert!(packed.len() < t.len() / 4, "{} bytes", packed.len());
         assert_eq!(unpack(codec, packed).unwrap(), t);
@@ -152,7 +152,7 @@ mod tests {
     #[test]
     fn incompressible_and_tiny_bytes_stay_raw() {
         for b in [noise(5_500), noise(1), Vec::new(), text(4)] {
-            let (codec, stored) = pack(&b);
+            let (codec, stored) = pack(&Bytes::from(b.clone()));
             assert_eq!(codec, Codec::Raw, "{} bytes", b.len());
             assert_eq!(stored, b);
             assert_eq!(unpack(codec, stored).unwrap(), b);
@@ -164,16 +164,16 @@ mod tests {
         // Half text, half noise: LZ4 saves less than an eighth of it.
         let mut b = noise(4_000);
         b.extend(text(400));
-        assert_eq!(pack(&b).0, Codec::Raw);
+        assert_eq!(pack(&Bytes::from(b)).0, Codec::Raw);
         let mut b = noise(1_000);
         b.extend(text(4_000));
-        assert_eq!(pack(&b).0, Codec::Lz4);
+        assert_eq!(pack(&Bytes::from(b)).0, Codec::Lz4);
     }
 
     #[test]
     fn a_corrupt_packed_delta_is_an_error_not_other_bytes() {
         let t = text(5_500);
-        let (_, packed) = pack(&t);
+        let (_, packed) = pack(&Bytes::from(t.clone()));
         let mut cases: Vec<(&str, Vec<u8>)> = vec![
             ("empty", Vec::new()),
             ("short prefix", packed[..3].to_vec()),
@@ -191,7 +191,7 @@ mod tests {
         // A period of 8: the first sequence is 8 literals, then a match
         // whose offset (the two bytes after them) is made to point before
         // the start of the output.
-        let (codec, short) = pack(&b"abcdefgh".repeat(100));
+        let (codec, short) = pack(&Bytes::from(b"abcdefgh".repeat(100)));
         assert_eq!(codec, Codec::Lz4);
         let mut offset = short.to_vec();
         assert_eq!(offset[LEN] >> 4, 8, "8 literals first");

@@ -102,20 +102,29 @@ pub(super) fn commit_item(mut item: Item) -> Result<CommitItem> {
     Ok(i)
 }
 
-/// Encodes a commit item, with the commit's inline bytes (packed when
-/// that saves an eighth).
-fn encode_commit_item(i: &CommitItem) -> Result<Item> {
+/// The attribute that holds inline bytes as stored: packed when that
+/// saves an eighth (computed once per checkpoint, for both its items).
+fn inline_attr(bytes: &bytes::Bytes) -> (&'static str, AttributeValue) {
+    let (codec, at_rest) = packed::pack(bytes);
+    let attr = match codec {
+        Codec::Raw => INLINE_ATTR,
+        Codec::Lz4 => PACKED_ATTR,
+    };
+    (
+        attr,
+        AttributeValue::B(aws_sdk_dynamodb::primitives::Blob::new(Vec::from(at_rest))),
+    )
+}
+
+/// Encodes a commit item, with the commit's inline bytes as `inline`
+/// stores them ([`inline_attr`] of `i.c.inline`).
+fn encode_commit_item(
+    i: &CommitItem,
+    inline: Option<&(&'static str, AttributeValue)>,
+) -> Result<Item> {
     let mut item = to_item(i)?;
-    if let Some(bytes) = &i.c.inline {
-        let (codec, at_rest) = packed::pack(bytes);
-        let attr = match codec {
-            Codec::Raw => INLINE_ATTR,
-            Codec::Lz4 => PACKED_ATTR,
-        };
-        item.insert(
-            attr.to_owned(),
-            AttributeValue::B(aws_sdk_dynamodb::primitives::Blob::new(at_rest.to_vec())),
-        );
+    if let Some((attr, value)) = inline {
+        item.insert((*attr).to_owned(), value.clone());
     }
     Ok(item)
 }
@@ -269,16 +278,17 @@ impl DynamoMetaStore {
             keys::timeline_pk(tenant, &commit.principal),
             keys::timeline_sk(commit.created_at.timestamp_micros(), &commit.id),
         );
+        let inline = commit.inline.as_ref().map(inline_attr);
         let by_id = Put::builder()
             .table_name(&self.table)
-            .set_item(Some(encode_commit_item(&by_id)?))
+            .set_item(Some(encode_commit_item(&by_id, inline.as_ref())?))
             .condition_expression("attribute_not_exists(pk)")
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld);
         let mut items = vec![
             TransactWriteItem::builder()
                 .put(build(by_id.build())?)
                 .build(),
-            self.conditional_put(encode_commit_item(&in_run)?)?,
+            self.conditional_put(encode_commit_item(&in_run, inline.as_ref())?)?,
             TransactWriteItem::builder()
                 .put(build(
                     Put::builder()
