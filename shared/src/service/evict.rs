@@ -156,73 +156,78 @@ impl Service {
         };
         // 1. Markers: from here on a missing delta reads as evicted.
         report.marked = meta.mark_evicted(tenant, before, &ids).await?;
-        // 2. Cache entries that may have read an evicted delta: none is
-        // held in memory or stored behind from here on (see `hot`).
-        self.hot.purge(tenant).await;
-        let mut doomed: Vec<(MaterializeKey, ArtifactRef)> = Vec::new();
-        for id in evicted.keys() {
-            for (k, m) in meta.materialized_of(tenant, id).await? {
-                doomed.push((k, m.artifact_ref));
-            }
-        }
-        let mut frontier = vec![*before];
-        let mut seen: HashSet<CommitId> = HashSet::from([*before]);
-        while let Some(id) = frontier.pop() {
-            for (k, m) in meta.materialized_of(tenant, &id).await? {
-                if k.stop != Stop::Compaction {
-                    doomed.push((k, m.artifact_ref));
+        // 2.–3. Between two purges of the tenant's results in memory and
+        // pending writes (see `hot`): none built on an evicted delta
+        // stays, whether this finishes or fails partway.
+        self.hot
+            .purging(tenant, async {
+                // 2. Cache entries that may have read an evicted delta.
+                let mut doomed: Vec<(MaterializeKey, ArtifactRef)> = Vec::new();
+                for id in evicted.keys() {
+                    for (k, m) in meta.materialized_of(tenant, id).await? {
+                        doomed.push((k, m.artifact_ref));
+                    }
                 }
-            }
-            for child in meta.child_commits(tenant, &id).await? {
-                if seen.insert(child.id) {
-                    frontier.push(child.id);
+                let mut frontier = vec![*before];
+                let mut seen: HashSet<CommitId> = HashSet::from([*before]);
+                while let Some(id) = frontier.pop() {
+                    for (k, m) in meta.materialized_of(tenant, &id).await? {
+                        if k.stop != Stop::Compaction {
+                            doomed.push((k, m.artifact_ref));
+                        }
+                    }
+                    for child in meta.child_commits(tenant, &id).await? {
+                        if seen.insert(child.id) {
+                            frontier.push(child.id);
+                        }
+                    }
                 }
-            }
-        }
-        let cache_keys: HashSet<MaterializeKey> = doomed.iter().map(|(k, _)| k.clone()).collect();
-        let mut decided: BTreeSet<ArtifactRef> = BTreeSet::new();
-        let mut removed = Erased::default();
-        for (key, art) in doomed {
-            self.drop_artifact(
-                tenant,
-                &art,
-                false,
-                &evicted,
-                &cache_keys,
-                &mut decided,
-                &mut removed,
-            )
+                let cache_keys: HashSet<MaterializeKey> =
+                    doomed.iter().map(|(k, _)| k.clone()).collect();
+                let mut decided: BTreeSet<ArtifactRef> = BTreeSet::new();
+                let mut removed = Erased::default();
+                for (key, art) in doomed {
+                    self.drop_artifact(
+                        tenant,
+                        &art,
+                        false,
+                        &evicted,
+                        &cache_keys,
+                        &mut decided,
+                        &mut removed,
+                    )
+                    .await?;
+                    if meta.delete_materialized(tenant, &key).await? {
+                        report.cache += 1;
+                    }
+                }
+                // 3. The deltas: a blob unless another commit or cache entry still
+                // uses its bytes; bytes inline with the commit always (they are
+                // this commit's own copy).
+                for c in evicted.values() {
+                    let counted = removed.artifacts;
+                    self.drop_artifact(
+                        tenant,
+                        &c.artifact_ref,
+                        false,
+                        &evicted,
+                        &cache_keys,
+                        &mut decided,
+                        &mut removed,
+                    )
+                    .await?;
+                    if meta.clear_inline(tenant, &c.id).await? && removed.artifacts == counted {
+                        removed.artifacts += 1;
+                    }
+                }
+                report.artifacts = removed.artifacts;
+                report.artifacts_shared = removed.artifacts_shared;
+                // Bytes inline with the commits were rows: no copy of them may stay
+                // in the database's free pages or its write-ahead log.
+                meta.compact().await?;
+                Ok(())
+            })
             .await?;
-            if meta.delete_materialized(tenant, &key).await? {
-                report.cache += 1;
-            }
-        }
-        // 3. The deltas: a blob unless another commit or cache entry still
-        // uses its bytes; bytes inline with the commit always (they are
-        // this commit's own copy).
-        for c in evicted.values() {
-            let counted = removed.artifacts;
-            self.drop_artifact(
-                tenant,
-                &c.artifact_ref,
-                false,
-                &evicted,
-                &cache_keys,
-                &mut decided,
-                &mut removed,
-            )
-            .await?;
-            if meta.clear_inline(tenant, &c.id).await? && removed.artifacts == counted {
-                removed.artifacts += 1;
-            }
-        }
-        report.artifacts = removed.artifacts;
-        report.artifacts_shared = removed.artifacts_shared;
-        // Bytes inline with the commits were rows: no copy of them may stay
-        // in the database's free pages or its write-ahead log.
-        meta.compact().await?;
-        // And nothing a materialize running meanwhile built on them.
-        self.hot.purge(tenant).await;
         Ok(report)
     }
 

@@ -248,6 +248,21 @@ impl HotCache {
         }
     }
 
+    /// Runs `work` (an erase or eviction of `tenant`'s content) between
+    /// two purges of the tenant: nothing built on the content before it
+    /// starts is held or stored behind, and nothing a materialize built
+    /// while it ran, whether it succeeded or failed partway.
+    pub(super) async fn purging<T>(
+        &self,
+        tenant: &TenantId,
+        work: impl Future<Output = crate::error::Result<T>>,
+    ) -> crate::error::Result<T> {
+        self.purge(tenant).await;
+        let result = work.await;
+        self.purge(tenant).await;
+        result
+    }
+
     /// Runs `write` (the storing of a `len`-byte result) in a background
     /// task unless a purge of `tenant` comes first (the generation is no
     /// longer `generation` when it starts); a purge waits for a write in

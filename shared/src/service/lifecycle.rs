@@ -313,7 +313,13 @@ impl Service {
             )
             .with_field("cascade"));
         }
-        let mut report = self.erase_commits(tenant, all).await?;
+        // Between two purges of the tenant's results in memory and pending
+        // writes (see `hot`): none built on the commits stays, whether the
+        // erase finishes or fails partway.
+        let mut report = self
+            .hot
+            .purging(tenant, self.erase_commits(tenant, all))
+            .await?;
         report.cascaded = foreign.len() as u64;
         Ok(report)
     }
@@ -327,9 +333,6 @@ impl Service {
     ) -> Result<Erased> {
         let meta = &self.stores.meta;
         let mut report = Erased::default();
-        // No result built on the commits is held in memory or stored
-        // behind from here on (see `hot`).
-        self.hot.purge(tenant).await;
         // Refs first: nothing may move on top of a commit being erased.
         let mut refs_total = 0u64;
         for r in meta.list_refs(tenant, "", usize::MAX).await? {
@@ -404,8 +407,6 @@ impl Service {
                 report.commits += 1;
             }
         }
-        // And nothing a materialize running meanwhile built on them.
-        self.hot.purge(tenant).await;
         Ok(report)
     }
 

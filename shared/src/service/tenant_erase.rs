@@ -84,25 +84,28 @@ impl Service {
             progress(&out);
         }
         // Nothing of the tenant held in memory or stored behind (see
-        // `hot`).
-        self.hot.purge(tenant).await;
-        loop {
-            let r = self.stores.meta.erase_tenant(tenant, META_BATCH).await?;
-            if r.total() == 0 {
-                break;
-            }
-            out.records.add(&r);
-            progress(&out);
-        }
-        loop {
-            let n = self.stores.blobs.erase_tenant(tenant, BLOB_BATCH).await?;
-            if n == 0 {
-                break;
-            }
-            out.blobs += n;
-            progress(&out);
-        }
-        self.hot.purge(tenant).await;
+        // `hot`), whether the erase finishes or fails partway.
+        self.hot
+            .purging(tenant, async {
+                loop {
+                    let r = self.stores.meta.erase_tenant(tenant, META_BATCH).await?;
+                    if r.total() == 0 {
+                        break;
+                    }
+                    out.records.add(&r);
+                    progress(&out);
+                }
+                loop {
+                    let n = self.stores.blobs.erase_tenant(tenant, BLOB_BATCH).await?;
+                    if n == 0 {
+                        break;
+                    }
+                    out.blobs += n;
+                    progress(&out);
+                }
+                Ok(())
+            })
+            .await?;
         out.compacted_bytes = self.stores.meta.compact().await?;
         Ok(out)
     }

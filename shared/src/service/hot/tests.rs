@@ -131,6 +131,23 @@ async fn a_purge_drops_the_tenants_entries_and_refuses_what_was_built_before_it(
 }
 
 #[tokio::test]
+async fn purging_drops_what_was_built_during_the_work_even_when_it_fails() {
+    let c = HotCache::new(tens(10));
+    let a = tenant("acme");
+    assert!(c.insert(&a, &key(1), hot(b"a1"), c.generation(&a)));
+    let failed: crate::error::Result<()> = c
+        .purging(&a, async {
+            assert_eq!(c.held(&a), 0, "purged before the work");
+            // A materialize running meanwhile holds its result.
+            assert!(c.insert(&a, &key(2), hot(b"a2"), c.generation(&a)));
+            Err(crate::error::Error::unavailable("the erase failed partway"))
+        })
+        .await;
+    assert!(failed.is_err());
+    assert_eq!(c.held(&a), 0, "and after it, although it failed");
+}
+
+#[tokio::test]
 async fn write_behind_runs_unless_a_purge_comes_first_and_flush_waits_for_it() {
     let c = Arc::new(HotCache::new(tens(10)));
     let a = tenant("acme");
