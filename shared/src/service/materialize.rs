@@ -128,13 +128,9 @@ impl Service {
             Incremental::Done(built) => *built,
             Incremental::Path(path) => self.materialize_full(tenant, path, stop, &format).await?,
         };
-        let Built { m, bytes, hasher } = built;
-        let hot = Arc::new(Hot {
-            m: m.clone(),
-            bytes: bytes.clone(),
-            hasher,
-        });
+        let (m, bytes) = (built.m.clone(), built.bytes.clone());
         if self.hot.holds(bytes.len()) {
+            let hot = Arc::new(built);
             if self.hot.insert(tenant, &key, hot, generation) {
                 let svc = self.clone();
                 let (t, b) = (tenant.clone(), bytes.clone());
@@ -189,12 +185,12 @@ impl Service {
         path: Vec<Commit>,
         stop: Stop,
         format: &FormatId,
-    ) -> Result<Built> {
+    ) -> Result<Hot> {
         let parts = self.contributing(path, stop);
         let joined = self.join_parts(tenant, &parts, format).await?;
         let mut hasher = blake3::Hasher::new();
         hasher.update(&joined.bytes);
-        Ok(Built {
+        Ok(Hot {
             m: Materialized {
                 artifact_ref: ref_of(&hasher),
                 size: joined.bytes.len() as u64,
@@ -329,28 +325,26 @@ impl Service {
                 stop,
                 format: format.clone(),
             };
+            let newer = self.contributing(vec![tip.clone()], stop);
+            // A result held in memory is the store's entry too (or will
+            // be): what it cannot extend, the stored copy cannot either.
             if let Some(hot) = self.hot.get(tenant, &parent_key) {
-                let newer = self.contributing(vec![tip.clone()], stop);
                 if let Some(built) = self
                     .append_to_hot(tenant, &codec, format, &hot, &newer)
                     .await?
                 {
                     return Ok(Incremental::Done(Box::new(built)));
                 }
-            }
-            if let Some(cached) = self
+            } else if let Some(cached) = self
                 .stores
                 .meta
                 .get_materialized(tenant, &parent_key)
                 .await?
-            {
-                let newer = self.contributing(vec![tip.clone()], stop);
-                if let Some(m) = self
+                && let Some(m) = self
                     .append_to(tenant, &codec, &parent_key, &cached, &newer)
                     .await?
-                {
-                    return Ok(Incremental::Done(Box::new(m)));
-                }
+            {
+                return Ok(Incremental::Done(Box::new(m)));
             }
         }
         let path = self.walk_to_stop(tenant, tip.clone(), stop).await?;
@@ -408,7 +402,7 @@ impl Service {
         key: &MaterializeKey,
         cached: &Materialized,
         newer: &[Commit],
-    ) -> Result<Option<Built>> {
+    ) -> Result<Option<Hot>> {
         if cached.tier != Tier::Native || newer.iter().any(|c| c.format != key.format) {
             return Ok(None);
         }
@@ -457,7 +451,7 @@ impl Service {
         format: &FormatId,
         hot: &Hot,
         newer: &[Commit],
-    ) -> Result<Option<Built>> {
+    ) -> Result<Option<Hot>> {
         if hot.m.tier != Tier::Native || newer.iter().any(|c| &c.format != format) {
             return Ok(None);
         }
@@ -467,7 +461,7 @@ impl Service {
         };
         let joined = joined?;
         let prefix = &hot.bytes[..];
-        let hasher = if joined.len() >= prefix.len() && &joined[..prefix.len()] == prefix {
+        let hasher = if joined.starts_with(prefix) {
             let mut hasher = hot.hasher.clone();
             hasher.update(&joined[prefix.len()..]);
             hasher
@@ -572,8 +566,8 @@ fn ref_of(hasher: &blake3::Hasher) -> ArtifactRef {
 
 /// The result of appending `newer` to the result `base`: `joined`, hashed
 /// by `hasher`.
-fn appended(base: &Materialized, newer: &[Commit], joined: Bytes, hasher: blake3::Hasher) -> Built {
-    Built {
+fn appended(base: &Materialized, newer: &[Commit], joined: Bytes, hasher: blake3::Hasher) -> Hot {
+    Hot {
         m: Materialized {
             artifact_ref: ref_of(&hasher),
             size: joined.len() as u64,
@@ -584,16 +578,6 @@ fn appended(base: &Materialized, newer: &[Commit], joined: Bytes, hasher: blake3
         bytes: joined,
         hasher,
     }
-}
-
-/// A result built, not stored yet.
-struct Built {
-    /// What its cache entry records.
-    m: Materialized,
-    /// Its bytes.
-    bytes: Bytes,
-    /// A hasher fed every byte of them.
-    hasher: blake3::Hasher,
 }
 
 /// How many bytes `a` and `b` start with alike (compared a block at a
@@ -618,7 +602,7 @@ const MAX_PROBES: usize = 12;
 /// What the incremental attempt gave.
 enum Incremental {
     /// The materialization, built on a cached ancestor.
-    Done(Box<Built>),
+    Done(Box<Hot>),
     /// Nothing to reuse: the walked path, newest first.
     Path(Vec<Commit>),
 }

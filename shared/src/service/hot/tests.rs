@@ -390,12 +390,7 @@ mod service {
     async fn the_tip_extends_its_parents_result_held_in_memory_and_is_stored_behind() {
         let f = fixture();
         let raw = FormatId::raw();
-        let ids = f
-            .chain(
-                &raw,
-                &[Bytes::from_static(b"one\n"), Bytes::from_static(b"two\n")],
-            )
-            .await;
+        let ids = f.one_two(&raw).await;
         f.plant(ids[0], &raw, b"PLANTED\n");
         let m = f.root(ids[1]).await;
         assert!(!m.cached);
@@ -514,12 +509,12 @@ mod service {
         f.svc.flush_cache_writes().await;
         assert!(f.stored(ids[1], &raw).await.is_none(), "no row");
         assert_eq!(f.cache_file(&m.result.artifact_ref), None, "no file");
-        assert!(
-            f.svc
-                .download_artifact(&f.tenant, &m.result.artifact_ref)
-                .await
-                .is_err()
-        );
+        let gone = f
+            .svc
+            .download_artifact(&f.tenant, &m.result.artifact_ref)
+            .await
+            .unwrap_err();
+        assert_eq!(gone.kind, crate::ErrorKind::NotFound, "{gone}");
     }
 
     #[tokio::test]
