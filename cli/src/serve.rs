@@ -130,12 +130,13 @@ pub struct Server {
     pub app: axum::Router,
     listener: tokio::net::TcpListener,
     limits: ServerLimits,
-    /// The service and interval of the embedded summary batch, if on.
-    summarize: Option<(Arc<Service>, Duration)>,
-    /// The service, policy and interval of the retention pass, if any
-    /// tenant keeps sessions for a limited time.
-    retention: Option<(Arc<Service>, config::Retention, Duration)>,
-    /// The service, whose background cache writes land before `run` returns.
+    /// The interval of the embedded summary batch, if on.
+    summarize: Option<Duration>,
+    /// The policy and interval of the retention pass, if any tenant keeps
+    /// sessions for a limited time.
+    retention: Option<(config::Retention, Duration)>,
+    /// The service the batch and the retention pass run on, whose
+    /// background cache writes land before `run` returns.
     service: Arc<Service>,
 }
 
@@ -176,7 +177,7 @@ pub async fn prepare(config: &Config) -> Result<Server> {
     }
     let service = Arc::new(service);
     let summarize = match config.summarize_every {
-        Some(every) if service.summarizer().is_some() => Some((service.clone(), every)),
+        Some(every) if service.summarizer().is_some() => Some(every),
         Some(_) => {
             tracing::warn!(
                 "--summarize-every is set but no summarizer is configured: summaries stay missing"
@@ -188,7 +189,7 @@ pub async fn prepare(config: &Config) -> Result<Server> {
     let r = &config.retention;
     let limited = r.keep_days > 0 || r.per_tenant.values().any(|&d| d > 0);
     let retention = match r.every {
-        Some(every) if limited => Some((service.clone(), r.clone(), every)),
+        Some(every) if limited => Some((r.clone(), every)),
         _ => None,
     };
     let auth: Arc<dyn Authenticator> = Arc::new(TokenAuth::new(tokens));
@@ -265,10 +266,13 @@ impl Server {
         // Aborted when the server stops (this function returns or unwinds).
         let _summarizer = self
             .summarize
-            .clone()
-            .map(|(service, every)| AbortOnDrop(tokio::spawn(summarize_every(service, every))));
-        let _retention = self.retention.clone().map(|(service, policy, every)| {
-            AbortOnDrop(tokio::spawn(retain_every(service, policy, every)))
+            .map(|every| AbortOnDrop(tokio::spawn(summarize_every(self.service.clone(), every))));
+        let _retention = self.retention.clone().map(|(policy, every)| {
+            AbortOnDrop(tokio::spawn(retain_every(
+                self.service.clone(),
+                policy,
+                every,
+            )))
         });
         loop {
             let stream = tokio::select! {

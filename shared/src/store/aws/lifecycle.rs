@@ -533,11 +533,8 @@ impl DynamoMetaStore {
             .expression_attribute_values(":b", s(before.to_string()))
             .send()
             .await;
-        match conditional(r, "DynamoDB UpdateItem")? {
-            Some(_) => Ok(true),
-            // Gone, or already marked for this `before`.
-            None => Ok(false),
-        }
+        // None: gone, or already marked for this `before`.
+        Ok(conditional(r, "DynamoDB UpdateItem")?.is_some())
     }
 
     /// The `evicted` attribute of a commit's by-id item.

@@ -123,11 +123,19 @@ pub(super) fn get_commit_in(
     tenant: &TenantId,
     id: &CommitId,
 ) -> Result<Option<Commit>, LocalError> {
-    let row = conn
+    row_in(conn, tenant, id)?.map(CommitRow::decode).transpose()
+}
+
+/// The row of commit `id`, with its inline delta.
+fn row_in(
+    conn: &Connection,
+    tenant: &TenantId,
+    id: &CommitId,
+) -> Result<Option<CommitRow>, LocalError> {
+    Ok(conn
         .prepare_cached(commit_with_delta!("WHERE c.tenant = ?1 AND c.id = ?2"))?
         .query_row(params![tenant.as_str(), id.to_string()], CommitRow::read)
-        .optional()?;
-    row.map(CommitRow::decode).transpose()
+        .optional()?)
 }
 
 #[async_trait]
@@ -280,11 +288,7 @@ impl MetaStore for SqliteMetaStore {
         let (tenant, id, patch) = (tenant.clone(), *id, patch.clone());
         self.db
             .transaction(move |tx| {
-                let row = tx
-                    .prepare_cached(commit_with_delta!("WHERE c.tenant = ?1 AND c.id = ?2"))?
-                    .query_row(params![tenant.as_str(), id.to_string()], CommitRow::read)
-                    .optional()?;
-                let Some(mut row) = row else {
+                let Some(mut row) = row_in(tx, &tenant, &id)? else {
                     return Ok(None);
                 };
                 let inline = row.take_inline()?;
