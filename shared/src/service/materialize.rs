@@ -403,7 +403,7 @@ impl Service {
         cached: &Materialized,
         newer: &[Commit],
     ) -> Result<Option<Hot>> {
-        if cached.tier != Tier::Native || newer.iter().any(|c| c.format != key.format) {
+        if !extendable(cached, &key.format, newer) {
             return Ok(None);
         }
         let blobs = &self.stores.blobs;
@@ -413,11 +413,10 @@ impl Service {
         else {
             return Ok(None);
         };
-        let bytes = self.fetch_parts(tenant, newer).await?;
         // Joined before the prefix is verified, so that one pass over the
         // bytes they share hashes both; nothing is stored or returned
         // before the check.
-        let Some(joined) = codec.concat_onto(&prefix, &bytes) else {
+        let Some(joined) = self.join_onto(tenant, codec, &prefix, newer).await? else {
             return Ok(None);
         };
         let (prefix_hash, joined) = match joined {
@@ -452,11 +451,10 @@ impl Service {
         hot: &Hot,
         newer: &[Commit],
     ) -> Result<Option<Hot>> {
-        if hot.m.tier != Tier::Native || newer.iter().any(|c| &c.format != format) {
+        if !extendable(&hot.m, format, newer) {
             return Ok(None);
         }
-        let bytes = self.fetch_parts(tenant, newer).await?;
-        let Some(joined) = codec.concat_onto(&hot.bytes, &bytes) else {
+        let Some(joined) = self.join_onto(tenant, codec, &hot.bytes, newer).await? else {
             return Ok(None);
         };
         let joined = joined?;
@@ -471,6 +469,20 @@ impl Service {
             hasher
         };
         Ok(Some(appended(&hot.m, newer, joined, hasher)))
+    }
+
+    /// The artifacts of `newer` joined onto `prefix` by `codec`
+    /// ([`Codec::concat_onto`](crate::format::Codec::concat_onto)); `None`
+    /// when the codec cannot append.
+    async fn join_onto(
+        &self,
+        tenant: &TenantId,
+        codec: &Arc<dyn crate::format::Codec>,
+        prefix: &Bytes,
+        newer: &[Commit],
+    ) -> Result<Option<Result<Bytes>>> {
+        let bytes = self.fetch_parts(tenant, newer).await?;
+        Ok(codec.concat_onto(prefix, &bytes))
     }
 
     /// The commits from `tip` back to where `stop` ends the walk, newest
@@ -543,6 +555,13 @@ impl Service {
         }
         path
     }
+}
+
+/// Whether the result `base` in `format` can be extended by `newer`: it
+/// was joined natively and every newer part is in the same format
+/// (translation is never extended, see [`Service::append_to`]).
+fn extendable(base: &Materialized, format: &FormatId, newer: &[Commit]) -> bool {
+    base.tier == Tier::Native && newer.iter().all(|c| &c.format == format)
 }
 
 /// The hash of `prefix` and a hasher fed all of `joined` (which extends
