@@ -147,17 +147,24 @@ async fn purging_drops_what_was_built_during_the_work_even_when_it_fails() {
     assert_eq!(c.held(&a), 0, "and after it, although it failed");
 }
 
+/// A background write that counts its runs in `ran`.
+fn counted(
+    ran: &Arc<AtomicUsize>,
+) -> impl std::future::Future<Output = crate::error::Result<()>> + Send + 'static {
+    let ran = ran.clone();
+    async move {
+        ran.fetch_add(1, Ordering::SeqCst);
+        Ok(())
+    }
+}
+
 #[tokio::test]
 async fn write_behind_runs_unless_a_purge_comes_first_and_flush_waits_for_it() {
     let c = Arc::new(HotCache::new(tens(10)));
     let a = tenant("acme");
     let ran = Arc::new(AtomicUsize::new(0));
-    let write = |ran: Arc<AtomicUsize>| async move {
-        ran.fetch_add(1, Ordering::SeqCst);
-        Ok(())
-    };
     assert!(
-        c.write_behind(a.clone(), c.generation(&a), 10, write(ran.clone()))
+        c.write_behind(a.clone(), c.generation(&a), 10, counted(&ran))
             .is_none()
     );
     c.flush().await;
@@ -166,7 +173,7 @@ async fn write_behind_runs_unless_a_purge_comes_first_and_flush_waits_for_it() {
     // Held at the gate, then purged: it never writes.
     let gate = c.gate.write().await;
     assert!(
-        c.write_behind(a.clone(), c.generation(&a), 10, write(ran.clone()))
+        c.write_behind(a.clone(), c.generation(&a), 10, counted(&ran))
             .is_none()
     );
     c.purge(&a).await;
@@ -177,7 +184,7 @@ async fn write_behind_runs_unless_a_purge_comes_first_and_flush_waits_for_it() {
     // Another tenant's purge does not stop it.
     let gate = c.gate.write().await;
     assert!(
-        c.write_behind(a.clone(), c.generation(&a), 10, write(ran.clone()))
+        c.write_behind(a.clone(), c.generation(&a), 10, counted(&ran))
             .is_none()
     );
     c.purge(&tenant("bravo")).await;
@@ -191,22 +198,17 @@ async fn pending_writes_hold_at_most_the_budget_and_a_refused_one_is_handed_back
     let c = Arc::new(HotCache::new(tens(10)));
     let a = tenant("acme");
     let ran = Arc::new(AtomicUsize::new(0));
-    let write = |ran: Arc<AtomicUsize>| async move {
-        ran.fetch_add(1, Ordering::SeqCst);
-        Ok(())
-    };
     let gate = c.gate.write().await;
     let budget = usize::try_from(tens(10)).unwrap();
     let g = c.generation(&a);
     assert!(
-        c.write_behind(a.clone(), g, budget - 5, write(ran.clone()))
+        c.write_behind(a.clone(), g, budget - 5, counted(&ran))
             .is_none()
     );
-    let refused = c.write_behind(a.clone(), g, 6, write(ran.clone()));
+    let refused = c.write_behind(a.clone(), g, 6, counted(&ran));
     let refused = refused.expect("over the budget: handed back");
     assert!(
-        c.write_behind(a.clone(), g, 5, write(ran.clone()))
-            .is_none(),
+        c.write_behind(a.clone(), g, 5, counted(&ran)).is_none(),
         "exactly the budget"
     );
     refused.await.unwrap();
@@ -220,7 +222,7 @@ async fn pending_writes_hold_at_most_the_budget_and_a_refused_one_is_handed_back
     assert_eq!(ran.load(Ordering::SeqCst), 3);
     // Finished writes give their bytes back.
     assert!(
-        c.write_behind(a.clone(), g, budget, write(ran.clone()))
+        c.write_behind(a.clone(), g, budget, counted(&ran))
             .is_none()
     );
     c.flush().await;
