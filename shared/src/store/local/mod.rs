@@ -34,7 +34,7 @@ use std::sync::{Arc, Mutex};
 
 use rusqlite::Connection;
 
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 
 mod agents;
 mod blobs;
@@ -186,22 +186,44 @@ fn connect(path: &Path, durability: Durability) -> Result<Connection, LocalError
 /// (after a clean stop): a reader in a transaction would keep the log.
 /// Nothing to do when there is no database.
 ///
+/// Waits up to [`WAL_TRUNCATE_WAIT`] for readers, a writer, and another
+/// checkpoint to end: the stores of a stopped server close their
+/// connections on blocking threads that may outlive the stop by a moment,
+/// and the last connection to close checkpoints the log itself, holding
+/// SQLite's checkpoint lock; a checkpoint that finds that lock taken is
+/// told "busy" at once, without its busy timeout, so it is tried again.
+///
 /// # Errors
-/// `Unavailable` when SQLite fails or a reader or writer still holds the
-/// log (the checkpoint reports busy).
+/// `Unavailable` when SQLite fails or something still holds the log
+/// after the wait.
 pub fn checkpoint_wal(data_dir: &Path) -> Result<()> {
     let path = data_dir.join(DB_FILE);
     if !path.exists() {
         return Ok(());
     }
-    let conn = Connection::open(&path).map_err(LocalError::from)?;
-    conn.busy_timeout(std::time::Duration::from_secs(10))
-        .map_err(LocalError::from)?;
-    truncate_wal(&conn).map_err(|e| {
+    let failed = |e: LocalError| {
         let e: Error = e.into();
         Error::unavailable(format!("{}: {}", path.display(), e.message))
-    })
+    };
+    let conn = Connection::open(&path).map_err(|e| failed(e.into()))?;
+    let deadline = std::time::Instant::now() + WAL_TRUNCATE_WAIT;
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        conn.busy_timeout(left).map_err(|e| failed(e.into()))?;
+        match truncate_wal(&conn) {
+            Err(LocalError::Store(e)) if e.kind == ErrorKind::Unavailable && !left.is_zero() => {
+                std::thread::sleep(WAL_TRUNCATE_RETRY.min(left));
+            }
+            done => return done.map_err(failed),
+        }
+    }
 }
+
+/// How long [`checkpoint_wal`] waits for the log to be free.
+const WAL_TRUNCATE_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// How long it sleeps between tries when another checkpoint holds the log.
+const WAL_TRUNCATE_RETRY: std::time::Duration = std::time::Duration::from_millis(20);
 
 /// Checkpoints the write-ahead log into the database and cuts it to zero
 /// bytes (what it held, erased rows' old images included, is gone).
@@ -354,6 +376,58 @@ mod tests {
         let db = Database::open(off.path(), Durability::Off).unwrap();
         let inside = db.transaction_relaxed(move |tx| sync(tx)).await.unwrap();
         assert_eq!(inside, 0);
+    }
+
+    /// A connection closing (the last one of a stopped server, on its
+    /// blocking thread) checkpoints the log itself and holds SQLite's
+    /// checkpoint lock meanwhile; a checkpoint that finds the lock taken
+    /// is told "busy" at once, without its busy timeout. Here a second
+    /// connection holds that lock, waiting on a reader, while
+    /// `checkpoint_wal` runs: it must wait its turn, not fail.
+    #[test]
+    fn a_wal_truncate_waits_for_a_checkpoint_already_running() {
+        use std::sync::mpsc;
+        use std::time::Duration;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(DB_FILE);
+        let writer = Connection::open(&path).unwrap();
+        writer
+            .execute_batch(
+                "PRAGMA journal_mode = WAL; CREATE TABLE t (x); INSERT INTO t VALUES (1)",
+            )
+            .unwrap();
+        // A reader on the snapshot before the next write, which a full
+        // checkpoint must wait for.
+        let reader = Connection::open(&path).unwrap();
+        reader.execute_batch("BEGIN; SELECT * FROM t").unwrap();
+        writer.execute("INSERT INTO t VALUES (2)", []).unwrap();
+        let (started, running) = mpsc::channel();
+        let other = std::thread::spawn(move || {
+            let conn = Connection::open(&path).unwrap();
+            conn.busy_timeout(Duration::from_secs(5)).unwrap();
+            started.send(()).unwrap();
+            conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| {
+                r.get::<_, i64>(0)
+            })
+            .unwrap()
+        });
+        running.recv().unwrap();
+        // Let the other checkpoint take its lock and wait on the reader,
+        // then let the reader go while ours runs.
+        std::thread::sleep(Duration::from_millis(200));
+        let release = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(300));
+            reader.execute_batch("COMMIT").unwrap();
+        });
+        checkpoint_wal(dir.path()).expect("the log truncated once the other checkpoint ended");
+        release.join().unwrap();
+        assert_eq!(
+            other.join().unwrap(),
+            0,
+            "the other checkpoint finished too"
+        );
+        let wal = dir.path().join(format!("{DB_FILE}-wal"));
+        assert_eq!(std::fs::metadata(wal).map_or(0, |m| m.len()), 0);
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
