@@ -34,7 +34,7 @@ use std::sync::{Arc, Mutex};
 
 use rusqlite::Connection;
 
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{Error, Result};
 
 mod agents;
 mod blobs;
@@ -186,57 +186,61 @@ fn connect(path: &Path, durability: Durability) -> Result<Connection, LocalError
 /// (after a clean stop): a reader in a transaction would keep the log.
 /// Nothing to do when there is no database.
 ///
-/// Waits up to [`WAL_TRUNCATE_WAIT`] for readers, a writer, and another
-/// checkpoint to end: the stores of a stopped server close their
-/// connections on blocking threads that may outlive the stop by a moment,
-/// and the last connection to close checkpoints the log itself, holding
-/// SQLite's checkpoint lock; a checkpoint that finds that lock taken is
-/// told "busy" at once, without its busy timeout, so it is tried again.
-///
 /// # Errors
 /// `Unavailable` when SQLite fails or something still holds the log
-/// after the wait.
+/// after [`truncate_wal`]'s wait.
 pub fn checkpoint_wal(data_dir: &Path) -> Result<()> {
     let path = data_dir.join(DB_FILE);
     if !path.exists() {
         return Ok(());
     }
-    let failed = |e: LocalError| {
-        let e: Error = e.into();
-        Error::unavailable(format!("{}: {}", path.display(), e.message))
-    };
-    let conn = Connection::open(&path).map_err(|e| failed(e.into()))?;
-    let deadline = std::time::Instant::now() + WAL_TRUNCATE_WAIT;
-    loop {
-        let left = deadline.saturating_duration_since(std::time::Instant::now());
-        conn.busy_timeout(left).map_err(|e| failed(e.into()))?;
-        match truncate_wal(&conn) {
-            Err(LocalError::Store(e)) if e.kind == ErrorKind::Unavailable && !left.is_zero() => {
-                std::thread::sleep(WAL_TRUNCATE_RETRY.min(left));
-            }
-            done => return done.map_err(failed),
-        }
+    let truncated = Connection::open(&path).and_then(|conn| {
+        conn.busy_timeout(WAL_TRUNCATE_WAIT)?;
+        Ok(truncate_wal(&conn))
+    });
+    match truncated {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => Err(e.into()),
+        Err(e) => Err(sql(e)),
     }
+    .map_err(|e: Error| Error::unavailable(format!("{}: {}", path.display(), e.message)))
 }
 
-/// How long [`checkpoint_wal`] waits for the log to be free.
+/// How long [`truncate_wal`] keeps trying while another checkpoint holds
+/// the log.
 const WAL_TRUNCATE_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
-/// How long it sleeps between tries when another checkpoint holds the log.
+/// How long it sleeps between tries.
 const WAL_TRUNCATE_RETRY: std::time::Duration = std::time::Duration::from_millis(20);
 
 /// Checkpoints the write-ahead log into the database and cuts it to zero
 /// bytes (what it held, erased rows' old images included, is gone).
+///
+/// Readers and a writer are waited for by the connection's busy timeout.
+/// Another checkpoint is not: one that finds SQLite's checkpoint lock
+/// taken is told "busy" at once. Other connections take that lock for a
+/// moment: another store's writer checkpointing after its commits (the
+/// branch store `ctx serve` opens on the same file), and the last
+/// connection of a stopped server, closing on a blocking thread that may
+/// outlive the stop by a moment. So a busy answer is tried again for up
+/// to [`WAL_TRUNCATE_WAIT`].
 fn truncate_wal(conn: &Connection) -> Result<(), LocalError> {
-    // One row: busy (1 when it could not finish), log frames, frames done.
-    let busy: i64 = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| r.get(0))?;
-    if busy != 0 {
-        return Err(Error::unavailable(
-            "a reader held the write-ahead log: it was not truncated (removed bytes may remain in it until the next compaction)",
-        )
-        .into());
+    let deadline = std::time::Instant::now() + WAL_TRUNCATE_WAIT;
+    loop {
+        // One row: busy (1 when it could not finish), log frames, frames done.
+        let busy: i64 = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| r.get(0))?;
+        if busy == 0 {
+            return Ok(());
+        }
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return Err(Error::unavailable(
+                "a reader held the write-ahead log: it was not truncated (removed bytes may remain in it until the next compaction)",
+            )
+            .into());
+        }
+        std::thread::sleep(WAL_TRUNCATE_RETRY.min(left));
     }
-    Ok(())
 }
 
 /// Puts the database in `auto_vacuum = INCREMENTAL` mode, so that
