@@ -9,10 +9,14 @@
 //! file, then the record) and the working-context snapshot of each agent
 //! whose commits it erases (rebuilt on demand). Then it takes the commits
 //! newest first (every descendant before its ancestor): for each, its
-//! cache entries (the artifact, then the entry), its artifact, and last
-//! the commit itself with its timeline entry. An artifact is deleted only
-//! when no commit or cache entry outside the erase still uses it. A
-//! principal's erase ends with the agent's record.
+//! cache entries (the artifact, then the entry), its artifact, the commit
+//! itself with its timeline entry, and last the cache entries it has
+//! again: a materialize that read the commit before the erase may have
+//! cached its result since the entries were listed, and the store takes
+//! no entry of a commit that is gone (a materialize that stores after
+//! that removes the file it wrote). An artifact is deleted only when no
+//! commit or cache entry outside the erase still uses it. A principal's
+//! erase ends with the agent's record.
 //!
 //! Interrupted anywhere, the commits not yet removed are still found by
 //! their session or their principal's timeline (and their descendants by
@@ -378,21 +382,16 @@ impl Service {
         order.sort_by_key(|c| std::cmp::Reverse((c.depth, c.created_at)));
         let mut decided: BTreeSet<ArtifactRef> = BTreeSet::new();
         for c in order {
-            for (key, art) in cache.remove(&c.id).unwrap_or_default() {
-                self.drop_artifact(
-                    tenant,
-                    &art,
-                    false,
-                    &commits,
-                    &cache_keys,
-                    &mut decided,
-                    &mut report,
-                )
-                .await?;
-                if meta.delete_materialized(tenant, &key).await? {
-                    report.cache += 1;
-                }
-            }
+            let listed = cache.remove(&c.id).unwrap_or_default();
+            self.drop_cache_entries(
+                tenant,
+                listed,
+                &commits,
+                &cache_keys,
+                &mut decided,
+                &mut report,
+            )
+            .await?;
             self.drop_artifact(
                 tenant,
                 &c.artifact_ref,
@@ -406,8 +405,54 @@ impl Service {
             if meta.delete_commit(tenant, c).await? {
                 report.commits += 1;
             }
+            // A materialize that read the commit before the erase may have
+            // cached its result after the entries were listed: the store
+            // takes no entry of a commit once it is gone, so what is there
+            // now is all there will be.
+            let late: Vec<_> = meta
+                .materialized_of(tenant, &c.id)
+                .await?
+                .into_iter()
+                .map(|(key, m)| {
+                    // Part of the erase now, its bytes decided again (they
+                    // may have been written again since).
+                    cache_keys.insert(key.clone());
+                    decided.remove(&m.artifact_ref);
+                    (key, m.artifact_ref)
+                })
+                .collect();
+            self.drop_cache_entries(
+                tenant,
+                late,
+                &commits,
+                &cache_keys,
+                &mut decided,
+                &mut report,
+            )
+            .await?;
         }
         Ok(report)
+    }
+
+    /// Removes cache entries of the erase, each artifact first (unless a
+    /// commit or cache entry outside the erase uses it), then the entry.
+    async fn drop_cache_entries(
+        &self,
+        tenant: &TenantId,
+        entries: Vec<(MaterializeKey, ArtifactRef)>,
+        commits: &BTreeMap<CommitId, Commit>,
+        cache_keys: &HashSet<MaterializeKey>,
+        decided: &mut BTreeSet<ArtifactRef>,
+        report: &mut Erased,
+    ) -> Result<()> {
+        for (key, art) in entries {
+            self.drop_artifact(tenant, &art, false, commits, cache_keys, decided, report)
+                .await?;
+            if self.stores.meta.delete_materialized(tenant, &key).await? {
+                report.cache += 1;
+            }
+        }
+        Ok(())
     }
 
     /// Removes `agent`'s saves whose window holds one of `times` (all of

@@ -13,7 +13,7 @@ use futures::stream::{self, StreamExt, TryStreamExt};
 use super::Service;
 use super::hot::Hot;
 use crate::commit::{Commit, CommitType, Stop};
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::format::FormatId;
 use crate::format::translate::{self, Part, Tier};
 use crate::id::{ArtifactRef, CommitId, Hash, TenantId};
@@ -162,6 +162,12 @@ impl Service {
 
     /// Stores a built result: its file (under the reference it was built
     /// with), then its cache entry, then the cache budget.
+    ///
+    /// The store refuses the entry when the commit is gone: erased after
+    /// the result was read, which the answer (or the answer already
+    /// given) reflects as a read from before the erase. Then the file
+    /// goes too, unless an entry or commit still names the same bytes,
+    /// so that the erase leaves none of them behind.
     async fn store_materialized(
         &self,
         tenant: &TenantId,
@@ -169,12 +175,21 @@ impl Service {
         m: &Materialized,
         bytes: Bytes,
     ) -> Result<()> {
-        self.stores
-            .blobs
+        let (blobs, meta) = (&self.stores.blobs, &self.stores.meta);
+        blobs
             .put_cached_hashed(tenant, m.artifact_ref, bytes)
             .await?;
-        self.stores.meta.put_materialized(tenant, key, m).await?;
-        self.enforce_cache_budget(tenant, key).await
+        match meta.put_materialized(tenant, key, m).await {
+            Err(e) if e.kind == ErrorKind::NotFound => {
+                let art = &m.artifact_ref;
+                if meta.artifact_users(tenant, art, 1).await?.is_empty() {
+                    blobs.remove(tenant, BlobArea::Cache, art).await?;
+                }
+                Ok(())
+            }
+            Err(e) => Err(e),
+            Ok(()) => self.enforce_cache_budget(tenant, key).await,
+        }
     }
 
     /// Joins (or translates) the whole contributing path, newest first,

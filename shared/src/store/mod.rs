@@ -293,6 +293,12 @@ pub struct BlobInfo {
     pub modified: DateTime<Utc>,
 }
 
+/// The refusal of [`MetaStore::put_materialized`] for a commit that is
+/// not there (erased while it was materialized).
+pub fn gone_commit(commit: &CommitId) -> Error {
+    Error::not_found(format!("commit {commit}"))
+}
+
 /// The refusal of [`BlobStore::remove`] for the durable area.
 pub fn durable_remove_refused() -> Error {
     Error::invalid(
@@ -644,10 +650,15 @@ pub trait MetaStore: Send + Sync + 'static {
         key: &MaterializeKey,
     ) -> Result<Option<Materialized>>;
 
-    /// Caches a materialization.
+    /// Caches a materialization of `key.commit`, in one atomic write with
+    /// a check that the commit exists: an entry is never written for a
+    /// commit that is gone, so a materialize racing the erase of its
+    /// commit cannot leave an entry (and the bytes it names) behind once
+    /// the commit's row is deleted.
     ///
     /// # Errors
-    /// `Unavailable`.
+    /// `NotFound` naming the commit when the tenant has no such commit
+    /// (nothing is written); `Unavailable`.
     async fn put_materialized(
         &self,
         tenant: &TenantId,

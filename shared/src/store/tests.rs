@@ -1,8 +1,12 @@
-//! The retry rule of [`MetaStore::put_commit`] in the interleavings the
-//! conformance race cannot force on the memory store (whose operations
-//! never yield): a store whose `get_ref` answers from before a concurrent
-//! retry moved the ref.
+//! Interleavings the conformance races cannot force on the memory store
+//! (whose operations never yield): the retry rule of
+//! [`MetaStore::put_commit`] with a store whose `get_ref` answers from
+//! before a concurrent retry moved the ref, and an erase with a cache
+//! entry written by a concurrent materialize after the erase listed the
+//! commit's entries.
 
+use std::sync::Arc;
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use async_trait::async_trait;
@@ -13,11 +17,14 @@ use super::*;
 use crate::store::conformance::{commit, t};
 
 /// The memory store, except that its next `get_ref` (once armed) answers
-/// that the ref does not exist.
+/// that the ref does not exist, and that its next `delete_commit` (once
+/// armed) first caches the entry `late` holds, as a materialize finishing
+/// just then would.
 #[derive(Default)]
 struct StaleRead {
     inner: MemoryMetaStore,
     stale: AtomicBool,
+    late: Mutex<Option<(MaterializeKey, Materialized)>>,
 }
 
 #[async_trait]
@@ -247,6 +254,10 @@ impl MetaStore for StaleRead {
     }
 
     async fn delete_commit(&self, tenant: &TenantId, commit: &Commit) -> Result<bool> {
+        let late = self.late.lock().unwrap().take();
+        if let Some((key, m)) = late {
+            self.inner.put_materialized(tenant, &key, &m).await?;
+        }
         self.inner.delete_commit(tenant, commit).await
     }
 
@@ -367,4 +378,61 @@ async fn a_ref_moved_elsewhere_after_the_rule_looked_is_a_conflict() {
     let e = meta.put_commit(&tenant, &c, Some(&mv)).await.unwrap_err();
     assert_eq!(e.kind, ErrorKind::Conflict);
     assert_eq!(e.current, Some(other.id.to_string()));
+}
+
+/// A materialize that read a commit before its erase and cached the result
+/// after the erase listed the commit's entries (but before the commit
+/// went): the erase still removes the entry and its file.
+#[tokio::test]
+async fn an_entry_cached_while_its_commit_is_erased_goes_with_it() {
+    use crate::store::memory::MemoryBlobStore;
+    let meta = Arc::new(StaleRead::default());
+    let blobs = Arc::new(MemoryBlobStore::new());
+    let svc = crate::service::Service::new(
+        Stores {
+            blobs: blobs.clone(),
+            meta: meta.clone(),
+        },
+        Arc::new(crate::clock::ManualClock::new(t(100))),
+    );
+    let tenant: TenantId = "t".parse().unwrap();
+    let c = svc
+        .checkpoint(
+            &tenant,
+            crate::service::NewCommit::new(
+                "agent".parse().unwrap(),
+                "tpl",
+                crate::format::FormatId::raw(),
+                bytes::Bytes::from_static(b"erased"),
+            ),
+        )
+        .await
+        .unwrap()
+        .commit;
+    let result = bytes::Bytes::from_static(b"built from the erased commit");
+    let put = blobs.put_cached(&tenant, result).await.unwrap();
+    let key = MaterializeKey {
+        commit: c.id,
+        stop: crate::commit::Stop::Root,
+        format: crate::format::FormatId::raw(),
+    };
+    let m = Materialized {
+        artifact_ref: put.artifact,
+        size: put.size,
+        message_count: 1,
+        token_count: 1,
+        tier: crate::format::translate::Tier::Native,
+    };
+    *meta.late.lock().unwrap() = Some((key.clone(), m));
+    let erased = svc
+        .erase_principal(&tenant, &c.principal, false)
+        .await
+        .unwrap();
+    assert!(meta.late.lock().unwrap().is_none(), "the entry came late");
+    assert_eq!((erased.commits, erased.cache), (1, 1), "{erased:?}");
+    assert_eq!(meta.get_materialized(&tenant, &key).await.unwrap(), None);
+    assert!(
+        blobs.get(&tenant, &put.artifact).await.unwrap().is_none(),
+        "the cached file went too"
+    );
 }

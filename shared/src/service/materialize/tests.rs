@@ -429,6 +429,53 @@ async fn a_cached_result_left_short_garbled_or_missing_is_rebuilt_not_returned()
     );
 }
 
+/// A materialize that read its commit before an erase and stores its
+/// result after the erase removed the commit leaves nothing behind: the
+/// store takes no entry, and the file written for it goes too.
+#[tokio::test]
+async fn a_result_stored_after_its_commit_was_erased_leaves_nothing() {
+    let (svc, tenant) = service();
+    let ids = make(&svc, &tenant, &linear(&svc, "raw", &[D, D])).await;
+    let key = MaterializeKey {
+        commit: ids[1],
+        stop: Stop::Root,
+        format: fid("raw"),
+    };
+    let bytes = Bytes::from_static(b"built before the erase");
+    let m = Materialized {
+        artifact_ref: ArtifactRef::of(&bytes),
+        size: bytes.len() as u64,
+        message_count: 2,
+        token_count: 2,
+        tier: Tier::Native,
+    };
+    let erased = svc
+        .erase_principal(&tenant, &"agent".parse().unwrap(), false)
+        .await
+        .unwrap();
+    assert_eq!(erased.commits, 2);
+    svc.store_materialized(&tenant, &key, &m, bytes)
+        .await
+        .unwrap();
+    assert_eq!(
+        svc.stores
+            .meta
+            .get_materialized(&tenant, &key)
+            .await
+            .unwrap(),
+        None
+    );
+    assert!(
+        svc.stores
+            .blobs
+            .get(&tenant, &m.artifact_ref)
+            .await
+            .unwrap()
+            .is_none(),
+        "no file of the erased commit's result"
+    );
+}
+
 /// A raw delta `raw part {n}` on `parent`, at time `n`.
 #[cfg(feature = "local")]
 async fn make_child(svc: &Service, tenant: &TenantId, parent: CommitId, n: i64) -> CommitId {

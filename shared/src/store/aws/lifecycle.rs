@@ -8,7 +8,9 @@
 
 use std::collections::HashMap;
 
-use aws_sdk_dynamodb::types::{AttributeValue, Delete, KeysAndAttributes, Put, TransactWriteItem};
+use aws_sdk_dynamodb::types::{
+    AttributeValue, ConditionCheck, Delete, KeysAndAttributes, Put, TransactWriteItem,
+};
 use chrono::{DateTime, Utc};
 
 use super::items::{Item, Transact, build, from_item, key, n, s, transact};
@@ -229,7 +231,8 @@ impl DynamoMetaStore {
             .collect()
     }
 
-    /// The cache entry write: the entry and its artifact-user item.
+    /// The cache entry write: the entry and its artifact-user item, on
+    /// the condition that the commit's item exists (`NotFound` if not).
     pub(super) async fn write_cache_entry(
         &self,
         item: Item,
@@ -241,14 +244,30 @@ impl DynamoMetaStore {
             keys::artifact_users_pk(tenant, artifact),
             keys::user_cached_sk(&key_.commit, &key_.stop.to_string(), &key_.format),
         );
-        let items = vec![put_item(self.table(), item)?, put_item(self.table(), user)?];
-        self.client()
-            .transact_write_items()
-            .set_transact_items(Some(items))
-            .send()
-            .await
-            .map_err(|e| sdk_error("DynamoDB TransactWriteItems", e))?;
-        Ok(())
+        let commit = ConditionCheck::builder()
+            .table_name(self.table())
+            .set_key(Some(key(
+                keys::commit_pk(tenant, &key_.commit),
+                keys::COMMIT_SK,
+            )))
+            .condition_expression("attribute_exists(pk)")
+            .build();
+        let items = vec![
+            put_item(self.table(), item)?,
+            put_item(self.table(), user)?,
+            TransactWriteItem::builder()
+                .condition_check(build(commit)?)
+                .build(),
+        ];
+        match transact(self.client(), items).await {
+            Ok(Transact::Done) => Ok(()),
+            Ok(Transact::ConditionFailed { .. }) => Err(crate::store::gone_commit(&key_.commit)),
+            Ok(Transact::Cancelled(codes)) => Err(Error::unavailable(format!(
+                "caching a materialization of commit {} was cancelled ({codes:?}); retry",
+                key_.commit
+            ))),
+            Err(e) => Err(sdk_error("DynamoDB TransactWriteItems", e)),
+        }
     }
 
     pub(super) async fn remove_cache_entry(

@@ -293,8 +293,20 @@ pub async fn references_are_every_commit_and_cache_entry_artifact(meta: &dyn Met
 /// returned only when no remaining entry names them.
 pub async fn eviction_drops_least_recently_used_entries_first(meta: &dyn MetaStore) {
     let a = fresh_tenant("gc-lru");
+    let mut ids = Vec::new();
+    for n in 1..=4u8 {
+        ids.push(
+            put(
+                meta,
+                &a,
+                &commit(&a, None, t(i64::from(n)), "p", &[b'c', n]),
+            )
+            .await
+            .id,
+        );
+    }
     let key = |n: u8| MaterializeKey {
-        commit: crate::id::CommitId::from_bytes([n; 16]),
+        commit: ids[usize::from(n) - 1],
         stop: Stop::Root,
         format: FormatId::raw(),
     };

@@ -237,11 +237,13 @@ pub async fn metadata_updates_change_only_summary_and_tags(meta: &dyn MetaStore)
     assert_eq!(run[0].summary, None);
 }
 
-/// The materialization cache: per tenant, per (commit, stop, format).
+/// The materialization cache: per tenant, per (commit, stop, format),
+/// and only for a commit that exists.
 pub async fn materialization_cache_round_trips(meta: &dyn MetaStore) {
     let a = fresh_tenant("cache");
+    let c = put(meta, &a, &commit(&a, None, t(0), "p", b"cached")).await;
     let key = MaterializeKey {
-        commit: CommitId::from_bytes([1; 16]),
+        commit: c.id,
         stop: crate::commit::Stop::Root,
         format: FormatId::raw(),
     };
@@ -253,13 +255,35 @@ pub async fn materialization_cache_round_trips(meta: &dyn MetaStore) {
         token_count: 4,
         tier: crate::format::translate::Tier::Native,
     };
+    // No entry for a commit the tenant does not have: never stored,
+    // another tenant's, or erased.
+    let b = fresh_tenant("cache-b");
+    let never = MaterializeKey {
+        commit: CommitId::from_bytes([1; 16]),
+        ..key.clone()
+    };
+    for (tenant, k) in [(&a, &never), (&b, &key)] {
+        let e = meta
+            .put_materialized(tenant, k, &value)
+            .await
+            .expect_err("no such commit");
+        assert_eq!(e.kind, crate::error::ErrorKind::NotFound, "{e:?}");
+        assert!(e.message.contains(&k.commit.to_string()), "{e:?}");
+        assert_eq!(meta.get_materialized(tenant, k).await.expect("get"), None);
+        assert!(
+            meta.artifact_users(tenant, &value.artifact_ref, 10)
+                .await
+                .expect("users")
+                .is_empty()
+        );
+    }
     meta.put_materialized(&a, &key, &value).await.expect("put");
     meta.put_materialized(&a, &key, &value)
         .await
         .expect("put twice");
     assert_eq!(
         meta.get_materialized(&a, &key).await.expect("get"),
-        Some(value)
+        Some(value.clone())
     );
     let other_stop = MaterializeKey {
         stop: crate::commit::Stop::Compaction,
@@ -269,6 +293,22 @@ pub async fn materialization_cache_round_trips(meta: &dyn MetaStore) {
         meta.get_materialized(&a, &other_stop).await.expect("get"),
         None
     );
-    let b = fresh_tenant("cache-b");
     assert_eq!(meta.get_materialized(&b, &key).await.expect("get b"), None);
+    let gone = put(meta, &a, &commit(&a, Some(&c), t(1), "p", b"erased")).await;
+    assert!(meta.delete_commit(&a, &gone).await.expect("delete"));
+    let after = MaterializeKey {
+        commit: gone.id,
+        ..key.clone()
+    };
+    let e = meta
+        .put_materialized(&a, &after, &value)
+        .await
+        .expect_err("erased commit");
+    assert_eq!(e.kind, crate::error::ErrorKind::NotFound, "{e:?}");
+    assert!(
+        meta.materialized_of(&a, &gone.id)
+            .await
+            .expect("of")
+            .is_empty()
+    );
 }

@@ -457,23 +457,29 @@ impl MetaStore for SqliteMetaStore {
         // A cache row need not be durable (nor is its cached file).
         self.db
             .transaction_relaxed(move |conn| {
-                // A new entry counts as the most recently used one.
-                conn.execute(
-                    "INSERT OR REPLACE INTO materialized
-                        (tenant, commit_id, stop, format, body, size, artifact, accessed)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7,
-                        (SELECT COALESCE(MAX(accessed), 0) FROM materialized))",
-                    params![
-                        tenant.as_str(),
-                        key.commit.to_string(),
-                        key.stop.to_string(),
-                        key.format.as_str(),
-                        body,
-                        i64::try_from(size).unwrap_or(i64::MAX),
-                        artifact,
-                    ],
-                )
-                .map_err(sql)?;
+                // A new entry counts as the most recently used one; none
+                // is written for a commit that is gone.
+                let written = conn
+                    .execute(
+                        "INSERT OR REPLACE INTO materialized
+                            (tenant, commit_id, stop, format, body, size, artifact, accessed)
+                         SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7,
+                            (SELECT COALESCE(MAX(accessed), 0) FROM materialized)
+                         WHERE EXISTS (SELECT 1 FROM commits WHERE tenant = ?1 AND id = ?2)",
+                        params![
+                            tenant.as_str(),
+                            key.commit.to_string(),
+                            key.stop.to_string(),
+                            key.format.as_str(),
+                            body,
+                            i64::try_from(size).unwrap_or(i64::MAX),
+                            artifact,
+                        ],
+                    )
+                    .map_err(sql)?;
+                if written == 0 {
+                    return Err(crate::store::gone_commit(&key.commit).into());
+                }
                 Ok(())
             })
             .await
@@ -981,6 +987,17 @@ mod tests {
             stop: Stop::Root,
             format: FormatId::raw(),
         };
+        // Cache entries are taken only for commits that exist: rows that
+        // say so much (the entries are what this test measures).
+        {
+            let conn = Connection::open(dir.path().join("ctx.db")).unwrap();
+            let mut add = conn
+                .prepare("INSERT INTO commits (tenant, id, lineage, depth, body) VALUES ('t', ?1, ?1, 0, '{}')")
+                .unwrap();
+            for i in 0..3000u32 {
+                add.execute([key(i).commit.to_string()]).unwrap();
+            }
+        }
         for i in 0..3000u32 {
             let m = Materialized {
                 artifact_ref: ArtifactRef::of(&i.to_le_bytes()),

@@ -256,6 +256,9 @@ impl MetaStore for MemoryMetaStore {
         value: &Materialized,
     ) -> Result<()> {
         let mut meta = lock(&self.meta);
+        if !meta.commits.contains_key(&(tenant.clone(), key.commit)) {
+            return Err(crate::store::gone_commit(&key.commit));
+        }
         let newest = meta.cache_stamps.values().copied().max().unwrap_or(0);
         let k = (tenant.clone(), key.clone());
         meta.cache_stamps.insert(k.clone(), newest);
