@@ -129,6 +129,11 @@ async fn plant(
         .unwrap();
 }
 
+/// The cache entry of `key`, if any.
+async fn entry(svc: &Service, tenant: &TenantId, key: &MaterializeKey) -> Option<Materialized> {
+    svc.stores.meta.get_materialized(tenant, key).await.unwrap()
+}
+
 async fn bytes_of(
     svc: &Service,
     tenant: &TenantId,
@@ -374,14 +379,7 @@ async fn a_cached_result_left_short_garbled_or_missing_is_rebuilt_not_returned()
     assert!(!again.cached, "a short cached file is a miss");
     assert_eq!(again.result, first.result);
     assert_eq!(std::fs::read(&path).unwrap(), want);
-    assert_eq!(
-        svc.stores
-            .meta
-            .get_materialized(&tenant, &key)
-            .await
-            .unwrap(),
-        Some(first.result.clone())
-    );
+    assert_eq!(entry(&svc, &tenant, &key).await, Some(first.result.clone()));
 
     // Garbled at the right size: the hit hands out the reference, the
     // download verifies the bytes and rebuilds them.
@@ -419,11 +417,7 @@ async fn a_cached_result_left_short_garbled_or_missing_is_rebuilt_not_returned()
     );
     assert!(!path.exists(), "the garbled parent file is removed");
     assert_eq!(
-        svc.stores
-            .meta
-            .get_materialized(&tenant, &key)
-            .await
-            .unwrap(),
+        entry(&svc, &tenant, &key).await,
         None,
         "and so is its entry"
     );
@@ -457,14 +451,7 @@ async fn a_result_stored_after_its_commit_was_erased_leaves_nothing() {
     svc.store_materialized(&tenant, &key, &m, bytes)
         .await
         .unwrap();
-    assert_eq!(
-        svc.stores
-            .meta
-            .get_materialized(&tenant, &key)
-            .await
-            .unwrap(),
-        None
-    );
+    assert_eq!(entry(&svc, &tenant, &key).await, None);
     assert!(
         svc.stores
             .blobs
