@@ -8,6 +8,17 @@ use std::sync::Arc;
 use super::*;
 use crate::store::conformance::{self, Backend, Capabilities};
 
+/// A service as the Lambdas run it: no results held in memory, so each
+/// materialize has stored its result when it answers (with results held,
+/// they are stored behind the answer, and what a test then finds in the
+/// tables and the bucket would depend on timing).
+fn lambda_service(
+    stores: crate::store::Stores,
+    clock: Arc<dyn crate::clock::Clock>,
+) -> crate::service::Service {
+    crate::service::Service::new(stores, clock).with_hot_cache(0)
+}
+
 pub(crate) fn emulator() -> Option<AwsConfig> {
     crate::config::Config::emulator_from_env().map(|c| {
         c.aws()
@@ -51,7 +62,7 @@ async fn aws_two_summary_batches_summarize_each_commit_once() {
 /// GetObject and two TransactWriteItems (the claim and the summary).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_summary_batch_costs_one_query_page_per_hundred_commits() {
-    use crate::service::{BatchOptions, Service};
+    use crate::service::BatchOptions;
     use crate::store::{BlobStore, MetaStore, Stores};
     let Some(config) = emulator() else { return };
     let counter = RequestCounter::new();
@@ -70,7 +81,7 @@ async fn a_summary_batch_costs_one_query_page_per_hundred_commits() {
         let c = conformance::commit(&tenant, None, conformance::t(i), "p", body.as_bytes());
         meta.put_commit(&tenant, &c, None).await.unwrap();
     }
-    let service = Service::new(
+    let service = lambda_service(
         Stores {
             blobs: Arc::new(blobs),
             meta: Arc::new(meta),
@@ -293,7 +304,7 @@ async fn faults_leave_nothing_dangling() {
 /// in `one_in` failing; returns how many retryable errors reached the caller.
 async fn run_with_faults(config: &AwsConfig, one_in: u64, ops: u32) -> usize {
     use crate::ErrorKind;
-    use crate::service::{NewCommit, Service, Stop};
+    use crate::service::{NewCommit, Stop};
     use crate::store::{BlobStore, MetaStore, RefMove, Stores};
 
     let plan = Arc::new(FaultPlan::new(one_in, 0x5EED + one_in));
@@ -304,7 +315,7 @@ async fn run_with_faults(config: &AwsConfig, one_in: u64, ops: u32) -> usize {
     };
     let (blobs, meta) = connect(config, hooks).await.unwrap();
     let clock = Arc::new(crate::ManualClock::new(conformance::t(0)));
-    let service = Service::new(
+    let service = lambda_service(
         Stores {
             blobs: Arc::new(blobs),
             meta: Arc::new(meta),
@@ -446,7 +457,7 @@ async fn run_with_faults(config: &AwsConfig, one_in: u64, ops: u32) -> usize {
 async fn gc_sweeps_every_area_of_a_tenant_on_s3() {
     use crate::clock::{Clock, ManualClock, SystemClock};
     use crate::commit::Stop;
-    use crate::service::{NewCommit, Service};
+    use crate::service::NewCommit;
     use crate::store::{BlobArea, BlobStore, Stores};
     use bytes::Bytes;
     let Some(config) = emulator() else { return };
@@ -456,7 +467,7 @@ async fn gc_sweeps_every_area_of_a_tenant_on_s3() {
         blobs: Arc::new(blobs.clone()),
         meta: Arc::new(meta),
     };
-    let now = Service::new(stores.clone(), Arc::new(SystemClock));
+    let now = lambda_service(stores.clone(), Arc::new(SystemClock));
     let new = |parent, body: &'static str| NewCommit {
         parent,
         ..NewCommit::new(
@@ -503,7 +514,7 @@ async fn gc_sweeps_every_area_of_a_tenant_on_s3() {
         .await
         .unwrap();
 
-    let later = Service::new(
+    let later = lambda_service(
         stores,
         Arc::new(ManualClock::new(
             SystemClock.now() + chrono::Duration::hours(48),
@@ -564,14 +575,14 @@ async fn gc_sweeps_every_area_of_a_tenant_on_s3() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_erase_under_faults_finishes_when_re_run_and_leaves_nothing() {
     use crate::ErrorKind;
-    use crate::service::{NewCommit, Service, Stop};
+    use crate::service::{NewCommit, Stop};
     use crate::store::{ArtifactRef, BlobStore, MetaStore, RefMove, Stores};
 
     let Some(config) = emulator() else { return };
     let (blobs, meta) = connect(&config, AwsHooks::default()).await.unwrap();
     let (blobs, meta) = (Arc::new(blobs), Arc::new(meta));
     let clock = Arc::new(crate::ManualClock::new(conformance::t(0)));
-    let clean = Service::new(
+    let clean = lambda_service(
         Stores {
             blobs: blobs.clone(),
             meta: meta.clone(),
@@ -623,7 +634,7 @@ async fn an_erase_under_faults_finishes_when_re_run_and_leaves_nothing() {
         ..AwsHooks::default()
     };
     let (fblobs, fmeta) = connect(&config, hooks).await.unwrap();
-    let faulty = Service::new(
+    let faulty = lambda_service(
         Stores {
             blobs: Arc::new(fblobs),
             meta: Arc::new(fmeta),
@@ -681,7 +692,7 @@ async fn an_erase_under_faults_finishes_when_re_run_and_leaves_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_erased_session_leaves_no_byte_in_s3_or_dynamodb() {
     use crate::ErrorKind;
-    use crate::service::{NewCommit, Service, Stop};
+    use crate::service::{NewCommit, Stop};
     use crate::store::{MetaStore, MetadataPatch, Stores};
 
     let Some(config) = emulator() else { return };
@@ -689,7 +700,7 @@ async fn an_erased_session_leaves_no_byte_in_s3_or_dynamodb() {
     let (s3, ddb) = (blobs.client().clone(), meta.client().clone());
     let (bucket, table) = (blobs.bucket().to_owned(), config.table.clone());
     let meta = Arc::new(meta);
-    let svc = Service::new(
+    let svc = lambda_service(
         Stores {
             blobs: Arc::new(blobs),
             meta: meta.clone(),
