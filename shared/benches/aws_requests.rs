@@ -4,12 +4,16 @@
 //! path; and erasing a session of that many commits; with the small deltas
 //! inline with their commits (the default) and in S3. Counts come from an SDK interceptor; they do not depend on speed.
 //!
+//! Then the time of one session erase at depth 1,000 (quick: 100) on the
+//! emulator, with the erase working on one commit at a time (as before)
+//! and on 16 at once (the default): the same requests, fewer in a row.
+//!
 //! Needs the emulator: `eval "$(localstack/emulator start)"`, then
 //! `cargo bench -p ctx-core --features aws --bench aws_requests`
 //! (`-- --quick` for depths 1 and 100 only).
 
 use ctx_core::config::Config;
-use ctx_core::store::aws::report::{erase_request_counts, request_counts};
+use ctx_core::store::aws::report::{erase_request_counts, erase_times, request_counts};
 
 #[tokio::main]
 async fn main() {
@@ -52,6 +56,26 @@ async fn main() {
             r.describe("s3"),
             r.describe("dynamodb"),
             r.total("s3") + r.total("dynamodb")
+        );
+    }
+    let depth = if quick { 100 } else { 1000 };
+    println!(
+        "\n| erase session, deltas inline, emulator | commits | commits at once | requests | ms |"
+    );
+    println!("|---|---:|---:|---:|---:|");
+    for (n, took, requests) in erase_times(&config, depth, &[1, 16])
+        .await
+        .expect("erase times")
+    {
+        println!(
+            "| {} | {} | {n} | {requests} | {} |",
+            if n == 1 {
+                "one at a time (before)"
+            } else {
+                "many at once"
+            },
+            depth + 1,
+            took.as_millis()
         );
     }
 }

@@ -37,13 +37,13 @@
 //! children, its cache entries) and per descendant of `before`: eviction
 //! is an operator's occasional call, not a hot path.
 
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeMap, HashSet};
 
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::Service;
-use super::lifecycle::Erased;
+use super::lifecycle::{Doomed, Erased};
 use crate::commit::{Commit, CommitType, Stop};
 use crate::error::{Error, Result};
 use crate::id::{ArtifactRef, CommitId, RefName, TenantId};
@@ -182,40 +182,19 @@ impl Service {
                         }
                     }
                 }
-                let cache_keys: HashSet<MaterializeKey> =
-                    doomed.iter().map(|(k, _)| k.clone()).collect();
-                let mut decided: BTreeSet<ArtifactRef> = BTreeSet::new();
+                let cache_keys = doomed.iter().map(|(k, _)| k.clone()).collect();
+                let scope = Doomed::new(&evicted, cache_keys);
                 let mut removed = Erased::default();
-                for (key, art) in doomed {
-                    self.drop_artifact(
-                        tenant,
-                        &art,
-                        false,
-                        &evicted,
-                        &cache_keys,
-                        &mut decided,
-                        &mut removed,
-                    )
+                self.drop_cache_entries(tenant, doomed, &scope, &mut removed)
                     .await?;
-                    if meta.delete_materialized(tenant, &key).await? {
-                        report.cache += 1;
-                    }
-                }
+                report.cache = removed.cache;
                 // 3. The deltas: a blob unless another commit or cache entry still
                 // uses its bytes; bytes inline with the commit always (they are
                 // this commit's own copy).
                 for c in evicted.values() {
                     let counted = removed.artifacts;
-                    self.drop_artifact(
-                        tenant,
-                        &c.artifact_ref,
-                        false,
-                        &evicted,
-                        &cache_keys,
-                        &mut decided,
-                        &mut removed,
-                    )
-                    .await?;
+                    self.drop_artifact(tenant, &c.artifact_ref, false, &scope, &mut removed)
+                        .await?;
                     if meta.clear_inline(tenant, &c.id).await? && removed.artifacts == counted {
                         removed.artifacts += 1;
                     }

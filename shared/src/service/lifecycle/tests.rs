@@ -539,3 +539,105 @@ async fn a_principal_with_only_agent_files_is_erased_too() {
     );
     assert_eq!(f.meta.get_agent(&f.tenant, &p).await.unwrap(), None);
 }
+
+/// An erase working on many commits at once (on SQLite, where store calls
+/// really interleave) removes exactly what one working on one commit at a
+/// time removes, reports the same counts, and leaves nothing of the
+/// session or its cascaded forks: shared bytes (inside the session,
+/// across its commits and cache entries, and with a surviving session)
+/// decided once each.
+#[cfg(feature = "local")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_erase_many_commits_at_a_time_removes_what_one_at_a_time_removes() {
+    async fn run(concurrency: usize) -> (Erased, Vec<String>) {
+        let dir = tempfile::tempdir().unwrap();
+        let blobs = Arc::new(crate::store::local::LocalBlobStore::open(dir.path()).unwrap());
+        let meta = Arc::new(crate::store::local::SqliteMetaStore::open(dir.path()).unwrap());
+        let svc = Service::new(
+            Stores {
+                blobs: blobs.clone(),
+                meta: meta.clone(),
+            },
+            Arc::new(ManualClock::new(t(0))),
+        )
+        .with_erase_concurrency(concurrency);
+        let tenant: TenantId = "acme".parse().unwrap();
+        let commit = |session: &'static str, parent, at: i64, text: String| {
+            let (svc, tenant, meta) = (svc.clone(), tenant.clone(), meta.clone());
+            async move {
+                let name: RefName = format!("sessions/{session}").parse().unwrap();
+                let expected = meta
+                    .get_ref(&tenant, &name)
+                    .await
+                    .unwrap()
+                    .map(|r| r.target);
+                let new = NewCommit {
+                    parent,
+                    session_id: Some(session.to_owned()),
+                    created_at: Some(t(at)),
+                    ref_move: Some(RefMove { name, expected }),
+                    ..NewCommit::new("agent".parse().unwrap(), "tpl", FormatId::raw(), text)
+                };
+                svc.checkpoint(&tenant, new).await.unwrap().commit.id
+            }
+        };
+        // 60 turns, every tenth one's bytes repeated (shared inside the
+        // erase), a big turn in the CAS, a surviving session holding turn
+        // 5's bytes, and a fork in another session off turn 30 (cascaded).
+        let text = |i: i64| match i {
+            _ if i % 10 == 9 => "the same tool output\n".to_owned(),
+            40 => format!("a big turn {}\n", "x".repeat(64 * 1024)),
+            _ => format!("turn {i}\n"),
+        };
+        let mut ids = Vec::new();
+        let mut tip = None;
+        for i in 0..60 {
+            let id = commit("long", tip, i, text(i)).await;
+            ids.push(id);
+            tip = Some(id);
+        }
+        commit("keeps", None, 100, text(5)).await;
+        let mut fork = Some(ids[30]);
+        for i in 0..5 {
+            fork = Some(commit("fork", fork, 200 + i, format!("fork {i}\n")).await);
+        }
+        for at in [ids[59], ids[20], fork.unwrap()] {
+            svc.materialize(&tenant, &at, Stop::Root, None)
+                .await
+                .unwrap();
+        }
+        svc.flush_cache_writes().await;
+        let erased = svc
+            .erase_session(&tenant, &sid("long"), true)
+            .await
+            .unwrap();
+        // What is left: every commit of the tenant, by session.
+        let mut left = Vec::new();
+        for s in ["long", "fork", "keeps"] {
+            for c in meta.session_commits(&tenant, &sid(s)).await.unwrap() {
+                left.push(format!("{s} {}", c.artifact_size));
+            }
+        }
+        for i in 0..60 {
+            let art = crate::id::ArtifactRef::of(text(i).as_bytes());
+            if blobs.size(&tenant, &art).await.unwrap().is_some() {
+                left.push(format!("bytes of turn {i}"));
+            }
+        }
+        (erased, left)
+    }
+    let (one, left_one) = run(1).await;
+    let (many, left_many) = run(16).await;
+    assert_eq!(many, one);
+    assert_eq!(
+        (many.commits, many.cascaded, many.cache),
+        (65, 5, 3),
+        "{many:?}"
+    );
+    assert_eq!(left_many, left_one);
+    assert_eq!(
+        left_many,
+        ["keeps 7"],
+        "only the surviving session's commit"
+    );
+}

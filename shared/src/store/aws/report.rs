@@ -233,24 +233,7 @@ pub async fn erase_request_counts(
     let (counter, clock, service) = counted(config, inline).await?;
     let mut rows = Vec::new();
     for &depth in depths {
-        let tenant = fresh_tenant()?;
-        let session: crate::id::SessionId = "erase-me".parse()?;
-        let mut tip: Option<CommitId> = None;
-        for i in 0..=depth {
-            clock.advance_micros(1_000);
-            let c = service
-                .checkpoint(
-                    &tenant,
-                    NewCommit {
-                        session_id: Some(session.to_string()),
-                        ..request(tip, i, "eraser")
-                    },
-                )
-                .await?;
-            tip = Some(c.commit.id);
-        }
-        let tip = tip.expect("at least the root");
-        service.materialize(&tenant, &tip, Stop::Root, None).await?;
+        let (tenant, session) = session_to_erase(&service, &clock, depth).await?;
         counter.reset();
         let erased = service.erase_session(&tenant, &session, false).await?;
         debug_assert_eq!(erased.commits, depth + 1);
@@ -263,4 +246,60 @@ pub async fn erase_request_counts(
         });
     }
     Ok(rows)
+}
+
+/// How long erasing one session of `depth + 1` commits (as in
+/// [`erase_request_counts`], deltas inline) takes with an erase working
+/// on each of `concurrency` commits at once, and the requests it made:
+/// one `(concurrency, time, requests)` per entry.
+///
+/// # Errors
+/// As [`request_counts`].
+pub async fn erase_times(
+    config: &AwsConfig,
+    depth: u64,
+    concurrency: &[usize],
+) -> Result<Vec<(usize, std::time::Duration, u64)>> {
+    let (counter, clock, service) = counted(config, true).await?;
+    let mut out = Vec::new();
+    for &n in concurrency {
+        let service = service.clone().with_erase_concurrency(n);
+        let (tenant, session) = session_to_erase(&service, &clock, depth).await?;
+        counter.reset();
+        let started = std::time::Instant::now();
+        let erased = service.erase_session(&tenant, &session, false).await?;
+        let took = started.elapsed();
+        debug_assert_eq!(erased.commits, depth + 1);
+        let counts = counter.snapshot();
+        out.push((n, took, counts.values().sum()));
+    }
+    Ok(out)
+}
+
+/// A fresh tenant's session `erase-me` of `depth + 1` commits, its tip
+/// materialized.
+async fn session_to_erase(
+    service: &Service,
+    clock: &ManualClock,
+    depth: u64,
+) -> Result<(TenantId, crate::id::SessionId)> {
+    let tenant = fresh_tenant()?;
+    let session: crate::id::SessionId = "erase-me".parse()?;
+    let mut tip: Option<CommitId> = None;
+    for i in 0..=depth {
+        clock.advance_micros(1_000);
+        let c = service
+            .checkpoint(
+                &tenant,
+                NewCommit {
+                    session_id: Some(session.to_string()),
+                    ..request(tip, i, "eraser")
+                },
+            )
+            .await?;
+        tip = Some(c.commit.id);
+    }
+    let tip = tip.expect("at least the root");
+    service.materialize(&tenant, &tip, Stop::Root, None).await?;
+    Ok((tenant, session))
 }
