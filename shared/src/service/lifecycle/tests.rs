@@ -48,6 +48,40 @@ fn sid(s: &str) -> SessionId {
     s.parse().unwrap()
 }
 
+/// Checkpoints `text` by `by` in `session` on `parent` at time `at`
+/// (seconds), moving the ref `sessions/<session>`.
+async fn checkpoint_in(
+    svc: &Service,
+    tenant: &TenantId,
+    by: &str,
+    session: &str,
+    parent: Option<CommitId>,
+    at: i64,
+    text: &str,
+) -> CommitId {
+    let name: RefName = format!("sessions/{session}").parse().unwrap();
+    let expected = svc
+        .stores
+        .meta
+        .get_ref(tenant, &name)
+        .await
+        .unwrap()
+        .map(|r| r.target);
+    let new = NewCommit {
+        parent,
+        session_id: Some(session.to_owned()),
+        created_at: Some(t(at)),
+        ref_move: Some(RefMove { name, expected }),
+        ..NewCommit::new(
+            by.parse().unwrap(),
+            "tpl",
+            FormatId::raw(),
+            Bytes::from(text.to_owned()),
+        )
+    };
+    svc.checkpoint(tenant, new).await.unwrap().commit.id
+}
+
 impl Fixture {
     /// Checkpoints `text` in `session` on `parent` at time `at` (seconds),
     /// moving the ref `sessions/<session>`.
@@ -70,31 +104,7 @@ impl Fixture {
         at: i64,
         text: &str,
     ) -> CommitId {
-        let name: RefName = format!("sessions/{session}").parse().unwrap();
-        let expected = self
-            .meta
-            .get_ref(&self.tenant, &name)
-            .await
-            .unwrap()
-            .map(|r| r.target);
-        let new = NewCommit {
-            parent,
-            session_id: Some(session.to_owned()),
-            created_at: Some(t(at)),
-            ref_move: Some(RefMove { name, expected }),
-            ..NewCommit::new(
-                by.parse().unwrap(),
-                "tpl",
-                FormatId::raw(),
-                Bytes::from(text.to_owned()),
-            )
-        };
-        self.svc
-            .checkpoint(&self.tenant, new)
-            .await
-            .unwrap()
-            .commit
-            .id
+        checkpoint_in(&self.svc, &self.tenant, by, session, parent, at, text).await
     }
 
     /// Whether the bytes `text` are stored anywhere: a blob, or inline
@@ -563,23 +573,8 @@ async fn an_erase_many_commits_at_a_time_removes_what_one_at_a_time_removes() {
         .with_erase_concurrency(concurrency);
         let tenant: TenantId = "acme".parse().unwrap();
         let commit = |session: &'static str, parent, at: i64, text: String| {
-            let (svc, tenant, meta) = (svc.clone(), tenant.clone(), meta.clone());
-            async move {
-                let name: RefName = format!("sessions/{session}").parse().unwrap();
-                let expected = meta
-                    .get_ref(&tenant, &name)
-                    .await
-                    .unwrap()
-                    .map(|r| r.target);
-                let new = NewCommit {
-                    parent,
-                    session_id: Some(session.to_owned()),
-                    created_at: Some(t(at)),
-                    ref_move: Some(RefMove { name, expected }),
-                    ..NewCommit::new("agent".parse().unwrap(), "tpl", FormatId::raw(), text)
-                };
-                svc.checkpoint(&tenant, new).await.unwrap().commit.id
-            }
+            let (svc, tenant) = (svc.clone(), tenant.clone());
+            async move { checkpoint_in(&svc, &tenant, "agent", session, parent, at, &text).await }
         };
         // 60 turns, every tenth one's bytes repeated (shared inside the
         // erase), a big turn in the CAS, a surviving session holding turn
