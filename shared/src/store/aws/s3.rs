@@ -264,12 +264,13 @@ impl BlobStore for S3BlobStore {
     }
 
     async fn delete(&self, tenant: &TenantId, artifact: &ArtifactRef) -> Result<bool> {
-        // Every area reads look in: a cached copy of the same bytes goes too.
-        let mut removed = false;
-        for area in [BlobArea::Durable, BlobArea::Cache] {
-            removed |= self.delete_key(tenant, area, artifact).await?;
-        }
-        Ok(removed)
+        // Every area reads look in: a cached copy of the same bytes goes
+        // too. The two keys are independent: both at once.
+        let (durable, cached) = futures::try_join!(
+            self.delete_key(tenant, BlobArea::Durable, artifact),
+            self.delete_key(tenant, BlobArea::Cache, artifact),
+        )?;
+        Ok(durable || cached)
     }
 
     async fn put_cached_hashed(
