@@ -18,27 +18,26 @@ use crate::store::{BlobStore, MetaStore, Pin, RefMove, Stores};
 
 struct Fixture {
     svc: Service,
-    blobs: Arc<MemoryBlobStore>,
-    meta: Arc<MemoryMetaStore>,
+    blobs: Arc<dyn BlobStore>,
+    meta: Arc<dyn MetaStore>,
     clock: Arc<ManualClock>,
     tenant: TenantId,
 }
 
 fn fixture() -> Fixture {
-    let blobs = Arc::new(MemoryBlobStore::new());
-    let meta = Arc::new(MemoryMetaStore::new());
+    fixture_over(Stores {
+        blobs: Arc::new(MemoryBlobStore::new()),
+        meta: Arc::new(MemoryMetaStore::new()),
+    })
+}
+
+/// A fixture over `stores`, its clock at `t(0)`.
+fn fixture_over(stores: Stores) -> Fixture {
     let clock = Arc::new(ManualClock::new(t(0)));
-    let svc = Service::new(
-        Stores {
-            blobs: blobs.clone(),
-            meta: meta.clone(),
-        },
-        clock.clone(),
-    );
     Fixture {
-        svc,
-        blobs,
-        meta,
+        blobs: stores.blobs.clone(),
+        meta: stores.meta.clone(),
+        svc: Service::new(stores, clock.clone()),
         clock,
         tenant: "acme".parse().unwrap(),
     }
@@ -46,40 +45,6 @@ fn fixture() -> Fixture {
 
 fn sid(s: &str) -> SessionId {
     s.parse().unwrap()
-}
-
-/// Checkpoints `text` by `by` in `session` on `parent` at time `at`
-/// (seconds), moving the ref `sessions/<session>`.
-async fn checkpoint_in(
-    svc: &Service,
-    tenant: &TenantId,
-    by: &str,
-    session: &str,
-    parent: Option<CommitId>,
-    at: i64,
-    text: &str,
-) -> CommitId {
-    let name: RefName = format!("sessions/{session}").parse().unwrap();
-    let expected = svc
-        .stores
-        .meta
-        .get_ref(tenant, &name)
-        .await
-        .unwrap()
-        .map(|r| r.target);
-    let new = NewCommit {
-        parent,
-        session_id: Some(session.to_owned()),
-        created_at: Some(t(at)),
-        ref_move: Some(RefMove { name, expected }),
-        ..NewCommit::new(
-            by.parse().unwrap(),
-            "tpl",
-            FormatId::raw(),
-            Bytes::from(text.to_owned()),
-        )
-    };
-    svc.checkpoint(tenant, new).await.unwrap().commit.id
 }
 
 impl Fixture {
@@ -104,7 +69,31 @@ impl Fixture {
         at: i64,
         text: &str,
     ) -> CommitId {
-        checkpoint_in(&self.svc, &self.tenant, by, session, parent, at, text).await
+        let name: RefName = format!("sessions/{session}").parse().unwrap();
+        let expected = self
+            .meta
+            .get_ref(&self.tenant, &name)
+            .await
+            .unwrap()
+            .map(|r| r.target);
+        let new = NewCommit {
+            parent,
+            session_id: Some(session.to_owned()),
+            created_at: Some(t(at)),
+            ref_move: Some(RefMove { name, expected }),
+            ..NewCommit::new(
+                by.parse().unwrap(),
+                "tpl",
+                FormatId::raw(),
+                Bytes::from(text.to_owned()),
+            )
+        };
+        self.svc
+            .checkpoint(&self.tenant, new)
+            .await
+            .unwrap()
+            .commit
+            .id
     }
 
     /// Whether the bytes `text` are stored anywhere: a blob, or inline
@@ -561,21 +550,11 @@ async fn a_principal_with_only_agent_files_is_erased_too() {
 async fn an_erase_many_commits_at_a_time_removes_what_one_at_a_time_removes() {
     async fn run(concurrency: usize) -> (Erased, Vec<String>) {
         let dir = tempfile::tempdir().unwrap();
-        let blobs = Arc::new(crate::store::local::LocalBlobStore::open(dir.path()).unwrap());
-        let meta = Arc::new(crate::store::local::SqliteMetaStore::open(dir.path()).unwrap());
-        let svc = Service::new(
-            Stores {
-                blobs: blobs.clone(),
-                meta: meta.clone(),
-            },
-            Arc::new(ManualClock::new(t(0))),
-        )
-        .with_erase_concurrency(concurrency);
-        let tenant: TenantId = "acme".parse().unwrap();
-        let commit = |session: &'static str, parent, at: i64, text: String| {
-            let (svc, tenant) = (svc.clone(), tenant.clone());
-            async move { checkpoint_in(&svc, &tenant, "agent", session, parent, at, &text).await }
-        };
+        let mut f = fixture_over(Stores {
+            blobs: Arc::new(crate::store::local::LocalBlobStore::open(dir.path()).unwrap()),
+            meta: Arc::new(crate::store::local::SqliteMetaStore::open(dir.path()).unwrap()),
+        });
+        f.svc = f.svc.with_erase_concurrency(concurrency);
         // 60 turns, every tenth one's bytes repeated (shared inside the
         // erase), a big turn in the CAS, a surviving session holding turn
         // 5's bytes, and a fork in another session off turn 30 (cascaded).
@@ -587,35 +566,40 @@ async fn an_erase_many_commits_at_a_time_removes_what_one_at_a_time_removes() {
         let mut ids = Vec::new();
         let mut tip = None;
         for i in 0..60 {
-            let id = commit("long", tip, i, text(i)).await;
+            let id = f.commit("long", tip, i, &text(i)).await;
             ids.push(id);
             tip = Some(id);
         }
-        commit("keeps", None, 100, text(5)).await;
+        f.commit("keeps", None, 100, &text(5)).await;
         let mut fork = Some(ids[30]);
         for i in 0..5 {
-            fork = Some(commit("fork", fork, 200 + i, format!("fork {i}\n")).await);
+            fork = Some(
+                f.commit("fork", fork, 200 + i, &format!("fork {i}\n"))
+                    .await,
+            );
         }
         for at in [ids[59], ids[20], fork.unwrap()] {
-            svc.materialize(&tenant, &at, Stop::Root, None)
+            f.svc
+                .materialize(&f.tenant, &at, Stop::Root, None)
                 .await
                 .unwrap();
         }
-        svc.flush_cache_writes().await;
-        let erased = svc
-            .erase_session(&tenant, &sid("long"), true)
+        f.svc.flush_cache_writes().await;
+        let erased = f
+            .svc
+            .erase_session(&f.tenant, &sid("long"), true)
             .await
             .unwrap();
         // What is left: every commit of the tenant, by session.
         let mut left = Vec::new();
         for s in ["long", "fork", "keeps"] {
-            for c in meta.session_commits(&tenant, &sid(s)).await.unwrap() {
+            for c in f.meta.session_commits(&f.tenant, &sid(s)).await.unwrap() {
                 left.push(format!("{s} {}", c.artifact_size));
             }
         }
         for i in 0..60 {
             let art = crate::id::ArtifactRef::of(text(i).as_bytes());
-            if blobs.size(&tenant, &art).await.unwrap().is_some() {
+            if f.blobs.size(&f.tenant, &art).await.unwrap().is_some() {
                 left.push(format!("bytes of turn {i}"));
             }
         }
