@@ -28,7 +28,6 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::format::FormatId;
 use crate::format::canonical::{Block, Conversation, ImageSource, Message, Role};
 use crate::id::{ArtifactRef, Principal, TenantId};
-use crate::store::BlobArea;
 use crate::summarize::{Content, FAILED_MARKER, SummaryInput};
 
 /// The most commits one window answer carries (the newest are kept).
@@ -268,12 +267,7 @@ impl Service {
         )
         .await?;
         for old in dropped {
-            if meta.artifact_users(tenant, &old, 1).await?.is_empty() {
-                self.stores
-                    .blobs
-                    .remove(tenant, BlobArea::Cache, &old)
-                    .await?;
-            }
+            self.remove_cached_unless_used(tenant, &old).await?;
         }
         Ok(())
     }

@@ -568,9 +568,7 @@ impl Service {
             // Joined windows handed out: ephemeral, in the cache area.
             let windows = rec.windows.unwrap_or_default();
             for w in &windows {
-                if meta.artifact_users(tenant, w, 1).await?.is_empty()
-                    && self.stores.blobs.remove(tenant, BlobArea::Cache, w).await?
-                {
+                if self.remove_cached_unless_used(tenant, w).await? {
                     report.artifacts += 1;
                 }
             }
@@ -619,6 +617,26 @@ impl Service {
             report.artifacts += 1;
         }
         Ok(())
+    }
+
+    /// Removes the cached copy of `art` (a result or a joined window:
+    /// ephemeral, in the cache area) unless a commit or cache entry names
+    /// the same bytes; true when it was there.
+    pub(super) async fn remove_cached_unless_used(
+        &self,
+        tenant: &TenantId,
+        art: &ArtifactRef,
+    ) -> Result<bool> {
+        if !self
+            .stores
+            .meta
+            .artifact_users(tenant, art, 1)
+            .await?
+            .is_empty()
+        {
+            return Ok(false);
+        }
+        self.stores.blobs.remove(tenant, BlobArea::Cache, art).await
     }
 
     /// Deletes `art` unless a commit or cache entry outside `doomed` uses

@@ -181,10 +181,8 @@ impl Service {
             .await?;
         match meta.put_materialized(tenant, key, m).await {
             Err(e) if e.kind == ErrorKind::NotFound => {
-                let art = &m.artifact_ref;
-                if meta.artifact_users(tenant, art, 1).await?.is_empty() {
-                    blobs.remove(tenant, BlobArea::Cache, art).await?;
-                }
+                self.remove_cached_unless_used(tenant, &m.artifact_ref)
+                    .await?;
                 Ok(())
             }
             Err(e) => Err(e),
