@@ -13,8 +13,8 @@
 //! its parent; then the session's or principal's own, which a re-run
 //! finds by their own lookup, many at once (16; a session of a thousand
 //! commits is about 9,000 requests on AWS, too many in a row for one API
-//! request). For each commit, in this order: its
-//! cache entries (the artifact, then the entry), its artifact, the commit
+//! request). For each commit, in this order: its cache entries (the
+//! artifact, then the entry), its artifact, the commit
 //! itself with its timeline entry, and last the cache entries it has
 //! again: a materialize that read the commit before the erase may have
 //! cached its result since the entries were listed, and the store takes
@@ -25,8 +25,9 @@
 //!
 //! Interrupted anywhere, the commits not yet removed are still found by
 //! their session or their principal's timeline (and the descendants
-//! outside them by their parents, which are removed only after them), and the agent files they fed are removed before them,
-//! so running the erase again finishes it. Meanwhile a reader may find a
+//! outside them by their parents, which are removed only after them),
+//! and the agent files they fed are removed before them, so running the
+//! erase again finishes it. Meanwhile a reader may find a
 //! commit or cache entry of the erase whose artifact is already gone: that
 //! is answered as a missing artifact naming the commit, never as other
 //! bytes.

@@ -194,16 +194,15 @@ pub fn checkpoint_wal(data_dir: &Path) -> Result<()> {
     if !path.exists() {
         return Ok(());
     }
-    let truncated = Connection::open(&path).and_then(|conn| {
+    let truncate = || -> Result<(), LocalError> {
+        let conn = Connection::open(&path)?;
         conn.busy_timeout(WAL_TRUNCATE_WAIT)?;
-        Ok(truncate_wal(&conn))
-    });
-    match truncated {
-        Ok(Ok(())) => Ok(()),
-        Ok(Err(e)) => Err(e.into()),
-        Err(e) => Err(sql(e)),
-    }
-    .map_err(|e: Error| Error::unavailable(format!("{}: {}", path.display(), e.message)))
+        truncate_wal(&conn)
+    };
+    truncate().map_err(|e| {
+        let e: Error = e.into();
+        Error::unavailable(format!("{}: {}", path.display(), e.message))
+    })
 }
 
 /// How long [`truncate_wal`] keeps trying while another checkpoint holds
@@ -235,7 +234,7 @@ fn truncate_wal(conn: &Connection) -> Result<(), LocalError> {
         let left = deadline.saturating_duration_since(std::time::Instant::now());
         if left.is_zero() {
             return Err(Error::unavailable(
-                "a reader held the write-ahead log: it was not truncated (removed bytes may remain in it until the next compaction)",
+                "a reader or another checkpoint held the write-ahead log: it was not truncated (removed bytes may remain in it until the next compaction)",
             )
             .into());
         }
