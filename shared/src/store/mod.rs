@@ -719,8 +719,9 @@ pub trait MetaStore: Send + Sync + 'static {
     /// stores that manage their own space and whose deletes are final.
     ///
     /// # Errors
-    /// `Unavailable`, also when a reader or another checkpoint held the write-ahead log (past a wait of 10 s) so that
-    /// removed bytes may remain in it until the next compaction.
+    /// `Unavailable`, also when a reader or another checkpoint held the
+    /// write-ahead log (past a wait of 10 s) so that removed bytes may
+    /// remain in it until the next compaction.
     async fn compact(&self) -> Result<u64> {
         Ok(0)
     }
