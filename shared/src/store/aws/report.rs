@@ -83,9 +83,17 @@ fn request(parent: Option<CommitId>, i: u64, principal: &str) -> NewCommit {
     }
 }
 
-/// A service over `blobs` and `meta` storing small deltas inline, or
-/// (`inline` false) none, with the hot result cache off: the counts are
-/// what a Lambda makes, and the Lambdas run without it (`template.yaml`).
+/// A service over `stores` as the Lambdas run it (`template.yaml`): no
+/// results held in memory, so each materialize has stored its result when
+/// it answers. With results held they are stored behind the answer, and
+/// what a count (or a test) then finds in the tables and the bucket would
+/// depend on timing.
+pub fn lambda_service(stores: Stores, clock: Arc<dyn Clock>) -> Service {
+    Service::new(stores, clock).with_hot_cache(0)
+}
+
+/// A Lambda's service over `blobs` and `meta` storing small deltas
+/// inline, or (`inline` false) none.
 fn service(
     blobs: super::S3BlobStore,
     meta: super::DynamoMetaStore,
@@ -93,14 +101,13 @@ fn service(
     inline: bool,
 ) -> Service {
     let limits = crate::service::Limits::default();
-    Service::new(
+    lambda_service(
         Stores {
             blobs: Arc::new(blobs),
             meta: Arc::new(meta),
         },
         clock,
     )
-    .with_hot_cache(0)
     .with_limits(crate::service::Limits {
         inline_delta_bytes: if inline { limits.inline_delta_bytes } else { 0 },
         ..limits

@@ -8,16 +8,7 @@ use std::sync::Arc;
 use super::*;
 use crate::store::conformance::{self, Backend, Capabilities};
 
-/// A service as the Lambdas run it: no results held in memory, so each
-/// materialize has stored its result when it answers (with results held,
-/// they are stored behind the answer, and what a test then finds in the
-/// tables and the bucket would depend on timing).
-fn lambda_service(
-    stores: crate::store::Stores,
-    clock: Arc<dyn crate::clock::Clock>,
-) -> crate::service::Service {
-    crate::service::Service::new(stores, clock).with_hot_cache(0)
-}
+use super::report::lambda_service;
 
 pub(crate) fn emulator() -> Option<AwsConfig> {
     crate::config::Config::emulator_from_env().map(|c| {
