@@ -606,13 +606,7 @@ impl Service {
         art: &ArtifactRef,
         report: &mut Erased,
     ) -> Result<()> {
-        if !self
-            .stores
-            .meta
-            .artifact_users(tenant, art, 1)
-            .await?
-            .is_empty()
-        {
+        if self.in_use(tenant, art).await? {
             report.artifacts_shared += 1;
         } else if self.stores.blobs.delete(tenant, art).await? {
             report.artifacts += 1;
@@ -628,16 +622,16 @@ impl Service {
         tenant: &TenantId,
         art: &ArtifactRef,
     ) -> Result<bool> {
-        if !self
-            .stores
-            .meta
-            .artifact_users(tenant, art, 1)
-            .await?
-            .is_empty()
-        {
+        if self.in_use(tenant, art).await? {
             return Ok(false);
         }
         self.stores.blobs.remove(tenant, BlobArea::Cache, art).await
+    }
+
+    /// Whether a commit or cache entry names the bytes `art`.
+    async fn in_use(&self, tenant: &TenantId, art: &ArtifactRef) -> Result<bool> {
+        let users = self.stores.meta.artifact_users(tenant, art, 1).await?;
+        Ok(!users.is_empty())
     }
 
     /// Deletes `art` unless a commit or cache entry outside `doomed` uses
