@@ -10,26 +10,30 @@
 //! for request heads, for idle connections and for request bodies, and the
 //! router's in-flight budget of body bytes
 //! ([`ctx_core::api::limits`]).
+//!
+//! The accept loop and its connection limits are in `conn`, the token
+//! administration in `tokens`.
 
-use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::os::unix::fs::OpenOptionsExt;
-use std::path::{Path, PathBuf};
-use std::pin::{Pin, pin};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll};
+use std::path::PathBuf;
+use std::pin::pin;
+use std::sync::Arc;
 use std::time::Duration;
 
 use ctx_core::api::limits::{InFlightBudget, with_in_flight_budget};
 use ctx_core::api::{AppState, Group, router};
-use ctx_core::auth::{Authenticator, TokenAuth, new_token, token_hash};
+use ctx_core::auth::{Authenticator, TokenAuth};
 use ctx_core::config::{self, Config, ServerLimits};
 use ctx_core::service::{BatchOptions, Service};
-use ctx_core::store::local::SqliteMetaStore;
-use ctx_core::store::{TokenRecord, TokenStore};
 use ctx_core::wiring::{Backends, Needs};
-use ctx_core::{Clock, Error, OsRandom, Result, SystemClock, TenantId};
+use ctx_core::{Clock, Error, Result, SystemClock};
+
+mod conn;
+mod tokens;
+
+use conn::{ConnState, OpenConns, connection_cap, serve_connection, take_slot};
+pub use tokens::{DEFAULT_TENANT, add_token, list_tokens, revoke_token, token_file};
+use tokens::{FirstToken, ensure_first_token};
 
 /// Which backends `ctx serve` runs on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -109,14 +113,6 @@ impl ServeArgs {
     }
 }
 
-/// The tenant the first token is made for.
-pub const DEFAULT_TENANT: &str = "default";
-
-/// The file holding the first token, under the data directory.
-pub fn token_file(data: &Path) -> PathBuf {
-    data.join("token")
-}
-
 /// A running server.
 pub struct Server {
     /// Where it listens.
@@ -138,10 +134,6 @@ pub struct Server {
     /// The service the batch and the retention pass run on, whose
     /// background cache writes land before `run` returns.
     service: Arc<Service>,
-}
-
-fn open_tokens(data: &Path) -> Result<SqliteMetaStore> {
-    SqliteMetaStore::open(data)
 }
 
 /// Builds the backends `config` names (with context folding: branches
@@ -375,243 +367,6 @@ async fn retain_every(service: Arc<Service>, policy: config::Retention, every: D
     }
 }
 
-/// `max_connections`, but at most the open-file limit less 64 descriptors
-/// for the stores, logs and the listener, and at least 1.
-fn connection_cap(max_connections: usize) -> usize {
-    let mut limit = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit only writes the struct it is given.
-    let known = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &raw mut limit) } == 0;
-    let by_files = if known && limit.rlim_cur != libc::RLIM_INFINITY {
-        usize::try_from(limit.rlim_cur.saturating_sub(64)).unwrap_or(usize::MAX)
-    } else {
-        usize::MAX
-    };
-    max_connections.min(by_files).max(1)
-}
-
-/// A connection slot. At the cap, idle connections are asked to close, the
-/// oldest first, until one is free; meanwhile further clients wait in the
-/// listen backlog (holding no descriptor of ours).
-async fn take_slot(
-    slots: &Arc<tokio::sync::Semaphore>,
-    open: &OpenConns,
-) -> tokio::sync::OwnedSemaphorePermit {
-    loop {
-        if let Ok(permit) = slots.clone().try_acquire_owned() {
-            return permit;
-        }
-        open.close_oldest_idle();
-        // A connection busy reading a request head does not close at once:
-        // ask another one if no slot is free soon.
-        if let Ok(Ok(permit)) =
-            tokio::time::timeout(Duration::from_millis(50), slots.clone().acquire_owned()).await
-        {
-            return permit;
-        }
-    }
-}
-
-/// The open connections, by the order they were accepted.
-#[derive(Default)]
-struct OpenConns(Mutex<BTreeMap<u64, Arc<ConnState>>>);
-
-impl OpenConns {
-    fn map(&self) -> std::sync::MutexGuard<'_, BTreeMap<u64, Arc<ConnState>>> {
-        // A panic while holding the lock leaves the map itself consistent.
-        self.0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
-    fn insert(&self, id: u64, conn: Arc<ConnState>) {
-        self.map().insert(id, conn);
-    }
-
-    fn remove(&self, id: u64) {
-        self.map().remove(&id);
-    }
-
-    /// Asks the oldest connection with no request in progress (and not
-    /// asked before) to close.
-    fn close_oldest_idle(&self) {
-        let map = self.map();
-        if let Some(conn) = map
-            .values()
-            .find(|c| c.busy.load(Ordering::Acquire) == 0 && !c.asked.swap(true, Ordering::AcqRel))
-        {
-            conn.close.notify_one();
-        }
-    }
-}
-
-/// What the accept loop and the connection's task share.
-struct ConnState {
-    /// Requests in progress.
-    busy: AtomicUsize,
-    /// When the last request ended (or the connection opened).
-    last_active: Mutex<tokio::time::Instant>,
-    /// The accept loop asked it to close.
-    asked: AtomicBool,
-    close: tokio::sync::Notify,
-}
-
-impl Default for ConnState {
-    fn default() -> Self {
-        ConnState {
-            busy: AtomicUsize::new(0),
-            last_active: Mutex::new(tokio::time::Instant::now()),
-            asked: AtomicBool::new(false),
-            close: tokio::sync::Notify::new(),
-        }
-    }
-}
-
-impl ConnState {
-    fn last_active(&self) -> tokio::time::Instant {
-        *self
-            .last_active
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
-    /// When to look again whether the connection has been idle for
-    /// `idle`: `Some(deadline)` passed means it has.
-    fn idle_deadline(&self, idle: Duration) -> (tokio::time::Instant, bool) {
-        if self.busy.load(Ordering::Acquire) > 0 {
-            (tokio::time::Instant::now() + idle, false)
-        } else {
-            (self.last_active() + idle, true)
-        }
-    }
-}
-
-/// Counts a request in progress on its connection until dropped (answered
-/// or abandoned).
-struct InProgress(Arc<ConnState>);
-
-impl InProgress {
-    fn new(conn: Arc<ConnState>) -> Self {
-        conn.busy.fetch_add(1, Ordering::AcqRel);
-        InProgress(conn)
-    }
-}
-
-impl Drop for InProgress {
-    fn drop(&mut self) {
-        *self
-            .0
-            .last_active
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = tokio::time::Instant::now();
-        self.0.busy.fetch_sub(1, Ordering::AcqRel);
-    }
-}
-
-/// Serves one connection until it closes: by the client, by hyper's
-/// header-read timeout, after `idle_timeout` with no request in progress,
-/// when the accept loop needs its slot, or at shutdown.
-async fn serve_connection(
-    stream: tokio::net::TcpStream,
-    app: axum::Router,
-    conn: Arc<ConnState>,
-    limits: ServerLimits,
-    mut stop: tokio::sync::watch::Receiver<bool>,
-) {
-    let body_timeout = limits.body_read_timeout;
-    let state = conn.clone();
-    let service = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
-        use tower::ServiceExt as _;
-        let in_progress = InProgress::new(state.clone());
-        let req = req.map(|body| axum::body::Body::new(TimedBody::new(body, body_timeout)));
-        let app = app.clone();
-        async move {
-            let resp = app.oneshot(req).await;
-            drop(in_progress);
-            resp
-        }
-    });
-    let mut builder = hyper::server::conn::http1::Builder::new();
-    builder
-        .timer(hyper_util::rt::TokioTimer::new())
-        .header_read_timeout(limits.header_read_timeout);
-    let mut served = pin!(builder.serve_connection(hyper_util::rt::TokioIo::new(stream), service));
-    let mut closing = false;
-    loop {
-        let (deadline, idle) = conn.idle_deadline(limits.idle_timeout);
-        tokio::select! {
-            done = served.as_mut() => {
-                if let Err(e) = done {
-                    tracing::debug!(error = %e, "connection ended");
-                }
-                return;
-            }
-            () = conn.close.notified(), if !closing => {}
-            _ = stop.changed(), if !closing => {}
-            () = tokio::time::sleep_until(deadline), if !closing => {
-                if !idle || conn.idle_deadline(limits.idle_timeout).0 > tokio::time::Instant::now() {
-                    continue;
-                }
-            }
-        }
-        // Closes an idle connection at once; one with a request in
-        // progress after its response.
-        served.as_mut().graceful_shutdown();
-        closing = true;
-    }
-}
-
-/// A request body that fails once `timeout` has passed since the request
-/// arrived; the connection is then closed.
-struct TimedBody {
-    inner: hyper::body::Incoming,
-    deadline: Pin<Box<tokio::time::Sleep>>,
-    timeout: Duration,
-}
-
-impl TimedBody {
-    fn new(inner: hyper::body::Incoming, timeout: Duration) -> Self {
-        TimedBody {
-            inner,
-            deadline: Box::pin(tokio::time::sleep(timeout)),
-            timeout,
-        }
-    }
-}
-
-impl hyper::body::Body for TimedBody {
-    type Data = hyper::body::Bytes;
-    type Error = Box<dyn std::error::Error + Send + Sync>;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<hyper::body::Frame<Self::Data>, Self::Error>>> {
-        let this = &mut *self;
-        if let Poll::Ready(frame) = Pin::new(&mut this.inner).poll_frame(cx) {
-            return Poll::Ready(frame.map(|f| f.map_err(Into::into)));
-        }
-        if this.deadline.as_mut().poll(cx).is_ready() {
-            let secs = this.timeout.as_secs();
-            return Poll::Ready(Some(Err(format!(
-                "the request body did not arrive within {secs} s (CTX_BODY_READ_TIMEOUT_SECS)"
-            )
-            .into())));
-        }
-        Poll::Pending
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
-    }
-
-    fn size_hint(&self) -> hyper::body::SizeHint {
-        self.inner.size_hint()
-    }
-}
-
 /// `ctx serve`: prepares the server, says where it listens (and the token
 /// it made, if it made one), and serves until SIGINT or SIGTERM.
 ///
@@ -656,92 +411,11 @@ async fn shutdown_signal() {
     }
 }
 
-/// What start-up did about the first token.
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum FirstToken {
-    /// Made a new one (saved in `<data>/token`).
-    Created(String),
-    /// Registered the one on file again.
-    Reused,
-}
-
-/// Makes a token for the default tenant when no token exists yet, and
-/// writes it to `<data>/token` with mode 0600; a store that starts empty
-/// (memory) registers the token on file again instead.
-async fn ensure_first_token(
-    data: &Path,
-    tokens: &dyn TokenStore,
-    clock: &dyn Clock,
-) -> Result<Option<FirstToken>> {
-    let file = token_file(data);
-    if !tokens.list_tokens().await?.is_empty() {
-        return Ok(None);
-    }
-    // A memory store starts empty every time: reuse the token on file so
-    // clients keep working across restarts.
-    let (token, reused) = match std::fs::read_to_string(&file) {
-        Ok(t) if !t.trim().is_empty() => (t.trim().to_owned(), true),
-        _ => (new_token(&OsRandom), false),
-    };
-    let tenant: TenantId = DEFAULT_TENANT.parse()?;
-    tokens
-        .add_token(&token_hash(&token), &tenant, clock.now())
-        .await?;
-    if reused {
-        return Ok(Some(FirstToken::Reused));
-    }
-    write_secret(&file, &token)
-        .map_err(|e| Error::unavailable(format!("cannot write {}: {e}", file.display())))?;
-    Ok(Some(FirstToken::Created(token)))
-}
-
-fn write_secret(path: &Path, secret: &str) -> std::io::Result<()> {
-    use std::io::Write;
-    let tmp = path.with_extension("tmp");
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&tmp)?;
-    f.write_all(format!("{secret}\n").as_bytes())?;
-    f.sync_all()?;
-    std::fs::rename(&tmp, path)
-}
-
-/// `ctx tokens add`: a new token for `tenant`, returned once.
-///
-/// # Errors
-/// When the token table cannot be written.
-pub async fn add_token(data: &Path, tenant: &TenantId) -> Result<(String, TokenRecord)> {
-    let store = open_tokens(data)?;
-    let token = new_token(&OsRandom);
-    let rec = store
-        .add_token(&token_hash(&token), tenant, SystemClock.now())
-        .await?;
-    Ok((token, rec))
-}
-
-/// `ctx tokens list`.
-///
-/// # Errors
-/// When the token table cannot be read.
-pub async fn list_tokens(data: &Path) -> Result<Vec<TokenRecord>> {
-    open_tokens(data)?.list_tokens().await
-}
-
-/// `ctx tokens revoke`: false when no token had that id.
-///
-/// # Errors
-/// When the token table cannot be written.
-pub async fn revoke_token(data: &Path, id: &str) -> Result<bool> {
-    open_tokens(data)?.revoke_token(id).await
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use clap::Parser as _;
+    use ctx_core::TenantId;
 
     #[derive(clap::Parser)]
     struct Serve {

@@ -1,0 +1,406 @@
+//! `ctx hook claude-code`: a transcript's complete new lines
+//! checkpointed onto the session's ref, with per-session progress kept
+//! under the data directory and pending lines retried.
+
+use std::collections::HashSet;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use ctx_core::format::segments;
+use ctx_core::store::RefMove;
+use ctx_core::wire::{CheckpointRequest, MaterializeRequest};
+use ctx_core::{CommitId, Error, ErrorKind, Principal, RefName, Result, SessionId, Trigger};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::client::Client;
+use crate::commands::wire_value;
+use crate::import::segment_request;
+
+use super::install::write_atomically;
+use super::{HOOK_TIMEOUT, HookArgs, HookCommand, RETRY_OTHERS, project_key, session_ref};
+
+/// The JSON a Claude Code hook receives on stdin (the fields ctx uses).
+#[derive(Debug, Deserialize)]
+struct HookInput {
+    session_id: String,
+    transcript_path: PathBuf,
+    #[serde(default)]
+    cwd: Option<PathBuf>,
+    #[serde(default)]
+    hook_event_name: Option<String>,
+}
+
+/// What the hook remembers of one session.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub(super) struct HookState {
+    /// The session's ref.
+    #[serde(rename = "ref")]
+    pub(super) ref_name: String,
+    /// The session id, as the hook got it.
+    pub(super) session_id: String,
+    /// The transcript file.
+    pub(super) transcript_path: PathBuf,
+    /// Bytes of the transcript checkpointed so far.
+    pub(super) offset: u64,
+    /// Where the hook left the ref.
+    pub(super) tip: Option<CommitId>,
+    /// The event of the newest hook run (its checkpoint trigger).
+    pub(super) event: String,
+    /// Lines are waiting: the last attempt failed.
+    pub(super) pending: bool,
+    /// Why it failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) error: Option<String>,
+}
+
+/// Runs `ctx hook claude-code`: always `Ok` (exit 0), reporting failures
+/// as warnings.
+///
+/// # Errors
+/// None: a hook must not fail Claude Code.
+pub async fn run_hook(cmd: HookCommand) -> Result<()> {
+    let HookCommand::ClaudeCode(a) = cmd;
+    let mut input = String::new();
+    if let Err(e) = std::io::stdin().read_to_string(&mut input) {
+        eprintln!("ctx hook: warning: cannot read the hook's input: {e}");
+        return Ok(());
+    }
+    let state_dir = state_dir(&a.remote.data);
+    let current = match hook_once(&a, &state_dir, &input).await {
+        Ok(path) => Some(path),
+        Err((path, e)) => {
+            eprintln!(
+                "ctx hook: warning: {}{}",
+                e.message,
+                if path.is_some() {
+                    " (the lines are kept; the next hook retries them)"
+                } else {
+                    ""
+                }
+            );
+            path
+        }
+    };
+    retry_pending(&a, &state_dir, current.as_deref()).await;
+    Ok(())
+}
+
+/// Where the hook keeps its per-session state.
+pub(super) fn state_dir(data: &Path) -> PathBuf {
+    data.join("hooks").join("claude-code")
+}
+
+/// The state file of a session.
+pub(super) fn state_path(dir: &Path, project_key: &str, session: &str) -> PathBuf {
+    dir.join(project_key).join(format!("{session}.json"))
+}
+
+/// The hook's work for its own session; the state file it used (if it got
+/// that far) either way.
+async fn hook_once(
+    a: &HookArgs,
+    dir: &Path,
+    input: &str,
+) -> std::result::Result<PathBuf, (Option<PathBuf>, Error)> {
+    let hook: HookInput = serde_json::from_str(input).map_err(|e| {
+        (
+            None,
+            Error::invalid("stdin", format!("the hook's input is not its JSON: {e}")),
+        )
+    })?;
+    if hook.session_id.is_empty()
+        || hook.session_id.contains(['/', '\\'])
+        || hook.session_id.starts_with('.')
+    {
+        return Err((
+            None,
+            Error::invalid(
+                "session_id",
+                format!("session_id {:?} cannot name a file", hook.session_id),
+            ),
+        ));
+    }
+    let project_key = hook
+        .transcript_path
+        .parent()
+        .and_then(Path::file_name)
+        .map(|n| n.to_string_lossy().into_owned())
+        .filter(|n| !n.is_empty())
+        .unwrap_or_else(|| project_key(hook.cwd.as_deref().unwrap_or(Path::new("."))));
+    let path = state_path(dir, &project_key, &hook.session_id);
+    let mut state = match read_state(&path) {
+        Some(s) if s.transcript_path == hook.transcript_path => s,
+        _ => HookState {
+            ref_name: session_ref(&project_key, &hook.session_id),
+            session_id: hook.session_id.clone(),
+            transcript_path: hook.transcript_path.clone(),
+            ..HookState::default()
+        },
+    };
+    state.event = hook.hook_event_name.unwrap_or_else(|| "Stop".to_owned());
+    let result = sync(a, &mut state).await;
+    if let Err(e) = &result {
+        state.pending = true;
+        state.error = Some(e.message.clone());
+    }
+    if let Err(e) = write_state(&path, &state) {
+        return Err((None, e));
+    }
+    result.map(|_| path.clone()).map_err(|e| (Some(path), e))
+}
+
+/// Retries other sessions whose lines are pending, quietly but for a
+/// warning per failure.
+async fn retry_pending(a: &HookArgs, dir: &Path, current: Option<&Path>) {
+    let Ok(projects) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let mut tried = 0;
+    for project in projects.flatten() {
+        let Ok(files) = std::fs::read_dir(project.path()) else {
+            continue;
+        };
+        for file in files.flatten() {
+            let path = file.path();
+            if tried >= RETRY_OTHERS {
+                return;
+            }
+            if Some(path.as_path()) == current {
+                continue;
+            }
+            let Some(mut state) = read_state(&path).filter(|s| s.pending) else {
+                continue;
+            };
+            tried += 1;
+            match sync(a, &mut state).await {
+                Ok(_) => {}
+                Err(e) => {
+                    eprintln!(
+                        "ctx hook: warning: session {} still pending: {}",
+                        state.session_id, e.message
+                    );
+                    state.error = Some(e.message);
+                }
+            }
+            if let Err(e) = write_state(&path, &state) {
+                eprintln!("ctx hook: warning: {}", e.message);
+            }
+        }
+    }
+}
+
+fn read_state(path: &Path) -> Option<HookState> {
+    serde_json::from_slice(&std::fs::read(path).ok()?).ok()
+}
+
+pub(super) fn write_state(path: &Path, state: &HookState) -> Result<()> {
+    let dir = path.parent().expect("state files have a parent");
+    std::fs::create_dir_all(dir)
+        .map_err(|e| Error::unavailable(format!("cannot create {}: {e}", dir.display())))?;
+    let bytes = serde_json::to_vec_pretty(state).map_err(|e| Error::internal(e.to_string()))?;
+    write_atomically(path, &bytes)
+}
+
+/// The checkpoint trigger of a hook event.
+fn trigger_of(event: &str) -> Trigger {
+    match event {
+        "PreCompact" => Trigger::Compaction,
+        "SessionEnd" => Trigger::SessionEnd,
+        _ => Trigger::TurnBoundary,
+    }
+}
+
+/// Checkpoints the complete lines of `state`'s transcript past its offset
+/// onto its ref, moving the offset and tip on success; the commits made.
+async fn sync(a: &HookArgs, state: &mut HookState) -> Result<usize> {
+    let (tail, complete) = read_tail(state)?;
+    if complete == 0 {
+        state.pending = false;
+        state.error = None;
+        return Ok(0);
+    }
+    let end = state.offset + complete as u64;
+    let new = &tail[..complete];
+    let name: RefName = state.ref_name.parse()?;
+    let client = a
+        .remote
+        .client()?
+        .with_timeout(HOOK_TIMEOUT)
+        .map_err(|e| Error::internal(format!("HTTP client: {e}")))?;
+    let principal: Principal = wire_value("principal", &a.principal)?;
+    let session: Option<SessionId> = state.session_id.parse().ok();
+    let trigger = trigger_of(&state.event);
+    // A writer that moved the ref since may hold some of these lines.
+    for _ in 0..4 {
+        let tip = match client.get_ref(&name).await {
+            Ok(r) => Some(r.target),
+            Err(e) if e.kind == ErrorKind::NotFound => None,
+            Err(e) => return Err(e),
+        };
+        let lines = match &tip {
+            Some(t) if state.tip.as_ref() != Some(t) => {
+                drop_known(new, &known_uuids(&client, t, state.tip.as_ref()).await?)
+            }
+            _ => new.to_vec(),
+        };
+        if lines.is_empty() {
+            state.tip = tip;
+            state.offset = end;
+            state.pending = false;
+            state.error = None;
+            return Ok(0);
+        }
+        match append(
+            &client,
+            &lines,
+            tip,
+            &name,
+            &principal,
+            &a.template,
+            session.as_ref(),
+            trigger,
+        )
+        .await
+        {
+            Ok((new_tip, made)) => {
+                state.tip = Some(new_tip);
+                state.offset = end;
+                state.pending = false;
+                state.error = None;
+                return Ok(made);
+            }
+            Err(e) if e.kind == ErrorKind::Conflict => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Err(Error::conflict(
+        format!("ref {name} kept moving under the hook"),
+        None,
+    ))
+}
+
+/// The `uuid` of every entry the chain at `tip` added after `since` (the
+/// tip this hook left: our new lines come after it, so only what others
+/// added since can overlap them), or from the root when `since` is unknown
+/// or no longer an ancestor (the ref was moved elsewhere).
+async fn known_uuids(
+    client: &Client,
+    tip: &CommitId,
+    since: Option<&CommitId>,
+) -> Result<HashSet<String>> {
+    let from_root = transcript_request()?;
+    let req = match since {
+        Some(s) => crate::commands::materialize::request(Some(&s.to_string()), Some(CLAUDE_CODE))?,
+        None => from_root.clone(),
+    };
+    let bytes = match client.materialize_and_download(tip, &req).await {
+        Ok((_, b)) => b,
+        Err(e) if since.is_some() && e.kind == ErrorKind::Invalid => {
+            client.materialize_and_download(tip, &from_root).await?.1
+        }
+        Err(e) => return Err(e),
+    };
+    Ok(bytes
+        .split(|&b| b == b'\n')
+        .filter_map(|l| serde_json::from_slice::<Value>(l).ok())
+        .filter_map(|v| v.get("uuid").and_then(Value::as_str).map(str::to_owned))
+        .collect())
+}
+
+/// The transcript past `state`'s offset and how many of its bytes end in
+/// a newline (complete lines); only those bytes are read. A file shorter
+/// than the offset was rewritten: the hook starts it over (the uuids
+/// already in the chain keep it from holding anything twice).
+fn read_tail(state: &mut HookState) -> Result<(Vec<u8>, usize)> {
+    use std::io::{Seek, SeekFrom};
+    let path = &state.transcript_path;
+    let unreadable = |e: std::io::Error| {
+        Error::unavailable(format!(
+            "cannot read the transcript {}: {e}",
+            path.display()
+        ))
+    };
+    let mut file = std::fs::File::open(path).map_err(unreadable)?;
+    let len = file.metadata().map_err(unreadable)?.len();
+    if state.offset > len {
+        state.offset = 0;
+        state.tip = None;
+    }
+    file.seek(SeekFrom::Start(state.offset))
+        .map_err(unreadable)?;
+    let mut tail = Vec::new();
+    file.read_to_end(&mut tail).map_err(unreadable)?;
+    let complete = tail.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+    Ok((tail, complete))
+}
+
+/// The format of Claude Code transcripts.
+const CLAUDE_CODE: &str = "claude-code-v1";
+
+/// The whole transcript: `stop: root`, as `claude-code-v1`.
+pub(super) fn transcript_request() -> Result<MaterializeRequest> {
+    crate::commands::materialize::request(Some("root"), Some(CLAUDE_CODE))
+}
+
+/// The lines of `lines` whose `uuid` is not in `known`.
+fn drop_known(lines: &[u8], known: &HashSet<String>) -> Vec<u8> {
+    let mut out = Vec::with_capacity(lines.len());
+    for line in lines.split_inclusive(|&b| b == b'\n') {
+        let uuid = serde_json::from_slice::<Value>(line)
+            .ok()
+            .and_then(|v| v.get("uuid").and_then(Value::as_str).map(str::to_owned));
+        if uuid.is_none_or(|u| !known.contains(&u)) {
+            out.extend_from_slice(line);
+        }
+    }
+    out
+}
+
+/// Checkpoints `lines` after `tip`, a commit per turn and per compaction
+/// (as `ctx import` cuts them), the last one moving `name` from `tip`.
+/// Each commit's time is its newest entry's, so a retry whose answer was
+/// lost finds the same commits. The new tip and the commits made.
+#[allow(clippy::too_many_arguments)]
+async fn append(
+    client: &Client,
+    lines: &[u8],
+    tip: Option<CommitId>,
+    name: &RefName,
+    principal: &Principal,
+    template: &str,
+    session: Option<&SessionId>,
+    trigger: Trigger,
+) -> Result<(CommitId, usize)> {
+    let segs = segments(lines)?;
+    let mut parent = tip;
+    for (i, seg) in segs.iter().enumerate() {
+        let text = std::str::from_utf8(&lines[seg.range.clone()])
+            .map_err(|e| Error::invalid("transcript", format!("not UTF-8: {e}")))?;
+        let req = CheckpointRequest {
+            session_id: session.cloned(),
+            ref_move: (i + 1 == segs.len()).then(|| RefMove {
+                name: name.clone(),
+                expected: tip,
+            }),
+            ..segment_request(seg, text, parent, trigger, principal, template)
+        };
+        parent = Some(client.checkpoint(&req).await?.commit.id);
+    }
+    Ok((parent.expect("segments cover non-empty lines"), segs.len()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn known_lines_are_dropped_by_uuid() {
+        let known: HashSet<String> = ["u1".to_owned()].into();
+        let lines = b"{\"uuid\":\"u1\"}\n{\"uuid\":\"u2\"}\n{\"type\":\"summary\"}\n";
+        assert_eq!(
+            drop_known(lines, &known),
+            b"{\"uuid\":\"u2\"}\n{\"type\":\"summary\"}\n"
+        );
+    }
+}
