@@ -10,6 +10,7 @@ returns a :class:`Call`; :class:`ctx_client.Client` sends it with
 from __future__ import annotations
 
 import email.utils
+import importlib.metadata
 import json
 import time
 from collections.abc import Callable
@@ -23,7 +24,11 @@ from .errors import CtxError, error_from_response
 T = TypeVar("T")
 
 DEFAULT_URL = "http://127.0.0.1:7878"
-USER_AGENT = "ctx-client-python/0.1.0"
+try:
+    VERSION = importlib.metadata.version("ctx-client")
+except importlib.metadata.PackageNotFoundError:  # a source tree that was never installed
+    VERSION = "0+unknown"
+USER_AGENT = f"ctx-client-python/{VERSION}"
 
 
 @dataclass(frozen=True)
