@@ -10,6 +10,7 @@ Framework adapters live in submodules and need the matching extra:
 ``ctx_client.langgraph`` (``[langgraph]``: LangGraph checkpoint savers).
 """
 
+from ._core import VERSION as __version__
 from ._core import RetryPolicy
 from ._routes import UNSET
 from .client import AsyncClient, Client
@@ -27,6 +28,7 @@ from .errors import (
 )
 
 __all__ = [
+    "__version__",
     "UNSET",
     "AsyncClient",
     "Client",

@@ -1,29 +1,38 @@
 """What the sync and async clients share: how a call is described, how a
 response becomes a value or an exception, and when to retry.
 
-A route is written once, in :mod:`ctx_client._routes`, as a function that
-returns a :class:`Call`; :class:`ctx_client.Client` sends it with
-``httpx.Client`` and :class:`ctx_client.AsyncClient` with
-``httpx.AsyncClient``.
+A route is generated once from the OpenAPI document, in
+:mod:`ctx_client._generated`, as a function that returns a :class:`Call`
+(with the helpers below for its path, query and headers);
+:mod:`ctx_client._routes` gives it the clients' name and arguments;
+:class:`ctx_client.Client` sends it with ``httpx.Client`` and
+:class:`ctx_client.AsyncClient` with ``httpx.AsyncClient``.
 """
 
 from __future__ import annotations
 
 import email.utils
+import importlib.metadata
 import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
+from urllib.parse import quote
 
 import httpx
 
 from .errors import CtxError, error_from_response
 
 T = TypeVar("T")
+U = TypeVar("U")
 
 DEFAULT_URL = "http://127.0.0.1:7878"
-USER_AGENT = "ctx-client-python/0.1.0"
+try:
+    VERSION = importlib.metadata.version("ctx-client")
+except importlib.metadata.PackageNotFoundError:  # a source tree that was never installed
+    VERSION = "0+unknown"
+USER_AGENT = f"ctx-client-python/{VERSION}"
 
 
 @dataclass(frozen=True)
@@ -51,6 +60,46 @@ class Call(Generic[T]):
             kw["content"] = self.content
             kw["headers"].setdefault("content-type", "application/octet-stream")
         return kw
+
+    def then(self, f: Callable[[T], U]) -> Call[U]:
+        """The same request, its answer passed through ``f``."""
+        parse = self.parse
+        return Call(
+            self.method,
+            self.path,
+            lambda resp: f(parse(resp)),
+            self.params,
+            self.json_body,
+            self.has_json,
+            self.content,
+            self.headers,
+        )
+
+
+def seg(value: str) -> str:
+    """One path segment, percent-encoded ('/' included)."""
+    return quote(value, safe="")
+
+
+def name_path(value: str) -> str:
+    """A path parameter that may contain '/' (ref names, file paths)."""
+    return quote(value, safe="/")
+
+
+def query(params: dict[str, str | int | float | bool | None]) -> dict[str, str] | None:
+    """Query parameters as sent: the ``None`` ones left out, booleans as
+    ``true``/``false``; ``None`` when none is left."""
+    out = {
+        k: ("true" if v else "false") if isinstance(v, bool) else str(v)
+        for k, v in params.items()
+        if v is not None
+    }
+    return out or None
+
+
+def present(headers: dict[str, str | None]) -> dict[str, str]:
+    """The headers given a value."""
+    return {k: v for k, v in headers.items() if v is not None}
 
 
 @dataclass(frozen=True)
@@ -155,10 +204,14 @@ __all__ = [
     "DEFAULT_URL",
     "RetryPolicy",
     "check",
+    "name_path",
     "parse_bytes",
     "parse_json",
     "parse_none",
     "parse_text",
+    "present",
+    "query",
     "retry_after_seconds",
     "retryable",
+    "seg",
 ]

@@ -1,22 +1,67 @@
-"""Every route of the API, once: a function per route that builds its
-:class:`~ctx_client._core.Call`. The clients only send them."""
+"""Every route of the API as the clients offer it: a function per route
+that builds its :class:`~ctx_client._core.Call`. The clients only send them.
+
+The routes themselves (method, path, parameters, bodies and answers) are
+generated from the OpenAPI document into :mod:`ctx_client._generated`;
+what is written here is what the document cannot say: the clients' names
+and arguments, their defaults, and how they become a request body.
+"""
 
 from __future__ import annotations
 
 import base64
+from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import Any
-from urllib.parse import quote
+from typing import Any, TypeVar, cast
 
-from ._core import Call, parse_bytes, parse_json, parse_none, parse_text
+from . import _generated as api
+from ._core import Call
 from .models import (
+    AgentSettings,
     ArtifactInfo,
+    BranchCreated,
+    BranchCreateRequest,
+    BranchReturned,
+    BranchStatusResponse,
+    CheckpointRequest,
+    Cleared,
     Commit,
+    CommitType,
+    CompactRequest,
+    CompactResponse,
+    Context,
+    Erased,
+    Evicted,
+    FileList,
+    FileVersion,
+    GcReport,
+    GcRequest,
     HistoryResponse,
+    MaterializeRequest,
     MaterializeResponse,
-    RefList,
+    MissingSummaryList,
+    PatchAgentRequest,
+    PinChanged,
+    PinList,
+    PresignedUpload,
     RefRecord,
+    Restored,
+    RestoreRequest,
+    RestoreResponse,
+    SaveList,
+    SaveRecord,
+    SaveRequest,
+    SessionEnded,
+    SessionFile,
+    SetRefRequest,
+    Trigger,
+    UpdateMetadataRequest,
+    Window,
+    WorkingContextSnapshot,
+    WorkingContextStored,
 )
+
+B = TypeVar("B", bound=Mapping[str, object])
 
 
 class _Unset:
@@ -27,16 +72,6 @@ class _Unset:
 
 
 UNSET: Any = _Unset()
-
-
-def seg(value: str) -> str:
-    """One path segment, percent-encoded."""
-    return quote(value, safe="")
-
-
-def name_path(value: str) -> str:
-    """A path parameter that may contain '/' (ref names, file paths)."""
-    return quote(value, safe="/")
 
 
 def rfc3339(t: datetime | str) -> str:
@@ -53,8 +88,9 @@ def now() -> str:
     return rfc3339(datetime.now(UTC))
 
 
-def _drop_none(d: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in d.items() if v is not None}
+def _drop_none(body: B) -> B:
+    """The body without its ``None`` fields (left out rather than ``null``)."""
+    return cast(B, {k: v for k, v in body.items() if v is not None})
 
 
 # --- meta ------------------------------------------------------------------
@@ -62,12 +98,12 @@ def _drop_none(d: dict[str, Any]) -> dict[str, Any]:
 
 def healthz() -> Call[str]:
     """``GET /healthz``."""
-    return Call("GET", "/healthz", parse_text)
+    return api.healthz()
 
 
 def openapi() -> Call[dict[str, Any]]:
     """``GET /v1/openapi.json``."""
-    return Call("GET", "/v1/openapi.json", parse_json)
+    return api.openapi_json()
 
 
 # --- artifacts -------------------------------------------------------------
@@ -75,18 +111,17 @@ def openapi() -> Call[dict[str, Any]]:
 
 def put_artifact(data: bytes) -> Call[ArtifactInfo]:
     """``POST /v1/artifacts``: raw bytes, idempotent."""
-    return Call("POST", "/v1/artifacts", parse_json, content=bytes(data))
+    return api.upload_artifact(data)
 
 
 def get_artifact(artifact_ref: str) -> Call[bytes]:
     """``GET /v1/artifacts/{art}``."""
-    return Call("GET", f"/v1/artifacts/{seg(artifact_ref)}", parse_bytes)
+    return api.download_artifact(artifact_ref)
 
 
-def upload_url(artifact_ref: str, size: int) -> Call[dict[str, Any]]:
+def upload_url(artifact_ref: str, size: int) -> Call[PresignedUpload]:
     """``POST /v1/uploads``: where to PUT a large artifact (AWS mode)."""
-    body = {"artifact_ref": artifact_ref, "size": size}
-    return Call("POST", "/v1/uploads", parse_json, json_body=body, has_json=True)
+    return api.upload_url({"artifact_ref": artifact_ref, "size": size})
 
 
 # --- commits ---------------------------------------------------------------
@@ -122,92 +157,72 @@ def checkpoint(
     commit by compare-and-swap on ``expected`` (``None``: the ref must not
     exist yet).
     """
-    body: dict[str, Any] = {
-        "commit_type": commit_type,
-        "format": format,
-        "template": template,
-        "principal": principal,
-        "checkpoint": checkpoint,
-        "created_at": rfc3339(created_at) if created_at is not None else now(),
-    }
-    if isinstance(delta, str):
-        body["delta"] = delta
-    elif isinstance(delta, (bytes, bytearray, memoryview)):
-        body["delta_base64"] = base64.b64encode(bytes(delta)).decode("ascii")
-    body.update(
-        _drop_none(
-            {
-                "artifact_ref": artifact_ref,
-                "parent": parent,
-                "session_id": session_id,
-                "machine": machine,
-                "ticket_id": ticket_id,
-                "thread_id": thread_id,
-                "summary": summary,
-                "message_count": message_count,
-                "token_count": token_count,
-                "tags": tags,
-            }
+    data = bytes(delta) if isinstance(delta, (bytes, bytearray, memoryview)) else None
+    body = _drop_none(
+        CheckpointRequest(
+            commit_type=cast(CommitType, commit_type),
+            format=format,
+            template=template,
+            principal=principal,
+            checkpoint=cast(Trigger, checkpoint),
+            created_at=rfc3339(created_at) if created_at is not None else now(),
+            delta=delta if isinstance(delta, str) else None,
+            delta_base64=base64.b64encode(data).decode("ascii") if data is not None else None,
+            artifact_ref=artifact_ref,
+            parent=parent,
+            session_id=session_id,
+            machine=machine,
+            ticket_id=ticket_id,
+            thread_id=thread_id,
+            summary=summary,
+            message_count=message_count,
+            token_count=token_count,
         )
     )
+    if tags is not None:
+        body["tags"] = tags
     if ref is not None:
         body["ref"] = {"name": ref, "expected": expected}
-    return Call("POST", "/v1/commits", parse_json, json_body=body, has_json=True)
+    return api.checkpoint(body)
 
 
 def get_commit(ctx_id: str) -> Call[Commit]:
     """``GET /v1/commits/{ctx}``."""
-    return Call("GET", f"/v1/commits/{seg(ctx_id)}", parse_json)
+    return api.show(ctx_id)
 
 
 def update_metadata(ctx_id: str, *, summary: Any = UNSET, tags: Any = UNSET) -> Call[Commit]:
     """``PATCH /v1/commits/{ctx}``: ``summary=None`` clears it; ``tags`` replaces all."""
-    body: dict[str, Any] = {}
+    body: UpdateMetadataRequest = {}
     if summary is not UNSET:
         body["summary"] = summary
     if tags is not UNSET:
         body["tags"] = tags
-    return Call("PATCH", f"/v1/commits/{seg(ctx_id)}", parse_json, json_body=body, has_json=True)
+    return api.update_metadata(ctx_id, body)
 
 
 def history(ctx_id: str, depth: int | None = None) -> Call[HistoryResponse]:
     """``GET /v1/commits/{ctx}/history``: newest first."""
-    params = {"depth": str(depth)} if depth is not None else None
-    return Call("GET", f"/v1/commits/{seg(ctx_id)}/history", parse_json, params=params)
+    return api.history(ctx_id, depth=depth)
 
 
-def missing_summaries(limit: int | None = None, cursor: str | None = None) -> Call[dict[str, Any]]:
+def missing_summaries(
+    limit: int | None = None, cursor: str | None = None
+) -> Call[MissingSummaryList]:
     """``GET /v1/commits?missing_summary=true``: oldest first, paged."""
-    params = {"missing_summary": "true"}
-    if limit is not None:
-        params["limit"] = str(limit)
-    if cursor is not None:
-        params["cursor"] = cursor
-    return Call("GET", "/v1/commits", parse_json, params=params)
+    return api.missing_summaries(missing_summary="true", limit=limit, cursor=cursor)
 
 
 def gc(
     dry_run: bool = False, cursor: str | None = None, limit: int | None = None
-) -> Call[dict[str, Any]]:
+) -> Call[GcReport]:
     """``POST /v1/gc``: one page of garbage collection (``next`` continues)."""
-    return Call(
-        "POST",
-        "/v1/gc",
-        parse_json,
-        json_body=_drop_none({"dry_run": dry_run, "cursor": cursor, "limit": limit}),
-        has_json=True,
-    )
+    return api.gc(_drop_none(GcRequest(dry_run=dry_run, cursor=cursor, limit=limit)))
 
 
 def summarize(ctx_id: str, force: bool = False) -> Call[Commit]:
     """``POST /v1/commits/{ctx}/summarize``."""
-    return Call(
-        "POST",
-        f"/v1/commits/{seg(ctx_id)}/summarize",
-        parse_json,
-        json_body={"force": force},
-        has_json=True,
-    )
+    return api.summarize(ctx_id, {"force": force})
 
 
 def compact(
@@ -216,14 +231,12 @@ def compact(
     summarizer: str | None = None,
     ref: str | None = None,
     expected: str | None = None,
-) -> Call[dict[str, Any]]:
+) -> Call[CompactResponse]:
     """``POST /v1/commits/{ctx}/compact``."""
-    body: dict[str, Any] = _drop_none({"summarizer": summarizer})
+    body = _drop_none(CompactRequest(summarizer=summarizer))
     if ref is not None:
         body["ref"] = {"name": ref, "expected": expected}
-    return Call(
-        "POST", f"/v1/commits/{seg(ctx_id)}/compact", parse_json, json_body=body, has_json=True
-    )
+    return api.compact(ctx_id, body)
 
 
 def materialize(
@@ -231,22 +244,13 @@ def materialize(
 ) -> Call[MaterializeResponse]:
     """``POST /v1/commits/{ctx}/materialize``: ``stop`` is ``compaction``
     (default), ``root`` or a ``ctx-…`` ancestor."""
-    body = _drop_none({"stop": stop, "format": format})
-    return Call(
-        "POST",
-        f"/v1/commits/{seg(ctx_id)}/materialize",
-        parse_json,
-        json_body=body,
-        has_json=True,
-    )
+    return api.materialize(ctx_id, _drop_none(MaterializeRequest(stop=stop, format=format)))
 
 
 def resolve(principal: str, at: datetime | str | None = None) -> Call[str]:
     """``GET /v1/resolve``: the id of the newest commit at or before ``at``."""
-    params = {"principal": principal}
-    if at is not None:
-        params["at"] = rfc3339(at)
-    return Call("GET", "/v1/resolve", lambda r: parse_json(r)["id"], params=params)
+    call = api.resolve(principal=principal, at=rfc3339(at) if at is not None else None)
+    return call.then(lambda body: body["id"])
 
 
 # --- refs ------------------------------------------------------------------
@@ -254,49 +258,31 @@ def resolve(principal: str, at: datetime | str | None = None) -> Call[str]:
 
 def list_refs(prefix: str | None = None, limit: int | None = None) -> Call[list[RefRecord]]:
     """``GET /v1/refs``: refs whose names start with ``prefix``, by name."""
-    params: dict[str, str] = {}
-    if prefix is not None:
-        params["prefix"] = prefix
-    if limit is not None:
-        params["limit"] = str(limit)
-
-    def parse(r: Any) -> list[RefRecord]:
-        body: RefList = parse_json(r)
-        return body["refs"]
-
-    return Call("GET", "/v1/refs", parse, params=params or None)
+    return api.list_refs(prefix=prefix, limit=limit).then(lambda body: body["refs"])
 
 
 def get_ref(name: str) -> Call[RefRecord]:
     """``GET /v1/refs/{name}``."""
-    return Call("GET", f"/v1/refs/{name_path(name)}", parse_json)
+    return api.get_ref(name)
 
 
 def put_ref(name: str, target: str, expected: str | None = None) -> Call[RefRecord]:
     """``PUT /v1/refs/{name}``: create (``expected=None``) or compare-and-swap."""
-    body = _drop_none({"target": target, "expected": expected})
-    return Call("PUT", f"/v1/refs/{name_path(name)}", parse_json, json_body=body, has_json=True)
+    return api.set_ref(name, _drop_none(SetRefRequest(target=target, expected=expected)))
 
 
 def delete_ref(name: str, expected: str | None = None) -> Call[RefRecord]:
     """``DELETE /v1/refs/{name}``: the ref as it was; with ``expected``, only
     while it still points there (409 otherwise). Its commits stay."""
-    params = {"expected": expected} if expected is not None else None
-    return Call("DELETE", f"/v1/refs/{name_path(name)}", parse_json, params=params)
+    return api.delete_ref(name, expected=expected)
 
 
-def evict_ref(name: str, before: str) -> Call[dict[str, Any]]:
+def evict_ref(name: str, before: str) -> Call[Evicted]:
     """``POST /v1/refs/{name}/evict``: drops the deltas of the commits older
     than ``before`` (a compaction or snapshot on the ref's path), keeping
     their metadata and summaries; materializing across them then raises
     :class:`~ctx_client.errors.GoneError` (410). Answers the counts."""
-    return Call(
-        "POST",
-        f"/v1/refs/{name_path(name)}/evict",
-        parse_json,
-        json_body={"before": before},
-        has_json=True,
-    )
+    return api.evict_ref(name, {"before": before})
 
 
 # --- branches (context folding) --------------------------------------------
@@ -310,156 +296,129 @@ def branch_create(
     budget: int | None = None,
     timeout_seconds: int | None = None,
     parent_branch: str | None = None,
-) -> Call[dict[str, Any]]:
+) -> Call[BranchCreated]:
     """``POST /v1/branches``."""
     body = _drop_none(
-        {
-            "session_id": session_id,
-            "description": description,
-            "prompt": prompt,
-            "budget": budget,
-            "timeout_seconds": timeout_seconds,
-            "parent_branch": parent_branch,
-        }
+        BranchCreateRequest(
+            session_id=session_id,
+            description=description,
+            prompt=prompt,
+            budget=budget,
+            timeout_seconds=timeout_seconds,
+            parent_branch=parent_branch,
+        )
     )
-    return Call("POST", "/v1/branches", parse_json, json_body=body, has_json=True)
+    return api.branch_create(body)
 
 
-def branch_status(branch_id: str) -> Call[dict[str, Any]]:
+def branch_status(branch_id: str) -> Call[BranchStatusResponse]:
     """``GET /v1/branches/{br}``."""
-    return Call("GET", f"/v1/branches/{seg(branch_id)}", parse_json)
+    return api.branch_status(branch_id)
 
 
-def branches_of_session(session_id: str) -> Call[dict[str, Any]]:
+def branches_of_session(session_id: str) -> Call[BranchStatusResponse]:
     """``GET /v1/branches?session_id=``."""
-    return Call("GET", "/v1/branches", parse_json, params={"session_id": session_id})
+    return api.branch_status_of_session(session_id=session_id)
 
 
-def branch_return(branch_id: str, message: str) -> Call[dict[str, Any]]:
+def branch_return(branch_id: str, message: str) -> Call[BranchReturned]:
     """``POST /v1/branches/{br}/return``."""
-    return Call(
-        "POST",
-        f"/v1/branches/{seg(branch_id)}/return",
-        parse_json,
-        json_body={"message": message},
-        has_json=True,
-    )
+    return api.branch_return(branch_id, {"message": message})
 
 
-def session_end(session_id: str) -> Call[dict[str, Any]]:
+def session_end(session_id: str) -> Call[SessionEnded]:
     """``POST /v1/sessions/{id}/end``: force-returns the session's active branches."""
-    return Call("POST", f"/v1/sessions/{seg(session_id)}/end", parse_json)
+    return api.session_end(session_id)
 
 
-def erase_session(session_id: str, cascade: bool = False) -> Call[dict[str, Any]]:
+def erase_session(session_id: str, cascade: bool = False) -> Call[Erased]:
     """``DELETE /v1/sessions/{id}``: erases the session for good (its
     commits, deltas, cached results and refs); forks in other sessions are a
     409 unless ``cascade``."""
-    return Call(
-        "DELETE",
-        f"/v1/sessions/{seg(session_id)}",
-        parse_json,
-        params={"cascade": "true" if cascade else "false"},
-    )
+    return api.erase_session(session_id, cascade=cascade)
 
 
-def erase_principal(principal: str, cascade: bool = False) -> Call[dict[str, Any]]:
+def erase_principal(principal: str, cascade: bool = False) -> Call[Erased]:
     """``DELETE /v1/principals/{principal}``: erases a principal for good
     (every commit on its timeline with its deltas, cached results and refs,
     its agent saves, working-context snapshot and record); other principals'
     commits descending from its commits are a 409 unless ``cascade``."""
-    return Call(
-        "DELETE",
-        f"/v1/principals/{seg(principal)}",
-        parse_json,
-        params={"cascade": "true" if cascade else "false"},
-    )
+    return api.erase_principal(principal, cascade=cascade)
 
 
-def list_pins() -> Call[dict[str, Any]]:
+def list_pins() -> Call[PinList]:
     """``GET /v1/pins``: what retention never erases."""
-    return Call("GET", "/v1/pins", parse_json)
+    return api.list_pins()
 
 
-def pin(kind: str, name: str) -> Call[dict[str, Any]]:
+def pin(kind: str, name: str) -> Call[PinChanged]:
     """``PUT /v1/pins/{kind}/{name}``: ``kind`` is ``session`` or ``ref``."""
-    return Call("PUT", f"/v1/pins/{seg(kind)}/{name_path(name)}", parse_json)
+    return api.set_pin(cast(Any, kind), name)
 
 
-def unpin(kind: str, name: str) -> Call[dict[str, Any]]:
+def unpin(kind: str, name: str) -> Call[PinChanged]:
     """``DELETE /v1/pins/{kind}/{name}``."""
-    return Call("DELETE", f"/v1/pins/{seg(kind)}/{name_path(name)}", parse_json)
+    return api.delete_pin(cast(Any, kind), name)
 
 
 # --- agents' live context --------------------------------------------------
 
 
-def get_agent(agent: str) -> Call[dict[str, Any]]:
+def get_agent(agent: str) -> Call[AgentSettings]:
     """``GET /v1/agents/{agent}``: settings and clear marker."""
-    return Call("GET", f"/v1/agents/{seg(agent)}", parse_json)
+    return api.get_agent(agent)
 
 
 def set_agent(
     agent: str,
     window_seconds: int | None = None,
     persist_working_context: bool | None = None,
-) -> Call[dict[str, Any]]:
+) -> Call[AgentSettings]:
     """``PATCH /v1/agents/{agent}``: sets the fields given."""
     body = _drop_none(
-        {"window_seconds": window_seconds, "persist_working_context": persist_working_context}
+        PatchAgentRequest(
+            window_seconds=window_seconds, persist_working_context=persist_working_context
+        )
     )
-    return Call("PATCH", f"/v1/agents/{seg(agent)}", parse_json, json_body=body, has_json=True)
+    return api.patch_agent(agent, body)
 
 
-def clear_context(agent: str) -> Call[dict[str, Any]]:
+def clear_context(agent: str) -> Call[Cleared]:
     """``POST /v1/agents/{agent}/clear``: a marker; deletes nothing."""
-    return Call("POST", f"/v1/agents/{seg(agent)}/clear", parse_json)
+    return api.clear(agent)
 
 
 def context_window(
     agent: str, thread_id: str | None = None, format: str | None = None
-) -> Call[dict[str, Any]]:
+) -> Call[Window]:
     """``GET /v1/agents/{agent}/window``: the messages since
     max(last clear, now - window)."""
-    params = _drop_none({"thread_id": thread_id, "format": format})
-    return Call("GET", f"/v1/agents/{seg(agent)}/window", parse_json, params=params or None)
+    return api.window(agent, thread_id=thread_id, format=format)
 
 
-def save_context(agent: str, description: str | None = None) -> Call[dict[str, Any]]:
+def save_context(agent: str, description: str | None = None) -> Call[SaveRecord]:
     """``POST /v1/agents/{agent}/saves``: snapshots every thread's window."""
-    return Call(
-        "POST",
-        f"/v1/agents/{seg(agent)}/saves",
-        parse_json,
-        json_body=_drop_none({"description": description}),
-        has_json=True,
-    )
+    return api.save(agent, _drop_none(SaveRequest(description=description)))
 
 
-def list_saves(agent: str) -> Call[dict[str, Any]]:
+def list_saves(agent: str) -> Call[SaveList]:
     """``GET /v1/agents/{agent}/saves``: newest first."""
-    return Call("GET", f"/v1/agents/{seg(agent)}/saves", parse_json)
+    return api.list_saves(agent)
 
 
-def get_save(agent: str, save_id: str) -> Call[dict[str, Any]]:
+def get_save(agent: str, save_id: str) -> Call[SessionFile]:
     """``GET /v1/agents/{agent}/saves/{save_id}``: the session file."""
-    return Call("GET", f"/v1/agents/{seg(agent)}/saves/{seg(save_id)}", parse_json)
+    return api.get_save(agent, save_id)
 
 
-def restore_save(agent: str, save_id: str) -> Call[dict[str, Any]]:
+def restore_save(agent: str, save_id: str) -> Call[Restored]:
     """``POST /v1/agents/{agent}/saves/{save_id}/restore``."""
-    return Call("POST", f"/v1/agents/{seg(agent)}/saves/{seg(save_id)}/restore", parse_json)
+    return api.restore_save(agent, save_id)
 
 
-def put_working_context(agent: str, snapshot: dict[str, Any]) -> Call[dict[str, Any]]:
+def put_working_context(agent: str, snapshot: dict[str, Any]) -> Call[WorkingContextStored]:
     """``PUT /v1/agents/{agent}/working-context``: the cache, validated."""
-    return Call(
-        "PUT",
-        f"/v1/agents/{seg(agent)}/working-context",
-        parse_json,
-        json_body=snapshot,
-        has_json=True,
-    )
+    return api.put_working_context(agent, cast(WorkingContextSnapshot, snapshot))
 
 
 def restore_working_context(
@@ -468,77 +427,50 @@ def restore_working_context(
     max_episodic: int | None = None,
     max_semantic: int | None = None,
     raw_tail_turns: int | None = None,
-) -> Call[dict[str, Any]]:
+) -> Call[RestoreResponse]:
     """``POST /v1/agents/{agent}/working-context/restore``: from the cache
     when it is good, rebuilt from the agent's memory when not."""
     body = _drop_none(
-        {
-            "system_prompt": system_prompt,
-            "max_episodic": max_episodic,
-            "max_semantic": max_semantic,
-            "raw_tail_turns": raw_tail_turns,
-        }
+        RestoreRequest(
+            system_prompt=system_prompt,
+            max_episodic=max_episodic,
+            max_semantic=max_semantic,
+            raw_tail_turns=raw_tail_turns,
+        )
     )
-    return Call(
-        "POST",
-        f"/v1/agents/{seg(agent)}/working-context/restore",
-        parse_json,
-        json_body=body,
-        has_json=True,
-    )
+    return api.restore_working_context(agent, body)
 
 
 # --- workspaces ------------------------------------------------------------
 
 
-def list_files(workspace: str, prefix: str | None = None) -> Call[dict[str, Any]]:
+def list_files(workspace: str, prefix: str | None = None) -> Call[FileList]:
     """``GET /v1/workspaces/{ws}/files``."""
-    params = {"prefix": prefix} if prefix is not None else None
-    return Call("GET", f"/v1/workspaces/{seg(workspace)}/files", parse_json, params=params)
+    return api.list_files(workspace, prefix=prefix)
 
 
 def get_file(workspace: str, path: str) -> Call[bytes]:
     """``GET /v1/workspaces/{ws}/files/{path}``."""
-    return Call("GET", f"/v1/workspaces/{seg(workspace)}/files/{name_path(path)}", parse_bytes)
+    return api.get_file(workspace, path)
 
 
 def put_file(
     workspace: str, path: str, data: bytes, if_match: str | None = None
-) -> Call[dict[str, Any]]:
+) -> Call[FileVersion]:
     """``PUT /v1/workspaces/{ws}/files/{path}`` (412 when ``if_match`` is stale)."""
-    headers = {"if-match": if_match} if if_match is not None else {}
-    return Call(
-        "PUT",
-        f"/v1/workspaces/{seg(workspace)}/files/{name_path(path)}",
-        parse_json,
-        content=bytes(data),
-        headers=headers,
-    )
+    return api.put_file(workspace, path, data, if_match=if_match)
 
 
 def delete_file(workspace: str, path: str, if_match: str | None = None) -> Call[None]:
     """``DELETE /v1/workspaces/{ws}/files/{path}``."""
-    headers = {"if-match": if_match} if if_match is not None else {}
-    return Call(
-        "DELETE",
-        f"/v1/workspaces/{seg(workspace)}/files/{name_path(path)}",
-        parse_none,
-        headers=headers,
-    )
+    return api.delete_file(workspace, path, if_match=if_match)
 
 
-def append_file(workspace: str, path: str, jsonl: str | bytes) -> Call[dict[str, Any]]:
+def append_file(workspace: str, path: str, jsonl: str | bytes) -> Call[FileVersion]:
     """``POST /v1/workspaces/{ws}/append/{path}``: JSONL, one JSON value per line."""
-    data = jsonl.encode() if isinstance(jsonl, str) else bytes(jsonl)
-    return Call(
-        "POST",
-        f"/v1/workspaces/{seg(workspace)}/append/{name_path(path)}",
-        parse_json,
-        content=data,
-        headers={"content-type": "text/plain"},
-    )
+    return api.append_file(workspace, path, jsonl)
 
 
-def read_context(workspace: str) -> Call[dict[str, Any]]:
+def read_context(workspace: str) -> Call[Context]:
     """``GET /v1/workspaces/{ws}/context``."""
-    return Call("GET", f"/v1/workspaces/{seg(workspace)}/context", parse_json)
+    return api.read_context(workspace)
