@@ -10,10 +10,10 @@ use ctx_core::api::routes;
 use ctx_core::config::SETTINGS;
 use ctx_core::service::Limits;
 use ctx_lambda::Function;
-use serde_yaml::Value;
+use serde_norway::Value;
 
 fn template() -> Value {
-    serde_yaml::from_str(include_str!("../../../template.yaml")).expect("template.yaml parses")
+    serde_norway::from_str(include_str!("../../../template.yaml")).expect("template.yaml parses")
 }
 
 /// axum's `{*name}` is API Gateway's greedy `{name+}`.
