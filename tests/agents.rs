@@ -323,7 +323,7 @@ async fn other_tenant_sees_nothing(server: &Server) {
     );
 }
 
-/// The CLI mirrors the seed's slash commands.
+/// The CLI mirrors the routes: `ctx context …` and `ctx agent …`.
 fn cli(server: &Server) {
     let a = "agent-cli";
     let run = |args: &[&str]| -> Value {

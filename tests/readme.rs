@@ -88,3 +88,89 @@ fn the_readme_walkthrough_runs_as_written() {
         "{stdout}"
     );
 }
+
+/// A newcomer's first screen: the README's first 40 lines give the two
+/// set-up commands, one that runs ctx and one that runs every test.
+#[test]
+fn the_readme_opens_with_the_two_commands() {
+    let head = include_str!("../README.md")
+        .lines()
+        .take(40)
+        .collect::<Vec<_>>()
+        .join("\n");
+    for command in [
+        "```sh\ncargo run --release -p ctx-cli -- serve --summarize-every 1m\n```",
+        "```sh\ntests/run\n```",
+    ] {
+        assert!(head.contains(command), "{command:?} not in:\n{head}");
+    }
+}
+
+/// GitHub's anchor of a heading: lower case, punctuation dropped, spaces
+/// made hyphens.
+fn anchor(heading: &str) -> String {
+    heading
+        .trim()
+        .to_lowercase()
+        .chars()
+        .filter(|c| c.is_alphanumeric() || matches!(c, ' ' | '-' | '_'))
+        .map(|c| if c == ' ' { '-' } else { c })
+        .collect()
+}
+
+/// Every relative link of the README and the guides in docs/ names a file
+/// of the repository, and a `#fragment` one of its headings: the text that
+/// moved out of the README is still reached from it.
+#[test]
+fn the_readme_and_the_guides_link_to_what_exists() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut docs = vec![root.join("README.md")];
+    for e in std::fs::read_dir(root.join("docs")).unwrap() {
+        let path = e.unwrap().path();
+        if path.extension().is_some_and(|x| x == "md") {
+            docs.push(path);
+        }
+    }
+    let mut checked = 0;
+    for doc in &docs {
+        let text = std::fs::read_to_string(doc).unwrap();
+        let mut rest = text.as_str();
+        while let Some(i) = rest.find("](") {
+            rest = &rest[i + 2..];
+            let target = &rest[..rest.find(')').expect("a closed link")];
+            if target.starts_with("http://") || target.starts_with("https://") {
+                continue;
+            }
+            let (file, fragment) = target.split_once('#').unwrap_or((target, ""));
+            let path = if file.is_empty() {
+                doc.clone()
+            } else {
+                doc.parent().unwrap().join(file)
+            };
+            assert!(
+                path.exists(),
+                "{} links to {target}, which does not exist",
+                doc.display()
+            );
+            if !fragment.is_empty() {
+                let linked = std::fs::read_to_string(&path).unwrap();
+                assert!(
+                    linked
+                        .lines()
+                        .filter_map(|l| l
+                            .trim_start_matches('#')
+                            .strip_prefix(' ')
+                            .filter(|_| l.starts_with('#')))
+                        .any(|h| anchor(h) == fragment),
+                    "{} links to {target}: no such heading",
+                    doc.display()
+                );
+            }
+            checked += 1;
+        }
+    }
+    assert!(
+        checked >= 20,
+        "the README's links onward were found ({checked})"
+    );
+}

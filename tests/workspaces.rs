@@ -123,7 +123,7 @@ async fn table(server: &Server) {
         assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
         let over_http: Context = serde_json::from_slice(&body).expect("a context");
         assert_eq!(over_http, dir_context(&case).await, "case {}", case.name);
-        // Byte for byte: the JSON keys come in the seed's order.
+        // Byte for byte: the JSON keys come in read_context's order.
         let text = String::from_utf8(body).expect("utf-8");
         let order: Vec<usize> = [
             "\"tastes\"",

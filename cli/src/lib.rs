@@ -284,7 +284,7 @@ enum Command {
         command: commands::workspace::WorkspaceCommand,
     },
     /// An agent's live context: window, clear, save, history, show,
-    /// restore (the seed's /context commands). Prints JSON.
+    /// restore. Prints JSON.
     Context {
         #[command(subcommand)]
         command: commands::agents::ContextCommand,
@@ -294,7 +294,7 @@ enum Command {
         #[command(subcommand)]
         command: commands::agents::AgentCommand,
     },
-    /// The first-turn context of a workspace (seed 002): from the server,
+    /// The first-turn context of a workspace: from the server,
     /// or with --dir from local files by the same code.
     ReadContext {
         /// The workspace (on the server).

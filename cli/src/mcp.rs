@@ -5,7 +5,7 @@
 //! auth, each call made as the caller with the caller's token.
 //!
 //! The tools: context folding (`branch_create`, `branch_return`,
-//! `branch_status`), `read_context` (seed 002's first-turn context of a
+//! `branch_status`), `read_context` (the first-turn context of a
 //! workspace), and an agent's live context (`context_window`,
 //! `context_clear`, `context_save`, `context_history`, `context_restore`,
 //! `working_context_restore`). A tool's arguments are read as the route's request type

@@ -1,4 +1,4 @@
-//! Context-folding benchmark: the seed's P1 scenario and the latency of
+//! Context-folding benchmark: the P1 scenario of docs/bench.md and the latency of
 //! branch create / return, over the embedded stores (filesystem CAS +
 //! SQLite, full durability, in a temporary directory) and over memory.
 //!

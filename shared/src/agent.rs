@@ -197,7 +197,8 @@ impl utoipa::PartialSchema for SaveId {
 }
 impl ToSchema for SaveId {}
 
-/// A saved snapshot of an agent's window (the seed's session metadata).
+/// A saved snapshot of an agent's window (a save's metadata:
+/// docs/http-api.md, "Saves").
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct SaveRecord {
     /// Its id.
@@ -401,7 +402,7 @@ pub mod wire {
         pub commits: Vec<crate::id::CommitId>,
     }
 
-    /// `GET /v1/agents/{agent}/saves/{save_id}`: the seed's session file.
+    /// `GET /v1/agents/{agent}/saves/{save_id}`: a save's session file.
     #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
     pub struct SessionFile {
         /// The save's id.
@@ -458,7 +459,8 @@ pub mod wire {
         pub media_urls: Option<Vec<String>>,
     }
 
-    /// A working-context snapshot (seed 003's cache file).
+    /// A working-context snapshot (the cache file of docs/http-api.md,
+    /// "Working context").
     #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
     #[serde(deny_unknown_fields)]
     pub struct WorkingContextSnapshot {

@@ -4,7 +4,8 @@
 //! then lays its flags (`--data`, `--addr`, `--store`,
 //! `--session-validation`) over it. Nothing outside this module reads the
 //! process environment; [`SETTINGS`] lists every variable with its default
-//! and meaning, and the README's "Config" table is checked against it.
+//! and meaning, and the one Config table (docs/config.md) is checked against
+//! it.
 //!
 //! Empty values count as unset. A value that does not parse is an
 //! `Invalid` error whose field is the variable's name.
@@ -24,9 +25,9 @@ pub struct Setting {
     pub var: &'static str,
     /// The `ctx serve` flag that sets it too, if any.
     pub flag: Option<&'static str>,
-    /// Its default, as written in the README.
+    /// Its default, as written in docs/config.md.
     pub default: &'static str,
-    /// What it sets, as written in the README.
+    /// What it sets, as written in docs/config.md.
     pub meaning: &'static str,
 }
 
@@ -44,7 +45,7 @@ const fn setting(
     }
 }
 
-/// Every variable [`Config`] reads, in the README's order.
+/// Every variable [`Config`] reads, in docs/config.md's order.
 pub const SETTINGS: &[Setting] = &[
     setting(
         "CTX_DATA",
@@ -347,11 +348,12 @@ pub enum SummarizerKind {
     /// No model: a deterministic line from the delta itself.
     #[default]
     Extractive,
-    /// An OpenAI-compatible chat completions endpoint.
+    /// An OpenAI-compatible chat completions endpoint (the
+    /// `summarize-http` feature).
     OpenAi,
-    /// The Anthropic Messages API.
+    /// The Anthropic Messages API (the `summarize-http` feature).
     Anthropic,
-    /// Bedrock's Converse API (the `aws` feature).
+    /// Bedrock's Converse API (the `summarize-bedrock` feature).
     Bedrock,
 }
 
@@ -956,7 +958,7 @@ impl Config {
 }
 
 /// The variables that steer the test harness and the benchmarks, not ctx
-/// itself (listed in the README's Config table as "tests").
+/// itself (listed in docs/config.md's table as "tests").
 pub const HARNESS: &[Setting] = &[
     setting(
         "CTX_TEST_AWS",

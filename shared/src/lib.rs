@@ -10,18 +10,27 @@
 //! - [`id`]: `Hash`, the prefixed ids and validated names.
 //! - [`commit`]: the commit model, its field limits and the materialize
 //!   stop point.
-//! - [`format`](mod@format): format ids, the codec per format (`raw`, `claude_code`,
-//!   `bureau_v1`, `bureau_v2`, `anthropic`, `openai`), the
-//!   [`format::canonical`] message model and [`format::translate`].
+//! - [`format`](mod@format): format ids, the codec per format (`raw`,
+//!   `claude_code`, `bureau_v1`, `bureau_v2`, `anthropic`, `openai`,
+//!   `openai_responses`), the [`format::canonical`] message model and
+//!   [`format::translate`].
 //! - [`store`]: the `BlobStore` / `MetaStore` / `TokenStore` traits and the
 //!   backends, each offering every store including branches:
 //!   [`store::memory`], `store::local` (filesystem CAS + SQLite, feature
 //!   `local`), `store::aws` (S3 + DynamoDB, feature `aws`), and the
 //!   conformance suite every backend runs (`store::conformance`, feature
-//!   `conformance`).
+//!   `conformance`); [`store::counting`] (a blob store that counts what
+//!   passes through) and `store::packed` (inline deltas at rest).
 //! - [`service`]: every operation over the stores, one private file per
 //!   family: `checkpoint`, `artifacts`, `commits`, `walk`, `materialize`,
-//!   `refs`, `workspaces`, `folding` (create, end, budget, status, timer).
+//!   `hot` (the in-memory result cache), `refs`, `workspaces`, `folding`
+//!   (create, end, budget, status, timer), `agents` (agents' live
+//!   context), `summaries` (the summary batch), `compact` (re-compaction),
+//!   `evict` (dropping old deltas), `gc` (the cache budget and garbage
+//!   collection), `lifecycle` (erasure and retention) and `tenant_erase`.
+//! - [`summarize`]: the `Summarizer` trait and its backends: `extractive`,
+//!   and the model backends behind features (`openai` and `anthropic`:
+//!   `summarize-http`; `bedrock`: `summarize-bedrock`).
 //! - [`branch`]: context folding's records, the `BranchStore` trait and the
 //!   rules every branch store shares, settings, [`branch::scrub`],
 //!   [`branch::timer`] (the deadline timer trait; AWS mode's Step Functions
@@ -31,7 +40,10 @@
 //!   the server, the CLI's client and the MCP tools; [`inline`]: large
 //!   inline fields that share the request body's buffer.
 //! - [`api`]: the one axum router, [`api::extract`] (strict JSON and query
-//!   parsing), [`api::error`] (kind → status), the OpenAPI document.
+//!   parsing), [`api::error`] (kind → status), [`api::limits`] (the
+//!   request-body bytes in flight), `api::testing` (the tables every host
+//!   of the router is held to; feature `conformance`), the OpenAPI
+//!   document.
 //! - [`auth`]: credentials → tenant.
 //! - [`clock`]: time and randomness, injected.
 //! - [`config`]: every `CTX_*` setting, read once into one `Config`.
@@ -39,6 +51,9 @@
 //! - [`error`]: the error type and its kinds.
 //! - [`workspace`]: workspace ids and file paths, and the read_context
 //!   assembly over a file source (the store, or local directories).
+//!
+//! The guides in docs/ (linked from the README) describe what these do
+//! for a user; docs/adr/ records why they are built this way.
 
 pub mod agent;
 pub mod api;

@@ -120,7 +120,8 @@ impl Backends {
     /// `Invalid` for configuration the store needs and lacks (`CTX_BUCKET`,
     /// `CTX_TABLE`) or a store this build does not have (`aws` or `local`
     /// feature), for a summarizer missing its model or key, or one this
-    /// build does not have (`bedrock` without `aws`); `Unavailable` when the
+    /// build does not have (see [`crate::summarize::from_config`]);
+    /// `Unavailable` when the
     /// data directory or a store cannot be opened; `Internal` if the
     /// scrubber's rules do not compile.
     pub async fn build(config: &Config, needs: Needs) -> Result<Backends> {

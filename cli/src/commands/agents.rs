@@ -1,7 +1,7 @@
 //! `ctx context window|clear|save|history|show|restore --agent A` and
-//! `ctx agent show|set|restore A`: an agent's live context (the seed's
-//! `/context` slash commands and `/settings`) and its working-context
-//! restore. Each prints the server's JSON answer.
+//! `ctx agent show|set|restore A`: an agent's live context (its window,
+//! clear marker, saves and settings: docs/http-api.md) and its
+//! working-context restore. Each prints the server's JSON answer.
 
 use clap::Subcommand;
 use ctx_core::wire::{PatchAgentRequest, RestoreRequest, SaveId, SaveRequest};

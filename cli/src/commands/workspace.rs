@@ -264,7 +264,7 @@ pub(crate) async fn read_context(
     Ok(())
 }
 
-/// The context as text for a person, in the seed's order.
+/// The context as text for a person, in read_context's order.
 pub(crate) fn pretty(ctx: &Context) -> String {
     let mut out = String::new();
     let mut section = |title: &str, body: &str| {

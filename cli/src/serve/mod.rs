@@ -61,7 +61,7 @@ impl From<StoreKind> for config::StoreKind {
 
 /// The flags of `ctx serve`; each ends in the [`Config`] (see
 /// [`ServeArgs::config`]). The rest of the settings come from the
-/// environment (the README's Config table).
+/// environment (the Config table in docs/config.md).
 #[derive(Debug, Clone, clap::Args)]
 pub struct ServeArgs {
     /// The data directory.

@@ -43,13 +43,13 @@ fn the_state_machine_waits_for_the_deadline_then_invokes_branch_expire() {
     assert_eq!(task["End"], true);
     assert_eq!(asl["States"].as_object().unwrap().len(), 2);
     // The template deploys it as Standard with that substitution.
-    let t: serde_yaml::Value =
-        serde_yaml::from_str(include_str!("../../../template.yaml")).unwrap();
+    let t: serde_norway::Value =
+        serde_norway::from_str(include_str!("../../../template.yaml")).unwrap();
     let sm = &t["Resources"]["BranchTimerStateMachine"]["Properties"];
-    assert_eq!(sm["Type"], serde_yaml::Value::from("STANDARD"));
+    assert_eq!(sm["Type"], serde_norway::Value::from("STANDARD"));
     assert_eq!(
         sm["DefinitionUri"],
-        serde_yaml::Value::from("infra/statemachines/branch-timer.asl.json")
+        serde_norway::Value::from("infra/statemachines/branch-timer.asl.json")
     );
     assert!(
         !sm["DefinitionSubstitutions"]["BranchExpireFunctionArn"].is_null(),

@@ -10,10 +10,10 @@ use ctx_core::api::routes;
 use ctx_core::config::SETTINGS;
 use ctx_core::service::Limits;
 use ctx_lambda::Function;
-use serde_yaml::Value;
+use serde_norway::Value;
 
 fn template() -> Value {
-    serde_yaml::from_str(include_str!("../../../template.yaml")).expect("template.yaml parses")
+    serde_norway::from_str(include_str!("../../../template.yaml")).expect("template.yaml parses")
 }
 
 /// axum's `{*name}` is API Gateway's greedy `{name+}`.
@@ -148,6 +148,52 @@ fn each_function_crate_runs_its_function() {
         assert_eq!(f.name().parse::<Function>().unwrap(), *f);
     }
     assert!("checkpoints".parse::<Function>().is_err());
+}
+
+/// A function the template gives a summarizer (`CTX_SUMMARIZER`, which
+/// may be `bedrock`) is built with the `bedrock` backend, or it would
+/// refuse to start; the others are built without it, and no function has
+/// the HTTP backends, which the template does not offer.
+#[test]
+fn only_the_functions_given_a_summarizer_build_bedrock() {
+    let t = template();
+    let offered: Vec<&str> = t["Parameters"]["Summarizer"]["AllowedValues"]
+        .as_sequence()
+        .expect("the Summarizer parameter's values")
+        .iter()
+        .map(|v| v.as_str().expect("a string"))
+        .collect();
+    assert_eq!(offered, ["extractive", "bedrock"]);
+    let functions = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("functions/common is in functions/");
+    let mut given = Vec::new();
+    for (f, r) in deployed() {
+        let summarizes = !r["Properties"]["Environment"]["Variables"]["CTX_SUMMARIZER"].is_null();
+        let manifest = std::fs::read_to_string(functions.join(f.name()).join("Cargo.toml"))
+            .unwrap_or_else(|e| panic!("functions/{f}/Cargo.toml: {e}"));
+        let dep = manifest
+            .lines()
+            .find(|l| l.starts_with("ctx-lambda"))
+            .unwrap_or_else(|| panic!("functions/{f} depends on ctx-lambda"));
+        assert_eq!(
+            dep.contains("\"summarize-bedrock\""),
+            summarizes,
+            "functions/{f}: the template gives it CTX_SUMMARIZER: {summarizes}; {dep}"
+        );
+        assert!(!manifest.contains("summarize-http"), "functions/{f}");
+        if summarizes {
+            given.push(f);
+        }
+    }
+    assert_eq!(
+        given,
+        [
+            Function::Checkpoint,
+            Function::History,
+            Function::Summarizer
+        ]
+    );
 }
 
 #[test]

@@ -196,7 +196,7 @@ pub(super) async fn append_file(
     Ok(written(v))
 }
 
-/// The first-turn context of a workspace (seed 002): tastes, brief, notes,
+/// The first-turn context of a workspace (docs/workspaces.md): tastes, brief, notes,
 /// recent log, recent gaps, in that order. Missing files give empty parts.
 #[utoipa::path(get, path = "/v1/workspaces/{ws}/context", tag = "workspaces",
     params(("ws" = WorkspaceId, Path)),

@@ -104,7 +104,7 @@ pub struct BranchReturned {
     pub force_returned: Vec<BranchId>,
 }
 
-/// What `branch_status` answers (the seed's shape, plus a few fields).
+/// What `branch_status` answers (docs/adr/0005-context-folding.md).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct BranchStatusResponse {
     /// The branch; null when a session has no active branch.

@@ -384,54 +384,106 @@ fn the_aws_store_names_what_is_missing_and_emulators_get_path_style() {
     assert!(!Config::from_vars(forced).unwrap().aws().unwrap().path_style);
 }
 
-/// The README's Config table: one row per variable, `| `VAR` | …`,
-/// whose default is the one documented here; and every `CTX_` name the
-/// README mentions is a known variable.
+/// The one Config table, in docs/config.md: one row per variable,
+/// `| `VAR` | …`, whose flag and default are the ones documented here.
 #[test]
-fn the_readme_config_table_lists_every_setting() {
-    let readme = include_str!("../../../README.md");
-    let start = readme
-        .find("\n## Config\n")
-        .expect("the README has a Config section");
-    let section = &readme[start + 1..];
-    let section = &section[..section[3..].find("\n## ").map_or(section.len(), |i| i + 3)];
-    let rows: Vec<&str> = section.lines().filter(|l| l.starts_with("| `")).collect();
+fn the_config_guide_table_lists_every_setting() {
+    let rows: Vec<&str> = CONFIG_GUIDE
+        .lines()
+        .filter(|l| l.starts_with("| `"))
+        .collect();
     for s in SETTINGS.iter().chain(HARNESS) {
         let row = rows
             .iter()
             .find(|r| r.starts_with(&format!("| `{}` |", s.var)))
-            .unwrap_or_else(|| panic!("the README's Config table has no row for {}", s.var));
+            .unwrap_or_else(|| panic!("docs/config.md's table has no row for {}", s.var));
         if let Some(flag) = s.flag {
             assert!(
                 row.contains(&format!("| `{flag}` |")),
-                "the README's flag of {} is not {flag}: {row}",
+                "docs/config.md's flag of {} is not {flag}: {row}",
                 s.var
             );
         }
         assert!(
             row.contains(&format!("| {} |", s.default)),
-            "the README's default of {} is not {:?}: {row}",
+            "docs/config.md's default of {} is not {:?}: {row}",
             s.var,
             s.default
         );
     }
+}
+
+/// The Config guide, and the README and the other guides, which must not
+/// hold a second table of settings.
+const CONFIG_GUIDE: &str = include_str!("../../../docs/config.md");
+const OTHER_DOCS: &[(&str, &str)] = &[
+    ("README.md", include_str!("../../../README.md")),
+    ("docs/aws.md", include_str!("../../../docs/aws.md")),
+    ("docs/bench.md", include_str!("../../../docs/bench.md")),
+    ("docs/cli.md", include_str!("../../../docs/cli.md")),
+    ("docs/folding.md", include_str!("../../../docs/folding.md")),
+    ("docs/formats.md", include_str!("../../../docs/formats.md")),
+    (
+        "docs/http-api.md",
+        include_str!("../../../docs/http-api.md"),
+    ),
+    ("docs/layout.md", include_str!("../../../docs/layout.md")),
+    (
+        "docs/lifecycle.md",
+        include_str!("../../../docs/lifecycle.md"),
+    ),
+    (
+        "docs/summaries.md",
+        include_str!("../../../docs/summaries.md"),
+    ),
+    (
+        "docs/workspaces.md",
+        include_str!("../../../docs/workspaces.md"),
+    ),
+];
+
+/// The README and every guide in docs/: each `CTX_` name they mention is
+/// a known variable, and only docs/config.md has a row of settings.
+#[test]
+fn the_docs_mention_only_settings_and_hold_one_config_table() {
     let known: Vec<&str> = SETTINGS
         .iter()
         .chain(HARNESS)
         .map(|s| s.var)
         .chain(CLIENT_VARS.iter().copied())
         .collect();
-    let mut rest = readme;
-    while let Some(i) = rest.find("CTX_") {
-        let name: String = rest[i..]
-            .chars()
-            .take_while(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || *c == '_')
-            .collect();
+    let listed: Vec<String> = OTHER_DOCS
+        .iter()
+        .map(|(p, _)| (*p).to_owned())
+        .chain(["docs/config.md".to_owned()])
+        .collect();
+    for e in std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs")).unwrap() {
+        let name = e.unwrap().file_name().into_string().unwrap();
+        let path = format!("docs/{name}");
         assert!(
-            name == "CTX_" || known.contains(&name.as_str()),
-            "the README mentions {name}, which is no setting"
+            !name.ends_with(".md") || listed.contains(&path),
+            "{path} is not checked here: add it to OTHER_DOCS"
         );
-        rest = &rest[i + name.len()..];
+    }
+    for (path, text) in OTHER_DOCS.iter().chain([&("docs/config.md", CONFIG_GUIDE)]) {
+        let mut rest = *text;
+        while let Some(i) = rest.find("CTX_") {
+            let name: String = rest[i..]
+                .chars()
+                .take_while(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || *c == '_')
+                .collect();
+            assert!(
+                name == "CTX_" || known.contains(&name.as_str()),
+                "{path} mentions {name}, which is no setting"
+            );
+            rest = &rest[i + name.len()..];
+        }
+    }
+    for (path, text) in OTHER_DOCS {
+        assert!(
+            !text.lines().any(|l| l.starts_with("| `CTX_")),
+            "{path} has a row of settings: the one Config table is docs/config.md's"
+        );
     }
 }
 

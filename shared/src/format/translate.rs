@@ -1,5 +1,6 @@
 //! Translation of a chain's parts into the format a caller asked for, in the
-//! seed's order of preference; the first tier that applies wins:
+//! order of preference of docs/adr/0003-formats-and-translation.md; the
+//! first tier that applies wins:
 //!
 //! 1. **native**: every part is already in the target format; the codec
 //!    concatenates them (byte-exact for `claude-code-v1` and `raw`).

@@ -1,4 +1,4 @@
-//! Agents' live context (seeds 001 and 003): the rolling window over an
+//! Agents' live context (docs/http-api.md): the rolling window over an
 //! agent's timeline, clear / save / history / restore, and the
 //! working-context cache with its cache-first restore.
 //!
@@ -32,7 +32,8 @@ use crate::summarize::{Content, FAILED_MARKER, SummaryInput};
 
 /// The most commits one window answer carries (the newest are kept).
 pub const MAX_WINDOW_COMMITS: usize = 10_000;
-/// The window has no upper bound (the seed's query has none): a commit
+/// The window has no upper bound (only a lower one, the clear or the
+/// window's start): a commit
 /// stamped a moment ahead of the server's clock, such as a restore just
 /// after a clear, is in it.
 const END_OF_TIME: DateTime<Utc> = DateTime::<Utc>::MAX_UTC;
@@ -821,7 +822,7 @@ impl Service {
     }
 
     /// After a commit is written: refreshes its agent's working-context
-    /// cache at the seed's safe boundaries (an end-of-turn checkpoint, a
+    /// cache at the safe boundaries (an end-of-turn checkpoint, a
     /// compaction) when the agent asked for it. Costs one point read of the
     /// agent record per such checkpoint; when on, one more artifact write
     /// (and, at a turn, one cache read and one delta read; a compaction

@@ -2,7 +2,7 @@
 //! in every host (`ctx serve`, each Lambda). One file per family:
 //!
 //! - `agents`: agents' live context: the rolling window, clear, saves and
-//!   the working-context cache (seeds 001 and 003).
+//!   the working-context cache (docs/http-api.md).
 //! - `checkpoint`: recording a commit ([`NewCommit`] → [`Checkpointed`]).
 //! - `artifacts`: uploads, downloads, presigned direct uploads.
 //! - `commits`: show, update-metadata, history, resolve.

@@ -401,7 +401,8 @@ impl Service {
             .collect())
     }
 
-    /// The first-turn context of workspace `ws` (seed 002's shape).
+    /// The first-turn context of workspace `ws` (the shape of
+    /// docs/workspaces.md).
     ///
     /// # Errors
     /// `Unavailable` when the store fails; missing files are not errors.

@@ -15,8 +15,12 @@
 //!   lines, head and tail of a long delta within a token budget).
 //! - `http`: the request loop the HTTP backends share (timeout, retries
 //!   with backoff and `Retry-After`, the key kept out of messages).
-//! - [`openai`], [`anthropic`]: the HTTP backends.
-//! - `bedrock`: the Converse API (feature `aws`).
+//! - `openai`, `anthropic`: the HTTP backends (feature `summarize-http`).
+//! - `bedrock`: the Converse API (feature `summarize-bedrock`).
+//!
+//! A backend whose feature is off is still a valid `CTX_SUMMARIZER`
+//! value: [`from_config`] refuses it, naming the feature, so a Lambda
+//! built without one says so at start instead of reading as a typo.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -29,12 +33,15 @@ use crate::error::Result;
 use crate::format::canonical::Conversation;
 use crate::format::{FormatId, Formats};
 
+#[cfg(feature = "summarize-http")]
 pub mod anthropic;
-#[cfg(feature = "aws")]
+#[cfg(feature = "summarize-bedrock")]
 pub mod bedrock;
 pub mod excerpt;
 pub mod extractive;
+#[cfg(feature = "summarize-http")]
 mod http;
+#[cfg(feature = "summarize-http")]
 pub mod openai;
 
 pub use excerpt::{excerpt, truncate};
@@ -45,8 +52,8 @@ pub use extractive::Extractive;
 pub const PROMPT: &str = "Summarize this conversation in 2-4 sentences. Focus on what was \
 accomplished, key decisions made, and any unfinished work.";
 
-/// The summary recorded when a commit's summary failed for good (the
-/// seed's marker).
+/// The summary recorded when a commit's summary failed for good (also a
+/// save's summary when it fails: docs/http-api.md, "Saves").
 pub const FAILED_MARKER: &str = "(summary generation failed)";
 
 /// What a commit's artifact holds, decoded as far as its format allows.
@@ -145,24 +152,38 @@ pub trait Summarizer: Send + Sync + 'static {
 /// The backend `config` chooses.
 ///
 /// # Errors
-/// `Invalid` naming `CTX_SUMMARIZER` for `bedrock` in a build without the
-/// `aws` feature; `Internal` when the HTTP client cannot be built.
+/// `Invalid` naming `CTX_SUMMARIZER` for a backend this build does not
+/// have (`openai` and `anthropic` without the `summarize-http` feature,
+/// `bedrock` without `summarize-bedrock`); `Internal` when the HTTP client
+/// cannot be built.
 pub fn from_config(config: &SummarizerConfig) -> Result<Arc<dyn Summarizer>> {
     Ok(match config.kind {
         SummarizerKind::Extractive => Arc::new(Extractive),
+        #[cfg(feature = "summarize-http")]
         SummarizerKind::OpenAi => Arc::new(openai::OpenAi::new(config)?),
+        #[cfg(feature = "summarize-http")]
         SummarizerKind::Anthropic => Arc::new(anthropic::Anthropic::new(config)?),
-        #[cfg(feature = "aws")]
+        #[cfg(feature = "summarize-bedrock")]
         SummarizerKind::Bedrock => Arc::new(bedrock::Bedrock::from_env(config)),
-        #[cfg(not(feature = "aws"))]
-        SummarizerKind::Bedrock => {
-            return Err(crate::error::Error::invalid(
-                "CTX_SUMMARIZER",
-                "CTX_SUMMARIZER=bedrock needs a build with the aws feature \
-                 (cargo build --features aws)",
-            ));
-        }
+        #[cfg(not(all(feature = "summarize-http", feature = "summarize-bedrock")))]
+        kind => return Err(not_built(kind)),
     })
+}
+
+/// The feature a backend needs, for a build without it.
+#[cfg(not(all(feature = "summarize-http", feature = "summarize-bedrock")))]
+fn not_built(kind: SummarizerKind) -> crate::error::Error {
+    let (feature, ctx) = match kind {
+        SummarizerKind::Bedrock => ("summarize-bedrock", "cargo build -p ctx-cli --features aws"),
+        _ => ("summarize-http", "cargo build -p ctx-cli"),
+    };
+    crate::error::Error::invalid(
+        "CTX_SUMMARIZER",
+        format!(
+            "CTX_SUMMARIZER={kind} is not in this build: it needs ctx-core's {feature} \
+             feature (the ctx command has it with `{ctx}`)"
+        ),
+    )
 }
 
 /// What a model is sent after [`PROMPT`]: the commit's [`excerpt()`]
@@ -180,6 +201,7 @@ pub fn user_message(input: &SummaryInput, max_tokens: u64) -> String {
 ///
 /// # Errors
 /// [`Failure::Permanent`] when nothing is left.
+#[cfg(any(feature = "summarize-http", feature = "summarize-bedrock"))]
 pub(crate) fn summary_text(text: &str) -> std::result::Result<String, Failure> {
     let text = text.trim();
     if text.is_empty() {

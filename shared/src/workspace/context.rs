@@ -1,6 +1,7 @@
-//! read_context: the first-turn context of seed 002 (ADR-059 of its
-//! source), assembled in its loading order from a [`FileSource`]: tastes,
-//! brief, notes, recent log, recent gaps.
+//! read_context: the first-turn context (docs/workspaces.md; the decision
+//! is docs/adr/0006-workspaces-and-read-context.md), assembled in its
+//! loading order from a [`FileSource`]: tastes, brief, notes, recent log,
+//! recent gaps.
 //!
 //! The assembly is pure code over the source, so the server (files in the
 //! store) and `ctx read-context --dir` (files on disk) give the same JSON.
@@ -191,7 +192,7 @@ pub struct GapRecord {
     pub notes: String,
 }
 
-/// Assembles the context from `src` in the seed's loading order.
+/// Assembles the context from `src` in read_context's loading order.
 ///
 /// # Errors
 /// Only the source's own failures; missing files and malformed lines are
@@ -226,7 +227,8 @@ pub async fn assemble(src: &dyn FileSource) -> Result<Context> {
 }
 
 fn path(p: &str) -> FilePath {
-    p.parse().expect("the seed's file names are valid paths")
+    p.parse()
+        .expect("read_context's file names are valid paths")
 }
 
 /// A JSONL line as `T`; `None` for a blank or malformed line (or one that

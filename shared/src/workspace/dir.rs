@@ -33,8 +33,8 @@ async fn text_of(dir: &Path, path: &FilePath) -> Result<Option<String>> {
     match tokio::fs::read(dir.join(path.as_str())).await {
         Ok(bytes) => Ok(String::from_utf8(bytes).ok()),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        // A directory where a file was expected, no permission, ...: the
-        // seed's tolerance for unreadable files.
+        // A directory where a file was expected, no permission, ...: an
+        // unreadable file is a missing one, as on the server.
         Err(_) => Ok(None),
     }
 }

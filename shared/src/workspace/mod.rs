@@ -1,6 +1,7 @@
 //! Workspaces: versioned context documents (tastes, a brief, notes, an
 //! operation log, recorded gaps) and the first-turn assembly over them,
-//! `read_context` (seed 002, ADR-059 of its source).
+//! `read_context` (docs/workspaces.md,
+//! docs/adr/0006-workspaces-and-read-context.md).
 //!
 //! A workspace file is a chain of `raw` commits under the ref
 //! `workspaces/{ws}/{path}` (see [`file_ref`]): a write is a snapshot

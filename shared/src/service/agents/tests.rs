@@ -1,5 +1,5 @@
-//! Seed 001's context-management list and seed 003's working-context
-//! contracts, through the service on the memory store (and SQLite for the
+//! Agents' live context as docs/http-api.md describes it (window, clear,
+//! saves, and the working-context contracts), through the service on the memory store (and SQLite for the
 //! restart cases), with a driven clock.
 
 use std::sync::Arc;
@@ -392,7 +392,7 @@ async fn save_snapshots_every_thread_with_a_summary_and_does_not_clear() {
         rec.save_id.to_string().starts_with("sav-"),
         "the session id format"
     );
-    // The session file is an artifact in the seed's shape, messages included.
+    // The session file is an artifact in the documented shape, messages included.
     let file = h
         .svc
         .context_save_file(&h.tenant, &h.agent, &rec.save_id)
@@ -619,7 +619,7 @@ async fn context_settings_and_clear_time_survive_a_restart() {
     );
 }
 
-// --- Working context (seed 003) ---
+// --- Working context ---
 
 fn snapshot(agent: &str, epoch: u64, messages: Vec<WorkingMessage>) -> WorkingContextSnapshot {
     WorkingContextSnapshot {
