@@ -11,7 +11,8 @@ import pytest
 from langgraph.checkpoint.base import empty_checkpoint
 
 from ctx_client import Client
-from ctx_client.langgraph import MAX_SEGMENT, CtxSaver, _unescape, encode_segment
+from ctx_client.langgraph import MAX_SEGMENT, CtxSaver, encode_segment
+from ctx_client.langgraph._names import _unescape
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,59 @@
+"""The checkpoint document: its constants, encodings and times."""
+
+from __future__ import annotations
+
+import base64
+import struct
+from datetime import UTC, datetime
+
+DOC_VERSION = 1
+TEMPLATE = "langgraph"
+# The type slot of a value entry stored as a ctx chain of list elements.
+LIST_KIND = "ctx-list"
+
+
+def _encode_records(elements: list[tuple[str, bytes]]) -> bytes:
+    """Serialized list elements as length-prefixed records, so that the
+    byte append of ``raw`` chains concatenates lists."""
+    out = bytearray()
+    for typ, data in elements:
+        t = typ.encode()
+        out += struct.pack(">I", len(t)) + t + struct.pack(">I", len(data)) + data
+    return bytes(out)
+
+
+def _decode_records(data: bytes) -> list[tuple[str, bytes]]:
+    out = []
+    i = 0
+    while i < len(data):
+        (n,) = struct.unpack_from(">I", data, i)
+        typ = data[i + 4 : i + 4 + n].decode()
+        i += 4 + n
+        (m,) = struct.unpack_from(">I", data, i)
+        out.append((typ, bytes(data[i + 4 : i + 4 + m])))
+        i += 4 + m
+    return out
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
+def _unb64(text: str) -> bytes:
+    return base64.b64decode(text)
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat().replace("+00:00", "Z")
+
+
+def _created_at(ts: str | None) -> str:
+    """The checkpoint's own time as the commit's time, when it parses."""
+    if ts:
+        try:
+            t = datetime.fromisoformat(ts.replace("Z", "+00:00"))
+            if t.tzinfo is not None:
+                return t.astimezone(UTC).isoformat().replace("+00:00", "Z")
+        except ValueError:
+            pass
+    return _now()

@@ -1,0 +1,60 @@
+"""Operations as generators of API calls, and what drives them."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import Generator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar, cast
+
+from .._core import Call
+from ..client import AsyncClient, Client
+
+R = TypeVar("R")
+# An operation: yields a call (or a list of calls, sent concurrently) and
+# receives its result (or the list of results); returns R.
+Op = Generator[Any, Any, R]
+
+
+def _maybe(call: Call[Any], *also: int) -> Call[Any]:
+    """The same call, answering ``None`` for a 404 (and the ``also`` statuses)."""
+
+    def parse(resp: Any) -> Any:
+        return None if resp.status_code in (404, *also) else call.parse(resp)
+
+    return dataclasses.replace(call, parse=parse)
+
+
+def _drive_sync(client: Client, pool: ThreadPoolExecutor, op: Op[R]) -> R:
+    try:
+        request = next(op)
+        while True:
+            try:
+                if isinstance(request, list):
+                    result: Any = list(pool.map(client.send, request)) if request else []
+                else:
+                    result = client.send(request)
+            except Exception as e:  # noqa: BLE001 - handed to the operation
+                request = op.throw(e)
+                continue
+            request = op.send(result)
+    except StopIteration as stop:
+        return cast(R, stop.value)
+
+
+async def _drive_async(client: AsyncClient, op: Op[R]) -> R:
+    try:
+        request = next(op)
+        while True:
+            try:
+                if isinstance(request, list):
+                    result: Any = await asyncio.gather(*(client.send(c) for c in request))
+                else:
+                    result = await client.send(request)
+            except Exception as e:  # noqa: BLE001 - handed to the operation
+                request = op.throw(e)
+                continue
+            request = op.send(result)
+    except StopIteration as stop:
+        return cast(R, stop.value)

@@ -1,0 +1,82 @@
+"""What the two savers share: their operations, versions and listing."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
+from langgraph.checkpoint.serde.base import SerializerProtocol
+
+from ._op import Op
+from ._operations import _Core
+
+LIST_BATCH = 16
+
+
+class _Saver(BaseCheckpointSaver[str]):
+    """A checkpointer whose operations are :class:`_Core`'s; the subclasses
+    drive them."""
+
+    def __init__(
+        self,
+        *,
+        serde: SerializerProtocol | None,
+        prefix: str,
+        principal: str,
+        cache_bytes: int,
+        list_deltas: bool,
+    ) -> None:
+        super().__init__(serde=serde)
+        self._core = _Core(
+            self.serde,
+            prefix=prefix,
+            principal=principal,
+            cache_bytes=cache_bytes,
+            list_deltas=list_deltas,
+        )
+
+    def get_next_version(self, current: str | None, channel: None) -> str:
+        """Versions as LangGraph's own savers make them: a zero-padded
+        counter and a random suffix, so they sort as strings."""
+        return _next_version(current)
+
+    def _list_blocking(
+        self,
+        run: Callable[[Op[Any]], Any],
+        config: RunnableConfig | None,
+        filter: dict[str, Any] | None,
+        before: RunnableConfig | None,
+        limit: int | None,
+    ) -> Iterator[CheckpointTuple]:
+        """Checkpoints, newest first, matching ``filter``, each page of
+        :data:`LIST_BATCH` read by ``run`` (which drives an operation to its
+        result)."""
+        found: list[tuple[str, str, str, str]] = run(
+            self._core.found(config, filter, before, limit)
+        )
+        left = limit
+        for i in range(0, len(found), LIST_BATCH):
+            page: list[CheckpointTuple] = run(
+                self._core.list_page(found[i : i + LIST_BATCH], filter)
+            )
+            for tup in page:
+                if left is not None and left <= 0:
+                    return
+                yield tup
+                if left is not None:
+                    left -= 1
+            if left is not None and left <= 0:
+                return
+
+
+def _next_version(current: str | int | float | None) -> str:
+    if current is None:
+        n = 0
+    elif isinstance(current, str):
+        n = int(current.split(".")[0])
+    else:
+        n = int(current)
+    return f"{n + 1:032}.{random.random():016}"

@@ -1,0 +1,113 @@
+"""Checkpoint documents and channel values, read through the caches; list
+values stored as chains of list elements."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, cast
+
+from .. import _routes as routes
+from ._document import LIST_KIND, TEMPLATE, _decode_records, _encode_records, _now
+from ._op import Op
+from ._refs import _Refs
+
+
+class _Values(_Refs):
+    """Documents and values: read, cached, stored."""
+
+    def doc(self, commit_id: str) -> Op[dict[str, Any]]:
+        """The checkpoint document a commit holds."""
+        hit = self.docs.get(commit_id)
+        if hit is not None:
+            return cast(dict[str, Any], hit)
+        commit = yield routes.get_commit(commit_id)
+        data = yield routes.get_artifact(commit["artifact_ref"])
+        doc = cast(dict[str, Any], json.loads(data))
+        self.docs.put(commit_id, doc, len(data))
+        return doc
+
+    def docs_of(self, commit_ids: list[str]) -> Op[list[dict[str, Any]]]:
+        """Several documents, the missing ones fetched concurrently."""
+        missing = [c for c in dict.fromkeys(commit_ids) if self.docs.get(c) is None]
+        if missing:
+            commits = yield [routes.get_commit(c) for c in missing]
+            datas = yield [routes.get_artifact(c["artifact_ref"]) for c in commits]
+            for cid, data in zip(missing, datas, strict=True):
+                self.docs.put(cid, json.loads(data), len(data))
+        out = []
+        for c in commit_ids:
+            d = self.docs.get(c)
+            if d is None:  # evicted between the two steps: fetch it alone
+                d = yield from self.doc(c)
+            out.append(d)
+        return out
+
+    def link_elements(self, commit_id: str) -> Op[list[tuple[str, bytes]]]:
+        """The serialized elements of a list value stored as a chain: the
+        server materializes the chain (from its nearest snapshot)."""
+        hit = self.links.get(commit_id)
+        if hit is not None:
+            return cast(list[tuple[str, bytes]], hit)
+        m = yield routes.materialize(commit_id)
+        data = yield routes.get_artifact(m["artifact_ref"])
+        elements = _decode_records(data)
+        self.links.put(commit_id, elements, len(data))
+        return elements
+
+    def store_list(self, thread_id: str, value: list[Any], old: list[Any] | None) -> Op[str]:
+        """A list value as a chain link: a delta of the new elements on the
+        parent's link when the parent's list is a prefix of this one (an
+        append, as add_messages does), a snapshot of every element otherwise.
+        The link's commit id."""
+        elements = [self.serde.dumps_typed(e) for e in value]
+        parent = None
+        new = elements
+        commit_type = "snapshot"
+        if old is not None and old[0] == LIST_KIND:
+            parent = old[1]
+            before = yield from self.link_elements(parent)
+            if len(before) <= len(elements) and elements[: len(before)] == before:
+                if len(before) == len(elements):
+                    return cast(str, parent)
+                new = elements[len(before) :]
+                commit_type = "delta"
+        commit = yield routes.checkpoint(
+            principal=self.principal,
+            template=TEMPLATE,
+            format="raw",
+            delta=_encode_records(new),
+            parent=parent,
+            commit_type=commit_type,
+            checkpoint="explicit",
+            thread_id=thread_id if len(thread_id.encode()) <= 256 else None,
+            message_count=len(new),
+            created_at=_now(),
+        )
+        self.links.put(commit["id"], elements, sum(len(t) + len(d) for t, d in elements))
+        return cast(str, commit["id"])
+
+    def values(self, doc: dict[str, Any]) -> Op[dict[str, Any]]:
+        """The channel values of a document, the uncached ones fetched
+        concurrently."""
+        entries = doc["values"]
+        missing = [
+            e[1]
+            for e in entries.values()
+            if e[1] and e[0] != LIST_KIND and self.blobs.get(e[1]) is None
+        ]
+        missing = list(dict.fromkeys(missing))
+        if missing:
+            datas = yield [routes.get_artifact(ref) for ref in missing]
+            for ref, data in zip(missing, datas, strict=True):
+                self.blobs.put(ref, data, len(data))
+        out = {}
+        for ch, (typ, ref, _version) in entries.items():
+            if typ == LIST_KIND:
+                elements = yield from self.link_elements(ref)
+                out[ch] = [self.serde.loads_typed(e) for e in elements]
+                continue
+            data = self.blobs.get(ref) if ref else b""
+            if data is None:
+                data = yield routes.get_artifact(ref)
+            out[ch] = self.serde.loads_typed((typ, data))
+        return out
