@@ -570,6 +570,30 @@ async fn download_artifact(
     Ok(([(header::CONTENT_TYPE, "application/octet-stream")], bytes).into_response())
 }
 
+/// Records `req` as `POST /v1/commits` does: converted with
+/// [`CheckpointRequest::into_new_commit`], errors about the delta naming
+/// the field it was sent in.
+///
+/// # Errors
+/// As [`Service::checkpoint`].
+pub async fn submit_checkpoint(
+    service: &Service,
+    tenant: &crate::id::TenantId,
+    req: CheckpointRequest,
+) -> Result<crate::service::Checkpointed, Error> {
+    // The service names an inline delta `delta`; it may have come as
+    // `delta_base64`.
+    let field = req.delta_field();
+    let new = req.into_new_commit(service.limits())?;
+    service
+        .checkpoint(tenant, new)
+        .await
+        .map_err(|e| match e.field.as_deref() {
+            Some("delta") if field != "delta" => e.with_field(field),
+            _ => e,
+        })
+}
+
 /// Records a checkpoint: 201 with the new commit, or 200 with the stored one
 /// when the same checkpoint (same `created_at`) was recorded before. Into a
 /// branch's chain (`ref: branches/br-…`) it counts against the budget: the
@@ -590,7 +614,7 @@ async fn checkpoint(
     caller: Caller,
     Json(req): Json<CheckpointRequest>,
 ) -> ApiResult<Response> {
-    let done = req.submit(&s.service, &caller.tenant).await?;
+    let done = submit_checkpoint(&s.service, &caller.tenant, req).await?;
     let crate::service::Checkpointed {
         commit,
         created,
