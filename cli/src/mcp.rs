@@ -201,6 +201,44 @@ fn inline(schema: &Value, components: &Value) -> Value {
     }
 }
 
+/// The schema of the JSON body of `method path` in `doc`, refs inlined.
+fn body_schema(doc: &Value, method: &str, path: &str) -> Value {
+    let op = &doc["paths"][path][method];
+    assert!(op.is_object(), "the document has {method} {path}");
+    let schema = &op["requestBody"]["content"]["application/json"]["schema"];
+    // An optional body is `oneOf: [null, the body]`.
+    let body = schema["oneOf"]
+        .as_array()
+        .and_then(|v| v.iter().find(|s| s.get("$ref").is_some()))
+        .unwrap_or(schema);
+    inline(body, &doc["components"]["schemas"])
+}
+
+/// Per tool with a body, the body's fields: the arguments [`body_of`]
+/// passes on.
+static BODY_KEYS: std::sync::LazyLock<std::collections::BTreeMap<&'static str, Vec<String>>> =
+    std::sync::LazyLock::new(|| {
+        let doc = ctx_core::api::ApiDoc::json();
+        TOOLS
+            .iter()
+            .flat_map(|tool| {
+                tool.args.iter().filter_map(|arg| match arg {
+                    Arg::Body(method, path) => {
+                        let body = body_schema(&doc, method, path);
+                        let keys = body["properties"]
+                            .as_object()
+                            .into_iter()
+                            .flatten()
+                            .map(|(k, _)| k.clone())
+                            .collect();
+                        Some((tool.name, keys))
+                    }
+                    Arg::Param { .. } => None,
+                })
+            })
+            .collect()
+    });
+
 /// The tools, as `tools/list` describes them: each input schema built from
 /// the OpenAPI document, so it states the limits the server enforces.
 pub fn tools() -> Value {
@@ -219,14 +257,7 @@ pub fn tools() -> Value {
             for arg in tool.args {
                 match arg {
                     Arg::Body(method, path) => {
-                        let schema = &op(method, path)["requestBody"]["content"]["application/json"]
-                            ["schema"];
-                        // An optional body is `oneOf: [null, the body]`.
-                        let body = schema["oneOf"]
-                            .as_array()
-                            .and_then(|v| v.iter().find(|s| s.get("$ref").is_some()))
-                            .unwrap_or(schema);
-                        let body = inline(body, components);
+                        let body = body_schema(&doc, method, path);
                         for (k, v) in body["properties"].as_object().into_iter().flatten() {
                             properties.insert(k.clone(), v.clone());
                         }
@@ -268,13 +299,14 @@ pub fn tools() -> Value {
     Value::Array(list)
 }
 
-/// The request fields `keys` of a tool's arguments, without nulls or
-/// anything else a model may add, read as the server reads a body.
-fn body_of<T: serde::de::DeserializeOwned>(args: &Value, keys: &[&str]) -> Result<T> {
+/// The request body of `tool` from its arguments: the body's fields (as
+/// the document lists them), without nulls or anything else a model may
+/// add, read as the server reads a body.
+fn body_of<T: serde::de::DeserializeOwned>(tool: &str, args: &Value) -> Result<T> {
     let mut body = serde_json::Map::new();
-    for key in keys {
-        if let Some(v) = args.get(*key).filter(|v| !v.is_null()) {
-            body.insert((*key).to_owned(), v.clone());
+    for key in BODY_KEYS.get(tool).into_iter().flatten() {
+        if let Some(v) = args.get(key).filter(|v| !v.is_null()) {
+            body.insert(key.clone(), v.clone());
         }
     }
     parse_json(Value::Object(body).to_string().as_bytes())
@@ -303,29 +335,12 @@ fn to_value(v: &impl Serialize) -> Result<Value> {
 pub async fn call_tool(client: &Client, name: &str, args: &Value) -> Result<Value> {
     match name {
         "branch_create" => {
-            // The request's fields, without nulls or anything else a model
-            // may add, read as the server reads a body.
-            let mut body = serde_json::Map::new();
-            for key in [
-                "session_id",
-                "description",
-                "prompt",
-                "budget",
-                "timeout_seconds",
-                "parent_branch",
-            ] {
-                if let Some(v) = args.get(key).filter(|v| !v.is_null()) {
-                    body.insert(key.to_owned(), v.clone());
-                }
-            }
-            let req: BranchCreateRequest = parse_json(Value::Object(body).to_string().as_bytes())?;
+            let req: BranchCreateRequest = body_of(name, args)?;
             to_value(&client.branch_create(&req).await?)
         }
         "branch_return" => {
             let id = str_arg(args, "branch_id")?;
-            let req = BranchReturnRequest {
-                message: str_arg(args, "message")?.to_owned(),
-            };
+            let req: BranchReturnRequest = body_of(name, args)?;
             to_value(&client.branch_return(&branch_id(id)?, &req).await?)
         }
         "branch_status" => {
@@ -358,7 +373,7 @@ pub async fn call_tool(client: &Client, name: &str, args: &Value) -> Result<Valu
         }
         "context_clear" => to_value(&client.clear_context(&agent_arg(args)?).await?),
         "context_save" => {
-            let req: ctx_core::wire::SaveRequest = body_of(args, &["description"])?;
+            let req: ctx_core::wire::SaveRequest = body_of(name, args)?;
             to_value(&client.save_context(&agent_arg(args)?, &req).await?)
         }
         "context_history" => to_value(&client.context_history(&agent_arg(args)?).await?),
@@ -369,15 +384,7 @@ pub async fn call_tool(client: &Client, name: &str, args: &Value) -> Result<Valu
             to_value(&client.restore_save(&agent_arg(args)?, &id).await?)
         }
         "working_context_restore" => {
-            let req: ctx_core::wire::RestoreRequest = body_of(
-                args,
-                &[
-                    "system_prompt",
-                    "max_episodic",
-                    "max_semantic",
-                    "raw_tail_turns",
-                ],
-            )?;
+            let req: ctx_core::wire::RestoreRequest = body_of(name, args)?;
             to_value(
                 &client
                     .restore_working_context(&agent_arg(args)?, &req)
