@@ -1050,8 +1050,51 @@ mod tests {
         }
     }
 
+    /// The operation of the OpenAPI document `method target` (a path and
+    /// query) is an instance of: its path template, where a parameter is
+    /// one segment, or, when no template fits so, several (a ref name's or
+    /// a file path's '/').
+    fn documented<'d>(
+        doc: &'d serde_json::Value,
+        method: &str,
+        target: &str,
+    ) -> Vec<(&'d String, &'d serde_json::Value)> {
+        let path = target.split('?').next().unwrap();
+        let fits = |tpl: &str, greedy: bool| {
+            let (t, p): (Vec<&str>, Vec<&str>) =
+                (tpl.split('/').collect(), path.split('/').collect());
+            // Literal segments must match in order; a parameter takes one
+            // segment, or (greedy) as many as leave the rest to match.
+            fn go(t: &[&str], p: &[&str], greedy: bool) -> bool {
+                match (t.first(), p.first()) {
+                    (None, None) => true,
+                    (Some(ts), Some(ps)) if ts.starts_with('{') => {
+                        !ps.is_empty()
+                            && (go(&t[1..], &p[1..], greedy)
+                                || (greedy && (2..=p.len()).any(|n| go(&t[1..], &p[n..], greedy))))
+                    }
+                    (Some(ts), Some(ps)) => ts == ps && go(&t[1..], &p[1..], greedy),
+                    _ => false,
+                }
+            }
+            go(&t, &p, greedy)
+        };
+        let paths = doc["paths"].as_object().unwrap();
+        for greedy in [false, true] {
+            let found: Vec<_> = paths
+                .iter()
+                .filter(|(tpl, item)| item.get(method).is_some() && fits(tpl, greedy))
+                .map(|(tpl, item)| (tpl, &item[method]))
+                .collect();
+            if !found.is_empty() {
+                return found;
+            }
+        }
+        Vec::new()
+    }
+
     #[test]
-    fn every_route_of_the_server_has_exactly_one_client_route() {
+    fn every_route_of_the_server_and_the_document_has_exactly_one_client_route() {
         let id: CommitId = "ctx-0123456789abcdef0123456789abcdef".parse().unwrap();
         let br: BranchId = "br-0123456789abcdef0123456789abcdef".parse().unwrap();
         let art: ArtifactRef = format!("art-{}", "ab".repeat(32)).parse().unwrap();
@@ -1111,6 +1154,8 @@ mod tests {
         ];
         let server = routes(&Limits::default());
         let mut used = vec![0; server.len()];
+        let doc = ctx_core::api::ApiDoc::json();
+        let mut documented_used: Vec<(String, String)> = Vec::new();
         for r in client {
             let target = r.target();
             let path = target.split('?').next().unwrap();
@@ -1120,9 +1165,41 @@ mod tests {
                 .collect();
             assert_eq!(matching.len(), 1, "{} {target}", r.method());
             used[matching[0]] += 1;
+            // The OpenAPI document has the same operation, and every query
+            // parameter the client sends is one of its parameters.
+            let method = r.method().as_str().to_lowercase();
+            let ops = documented(&doc, &method, &target);
+            assert_eq!(ops.len(), 1, "{method} {target} in the document");
+            let (template, op) = ops[0];
+            let params: Vec<&str> = op["parameters"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|p| p["in"] == "query")
+                .map(|p| p["name"].as_str().unwrap())
+                .collect();
+            for pair in target.split_once('?').map_or("", |(_, q)| q).split('&') {
+                if let Some((name, _)) = pair.split_once('=') {
+                    assert!(
+                        params.contains(&name),
+                        "{method} {template} documents no query parameter {name}: {params:?}"
+                    );
+                }
+            }
+            documented_used.push((method, template.clone()));
         }
         for (def, n) in server.iter().zip(used) {
             assert_eq!(n, 1, "{} {} has {n} client routes", def.method, def.path);
+        }
+        // And every documented operation has its client route.
+        for (template, item) in doc["paths"].as_object().unwrap() {
+            for method in item.as_object().unwrap().keys() {
+                let n = documented_used
+                    .iter()
+                    .filter(|(m, t)| m == method && t == template)
+                    .count();
+                assert_eq!(n, 1, "{method} {template} has {n} client routes");
+            }
         }
     }
 

@@ -11,7 +11,10 @@
 //! `working_context_restore`). A tool's arguments are read as the route's request type
 //! (`ctx_core::wire`) exactly as the server would read them, and its
 //! result is the typed response, serialized; a tool's failure is a result
-//! with `isError`, so the model sees it.
+//! with `isError`, so the model sees it. A tool's input schema is its
+//! route's, taken from the OpenAPI document those types generate (the
+//! body's properties, the path and query parameters), so the limits it
+//! states are the server's.
 
 use ctx_core::api::extract::parse_json;
 use ctx_core::wire::{BranchCreateRequest, BranchReturnRequest};
@@ -28,153 +31,282 @@ use serde_json::{Value, json};
 use crate::client::Client;
 use crate::commands::branch_id;
 
-/// The names of the tools, as `tools/list` gives them.
-pub const TOOL_NAMES: &[&str] = &[
-    "branch_create",
-    "branch_return",
-    "branch_status",
-    "read_context",
-    "context_window",
-    "context_clear",
-    "context_save",
-    "context_history",
-    "context_restore",
-    "working_context_restore",
-];
-
-/// The tools, as `tools/list` describes them.
-pub fn tools() -> Value {
-    json!([
-        {
-            "name": "branch_create",
-            "description": "Start an isolated context branch for a subtask. The branch sees only its description and prompt; only the result you return with branch_return goes back to the main context. Returns {branch_id, budget_allocated, depth}.",
-            "inputSchema": {
-                "type": "object",
-                "properties": {
-                    "session_id": {"type": "string", "description": "The session the branch belongs to."},
-                    "description": {"type": "string", "maxLength": 500, "description": "What the subtask is."},
-                    "prompt": {"type": "string", "maxLength": 10000, "description": "The subtask's instructions."},
-                    "budget": {"type": "integer", "minimum": 1, "description": "Token budget (default 8192, max 32768)."},
-                    "timeout_seconds": {"type": "integer", "minimum": 1, "description": "Seconds until it times out (default 300, max 600)."},
-                    "parent_branch": {"type": "string", "description": "Nest under this active branch (br-…)."}
-                },
-                "required": ["session_id", "description"]
-            }
-        },
-        {
-            "name": "branch_return",
-            "description": "Return from a branch: the message (secrets scrubbed) is appended to the parent context; active child branches are returned first. Returns {success, tokens_used, message}.",
-            "inputSchema": {
-                "type": "object",
-                "properties": {
-                    "branch_id": {"type": "string", "description": "The branch (br-…)."},
-                    "message": {"type": "string", "maxLength": 50000, "description": "The result to hand back."}
-                },
-                "required": ["branch_id", "message"]
-            }
-        },
-        {
-            "name": "branch_status",
-            "description": "A branch's status (created | active | completed | timeout | failed), depth, budget used / total, description, created_at, completed_at. With session_id instead: the session's active branch, or {branch_id: null, status: \"No active branch found\"}.",
-            "inputSchema": {
-                "type": "object",
-                "properties": {
-                    "branch_id": {"type": "string", "description": "The branch (br-…)."},
-                    "session_id": {"type": "string", "description": "A session, for its active branch."}
-                }
-            }
-        },
-        {
-            "name": "read_context",
-            "description": "Call this first: the first-turn context of an image's workspace, in loading order. Returns {tastes: {default, genres, conflicts: [{point, files}]}, brief: {raw, intent, tastes}, notes: {summary, truncated}, recent_log (last 10, newest first), recent_gaps (last 10, newest first)}. Taste conflicts are for you to raise with the photographer, not to resolve.",
-            "inputSchema": {
-                "type": "object",
-                "properties": {
-                    "image_id": {"type": "string", "maxLength": 64, "description": "The image (its workspace id)."}
-                },
-                "required": ["image_id"]
-            }
-        },
-        {
-            "name": "context_window",
-            "description": "Your live context: the messages of your commits since max(last clear, now - window_seconds), oldest first, for one thread or all. Returns {since, reason: clear|window, until, commits, message_count, token_count, artifact_ref, format, truncated}.",
-            "inputSchema": {
-                "type": "object",
-                "properties": {
-                    "agent": {"type": "string", "description": "The agent (its principal)."},
-                    "thread_id": {"type": "string", "description": "Only this thread."},
-                    "format": {"type": "string", "description": "The format wanted (default: the newest commit's)."}
-                },
-                "required": ["agent"]
-            }
-        },
-        {
-            "name": "context_clear",
-            "description": "Start the agent's window now, for every thread. Deletes nothing. Returns {last_clear}.",
-            "inputSchema": {
-                "type": "object",
-                "properties": {"agent": {"type": "string", "description": "The agent."}},
-                "required": ["agent"]
-            }
-        },
-        {
-            "name": "context_save",
-            "description": "Save every thread's window as a session file with a summary; does not clear. Returns {save_id, timestamp, description, summary, message_count, window_start, window_end, artifact_ref}.",
-            "inputSchema": {
-                "type": "object",
-                "properties": {
-                    "agent": {"type": "string", "description": "The agent."},
-                    "description": {"type": "string", "maxLength": 1024, "description": "What to call the save."}
-                },
-                "required": ["agent"]
-            }
-        },
-        {
-            "name": "context_history",
-            "description": "The agent's saves, newest first: {saves: [{save_id, timestamp, description, summary, message_count, ...}]}.",
-            "inputSchema": {
-                "type": "object",
-                "properties": {"agent": {"type": "string", "description": "The agent."}},
-                "required": ["agent"]
-            }
-        },
-        {
-            "name": "context_restore",
-            "description": "Load a save's messages back into the window (one commit per thread, now, tagged restored_from). Returns {save_id, commits}.",
-            "inputSchema": {
-                "type": "object",
-                "properties": {
-                    "agent": {"type": "string", "description": "The agent."},
-                    "save_id": {"type": "string", "description": "The save (sav-…)."}
-                },
-                "required": ["agent", "save_id"]
-            }
-        },
-        {
-            "name": "working_context_restore",
-            "description": "Restore the agent's working context after a restart: the cached snapshot when valid, else a rebuild (system prompt, episodic and semantic memory, the raw tail of the latest chain) with the reason. Returns {source: cache|rebuilt, reason, snapshot, artifact_ref}. Queues and in-flight tool calls are not restored.",
-            "inputSchema": {
-                "type": "object",
-                "properties": {
-                    "agent": {"type": "string", "description": "The agent."},
-                    "system_prompt": {"type": "string", "description": "The system prompt of a rebuild."},
-                    "max_episodic": {"type": "integer", "minimum": 0, "maximum": 100},
-                    "max_semantic": {"type": "integer", "minimum": 0, "maximum": 100},
-                    "raw_tail_turns": {"type": "integer", "minimum": 0, "maximum": 1000}
-                },
-                "required": ["agent"]
-            }
-        }
-    ])
+/// Where a tool's argument comes from in the OpenAPI document.
+enum Arg {
+    /// Every property of the JSON body of the operation `method path`,
+    /// required as the body requires it.
+    Body(&'static str, &'static str),
+    /// The path or query parameter `param` of the operation `method path`,
+    /// as the tool's argument `name`; required as the document says, or
+    /// never when `optional`.
+    Param {
+        method: &'static str,
+        path: &'static str,
+        param: &'static str,
+        name: &'static str,
+        optional: bool,
+    },
 }
 
-/// The request fields `keys` of a tool's arguments, without nulls or
-/// anything else a model may add, read as the server reads a body.
-fn body_of<T: serde::de::DeserializeOwned>(args: &Value, keys: &[&str]) -> Result<T> {
+/// A required path parameter of an operation, under its own name.
+const fn param(method: &'static str, path: &'static str, name: &'static str) -> Arg {
+    Arg::Param {
+        method,
+        path,
+        param: name,
+        name,
+        optional: false,
+    }
+}
+
+/// One tool: its name, what the model is told it does, and its arguments.
+struct ToolSpec {
+    name: &'static str,
+    description: &'static str,
+    args: &'static [Arg],
+}
+
+/// Every tool. Their input schemas are the routes' own, read from the
+/// OpenAPI document the request types generate (see [`tools`]).
+const TOOLS: &[ToolSpec] = &[
+    ToolSpec {
+        name: "branch_create",
+        description: "Start an isolated context branch for a subtask. The branch sees only its description and prompt; only the result you return with branch_return goes back to the main context. Returns {branch_id, budget_allocated, depth}.",
+        args: &[Arg::Body("post", "/v1/branches")],
+    },
+    ToolSpec {
+        name: "branch_return",
+        description: "Return from a branch: the message (secrets scrubbed) is appended to the parent context; active child branches are returned first. Returns {success, tokens_used, message}.",
+        args: &[
+            Arg::Param {
+                method: "post",
+                path: "/v1/branches/{br}/return",
+                param: "br",
+                name: "branch_id",
+                optional: false,
+            },
+            Arg::Body("post", "/v1/branches/{br}/return"),
+        ],
+    },
+    ToolSpec {
+        name: "branch_status",
+        description: "A branch's status (created | active | completed | timeout | failed), depth, budget used / total, description, created_at, completed_at. With session_id instead: the session's active branch, or {branch_id: null, status: \"No active branch found\"}.",
+        args: &[
+            Arg::Param {
+                method: "get",
+                path: "/v1/branches/{br}",
+                param: "br",
+                name: "branch_id",
+                optional: true,
+            },
+            Arg::Param {
+                method: "get",
+                path: "/v1/branches",
+                param: "session_id",
+                name: "session_id",
+                optional: true,
+            },
+        ],
+    },
+    ToolSpec {
+        name: "read_context",
+        description: "Call this first: the first-turn context of an image's workspace, in loading order. Returns {tastes: {default, genres, conflicts: [{point, files}]}, brief: {raw, intent, tastes}, notes: {summary, truncated}, recent_log (last 10, newest first), recent_gaps (last 10, newest first)}. Taste conflicts are for you to raise with the photographer, not to resolve.",
+        args: &[Arg::Param {
+            method: "get",
+            path: "/v1/workspaces/{ws}/context",
+            param: "ws",
+            name: "image_id",
+            optional: false,
+        }],
+    },
+    ToolSpec {
+        name: "context_window",
+        description: "Your live context: the messages of your commits since max(last clear, now - window_seconds), oldest first, for one thread or all. Returns {since, reason: clear|window, until, commits, message_count, token_count, artifact_ref, format, truncated}.",
+        args: &[
+            param("get", "/v1/agents/{agent}/window", "agent"),
+            param("get", "/v1/agents/{agent}/window", "thread_id"),
+            param("get", "/v1/agents/{agent}/window", "format"),
+        ],
+    },
+    ToolSpec {
+        name: "context_clear",
+        description: "Start the agent's window now, for every thread. Deletes nothing. Returns {last_clear}.",
+        args: &[param("post", "/v1/agents/{agent}/clear", "agent")],
+    },
+    ToolSpec {
+        name: "context_save",
+        description: "Save every thread's window as a session file with a summary; does not clear. Returns {save_id, timestamp, description, summary, message_count, window_start, window_end, artifact_ref}.",
+        args: &[
+            param("post", "/v1/agents/{agent}/saves", "agent"),
+            Arg::Body("post", "/v1/agents/{agent}/saves"),
+        ],
+    },
+    ToolSpec {
+        name: "context_history",
+        description: "The agent's saves, newest first: {saves: [{save_id, timestamp, description, summary, message_count, ...}]}.",
+        args: &[param("get", "/v1/agents/{agent}/saves", "agent")],
+    },
+    ToolSpec {
+        name: "context_restore",
+        description: "Load a save's messages back into the window (one commit per thread, now, tagged restored_from). Returns {save_id, commits}.",
+        args: &[
+            param(
+                "post",
+                "/v1/agents/{agent}/saves/{save_id}/restore",
+                "agent",
+            ),
+            param(
+                "post",
+                "/v1/agents/{agent}/saves/{save_id}/restore",
+                "save_id",
+            ),
+        ],
+    },
+    ToolSpec {
+        name: "working_context_restore",
+        description: "Restore the agent's working context after a restart: the cached snapshot when valid, else a rebuild (system prompt, episodic and semantic memory, the raw tail of the latest chain) with the reason. Returns {source: cache|rebuilt, reason, snapshot, artifact_ref}. Queues and in-flight tool calls are not restored.",
+        args: &[
+            param(
+                "post",
+                "/v1/agents/{agent}/working-context/restore",
+                "agent",
+            ),
+            Arg::Body("post", "/v1/agents/{agent}/working-context/restore"),
+        ],
+    },
+];
+
+/// `schema` with every `$ref` into the document's components replaced by
+/// the component (keys beside a `$ref` win), so that a tool's input schema
+/// stands alone.
+fn inline(schema: &Value, components: &Value) -> Value {
+    match schema {
+        Value::Object(m) => {
+            let mut out = serde_json::Map::new();
+            if let Some(Value::String(r)) = m.get("$ref") {
+                let name = r.trim_start_matches("#/components/schemas/");
+                if let Value::Object(c) = inline(&components[name], components) {
+                    out = c;
+                }
+            }
+            for (k, v) in m {
+                if k != "$ref" {
+                    out.insert(k.clone(), inline(v, components));
+                }
+            }
+            Value::Object(out)
+        }
+        Value::Array(a) => Value::Array(a.iter().map(|v| inline(v, components)).collect()),
+        other => other.clone(),
+    }
+}
+
+/// The schema of the JSON body of `method path` in `doc`, refs inlined.
+fn body_schema(doc: &Value, method: &str, path: &str) -> Value {
+    let op = &doc["paths"][path][method];
+    assert!(op.is_object(), "the document has {method} {path}");
+    let schema = &op["requestBody"]["content"]["application/json"]["schema"];
+    // An optional body is `oneOf: [null, the body]`.
+    let body = schema["oneOf"]
+        .as_array()
+        .and_then(|v| v.iter().find(|s| s.get("$ref").is_some()))
+        .unwrap_or(schema);
+    inline(body, &doc["components"]["schemas"])
+}
+
+/// Per tool with a body, the body's fields: the arguments [`body_of`]
+/// passes on.
+static BODY_KEYS: std::sync::LazyLock<std::collections::BTreeMap<&'static str, Vec<String>>> =
+    std::sync::LazyLock::new(|| {
+        let doc = ctx_core::api::ApiDoc::json();
+        TOOLS
+            .iter()
+            .flat_map(|tool| {
+                tool.args.iter().filter_map(|arg| match arg {
+                    Arg::Body(method, path) => {
+                        let body = body_schema(&doc, method, path);
+                        let keys = body["properties"]
+                            .as_object()
+                            .into_iter()
+                            .flatten()
+                            .map(|(k, _)| k.clone())
+                            .collect();
+                        Some((tool.name, keys))
+                    }
+                    Arg::Param { .. } => None,
+                })
+            })
+            .collect()
+    });
+
+/// The tools, as `tools/list` describes them: each input schema built from
+/// the OpenAPI document, so it states the limits the server enforces.
+pub fn tools() -> Value {
+    let doc = ctx_core::api::ApiDoc::json();
+    let components = &doc["components"]["schemas"];
+    let op = |method: &str, path: &str| -> &Value {
+        let op = &doc["paths"][path][method];
+        assert!(op.is_object(), "the document has {method} {path}");
+        op
+    };
+    let list: Vec<Value> = TOOLS
+        .iter()
+        .map(|tool| {
+            let mut properties = serde_json::Map::new();
+            let mut required = Vec::new();
+            for arg in tool.args {
+                match arg {
+                    Arg::Body(method, path) => {
+                        let body = body_schema(&doc, method, path);
+                        for (k, v) in body["properties"].as_object().into_iter().flatten() {
+                            properties.insert(k.clone(), v.clone());
+                        }
+                        for r in body["required"].as_array().into_iter().flatten() {
+                            required.push(r.clone());
+                        }
+                    }
+                    Arg::Param {
+                        method,
+                        path,
+                        param,
+                        name,
+                        optional,
+                    } => {
+                        let p = op(method, path)["parameters"]
+                            .as_array()
+                            .into_iter()
+                            .flatten()
+                            .find(|p| p["name"] == *param)
+                            .unwrap_or_else(|| panic!("{method} {path} has no parameter {param}"));
+                        let mut schema = inline(&p["schema"], components);
+                        if let (Some(d), Value::Object(m)) = (p.get("description"), &mut schema) {
+                            m.insert("description".into(), d.clone());
+                        }
+                        properties.insert((*name).to_owned(), schema);
+                        if p["required"] == true && !optional {
+                            required.push(Value::from(*name));
+                        }
+                    }
+                }
+            }
+            let mut input = json!({"type": "object", "properties": properties});
+            if !required.is_empty() {
+                input["required"] = Value::Array(required);
+            }
+            json!({"name": tool.name, "description": tool.description, "inputSchema": input})
+        })
+        .collect();
+    Value::Array(list)
+}
+
+/// The request body of `tool` from its arguments: the body's fields (as
+/// the document lists them), without nulls or anything else a model may
+/// add, read as the server reads a body.
+fn body_of<T: serde::de::DeserializeOwned>(tool: &str, args: &Value) -> Result<T> {
     let mut body = serde_json::Map::new();
-    for key in keys {
-        if let Some(v) = args.get(*key).filter(|v| !v.is_null()) {
-            body.insert((*key).to_owned(), v.clone());
+    for key in BODY_KEYS.get(tool).into_iter().flatten() {
+        if let Some(v) = args.get(key).filter(|v| !v.is_null()) {
+            body.insert(key.clone(), v.clone());
         }
     }
     parse_json(Value::Object(body).to_string().as_bytes())
@@ -203,29 +335,12 @@ fn to_value(v: &impl Serialize) -> Result<Value> {
 pub async fn call_tool(client: &Client, name: &str, args: &Value) -> Result<Value> {
     match name {
         "branch_create" => {
-            // The request's fields, without nulls or anything else a model
-            // may add, read as the server reads a body.
-            let mut body = serde_json::Map::new();
-            for key in [
-                "session_id",
-                "description",
-                "prompt",
-                "budget",
-                "timeout_seconds",
-                "parent_branch",
-            ] {
-                if let Some(v) = args.get(key).filter(|v| !v.is_null()) {
-                    body.insert(key.to_owned(), v.clone());
-                }
-            }
-            let req: BranchCreateRequest = parse_json(Value::Object(body).to_string().as_bytes())?;
+            let req: BranchCreateRequest = body_of(name, args)?;
             to_value(&client.branch_create(&req).await?)
         }
         "branch_return" => {
             let id = str_arg(args, "branch_id")?;
-            let req = BranchReturnRequest {
-                message: str_arg(args, "message")?.to_owned(),
-            };
+            let req: BranchReturnRequest = body_of(name, args)?;
             to_value(&client.branch_return(&branch_id(id)?, &req).await?)
         }
         "branch_status" => {
@@ -258,7 +373,7 @@ pub async fn call_tool(client: &Client, name: &str, args: &Value) -> Result<Valu
         }
         "context_clear" => to_value(&client.clear_context(&agent_arg(args)?).await?),
         "context_save" => {
-            let req: ctx_core::wire::SaveRequest = body_of(args, &["description"])?;
+            let req: ctx_core::wire::SaveRequest = body_of(name, args)?;
             to_value(&client.save_context(&agent_arg(args)?, &req).await?)
         }
         "context_history" => to_value(&client.context_history(&agent_arg(args)?).await?),
@@ -269,15 +384,7 @@ pub async fn call_tool(client: &Client, name: &str, args: &Value) -> Result<Valu
             to_value(&client.restore_save(&agent_arg(args)?, &id).await?)
         }
         "working_context_restore" => {
-            let req: ctx_core::wire::RestoreRequest = body_of(
-                args,
-                &[
-                    "system_prompt",
-                    "max_episodic",
-                    "max_semantic",
-                    "raw_tail_turns",
-                ],
-            )?;
+            let req: ctx_core::wire::RestoreRequest = body_of(name, args)?;
             to_value(
                 &client
                     .restore_working_context(&agent_arg(args)?, &req)
@@ -305,6 +412,12 @@ enum Calls {
     Loopback(std::sync::Arc<Client>),
 }
 
+/// The tools as `tools/list` gives them, built once per process (`/mcp`
+/// makes a server per request).
+static TOOL_LIST: std::sync::LazyLock<std::sync::Arc<Vec<Tool>>> = std::sync::LazyLock::new(|| {
+    std::sync::Arc::new(serde_json::from_value(tools()).expect("the tool list is valid MCP"))
+});
+
 /// The MCP server: the tools of [`tools`], run by [`call_tool`].
 #[derive(Clone)]
 pub struct CtxMcp {
@@ -314,10 +427,9 @@ pub struct CtxMcp {
 
 impl CtxMcp {
     fn new(calls: Calls) -> Self {
-        let tools: Vec<Tool> = serde_json::from_value(tools()).expect("the tool list is valid MCP");
         CtxMcp {
             calls,
-            tools: std::sync::Arc::new(tools),
+            tools: TOOL_LIST.clone(),
         }
     }
 
@@ -370,7 +482,7 @@ impl ServerHandler for CtxMcp {
         context: RequestContext<RoleServer>,
     ) -> std::result::Result<CallToolResponse, ErrorData> {
         let name = request.name.as_ref();
-        if !TOOL_NAMES.contains(&name) {
+        if !TOOLS.iter().any(|t| t.name == name) {
             return Err(ErrorData::invalid_params(
                 format!("unknown tool {name:?}"),
                 None,
@@ -460,6 +572,46 @@ mod tests {
         answers
     }
 
+    /// The tools' input schemas, as derived from the OpenAPI document:
+    /// a change to a request type's limits or fields shows here.
+    #[test]
+    fn the_tool_schemas_are_pinned() {
+        insta::assert_json_snapshot!("mcp_tools", tools());
+    }
+
+    /// Every tool's schema is derived, not written: the limits the server
+    /// enforces are in it, and it names no `$ref` a client cannot resolve.
+    #[test]
+    fn the_tool_schemas_carry_the_servers_limits() {
+        let tools = tools();
+        let schema = |tool: &str| {
+            tools
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|t| t["name"] == tool)
+                .unwrap()["inputSchema"]
+                .clone()
+        };
+        let create = schema("branch_create");
+        assert_eq!(
+            create["properties"]["description"]["maxLength"],
+            ctx_core::service::MAX_DESCRIPTION
+        );
+        assert_eq!(
+            create["properties"]["prompt"]["maxLength"],
+            ctx_core::service::MAX_PROMPT
+        );
+        assert_eq!(
+            schema("branch_return")["properties"]["message"]["maxLength"],
+            ctx_core::service::MAX_MESSAGE
+        );
+        assert_eq!(create["required"], json!(["session_id", "description"]));
+        assert_eq!(schema("read_context")["required"], json!(["image_id"]));
+        assert!(schema("branch_status").get("required").is_none());
+        assert!(!tools.to_string().contains("$ref"), "{tools}");
+    }
+
     #[tokio::test]
     async fn the_sdk_server_answers_the_protocol() {
         let a = exchange(&[
@@ -482,7 +634,7 @@ mod tests {
             .iter()
             .map(|t| t["name"].as_str().unwrap())
             .collect();
-        assert_eq!(names, TOOL_NAMES);
+        assert_eq!(names, TOOLS.iter().map(|t| t.name).collect::<Vec<_>>());
         assert_eq!(a[1]["id"], "x");
         assert_eq!(a[2]["error"]["code"], -32602, "{}", a[2]);
         // A tool's own failure is a result with isError, not a protocol error.

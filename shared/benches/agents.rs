@@ -23,10 +23,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use ctx_core::agent::wire::{
-    PatchAgentRequest, RestoreRequest, RestoreSource, WorkingContextSnapshot, WorkingMessage,
+use ctx_core::agent::{
+    AgentPatch, AgentRecord, RestoreOptions, RestoreSource, WorkingContextRef,
+    WorkingContextSnapshot, WorkingMessage,
 };
-use ctx_core::agent::{AgentRecord, WorkingContextRef};
 use ctx_core::commit::{CommitType, Trigger};
 use ctx_core::store::conformance::commit;
 use ctx_core::store::local::{Durability, LocalBlobStore, SqliteMetaStore};
@@ -116,7 +116,7 @@ async fn main() {
     svc.patch_agent(
         &tenant,
         &agent,
-        &PatchAgentRequest {
+        &AgentPatch {
             window_seconds: Some(in_window),
             persist_working_context: None,
         },
@@ -179,7 +179,7 @@ async fn main() {
         .expect("put cache");
     let cache = time(reps, || async {
         let r = svc
-            .restore_working_context(&tenant, &agent, &RestoreRequest::default())
+            .restore_working_context(&tenant, &agent, &RestoreOptions::default())
             .await
             .expect("restore");
         assert_eq!(r.source, RestoreSource::Cache);
@@ -199,7 +199,7 @@ async fn main() {
             .expect("stale pointer");
         let t = Instant::now();
         let r = svc
-            .restore_working_context(&tenant, &agent, &RestoreRequest::default())
+            .restore_working_context(&tenant, &agent, &RestoreOptions::default())
             .await
             .expect("restore");
         rebuilds.push(t.elapsed());

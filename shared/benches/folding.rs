@@ -18,13 +18,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ctx_core::auth::Caller;
+use ctx_core::branch::NewBranch;
 use ctx_core::branch::{BranchStore, Folding, FoldingConfig, NoTimer, RateLimits, RuleScrubber};
 use ctx_core::store::Stores;
 use ctx_core::store::local::SqliteBranchStore;
 use ctx_core::store::local::{LocalBlobStore, SqliteMetaStore};
 use ctx_core::store::memory::MemoryBranchStore;
 use ctx_core::store::memory::{MemoryBlobStore, MemoryMetaStore};
-use ctx_core::wire::{BranchCreateRequest, BranchReturnRequest, CheckpointRequest};
+use ctx_core::wire::CheckpointRequest;
 use ctx_core::{OsRandom, Service, SystemClock};
 use serde_json::json;
 
@@ -77,8 +78,7 @@ async fn append(svc: &Service, caller: &Caller, name: &str, text: &str) -> u64 {
         .await
         .expect("ref read")
         .map(|r| r.target);
-    checkpoint(name, text, tip)
-        .submit(svc, &caller.tenant)
+    ctx_core::api::submit_checkpoint(svc, &caller.tenant, checkpoint(name, text, tip))
         .await
         .expect("checkpoint")
         .commit
@@ -111,7 +111,7 @@ async fn p1(svc: &Service, caller: &Caller, round: usize) -> (u64, u64, u64) {
     let b = svc
         .branch_create(
             caller,
-            BranchCreateRequest {
+            NewBranch {
                 session_id: folded_session.parse().expect("a session id"),
                 description: "find the crash in the parser".into(),
                 prompt: Some("read the parser's modules and report the bug".into()),
@@ -126,13 +126,7 @@ async fn p1(svc: &Service, caller: &Caller, round: usize) -> (u64, u64, u64) {
         append(svc, caller, &b.chain_ref, &file(i)).await;
     }
     let r = svc
-        .branch_return(
-            caller,
-            &b.branch_id,
-            BranchReturnRequest {
-                message: SUMMARY.into(),
-            },
-        )
+        .branch_return(caller, &b.branch_id, SUMMARY)
         .await
         .expect("return");
     let folded = svc
@@ -156,7 +150,7 @@ async fn latency(svc: &Service, caller: &Caller, n: usize) -> (f64, f64, f64, f6
         let b = svc
             .branch_create(
                 caller,
-                BranchCreateRequest {
+                NewBranch {
                     session_id: format!("lat-{i}").parse().expect("a session id"),
                     description: "subtask".into(),
                     prompt: Some("do it".into()),
@@ -169,15 +163,9 @@ async fn latency(svc: &Service, caller: &Caller, n: usize) -> (f64, f64, f64, f6
             .expect("create");
         create.push(t.elapsed());
         let t = Instant::now();
-        svc.branch_return(
-            caller,
-            &b.branch_id,
-            BranchReturnRequest {
-                message: SUMMARY.into(),
-            },
-        )
-        .await
-        .expect("return");
+        svc.branch_return(caller, &b.branch_id, SUMMARY)
+            .await
+            .expect("return");
         ret.push(t.elapsed());
     }
     (

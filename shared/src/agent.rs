@@ -7,6 +7,12 @@
 //!   cached working context; every field optional so that one value is both
 //!   the stored record and a patch of it.
 //! - [`SaveRecord`] and [`SaveId`]: a named snapshot of the window.
+//! - the stored formats: the session file of a save ([`SessionFile`]) and
+//!   the working-context snapshot ([`WorkingContextSnapshot`]), which are
+//!   also request and response bodies (re-exported by `crate::wire`).
+//! - the values the operations take and return: [`AgentPatch`],
+//!   [`Settings`], [`ContextWindow`], [`RestoreOptions`],
+//!   [`RestoredContext`]; their bodies are `crate::wire::agents`.
 
 use std::fmt;
 use std::str::FromStr;
@@ -15,7 +21,9 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use utoipa::ToSchema;
 
+use crate::commit::Commit;
 use crate::error::{Error, Result};
+use crate::format::FormatId;
 use crate::id::{ArtifactRef, Hash, Principal, TenantId};
 
 /// The window when an agent has not set one: one day.
@@ -269,270 +277,196 @@ mod tests {
     }
 }
 
-/// Request and response bodies of the agent routes (re-exported by
-/// [`crate::wire`]).
-pub mod wire {
-    use chrono::{DateTime, Utc};
-    use serde::{Deserialize, Serialize};
-    use utoipa::ToSchema;
+/// A change to an agent's settings: each field given is set, the others
+/// are kept.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AgentPatch {
+    /// The rolling window's length in seconds.
+    pub window_seconds: Option<i64>,
+    /// Whether the working-context cache is refreshed at safe boundaries.
+    pub persist_working_context: Option<bool>,
+}
 
-    use super::{SaveId, SaveRecord};
-    use crate::commit::Commit;
-    use crate::format::FormatId;
-    use crate::id::{ArtifactRef, Principal};
+/// An agent's settings, defaults filled in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Settings {
+    /// The agent.
+    pub agent: Principal,
+    /// The rolling window's length in seconds.
+    pub window_seconds: i64,
+    /// Whether the working-context cache is refreshed at safe boundaries.
+    pub persist_working_context: bool,
+    /// The latest clear, if any.
+    pub last_clear: Option<DateTime<Utc>>,
+    /// The cached working context's epoch, if there is a cache.
+    pub working_context_epoch: Option<u64>,
+}
 
-    /// `GET`/`PATCH /v1/agents/{agent}`: an agent's settings.
-    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-    pub struct AgentSettings {
-        /// The agent (a principal).
-        #[schema(value_type = String)]
-        pub agent: Principal,
-        /// The rolling window's length (default 86,400).
-        pub window_seconds: i64,
-        /// Whether the working-context cache is refreshed at safe
-        /// boundaries (default false).
-        pub persist_working_context: bool,
-        /// The latest clear; absent before the first (the window then
-        /// starts at the agent's first commit).
-        pub last_clear: Option<DateTime<Utc>>,
-        /// The cached working context's epoch, if there is a cache.
-        pub working_context_epoch: Option<u64>,
-    }
+/// An agent's live context: the window's bounds, its commits and their
+/// messages joined into one artifact.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ContextWindow {
+    /// The lower bound (exclusive): max(last_clear, now - window).
+    pub since: DateTime<Utc>,
+    /// Which of the two it is.
+    pub reason: WindowReason,
+    /// The upper bound (now).
+    pub until: DateTime<Utc>,
+    /// The commits whose messages are in it, oldest first.
+    pub commits: Vec<Commit>,
+    /// Messages in it.
+    pub message_count: u64,
+    /// Tokens in it.
+    pub token_count: u64,
+    /// The messages, joined (none when the window is empty).
+    pub artifact_ref: Option<ArtifactRef>,
+    /// Their format (none when the window is empty).
+    pub format: Option<FormatId>,
+    /// Whether the window held more commits than one answer carries (the
+    /// newest are kept).
+    pub truncated: bool,
+}
 
-    /// `PATCH /v1/agents/{agent}`.
-    #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-    #[serde(deny_unknown_fields)]
-    pub struct PatchAgentRequest {
-        /// The rolling window's length, 1 s to ten years.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        #[schema(minimum = 1, maximum = 316_224_000)]
-        pub window_seconds: Option<i64>,
-        /// Refresh the working-context cache at safe boundaries.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        pub persist_working_context: Option<bool>,
-    }
+/// How to restore a working context when the cache cannot be used: what
+/// a rebuild from the agent's memory puts in it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RestoreOptions {
+    /// The system prompt (default: the last cache's).
+    pub system_prompt: Option<String>,
+    /// Commit summaries (default 5, at most 100).
+    pub max_episodic: Option<usize>,
+    /// Subtask results (default 5, at most 100).
+    pub max_semantic: Option<usize>,
+    /// Turns of the latest chain (default 10, at most 1000).
+    pub raw_tail_turns: Option<usize>,
+}
 
-    /// `POST /v1/agents/{agent}/clear`.
-    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-    pub struct Cleared {
-        /// The new clear marker (now).
-        pub last_clear: DateTime<Utc>,
-    }
+/// A restored working context.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RestoredContext {
+    /// Cache or rebuild.
+    pub source: RestoreSource,
+    /// Why the cache was not used (rebuilds only).
+    pub reason: Option<String>,
+    /// The working context.
+    pub snapshot: WorkingContextSnapshot,
+    /// The artifact holding it (the cache now).
+    pub artifact_ref: ArtifactRef,
+}
 
-    /// Why the window starts where it does.
-    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-    #[serde(rename_all = "snake_case")]
-    pub enum WindowReason {
-        /// At the latest clear (more recent than now - window).
-        Clear,
-        /// At now - window_seconds.
-        Window,
-    }
+/// Why the window starts where it does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum WindowReason {
+    /// At the latest clear (more recent than now - window).
+    Clear,
+    /// At now - window_seconds.
+    Window,
+}
 
-    /// `GET /v1/agents/{agent}/window`: the agent's live context.
-    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-    pub struct Window {
-        /// The lower bound (exclusive): max(last_clear, now - window).
-        pub since: DateTime<Utc>,
-        /// Which of the two it is.
-        pub reason: WindowReason,
-        /// The upper bound (now).
-        pub until: DateTime<Utc>,
-        /// The commits whose messages are in it, oldest first.
-        pub commits: Vec<Commit>,
-        /// Messages in it.
-        pub message_count: u64,
-        /// Tokens in it.
-        pub token_count: u64,
-        /// The messages, joined (absent when the window is empty).
-        pub artifact_ref: Option<ArtifactRef>,
-        /// Their format (absent when the window is empty).
-        pub format: Option<FormatId>,
-        /// True when the window held more commits than one answer carries
-        /// (the newest are kept).
-        pub truncated: bool,
-    }
+/// One message of a session file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct SessionMessage {
+    /// The thread it belongs to.
+    pub thread_id: Option<String>,
+    /// `system`, `user`, `assistant`, or `raw` for opaque bytes.
+    pub role: String,
+    /// Its text.
+    pub content: String,
+    /// The message in the canonical model, for structured formats.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub message: Option<serde_json::Value>,
+}
 
-    /// `POST /v1/agents/{agent}/saves`.
-    #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-    #[serde(deny_unknown_fields)]
-    pub struct SaveRequest {
-        /// What to call the save (at most 1024 bytes, no control
-        /// characters but newline and tab).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        #[schema(max_length = 1024)]
-        pub description: Option<String>,
-    }
+/// One thread of a session file: its messages as one artifact, what
+/// restore writes back.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct SessionThread {
+    /// The thread (absent for commits without one).
+    pub thread_id: Option<String>,
+    /// The format of `artifact_ref`.
+    pub format: FormatId,
+    /// The thread's window messages, joined.
+    pub artifact_ref: ArtifactRef,
+    /// Messages in it.
+    pub message_count: u64,
+    /// The commits they came from.
+    pub commits: Vec<crate::id::CommitId>,
+}
 
-    /// `GET /v1/agents/{agent}/saves`: newest first.
-    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-    pub struct SaveList {
-        /// The saves.
-        pub saves: Vec<SaveRecord>,
-    }
+/// `GET /v1/agents/{agent}/saves/{save_id}`: a save's session file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct SessionFile {
+    /// The save's id.
+    pub session_id: SaveId,
+    /// The agent.
+    #[schema(value_type = String)]
+    pub agent: Principal,
+    /// When it was saved.
+    pub timestamp: DateTime<Utc>,
+    /// What the caller called it.
+    pub description: Option<String>,
+    /// The summary.
+    pub summary: String,
+    /// Messages saved.
+    pub message_count: u64,
+    /// The window's lower bound.
+    pub window_start: DateTime<Utc>,
+    /// The window's upper bound.
+    pub window_end: DateTime<Utc>,
+    /// Every thread's messages, oldest first within a thread.
+    pub messages: Vec<SessionMessage>,
+    /// Per thread, what restore writes back.
+    pub threads: Vec<SessionThread>,
+}
 
-    /// One message of a session file.
-    #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
-    pub struct SessionMessage {
-        /// The thread it belongs to.
-        pub thread_id: Option<String>,
-        /// `system`, `user`, `assistant`, or `raw` for opaque bytes.
-        pub role: String,
-        /// Its text.
-        pub content: String,
-        /// The message in the canonical model, for structured formats.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        #[schema(value_type = Option<Object>)]
-        pub message: Option<serde_json::Value>,
-    }
+/// One message of a working-context snapshot.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WorkingMessage {
+    /// `system`, `user`, `assistant` or `tool`.
+    pub role: String,
+    /// Its text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content: Option<String>,
+    /// The model's reasoning.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_content: Option<String>,
+    /// Tool calls or results (a JSON object).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub tool_payload: Option<serde_json::Value>,
+    /// Media by URL.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub media_urls: Option<Vec<String>>,
+}
 
-    /// One thread of a session file: its messages as one artifact, what
-    /// restore writes back.
-    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-    pub struct SessionThread {
-        /// The thread (absent for commits without one).
-        pub thread_id: Option<String>,
-        /// The format of `artifact_ref`.
-        pub format: FormatId,
-        /// The thread's window messages, joined.
-        pub artifact_ref: ArtifactRef,
-        /// Messages in it.
-        pub message_count: u64,
-        /// The commits they came from.
-        pub commits: Vec<crate::id::CommitId>,
-    }
+/// A working-context snapshot (the cache file of docs/http-api.md,
+/// "Working context").
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WorkingContextSnapshot {
+    /// Must be 1.
+    pub schema_version: u32,
+    /// Must be the agent of the route.
+    pub agent_id: String,
+    /// The snapshot's epoch (a rebuild stores the previous + 1).
+    pub epoch_id: u64,
+    /// The time of the compaction it starts from, in seconds since the
+    /// epoch.
+    #[serde(default)]
+    pub last_compaction_ts: Option<f64>,
+    /// The messages, in order.
+    pub messages: Vec<WorkingMessage>,
+}
 
-    /// `GET /v1/agents/{agent}/saves/{save_id}`: a save's session file.
-    #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
-    pub struct SessionFile {
-        /// The save's id.
-        pub session_id: SaveId,
-        /// The agent.
-        #[schema(value_type = String)]
-        pub agent: Principal,
-        /// When it was saved.
-        pub timestamp: DateTime<Utc>,
-        /// What the caller called it.
-        pub description: Option<String>,
-        /// The summary.
-        pub summary: String,
-        /// Messages saved.
-        pub message_count: u64,
-        /// The window's lower bound.
-        pub window_start: DateTime<Utc>,
-        /// The window's upper bound.
-        pub window_end: DateTime<Utc>,
-        /// Every thread's messages, oldest first within a thread.
-        pub messages: Vec<SessionMessage>,
-        /// Per thread, what restore writes back.
-        pub threads: Vec<SessionThread>,
-    }
-
-    /// `POST /v1/agents/{agent}/saves/{save_id}/restore`.
-    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-    pub struct Restored {
-        /// The save restored.
-        pub save_id: SaveId,
-        /// One commit per thread, at the current time, tagged
-        /// `restored_from`.
-        pub commits: Vec<Commit>,
-    }
-
-    /// One message of a working-context snapshot.
-    #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
-    #[serde(deny_unknown_fields)]
-    pub struct WorkingMessage {
-        /// `system`, `user`, `assistant` or `tool`.
-        pub role: String,
-        /// Its text.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        pub content: Option<String>,
-        /// The model's reasoning.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        pub reasoning_content: Option<String>,
-        /// Tool calls or results (a JSON object).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        #[schema(value_type = Option<Object>)]
-        pub tool_payload: Option<serde_json::Value>,
-        /// Media by URL.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        pub media_urls: Option<Vec<String>>,
-    }
-
-    /// A working-context snapshot (the cache file of docs/http-api.md,
-    /// "Working context").
-    #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
-    #[serde(deny_unknown_fields)]
-    pub struct WorkingContextSnapshot {
-        /// Must be 1.
-        pub schema_version: u32,
-        /// Must be the agent of the route.
-        pub agent_id: String,
-        /// The snapshot's epoch (a rebuild stores the previous + 1).
-        pub epoch_id: u64,
-        /// The time of the compaction it starts from, in seconds since the
-        /// epoch.
-        #[serde(default)]
-        pub last_compaction_ts: Option<f64>,
-        /// The messages, in order.
-        pub messages: Vec<WorkingMessage>,
-    }
-
-    /// `PUT /v1/agents/{agent}/working-context`.
-    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-    pub struct WorkingContextStored {
-        /// The stored epoch.
-        pub epoch_id: u64,
-        /// The cache artifact.
-        pub artifact_ref: ArtifactRef,
-    }
-
-    /// `POST /v1/agents/{agent}/working-context/restore`.
-    #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-    #[serde(deny_unknown_fields)]
-    pub struct RestoreRequest {
-        /// The system prompt of a rebuild (default: the last cache's).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        pub system_prompt: Option<String>,
-        /// Commit summaries in a rebuild (default 5, at most 100).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        #[schema(maximum = 100)]
-        pub max_episodic: Option<usize>,
-        /// Subtask results in a rebuild (default 5, at most 100).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        #[schema(maximum = 100)]
-        pub max_semantic: Option<usize>,
-        /// Turns of the latest chain in a rebuild (default 10, at most 1000).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        #[schema(maximum = 1000)]
-        pub raw_tail_turns: Option<usize>,
-    }
-
-    /// Where a restored working context came from.
-    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-    #[serde(rename_all = "snake_case")]
-    pub enum RestoreSource {
-        /// The cache was valid.
-        Cache,
-        /// Rebuilt from the agent's memory (and stored as the new cache).
-        Rebuilt,
-    }
-
-    /// The answer of a working-context restore.
-    #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
-    pub struct RestoreResponse {
-        /// Cache or rebuild.
-        pub source: RestoreSource,
-        /// Why the cache was not used (rebuilds only).
-        pub reason: Option<String>,
-        /// The working context.
-        pub snapshot: WorkingContextSnapshot,
-        /// The artifact holding it (the cache now).
-        pub artifact_ref: ArtifactRef,
-    }
-
-    /// The format of a window when the caller names none.
-    pub fn default_format(commits: &[Commit]) -> Option<FormatId> {
-        commits.last().map(|c| c.format.clone())
-    }
+/// Where a restored working context came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum RestoreSource {
+    /// The cache was valid.
+    Cache,
+    /// Rebuilt from the agent's memory (and stored as the new cache).
+    Rebuilt,
 }

@@ -31,14 +31,15 @@
 //! - [`summarize`]: the `Summarizer` trait and its backends: `extractive`,
 //!   and the model backends behind features (`openai` and `anthropic`:
 //!   `summarize-http`; `bedrock`: `summarize-bedrock`).
-//! - [`branch`]: context folding's records, the `BranchStore` trait and the
-//!   rules every branch store shares, settings, [`branch::scrub`],
-//!   [`branch::timer`] (the deadline timer trait; AWS mode's Step Functions
-//!   timer is `store::aws::sfn`) and
-//!   [`branch::wire`].
-//! - [`wire`]: every request and response body of the HTTP API, shared by
-//!   the server, the CLI's client and the MCP tools; [`inline`]: large
-//!   inline fields that share the request body's buffer.
+//! - [`branch`]: context folding's records, the values its operations take
+//!   and return, the `BranchStore` trait and the rules every branch store
+//!   shares, settings, [`branch::scrub`] and [`branch::timer`] (the
+//!   deadline timer trait; AWS mode's Step Functions timer is
+//!   `store::aws::sfn`).
+//! - [`wire`]: every request and response body of the HTTP API, one file
+//!   per route family, shared by the server, the CLI's client and the MCP
+//!   tools, with their conversions from and to the service's values;
+//!   [`inline`]: large inline fields that share the request body's buffer.
 //! - [`api`]: the one axum router, [`api::extract`] (strict JSON and query
 //!   parsing), [`api::error`] (kind → status), [`api::limits`] (the
 //!   request-body bytes in flight), `api::testing` (the tables every host

@@ -493,7 +493,9 @@ mod tests {
             let body = format!("user: hello from {tenant}\n");
             let req =
                 CheckpointRequest::new("p".parse().unwrap(), "tpl", FormatId::raw(), body.as_str());
-            let done = req.submit(&service, &tenant).await.unwrap();
+            let done = ctx_core::api::submit_checkpoint(&service, &tenant, req)
+                .await
+                .unwrap();
             commits.push((tenant, done.commit.id));
         }
         // The first run is due at once; a long interval means only it runs.
@@ -544,7 +546,11 @@ mod tests {
             FormatId::raw(),
             "user: hello\n",
         );
-        let id = req.submit(&service, &tenant).await.unwrap().commit.id;
+        let id = ctx_core::api::submit_checkpoint(&service, &tenant, req)
+            .await
+            .unwrap()
+            .commit
+            .id;
         let m = service
             .materialize(&tenant, &id, ctx_core::service::Stop::Root, None)
             .await

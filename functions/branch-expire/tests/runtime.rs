@@ -15,9 +15,9 @@ use axum::http::{HeaderMap, HeaderValue};
 use axum::routing::{get, post};
 use ctx_core::SystemClock;
 use ctx_core::auth::Caller;
+use ctx_core::branch::NewBranch;
 use ctx_core::config::Config;
 use ctx_core::store::aws::sfn::TimerInput;
-use ctx_core::wire::BranchCreateRequest;
 use ctx_core::wiring::{Backends, Needs};
 use serde_json::Value;
 use tokio::sync::mpsc;
@@ -128,7 +128,7 @@ async fn the_binary_expires_a_branch_from_the_state_machines_event() {
     let b = service
         .branch_create(
             &caller,
-            BranchCreateRequest {
+            NewBranch {
                 session_id: "s".parse().unwrap(),
                 description: "slow".into(),
                 prompt: None,
@@ -149,7 +149,7 @@ async fn the_binary_expires_a_branch_from_the_state_machines_event() {
     let out = invoke_binary(event.clone()).await;
     assert_eq!(out["outcome"], "timed_out", "{out}");
     let st = service.branch_status(&caller, &b.branch_id).await.unwrap();
-    assert_eq!(st.status, "timeout");
+    assert_eq!(st.record.status.as_str(), "timeout");
     let again = invoke_binary(event).await;
     assert_eq!(again["outcome"], "already_ended", "{again}");
 }

@@ -12,9 +12,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ctx_core::auth::Caller;
+use ctx_core::branch::NewBranch;
 use ctx_core::config::Config;
 use ctx_core::store::aws::sfn::SfnTimer;
-use ctx_core::wire::{BranchCreateRequest, BranchReturnRequest};
 use ctx_core::wiring::{Backends, Deadlines};
 use ctx_core::{OsRandom, SystemClock};
 use ctx_lambda::Function;
@@ -109,7 +109,7 @@ async fn a_branch_expires_through_the_state_machine_and_a_return_stops_it() {
     let folding = backends.folding.clone().expect("the branch function folds");
     let service = backends.into_service(Arc::new(SystemClock));
     let session: ctx_core::SessionId = format!("s-{}", hex(&b)).parse().unwrap();
-    let create = |d: &str, timeout: u64| BranchCreateRequest {
+    let create = |d: &str, timeout: u64| NewBranch {
         session_id: session.clone(),
         description: d.into(),
         prompt: None,
@@ -138,13 +138,7 @@ async fn a_branch_expires_through_the_state_machine_and_a_return_stops_it() {
         .unwrap();
     assert_eq!(d.status().as_str(), "RUNNING");
     service
-        .branch_return(
-            &caller(),
-            &kept.branch_id,
-            BranchReturnRequest {
-                message: "done".into(),
-            },
-        )
+        .branch_return(&caller(), &kept.branch_id, "done")
         .await
         .unwrap();
     poll("the stopped execution", async || {
@@ -203,7 +197,7 @@ async fn a_branch_expires_through_the_state_machine_and_a_return_stops_it() {
         .branch_status(&caller(), &short.branch_id)
         .await
         .unwrap();
-    assert_eq!(st.status, "timeout");
+    assert_eq!(st.record.status.as_str(), "timeout");
     // Idempotent: a second delivery changes nothing.
     let again = ctx_lambda::expire(&service, payload).await.unwrap();
     assert_eq!(again["outcome"], "already_ended");

@@ -51,7 +51,7 @@ pub(super) async fn get_agent(
 ) -> ApiResult<axum::Json<AgentSettings>> {
     let a = agent(&a)?;
     Ok(axum::Json(
-        s.service.agent_settings(&caller.tenant, &a).await?,
+        s.service.agent_settings(&caller.tenant, &a).await?.into(),
     ))
 }
 
@@ -71,7 +71,10 @@ pub(super) async fn patch_agent(
     let a = agent(&a)?;
     let req: PatchAgentRequest = optional_object(&body)?;
     Ok(axum::Json(
-        s.service.patch_agent(&caller.tenant, &a, &req).await?,
+        s.service
+            .patch_agent(&caller.tenant, &a, &req.into())
+            .await?
+            .into(),
     ))
 }
 
@@ -88,9 +91,9 @@ pub(super) async fn clear(
     Path(a): Path<String>,
 ) -> ApiResult<axum::Json<Cleared>> {
     let a = agent(&a)?;
-    Ok(axum::Json(
-        s.service.clear_context(&caller.tenant, &a).await?,
-    ))
+    Ok(axum::Json(Cleared {
+        last_clear: s.service.clear_context(&caller.tenant, &a).await?,
+    }))
 }
 
 /// The agent's live context: the messages of its commits created after
@@ -120,7 +123,8 @@ pub(super) async fn window(
     Ok(axum::Json(
         s.service
             .context_window(&caller.tenant, &a, thread.as_deref(), format)
-            .await?,
+            .await?
+            .into(),
     ))
 }
 
@@ -198,9 +202,10 @@ pub(super) async fn restore_save(
 ) -> ApiResult<axum::Json<Restored>> {
     let a = agent(&a)?;
     let id: SaveId = path_id("save_id", &id)?;
-    Ok(axum::Json(
-        s.service.restore_save(&caller.tenant, &a, &id).await?,
-    ))
+    Ok(axum::Json(Restored {
+        save_id: id,
+        commits: s.service.restore_save(&caller.tenant, &a, &id).await?,
+    }))
 }
 
 /// Stores a working-context snapshot as the agent's cache.
@@ -221,11 +226,14 @@ pub(super) async fn put_working_context(
         return Err(Error::invalid("body", "the body must be a JSON object").into());
     }
     let req: WorkingContextSnapshot = parse_json(&body)?;
-    Ok(axum::Json(
-        s.service
-            .put_working_context(&caller.tenant, &a, &req)
-            .await?,
-    ))
+    let artifact_ref = s
+        .service
+        .put_working_context(&caller.tenant, &a, &req)
+        .await?;
+    Ok(axum::Json(WorkingContextStored {
+        epoch_id: req.epoch_id,
+        artifact_ref,
+    }))
 }
 
 /// Restores the agent's working context: the cache when it is valid, else
@@ -246,8 +254,9 @@ pub(super) async fn restore_working_context(
     let req: RestoreRequest = optional_object(&body)?;
     Ok(axum::Json(
         s.service
-            .restore_working_context(&caller.tenant, &a, &req)
-            .await?,
+            .restore_working_context(&caller.tenant, &a, &req.into())
+            .await?
+            .into(),
     ))
 }
 

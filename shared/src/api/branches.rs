@@ -31,7 +31,7 @@ pub(super) async fn branch_create(
     caller: Caller,
     Json(req): Json<BranchCreateRequest>,
 ) -> ApiResult<Response> {
-    let created = s.service.branch_create(&caller, req).await?;
+    let created: BranchCreated = s.service.branch_create(&caller, req.into()).await?.into();
     Ok((StatusCode::CREATED, axum::Json(created)).into_response())
 }
 
@@ -57,11 +57,13 @@ pub(super) async fn branch_status_of_session(
                 "give a branch id (/v1/branches/br-…) or the query parameter session_id",
             )
         })?;
-    Ok(axum::Json(
-        s.service
-            .branch_status_of_session(&caller, &session)
-            .await?,
-    ))
+    let active = s
+        .service
+        .branch_status_of_session(&caller, &session)
+        .await?;
+    Ok(axum::Json(BranchStatusResponse::of_session(
+        &session, active,
+    )))
 }
 
 /// A branch's status, depth, budget and times.
@@ -77,7 +79,9 @@ pub(super) async fn branch_status(
     Path(id): Path<String>,
 ) -> ApiResult<axum::Json<BranchStatusResponse>> {
     let id: BranchId = path_id("br", &id)?;
-    Ok(axum::Json(s.service.branch_status(&caller, &id).await?))
+    Ok(axum::Json(
+        s.service.branch_status(&caller, &id).await?.into(),
+    ))
 }
 
 /// Returns a branch: its active children first (deepest first), then its
@@ -99,7 +103,10 @@ pub(super) async fn branch_return(
 ) -> ApiResult<axum::Json<BranchReturned>> {
     let id: BranchId = path_id("br", &id)?;
     Ok(axum::Json(
-        s.service.branch_return(&caller, &id, req).await?,
+        s.service
+            .branch_return(&caller, &id, &req.message)
+            .await?
+            .into(),
     ))
 }
 
@@ -117,7 +124,9 @@ pub(super) async fn session_end(
     Path(id): Path<String>,
 ) -> ApiResult<axum::Json<SessionEnded>> {
     let id: SessionId = id.parse()?;
-    Ok(axum::Json(s.service.session_end(&caller, &id).await?))
+    Ok(axum::Json(
+        s.service.session_end(&caller, &id).await?.into(),
+    ))
 }
 
 #[cfg(test)]

@@ -113,32 +113,39 @@ impl RouteDef {
     }
 }
 
-fn route(
-    group: Group,
-    method: Method,
-    path: &'static str,
-    handler: MethodRouter<AppState>,
-) -> RouteDef {
+/// A route serving `handler` on `method` (stated once: the handler's
+/// method filter is derived from it) and `path`.
+fn route<H, T>(group: Group, method: Method, path: &'static str, handler: H) -> RouteDef
+where
+    H: axum::handler::Handler<T, AppState>,
+    T: 'static,
+{
+    let filter = MethodFilter::try_from(method.clone())
+        .expect("the route table names only GET, PUT, POST, PATCH and DELETE");
     RouteDef {
         group,
         method,
         path,
         doc_path: None,
-        handler,
+        handler: on(filter, handler),
     }
 }
 
-/// A [`route`] served on `path` and documented as `doc_path`.
-fn route_documented_as(
-    group: Group,
-    method: Method,
-    path: &'static str,
-    doc_path: &'static str,
-    handler: MethodRouter<AppState>,
-) -> RouteDef {
-    RouteDef {
-        doc_path: Some(doc_path),
-        ..route(group, method, path, handler)
+impl RouteDef {
+    /// Served on `path` and documented as `doc_path`.
+    fn documented_as(self, doc_path: &'static str) -> Self {
+        RouteDef {
+            doc_path: Some(doc_path),
+            ..self
+        }
+    }
+
+    /// With layers: `wrap` applied to its method router.
+    fn wrap(self, wrap: impl FnOnce(MethodRouter<AppState>) -> MethodRouter<AppState>) -> Self {
+        RouteDef {
+            handler: wrap(self.handler),
+            ..self
+        }
     }
 }
 
@@ -146,290 +153,206 @@ fn route_documented_as(
 pub fn routes(limits: &crate::service::Limits) -> Vec<RouteDef> {
     use Group::*;
     let upload_limit = DefaultBodyLimit::max(limits.max_artifact_bytes);
+    // Every route on `/v1/refs/{*name}` answers 405 for the methods of
+    // the other path it serves (`…/evict` or the ref itself).
+    let suffix_guarded = |m: MethodRouter<AppState>| {
+        m.route_layer(axum::middleware::from_fn(lifecycle::refs_suffix_guard))
+    };
     vec![
-        route(
-            Meta,
-            Method::GET,
-            "/healthz",
-            on(MethodFilter::GET, healthz),
-        ),
-        route(
-            Meta,
-            Method::GET,
-            "/v1/openapi.json",
-            on(MethodFilter::GET, openapi_json),
-        ),
-        route(
-            Artifacts,
-            Method::POST,
-            "/v1/artifacts",
-            on(MethodFilter::POST, upload_artifact).layer((
+        route(Meta, Method::GET, "/healthz", healthz),
+        route(Meta, Method::GET, "/v1/openapi.json", openapi_json),
+        route(Artifacts, Method::POST, "/v1/artifacts", upload_artifact).wrap(|m| {
+            m.layer((
                 upload_limit,
                 axum::Extension(extract::BodyLimitNote(limits.body_limit_note(false))),
-            )),
-        ),
-        route(
-            Artifacts,
-            Method::POST,
-            "/v1/uploads",
-            on(MethodFilter::POST, upload_url),
-        ),
+            ))
+        }),
+        route(Artifacts, Method::POST, "/v1/uploads", upload_url),
         route(
             Artifacts,
             Method::GET,
             "/v1/artifacts/{art}",
-            on(MethodFilter::GET, download_artifact),
+            download_artifact,
         ),
-        route(
-            Checkpoint,
-            Method::POST,
-            "/v1/commits",
-            on(MethodFilter::POST, checkpoint),
-        ),
-        route(
-            History,
-            Method::GET,
-            "/v1/commits/{ctx}",
-            on(MethodFilter::GET, show),
-        ),
-        route(
-            History,
-            Method::PATCH,
-            "/v1/commits/{ctx}",
-            on(MethodFilter::PATCH, update_metadata),
-        ),
-        route(
-            History,
-            Method::GET,
-            "/v1/commits/{ctx}/history",
-            on(MethodFilter::GET, history),
-        ),
-        route(
-            History,
-            Method::GET,
-            "/v1/commits",
-            on(MethodFilter::GET, missing_summaries),
-        ),
+        route(Checkpoint, Method::POST, "/v1/commits", checkpoint),
+        route(History, Method::GET, "/v1/commits/{ctx}", show),
+        route(History, Method::PATCH, "/v1/commits/{ctx}", update_metadata),
+        route(History, Method::GET, "/v1/commits/{ctx}/history", history),
+        route(History, Method::GET, "/v1/commits", missing_summaries),
         route(
             History,
             Method::POST,
             "/v1/commits/{ctx}/summarize",
-            on(MethodFilter::POST, summarize),
+            summarize,
         ),
         route(
             Checkpoint,
             Method::POST,
             "/v1/commits/{ctx}/compact",
-            on(MethodFilter::POST, compact),
+            compact,
         ),
         route(
             Materialize,
             Method::POST,
             "/v1/commits/{ctx}/materialize",
-            on(MethodFilter::POST, materialize),
+            materialize,
         ),
-        route(
-            Resolve,
-            Method::GET,
-            "/v1/resolve",
-            on(MethodFilter::GET, resolve),
-        ),
-        route(
-            Refs,
-            Method::GET,
-            "/v1/refs",
-            on(MethodFilter::GET, list_refs),
-        ),
-        route(
-            Refs,
-            Method::GET,
-            "/v1/refs/{*name}",
-            on(MethodFilter::GET, get_ref)
-                .route_layer(axum::middleware::from_fn(lifecycle::refs_suffix_guard)),
-        ),
-        route(
-            Refs,
-            Method::PUT,
-            "/v1/refs/{*name}",
-            on(MethodFilter::PUT, set_ref)
-                .route_layer(axum::middleware::from_fn(lifecycle::refs_suffix_guard)),
-        ),
-        route(
-            Refs,
-            Method::DELETE,
-            "/v1/refs/{*name}",
-            on(MethodFilter::DELETE, delete_ref)
-                .route_layer(axum::middleware::from_fn(lifecycle::refs_suffix_guard)),
-        ),
-        route_documented_as(
-            Refs,
-            Method::POST,
-            "/v1/refs/{*name}",
-            "/v1/refs/{*name}/evict",
-            on(MethodFilter::POST, lifecycle::evict_ref)
-                .route_layer(axum::middleware::from_fn(lifecycle::refs_suffix_guard)),
-        ),
+        route(Resolve, Method::GET, "/v1/resolve", resolve),
+        route(Refs, Method::GET, "/v1/refs", list_refs),
+        route(Refs, Method::GET, "/v1/refs/{*name}", get_ref).wrap(suffix_guarded),
+        route(Refs, Method::PUT, "/v1/refs/{*name}", set_ref).wrap(suffix_guarded),
+        route(Refs, Method::DELETE, "/v1/refs/{*name}", delete_ref).wrap(suffix_guarded),
+        route(Refs, Method::POST, "/v1/refs/{*name}", lifecycle::evict_ref)
+            .documented_as("/v1/refs/{*name}/evict")
+            .wrap(suffix_guarded),
         route(
             Refs,
             Method::DELETE,
             "/v1/sessions/{id}",
-            on(MethodFilter::DELETE, lifecycle::erase_session),
+            lifecycle::erase_session,
         ),
         route(
             Refs,
             Method::DELETE,
             "/v1/principals/{principal}",
-            on(MethodFilter::DELETE, lifecycle::erase_principal),
+            lifecycle::erase_principal,
         ),
-        route(
-            Refs,
-            Method::GET,
-            "/v1/pins",
-            on(MethodFilter::GET, lifecycle::list_pins),
-        ),
+        route(Refs, Method::GET, "/v1/pins", lifecycle::list_pins),
         route(
             Refs,
             Method::PUT,
             "/v1/pins/{kind}/{*name}",
-            on(MethodFilter::PUT, lifecycle::set_pin),
+            lifecycle::set_pin,
         ),
         route(
             Refs,
             Method::DELETE,
             "/v1/pins/{kind}/{*name}",
-            on(MethodFilter::DELETE, lifecycle::delete_pin),
+            lifecycle::delete_pin,
         ),
         route(
             Branches,
             Method::POST,
             "/v1/branches",
-            on(MethodFilter::POST, branches::branch_create),
+            branches::branch_create,
         ),
         route(
             Branches,
             Method::GET,
             "/v1/branches",
-            on(MethodFilter::GET, branches::branch_status_of_session),
+            branches::branch_status_of_session,
         ),
         route(
             Branches,
             Method::GET,
             "/v1/branches/{br}",
-            on(MethodFilter::GET, branches::branch_status),
+            branches::branch_status,
         ),
         route(
             Branches,
             Method::POST,
             "/v1/branches/{br}/return",
-            on(MethodFilter::POST, branches::branch_return),
+            branches::branch_return,
         ),
         route(
             Branches,
             Method::POST,
             "/v1/sessions/{id}/end",
-            on(MethodFilter::POST, branches::session_end),
+            branches::session_end,
         ),
         route(
             Workspaces,
             Method::GET,
             "/v1/workspaces/{ws}/files",
-            on(MethodFilter::GET, workspaces::list_files),
+            workspaces::list_files,
         ),
         route(
             Workspaces,
             Method::GET,
             "/v1/workspaces/{ws}/files/{*path}",
-            on(MethodFilter::GET, workspaces::get_file),
+            workspaces::get_file,
         ),
         route(
             Workspaces,
             Method::PUT,
             "/v1/workspaces/{ws}/files/{*path}",
-            on(MethodFilter::PUT, workspaces::put_file).layer(upload_limit),
-        ),
+            workspaces::put_file,
+        )
+        .wrap(|m| m.layer(upload_limit)),
         route(
             Workspaces,
             Method::DELETE,
             "/v1/workspaces/{ws}/files/{*path}",
-            on(MethodFilter::DELETE, workspaces::delete_file),
+            workspaces::delete_file,
         ),
         route(
             Workspaces,
             Method::POST,
             "/v1/workspaces/{ws}/append/{*path}",
-            on(MethodFilter::POST, workspaces::append_file).layer(upload_limit),
-        ),
+            workspaces::append_file,
+        )
+        .wrap(|m| m.layer(upload_limit)),
         route(
             Workspaces,
             Method::GET,
             "/v1/workspaces/{ws}/context",
-            on(MethodFilter::GET, workspaces::read_context),
+            workspaces::read_context,
         ),
-        route(
-            Artifacts,
-            Method::POST,
-            "/v1/gc",
-            on(MethodFilter::POST, gc),
-        ),
-        route(
-            Agents,
-            Method::GET,
-            "/v1/agents/{agent}",
-            on(MethodFilter::GET, agents::get_agent),
-        ),
+        route(Artifacts, Method::POST, "/v1/gc", gc),
+        route(Agents, Method::GET, "/v1/agents/{agent}", agents::get_agent),
         route(
             Agents,
             Method::PATCH,
             "/v1/agents/{agent}",
-            on(MethodFilter::PATCH, agents::patch_agent),
+            agents::patch_agent,
         ),
         route(
             Agents,
             Method::POST,
             "/v1/agents/{agent}/clear",
-            on(MethodFilter::POST, agents::clear),
+            agents::clear,
         ),
         route(
             Agents,
             Method::GET,
             "/v1/agents/{agent}/window",
-            on(MethodFilter::GET, agents::window),
+            agents::window,
         ),
         route(
             Agents,
             Method::POST,
             "/v1/agents/{agent}/saves",
-            on(MethodFilter::POST, agents::save),
+            agents::save,
         ),
         route(
             Agents,
             Method::GET,
             "/v1/agents/{agent}/saves",
-            on(MethodFilter::GET, agents::list_saves),
+            agents::list_saves,
         ),
         route(
             Agents,
             Method::GET,
             "/v1/agents/{agent}/saves/{save_id}",
-            on(MethodFilter::GET, agents::get_save),
+            agents::get_save,
         ),
         route(
             Agents,
             Method::POST,
             "/v1/agents/{agent}/saves/{save_id}/restore",
-            on(MethodFilter::POST, agents::restore_save),
+            agents::restore_save,
         ),
         route(
             Agents,
             Method::PUT,
             "/v1/agents/{agent}/working-context",
-            on(MethodFilter::PUT, agents::put_working_context),
+            agents::put_working_context,
         ),
         route(
             Agents,
             Method::POST,
             "/v1/agents/{agent}/working-context/restore",
-            on(MethodFilter::POST, agents::restore_working_context),
+            agents::restore_working_context,
         ),
     ]
 }
@@ -570,6 +493,30 @@ async fn download_artifact(
     Ok(([(header::CONTENT_TYPE, "application/octet-stream")], bytes).into_response())
 }
 
+/// Records `req` as `POST /v1/commits` does: converted with
+/// [`CheckpointRequest::into_new_commit`], errors about the delta naming
+/// the field it was sent in.
+///
+/// # Errors
+/// As [`Service::checkpoint`].
+pub async fn submit_checkpoint(
+    service: &Service,
+    tenant: &crate::id::TenantId,
+    req: CheckpointRequest,
+) -> Result<crate::service::Checkpointed, Error> {
+    // The service names an inline delta `delta`; it may have come as
+    // `delta_base64`.
+    let field = req.delta_field();
+    let new = req.into_new_commit(service.limits())?;
+    service
+        .checkpoint(tenant, new)
+        .await
+        .map_err(|e| match e.field.as_deref() {
+            Some("delta") if field != "delta" => e.with_field(field),
+            _ => e,
+        })
+}
+
 /// Records a checkpoint: 201 with the new commit, or 200 with the stored one
 /// when the same checkpoint (same `created_at`) was recorded before. Into a
 /// branch's chain (`ref: branches/br-…`) it counts against the budget: the
@@ -590,7 +537,7 @@ async fn checkpoint(
     caller: Caller,
     Json(req): Json<CheckpointRequest>,
 ) -> ApiResult<Response> {
-    let done = req.submit(&s.service, &caller.tenant).await?;
+    let done = submit_checkpoint(&s.service, &caller.tenant, req).await?;
     let crate::service::Checkpointed {
         commit,
         created,
@@ -1032,6 +979,15 @@ impl utoipa::Modify for BearerAuth {
     modifiers(&BearerAuth, &CommonErrors)
 )]
 pub struct ApiDoc;
+
+impl ApiDoc {
+    /// The document as JSON, as `GET /v1/openapi.json` serves it: what the
+    /// contract's other forms (the MCP tools' input schemas, the clients'
+    /// routes) are derived from or checked against.
+    pub fn json() -> serde_json::Value {
+        serde_json::to_value(Self::openapi()).expect("the OpenAPI document is JSON")
+    }
+}
 
 #[cfg(test)]
 mod summary_tests;

@@ -127,6 +127,19 @@ async fn openapi_lists_exactly_the_routes_served() {
     assert_eq!(documented, served);
 }
 
+/// The whole OpenAPI document, byte for byte as `GET /v1/openapi.json`
+/// serves it (pretty-printed for a readable diff): any change to a route,
+/// a schema or a description shows here.
+#[test]
+fn the_openapi_document_is_pinned() {
+    use utoipa::OpenApi as _;
+    let doc = ApiDoc::openapi();
+    let served: Value = serde_json::from_str(&doc.to_json().unwrap()).unwrap();
+    let pretty = doc.to_pretty_json().unwrap();
+    assert_eq!(serde_json::from_str::<Value>(&pretty).unwrap(), served);
+    insta::assert_snapshot!("openapi_document", pretty);
+}
+
 #[tokio::test]
 async fn commits_have_a_pinned_wire_format() {
     let h = harness().await;

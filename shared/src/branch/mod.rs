@@ -12,8 +12,10 @@
 //! - this file: the branch record, the [`BranchStore`] trait with the rules
 //!   every backend shares ([`check_limits`], [`not_active`], ...), the
 //!   configuration and the [`Folding`] bundle a service is given.
-//! - [`wire`]: the request and response bodies (the operations are in
-//!   `crate::service::folding`).
+//! - the values the operations (in `crate::service::folding`) take and
+//!   return: [`NewBranch`], [`CreatedBranch`], [`ReturnedBranch`],
+//!   [`BranchState`], [`EndedSession`]; their request and response bodies
+//!   are `crate::wire::branches`.
 //! - [`scrub`]: the secret scrubber.
 //! - [`timer`]: deadlines: the [`BranchTimer`] trait (the embedded tokio
 //!   timer is `crate::service::TokioTimer`, AWS mode's Step Functions one
@@ -24,6 +26,7 @@
 //! `store::aws::DynamoBranchStore`; their conformance suite is
 //! `store::conformance::branches`.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -34,11 +37,10 @@ use utoipa::ToSchema;
 
 use crate::clock::IdSource;
 use crate::error::{Error, Result};
-use crate::id::{BranchId, CommitId, RefName, TenantId};
+use crate::id::{BranchId, CommitId, RefName, SessionId, TenantId};
 
 pub mod scrub;
 pub mod timer;
-pub mod wire;
 
 pub use scrub::{RuleScrubber, Scrubbed, Scrubber};
 pub use timer::{BranchTimer, NoTimer};
@@ -141,6 +143,82 @@ pub fn branch_ref(id: &BranchId) -> RefName {
 /// The branch a ref names, if it is `branches/<br-…>`.
 pub fn branch_of_ref(name: &RefName) -> Option<BranchId> {
     name.as_str().strip_prefix("branches/")?.parse().ok()
+}
+
+/// A branch to create.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewBranch {
+    /// The session it belongs to (its chain is the ref
+    /// `sessions/<session_id>`).
+    pub session_id: SessionId,
+    /// What the subtask is.
+    pub description: String,
+    /// The subtask's instructions.
+    pub prompt: Option<String>,
+    /// Tokens it may checkpoint (the configured default when absent; capped).
+    pub budget: Option<u64>,
+    /// Seconds until it times out (the configured default when absent;
+    /// capped).
+    pub timeout_seconds: Option<u64>,
+    /// The active branch to nest under (default: the session itself).
+    pub parent_branch: Option<BranchId>,
+}
+
+/// A branch just created.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CreatedBranch {
+    /// Its id.
+    pub branch_id: BranchId,
+    /// The budget granted (the request, capped).
+    pub budget_allocated: u64,
+    /// 1 for a branch of the session, one more per nesting.
+    pub depth: u32,
+    /// Seconds until it times out.
+    pub timeout_seconds: u64,
+    /// When it times out.
+    pub deadline: DateTime<Utc>,
+    /// The root commit of its chain (description + prompt only).
+    pub root_commit: CommitId,
+    /// The ref of its chain.
+    pub chain_ref: String,
+}
+
+/// A branch returned by its caller.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReturnedBranch {
+    /// Always true (failures are errors).
+    pub success: bool,
+    /// Tokens checkpointed into the branch.
+    pub tokens_used: u64,
+    /// The message as appended to the parent (scrubbed).
+    pub message: String,
+    /// The commit appended to the parent's chain.
+    pub commit: CommitId,
+    /// Secrets replaced, per rule.
+    pub redactions: BTreeMap<String, usize>,
+    /// Active children force-returned first, deepest first.
+    pub force_returned: Vec<BranchId>,
+}
+
+/// A branch as its status shows it: the record, and the budget warning of
+/// an active branch at 80% of its budget or more.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BranchState {
+    /// The stored branch.
+    pub record: BranchRecord,
+    /// The budget warning, if any.
+    pub warning: Option<String>,
+}
+
+/// What a session end did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EndedSession {
+    /// The session.
+    pub session_id: String,
+    /// Branches force-returned (status completed), deepest first.
+    pub returned: Vec<BranchId>,
+    /// Branches that did not finish in time or errored (status failed).
+    pub failed: Vec<BranchId>,
 }
 
 /// An active branch of a session, as its listing returns it.

@@ -498,7 +498,7 @@ async fn checkpoint(
     tenant: &TenantId,
     req: CheckpointRequest,
 ) -> crate::Result<(crate::Commit, bool)> {
-    let done = req.submit(svc, tenant).await?;
+    let done = crate::api::submit_checkpoint(svc, tenant, req).await?;
     Ok((done.commit, done.created))
 }
 
@@ -715,14 +715,17 @@ async fn a_runtime_log_with_an_unpaired_tool_result_is_stored_as_written_with_a_
                    {"type": "text", "text": "The query returned 42 rows."}]}}),
     ];
     let transcript: String = lines.iter().map(|l| format!("{l}\n")).collect();
-    let done = request(
-        "claude-code-v1",
-        transcript.as_bytes(),
-        None,
-        CommitType::Delta,
-        1,
+    let done = crate::api::submit_checkpoint(
+        &svc,
+        &tenant,
+        request(
+            "claude-code-v1",
+            transcript.as_bytes(),
+            None,
+            CommitType::Delta,
+            1,
+        ),
     )
-    .submit(&svc, &tenant)
     .await
     .unwrap();
     assert_eq!(done.warnings.len(), 1, "{:?}", done.warnings);
@@ -757,17 +760,23 @@ async fn a_runtime_log_with_an_unpaired_tool_result_is_stored_as_written_with_a_
     // The same in a bureau agent's log.
     let conv = ClaudeCodeCodec.to_canonical(transcript.as_bytes()).unwrap();
     let cbor = BureauV2Codec.encode_canonical(&conv).unwrap().bytes;
-    let done = request("bureau-agent-v2", &cbor, None, CommitType::Delta, 2)
-        .submit(&svc, &tenant)
-        .await
-        .unwrap();
+    let done = crate::api::submit_checkpoint(
+        &svc,
+        &tenant,
+        request("bureau-agent-v2", &cbor, None, CommitType::Delta, 2),
+    )
+    .await
+    .unwrap();
     assert_eq!(done.warnings.len(), 1, "{:?}", done.warnings);
     // An API format is refused: no API would accept it.
     let api = AnthropicCodec.encode_canonical(&conv).unwrap().bytes;
-    let err = request("anthropic-messages-v1", &api, None, CommitType::Delta, 3)
-        .submit(&svc, &tenant)
-        .await
-        .unwrap_err();
+    let err = crate::api::submit_checkpoint(
+        &svc,
+        &tenant,
+        request("anthropic-messages-v1", &api, None, CommitType::Delta, 3),
+    )
+    .await
+    .unwrap_err();
     assert!(err.message.contains("toolu_gone"), "{}", err.message);
 }
 
@@ -780,14 +789,17 @@ async fn an_agents_sdk_session_chains_and_translates() {
         {"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text", "text": "Use the tool."}]},
         {"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "weather", "arguments": "{\"city\":\"Paris\"}"}
     ]);
-    let done = request(
-        "openai-responses-v1",
-        first.to_string().as_bytes(),
-        None,
-        CommitType::Delta,
-        1,
+    let done = crate::api::submit_checkpoint(
+        &svc,
+        &tenant,
+        request(
+            "openai-responses-v1",
+            first.to_string().as_bytes(),
+            None,
+            CommitType::Delta,
+            1,
+        ),
     )
-    .submit(&svc, &tenant)
     .await
     .unwrap();
     assert_eq!(done.commit.message_count, 3);
@@ -797,14 +809,17 @@ async fn an_agents_sdk_session_chains_and_translates() {
         {"id": "msg_1", "type": "message", "role": "assistant", "status": "completed",
          "content": [{"type": "output_text", "text": "18C in Paris.", "annotations": []}]}
     ]);
-    let next = request(
-        "openai-responses-v1",
-        second.to_string().as_bytes(),
-        Some(done.commit.id),
-        CommitType::Delta,
-        2,
+    let next = crate::api::submit_checkpoint(
+        &svc,
+        &tenant,
+        request(
+            "openai-responses-v1",
+            second.to_string().as_bytes(),
+            Some(done.commit.id),
+            CommitType::Delta,
+            2,
+        ),
     )
-    .submit(&svc, &tenant)
     .await
     .unwrap();
     assert!(next.warnings.is_empty(), "{:?}", next.warnings);
@@ -830,14 +845,17 @@ async fn an_agents_sdk_session_chains_and_translates() {
         );
     }
     // A malformed item is refused, naming the item and the field.
-    let err = request(
-        "openai-responses-v1",
-        br#"[{"type":"function_call","call_id":"c","name":"f","arguments":"{oops"}]"#,
-        Some(next.commit.id),
-        CommitType::Delta,
-        3,
+    let err = crate::api::submit_checkpoint(
+        &svc,
+        &tenant,
+        request(
+            "openai-responses-v1",
+            br#"[{"type":"function_call","call_id":"c","name":"f","arguments":"{oops"}]"#,
+            Some(next.commit.id),
+            CommitType::Delta,
+            3,
+        ),
     )
-    .submit(&svc, &tenant)
     .await
     .unwrap_err();
     assert_eq!(err.field.as_deref(), Some("delta_base64"));
@@ -850,14 +868,17 @@ async fn an_agents_sdk_session_chains_and_translates() {
     );
     // An output whose call is nowhere in the chain is the runtime's own
     // log: stored as written, with a warning.
-    let stray = request(
-        "openai-responses-v1",
-        br#"[{"type":"function_call_output","call_id":"call_gone","output":"1"}]"#,
-        Some(next.commit.id),
-        CommitType::Delta,
-        4,
+    let stray = crate::api::submit_checkpoint(
+        &svc,
+        &tenant,
+        request(
+            "openai-responses-v1",
+            br#"[{"type":"function_call_output","call_id":"call_gone","output":"1"}]"#,
+            Some(next.commit.id),
+            CommitType::Delta,
+            4,
+        ),
     )
-    .submit(&svc, &tenant)
     .await
     .unwrap();
     assert!(

@@ -14,13 +14,10 @@ use bytes::Bytes;
 use chrono::{DateTime, Utc};
 
 use super::{Delta, NewCommit, Service};
-use crate::agent::wire::{
-    AgentSettings, Cleared, PatchAgentRequest, RestoreRequest, RestoreResponse, RestoreSource,
-    Restored, SessionFile, SessionMessage, SessionThread, Window, WindowReason,
-    WorkingContextSnapshot, WorkingContextStored, WorkingMessage, default_format,
-};
 use crate::agent::{
-    AgentRecord, DEFAULT_WINDOW_SECONDS, SaveId, SaveRecord, WINDOWS_KEPT, WorkingContextRef,
+    AgentPatch, AgentRecord, ContextWindow, DEFAULT_WINDOW_SECONDS, RestoreOptions, RestoreSource,
+    RestoredContext, SaveId, SaveRecord, SessionFile, SessionMessage, SessionThread, Settings,
+    WINDOWS_KEPT, WindowReason, WorkingContextRef, WorkingContextSnapshot, WorkingMessage,
     check_window_seconds,
 };
 use crate::commit::{Commit, CommitType, Tags, Trigger};
@@ -78,11 +75,7 @@ impl Service {
     ///
     /// # Errors
     /// `Unavailable`.
-    pub async fn agent_settings(
-        &self,
-        tenant: &TenantId,
-        agent: &Principal,
-    ) -> Result<AgentSettings> {
+    pub async fn agent_settings(&self, tenant: &TenantId, agent: &Principal) -> Result<Settings> {
         let rec = self
             .stores
             .meta
@@ -101,8 +94,8 @@ impl Service {
         &self,
         tenant: &TenantId,
         agent: &Principal,
-        req: &PatchAgentRequest,
-    ) -> Result<AgentSettings> {
+        req: &AgentPatch,
+    ) -> Result<Settings> {
         if let Some(w) = req.window_seconds {
             check_window_seconds(w)?;
         }
@@ -123,11 +116,15 @@ impl Service {
     }
 
     /// Moves the agent's clear marker to now (every thread; nothing is
-    /// deleted).
+    /// deleted) and returns it.
     ///
     /// # Errors
     /// `Unavailable`.
-    pub async fn clear_context(&self, tenant: &TenantId, agent: &Principal) -> Result<Cleared> {
+    pub async fn clear_context(
+        &self,
+        tenant: &TenantId,
+        agent: &Principal,
+    ) -> Result<DateTime<Utc>> {
         let now = self.clock.now();
         self.stores
             .meta
@@ -140,7 +137,7 @@ impl Service {
                 },
             )
             .await?;
-        Ok(Cleared { last_clear: now })
+        Ok(now)
     }
 
     /// The window's bounds and the commits in it (every thread when
@@ -204,7 +201,7 @@ impl Service {
         agent: &Principal,
         thread: Option<&str>,
         format: Option<FormatId>,
-    ) -> Result<Window> {
+    ) -> Result<ContextWindow> {
         let WindowCommits {
             since,
             reason,
@@ -223,7 +220,7 @@ impl Service {
             }
             _ => (None, 0, 0),
         };
-        Ok(Window {
+        Ok(ContextWindow {
             since,
             reason,
             until,
@@ -459,7 +456,7 @@ impl Service {
     }
 
     /// Loads a save's messages back into the window: one commit per thread
-    /// at the current time, tagged [`RESTORED_FROM`].
+    /// at the current time, tagged [`RESTORED_FROM`]; returns those commits.
     ///
     /// # Errors
     /// `NotFound` for an unknown save; `Unavailable`.
@@ -468,7 +465,7 @@ impl Service {
         tenant: &TenantId,
         agent: &Principal,
         id: &SaveId,
-    ) -> Result<Restored> {
+    ) -> Result<Vec<Commit>> {
         let file = self.context_save_file(tenant, agent, id).await?;
         let rec = self
             .stores
@@ -500,13 +497,11 @@ impl Service {
             };
             commits.push(self.record(tenant, new).await?.0);
         }
-        Ok(Restored {
-            save_id: *id,
-            commits,
-        })
+        Ok(commits)
     }
 
-    /// Stores a working-context snapshot as the agent's cache.
+    /// Stores a working-context snapshot as the agent's cache; returns the
+    /// cache artifact.
     ///
     /// # Errors
     /// `Invalid` naming `schema_version`, `agent_id` or the malformed
@@ -516,13 +511,9 @@ impl Service {
         tenant: &TenantId,
         agent: &Principal,
         snapshot: &WorkingContextSnapshot,
-    ) -> Result<WorkingContextStored> {
+    ) -> Result<ArtifactRef> {
         check_snapshot(agent, snapshot)?;
-        let artifact_ref = self.store_snapshot(tenant, agent, snapshot).await?;
-        Ok(WorkingContextStored {
-            epoch_id: snapshot.epoch_id,
-            artifact_ref,
-        })
+        self.store_snapshot(tenant, agent, snapshot).await
     }
 
     async fn store_snapshot(
@@ -646,8 +637,8 @@ impl Service {
         &self,
         tenant: &TenantId,
         agent: &Principal,
-        req: &RestoreRequest,
-    ) -> Result<RestoreResponse> {
+        req: &RestoreOptions,
+    ) -> Result<RestoredContext> {
         let opts = RebuildOptions::of(req)?;
         let rec = self
             .stores
@@ -656,7 +647,7 @@ impl Service {
             .await?
             .unwrap_or_default();
         match self.read_cache(tenant, agent, rec.working_context).await? {
-            CacheRead::Valid(snapshot, artifact_ref) => Ok(RestoreResponse {
+            CacheRead::Valid(snapshot, artifact_ref) => Ok(RestoredContext {
                 source: RestoreSource::Cache,
                 reason: None,
                 snapshot,
@@ -667,7 +658,7 @@ impl Service {
                 let epoch = rec.working_context.map_or(0, |p| p.epoch_id) + 1;
                 let snapshot = self.rebuild(tenant, agent, prompt, epoch, &opts).await?;
                 let artifact_ref = self.store_snapshot(tenant, agent, &snapshot).await?;
-                Ok(RestoreResponse {
+                Ok(RestoredContext {
                     source: RestoreSource::Rebuilt,
                     reason: Some(reason),
                     snapshot,
@@ -871,7 +862,7 @@ impl Service {
                 agent,
                 prompt,
                 epoch + 1,
-                &RebuildOptions::of(&RestoreRequest::default())?,
+                &RebuildOptions::of(&RestoreOptions::default())?,
             )
             .await?;
         self.store_snapshot(tenant, agent, &snapshot).await?;
@@ -893,7 +884,7 @@ struct RebuildOptions {
 }
 
 impl RebuildOptions {
-    fn of(req: &RestoreRequest) -> Result<Self> {
+    fn of(req: &RestoreOptions) -> Result<Self> {
         let pick =
             |field: &str, v: Option<usize>, (default, max): (usize, usize)| -> Result<usize> {
                 let v = v.unwrap_or(default);
@@ -925,14 +916,19 @@ impl RebuildOptions {
     }
 }
 
-fn settings(agent: &Principal, rec: &AgentRecord) -> AgentSettings {
-    AgentSettings {
+fn settings(agent: &Principal, rec: &AgentRecord) -> Settings {
+    Settings {
         agent: agent.clone(),
         window_seconds: rec.window_seconds.unwrap_or(DEFAULT_WINDOW_SECONDS),
         persist_working_context: rec.persist_working_context.unwrap_or(false),
         last_clear: rec.last_clear,
         working_context_epoch: rec.working_context.map(|p| p.epoch_id),
     }
+}
+
+/// The format of a window when the caller names none.
+fn default_format(commits: &[Commit]) -> Option<FormatId> {
+    commits.last().map(|c| c.format.clone())
 }
 
 /// Whether a commit's artifact holds messages of the window: deltas, and a

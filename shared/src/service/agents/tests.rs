@@ -8,11 +8,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use async_trait::async_trait;
 use bytes::Bytes;
 
-use crate::agent::wire::{
-    PatchAgentRequest, RestoreRequest, RestoreSource, WindowReason, WorkingContextSnapshot,
-    WorkingMessage,
+use crate::agent::{
+    AgentPatch, AgentRecord, DEFAULT_WINDOW_SECONDS, RestoreOptions, RestoreSource, WindowReason,
+    WorkingContextRef, WorkingContextSnapshot, WorkingMessage,
 };
-use crate::agent::{AgentRecord, DEFAULT_WINDOW_SECONDS, WorkingContextRef};
 use crate::clock::{Clock, ManualClock};
 use crate::commit::{CommitType, Stop, Trigger};
 use crate::error::ErrorKind;
@@ -191,7 +190,7 @@ async fn rolling_window_is_configurable_and_refuses_bad_lengths() {
         .patch_agent(
             &h.tenant,
             &h.agent,
-            &PatchAgentRequest {
+            &AgentPatch {
                 window_seconds: Some(60),
                 ..Default::default()
             },
@@ -210,7 +209,7 @@ async fn rolling_window_is_configurable_and_refuses_bad_lengths() {
             .patch_agent(
                 &h.tenant,
                 &h.agent,
-                &PatchAgentRequest {
+                &AgentPatch {
                     window_seconds: Some(bad),
                     persist_working_context: Some(true),
                 },
@@ -275,9 +274,9 @@ async fn clear_advances_the_marker_and_excludes_earlier_messages_without_deletin
     let before = h.say("t1", "before-1").await;
     h.say("t2", "before-2").await;
     let cleared = h.svc.clear_context(&h.tenant, &h.agent).await.unwrap();
-    assert_eq!(cleared.last_clear, h.clock.now());
+    assert_eq!(cleared, h.clock.now());
     let s = h.svc.agent_settings(&h.tenant, &h.agent).await.unwrap();
-    assert_eq!(s.last_clear, Some(cleared.last_clear));
+    assert_eq!(s.last_clear, Some(cleared));
     h.advance(1);
     h.say("t1", "after").await;
     let w = h
@@ -286,7 +285,7 @@ async fn clear_advances_the_marker_and_excludes_earlier_messages_without_deletin
         .await
         .unwrap();
     assert_eq!(w.reason, WindowReason::Clear);
-    assert_eq!(w.since, cleared.last_clear);
+    assert_eq!(w.since, cleared);
     assert_eq!(
         h.window_texts(None).await,
         ["after"],
@@ -320,7 +319,7 @@ async fn multiple_clears_use_the_most_recent() {
         .context_window(&h.tenant, &h.agent, None, None)
         .await
         .unwrap();
-    assert_eq!(w.since, second.last_clear);
+    assert_eq!(w.since, second);
     // A clear older than the window gives way to the window.
     h.advance(2 * DAY);
     let w = h
@@ -499,8 +498,8 @@ async fn restore_loads_saved_messages_back_into_the_window() {
         .restore_save(&h.tenant, &h.agent, &rec.save_id)
         .await
         .unwrap();
-    assert_eq!(restored.commits.len(), 2, "one commit per thread");
-    for c in &restored.commits {
+    assert_eq!(restored.len(), 2, "one commit per thread");
+    for c in &restored {
         assert_eq!(c.tags.get(RESTORED_FROM), Some(&rec.save_id.to_string()));
         assert_eq!(c.principal, h.agent);
     }
@@ -550,7 +549,7 @@ async fn a_fresh_agent_has_an_empty_window_history_and_working_context() {
     );
     let r = h
         .svc
-        .restore_working_context(&h.tenant, &h.agent, &RestoreRequest::default())
+        .restore_working_context(&h.tenant, &h.agent, &RestoreOptions::default())
         .await
         .unwrap();
     assert_eq!(r.source, RestoreSource::Rebuilt);
@@ -593,7 +592,7 @@ async fn context_settings_and_clear_time_survive_a_restart() {
         svc.patch_agent(
             &tenant,
             &agent,
-            &PatchAgentRequest {
+            &AgentPatch {
                 window_seconds: Some(3600),
                 ..Default::default()
             },
@@ -606,7 +605,7 @@ async fn context_settings_and_clear_time_survive_a_restart() {
     clock.advance_micros(1_000_000);
     let svc = open();
     let s = svc.agent_settings(&tenant, &agent).await.unwrap();
-    assert_eq!(s.last_clear, Some(cleared.last_clear));
+    assert_eq!(s.last_clear, Some(cleared));
     assert_eq!(s.window_seconds, 3600);
     let w = svc
         .context_window(&tenant, &agent, None, None)
@@ -671,10 +670,9 @@ async fn a_valid_cache_is_used_for_the_same_agent() {
         .put_working_context(&h.tenant, &h.agent, &snap)
         .await
         .unwrap();
-    assert_eq!(stored.epoch_id, 4);
     let r = h
         .svc
-        .restore_working_context(&h.tenant, &h.agent, &RestoreRequest::default())
+        .restore_working_context(&h.tenant, &h.agent, &RestoreOptions::default())
         .await
         .unwrap();
     assert_eq!(r.source, RestoreSource::Cache);
@@ -683,12 +681,12 @@ async fn a_valid_cache_is_used_for_the_same_agent() {
         r.snapshot, snap,
         "tool payloads, media and reasoning round-trip"
     );
-    assert_eq!(r.artifact_ref, stored.artifact_ref);
+    assert_eq!(r.artifact_ref, stored);
     // Another agent does not get it.
     let other: Principal = "agent-b".parse().unwrap();
     let r = h
         .svc
-        .restore_working_context(&h.tenant, &other, &RestoreRequest::default())
+        .restore_working_context(&h.tenant, &other, &RestoreOptions::default())
         .await
         .unwrap();
     assert_eq!(r.source, RestoreSource::Rebuilt);
@@ -789,7 +787,7 @@ async fn each_invalid_cache_is_rebuilt_with_its_reason() {
         }
         let r = h
             .svc
-            .restore_working_context(&h.tenant, &h.agent, &RestoreRequest::default())
+            .restore_working_context(&h.tenant, &h.agent, &RestoreOptions::default())
             .await
             .unwrap();
         assert_eq!(r.source, RestoreSource::Rebuilt, "{reason}");
@@ -807,7 +805,7 @@ async fn each_invalid_cache_is_rebuilt_with_its_reason() {
         // The rebuild is the cache now.
         let again = h
             .svc
-            .restore_working_context(&h.tenant, &h.agent, &RestoreRequest::default())
+            .restore_working_context(&h.tenant, &h.agent, &RestoreOptions::default())
             .await
             .unwrap();
         assert_eq!(again.source, RestoreSource::Cache);
@@ -817,7 +815,7 @@ async fn each_invalid_cache_is_rebuilt_with_its_reason() {
     cache_bytes(&h, &wrong_agent_with_prompt(), 1).await;
     let r = h
         .svc
-        .restore_working_context(&h.tenant, &h.agent, &RestoreRequest::default())
+        .restore_working_context(&h.tenant, &h.agent, &RestoreOptions::default())
         .await
         .unwrap();
     assert_eq!(r.snapshot.messages[0], wm("system", "Be brief."));
@@ -840,7 +838,7 @@ async fn each_invalid_cache_is_rebuilt_with_its_reason() {
         .unwrap();
     let r = h
         .svc
-        .restore_working_context(&h.tenant, &h.agent, &RestoreRequest::default())
+        .restore_working_context(&h.tenant, &h.agent, &RestoreOptions::default())
         .await
         .unwrap();
     assert!(r.reason.unwrap().contains("missing"));
@@ -902,7 +900,7 @@ async fn a_rebuild_orders_system_episodic_semantic_then_the_raw_tail() {
         .restore_working_context(
             &h.tenant,
             &h.agent,
-            &RestoreRequest {
+            &RestoreOptions {
                 system_prompt: Some("You are the agent.".into()),
                 max_episodic: Some(5),
                 max_semantic: Some(5),
@@ -942,7 +940,7 @@ async fn a_rebuild_orders_system_episodic_semantic_then_the_raw_tail() {
         .restore_working_context(
             &h.tenant,
             &h.agent,
-            &RestoreRequest {
+            &RestoreOptions {
                 raw_tail_turns: Some(1),
                 max_episodic: Some(0),
                 max_semantic: Some(0),
@@ -961,7 +959,7 @@ async fn a_rebuild_orders_system_episodic_semantic_then_the_raw_tail() {
         .restore_working_context(
             &h.tenant,
             &h.agent,
-            &RestoreRequest {
+            &RestoreOptions {
                 raw_tail_turns: Some(100_000),
                 ..Default::default()
             },
@@ -990,7 +988,7 @@ async fn persist_refreshes_the_cache_at_turn_ends_and_compactions_with_one_artif
         .patch_agent(
             &h.tenant,
             &h.agent,
-            &PatchAgentRequest {
+            &AgentPatch {
                 persist_working_context: Some(true),
                 ..Default::default()
             },
@@ -1009,7 +1007,7 @@ async fn persist_refreshes_the_cache_at_turn_ends_and_compactions_with_one_artif
     }
     let r = h
         .svc
-        .restore_working_context(&h.tenant, &h.agent, &RestoreRequest::default())
+        .restore_working_context(&h.tenant, &h.agent, &RestoreOptions::default())
         .await
         .unwrap();
     assert_eq!(r.source, RestoreSource::Cache);
@@ -1044,7 +1042,7 @@ async fn persist_refreshes_the_cache_at_turn_ends_and_compactions_with_one_artif
     assert_eq!(h.counting.puts() - before, 1);
     let r = h
         .svc
-        .restore_working_context(&h.tenant, &h.agent, &RestoreRequest::default())
+        .restore_working_context(&h.tenant, &h.agent, &RestoreOptions::default())
         .await
         .unwrap();
     assert_eq!(r.source, RestoreSource::Cache);

@@ -3,8 +3,7 @@
 
 use super::{MAX_DESCRIPTION, MAX_PROMPT, check_len, strip_controls};
 use crate::auth::Caller;
-use crate::branch::wire::{BranchCreateRequest, BranchCreated};
-use crate::branch::{BranchRecord, BranchStatus};
+use crate::branch::{BranchRecord, BranchStatus, CreatedBranch, NewBranch};
 use crate::commit::{Tags, Trigger};
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::FormatId;
@@ -19,11 +18,7 @@ impl Service {
     /// `Invalid` for bad or over-long fields and for exceeding the depth
     /// limit; `NotFound` for a session or parent branch the caller does
     /// not own; `Conflict` for an ended parent; `RateLimited` past a limit.
-    pub async fn branch_create(
-        &self,
-        caller: &Caller,
-        req: BranchCreateRequest,
-    ) -> Result<BranchCreated> {
+    pub async fn branch_create(&self, caller: &Caller, req: NewBranch) -> Result<CreatedBranch> {
         let f = self.folding_or_err()?.clone();
         let cfg = &f.config;
         let tenant = &caller.tenant;
@@ -160,7 +155,7 @@ impl Service {
                 return Err(e);
             }
         }
-        Ok(BranchCreated {
+        Ok(CreatedBranch {
             branch_id: id,
             budget_allocated: budget,
             depth,

@@ -9,8 +9,7 @@ use super::{
     Expired, MAX_MESSAGE, Sweep, branch_principal, check_len, session_ref, strip_controls,
 };
 use crate::auth::Caller;
-use crate::branch::wire::{BranchReturnRequest, BranchReturned, SessionEnded};
-use crate::branch::{BranchRecord, BranchStatus, Finish, branch_ref};
+use crate::branch::{BranchRecord, BranchStatus, EndedSession, Finish, ReturnedBranch, branch_ref};
 use crate::commit::{Commit, Tags, Trigger};
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::FormatId;
@@ -33,11 +32,11 @@ impl Service {
         &self,
         caller: &Caller,
         id: &BranchId,
-        req: BranchReturnRequest,
-    ) -> Result<BranchReturned> {
+        message: &str,
+    ) -> Result<ReturnedBranch> {
         let f = self.folding_or_err()?.clone();
         let tenant = &caller.tenant;
-        let message = strip_controls(&req.message, true);
+        let message = strip_controls(message, true);
         check_len("message", &message, MAX_MESSAGE)?;
         let rec = self.visible_branch(caller, id).await?;
         if rec.status != BranchStatus::Active {
@@ -59,7 +58,7 @@ impl Service {
                 Some(scrubbed.text.clone()),
             )
             .await?;
-        Ok(BranchReturned {
+        Ok(ReturnedBranch {
             success: true,
             tokens_used: done.tokens_used,
             message: scrubbed.text,
@@ -76,7 +75,7 @@ impl Service {
     ///
     /// # Errors
     /// `NotFound` for another principal's session (strict mode).
-    pub async fn session_end(&self, caller: &Caller, session: &SessionId) -> Result<SessionEnded> {
+    pub async fn session_end(&self, caller: &Caller, session: &SessionId) -> Result<EndedSession> {
         let session = session.as_str();
         let f = self.folding_or_err()?.clone();
         let tenant = &caller.tenant;
@@ -87,7 +86,7 @@ impl Service {
             .unwrap_or(chrono::Duration::MAX);
         let deadline = self.clock().now() + limit;
         let started = tokio::time::Instant::now();
-        let mut out = SessionEnded {
+        let mut out = EndedSession {
             session_id: session.to_owned(),
             returned: Vec::new(),
             failed: Vec::new(),

@@ -10,8 +10,9 @@
 //! - `status`: `branch_status`, by id and by session.
 //! - `timer`: deadlines as tokio tasks (embedded mode): [`TokioTimer`].
 //!
-//! The records, their store and the settings are in [`crate::branch`]; the
-//! request and response bodies in [`crate::branch::wire`].
+//! The records, their store, the settings and the values these operations
+//! take and return are in [`crate::branch`]; the request and response
+//! bodies in `crate::wire::branches`.
 
 use std::collections::HashSet;
 

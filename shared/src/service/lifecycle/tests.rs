@@ -334,13 +334,13 @@ async fn retention_erases_idle_sessions_except_pinned_and_forked_ones() {
     assert!(!f.blob_exists("pinned ").await);
 }
 
-fn snapshot_of(agent: &str, text: &str) -> crate::agent::wire::WorkingContextSnapshot {
-    crate::agent::wire::WorkingContextSnapshot {
+fn snapshot_of(agent: &str, text: &str) -> crate::agent::WorkingContextSnapshot {
+    crate::agent::WorkingContextSnapshot {
         schema_version: 1,
         agent_id: agent.to_owned(),
         epoch_id: 1,
         last_compaction_ts: None,
-        messages: vec![crate::agent::wire::WorkingMessage {
+        messages: vec![crate::agent::WorkingMessage {
             role: "user".to_owned(),
             content: Some(text.to_owned()),
             reasoning_content: None,
@@ -388,7 +388,7 @@ async fn a_session_erase_removes_the_saves_and_snapshots_built_from_it() {
         "{erased:?}"
     );
     assert!(!f.blob_exists("doomed turn ").await);
-    for gone in [late.artifact_ref, mine_wc.artifact_ref] {
+    for gone in [late.artifact_ref, mine_wc] {
         assert_eq!(f.blobs.size(&f.tenant, &gone).await.unwrap(), None);
     }
     let saves = f.meta.list_saves(&f.tenant, &me, 10).await.unwrap();
@@ -400,7 +400,7 @@ async fn a_session_erase_removes_the_saves_and_snapshots_built_from_it() {
     let rec = f.meta.get_agent(&f.tenant, &me).await.unwrap();
     assert_eq!(rec.and_then(|r| r.working_context), None);
     // The other agent keeps everything.
-    for kept in [theirs.artifact_ref, their_wc.artifact_ref] {
+    for kept in [theirs.artifact_ref, their_wc] {
         assert!(f.blobs.size(&f.tenant, &kept).await.unwrap().is_some());
     }
     assert!(
@@ -438,7 +438,7 @@ async fn a_principal_erase_removes_its_commits_files_and_record_and_refuses_fork
         .patch_agent(
             &f.tenant,
             &gone,
-            &crate::agent::wire::PatchAgentRequest {
+            &crate::agent::AgentPatch {
                 window_seconds: Some(600),
                 persist_working_context: None,
             },

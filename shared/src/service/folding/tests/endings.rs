@@ -27,7 +27,7 @@ async fn a_branch_expires_at_its_deadline_once() {
     assert!(h.text_of("sessions/s").await.contains("timeout"));
     let e = h
         .svc
-        .branch_return(&h.alice, &b.branch_id, ret("late"))
+        .branch_return(&h.alice, &b.branch_id, "late")
         .await
         .unwrap_err();
     assert_eq!(e.kind, ErrorKind::Conflict);
@@ -88,11 +88,13 @@ async fn session_end_returns_every_active_branch() {
         h.status(&b1.branch_id).await.reason.as_deref(),
         Some("session ended")
     );
-    let none = h
-        .svc
-        .branch_status_of_session(&h.alice, &sid("s"))
-        .await
-        .unwrap();
+    let none = BranchStatusResponse::of_session(
+        &sid("s"),
+        h.svc
+            .branch_status_of_session(&h.alice, &sid("s"))
+            .await
+            .unwrap(),
+    );
     assert_eq!(
         (none.branch_id, none.status.as_str()),
         (None, "No active branch found")

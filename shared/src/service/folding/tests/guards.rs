@@ -11,7 +11,7 @@ async fn strict_validation_hides_branches_from_other_principals_and_tenants() {
         assert_eq!(e.kind, ErrorKind::NotFound);
         let e = h
             .svc
-            .branch_return(&other, &b.branch_id, ret("x"))
+            .branch_return(&other, &b.branch_id, "x")
             .await
             .unwrap_err();
         assert_eq!(e.kind, ErrorKind::NotFound);
@@ -62,7 +62,9 @@ async fn permissive_validation_checks_only_the_tenant() {
             .branch_status(&bob, &b.branch_id)
             .await
             .unwrap()
-            .status,
+            .record
+            .status
+            .as_str(),
         "active"
     );
     let e = h
@@ -71,10 +73,7 @@ async fn permissive_validation_checks_only_the_tenant() {
         .await
         .unwrap_err();
     assert_eq!(e.kind, ErrorKind::NotFound);
-    h.svc
-        .branch_return(&bob, &b.branch_id, ret("ok"))
-        .await
-        .unwrap();
+    h.svc.branch_return(&bob, &b.branch_id, "ok").await.unwrap();
 }
 
 #[tokio::test]
@@ -84,7 +83,7 @@ async fn scrubbing_fails_closed() {
     let b = h.create("s", "x").await;
     let e = h
         .svc
-        .branch_return(&h.alice, &b.branch_id, ret("password=hunter2hunter2"))
+        .branch_return(&h.alice, &b.branch_id, "password=hunter2hunter2")
         .await
         .unwrap_err();
     assert_eq!(e.kind, ErrorKind::Unavailable);
@@ -155,11 +154,13 @@ async fn a_return_into_a_structured_chain_still_materializes() {
         "ref": {"name": "sessions/s"}
     }))
     .unwrap();
-    req.submit(&h.svc, tenant).await.unwrap();
+    crate::api::submit_checkpoint(&h.svc, tenant, req)
+        .await
+        .unwrap();
     let b = h.create("s", "x").await;
     let r = h
         .svc
-        .branch_return(&h.alice, &b.branch_id, ret("found it"))
+        .branch_return(&h.alice, &b.branch_id, "found it")
         .await
         .unwrap();
     for format in ["anthropic-messages-v1", "raw"] {

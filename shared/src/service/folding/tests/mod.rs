@@ -11,10 +11,7 @@ use crate::clock::{ManualClock, SeededIds};
 use chrono::{DateTime, Utc};
 
 use crate::auth::Caller;
-use crate::branch::Folding;
-use crate::branch::wire::{
-    BranchCreateRequest, BranchCreated, BranchReturnRequest, BranchReturned, BranchStatusResponse,
-};
+use crate::branch::{CreatedBranch, Folding, NewBranch, ReturnedBranch};
 use crate::commit::{Commit, Trigger};
 use crate::error::{ErrorKind, Result};
 use crate::format::translate::Tier;
@@ -23,7 +20,7 @@ use crate::service::{Service, Stop};
 use crate::store::memory::MemoryBranchStore;
 use crate::store::memory::{MemoryBlobStore, MemoryMetaStore};
 use crate::store::{BlobStoreExt, Stores};
-use crate::wire::CheckpointRequest;
+use crate::wire::{BranchStatusResponse, CheckpointRequest};
 
 /// Records starts and stops.
 #[derive(Default)]
@@ -93,8 +90,8 @@ fn sid(s: &str) -> SessionId {
     s.parse().unwrap()
 }
 
-fn create(session: &str, description: &str) -> BranchCreateRequest {
-    BranchCreateRequest {
+fn create(session: &str, description: &str) -> NewBranch {
+    NewBranch {
         session_id: sid(session),
         description: description.into(),
         prompt: None,
@@ -104,15 +101,9 @@ fn create(session: &str, description: &str) -> BranchCreateRequest {
     }
 }
 
-fn ret(message: &str) -> BranchReturnRequest {
-    BranchReturnRequest {
-        message: message.into(),
-    }
-}
-
 impl H {
     /// Alice creates a branch of `session`.
-    async fn create(&self, session: &str, description: &str) -> BranchCreated {
+    async fn create(&self, session: &str, description: &str) -> CreatedBranch {
         self.svc
             .branch_create(&self.alice, create(session, description))
             .await
@@ -120,9 +111,9 @@ impl H {
     }
 
     /// Alice returns `id` with `message`.
-    async fn ret(&self, id: &BranchId, message: &str) -> BranchReturned {
+    async fn ret(&self, id: &BranchId, message: &str) -> ReturnedBranch {
         self.svc
-            .branch_return(&self.alice, id, ret(message))
+            .branch_return(&self.alice, id, message)
             .await
             .unwrap()
     }
@@ -146,7 +137,7 @@ impl H {
             "ref": {"name": name.as_str(), "expected": tip}
         }))
         .unwrap();
-        let done = req.submit(&self.svc, tenant).await?;
+        let done = crate::api::submit_checkpoint(&self.svc, tenant, req).await?;
         Ok((done.commit, done.budget))
     }
 
@@ -184,8 +175,13 @@ impl H {
         (String::from_utf8_lossy(&bytes).into_owned(), m.tier)
     }
 
+    /// A branch's status as `GET /v1/branches/{br}` answers it.
     async fn status(&self, id: &BranchId) -> BranchStatusResponse {
-        self.svc.branch_status(&self.alice, id).await.unwrap()
+        self.svc
+            .branch_status(&self.alice, id)
+            .await
+            .unwrap()
+            .into()
     }
 }
 
@@ -259,7 +255,7 @@ async fn fields_are_checked_and_capped() {
     assert_eq!((b.budget_allocated, b.timeout_seconds), (32768, 600));
     let e = h
         .svc
-        .branch_return(&h.alice, &b.branch_id, ret(&"x".repeat(50_001)))
+        .branch_return(&h.alice, &b.branch_id, &"x".repeat(50_001))
         .await
         .unwrap_err();
     assert_eq!(e.kind, ErrorKind::Invalid);
@@ -280,7 +276,7 @@ async fn a_return_appends_only_the_scrubbed_summary_to_the_parent() {
         .branch_return(
             &h.alice,
             &b.branch_id,
-            ret("the bug is in parser.rs:42; key AKIAIOSFODNN7EXAMPLQ"),
+            "the bug is in parser.rs:42; key AKIAIOSFODNN7EXAMPLQ",
         )
         .await
         .unwrap();
@@ -307,7 +303,7 @@ async fn a_return_appends_only_the_scrubbed_summary_to_the_parent() {
     assert_eq!(*h.timer.stopped.lock().unwrap(), vec![b.branch_id]);
     let again = h
         .svc
-        .branch_return(&h.alice, &b.branch_id, ret("again"))
+        .branch_return(&h.alice, &b.branch_id, "again")
         .await
         .unwrap_err();
     assert_eq!(again.kind, ErrorKind::Conflict);
@@ -337,11 +333,13 @@ async fn returning_a_parent_force_returns_its_children_deepest_first() {
     let b3 = h.svc.branch_create(&h.alice, r).await.unwrap();
     let other = h.create("s", "sibling").await;
     assert_eq!((b2.depth, b3.depth), (2, 3));
-    let st = h
-        .svc
-        .branch_status_of_session(&h.alice, &sid("s"))
-        .await
-        .unwrap();
+    let st = BranchStatusResponse::of_session(
+        &sid("s"),
+        h.svc
+            .branch_status_of_session(&h.alice, &sid("s"))
+            .await
+            .unwrap(),
+    );
     assert_eq!(
         st.branch_id,
         Some(b3.branch_id),
@@ -369,7 +367,7 @@ async fn returning_a_parent_force_returns_its_children_deepest_first() {
     );
     let r = h
         .svc
-        .branch_return(&h.alice, &b1.branch_id, ret("sum"))
+        .branch_return(&h.alice, &b1.branch_id, "sum")
         .await
         .unwrap();
     assert_eq!(r.force_returned, vec![b3.branch_id, b2.branch_id]);
@@ -460,7 +458,7 @@ async fn a_childs_budget_is_independent_of_its_parents() {
     assert_eq!(h.status(&outer.branch_id).await.budget_used, Some(0));
     // Only the returned summary counts against the parent.
     h.svc
-        .branch_return(&h.alice, &inner.branch_id, ret(&"s".repeat(40)))
+        .branch_return(&h.alice, &inner.branch_id, &"s".repeat(40))
         .await
         .unwrap();
     // 40 bytes on a line of their own (the chain's root "outer" does not
@@ -493,7 +491,9 @@ async fn erasing_a_session_erases_its_branches_chains_and_records() {
         "session_id": "s1", "ref": {"name": "sessions/s1", "expected": null}
     }))
     .unwrap();
-    req.submit(&h.svc, tenant).await.unwrap();
+    crate::api::submit_checkpoint(&h.svc, tenant, req)
+        .await
+        .unwrap();
     let done = h.create("s1", "finished subtask").await;
     h.append(&done.chain_ref, "branch work\n").await.unwrap();
     h.ret(&done.branch_id, "the result").await;

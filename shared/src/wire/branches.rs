@@ -1,6 +1,6 @@
-//! The wire types of context folding: the request and response bodies of
-//! `/v1/branches…` and `POST /v1/sessions/{id}/end`, shared by the server,
-//! the CLI's client and the MCP tools.
+//! Context folding: the request and response bodies of `/v1/branches…`
+//! and `POST /v1/sessions/{id}/end`, and their conversions from and to the
+//! service's values (`crate::branch`).
 
 use std::collections::BTreeMap;
 
@@ -8,6 +8,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
+use crate::branch::{BranchState, CreatedBranch, EndedSession, NewBranch, ReturnedBranch};
 use crate::id::{BranchId, CommitId, SessionId};
 
 /// `POST /v1/branches`.
@@ -188,5 +189,115 @@ fn whole<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error
         Some(Number::Float(f)) => Err(serde::de::Error::custom(format!(
             "{f} is not a whole number from 0 to 2^53"
         ))),
+    }
+}
+
+impl From<BranchCreateRequest> for NewBranch {
+    fn from(r: BranchCreateRequest) -> Self {
+        NewBranch {
+            session_id: r.session_id,
+            description: r.description,
+            prompt: r.prompt,
+            budget: r.budget,
+            timeout_seconds: r.timeout_seconds,
+            parent_branch: r.parent_branch,
+        }
+    }
+}
+
+impl From<CreatedBranch> for BranchCreated {
+    fn from(b: CreatedBranch) -> Self {
+        BranchCreated {
+            branch_id: b.branch_id,
+            budget_allocated: b.budget_allocated,
+            depth: b.depth,
+            timeout_seconds: b.timeout_seconds,
+            deadline: b.deadline,
+            root_commit: b.root_commit,
+            chain_ref: b.chain_ref,
+        }
+    }
+}
+
+impl From<ReturnedBranch> for BranchReturned {
+    fn from(r: ReturnedBranch) -> Self {
+        BranchReturned {
+            success: r.success,
+            tokens_used: r.tokens_used,
+            message: r.message,
+            commit: r.commit,
+            redactions: r.redactions,
+            force_returned: r.force_returned,
+        }
+    }
+}
+
+impl From<EndedSession> for SessionEnded {
+    fn from(e: EndedSession) -> Self {
+        SessionEnded {
+            session_id: e.session_id,
+            returned: e.returned,
+            failed: e.failed,
+        }
+    }
+}
+
+impl From<BranchState> for BranchStatusResponse {
+    fn from(
+        BranchState {
+            record: rec,
+            warning,
+        }: BranchState,
+    ) -> Self {
+        BranchStatusResponse {
+            branch_id: Some(rec.id),
+            status: rec.status.as_str().to_owned(),
+            depth: Some(rec.depth),
+            budget_used: Some(rec.tokens_used),
+            budget_total: Some(rec.budget),
+            description: Some(rec.description),
+            created_at: Some(rec.created_at),
+            completed_at: rec.completed_at,
+            deadline: Some(rec.deadline),
+            session_id: Some(rec.session_id),
+            parent_branch: rec.parent_branch,
+            reason: rec.reason,
+            return_commit: rec.return_commit,
+            warning,
+            active_branches: Vec::new(),
+        }
+    }
+}
+
+impl BranchStatusResponse {
+    /// The status of `session` from its active branches, deepest first:
+    /// the deepest in the top-level fields and all of them in
+    /// `active_branches`; or `{branch_id: null, status: "No active branch
+    /// found"}`.
+    pub fn of_session(session: &SessionId, active: Vec<BranchState>) -> Self {
+        let all: Vec<BranchStatusResponse> = active.into_iter().map(Into::into).collect();
+        let Some(deepest) = all.first() else {
+            return BranchStatusResponse {
+                branch_id: None,
+                status: "No active branch found".into(),
+                depth: None,
+                budget_used: None,
+                budget_total: None,
+                description: None,
+                created_at: None,
+                completed_at: None,
+                deadline: None,
+                session_id: Some(session.as_str().to_owned()),
+                parent_branch: None,
+                reason: None,
+                return_commit: None,
+                warning: None,
+                active_branches: Vec::new(),
+            };
+        };
+        BranchStatusResponse {
+            active_branches: all.clone(),
+            ..deepest.clone()
+        }
     }
 }

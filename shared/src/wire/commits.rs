@@ -1,32 +1,17 @@
-//! The wire contract: every request and response body of the HTTP API,
-//! `Serialize + Deserialize`, shared by the server (`crate::api`), the
-//! CLI's typed client and the MCP tools, so a contract change breaks the
-//! build instead of a client.
-//!
-//! Requests are converted to the service's domain values here, once (see
-//! [`CheckpointRequest::into_new_commit`]).
+//! `/v1/commits…` and `/v1/resolve`: checkpoint, show, update-metadata,
+//! history, the summary queue, summarize, compact, materialize, resolve.
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use utoipa::ToSchema;
 
-pub use crate::agent::wire::{
-    AgentSettings, Cleared, PatchAgentRequest, RestoreRequest, RestoreResponse, RestoreSource,
-    Restored, SaveList, SaveRequest, SessionFile, SessionMessage, SessionThread, Window,
-    WindowReason, WorkingContextSnapshot, WorkingContextStored, WorkingMessage,
-};
-pub use crate::agent::{SaveId, SaveRecord};
-pub use crate::branch::wire::{
-    BranchCreateRequest, BranchCreated, BranchReturnRequest, BranchReturned, BranchStatusResponse,
-    SessionEnded,
-};
 use crate::commit::{Commit, CommitType, Tags, Trigger};
 use crate::error::{Error, Result};
 use crate::format::FormatId;
-use crate::id::{ArtifactRef, BranchId, CommitId, Principal, SessionId, TenantId};
+use crate::id::{ArtifactRef, BranchId, CommitId, Principal, SessionId};
 use crate::inline::BodyText;
-use crate::service::{Checkpointed, Delta, Limits, Materialization, NewCommit, Service, Stop};
-use crate::store::{Materialized, RefMove, RefRecord};
+use crate::service::{Delta, Limits, Materialization, NewCommit, Stop};
+use crate::store::{Materialized, RefMove};
 
 /// `POST /v1/commits`: one commit and, optionally, a ref move.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
@@ -161,26 +146,6 @@ impl CheckpointRequest {
             (Some(_), None, None) => "artifact_ref",
             _ => "delta",
         }
-    }
-
-    /// Records this checkpoint as `POST /v1/commits` does: converted with
-    /// [`CheckpointRequest::into_new_commit`], errors about the delta naming
-    /// the field it was sent in.
-    ///
-    /// # Errors
-    /// As [`Service::checkpoint`].
-    pub async fn submit(self, service: &Service, tenant: &TenantId) -> Result<Checkpointed> {
-        // The service names an inline delta `delta`; it may have come as
-        // `delta_base64`.
-        let field = self.delta_field();
-        let new = self.into_new_commit(service.limits())?;
-        service
-            .checkpoint(tenant, new)
-            .await
-            .map_err(|e| match e.field.as_deref() {
-                Some("delta") if field != "delta" => e.with_field(field),
-                _ => e,
-            })
     }
 
     /// The commit this request asks for: exactly one of `artifact_ref`,
@@ -351,47 +316,6 @@ fn nullable<S: Serializer>(v: &Option<Option<String>>, s: S) -> Result<S::Ok, S:
     }
 }
 
-/// `PUT /v1/refs/{name}`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct SetRefRequest {
-    /// The commit the ref should point at.
-    pub target: CommitId,
-    /// The tip the caller believes the ref has; absent to create it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub expected: Option<CommitId>,
-}
-
-/// `POST /v1/refs/{name}/evict`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct EvictRequest {
-    /// A compaction or snapshot commit on the ref's path: the deltas of
-    /// the commits older than it are dropped (their metadata is kept).
-    pub before: CommitId,
-}
-
-/// An artifact reference and size.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-pub struct ArtifactInfo {
-    /// `art-` and the BLAKE3 hash of the bytes.
-    #[serde(rename = "ref")]
-    pub artifact_ref: ArtifactRef,
-    /// Size in bytes.
-    pub size: u64,
-}
-
-/// `POST /v1/uploads`: the artifact the bytes will hash to, and their size.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct UploadRequest {
-    /// `art-` and the BLAKE3 hash the bytes will have.
-    pub artifact_ref: ArtifactRef,
-    /// Their size in bytes (at most 5 GiB by default: 413 beyond).
-    #[schema(maximum = 5_368_709_120_u64)]
-    pub size: u64,
-}
-
 /// A list of commits, newest first.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct HistoryResponse {
@@ -486,34 +410,6 @@ pub struct ResolveResponse {
     pub id: CommitId,
 }
 
-/// A list of refs.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-pub struct RefList {
-    /// The refs, by name.
-    pub refs: Vec<RefRecord>,
-}
-
-pub use crate::service::{Erased, Evicted, RetentionReport};
-
-/// `GET /v1/pins`: what retention never erases.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-pub struct PinList {
-    /// The pins, sorted.
-    pub pins: Vec<crate::store::Pin>,
-}
-
-/// `PUT`/`DELETE /v1/pins/{kind}/{name}`: the pin and whether that
-/// changed anything.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-pub struct PinChanged {
-    /// The pin.
-    pub pin: crate::store::Pin,
-    /// Whether it is pinned now.
-    pub pinned: bool,
-    /// False when it already was (or was not) pinned.
-    pub changed: bool,
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -549,26 +445,4 @@ mod tests {
         );
         assert!(e.message.contains("5 bytes"), "{}", e.message);
     }
-}
-
-/// `GET /v1/workspaces/{ws}/files`: a workspace's files, by path.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-pub struct FileList {
-    /// The files.
-    pub files: Vec<crate::service::FileEntry>,
-}
-
-/// A request to collect garbage: one page of the caller's artifacts
-/// (`POST /v1/gc`); call again with the report's `next` until it is
-/// absent.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct GcRequest {
-    /// Report what would be removed; remove nothing.
-    #[serde(default)]
-    pub dry_run: bool,
-    /// Where to continue: the previous report's `next`.
-    pub cursor: Option<String>,
-    /// Artifacts to look at in this call: 1 to 10,000 (default 1,000).
-    pub limit: Option<u32>,
 }

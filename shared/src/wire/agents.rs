@@ -1,0 +1,212 @@
+//! `/v1/agents…`: an agent's settings, rolling window, saves and working
+//! context. The session file and the working-context snapshot are stored
+//! formats, defined with the agent records (`crate::agent`) and re-exported
+//! here.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use crate::agent::{
+    AgentPatch, ContextWindow, RestoreOptions, RestoredContext, SaveId, SaveRecord, Settings,
+};
+use crate::commit::Commit;
+use crate::format::FormatId;
+use crate::id::{ArtifactRef, Principal};
+
+pub use crate::agent::{
+    RestoreSource, SessionFile, SessionMessage, SessionThread, WindowReason,
+    WorkingContextSnapshot, WorkingMessage,
+};
+
+/// `GET`/`PATCH /v1/agents/{agent}`: an agent's settings.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct AgentSettings {
+    /// The agent (a principal).
+    #[schema(value_type = String)]
+    pub agent: Principal,
+    /// The rolling window's length (default 86,400).
+    pub window_seconds: i64,
+    /// Whether the working-context cache is refreshed at safe
+    /// boundaries (default false).
+    pub persist_working_context: bool,
+    /// The latest clear; absent before the first (the window then
+    /// starts at the agent's first commit).
+    pub last_clear: Option<DateTime<Utc>>,
+    /// The cached working context's epoch, if there is a cache.
+    pub working_context_epoch: Option<u64>,
+}
+
+/// `PATCH /v1/agents/{agent}`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PatchAgentRequest {
+    /// The rolling window's length, 1 s to ten years.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 1, maximum = 316_224_000)]
+    pub window_seconds: Option<i64>,
+    /// Refresh the working-context cache at safe boundaries.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub persist_working_context: Option<bool>,
+}
+
+/// `POST /v1/agents/{agent}/clear`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct Cleared {
+    /// The new clear marker (now).
+    pub last_clear: DateTime<Utc>,
+}
+
+/// `GET /v1/agents/{agent}/window`: the agent's live context.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct Window {
+    /// The lower bound (exclusive): max(last_clear, now - window).
+    pub since: DateTime<Utc>,
+    /// Which of the two it is.
+    pub reason: WindowReason,
+    /// The upper bound (now).
+    pub until: DateTime<Utc>,
+    /// The commits whose messages are in it, oldest first.
+    pub commits: Vec<Commit>,
+    /// Messages in it.
+    pub message_count: u64,
+    /// Tokens in it.
+    pub token_count: u64,
+    /// The messages, joined (absent when the window is empty).
+    pub artifact_ref: Option<ArtifactRef>,
+    /// Their format (absent when the window is empty).
+    pub format: Option<FormatId>,
+    /// True when the window held more commits than one answer carries
+    /// (the newest are kept).
+    pub truncated: bool,
+}
+
+/// `POST /v1/agents/{agent}/saves`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SaveRequest {
+    /// What to call the save (at most 1024 bytes, no control
+    /// characters but newline and tab).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(max_length = 1024)]
+    pub description: Option<String>,
+}
+
+/// `GET /v1/agents/{agent}/saves`: newest first.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct SaveList {
+    /// The saves.
+    pub saves: Vec<SaveRecord>,
+}
+
+/// `POST /v1/agents/{agent}/saves/{save_id}/restore`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct Restored {
+    /// The save restored.
+    pub save_id: SaveId,
+    /// One commit per thread, at the current time, tagged
+    /// `restored_from`.
+    pub commits: Vec<Commit>,
+}
+
+/// `PUT /v1/agents/{agent}/working-context`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct WorkingContextStored {
+    /// The stored epoch.
+    pub epoch_id: u64,
+    /// The cache artifact.
+    pub artifact_ref: ArtifactRef,
+}
+
+/// `POST /v1/agents/{agent}/working-context/restore`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RestoreRequest {
+    /// The system prompt of a rebuild (default: the last cache's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub system_prompt: Option<String>,
+    /// Commit summaries in a rebuild (default 5, at most 100).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(maximum = 100)]
+    pub max_episodic: Option<usize>,
+    /// Subtask results in a rebuild (default 5, at most 100).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(maximum = 100)]
+    pub max_semantic: Option<usize>,
+    /// Turns of the latest chain in a rebuild (default 10, at most 1000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(maximum = 1000)]
+    pub raw_tail_turns: Option<usize>,
+}
+
+/// The answer of a working-context restore.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct RestoreResponse {
+    /// Cache or rebuild.
+    pub source: RestoreSource,
+    /// Why the cache was not used (rebuilds only).
+    pub reason: Option<String>,
+    /// The working context.
+    pub snapshot: WorkingContextSnapshot,
+    /// The artifact holding it (the cache now).
+    pub artifact_ref: ArtifactRef,
+}
+
+impl From<Settings> for AgentSettings {
+    fn from(s: Settings) -> Self {
+        AgentSettings {
+            agent: s.agent,
+            window_seconds: s.window_seconds,
+            persist_working_context: s.persist_working_context,
+            last_clear: s.last_clear,
+            working_context_epoch: s.working_context_epoch,
+        }
+    }
+}
+
+impl From<PatchAgentRequest> for AgentPatch {
+    fn from(r: PatchAgentRequest) -> Self {
+        AgentPatch {
+            window_seconds: r.window_seconds,
+            persist_working_context: r.persist_working_context,
+        }
+    }
+}
+
+impl From<ContextWindow> for Window {
+    fn from(w: ContextWindow) -> Self {
+        Window {
+            since: w.since,
+            reason: w.reason,
+            until: w.until,
+            commits: w.commits,
+            message_count: w.message_count,
+            token_count: w.token_count,
+            artifact_ref: w.artifact_ref,
+            format: w.format,
+            truncated: w.truncated,
+        }
+    }
+}
+
+impl From<RestoreRequest> for RestoreOptions {
+    fn from(r: RestoreRequest) -> Self {
+        RestoreOptions {
+            system_prompt: r.system_prompt,
+            max_episodic: r.max_episodic,
+            max_semantic: r.max_semantic,
+            raw_tail_turns: r.raw_tail_turns,
+        }
+    }
+}
+
+impl From<RestoredContext> for RestoreResponse {
+    fn from(r: RestoredContext) -> Self {
+        RestoreResponse {
+            source: r.source,
+            reason: r.reason,
+            snapshot: r.snapshot,
+            artifact_ref: r.artifact_ref,
+        }
+    }
+}

@@ -1,0 +1,38 @@
+//! The wire contract: every request and response body of the HTTP API,
+//! `Serialize + Deserialize`, shared by the server (`crate::api`), the
+//! CLI's typed client and the MCP tools, so a contract change breaks the
+//! build instead of a client. One file per route family; every type is
+//! re-exported here, so `crate::wire::X` names any of them.
+//!
+//! The service never sees these types: requests become the service's
+//! domain values and its results become responses here, by `From` impls
+//! and conversion functions (such as [`CheckpointRequest::into_new_commit`]),
+//! which the API layer calls.
+//!
+//! # Layout
+//! - [`commits`]: checkpoint, show, update-metadata, history, the summary
+//!   queue, summarize, compact, materialize, resolve.
+//! - [`artifacts`]: uploads, direct uploads, garbage collection.
+//! - [`refs`]: reading, moving and listing refs.
+//! - [`lifecycle`]: eviction, erases, pins.
+//! - [`branches`]: context folding (`/v1/branches…`, session end).
+//! - [`workspaces`]: workspace files.
+//! - [`agents`]: agents' settings, window, saves and working context.
+
+pub mod agents;
+pub mod artifacts;
+pub mod branches;
+pub mod commits;
+pub mod lifecycle;
+pub mod refs;
+pub mod workspaces;
+
+pub use agents::*;
+pub use artifacts::*;
+pub use branches::*;
+pub use commits::*;
+pub use lifecycle::*;
+pub use refs::*;
+pub use workspaces::*;
+
+pub use crate::agent::{SaveId, SaveRecord};
