@@ -567,8 +567,11 @@ pub struct GcRequest {
     /// Report what would be removed; remove nothing.
     #[serde(default)]
     pub dry_run: bool,
-    /// Where to continue: the previous report's `next`.
+    /// Where to continue: the previous report's `next` (an area, a dot,
+    /// and the last artifact looked at, if any).
+    #[schema(pattern = r"^(durable|cache|staged)\.(art-[0-9a-f]{64})?$")]
     pub cursor: Option<String>,
     /// Artifacts to look at in this call: 1 to 10,000 (default 1,000).
+    #[schema(minimum = 1, maximum = 10_000)]
     pub limit: Option<u32>,
 }
