@@ -359,7 +359,11 @@ pub mod wire {
         /// What to call the save (at most 1024 bytes, no control
         /// characters but newline and tab).
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        #[schema(max_length = 1024)]
+        #[schema(
+            min_length = 1,
+            max_length = 1024,
+            pattern = "^[^\\x00-\\x08\\x0b-\\x1f\\x7f-\\x9f]*$"
+        )]
         pub description: Option<String>,
     }
 
@@ -491,6 +495,7 @@ pub mod wire {
     pub struct RestoreRequest {
         /// The system prompt of a rebuild (default: the last cache's).
         #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[schema(max_length = 1_048_576)]
         pub system_prompt: Option<String>,
         /// Commit summaries in a rebuild (default 5, at most 100).
         #[serde(default, skip_serializing_if = "Option::is_none")]
