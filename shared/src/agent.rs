@@ -467,6 +467,7 @@ pub mod wire {
     #[serde(deny_unknown_fields)]
     pub struct WorkingContextSnapshot {
         /// Must be 1.
+        #[schema(minimum = 1, maximum = 1)]
         pub schema_version: u32,
         /// Must be the agent of the route.
         pub agent_id: String,
