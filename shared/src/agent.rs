@@ -303,7 +303,11 @@ pub mod wire {
     #[serde(deny_unknown_fields)]
     pub struct PatchAgentRequest {
         /// The rolling window's length, 1 s to ten years.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[serde(
+            default,
+            skip_serializing_if = "Option::is_none",
+            deserialize_with = "crate::number::optional_whole"
+        )]
         #[schema(minimum = 1, maximum = 316_224_000)]
         pub window_seconds: Option<i64>,
         /// Refresh the working-context cache at safe boundaries.
@@ -467,11 +471,13 @@ pub mod wire {
     #[serde(deny_unknown_fields)]
     pub struct WorkingContextSnapshot {
         /// Must be 1.
+        #[serde(deserialize_with = "crate::number::whole")]
         #[schema(minimum = 1, maximum = 1)]
         pub schema_version: u32,
         /// Must be the agent of the route.
         pub agent_id: String,
         /// The snapshot's epoch (a rebuild stores the previous + 1).
+        #[serde(deserialize_with = "crate::number::whole")]
         pub epoch_id: u64,
         /// The time of the compaction it starts from, in seconds since the
         /// epoch.
@@ -499,15 +505,27 @@ pub mod wire {
         #[schema(max_length = 1_048_576)]
         pub system_prompt: Option<String>,
         /// Commit summaries in a rebuild (default 5, at most 100).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[serde(
+            default,
+            skip_serializing_if = "Option::is_none",
+            deserialize_with = "crate::number::optional_whole"
+        )]
         #[schema(maximum = 100)]
         pub max_episodic: Option<usize>,
         /// Subtask results in a rebuild (default 5, at most 100).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[serde(
+            default,
+            skip_serializing_if = "Option::is_none",
+            deserialize_with = "crate::number::optional_whole"
+        )]
         #[schema(maximum = 100)]
         pub max_semantic: Option<usize>,
         /// Turns of the latest chain in a rebuild (default 10, at most 1000).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[serde(
+            default,
+            skip_serializing_if = "Option::is_none",
+            deserialize_with = "crate::number::optional_whole"
+        )]
         #[schema(maximum = 1000)]
         pub raw_tail_turns: Option<usize>,
     }

@@ -29,7 +29,8 @@
 //!   [`branch::wire`].
 //! - [`wire`]: every request and response body of the HTTP API, shared by
 //!   the server, the CLI's client and the MCP tools; [`inline`]: large
-//!   inline fields that share the request body's buffer.
+//!   inline fields that share the request body's buffer; [`number`]: whole
+//!   numbers written as floats (`51.0`) read as integers.
 //! - [`api`]: the one axum router, [`api::extract`] (strict JSON and query
 //!   parsing), [`api::error`] (kind → status), the OpenAPI document.
 //! - [`auth`]: credentials → tenant.
@@ -51,6 +52,7 @@ pub mod error;
 pub mod format;
 pub mod id;
 pub mod inline;
+pub mod number;
 pub mod service;
 pub mod store;
 pub mod summarize;

@@ -100,13 +100,21 @@ pub struct CheckpointRequest {
     pub summary: Option<String>,
     /// Messages in the delta, if the wrapper knows; used only for formats
     /// ctx cannot count itself (opaque ones).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::number::optional_whole"
+    )]
     #[schema(maximum = 10_000_000)]
     pub message_count: Option<u64>,
     /// Tokens in the delta as the wrapper counted them. The server always
     /// stores its own estimate as the commit's `token_count`; a different
     /// claim is kept as the tag `client_token_count`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::number::optional_whole"
+    )]
     #[schema(maximum = 1_000_000_000)]
     pub token_count: Option<u64>,
     /// When the wrapper checkpointed; the server's clock when absent. Send
@@ -388,6 +396,7 @@ pub struct UploadRequest {
     /// `art-` and the BLAKE3 hash the bytes will have.
     pub artifact_ref: ArtifactRef,
     /// Their size in bytes (at most 5 GiB by default: 413 beyond).
+    #[serde(deserialize_with = "crate::number::whole")]
     #[schema(maximum = 5_368_709_120_u64)]
     pub size: u64,
 }
@@ -572,6 +581,7 @@ pub struct GcRequest {
     #[schema(pattern = r"^(durable|cache|staged)\.(art-[0-9a-f]{64})?$")]
     pub cursor: Option<String>,
     /// Artifacts to look at in this call: 1 to 10,000 (default 1,000).
+    #[serde(default, deserialize_with = "crate::number::optional_whole")]
     #[schema(minimum = 1, maximum = 10_000)]
     pub limit: Option<u32>,
 }

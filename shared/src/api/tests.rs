@@ -928,3 +928,71 @@ async fn gc_reports_a_page_and_removes_nothing_young() {
         .await;
     assert_eq!(status, StatusCode::OK, "young artifacts stay");
 }
+
+/// JSON has one number type: an integer field written as a whole float
+/// (`51.0`, which the document's `integer` allows) is that integer; a
+/// fraction is still a 400 naming the field.
+#[tokio::test]
+async fn integers_written_as_whole_floats_are_integers() {
+    let h = harness().await;
+    let s = h
+        .ok("PATCH", "/v1/agents/ag", json!({"window_seconds": 3600.0}))
+        .await;
+    assert_eq!(s["window_seconds"], json!(3600));
+    let stored = h
+        .ok(
+            "PUT",
+            "/v1/agents/ag/working-context",
+            json!({"agent_id": "ag", "epoch_id": 2.0, "schema_version": 1.0, "messages": []}),
+        )
+        .await;
+    assert_eq!(stored["epoch_id"], json!(2));
+    h.ok(
+        "POST",
+        "/v1/agents/ag/working-context/restore",
+        json!({"raw_tail_turns": 979.0, "max_semantic": 2.0, "max_episodic": 77.0}),
+    )
+    .await;
+    h.ok("POST", "/v1/gc", json!({"dry_run": true, "limit": 5.0}))
+        .await;
+    let mut body = checkpoint_body("a", None);
+    body["message_count"] = json!(2.0);
+    body["token_count"] = json!(3.0);
+    h.ok("POST", "/v1/commits", body).await;
+    // Embedded storage takes no direct uploads: the size was read.
+    let (status, e) = h
+        .call(
+            "POST",
+            "/v1/uploads",
+            Some(TOKEN_A),
+            Some(json!({"artifact_ref": crate::ArtifactRef::of(b"x"), "size": 10.0})),
+        )
+        .await;
+    assert_eq!(
+        (status, e["error"]["field"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("body")),
+        "{e}"
+    );
+    for (method, uri, body, field) in [
+        (
+            "PATCH",
+            "/v1/agents/ag",
+            json!({"window_seconds": 1.5}),
+            "window_seconds",
+        ),
+        ("POST", "/v1/gc", json!({"limit": 0.5}), "limit"),
+        (
+            "POST",
+            "/v1/agents/ag/working-context/restore",
+            json!({"raw_tail_turns": -1.0}),
+            "raw_tail_turns",
+        ),
+    ] {
+        let (status, e) = h.call(method, uri, Some(TOKEN_A), Some(body)).await;
+        assert_eq!(
+            (status, e["error"]["field"].as_str()),
+            (StatusCode::BAD_REQUEST, Some(field)),
+            "{method} {uri}: {e}"
+        );
+    }
+}
