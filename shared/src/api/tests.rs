@@ -996,3 +996,18 @@ async fn integers_written_as_whole_floats_are_integers() {
         );
     }
 }
+
+/// `POST /v1/gc`'s body is optional (the document's `oneOf: [null,
+/// GcRequest]`): absent, empty or `null` is the default request.
+#[tokio::test]
+async fn gc_takes_an_absent_or_null_body() {
+    let h = harness().await;
+    for body in [&b""[..], b"null", b" null\n", b"{}"] {
+        let (status, v) = h.raw("POST", "/v1/gc", Some(TOKEN_A), body.to_vec()).await;
+        let v: Value = serde_json::from_slice(&v).unwrap();
+        assert_eq!(status, StatusCode::OK, "{body:?}: {v}");
+        assert_eq!(v["dry_run"], json!(false), "{body:?}: {v}");
+    }
+    let (status, _) = h.raw("POST", "/v1/gc", Some(TOKEN_A), b"[]".to_vec()).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+}
