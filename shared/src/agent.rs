@@ -478,6 +478,7 @@ pub mod wire {
         pub agent_id: String,
         /// The snapshot's epoch (a rebuild stores the previous + 1).
         #[serde(deserialize_with = "crate::number::whole")]
+        #[schema(schema_with = epoch_schema)]
         pub epoch_id: u64,
         /// The time of the compaction it starts from, in seconds since the
         /// epoch.
@@ -485,6 +486,20 @@ pub mod wire {
         pub last_compaction_ts: Option<f64>,
         /// The messages, in order.
         pub messages: Vec<WorkingMessage>,
+    }
+
+    /// The schema of a snapshot's `epoch_id`: any unsigned 64-bit value
+    /// (no `int64` format, which would cap it at 2^63 - 1).
+    fn epoch_schema() -> utoipa::openapi::schema::Object {
+        use utoipa::openapi::schema::{ObjectBuilder, Type};
+        ObjectBuilder::new()
+            .schema_type(Type::Integer)
+            .minimum(Some(0))
+            .maximum(Some(utoipa::Number::UInt(u64::MAX as usize)))
+            .description(Some(
+                "The snapshot's epoch (a rebuild stores the previous + 1).",
+            ))
+            .build()
     }
 
     /// `PUT /v1/agents/{agent}/working-context`.
