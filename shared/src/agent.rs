@@ -442,16 +442,34 @@ pub struct WorkingMessage {
     pub media_urls: Option<Vec<String>>,
 }
 
+/// The schema of a snapshot's `epoch_id`: any unsigned 64-bit value
+/// (no `int64` format, which would cap it at 2^63 - 1).
+fn epoch_schema() -> utoipa::openapi::schema::Object {
+    use utoipa::openapi::schema::{ObjectBuilder, Type};
+    ObjectBuilder::new()
+        .schema_type(Type::Integer)
+        .minimum(Some(0))
+        .maximum(Some(utoipa::Number::UInt(u64::MAX as usize)))
+        .description(Some(
+            "The snapshot's epoch (a rebuild stores the previous + 1).",
+        ))
+        .build()
+}
+
 /// A working-context snapshot (the cache file of docs/http-api.md,
 /// "Working context").
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct WorkingContextSnapshot {
     /// Must be 1.
+    #[serde(deserialize_with = "crate::number::whole")]
+    #[schema(minimum = 1, maximum = 1)]
     pub schema_version: u32,
     /// Must be the agent of the route.
     pub agent_id: String,
     /// The snapshot's epoch (a rebuild stores the previous + 1).
+    #[serde(deserialize_with = "crate::number::whole")]
+    #[schema(schema_with = epoch_schema)]
     pub epoch_id: u64,
     /// The time of the compaction it starts from, in seconds since the
     /// epoch.

@@ -39,7 +39,8 @@
 //! - [`wire`]: every request and response body of the HTTP API, one file
 //!   per route family, shared by the server, the CLI's client and the MCP
 //!   tools, with their conversions from and to the service's values;
-//!   [`inline`]: large inline fields that share the request body's buffer.
+//!   [`inline`]: large inline fields that share the request body's buffer;
+//!   [`number`]: whole numbers written as floats (`51.0`) read as integers.
 //! - [`api`]: the one axum router, [`api::extract`] (strict JSON and query
 //!   parsing), [`api::error`] (kind → status), [`api::limits`] (the
 //!   request-body bytes in flight), `api::testing` (the tables every host
@@ -67,6 +68,7 @@ pub mod error;
 pub mod format;
 pub mod id;
 pub mod inline;
+pub mod number;
 pub mod service;
 pub mod store;
 pub mod summarize;

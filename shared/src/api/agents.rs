@@ -101,7 +101,8 @@ pub(super) async fn clear(
 /// first, joined in `format`.
 #[utoipa::path(get, path = "/v1/agents/{agent}/window", tag = "agents",
     params(("agent" = Principal, Path),
-        ("thread_id" = Option<String>, Query, description = "One thread (default: every thread)"),
+        ("thread_id" = Option<String>, Query, min_length = 1, max_length = 256, pattern = r"^[^\x00-\x08\x0b-\x1f\x7f-\x9f]*$",
+            description = "One thread (default: every thread): 1 to 256 bytes, no control characters but tab and newline"),
         ("format" = Option<FormatId>, Query, description = "Default: the newest commit's")),
     responses((status = 200, description = "The window", body = Window),
         (status = 400, description = "A malformed `thread_id` or `format`, or commits that cannot be turned into it", body = ErrorBody)),

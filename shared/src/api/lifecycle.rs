@@ -176,7 +176,7 @@ enum PinKind {
 /// erases the session, or the session the ref's target belongs to.
 #[utoipa::path(put, path = "/v1/pins/{kind}/{name}", tag = "lifecycle",
     params(("kind" = inline(PinKind), Path, description = "`session` or `ref`"),
-        ("name" = String, Path, description = "the session id or ref name; may contain '/'")),
+        ("name" = RefName, Path, description = "the session id (at most 191 bytes) or ref name; may contain '/'")),
     responses((status = 200, description = "Pinned", body = PinChanged),
         (status = 400, description = "An unknown kind, or a malformed name", body = ErrorBody)),
     security(("bearer" = [])))]
@@ -197,7 +197,7 @@ pub(super) async fn set_pin(
 /// Unpins a session or ref.
 #[utoipa::path(delete, path = "/v1/pins/{kind}/{name}", tag = "lifecycle",
     params(("kind" = inline(PinKind), Path, description = "`session` or `ref`"),
-        ("name" = String, Path, description = "the session id or ref name; may contain '/'")),
+        ("name" = RefName, Path, description = "the session id (at most 191 bytes) or ref name; may contain '/'")),
     responses((status = 200, description = "Unpinned", body = PinChanged),
         (status = 400, description = "An unknown kind, or a malformed name", body = ErrorBody)),
     security(("bearer" = [])))]

@@ -702,8 +702,10 @@ async fn summarize(
 async fn gc(
     State(s): State<AppState>,
     caller: Caller,
-    Json(req): Json<GcRequest>,
+    Json(req): Json<Option<GcRequest>>,
 ) -> ApiResult<axum::Json<GcReport>> {
+    // The body is optional: absent, empty or `null` is the default.
+    let req = req.unwrap_or_default();
     let opts = crate::service::GcOptions {
         dry_run: req.dry_run,
         cursor: req.cursor,

@@ -661,8 +661,10 @@ fn real_ids_match_the_documents_patterns() {
             }
             .to_string(),
         ),
+        // What `POST /v1/gc` hands out as `next` after its first page.
+        ("gc cursor", "cache.".to_owned()),
     ];
-    for (name, id) in ids.iter().filter(|(n, _)| *n != "cursor") {
+    for (name, id) in ids.iter().filter(|(n, _)| !n.ends_with("cursor")) {
         let pattern = schemas[name]["pattern"]
             .as_str()
             .unwrap_or_else(|| panic!("{name} has no pattern: {}", schemas[name]));
@@ -903,7 +905,13 @@ async fn gc_reports_a_page_and_removes_nothing_young() {
     assert_eq!(report["young"], json!(1), "{report}");
     assert_eq!(report["removed"], json!([]));
     assert_eq!(report["next"], json!("cache."), "one area per call");
-    // Page by page, to the end of the last area.
+    // Page by page, to the end of the last area; every cursor handed out
+    // is one the document allows.
+    let doc = serde_json::to_value(<ApiDoc as utoipa::OpenApi>::openapi()).unwrap();
+    let pattern = doc["components"]["schemas"]["GcRequest"]["properties"]["cursor"]["pattern"]
+        .as_str()
+        .unwrap();
+    let cursor = regex_lite::Regex::new(pattern).unwrap();
     let mut body = json!({"limit": 1});
     let mut scanned = 0;
     let mut calls = 0;
@@ -914,6 +922,8 @@ async fn gc_reports_a_page_and_removes_nothing_young() {
         if page["next"].is_null() {
             break;
         }
+        let next = page["next"].as_str().unwrap();
+        assert!(cursor.is_match(next), "{next} does not match {pattern}");
         body["cursor"] = page["next"].clone();
     }
     assert_eq!(
@@ -930,4 +940,87 @@ async fn gc_reports_a_page_and_removes_nothing_young() {
         )
         .await;
     assert_eq!(status, StatusCode::OK, "young artifacts stay");
+}
+
+/// JSON has one number type: an integer field written as a whole float
+/// (`51.0`, which the document's `integer` allows) is that integer; a
+/// fraction is still a 400 naming the field.
+#[tokio::test]
+async fn integers_written_as_whole_floats_are_integers() {
+    let h = harness().await;
+    let s = h
+        .ok("PATCH", "/v1/agents/ag", json!({"window_seconds": 3600.0}))
+        .await;
+    assert_eq!(s["window_seconds"], json!(3600));
+    let stored = h
+        .ok(
+            "PUT",
+            "/v1/agents/ag/working-context",
+            json!({"agent_id": "ag", "epoch_id": 2.0, "schema_version": 1.0, "messages": []}),
+        )
+        .await;
+    assert_eq!(stored["epoch_id"], json!(2));
+    h.ok(
+        "POST",
+        "/v1/agents/ag/working-context/restore",
+        json!({"raw_tail_turns": 979.0, "max_semantic": 2.0, "max_episodic": 77.0}),
+    )
+    .await;
+    h.ok("POST", "/v1/gc", json!({"dry_run": true, "limit": 5.0}))
+        .await;
+    let mut body = checkpoint_body("a", None);
+    body["message_count"] = json!(2.0);
+    body["token_count"] = json!(3.0);
+    h.ok("POST", "/v1/commits", body).await;
+    // Embedded storage takes no direct uploads: the size was read.
+    let (status, e) = h
+        .call(
+            "POST",
+            "/v1/uploads",
+            Some(TOKEN_A),
+            Some(json!({"artifact_ref": crate::ArtifactRef::of(b"x"), "size": 10.0})),
+        )
+        .await;
+    assert_eq!(
+        (status, e["error"]["field"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("body")),
+        "{e}"
+    );
+    for (method, uri, body, field) in [
+        (
+            "PATCH",
+            "/v1/agents/ag",
+            json!({"window_seconds": 1.5}),
+            "window_seconds",
+        ),
+        ("POST", "/v1/gc", json!({"limit": 0.5}), "limit"),
+        (
+            "POST",
+            "/v1/agents/ag/working-context/restore",
+            json!({"raw_tail_turns": -1.0}),
+            "raw_tail_turns",
+        ),
+    ] {
+        let (status, e) = h.call(method, uri, Some(TOKEN_A), Some(body)).await;
+        assert_eq!(
+            (status, e["error"]["field"].as_str()),
+            (StatusCode::BAD_REQUEST, Some(field)),
+            "{method} {uri}: {e}"
+        );
+    }
+}
+
+/// `POST /v1/gc`'s body is optional (the document's `oneOf: [null,
+/// GcRequest]`): absent, empty or `null` is the default request.
+#[tokio::test]
+async fn gc_takes_an_absent_or_null_body() {
+    let h = harness().await;
+    for body in [&b""[..], b"null", b" null\n", b"{}"] {
+        let (status, v) = h.raw("POST", "/v1/gc", Some(TOKEN_A), body.to_vec()).await;
+        let v: Value = serde_json::from_slice(&v).unwrap();
+        assert_eq!(status, StatusCode::OK, "{body:?}: {v}");
+        assert_eq!(v["dry_run"], json!(false), "{body:?}: {v}");
+    }
+    let (status, _) = h.raw("POST", "/v1/gc", Some(TOKEN_A), b"[]".to_vec()).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
 }

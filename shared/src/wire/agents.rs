@@ -42,7 +42,11 @@ pub struct AgentSettings {
 #[serde(deny_unknown_fields)]
 pub struct PatchAgentRequest {
     /// The rolling window's length, 1 s to ten years.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::number::optional_whole"
+    )]
     #[schema(minimum = 1, maximum = 316_224_000)]
     pub window_seconds: Option<i64>,
     /// Refresh the working-context cache at safe boundaries.
@@ -88,7 +92,11 @@ pub struct SaveRequest {
     /// What to call the save (at most 1024 bytes, no control
     /// characters but newline and tab).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(max_length = 1024)]
+    #[schema(
+        min_length = 1,
+        max_length = 1024,
+        pattern = "^[^\\x00-\\x08\\x0b-\\x1f\\x7f-\\x9f]*$"
+    )]
     pub description: Option<String>,
 }
 
@@ -124,17 +132,30 @@ pub struct WorkingContextStored {
 pub struct RestoreRequest {
     /// The system prompt of a rebuild (default: the last cache's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(max_length = 1_048_576)]
     pub system_prompt: Option<String>,
     /// Commit summaries in a rebuild (default 5, at most 100).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::number::optional_whole"
+    )]
     #[schema(maximum = 100)]
     pub max_episodic: Option<usize>,
     /// Subtask results in a rebuild (default 5, at most 100).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::number::optional_whole"
+    )]
     #[schema(maximum = 100)]
     pub max_semantic: Option<usize>,
     /// Turns of the latest chain in a rebuild (default 10, at most 1000).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::number::optional_whole"
+    )]
     #[schema(maximum = 1000)]
     pub raw_tail_turns: Option<usize>,
 }

@@ -47,13 +47,12 @@ pub struct BranchCreateRequest {
 }
 
 /// An optional count of at least 1 that the server caps rather than
-/// refuses: any unsigned 64-bit value above 0 (not the `int64` utoipa
-/// writes for `u64`).
+/// refuses: any unsigned 64-bit value above 0 (no `int64` format, which
+/// would cap it at 2^63 - 1).
 fn capped_count() -> utoipa::openapi::schema::Object {
-    use utoipa::openapi::schema::{KnownFormat, ObjectBuilder, SchemaFormat, SchemaType, Type};
+    use utoipa::openapi::schema::{ObjectBuilder, SchemaType, Type};
     ObjectBuilder::new()
         .schema_type(SchemaType::from_iter([Type::Integer, Type::Null]))
-        .format(Some(SchemaFormat::KnownFormat(KnownFormat::Int64)))
         .minimum(Some(1))
         .maximum(Some(utoipa::Number::UInt(u64::MAX as usize)))
         .build()

@@ -85,13 +85,21 @@ pub struct CheckpointRequest {
     pub summary: Option<String>,
     /// Messages in the delta, if the wrapper knows; used only for formats
     /// ctx cannot count itself (opaque ones).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::number::optional_whole"
+    )]
     #[schema(maximum = 10_000_000)]
     pub message_count: Option<u64>,
     /// Tokens in the delta as the wrapper counted them. The server always
     /// stores its own estimate as the commit's `token_count`; a different
     /// claim is kept as the tag `client_token_count`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::number::optional_whole"
+    )]
     #[schema(maximum = 1_000_000_000)]
     pub token_count: Option<u64>,
     /// When the wrapper checkpointed; the server's clock when absent. Send
