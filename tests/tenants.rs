@@ -8,6 +8,7 @@
 //! store against the emulator: no S3 object or DynamoDB item of the tenant
 //! remains.
 
+use ctx_core::store::Lifecycle;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
@@ -222,7 +223,7 @@ async fn an_erased_tenant_on_aws_leaves_no_object_or_item() {
         ctx_core::store::aws::connect(&config, ctx_core::store::aws::AwsHooks::default())
             .await
             .unwrap();
-    use ctx_core::store::{BlobStore as _, MetaStore as _};
+    use ctx_core::store::BlobStore as _;
     let t: ctx_core::TenantId = tenant.parse().unwrap();
     assert_eq!(meta.erase_tenant(&t, usize::MAX).await.unwrap().total(), 0);
     assert_eq!(blobs.erase_tenant(&t, usize::MAX).await.unwrap(), 0);

@@ -30,7 +30,7 @@ use ctx_core::agent::{
 use ctx_core::commit::{CommitType, Trigger};
 use ctx_core::store::conformance::commit;
 use ctx_core::store::local::{Durability, LocalBlobStore, SqliteMetaStore};
-use ctx_core::store::{BlobStore, MetaStore, Stores};
+use ctx_core::store::{Agents, BlobStore, Commits, MetaStore, Stores};
 use ctx_core::{ArtifactRef, Clock, ManualClock, Principal, Service, TenantId};
 
 /// Calls timed per measurement.

@@ -100,7 +100,7 @@ async fn main() {
     service
         .stores()
         .meta
-        .compact()
+        .reclaim_space()
         .await
         .expect("checkpoint the log");
     let before = sizes(dir.path());

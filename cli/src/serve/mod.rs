@@ -474,7 +474,7 @@ mod tests {
     async fn the_interval_task_fills_in_summaries_of_every_tenant() {
         use ctx_core::format::FormatId;
         use ctx_core::store::memory::{MemoryBlobStore, MemoryMetaStore};
-        use ctx_core::store::{MetaStore, Stores};
+        use ctx_core::store::{Commits, Stores};
         use ctx_core::wire::CheckpointRequest;
         let meta = Arc::new(MemoryMetaStore::new());
         let service = Arc::new(

@@ -203,7 +203,7 @@ impl Service {
                 report.artifacts_shared = removed.artifacts_shared;
                 // Bytes inline with the commits were rows: no copy of them may stay
                 // in the database's free pages or its write-ahead log.
-                meta.compact().await?;
+                meta.reclaim_space().await?;
                 Ok(())
             })
             .await?;

@@ -291,7 +291,7 @@ impl Service {
         };
         report.next = next.map(Cursor::render);
         if report.next.is_none() && !opts.dry_run {
-            report.compacted_bytes = self.stores.meta.compact().await?;
+            report.compacted_bytes = self.stores.meta.reclaim_space().await?;
         }
         Ok(report)
     }

@@ -220,7 +220,7 @@ impl Service {
             }
             f.store.forget_session(tenant, session.as_str()).await?;
         }
-        meta.compact().await?;
+        meta.reclaim_space().await?;
         Ok(report)
     }
 
@@ -276,7 +276,7 @@ impl Service {
         if meta.delete_agent(tenant, principal).await? {
             report.agents += 1;
         }
-        meta.compact().await?;
+        meta.reclaim_space().await?;
         Ok(report)
     }
 

@@ -106,7 +106,7 @@ impl Service {
                 Ok(())
             })
             .await?;
-        out.compacted_bytes = self.stores.meta.compact().await?;
+        out.compacted_bytes = self.stores.meta.reclaim_space().await?;
         Ok(out)
     }
 }

@@ -5,15 +5,16 @@
 //! entry written by a concurrent materialize after the erase listed the
 //! commit's entries.
 
-use std::sync::Arc;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
 use super::memory::MemoryMetaStore;
 use super::*;
+use crate::agent::{AgentRecord, SaveId, SaveRecord};
+use crate::id::{ArtifactRef, Principal, RefName, SessionId};
 use crate::store::conformance::{commit, t};
 
 /// The memory store, except that its next `get_ref` (once armed) answers
@@ -28,7 +29,7 @@ struct StaleRead {
 }
 
 #[async_trait]
-impl MetaStore for StaleRead {
+impl Commits for StaleRead {
     async fn create_commit(
         &self,
         tenant: &TenantId,
@@ -72,20 +73,44 @@ impl MetaStore for StaleRead {
         self.inner.update_metadata(tenant, id, patch).await
     }
 
+    async fn timeline_range(
+        &self,
+        tenant: &TenantId,
+        principal: &Principal,
+        after: Option<DateTime<Utc>>,
+        until: DateTime<Utc>,
+        limit: usize,
+        newest_first: bool,
+    ) -> Result<Vec<Commit>> {
+        self.inner
+            .timeline_range(tenant, principal, after, until, limit, newest_first)
+            .await
+    }
+
+    async fn session_commits(&self, tenant: &TenantId, session: &SessionId) -> Result<Vec<Commit>> {
+        self.inner.session_commits(tenant, session).await
+    }
+
+    async fn child_commits(&self, tenant: &TenantId, parent: &CommitId) -> Result<Vec<Commit>> {
+        self.inner.child_commits(tenant, parent).await
+    }
+
+    async fn delete_commit(&self, tenant: &TenantId, commit: &Commit) -> Result<bool> {
+        let late = self.late.lock().unwrap().take();
+        if let Some((key, m)) = late {
+            self.inner.put_materialized(tenant, &key, &m).await?;
+        }
+        self.inner.delete_commit(tenant, commit).await
+    }
+}
+
+#[async_trait]
+impl Refs for StaleRead {
     async fn get_ref(&self, tenant: &TenantId, name: &RefName) -> Result<Option<RefRecord>> {
         if self.stale.swap(false, Ordering::SeqCst) {
             return Ok(None);
         }
         self.inner.get_ref(tenant, name).await
-    }
-
-    async fn delete_ref(
-        &self,
-        tenant: &TenantId,
-        name: &RefName,
-        expected: &CommitId,
-    ) -> Result<()> {
-        self.inner.delete_ref(tenant, name, expected).await
     }
 
     async fn cas_ref(
@@ -101,6 +126,15 @@ impl MetaStore for StaleRead {
             .await
     }
 
+    async fn delete_ref(
+        &self,
+        tenant: &TenantId,
+        name: &RefName,
+        expected: &CommitId,
+    ) -> Result<()> {
+        self.inner.delete_ref(tenant, name, expected).await
+    }
+
     async fn list_refs(
         &self,
         tenant: &TenantId,
@@ -109,7 +143,10 @@ impl MetaStore for StaleRead {
     ) -> Result<Vec<RefRecord>> {
         self.inner.list_refs(tenant, prefix, limit).await
     }
+}
 
+#[async_trait]
+impl MaterializationCache for StaleRead {
     async fn get_materialized(
         &self,
         tenant: &TenantId,
@@ -127,10 +164,21 @@ impl MetaStore for StaleRead {
         self.inner.put_materialized(tenant, key, value).await
     }
 
-    async fn references(&self, tenant: &TenantId) -> Result<crate::store::References> {
-        self.inner.references(tenant).await
+    async fn materialized_of(
+        &self,
+        tenant: &TenantId,
+        commit: &CommitId,
+    ) -> Result<Vec<(MaterializeKey, Materialized)>> {
+        self.inner.materialized_of(tenant, commit).await
     }
 
+    async fn delete_materialized(&self, tenant: &TenantId, key: &MaterializeKey) -> Result<bool> {
+        self.inner.delete_materialized(tenant, key).await
+    }
+}
+
+#[async_trait]
+impl SummaryQueue for StaleRead {
     async fn missing_summaries(
         &self,
         tenant: &TenantId,
@@ -178,21 +226,10 @@ impl MetaStore for StaleRead {
     async fn summary_tenants(&self) -> Result<Vec<TenantId>> {
         self.inner.summary_tenants().await
     }
+}
 
-    async fn timeline_range(
-        &self,
-        tenant: &TenantId,
-        principal: &Principal,
-        after: Option<DateTime<Utc>>,
-        until: DateTime<Utc>,
-        limit: usize,
-        newest_first: bool,
-    ) -> Result<Vec<Commit>> {
-        self.inner
-            .timeline_range(tenant, principal, after, until, limit, newest_first)
-            .await
-    }
-
+#[async_trait]
+impl Agents for StaleRead {
     async fn get_agent(&self, tenant: &TenantId, agent: &Principal) -> Result<Option<AgentRecord>> {
         self.inner.get_agent(tenant, agent).await
     }
@@ -233,47 +270,6 @@ impl MetaStore for StaleRead {
         self.inner.get_save(tenant, agent, id).await
     }
 
-    async fn session_commits(&self, tenant: &TenantId, session: &SessionId) -> Result<Vec<Commit>> {
-        self.inner.session_commits(tenant, session).await
-    }
-
-    async fn child_commits(&self, tenant: &TenantId, parent: &CommitId) -> Result<Vec<Commit>> {
-        self.inner.child_commits(tenant, parent).await
-    }
-
-    async fn materialized_of(
-        &self,
-        tenant: &TenantId,
-        commit: &CommitId,
-    ) -> Result<Vec<(MaterializeKey, Materialized)>> {
-        self.inner.materialized_of(tenant, commit).await
-    }
-
-    async fn delete_materialized(&self, tenant: &TenantId, key: &MaterializeKey) -> Result<bool> {
-        self.inner.delete_materialized(tenant, key).await
-    }
-
-    async fn delete_commit(&self, tenant: &TenantId, commit: &Commit) -> Result<bool> {
-        let late = self.late.lock().unwrap().take();
-        if let Some((key, m)) = late {
-            self.inner.put_materialized(tenant, &key, &m).await?;
-        }
-        self.inner.delete_commit(tenant, commit).await
-    }
-
-    async fn clear_inline(&self, tenant: &TenantId, commit: &CommitId) -> Result<bool> {
-        self.inner.clear_inline(tenant, commit).await
-    }
-
-    async fn artifact_users(
-        &self,
-        tenant: &TenantId,
-        artifact: &ArtifactRef,
-        limit: usize,
-    ) -> Result<Vec<ArtifactUser>> {
-        self.inner.artifact_users(tenant, artifact, limit).await
-    }
-
     async fn delete_save(&self, tenant: &TenantId, agent: &Principal, id: &SaveId) -> Result<bool> {
         self.inner.delete_save(tenant, agent, id).await
     }
@@ -291,6 +287,22 @@ impl MetaStore for StaleRead {
 
     async fn delete_agent(&self, tenant: &TenantId, agent: &Principal) -> Result<bool> {
         self.inner.delete_agent(tenant, agent).await
+    }
+}
+
+#[async_trait]
+impl Lifecycle for StaleRead {
+    async fn references(&self, tenant: &TenantId) -> Result<crate::store::References> {
+        self.inner.references(tenant).await
+    }
+
+    async fn artifact_users(
+        &self,
+        tenant: &TenantId,
+        artifact: &ArtifactRef,
+        limit: usize,
+    ) -> Result<Vec<ArtifactUser>> {
+        self.inner.artifact_users(tenant, artifact, limit).await
     }
 
     async fn idle_sessions(
@@ -321,6 +333,10 @@ impl MetaStore for StaleRead {
         limit: usize,
     ) -> Result<crate::store::TenantRecords> {
         self.inner.erase_tenant(tenant, limit).await
+    }
+
+    async fn clear_inline(&self, tenant: &TenantId, commit: &CommitId) -> Result<bool> {
+        self.inner.clear_inline(tenant, commit).await
     }
 
     async fn mark_evicted(

@@ -4,6 +4,9 @@
 //! nothing, and an interrupted eviction answering 410 and finishing when
 //! run again.
 
+use crate::store::Commits;
+use crate::store::Lifecycle;
+use crate::store::Refs;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -16,7 +19,7 @@ use crate::id::{ArtifactRef, CommitId, RefName, TenantId};
 use crate::service::{NewCommit, Service};
 use crate::store::conformance::t;
 use crate::store::memory::{MemoryBlobStore, MemoryMetaStore};
-use crate::store::{BlobStore, MetaStore, RefMove, Stores};
+use crate::store::{BlobStore, MaterializationCache, RefMove, Stores};
 
 struct Fixture {
     svc: Service,

@@ -3,6 +3,7 @@
 //! tenant revoked first, idempotence, and an interrupted erase finished by
 //! a re-run.
 
+use crate::store::Commits;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -14,7 +15,7 @@ use crate::id::{CommitId, Hash, RefName, TenantId};
 use crate::service::{NewCommit, Service, TenantErased};
 use crate::store::conformance::t;
 use crate::store::memory::{MemoryBlobStore, MemoryMetaStore};
-use crate::store::{BlobArea, BlobStore, MetaStore, RefMove, Stores, TenantRecords, TokenStore};
+use crate::store::{BlobArea, BlobStore, Lifecycle, RefMove, Stores, TenantRecords, TokenStore};
 
 struct Fixture {
     svc: Service,

@@ -5,19 +5,18 @@
 //! attributes) and saves (items in the agent's partition, sort keys by
 //! time).
 
+use async_trait::async_trait;
 use std::collections::HashMap;
 
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
-use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use super::items::{Item, consistent_get, from_item, key, n, s, to_item};
 use super::{DynamoMetaStore, conditional, keys, sdk_error};
 use crate::agent::{AgentRecord, SaveId, SaveRecord, WorkingContextRef};
 use crate::clock::micros_to_time;
-use crate::commit::Commit;
 use crate::error::{Error, Result};
-use crate::id::{ArtifactRef, CommitId, Principal, TenantId};
+use crate::id::{ArtifactRef, Principal, TenantId};
 
 /// An agent record item.
 #[derive(Debug, Serialize, Deserialize)]
@@ -62,66 +61,24 @@ impl From<AgentItem> for AgentRecord {
 }
 
 impl DynamoMetaStore {
-    pub(super) async fn query_timeline_range(
-        &self,
-        tenant: &TenantId,
-        principal: &Principal,
-        after: Option<DateTime<Utc>>,
-        until: DateTime<Utc>,
-        limit: usize,
-        newest_first: bool,
-    ) -> Result<Vec<Commit>> {
-        // Everything after `after`: above the largest key at `after`.
-        let lo = after.map_or_else(
-            || "TS#".to_owned(),
-            |a| keys::timeline_upper_bound(a.timestamp_micros()),
-        );
-        let hi = keys::timeline_upper_bound(until.timestamp_micros());
-        if lo >= hi || limit == 0 {
-            return Ok(Vec::new());
-        }
-        let mut ids: Vec<CommitId> = Vec::new();
-        let mut start: Option<Item> = None;
-        while ids.len() < limit {
-            let page = self
-                .client()
-                .query()
-                .table_name(self.table())
-                .key_condition_expression("pk = :pk AND sk BETWEEN :lo AND :hi")
-                .expression_attribute_values(":pk", s(keys::timeline_pk(tenant, principal)))
-                .expression_attribute_values(":lo", s(lo.clone()))
-                .expression_attribute_values(":hi", s(hi.clone()))
-                .scan_index_forward(!newest_first)
-                .consistent_read(true)
-                .limit(i32::try_from(limit - ids.len()).unwrap_or(i32::MAX))
-                .set_exclusive_start_key(start.take())
-                .send()
-                .await
-                .map_err(|e| sdk_error("DynamoDB Query", e))?;
-            for item in page.items.unwrap_or_default() {
-                let sk = match item.get("sk") {
-                    Some(AttributeValue::S(sk)) => sk.clone(),
-                    _ => return Err(Error::internal("a timeline item has no string sort key")),
-                };
-                // `lo` itself (the bound at `after`) is no entry's key.
-                let (_, id) = keys::parse_timeline_sk(&sk).ok_or_else(|| {
-                    Error::internal(format!("timeline sort key {sk:?} is malformed"))
-                })?;
-                ids.push(id);
-            }
-            match page.last_evaluated_key {
-                Some(k) if !k.is_empty() => start = Some(k),
-                _ => break,
-            }
-        }
-        self.commits_by_id(tenant, &ids).await
+    /// Deletes the item at key `k`; true when it existed.
+    pub(super) async fn delete_key(&self, k: Item) -> Result<bool> {
+        let out = self
+            .client()
+            .delete_item()
+            .table_name(self.table())
+            .set_key(Some(k))
+            .return_values(ReturnValue::AllOld)
+            .send()
+            .await
+            .map_err(|e| sdk_error("DynamoDB DeleteItem", e))?;
+        Ok(out.attributes.is_some_and(|a| !a.is_empty()))
     }
+}
 
-    pub(super) async fn read_agent(
-        &self,
-        tenant: &TenantId,
-        agent: &Principal,
-    ) -> Result<Option<AgentRecord>> {
+#[async_trait]
+impl crate::store::Agents for DynamoMetaStore {
+    async fn get_agent(&self, tenant: &TenantId, agent: &Principal) -> Result<Option<AgentRecord>> {
         let item = consistent_get(
             self.client(),
             self.table(),
@@ -133,7 +90,7 @@ impl DynamoMetaStore {
             .transpose()
     }
 
-    pub(super) async fn patch_agent(
+    async fn update_agent(
         &self,
         tenant: &TenantId,
         agent: &Principal,
@@ -166,7 +123,7 @@ impl DynamoMetaStore {
             values.insert(":win".to_owned(), av);
         }
         if sets.is_empty() {
-            return Ok(self.read_agent(tenant, agent).await?.unwrap_or_default());
+            return Ok(self.get_agent(tenant, agent).await?.unwrap_or_default());
         }
         let out = self
             .client()
@@ -185,7 +142,7 @@ impl DynamoMetaStore {
         Ok(from_item::<AgentItem>(item)?.into())
     }
 
-    pub(super) async fn insert_save(
+    async fn put_save(
         &self,
         tenant: &TenantId,
         agent: &Principal,
@@ -210,7 +167,7 @@ impl DynamoMetaStore {
         Ok(())
     }
 
-    pub(super) async fn query_saves(
+    async fn list_saves(
         &self,
         tenant: &TenantId,
         agent: &Principal,
@@ -244,7 +201,7 @@ impl DynamoMetaStore {
         Ok(out)
     }
 
-    pub(super) async fn read_save(
+    async fn get_save(
         &self,
         tenant: &TenantId,
         agent: &Principal,
@@ -261,17 +218,12 @@ impl DynamoMetaStore {
             .transpose()
     }
 
-    pub(super) async fn remove_save(
-        &self,
-        tenant: &TenantId,
-        agent: &Principal,
-        id: &SaveId,
-    ) -> Result<bool> {
+    async fn delete_save(&self, tenant: &TenantId, agent: &Principal, id: &SaveId) -> Result<bool> {
         self.delete_key(key(keys::agent_pk(tenant, agent), keys::save_sk(id)))
             .await
     }
 
-    pub(super) async fn drop_working_context(
+    async fn clear_working_context(
         &self,
         tenant: &TenantId,
         agent: &Principal,
@@ -290,22 +242,8 @@ impl DynamoMetaStore {
         Ok(conditional(out, "DynamoDB UpdateItem")?.is_some())
     }
 
-    pub(super) async fn remove_agent(&self, tenant: &TenantId, agent: &Principal) -> Result<bool> {
+    async fn delete_agent(&self, tenant: &TenantId, agent: &Principal) -> Result<bool> {
         self.delete_key(key(keys::agent_pk(tenant, agent), keys::AGENT_SK))
             .await
-    }
-
-    /// Deletes the item at key `k`; true when it existed.
-    pub(super) async fn delete_key(&self, k: Item) -> Result<bool> {
-        let out = self
-            .client()
-            .delete_item()
-            .table_name(self.table())
-            .set_key(Some(k))
-            .return_values(ReturnValue::AllOld)
-            .send()
-            .await
-            .map_err(|e| sdk_error("DynamoDB DeleteItem", e))?;
-        Ok(out.attributes.is_some_and(|a| !a.is_empty()))
     }
 }

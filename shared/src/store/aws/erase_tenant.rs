@@ -7,23 +7,22 @@
 
 use std::time::Duration;
 
-use aws_sdk_dynamodb::types::{AttributeValue, DeleteRequest, ReturnValue, WriteRequest};
+use aws_sdk_dynamodb::types::{AttributeValue, DeleteRequest, WriteRequest};
 
 use super::items::{Item, build, key, s};
 use super::meta::DynamoMetaStore;
 use super::{keys, sdk_error};
 use crate::error::{Error, Result};
-use crate::id::TenantId;
 use crate::store::TenantRecords;
 
 /// Deletes one BatchWriteItem may carry.
-const BATCH_WRITE: usize = 25;
+pub(super) const BATCH_WRITE: usize = 25;
 /// Rounds of retrying unprocessed deletes before giving up (the re-run
 /// finishes what is left).
 const RETRIES: u32 = 8;
 
 /// Counts the item with partition `pk` (under `prefix`) and sort key `sk`.
-fn count(r: &mut TenantRecords, prefix: &str, pk: &str, sk: &str) {
+pub(super) fn count(r: &mut TenantRecords, prefix: &str, pk: &str, sk: &str) {
     let rest = pk.strip_prefix(prefix).unwrap_or(pk);
     if rest.starts_with("C#") && sk == keys::COMMIT_SK {
         r.commits += 1;
@@ -42,7 +41,11 @@ fn count(r: &mut TenantRecords, prefix: &str, pk: &str, sk: &str) {
 
 impl DynamoMetaStore {
     /// Up to `limit` keys of `tenant`'s items (a Scan on the prefix).
-    async fn tenant_keys(&self, prefix: &str, limit: usize) -> Result<Vec<(String, String)>> {
+    pub(super) async fn tenant_keys(
+        &self,
+        prefix: &str,
+        limit: usize,
+    ) -> Result<Vec<(String, String)>> {
         let mut out = Vec::new();
         let mut start: Option<Item> = None;
         loop {
@@ -77,7 +80,7 @@ impl DynamoMetaStore {
 
     /// Deletes `batch` (at most 25 keys), retrying what DynamoDB leaves
     /// unprocessed.
-    async fn delete_batch(&self, batch: &[(String, String)]) -> Result<()> {
+    pub(super) async fn delete_batch(&self, batch: &[(String, String)]) -> Result<()> {
         let mut pending = batch
             .iter()
             .map(|(pk, sk)| {
@@ -113,47 +116,12 @@ impl DynamoMetaStore {
             pending.len()
         )))
     }
-
-    pub(super) async fn erase_tenant_items(
-        &self,
-        tenant: &TenantId,
-        limit: usize,
-    ) -> Result<TenantRecords> {
-        let prefix = format!("T#{tenant}#");
-        let mut r = TenantRecords::default();
-        let found = self.tenant_keys(&prefix, limit.max(1)).await?;
-        for batch in found.chunks(BATCH_WRITE) {
-            self.delete_batch(batch).await?;
-            for (pk, sk) in batch {
-                count(&mut r, &prefix, pk, sk);
-            }
-        }
-        if found.len() < limit.max(1) {
-            // Last, so that a re-run still finds the tenant by its registry
-            // entry until its items are gone.
-            let old = self
-                .client()
-                .delete_item()
-                .table_name(self.table())
-                .set_key(Some(key(
-                    keys::TENANTS_PK.to_owned(),
-                    keys::tenant_sk(tenant),
-                )))
-                .return_values(ReturnValue::AllOld)
-                .send()
-                .await
-                .map_err(|e| sdk_error("DynamoDB DeleteItem", e))?;
-            if old.attributes.is_some_and(|a| !a.is_empty()) {
-                r.other += 1;
-            }
-        }
-        Ok(r)
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::TenantId;
 
     #[test]
     fn items_are_counted_by_their_key_shape() {

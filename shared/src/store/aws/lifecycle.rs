@@ -6,6 +6,11 @@
 //! Deleting a commit removes its items and every index item of it in one
 //! transaction.
 
+use super::erase_tenant::{BATCH_WRITE, count};
+use super::meta::{INLINE_ATTR, PACKED_ATTR};
+use crate::store::References;
+use async_trait::async_trait;
+use aws_sdk_dynamodb::types::{ReturnValue, Update};
 use std::collections::HashMap;
 
 use aws_sdk_dynamodb::types::{
@@ -13,18 +18,18 @@ use aws_sdk_dynamodb::types::{
 };
 use chrono::{DateTime, Utc};
 
-use super::items::{Item, Transact, build, from_item, key, n, s, transact};
+use super::items::{Item, Transact, build, key, n, s, transact};
 use super::meta::{DynamoMetaStore, commit_item};
 use super::{conditional, keys, sdk_error};
 use crate::commit::Commit;
 use crate::error::{Error, Result};
 use crate::id::{ArtifactRef, CommitId, SessionId, TenantId};
-use crate::store::{ArtifactUser, MaterializeKey, Materialized, Pin};
+use crate::store::{ArtifactUser, Commits, MaterializeKey, Pin, TenantRecords};
 
 /// Keys one BatchGetItem may ask for.
 const BATCH_GET: usize = 100;
 
-fn put_item(table: &str, item: Item) -> Result<TransactWriteItem> {
+pub(super) fn put_item(table: &str, item: Item) -> Result<TransactWriteItem> {
     Ok(TransactWriteItem::builder()
         .put(build(
             Put::builder()
@@ -35,7 +40,7 @@ fn put_item(table: &str, item: Item) -> Result<TransactWriteItem> {
         .build())
 }
 
-fn delete_item(table: &str, pk: String, sk: String) -> Result<TransactWriteItem> {
+pub(super) fn delete_item(table: &str, pk: String, sk: String) -> Result<TransactWriteItem> {
     Ok(TransactWriteItem::builder()
         .delete(build(
             Delete::builder()
@@ -84,7 +89,7 @@ impl DynamoMetaStore {
     }
 
     /// Every sort key of partition `pk` (paginated Query, keys only).
-    async fn sort_keys(&self, pk: String, limit: usize) -> Result<Vec<(String, Item)>> {
+    pub(super) async fn sort_keys(&self, pk: String, limit: usize) -> Result<Vec<(String, Item)>> {
         self.sort_keys_after(pk, None, limit).await
     }
 
@@ -174,59 +179,11 @@ impl DynamoMetaStore {
         Ok(ids.iter().filter_map(|id| found.remove(id)).collect())
     }
 
-    fn parse_ids(rows: Vec<(String, Item)>) -> Result<Vec<CommitId>> {
+    pub(super) fn parse_ids(rows: Vec<(String, Item)>) -> Result<Vec<CommitId>> {
         rows.into_iter()
             .map(|(sk, _)| {
                 sk.parse()
                     .map_err(|_| Error::internal(format!("an index item names {sk:?}")))
-            })
-            .collect()
-    }
-
-    pub(super) async fn commits_of_session(
-        &self,
-        tenant: &TenantId,
-        session: &SessionId,
-    ) -> Result<Vec<Commit>> {
-        let rows = self
-            .sort_keys(
-                keys::session_commits_pk(tenant, session.as_str()),
-                usize::MAX,
-            )
-            .await?;
-        self.commits_by_id(tenant, &Self::parse_ids(rows)?).await
-    }
-
-    pub(super) async fn children_of(
-        &self,
-        tenant: &TenantId,
-        parent: &CommitId,
-    ) -> Result<Vec<Commit>> {
-        let rows = self
-            .sort_keys(keys::children_pk(tenant, parent), usize::MAX)
-            .await?;
-        self.commits_by_id(tenant, &Self::parse_ids(rows)?).await
-    }
-
-    pub(super) async fn cache_entries_of(
-        &self,
-        tenant: &TenantId,
-        commit: &CommitId,
-    ) -> Result<Vec<(MaterializeKey, Materialized)>> {
-        let rows = self
-            .sort_keys(keys::materialized_pk(tenant, commit), usize::MAX)
-            .await?;
-        rows.into_iter()
-            .map(|(sk, item)| {
-                let bad = || Error::internal(format!("cache entry {sk:?} is malformed"));
-                let (stop, format) = keys::parse_materialized_sk(&sk).ok_or_else(bad)?;
-                let k = MaterializeKey {
-                    commit: *commit,
-                    stop: stop.parse().map_err(|_| bad())?,
-                    format: format.parse().map_err(|_| bad())?,
-                };
-                let m = from_item::<super::meta::MaterializedItem>(item)?.m;
-                Ok((k, m))
             })
             .collect()
     }
@@ -270,93 +227,144 @@ impl DynamoMetaStore {
         }
     }
 
-    pub(super) async fn remove_cache_entry(
+    /// The sessions of one page of last-write items that are idle since
+    /// `before` (`cut` in µs), appended to `out` up to `limit`; items of
+    /// erased sessions are removed on the way.
+    async fn idle_of_page(
         &self,
         tenant: &TenantId,
-        k: &MaterializeKey,
+        page: Vec<(String, Item)>,
+        before: DateTime<Utc>,
+        cut: i64,
+        limit: usize,
+        out: &mut Vec<SessionId>,
+    ) -> Result<()> {
+        for (sk, item) in page {
+            if out.len() >= limit {
+                break;
+            }
+            let last: i64 = match item.get("last") {
+                Some(AttributeValue::N(v)) => v.parse().unwrap_or(i64::MAX),
+                _ => i64::MAX,
+            };
+            if last >= cut {
+                continue;
+            }
+            let session: SessionId = sk.parse()?;
+            // The item is the time of the session's last write; check the
+            // session still has commits and that none is newer.
+            let commits = self.session_commits(tenant, &session).await?;
+            if commits.is_empty() {
+                // Erased: its last-write item goes too.
+                self.client()
+                    .delete_item()
+                    .table_name(self.table())
+                    .set_key(Some(key(keys::session_last_pk(tenant), sk.clone())))
+                    .condition_expression("#last = :last")
+                    .expression_attribute_names("#last", "last")
+                    .expression_attribute_values(":last", n(last))
+                    .send()
+                    .await
+                    .ok();
+                continue;
+            }
+            if commits.iter().all(|c| c.created_at < before) {
+                out.push(session);
+            }
+        }
+        Ok(())
+    }
+
+    async fn set_evicted_one(
+        &self,
+        tenant: &TenantId,
+        before: &CommitId,
+        id: CommitId,
     ) -> Result<bool> {
-        let pk = keys::materialized_pk(tenant, &k.commit);
-        let sk = keys::materialized_sk(&k.stop.to_string(), &k.format);
-        let Some(item) =
-            super::items::consistent_get(self.client(), self.table(), pk.clone(), sk.clone())
-                .await?
-        else {
-            return Ok(false);
-        };
-        let m = from_item::<super::meta::MaterializedItem>(item)?.m;
-        let items = vec![
-            delete_item(self.table(), pk, sk)?,
-            delete_item(
-                self.table(),
-                keys::artifact_users_pk(tenant, &m.artifact_ref),
-                keys::user_cached_sk(&k.commit, &k.stop.to_string(), &k.format),
-            )?,
-        ];
-        self.client()
-            .transact_write_items()
-            .set_transact_items(Some(items))
+        let r = self
+            .client()
+            .update_item()
+            .table_name(self.table())
+            .set_key(Some(key(keys::commit_pk(tenant, &id), keys::COMMIT_SK)))
+            .update_expression("SET #ev = :b")
+            .condition_expression(
+                "attribute_exists(pk) AND (attribute_not_exists(#ev) OR #ev <> :b)",
+            )
+            .expression_attribute_names("#ev", EVICTED_ATTR)
+            .expression_attribute_values(":b", s(before.to_string()))
             .send()
-            .await
-            .map_err(|e| sdk_error("DynamoDB TransactWriteItems", e))?;
-        Ok(true)
+            .await;
+        // None: gone, or already marked for this `before`.
+        Ok(conditional(r, "DynamoDB UpdateItem")?.is_some())
+    }
+}
+
+/// The attribute of a commit's by-id item naming the compaction or
+/// snapshot an eviction dropped its delta in favour of.
+const EVICTED_ATTR: &str = "evicted";
+
+/// Marker writes in flight at once during an eviction.
+const EVICT_CONCURRENCY: usize = 16;
+
+#[async_trait]
+impl crate::store::Lifecycle for DynamoMetaStore {
+    async fn references(&self, tenant: &TenantId) -> Result<References> {
+        let mut out = References::default();
+        let mut start = None;
+        loop {
+            let page = self
+                .client
+                .scan()
+                .table_name(&self.table)
+                .filter_expression(
+                    "begins_with(pk, :c) OR begins_with(pk, :m) OR begins_with(pk, :ag)",
+                )
+                .projection_expression(
+                    "pk, c.artifact_ref, m.artifact_ref, #s.artifact_ref, #s.thread_artifacts, \
+                     wc.artifact_ref",
+                )
+                .expression_attribute_names("#s", "s")
+                .expression_attribute_values(":c", s(keys::commit_pk_prefix(tenant)))
+                .expression_attribute_values(":m", s(keys::materialized_pk_prefix(tenant)))
+                .expression_attribute_values(":ag", s(keys::agent_pk_prefix(tenant)))
+                .consistent_read(true)
+                .set_exclusive_start_key(start.take())
+                .send()
+                .await
+                .map_err(|e| sdk_error("DynamoDB Scan", e))?;
+            for item in page.items() {
+                // A commit's delta, a cache entry's result, an agent's save
+                // file and working-context snapshot.
+                for (attr, cached) in [("c", false), ("m", true), ("s", false), ("wc", false)] {
+                    let Some(AttributeValue::M(inner)) = item.get(attr) else {
+                        continue;
+                    };
+                    let into = if cached {
+                        &mut out.cached
+                    } else {
+                        &mut out.durable
+                    };
+                    let threads = match inner.get("thread_artifacts") {
+                        Some(AttributeValue::L(l)) => l.as_slice(),
+                        _ => &[],
+                    };
+                    for v in inner.get("artifact_ref").into_iter().chain(threads) {
+                        if let AttributeValue::S(a) = v {
+                            into.insert(a.parse().map_err(|_| {
+                                Error::internal(format!("stored artifact ref {a:?} is malformed"))
+                            })?);
+                        }
+                    }
+                }
+            }
+            match page.last_evaluated_key {
+                Some(k) if !k.is_empty() => start = Some(k),
+                _ => return Ok(out),
+            }
+        }
     }
 
-    pub(super) async fn remove_commit(&self, tenant: &TenantId, commit: &Commit) -> Result<bool> {
-        // The stored commit says where its items are (its run may differ
-        // from the caller's copy after a fork).
-        let Some(c) = crate::store::MetaStore::get_commit(self, tenant, &commit.id).await? else {
-            return Ok(false);
-        };
-        let table = self.table();
-        let by_id = Delete::builder()
-            .table_name(table)
-            .set_key(Some(key(keys::commit_pk(tenant, &c.id), keys::COMMIT_SK)))
-            .condition_expression("attribute_exists(pk)")
-            .build();
-        let mut items = vec![
-            TransactWriteItem::builder().delete(build(by_id)?).build(),
-            delete_item(
-                table,
-                keys::lineage_pk(tenant, &c.lineage),
-                keys::depth_sk(c.depth),
-            )?,
-            delete_item(
-                table,
-                keys::timeline_pk(tenant, &c.principal),
-                keys::timeline_sk(c.created_at.timestamp_micros(), &c.id),
-            )?,
-            delete_item(
-                table,
-                keys::artifact_users_pk(tenant, &c.artifact_ref),
-                keys::user_commit_sk(&c.id),
-            )?,
-        ];
-        if let Some(session) = &c.session_id {
-            items.push(delete_item(
-                table,
-                keys::session_commits_pk(tenant, session),
-                c.id.to_string(),
-            )?);
-        }
-        if let Some(parent) = &c.parent {
-            items.push(delete_item(
-                table,
-                keys::children_pk(tenant, parent),
-                c.id.to_string(),
-            )?);
-        }
-        match transact(self.client(), items).await {
-            Ok(Transact::Done) => Ok(true),
-            Ok(Transact::ConditionFailed { .. }) => Ok(false),
-            Ok(Transact::Cancelled(codes)) => Err(Error::unavailable(format!(
-                "deleting commit {} was cancelled ({codes:?}); retry",
-                c.id
-            ))),
-            Err(e) => Err(sdk_error("DynamoDB TransactWriteItems", e)),
-        }
-    }
-
-    pub(super) async fn users_of(
+    async fn artifact_users(
         &self,
         tenant: &TenantId,
         artifact: &ArtifactRef,
@@ -382,7 +390,7 @@ impl DynamoMetaStore {
             .collect()
     }
 
-    pub(super) async fn sessions_idle_since(
+    async fn idle_sessions(
         &self,
         tenant: &TenantId,
         before: DateTime<Utc>,
@@ -412,60 +420,7 @@ impl DynamoMetaStore {
         Ok(out)
     }
 
-    /// The sessions of one page of last-write items that are idle since
-    /// `before` (`cut` in µs), appended to `out` up to `limit`; items of
-    /// erased sessions are removed on the way.
-    async fn idle_of_page(
-        &self,
-        tenant: &TenantId,
-        page: Vec<(String, Item)>,
-        before: DateTime<Utc>,
-        cut: i64,
-        limit: usize,
-        out: &mut Vec<SessionId>,
-    ) -> Result<()> {
-        for (sk, item) in page {
-            if out.len() >= limit {
-                break;
-            }
-            let last: i64 = match item.get("last") {
-                Some(AttributeValue::N(v)) => v.parse().unwrap_or(i64::MAX),
-                _ => i64::MAX,
-            };
-            if last >= cut {
-                continue;
-            }
-            let session: SessionId = sk.parse()?;
-            // The item is the time of the session's last write; check the
-            // session still has commits and that none is newer.
-            let commits = self.commits_of_session(tenant, &session).await?;
-            if commits.is_empty() {
-                // Erased: its last-write item goes too.
-                self.client()
-                    .delete_item()
-                    .table_name(self.table())
-                    .set_key(Some(key(keys::session_last_pk(tenant), sk.clone())))
-                    .condition_expression("#last = :last")
-                    .expression_attribute_names("#last", "last")
-                    .expression_attribute_values(":last", n(last))
-                    .send()
-                    .await
-                    .ok();
-                continue;
-            }
-            if commits.iter().all(|c| c.created_at < before) {
-                out.push(session);
-            }
-        }
-        Ok(())
-    }
-
-    pub(super) async fn write_pin(
-        &self,
-        tenant: &TenantId,
-        pin: &Pin,
-        pinned: bool,
-    ) -> Result<bool> {
+    async fn set_pin(&self, tenant: &TenantId, pin: &Pin, pinned: bool) -> Result<bool> {
         let k = key(keys::pins_pk(tenant), keys::pin_sk(pin.kind(), pin.name()));
         if pinned {
             let r = self
@@ -482,7 +437,7 @@ impl DynamoMetaStore {
         }
     }
 
-    pub(super) async fn read_pins(&self, tenant: &TenantId) -> Result<Vec<Pin>> {
+    async fn pins(&self, tenant: &TenantId) -> Result<Vec<Pin>> {
         let mut pins: Vec<Pin> = self
             .sort_keys(keys::pins_pk(tenant), usize::MAX)
             .await?
@@ -498,7 +453,7 @@ impl DynamoMetaStore {
         Ok(pins)
     }
 
-    pub(super) async fn tenants_with_commits(&self) -> Result<Vec<TenantId>> {
+    async fn commit_tenants(&self) -> Result<Vec<TenantId>> {
         let rows = self
             .sort_keys(keys::TENANTS_PK.to_owned(), usize::MAX)
             .await?;
@@ -516,9 +471,84 @@ impl DynamoMetaStore {
         Ok(out)
     }
 
+    async fn erase_tenant(&self, tenant: &TenantId, limit: usize) -> Result<TenantRecords> {
+        let prefix = format!("T#{tenant}#");
+        let mut r = TenantRecords::default();
+        let found = self.tenant_keys(&prefix, limit.max(1)).await?;
+        for batch in found.chunks(BATCH_WRITE) {
+            self.delete_batch(batch).await?;
+            for (pk, sk) in batch {
+                count(&mut r, &prefix, pk, sk);
+            }
+        }
+        if found.len() < limit.max(1) {
+            // Last, so that a re-run still finds the tenant by its registry
+            // entry until its items are gone.
+            let old = self
+                .client()
+                .delete_item()
+                .table_name(self.table())
+                .set_key(Some(key(
+                    keys::TENANTS_PK.to_owned(),
+                    keys::tenant_sk(tenant),
+                )))
+                .return_values(ReturnValue::AllOld)
+                .send()
+                .await
+                .map_err(|e| sdk_error("DynamoDB DeleteItem", e))?;
+            if old.attributes.is_some_and(|a| !a.is_empty()) {
+                r.other += 1;
+            }
+        }
+        Ok(r)
+    }
+
+    async fn clear_inline(&self, tenant: &TenantId, commit: &CommitId) -> Result<bool> {
+        let Some(c) = self.get_commit(tenant, commit).await? else {
+            return Ok(false);
+        };
+        if c.inline.is_none() {
+            return Ok(false);
+        }
+        // Both copies at once; the by-id one only while it still has the
+        // bytes (a concurrent clear makes this one a no-op).
+        let remove = |pk: String, sk: String, cond: &str| -> Result<TransactWriteItem> {
+            let u = Update::builder()
+                .table_name(&self.table)
+                .set_key(Some(key(pk, sk)))
+                .update_expression("REMOVE #d, #z")
+                .condition_expression(cond)
+                .expression_attribute_names("#d", INLINE_ATTR)
+                .expression_attribute_names("#z", PACKED_ATTR);
+            Ok(TransactWriteItem::builder()
+                .update(build(u.build())?)
+                .build())
+        };
+        let items = vec![
+            remove(
+                keys::commit_pk(tenant, commit),
+                keys::COMMIT_SK.to_owned(),
+                "attribute_exists(#d) OR attribute_exists(#z)",
+            )?,
+            remove(
+                keys::lineage_pk(tenant, &c.lineage),
+                keys::depth_sk(c.depth),
+                "attribute_exists(pk)",
+            )?,
+        ];
+        match transact(&self.client, items).await {
+            Ok(Transact::Done) => Ok(true),
+            Ok(Transact::ConditionFailed { .. }) => Ok(false),
+            Ok(Transact::Cancelled(codes)) => Err(Error::unavailable(format!(
+                "clearing inline bytes was cancelled ({codes:?}); retry"
+            ))),
+            Err(e) => Err(sdk_error("DynamoDB TransactWriteItems", e)),
+        }
+    }
+
     /// Sets the `evicted` attribute of each commit's by-id item to `before`
     /// (one conditional UpdateItem per commit, a few at once).
-    pub(super) async fn set_evicted(
+    async fn mark_evicted(
         &self,
         tenant: &TenantId,
         before: &CommitId,
@@ -533,35 +563,8 @@ impl DynamoMetaStore {
         Ok(marked.into_iter().filter(|m| *m).count() as u64)
     }
 
-    async fn set_evicted_one(
-        &self,
-        tenant: &TenantId,
-        before: &CommitId,
-        id: CommitId,
-    ) -> Result<bool> {
-        let r = self
-            .client()
-            .update_item()
-            .table_name(self.table())
-            .set_key(Some(key(keys::commit_pk(tenant, &id), keys::COMMIT_SK)))
-            .update_expression("SET #ev = :b")
-            .condition_expression(
-                "attribute_exists(pk) AND (attribute_not_exists(#ev) OR #ev <> :b)",
-            )
-            .expression_attribute_names("#ev", EVICTED_ATTR)
-            .expression_attribute_values(":b", s(before.to_string()))
-            .send()
-            .await;
-        // None: gone, or already marked for this `before`.
-        Ok(conditional(r, "DynamoDB UpdateItem")?.is_some())
-    }
-
     /// The `evicted` attribute of a commit's by-id item.
-    pub(super) async fn eviction_of(
-        &self,
-        tenant: &TenantId,
-        commit: &CommitId,
-    ) -> Result<Option<CommitId>> {
+    async fn evicted_by(&self, tenant: &TenantId, commit: &CommitId) -> Result<Option<CommitId>> {
         let out = self
             .client()
             .get_item()
@@ -586,10 +589,3 @@ impl DynamoMetaStore {
         })
     }
 }
-
-/// The attribute of a commit's by-id item naming the compaction or
-/// snapshot an eviction dropped its delta in favour of.
-const EVICTED_ATTR: &str = "evicted";
-
-/// Marker writes in flight at once during an eviction.
-const EVICT_CONCURRENCY: usize = 16;

@@ -30,11 +30,14 @@ use crate::error::{Error, Result};
 
 mod agents;
 mod branches;
+mod cache;
+mod commits;
 mod erase_tenant;
 mod items;
 pub mod keys;
 mod lifecycle;
 mod meta;
+mod refs;
 #[cfg(any(test, feature = "conformance"))]
 pub mod report;
 mod s3;

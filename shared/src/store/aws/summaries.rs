@@ -7,6 +7,7 @@
 //! which history reads. Tenants with work come from the tenant registry
 //! (`TENANTS`), written with every root commit.
 
+use async_trait::async_trait;
 use aws_sdk_dynamodb::types::{TransactWriteItem, Update};
 use chrono::{DateTime, Utc};
 
@@ -102,8 +103,28 @@ impl DynamoMetaStore {
             "{what}: the write kept colliding with others on the same commit; retry"
         )))
     }
+}
 
-    pub(super) async fn query_missing(
+/// The cursor of a `LastEvaluatedKey` of the index.
+fn cursor_of(k: &Item) -> Result<SummaryCursor> {
+    let bad = || Error::internal(format!("the missing_summary index returned a key {k:?}"));
+    let micros = match k.get("ts") {
+        Some(aws_sdk_dynamodb::types::AttributeValue::N(v)) => v.parse().map_err(|_| bad())?,
+        _ => return Err(bad()),
+    };
+    let id = match k.get("pk") {
+        Some(aws_sdk_dynamodb::types::AttributeValue::S(pk)) => pk
+            .rsplit_once("#C#")
+            .and_then(|(_, id)| id.parse().ok())
+            .ok_or_else(bad)?,
+        _ => return Err(bad()),
+    };
+    Ok(SummaryCursor { micros, id })
+}
+
+#[async_trait]
+impl crate::store::SummaryQueue for DynamoMetaStore {
+    async fn missing_summaries(
         &self,
         tenant: &TenantId,
         after: Option<&SummaryCursor>,
@@ -155,7 +176,7 @@ impl DynamoMetaStore {
         Ok(MissingPage { items, next })
     }
 
-    pub(super) async fn claim(
+    async fn claim_summary(
         &self,
         tenant: &TenantId,
         commit: &Commit,
@@ -197,7 +218,7 @@ impl DynamoMetaStore {
         }
     }
 
-    pub(super) async fn write_machine_summary(
+    async fn write_summary(
         &self,
         tenant: &TenantId,
         commit: &Commit,
@@ -224,7 +245,7 @@ impl DynamoMetaStore {
         self.send_pair(pair, "writing a summary").await
     }
 
-    pub(super) async fn record_failure(
+    async fn fail_summary(
         &self,
         tenant: &TenantId,
         commit: &Commit,
@@ -252,7 +273,7 @@ impl DynamoMetaStore {
         Ok(())
     }
 
-    pub(super) async fn registered_tenants(&self) -> Result<Vec<TenantId>> {
+    async fn summary_tenants(&self) -> Result<Vec<TenantId>> {
         let mut out = Vec::new();
         let mut start: Option<Item> = None;
         loop {
@@ -283,21 +304,4 @@ impl DynamoMetaStore {
             }
         }
     }
-}
-
-/// The cursor of a `LastEvaluatedKey` of the index.
-fn cursor_of(k: &Item) -> Result<SummaryCursor> {
-    let bad = || Error::internal(format!("the missing_summary index returned a key {k:?}"));
-    let micros = match k.get("ts") {
-        Some(aws_sdk_dynamodb::types::AttributeValue::N(v)) => v.parse().map_err(|_| bad())?,
-        _ => return Err(bad()),
-    };
-    let id = match k.get("pk") {
-        Some(aws_sdk_dynamodb::types::AttributeValue::S(pk)) => pk
-            .rsplit_once("#C#")
-            .and_then(|(_, id)| id.parse().ok())
-            .ok_or_else(bad)?,
-        _ => return Err(bad()),
-    };
-    Ok(SummaryCursor { micros, id })
 }

@@ -5,6 +5,8 @@
 
 use std::sync::Arc;
 
+use crate::store::{Commits, Lifecycle, MaterializationCache, Refs};
+
 use super::*;
 use crate::store::conformance::{self, Backend, Capabilities};
 
@@ -296,7 +298,7 @@ async fn faults_leave_nothing_dangling() {
 async fn run_with_faults(config: &AwsConfig, one_in: u64, ops: u32) -> usize {
     use crate::ErrorKind;
     use crate::service::{NewCommit, Stop};
-    use crate::store::{BlobStore, MetaStore, RefMove, Stores};
+    use crate::store::{BlobStore, RefMove, Stores};
 
     let plan = Arc::new(FaultPlan::new(one_in, 0x5EED + one_in));
     let hooks = AwsHooks {
@@ -566,8 +568,9 @@ async fn gc_sweeps_every_area_of_a_tenant_on_s3() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_erase_under_faults_finishes_when_re_run_and_leaves_nothing() {
     use crate::ErrorKind;
+    use crate::id::ArtifactRef;
     use crate::service::{NewCommit, Stop};
-    use crate::store::{ArtifactRef, BlobStore, MetaStore, RefMove, Stores};
+    use crate::store::{BlobStore, RefMove, Stores};
 
     let Some(config) = emulator() else { return };
     let (blobs, meta) = connect(&config, AwsHooks::default()).await.unwrap();
@@ -684,7 +687,7 @@ async fn an_erase_under_faults_finishes_when_re_run_and_leaves_nothing() {
 async fn an_erased_session_leaves_no_byte_in_s3_or_dynamodb() {
     use crate::ErrorKind;
     use crate::service::{NewCommit, Stop};
-    use crate::store::{MetaStore, MetadataPatch, Stores};
+    use crate::store::{MetadataPatch, Stores};
 
     let Some(config) = emulator() else { return };
     let (blobs, meta) = connect(&config, AwsHooks::default()).await.unwrap();

@@ -186,7 +186,7 @@ pub async fn erase_all(backend: &Backend<'_>, tenant: &TenantId) -> (TenantRecor
         }
         blobs += n;
     }
-    backend.meta.compact().await.expect("compact");
+    backend.meta.reclaim_space().await.expect("compact");
     (records, blobs)
 }
 

@@ -2,13 +2,11 @@
 //! reads (one indexed range of `timeline` joined to `commits`), agent
 //! records (`agents`) and saves (`agent_saves`).
 
-use chrono::{DateTime, Utc};
+use async_trait::async_trait;
 use rusqlite::{OptionalExtension, params};
 
-use super::row::{CommitRow, select_commit};
 use super::{LocalError, SqliteMetaStore, sql};
 use crate::agent::{AgentRecord, SaveId, SaveRecord};
-use crate::commit::Commit;
 use crate::error::{Error, Result};
 use crate::id::{ArtifactRef, Principal, TenantId};
 
@@ -16,57 +14,11 @@ fn encode<T: serde::Serialize>(v: &T) -> Result<String> {
     serde_json::to_string(v).map_err(|e| Error::internal(format!("cannot encode a record: {e}")))
 }
 
-impl SqliteMetaStore {
-    pub(super) async fn query_timeline_range(
-        &self,
-        tenant: &TenantId,
-        principal: &Principal,
-        after: Option<DateTime<Utc>>,
-        until: DateTime<Utc>,
-        limit: usize,
-        newest_first: bool,
-    ) -> Result<Vec<Commit>> {
-        let (tenant, principal) = (tenant.clone(), principal.clone());
-        let lower = after.map_or(i64::MIN, |a| a.timestamp_micros().saturating_add(1));
-        let upper = until.timestamp_micros();
-        let sql_text = if newest_first {
-            select_commit!(
-                "d.bytes, d.codec FROM timeline t JOIN commits c ON c.tenant = t.tenant AND c.id = t.id
-                 LEFT JOIN deltas d ON d.rowid = c.delta
-                 WHERE t.tenant = ?1 AND t.principal = ?2 AND t.ts >= ?3 AND t.ts <= ?4
-                 ORDER BY t.ts DESC, t.id DESC LIMIT ?5"
-            )
-        } else {
-            select_commit!(
-                "d.bytes, d.codec FROM timeline t JOIN commits c ON c.tenant = t.tenant AND c.id = t.id
-                 LEFT JOIN deltas d ON d.rowid = c.delta
-                 WHERE t.tenant = ?1 AND t.principal = ?2 AND t.ts >= ?3 AND t.ts <= ?4
-                 ORDER BY t.ts ASC, t.id ASC LIMIT ?5"
-            )
-        };
-        self.db
-            .read(move |conn| {
-                let mut stmt = conn.prepare_cached(sql_text)?;
-                let rows = stmt.query_map(
-                    params![
-                        tenant.as_str(),
-                        principal.as_str(),
-                        lower,
-                        upper,
-                        limit.min(i64::MAX as usize) as i64
-                    ],
-                    CommitRow::read,
-                )?;
-                rows.map(|r| r?.decode()).collect()
-            })
-            .await
-    }
+impl SqliteMetaStore {}
 
-    pub(super) async fn read_agent(
-        &self,
-        tenant: &TenantId,
-        agent: &Principal,
-    ) -> Result<Option<AgentRecord>> {
+#[async_trait]
+impl crate::store::Agents for SqliteMetaStore {
+    async fn get_agent(&self, tenant: &TenantId, agent: &Principal) -> Result<Option<AgentRecord>> {
         let (tenant, agent) = (tenant.clone(), agent.clone());
         self.db
             .read(move |conn| {
@@ -79,7 +31,7 @@ impl SqliteMetaStore {
             .await
     }
 
-    pub(super) async fn patch_agent(
+    async fn update_agent(
         &self,
         tenant: &TenantId,
         agent: &Principal,
@@ -111,7 +63,7 @@ impl SqliteMetaStore {
             .await
     }
 
-    pub(super) async fn insert_save(
+    async fn put_save(
         &self,
         tenant: &TenantId,
         agent: &Principal,
@@ -131,7 +83,7 @@ impl SqliteMetaStore {
             .await
     }
 
-    pub(super) async fn query_saves(
+    async fn list_saves(
         &self,
         tenant: &TenantId,
         agent: &Principal,
@@ -157,7 +109,7 @@ impl SqliteMetaStore {
             .await
     }
 
-    pub(super) async fn read_save(
+    async fn get_save(
         &self,
         tenant: &TenantId,
         agent: &Principal,
@@ -177,12 +129,7 @@ impl SqliteMetaStore {
             .await
     }
 
-    pub(super) async fn remove_save(
-        &self,
-        tenant: &TenantId,
-        agent: &Principal,
-        id: &SaveId,
-    ) -> Result<bool> {
+    async fn delete_save(&self, tenant: &TenantId, agent: &Principal, id: &SaveId) -> Result<bool> {
         let (tenant, agent, id) = (tenant.clone(), agent.clone(), id.to_string());
         self.db
             .transaction(move |conn| {
@@ -194,7 +141,7 @@ impl SqliteMetaStore {
             .await
     }
 
-    pub(super) async fn drop_working_context(
+    async fn clear_working_context(
         &self,
         tenant: &TenantId,
         agent: &Principal,
@@ -213,7 +160,7 @@ impl SqliteMetaStore {
             .await
     }
 
-    pub(super) async fn remove_agent(&self, tenant: &TenantId, agent: &Principal) -> Result<bool> {
+    async fn delete_agent(&self, tenant: &TenantId, agent: &Principal) -> Result<bool> {
         let (tenant, agent) = (tenant.clone(), agent.clone());
         self.db
             .transaction(move |conn| {

@@ -378,9 +378,9 @@ impl Database {
 
 #[cfg(test)]
 mod tests {
+    use super::Durability;
     use super::*;
     use crate::error::ErrorKind;
-    use crate::store::local::Durability;
 
     /// A transaction's work, boxed to queue several of one type.
     type Work<T> = Box<dyn FnOnce(&Connection) -> Result<T, LocalError> + Send + 'static>;

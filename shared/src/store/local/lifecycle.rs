@@ -4,61 +4,17 @@
 //! Every one is a single statement or one transaction over the indexes of
 //! the `LIFECYCLE` schema step.
 
+use super::cache::parse_cache_key;
+use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use rusqlite::{Connection, OptionalExtension, params};
+use rusqlite::{Connection, params};
+use std::collections::HashSet;
 
-use super::LocalError;
 use super::meta::SqliteMetaStore;
-use super::row::{CommitRow, commit_with_delta, select_commit};
-use crate::commit::Commit;
+use super::{LocalError, sql};
 use crate::error::{Error, Result};
 use crate::id::{ArtifactRef, CommitId, SessionId, TenantId};
-use crate::store::{ArtifactUser, MaterializeKey, Materialized, Pin, TenantRecords};
-
-/// A session's commits (`?1` tenant, `?2` session). Named index, as in
-/// [`CHILDREN`]: the planner chose a scan of the tenant's rows.
-const SESSION: &str = select_commit!(
-    "d.bytes, d.codec FROM commits c INDEXED BY commits_by_session
-     LEFT JOIN deltas d ON d.rowid = c.delta
-     WHERE c.tenant = ?1 AND c.session = ?2"
-);
-
-/// A commit's children (`?1` tenant, `?2` parent, `?3` and `?4` the
-/// parent's lineage and depth + 1): the next row of the parent's run,
-/// then the forks. Named index: without statistics SQLite's planner
-/// prefers a scan of the tenant's rows to the partial `commits_forks`.
-const CHILDREN: &str = concat!(
-    commit_with_delta!("WHERE c.tenant = ?1 AND c.lineage = ?3 AND c.depth = ?4 AND c.parent = ?2"),
-    " UNION ALL ",
-    select_commit!(
-        "d.bytes, d.codec FROM commits c INDEXED BY commits_forks
-         LEFT JOIN deltas d ON d.rowid = c.delta
-         WHERE c.tenant = ?1 AND c.parent = ?2 AND c.lineage = c.id"
-    )
-);
-
-fn commits_where(
-    conn: &Connection,
-    sql_text: &str,
-    args: impl rusqlite::Params,
-) -> Result<Vec<Commit>, LocalError> {
-    let mut stmt = conn.prepare_cached(sql_text)?;
-    let rows = stmt.query_map(args, CommitRow::read)?;
-    rows.map(|r| r?.decode()).collect()
-}
-
-fn parse_cache_key(commit: &str, stop: &str, format: &str) -> Result<MaterializeKey> {
-    let bad = || {
-        Error::internal(format!(
-            "cache entry ({commit}, {stop}, {format}) is malformed"
-        ))
-    };
-    Ok(MaterializeKey {
-        commit: commit.parse().map_err(|_| bad())?,
-        stop: stop.parse().map_err(|_| bad())?,
-        format: format.parse().map_err(|_| bad())?,
-    })
-}
+use crate::store::{ArtifactUser, Pin, References, TenantRecords};
 
 /// What [`TenantRecords`] counts a table's rows as.
 fn count_in(r: &mut TenantRecords, table: &str, n: u64) {
@@ -85,167 +41,51 @@ fn tenant_tables(conn: &Connection) -> Result<Vec<String>, LocalError> {
     Ok(names.collect::<Result<_, _>>()?)
 }
 
-impl SqliteMetaStore {
-    /// Deletes every record of `tenant` in one transaction.
-    pub(super) async fn erase_tenant_rows(&self, tenant: &TenantId) -> Result<TenantRecords> {
+impl SqliteMetaStore {}
+
+/// Free pages (4 KiB each by default) below which a compaction leaves the
+/// file as it is: 1 MiB.
+pub(super) const VACUUM_MIN_PAGES: i64 = 256;
+
+#[async_trait]
+impl crate::store::Lifecycle for SqliteMetaStore {
+    async fn references(&self, tenant: &TenantId) -> Result<References> {
         let tenant = tenant.clone();
         self.db
-            .transaction(move |tx| {
-                let mut r = TenantRecords::default();
-                // Inline deltas are rows of `deltas` (no tenant column)
-                // named by the tenant's commits: before the commits.
-                r.other += tx.execute(
-                    "DELETE FROM deltas WHERE rowid IN
-                     (SELECT delta FROM commits WHERE tenant = ?1 AND delta IS NOT NULL)",
-                    [tenant.as_str()],
-                )? as u64;
-                for table in tenant_tables(tx)? {
-                    // The name comes from the schema, not from input.
-                    let n = tx.execute(
-                        &format!("DELETE FROM \"{table}\" WHERE tenant = ?1"),
-                        [tenant.as_str()],
-                    )? as u64;
-                    count_in(&mut r, &table, n);
-                }
-                Ok(r)
-            })
-            .await
-    }
-
-    pub(super) async fn commits_of_session(
-        &self,
-        tenant: &TenantId,
-        session: &SessionId,
-    ) -> Result<Vec<Commit>> {
-        let (tenant, session) = (tenant.clone(), session.clone());
-        self.db
             .read(move |conn| {
-                commits_where(conn, SESSION, params![tenant.as_str(), session.as_str()])
-            })
-            .await
-    }
-
-    pub(super) async fn children_of(
-        &self,
-        tenant: &TenantId,
-        parent: &CommitId,
-    ) -> Result<Vec<Commit>> {
-        let (tenant, parent) = (tenant.clone(), parent.to_string());
-        self.db
-            .read(move |conn| {
-                // A child continues its parent's run (the row after the
-                // parent's, found by `commits_by_lineage`) or starts its
-                // own, a fork (`commits_forks`, which holds only those):
-                // there is no index of every commit by parent.
-                let at: Option<(String, i64)> = conn
-                    .prepare_cached(
-                        "SELECT lineage, depth FROM commits WHERE tenant = ?1 AND id = ?2",
-                    )?
-                    .query_row(params![tenant.as_str(), parent], |r| {
-                        Ok((r.get(0)?, r.get(1)?))
-                    })
-                    .optional()?;
-                match at {
-                    Some((lineage, depth)) => commits_where(
-                        conn,
-                        CHILDREN,
-                        params![tenant.as_str(), parent, lineage, depth.saturating_add(1)],
-                    ),
-                    // The parent is gone (erased): its children are found
-                    // by a scan of the tenant's commits.
-                    None => commits_where(
-                        conn,
-                        commit_with_delta!("WHERE c.tenant = ?1 AND c.parent = ?2"),
-                        params![tenant.as_str(), parent],
-                    ),
-                }
-            })
-            .await
-    }
-
-    pub(super) async fn cache_entries_of(
-        &self,
-        tenant: &TenantId,
-        commit: &CommitId,
-    ) -> Result<Vec<(MaterializeKey, Materialized)>> {
-        let (tenant, commit) = (tenant.clone(), *commit);
-        let rows: Vec<(String, String, String)> = self
-            .db
-            .read(move |conn| {
-                let mut stmt = conn.prepare_cached(
-                    "SELECT stop, format, body FROM materialized
-                     WHERE tenant = ?1 AND commit_id = ?2",
-                )?;
-                let rows = stmt.query_map(params![tenant.as_str(), commit.to_string()], |r| {
-                    Ok((r.get(0)?, r.get(1)?, r.get(2)?))
-                })?;
-                Ok(rows.collect::<Result<_, _>>()?)
-            })
-            .await?;
-        rows.into_iter()
-            .map(|(stop, format, body)| {
-                let key = parse_cache_key(&commit.to_string(), &stop, &format)?;
-                let value: Materialized = serde_json::from_str(&body).map_err(|e| {
-                    Error::internal(format!("cache entry of {commit} is malformed: {e}"))
-                })?;
-                Ok((key, value))
-            })
-            .collect()
-    }
-
-    pub(super) async fn remove_cache_entry(
-        &self,
-        tenant: &TenantId,
-        key: &MaterializeKey,
-    ) -> Result<bool> {
-        let (tenant, key) = (tenant.clone(), key.clone());
-        self.db
-            .transaction(move |conn| {
-                Ok(conn.execute(
-                    "DELETE FROM materialized
-                     WHERE tenant = ?1 AND commit_id = ?2 AND stop = ?3 AND format = ?4",
-                    params![
-                        tenant.as_str(),
-                        key.commit.to_string(),
-                        key.stop.to_string(),
-                        key.format.as_str()
-                    ],
-                )? > 0)
-            })
-            .await
-    }
-
-    pub(super) async fn remove_commit(&self, tenant: &TenantId, commit: &Commit) -> Result<bool> {
-        let (tenant, id) = (tenant.clone(), commit.id);
-        self.db
-            .transaction(move |tx| {
-                let Some(stored) = super::meta::get_commit_in(tx, &tenant, &id)? else {
-                    return Ok(false);
+                let arts = |q: &str| -> Result<HashSet<ArtifactRef>, LocalError> {
+                    let mut stmt = conn.prepare(q)?;
+                    let names = stmt
+                        .query_map([tenant.as_str()], |r| r.get::<_, String>(0))?
+                        .collect::<Result<Vec<_>, _>>()?;
+                    names
+                        .into_iter()
+                        .map(|n| {
+                            n.parse().map_err(|_| {
+                                Error::internal(format!("stored artifact ref {n:?} is malformed"))
+                                    .into()
+                            })
+                        })
+                        .collect()
                 };
-                tx.execute(
-                    "DELETE FROM timeline WHERE tenant = ?1 AND principal = ?2 AND ts = ?3 AND id = ?4",
-                    params![
-                        tenant.as_str(),
-                        stored.principal.as_str(),
-                        stored.created_at.timestamp_micros(),
-                        id.to_string()
-                    ],
-                )?;
-                tx.execute(
-                    "DELETE FROM deltas WHERE rowid =
-                     (SELECT delta FROM commits WHERE tenant = ?1 AND id = ?2)",
-                    params![tenant.as_str(), id.to_string()],
-                )?;
-                tx.execute(
-                    "DELETE FROM commits WHERE tenant = ?1 AND id = ?2",
-                    params![tenant.as_str(), id.to_string()],
-                )?;
-                Ok(true)
+                Ok(References {
+                    durable: arts(
+                        "SELECT artifact FROM commits WHERE tenant = ?1
+                         UNION SELECT json_extract(body, '$.artifact_ref') FROM agent_saves
+                           WHERE tenant = ?1
+                         UNION SELECT j.value FROM agent_saves s,
+                           json_each(s.body, '$.thread_artifacts') j WHERE s.tenant = ?1
+                         UNION SELECT json_extract(body, '$.working_context.artifact_ref')
+                           FROM agents WHERE tenant = ?1
+                           AND json_extract(body, '$.working_context.artifact_ref') IS NOT NULL",
+                    )?,
+                    cached: arts("SELECT DISTINCT artifact FROM materialized WHERE tenant = ?1")?,
+                })
             })
             .await
     }
 
-    pub(super) async fn users_of(
+    async fn artifact_users(
         &self,
         tenant: &TenantId,
         artifact: &ArtifactRef,
@@ -280,7 +120,7 @@ impl SqliteMetaStore {
             .collect()
     }
 
-    pub(super) async fn sessions_idle_since(
+    async fn idle_sessions(
         &self,
         tenant: &TenantId,
         before: DateTime<Utc>,
@@ -308,12 +148,7 @@ impl SqliteMetaStore {
         rows.into_iter().map(|s| s.parse()).collect()
     }
 
-    pub(super) async fn write_pin(
-        &self,
-        tenant: &TenantId,
-        pin: &Pin,
-        pinned: bool,
-    ) -> Result<bool> {
+    async fn set_pin(&self, tenant: &TenantId, pin: &Pin, pinned: bool) -> Result<bool> {
         let (tenant, kind, name) = (tenant.clone(), pin.kind(), pin.name().to_owned());
         self.db
             .transaction(move |conn| {
@@ -333,7 +168,7 @@ impl SqliteMetaStore {
             .await
     }
 
-    pub(super) async fn read_pins(&self, tenant: &TenantId) -> Result<Vec<Pin>> {
+    async fn pins(&self, tenant: &TenantId) -> Result<Vec<Pin>> {
         let tenant = tenant.clone();
         let rows: Vec<(String, String)> = self
             .db
@@ -354,7 +189,7 @@ impl SqliteMetaStore {
         Ok(pins)
     }
 
-    pub(super) async fn tenants_with_commits(&self) -> Result<Vec<TenantId>> {
+    async fn commit_tenants(&self) -> Result<Vec<TenantId>> {
         let rows: Vec<String> = self
             .db
             .read(|conn| {
@@ -372,7 +207,55 @@ impl SqliteMetaStore {
             .collect()
     }
 
-    pub(super) async fn set_evicted(
+    /// Deletes every record of `tenant` in one transaction.
+    async fn erase_tenant(&self, tenant: &TenantId, _limit: usize) -> Result<TenantRecords> {
+        let tenant = tenant.clone();
+        self.db
+            .transaction(move |tx| {
+                let mut r = TenantRecords::default();
+                // Inline deltas are rows of `deltas` (no tenant column)
+                // named by the tenant's commits: before the commits.
+                r.other += tx.execute(
+                    "DELETE FROM deltas WHERE rowid IN
+                     (SELECT delta FROM commits WHERE tenant = ?1 AND delta IS NOT NULL)",
+                    [tenant.as_str()],
+                )? as u64;
+                for table in tenant_tables(tx)? {
+                    // The name comes from the schema, not from input.
+                    let n = tx.execute(
+                        &format!("DELETE FROM \"{table}\" WHERE tenant = ?1"),
+                        [tenant.as_str()],
+                    )? as u64;
+                    count_in(&mut r, &table, n);
+                }
+                Ok(r)
+            })
+            .await
+    }
+
+    async fn clear_inline(&self, tenant: &TenantId, commit: &CommitId) -> Result<bool> {
+        let (tenant, id) = (tenant.clone(), *commit);
+        self.db
+            .transaction(move |tx| {
+                tx.execute(
+                    "DELETE FROM deltas WHERE rowid =
+                     (SELECT delta FROM commits WHERE tenant = ?1 AND id = ?2)",
+                    params![tenant.as_str(), id.to_string()],
+                )
+                .map_err(sql)?;
+                let n = tx
+                    .execute(
+                        "UPDATE commits SET delta = NULL
+                         WHERE tenant = ?1 AND id = ?2 AND delta IS NOT NULL",
+                        params![tenant.as_str(), id.to_string()],
+                    )
+                    .map_err(sql)?;
+                Ok(n > 0)
+            })
+            .await
+    }
+
+    async fn mark_evicted(
         &self,
         tenant: &TenantId,
         before: &CommitId,
@@ -395,11 +278,7 @@ impl SqliteMetaStore {
             .await
     }
 
-    pub(super) async fn eviction_of(
-        &self,
-        tenant: &TenantId,
-        commit: &CommitId,
-    ) -> Result<Option<CommitId>> {
+    async fn evicted_by(&self, tenant: &TenantId, commit: &CommitId) -> Result<Option<CommitId>> {
         let (tenant, id) = (tenant.clone(), commit.to_string());
         let before: Option<String> = self
             .db
@@ -424,11 +303,25 @@ impl SqliteMetaStore {
             })
             .transpose()
     }
+
+    async fn reclaim_space(&self) -> Result<u64> {
+        self.db
+            .write(|conn| {
+                let given_back = super::vacuum_if_worth(conn, VACUUM_MIN_PAGES)?;
+                super::truncate_wal(conn)?;
+                Ok(given_back)
+            })
+            .await
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::Lifecycle;
+    use crate::store::Materialized;
+    use crate::store::local::commits::{CHILDREN, SESSION};
+    use crate::store::{MaterializationCache, MaterializeKey};
 
     /// The plan of `query` on a new database, one line per step.
     fn plan(query: &str) -> Vec<String> {
@@ -468,5 +361,78 @@ mod tests {
             session[0].contains("commits_by_session (tenant=? AND session=?)"),
             "{session:?}"
         );
+    }
+
+    #[tokio::test]
+    async fn the_file_shrinks_when_compacted_after_large_deletes() {
+        use crate::commit::Stop;
+        use crate::format::FormatId;
+        use crate::format::translate::Tier;
+        let dir = tempfile::tempdir().unwrap();
+        let meta = SqliteMetaStore::open(dir.path()).unwrap();
+        let t: TenantId = "t".parse().unwrap();
+        let key = |i: u32| MaterializeKey {
+            commit: CommitId::from_bytes([
+                (i % 251) as u8,
+                (i / 251) as u8,
+                0,
+                0,
+                0,
+                0,
+                0,
+                0,
+                0,
+                0,
+                0,
+                0,
+                0,
+                0,
+                0,
+                1,
+            ]),
+            stop: Stop::Root,
+            format: FormatId::raw(),
+        };
+        // Cache entries are taken only for commits that exist: rows that
+        // say so much (the entries are what this test measures).
+        {
+            let conn = Connection::open(dir.path().join("ctx.db")).unwrap();
+            let mut add = conn
+                .prepare("INSERT INTO commits (tenant, id, lineage, depth, body) VALUES ('t', ?1, ?1, 0, '{}')")
+                .unwrap();
+            for i in 0..3000u32 {
+                add.execute([key(i).commit.to_string()]).unwrap();
+            }
+        }
+        for i in 0..3000u32 {
+            let m = Materialized {
+                artifact_ref: ArtifactRef::of(&i.to_le_bytes()),
+                size: 1,
+                message_count: 1,
+                token_count: 1,
+                tier: Tier::Native,
+            };
+            meta.put_materialized(&t, &key(i), &m).await.unwrap();
+        }
+        let pages = |conn: &Connection| -> (i64, i64) {
+            (
+                conn.pragma_query_value(None, "page_count", |r| r.get(0))
+                    .unwrap(),
+                conn.pragma_query_value(None, "freelist_count", |r| r.get(0))
+                    .unwrap(),
+            )
+        };
+        let path = dir.path().join("ctx.db");
+        let (before, _) = pages(&Connection::open(&path).unwrap());
+        assert_eq!(meta.reclaim_space().await.unwrap(), 0, "nothing free yet");
+        let evicted = meta.evict_materialized(0, (&t, &key(0))).await.unwrap();
+        assert_eq!(evicted.len(), 2999);
+        let (_, free) = pages(&Connection::open(&path).unwrap());
+        assert!(free >= VACUUM_MIN_PAGES, "the deletes freed pages: {free}");
+        let given_back = meta.reclaim_space().await.unwrap();
+        assert!(given_back > 0);
+        let (after, free) = pages(&Connection::open(&path).unwrap());
+        assert_eq!(free, 0, "every free page given back");
+        assert!(after < before, "{after} pages, were {before}");
     }
 }

@@ -39,12 +39,16 @@ use crate::error::{Error, Result};
 mod agents;
 mod blobs;
 mod branches;
+mod cache;
+mod commits;
 mod group;
 mod lifecycle;
 mod meta;
+mod refs;
 mod row;
 pub mod schema;
 mod summaries;
+mod tokens;
 
 pub use blobs::LocalBlobStore;
 pub use branches::SqliteBranchStore;

@@ -288,9 +288,11 @@ mod tests {
     use super::*;
     use crate::branch::BranchStore;
     use crate::id::{Hash, TenantId};
+    use crate::store::Commits;
+    use crate::store::Lifecycle;
     use crate::store::conformance::{self, t};
     use crate::store::local::{SqliteBranchStore, SqliteMetaStore};
-    use crate::store::{MetaStore, TokenStore};
+    use crate::store::{MetaStore, SummaryQueue, TokenStore};
 
     /// The tables as the stores created them before the schema carried a
     /// version (the meta store's, then the branch store's), frozen here:

@@ -4,6 +4,7 @@
 //! `tries`, `err` and `retry`, and the tags the queue sets are in the
 //! commit's body. Each step is one `BEGIN IMMEDIATE` transaction.
 
+use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use rusqlite::{Connection, OptionalExtension, params};
 
@@ -21,8 +22,27 @@ use crate::store::{
 /// A row of the queue: the commit, lease, tries, err, retry.
 type QueueRow = (CommitRow, Option<i64>, i64, Option<String>, Option<i64>);
 
-impl SqliteMetaStore {
-    pub(super) async fn query_missing(
+impl SqliteMetaStore {}
+
+/// The commit if it exists and lacks a summary, to have its body
+/// rewritten (its inline bytes are not read: they stay as they are).
+fn missing_in(conn: &Connection, tenant: &TenantId, id: &CommitId) -> Result<Option<Stored>> {
+    let row = conn
+        .query_row(
+            select_commit!(
+                "NULL, NULL FROM commits c WHERE c.tenant = ?1 AND c.id = ?2 AND c.summary IS NULL"
+            ),
+            params![tenant.as_str(), id.to_string()],
+            CommitRow::read,
+        )
+        .optional()
+        .map_err(sql)?;
+    Ok(row.map(CommitRow::decode_stored).transpose()?)
+}
+
+#[async_trait]
+impl crate::store::SummaryQueue for SqliteMetaStore {
+    async fn missing_summaries(
         &self,
         tenant: &TenantId,
         after: Option<&SummaryCursor>,
@@ -81,7 +101,7 @@ impl SqliteMetaStore {
         Ok(MissingPage { items, next })
     }
 
-    pub(super) async fn claim(
+    async fn claim_summary(
         &self,
         tenant: &TenantId,
         commit: &Commit,
@@ -127,7 +147,7 @@ impl SqliteMetaStore {
             .await
     }
 
-    pub(super) async fn write_machine_summary(
+    async fn write_summary(
         &self,
         tenant: &TenantId,
         commit: &Commit,
@@ -157,7 +177,7 @@ impl SqliteMetaStore {
             .await
     }
 
-    pub(super) async fn record_failure(
+    async fn fail_summary(
         &self,
         tenant: &TenantId,
         commit: &Commit,
@@ -190,7 +210,7 @@ impl SqliteMetaStore {
             .await
     }
 
-    pub(super) async fn tenants_with_work(&self) -> Result<Vec<TenantId>> {
+    async fn summary_tenants(&self) -> Result<Vec<TenantId>> {
         let rows: Vec<String> = self
             .db
             .read(|conn| {
@@ -208,20 +228,4 @@ impl SqliteMetaStore {
             })
             .collect()
     }
-}
-
-/// The commit if it exists and lacks a summary, to have its body
-/// rewritten (its inline bytes are not read: they stay as they are).
-fn missing_in(conn: &Connection, tenant: &TenantId, id: &CommitId) -> Result<Option<Stored>> {
-    let row = conn
-        .query_row(
-            select_commit!(
-                "NULL, NULL FROM commits c WHERE c.tenant = ?1 AND c.id = ?2 AND c.summary IS NULL"
-            ),
-            params![tenant.as_str(), id.to_string()],
-            CommitRow::read,
-        )
-        .optional()
-        .map_err(sql)?;
-    Ok(row.map(CommitRow::decode_stored).transpose()?)
 }

@@ -20,8 +20,15 @@ use crate::clock::{Clock, SystemClock};
 use crate::error::Result;
 use crate::id::{ArtifactRef, TenantId};
 
+mod agents;
 pub mod branches;
+mod cache;
+mod commits;
+mod lifecycle;
 pub mod meta;
+mod refs;
+mod summaries;
+mod tokens;
 
 pub use branches::MemoryBranchStore;
 pub use meta::MemoryMetaStore;

@@ -1,0 +1,327 @@
+//! The DynamoDB store's commits, their runs and the timelines ([`Commits`](crate::store::Commits)).
+
+use super::items::{Item, Transact, build, key, s, transact};
+use super::lifecycle::delete_item;
+use super::meta::commit_item;
+use super::{DynamoMetaStore, keys, sdk_error};
+use crate::commit::Commit;
+use crate::error::{Error, Result};
+use crate::id::{CommitId, Principal, SessionId, TenantId};
+use crate::store::{MetadataPatch, PutCommit, RefMove, ref_conflict};
+use async_trait::async_trait;
+use aws_sdk_dynamodb::types::{AttributeValue, Delete, TransactWriteItem, Update};
+use chrono::{DateTime, Utc};
+
+#[async_trait]
+impl crate::store::Commits for DynamoMetaStore {
+    async fn create_commit(
+        &self,
+        tenant: &TenantId,
+        commit: &Commit,
+        ref_move: Option<&RefMove>,
+    ) -> Result<PutCommit> {
+        let mut stored = commit.clone();
+        // At most two tries: continuing the parent's run, then (after a fork
+        // was detected) a run of its own, whose slot no one else can take.
+        for _ in 0..2 {
+            match self.write_checkpoint(tenant, &stored, ref_move).await? {
+                None => return Ok(PutCommit::Created(stored)),
+                Some((0, old)) => {
+                    let existing = match old {
+                        Some(item) => commit_item(item)?.c,
+                        // Not every DynamoDB hands the old item back.
+                        None => self.get_commit(tenant, &commit.id).await?.ok_or_else(|| {
+                            Error::unavailable(
+                                "a commit vanished while it was being written; retry",
+                            )
+                        })?,
+                    };
+                    return Ok(PutCommit::Existing(existing));
+                }
+                Some((1, _)) if stored.lineage != stored.id => stored.lineage = stored.id,
+                Some((3, _)) => {
+                    let mv = ref_move.expect("a ref item was in the transaction");
+                    let current = self.current_ref(tenant, &mv.name).await?;
+                    return Err(ref_conflict(
+                        &mv.name,
+                        mv.expected.as_ref(),
+                        current.as_ref(),
+                    ));
+                }
+                Some((i, _)) => {
+                    return Err(Error::internal(format!(
+                        "checkpoint transaction item {i} failed its condition unexpectedly"
+                    )));
+                }
+            }
+        }
+        Err(Error::internal("a commit's own run slot was taken"))
+    }
+
+    async fn get_commit(&self, tenant: &TenantId, id: &CommitId) -> Result<Option<Commit>> {
+        let item = self
+            .get_item(keys::commit_pk(tenant, id), keys::COMMIT_SK.to_owned())
+            .await?;
+        item.map(|i| commit_item(i).map(|c| c.c)).transpose()
+    }
+
+    async fn lineage_run(
+        &self,
+        tenant: &TenantId,
+        lineage: &CommitId,
+        max_depth: u64,
+        limit: usize,
+    ) -> Result<Vec<Commit>> {
+        let mut out = Vec::new();
+        let mut start: Option<Item> = None;
+        while out.len() < limit {
+            let page = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .key_condition_expression("pk = :pk AND sk BETWEEN :lo AND :hi")
+                .expression_attribute_values(":pk", s(keys::lineage_pk(tenant, lineage)))
+                .expression_attribute_values(":lo", s(keys::depth_sk(0)))
+                .expression_attribute_values(":hi", s(keys::depth_sk(max_depth)))
+                .scan_index_forward(false)
+                .consistent_read(true)
+                .limit(i32::try_from(limit - out.len()).unwrap_or(i32::MAX))
+                .set_exclusive_start_key(start.take())
+                .send()
+                .await
+                .map_err(|e| sdk_error("DynamoDB Query", e))?;
+            for item in page.items.unwrap_or_default() {
+                out.push(commit_item(item)?.c);
+            }
+            match page.last_evaluated_key {
+                Some(k) if !k.is_empty() => start = Some(k),
+                _ => break,
+            }
+        }
+        Ok(out)
+    }
+
+    async fn resolve(
+        &self,
+        tenant: &TenantId,
+        principal: &Principal,
+        at: DateTime<Utc>,
+    ) -> Result<Option<CommitId>> {
+        let out = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .key_condition_expression("pk = :pk AND sk <= :hi")
+            .expression_attribute_values(":pk", s(keys::timeline_pk(tenant, principal)))
+            .expression_attribute_values(
+                ":hi",
+                s(keys::timeline_upper_bound(at.timestamp_micros())),
+            )
+            .scan_index_forward(false)
+            .consistent_read(true)
+            .limit(1)
+            .send()
+            .await
+            .map_err(|e| sdk_error("DynamoDB Query", e))?;
+        let Some(item) = out.items.unwrap_or_default().into_iter().next() else {
+            return Ok(None);
+        };
+        let sk = match item.get("sk") {
+            Some(AttributeValue::S(sk)) => sk.clone(),
+            _ => return Err(Error::internal("a timeline item has no string sort key")),
+        };
+        keys::parse_timeline_sk(&sk)
+            .map(|(_, id)| Some(id))
+            .ok_or_else(|| Error::internal(format!("timeline sort key {sk:?} is malformed")))
+    }
+
+    async fn update_metadata(
+        &self,
+        tenant: &TenantId,
+        id: &CommitId,
+        patch: &MetadataPatch,
+    ) -> Result<Option<Commit>> {
+        let Some(mut commit) = self.get_commit(tenant, id).await? else {
+            return Ok(None);
+        };
+        if let Some(summary) = &patch.summary {
+            commit.summary = summary.clone();
+        }
+        if let Some(tags) = &patch.tags {
+            commit.tags = tags.clone();
+        }
+        let summary: AttributeValue = serde_dynamo::to_attribute_value(&commit.summary)
+            .map_err(|e| Error::internal(format!("cannot encode a summary: {e}")))?;
+        let tags: AttributeValue = serde_dynamo::to_attribute_value(&commit.tags)
+            .map_err(|e| Error::internal(format!("cannot encode tags: {e}")))?;
+        let update = |pk: String, sk: String, by_id: bool| -> Result<TransactWriteItem> {
+            let mut expr = "SET #c.#summary = :summary, #c.#tags = :tags".to_owned();
+            let mut u = Update::builder()
+                .table_name(&self.table)
+                .set_key(Some(key(pk, sk)))
+                .condition_expression("attribute_exists(pk)")
+                .expression_attribute_names("#c", "c")
+                .expression_attribute_names("#summary", "summary")
+                .expression_attribute_names("#tags", "tags")
+                .expression_attribute_values(":summary", summary.clone())
+                .expression_attribute_values(":tags", tags.clone());
+            if by_id {
+                if commit.summary.is_some() {
+                    expr.push_str(" REMOVE nosum");
+                } else {
+                    expr.push_str(", nosum = :tenant");
+                    u = u.expression_attribute_values(":tenant", s(tenant.to_string()));
+                }
+            }
+            Ok(TransactWriteItem::builder()
+                .update(build(u.update_expression(expr).build())?)
+                .build())
+        };
+        let items = vec![
+            update(
+                keys::commit_pk(tenant, id),
+                keys::COMMIT_SK.to_owned(),
+                true,
+            )?,
+            update(
+                keys::lineage_pk(tenant, &commit.lineage),
+                keys::depth_sk(commit.depth),
+                false,
+            )?,
+        ];
+        self.client
+            .transact_write_items()
+            .set_transact_items(Some(items))
+            .send()
+            .await
+            .map_err(|e| sdk_error("DynamoDB TransactWriteItems", e))?;
+        Ok(Some(commit))
+    }
+
+    async fn timeline_range(
+        &self,
+        tenant: &TenantId,
+        principal: &Principal,
+        after: Option<DateTime<Utc>>,
+        until: DateTime<Utc>,
+        limit: usize,
+        newest_first: bool,
+    ) -> Result<Vec<Commit>> {
+        // Everything after `after`: above the largest key at `after`.
+        let lo = after.map_or_else(
+            || "TS#".to_owned(),
+            |a| keys::timeline_upper_bound(a.timestamp_micros()),
+        );
+        let hi = keys::timeline_upper_bound(until.timestamp_micros());
+        if lo >= hi || limit == 0 {
+            return Ok(Vec::new());
+        }
+        let mut ids: Vec<CommitId> = Vec::new();
+        let mut start: Option<Item> = None;
+        while ids.len() < limit {
+            let page = self
+                .client()
+                .query()
+                .table_name(self.table())
+                .key_condition_expression("pk = :pk AND sk BETWEEN :lo AND :hi")
+                .expression_attribute_values(":pk", s(keys::timeline_pk(tenant, principal)))
+                .expression_attribute_values(":lo", s(lo.clone()))
+                .expression_attribute_values(":hi", s(hi.clone()))
+                .scan_index_forward(!newest_first)
+                .consistent_read(true)
+                .limit(i32::try_from(limit - ids.len()).unwrap_or(i32::MAX))
+                .set_exclusive_start_key(start.take())
+                .send()
+                .await
+                .map_err(|e| sdk_error("DynamoDB Query", e))?;
+            for item in page.items.unwrap_or_default() {
+                let sk = match item.get("sk") {
+                    Some(AttributeValue::S(sk)) => sk.clone(),
+                    _ => return Err(Error::internal("a timeline item has no string sort key")),
+                };
+                // `lo` itself (the bound at `after`) is no entry's key.
+                let (_, id) = keys::parse_timeline_sk(&sk).ok_or_else(|| {
+                    Error::internal(format!("timeline sort key {sk:?} is malformed"))
+                })?;
+                ids.push(id);
+            }
+            match page.last_evaluated_key {
+                Some(k) if !k.is_empty() => start = Some(k),
+                _ => break,
+            }
+        }
+        self.commits_by_id(tenant, &ids).await
+    }
+
+    async fn session_commits(&self, tenant: &TenantId, session: &SessionId) -> Result<Vec<Commit>> {
+        let rows = self
+            .sort_keys(
+                keys::session_commits_pk(tenant, session.as_str()),
+                usize::MAX,
+            )
+            .await?;
+        self.commits_by_id(tenant, &Self::parse_ids(rows)?).await
+    }
+
+    async fn child_commits(&self, tenant: &TenantId, parent: &CommitId) -> Result<Vec<Commit>> {
+        let rows = self
+            .sort_keys(keys::children_pk(tenant, parent), usize::MAX)
+            .await?;
+        self.commits_by_id(tenant, &Self::parse_ids(rows)?).await
+    }
+
+    async fn delete_commit(&self, tenant: &TenantId, commit: &Commit) -> Result<bool> {
+        // The stored commit says where its items are (its run may differ
+        // from the caller's copy after a fork).
+        let Some(c) = crate::store::Commits::get_commit(self, tenant, &commit.id).await? else {
+            return Ok(false);
+        };
+        let table = self.table();
+        let by_id = Delete::builder()
+            .table_name(table)
+            .set_key(Some(key(keys::commit_pk(tenant, &c.id), keys::COMMIT_SK)))
+            .condition_expression("attribute_exists(pk)")
+            .build();
+        let mut items = vec![
+            TransactWriteItem::builder().delete(build(by_id)?).build(),
+            delete_item(
+                table,
+                keys::lineage_pk(tenant, &c.lineage),
+                keys::depth_sk(c.depth),
+            )?,
+            delete_item(
+                table,
+                keys::timeline_pk(tenant, &c.principal),
+                keys::timeline_sk(c.created_at.timestamp_micros(), &c.id),
+            )?,
+            delete_item(
+                table,
+                keys::artifact_users_pk(tenant, &c.artifact_ref),
+                keys::user_commit_sk(&c.id),
+            )?,
+        ];
+        if let Some(session) = &c.session_id {
+            items.push(delete_item(
+                table,
+                keys::session_commits_pk(tenant, session),
+                c.id.to_string(),
+            )?);
+        }
+        if let Some(parent) = &c.parent {
+            items.push(delete_item(
+                table,
+                keys::children_pk(tenant, parent),
+                c.id.to_string(),
+            )?);
+        }
+        match transact(self.client(), items).await {
+            Ok(Transact::Done) => Ok(true),
+            Ok(Transact::ConditionFailed { .. }) => Ok(false),
+            Ok(Transact::Cancelled(codes)) => Err(Error::unavailable(format!(
+                "deleting commit {} was cancelled ({codes:?}); retry",
+                c.id
+            ))),
+            Err(e) => Err(sdk_error("DynamoDB TransactWriteItems", e)),
+        }
+    }
+}
