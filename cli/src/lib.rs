@@ -51,7 +51,7 @@ pub struct Cli {
 #[derive(Debug, Args)]
 struct DataDir {
     /// The data directory.
-    #[arg(long, env = "CTX_DATA", default_value = ctx_core::config::DEFAULT_DATA)]
+    #[arg(long, env = ctx_core::config::CTX_DATA.var, default_value = ctx_core::config::DEFAULT_DATA)]
     data: PathBuf,
 }
 
@@ -65,7 +65,7 @@ pub(crate) struct Remote {
     #[arg(long, env = "CTX_TOKEN", hide_env_values = true)]
     token: Option<String>,
     /// Where to find the token file of a local server.
-    #[arg(long, env = "CTX_DATA", default_value = ".ctx")]
+    #[arg(long, env = ctx_core::config::CTX_DATA.var, default_value = ctx_core::config::DEFAULT_DATA)]
     data: PathBuf,
 }
 

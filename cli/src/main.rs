@@ -10,7 +10,10 @@ async fn main() -> ExitCode {
     let log = ctx_core::config::Config::log_from_env();
     let (filter, bad) = match log.as_deref().map(|s| (s, EnvFilter::try_new(s))) {
         Some((_, Ok(filter))) => (filter, None),
-        Some((s, Err(e))) => (EnvFilter::new("warn"), Some(format!("CTX_LOG={s:?}: {e}"))),
+        Some((s, Err(e))) => (
+            EnvFilter::new("warn"),
+            Some(format!("{}={s:?}: {e}", ctx_core::config::CTX_LOG)),
+        ),
         None => (EnvFilter::new("warn"), None),
     };
     tracing_subscriber::fmt()

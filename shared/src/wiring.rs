@@ -9,7 +9,7 @@ use std::sync::Arc;
 use crate::api::Group;
 use crate::branch::{BranchStore, BranchTimer, Folding, NoTimer, RuleScrubber};
 use crate::clock::{Clock, OsRandom};
-use crate::config::{Config, StoreKind};
+use crate::config::{self, Config, StoreKind};
 use crate::error::{Error, Result};
 use crate::service::Service;
 use crate::service::TokioTimer;
@@ -155,7 +155,8 @@ impl Backends {
                         }
                         _ => {
                             tracing::warn!(
-                                "CTX_BRANCH_TIMER_ARN is not set: branch deadlines are not enforced"
+                                "{} is not set: branch deadlines are not enforced",
+                                config::CTX_BRANCH_TIMER_ARN
                             );
                             (Arc::new(NoTimer), Deadlines::Unenforced)
                         }

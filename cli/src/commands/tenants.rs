@@ -33,7 +33,7 @@ pub(crate) enum TenantsCommand {
         tenant: String,
         /// The data directory (embedded store; with --aws, where the
         /// server's bearer tokens are kept).
-        #[arg(long, env = "CTX_DATA", default_value = ctx_core::config::DEFAULT_DATA)]
+        #[arg(long, env = ctx_core::config::CTX_DATA.var, default_value = ctx_core::config::DEFAULT_DATA)]
         data: PathBuf,
         /// Erase from the aws store (CTX_TABLE, CTX_BUCKET) instead of the
         /// embedded one.

@@ -85,7 +85,7 @@ pub struct InstallArgs {
     server: String,
     /// The data directory whose token file the hook reads and where it
     /// keeps its progress (written into the hook command, made absolute).
-    #[arg(long, env = "CTX_DATA", default_value = ".ctx")]
+    #[arg(long, env = ctx_core::config::CTX_DATA.var, default_value = ctx_core::config::DEFAULT_DATA)]
     data: PathBuf,
     /// Print JSON instead of text.
     #[arg(long)]

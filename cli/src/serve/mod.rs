@@ -65,10 +65,10 @@ impl From<StoreKind> for config::StoreKind {
 #[derive(Debug, Clone, clap::Args)]
 pub struct ServeArgs {
     /// The data directory.
-    #[arg(long, env = "CTX_DATA", default_value = config::DEFAULT_DATA)]
+    #[arg(long = config::CTX_DATA.long(), env = config::CTX_DATA.var, default_value = config::DEFAULT_DATA)]
     pub data: PathBuf,
     /// The address to listen on.
-    #[arg(long, env = "CTX_ADDR", default_value = config::DEFAULT_ADDR)]
+    #[arg(long = config::CTX_ADDR.long(), env = config::CTX_ADDR.var, default_value = config::DEFAULT_ADDR)]
     pub addr: SocketAddr,
     /// The storage backend.
     #[arg(long, value_enum, default_value = "local")]
@@ -76,12 +76,19 @@ pub struct ServeArgs {
     /// Who may touch a session's branches: strict (the tenant and
     /// principal, i.e. token, that own the session) or permissive (any
     /// token of the tenant; single-user use).
-    #[arg(long, env = "CTX_SESSION_VALIDATION", default_value = "strict")]
+    #[arg(
+        long = config::CTX_SESSION_VALIDATION.long(),
+        env = config::CTX_SESSION_VALIDATION.var,
+        default_value = "strict"
+    )]
     pub session_validation: String,
     /// Fill in missing summaries of every tenant this often (`30s`, `5m`,
     /// `1h`; `off`, the default): an interval task that stops with the
     /// server.
-    #[arg(long, env = "CTX_SUMMARIZE_EVERY")]
+    #[arg(
+        long = config::CTX_SUMMARIZE_EVERY.long(),
+        env = config::CTX_SUMMARIZE_EVERY.var
+    )]
     pub summarize_every: Option<String>,
 }
 
@@ -104,13 +111,22 @@ impl ServeArgs {
         config.data = self.data;
         config.addr = self.addr;
         config.store = self.store.into();
-        config.folding.validation =
-            Config::parse_validation("--session-validation", &self.session_validation)?;
+        config.folding.validation = Config::parse_validation(
+            flag(config::CTX_SESSION_VALIDATION),
+            &self.session_validation,
+        )?;
         if let Some(v) = &self.summarize_every {
-            config.summarize_every = config::parse_interval("--summarize-every", v)?;
+            config.summarize_every = config::parse_interval(flag(config::CTX_SUMMARIZE_EVERY), v)?;
         }
         Ok(config)
     }
+}
+
+/// The flag of `setting`, which names it in errors.
+fn flag(setting: config::Setting) -> &'static str {
+    setting
+        .flag
+        .expect("ctx serve's flags are settings with a flag (tested)")
 }
 
 /// A running server.
@@ -583,6 +599,36 @@ mod tests {
         );
         let store = StoreKind::from_str(&default("store"), false).unwrap();
         assert_eq!(config::StoreKind::from(store), c.store);
+    }
+
+    /// The settings table's flags are `ctx serve`'s: each setting with a
+    /// flag is an argument of that name read from that variable, and every
+    /// argument read from a variable is a setting with that flag.
+    #[test]
+    fn the_flags_are_the_settings_flags() {
+        use clap::CommandFactory as _;
+        let cmd = Serve::command();
+        let with_flags: Vec<_> = config::SETTINGS
+            .iter()
+            .filter(|s| s.flag.is_some())
+            .collect();
+        assert_eq!(with_flags.len(), 4, "{with_flags:?}");
+        for s in &with_flags {
+            let arg = cmd
+                .get_arguments()
+                .find(|a| a.get_long().map(|l| format!("--{l}")).as_deref() == s.flag)
+                .unwrap_or_else(|| panic!("ctx serve has no {:?}", s.flag));
+            assert_eq!(arg.get_env().and_then(|e| e.to_str()), Some(s.var));
+        }
+        for arg in cmd.get_arguments() {
+            if let Some(env) = arg.get_env() {
+                let s = config::SETTINGS
+                    .iter()
+                    .find(|s| std::ffi::OsStr::new(s.var) == env)
+                    .unwrap_or_else(|| panic!("{env:?} is no setting"));
+                assert_eq!(s.flag, arg.get_long().map(|l| format!("--{l}")).as_deref());
+            }
+        }
     }
 
     #[test]

@@ -278,6 +278,27 @@ fn every_setting_is_read() {
 }
 
 #[test]
+fn every_setting_has_a_reader_and_no_harness_variable_has_one() {
+    for s in SETTINGS {
+        assert!(s.read.is_some(), "{s} is not read");
+        assert_eq!(s.to_string(), s.var);
+    }
+    for s in HARNESS {
+        assert!(s.read.is_none(), "{s} is read into the Config");
+    }
+    let mut names: Vec<&str> = SETTINGS.iter().chain(HARNESS).map(|s| s.var).collect();
+    names.sort_unstable();
+    names.dedup();
+    assert_eq!(
+        names.len(),
+        SETTINGS.len() + HARNESS.len(),
+        "a name is declared twice"
+    );
+    assert!(names.iter().all(|n| n.starts_with("CTX_")), "{names:?}");
+    assert_eq!(CTX_SESSION_VALIDATION.long(), "session-validation");
+}
+
+#[test]
 fn a_bad_value_is_an_error_naming_its_variable() {
     for (var, value) in [
         ("CTX_ADDR", "localhost"),
