@@ -272,7 +272,7 @@ class BranchReturned(TypedDict):
 
 
 class BranchStatusResponse(TypedDict):
-    """What `branch_status` answers (the seed's shape, plus a few fields)."""
+    """What `branch_status` answers (docs/adr/0005-context-folding.md)."""
 
     active_branches: NotRequired[list[BranchStatusResponse]]
     """By session only: every active branch of the session, deepest first
@@ -715,7 +715,9 @@ class GcRequest(TypedDict):
     """
 
     cursor: NotRequired[str | None]
-    """Where to continue: the previous report's `next`."""
+    """Where to continue: the previous report's `next` (an area, a dot,
+    and the last artifact looked at, if any).
+    """
     dry_run: NotRequired[bool]
     """Report what would be removed; remove nothing."""
     limit: NotRequired[int | None]
@@ -967,7 +969,9 @@ class SaveList(TypedDict):
 
 
 class SaveRecord(TypedDict):
-    """A saved snapshot of an agent's window (the seed's session metadata)."""
+    """A saved snapshot of an agent's window (a save's metadata:
+    docs/http-api.md, "Saves").
+    """
 
     artifact_ref: ArtifactRef
     """The session file: the artifact holding this record and the messages."""
@@ -1010,7 +1014,7 @@ class SessionEnded(TypedDict):
 
 
 class SessionFile(TypedDict):
-    """`GET /v1/agents/{agent}/saves/{save_id}`: the seed's session file."""
+    """`GET /v1/agents/{agent}/saves/{save_id}`: a save's session file."""
 
     agent: str
     """The agent."""
@@ -1170,7 +1174,9 @@ WindowReason: TypeAlias = Literal["clear", "window"]
 
 
 class WorkingContextSnapshot(TypedDict):
-    """A working-context snapshot (seed 003's cache file)."""
+    """A working-context snapshot (the cache file of docs/http-api.md,
+    "Working context").
+    """
 
     agent_id: str
     """Must be the agent of the route."""
@@ -1305,7 +1311,7 @@ def delete_file(ws: WorkspaceId, path: FilePath, *, if_match: str | None = None)
     )
 
 
-def delete_pin(kind: Literal["session", "ref"], name: str) -> Call[PinChanged]:
+def delete_pin(kind: Literal["session", "ref"], name: RefName) -> Call[PinChanged]:
     """``DELETE /v1/pins/{kind}/{name}``: Unpins a session or ref."""
     return Call("DELETE", f"/v1/pins/{seg(kind)}/{name_path(name)}", parse_json)
 
@@ -1501,8 +1507,8 @@ def put_working_context(
 
 
 def read_context(ws: WorkspaceId) -> Call[Context]:
-    """``GET /v1/workspaces/{ws}/context``: The first-turn context of a workspace (seed 002):
-    tastes, brief, notes,
+    """``GET /v1/workspaces/{ws}/context``: The first-turn context of a workspace
+    (docs/workspaces.md): tastes, brief, notes,
     recent log, recent gaps, in that order. Missing files give empty parts.
     """
     return Call("GET", f"/v1/workspaces/{seg(ws)}/context", parse_json)
@@ -1561,7 +1567,7 @@ def session_end(id: SessionId) -> Call[SessionEnded]:
     return Call("POST", f"/v1/sessions/{seg(id)}/end", parse_json)
 
 
-def set_pin(kind: Literal["session", "ref"], name: str) -> Call[PinChanged]:
+def set_pin(kind: Literal["session", "ref"], name: RefName) -> Call[PinChanged]:
     """``PUT /v1/pins/{kind}/{name}``: Pins a session (`kind` `session`) or a ref (`ref`):
     retention never
     erases the session, or the session the ref's target belongs to.
