@@ -104,12 +104,13 @@ impl Function {
     }
 
     /// What it builds beside the commit stores (and the summarizer every
-    /// service has): context folding for `checkpoint`, `branch` and
-    /// `branch-expire`; nothing else (no tokens, no tokio timers: deadlines
-    /// are Step Functions executions).
+    /// service has): context folding for `checkpoint`, `branch`,
+    /// `branch-expire` and `summarizer` (whose retention erases sessions,
+    /// their branches with them); nothing else (no tokens, no tokio
+    /// timers: deadlines are Step Functions executions).
     pub fn needs(self) -> Needs {
         match self {
-            Function::BranchExpire => Needs::FOLDING,
+            Function::BranchExpire | Function::Summarizer => Needs::FOLDING,
             f => Needs::routes(f.groups()),
         }
     }

@@ -422,6 +422,10 @@ settings! {
             default: "(unset)",
             meaning: "tests: `1` makes the MCP test fail, not skip, without its Python client (tests/run sets it)",
         }
+        CTX_TEST_IAM {
+            default: "(unset)",
+            meaning: "tests: `1` makes the IAM test fail, not skip, without its evaluator's npm packages (tests/run sets it)",
+        }
         CTX_BIN {
             default: "`target/<profile>/ctx`",
             meaning: "tests: the `ctx` binary the end-to-end tests run",

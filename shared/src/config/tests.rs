@@ -444,6 +444,7 @@ const OTHER_DOCS: &[(&str, &str)] = &[
     ("docs/cli.md", include_str!("../../../docs/cli.md")),
     ("docs/folding.md", include_str!("../../../docs/folding.md")),
     ("docs/formats.md", include_str!("../../../docs/formats.md")),
+    ("docs/iam.md", include_str!("../../../docs/iam.md")),
     (
         "docs/http-api.md",
         include_str!("../../../docs/http-api.md"),

@@ -72,7 +72,13 @@ impl Bedrock {
                     .timeout_config(Self::timeout_config(&self.config))
                     .load()
                     .await;
-                Client::new(&sdk)
+                #[allow(unused_mut)] // Only the tests' call log adds to it.
+                let mut config = aws_sdk_bedrockruntime::config::Builder::from(&sdk);
+                #[cfg(any(test, feature = "conformance"))]
+                if let Some(i) = crate::store::aws::calls::CallLog::interceptor() {
+                    config.push_interceptor(i);
+                }
+                Client::from_conf(config.build())
             })
             .await
     }

@@ -31,6 +31,8 @@ use crate::error::{Error, Result};
 mod agents;
 mod branches;
 mod cache;
+#[cfg(any(test, feature = "conformance"))]
+pub mod calls;
 mod commits;
 mod erase_tenant;
 mod items;
@@ -124,6 +126,11 @@ pub async fn connect(
     if let Some(i) = &hooks.interceptor {
         s3.push_interceptor(i.clone());
         ddb.push_interceptor(i.clone());
+    }
+    #[cfg(any(test, feature = "conformance"))]
+    if let Some(i) = calls::CallLog::interceptor() {
+        s3.push_interceptor(i.clone());
+        ddb.push_interceptor(i);
     }
     Ok((
         S3BlobStore::new(

@@ -89,7 +89,13 @@ impl SfnTimer {
             )
             .load()
             .await;
-        aws_sdk_sfn::Client::new(&sdk)
+        #[allow(unused_mut)] // Only the tests' call log adds to it.
+        let mut config = aws_sdk_sfn::config::Builder::from(&sdk);
+        #[cfg(any(test, feature = "conformance"))]
+        if let Some(i) = super::calls::CallLog::interceptor() {
+            config.push_interceptor(i);
+        }
+        aws_sdk_sfn::Client::from_conf(config.build())
     }
 
     /// The SDK client.
