@@ -83,7 +83,7 @@ pub struct AwsHooks {
 }
 
 /// The rustls (ring) HTTPS client every SDK client uses.
-pub(crate) fn https_client() -> SharedHttpClient {
+pub fn https_client() -> SharedHttpClient {
     use aws_smithy_http_client::tls::{Provider, rustls_provider::CryptoMode};
     aws_smithy_http_client::Builder::new()
         .tls_provider(Provider::Rustls(CryptoMode::Ring))
