@@ -95,32 +95,25 @@ impl DynamoBranchStore {
         session: &str,
         prefix: Option<&str>,
     ) -> Result<Vec<Item>> {
-        let mut out = Vec::new();
-        let mut start = None;
-        loop {
-            let query = self
-                .client
-                .query()
-                .table_name(&self.table)
-                .expression_attribute_values(":pk", s(keys::session_pk(tenant, session)));
-            let query = match prefix {
-                Some(p) => query
-                    .key_condition_expression("pk = :pk AND begins_with(sk, :prefix)")
-                    .expression_attribute_values(":prefix", s(p)),
-                None => query.key_condition_expression("pk = :pk"),
-            };
-            let page = query
-                .consistent_read(true)
-                .set_exclusive_start_key(start.take())
-                .send()
-                .await
-                .map_err(|e| sdk_error("DynamoDB Query", e))?;
-            out.extend(page.items.unwrap_or_default());
-            match page.last_evaluated_key {
-                Some(k) if !k.is_empty() => start = Some(k),
-                _ => return Ok(out),
-            }
-        }
+        let query = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .expression_attribute_values(":pk", s(keys::session_pk(tenant, session)));
+        let query = match prefix {
+            Some(p) => query
+                .key_condition_expression("pk = :pk AND begins_with(sk, :prefix)")
+                .expression_attribute_values(":prefix", s(p)),
+            None => query.key_condition_expression("pk = :pk"),
+        };
+        query
+            .consistent_read(true)
+            .into_paginator()
+            .items()
+            .send()
+            .try_collect()
+            .await
+            .map_err(|e| sdk_error("DynamoDB Query", e))
     }
 
     /// The sort keys of `items`.

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use aws_sdk_dynamodb::types::{AttributeValue, DeleteRequest, WriteRequest};
 
-use super::items::{Item, build, key, s};
+use super::items::{build, key, s};
 use super::meta::DynamoMetaStore;
 use super::{keys, sdk_error};
 use crate::error::{Error, Result};
@@ -47,35 +47,33 @@ impl DynamoMetaStore {
         limit: usize,
     ) -> Result<Vec<(String, String)>> {
         let mut out = Vec::new();
-        let mut start: Option<Item> = None;
-        loop {
-            let page = self
-                .client()
-                .scan()
-                .table_name(self.table())
-                .filter_expression("begins_with(pk, :p)")
-                .expression_attribute_values(":p", s(prefix))
-                .projection_expression("pk, sk")
-                .consistent_read(true)
-                .set_exclusive_start_key(start.take())
-                .send()
-                .await
-                .map_err(|e| sdk_error("DynamoDB Scan", e))?;
-            for item in page.items() {
-                if let (Some(AttributeValue::S(pk)), Some(AttributeValue::S(sk))) =
-                    (item.get("pk"), item.get("sk"))
-                {
-                    out.push((pk.clone(), sk.clone()));
-                    if out.len() == limit {
-                        return Ok(out);
-                    }
+        // The stream is lazy: no page is asked for once `limit` are read.
+        let mut items = self
+            .client()
+            .scan()
+            .table_name(self.table())
+            .filter_expression("begins_with(pk, :p)")
+            .expression_attribute_values(":p", s(prefix))
+            .projection_expression("pk, sk")
+            .consistent_read(true)
+            .into_paginator()
+            .items()
+            .send();
+        while let Some(item) = items
+            .try_next()
+            .await
+            .map_err(|e| sdk_error("DynamoDB Scan", e))?
+        {
+            if let (Some(AttributeValue::S(pk)), Some(AttributeValue::S(sk))) =
+                (item.get("pk"), item.get("sk"))
+            {
+                out.push((pk.clone(), sk.clone()));
+                if out.len() == limit {
+                    return Ok(out);
                 }
             }
-            match page.last_evaluated_key {
-                Some(k) if !k.is_empty() => start = Some(k),
-                _ => return Ok(out),
-            }
         }
+        Ok(out)
     }
 
     /// Deletes `batch` (at most 25 keys), retrying what DynamoDB leaves

@@ -316,21 +316,21 @@ impl BlobStore for S3BlobStore {
         limit: usize,
     ) -> Result<Vec<BlobInfo>> {
         let mut out = Vec::new();
-        let mut start_after = after.map(|a| keys::area_key(tenant, area, a));
-        let mut token: Option<String> = None;
-        loop {
-            let want = limit.saturating_sub(out.len()).min(1000);
-            let page = self
-                .client
-                .list_objects_v2()
-                .bucket(&self.bucket)
-                .prefix(keys::area_prefix(tenant, area))
-                .set_start_after(start_after.take())
-                .set_continuation_token(token.take())
-                .max_keys(i32::try_from(want).unwrap_or(1000))
-                .send()
-                .await
-                .map_err(|e| sdk_error("S3 ListObjectsV2", e))?;
+        // The stream is lazy: no page is asked for once `limit` are read.
+        let mut pages = self
+            .client
+            .list_objects_v2()
+            .bucket(&self.bucket)
+            .prefix(keys::area_prefix(tenant, area))
+            .set_start_after(after.map(|a| keys::area_key(tenant, area, a)))
+            .max_keys(i32::try_from(limit.min(1000)).unwrap_or(1000))
+            .into_paginator()
+            .send();
+        while let Some(page) = pages
+            .try_next()
+            .await
+            .map_err(|e| sdk_error("S3 ListObjectsV2", e))?
+        {
             for o in page.contents() {
                 let Some(key) = o.key() else { continue };
                 // Anything under the prefix that is not an artifact's key
@@ -346,12 +346,12 @@ impl BlobStore for S3BlobStore {
                         .map_or(Ok(DateTime::<Utc>::MIN_UTC), time)?,
                 });
             }
-            token = page.next_continuation_token().map(str::to_owned);
-            if out.len() >= limit || token.is_none() {
-                out.truncate(limit);
-                return Ok(out);
+            if out.len() >= limit {
+                break;
             }
         }
+        out.truncate(limit);
+        Ok(out)
     }
 
     async fn read_in(

@@ -169,6 +169,7 @@ impl crate::store::SummaryQueue for DynamoMetaStore {
                 commit: i.c,
             });
         }
+        // One page: the cursor goes back to the caller, who asks for the next.
         let next = match page.last_evaluated_key {
             Some(k) if !k.is_empty() => Some(cursor_of(&k)?),
             _ => None,
@@ -275,33 +276,30 @@ impl crate::store::SummaryQueue for DynamoMetaStore {
 
     async fn summary_tenants(&self) -> Result<Vec<TenantId>> {
         let mut out = Vec::new();
-        let mut start: Option<Item> = None;
-        loop {
-            let page = self
-                .client()
-                .query()
-                .table_name(self.table())
-                .key_condition_expression("pk = :pk")
-                .expression_attribute_values(":pk", s(keys::TENANTS_PK))
-                .set_exclusive_start_key(start.take())
-                .send()
-                .await
-                .map_err(|e| sdk_error("DynamoDB Query", e))?;
-            for item in page.items.unwrap_or_default() {
-                let sk = match item.get("sk") {
-                    Some(aws_sdk_dynamodb::types::AttributeValue::S(sk)) => sk.clone(),
-                    _ => return Err(Error::internal("a tenant registry item has no sort key")),
-                };
-                out.push(sk.parse().map_err(|_| {
-                    Error::internal(format!(
-                        "the tenant registry holds a malformed tenant {sk:?}"
-                    ))
-                })?);
-            }
-            match page.last_evaluated_key {
-                Some(k) if !k.is_empty() => start = Some(k),
-                _ => return Ok(out),
-            }
+        let mut items = self
+            .client()
+            .query()
+            .table_name(self.table())
+            .key_condition_expression("pk = :pk")
+            .expression_attribute_values(":pk", s(keys::TENANTS_PK))
+            .into_paginator()
+            .items()
+            .send();
+        while let Some(item) = items
+            .try_next()
+            .await
+            .map_err(|e| sdk_error("DynamoDB Query", e))?
+        {
+            let sk = match item.get("sk") {
+                Some(aws_sdk_dynamodb::types::AttributeValue::S(sk)) => sk.clone(),
+                _ => return Err(Error::internal("a tenant registry item has no sort key")),
+            };
+            out.push(sk.parse().map_err(|_| {
+                Error::internal(format!(
+                    "the tenant registry holds a malformed tenant {sk:?}"
+                ))
+            })?);
         }
+        Ok(out)
     }
 }

@@ -764,15 +764,8 @@ async fn an_erased_session_leaves_no_byte_in_s3_or_dynamodb() {
     // Every S3 object and every DynamoDB item holding the canary.
     let holding = || async {
         let mut found = Vec::new();
-        let mut token = None;
-        loop {
-            let page = s3
-                .list_objects_v2()
-                .bucket(&bucket)
-                .set_continuation_token(token.take())
-                .send()
-                .await
-                .unwrap();
+        let mut pages = s3.list_objects_v2().bucket(&bucket).into_paginator().send();
+        while let Some(page) = pages.try_next().await.unwrap() {
             for o in page.contents() {
                 let key = o.key().unwrap().to_owned();
                 // Other tenants' artifacts (of tests sharing the emulator)
@@ -796,28 +789,16 @@ async fn an_erased_session_leaves_no_byte_in_s3_or_dynamodb() {
                     found.push(format!("s3 {key}"));
                 }
             }
-            match page.next_continuation_token() {
-                Some(t) => token = Some(t.to_owned()),
-                None => break,
-            }
         }
-        let mut start = None;
-        loop {
-            let page = ddb
-                .scan()
-                .table_name(&table)
-                .set_exclusive_start_key(start.take())
-                .send()
-                .await
-                .unwrap();
-            for item in page.items() {
-                if format!("{item:?}").contains(&canary) {
-                    found.push(format!("dynamodb {:?}", item.get("pk")));
-                }
-            }
-            match page.last_evaluated_key() {
-                Some(k) if !k.is_empty() => start = Some(k.clone()),
-                _ => break,
+        let mut items = ddb
+            .scan()
+            .table_name(&table)
+            .into_paginator()
+            .items()
+            .send();
+        while let Some(item) = items.try_next().await.unwrap() {
+            if format!("{item:?}").contains(&canary) {
+                found.push(format!("dynamodb {:?}", item.get("pk")));
             }
         }
         found
