@@ -1,8 +1,9 @@
 //! The DynamoDB store's commits, their runs and the timelines ([`Commits`](crate::store::Commits)).
 
-use super::items::{Transact, build, key, s, transact};
+use super::items::{build, key, s};
 use super::lifecycle::delete_item;
 use super::meta::commit_item;
+use super::retry::{Cancellation, Transact};
 use super::{DynamoMetaStore, keys, sdk_error};
 use crate::commit::Commit;
 use crate::error::{Error, Result};
@@ -313,11 +314,11 @@ impl crate::store::Commits for DynamoMetaStore {
                 c.id.to_string(),
             )?);
         }
-        match transact(self.client(), items).await {
+        match self.transact(items).await {
             Ok(Transact::Done) => Ok(true),
-            Ok(Transact::ConditionFailed { .. }) => Ok(false),
-            Ok(Transact::Cancelled(codes)) => Err(Error::unavailable(format!(
-                "deleting commit {} was cancelled ({codes:?}); retry",
+            Ok(Transact::Cancelled(Cancellation::ConditionalCheckFailed { .. })) => Ok(false),
+            Ok(Transact::Cancelled(why)) => Err(Error::unavailable(format!(
+                "deleting commit {} was cancelled ({why}); retry",
                 c.id
             ))),
             Err(e) => Err(sdk_error("DynamoDB TransactWriteItems", e)),

@@ -3,23 +3,20 @@
 //! the GSIs are projections of those items and go with them), plus the
 //! tenant's entry in the `TENANTS` registry. Tokens (`TOKENS`) are the
 //! token store's. A paginated Scan filtered on the prefix finds the keys;
-//! BatchWriteItem deletes them 25 at a time, retrying unprocessed ones.
-
-use std::time::Duration;
+//! BatchWriteItem deletes them 25 at a time, retrying unprocessed ones
+//! under the stores' retry policy ([`super::retry::POLICY`]).
 
 use aws_sdk_dynamodb::types::{AttributeValue, DeleteRequest, WriteRequest};
 
 use super::items::{build, key, s};
 use super::meta::DynamoMetaStore;
+use super::retry::POLICY;
 use super::{keys, sdk_error};
 use crate::error::{Error, Result};
 use crate::store::TenantRecords;
 
 /// Deletes one BatchWriteItem may carry.
 pub(super) const BATCH_WRITE: usize = 25;
-/// Rounds of retrying unprocessed deletes before giving up (the re-run
-/// finishes what is left).
-const RETRIES: u32 = 8;
 
 /// Counts the item with partition `pk` (under `prefix`) and sort key `sk`.
 pub(super) fn count(r: &mut TenantRecords, prefix: &str, pk: &str, sk: &str) {
@@ -77,7 +74,8 @@ impl DynamoMetaStore {
     }
 
     /// Deletes `batch` (at most 25 keys), retrying what DynamoDB leaves
-    /// unprocessed.
+    /// unprocessed under the retry policy; what is still left after its
+    /// attempts is `Unavailable` (the re-run finishes it).
     pub(super) async fn delete_batch(&self, batch: &[(String, String)]) -> Result<()> {
         let mut pending = batch
             .iter()
@@ -91,7 +89,7 @@ impl DynamoMetaStore {
                     .build())
             })
             .collect::<Result<Vec<_>>>()?;
-        for attempt in 0..=RETRIES {
+        for attempt in 1..=POLICY.attempts {
             let out = self
                 .client()
                 .batch_write_item()
@@ -106,12 +104,15 @@ impl DynamoMetaStore {
             if pending.is_empty() {
                 return Ok(());
             }
-            // Back off before retrying the throttled rest.
-            tokio::time::sleep(Duration::from_millis(50 << attempt.min(6))).await;
+            if attempt < POLICY.attempts {
+                // Back off before retrying the throttled rest.
+                POLICY.sleep(attempt, &*self.ids).await;
+            }
         }
         Err(Error::unavailable(format!(
-            "DynamoDB left {} delete(s) unprocessed after {RETRIES} retries; run the erase again",
-            pending.len()
+            "DynamoDB left {} delete(s) unprocessed after {} attempts; run the erase again",
+            pending.len(),
+            POLICY.attempts
         )))
     }
 }

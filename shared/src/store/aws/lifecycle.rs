@@ -18,8 +18,9 @@ use aws_sdk_dynamodb::types::{
 };
 use chrono::{DateTime, Utc};
 
-use super::items::{Item, Transact, build, key, n, s, transact};
+use super::items::{Item, build, key, n, s};
 use super::meta::{DynamoMetaStore, commit_item};
+use super::retry::{Cancellation, Transact};
 use super::{conditional, keys, sdk_error};
 use crate::commit::Commit;
 use crate::error::{Error, Result};
@@ -216,11 +217,13 @@ impl DynamoMetaStore {
                 .condition_check(build(commit)?)
                 .build(),
         ];
-        match transact(self.client(), items).await {
+        match self.transact(items).await {
             Ok(Transact::Done) => Ok(()),
-            Ok(Transact::ConditionFailed { .. }) => Err(crate::store::gone_commit(&key_.commit)),
-            Ok(Transact::Cancelled(codes)) => Err(Error::unavailable(format!(
-                "caching a materialization of commit {} was cancelled ({codes:?}); retry",
+            Ok(Transact::Cancelled(Cancellation::ConditionalCheckFailed { .. })) => {
+                Err(crate::store::gone_commit(&key_.commit))
+            }
+            Ok(Transact::Cancelled(c)) => Err(Error::unavailable(format!(
+                "caching a materialization of commit {} was cancelled ({c}); retry",
                 key_.commit
             ))),
             Err(e) => Err(sdk_error("DynamoDB TransactWriteItems", e)),
@@ -531,11 +534,11 @@ impl crate::store::Lifecycle for DynamoMetaStore {
                 "attribute_exists(pk)",
             )?,
         ];
-        match transact(&self.client, items).await {
+        match self.transact(items).await {
             Ok(Transact::Done) => Ok(true),
-            Ok(Transact::ConditionFailed { .. }) => Ok(false),
-            Ok(Transact::Cancelled(codes)) => Err(Error::unavailable(format!(
-                "clearing inline bytes was cancelled ({codes:?}); retry"
+            Ok(Transact::Cancelled(Cancellation::ConditionalCheckFailed { .. })) => Ok(false),
+            Ok(Transact::Cancelled(c)) => Err(Error::unavailable(format!(
+                "clearing inline bytes was cancelled ({c}); retry"
             ))),
             Err(e) => Err(sdk_error("DynamoDB TransactWriteItems", e)),
         }
