@@ -32,7 +32,7 @@ impl crate::store::Refs for DynamoMetaStore {
             expected: expected.copied(),
         };
         let mut nonce = [0u8; 16];
-        crate::clock::IdSource::fill(&crate::clock::OsRandom, &mut nonce);
+        self.ids.fill(&mut nonce);
         let nonce = hex::encode(nonce);
         let put = self.ref_put(tenant, &mv, target, now, Some(nonce.clone()))?;
         let put = put.put.expect("ref_put builds a put");

@@ -817,3 +817,36 @@ async fn an_erased_session_leaves_no_byte_in_s3_or_dynamodb() {
     let left = holding().await;
     assert!(left.is_empty(), "the canary survives in {left:?}");
 }
+
+/// A ref write's nonce (`w`, which tells a retry that its lost first
+/// attempt landed) comes from the store's `IdSource`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ref_writes_nonce_comes_from_the_stores_id_source() {
+    use crate::clock::{IdSource, SeededIds};
+    let Some(config) = emulator() else { return };
+    let (_, meta) = connect(&config, AwsHooks::default()).await.unwrap();
+    let meta = meta.with_ids(Arc::new(SeededIds::new(23)));
+    let tenant = conformance::fresh_tenant("nonce");
+    let name: crate::RefName = "sessions/nonce".parse().unwrap();
+    let target = conformance::commit(&tenant, None, conformance::t(0), "p", b"x").id;
+    meta.cas_ref(&tenant, &name, None, &target, conformance::t(0))
+        .await
+        .unwrap();
+    let item = super::items::consistent_get(
+        meta.client(),
+        &config.table,
+        keys::refs_pk(&tenant),
+        keys::ref_sk(&name),
+    )
+    .await
+    .unwrap()
+    .expect("the ref was written");
+    let mut expected = [0u8; 16];
+    SeededIds::new(23).fill(&mut expected);
+    assert_eq!(
+        item.get("w"),
+        Some(&aws_sdk_dynamodb::types::AttributeValue::S(hex::encode(
+            expected
+        )))
+    );
+}
