@@ -99,6 +99,33 @@ impl S3BlobStore {
         }
     }
 
+    /// The artifact as stored in `area`: a HeadObject.
+    async fn head(
+        &self,
+        tenant: &TenantId,
+        area: BlobArea,
+        artifact: &ArtifactRef,
+    ) -> Result<Option<BlobInfo>> {
+        let result = self
+            .client
+            .head_object()
+            .bucket(&self.bucket)
+            .key(keys::area_key(tenant, area, artifact))
+            .send()
+            .await;
+        match result {
+            Ok(out) => Ok(Some(BlobInfo {
+                artifact: *artifact,
+                size: out.content_length().unwrap_or(0).max(0) as u64,
+                modified: out
+                    .last_modified()
+                    .map_or(Ok(DateTime::<Utc>::MIN_UTC), time)?,
+            })),
+            Err(e) if e.as_service_error().is_some_and(|s| s.is_not_found()) => Ok(None),
+            Err(e) => Err(sdk_error("S3 HeadObject", e)),
+        }
+    }
+
     /// Deletes the artifact's object in `area`; false when there was none.
     async fn delete_key(
         &self,
@@ -109,7 +136,7 @@ impl S3BlobStore {
         // DeleteObject answers the same whether or not the key existed; the
         // HEAD first makes the answer (and erase counts) honest, and skips
         // the delete of an absent artifact.
-        if self.stat(tenant, area, artifact).await?.is_none() {
+        if self.head(tenant, area, artifact).await?.is_none() {
             return Ok(false);
         }
         self.delete_object(tenant, area, artifact).await?;
@@ -147,10 +174,15 @@ impl BlobStore for S3BlobStore {
             .await
     }
 
-    async fn read(&self, tenant: &TenantId, artifact: &ArtifactRef) -> Result<Option<Bytes>> {
-        for area in [BlobArea::Durable, BlobArea::Cache] {
+    async fn read(
+        &self,
+        tenant: &TenantId,
+        areas: &[BlobArea],
+        artifact: &ArtifactRef,
+    ) -> Result<Option<Bytes>> {
+        for area in areas {
             if let Some(b) = self
-                .read_key(&keys::area_key(tenant, area, artifact), artifact)
+                .read_key(&keys::area_key(tenant, *area, artifact), artifact)
                 .await?
             {
                 return Ok(Some(b));
@@ -254,10 +286,15 @@ impl BlobStore for S3BlobStore {
         Ok(Some(size))
     }
 
-    async fn size(&self, tenant: &TenantId, artifact: &ArtifactRef) -> Result<Option<u64>> {
-        for area in [BlobArea::Durable, BlobArea::Cache] {
-            if let Some(info) = self.stat(tenant, area, artifact).await? {
-                return Ok(Some(info.size));
+    async fn stat(
+        &self,
+        tenant: &TenantId,
+        areas: &[BlobArea],
+        artifact: &ArtifactRef,
+    ) -> Result<Option<BlobInfo>> {
+        for area in areas {
+            if let Some(info) = self.head(tenant, *area, artifact).await? {
+                return Ok(Some(info));
             }
         }
         Ok(None)
@@ -280,32 +317,6 @@ impl BlobStore for S3BlobStore {
         bytes: Bytes,
     ) -> Result<PutBlob> {
         self.put_in(tenant, BlobArea::Cache, artifact, bytes).await
-    }
-
-    async fn stat(
-        &self,
-        tenant: &TenantId,
-        area: BlobArea,
-        artifact: &ArtifactRef,
-    ) -> Result<Option<BlobInfo>> {
-        let result = self
-            .client
-            .head_object()
-            .bucket(&self.bucket)
-            .key(keys::area_key(tenant, area, artifact))
-            .send()
-            .await;
-        match result {
-            Ok(out) => Ok(Some(BlobInfo {
-                artifact: *artifact,
-                size: out.content_length().unwrap_or(0).max(0) as u64,
-                modified: out
-                    .last_modified()
-                    .map_or(Ok(DateTime::<Utc>::MIN_UTC), time)?,
-            })),
-            Err(e) if e.as_service_error().is_some_and(|s| s.is_not_found()) => Ok(None),
-            Err(e) => Err(sdk_error("S3 HeadObject", e)),
-        }
     }
 
     async fn list(
@@ -354,16 +365,6 @@ impl BlobStore for S3BlobStore {
         Ok(out)
     }
 
-    async fn read_in(
-        &self,
-        tenant: &TenantId,
-        area: BlobArea,
-        artifact: &ArtifactRef,
-    ) -> Result<Option<Bytes>> {
-        self.read_key(&keys::area_key(tenant, area, artifact), artifact)
-            .await
-    }
-
     async fn touch(&self, tenant: &TenantId, artifact: &ArtifactRef) -> Result<Option<u64>> {
         // A copy onto itself, with its metadata replaced, is what gives an
         // S3 object a new LastModified.
@@ -380,7 +381,7 @@ impl BlobStore for S3BlobStore {
             .await;
         match result {
             Ok(_) => Ok(self
-                .stat(tenant, BlobArea::Durable, artifact)
+                .head(tenant, BlobArea::Durable, artifact)
                 .await?
                 .map(|i| i.size)),
             Err(e) if e.raw_response().is_some_and(|r| r.status().as_u16() == 404) => Ok(None),
@@ -395,7 +396,7 @@ impl BlobStore for S3BlobStore {
         artifact: &ArtifactRef,
         cutoff: DateTime<Utc>,
     ) -> Result<bool> {
-        match self.stat(tenant, area, artifact).await? {
+        match self.head(tenant, area, artifact).await? {
             // The HEAD just made found it: no second one.
             Some(info) if info.modified < cutoff => {
                 self.delete_object(tenant, area, artifact).await?;

@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use crate::store::{Commits, Lifecycle, MaterializationCache, Refs};
+use crate::store::{BlobArea, Commits, Lifecycle, MaterializationCache, Refs};
 
 use super::*;
 use crate::store::conformance::{self, Backend, Capabilities};
@@ -395,9 +395,10 @@ async fn run_with_faults(config: &AwsConfig, one_in: u64, ops: u32) -> usize {
             Some(bytes) => crate::store::verify(&c.artifact_ref, bytes).unwrap(),
             None => assert!(
                 blobs
-                    .size(&tenant, &c.artifact_ref)
+                    .stat(&tenant, BlobArea::READABLE, &c.artifact_ref)
                     .await
                     .unwrap()
+                    .map(|i| i.size)
                     .is_some(),
                 "commit {i} has its artifact"
             ),
@@ -533,7 +534,7 @@ async fn gc_sweeps_every_area_of_a_tenant_on_s3() {
     );
     assert!(
         blobs
-            .stat(&tenant, BlobArea::Staged, &staged)
+            .stat(&tenant, &[BlobArea::Staged], &staged)
             .await
             .unwrap()
             .is_none()
@@ -663,7 +664,15 @@ async fn an_erase_under_faults_finishes_when_re_run_and_leaves_nothing() {
         assert!(meta.session_commits(&tenant, &s).await.unwrap().is_empty());
     }
     for a in &artifacts {
-        assert_eq!(blobs.size(&tenant, a).await.unwrap(), None, "{a} deleted");
+        assert_eq!(
+            blobs
+                .stat(&tenant, BlobArea::READABLE, a)
+                .await
+                .unwrap()
+                .map(|i| i.size),
+            None,
+            "{a} deleted"
+        );
         assert!(
             meta.artifact_users(&tenant, a, 10)
                 .await
