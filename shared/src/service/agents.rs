@@ -557,7 +557,12 @@ impl Service {
                 None,
             ));
         };
-        let bytes = match self.stores.blobs.read(tenant, &p.artifact_ref).await? {
+        let bytes = match self
+            .stores
+            .blobs
+            .read(tenant, crate::store::BlobArea::READABLE, &p.artifact_ref)
+            .await?
+        {
             None => {
                 return Ok(CacheRead::Invalid(
                     format!("the cache artifact {} is missing", p.artifact_ref),

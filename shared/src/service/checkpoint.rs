@@ -13,7 +13,7 @@ use crate::commit::{self, Commit, CommitType, Tags, Trigger, limits};
 use crate::error::{Error, Result};
 use crate::format::{Checked, Counts, FormatId};
 use crate::id::{ArtifactRef, BranchId, CommitId, Principal, TenantId};
-use crate::store::{BlobStoreExt, PutCommit, RefMove};
+use crate::store::{BlobArea, BlobStoreExt, PutCommit, RefMove};
 
 /// Where a new commit's bytes are.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -270,8 +270,9 @@ impl Service {
             (None, _) => self
                 .stores
                 .blobs
-                .size(tenant, &artifact)
+                .stat(tenant, BlobArea::READABLE, &artifact)
                 .await?
+                .map(|i| i.size)
                 .ok_or_else(|| missing_artifact(&artifact))?,
         };
         // Counts are the server's: the codec's for a known format, chars/4

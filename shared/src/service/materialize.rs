@@ -102,7 +102,10 @@ impl Service {
             // replaced below). A garbled file of the right size is caught
             // by the verified download, which rebuilds it too.
             let blobs = &self.stores.blobs;
-            match blobs.stat(tenant, BlobArea::Cache, &m.artifact_ref).await? {
+            match blobs
+                .stat(tenant, &[BlobArea::Cache], &m.artifact_ref)
+                .await?
+            {
                 Some(stored) if stored.size == m.size => {
                     self.cache_used(tenant, &key).await?;
                     return Ok((
@@ -421,7 +424,7 @@ impl Service {
         }
         let blobs = &self.stores.blobs;
         let Some(prefix) = blobs
-            .read_in(tenant, BlobArea::Cache, &cached.artifact_ref)
+            .read(tenant, &[BlobArea::Cache], &cached.artifact_ref)
             .await?
         else {
             return Ok(None);

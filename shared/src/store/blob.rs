@@ -33,22 +33,42 @@ pub trait BlobStore: Send + Sync + 'static {
     /// `Unavailable` when the storage cannot be written.
     async fn put(&self, tenant: &TenantId, bytes: Bytes) -> Result<PutBlob>;
 
-    /// The stored bytes, unverified; callers use [`BlobStoreExt::get`].
+    /// The artifact's bytes as stored in the first of `areas` (in order)
+    /// that holds it, unverified: callers check them with [`verify`], or
+    /// use [`BlobStoreExt::get`]. [`BlobArea::READABLE`] is where a read of
+    /// an artifact looks (durable, then cache); one area reads that area
+    /// alone (a cached result is read without first missing in the durable
+    /// area). An area the store does not have holds nothing.
     ///
     /// # Errors
     /// `Unavailable` when the storage cannot be read.
-    async fn read(&self, tenant: &TenantId, artifact: &ArtifactRef) -> Result<Option<Bytes>>;
+    async fn read(
+        &self,
+        tenant: &TenantId,
+        areas: &[BlobArea],
+        artifact: &ArtifactRef,
+    ) -> Result<Option<Bytes>>;
 
-    /// The size of the artifact if it is stored.
+    /// The artifact as stored in the first of `areas` (in order) that
+    /// holds it: its size and write time. [`BlobArea::READABLE`] asks
+    /// whether (and how large) it is stored at all.
     ///
     /// # Errors
     /// `Unavailable` when the storage cannot be read.
-    async fn size(&self, tenant: &TenantId, artifact: &ArtifactRef) -> Result<Option<u64>>;
+    async fn stat(
+        &self,
+        tenant: &TenantId,
+        areas: &[BlobArea],
+        artifact: &ArtifactRef,
+    ) -> Result<Option<BlobInfo>>;
 
-    /// Removes the artifact (from the durable and the cache area both);
-    /// `true` when it was stored. Idempotent: deleting an absent artifact
-    /// is `Ok(false)`. Callers decide that nothing references it any more;
-    /// the store does not check.
+    /// Deletes a durable artifact for good: removes it from the durable
+    /// and the cache area both, unconditionally and durably (the local
+    /// store syncs the directory). Unlike [`BlobStore::remove`] it is for
+    /// the durable area, and unlike [`BlobStore::sweep`] it does not look
+    /// at the artifact's age. `true` when it was stored. Idempotent:
+    /// deleting an absent artifact is `Ok(false)`. Callers decide that
+    /// nothing references it any more; the store does not check.
     ///
     /// # Errors
     /// `Unavailable` when the storage cannot be written.
@@ -85,8 +105,8 @@ pub trait BlobStore: Send + Sync + 'static {
     }
     /// Stores `bytes` in the [`BlobArea::Cache`] area: a materialized or
     /// translated result, which may be evicted at any time and is rebuilt
-    /// on demand. [`BlobStore::read`] and [`BlobStore::size`] find cached
-    /// artifacts too; a commit never names one (a checkpoint naming a
+    /// on demand. [`BlobStore::read`] and [`BlobStore::stat`] over
+    /// [`BlobArea::READABLE`] find cached artifacts too; a commit never names one (a checkpoint naming a
     /// cached artifact copies it into the durable area first).
     ///
     /// # Errors
@@ -110,17 +130,6 @@ pub trait BlobStore: Send + Sync + 'static {
         bytes: Bytes,
     ) -> Result<PutBlob>;
 
-    /// The artifact as stored in `area` (not looking in any other).
-    ///
-    /// # Errors
-    /// `Unavailable` when the storage cannot be read.
-    async fn stat(
-        &self,
-        tenant: &TenantId,
-        area: BlobArea,
-        artifact: &ArtifactRef,
-    ) -> Result<Option<BlobInfo>>;
-
     /// The artifacts of `tenant` in `area` with hashes after `after`, in
     /// hash order, at most `limit` (a page; the garbage collector's
     /// listing). Empty for an area the store does not have.
@@ -135,19 +144,6 @@ pub trait BlobStore: Send + Sync + 'static {
         limit: usize,
     ) -> Result<Vec<BlobInfo>>;
 
-    /// The artifact's bytes as stored in `area` alone, unverified (callers
-    /// check them with [`verify`]): a cached result is read without first
-    /// missing in the durable area.
-    ///
-    /// # Errors
-    /// `Unavailable` when the storage cannot be read.
-    async fn read_in(
-        &self,
-        tenant: &TenantId,
-        area: BlobArea,
-        artifact: &ArtifactRef,
-    ) -> Result<Option<Bytes>>;
-
     /// Marks a durable artifact as just used, as writing it again would
     /// (its write time becomes now), so no collection sweeps it for a
     /// grace period; its size, or `None` when it is not stored. A
@@ -158,9 +154,11 @@ pub trait BlobStore: Send + Sync + 'static {
     /// `Unavailable`.
     async fn touch(&self, tenant: &TenantId, artifact: &ArtifactRef) -> Result<Option<u64>>;
 
-    /// The collector's removal: removes the artifact from `area` alone if
-    /// it was last written (or touched) before `cutoff`; true when removed.
-    /// The check and the removal are atomic with respect to this store's
+    /// The collector's removal by age: removes the artifact from `area`
+    /// alone (any area, durable included) if it was last written (or
+    /// touched) before `cutoff`; true when removed. Unlike
+    /// [`BlobStore::delete`] and [`BlobStore::remove`] it is conditional:
+    /// the check and the removal are atomic with respect to this store's
     /// puts and touches (in this process) where the backend allows it; on
     /// S3 a HEAD precedes the delete.
     ///
@@ -174,9 +172,12 @@ pub trait BlobStore: Send + Sync + 'static {
         cutoff: DateTime<Utc>,
     ) -> Result<bool>;
 
-    /// Removes the artifact from a non-durable `area` ([`BlobArea::Cache`]
-    /// or [`BlobArea::Staged`]) alone; false if it was not there. Durable
-    /// artifacts are removed with [`BlobStore::delete`].
+    /// Removes the artifact from one non-durable `area` ([`BlobArea::Cache`]
+    /// or [`BlobArea::Staged`]) alone, unconditionally: a bad cached copy,
+    /// a staged upload. False if it was not there. Unlike
+    /// [`BlobStore::delete`] it never touches the durable area (nor makes
+    /// the removal durable), and unlike [`BlobStore::sweep`] it does not
+    /// look at the artifact's age.
     ///
     /// # Errors
     /// `Invalid` for [`BlobArea::Durable`]; `Unavailable`.
@@ -239,6 +240,10 @@ pub enum BlobArea {
 impl BlobArea {
     /// Every area, in the order the garbage collector sweeps them.
     pub const ALL: [BlobArea; 3] = [BlobArea::Durable, BlobArea::Cache, BlobArea::Staged];
+
+    /// Where a read of an artifact looks, in order: the durable area, then
+    /// the cache (a staged upload is not readable until promoted).
+    pub const READABLE: &'static [BlobArea] = &[BlobArea::Durable, BlobArea::Cache];
 }
 
 /// One stored artifact, as a listing sees it.
@@ -287,7 +292,7 @@ pub trait BlobStoreExt: BlobStore {
     /// `Internal` when a durable copy does not match; `Unavailable` when
     /// storage fails.
     async fn get(&self, tenant: &TenantId, artifact: &ArtifactRef) -> Result<Option<Bytes>> {
-        let Some(bytes) = self.read(tenant, artifact).await? else {
+        let Some(bytes) = self.read(tenant, BlobArea::READABLE, artifact).await? else {
             return Ok(None);
         };
         if verify(artifact, &bytes).is_ok() {
@@ -304,7 +309,7 @@ pub trait BlobStoreExt: BlobStore {
             );
             return Ok(Some(cached));
         }
-        let Some(durable) = self.read_in(tenant, BlobArea::Durable, artifact).await? else {
+        let Some(durable) = self.read(tenant, &[BlobArea::Durable], artifact).await? else {
             return Ok(None);
         };
         verify(artifact, &durable)?;
@@ -318,7 +323,7 @@ pub trait BlobStoreExt: BlobStore {
     /// # Errors
     /// `Unavailable` when storage fails.
     async fn get_cached(&self, tenant: &TenantId, artifact: &ArtifactRef) -> Result<Option<Bytes>> {
-        let Some(bytes) = self.read_in(tenant, BlobArea::Cache, artifact).await? else {
+        let Some(bytes) = self.read(tenant, &[BlobArea::Cache], artifact).await? else {
             return Ok(None);
         };
         if verify(artifact, &bytes).is_ok() {

@@ -12,7 +12,7 @@ use crate::error::Result;
 use crate::id::{ArtifactRef, TenantId};
 
 /// Forwards every call to `inner`, counting writes (`put`, `put_cached`)
-/// and reads (`read`, `read_in`) and the bytes the reads return.
+/// and reads (`read`) and the bytes the reads return.
 #[derive(Debug, Default)]
 pub struct CountingBlobs<B> {
     /// The store that does the work.
@@ -61,13 +61,23 @@ impl<B: BlobStore> BlobStore for CountingBlobs<B> {
         self.puts.fetch_add(1, Ordering::SeqCst);
         self.inner.put(tenant, bytes).await
     }
-    async fn read(&self, tenant: &TenantId, artifact: &ArtifactRef) -> Result<Option<Bytes>> {
-        let r = self.inner.read(tenant, artifact).await?;
+    async fn read(
+        &self,
+        tenant: &TenantId,
+        areas: &[BlobArea],
+        artifact: &ArtifactRef,
+    ) -> Result<Option<Bytes>> {
+        let r = self.inner.read(tenant, areas, artifact).await?;
         self.counted_read(&r);
         Ok(r)
     }
-    async fn size(&self, tenant: &TenantId, artifact: &ArtifactRef) -> Result<Option<u64>> {
-        self.inner.size(tenant, artifact).await
+    async fn stat(
+        &self,
+        tenant: &TenantId,
+        areas: &[BlobArea],
+        artifact: &ArtifactRef,
+    ) -> Result<Option<BlobInfo>> {
+        self.inner.stat(tenant, areas, artifact).await
     }
     async fn delete(&self, tenant: &TenantId, artifact: &ArtifactRef) -> Result<bool> {
         self.inner.delete(tenant, artifact).await
@@ -99,14 +109,6 @@ impl<B: BlobStore> BlobStore for CountingBlobs<B> {
         self.puts.fetch_add(1, Ordering::SeqCst);
         self.inner.put_cached_hashed(tenant, artifact, bytes).await
     }
-    async fn stat(
-        &self,
-        tenant: &TenantId,
-        area: BlobArea,
-        artifact: &ArtifactRef,
-    ) -> Result<Option<BlobInfo>> {
-        self.inner.stat(tenant, area, artifact).await
-    }
     async fn list(
         &self,
         tenant: &TenantId,
@@ -115,16 +117,6 @@ impl<B: BlobStore> BlobStore for CountingBlobs<B> {
         limit: usize,
     ) -> Result<Vec<BlobInfo>> {
         self.inner.list(tenant, area, after, limit).await
-    }
-    async fn read_in(
-        &self,
-        tenant: &TenantId,
-        area: BlobArea,
-        artifact: &ArtifactRef,
-    ) -> Result<Option<Bytes>> {
-        let r = self.inner.read_in(tenant, area, artifact).await?;
-        self.counted_read(&r);
-        Ok(r)
     }
     async fn touch(&self, tenant: &TenantId, artifact: &ArtifactRef) -> Result<Option<u64>> {
         self.inner.touch(tenant, artifact).await

@@ -4,6 +4,7 @@
 //! nothing, and an interrupted eviction answering 410 and finishing when
 //! run again.
 
+use crate::store::BlobArea;
 use crate::store::Commits;
 use crate::store::Lifecycle;
 use crate::store::Refs;
@@ -132,7 +133,11 @@ impl Fixture {
 
     async fn blob_exists(&self, text: &str) -> bool {
         self.blobs
-            .size(&self.tenant, &ArtifactRef::of(text.as_bytes()))
+            .stat(
+                &self.tenant,
+                BlobArea::READABLE,
+                &ArtifactRef::of(text.as_bytes()),
+            )
             .await
             .unwrap()
             .is_some()
@@ -366,7 +371,11 @@ async fn an_eviction_drops_results_held_in_memory_and_stops_their_pending_writes
             None
         );
         assert_eq!(
-            f.blobs.size(&f.tenant, &m.artifact_ref).await.unwrap(),
+            f.blobs
+                .stat(&f.tenant, BlobArea::READABLE, &m.artifact_ref)
+                .await
+                .unwrap()
+                .map(|i| i.size),
             None
         );
     }

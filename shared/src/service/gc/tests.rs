@@ -333,7 +333,7 @@ async fn a_cached_artifact_gone_from_storage_is_rebuilt_not_an_error() {
         .unwrap();
     assert!(
         f.blobs
-            .stat(tenant, BlobArea::Cache, &m.result.artifact_ref)
+            .stat(tenant, &[BlobArea::Cache], &m.result.artifact_ref)
             .await
             .unwrap()
             .is_some(),
@@ -383,7 +383,7 @@ async fn a_checkpoint_naming_a_cached_artifact_makes_it_durable() {
     let c = svc.checkpoint(tenant, snapshot).await.unwrap().commit;
     assert!(
         f.blobs
-            .stat(tenant, BlobArea::Durable, &art)
+            .stat(tenant, &[BlobArea::Durable], &art)
             .await
             .unwrap()
             .is_some()

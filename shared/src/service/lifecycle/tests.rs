@@ -14,7 +14,7 @@ use crate::id::{CommitId, Principal, RefName, SessionId, TenantId};
 use crate::service::{Erased, NewCommit, Service};
 use crate::store::conformance::t;
 use crate::store::memory::{MemoryBlobStore, MemoryMetaStore};
-use crate::store::{BlobStore, MetaStore, Pin, RefMove, Stores};
+use crate::store::{BlobArea, BlobStore, MetaStore, Pin, RefMove, Stores};
 
 struct Fixture {
     svc: Service,
@@ -100,7 +100,11 @@ impl Fixture {
     /// with a commit (found by reference as a download finds them).
     async fn blob_exists(&self, text: &str) -> bool {
         let art = crate::id::ArtifactRef::of(text.as_bytes());
-        self.blobs.size(&self.tenant, &art).await.unwrap().is_some()
+        self.blobs
+            .stat(&self.tenant, BlobArea::READABLE, &art)
+            .await
+            .unwrap()
+            .is_some()
             || self.svc.download_artifact(&self.tenant, &art).await.is_ok()
     }
 }
@@ -158,7 +162,14 @@ async fn erase_removes_commits_artifacts_cache_and_refs_but_keeps_shared_bytes()
     assert!(!f.blob_exists("secret-1 ").await);
     assert!(f.blob_exists("secret-0 ").await, "b0 still uses it");
     for art in [joined, translated] {
-        assert_eq!(f.blobs.size(&f.tenant, &art).await.unwrap(), None);
+        assert_eq!(
+            f.blobs
+                .stat(&f.tenant, BlobArea::READABLE, &art)
+                .await
+                .unwrap()
+                .map(|i| i.size),
+            None
+        );
     }
     assert_eq!(
         f.meta
@@ -389,7 +400,14 @@ async fn a_session_erase_removes_the_saves_and_snapshots_built_from_it() {
     );
     assert!(!f.blob_exists("doomed turn ").await);
     for gone in [late.artifact_ref, mine_wc] {
-        assert_eq!(f.blobs.size(&f.tenant, &gone).await.unwrap(), None);
+        assert_eq!(
+            f.blobs
+                .stat(&f.tenant, BlobArea::READABLE, &gone)
+                .await
+                .unwrap()
+                .map(|i| i.size),
+            None
+        );
     }
     let saves = f.meta.list_saves(&f.tenant, &me, 10).await.unwrap();
     assert_eq!(
@@ -401,7 +419,13 @@ async fn a_session_erase_removes_the_saves_and_snapshots_built_from_it() {
     assert_eq!(rec.and_then(|r| r.working_context), None);
     // The other agent keeps everything.
     for kept in [theirs.artifact_ref, their_wc] {
-        assert!(f.blobs.size(&f.tenant, &kept).await.unwrap().is_some());
+        assert!(
+            f.blobs
+                .stat(&f.tenant, BlobArea::READABLE, &kept)
+                .await
+                .unwrap()
+                .is_some()
+        );
     }
     assert!(
         f.meta
@@ -485,7 +509,11 @@ async fn a_principal_erase_removes_its_commits_files_and_record_and_refuses_fork
         assert!(!f.blob_exists(text).await, "{text}");
     }
     assert_eq!(
-        f.blobs.size(&f.tenant, &save.artifact_ref).await.unwrap(),
+        f.blobs
+            .stat(&f.tenant, BlobArea::READABLE, &save.artifact_ref)
+            .await
+            .unwrap()
+            .map(|i| i.size),
         None
     );
     assert!(f.blob_exists("stayer own ").await);
@@ -599,7 +627,12 @@ async fn an_erase_many_commits_at_a_time_removes_what_one_at_a_time_removes() {
         }
         for i in 0..60 {
             let art = crate::id::ArtifactRef::of(text(i).as_bytes());
-            if f.blobs.size(&f.tenant, &art).await.unwrap().is_some() {
+            if f.blobs
+                .stat(&f.tenant, BlobArea::READABLE, &art)
+                .await
+                .unwrap()
+                .is_some()
+            {
                 left.push(format!("bytes of turn {i}"));
             }
         }

@@ -225,13 +225,13 @@ impl Service {
         self.flush_cache_writes().await;
         self.stores
             .blobs
-            .read_in(tenant, BlobArea::Cache, &m.result.artifact_ref)
+            .read(tenant, &[BlobArea::Cache], &m.result.artifact_ref)
             .await
             .unwrap()
             .or(self
                 .stores
                 .blobs
-                .read(tenant, &m.result.artifact_ref)
+                .read(tenant, BlobArea::READABLE, &m.result.artifact_ref)
                 .await
                 .unwrap())
             .unwrap()

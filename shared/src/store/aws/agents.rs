@@ -173,30 +173,30 @@ impl crate::store::Agents for DynamoMetaStore {
         agent: &Principal,
         limit: usize,
     ) -> Result<Vec<SaveRecord>> {
+        // The stream is lazy: no page is asked for once `limit` are read.
+        let mut items = self
+            .client()
+            .query()
+            .table_name(self.table())
+            .key_condition_expression("pk = :pk AND begins_with(sk, :prefix)")
+            .expression_attribute_values(":pk", s(keys::agent_pk(tenant, agent)))
+            .expression_attribute_values(":prefix", s(keys::SAVE_SK_PREFIX))
+            .scan_index_forward(false)
+            .consistent_read(true)
+            .limit(i32::try_from(limit).unwrap_or(i32::MAX))
+            .into_paginator()
+            .items()
+            .send();
         let mut out = Vec::new();
-        let mut start: Option<Item> = None;
         while out.len() < limit {
-            let page = self
-                .client()
-                .query()
-                .table_name(self.table())
-                .key_condition_expression("pk = :pk AND begins_with(sk, :prefix)")
-                .expression_attribute_values(":pk", s(keys::agent_pk(tenant, agent)))
-                .expression_attribute_values(":prefix", s(keys::SAVE_SK_PREFIX))
-                .scan_index_forward(false)
-                .consistent_read(true)
-                .limit(i32::try_from(limit - out.len()).unwrap_or(i32::MAX))
-                .set_exclusive_start_key(start.take())
-                .send()
+            let Some(item) = items
+                .try_next()
                 .await
-                .map_err(|e| sdk_error("DynamoDB Query", e))?;
-            for item in page.items.unwrap_or_default() {
-                out.push(from_item::<SaveItem>(item)?.s);
-            }
-            match page.last_evaluated_key {
-                Some(k) if !k.is_empty() => start = Some(k),
-                _ => break,
-            }
+                .map_err(|e| sdk_error("DynamoDB Query", e))?
+            else {
+                break;
+            };
+            out.push(from_item::<SaveItem>(item)?.s);
         }
         Ok(out)
     }

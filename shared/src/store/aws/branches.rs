@@ -6,27 +6,38 @@
 //! transaction conditioned on the status being active, so a slot is
 //! released exactly once.
 
-use std::time::Duration;
+use std::sync::Arc;
 
 use async_trait::async_trait;
-use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, TransactWriteItem, Update};
 use chrono::{DateTime, Utc};
 
-use super::items::{Item, Transact, build, consistent_get, key, n, s, transact};
+use super::items::{Item, build, consistent_get, key, n, s};
+use super::retry::{Cancellation, Transact, transact};
 use super::{conditional, keys, sdk_error};
 use crate::branch::{
     ActiveBranch, BranchRecord, BranchStatus, BranchStore, Finish, Limit, RateLimits,
     branch_exists, branch_not_found, minute_window, not_active, over_limit,
 };
+use crate::clock::IdSource;
 use crate::error::{Error, Result};
 use crate::id::{BranchId, CommitId, TenantId};
 
 /// Branches in the DynamoDB metadata table.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct DynamoBranchStore {
     client: aws_sdk_dynamodb::Client,
     table: String,
+    /// The jitter of transaction retries.
+    ids: Arc<dyn IdSource>,
+}
+
+impl std::fmt::Debug for DynamoBranchStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DynamoBranchStore")
+            .field("table", &self.table)
+            .finish_non_exhaustive()
+    }
 }
 
 fn record_value(rec: &BranchRecord) -> Result<AttributeValue> {
@@ -49,41 +60,25 @@ enum Outcome {
     Failed(usize),
 }
 
-/// Attempts at a transaction that a concurrent one cancelled.
-const TRANSACTION_ATTEMPTS: u32 = 60;
-
 impl DynamoBranchStore {
-    /// A store over `table`.
-    pub fn new(client: aws_sdk_dynamodb::Client, table: String) -> Self {
-        DynamoBranchStore { client, table }
+    /// A store over `table`, the jitter of its retries drawn from `ids`.
+    pub fn new(client: aws_sdk_dynamodb::Client, table: String, ids: Arc<dyn IdSource>) -> Self {
+        DynamoBranchStore { client, table, ids }
     }
 
+    /// Sends a transaction under the stores' retry policy
+    /// ([`super::retry::transact`]); a cancellation other than a failed
+    /// condition is `Unavailable`.
     async fn transact(&self, what: &str, items: Vec<TransactWriteItem>) -> Result<Outcome> {
-        let mut attempt = 0;
-        loop {
-            attempt += 1;
-            match transact(&self.client, items.clone()).await {
-                Ok(Transact::Done) => return Ok(Outcome::Done),
-                Ok(Transact::ConditionFailed { index, .. }) => return Ok(Outcome::Failed(index)),
-                Ok(Transact::Cancelled(_)) => {}
-                Err(e)
-                    if matches!(
-                        e.as_service_error(),
-                        Some(TransactWriteItemsError::TransactionInProgressException(_))
-                    ) => {}
-                Err(e) => return Err(sdk_error(what, e)),
+        match transact(&self.client, &*self.ids, items).await {
+            Ok(Transact::Done) => Ok(Outcome::Done),
+            Ok(Transact::Cancelled(Cancellation::ConditionalCheckFailed { index, .. })) => {
+                Ok(Outcome::Failed(index))
             }
-            if attempt >= TRANSACTION_ATTEMPTS {
-                return Err(Error::unavailable(format!(
-                    "{what}: concurrent transactions kept cancelling it; retry"
-                )));
-            }
-            // Back off with jitter from the clock's sub-second noise.
-            let jitter = u64::from(std::process::id() % 7) + u64::from(attempt % 5) * 3;
-            tokio::time::sleep(Duration::from_millis(
-                5 * u64::from(attempt.min(10)) + jitter,
-            ))
-            .await;
+            Ok(Transact::Cancelled(c)) => Err(Error::unavailable(format!(
+                "{what}: concurrent transactions kept cancelling it ({c}); retry"
+            ))),
+            Err(e) => Err(sdk_error(what, e)),
         }
     }
 
@@ -95,32 +90,25 @@ impl DynamoBranchStore {
         session: &str,
         prefix: Option<&str>,
     ) -> Result<Vec<Item>> {
-        let mut out = Vec::new();
-        let mut start = None;
-        loop {
-            let query = self
-                .client
-                .query()
-                .table_name(&self.table)
-                .expression_attribute_values(":pk", s(keys::session_pk(tenant, session)));
-            let query = match prefix {
-                Some(p) => query
-                    .key_condition_expression("pk = :pk AND begins_with(sk, :prefix)")
-                    .expression_attribute_values(":prefix", s(p)),
-                None => query.key_condition_expression("pk = :pk"),
-            };
-            let page = query
-                .consistent_read(true)
-                .set_exclusive_start_key(start.take())
-                .send()
-                .await
-                .map_err(|e| sdk_error("DynamoDB Query", e))?;
-            out.extend(page.items.unwrap_or_default());
-            match page.last_evaluated_key {
-                Some(k) if !k.is_empty() => start = Some(k),
-                _ => return Ok(out),
-            }
-        }
+        let query = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .expression_attribute_values(":pk", s(keys::session_pk(tenant, session)));
+        let query = match prefix {
+            Some(p) => query
+                .key_condition_expression("pk = :pk AND begins_with(sk, :prefix)")
+                .expression_attribute_values(":prefix", s(p)),
+            None => query.key_condition_expression("pk = :pk"),
+        };
+        query
+            .consistent_read(true)
+            .into_paginator()
+            .items()
+            .send()
+            .try_collect()
+            .await
+            .map_err(|e| sdk_error("DynamoDB Query", e))
     }
 
     /// The sort keys of `items`.

@@ -1,8 +1,9 @@
 //! The DynamoDB store's commits, their runs and the timelines ([`Commits`](crate::store::Commits)).
 
-use super::items::{Item, Transact, build, key, s, transact};
+use super::items::{build, key, s};
 use super::lifecycle::delete_item;
 use super::meta::commit_item;
+use super::retry::{Cancellation, Transact};
 use super::{DynamoMetaStore, keys, sdk_error};
 use crate::commit::Commit;
 use crate::error::{Error, Result};
@@ -72,31 +73,31 @@ impl crate::store::Commits for DynamoMetaStore {
         max_depth: u64,
         limit: usize,
     ) -> Result<Vec<Commit>> {
+        // The stream is lazy: no page is asked for once `limit` are read.
+        let mut items = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .key_condition_expression("pk = :pk AND sk BETWEEN :lo AND :hi")
+            .expression_attribute_values(":pk", s(keys::lineage_pk(tenant, lineage)))
+            .expression_attribute_values(":lo", s(keys::depth_sk(0)))
+            .expression_attribute_values(":hi", s(keys::depth_sk(max_depth)))
+            .scan_index_forward(false)
+            .consistent_read(true)
+            .limit(i32::try_from(limit).unwrap_or(i32::MAX))
+            .into_paginator()
+            .items()
+            .send();
         let mut out = Vec::new();
-        let mut start: Option<Item> = None;
         while out.len() < limit {
-            let page = self
-                .client
-                .query()
-                .table_name(&self.table)
-                .key_condition_expression("pk = :pk AND sk BETWEEN :lo AND :hi")
-                .expression_attribute_values(":pk", s(keys::lineage_pk(tenant, lineage)))
-                .expression_attribute_values(":lo", s(keys::depth_sk(0)))
-                .expression_attribute_values(":hi", s(keys::depth_sk(max_depth)))
-                .scan_index_forward(false)
-                .consistent_read(true)
-                .limit(i32::try_from(limit - out.len()).unwrap_or(i32::MAX))
-                .set_exclusive_start_key(start.take())
-                .send()
+            let Some(item) = items
+                .try_next()
                 .await
-                .map_err(|e| sdk_error("DynamoDB Query", e))?;
-            for item in page.items.unwrap_or_default() {
-                out.push(commit_item(item)?.c);
-            }
-            match page.last_evaluated_key {
-                Some(k) if !k.is_empty() => start = Some(k),
-                _ => break,
-            }
+                .map_err(|e| sdk_error("DynamoDB Query", e))?
+            else {
+                break;
+            };
+            out.push(commit_item(item)?.c);
         }
         Ok(out)
     }
@@ -216,39 +217,38 @@ impl crate::store::Commits for DynamoMetaStore {
         if lo >= hi || limit == 0 {
             return Ok(Vec::new());
         }
+        // The stream is lazy: no page is asked for once `limit` are read.
+        let mut items = self
+            .client()
+            .query()
+            .table_name(self.table())
+            .key_condition_expression("pk = :pk AND sk BETWEEN :lo AND :hi")
+            .expression_attribute_values(":pk", s(keys::timeline_pk(tenant, principal)))
+            .expression_attribute_values(":lo", s(lo))
+            .expression_attribute_values(":hi", s(hi))
+            .scan_index_forward(!newest_first)
+            .consistent_read(true)
+            .limit(i32::try_from(limit).unwrap_or(i32::MAX))
+            .into_paginator()
+            .items()
+            .send();
         let mut ids: Vec<CommitId> = Vec::new();
-        let mut start: Option<Item> = None;
         while ids.len() < limit {
-            let page = self
-                .client()
-                .query()
-                .table_name(self.table())
-                .key_condition_expression("pk = :pk AND sk BETWEEN :lo AND :hi")
-                .expression_attribute_values(":pk", s(keys::timeline_pk(tenant, principal)))
-                .expression_attribute_values(":lo", s(lo.clone()))
-                .expression_attribute_values(":hi", s(hi.clone()))
-                .scan_index_forward(!newest_first)
-                .consistent_read(true)
-                .limit(i32::try_from(limit - ids.len()).unwrap_or(i32::MAX))
-                .set_exclusive_start_key(start.take())
-                .send()
+            let Some(item) = items
+                .try_next()
                 .await
-                .map_err(|e| sdk_error("DynamoDB Query", e))?;
-            for item in page.items.unwrap_or_default() {
-                let sk = match item.get("sk") {
-                    Some(AttributeValue::S(sk)) => sk.clone(),
-                    _ => return Err(Error::internal("a timeline item has no string sort key")),
-                };
-                // `lo` itself (the bound at `after`) is no entry's key.
-                let (_, id) = keys::parse_timeline_sk(&sk).ok_or_else(|| {
-                    Error::internal(format!("timeline sort key {sk:?} is malformed"))
-                })?;
-                ids.push(id);
-            }
-            match page.last_evaluated_key {
-                Some(k) if !k.is_empty() => start = Some(k),
-                _ => break,
-            }
+                .map_err(|e| sdk_error("DynamoDB Query", e))?
+            else {
+                break;
+            };
+            let sk = match item.get("sk") {
+                Some(AttributeValue::S(sk)) => sk.clone(),
+                _ => return Err(Error::internal("a timeline item has no string sort key")),
+            };
+            // `lo` itself (the bound at `after`) is no entry's key.
+            let (_, id) = keys::parse_timeline_sk(&sk)
+                .ok_or_else(|| Error::internal(format!("timeline sort key {sk:?} is malformed")))?;
+            ids.push(id);
         }
         self.commits_by_id(tenant, &ids).await
     }
@@ -314,11 +314,11 @@ impl crate::store::Commits for DynamoMetaStore {
                 c.id.to_string(),
             )?);
         }
-        match transact(self.client(), items).await {
+        match self.transact(items).await {
             Ok(Transact::Done) => Ok(true),
-            Ok(Transact::ConditionFailed { .. }) => Ok(false),
-            Ok(Transact::Cancelled(codes)) => Err(Error::unavailable(format!(
-                "deleting commit {} was cancelled ({codes:?}); retry",
+            Ok(Transact::Cancelled(Cancellation::ConditionalCheckFailed { .. })) => Ok(false),
+            Ok(Transact::Cancelled(why)) => Err(Error::unavailable(format!(
+                "deleting commit {} was cancelled ({why}); retry",
                 c.id
             ))),
             Err(e) => Err(sdk_error("DynamoDB TransactWriteItems", e)),

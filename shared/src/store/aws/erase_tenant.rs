@@ -3,23 +3,20 @@
 //! the GSIs are projections of those items and go with them), plus the
 //! tenant's entry in the `TENANTS` registry. Tokens (`TOKENS`) are the
 //! token store's. A paginated Scan filtered on the prefix finds the keys;
-//! BatchWriteItem deletes them 25 at a time, retrying unprocessed ones.
-
-use std::time::Duration;
+//! BatchWriteItem deletes them 25 at a time, retrying unprocessed ones
+//! under the stores' retry policy ([`super::retry::POLICY`]).
 
 use aws_sdk_dynamodb::types::{AttributeValue, DeleteRequest, WriteRequest};
 
-use super::items::{Item, build, key, s};
+use super::items::{build, key, s};
 use super::meta::DynamoMetaStore;
+use super::retry::POLICY;
 use super::{keys, sdk_error};
 use crate::error::{Error, Result};
 use crate::store::TenantRecords;
 
 /// Deletes one BatchWriteItem may carry.
 pub(super) const BATCH_WRITE: usize = 25;
-/// Rounds of retrying unprocessed deletes before giving up (the re-run
-/// finishes what is left).
-const RETRIES: u32 = 8;
 
 /// Counts the item with partition `pk` (under `prefix`) and sort key `sk`.
 pub(super) fn count(r: &mut TenantRecords, prefix: &str, pk: &str, sk: &str) {
@@ -47,39 +44,38 @@ impl DynamoMetaStore {
         limit: usize,
     ) -> Result<Vec<(String, String)>> {
         let mut out = Vec::new();
-        let mut start: Option<Item> = None;
-        loop {
-            let page = self
-                .client()
-                .scan()
-                .table_name(self.table())
-                .filter_expression("begins_with(pk, :p)")
-                .expression_attribute_values(":p", s(prefix))
-                .projection_expression("pk, sk")
-                .consistent_read(true)
-                .set_exclusive_start_key(start.take())
-                .send()
-                .await
-                .map_err(|e| sdk_error("DynamoDB Scan", e))?;
-            for item in page.items() {
-                if let (Some(AttributeValue::S(pk)), Some(AttributeValue::S(sk))) =
-                    (item.get("pk"), item.get("sk"))
-                {
-                    out.push((pk.clone(), sk.clone()));
-                    if out.len() == limit {
-                        return Ok(out);
-                    }
+        // The stream is lazy: no page is asked for once `limit` are read.
+        let mut items = self
+            .client()
+            .scan()
+            .table_name(self.table())
+            .filter_expression("begins_with(pk, :p)")
+            .expression_attribute_values(":p", s(prefix))
+            .projection_expression("pk, sk")
+            .consistent_read(true)
+            .into_paginator()
+            .items()
+            .send();
+        while let Some(item) = items
+            .try_next()
+            .await
+            .map_err(|e| sdk_error("DynamoDB Scan", e))?
+        {
+            if let (Some(AttributeValue::S(pk)), Some(AttributeValue::S(sk))) =
+                (item.get("pk"), item.get("sk"))
+            {
+                out.push((pk.clone(), sk.clone()));
+                if out.len() == limit {
+                    return Ok(out);
                 }
             }
-            match page.last_evaluated_key {
-                Some(k) if !k.is_empty() => start = Some(k),
-                _ => return Ok(out),
-            }
         }
+        Ok(out)
     }
 
     /// Deletes `batch` (at most 25 keys), retrying what DynamoDB leaves
-    /// unprocessed.
+    /// unprocessed under the retry policy; what is still left after its
+    /// attempts is `Unavailable` (the re-run finishes it).
     pub(super) async fn delete_batch(&self, batch: &[(String, String)]) -> Result<()> {
         let mut pending = batch
             .iter()
@@ -93,7 +89,7 @@ impl DynamoMetaStore {
                     .build())
             })
             .collect::<Result<Vec<_>>>()?;
-        for attempt in 0..=RETRIES {
+        for attempt in 1..=POLICY.attempts {
             let out = self
                 .client()
                 .batch_write_item()
@@ -108,12 +104,15 @@ impl DynamoMetaStore {
             if pending.is_empty() {
                 return Ok(());
             }
-            // Back off before retrying the throttled rest.
-            tokio::time::sleep(Duration::from_millis(50 << attempt.min(6))).await;
+            if attempt < POLICY.attempts {
+                // Back off before retrying the throttled rest.
+                POLICY.sleep(attempt, &*self.ids).await;
+            }
         }
         Err(Error::unavailable(format!(
-            "DynamoDB left {} delete(s) unprocessed after {RETRIES} retries; run the erase again",
-            pending.len()
+            "DynamoDB left {} delete(s) unprocessed after {} attempts; run the erase again",
+            pending.len(),
+            POLICY.attempts
         )))
     }
 }

@@ -1,12 +1,10 @@
-//! DynamoDB plumbing the aws stores share: items and attribute values,
-//! consistent reads, and `TransactWriteItems` with its cancellation reasons
-//! decoded. Keys are built in [`super::keys`], not here.
+//! DynamoDB plumbing the aws stores share: items, attribute values and
+//! consistent reads (`TransactWriteItems` and its retry policy are
+//! [`super::retry`]'s). Keys are built in [`super::keys`], not here.
 
 use std::collections::HashMap;
 
-use aws_sdk_dynamodb::error::SdkError;
-use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
-use aws_sdk_dynamodb::types::{AttributeValue, TransactWriteItem};
+use aws_sdk_dynamodb::types::AttributeValue;
 use serde::{Deserialize, Serialize};
 
 use super::sdk_error;
@@ -66,54 +64,4 @@ pub(super) async fn consistent_get(
         .await
         .map_err(|e| sdk_error("DynamoDB GetItem", e))?;
     Ok(out.item)
-}
-
-/// How a `TransactWriteItems` ended, when DynamoDB answered.
-pub(super) enum Transact {
-    /// Every write was made.
-    Done,
-    /// Nothing was written: the condition of item `index` failed. `old` is
-    /// that item as it was, when its write asked for it
-    /// (`ReturnValuesOnConditionCheckFailure`) and it existed.
-    ConditionFailed { index: usize, old: Option<Item> },
-    /// Nothing was written: cancelled for another reason (a concurrent
-    /// transaction on the same items), with DynamoDB's reason codes.
-    Cancelled(Vec<String>),
-}
-
-/// Sends one `TransactWriteItems` (the SDK retries what it retries).
-///
-/// # Errors
-/// The SDK's error for anything but a cancellation.
-pub(super) async fn transact(
-    client: &aws_sdk_dynamodb::Client,
-    items: Vec<TransactWriteItem>,
-) -> Result<Transact, SdkError<TransactWriteItemsError>> {
-    let e = match client
-        .transact_write_items()
-        .set_transact_items(Some(items))
-        .send()
-        .await
-    {
-        Ok(_) => return Ok(Transact::Done),
-        Err(e) => e,
-    };
-    let Some(TransactWriteItemsError::TransactionCanceledException(c)) = e.as_service_error()
-    else {
-        return Err(e);
-    };
-    let reasons = c.cancellation_reasons();
-    if let Some(index) = reasons
-        .iter()
-        .position(|r| r.code() == Some("ConditionalCheckFailed"))
-    {
-        let old = reasons[index].item().cloned().filter(|i| !i.is_empty());
-        return Ok(Transact::ConditionFailed { index, old });
-    }
-    Ok(Transact::Cancelled(
-        reasons
-            .iter()
-            .filter_map(|r| r.code().map(str::to_owned))
-            .collect(),
-    ))
 }

@@ -18,8 +18,9 @@ use aws_sdk_dynamodb::types::{
 };
 use chrono::{DateTime, Utc};
 
-use super::items::{Item, Transact, build, key, n, s, transact};
+use super::items::{Item, build, key, n, s};
 use super::meta::{DynamoMetaStore, commit_item};
+use super::retry::{Cancellation, Transact};
 use super::{conditional, keys, sdk_error};
 use crate::commit::Commit;
 use crate::error::{Error, Result};
@@ -100,35 +101,35 @@ impl DynamoMetaStore {
         after: Option<&str>,
         limit: usize,
     ) -> Result<Vec<(String, Item)>> {
+        let query = self
+            .client()
+            .query()
+            .table_name(self.table())
+            .expression_attribute_values(":pk", s(pk));
+        let query = match after {
+            Some(a) => query
+                .key_condition_expression("pk = :pk AND sk > :after")
+                .expression_attribute_values(":after", s(a.to_owned())),
+            None => query.key_condition_expression("pk = :pk"),
+        };
+        // The stream is lazy: no page is asked for once `limit` are read.
+        let mut items = query
+            .consistent_read(true)
+            .limit(i32::try_from(limit).unwrap_or(i32::MAX))
+            .into_paginator()
+            .items()
+            .send();
         let mut out = Vec::new();
-        let mut start: Option<Item> = None;
         while out.len() < limit {
-            let query = self
-                .client()
-                .query()
-                .table_name(self.table())
-                .expression_attribute_values(":pk", s(pk.clone()));
-            let query = match after {
-                Some(a) => query
-                    .key_condition_expression("pk = :pk AND sk > :after")
-                    .expression_attribute_values(":after", s(a.to_owned())),
-                None => query.key_condition_expression("pk = :pk"),
-            };
-            let page = query
-                .consistent_read(true)
-                .limit(i32::try_from(limit - out.len()).unwrap_or(i32::MAX))
-                .set_exclusive_start_key(start.take())
-                .send()
+            let Some(item) = items
+                .try_next()
                 .await
-                .map_err(|e| sdk_error("DynamoDB Query", e))?;
-            for item in page.items.unwrap_or_default() {
-                if let Some(AttributeValue::S(sk)) = item.get("sk") {
-                    out.push((sk.clone(), item));
-                }
-            }
-            match page.last_evaluated_key {
-                Some(k) if !k.is_empty() => start = Some(k),
-                _ => break,
+                .map_err(|e| sdk_error("DynamoDB Query", e))?
+            else {
+                break;
+            };
+            if let Some(AttributeValue::S(sk)) = item.get("sk") {
+                out.push((sk.clone(), item));
             }
         }
         Ok(out)
@@ -216,11 +217,13 @@ impl DynamoMetaStore {
                 .condition_check(build(commit)?)
                 .build(),
         ];
-        match transact(self.client(), items).await {
+        match self.transact(items).await {
             Ok(Transact::Done) => Ok(()),
-            Ok(Transact::ConditionFailed { .. }) => Err(crate::store::gone_commit(&key_.commit)),
-            Ok(Transact::Cancelled(codes)) => Err(Error::unavailable(format!(
-                "caching a materialization of commit {} was cancelled ({codes:?}); retry",
+            Ok(Transact::Cancelled(Cancellation::ConditionalCheckFailed { .. })) => {
+                Err(crate::store::gone_commit(&key_.commit))
+            }
+            Ok(Transact::Cancelled(c)) => Err(Error::unavailable(format!(
+                "caching a materialization of commit {} was cancelled ({c}); retry",
                 key_.commit
             ))),
             Err(e) => Err(sdk_error("DynamoDB TransactWriteItems", e)),
@@ -310,58 +313,53 @@ const EVICT_CONCURRENCY: usize = 16;
 impl crate::store::Lifecycle for DynamoMetaStore {
     async fn references(&self, tenant: &TenantId) -> Result<References> {
         let mut out = References::default();
-        let mut start = None;
-        loop {
-            let page = self
-                .client
-                .scan()
-                .table_name(&self.table)
-                .filter_expression(
-                    "begins_with(pk, :c) OR begins_with(pk, :m) OR begins_with(pk, :ag)",
-                )
-                .projection_expression(
-                    "pk, c.artifact_ref, m.artifact_ref, #s.artifact_ref, #s.thread_artifacts, \
-                     wc.artifact_ref",
-                )
-                .expression_attribute_names("#s", "s")
-                .expression_attribute_values(":c", s(keys::commit_pk_prefix(tenant)))
-                .expression_attribute_values(":m", s(keys::materialized_pk_prefix(tenant)))
-                .expression_attribute_values(":ag", s(keys::agent_pk_prefix(tenant)))
-                .consistent_read(true)
-                .set_exclusive_start_key(start.take())
-                .send()
-                .await
-                .map_err(|e| sdk_error("DynamoDB Scan", e))?;
-            for item in page.items() {
-                // A commit's delta, a cache entry's result, an agent's save
-                // file and working-context snapshot.
-                for (attr, cached) in [("c", false), ("m", true), ("s", false), ("wc", false)] {
-                    let Some(AttributeValue::M(inner)) = item.get(attr) else {
-                        continue;
-                    };
-                    let into = if cached {
-                        &mut out.cached
-                    } else {
-                        &mut out.durable
-                    };
-                    let threads = match inner.get("thread_artifacts") {
-                        Some(AttributeValue::L(l)) => l.as_slice(),
-                        _ => &[],
-                    };
-                    for v in inner.get("artifact_ref").into_iter().chain(threads) {
-                        if let AttributeValue::S(a) = v {
-                            into.insert(a.parse().map_err(|_| {
-                                Error::internal(format!("stored artifact ref {a:?} is malformed"))
-                            })?);
-                        }
+        let mut items = self
+            .client
+            .scan()
+            .table_name(&self.table)
+            .filter_expression("begins_with(pk, :c) OR begins_with(pk, :m) OR begins_with(pk, :ag)")
+            .projection_expression(
+                "pk, c.artifact_ref, m.artifact_ref, #s.artifact_ref, #s.thread_artifacts, \
+                 wc.artifact_ref",
+            )
+            .expression_attribute_names("#s", "s")
+            .expression_attribute_values(":c", s(keys::commit_pk_prefix(tenant)))
+            .expression_attribute_values(":m", s(keys::materialized_pk_prefix(tenant)))
+            .expression_attribute_values(":ag", s(keys::agent_pk_prefix(tenant)))
+            .consistent_read(true)
+            .into_paginator()
+            .items()
+            .send();
+        while let Some(item) = items
+            .try_next()
+            .await
+            .map_err(|e| sdk_error("DynamoDB Scan", e))?
+        {
+            // A commit's delta, a cache entry's result, an agent's save
+            // file and working-context snapshot.
+            for (attr, cached) in [("c", false), ("m", true), ("s", false), ("wc", false)] {
+                let Some(AttributeValue::M(inner)) = item.get(attr) else {
+                    continue;
+                };
+                let into = if cached {
+                    &mut out.cached
+                } else {
+                    &mut out.durable
+                };
+                let threads = match inner.get("thread_artifacts") {
+                    Some(AttributeValue::L(l)) => l.as_slice(),
+                    _ => &[],
+                };
+                for v in inner.get("artifact_ref").into_iter().chain(threads) {
+                    if let AttributeValue::S(a) = v {
+                        into.insert(a.parse().map_err(|_| {
+                            Error::internal(format!("stored artifact ref {a:?} is malformed"))
+                        })?);
                     }
                 }
             }
-            match page.last_evaluated_key {
-                Some(k) if !k.is_empty() => start = Some(k),
-                _ => return Ok(out),
-            }
         }
+        Ok(out)
     }
 
     async fn artifact_users(
@@ -536,11 +534,11 @@ impl crate::store::Lifecycle for DynamoMetaStore {
                 "attribute_exists(pk)",
             )?,
         ];
-        match transact(&self.client, items).await {
+        match self.transact(items).await {
             Ok(Transact::Done) => Ok(true),
-            Ok(Transact::ConditionFailed { .. }) => Ok(false),
-            Ok(Transact::Cancelled(codes)) => Err(Error::unavailable(format!(
-                "clearing inline bytes was cancelled ({codes:?}); retry"
+            Ok(Transact::Cancelled(Cancellation::ConditionalCheckFailed { .. })) => Ok(false),
+            Ok(Transact::Cancelled(c)) => Err(Error::unavailable(format!(
+                "clearing inline bytes was cancelled ({c}); retry"
             ))),
             Err(e) => Err(sdk_error("DynamoDB TransactWriteItems", e)),
         }

@@ -10,9 +10,15 @@ use aws_sdk_dynamodb::types::{
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use super::items::{Item, Transact, build, consistent_get, from_item, key, s, to_item, transact};
+use std::sync::Arc;
+
+use aws_sdk_dynamodb::error::SdkError;
+use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
+
+use super::items::{Item, build, consistent_get, from_item, key, s, to_item};
+use super::retry::{Cancellation, Transact};
 use super::{DynamoBranchStore, keys, sdk_error};
-use crate::clock::micros_to_time;
+use crate::clock::{IdSource, OsRandom, micros_to_time};
 use crate::commit::Commit;
 use crate::error::{Error, Result};
 use crate::id::{CommitId, RefName, TenantId};
@@ -21,10 +27,20 @@ use crate::store::{Materialized, RefMove, RefRecord, Refs};
 
 /// The DynamoDB [`MetaStore`] (and [`TokenStore`](crate::store::TokenStore),
 /// in `super::tokens`).
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct DynamoMetaStore {
     pub(super) client: aws_sdk_dynamodb::Client,
     pub(super) table: String,
+    /// Randomness: ref-write nonces, retry jitter.
+    pub(super) ids: Arc<dyn IdSource>,
+}
+
+impl std::fmt::Debug for DynamoMetaStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DynamoMetaStore")
+            .field("table", &self.table)
+            .finish_non_exhaustive()
+    }
 }
 
 /// A commit item (by id, or in its run).
@@ -188,9 +204,34 @@ pub(super) fn ref_record(item: RefItem) -> Result<RefRecord> {
 }
 
 impl DynamoMetaStore {
-    /// A store over `table`.
+    /// A store over `table`, its randomness from the OS ([`OsRandom`]).
     pub fn new(client: aws_sdk_dynamodb::Client, table: String) -> Self {
-        DynamoMetaStore { client, table }
+        DynamoMetaStore {
+            client,
+            table,
+            ids: Arc::new(OsRandom),
+        }
+    }
+
+    /// The same store drawing its randomness (ref-write nonces, retry
+    /// jitter) from `ids`; its branch store too.
+    #[must_use]
+    pub fn with_ids(self, ids: Arc<dyn IdSource>) -> Self {
+        DynamoMetaStore { ids, ..self }
+    }
+
+    /// The store's source of randomness.
+    pub fn ids(&self) -> &Arc<dyn IdSource> {
+        &self.ids
+    }
+
+    /// Sends a `TransactWriteItems` under the stores' retry policy
+    /// ([`super::retry::transact`]).
+    pub(super) async fn transact(
+        &self,
+        items: Vec<TransactWriteItem>,
+    ) -> std::result::Result<Transact, SdkError<TransactWriteItemsError>> {
+        super::retry::transact(&self.client, &*self.ids, items).await
     }
 
     /// The SDK client.
@@ -205,7 +246,7 @@ impl DynamoMetaStore {
 
     /// The branch store of the same table, on the same client.
     pub fn branch_store(&self) -> DynamoBranchStore {
-        DynamoBranchStore::new(self.client.clone(), self.table.clone())
+        DynamoBranchStore::new(self.client.clone(), self.table.clone(), self.ids.clone())
     }
 
     pub(super) fn ref_put(
@@ -317,13 +358,15 @@ impl DynamoMetaStore {
         // The lifecycle index items (session, children, artifact users),
         // unconditional, after every conditional item.
         items.extend(self.index_puts(tenant, commit)?);
-        match transact(&self.client, items).await {
+        match self.transact(items).await {
             Ok(Transact::Done) => Ok(None),
-            Ok(Transact::ConditionFailed { index, old }) => Ok(Some((index, old))),
+            Ok(Transact::Cancelled(Cancellation::ConditionalCheckFailed { index, old })) => {
+                Ok(Some((index, old)))
+            }
             // Cancelled for another reason (a concurrent transaction on the
-            // same items): retryable.
-            Ok(Transact::Cancelled(codes)) => Err(Error::unavailable(format!(
-                "the checkpoint transaction was cancelled ({codes:?}); retry"
+            // same items, still there after the policy's retries): retryable.
+            Ok(Transact::Cancelled(c)) => Err(Error::unavailable(format!(
+                "the checkpoint transaction was cancelled ({c}); retry"
             ))),
             Err(e) => Err(sdk_error("DynamoDB TransactWriteItems", e)),
         }

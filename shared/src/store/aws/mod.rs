@@ -13,7 +13,9 @@
 //!   is the `TokenStore` too (`tokens`).
 //! - [`DynamoBranchStore`] (`branches`): branch records and limits.
 //! - [`keys`]: every S3 and DynamoDB key, built and parsed in one place;
-//!   `items`: DynamoDB plumbing the stores share.
+//!   `items`: DynamoDB plumbing the stores share; `retry`:
+//!   `TransactWriteItems` with named cancellation reasons and the one retry
+//!   policy.
 //! - `testing` (tests and the `conformance` feature): the request counter
 //!   and the fault-injecting HTTP client; `report`: the request-count
 //!   report built on them.
@@ -42,6 +44,7 @@ mod meta;
 mod refs;
 #[cfg(any(test, feature = "conformance"))]
 pub mod report;
+mod retry;
 mod s3;
 pub mod sfn;
 mod summaries;

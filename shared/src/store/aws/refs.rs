@@ -1,6 +1,6 @@
 //! The DynamoDB store's refs ([`Refs`](crate::store::Refs)).
 
-use super::items::{Item, from_item, key, s};
+use super::items::{from_item, key, s};
 use super::meta::{RefItem, ref_record};
 use super::{DynamoMetaStore, conditional, keys, sdk_error};
 use crate::error::Result;
@@ -32,7 +32,7 @@ impl crate::store::Refs for DynamoMetaStore {
             expected: expected.copied(),
         };
         let mut nonce = [0u8; 16];
-        crate::clock::IdSource::fill(&crate::clock::OsRandom, &mut nonce);
+        self.ids.fill(&mut nonce);
         let nonce = hex::encode(nonce);
         let put = self.ref_put(tenant, &mv, target, now, Some(nonce.clone()))?;
         let put = put.put.expect("ref_put builds a put");
@@ -99,31 +99,31 @@ impl crate::store::Refs for DynamoMetaStore {
         prefix: &str,
         limit: usize,
     ) -> Result<Vec<RefRecord>> {
+        let q = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .expression_attribute_values(":pk", s(keys::refs_pk(tenant)))
+            .consistent_read(true)
+            .limit(i32::try_from(limit).unwrap_or(i32::MAX));
+        let q = if prefix.is_empty() {
+            q.key_condition_expression("pk = :pk")
+        } else {
+            q.key_condition_expression("pk = :pk AND begins_with(sk, :prefix)")
+                .expression_attribute_values(":prefix", s(prefix))
+        };
+        // The stream is lazy: no page is asked for once `limit` are read.
+        let mut items = q.into_paginator().items().send();
         let mut out = Vec::new();
-        let mut start: Option<Item> = None;
         while out.len() < limit {
-            let mut q = self
-                .client
-                .query()
-                .table_name(&self.table)
-                .expression_attribute_values(":pk", s(keys::refs_pk(tenant)))
-                .consistent_read(true)
-                .limit(i32::try_from(limit - out.len()).unwrap_or(i32::MAX))
-                .set_exclusive_start_key(start.take());
-            q = if prefix.is_empty() {
-                q.key_condition_expression("pk = :pk")
-            } else {
-                q.key_condition_expression("pk = :pk AND begins_with(sk, :prefix)")
-                    .expression_attribute_values(":prefix", s(prefix))
+            let Some(item) = items
+                .try_next()
+                .await
+                .map_err(|e| sdk_error("DynamoDB Query", e))?
+            else {
+                break;
             };
-            let page = q.send().await.map_err(|e| sdk_error("DynamoDB Query", e))?;
-            for item in page.items.unwrap_or_default() {
-                out.push(ref_record(from_item(item)?)?);
-            }
-            match page.last_evaluated_key {
-                Some(k) if !k.is_empty() => start = Some(k),
-                _ => break,
-            }
+            out.push(ref_record(from_item(item)?)?);
         }
         Ok(out)
     }

@@ -10,7 +10,7 @@ use aws_smithy_runtime_api::client::interceptors::SharedInterceptor;
 use chrono::Duration;
 
 use super::{AwsConfig, AwsHooks, RequestCounter, connect};
-use crate::clock::{Clock, ManualClock};
+use crate::clock::{Clock, IdSource, ManualClock};
 
 use crate::error::Result;
 use crate::format::FormatId;
@@ -115,11 +115,17 @@ fn service(
 }
 
 /// A service over the emulator whose every AWS request `counter` counts,
-/// on a driven clock; the deltas inline, or (`inline` false) in S3.
+/// on a driven clock; the deltas inline, or (`inline` false) in S3. With
+/// it the metadata store's source of randomness, which names fresh tenants.
 async fn counted(
     config: &AwsConfig,
     inline: bool,
-) -> Result<(RequestCounter, Arc<ManualClock>, crate::service::Service)> {
+) -> Result<(
+    RequestCounter,
+    Arc<ManualClock>,
+    crate::service::Service,
+    Arc<dyn IdSource>,
+)> {
     let counter = RequestCounter::new();
     let hooks = AwsHooks {
         interceptor: Some(SharedInterceptor::new(counter.clone())),
@@ -129,14 +135,15 @@ async fn counted(
     let clock = Arc::new(ManualClock::new(crate::clock::micros_to_time(
         1_790_000_000_000_000,
     )));
+    let ids = meta.ids().clone();
     let service = service(blobs, meta, clock.clone(), inline);
-    Ok((counter, clock, service))
+    Ok((counter, clock, service, ids))
 }
 
-/// A tenant no earlier run used.
-fn fresh_tenant() -> Result<TenantId> {
+/// A tenant no earlier run used, named from the store's `ids`.
+fn fresh_tenant(ids: &dyn IdSource) -> Result<TenantId> {
     let mut nonce = [0u8; 6];
-    crate::clock::IdSource::fill(&crate::clock::OsRandom, &mut nonce);
+    ids.fill(&mut nonce);
     format!("report-{}", hex::encode(nonce)).parse()
 }
 
@@ -153,10 +160,10 @@ pub async fn request_counts(
     forks: usize,
     inline: bool,
 ) -> Result<Vec<Row>> {
-    let (counter, clock, service) = counted(config, inline).await?;
+    let (counter, clock, service, ids) = counted(config, inline).await?;
     let mut rows = Vec::new();
     for &depth in depths {
-        let tenant = fresh_tenant()?;
+        let tenant = fresh_tenant(&*ids)?;
         let principal = "reporter";
         // Build the chain: `forks` + 1 segments, each after the first
         // starting at a commit whose run slot a decoy child already holds.
@@ -237,10 +244,10 @@ pub async fn erase_request_counts(
     depths: &[u64],
     inline: bool,
 ) -> Result<Vec<Row>> {
-    let (counter, clock, service) = counted(config, inline).await?;
+    let (counter, clock, service, ids) = counted(config, inline).await?;
     let mut rows = Vec::new();
     for &depth in depths {
-        let (tenant, session) = session_to_erase(&service, &clock, depth).await?;
+        let (tenant, session) = session_to_erase(&service, &clock, &*ids, depth).await?;
         counter.reset();
         let erased = service.erase_session(&tenant, &session, false).await?;
         debug_assert_eq!(erased.commits, depth + 1);
@@ -267,11 +274,11 @@ pub async fn erase_times(
     depth: u64,
     concurrency: &[usize],
 ) -> Result<Vec<(usize, std::time::Duration, u64)>> {
-    let (counter, clock, service) = counted(config, true).await?;
+    let (counter, clock, service, ids) = counted(config, true).await?;
     let mut out = Vec::new();
     for &n in concurrency {
         let service = service.clone().with_erase_concurrency(n);
-        let (tenant, session) = session_to_erase(&service, &clock, depth).await?;
+        let (tenant, session) = session_to_erase(&service, &clock, &*ids, depth).await?;
         counter.reset();
         let started = std::time::Instant::now();
         let erased = service.erase_session(&tenant, &session, false).await?;
@@ -288,9 +295,10 @@ pub async fn erase_times(
 async fn session_to_erase(
     service: &Service,
     clock: &ManualClock,
+    ids: &dyn IdSource,
     depth: u64,
 ) -> Result<(TenantId, crate::id::SessionId)> {
-    let tenant = fresh_tenant()?;
+    let tenant = fresh_tenant(ids)?;
     let session: crate::id::SessionId = "erase-me".parse()?;
     let mut tip: Option<CommitId> = None;
     for i in 0..=depth {

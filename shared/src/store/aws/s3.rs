@@ -99,6 +99,33 @@ impl S3BlobStore {
         }
     }
 
+    /// The artifact as stored in `area`: a HeadObject.
+    async fn head(
+        &self,
+        tenant: &TenantId,
+        area: BlobArea,
+        artifact: &ArtifactRef,
+    ) -> Result<Option<BlobInfo>> {
+        let result = self
+            .client
+            .head_object()
+            .bucket(&self.bucket)
+            .key(keys::area_key(tenant, area, artifact))
+            .send()
+            .await;
+        match result {
+            Ok(out) => Ok(Some(BlobInfo {
+                artifact: *artifact,
+                size: out.content_length().unwrap_or(0).max(0) as u64,
+                modified: out
+                    .last_modified()
+                    .map_or(Ok(DateTime::<Utc>::MIN_UTC), time)?,
+            })),
+            Err(e) if e.as_service_error().is_some_and(|s| s.is_not_found()) => Ok(None),
+            Err(e) => Err(sdk_error("S3 HeadObject", e)),
+        }
+    }
+
     /// Deletes the artifact's object in `area`; false when there was none.
     async fn delete_key(
         &self,
@@ -109,7 +136,7 @@ impl S3BlobStore {
         // DeleteObject answers the same whether or not the key existed; the
         // HEAD first makes the answer (and erase counts) honest, and skips
         // the delete of an absent artifact.
-        if self.stat(tenant, area, artifact).await?.is_none() {
+        if self.head(tenant, area, artifact).await?.is_none() {
             return Ok(false);
         }
         self.delete_object(tenant, area, artifact).await?;
@@ -147,10 +174,15 @@ impl BlobStore for S3BlobStore {
             .await
     }
 
-    async fn read(&self, tenant: &TenantId, artifact: &ArtifactRef) -> Result<Option<Bytes>> {
-        for area in [BlobArea::Durable, BlobArea::Cache] {
+    async fn read(
+        &self,
+        tenant: &TenantId,
+        areas: &[BlobArea],
+        artifact: &ArtifactRef,
+    ) -> Result<Option<Bytes>> {
+        for area in areas {
             if let Some(b) = self
-                .read_key(&keys::area_key(tenant, area, artifact), artifact)
+                .read_key(&keys::area_key(tenant, *area, artifact), artifact)
                 .await?
             {
                 return Ok(Some(b));
@@ -254,10 +286,15 @@ impl BlobStore for S3BlobStore {
         Ok(Some(size))
     }
 
-    async fn size(&self, tenant: &TenantId, artifact: &ArtifactRef) -> Result<Option<u64>> {
-        for area in [BlobArea::Durable, BlobArea::Cache] {
-            if let Some(info) = self.stat(tenant, area, artifact).await? {
-                return Ok(Some(info.size));
+    async fn stat(
+        &self,
+        tenant: &TenantId,
+        areas: &[BlobArea],
+        artifact: &ArtifactRef,
+    ) -> Result<Option<BlobInfo>> {
+        for area in areas {
+            if let Some(info) = self.head(tenant, *area, artifact).await? {
+                return Ok(Some(info));
             }
         }
         Ok(None)
@@ -282,32 +319,6 @@ impl BlobStore for S3BlobStore {
         self.put_in(tenant, BlobArea::Cache, artifact, bytes).await
     }
 
-    async fn stat(
-        &self,
-        tenant: &TenantId,
-        area: BlobArea,
-        artifact: &ArtifactRef,
-    ) -> Result<Option<BlobInfo>> {
-        let result = self
-            .client
-            .head_object()
-            .bucket(&self.bucket)
-            .key(keys::area_key(tenant, area, artifact))
-            .send()
-            .await;
-        match result {
-            Ok(out) => Ok(Some(BlobInfo {
-                artifact: *artifact,
-                size: out.content_length().unwrap_or(0).max(0) as u64,
-                modified: out
-                    .last_modified()
-                    .map_or(Ok(DateTime::<Utc>::MIN_UTC), time)?,
-            })),
-            Err(e) if e.as_service_error().is_some_and(|s| s.is_not_found()) => Ok(None),
-            Err(e) => Err(sdk_error("S3 HeadObject", e)),
-        }
-    }
-
     async fn list(
         &self,
         tenant: &TenantId,
@@ -316,21 +327,21 @@ impl BlobStore for S3BlobStore {
         limit: usize,
     ) -> Result<Vec<BlobInfo>> {
         let mut out = Vec::new();
-        let mut start_after = after.map(|a| keys::area_key(tenant, area, a));
-        let mut token: Option<String> = None;
-        loop {
-            let want = limit.saturating_sub(out.len()).min(1000);
-            let page = self
-                .client
-                .list_objects_v2()
-                .bucket(&self.bucket)
-                .prefix(keys::area_prefix(tenant, area))
-                .set_start_after(start_after.take())
-                .set_continuation_token(token.take())
-                .max_keys(i32::try_from(want).unwrap_or(1000))
-                .send()
-                .await
-                .map_err(|e| sdk_error("S3 ListObjectsV2", e))?;
+        // The stream is lazy: no page is asked for once `limit` are read.
+        let mut pages = self
+            .client
+            .list_objects_v2()
+            .bucket(&self.bucket)
+            .prefix(keys::area_prefix(tenant, area))
+            .set_start_after(after.map(|a| keys::area_key(tenant, area, a)))
+            .max_keys(i32::try_from(limit.min(1000)).unwrap_or(1000))
+            .into_paginator()
+            .send();
+        while let Some(page) = pages
+            .try_next()
+            .await
+            .map_err(|e| sdk_error("S3 ListObjectsV2", e))?
+        {
             for o in page.contents() {
                 let Some(key) = o.key() else { continue };
                 // Anything under the prefix that is not an artifact's key
@@ -346,22 +357,12 @@ impl BlobStore for S3BlobStore {
                         .map_or(Ok(DateTime::<Utc>::MIN_UTC), time)?,
                 });
             }
-            token = page.next_continuation_token().map(str::to_owned);
-            if out.len() >= limit || token.is_none() {
-                out.truncate(limit);
-                return Ok(out);
+            if out.len() >= limit {
+                break;
             }
         }
-    }
-
-    async fn read_in(
-        &self,
-        tenant: &TenantId,
-        area: BlobArea,
-        artifact: &ArtifactRef,
-    ) -> Result<Option<Bytes>> {
-        self.read_key(&keys::area_key(tenant, area, artifact), artifact)
-            .await
+        out.truncate(limit);
+        Ok(out)
     }
 
     async fn touch(&self, tenant: &TenantId, artifact: &ArtifactRef) -> Result<Option<u64>> {
@@ -380,7 +381,7 @@ impl BlobStore for S3BlobStore {
             .await;
         match result {
             Ok(_) => Ok(self
-                .stat(tenant, BlobArea::Durable, artifact)
+                .head(tenant, BlobArea::Durable, artifact)
                 .await?
                 .map(|i| i.size)),
             Err(e) if e.raw_response().is_some_and(|r| r.status().as_u16() == 404) => Ok(None),
@@ -395,7 +396,7 @@ impl BlobStore for S3BlobStore {
         artifact: &ArtifactRef,
         cutoff: DateTime<Utc>,
     ) -> Result<bool> {
-        match self.stat(tenant, area, artifact).await? {
+        match self.head(tenant, area, artifact).await? {
             // The HEAD just made found it: no second one.
             Some(info) if info.modified < cutoff => {
                 self.delete_object(tenant, area, artifact).await?;

@@ -11,8 +11,9 @@ use async_trait::async_trait;
 use aws_sdk_dynamodb::types::{TransactWriteItem, Update};
 use chrono::{DateTime, Utc};
 
-use super::items::{Item, Transact, build, key, n, s, transact};
+use super::items::{Item, build, key, n, s};
 use super::meta::commit_item;
+use super::retry::{Cancellation, Transact, transact_once};
 use super::{DynamoMetaStore, keys, sdk_error};
 use crate::clock::micros_to_time;
 use crate::commit::Commit;
@@ -25,10 +26,6 @@ use crate::store::{
 
 /// The name of the sparse index of commits lacking a summary.
 const INDEX: &str = "missing_summary";
-
-/// How often a write that collided with another transaction on the same
-/// commit is tried again.
-const COLLISION_TRIES: usize = 3;
 
 /// One update of a summary write: the by-id item (with its condition) and
 /// the copy in the run.
@@ -76,32 +73,26 @@ impl DynamoMetaStore {
     }
 
     /// Sends the pair: true when written, false when the by-id condition
-    /// failed. Collisions with concurrent transactions are tried again.
+    /// failed. Collisions with concurrent transactions are tried again
+    /// under the stores' retry policy.
     async fn send_pair(&self, pair: Pair, what: &str) -> Result<bool> {
-        for _ in 0..COLLISION_TRIES {
-            let items = vec![
-                TransactWriteItem::builder()
-                    .update(pair.by_id.clone())
-                    .build(),
-                TransactWriteItem::builder()
-                    .update(pair.in_run.clone())
-                    .build(),
-            ];
-            match transact(self.client(), items).await {
-                Ok(Transact::Done) => return Ok(true),
-                Ok(Transact::ConditionFailed { index: 0, .. }) => return Ok(false),
-                Ok(Transact::ConditionFailed { .. }) => {
-                    return Err(Error::internal(format!(
-                        "{what}: the commit's copy in its run is missing"
-                    )));
-                }
-                Ok(Transact::Cancelled(_)) => continue,
-                Err(e) => return Err(sdk_error("DynamoDB TransactWriteItems", e)),
+        let items = vec![
+            TransactWriteItem::builder().update(pair.by_id).build(),
+            TransactWriteItem::builder().update(pair.in_run).build(),
+        ];
+        match self.transact(items).await {
+            Ok(Transact::Done) => Ok(true),
+            Ok(Transact::Cancelled(Cancellation::ConditionalCheckFailed { index: 0, .. })) => {
+                Ok(false)
             }
+            Ok(Transact::Cancelled(Cancellation::ConditionalCheckFailed { .. })) => Err(
+                Error::internal(format!("{what}: the commit's copy in its run is missing")),
+            ),
+            Ok(Transact::Cancelled(c)) => Err(Error::unavailable(format!(
+                "{what}: the write kept colliding with others on the same commit ({c}); retry"
+            ))),
+            Err(e) => Err(sdk_error("DynamoDB TransactWriteItems", e)),
         }
-        Err(Error::unavailable(format!(
-            "{what}: the write kept colliding with others on the same commit; retry"
-        )))
     }
 }
 
@@ -169,6 +160,7 @@ impl crate::store::SummaryQueue for DynamoMetaStore {
                 commit: i.c,
             });
         }
+        // One page: the cursor goes back to the caller, who asks for the next.
         let next = match page.last_evaluated_key {
             Some(k) if !k.is_empty() => Some(cursor_of(&k)?),
             _ => None,
@@ -202,18 +194,21 @@ impl crate::store::SummaryQueue for DynamoMetaStore {
                 u.update_expression("SET #c.#tags.#claim = :tag")
             }
         })?;
-        // A claim that collides with another lost the race: it is not
-        // retried.
+        // A claim that collides with another lost the race: it is sent
+        // once, outside the retry policy.
         let items = vec![
             TransactWriteItem::builder().update(pair.by_id).build(),
             TransactWriteItem::builder().update(pair.in_run).build(),
         ];
-        match transact(self.client(), items).await {
+        match transact_once(self.client(), items).await {
             Ok(Transact::Done) => Ok(true),
-            Ok(Transact::ConditionFailed { index: 0, .. } | Transact::Cancelled(_)) => Ok(false),
-            Ok(Transact::ConditionFailed { .. }) => Err(Error::internal(
-                "claim: the commit's copy in its run is missing",
-            )),
+            Ok(Transact::Cancelled(Cancellation::ConditionalCheckFailed { index: 0, .. })) => {
+                Ok(false)
+            }
+            Ok(Transact::Cancelled(Cancellation::ConditionalCheckFailed { .. })) => Err(
+                Error::internal("claim: the commit's copy in its run is missing"),
+            ),
+            Ok(Transact::Cancelled(_)) => Ok(false),
             Err(e) => Err(sdk_error("DynamoDB TransactWriteItems", e)),
         }
     }
@@ -275,33 +270,30 @@ impl crate::store::SummaryQueue for DynamoMetaStore {
 
     async fn summary_tenants(&self) -> Result<Vec<TenantId>> {
         let mut out = Vec::new();
-        let mut start: Option<Item> = None;
-        loop {
-            let page = self
-                .client()
-                .query()
-                .table_name(self.table())
-                .key_condition_expression("pk = :pk")
-                .expression_attribute_values(":pk", s(keys::TENANTS_PK))
-                .set_exclusive_start_key(start.take())
-                .send()
-                .await
-                .map_err(|e| sdk_error("DynamoDB Query", e))?;
-            for item in page.items.unwrap_or_default() {
-                let sk = match item.get("sk") {
-                    Some(aws_sdk_dynamodb::types::AttributeValue::S(sk)) => sk.clone(),
-                    _ => return Err(Error::internal("a tenant registry item has no sort key")),
-                };
-                out.push(sk.parse().map_err(|_| {
-                    Error::internal(format!(
-                        "the tenant registry holds a malformed tenant {sk:?}"
-                    ))
-                })?);
-            }
-            match page.last_evaluated_key {
-                Some(k) if !k.is_empty() => start = Some(k),
-                _ => return Ok(out),
-            }
+        let mut items = self
+            .client()
+            .query()
+            .table_name(self.table())
+            .key_condition_expression("pk = :pk")
+            .expression_attribute_values(":pk", s(keys::TENANTS_PK))
+            .into_paginator()
+            .items()
+            .send();
+        while let Some(item) = items
+            .try_next()
+            .await
+            .map_err(|e| sdk_error("DynamoDB Query", e))?
+        {
+            let sk = match item.get("sk") {
+                Some(aws_sdk_dynamodb::types::AttributeValue::S(sk)) => sk.clone(),
+                _ => return Err(Error::internal("a tenant registry item has no sort key")),
+            };
+            out.push(sk.parse().map_err(|_| {
+                Error::internal(format!(
+                    "the tenant registry holds a malformed tenant {sk:?}"
+                ))
+            })?);
         }
+        Ok(out)
     }
 }

@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use crate::store::{Commits, Lifecycle, MaterializationCache, Refs};
+use crate::store::{BlobArea, Commits, Lifecycle, MaterializationCache, Refs};
 
 use super::*;
 use crate::store::conformance::{self, Backend, Capabilities};
@@ -395,9 +395,10 @@ async fn run_with_faults(config: &AwsConfig, one_in: u64, ops: u32) -> usize {
             Some(bytes) => crate::store::verify(&c.artifact_ref, bytes).unwrap(),
             None => assert!(
                 blobs
-                    .size(&tenant, &c.artifact_ref)
+                    .stat(&tenant, BlobArea::READABLE, &c.artifact_ref)
                     .await
                     .unwrap()
+                    .map(|i| i.size)
                     .is_some(),
                 "commit {i} has its artifact"
             ),
@@ -533,7 +534,7 @@ async fn gc_sweeps_every_area_of_a_tenant_on_s3() {
     );
     assert!(
         blobs
-            .stat(&tenant, BlobArea::Staged, &staged)
+            .stat(&tenant, &[BlobArea::Staged], &staged)
             .await
             .unwrap()
             .is_none()
@@ -663,7 +664,15 @@ async fn an_erase_under_faults_finishes_when_re_run_and_leaves_nothing() {
         assert!(meta.session_commits(&tenant, &s).await.unwrap().is_empty());
     }
     for a in &artifacts {
-        assert_eq!(blobs.size(&tenant, a).await.unwrap(), None, "{a} deleted");
+        assert_eq!(
+            blobs
+                .stat(&tenant, BlobArea::READABLE, a)
+                .await
+                .unwrap()
+                .map(|i| i.size),
+            None,
+            "{a} deleted"
+        );
         assert!(
             meta.artifact_users(&tenant, a, 10)
                 .await
@@ -764,15 +773,8 @@ async fn an_erased_session_leaves_no_byte_in_s3_or_dynamodb() {
     // Every S3 object and every DynamoDB item holding the canary.
     let holding = || async {
         let mut found = Vec::new();
-        let mut token = None;
-        loop {
-            let page = s3
-                .list_objects_v2()
-                .bucket(&bucket)
-                .set_continuation_token(token.take())
-                .send()
-                .await
-                .unwrap();
+        let mut pages = s3.list_objects_v2().bucket(&bucket).into_paginator().send();
+        while let Some(page) = pages.try_next().await.unwrap() {
             for o in page.contents() {
                 let key = o.key().unwrap().to_owned();
                 // Other tenants' artifacts (of tests sharing the emulator)
@@ -796,28 +798,16 @@ async fn an_erased_session_leaves_no_byte_in_s3_or_dynamodb() {
                     found.push(format!("s3 {key}"));
                 }
             }
-            match page.next_continuation_token() {
-                Some(t) => token = Some(t.to_owned()),
-                None => break,
-            }
         }
-        let mut start = None;
-        loop {
-            let page = ddb
-                .scan()
-                .table_name(&table)
-                .set_exclusive_start_key(start.take())
-                .send()
-                .await
-                .unwrap();
-            for item in page.items() {
-                if format!("{item:?}").contains(&canary) {
-                    found.push(format!("dynamodb {:?}", item.get("pk")));
-                }
-            }
-            match page.last_evaluated_key() {
-                Some(k) if !k.is_empty() => start = Some(k.clone()),
-                _ => break,
+        let mut items = ddb
+            .scan()
+            .table_name(&table)
+            .into_paginator()
+            .items()
+            .send();
+        while let Some(item) = items.try_next().await.unwrap() {
+            if format!("{item:?}").contains(&canary) {
+                found.push(format!("dynamodb {:?}", item.get("pk")));
             }
         }
         found
@@ -835,4 +825,37 @@ async fn an_erased_session_leaves_no_byte_in_s3_or_dynamodb() {
     assert_eq!((erased.commits, erased.cascaded), (3, 1), "{erased:?}");
     let left = holding().await;
     assert!(left.is_empty(), "the canary survives in {left:?}");
+}
+
+/// A ref write's nonce (`w`, which tells a retry that its lost first
+/// attempt landed) comes from the store's `IdSource`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ref_writes_nonce_comes_from_the_stores_id_source() {
+    use crate::clock::{IdSource, SeededIds};
+    let Some(config) = emulator() else { return };
+    let (_, meta) = connect(&config, AwsHooks::default()).await.unwrap();
+    let meta = meta.with_ids(Arc::new(SeededIds::new(23)));
+    let tenant = conformance::fresh_tenant("nonce");
+    let name: crate::RefName = "sessions/nonce".parse().unwrap();
+    let target = conformance::commit(&tenant, None, conformance::t(0), "p", b"x").id;
+    meta.cas_ref(&tenant, &name, None, &target, conformance::t(0))
+        .await
+        .unwrap();
+    let item = super::items::consistent_get(
+        meta.client(),
+        &config.table,
+        keys::refs_pk(&tenant),
+        keys::ref_sk(&name),
+    )
+    .await
+    .unwrap()
+    .expect("the ref was written");
+    let mut expected = [0u8; 16];
+    SeededIds::new(23).fill(&mut expected);
+    assert_eq!(
+        item.get("w"),
+        Some(&aws_sdk_dynamodb::types::AttributeValue::S(hex::encode(
+            expected
+        )))
+    );
 }

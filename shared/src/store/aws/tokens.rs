@@ -7,7 +7,7 @@ use aws_sdk_dynamodb::types::ReturnValue;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use super::items::{Item, consistent_get, from_item, key, s, to_item};
+use super::items::{consistent_get, from_item, key, s, to_item};
 use super::{DynamoMetaStore, keys, sdk_error};
 use crate::clock::micros_to_time;
 use crate::error::Result;
@@ -39,31 +39,28 @@ impl From<TokenItem> for TokenRecord {
 impl DynamoMetaStore {
     /// The token items whose sort key starts with `prefix`, every page.
     async fn token_items(&self, prefix: &str) -> Result<Vec<TokenItem>> {
+        let q = self
+            .client()
+            .query()
+            .table_name(self.table())
+            .expression_attribute_values(":pk", s(keys::TOKENS_PK))
+            .consistent_read(true);
+        let q = if prefix.is_empty() {
+            q.key_condition_expression("pk = :pk")
+        } else {
+            q.key_condition_expression("pk = :pk AND begins_with(sk, :prefix)")
+                .expression_attribute_values(":prefix", s(prefix))
+        };
+        let mut items = q.into_paginator().items().send();
         let mut out = Vec::new();
-        let mut start: Option<Item> = None;
-        loop {
-            let mut q = self
-                .client()
-                .query()
-                .table_name(self.table())
-                .expression_attribute_values(":pk", s(keys::TOKENS_PK))
-                .consistent_read(true)
-                .set_exclusive_start_key(start.take());
-            q = if prefix.is_empty() {
-                q.key_condition_expression("pk = :pk")
-            } else {
-                q.key_condition_expression("pk = :pk AND begins_with(sk, :prefix)")
-                    .expression_attribute_values(":prefix", s(prefix))
-            };
-            let page = q.send().await.map_err(|e| sdk_error("DynamoDB Query", e))?;
-            for item in page.items.unwrap_or_default() {
-                out.push(from_item(item)?);
-            }
-            match page.last_evaluated_key {
-                Some(k) if !k.is_empty() => start = Some(k),
-                _ => return Ok(out),
-            }
+        while let Some(item) = items
+            .try_next()
+            .await
+            .map_err(|e| sdk_error("DynamoDB Query", e))?
+        {
+            out.push(from_item(item)?);
         }
+        Ok(out)
     }
 }
 

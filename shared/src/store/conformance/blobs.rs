@@ -5,7 +5,7 @@ use futures::future::join_all;
 
 use super::fresh_tenant;
 use crate::id::ArtifactRef;
-use crate::store::{BlobStore, BlobStoreExt};
+use crate::store::{BlobArea, BlobStore, BlobStoreExt};
 
 /// Runs every behaviour.
 pub async fn run_all(blobs: &dyn BlobStore) {
@@ -23,7 +23,14 @@ pub async fn deleting_an_artifact(blobs: &dyn BlobStore) {
     blobs.put(&b, bytes.clone()).await.expect("put b");
     assert!(blobs.delete(&a, &put.artifact).await.expect("delete"));
     assert_eq!(blobs.get(&a, &put.artifact).await.expect("get"), None);
-    assert_eq!(blobs.size(&a, &put.artifact).await.expect("size"), None);
+    assert_eq!(
+        blobs
+            .stat(&a, BlobArea::READABLE, &put.artifact)
+            .await
+            .expect("size")
+            .map(|i| i.size),
+        None
+    );
     assert!(
         !blobs.delete(&a, &put.artifact).await.expect("delete again"),
         "a second delete finds nothing"
@@ -76,7 +83,11 @@ pub async fn blobs_are_content_addressed(blobs: &dyn BlobStore) {
         Some(&b"hello"[..])
     );
     assert_eq!(
-        blobs.size(&a, &first.artifact).await.expect("size"),
+        blobs
+            .stat(&a, BlobArea::READABLE, &first.artifact)
+            .await
+            .expect("size")
+            .map(|i| i.size),
         Some(5)
     );
     assert_eq!(
@@ -84,7 +95,14 @@ pub async fn blobs_are_content_addressed(blobs: &dyn BlobStore) {
         None,
         "other tenant sees nothing"
     );
-    assert_eq!(blobs.size(&b, &first.artifact).await.expect("size b"), None);
+    assert_eq!(
+        blobs
+            .stat(&b, BlobArea::READABLE, &first.artifact)
+            .await
+            .expect("size b")
+            .map(|i| i.size),
+        None
+    );
     let empty = blobs.put(&a, Bytes::new()).await.expect("put empty");
     assert_eq!(
         blobs

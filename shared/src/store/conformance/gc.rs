@@ -43,22 +43,33 @@ pub async fn areas_are_separate_and_reads_find_cached_artifacts(blobs: &dyn Blob
     assert_eq!(art, ArtifactRef::of(b"a cached result"));
     assert!(
         blobs
-            .stat(&a, BlobArea::Durable, &art)
+            .stat(&a, &[BlobArea::Durable], &art)
             .await
             .expect("stat")
             .is_none()
     );
     let info = blobs
-        .stat(&a, BlobArea::Cache, &art)
+        .stat(&a, &[BlobArea::Cache], &art)
         .await
         .expect("stat")
         .expect("in the cache area");
     assert_eq!((info.artifact, info.size), (art, 15));
     assert_eq!(
-        blobs.read(&a, &art).await.expect("read").as_deref(),
+        blobs
+            .read(&a, BlobArea::READABLE, &art)
+            .await
+            .expect("read")
+            .as_deref(),
         Some(&b"a cached result"[..])
     );
-    assert_eq!(blobs.size(&a, &art).await.expect("size"), Some(15));
+    assert_eq!(
+        blobs
+            .stat(&a, BlobArea::READABLE, &art)
+            .await
+            .expect("size")
+            .map(|i| i.size),
+        Some(15)
+    );
     assert_eq!(
         blobs.touch(&a, &art).await.expect("touch"),
         None,
@@ -82,7 +93,11 @@ pub async fn areas_are_separate_and_reads_find_cached_artifacts(blobs: &dyn Blob
             .expect("remove again")
     );
     assert_eq!(
-        blobs.size(&a, &art).await.expect("size"),
+        blobs
+            .stat(&a, BlobArea::READABLE, &art)
+            .await
+            .expect("size")
+            .map(|i| i.size),
         Some(15),
         "the durable copy stays"
     );
@@ -99,7 +114,10 @@ pub async fn areas_are_separate_and_reads_find_cached_artifacts(blobs: &dyn Blob
         .expect("put_cached");
     assert!(blobs.delete(&a, &art).await.expect("delete"));
     assert_eq!(
-        blobs.read(&a, &art).await.expect("read"),
+        blobs
+            .read(&a, BlobArea::READABLE, &art)
+            .await
+            .expect("read"),
         None,
         "both copies"
     );
@@ -140,7 +158,7 @@ pub async fn listings_page_in_hash_order_per_tenant_and_area(blobs: &dyn BlobSto
         assert!(page.len() <= 3);
         for info in &page {
             let stat = blobs
-                .stat(&a, BlobArea::Durable, &info.artifact)
+                .stat(&a, &[BlobArea::Durable], &info.artifact)
                 .await
                 .expect("stat")
                 .expect("listed, so stored");
@@ -193,7 +211,7 @@ pub async fn sweeps_remove_only_what_is_older_than_the_cutoff(blobs: &dyn BlobSt
         .expect("put")
         .artifact;
     let info = blobs
-        .stat(&a, BlobArea::Durable, &art)
+        .stat(&a, &[BlobArea::Durable], &art)
         .await
         .expect("stat")
         .expect("stored");
@@ -218,7 +236,13 @@ pub async fn sweeps_remove_only_what_is_older_than_the_cutoff(blobs: &dyn BlobSt
             .await
             .expect("sweep")
     );
-    assert_eq!(blobs.read(&a, &art).await.expect("read"), None);
+    assert_eq!(
+        blobs
+            .read(&a, BlobArea::READABLE, &art)
+            .await
+            .expect("read"),
+        None
+    );
     assert!(
         !blobs
             .sweep(&a, BlobArea::Durable, &art, micros_to_time(i64::MAX / 2))

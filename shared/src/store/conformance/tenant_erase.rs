@@ -233,7 +233,7 @@ pub async fn assert_whole(backend: &Backend<'_>, p: &Populated) {
     );
     assert!(
         blobs
-            .read_in(tenant, BlobArea::Cache, &p.cached)
+            .read(tenant, &[BlobArea::Cache], &p.cached)
             .await
             .expect("cached")
             .is_some()

@@ -80,12 +80,12 @@ impl LocalBlobStore {
         Some(self.area_dir(tenant, area)?.join(&hex[..2]).join(hex))
     }
 
-    /// The durable and cache paths of `artifact`, in the order reads try
-    /// them.
-    fn find(&self, tenant: &TenantId, artifact: &ArtifactRef) -> Vec<PathBuf> {
-        [BlobArea::Durable, BlobArea::Cache]
-            .into_iter()
-            .filter_map(|a| self.path_in(tenant, a, artifact))
+    /// The paths of `artifact` in `areas` (those this store has), in
+    /// order.
+    fn find(&self, tenant: &TenantId, areas: &[BlobArea], artifact: &ArtifactRef) -> Vec<PathBuf> {
+        areas
+            .iter()
+            .filter_map(|a| self.path_in(tenant, *a, artifact))
             .collect()
     }
 
@@ -265,8 +265,13 @@ impl BlobStore for LocalBlobStore {
             .await
     }
 
-    async fn read(&self, tenant: &TenantId, artifact: &ArtifactRef) -> Result<Option<Bytes>> {
-        let paths = self.find(tenant, artifact);
+    async fn read(
+        &self,
+        tenant: &TenantId,
+        areas: &[BlobArea],
+        artifact: &ArtifactRef,
+    ) -> Result<Option<Bytes>> {
+        let paths = self.find(tenant, areas, artifact);
         blocking_read(move || {
             for path in paths {
                 match fs::read(&path) {
@@ -280,12 +285,18 @@ impl BlobStore for LocalBlobStore {
         .await
     }
 
-    async fn size(&self, tenant: &TenantId, artifact: &ArtifactRef) -> Result<Option<u64>> {
-        let paths = self.find(tenant, artifact);
+    async fn stat(
+        &self,
+        tenant: &TenantId,
+        areas: &[BlobArea],
+        artifact: &ArtifactRef,
+    ) -> Result<Option<BlobInfo>> {
+        let paths = self.find(tenant, areas, artifact);
+        let artifact = *artifact;
         blocking_read(move || {
             for path in paths {
                 match fs::metadata(&path) {
-                    Ok(m) => return Ok(Some(m.len())),
+                    Ok(m) => return Ok(Some(info_of(artifact, &m)?)),
                     Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
                     Err(e) => return Err(e.into()),
                 }
@@ -302,24 +313,6 @@ impl BlobStore for LocalBlobStore {
         bytes: Bytes,
     ) -> Result<PutBlob> {
         self.put_in(tenant, BlobArea::Cache, artifact, bytes).await
-    }
-
-    async fn stat(
-        &self,
-        tenant: &TenantId,
-        area: BlobArea,
-        artifact: &ArtifactRef,
-    ) -> Result<Option<BlobInfo>> {
-        let Some(path) = self.path_in(tenant, area, artifact) else {
-            return Ok(None);
-        };
-        let artifact = *artifact;
-        blocking_read(move || match fs::metadata(&path) {
-            Ok(m) => Ok(Some(info_of(artifact, &m)?)),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(e.into()),
-        })
-        .await
     }
 
     async fn list(
@@ -359,23 +352,6 @@ impl BlobStore for LocalBlobStore {
                 }
             }
             Ok(out)
-        })
-        .await
-    }
-
-    async fn read_in(
-        &self,
-        tenant: &TenantId,
-        area: BlobArea,
-        artifact: &ArtifactRef,
-    ) -> Result<Option<Bytes>> {
-        let Some(path) = self.path_in(tenant, area, artifact) else {
-            return Ok(None);
-        };
-        blocking_read(move || match fs::read(&path) {
-            Ok(b) => Ok(Some(Bytes::from(b))),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(e.into()),
         })
         .await
     }
@@ -465,7 +441,7 @@ impl BlobStore for LocalBlobStore {
 
     async fn delete(&self, tenant: &TenantId, artifact: &ArtifactRef) -> Result<bool> {
         // Every area reads look in: a cached copy of the same bytes goes too.
-        let paths = self.find(tenant, artifact);
+        let paths = self.find(tenant, BlobArea::READABLE, artifact);
         blocking(move || {
             let mut removed = false;
             for path in paths {

@@ -112,12 +112,19 @@ impl MemoryBlobStore {
         }
     }
 
-    fn find(&self, tenant: &TenantId, artifact: &ArtifactRef) -> Option<Bytes> {
+    /// The bytes and write time of `artifact` in the first of `areas`
+    /// holding it.
+    fn find(
+        &self,
+        tenant: &TenantId,
+        areas: &[BlobArea],
+        artifact: &ArtifactRef,
+    ) -> Option<(Bytes, DateTime<Utc>)> {
         let blobs = lock(&self.blobs);
-        [BlobArea::Durable, BlobArea::Cache]
+        areas
             .iter()
             .find_map(|area| blobs.get(&(tenant.clone(), *area, *artifact)))
-            .map(|(b, _)| b.clone())
+            .cloned()
     }
 }
 
@@ -127,12 +134,28 @@ impl BlobStore for MemoryBlobStore {
         Ok(self.put_in(tenant, BlobArea::Durable, ArtifactRef::of(&bytes), bytes))
     }
 
-    async fn read(&self, tenant: &TenantId, artifact: &ArtifactRef) -> Result<Option<Bytes>> {
-        Ok(self.find(tenant, artifact))
+    async fn read(
+        &self,
+        tenant: &TenantId,
+        areas: &[BlobArea],
+        artifact: &ArtifactRef,
+    ) -> Result<Option<Bytes>> {
+        Ok(self.find(tenant, areas, artifact).map(|(b, _)| b))
     }
 
-    async fn size(&self, tenant: &TenantId, artifact: &ArtifactRef) -> Result<Option<u64>> {
-        Ok(self.find(tenant, artifact).map(|b| b.len() as u64))
+    async fn stat(
+        &self,
+        tenant: &TenantId,
+        areas: &[BlobArea],
+        artifact: &ArtifactRef,
+    ) -> Result<Option<BlobInfo>> {
+        Ok(self
+            .find(tenant, areas, artifact)
+            .map(|(b, modified)| BlobInfo {
+                artifact: *artifact,
+                size: b.len() as u64,
+                modified,
+            }))
     }
 
     async fn put_cached_hashed(
@@ -142,21 +165,6 @@ impl BlobStore for MemoryBlobStore {
         bytes: Bytes,
     ) -> Result<PutBlob> {
         Ok(self.put_in(tenant, BlobArea::Cache, artifact, bytes))
-    }
-
-    async fn stat(
-        &self,
-        tenant: &TenantId,
-        area: BlobArea,
-        artifact: &ArtifactRef,
-    ) -> Result<Option<BlobInfo>> {
-        Ok(lock(&self.blobs)
-            .get(&(tenant.clone(), area, *artifact))
-            .map(|(b, modified)| BlobInfo {
-                artifact: *artifact,
-                size: b.len() as u64,
-                modified: *modified,
-            }))
     }
 
     async fn list(
@@ -178,17 +186,6 @@ impl BlobStore for MemoryBlobStore {
             .collect();
         out.truncate(limit);
         Ok(out)
-    }
-
-    async fn read_in(
-        &self,
-        tenant: &TenantId,
-        area: BlobArea,
-        artifact: &ArtifactRef,
-    ) -> Result<Option<Bytes>> {
-        Ok(lock(&self.blobs)
-            .get(&(tenant.clone(), area, *artifact))
-            .map(|(b, _)| b.clone()))
     }
 
     async fn touch(&self, tenant: &TenantId, artifact: &ArtifactRef) -> Result<Option<u64>> {
