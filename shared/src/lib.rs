@@ -25,7 +25,8 @@
 //!   family: `checkpoint`, `artifacts`, `commits`, `walk`, `materialize`,
 //!   `hot` (the in-memory result cache), `refs`, `workspaces`, `folding`
 //!   (create, end, budget, status, timer), `agents` (agents' live
-//!   context), `summaries` (the summary batch), `compact` (re-compaction),
+//!   context: settings, window, saves, working context, rebuild,
+//!   messages), `summaries` (the summary batch), `compact` (re-compaction),
 //!   `evict` (dropping old deltas), `gc` (the cache budget and garbage
 //!   collection), `lifecycle` (erasure and retention) and `tenant_erase`.
 //! - [`summarize`]: the `Summarizer` trait and its backends: `extractive`,
@@ -41,11 +42,13 @@
 //!   tools, with their conversions from and to the service's values;
 //!   [`inline`]: large inline fields that share the request body's buffer;
 //!   [`number`]: whole numbers written as floats (`51.0`) read as integers.
-//! - [`api`]: the one axum router, [`api::extract`] (strict JSON and query
+//! - [`api`]: the one axum router (its route table and the OpenAPI
+//!   document), one private file of handlers per route family
+//!   (`artifacts`, `commits`, `refs`, `branches`, `lifecycle`,
+//!   `workspaces`, `agents`), [`api::extract`] (strict JSON and query
 //!   parsing), [`api::error`] (kind → status), [`api::limits`] (the
 //!   request-body bytes in flight), `api::testing` (the tables every host
-//!   of the router is held to; feature `conformance`), the OpenAPI
-//!   document.
+//!   of the router is held to; feature `conformance`).
 //! - [`auth`]: credentials → tenant.
 //! - [`clock`]: time and randomness, injected.
 //! - [`config`]: every `CTX_*` setting, read once into one `Config`.
