@@ -13,8 +13,8 @@ use super::{ApiResult, AppState};
 use crate::auth::Caller;
 use crate::commit::Commit;
 use crate::error::Error;
-use crate::id::{CommitId, Principal};
-use crate::service::Service;
+use crate::id::{BranchId, CommitId, Principal};
+use crate::service::{Delta, Limits, NewCommit, Service};
 use crate::wire::{
     CheckpointRequest, CompactRequest, CompactResponse, HistoryResponse, MaterializeRequest,
     MaterializeResponse, MissingSummaryList, ResolveResponse, SummarizeRequest,
@@ -30,9 +30,8 @@ pub const BUDGET_WARNING: &str = "ctx-budget-warning";
 /// no tool use in the chain).
 pub const CHECKPOINT_WARNING: &str = "ctx-warning";
 
-/// Records `req` as `POST /v1/commits` does: converted with
-/// [`CheckpointRequest::into_new_commit`], errors about the delta naming
-/// the field it was sent in.
+/// Records `req` as `POST /v1/commits` does: converted by [`new_commit`],
+/// errors about the delta naming the field it was sent in.
 ///
 /// # Errors
 /// As [`Service::checkpoint`].
@@ -43,8 +42,8 @@ pub async fn submit_checkpoint(
 ) -> Result<crate::service::Checkpointed, Error> {
     // The service names an inline delta `delta`; it may have come as
     // `delta_base64`.
-    let field = req.delta_field();
-    let new = req.into_new_commit(service.limits())?;
+    let field = delta_field(&req);
+    let new = new_commit(req, service.limits())?;
     service
         .checkpoint(tenant, new)
         .await
@@ -52,6 +51,89 @@ pub async fn submit_checkpoint(
             Some("delta") if field != "delta" => e.with_field(field),
             _ => e,
         })
+}
+
+/// The request field that carries the delta.
+fn delta_field(req: &CheckpointRequest) -> &'static str {
+    match (&req.artifact_ref, &req.delta, &req.delta_base64) {
+        (None, None, Some(_)) => "delta_base64",
+        (Some(_), None, None) => "artifact_ref",
+        _ => "delta",
+    }
+}
+
+/// The commit `req` asks for: exactly one of `artifact_ref`, `delta` and
+/// `delta_base64` becomes its [`Delta`]. A checkpoint whose ref is
+/// `branches/<br-…>`, or whose session is a `br-…` id, writes into that
+/// branch's chain and counts against its budget.
+///
+/// # Errors
+/// `Invalid` for none or several deltas, or bad base64; `TooLarge` for an
+/// inline delta over the artifact limit.
+fn new_commit(req: CheckpointRequest, limits: &Limits) -> Result<NewCommit, Error> {
+    let delta = match (req.artifact_ref, req.delta, req.delta_base64) {
+        (Some(art), None, None) => Delta::Stored(art),
+        (None, Some(text), None) => {
+            limits.check_artifact_size("delta", text.len())?;
+            // No copy: the text may still share the request body.
+            Delta::Inline(text.into_bytes())
+        }
+        (None, None, Some(b64)) => {
+            // The decoded size, exactly: padding is not bytes.
+            let padding = b64
+                .as_bytes()
+                .iter()
+                .rev()
+                .take_while(|&&b| b == b'=')
+                .count()
+                .min(2);
+            let decoded = (b64.len() / 4 * 3).saturating_sub(padding);
+            limits.check_artifact_size("delta_base64", decoded)?;
+            // In place in the request body's buffer when it can be.
+            let bytes = crate::inline::decode_base64(b64).map_err(|e| {
+                Error::invalid(
+                    "delta_base64",
+                    format!("delta_base64 is not valid base64: {e}"),
+                )
+            })?;
+            Delta::Inline(bytes)
+        }
+        _ => {
+            return Err(Error::invalid(
+                "delta",
+                "give exactly one of artifact_ref, delta and delta_base64",
+            ));
+        }
+    };
+    let branch = req
+        .ref_move
+        .as_ref()
+        .and_then(|m| crate::branch::branch_of_ref(&m.name))
+        .or_else(|| {
+            req.session_id
+                .as_ref()
+                .and_then(|s| s.as_str().parse::<BranchId>().ok())
+        });
+    Ok(NewCommit {
+        parent: req.parent,
+        commit_type: req.commit_type,
+        format: req.format,
+        delta,
+        template: req.template,
+        principal: req.principal,
+        machine: req.machine,
+        session_id: req.session_id.map(|s| s.as_str().to_owned()),
+        checkpoint: req.checkpoint,
+        ticket_id: req.ticket_id,
+        thread_id: req.thread_id,
+        summary: req.summary,
+        message_count: req.message_count,
+        token_count: req.token_count,
+        created_at: req.created_at,
+        tags: req.tags,
+        ref_move: req.ref_move,
+        branch,
+    })
 }
 
 /// Records a checkpoint: 201 with the new commit, or 200 with the stored one
@@ -313,4 +395,45 @@ pub(super) async fn resolve(
     })?;
     let id = s.service.resolve(&caller.tenant, &principal, at).await?;
     Ok(axum::Json(ResolveResponse { id }))
+}
+
+#[cfg(test)]
+mod tests {
+    use bytes::Bytes;
+
+    use super::*;
+    use crate::format::FormatId;
+
+    /// A checkpoint of `delta_base64` under an artifact limit of `max` bytes.
+    fn checkpoint_b64(b64: &str, max: usize) -> Result<NewCommit, Error> {
+        let limits = Limits {
+            max_artifact_bytes: max,
+            ..Limits::default()
+        };
+        new_commit(
+            CheckpointRequest {
+                delta: None,
+                delta_base64: Some(b64.into()),
+                ..CheckpointRequest::new("p".parse().unwrap(), "t", FormatId::raw(), "")
+            },
+            &limits,
+        )
+    }
+
+    #[test]
+    fn the_base64_limit_is_on_the_decoded_bytes_exactly() {
+        use base64::Engine as _;
+        let b64 = |n: usize| base64::engine::general_purpose::STANDARD.encode(vec![7u8; n]);
+        // 4 bytes encode as 8 characters with two '=': at the limit of 4.
+        for n in [4, 3, 2, 1] {
+            let new = checkpoint_b64(&b64(n), 4).unwrap();
+            assert_eq!(new.delta, Delta::Inline(Bytes::from(vec![7u8; n])), "{n}");
+        }
+        let e = checkpoint_b64(&b64(5), 4).unwrap_err();
+        assert_eq!(
+            (e.kind, e.field.as_deref()),
+            (crate::ErrorKind::TooLarge, Some("delta_base64"))
+        );
+        assert!(e.message.contains("5 bytes"), "{}", e.message);
+    }
 }
