@@ -39,8 +39,10 @@
 //!   `store::aws::sfn`).
 //! - [`wire`]: every request and response body of the HTTP API, one file
 //!   per route family, shared by the server, the CLI's client and the MCP
-//!   tools, with their conversions from and to the service's values;
-//!   [`inline`]: large inline fields that share the request body's buffer;
+//!   tools, with the conversions of the service's values into responses
+//!   (requests become domain values in `api`);
+//!   [`body_text`]: large text fields of a request body that share its
+//!   buffer;
 //!   [`number`]: whole numbers written as floats (`51.0`) read as integers.
 //! - [`api`]: the one axum router (its route table and the OpenAPI
 //!   document), one private file of handlers per route family
@@ -52,7 +54,7 @@
 //! - [`auth`]: credentials → tenant.
 //! - [`clock`]: time and randomness, injected.
 //! - [`config`]: every `CTX_*` setting, read once into one `Config`.
-//! - [`wiring`]: the backends a process needs, built from its `Config`.
+//! - [`bootstrap`]: the backends a process needs, built from its `Config`.
 //! - [`error`]: the error type and its kinds.
 //! - [`workspace`]: workspace ids and file paths, and the read_context
 //!   assembly over a file source (the store, or local directories).
@@ -63,6 +65,8 @@
 pub mod agent;
 pub mod api;
 pub mod auth;
+pub mod body_text;
+pub mod bootstrap;
 pub mod branch;
 pub mod clock;
 pub mod commit;
@@ -70,13 +74,11 @@ pub mod config;
 pub mod error;
 pub mod format;
 pub mod id;
-pub mod inline;
 pub mod number;
 pub mod service;
 pub mod store;
 pub mod summarize;
 pub mod wire;
-pub mod wiring;
 pub mod workspace;
 
 pub use clock::{Clock, IdSource, ManualClock, OsRandom, SystemClock};

@@ -23,9 +23,9 @@ use std::time::Duration;
 use ctx_core::api::limits::{InFlightBudget, with_in_flight_budget};
 use ctx_core::api::{AppState, Group, router};
 use ctx_core::auth::{Authenticator, TokenAuth};
+use ctx_core::bootstrap::{Backends, Needs};
 use ctx_core::config::{self, Config, ServerLimits};
 use ctx_core::service::{BatchOptions, Service};
-use ctx_core::wiring::{Backends, Needs};
 use ctx_core::{Clock, Error, Result, SystemClock};
 
 mod conn;

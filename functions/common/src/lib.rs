@@ -25,10 +25,10 @@ use axum::http::request::Parts;
 use chrono::{DateTime, Utc};
 use ctx_core::api::{AppState, Group, router};
 use ctx_core::auth::{Authenticator, Caller};
+use ctx_core::bootstrap::{Backends, Needs};
 use ctx_core::config::{Config, StoreKind};
 use ctx_core::service::{BatchOptions, Expired};
 use ctx_core::store::aws::sfn::TimerInput;
-use ctx_core::wiring::{Backends, Needs};
 use ctx_core::{Error, ErrorKind, Result, Service, SystemClock};
 use lambda_http::request::RequestContext;
 

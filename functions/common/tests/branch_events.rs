@@ -7,9 +7,9 @@
 use std::sync::Arc;
 
 use ctx_core::SystemClock;
+use ctx_core::bootstrap::Backends;
 use ctx_core::branch::RateLimits;
 use ctx_core::config::Config;
-use ctx_core::wiring::Backends;
 use ctx_lambda::{Function, JwtClaimsAuth, app};
 use http_body_util::BodyExt;
 use serde_json::{Value, json};

@@ -12,10 +12,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ctx_core::auth::Caller;
+use ctx_core::bootstrap::{Backends, Deadlines};
 use ctx_core::branch::NewBranch;
 use ctx_core::config::Config;
 use ctx_core::store::aws::sfn::SfnTimer;
-use ctx_core::wiring::{Backends, Deadlines};
 use ctx_core::{OsRandom, SystemClock};
 use ctx_lambda::Function;
 use serde_json::{Value, json};

@@ -90,7 +90,7 @@ fn new_commit(req: CheckpointRequest, limits: &Limits) -> Result<NewCommit, Erro
             let decoded = (b64.len() / 4 * 3).saturating_sub(padding);
             limits.check_artifact_size("delta_base64", decoded)?;
             // In place in the request body's buffer when it can be.
-            let bytes = crate::inline::decode_base64(b64).map_err(|e| {
+            let bytes = crate::body_text::decode_base64(b64).map_err(|e| {
                 Error::invalid(
                     "delta_base64",
                     format!("delta_base64 is not valid base64: {e}"),

@@ -5,11 +5,11 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use utoipa::ToSchema;
 
+use crate::body_text::BodyText;
 use crate::commit::{Commit, CommitType, Tags, Trigger};
 use crate::error::Result;
 use crate::format::FormatId;
 use crate::id::{ArtifactRef, CommitId, Principal, SessionId};
-use crate::inline::BodyText;
 use crate::service::{Materialization, NewCommit, Stop};
 use crate::store::{Materialized, RefMove};
 
