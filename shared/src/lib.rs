@@ -23,7 +23,7 @@
 //!   passes through) and `store::packed` (inline deltas at rest).
 //! - [`service`]: every operation over the stores, one private file per
 //!   family: `checkpoint`, `artifacts`, `commits`, `walk`, `materialize`,
-//!   `hot` (the in-memory result cache), `refs`, `workspaces`, `folding`
+//!   `hot` (the in-memory result cache), `refs`, `workspaces`, `branches`
 //!   (create, end, budget, status, timer), `agents` (agents' live
 //!   context: settings, window, saves, working context, rebuild,
 //!   messages), `summaries` (the summary batch), `compact` (re-compaction),

@@ -111,7 +111,7 @@ impl ServeArgs {
         config.data = self.data;
         config.addr = self.addr;
         config.store = self.store.into();
-        config.folding.validation = Config::parse_validation(
+        config.branching.validation = Config::parse_validation(
             flag(config::CTX_SESSION_VALIDATION),
             &self.session_validation,
         )?;
@@ -595,7 +595,7 @@ mod tests {
         assert_eq!(default("addr").parse::<SocketAddr>().unwrap(), c.addr);
         assert_eq!(
             Config::parse_validation("", &default("session_validation")).unwrap(),
-            c.folding.validation
+            c.branching.validation
         );
         let store = StoreKind::from_str(&default("store"), false).unwrap();
         assert_eq!(config::StoreKind::from(store), c.store);
@@ -649,7 +649,7 @@ mod tests {
         assert_eq!(c.addr, "0.0.0.0:1".parse().unwrap());
         assert_eq!(c.store, config::StoreKind::Memory);
         assert_eq!(
-            c.folding.validation,
+            c.branching.validation,
             ctx_core::branch::Validation::Permissive
         );
         let e = parse(&["--session-validation", "loose"])

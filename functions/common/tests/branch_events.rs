@@ -56,7 +56,7 @@ async fn invoke(app: &axum::Router, event: String) -> (u16, Option<String>, Valu
 /// it (no branch timer on the emulator: deadlines are not enforced here).
 async fn function(config: &Config) -> axum::Router {
     let mut config = config.clone();
-    config.folding.limits = RateLimits {
+    config.branching.limits = RateLimits {
         active_per_session: 10,
         active_per_tenant: 100,
         creations_per_minute: 1000,

@@ -197,7 +197,7 @@ fn only_the_functions_given_a_summarizer_build_bedrock() {
 }
 
 #[test]
-fn only_the_functions_that_fold_build_folding() {
+fn only_the_functions_with_branches_build_branching() {
     for f in Function::ALL {
         let routes_fold = f.groups().iter().any(|g| {
             matches!(
@@ -206,7 +206,7 @@ fn only_the_functions_that_fold_build_folding() {
             )
         });
         assert_eq!(
-            f.needs().folding,
+            f.needs().branching,
             routes_fold || *f == Function::BranchExpire,
             "{f}"
         );
