@@ -313,7 +313,10 @@ fn init_tracing(config: &Config) {
     use tracing_subscriber::EnvFilter;
     let (filter, bad) = match config.log.as_deref().map(|s| (s, EnvFilter::try_new(s))) {
         Some((_, Ok(filter))) => (filter, None),
-        Some((s, Err(e))) => (EnvFilter::new("info"), Some(format!("CTX_LOG={s:?}: {e}"))),
+        Some((s, Err(e))) => (
+            EnvFilter::new("info"),
+            Some(format!("{}={s:?}: {e}", ctx_core::config::CTX_LOG)),
+        ),
         None => (EnvFilter::new("info"), None),
     };
     tracing_subscriber::fmt()

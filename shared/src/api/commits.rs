@@ -30,7 +30,7 @@ pub const BUDGET_WARNING: &str = "ctx-budget-warning";
 /// no tool use in the chain).
 pub const CHECKPOINT_WARNING: &str = "ctx-warning";
 
-/// Records `req` as `POST /v1/commits` does: converted by [`new_commit`],
+/// Records `req` as `POST /v1/commits` does: converted by `new_commit`,
 /// errors about the delta naming the field it was sent in.
 ///
 /// # Errors

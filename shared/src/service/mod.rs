@@ -107,16 +107,18 @@ impl Limits {
         if json {
             format!(
                 "a JSON body may have at most {} bytes (an artifact of \
-                 CTX_MAX_ARTIFACT_BYTES = {} in base64, plus 1 MiB; \
-                 CTX_MAX_ARTIFACT_BYTES raises the limit)",
+                 {var} = {} in base64, plus 1 MiB; \
+                 {var} raises the limit)",
                 self.max_json_bytes(),
-                self.max_artifact_bytes
+                self.max_artifact_bytes,
+                var = crate::config::CTX_MAX_ARTIFACT_BYTES,
             )
         } else {
             format!(
-                "an artifact may have at most {} bytes (CTX_MAX_ARTIFACT_BYTES \
+                "an artifact may have at most {} bytes ({} \
                  raises the limit)",
-                self.max_artifact_bytes
+                self.max_artifact_bytes,
+                crate::config::CTX_MAX_ARTIFACT_BYTES,
             )
         }
     }
@@ -136,8 +138,9 @@ impl Limits {
                 ErrorKind::TooLarge,
                 format!(
                     "{field} is {len} bytes; an artifact may have at most {} \
-                     (CTX_MAX_ARTIFACT_BYTES raises the limit)",
-                    self.max_artifact_bytes
+                     ({} raises the limit)",
+                    self.max_artifact_bytes,
+                    crate::config::CTX_MAX_ARTIFACT_BYTES,
                 ),
             )
             .with_field(field));
