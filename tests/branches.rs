@@ -41,7 +41,7 @@ async fn head_text(c: &ctx_tests::Http, name: &str) -> String {
 
 /// The flow every mode must have: create, isolation, checkpoint with the
 /// budget warning, return with scrubbing, conflict, status forms.
-async fn folding_flow(server: &Server) {
+async fn branch_flow(server: &Server) {
     let c = server.client();
     c.ok(
         "POST",
@@ -132,9 +132,9 @@ async fn folding_flow(server: &Server) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn folding_over_the_cli_and_http() {
+async fn branches_over_the_cli_and_http() {
     let dir = tempfile::tempdir().unwrap();
-    folding_flow(&Server::start(dir.path())).await;
+    branch_flow(&Server::start(dir.path())).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -193,12 +193,12 @@ async fn session_status_shows_every_active_branch() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn folding_on_the_aws_backends() {
+async fn branches_on_the_aws_backends() {
     let dir = tempfile::tempdir().unwrap();
     let Some(server) = Server::start_aws(dir.path()) else {
         return;
     };
-    folding_flow(&server).await;
+    branch_flow(&server).await;
     // The tokio timer of ctx serve expires a branch stored in DynamoDB.
     let c = server.client();
     let b = c

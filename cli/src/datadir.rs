@@ -53,8 +53,9 @@ pub fn existing(data: &Path) -> Result<()> {
     Err(Error::invalid(
         "data",
         format!(
-            "there is no data directory {}: check --data / CTX_DATA (`ctx serve --data {}` creates one)",
+            "there is no data directory {}: check --data / {} (`ctx serve --data {}` creates one)",
             data.display(),
+            ctx_core::config::CTX_DATA,
             data.display()
         ),
     ))

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use ctx_cli::client::Client;
 use ctx_core::api::{AppState, Group, router};
 use ctx_core::auth::{TokenAuth, token_hash};
-use ctx_core::branch::{Folding, FoldingConfig, NoTimer, RuleScrubber};
+use ctx_core::branch::{BranchConfig, Branching, NoTimer, RuleScrubber};
 use ctx_core::format::FormatId;
 use ctx_core::store::memory::MemoryBranchStore;
 use ctx_core::store::memory::{MemoryBlobStore, MemoryMetaStore};
@@ -64,12 +64,12 @@ async fn serve() -> String {
         meta: meta.clone(),
     };
     let service = Service::new(stores, clock)
-        .with_folding(Folding {
+        .with_branching(Branching {
             store: Arc::new(MemoryBranchStore::new()),
             timer: Arc::new(NoTimer),
             scrubber: Arc::new(RuleScrubber::new().unwrap()),
             ids: Arc::new(OsRandom),
-            config: FoldingConfig::default(),
+            config: BranchConfig::default(),
         })
         .with_summarizer(Arc::new(Upper));
     let app = router(

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use ctx_core::auth::Caller;
 use ctx_core::branch::NewBranch;
-use ctx_core::branch::{BranchStore, Folding, FoldingConfig, NoTimer, RateLimits, RuleScrubber};
+use ctx_core::branch::{BranchConfig, BranchStore, Branching, NoTimer, RateLimits, RuleScrubber};
 use ctx_core::store::Stores;
 use ctx_core::store::local::SqliteBranchStore;
 use ctx_core::store::local::{LocalBlobStore, SqliteMetaStore};
@@ -54,18 +54,18 @@ fn checkpoint(name: &str, text: &str, tip: Option<ctx_core::CommitId>) -> Checkp
 }
 
 fn service(stores: Stores, branches: Arc<dyn BranchStore>) -> Service {
-    Service::new(stores, Arc::new(SystemClock)).with_folding(Folding {
+    Service::new(stores, Arc::new(SystemClock)).with_branching(Branching {
         store: branches,
         timer: Arc::new(NoTimer),
         scrubber: Arc::new(RuleScrubber::new().expect("rules compile")),
         ids: Arc::new(OsRandom),
-        config: FoldingConfig {
+        config: BranchConfig {
             limits: RateLimits {
                 active_per_session: 1000,
                 active_per_tenant: 100_000,
                 creations_per_minute: 1_000_000,
             },
-            ..FoldingConfig::default()
+            ..BranchConfig::default()
         },
     })
 }

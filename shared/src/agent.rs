@@ -63,7 +63,7 @@ pub struct WorkingContextRef {
 }
 
 /// What the metadata store keeps per agent. As a patch
-/// ([`MetaStore::update_agent`](crate::store::MetaStore::update_agent)),
+/// ([`Agents::update_agent`](crate::store::Agents::update_agent)),
 /// the fields that are `Some` are set and the others left alone.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AgentRecord {

@@ -121,7 +121,7 @@ pub struct Commit {
     /// (a delta of at most `CTX_INLINE_DELTA_BYTES`) instead of in the blob
     /// store; still `artifact_ref`'s bytes, verified against it when read.
     /// `None` when they are in the blob store (or were dropped by
-    /// [`MetaStore::clear_inline`](crate::store::MetaStore::clear_inline)).
+    /// [`Lifecycle::clear_inline`](crate::store::Lifecycle::clear_inline)).
     /// Never part of the commit's JSON.
     #[serde(skip)]
     #[schema(ignore)]

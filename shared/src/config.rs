@@ -20,7 +20,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::branch::{FoldingConfig, Validation};
+use crate::branch::{BranchConfig, Validation};
 use crate::error::{Error, Result};
 use crate::id::TenantId;
 
@@ -101,7 +101,7 @@ pub struct Config {
     pub retention: Retention,
     /// Context folding: `CTX_BRANCH_*`, `CTX_SESSION_VALIDATION` /
     /// `--session-validation`, `CTX_SESSION_END_TIMEOUT_SECS`.
-    pub folding: FoldingConfig,
+    pub branching: BranchConfig,
     /// `CTX_MAX_ARTIFACT_BYTES`: the largest artifact, and so the body
     /// limits of the API.
     pub max_artifact_bytes: usize,
@@ -177,7 +177,7 @@ impl Default for Config {
             log: None,
             summarize_every: None,
             retention: Retention::default(),
-            folding: FoldingConfig::default(),
+            branching: BranchConfig::default(),
             max_artifact_bytes: crate::commit::limits::DEFAULT_MAX_ARTIFACT,
             inline_delta_bytes: crate::commit::limits::DEFAULT_INLINE_DELTA,
             cache_bytes: DEFAULT_CACHE_BYTES,

@@ -23,9 +23,10 @@
 //!   passes through) and `store::packed` (inline deltas at rest).
 //! - [`service`]: every operation over the stores, one private file per
 //!   family: `checkpoint`, `artifacts`, `commits`, `walk`, `materialize`,
-//!   `hot` (the in-memory result cache), `refs`, `workspaces`, `folding`
+//!   `hot` (the in-memory result cache), `refs`, `workspaces`, `branches`
 //!   (create, end, budget, status, timer), `agents` (agents' live
-//!   context), `summaries` (the summary batch), `compact` (re-compaction),
+//!   context: settings, window, saves, working context, rebuild,
+//!   messages), `summaries` (the summary batch), `compact` (re-compaction),
 //!   `evict` (dropping old deltas), `gc` (the cache budget and garbage
 //!   collection), `lifecycle` (erasure and retention) and `tenant_erase`.
 //! - [`summarize`]: the `Summarizer` trait and its backends: `extractive`,
@@ -38,18 +39,22 @@
 //!   `store::aws::sfn`).
 //! - [`wire`]: every request and response body of the HTTP API, one file
 //!   per route family, shared by the server, the CLI's client and the MCP
-//!   tools, with their conversions from and to the service's values;
-//!   [`inline`]: large inline fields that share the request body's buffer;
+//!   tools, with the conversions of the service's values into responses
+//!   (requests become domain values in `api`);
+//!   [`body_text`]: large text fields of a request body that share its
+//!   buffer;
 //!   [`number`]: whole numbers written as floats (`51.0`) read as integers.
-//! - [`api`]: the one axum router, [`api::extract`] (strict JSON and query
+//! - [`api`]: the one axum router (its route table and the OpenAPI
+//!   document), one private file of handlers per route family
+//!   (`artifacts`, `commits`, `refs`, `branches`, `lifecycle`,
+//!   `workspaces`, `agents`), [`api::extract`] (strict JSON and query
 //!   parsing), [`api::error`] (kind → status), [`api::limits`] (the
 //!   request-body bytes in flight), `api::testing` (the tables every host
-//!   of the router is held to; feature `conformance`), the OpenAPI
-//!   document.
+//!   of the router is held to; feature `conformance`).
 //! - [`auth`]: credentials → tenant.
 //! - [`clock`]: time and randomness, injected.
 //! - [`config`]: every `CTX_*` setting, read once into one `Config`.
-//! - [`wiring`]: the backends a process needs, built from its `Config`.
+//! - [`bootstrap`]: the backends a process needs, built from its `Config`.
 //! - [`error`]: the error type and its kinds.
 //! - [`workspace`]: workspace ids and file paths, and the read_context
 //!   assembly over a file source (the store, or local directories).
@@ -60,6 +65,8 @@
 pub mod agent;
 pub mod api;
 pub mod auth;
+pub mod body_text;
+pub mod bootstrap;
 pub mod branch;
 pub mod clock;
 pub mod commit;
@@ -67,13 +74,11 @@ pub mod config;
 pub mod error;
 pub mod format;
 pub mod id;
-pub mod inline;
 pub mod number;
 pub mod service;
 pub mod store;
 pub mod summarize;
 pub mod wire;
-pub mod wiring;
 pub mod workspace;
 
 pub use clock::{Clock, IdSource, ManualClock, OsRandom, SystemClock};

@@ -246,7 +246,7 @@ fn the_reader_sees_what_it_must() {
         "use crate::{service::{A, B}, id::C};\n\
          // crate::api\n\
          #[cfg(test)]\n\
-         mod tests {\n    use crate::wiring;\n    fn f() {}\n}\n\
+         mod tests {\n    use crate::bootstrap;\n    fn f() {}\n}\n\
          use crate::format;\n",
     );
     assert_eq!(

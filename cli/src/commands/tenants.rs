@@ -12,9 +12,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use clap::Subcommand;
+use ctx_core::bootstrap::{Backends, Needs};
 use ctx_core::config::{Config, StoreKind};
 use ctx_core::service::TenantErased;
-use ctx_core::wiring::{Backends, Needs};
 use ctx_core::{Error, Result, SystemClock, TenantId};
 use indicatif::{ProgressBar, ProgressStyle};
 

@@ -233,7 +233,8 @@ impl hyper::body::Body for TimedBody {
         if this.deadline.as_mut().poll(cx).is_ready() {
             let secs = this.timeout.as_secs();
             return Poll::Ready(Some(Err(format!(
-                "the request body did not arrive within {secs} s (CTX_BODY_READ_TIMEOUT_SECS)"
+                "the request body did not arrive within {secs} s ({})",
+                ctx_core::config::CTX_BODY_READ_TIMEOUT_SECS
             )
             .into())));
         }

@@ -23,9 +23,9 @@ use std::time::Duration;
 use ctx_core::api::limits::{InFlightBudget, with_in_flight_budget};
 use ctx_core::api::{AppState, Group, router};
 use ctx_core::auth::{Authenticator, TokenAuth};
+use ctx_core::bootstrap::{Backends, Needs};
 use ctx_core::config::{self, Config, ServerLimits};
 use ctx_core::service::{BatchOptions, Service};
-use ctx_core::wiring::{Backends, Needs};
 use ctx_core::{Clock, Error, Result, SystemClock};
 
 mod conn;
@@ -111,7 +111,7 @@ impl ServeArgs {
         config.data = self.data;
         config.addr = self.addr;
         config.store = self.store.into();
-        config.folding.validation = Config::parse_validation(
+        config.branching.validation = Config::parse_validation(
             flag(config::CTX_SESSION_VALIDATION),
             &self.session_validation,
         )?;
@@ -595,7 +595,7 @@ mod tests {
         assert_eq!(default("addr").parse::<SocketAddr>().unwrap(), c.addr);
         assert_eq!(
             Config::parse_validation("", &default("session_validation")).unwrap(),
-            c.folding.validation
+            c.branching.validation
         );
         let store = StoreKind::from_str(&default("store"), false).unwrap();
         assert_eq!(config::StoreKind::from(store), c.store);
@@ -649,7 +649,7 @@ mod tests {
         assert_eq!(c.addr, "0.0.0.0:1".parse().unwrap());
         assert_eq!(c.store, config::StoreKind::Memory);
         assert_eq!(
-            c.folding.validation,
+            c.branching.validation,
             ctx_core::branch::Validation::Permissive
         );
         let e = parse(&["--session-validation", "loose"])

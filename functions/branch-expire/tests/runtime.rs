@@ -15,10 +15,10 @@ use axum::http::{HeaderMap, HeaderValue};
 use axum::routing::{get, post};
 use ctx_core::SystemClock;
 use ctx_core::auth::Caller;
+use ctx_core::bootstrap::{Backends, Needs};
 use ctx_core::branch::NewBranch;
 use ctx_core::config::Config;
 use ctx_core::store::aws::sfn::TimerInput;
-use ctx_core::wiring::{Backends, Needs};
 use serde_json::Value;
 use tokio::sync::mpsc;
 

@@ -25,10 +25,10 @@ use axum::http::request::Parts;
 use chrono::{DateTime, Utc};
 use ctx_core::api::{AppState, Group, router};
 use ctx_core::auth::{Authenticator, Caller};
+use ctx_core::bootstrap::{Backends, Needs};
 use ctx_core::config::{Config, StoreKind};
 use ctx_core::service::{BatchOptions, Expired};
 use ctx_core::store::aws::sfn::TimerInput;
-use ctx_core::wiring::{Backends, Needs};
 use ctx_core::{Error, ErrorKind, Result, Service, SystemClock};
 use lambda_http::request::RequestContext;
 
@@ -314,7 +314,10 @@ fn init_tracing(config: &Config) {
     use tracing_subscriber::EnvFilter;
     let (filter, bad) = match config.log.as_deref().map(|s| (s, EnvFilter::try_new(s))) {
         Some((_, Ok(filter))) => (filter, None),
-        Some((s, Err(e))) => (EnvFilter::new("info"), Some(format!("CTX_LOG={s:?}: {e}"))),
+        Some((s, Err(e))) => (
+            EnvFilter::new("info"),
+            Some(format!("{}={s:?}: {e}", ctx_core::config::CTX_LOG)),
+        ),
         None => (EnvFilter::new("info"), None),
     };
     tracing_subscriber::fmt()

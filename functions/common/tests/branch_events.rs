@@ -7,9 +7,9 @@
 use std::sync::Arc;
 
 use ctx_core::SystemClock;
+use ctx_core::bootstrap::Backends;
 use ctx_core::branch::RateLimits;
 use ctx_core::config::Config;
-use ctx_core::wiring::Backends;
 use ctx_lambda::{Function, JwtClaimsAuth, app};
 use http_body_util::BodyExt;
 use serde_json::{Value, json};
@@ -56,7 +56,7 @@ async fn invoke(app: &axum::Router, event: String) -> (u16, Option<String>, Valu
 /// it (no branch timer on the emulator: deadlines are not enforced here).
 async fn function(config: &Config) -> axum::Router {
     let mut config = config.clone();
-    config.folding.limits = RateLimits {
+    config.branching.limits = RateLimits {
         active_per_session: 10,
         active_per_tenant: 100,
         creations_per_minute: 1000,

@@ -12,10 +12,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ctx_core::auth::Caller;
+use ctx_core::bootstrap::{Backends, Deadlines};
 use ctx_core::branch::NewBranch;
 use ctx_core::config::Config;
 use ctx_core::store::aws::sfn::SfnTimer;
-use ctx_core::wiring::{Backends, Deadlines};
 use ctx_core::{OsRandom, SystemClock};
 use ctx_lambda::Function;
 use serde_json::{Value, json};
@@ -106,7 +106,10 @@ async fn a_branch_expires_through_the_state_machine_and_a_return_stops_it() {
         .await
         .unwrap();
     assert_eq!(backends.deadlines, Some(Deadlines::StepFunctions));
-    let folding = backends.folding.clone().expect("the branch function folds");
+    let branching = backends
+        .branching
+        .clone()
+        .expect("the branch function folds");
     let service = backends.into_service(Arc::new(SystemClock));
     let session: ctx_core::SessionId = format!("s-{}", hex(&b)).parse().unwrap();
     let create = |d: &str, timeout: u64| NewBranch {
@@ -123,7 +126,7 @@ async fn a_branch_expires_through_the_state_machine_and_a_return_stops_it() {
         .branch_create(&caller(), create("returns", 600))
         .await
         .unwrap();
-    let rec = folding
+    let rec = branching
         .store
         .get_branch(&caller().tenant, &kept.branch_id)
         .await
@@ -157,7 +160,7 @@ async fn a_branch_expires_through_the_state_machine_and_a_return_stops_it() {
         .branch_create(&caller(), create("times out", 1))
         .await
         .unwrap();
-    let rec = folding
+    let rec = branching
         .store
         .get_branch(&caller().tenant, &short.branch_id)
         .await

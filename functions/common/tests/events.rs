@@ -194,7 +194,7 @@ async fn fixtures_reach_the_right_function_with_the_right_answers() {
 
 #[tokio::test]
 async fn a_chain_through_the_functions_on_the_aws_backends() {
-    use ctx_core::wiring::{Backends, Needs};
+    use ctx_core::bootstrap::{Backends, Needs};
     let Some(config) = ctx_core::config::Config::emulator_from_env() else {
         return;
     };

@@ -9,10 +9,10 @@
 use std::sync::Arc;
 
 use chrono::{DateTime, Duration, Utc};
+use ctx_core::bootstrap::Backends;
 use ctx_core::config::{Config, StoreKind};
 use ctx_core::id::TenantId;
 use ctx_core::store::conformance::{commit, fresh_tenant, t};
-use ctx_core::wiring::Backends;
 use ctx_core::{Commit, ErrorKind, Service, SystemClock};
 use ctx_lambda::{Function, MIN_MARGIN, stop_claiming_at, summarize};
 use serde_json::{Value, json};

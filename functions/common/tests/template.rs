@@ -193,7 +193,7 @@ fn only_the_functions_given_a_summarizer_build_bedrock() {
 }
 
 #[test]
-fn only_the_functions_that_end_branches_build_folding() {
+fn only_the_functions_with_branches_build_branching() {
     for f in Function::ALL {
         let routes_fold = f.groups().iter().any(|g| {
             matches!(
@@ -202,7 +202,7 @@ fn only_the_functions_that_end_branches_build_folding() {
             )
         });
         assert_eq!(
-            f.needs().folding,
+            f.needs().branching,
             // branch-expire ends branches; the summarizer's retention
             // erases sessions with their branches.
             routes_fold || matches!(f, Function::BranchExpire | Function::Summarizer),

@@ -141,7 +141,7 @@ mod tests {
 
     use crate::api::{AppState, BUDGET_WARNING, Group, router};
     use crate::auth::{TokenAuth, token_hash};
-    use crate::branch::{Folding, FoldingConfig, NoTimer, RateLimits, RuleScrubber};
+    use crate::branch::{BranchConfig, Branching, NoTimer, RateLimits, RuleScrubber};
     use crate::clock::{Clock as _, ManualClock, SeededIds};
     use crate::service::Service;
     use crate::store::memory::MemoryBranchStore;
@@ -164,18 +164,18 @@ mod tests {
             blobs: Arc::new(MemoryBlobStore::new()),
             meta: meta.clone(),
         };
-        let service = Service::new(stores, clock).with_folding(Folding {
+        let service = Service::new(stores, clock).with_branching(Branching {
             store: Arc::new(MemoryBranchStore::new()),
             timer: Arc::new(NoTimer),
             scrubber: Arc::new(RuleScrubber::new().unwrap()),
             ids: Arc::new(SeededIds::new(1)),
-            config: FoldingConfig {
+            config: BranchConfig {
                 limits: RateLimits {
                     active_per_session: 3,
                     active_per_tenant: 100,
                     creations_per_minute: 100,
                 },
-                ..FoldingConfig::default()
+                ..BranchConfig::default()
             },
         });
         router(

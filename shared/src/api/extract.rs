@@ -64,10 +64,10 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for Json<T> {
 
     async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
         let Body(bytes) = Body::from_request(req, state).await?;
-        // Large string fields ([`crate::inline::BodyText`]) share `bytes`
+        // Large string fields ([`crate::body_text::BodyText`]) share `bytes`
         // instead of copying out of it; it is dropped here, so they then
         // own the buffer alone (and a base64 delta decodes in place).
-        Ok(Json(crate::inline::with_source(&bytes, parse_json)?))
+        Ok(Json(crate::body_text::with_source(&bytes, parse_json)?))
     }
 }
 

@@ -16,7 +16,7 @@
 //!
 //! The budget counts wire bytes. A checkpoint holds about its body: a large
 //! inline delta shares the body's buffer and base64 decodes in place
-//! ([`crate::inline`]); docs/bench.md measures it.
+//! ([`crate::body_text`]); docs/bench.md measures it.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -120,9 +120,10 @@ fn over_budget(budget: &InFlightBudget, needed: Option<u64>) -> Response {
     let needed = needed.map_or_else(|| "more".to_owned(), |n| n.to_string());
     let mut e = Error::unavailable(format!(
         "the server holds {} of its {} bytes of request bodies in flight \
-         (CTX_MAX_IN_FLIGHT_BYTES) and this body needs {needed}: retry later",
+         ({}) and this body needs {needed}: retry later",
         budget.in_use(),
-        budget.limit
+        budget.limit,
+        crate::config::CTX_MAX_IN_FLIGHT_BYTES,
     ))
     .with_field("body");
     e.retry_after = Some(1);
@@ -138,8 +139,9 @@ async fn reserve(budget: Arc<InFlightBudget>, req: Request, next: Next) -> Respo
                 ErrorKind::TooLarge,
                 format!(
                     "the body of {n} bytes is larger than the server's in-flight budget of {} \
-                     bytes (CTX_MAX_IN_FLIGHT_BYTES)",
-                    budget.limit
+                     bytes ({})",
+                    budget.limit,
+                    crate::config::CTX_MAX_IN_FLIGHT_BYTES,
                 ),
             )
             .with_field("body");

@@ -7,36 +7,33 @@
 use std::sync::Arc;
 
 use axum::Router;
-use axum::extract::{DefaultBodyLimit, State};
+use axum::extract::DefaultBodyLimit;
 use axum::http::{Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodFilter, MethodRouter, on};
 use utoipa::OpenApi;
 
-use crate::auth::{Authenticator, Caller};
-use crate::commit::Commit;
+use crate::auth::Authenticator;
 use crate::error::Error;
 use crate::id::{ArtifactRef, CommitId, Principal, RefName};
-use crate::service::{GcReport, Service};
-use crate::store::RefRecord;
-use crate::wire::{
-    ArtifactInfo, CheckpointRequest, CompactRequest, CompactResponse, GcRequest, HistoryResponse,
-    MaterializeRequest, MaterializeResponse, MissingSummaryList, RefList, ResolveResponse,
-    SetRefRequest, SummarizeRequest, UpdateMetadataRequest, UploadRequest,
-};
+use crate::service::Service;
 
 mod agents;
+mod artifacts;
 mod branches;
+mod commits;
 pub mod error;
 pub mod extract;
 mod lifecycle;
 pub mod limits;
+mod refs;
 #[cfg(any(test, feature = "conformance"))]
 pub mod testing;
 mod workspaces;
 
+pub use commits::{BUDGET_WARNING, CHECKPOINT_WARNING, submit_checkpoint};
+
 use error::{ApiError, ErrorBody};
-use extract::{Body, Json, Path, Query, path_id};
 
 /// What every handler gets.
 #[derive(Clone)]
@@ -161,47 +158,73 @@ pub fn routes(limits: &crate::service::Limits) -> Vec<RouteDef> {
     vec![
         route(Meta, Method::GET, "/healthz", healthz),
         route(Meta, Method::GET, "/v1/openapi.json", openapi_json),
-        route(Artifacts, Method::POST, "/v1/artifacts", upload_artifact).wrap(|m| {
+        route(
+            Artifacts,
+            Method::POST,
+            "/v1/artifacts",
+            artifacts::upload_artifact,
+        )
+        .wrap(|m| {
             m.layer((
                 upload_limit,
                 axum::Extension(extract::BodyLimitNote(limits.body_limit_note(false))),
             ))
         }),
-        route(Artifacts, Method::POST, "/v1/uploads", upload_url),
+        route(
+            Artifacts,
+            Method::POST,
+            "/v1/uploads",
+            artifacts::upload_url,
+        ),
         route(
             Artifacts,
             Method::GET,
             "/v1/artifacts/{art}",
-            download_artifact,
+            artifacts::download_artifact,
         ),
-        route(Checkpoint, Method::POST, "/v1/commits", checkpoint),
-        route(History, Method::GET, "/v1/commits/{ctx}", show),
-        route(History, Method::PATCH, "/v1/commits/{ctx}", update_metadata),
-        route(History, Method::GET, "/v1/commits/{ctx}/history", history),
-        route(History, Method::GET, "/v1/commits", missing_summaries),
+        route(Checkpoint, Method::POST, "/v1/commits", commits::checkpoint),
+        route(History, Method::GET, "/v1/commits/{ctx}", commits::show),
+        route(
+            History,
+            Method::PATCH,
+            "/v1/commits/{ctx}",
+            commits::update_metadata,
+        ),
+        route(
+            History,
+            Method::GET,
+            "/v1/commits/{ctx}/history",
+            commits::history,
+        ),
+        route(
+            History,
+            Method::GET,
+            "/v1/commits",
+            commits::missing_summaries,
+        ),
         route(
             History,
             Method::POST,
             "/v1/commits/{ctx}/summarize",
-            summarize,
+            commits::summarize,
         ),
         route(
             Checkpoint,
             Method::POST,
             "/v1/commits/{ctx}/compact",
-            compact,
+            commits::compact,
         ),
         route(
             Materialize,
             Method::POST,
             "/v1/commits/{ctx}/materialize",
-            materialize,
+            commits::materialize,
         ),
-        route(Resolve, Method::GET, "/v1/resolve", resolve),
-        route(Refs, Method::GET, "/v1/refs", list_refs),
-        route(Refs, Method::GET, "/v1/refs/{*name}", get_ref).wrap(suffix_guarded),
-        route(Refs, Method::PUT, "/v1/refs/{*name}", set_ref).wrap(suffix_guarded),
-        route(Refs, Method::DELETE, "/v1/refs/{*name}", delete_ref).wrap(suffix_guarded),
+        route(Resolve, Method::GET, "/v1/resolve", commits::resolve),
+        route(Refs, Method::GET, "/v1/refs", refs::list_refs),
+        route(Refs, Method::GET, "/v1/refs/{*name}", refs::get_ref).wrap(suffix_guarded),
+        route(Refs, Method::PUT, "/v1/refs/{*name}", refs::set_ref).wrap(suffix_guarded),
+        route(Refs, Method::DELETE, "/v1/refs/{*name}", refs::delete_ref).wrap(suffix_guarded),
         route(Refs, Method::POST, "/v1/refs/{*name}", lifecycle::evict_ref)
             .documented_as("/v1/refs/{*name}/evict")
             .wrap(suffix_guarded),
@@ -298,7 +321,7 @@ pub fn routes(limits: &crate::service::Limits) -> Vec<RouteDef> {
             "/v1/workspaces/{ws}/context",
             workspaces::read_context,
         ),
-        route(Artifacts, Method::POST, "/v1/gc", gc),
+        route(Artifacts, Method::POST, "/v1/gc", artifacts::gc),
         route(Agents, Method::GET, "/v1/agents/{agent}", agents::get_agent),
         route(
             Agents,
@@ -396,16 +419,6 @@ async fn method_not_allowed(method: Method, uri: axum::http::Uri) -> Response {
 }
 
 type ApiResult<T> = Result<T, ApiError>;
-
-/// The response header a checkpoint into a branch carries from 80% of its
-/// budget (and when it exhausted it).
-pub const BUDGET_WARNING: &str = "ctx-budget-warning";
-
-/// The response header, one per warning, a checkpoint stored as written
-/// although it looks wrong carries (a runtime's tool result that answers
-/// no tool use in the chain).
-pub const CHECKPOINT_WARNING: &str = "ctx-warning";
-
 /// Liveness.
 #[utoipa::path(get, path = "/healthz", tag = "meta", responses((status = 200, description = "The server is up", body = String)))]
 async fn healthz() -> &'static str {
@@ -420,473 +433,6 @@ async fn openapi_json() -> Response {
         ApiDoc::openapi().to_json().unwrap_or_default(),
     )
         .into_response()
-}
-
-/// Stores raw bytes as an artifact: 201 when new, 200 when already stored.
-#[utoipa::path(post, path = "/v1/artifacts", tag = "artifacts",
-    request_body(content = Vec<u8>, content_type = "application/octet-stream"),
-    responses((status = 201, description = "Stored", body = ArtifactInfo),
-        (status = 200, description = "Already stored", body = ArtifactInfo),
-        (status = 400, description = "The body is empty or cannot be read", body = ErrorBody),
-        (status = 413, description = "Larger than the artifact limit (64 MiB by default)", body = ErrorBody)),
-    security(("bearer" = [])))]
-async fn upload_artifact(
-    State(s): State<AppState>,
-    caller: Caller,
-    Body(bytes): Body,
-) -> ApiResult<Response> {
-    if bytes.is_empty() {
-        return Err(
-            Error::invalid("body", "the artifact is empty: send its bytes as the body").into(),
-        );
-    }
-    let put = s.service.upload_artifact(&caller.tenant, bytes).await?;
-    let status = if put.created {
-        StatusCode::CREATED
-    } else {
-        StatusCode::OK
-    };
-    Ok((
-        status,
-        axum::Json(ArtifactInfo {
-            artifact_ref: put.artifact,
-            size: put.size,
-        }),
-    )
-        .into_response())
-}
-
-/// A URL to PUT a large artifact to directly (AWS mode; bodies beyond the
-/// API's limits). Then checkpoint with `artifact_ref`: the bytes are
-/// re-hashed before the commit references them.
-#[utoipa::path(post, path = "/v1/uploads", tag = "artifacts", request_body = UploadRequest,
-    responses((status = 201, description = "Where to PUT the bytes", body = crate::store::PresignedUpload),
-        (status = 400, description = "A malformed request, or storage that takes no direct uploads (embedded mode)", body = ErrorBody),
-        (status = 413, description = "`size` over the direct-upload limit, or a body over the JSON limit", body = ErrorBody)),
-    security(("bearer" = [])))]
-async fn upload_url(
-    State(s): State<AppState>,
-    caller: Caller,
-    Json(req): Json<UploadRequest>,
-) -> ApiResult<Response> {
-    let up = s
-        .service
-        .upload_url(&caller.tenant, &req.artifact_ref, req.size)
-        .await?;
-    Ok((StatusCode::CREATED, axum::Json(up)).into_response())
-}
-
-/// An artifact's bytes, verified against their hash.
-#[utoipa::path(get, path = "/v1/artifacts/{art}", tag = "artifacts",
-    params(("art" = ArtifactRef, Path)),
-    responses((status = 200, description = "The bytes", content_type = "application/octet-stream", body = Vec<u8>),
-        (status = 400, description = "`art` is not an artifact ref", body = ErrorBody),
-        (status = 404, description = "No such artifact", body = ErrorBody)),
-    security(("bearer" = [])))]
-async fn download_artifact(
-    State(s): State<AppState>,
-    caller: Caller,
-    Path(art): Path<String>,
-) -> ApiResult<Response> {
-    let art: ArtifactRef = path_id("art", &art)?;
-    let bytes = s.service.download_artifact(&caller.tenant, &art).await?;
-    Ok(([(header::CONTENT_TYPE, "application/octet-stream")], bytes).into_response())
-}
-
-/// Records `req` as `POST /v1/commits` does: converted with
-/// [`CheckpointRequest::into_new_commit`], errors about the delta naming
-/// the field it was sent in.
-///
-/// # Errors
-/// As [`Service::checkpoint`].
-pub async fn submit_checkpoint(
-    service: &Service,
-    tenant: &crate::id::TenantId,
-    req: CheckpointRequest,
-) -> Result<crate::service::Checkpointed, Error> {
-    // The service names an inline delta `delta`; it may have come as
-    // `delta_base64`.
-    let field = req.delta_field();
-    let new = req.into_new_commit(service.limits())?;
-    service
-        .checkpoint(tenant, new)
-        .await
-        .map_err(|e| match e.field.as_deref() {
-            Some("delta") if field != "delta" => e.with_field(field),
-            _ => e,
-        })
-}
-
-/// Records a checkpoint: 201 with the new commit, or 200 with the stored one
-/// when the same checkpoint (same `created_at`) was recorded before. Into a
-/// branch's chain (`ref: branches/br-…`) it counts against the budget: the
-/// `ctx-budget-warning` header from 80%, a forced return at 100%, then 409.
-/// A `ctx-warning` header per thing stored as written although it looks
-/// wrong (a runtime transcript's tool result answering no tool use).
-#[utoipa::path(post, path = "/v1/commits", tag = "commits", request_body = CheckpointRequest,
-    responses((status = 201, description = "Recorded", body = Commit,
-            headers(("ctx-budget-warning" = String, description = "Into a branch at 80% of its budget or more"))),
-        (status = 200, description = "Recorded before", body = Commit),
-        (status = 400, description = "A malformed request, or a parent, artifact or format that does not exist", body = ErrorBody),
-        (status = 404, description = "The branch of the ref does not exist", body = ErrorBody),
-        (status = 409, description = "The ref moved (`current` says where to), or the branch ended", body = ErrorBody),
-        (status = 413, description = "The delta or the body over its limit", body = ErrorBody)),
-    security(("bearer" = [])))]
-async fn checkpoint(
-    State(s): State<AppState>,
-    caller: Caller,
-    Json(req): Json<CheckpointRequest>,
-) -> ApiResult<Response> {
-    let done = submit_checkpoint(&s.service, &caller.tenant, req).await?;
-    let crate::service::Checkpointed {
-        commit,
-        created,
-        budget: notice,
-        warnings,
-    } = done;
-    let status = if created {
-        StatusCode::CREATED
-    } else {
-        StatusCode::OK
-    };
-    let mut resp = (status, axum::Json(commit)).into_response();
-    if let Some(n) = notice
-        && let Ok(v) = axum::http::HeaderValue::from_str(&n.message)
-    {
-        // A checkpoint into a branch at 80%+ of its budget, or the one that
-        // exhausted it.
-        resp.headers_mut().insert(BUDGET_WARNING, v);
-    }
-    for w in &warnings {
-        let ascii: String = w
-            .chars()
-            .map(|c| {
-                if c == ' ' || c.is_ascii_graphic() {
-                    c
-                } else {
-                    '?'
-                }
-            })
-            .collect();
-        if let Ok(v) = axum::http::HeaderValue::from_str(&ascii) {
-            resp.headers_mut().append(CHECKPOINT_WARNING, v);
-        }
-    }
-    Ok(resp)
-}
-
-/// One commit.
-#[utoipa::path(get, path = "/v1/commits/{ctx}", tag = "commits",
-    params(("ctx" = CommitId, Path)),
-    responses((status = 200, description = "The commit", body = Commit),
-        (status = 400, description = "`ctx` is not a commit id", body = ErrorBody),
-        (status = 404, description = "No such commit", body = ErrorBody)),
-    security(("bearer" = [])))]
-async fn show(
-    State(s): State<AppState>,
-    caller: Caller,
-    Path(id): Path<String>,
-) -> ApiResult<axum::Json<Commit>> {
-    let id: CommitId = path_id("ctx", &id)?;
-    Ok(axum::Json(s.service.show(&caller.tenant, &id).await?))
-}
-
-/// Changes a commit's summary (null clears it) and replaces its tags.
-#[utoipa::path(patch, path = "/v1/commits/{ctx}", tag = "commits", request_body = UpdateMetadataRequest,
-    params(("ctx" = CommitId, Path)),
-    responses((status = 200, description = "The commit as changed", body = Commit),
-        (status = 400, description = "A malformed request", body = ErrorBody),
-        (status = 404, description = "No such commit", body = ErrorBody),
-        (status = 413, description = "A body over the JSON limit", body = ErrorBody)),
-    security(("bearer" = [])))]
-async fn update_metadata(
-    State(s): State<AppState>,
-    caller: Caller,
-    Path(id): Path<String>,
-    Json(req): Json<UpdateMetadataRequest>,
-) -> ApiResult<axum::Json<Commit>> {
-    let id: CommitId = path_id("ctx", &id)?;
-    Ok(axum::Json(
-        s.service
-            .update_metadata(&caller.tenant, &id, req.summary, req.tags)
-            .await?,
-    ))
-}
-
-/// The commits from `ctx` towards the root, newest first.
-#[utoipa::path(get, path = "/v1/commits/{ctx}/history", tag = "commits",
-    params(("ctx" = CommitId, Path),
-        ("depth" = Option<u64>, Query, minimum = 1, maximum = 1000, description = "How many commits (default 50, at most 1000)")),
-    responses((status = 200, description = "The commits, newest first", body = HistoryResponse),
-        (status = 400, description = "`ctx` is not a commit id, or `depth` is out of range", body = ErrorBody),
-        (status = 404, description = "No such commit", body = ErrorBody)),
-    security(("bearer" = [])))]
-async fn history(
-    State(s): State<AppState>,
-    caller: Caller,
-    Path(id): Path<String>,
-    q: Query,
-) -> ApiResult<axum::Json<HistoryResponse>> {
-    let id: CommitId = path_id("ctx", &id)?;
-    let depth = q.optional_with("depth", str::parse::<usize>)?.unwrap_or(50);
-    let commits = s.service.history(&caller.tenant, &id, depth).await?;
-    Ok(axum::Json(HistoryResponse { commits }))
-}
-
-/// Commits lacking a summary, oldest first, with their summary queue state
-/// (claimed, failed, retry time). Only `missing_summary=true` is listed.
-#[utoipa::path(get, path = "/v1/commits", tag = "commits",
-    params(("missing_summary" = crate::wire::MissingSummaryFilter, Query, description = "`true`: the commits lacking a summary (the only listing there is)"),
-        ("limit" = Option<u64>, Query, minimum = 1, maximum = 1000, description = "How many commits (default 100, at most 1000)"),
-        ("cursor" = Option<String>, Query, pattern = r"^-?[0-9]{1,18}\.ctx-[0-9a-f]{32}$", description = "The `next_cursor` of the previous page")),
-    responses((status = 200, description = "The commits, oldest first", body = MissingSummaryList),
-        (status = 400, description = "`missing_summary` is not true, or `limit` or `cursor` is malformed", body = ErrorBody)),
-    security(("bearer" = [])))]
-async fn missing_summaries(
-    State(s): State<AppState>,
-    caller: Caller,
-    q: Query,
-) -> ApiResult<axum::Json<MissingSummaryList>> {
-    let missing = q.optional_with("missing_summary", str::parse::<bool>)?;
-    if missing != Some(true) {
-        return Err(Error::invalid(
-            "missing_summary",
-            "listing commits needs missing_summary=true (only commits lacking a summary are listed)",
-        )
-        .into());
-    }
-    let limit = q
-        .optional_with("limit", str::parse::<usize>)?
-        .unwrap_or(100);
-    let cursor = q.optional_with("cursor", str::parse::<crate::store::SummaryCursor>)?;
-    let page = s
-        .service
-        .missing_summaries(&caller.tenant, cursor.as_ref(), limit)
-        .await?;
-    Ok(axum::Json(page.into()))
-}
-
-/// Summarizes one commit now (its back-off ignored) and returns it.
-#[utoipa::path(post, path = "/v1/commits/{ctx}/summarize", tag = "commits", request_body = SummarizeRequest,
-    params(("ctx" = CommitId, Path)),
-    responses((status = 200, description = "The commit with its new summary", body = Commit),
-        (status = 400, description = "A malformed request", body = ErrorBody),
-        (status = 404, description = "No such commit", body = ErrorBody),
-        (status = 409, description = "It has a summary and `force` is not set, or another run is summarizing it", body = ErrorBody),
-        (status = 413, description = "A body over the JSON limit", body = ErrorBody),
-        (status = 503, description = "No summarizer is configured, or it failed (recorded as `summary_error`)", body = ErrorBody)),
-    security(("bearer" = [])))]
-async fn summarize(
-    State(s): State<AppState>,
-    caller: Caller,
-    Path(id): Path<String>,
-    Json(req): Json<SummarizeRequest>,
-) -> ApiResult<axum::Json<Commit>> {
-    let id: CommitId = path_id("ctx", &id)?;
-    Ok(axum::Json(
-        s.service
-            .summarize_one(&caller.tenant, &id, req.force)
-            .await?,
-    ))
-}
-
-/// Collects garbage: one page of the caller's artifacts that no commit,
-/// cache entry or pending upload needs and that are older than the grace
-/// period (`CTX_GC_GRACE_SECS`) are removed (or, with `dry_run`, listed).
-/// Call again with `cursor` set to the report's `next` until it is absent.
-#[utoipa::path(post, path = "/v1/gc", tag = "artifacts", request_body = Option<GcRequest>,
-    responses((status = 200, description = "What this page removed (or would remove)", body = GcReport),
-        (status = 400, description = "A malformed request, a cursor no call handed out, or a limit out of range", body = ErrorBody),
-        (status = 413, description = "A body over the JSON limit", body = ErrorBody)),
-    security(("bearer" = [])))]
-async fn gc(
-    State(s): State<AppState>,
-    caller: Caller,
-    Json(req): Json<Option<GcRequest>>,
-) -> ApiResult<axum::Json<GcReport>> {
-    // The body is optional: absent, empty or `null` is the default.
-    let req = req.unwrap_or_default();
-    let opts = crate::service::GcOptions {
-        dry_run: req.dry_run,
-        cursor: req.cursor,
-        limit: req.limit.map(|l| l as usize),
-    };
-    Ok(axum::Json(s.service.gc(&caller.tenant, &opts).await?))
-}
-
-/// Re-compacts the context at `ctx`: summarizes it (from its nearest
-/// compaction) and records the summary as a compaction commit whose parent
-/// is `ctx`, in the chain's format; a materialize of the new commit starts
-/// at the summary, `stop: root` still reaches the original history.
-#[utoipa::path(post, path = "/v1/commits/{ctx}/compact", tag = "commits", request_body = CompactRequest,
-    params(("ctx" = CommitId, Path)),
-    responses((status = 201, description = "The compaction was recorded", body = CompactResponse),
-        (status = 200, description = "The same compaction was recorded before", body = CompactResponse),
-        (status = 400, description = "A malformed request or an unknown summarizer", body = ErrorBody),
-        (status = 404, description = "No such commit", body = ErrorBody),
-        (status = 409, description = "The ref moved", body = ErrorBody),
-        (status = 413, description = "A body over the JSON limit", body = ErrorBody),
-        (status = 503, description = "The summarizer failed; nothing was recorded", body = ErrorBody)),
-    security(("bearer" = [])))]
-async fn compact(
-    State(s): State<AppState>,
-    caller: Caller,
-    Path(id): Path<String>,
-    Json(req): Json<CompactRequest>,
-) -> ApiResult<Response> {
-    let id: CommitId = path_id("ctx", &id)?;
-    let summarizer = s.service.summarizer_named(req.summarizer.as_deref())?;
-    let done = s
-        .service
-        .compact(&caller.tenant, &id, summarizer.as_ref(), req.ref_move)
-        .await?;
-    let status = if done.created {
-        StatusCode::CREATED
-    } else {
-        StatusCode::OK
-    };
-    let body = CompactResponse {
-        commit: done.commit,
-        replaced_messages: done.replaced_messages,
-        replaced_tokens: done.replaced_tokens,
-    };
-    Ok((status, axum::Json(body)).into_response())
-}
-
-/// Rebuilds the context at `ctx` from its stop point; cached per (commit, stop, format).
-#[utoipa::path(post, path = "/v1/commits/{ctx}/materialize", tag = "commits", request_body = MaterializeRequest,
-    params(("ctx" = CommitId, Path)),
-    responses((status = 200, description = "The context", body = MaterializeResponse),
-        (status = 400, description = "A malformed request, a stop that is not an ancestor, or a format that cannot be produced", body = ErrorBody),
-        (status = 404, description = "No such commit", body = ErrorBody),
-        (status = 413, description = "A body over the JSON limit", body = ErrorBody)),
-    security(("bearer" = [])))]
-async fn materialize(
-    State(s): State<AppState>,
-    caller: Caller,
-    Path(id): Path<String>,
-    Json(req): Json<MaterializeRequest>,
-) -> ApiResult<axum::Json<MaterializeResponse>> {
-    let id: CommitId = path_id("ctx", &id)?;
-    Ok(axum::Json(
-        s.service
-            .materialize(
-                &caller.tenant,
-                &id,
-                req.stop.unwrap_or_default(),
-                req.format,
-            )
-            .await?
-            .into(),
-    ))
-}
-
-/// What did `principal` know at `at`: the newest commit at or before it.
-#[utoipa::path(get, path = "/v1/resolve", tag = "commits",
-    params(("principal" = Principal, Query),
-        ("at" = Option<chrono::DateTime<chrono::Utc>>, Query, description = "RFC 3339; default now")),
-    responses((status = 200, description = "The commit", body = ResolveResponse),
-        (status = 400, description = "`principal` or `at` missing or malformed", body = ErrorBody),
-        (status = 404, description = "No commit of `principal` at or before `at`", body = ErrorBody)),
-    security(("bearer" = [])))]
-async fn resolve(
-    State(s): State<AppState>,
-    caller: Caller,
-    q: Query,
-) -> ApiResult<axum::Json<ResolveResponse>> {
-    let principal: Principal = q.required("principal")?;
-    let at = q.optional_with("at", |v| {
-        chrono::DateTime::parse_from_rfc3339(v).map(|t| t.with_timezone(&chrono::Utc))
-    })?;
-    let id = s.service.resolve(&caller.tenant, &principal, at).await?;
-    Ok(axum::Json(ResolveResponse { id }))
-}
-
-/// Refs whose names start with `prefix`, by name.
-#[utoipa::path(get, path = "/v1/refs", tag = "refs",
-    params(("prefix" = Option<String>, Query, description = "Only names that start with it"),
-        ("limit" = Option<u64>, Query, minimum = 1, maximum = 1000, description = "default 100, at most 1000")),
-    responses((status = 200, description = "The refs, by name", body = RefList),
-        (status = 400, description = "`limit` out of range, or a malformed query string", body = ErrorBody)),
-    security(("bearer" = [])))]
-async fn list_refs(
-    State(s): State<AppState>,
-    caller: Caller,
-    q: Query,
-) -> ApiResult<axum::Json<RefList>> {
-    let prefix: String = q
-        .optional_with("prefix", |v| Ok::<_, Error>(v.to_owned()))?
-        .unwrap_or_default();
-    let limit = q
-        .optional_with("limit", str::parse::<usize>)?
-        .unwrap_or(100);
-    let refs = s.service.list_refs(&caller.tenant, &prefix, limit).await?;
-    Ok(axum::Json(RefList { refs }))
-}
-
-/// A ref.
-#[utoipa::path(get, path = "/v1/refs/{name}", tag = "refs",
-    params(("name" = RefName, Path, description = "may contain '/'")),
-    responses((status = 200, description = "The ref", body = RefRecord),
-        (status = 400, description = "`name` is not a ref name", body = ErrorBody),
-        (status = 404, description = "No such ref", body = ErrorBody)),
-    security(("bearer" = [])))]
-async fn get_ref(
-    State(s): State<AppState>,
-    caller: Caller,
-    Path(name): Path<String>,
-) -> ApiResult<axum::Json<RefRecord>> {
-    let name: RefName = path_id("name", &name)?;
-    Ok(axum::Json(s.service.get_ref(&caller.tenant, &name).await?))
-}
-
-/// Creates a ref (no `expected`) or moves it by compare-and-swap; 409 with
-/// `current` when `expected` is stale.
-#[utoipa::path(put, path = "/v1/refs/{name}", tag = "refs", request_body = SetRefRequest,
-    params(("name" = RefName, Path, description = "may contain '/'")),
-    responses((status = 200, description = "The ref as set", body = RefRecord),
-        (status = 400, description = "A malformed request, or a target that does not exist", body = ErrorBody),
-        (status = 409, description = "`expected` is stale (`current` says where the ref points)", body = ErrorBody),
-        (status = 413, description = "A body over the JSON limit", body = ErrorBody)),
-    security(("bearer" = [])))]
-async fn set_ref(
-    State(s): State<AppState>,
-    caller: Caller,
-    Path(name): Path<String>,
-    Json(req): Json<SetRefRequest>,
-) -> ApiResult<axum::Json<RefRecord>> {
-    let name: RefName = path_id("name", &name)?;
-    Ok(axum::Json(
-        s.service
-            .set_ref(&caller.tenant, &name, &req.target, req.expected.as_ref())
-            .await?,
-    ))
-}
-
-/// Removes the ref alone; its commits and artifacts stay (erasing those is
-/// the session and principal erase). With `expected`, only while the ref
-/// still points there.
-#[utoipa::path(delete, path = "/v1/refs/{name}", tag = "refs",
-    params(("name" = RefName, Path, description = "may contain '/'"),
-        ("expected" = Option<CommitId>, Query, description = "Delete only while the ref points at this commit")),
-    responses((status = 200, description = "The ref as it was when removed", body = RefRecord),
-        (status = 400, description = "`name` is not a ref name, or `expected` is not a commit id", body = ErrorBody),
-        (status = 404, description = "No such ref", body = ErrorBody),
-        (status = 409, description = "`expected` is stale (`current` says where the ref points)", body = ErrorBody)),
-    security(("bearer" = [])))]
-async fn delete_ref(
-    State(s): State<AppState>,
-    caller: Caller,
-    Path(name): Path<String>,
-    q: Query,
-) -> ApiResult<axum::Json<RefRecord>> {
-    let name: RefName = path_id("name", &name)?;
-    let expected = q.optional_with("expected", str::parse::<CommitId>)?;
-    Ok(axum::Json(
-        s.service
-            .delete_ref(&caller.tenant, &name, expected.as_ref())
-            .await?,
-    ))
 }
 
 struct BearerAuth;
@@ -961,8 +507,11 @@ impl utoipa::Modify for BearerAuth {
 #[openapi(
     info(title = "ctx", description = "A git for AI-agent context."),
     paths(
-        healthz, openapi_json, upload_artifact, upload_url, download_artifact, checkpoint, show,
-        update_metadata, history, missing_summaries, summarize, compact, materialize, resolve, list_refs, get_ref, set_ref, delete_ref, gc,
+        healthz, openapi_json, artifacts::upload_artifact, artifacts::upload_url,
+        artifacts::download_artifact, commits::checkpoint, commits::show,
+        commits::update_metadata, commits::history, commits::missing_summaries,
+        commits::summarize, commits::compact, commits::materialize, commits::resolve,
+        refs::list_refs, refs::get_ref, refs::set_ref, refs::delete_ref, artifacts::gc,
         branches::branch_create, branches::branch_status_of_session, branches::branch_status,
         branches::branch_return, branches::session_end, lifecycle::erase_session,
         lifecycle::erase_principal, lifecycle::evict_ref,

@@ -8,11 +8,17 @@
 //! `sessions/<session_id>` for a first-level branch, `branches/<parent>`
 //! for a nested one) as one delta commit with the trigger `branch_return`.
 //!
+//! The guides call the feature context folding (docs/folding.md); the
+//! code names it by what it makes, branches: this module,
+//! `crate::service::branches`, `crate::api::branches`,
+//! `crate::wire::branches`, [`BranchStore`], [`BranchConfig`] and the
+//! [`Branching`] bundle.
+//!
 //! # Layout
 //! - this file: the branch record, the [`BranchStore`] trait with the rules
 //!   every backend shares ([`check_limits`], [`not_active`], ...), the
-//!   configuration and the [`Folding`] bundle a service is given.
-//! - the values the operations (in `crate::service::folding`) take and
+//!   configuration and the [`Branching`] bundle a service is given.
+//! - the values the operations (in `crate::service::branches`) take and
 //!   return: [`NewBranch`], [`CreatedBranch`], [`ReturnedBranch`],
 //!   [`BranchState`], [`EndedSession`]; their request and response bodies
 //!   are `crate::wire::branches`.
@@ -523,7 +529,7 @@ impl std::str::FromStr for Validation {
 
 /// Context-folding settings.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FoldingConfig {
+pub struct BranchConfig {
     /// The deepest branch (the session is 0, its first branch 1).
     pub max_depth: u32,
     /// The budget when none is asked for.
@@ -543,9 +549,9 @@ pub struct FoldingConfig {
     pub session_end_timeout: Duration,
 }
 
-impl Default for FoldingConfig {
+impl Default for BranchConfig {
     fn default() -> Self {
-        FoldingConfig {
+        BranchConfig {
             max_depth: 3,
             default_budget: 8192,
             max_budget: 32768,
@@ -560,7 +566,7 @@ impl Default for FoldingConfig {
 
 /// Everything context folding needs beside the commit stores.
 #[derive(Clone)]
-pub struct Folding {
+pub struct Branching {
     /// Branch records and counts.
     pub store: Arc<dyn BranchStore>,
     /// Deadlines.
@@ -570,5 +576,5 @@ pub struct Folding {
     /// Randomness for branch ids.
     pub ids: Arc<dyn IdSource>,
     /// Settings.
-    pub config: FoldingConfig,
+    pub config: BranchConfig,
 }

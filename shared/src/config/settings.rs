@@ -117,7 +117,7 @@ settings! {
             default: "`strict`",
             meaning: "`strict`: only the principal (token) that opened a session touches its branches; `permissive`: any caller of the tenant",
             read: |c, n, v| {
-                c.folding.validation = Config::parse_validation(n, v)?;
+                c.branching.validation = Config::parse_validation(n, v)?;
                 Ok(())
             },
         }
@@ -125,7 +125,7 @@ settings! {
             default: "3",
             meaning: "the deepest branch (a session's first branch is 1)",
             read: |c, n, v| {
-                c.folding.max_depth = parse(n, v, "a number")?;
+                c.branching.max_depth = parse(n, v, "a number")?;
                 Ok(())
             },
         }
@@ -133,7 +133,7 @@ settings! {
             default: "10",
             meaning: "active branches per session",
             read: |c, n, v| {
-                c.folding.limits.active_per_session = parse(n, v, "a number")?;
+                c.branching.limits.active_per_session = parse(n, v, "a number")?;
                 Ok(())
             },
         }
@@ -141,7 +141,7 @@ settings! {
             default: "100",
             meaning: "active branches per tenant",
             read: |c, n, v| {
-                c.folding.limits.active_per_tenant = parse(n, v, "a number")?;
+                c.branching.limits.active_per_tenant = parse(n, v, "a number")?;
                 Ok(())
             },
         }
@@ -149,7 +149,7 @@ settings! {
             default: "5",
             meaning: "branch creations per session per minute",
             read: |c, n, v| {
-                c.folding.limits.creations_per_minute = parse(n, v, "a number")?;
+                c.branching.limits.creations_per_minute = parse(n, v, "a number")?;
                 Ok(())
             },
         }
@@ -157,7 +157,7 @@ settings! {
             default: "30",
             meaning: "how long session end waits for its branches before marking the rest failed",
             read: |c, n, v| {
-                c.folding.session_end_timeout = secs(n, v)?;
+                c.branching.session_end_timeout = secs(n, v)?;
                 Ok(())
             },
         }

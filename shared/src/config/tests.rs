@@ -18,24 +18,24 @@ fn no_variables_give_the_defaults() {
 #[test]
 fn the_documented_defaults_are_the_defaults() {
     let c = Config::default();
-    let folding = &c.folding;
+    let branching = &c.branching;
     let numeric = [
-        ("CTX_BRANCH_MAX_DEPTH", u64::from(folding.max_depth)),
+        ("CTX_BRANCH_MAX_DEPTH", u64::from(branching.max_depth)),
         (
             "CTX_BRANCH_MAX_PER_SESSION",
-            u64::from(folding.limits.active_per_session),
+            u64::from(branching.limits.active_per_session),
         ),
         (
             "CTX_BRANCH_MAX_PER_TENANT",
-            u64::from(folding.limits.active_per_tenant),
+            u64::from(branching.limits.active_per_tenant),
         ),
         (
             "CTX_BRANCH_CREATES_PER_MINUTE",
-            u64::from(folding.limits.creations_per_minute),
+            u64::from(branching.limits.creations_per_minute),
         ),
         (
             "CTX_SESSION_END_TIMEOUT_SECS",
-            folding.session_end_timeout.as_secs(),
+            branching.session_end_timeout.as_secs(),
         ),
         (
             "CTX_MAX_CONNECTIONS",
@@ -90,7 +90,7 @@ fn the_documented_defaults_are_the_defaults() {
         crate::config::parse_interval("CTX_SUMMARIZE_EVERY", "off").unwrap(),
         None
     );
-    assert_eq!(folding.validation, Validation::Strict);
+    assert_eq!(branching.validation, Validation::Strict);
     assert_eq!(default_of("CTX_SUMMARIZER"), c.summarizer.kind.as_str());
     assert!(
         default_of("CTX_SUMMARIZER_URL").contains(&format!("{DEFAULT_OPENAI_URL}` (openai)"))
@@ -221,7 +221,7 @@ fn every_setting_is_read() {
         )
     })
     .unwrap();
-    let folding = FoldingConfig {
+    let branching = BranchConfig {
         max_depth: 7,
         limits: crate::branch::RateLimits {
             active_per_session: 7,
@@ -230,7 +230,7 @@ fn every_setting_is_read() {
         },
         session_end_timeout: Duration::from_secs(7),
         validation: Validation::Permissive,
-        ..FoldingConfig::default()
+        ..BranchConfig::default()
     };
     assert_eq!(
         all,
@@ -250,7 +250,7 @@ fn every_setting_is_read() {
                 per_tenant: [("acme".parse().unwrap(), 0)].into_iter().collect(),
                 every: Some(Duration::from_secs(7 * 3600)),
             },
-            folding,
+            branching,
             max_artifact_bytes: 7,
             inline_delta_bytes: 7,
             cache_bytes: 7,

@@ -7,7 +7,7 @@ use bytes::Bytes;
 use chrono::{DateTime, Utc};
 
 use super::Service;
-use super::folding::BudgetNotice;
+use super::branches::BudgetNotice;
 use crate::clock::truncate_to_micros;
 use crate::commit::{self, Commit, CommitType, Tags, Trigger, limits};
 use crate::error::{Error, Result};

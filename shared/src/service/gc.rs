@@ -24,7 +24,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::Service;
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::id::{ArtifactRef, TenantId};
 use crate::store::{BlobArea, BlobInfo, MaterializeKey, References};
 
@@ -92,7 +92,7 @@ pub struct GcOptions {
     pub dry_run: bool,
     /// Where to continue (a report's `next`); the start when absent.
     pub cursor: Option<String>,
-    /// Artifacts to look at in this call (default [`GC_PAGE`]).
+    /// Artifacts to look at in this call (default `GC_PAGE`, 1000).
     pub limit: Option<usize>,
 }
 
@@ -218,7 +218,7 @@ impl Service {
     ///
     /// # Errors
     /// `Invalid` (field `cursor` or `limit`) for a cursor no call handed
-    /// out or a limit of 0 or over [`GC_MAX_PAGE`]; `Unavailable`.
+    /// out or a limit of 0 or over `GC_MAX_PAGE`; `Unavailable`.
     pub async fn gc(&self, tenant: &TenantId, opts: &GcOptions) -> Result<GcReport> {
         let limit = opts.limit.unwrap_or(GC_PAGE);
         if limit == 0 || limit > GC_MAX_PAGE {
@@ -351,7 +351,12 @@ impl Service {
             .stores
             .meta
             .evict_materialized(budget, (tenant, added))
-            .await?;
+            .await
+            // A store without a budget refuses one: the setting is wrong.
+            .map_err(|e| match e.kind {
+                ErrorKind::Invalid => e.with_field(crate::config::CTX_CACHE_BYTES.var),
+                _ => e,
+            })?;
         for (tenant, artifact) in orphans {
             self.stores
                 .blobs

@@ -186,12 +186,12 @@ impl Service {
         let mut own = meta.session_commits(tenant, session).await?;
         // Its branches' chains (each its own session, `br-…`), nested ones
         // included: their records go last, so a re-run still finds them.
-        let branches = match self.folding() {
+        let branches = match self.branching() {
             Some(f) => f.store.session_branches(tenant, session.as_str()).await?,
             None => Vec::new(),
         };
         for b in &branches {
-            let root = match self.folding() {
+            let root = match self.branching() {
                 Some(f) => f.store.get_branch(tenant, b).await?.map(|r| r.root_commit),
                 None => None,
             };
@@ -212,7 +212,7 @@ impl Service {
                 })
                 .await?;
         }
-        if let Some(f) = self.folding() {
+        if let Some(f) = self.branching() {
             for b in &branches {
                 if self.forget_branch(f, tenant, b).await? {
                     report.branches += 1;
@@ -301,16 +301,19 @@ impl Service {
     /// released). True when there was a record.
     async fn forget_branch(
         &self,
-        folding: &crate::branch::Folding,
+        branching: &crate::branch::Branching,
         tenant: &TenantId,
         id: &crate::id::BranchId,
     ) -> Result<bool> {
-        let store = &folding.store;
+        let store = &branching.store;
         let Some(rec) = store.get_branch(tenant, id).await? else {
             return Ok(false);
         };
         if rec.status == crate::branch::BranchStatus::Active {
-            folding.timer.stop(tenant, id, rec.timer.as_deref()).await?;
+            branching
+                .timer
+                .stop(tenant, id, rec.timer.as_deref())
+                .await?;
             let finish = crate::branch::Finish {
                 status: crate::branch::BranchStatus::Failed,
                 at: self.clock.now(),

@@ -21,7 +21,7 @@
 //!   [`RetentionReport`]).
 //! - `tenant_erase`: the operator's erase of a whole tenant
 //!   ([`TenantErased`]).
-//! - `folding`: context folding (branches, budgets, deadlines; the
+//! - `branches`: context folding (branches, budgets, deadlines; the
 //!   embedded deadline timer [`TokioTimer`]).
 //!
 //! Every method takes the caller's tenant first; nothing here can reach
@@ -30,7 +30,7 @@
 
 use std::sync::Arc;
 
-use crate::branch::Folding;
+use crate::branch::Branching;
 use crate::clock::Clock;
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::Formats;
@@ -38,11 +38,11 @@ use crate::store::Stores;
 
 mod agents;
 mod artifacts;
+mod branches;
 mod checkpoint;
 mod commits;
 mod compact;
 mod evict;
-mod folding;
 mod gc;
 mod hot;
 mod lifecycle;
@@ -57,13 +57,13 @@ pub use crate::commit::Stop;
 pub use agents::{
     MAX_SAVES, MAX_WINDOW_COMMITS, RESTORED_FROM, WORKING_CONTEXT_SCHEMA, check_snapshot,
 };
-pub use checkpoint::{Checkpointed, Delta, NewCommit};
-pub use compact::{COMPACTED_BY, Compacted};
-pub use evict::Evicted;
-pub use folding::{
+pub use branches::{
     BudgetNotice, Expired, MAX_DESCRIPTION, MAX_MESSAGE, MAX_PROMPT, Sweep, TokioTimer,
     WARN_PERCENT,
 };
+pub use checkpoint::{Checkpointed, Delta, NewCommit};
+pub use compact::{COMPACTED_BY, Compacted};
+pub use evict::Evicted;
 pub use gc::{GcOptions, GcReport, Lifecycle};
 pub use lifecycle::{Erased, RetentionReport};
 pub use materialize::Materialization;
@@ -107,16 +107,18 @@ impl Limits {
         if json {
             format!(
                 "a JSON body may have at most {} bytes (an artifact of \
-                 CTX_MAX_ARTIFACT_BYTES = {} in base64, plus 1 MiB; \
-                 CTX_MAX_ARTIFACT_BYTES raises the limit)",
+                 {var} = {} in base64, plus 1 MiB; \
+                 {var} raises the limit)",
                 self.max_json_bytes(),
-                self.max_artifact_bytes
+                self.max_artifact_bytes,
+                var = crate::config::CTX_MAX_ARTIFACT_BYTES,
             )
         } else {
             format!(
-                "an artifact may have at most {} bytes (CTX_MAX_ARTIFACT_BYTES \
+                "an artifact may have at most {} bytes ({} \
                  raises the limit)",
-                self.max_artifact_bytes
+                self.max_artifact_bytes,
+                crate::config::CTX_MAX_ARTIFACT_BYTES,
             )
         }
     }
@@ -136,8 +138,9 @@ impl Limits {
                 ErrorKind::TooLarge,
                 format!(
                     "{field} is {len} bytes; an artifact may have at most {} \
-                     (CTX_MAX_ARTIFACT_BYTES raises the limit)",
-                    self.max_artifact_bytes
+                     ({} raises the limit)",
+                    self.max_artifact_bytes,
+                    crate::config::CTX_MAX_ARTIFACT_BYTES,
                 ),
             )
             .with_field(field));
@@ -158,7 +161,7 @@ pub struct Service {
     formats: Formats,
     clock: Arc<dyn Clock>,
     limits: Limits,
-    folding: Option<Arc<Folding>>,
+    branching: Option<Arc<Branching>>,
     summarizer: Option<Arc<dyn crate::summarize::Summarizer>>,
     lifecycle: Lifecycle,
     cache_stamps: Arc<gc::CacheStamps>,
@@ -175,7 +178,7 @@ impl Service {
             formats: Formats::default(),
             clock,
             limits: Limits::default(),
-            folding: None,
+            branching: None,
             summarizer: None,
             lifecycle: Lifecycle::default(),
             cache_stamps: Arc::default(),
@@ -191,9 +194,9 @@ impl Service {
         self
     }
 
-    /// Enables context folding (`branch_*`, session end) over `folding`.
-    pub fn with_folding(mut self, folding: Folding) -> Self {
-        self.folding = Some(Arc::new(folding));
+    /// Enables context folding (`branch_*`, session end) over `branching`.
+    pub fn with_branching(mut self, branching: Branching) -> Self {
+        self.branching = Some(Arc::new(branching));
         self
     }
 
@@ -218,8 +221,8 @@ impl Service {
     }
 
     /// The context-folding setup, if enabled.
-    pub fn folding(&self) -> Option<&Folding> {
-        self.folding.as_deref()
+    pub fn branching(&self) -> Option<&Branching> {
+        self.branching.as_deref()
     }
 
     /// The codecs the service knows.

@@ -27,7 +27,7 @@ use crate::error::Result;
 use crate::id::TenantId;
 use crate::store::{TenantRecords, TokenStore};
 
-/// Records removed per [`MetaStore::erase_tenant`](crate::store::MetaStore::erase_tenant) call.
+/// Records removed per [`Lifecycle::erase_tenant`](crate::store::Lifecycle::erase_tenant) call.
 pub const META_BATCH: usize = 1000;
 /// Objects removed per [`BlobStore::erase_tenant`](crate::store::BlobStore::erase_tenant) call.
 pub const BLOB_BATCH: usize = 1000;

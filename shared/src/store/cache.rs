@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use crate::commit::Stop;
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::format::FormatId;
 use crate::format::translate::Tier;
 use crate::id::{ArtifactRef, CommitId, TenantId};
@@ -79,18 +79,19 @@ pub trait MaterializationCache: Send + Sync + 'static {
     /// the cached bytes total at most `budget`, never the entry `keep`
     /// (the one just added, whose artifact its caller is about to hand
     /// out); returns the cached artifacts no remaining entry names, for the
-    /// caller to remove from the [`BlobArea::Cache`] area.
+    /// caller to remove from the [`BlobArea::Cache`](super::BlobArea::Cache) area.
     ///
     /// # Errors
-    /// `Invalid` (field `CTX_CACHE_BYTES`) for a store without a budget;
+    /// `Invalid` for a store without a budget (the caller names the
+    /// setting that gave one);
     /// `Unavailable`.
     async fn evict_materialized(
         &self,
         _budget: u64,
         _keep: (&TenantId, &MaterializeKey),
     ) -> Result<Vec<(TenantId, ArtifactRef)>> {
-        Err(Error::invalid(
-            "CTX_CACHE_BYTES",
+        Err(Error::new(
+            ErrorKind::Invalid,
             "this store has no cache budget: its cached artifacts expire by lifecycle rule",
         ))
     }

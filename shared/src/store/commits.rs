@@ -14,7 +14,7 @@ use crate::id::{CommitId, Principal, SessionId, TenantId};
 /// Every method is one request to the underlying store, scoped by tenant.
 #[async_trait]
 pub trait Commits: Send + Sync + 'static {
-    /// The primitive under [`MetaStore::put_commit`]: writes a new commit,
+    /// The primitive under [`MetaStore::put_commit`](super::MetaStore::put_commit): writes a new commit,
     /// its timeline entry and the optional ref move (checked against
     /// `ref_move.expected`) as one atomic write, starting a run of its own
     /// on a fork as `put_commit` says. If a commit with the same id exists,
@@ -115,7 +115,7 @@ pub trait Commits: Send + Sync + 'static {
     async fn delete_commit(&self, tenant: &TenantId, commit: &Commit) -> Result<bool>;
 }
 
-/// The outcome of [`MetaStore::put_commit`] and [`Commits::create_commit`].
+/// The outcome of [`MetaStore::put_commit`](super::MetaStore::put_commit) and [`Commits::create_commit`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PutCommit {
     /// The commit was written; this is it as stored (with its lineage).

@@ -75,7 +75,7 @@ pub trait Lifecycle: Send + Sync + 'static {
     /// registry entry, and the branch records of a [`BranchStore`] that
     /// shares this store's database: SQLite, DynamoDB) and says what it
     /// removed; all zero once none remain, so a caller repeats it until
-    /// then. Bearer tokens are the [`TokenStore`]'s. A store that can
+    /// then. Bearer tokens are the [`TokenStore`](super::TokenStore)'s. A store that can
     /// remove everything in one atomic step (memory, SQLite: one
     /// transaction) may remove more than `limit`; DynamoDB works in pages
     /// of a paginated Scan on the tenant's key prefix and BatchWriteItem
@@ -89,7 +89,7 @@ pub trait Lifecycle: Send + Sync + 'static {
     async fn erase_tenant(&self, tenant: &TenantId, limit: usize) -> Result<TenantRecords>;
 
     /// Drops the artifact bytes stored inline with a commit
-    /// ([`Commit::inline`]), keeping the commit, its metadata and its
+    /// ([`Commit::inline`](crate::commit::Commit::inline)), keeping the commit, its metadata and its
     /// `artifact_ref`: afterwards the commit reads with `inline: None`
     /// everywhere (every copy of it the backend keeps). True when it had
     /// inline bytes; false when it had none or does not exist. For eviction
@@ -144,9 +144,9 @@ pub trait Lifecycle: Send + Sync + 'static {
 /// What a tenant's records name: the mark set of garbage collection.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct References {
-    /// Artifacts commits name ([`BlobArea::Durable`]).
+    /// Artifacts commits name ([`BlobArea::Durable`](super::BlobArea::Durable)).
     pub durable: std::collections::HashSet<ArtifactRef>,
-    /// Artifacts cache entries name ([`BlobArea::Cache`]).
+    /// Artifacts cache entries name ([`BlobArea::Cache`](super::BlobArea::Cache)).
     pub cached: std::collections::HashSet<ArtifactRef>,
 }
 

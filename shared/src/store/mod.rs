@@ -31,7 +31,7 @@
 //!   `ctx serve --store memory`).
 //! - [`local`]: artifacts as files, meta, tokens and branches in one
 //!   SQLite database (the embedded default).
-//! - [`aws`]: artifacts in S3; meta, tokens and branches in one DynamoDB
+//! - `aws` (feature `aws`): artifacts in S3; meta, tokens and branches in one DynamoDB
 //!   table.
 //! - [`counting`]: a blob store wrapper that counts reads and writes.
 //! - `packed`: inline deltas at rest, LZ4 or raw (local and aws).

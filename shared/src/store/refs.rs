@@ -86,7 +86,7 @@ pub struct RefRecord {
 /// The conflict error of a stale compare-and-swap on a ref.
 ///
 /// Its `current` is the ref's current target (absent when the ref does not
-/// exist): [`MetaStore::put_commit`]'s retry rule reads it.
+/// exist): [`MetaStore::put_commit`](super::MetaStore::put_commit)'s retry rule reads it.
 pub fn ref_conflict(
     name: &RefName,
     expected: Option<&CommitId>,

@@ -177,10 +177,11 @@ fn not_built(kind: SummarizerKind) -> crate::error::Error {
         SummarizerKind::Bedrock => ("summarize-bedrock", "cargo build -p ctx-cli --features aws"),
         _ => ("summarize-http", "cargo build -p ctx-cli"),
     };
+    let var = crate::config::CTX_SUMMARIZER.var;
     crate::error::Error::invalid(
-        "CTX_SUMMARIZER",
+        var,
         format!(
-            "CTX_SUMMARIZER={kind} is not in this build: it needs ctx-core's {feature} \
+            "{var}={kind} is not in this build: it needs ctx-core's {feature} \
              feature (the ctx command has it with `{ctx}`)"
         ),
     )

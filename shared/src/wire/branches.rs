@@ -29,7 +29,7 @@ pub struct BranchCreateRequest {
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",
-        deserialize_with = "whole"
+        deserialize_with = "crate::number::optional_whole"
     )]
     #[schema(schema_with = capped_count)]
     pub budget: Option<u64>,
@@ -37,7 +37,7 @@ pub struct BranchCreateRequest {
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",
-        deserialize_with = "whole"
+        deserialize_with = "crate::number::optional_whole"
     )]
     #[schema(schema_with = capped_count)]
     pub timeout_seconds: Option<u64>,
@@ -165,30 +165,6 @@ pub struct SessionEnded {
     pub returned: Vec<BranchId>,
     /// Branches that did not finish in time or errored (status failed).
     pub failed: Vec<BranchId>,
-}
-
-/// A count that may be written as a whole number in floating point
-/// (`100.0`): JSON has one number type, and JSON Schema's `integer` admits
-/// it. A fraction, a negative or an out-of-range value is refused.
-fn whole<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum Number {
-        Whole(u64),
-        Float(f64),
-    }
-    // 2^53: the largest float every integer below which is exact.
-    const EXACT: f64 = 9_007_199_254_740_992.0;
-    match Option::<Number>::deserialize(d)? {
-        None => Ok(None),
-        Some(Number::Whole(n)) => Ok(Some(n)),
-        Some(Number::Float(f)) if f.fract() == 0.0 && (0.0..=EXACT).contains(&f) => {
-            Ok(Some(f as u64))
-        }
-        Some(Number::Float(f)) => Err(serde::de::Error::custom(format!(
-            "{f} is not a whole number from 0 to 2^53"
-        ))),
-    }
 }
 
 impl From<BranchCreateRequest> for NewBranch {

@@ -5,12 +5,12 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use utoipa::ToSchema;
 
+use crate::body_text::BodyText;
 use crate::commit::{Commit, CommitType, Tags, Trigger};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::format::FormatId;
-use crate::id::{ArtifactRef, BranchId, CommitId, Principal, SessionId};
-use crate::inline::BodyText;
-use crate::service::{Delta, Limits, Materialization, NewCommit, Stop};
+use crate::id::{ArtifactRef, CommitId, Principal, SessionId};
+use crate::service::{Materialization, NewCommit, Stop};
 use crate::store::{Materialized, RefMove};
 
 /// `POST /v1/commits`: one commit and, optionally, a ref move.
@@ -124,110 +124,49 @@ impl CheckpointRequest {
         format: FormatId,
         delta: impl Into<String>,
     ) -> Self {
+        // The defaults are the domain's: one place says what a checkpoint
+        // leaves out.
+        let NewCommit {
+            parent,
+            commit_type,
+            format,
+            delta: _,
+            template,
+            principal,
+            machine,
+            session_id: _,
+            checkpoint,
+            ticket_id,
+            thread_id,
+            summary,
+            message_count,
+            token_count,
+            created_at,
+            tags,
+            ref_move,
+            branch: _,
+        } = NewCommit::new(principal, template, format, bytes::Bytes::new());
         CheckpointRequest {
-            parent: None,
-            commit_type: CommitType::Delta,
+            parent,
+            commit_type,
             format,
             artifact_ref: None,
             delta: Some(BodyText::from(delta.into())),
             delta_base64: None,
-            template: template.into(),
+            template,
             principal,
-            machine: None,
+            machine,
             session_id: None,
-            checkpoint: Trigger::TurnBoundary,
-            ticket_id: None,
-            thread_id: None,
-            summary: None,
-            message_count: None,
-            token_count: None,
-            created_at: None,
-            tags: None,
-            ref_move: None,
+            checkpoint,
+            ticket_id,
+            thread_id,
+            summary,
+            message_count,
+            token_count,
+            created_at,
+            tags,
+            ref_move,
         }
-    }
-
-    /// The request field that carries the delta.
-    pub fn delta_field(&self) -> &'static str {
-        match (&self.artifact_ref, &self.delta, &self.delta_base64) {
-            (None, None, Some(_)) => "delta_base64",
-            (Some(_), None, None) => "artifact_ref",
-            _ => "delta",
-        }
-    }
-
-    /// The commit this request asks for: exactly one of `artifact_ref`,
-    /// `delta` and `delta_base64` becomes its [`Delta`]. A checkpoint whose
-    /// ref is `branches/<br-…>`, or whose session is a `br-…` id, writes
-    /// into that branch's chain and counts against its budget.
-    ///
-    /// # Errors
-    /// `Invalid` for none or several deltas, or bad base64; `TooLarge` for
-    /// an inline delta over the artifact limit.
-    pub fn into_new_commit(self, limits: &Limits) -> Result<NewCommit> {
-        let delta = match (self.artifact_ref, self.delta, self.delta_base64) {
-            (Some(art), None, None) => Delta::Stored(art),
-            (None, Some(text), None) => {
-                limits.check_artifact_size("delta", text.len())?;
-                // No copy: the text may still share the request body.
-                Delta::Inline(text.into_bytes())
-            }
-            (None, None, Some(b64)) => {
-                // The decoded size, exactly: padding is not bytes.
-                let padding = b64
-                    .as_bytes()
-                    .iter()
-                    .rev()
-                    .take_while(|&&b| b == b'=')
-                    .count()
-                    .min(2);
-                let decoded = (b64.len() / 4 * 3).saturating_sub(padding);
-                limits.check_artifact_size("delta_base64", decoded)?;
-                // In place in the request body's buffer when it can be.
-                let bytes = crate::inline::decode_base64(b64).map_err(|e| {
-                    Error::invalid(
-                        "delta_base64",
-                        format!("delta_base64 is not valid base64: {e}"),
-                    )
-                })?;
-                Delta::Inline(bytes)
-            }
-            _ => {
-                return Err(Error::invalid(
-                    "delta",
-                    "give exactly one of artifact_ref, delta and delta_base64",
-                ));
-            }
-        };
-        let branch = self
-            .ref_move
-            .as_ref()
-            .and_then(|m| crate::branch::branch_of_ref(&m.name))
-            .or_else(|| {
-                self.session_id
-                    .as_ref()
-                    .and_then(|s| s.as_str().parse::<BranchId>().ok())
-            });
-        Ok(NewCommit {
-            parent: self.parent,
-            commit_type: self.commit_type,
-            format: self.format,
-            delta,
-            template: self.template,
-            principal: self.principal,
-            machine: self.machine,
-            session_id: self.session_id.map(|s| s.as_str().to_owned()),
-            checkpoint: self.checkpoint,
-            ticket_id: self.ticket_id,
-            thread_id: self.thread_id,
-            summary: self.summary,
-            message_count: self.message_count,
-            token_count: self.token_count,
-            created_at: self.created_at,
-            tags: self.tags,
-            ref_move: self.ref_move,
-            branch,
-        })
     }
 }
 
@@ -416,41 +355,4 @@ pub struct CompactResponse {
 pub struct ResolveResponse {
     /// The newest commit at or before the time.
     pub id: CommitId,
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use bytes::Bytes;
-
-    /// A checkpoint of `delta_base64` under an artifact limit of `max` bytes.
-    fn checkpoint_b64(b64: &str, max: usize) -> Result<NewCommit> {
-        let limits = Limits {
-            max_artifact_bytes: max,
-            ..Limits::default()
-        };
-        CheckpointRequest {
-            delta: None,
-            delta_base64: Some(b64.into()),
-            ..CheckpointRequest::new("p".parse().unwrap(), "t", FormatId::raw(), "")
-        }
-        .into_new_commit(&limits)
-    }
-
-    #[test]
-    fn the_base64_limit_is_on_the_decoded_bytes_exactly() {
-        use base64::Engine as _;
-        let b64 = |n: usize| base64::engine::general_purpose::STANDARD.encode(vec![7u8; n]);
-        // 4 bytes encode as 8 characters with two '=': at the limit of 4.
-        for n in [4, 3, 2, 1] {
-            let new = checkpoint_b64(&b64(n), 4).unwrap();
-            assert_eq!(new.delta, Delta::Inline(Bytes::from(vec![7u8; n])), "{n}");
-        }
-        let e = checkpoint_b64(&b64(5), 4).unwrap_err();
-        assert_eq!(
-            (e.kind, e.field.as_deref()),
-            (crate::ErrorKind::TooLarge, Some("delta_base64"))
-        );
-        assert!(e.message.contains("5 bytes"), "{}", e.message);
-    }
 }

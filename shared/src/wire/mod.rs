@@ -4,10 +4,10 @@
 //! build instead of a client. One file per route family; every type is
 //! re-exported here, so `crate::wire::X` names any of them.
 //!
-//! The service never sees these types: requests become the service's
-//! domain values and its results become responses here, by `From` impls
-//! and conversion functions (such as [`CheckpointRequest::into_new_commit`]),
-//! which the API layer calls.
+//! The service never sees these types: the API layer turns requests into
+//! the service's domain values, in the handler's own file (such as
+//! `POST /v1/commits`'s in `api/commits.rs`), and results become responses
+//! here, by `From` impls the handlers call.
 //!
 //! # Layout
 //! - [`commits`]: checkpoint, show, update-metadata, history, the summary

@@ -1,7 +1,8 @@
 //! Small deltas inline: a commit may carry its artifact's bytes
 //! ([`Commit::inline`]); every read of the commit returns them unchanged,
-//! [`MetaStore::clear_inline`] drops them and keeps the commit, and a
-//! delete takes them with the commit. Backends may store them packed
+//! [`Lifecycle::clear_inline`](crate::store::Lifecycle::clear_inline)
+//! drops them and keeps the commit, and a delete takes them with the
+//! commit. Backends may store them packed
 //! (`store::packed`); what reads back is always the bytes put.
 
 use bytes::Bytes;

@@ -73,11 +73,14 @@ pub struct Capabilities {
     /// stores do; DynamoDB leaves deadlines to Step Functions).
     pub global_branch_listing: bool,
     /// The meta store evicts cache entries by an LRU byte budget
-    /// ([`MetaStore::evict_materialized`]; embedded stores do, DynamoDB
-    /// leaves cached artifacts to an S3 lifecycle rule).
+    /// ([`MaterializationCache::evict_materialized`](
+    /// crate::store::MaterializationCache::evict_materialized); embedded
+    /// stores do, DynamoDB leaves cached artifacts to an S3 lifecycle
+    /// rule).
     pub cache_budget: bool,
     /// The meta store's database holds the branch store's records too, so
-    /// [`MetaStore::erase_tenant`] removes them (SQLite, DynamoDB).
+    /// [`Lifecycle::erase_tenant`](crate::store::Lifecycle::erase_tenant)
+    /// removes them (SQLite, DynamoDB).
     pub branches_in_meta: bool,
 }
 

@@ -1,4 +1,5 @@
-//! The in-memory [`MetaStore`] and [`TokenStore`]: commits, lineages,
+//! The in-memory [`MetaStore`](crate::store::MetaStore) and
+//! [`TokenStore`](crate::store::TokenStore): commits, lineages,
 //! timelines, refs, the materialization cache and tokens in maps under one
 //! lock.
 

@@ -104,9 +104,9 @@ async fn session_end_returns_every_active_branch() {
 #[tokio::test]
 async fn what_session_end_cannot_finish_in_time_is_marked_failed() {
     let h = harness_with(
-        FoldingConfig {
+        BranchConfig {
             session_end_timeout: std::time::Duration::ZERO,
-            ..FoldingConfig::default()
+            ..BranchConfig::default()
         },
         Arc::new(RuleScrubber::new().unwrap()),
     );

@@ -19,7 +19,7 @@ impl Service {
     /// limit; `NotFound` for a session or parent branch the caller does
     /// not own; `Conflict` for an ended parent; `RateLimited` past a limit.
     pub async fn branch_create(&self, caller: &Caller, req: NewBranch) -> Result<CreatedBranch> {
-        let f = self.folding_or_err()?.clone();
+        let f = self.branching_or_err()?.clone();
         let cfg = &f.config;
         let tenant = &caller.tenant;
         // A SessionId names its ref by construction: nothing to normalise.

@@ -49,9 +49,9 @@ async fn strict_validation_hides_branches_from_other_principals_and_tenants() {
 #[tokio::test]
 async fn permissive_validation_checks_only_the_tenant() {
     let h = harness_with(
-        FoldingConfig {
+        BranchConfig {
             validation: Validation::Permissive,
-            ..FoldingConfig::default()
+            ..BranchConfig::default()
         },
         Arc::new(RuleScrubber::new().unwrap()),
     );
@@ -78,7 +78,7 @@ async fn permissive_validation_checks_only_the_tenant() {
 
 #[tokio::test]
 async fn scrubbing_fails_closed() {
-    let h = harness_with(FoldingConfig::default(), Arc::new(FailingScrubber));
+    let h = harness_with(BranchConfig::default(), Arc::new(FailingScrubber));
     h.append("sessions/s", "user: hi\n").await.unwrap();
     let b = h.create("s", "x").await;
     let e = h
@@ -106,13 +106,13 @@ async fn scrubbing_fails_closed() {
 #[tokio::test]
 async fn creation_limits_answer_rate_limited_with_retry_after() {
     let h = harness_with(
-        FoldingConfig {
+        BranchConfig {
             limits: crate::branch::RateLimits {
                 active_per_session: 10,
                 active_per_tenant: 100,
                 creations_per_minute: 2,
             },
-            ..FoldingConfig::default()
+            ..BranchConfig::default()
         },
         Arc::new(RuleScrubber::new().unwrap()),
     );
@@ -128,7 +128,7 @@ async fn creation_limits_answer_rate_limited_with_retry_after() {
 }
 
 #[tokio::test]
-async fn without_folding_the_operations_are_unavailable() {
+async fn without_branching_the_operations_are_unavailable() {
     let svc = Service::new(
         Stores {
             blobs: Arc::new(MemoryBlobStore::new()),

@@ -34,7 +34,7 @@ impl Service {
         id: &BranchId,
         message: &str,
     ) -> Result<ReturnedBranch> {
-        let f = self.folding_or_err()?.clone();
+        let f = self.branching_or_err()?.clone();
         let tenant = &caller.tenant;
         let message = strip_controls(message, true);
         check_len("message", &message, MAX_MESSAGE)?;
@@ -77,7 +77,7 @@ impl Service {
     /// `NotFound` for another principal's session (strict mode).
     pub async fn session_end(&self, caller: &Caller, session: &SessionId) -> Result<EndedSession> {
         let session = session.as_str();
-        let f = self.folding_or_err()?.clone();
+        let f = self.branching_or_err()?.clone();
         let tenant = &caller.tenant;
         self.check_session_owner(caller, session).await?;
         let mut active = f.store.active_branches(tenant, session).await?;
@@ -148,7 +148,7 @@ impl Service {
     /// # Errors
     /// `Unavailable` when storage fails (the caller retries).
     pub async fn branch_expire(&self, tenant: &TenantId, id: &BranchId) -> Result<Expired> {
-        let f = self.folding_or_err()?.clone();
+        let f = self.branching_or_err()?.clone();
         let Some(rec) = f.store.get_branch(tenant, id).await? else {
             return Ok(Expired::Unknown);
         };
@@ -184,7 +184,7 @@ impl Service {
     /// # Errors
     /// `Unavailable` when storage fails.
     pub async fn branch_sweep(&self) -> Result<Sweep> {
-        let f = self.folding_or_err()?.clone();
+        let f = self.branching_or_err()?.clone();
         let mut sweep = Sweep::default();
         let Some(all) = f.store.all_active().await? else {
             return Ok(sweep);
@@ -216,7 +216,7 @@ impl Service {
         message: Option<String>,
     ) -> BoxFuture<'a, Result<(BranchRecord, CommitId)>> {
         Box::pin(async move {
-            let f = self.folding_or_err()?.clone();
+            let f = self.branching_or_err()?.clone();
             let done = f
                 .store
                 .finish_branch(
@@ -283,7 +283,7 @@ impl Service {
             }
         }
         head.push(')');
-        let f = self.folding().cloned();
+        let f = self.branching().cloned();
         let full = format!("{head}{body}");
         match f.map(|f| f.scrubber.scrub(&full)) {
             Some(Ok(s)) => s.text,

@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use crate::api::Group;
-use crate::branch::{BranchStore, BranchTimer, Folding, NoTimer, RuleScrubber};
+use crate::branch::{BranchStore, BranchTimer, Branching, NoTimer, RuleScrubber};
 use crate::clock::{Clock, OsRandom};
 use crate::config::{self, Config, StoreKind};
 use crate::error::{Error, Result};
@@ -23,7 +23,7 @@ pub struct Needs {
     pub tokens: bool,
     /// Context folding: the branch store, deadline timers, the secret
     /// scrubber and an id source.
-    pub folding: bool,
+    pub branching: bool,
     /// Whether deadlines may run as tokio timers in this process (a server
     /// that lives on) when Step Functions is not configured; otherwise they
     /// are then not enforced.
@@ -34,14 +34,14 @@ impl Needs {
     /// `ctx serve`: every route, bearer tokens, tokio timers.
     pub const SERVER: Needs = Needs {
         tokens: true,
-        folding: true,
+        branching: true,
         process_timers: true,
     };
 
     /// Context folding only (`branch-expire`).
     pub const FOLDING: Needs = Needs {
         tokens: false,
-        folding: true,
+        branching: true,
         process_timers: false,
     };
 
@@ -51,7 +51,7 @@ impl Needs {
     /// timers.
     pub fn routes(groups: &[Group]) -> Needs {
         Needs {
-            folding: groups
+            branching: groups
                 .iter()
                 .any(|g| matches!(g, Group::Checkpoint | Group::Branches)),
             ..Needs::default()
@@ -77,8 +77,8 @@ pub struct Backends {
     pub stores: Stores,
     /// The bearer-token store, when [`Needs::tokens`].
     pub tokens: Option<Arc<dyn TokenStore>>,
-    /// Context folding, when [`Needs::folding`].
-    pub folding: Option<Folding>,
+    /// Context folding, when [`Needs::branching`].
+    pub branching: Option<Branching>,
     /// How the folding's deadlines are enforced, when there is folding.
     pub deadlines: Option<Deadlines>,
     tokio_timer: Option<Arc<TokioTimer>>,
@@ -94,7 +94,7 @@ impl std::fmt::Debug for Backends {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Backends")
             .field("tokens", &self.tokens.is_some())
-            .field("folding", &self.folding.as_ref().map(|f| &f.config))
+            .field("branching", &self.branching.as_ref().map(|f| &f.config))
             .field("deadlines", &self.deadlines)
             .field("summarizer", &self.summarizer.id())
             .finish_non_exhaustive()
@@ -140,7 +140,7 @@ impl Backends {
             StoreKind::Aws => open_aws(config, needs).await?,
         };
         let mut tokio_timer = None;
-        let (folding, deadlines) = match opened.branches {
+        let (branching, deadlines) = match opened.branches {
             None => (None, None),
             Some(store) => {
                 let (timer, deadlines): (Arc<dyn BranchTimer>, Deadlines) =
@@ -161,20 +161,20 @@ impl Backends {
                             (Arc::new(NoTimer), Deadlines::Unenforced)
                         }
                     };
-                let folding = Folding {
+                let branching = Branching {
                     store,
                     timer,
                     scrubber: Arc::new(RuleScrubber::new()?),
                     ids: Arc::new(OsRandom),
-                    config: config.folding.clone(),
+                    config: config.branching.clone(),
                 };
-                (Some(folding), Some(deadlines))
+                (Some(branching), Some(deadlines))
             }
         };
         Ok(Backends {
             stores: opened.stores,
             tokens: opened.tokens,
-            folding,
+            branching,
             deadlines,
             tokio_timer,
             max_artifact_bytes: config.max_artifact_bytes,
@@ -203,8 +203,8 @@ impl Backends {
             .with_summarizer(self.summarizer)
             .with_lifecycle(self.lifecycle)
             .with_hot_cache(self.hot_cache_bytes);
-        if let Some(folding) = self.folding {
-            service = service.with_folding(folding);
+        if let Some(branching) = self.branching {
+            service = service.with_branching(branching);
         }
         if let Some(timer) = &self.tokio_timer {
             timer.bind(service.clone());
@@ -218,7 +218,7 @@ fn open_local(config: &Config, needs: Needs) -> Result<Opened> {
     use crate::store::local::{LocalBlobStore, SqliteMetaStore};
     let meta = Arc::new(SqliteMetaStore::open(&config.data)?);
     let blobs = Arc::new(LocalBlobStore::open(&config.data)?);
-    let branches: Option<Arc<dyn BranchStore>> = if needs.folding {
+    let branches: Option<Arc<dyn BranchStore>> = if needs.branching {
         // On the commit database's own connections (one setup, one
         // durability setting).
         Some(Arc::new(meta.branch_store()))
@@ -253,7 +253,7 @@ fn open_memory(needs: Needs) -> Opened {
         },
         tokens: needs.tokens.then_some(meta as Arc<dyn TokenStore>),
         branches: needs
-            .folding
+            .branching
             .then(|| Arc::new(MemoryBranchStore::new()) as Arc<dyn BranchStore>),
     }
 }
@@ -264,7 +264,7 @@ async fn open_aws(config: &Config, needs: Needs) -> Result<Opened> {
     let aws = config.aws()?;
     let (blobs, meta) = connect(&aws, AwsHooks::default()).await?;
     let branches = needs
-        .folding
+        .branching
         .then(|| Arc::new(meta.branch_store()) as Arc<dyn BranchStore>);
     let tokens = if needs.tokens {
         Some(open_tokens_on_disk(config)?)
@@ -333,11 +333,11 @@ mod tests {
     }
 
     #[test]
-    fn only_checkpoints_and_branches_need_folding() {
+    fn only_checkpoints_and_branches_need_branching() {
         for g in Group::ALL {
             let needs = Needs::routes(&[*g]);
             assert_eq!(
-                needs.folding,
+                needs.branching,
                 matches!(g, Group::Checkpoint | Group::Branches),
                 "{g:?}"
             );
@@ -346,7 +346,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_server_gets_tokens_folding_and_tokio_timers() {
+    async fn a_server_gets_tokens_branching_and_tokio_timers() {
         let dir = tempfile::tempdir().unwrap();
         for store in [StoreKind::Memory, StoreKind::Local] {
             let config = Config {
@@ -358,12 +358,12 @@ mod tests {
             assert!(b.tokens.is_some(), "{store}");
             assert_eq!(b.deadlines, Some(Deadlines::Tokio), "{store}");
             let service = b.into_service(Arc::new(SystemClock));
-            assert!(service.folding().is_some());
+            assert!(service.branching().is_some());
         }
     }
 
     #[tokio::test]
-    async fn routes_without_folding_build_only_the_stores() {
+    async fn routes_without_branches_build_only_the_stores() {
         let config = Config {
             branch_timer_arn: Some("arn:aws:states:us-east-1:1:stateMachine:t".into()),
             ..memory()
@@ -371,20 +371,20 @@ mod tests {
         let b = Backends::build(&config, Needs::routes(&[Group::History, Group::Meta]))
             .await
             .unwrap();
-        assert!(b.tokens.is_none() && b.folding.is_none() && b.deadlines.is_none());
+        assert!(b.tokens.is_none() && b.branching.is_none() && b.deadlines.is_none());
         assert!(
-            b.into_service(Arc::new(SystemClock)).folding().is_none(),
+            b.into_service(Arc::new(SystemClock)).branching().is_none(),
             "no folding"
         );
     }
 
     #[tokio::test]
-    async fn folding_without_process_timers_or_step_functions_is_unenforced() {
+    async fn branching_without_process_timers_or_step_functions_is_unenforced() {
         let b = Backends::build(&memory(), Needs::FOLDING).await.unwrap();
         assert_eq!(b.deadlines, Some(Deadlines::Unenforced));
         assert_eq!(
-            b.folding.as_ref().map(|f| &f.config),
-            Some(&Config::default().folding)
+            b.branching.as_ref().map(|f| &f.config),
+            Some(&Config::default().branching)
         );
     }
 
@@ -404,7 +404,7 @@ mod tests {
 
     #[cfg(feature = "aws")]
     #[tokio::test]
-    async fn the_aws_store_with_a_timer_arn_uses_step_functions_only_when_folding() {
+    async fn the_aws_store_with_a_timer_arn_uses_step_functions_only_for_branches() {
         let Some(config) = Config::emulator_from_env() else {
             return;
         };
@@ -417,6 +417,6 @@ mod tests {
         let b = Backends::build(&config, Needs::routes(&[Group::Resolve]))
             .await
             .unwrap();
-        assert!(b.folding.is_none() && b.deadlines.is_none());
+        assert!(b.branching.is_none() && b.deadlines.is_none());
     }
 }

@@ -1,4 +1,4 @@
-//! Large inline request fields without a second copy of the body.
+//! Large text fields of a request body without a second copy of the body.
 //!
 //! A checkpoint's `delta` / `delta_base64` can be most of a 90 MB JSON body.
 //! Deserialized as a `String` it is copied out of the body, so the process

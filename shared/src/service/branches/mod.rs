@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 
 use super::Service;
 use crate::auth::Caller;
-use crate::branch::{ActiveBranch, BranchRecord, Folding, Validation};
+use crate::branch::{ActiveBranch, BranchRecord, Branching, Validation};
 use crate::error::{Error, ErrorKind, Result};
 use crate::id::{BranchId, Principal, RefName, TenantId};
 
@@ -134,8 +134,8 @@ fn descendants(active: &[ActiveBranch], root: &BranchId) -> Vec<ActiveBranch> {
 }
 
 impl Service {
-    fn folding_or_err(&self) -> Result<&Folding> {
-        self.folding()
+    fn branching_or_err(&self) -> Result<&Branching> {
+        self.branching()
             .ok_or_else(|| Error::unavailable("context folding is not configured on this server"))
     }
 
@@ -154,7 +154,7 @@ impl Service {
     /// The branch, if the caller may see it (404 otherwise, as for data
     /// that does not exist).
     async fn visible_branch(&self, caller: &Caller, id: &BranchId) -> Result<BranchRecord> {
-        let f = self.folding_or_err()?;
+        let f = self.branching_or_err()?;
         let rec = f
             .store
             .get_branch(&caller.tenant, id)
@@ -167,7 +167,7 @@ impl Service {
     }
 
     async fn check_session_owner(&self, caller: &Caller, session: &str) -> Result<()> {
-        let f = self.folding_or_err()?;
+        let f = self.branching_or_err()?;
         if f.config.validation == Validation::Permissive {
             return Ok(());
         }
@@ -192,7 +192,7 @@ impl Service {
         tenant: &TenantId,
         rec: &BranchRecord,
     ) -> Result<Vec<BranchId>> {
-        let f = self.folding_or_err()?;
+        let f = self.branching_or_err()?;
         let active = f.store.active_branches(tenant, &rec.session_id).await?;
         let mut ended = Vec::new();
         for child in descendants(&active, &rec.id) {

@@ -33,7 +33,7 @@ impl Service {
         tenant: &TenantId,
         branch: Option<&BranchId>,
     ) -> Result<Option<BranchId>> {
-        let (Some(f), Some(id)) = (self.folding(), branch) else {
+        let (Some(f), Some(id)) = (self.branching(), branch) else {
             return Ok(None);
         };
         let id = *id;
@@ -68,7 +68,7 @@ impl Service {
         id: &BranchId,
         tokens: u64,
     ) -> Result<Option<BudgetNotice>> {
-        let Some(f) = self.folding().cloned() else {
+        let Some(f) = self.branching().cloned() else {
             return Ok(None);
         };
         let rec = match f.store.add_tokens(tenant, id, tokens).await {

@@ -39,7 +39,7 @@ impl Service {
         session: &SessionId,
     ) -> Result<Vec<BranchState>> {
         let session = session.as_str();
-        let f = self.folding_or_err()?;
+        let f = self.branching_or_err()?;
         self.check_session_owner(caller, session).await?;
         let mut active = f.store.active_branches(&caller.tenant, session).await?;
         active.sort_by(|a, b| b.depth.cmp(&a.depth).then(a.id.cmp(&b.id)));

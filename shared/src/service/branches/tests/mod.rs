@@ -6,12 +6,12 @@ use async_trait::async_trait;
 
 use super::*;
 use crate::branch::Scrubbed;
-use crate::branch::{BranchTimer, FoldingConfig, RuleScrubber, Scrubber};
+use crate::branch::{BranchConfig, BranchTimer, RuleScrubber, Scrubber};
 use crate::clock::{ManualClock, SeededIds};
 use chrono::{DateTime, Utc};
 
 use crate::auth::Caller;
-use crate::branch::{CreatedBranch, Folding, NewBranch, ReturnedBranch};
+use crate::branch::{Branching, CreatedBranch, NewBranch, ReturnedBranch};
 use crate::commit::{Commit, Trigger};
 use crate::error::{ErrorKind, Result};
 use crate::format::translate::Tier;
@@ -56,14 +56,14 @@ fn caller(tenant: &str, principal: &str) -> Caller {
     }
 }
 
-fn harness_with(config: FoldingConfig, scrubber: Arc<dyn Scrubber>) -> H {
+fn harness_with(config: BranchConfig, scrubber: Arc<dyn Scrubber>) -> H {
     let clock = Arc::new(ManualClock::new(crate::store::conformance::t(0)));
     let stores = Stores {
         blobs: Arc::new(MemoryBlobStore::new()),
         meta: Arc::new(MemoryMetaStore::new()),
     };
     let timer = Arc::new(RecordingTimer::default());
-    let svc = Service::new(stores, clock.clone()).with_folding(Folding {
+    let svc = Service::new(stores, clock.clone()).with_branching(Branching {
         store: Arc::new(MemoryBranchStore::new()),
         timer: timer.clone(),
         scrubber,
@@ -80,7 +80,7 @@ fn harness_with(config: FoldingConfig, scrubber: Arc<dyn Scrubber>) -> H {
 
 fn harness() -> H {
     harness_with(
-        FoldingConfig::default(),
+        BranchConfig::default(),
         Arc::new(RuleScrubber::new().unwrap()),
     )
 }
@@ -511,7 +511,7 @@ async fn erasing_a_session_erases_its_branches_chains_and_records() {
     assert_eq!(erased.branches, 3, "{erased:?}");
     // The session's commit, the return, three branch roots, one branch turn.
     assert_eq!(erased.commits, 6, "{erased:?}");
-    let store = &h.svc.folding().unwrap().store;
+    let store = &h.svc.branching().unwrap().store;
     for b in [&done, &running, &nested] {
         assert_eq!(store.get_branch(tenant, &b.branch_id).await.unwrap(), None);
         let root = h.svc.stores().meta.get_commit(tenant, &b.root_commit).await;

@@ -1,0 +1,439 @@
+//! The commit routes (groups [`super::Group::Checkpoint`],
+//! [`super::Group::History`], [`super::Group::Materialize`] and
+//! [`super::Group::Resolve`]): checkpoint, show, update-metadata, history,
+//! the summary queue, summarize, compact, materialize and resolve.
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+
+use super::error::ErrorBody;
+use super::extract::{Json, Path, Query, path_id};
+use super::{ApiResult, AppState};
+use crate::auth::Caller;
+use crate::commit::Commit;
+use crate::error::Error;
+use crate::id::{BranchId, CommitId, Principal};
+use crate::service::{Delta, Limits, NewCommit, Service};
+use crate::wire::{
+    CheckpointRequest, CompactRequest, CompactResponse, HistoryResponse, MaterializeRequest,
+    MaterializeResponse, MissingSummaryList, ResolveResponse, SummarizeRequest,
+    UpdateMetadataRequest,
+};
+
+/// The response header a checkpoint into a branch carries from 80% of its
+/// budget (and when it exhausted it).
+pub const BUDGET_WARNING: &str = "ctx-budget-warning";
+
+/// The response header, one per warning, a checkpoint stored as written
+/// although it looks wrong carries (a runtime's tool result that answers
+/// no tool use in the chain).
+pub const CHECKPOINT_WARNING: &str = "ctx-warning";
+
+/// Records `req` as `POST /v1/commits` does: converted by `new_commit`,
+/// errors about the delta naming the field it was sent in.
+///
+/// # Errors
+/// As [`Service::checkpoint`].
+pub async fn submit_checkpoint(
+    service: &Service,
+    tenant: &crate::id::TenantId,
+    req: CheckpointRequest,
+) -> Result<crate::service::Checkpointed, Error> {
+    // The service names an inline delta `delta`; it may have come as
+    // `delta_base64`.
+    let field = delta_field(&req);
+    let new = new_commit(req, service.limits())?;
+    service
+        .checkpoint(tenant, new)
+        .await
+        .map_err(|e| match e.field.as_deref() {
+            Some("delta") if field != "delta" => e.with_field(field),
+            _ => e,
+        })
+}
+
+/// The request field that carries the delta.
+fn delta_field(req: &CheckpointRequest) -> &'static str {
+    match (&req.artifact_ref, &req.delta, &req.delta_base64) {
+        (None, None, Some(_)) => "delta_base64",
+        (Some(_), None, None) => "artifact_ref",
+        _ => "delta",
+    }
+}
+
+/// The commit `req` asks for: exactly one of `artifact_ref`, `delta` and
+/// `delta_base64` becomes its [`Delta`]. A checkpoint whose ref is
+/// `branches/<br-…>`, or whose session is a `br-…` id, writes into that
+/// branch's chain and counts against its budget.
+///
+/// # Errors
+/// `Invalid` for none or several deltas, or bad base64; `TooLarge` for an
+/// inline delta over the artifact limit.
+fn new_commit(req: CheckpointRequest, limits: &Limits) -> Result<NewCommit, Error> {
+    let delta = match (req.artifact_ref, req.delta, req.delta_base64) {
+        (Some(art), None, None) => Delta::Stored(art),
+        (None, Some(text), None) => {
+            limits.check_artifact_size("delta", text.len())?;
+            // No copy: the text may still share the request body.
+            Delta::Inline(text.into_bytes())
+        }
+        (None, None, Some(b64)) => {
+            // The decoded size, exactly: padding is not bytes.
+            let padding = b64
+                .as_bytes()
+                .iter()
+                .rev()
+                .take_while(|&&b| b == b'=')
+                .count()
+                .min(2);
+            let decoded = (b64.len() / 4 * 3).saturating_sub(padding);
+            limits.check_artifact_size("delta_base64", decoded)?;
+            // In place in the request body's buffer when it can be.
+            let bytes = crate::body_text::decode_base64(b64).map_err(|e| {
+                Error::invalid(
+                    "delta_base64",
+                    format!("delta_base64 is not valid base64: {e}"),
+                )
+            })?;
+            Delta::Inline(bytes)
+        }
+        _ => {
+            return Err(Error::invalid(
+                "delta",
+                "give exactly one of artifact_ref, delta and delta_base64",
+            ));
+        }
+    };
+    let branch = req
+        .ref_move
+        .as_ref()
+        .and_then(|m| crate::branch::branch_of_ref(&m.name))
+        .or_else(|| {
+            req.session_id
+                .as_ref()
+                .and_then(|s| s.as_str().parse::<BranchId>().ok())
+        });
+    Ok(NewCommit {
+        parent: req.parent,
+        commit_type: req.commit_type,
+        format: req.format,
+        delta,
+        template: req.template,
+        principal: req.principal,
+        machine: req.machine,
+        session_id: req.session_id.map(|s| s.as_str().to_owned()),
+        checkpoint: req.checkpoint,
+        ticket_id: req.ticket_id,
+        thread_id: req.thread_id,
+        summary: req.summary,
+        message_count: req.message_count,
+        token_count: req.token_count,
+        created_at: req.created_at,
+        tags: req.tags,
+        ref_move: req.ref_move,
+        branch,
+    })
+}
+
+/// Records a checkpoint: 201 with the new commit, or 200 with the stored one
+/// when the same checkpoint (same `created_at`) was recorded before. Into a
+/// branch's chain (`ref: branches/br-…`) it counts against the budget: the
+/// `ctx-budget-warning` header from 80%, a forced return at 100%, then 409.
+/// A `ctx-warning` header per thing stored as written although it looks
+/// wrong (a runtime transcript's tool result answering no tool use).
+#[utoipa::path(post, path = "/v1/commits", tag = "commits", request_body = CheckpointRequest,
+    responses((status = 201, description = "Recorded", body = Commit,
+            headers(("ctx-budget-warning" = String, description = "Into a branch at 80% of its budget or more"))),
+        (status = 200, description = "Recorded before", body = Commit),
+        (status = 400, description = "A malformed request, or a parent, artifact or format that does not exist", body = ErrorBody),
+        (status = 404, description = "The branch of the ref does not exist", body = ErrorBody),
+        (status = 409, description = "The ref moved (`current` says where to), or the branch ended", body = ErrorBody),
+        (status = 413, description = "The delta or the body over its limit", body = ErrorBody)),
+    security(("bearer" = [])))]
+pub(super) async fn checkpoint(
+    State(s): State<AppState>,
+    caller: Caller,
+    Json(req): Json<CheckpointRequest>,
+) -> ApiResult<Response> {
+    let done = submit_checkpoint(&s.service, &caller.tenant, req).await?;
+    let crate::service::Checkpointed {
+        commit,
+        created,
+        budget: notice,
+        warnings,
+    } = done;
+    let status = if created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    let mut resp = (status, axum::Json(commit)).into_response();
+    if let Some(n) = notice
+        && let Ok(v) = axum::http::HeaderValue::from_str(&n.message)
+    {
+        // A checkpoint into a branch at 80%+ of its budget, or the one that
+        // exhausted it.
+        resp.headers_mut().insert(BUDGET_WARNING, v);
+    }
+    for w in &warnings {
+        let ascii: String = w
+            .chars()
+            .map(|c| {
+                if c == ' ' || c.is_ascii_graphic() {
+                    c
+                } else {
+                    '?'
+                }
+            })
+            .collect();
+        if let Ok(v) = axum::http::HeaderValue::from_str(&ascii) {
+            resp.headers_mut().append(CHECKPOINT_WARNING, v);
+        }
+    }
+    Ok(resp)
+}
+
+/// One commit.
+#[utoipa::path(get, path = "/v1/commits/{ctx}", tag = "commits",
+    params(("ctx" = CommitId, Path)),
+    responses((status = 200, description = "The commit", body = Commit),
+        (status = 400, description = "`ctx` is not a commit id", body = ErrorBody),
+        (status = 404, description = "No such commit", body = ErrorBody)),
+    security(("bearer" = [])))]
+pub(super) async fn show(
+    State(s): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> ApiResult<axum::Json<Commit>> {
+    let id: CommitId = path_id("ctx", &id)?;
+    Ok(axum::Json(s.service.show(&caller.tenant, &id).await?))
+}
+
+/// Changes a commit's summary (null clears it) and replaces its tags.
+#[utoipa::path(patch, path = "/v1/commits/{ctx}", tag = "commits", request_body = UpdateMetadataRequest,
+    params(("ctx" = CommitId, Path)),
+    responses((status = 200, description = "The commit as changed", body = Commit),
+        (status = 400, description = "A malformed request", body = ErrorBody),
+        (status = 404, description = "No such commit", body = ErrorBody),
+        (status = 413, description = "A body over the JSON limit", body = ErrorBody)),
+    security(("bearer" = [])))]
+pub(super) async fn update_metadata(
+    State(s): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    Json(req): Json<UpdateMetadataRequest>,
+) -> ApiResult<axum::Json<Commit>> {
+    let id: CommitId = path_id("ctx", &id)?;
+    Ok(axum::Json(
+        s.service
+            .update_metadata(&caller.tenant, &id, req.summary, req.tags)
+            .await?,
+    ))
+}
+
+/// The commits from `ctx` towards the root, newest first.
+#[utoipa::path(get, path = "/v1/commits/{ctx}/history", tag = "commits",
+    params(("ctx" = CommitId, Path),
+        ("depth" = Option<u64>, Query, minimum = 1, maximum = 1000, description = "How many commits (default 50, at most 1000)")),
+    responses((status = 200, description = "The commits, newest first", body = HistoryResponse),
+        (status = 400, description = "`ctx` is not a commit id, or `depth` is out of range", body = ErrorBody),
+        (status = 404, description = "No such commit", body = ErrorBody)),
+    security(("bearer" = [])))]
+pub(super) async fn history(
+    State(s): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    q: Query,
+) -> ApiResult<axum::Json<HistoryResponse>> {
+    let id: CommitId = path_id("ctx", &id)?;
+    let depth = q.optional_with("depth", str::parse::<usize>)?.unwrap_or(50);
+    let commits = s.service.history(&caller.tenant, &id, depth).await?;
+    Ok(axum::Json(HistoryResponse { commits }))
+}
+
+/// Commits lacking a summary, oldest first, with their summary queue state
+/// (claimed, failed, retry time). Only `missing_summary=true` is listed.
+#[utoipa::path(get, path = "/v1/commits", tag = "commits",
+    params(("missing_summary" = crate::wire::MissingSummaryFilter, Query, description = "`true`: the commits lacking a summary (the only listing there is)"),
+        ("limit" = Option<u64>, Query, minimum = 1, maximum = 1000, description = "How many commits (default 100, at most 1000)"),
+        ("cursor" = Option<String>, Query, pattern = r"^-?[0-9]{1,18}\.ctx-[0-9a-f]{32}$", description = "The `next_cursor` of the previous page")),
+    responses((status = 200, description = "The commits, oldest first", body = MissingSummaryList),
+        (status = 400, description = "`missing_summary` is not true, or `limit` or `cursor` is malformed", body = ErrorBody)),
+    security(("bearer" = [])))]
+pub(super) async fn missing_summaries(
+    State(s): State<AppState>,
+    caller: Caller,
+    q: Query,
+) -> ApiResult<axum::Json<MissingSummaryList>> {
+    let missing = q.optional_with("missing_summary", str::parse::<bool>)?;
+    if missing != Some(true) {
+        return Err(Error::invalid(
+            "missing_summary",
+            "listing commits needs missing_summary=true (only commits lacking a summary are listed)",
+        )
+        .into());
+    }
+    let limit = q
+        .optional_with("limit", str::parse::<usize>)?
+        .unwrap_or(100);
+    let cursor = q.optional_with("cursor", str::parse::<crate::store::SummaryCursor>)?;
+    let page = s
+        .service
+        .missing_summaries(&caller.tenant, cursor.as_ref(), limit)
+        .await?;
+    Ok(axum::Json(page.into()))
+}
+
+/// Summarizes one commit now (its back-off ignored) and returns it.
+#[utoipa::path(post, path = "/v1/commits/{ctx}/summarize", tag = "commits", request_body = SummarizeRequest,
+    params(("ctx" = CommitId, Path)),
+    responses((status = 200, description = "The commit with its new summary", body = Commit),
+        (status = 400, description = "A malformed request", body = ErrorBody),
+        (status = 404, description = "No such commit", body = ErrorBody),
+        (status = 409, description = "It has a summary and `force` is not set, or another run is summarizing it", body = ErrorBody),
+        (status = 413, description = "A body over the JSON limit", body = ErrorBody),
+        (status = 503, description = "No summarizer is configured, or it failed (recorded as `summary_error`)", body = ErrorBody)),
+    security(("bearer" = [])))]
+pub(super) async fn summarize(
+    State(s): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    Json(req): Json<SummarizeRequest>,
+) -> ApiResult<axum::Json<Commit>> {
+    let id: CommitId = path_id("ctx", &id)?;
+    Ok(axum::Json(
+        s.service
+            .summarize_one(&caller.tenant, &id, req.force)
+            .await?,
+    ))
+}
+
+/// Re-compacts the context at `ctx`: summarizes it (from its nearest
+/// compaction) and records the summary as a compaction commit whose parent
+/// is `ctx`, in the chain's format; a materialize of the new commit starts
+/// at the summary, `stop: root` still reaches the original history.
+#[utoipa::path(post, path = "/v1/commits/{ctx}/compact", tag = "commits", request_body = CompactRequest,
+    params(("ctx" = CommitId, Path)),
+    responses((status = 201, description = "The compaction was recorded", body = CompactResponse),
+        (status = 200, description = "The same compaction was recorded before", body = CompactResponse),
+        (status = 400, description = "A malformed request or an unknown summarizer", body = ErrorBody),
+        (status = 404, description = "No such commit", body = ErrorBody),
+        (status = 409, description = "The ref moved", body = ErrorBody),
+        (status = 413, description = "A body over the JSON limit", body = ErrorBody),
+        (status = 503, description = "The summarizer failed; nothing was recorded", body = ErrorBody)),
+    security(("bearer" = [])))]
+pub(super) async fn compact(
+    State(s): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    Json(req): Json<CompactRequest>,
+) -> ApiResult<Response> {
+    let id: CommitId = path_id("ctx", &id)?;
+    let summarizer = s.service.summarizer_named(req.summarizer.as_deref())?;
+    let done = s
+        .service
+        .compact(&caller.tenant, &id, summarizer.as_ref(), req.ref_move)
+        .await?;
+    let status = if done.created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    let body = CompactResponse {
+        commit: done.commit,
+        replaced_messages: done.replaced_messages,
+        replaced_tokens: done.replaced_tokens,
+    };
+    Ok((status, axum::Json(body)).into_response())
+}
+
+/// Rebuilds the context at `ctx` from its stop point; cached per (commit, stop, format).
+#[utoipa::path(post, path = "/v1/commits/{ctx}/materialize", tag = "commits", request_body = MaterializeRequest,
+    params(("ctx" = CommitId, Path)),
+    responses((status = 200, description = "The context", body = MaterializeResponse),
+        (status = 400, description = "A malformed request, a stop that is not an ancestor, or a format that cannot be produced", body = ErrorBody),
+        (status = 404, description = "No such commit", body = ErrorBody),
+        (status = 413, description = "A body over the JSON limit", body = ErrorBody)),
+    security(("bearer" = [])))]
+pub(super) async fn materialize(
+    State(s): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    Json(req): Json<MaterializeRequest>,
+) -> ApiResult<axum::Json<MaterializeResponse>> {
+    let id: CommitId = path_id("ctx", &id)?;
+    Ok(axum::Json(
+        s.service
+            .materialize(
+                &caller.tenant,
+                &id,
+                req.stop.unwrap_or_default(),
+                req.format,
+            )
+            .await?
+            .into(),
+    ))
+}
+
+/// What did `principal` know at `at`: the newest commit at or before it.
+#[utoipa::path(get, path = "/v1/resolve", tag = "commits",
+    params(("principal" = Principal, Query),
+        ("at" = Option<chrono::DateTime<chrono::Utc>>, Query, description = "RFC 3339; default now")),
+    responses((status = 200, description = "The commit", body = ResolveResponse),
+        (status = 400, description = "`principal` or `at` missing or malformed", body = ErrorBody),
+        (status = 404, description = "No commit of `principal` at or before `at`", body = ErrorBody)),
+    security(("bearer" = [])))]
+pub(super) async fn resolve(
+    State(s): State<AppState>,
+    caller: Caller,
+    q: Query,
+) -> ApiResult<axum::Json<ResolveResponse>> {
+    let principal: Principal = q.required("principal")?;
+    let at = q.optional_with("at", |v| {
+        chrono::DateTime::parse_from_rfc3339(v).map(|t| t.with_timezone(&chrono::Utc))
+    })?;
+    let id = s.service.resolve(&caller.tenant, &principal, at).await?;
+    Ok(axum::Json(ResolveResponse { id }))
+}
+
+#[cfg(test)]
+mod tests {
+    use bytes::Bytes;
+
+    use super::*;
+    use crate::format::FormatId;
+
+    /// A checkpoint of `delta_base64` under an artifact limit of `max` bytes.
+    fn checkpoint_b64(b64: &str, max: usize) -> Result<NewCommit, Error> {
+        let limits = Limits {
+            max_artifact_bytes: max,
+            ..Limits::default()
+        };
+        new_commit(
+            CheckpointRequest {
+                delta: None,
+                delta_base64: Some(b64.into()),
+                ..CheckpointRequest::new("p".parse().unwrap(), "t", FormatId::raw(), "")
+            },
+            &limits,
+        )
+    }
+
+    #[test]
+    fn the_base64_limit_is_on_the_decoded_bytes_exactly() {
+        use base64::Engine as _;
+        let b64 = |n: usize| base64::engine::general_purpose::STANDARD.encode(vec![7u8; n]);
+        // 4 bytes encode as 8 characters with two '=': at the limit of 4.
+        for n in [4, 3, 2, 1] {
+            let new = checkpoint_b64(&b64(n), 4).unwrap();
+            assert_eq!(new.delta, Delta::Inline(Bytes::from(vec![7u8; n])), "{n}");
+        }
+        let e = checkpoint_b64(&b64(5), 4).unwrap_err();
+        assert_eq!(
+            (e.kind, e.field.as_deref()),
+            (crate::ErrorKind::TooLarge, Some("delta_base64"))
+        );
+        assert!(e.message.contains("5 bytes"), "{}", e.message);
+    }
+}
