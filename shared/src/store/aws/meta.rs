@@ -25,7 +25,7 @@ use crate::id::{CommitId, RefName, TenantId};
 use crate::store::packed::{self, Codec};
 use crate::store::{Materialized, RefMove, RefRecord, Refs};
 
-/// The DynamoDB [`MetaStore`] (and [`TokenStore`](crate::store::TokenStore),
+/// The DynamoDB [`MetaStore`](crate::store::MetaStore) (and [`TokenStore`](crate::store::TokenStore),
 /// in `super::tokens`).
 #[derive(Clone)]
 pub struct DynamoMetaStore {

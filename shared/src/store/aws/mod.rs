@@ -18,7 +18,8 @@
 //!   policy.
 //! - `testing` (tests and the `conformance` feature): the request counter
 //!   and the fault-injecting HTTP client; `report`: the request-count
-//!   report built on them.
+//!   report built on them; [`calls`]: every SDK call as the IAM action and
+//!   resource it needs (the IAM test).
 
 use std::time::Duration;
 

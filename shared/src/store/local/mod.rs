@@ -192,7 +192,7 @@ fn connect(path: &Path, durability: Durability) -> Result<Connection, LocalError
 ///
 /// # Errors
 /// `Unavailable` when SQLite fails or something still holds the log
-/// after [`truncate_wal`]'s wait.
+/// after `truncate_wal`'s wait.
 pub fn checkpoint_wal(data_dir: &Path) -> Result<()> {
     let path = data_dir.join(DB_FILE);
     if !path.exists() {
