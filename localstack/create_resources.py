@@ -1,4 +1,4 @@
-"""Creates the bucket and table of localstack/resources.json in an AWS
+"""Creates the (versioned) bucket and table of localstack/resources.json in an AWS
 emulator (moto or LocalStack). Idempotent: existing resources are kept.
 
 Usage: create_resources.py ENDPOINT_URL [DYNAMODB_ENDPOINT_URL]
@@ -22,6 +22,10 @@ try:
 except ClientError as e:
     if e.response["Error"]["Code"] not in ("BucketAlreadyOwnedByYou", "BucketAlreadyExists"):
         raise
+
+# Versioned, as template.yaml's bucket: deletes must remove every version.
+s3.put_bucket_versioning(Bucket=spec["bucket"],
+                         VersioningConfiguration={"Status": "Enabled"})
 
 ddb = boto3.client("dynamodb", **{**kw, "endpoint_url": ddb_endpoint})
 try:

@@ -286,7 +286,14 @@ async fn drive(fleet: &mut Fleet, clock: &ManualClock) {
         .call(
             "POST /v1/commits",
             "/v1/commits",
-            Body::Json(checkpoint(&s, "assistant: hi\n", Some(&root), now)),
+            // Above the inline threshold: summarize and materialize read
+            // it from S3.
+            Body::Json(checkpoint(
+                &s,
+                &"assistant: hi\n".repeat(4096),
+                Some(&root),
+                now,
+            )),
         )
         .await;
     let child = field(&c, "id");

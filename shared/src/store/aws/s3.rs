@@ -2,6 +2,12 @@
 //! under `cache/`, staged uploads under `uploads/`, both expired by
 //! lifecycle rules), written create-only (`If-None-Match: *`) so
 //! concurrent writers of one artifact are safe.
+//!
+//! The bucket is versioned (template.yaml), so a plain DeleteObject would
+//! only stack a delete marker on bytes that stay as a noncurrent version
+//! for the lifecycle's 30 days. Every delete here removes each version of
+//! its key instead (ListObjectVersions, then DeleteObject with the
+//! VersionId): what is deleted or erased is gone at once.
 
 use async_trait::async_trait;
 use aws_sdk_s3::primitives::ByteStream;
@@ -143,21 +149,80 @@ impl S3BlobStore {
         Ok(true)
     }
 
-    /// DeleteObject of the artifact's key in `area`, known to exist.
+    /// Deletes every version (and delete marker) of the artifact's key in
+    /// `area`, known to exist.
     async fn delete_object(
         &self,
         tenant: &TenantId,
         area: BlobArea,
         artifact: &ArtifactRef,
     ) -> Result<()> {
-        self.client
-            .delete_object()
-            .bucket(&self.bucket)
-            .key(keys::area_key(tenant, area, artifact))
-            .send()
-            .await
-            .map_err(|e| sdk_error("S3 DeleteObject", e))?;
+        let key = keys::area_key(tenant, area, artifact);
+        for version in self.versions(&key, usize::MAX).await? {
+            self.client
+                .delete_object()
+                .bucket(&self.bucket)
+                .key(&key)
+                .set_version_id(version.version_id)
+                .send()
+                .await
+                .map_err(|e| sdk_error("S3 DeleteObject", e))?;
+        }
         Ok(())
+    }
+
+    /// Up to `limit` versions and delete markers under `prefix`, oldest
+    /// pages first; with a whole key as the prefix, only that key's (a
+    /// longer key sharing the prefix is left out). An unversioned bucket
+    /// lists each object once, with the version id `null`.
+    async fn versions(&self, prefix: &str, limit: usize) -> Result<Vec<ObjectIdentifier>> {
+        let exact = !prefix.ends_with('/');
+        let mut out = Vec::new();
+        // ListObjectVersions has no paginator in the SDK: its pages are
+        // continued by two markers, a key and a version id.
+        let (mut key_marker, mut version_marker) = (None, None);
+        loop {
+            let page = self
+                .client
+                .list_object_versions()
+                .bucket(&self.bucket)
+                .prefix(prefix)
+                .max_keys(i32::try_from(limit.min(ERASE_BATCH)).unwrap_or(1000))
+                .set_key_marker(key_marker.take())
+                .set_version_id_marker(version_marker.take())
+                .send()
+                .await
+                .map_err(|e| sdk_error("S3 ListObjectVersions", e))?;
+            let listed = page
+                .versions()
+                .iter()
+                .map(|v| (v.key(), v.version_id()))
+                .chain(
+                    page.delete_markers()
+                        .iter()
+                        .map(|m| (m.key(), m.version_id())),
+                );
+            for (key, version) in listed {
+                let Some(key) = key.filter(|k| !exact || *k == prefix) else {
+                    continue;
+                };
+                let id = ObjectIdentifier::builder()
+                    .key(key)
+                    .set_version_id(version.map(str::to_owned))
+                    .build()
+                    .map_err(|e| crate::Error::internal(format!("S3 object id: {e}")))?;
+                out.push(id);
+                if out.len() >= limit {
+                    return Ok(out);
+                }
+            }
+            if page.is_truncated() != Some(true) {
+                break;
+            }
+            key_marker = page.next_key_marker().map(str::to_owned);
+            version_marker = page.next_version_id_marker().map(str::to_owned);
+        }
+        Ok(out)
     }
 }
 
@@ -254,16 +319,9 @@ impl BlobStore for S3BlobStore {
             hasher.update(&chunk);
         }
         let actual = crate::Hash::from(hasher.finalize());
-        let delete = self
-            .client
-            .delete_object()
-            .bucket(&self.bucket)
-            .key(&staged);
         if &actual != artifact.hash() {
-            delete
-                .send()
-                .await
-                .map_err(|e| sdk_error("S3 DeleteObject", e))?;
+            self.delete_object(tenant, BlobArea::Staged, artifact)
+                .await?;
             return Err(crate::Error::invalid(
                 "artifact_ref",
                 format!(
@@ -279,10 +337,8 @@ impl BlobStore for S3BlobStore {
             .send()
             .await
             .map_err(|e| sdk_error("S3 CopyObject", e))?;
-        delete
-            .send()
-            .await
-            .map_err(|e| sdk_error("S3 DeleteObject", e))?;
+        self.delete_object(tenant, BlobArea::Staged, artifact)
+            .await?;
         Ok(Some(size))
     }
 
@@ -430,22 +486,9 @@ impl BlobStore for S3BlobStore {
                 if want == 0 {
                     return Ok(removed);
                 }
-                let page = self
-                    .client
-                    .list_objects_v2()
-                    .bucket(&self.bucket)
-                    .prefix(&prefix)
-                    .max_keys(i32::try_from(want).unwrap_or(1000))
-                    .send()
-                    .await
-                    .map_err(|e| sdk_error("S3 ListObjectsV2", e))?;
-                let ids = page
-                    .contents()
-                    .iter()
-                    .filter_map(|o| o.key())
-                    .map(|k| ObjectIdentifier::builder().key(k).build())
-                    .collect::<std::result::Result<Vec<_>, _>>()
-                    .map_err(|e| crate::Error::internal(format!("S3 DeleteObjects key: {e}")))?;
+                // Every version and delete marker: an erased byte must not
+                // stay behind as a noncurrent version.
+                let ids = self.versions(&prefix, want).await?;
                 if ids.is_empty() {
                     break;
                 }
