@@ -6,7 +6,6 @@
 use std::sync::Arc;
 
 use axum::Router;
-use base64::Engine as _;
 use ctx_core::api::testing::{self, Call};
 use ctx_core::api::{AppState, Group, router};
 use ctx_core::auth::{TokenAuth, token_hash};
@@ -16,7 +15,9 @@ use http_body_util::BodyExt;
 use serde_json::{Value, json};
 use tower::ServiceExt;
 
-const BASE_EVENT: &str = include_str!("../../../tests/data/apigw/base-event.json");
+#[path = "support/apigw.rs"]
+mod apigw;
+
 const CHECKPOINT_ROOT: &str = include_str!("../../../tests/data/apigw/checkpoint-root.json");
 const SHOW_UNKNOWN: &str = include_str!("../../../tests/data/apigw/show-unknown.json");
 const RESOLVE_NO_CLAIMS: &str = include_str!("../../../tests/data/apigw/resolve-no-claims.json");
@@ -69,25 +70,7 @@ impl Functions {
 
 /// An API Gateway v2 event for `call`, built from the base fixture.
 fn event(call: &Call) -> String {
-    let mut e: Value = serde_json::from_str(BASE_EVENT).expect("fixture is JSON");
-    let (path, query) = call.uri.split_once('?').unwrap_or((&call.uri, ""));
-    e["routeKey"] = json!(format!("{} {path}", call.method));
-    e["rawPath"] = json!(path);
-    e["rawQueryString"] = json!(query);
-    e["requestContext"]["http"]["method"] = json!(call.method);
-    e["requestContext"]["http"]["path"] = json!(path);
-    e["body"] = json!(base64::engine::general_purpose::STANDARD.encode(&call.body));
-    e["isBase64Encoded"] = json!(true);
-    match &call.tenant {
-        Some(t) => e["requestContext"]["authorizer"]["jwt"]["claims"]["tenant"] = json!(t),
-        None => {
-            e["requestContext"]
-                .as_object_mut()
-                .expect("object")
-                .remove("authorizer");
-        }
-    }
-    e.to_string()
+    apigw::event(call).to_string()
 }
 
 #[tokio::test]

@@ -17,7 +17,6 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 
 use axum::Router;
-use base64::Engine as _;
 use chrono::{DateTime, Duration, Utc};
 use ctx_core::api::testing::Call;
 use ctx_core::bootstrap::Backends;
@@ -36,7 +35,6 @@ mod apigw;
 #[path = "support/table.rs"]
 mod table;
 
-const BASE_EVENT: &str = include_str!("../../../tests/data/apigw/base-event.json");
 const SCHEDULED: &str = include_str!("../../../tests/data/eventbridge/scheduled-event.json");
 /// The Bedrock model the stack is given (parameter `SummarizerModel`).
 const MODEL: &str = "anthropic.claude-3-haiku-20240307-v1:0";
@@ -135,17 +133,10 @@ fn matches_template(template: &str, path: &str) -> bool {
     t.len() == p.len()
 }
 
-/// An API Gateway v2 event for `call`, from the base fixture.
+/// An API Gateway v2 event for `call` as `alice` of `call.tenant`, with
+/// its body's content type.
 fn event(call: &Call, content_type: Option<&str>) -> String {
-    let mut e: Value = serde_json::from_str(BASE_EVENT).expect("fixture is JSON");
-    let (path, query) = call.uri.split_once('?').unwrap_or((&call.uri, ""));
-    e["routeKey"] = json!(format!("{} {path}", call.method));
-    e["rawPath"] = json!(path);
-    e["rawQueryString"] = json!(query);
-    e["requestContext"]["http"]["method"] = json!(call.method);
-    e["requestContext"]["http"]["path"] = json!(path);
-    e["body"] = json!(base64::engine::general_purpose::STANDARD.encode(&call.body));
-    e["isBase64Encoded"] = json!(true);
+    let mut e = apigw::event(call);
     match content_type {
         Some(ct) => e["headers"]["content-type"] = json!(ct),
         None => {
@@ -155,10 +146,7 @@ fn event(call: &Call, content_type: Option<&str>) -> String {
                 .remove("content-type");
         }
     }
-    if let Some(t) = &call.tenant {
-        e["requestContext"]["authorizer"]["jwt"]["claims"]["tenant"] = json!(t);
-        e["requestContext"]["authorizer"]["jwt"]["claims"]["sub"] = json!("alice");
-    }
+    e["requestContext"]["authorizer"]["jwt"]["claims"]["sub"] = json!("alice");
     e.to_string()
 }
 
@@ -179,19 +167,9 @@ fn start() -> DateTime<Utc> {
 }
 
 fn checkpoint(session: &str, delta: &str, parent: Option<&str>, at: DateTime<Utc>) -> Value {
-    let mut b = json!({
-        "commit_type": "delta",
-        "format": "raw",
-        "template": "tpl",
-        "principal": "alice",
-        "checkpoint": "turn_boundary",
-        "delta": delta,
-        "session_id": session,
-        "created_at": at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
-    });
-    if let Some(p) = parent {
-        b["parent"] = json!(p);
-    }
+    let mut b = ctx_core::api::testing::checkpoint_body(delta, parent);
+    b["session_id"] = json!(session);
+    b["created_at"] = json!(at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true));
     b
 }
 
