@@ -113,7 +113,6 @@ impl Intercept for CallLog {
         let function = FUNCTION.try_with(|f| *f).unwrap_or(UNATTRIBUTED);
         let request = Request {
             uri: req.uri(),
-            target: req.headers().get("x-amz-target"),
             copy_source: req.headers().get("x-amz-copy-source"),
             body: req.body().bytes().unwrap_or_default(),
         };
@@ -136,8 +135,6 @@ impl Intercept for CallLog {
 pub struct Request<'a> {
     /// The whole URI, endpoint resolved.
     pub uri: &'a str,
-    /// `X-Amz-Target` (JSON protocols).
-    pub target: Option<&'a str>,
     /// `x-amz-copy-source` (CopyObject).
     pub copy_source: Option<&'a str>,
     /// The body, when it is in memory.
@@ -366,7 +363,6 @@ mod tests {
     fn req<'a>(uri: &'a str, body: &'a [u8]) -> Request<'a> {
         Request {
             uri,
-            target: None,
             copy_source: None,
             body,
         }

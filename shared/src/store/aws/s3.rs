@@ -132,52 +132,39 @@ impl S3BlobStore {
         }
     }
 
-    /// Deletes the artifact's object in `area`; false when there was none.
+    /// Deletes every version (and delete marker) of the artifact's key in
+    /// `area`; false when it held no object. The listing that finds the
+    /// versions also tells whether there was one: no HEAD first.
     async fn delete_key(
         &self,
         tenant: &TenantId,
         area: BlobArea,
         artifact: &ArtifactRef,
     ) -> Result<bool> {
-        // DeleteObject answers the same whether or not the key existed; the
-        // HEAD first makes the answer (and erase counts) honest, and skips
-        // the delete of an absent artifact.
-        if self.head(tenant, area, artifact).await?.is_none() {
-            return Ok(false);
-        }
-        self.delete_object(tenant, area, artifact).await?;
-        Ok(true)
-    }
-
-    /// Deletes every version (and delete marker) of the artifact's key in
-    /// `area`, known to exist.
-    async fn delete_object(
-        &self,
-        tenant: &TenantId,
-        area: BlobArea,
-        artifact: &ArtifactRef,
-    ) -> Result<()> {
         let key = keys::area_key(tenant, area, artifact);
-        for version in self.versions(&key, usize::MAX).await? {
+        let (ids, objects) = self.versions(&key, usize::MAX).await?;
+        for id in ids {
             self.client
                 .delete_object()
                 .bucket(&self.bucket)
                 .key(&key)
-                .set_version_id(version.version_id)
+                .set_version_id(id.version_id)
                 .send()
                 .await
                 .map_err(|e| sdk_error("S3 DeleteObject", e))?;
         }
-        Ok(())
+        Ok(objects > 0)
     }
 
     /// Up to `limit` versions and delete markers under `prefix`, oldest
-    /// pages first; with a whole key as the prefix, only that key's (a
-    /// longer key sharing the prefix is left out). An unversioned bucket
-    /// lists each object once, with the version id `null`.
-    async fn versions(&self, prefix: &str, limit: usize) -> Result<Vec<ObjectIdentifier>> {
+    /// pages first, and how many of them are object versions (not delete
+    /// markers); with a whole key as the prefix, only that key's (a longer
+    /// key sharing the prefix is left out). An unversioned bucket lists each
+    /// object once, with the version id `null`.
+    async fn versions(&self, prefix: &str, limit: usize) -> Result<(Vec<ObjectIdentifier>, usize)> {
         let exact = !prefix.ends_with('/');
         let mut out = Vec::new();
+        let mut objects = 0;
         // ListObjectVersions has no paginator in the SDK: its pages are
         // continued by two markers, a key and a version id.
         let (mut key_marker, mut version_marker) = (None, None);
@@ -196,13 +183,13 @@ impl S3BlobStore {
             let listed = page
                 .versions()
                 .iter()
-                .map(|v| (v.key(), v.version_id()))
+                .map(|v| (v.key(), v.version_id(), true))
                 .chain(
                     page.delete_markers()
                         .iter()
-                        .map(|m| (m.key(), m.version_id())),
+                        .map(|m| (m.key(), m.version_id(), false)),
                 );
-            for (key, version) in listed {
+            for (key, version, object) in listed {
                 let Some(key) = key.filter(|k| !exact || *k == prefix) else {
                     continue;
                 };
@@ -212,8 +199,9 @@ impl S3BlobStore {
                     .build()
                     .map_err(|e| crate::Error::internal(format!("S3 object id: {e}")))?;
                 out.push(id);
+                objects += usize::from(object);
                 if out.len() >= limit {
-                    return Ok(out);
+                    return Ok((out, objects));
                 }
             }
             if page.is_truncated() != Some(true) {
@@ -222,7 +210,7 @@ impl S3BlobStore {
             key_marker = page.next_key_marker().map(str::to_owned);
             version_marker = page.next_version_id_marker().map(str::to_owned);
         }
-        Ok(out)
+        Ok((out, objects))
     }
 }
 
@@ -320,8 +308,7 @@ impl BlobStore for S3BlobStore {
         }
         let actual = crate::Hash::from(hasher.finalize());
         if &actual != artifact.hash() {
-            self.delete_object(tenant, BlobArea::Staged, artifact)
-                .await?;
+            self.delete_key(tenant, BlobArea::Staged, artifact).await?;
             return Err(crate::Error::invalid(
                 "artifact_ref",
                 format!(
@@ -337,8 +324,7 @@ impl BlobStore for S3BlobStore {
             .send()
             .await
             .map_err(|e| sdk_error("S3 CopyObject", e))?;
-        self.delete_object(tenant, BlobArea::Staged, artifact)
-            .await?;
+        self.delete_key(tenant, BlobArea::Staged, artifact).await?;
         Ok(Some(size))
     }
 
@@ -455,7 +441,7 @@ impl BlobStore for S3BlobStore {
         match self.head(tenant, area, artifact).await? {
             // The HEAD just made found it: no second one.
             Some(info) if info.modified < cutoff => {
-                self.delete_object(tenant, area, artifact).await?;
+                self.delete_key(tenant, area, artifact).await?;
                 Ok(true)
             }
             _ => Ok(false),
@@ -488,7 +474,7 @@ impl BlobStore for S3BlobStore {
                 }
                 // Every version and delete marker: an erased byte must not
                 // stay behind as a noncurrent version.
-                let ids = self.versions(&prefix, want).await?;
+                let (ids, _) = self.versions(&prefix, want).await?;
                 if ids.is_empty() {
                     break;
                 }

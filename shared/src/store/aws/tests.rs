@@ -255,7 +255,8 @@ async fn erasing_a_session_costs_a_bounded_number_of_requests_per_commit() {
             r.total("s3") + r.total("dynamodb")
         );
         // Per commit: its cache entries listed (Query), its artifact's
-        // users (Query), the artifact deleted (HEAD + DELETE), the commit
+        // users (Query), the artifact deleted (its versions listed, each
+        // deleted), the commit
         // read and deleted with its index items (GetItem + one
         // TransactWriteItems).
         assert_eq!(
