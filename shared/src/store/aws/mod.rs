@@ -28,6 +28,8 @@ use aws_config::retry::RetryConfig;
 use aws_config::timeout::TimeoutConfig;
 use aws_smithy_runtime_api::client::http::SharedHttpClient;
 use aws_smithy_runtime_api::client::interceptors::SharedInterceptor;
+use aws_smithy_runtime_api::client::orchestrator::HttpResponse;
+use aws_smithy_runtime_api::client::result::SdkError;
 
 use crate::error::{Error, Result};
 
@@ -173,15 +175,13 @@ condition_failed!(
 /// A conditional write's outcome: `Some(output)` when it applied, `None`
 /// when its condition did not hold; any other failure is [`sdk_error`]
 /// naming `what`.
-pub(crate) fn conditional<T, E, R>(
-    result: std::result::Result<T, aws_smithy_runtime_api::client::result::SdkError<E, R>>,
+pub(crate) fn conditional<T, E>(
+    result: std::result::Result<T, SdkError<E, HttpResponse>>,
     what: &str,
 ) -> Result<Option<T>>
 where
     E: ConditionFailed + std::error::Error + Send + Sync + 'static,
-    R: std::fmt::Debug + Send + Sync + 'static,
-    aws_smithy_runtime_api::client::result::SdkError<E, R>:
-        aws_smithy_types::error::metadata::ProvideErrorMetadata,
+    SdkError<E, HttpResponse>: aws_smithy_types::error::metadata::ProvideErrorMetadata,
 {
     match result {
         Ok(out) => Ok(Some(out)),
@@ -197,17 +197,11 @@ where
 
 /// Classifies an SDK failure: network trouble, throttling and 5xx are
 /// `Unavailable` (retryable); anything else is a bug or misconfiguration.
-pub(crate) fn sdk_error<E, R>(
-    what: &str,
-    e: aws_smithy_runtime_api::client::result::SdkError<E, R>,
-) -> Error
+pub(crate) fn sdk_error<E>(what: &str, e: SdkError<E, HttpResponse>) -> Error
 where
     E: std::error::Error + Send + Sync + 'static,
-    R: std::fmt::Debug + Send + Sync + 'static,
-    aws_smithy_runtime_api::client::result::SdkError<E, R>:
-        aws_smithy_types::error::metadata::ProvideErrorMetadata,
+    SdkError<E, HttpResponse>: aws_smithy_types::error::metadata::ProvideErrorMetadata,
 {
-    use aws_smithy_runtime_api::client::result::SdkError;
     use aws_smithy_types::error::metadata::ProvideErrorMetadata;
     let code = e.code().unwrap_or("").to_owned();
     let detail = aws_smithy_types::error::display::DisplayErrorContext(&e).to_string();
@@ -216,7 +210,6 @@ where
             true
         }
         SdkError::ServiceError(s) => {
-            let status = format!("{:?}", s.raw());
             code.contains("Throttl")
                 || code.contains("SlowDown")
                 || code.contains("ProvisionedThroughputExceeded")
@@ -224,7 +217,7 @@ where
                 || code == "InternalServerError"
                 || code == "InternalError"
                 || code == "ServiceUnavailable"
-                || status.contains("status: 5")
+                || s.raw().status().is_server_error()
         }
         _ => false,
     };
@@ -237,3 +230,51 @@ where
 
 #[cfg(test)]
 pub(crate) mod tests;
+
+#[cfg(test)]
+mod classify_tests {
+    use aws_sdk_s3::operation::list_object_versions::ListObjectVersionsError;
+    use aws_smithy_runtime_api::client::orchestrator::HttpResponse;
+    use aws_smithy_runtime_api::client::result::SdkError;
+    use aws_smithy_runtime_api::http::StatusCode;
+    use aws_smithy_types::body::SdkBody;
+    use aws_smithy_types::error::ErrorMetadata;
+
+    use crate::ErrorKind;
+
+    fn failure(status: u16, code: Option<&str>) -> SdkError<ListObjectVersionsError, HttpResponse> {
+        let mut meta = ErrorMetadata::builder();
+        if let Some(code) = code {
+            meta = meta.code(code);
+        }
+        SdkError::service_error(
+            ListObjectVersionsError::generic(meta.build()),
+            HttpResponse::new(
+                StatusCode::try_from(status).unwrap(),
+                SdkBody::from("<html>500 Internal Server Error</html>"),
+            ),
+        )
+    }
+
+    /// A 5xx is transient whatever its body says: S3 and DynamoDB answer
+    /// 500 and 503 under load, and a proxy or an emulator may answer one
+    /// with no parseable error code at all.
+    #[test]
+    fn a_server_error_without_a_code_is_retryable() {
+        for status in [500, 502, 503] {
+            let e = super::sdk_error("S3 ListObjectVersions", failure(status, None));
+            assert_eq!(e.kind, ErrorKind::Unavailable, "{status}: {e}");
+        }
+    }
+
+    #[test]
+    fn a_client_error_is_not_retryable_but_throttling_is() {
+        let e = super::sdk_error("S3 ListObjectVersions", failure(403, Some("AccessDenied")));
+        assert_eq!(e.kind, ErrorKind::Internal, "{e}");
+        let e = super::sdk_error(
+            "S3 ListObjectVersions",
+            failure(400, Some("ThrottlingException")),
+        );
+        assert_eq!(e.kind, ErrorKind::Unavailable, "{e}");
+    }
+}
