@@ -412,3 +412,79 @@ async fn embedded_mode_says_to_post_bytes_instead_of_presigning() {
         "{v}"
     );
 }
+
+/// A 50 MB context by the CLI on the AWS backends, the server holding
+/// API Gateway's 10 MB (`CTX_MAX_IN_FLIGHT_BYTES`): `ctx checkpoint` PUTs
+/// the delta to S3 by a presigned URL (inline, its JSON would be refused),
+/// and `ctx materialize` and `ctx cat` follow the 303 of the download to a
+/// presigned GET; the bytes come back whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_50_mb_context_round_trips_through_the_cli_on_aws() {
+    let dir = tempfile::tempdir().unwrap();
+    // No hot cache, as on Lambda: a result held in memory is answered
+    // from memory, whatever its size.
+    let env = [
+        ("CTX_MAX_IN_FLIGHT_BYTES", "10485760"),
+        ("CTX_HOT_CACHE_BYTES", "0"),
+    ];
+    let Some(server) = Server::start_aws_env(dir.path(), &env) else {
+        return;
+    };
+    let mut rng = ctx_tests::Rng::new(0x50);
+    let data: Vec<u8> = (0..50_000_000 / 8)
+        .flat_map(|_| rng.next_u64().to_le_bytes())
+        .collect();
+    let file = dir.path().join("delta.bin");
+    std::fs::write(&file, &data).unwrap();
+    let (code, out) = server.cli(&[
+        "checkpoint",
+        "--principal",
+        "large",
+        "--format",
+        "raw",
+        "--json",
+        file.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "ctx checkpoint of 50 MB");
+    let commit: Value = serde_json::from_slice(&out).unwrap();
+    let id = commit["id"].as_str().unwrap();
+    let art = commit["artifact_ref"].as_str().unwrap();
+    assert_eq!(commit["artifact_size"].as_u64(), Some(data.len() as u64));
+
+    let out_file = dir.path().join("context.bin");
+    let (code, _) = server.cli(&[
+        "materialize",
+        id,
+        "--stop",
+        "root",
+        "-o",
+        out_file.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "ctx materialize of 50 MB");
+    assert!(
+        std::fs::read(&out_file).unwrap() == data,
+        "the context is the delta"
+    );
+    let (code, bytes) = server.cli(&["cat", art]);
+    assert_eq!(code, 0, "ctx cat of 50 MB");
+    assert!(bytes == data, "ctx cat gives the bytes");
+
+    // What the CLI followed: a 303 to S3, whose URL needs no token.
+    let resp = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap()
+        .get(format!("{}/v1/artifacts/{art}", server.url))
+        .bearer_auth(&server.token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 303);
+    let location = resp.headers()["location"].to_str().unwrap().to_owned();
+    assert!(!location.starts_with(&server.url), "{location}");
+    let body: Value = resp.json().await.unwrap();
+    assert_eq!(body["size"].as_u64(), Some(data.len() as u64));
+    let direct = reqwest::get(&location).await.unwrap();
+    assert!(direct.status().is_success());
+    assert_eq!(direct.bytes().await.unwrap().len(), data.len());
+}

@@ -35,6 +35,12 @@ use reqwest::{Method, StatusCode};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+/// Above this many bytes a checkpoint's delta is PUT straight to storage
+/// first where the server hands out upload URLs: on AWS a request passes
+/// API Gateway and Lambda, which carry at most 6 MB, a JSON body's base64
+/// of bytes in base64 again.
+pub const DIRECT_UPLOAD_BYTES: usize = 3 * 1024 * 1024;
+
 /// Talks to one ctx server with one token.
 pub struct Client {
     http: reqwest::Client,
@@ -144,12 +150,78 @@ impl Client {
         self.json(Route::UploadUrl, Body::json(req)?).await
     }
 
-    /// `GET /v1/artifacts/{art}`: an artifact's bytes.
+    /// `GET /v1/artifacts/{art}`: an artifact's bytes, checked against
+    /// the ref. A large one answers 303 to storage, followed without the
+    /// bearer token (reqwest drops it on the way to another origin): its
+    /// bytes never passed the server's check.
     ///
     /// # Errors
-    /// `NotFound`; as [`Client::healthz`].
+    /// `NotFound`; `Internal` when the bytes do not hash to `art`; as
+    /// [`Client::healthz`].
     pub async fn download_artifact(&self, art: &ArtifactRef) -> Result<Vec<u8>> {
-        self.bytes(Route::DownloadArtifact(art), Body::Empty).await
+        let bytes = self
+            .bytes(Route::DownloadArtifact(art), Body::Empty)
+            .await?;
+        ctx_core::store::verify(art, &bytes)?;
+        Ok(bytes)
+    }
+
+    /// The delta of `req` PUT straight to storage when it is over
+    /// [`DIRECT_UPLOAD_BYTES`] and the server hands out upload URLs: its
+    /// ref, for the checkpoint to name; `None` when the delta stays in the
+    /// request.
+    async fn upload_large_delta(&self, req: &CheckpointRequest) -> Result<Option<ArtifactRef>> {
+        let bytes = match (&req.delta, &req.delta_base64) {
+            (Some(text), _) if text.len() > DIRECT_UPLOAD_BYTES => text.as_bytes().to_vec(),
+            (_, Some(b64)) if b64.len() / 4 * 3 > DIRECT_UPLOAD_BYTES => {
+                ctx_core::body_text::decode_base64(b64.clone())
+                    .map_err(|e| {
+                        Error::invalid("delta_base64", format!("the delta is not base64: {e}"))
+                    })?
+                    .to_vec()
+            }
+            _ => return Ok(None),
+        };
+        let artifact_ref = ArtifactRef::of(&bytes);
+        let up = match self
+            .upload_url(&UploadRequest {
+                artifact_ref,
+                size: bytes.len() as u64,
+            })
+            .await
+        {
+            Ok(up) => up,
+            // Embedded storage takes no direct uploads: the bytes go in
+            // the request.
+            Err(e) if e.kind == ErrorKind::Invalid && e.field.as_deref() == Some("body") => {
+                return Ok(None);
+            }
+            Err(e) => return Err(e),
+        };
+        let method = Method::from_bytes(up.method.as_bytes()).map_err(|_| {
+            Error::internal(format!("the upload method {:?} is not HTTP", up.method))
+        })?;
+        let mut put = self.http.request(method, &up.url);
+        for (k, v) in &up.headers {
+            put = put.header(k, v);
+        }
+        let resp = put
+            .body(bytes)
+            .send()
+            .await
+            .map_err(|e| Error::unavailable(format!("the direct upload failed: {e}")))?;
+        if !resp.status().is_success() {
+            let status = resp.status();
+            let body = resp.text().await.unwrap_or_default();
+            return Err(Error::new(
+                kind_of(status),
+                format!(
+                    "storage refused the direct upload: {status} {}",
+                    body.trim()
+                ),
+            ));
+        }
+        Ok(Some(artifact_ref))
     }
 
     /// `POST /v1/commits`: records a checkpoint.
@@ -157,7 +229,24 @@ impl Client {
     /// # Errors
     /// `Invalid`, `Conflict` (a ref moved, a branch's budget is spent); as
     /// [`Client::healthz`].
+    ///
+    /// A delta over [`DIRECT_UPLOAD_BYTES`] leaves the JSON: where the
+    /// server hands out upload URLs (aws) it is PUT straight to storage
+    /// and the checkpoint names it.
     pub async fn checkpoint(&self, req: &CheckpointRequest) -> Result<Checkpointed> {
+        let direct;
+        let req = match self.upload_large_delta(req).await? {
+            Some(artifact_ref) => {
+                direct = CheckpointRequest {
+                    artifact_ref: Some(artifact_ref),
+                    delta: None,
+                    delta_base64: None,
+                    ..req.clone()
+                };
+                &direct
+            }
+            None => req,
+        };
         let resp = self.send(Route::Checkpoint, Body::json(req)?).await?;
         let created = resp.status() == StatusCode::CREATED;
         let budget_warning = resp

@@ -84,6 +84,7 @@ pub struct Backends {
     tokio_timer: Option<Arc<TokioTimer>>,
     max_artifact_bytes: usize,
     inline_delta_bytes: usize,
+    download_url_bytes: u64,
     lifecycle: crate::service::Lifecycle,
     hot_cache_bytes: u64,
     /// What writes missing summaries and compactions (`CTX_SUMMARIZER`).
@@ -179,6 +180,7 @@ impl Backends {
             tokio_timer,
             max_artifact_bytes: config.max_artifact_bytes,
             inline_delta_bytes: config.inline_delta_bytes,
+            download_url_bytes: config.download_url_bytes,
             lifecycle: crate::service::Lifecycle {
                 // S3's cached artifacts expire by lifecycle rule instead.
                 cache_budget: (config.store != StoreKind::Aws && config.cache_bytes > 0)
@@ -198,6 +200,7 @@ impl Backends {
             .with_limits(crate::service::Limits {
                 max_artifact_bytes: self.max_artifact_bytes,
                 inline_delta_bytes: self.inline_delta_bytes,
+                download_url_bytes: self.download_url_bytes,
                 ..crate::service::Limits::default()
             })
             .with_summarizer(self.summarizer)

@@ -157,6 +157,11 @@ pub mod limits {
     /// The largest delta stored inline with its commit by default
     /// (`CTX_INLINE_DELTA_BYTES`): 16 KiB, far below DynamoDB's 400 KB item.
     pub const DEFAULT_INLINE_DELTA: usize = 16 * 1024;
+    /// The largest artifact a download answers with its bytes where the
+    /// store hands out URLs (`CTX_DOWNLOAD_URL_BYTES`): 4 MiB, whose
+    /// base64 (5.6 MB) and headers fit a synchronous Lambda response
+    /// (6 MB).
+    pub const DEFAULT_DOWNLOAD_URL: u64 = 4 * 1024 * 1024;
     /// The largest `CTX_INLINE_DELTA_BYTES`: 256 KiB, so a DynamoDB commit
     /// item (metadata up to ~110 KB) stays under 400 KB.
     pub const MAX_INLINE_DELTA: usize = 256 * 1024;

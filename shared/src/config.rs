@@ -108,6 +108,10 @@ pub struct Config {
     /// `CTX_INLINE_DELTA_BYTES`: the largest artifact a checkpoint stores
     /// inline with its commit (0: none).
     pub inline_delta_bytes: usize,
+    /// `CTX_DOWNLOAD_URL_BYTES`: the largest artifact a download answers
+    /// with its bytes where the store hands out URLs (S3); a larger one is
+    /// a presigned GET.
+    pub download_url_bytes: u64,
     /// `CTX_CACHE_BYTES`: the embedded cache budget in bytes (0: none).
     pub cache_bytes: u64,
     /// `CTX_HOT_CACHE_BYTES`: bytes of recent materializations held in
@@ -180,6 +184,7 @@ impl Default for Config {
             branching: BranchConfig::default(),
             max_artifact_bytes: crate::commit::limits::DEFAULT_MAX_ARTIFACT,
             inline_delta_bytes: crate::commit::limits::DEFAULT_INLINE_DELTA,
+            download_url_bytes: crate::commit::limits::DEFAULT_DOWNLOAD_URL,
             cache_bytes: DEFAULT_CACHE_BYTES,
             hot_cache_bytes: DEFAULT_HOT_CACHE_BYTES,
             gc_grace: Duration::from_secs(DEFAULT_GC_GRACE_SECS),

@@ -11,9 +11,10 @@ use ctx_core::bootstrap::Backends;
 use ctx_core::branch::RateLimits;
 use ctx_core::config::Config;
 use ctx_lambda::{Function, JwtClaimsAuth, app};
-use http_body_util::BodyExt;
 use serde_json::{Value, json};
-use tower::ServiceExt;
+
+#[path = "support/apigw.rs"]
+mod apigw;
 
 const BASE_EVENT: &str = include_str!("../../../tests/data/apigw/base-event.json");
 
@@ -37,14 +38,13 @@ fn event(method: &str, uri: &str, tenant: &str, sub: &str, body: &Value) -> Stri
 }
 
 async fn invoke(app: &axum::Router, event: String) -> (u16, Option<String>, Value) {
-    let req = lambda_http::request::from_str(&event).expect("a valid event");
-    let resp = app.clone().oneshot(req).await.expect("infallible");
+    let resp = apigw::invoke(app, &event).await.answered();
     let status = resp.status().as_u16();
     let retry = resp
         .headers()
         .get("retry-after")
         .map(|v| v.to_str().unwrap().to_owned());
-    let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+    let bytes = resp.into_body();
     (
         status,
         retry,

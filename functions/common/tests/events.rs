@@ -43,16 +43,9 @@ impl Functions {
     async fn invoke(&self, event: &str) -> (u16, Vec<u8>, &'static str) {
         let mut last = None;
         for (name, r) in &self.routers {
-            let req = lambda_http::request::from_str(event).expect("a valid API Gateway v2 event");
-            let resp = r.clone().oneshot(req).await.expect("infallible");
+            let resp = apigw::invoke(r, event).await.answered();
             let status = resp.status().as_u16();
-            let body = resp
-                .into_body()
-                .collect()
-                .await
-                .expect("body")
-                .to_bytes()
-                .to_vec();
+            let body = resp.into_body().to_vec();
             let unrouted = status == 404
                 && serde_json::from_slice::<Value>(&body).is_ok_and(|v| {
                     v["error"]["message"]

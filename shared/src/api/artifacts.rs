@@ -13,6 +13,7 @@ use crate::auth::Caller;
 use crate::error::Error;
 use crate::id::ArtifactRef;
 use crate::service::GcReport;
+use crate::store::Fetched;
 use crate::wire::{ArtifactInfo, GcRequest, UploadRequest};
 
 /// Stores raw bytes as an artifact: 201 when new, 200 when already stored.
@@ -69,10 +70,15 @@ pub(super) async fn upload_url(
     Ok((StatusCode::CREATED, axum::Json(up)).into_response())
 }
 
-/// An artifact's bytes, verified against their hash.
+/// An artifact's bytes, verified against their hash; or, for one larger
+/// than `CTX_DOWNLOAD_URL_BYTES` where the store hands out URLs (aws), 303
+/// to a presigned GET of them: fetch the `Location` without this API's
+/// `Authorization` and check the bytes against the ref.
 #[utoipa::path(get, path = "/v1/artifacts/{art}", tag = "artifacts",
     params(("art" = ArtifactRef, Path)),
     responses((status = 200, description = "The bytes", content_type = "application/octet-stream", body = Vec<u8>),
+        (status = 303, description = "Larger than `CTX_DOWNLOAD_URL_BYTES` on a store that hands out URLs: GET the `Location` (valid 15 minutes; send no `Authorization`) and check the bytes' BLAKE3 against the ref", body = crate::store::PresignedDownload,
+            headers(("location" = String, description = "The presigned GET URL"))),
         (status = 400, description = "`art` is not an artifact ref", body = ErrorBody),
         (status = 404, description = "No such artifact", body = ErrorBody)),
     security(("bearer" = [])))]
@@ -82,8 +88,19 @@ pub(super) async fn download_artifact(
     Path(art): Path<String>,
 ) -> ApiResult<Response> {
     let art: ArtifactRef = path_id("art", &art)?;
-    let bytes = s.service.download_artifact(&caller.tenant, &art).await?;
-    Ok(([(header::CONTENT_TYPE, "application/octet-stream")], bytes).into_response())
+    Ok(
+        match s.service.fetch_artifact(&caller.tenant, &art).await? {
+            Fetched::Bytes(bytes) => {
+                ([(header::CONTENT_TYPE, "application/octet-stream")], bytes).into_response()
+            }
+            Fetched::Url(d) => (
+                StatusCode::SEE_OTHER,
+                [(header::LOCATION, d.url.clone())],
+                axum::Json(d),
+            )
+                .into_response(),
+        },
+    )
 }
 
 /// Collects garbage: one page of the caller's artifacts that no commit,

@@ -201,6 +201,14 @@ settings! {
                 Ok(())
             },
         }
+        CTX_DOWNLOAD_URL_BYTES {
+            default: "4194304",
+            meaning: "the largest artifact `GET /v1/artifacts/{art}` answers with its bytes where the store hands out URLs (aws); a larger one answers 303 with a presigned S3 GET URL (4 MiB: in base64 it fits a 6 MB Lambda response), unless `ctx serve` still holds it in its hot cache; the embedded stores always answer the bytes",
+            read: |c, n, v| {
+                c.download_url_bytes = parse(n, v, "a number of bytes")?;
+                Ok(())
+            },
+        }
         CTX_INLINE_DELTA_BYTES {
             default: "16384",
             meaning: "the largest delta (or summary, or snapshot) a checkpoint stores inline with its commit's metadata (the SQLite row, the DynamoDB item) instead of as a blob, in bytes; 0 stores none inline; at most 262144 (a DynamoDB item holds 400 KB)",

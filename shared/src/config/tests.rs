@@ -59,6 +59,7 @@ fn the_documented_defaults_are_the_defaults() {
             "CTX_INLINE_DELTA_BYTES",
             c.inline_delta_bytes.try_into().unwrap(),
         ),
+        ("CTX_DOWNLOAD_URL_BYTES", c.download_url_bytes),
         (
             "CTX_SUMMARIZER_TIMEOUT_SECS",
             c.summarizer.timeout.as_secs(),
@@ -253,6 +254,7 @@ fn every_setting_is_read() {
             branching,
             max_artifact_bytes: 7,
             inline_delta_bytes: 7,
+            download_url_bytes: 7,
             cache_bytes: 7,
             hot_cache_bytes: 7,
             gc_grace: Duration::from_secs(7),
@@ -316,6 +318,7 @@ fn a_bad_value_is_an_error_naming_its_variable() {
         ("CTX_MAX_IN_FLIGHT_BYTES", "256MiB"),
         ("CTX_MAX_ARTIFACT_BYTES", "64MiB"),
         ("CTX_INLINE_DELTA_BYTES", "16KiB"),
+        ("CTX_DOWNLOAD_URL_BYTES", "4MiB"),
         ("CTX_INLINE_DELTA_BYTES", "262145"),
         ("CTX_SUMMARIZER", "gpt"),
         ("CTX_SUMMARIZER_URL", "localhost:11434"),

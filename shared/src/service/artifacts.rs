@@ -7,10 +7,10 @@ use super::Service;
 use crate::commit::Commit;
 use crate::error::{Error, ErrorKind, Result};
 use crate::id::{ArtifactRef, CommitId, TenantId};
-use crate::store::{ArtifactUser, BlobStoreExt, PresignedUpload, PutBlob, verify};
+use crate::store::{ArtifactUser, BlobStoreExt, Fetched, PresignedUpload, PutBlob, verify};
 
-/// How long a presigned upload URL stays valid.
-const UPLOAD_URL_TTL_SECS: u64 = 15 * 60;
+/// How long a presigned upload or download URL stays valid.
+const URL_TTL_SECS: u64 = 15 * 60;
 
 /// The most users of an artifact looked at for an inline copy of it.
 const INLINE_LOOKUP_USERS: usize = 16;
@@ -46,6 +46,70 @@ impl Service {
         self.unfiled_copy(tenant, artifact)
             .await?
             .ok_or_else(|| Error::not_found(format!("artifact {artifact}")))
+    }
+
+    /// What `GET /v1/artifacts/{art}` answers: the bytes as
+    /// [`Service::download_artifact`] does, or, for an artifact larger than
+    /// [`Limits::download_url_bytes`](super::Limits) on a blob store that
+    /// hands out URLs (S3), a presigned GET of it valid for fifteen
+    /// minutes, so that its bytes never pass through the server (a Lambda
+    /// answers at most 6 MB). A result rebuilt from its cache entry is
+    /// stored again first, so that it can be fetched directly too.
+    ///
+    /// # Errors
+    /// As [`Service::download_artifact`].
+    pub async fn fetch_artifact(
+        &self,
+        tenant: &TenantId,
+        artifact: &ArtifactRef,
+    ) -> Result<Fetched> {
+        if let Some(bytes) = self.hot.bytes_of(tenant, artifact) {
+            return Ok(Fetched::Bytes(bytes));
+        }
+        let limit = self.limits.download_url_bytes;
+        if let Some(f) = self.fetch_stored(tenant, artifact, limit).await? {
+            return Ok(f);
+        }
+        let bytes = self
+            .unfiled_copy(tenant, artifact)
+            .await?
+            .ok_or_else(|| Error::not_found(format!("artifact {artifact}")))?;
+        if bytes.len() as u64 > limit {
+            self.stores
+                .blobs
+                .put_cached_hashed(tenant, *artifact, bytes.clone())
+                .await?;
+            if let Some(url @ Fetched::Url(_)) = self.fetch_stored(tenant, artifact, limit).await? {
+                return Ok(url);
+            }
+        }
+        Ok(Fetched::Bytes(bytes))
+    }
+
+    /// [`BlobStore::fetch`](crate::store::BlobStore::fetch) with the
+    /// service's URL lifetime and clock.
+    async fn fetch_stored(
+        &self,
+        tenant: &TenantId,
+        artifact: &ArtifactRef,
+        limit: u64,
+    ) -> Result<Option<Fetched>> {
+        let ttl = std::time::Duration::from_secs(URL_TTL_SECS);
+        Ok(
+            match self
+                .stores
+                .blobs
+                .fetch(tenant, artifact, limit, ttl)
+                .await?
+            {
+                Some(Fetched::Url(mut d)) => {
+                    d.expires_at =
+                        self.clock.now() + chrono::Duration::seconds(URL_TTL_SECS as i64);
+                    Some(Fetched::Url(d))
+                }
+                other => other,
+            },
+        )
     }
 
     /// The bytes of `artifact` when the blob store does not have them: as
@@ -262,7 +326,7 @@ impl Service {
             )
             .with_field("size"));
         }
-        let ttl = std::time::Duration::from_secs(UPLOAD_URL_TTL_SECS);
+        let ttl = std::time::Duration::from_secs(URL_TTL_SECS);
         let mut up = self
             .stores
             .blobs
@@ -274,7 +338,7 @@ impl Service {
                     "this server's storage takes no direct uploads; POST the bytes to /v1/artifacts",
                 )
             })?;
-        up.expires_at = self.clock.now() + chrono::Duration::seconds(UPLOAD_URL_TTL_SECS as i64);
+        up.expires_at = self.clock.now() + chrono::Duration::seconds(URL_TTL_SECS as i64);
         Ok(up)
     }
 }

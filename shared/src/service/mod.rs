@@ -85,6 +85,9 @@ pub struct Limits {
     /// The largest delta stored inline with its commit's metadata instead
     /// of in the blob store (`CTX_INLINE_DELTA_BYTES`); 0 stores none inline.
     pub inline_delta_bytes: usize,
+    /// The largest artifact a download answers with its bytes where the
+    /// blob store hands out URLs (`CTX_DOWNLOAD_URL_BYTES`).
+    pub download_url_bytes: u64,
 }
 
 impl Default for Limits {
@@ -95,6 +98,7 @@ impl Default for Limits {
             max_ref_list: 1000,
             max_upload_bytes: 5 * 1024 * 1024 * 1024,
             inline_delta_bytes: crate::commit::limits::DEFAULT_INLINE_DELTA,
+            download_url_bytes: crate::commit::limits::DEFAULT_DOWNLOAD_URL,
         }
     }
 }

@@ -90,6 +90,25 @@ pub trait BlobStore: Send + Sync + 'static {
         Ok(None)
     }
 
+    /// An artifact's bytes, re-hashed as [`BlobStoreExt::get`] does; or,
+    /// on a store that hands out URLs (S3), a presigned GET of them when
+    /// they are larger than `inline_max` bytes, valid for `expires_in`:
+    /// such bytes never pass through this process, and whoever fetches
+    /// them checks them against the reference. `None` when the store does
+    /// not hold the artifact. The default reads.
+    ///
+    /// # Errors
+    /// As [`BlobStoreExt::get`].
+    async fn fetch(
+        &self,
+        tenant: &TenantId,
+        artifact: &ArtifactRef,
+        _inline_max: u64,
+        _expires_in: std::time::Duration,
+    ) -> Result<Option<Fetched>> {
+        Ok(self.get(tenant, artifact).await?.map(Fetched::Bytes))
+    }
+
     /// Moves staged bytes for `artifact` into the store after re-hashing
     /// them; `None` when nothing is staged.
     ///
@@ -276,6 +295,27 @@ pub struct PresignedUpload {
     pub method: String,
     /// Headers the request must carry exactly.
     pub headers: std::collections::BTreeMap<String, String>,
+    /// When the URL stops working.
+    pub expires_at: DateTime<Utc>,
+}
+
+/// What [`BlobStore::fetch`] found: the bytes, or where to GET them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Fetched {
+    /// The artifact's bytes, checked against its reference.
+    Bytes(Bytes),
+    /// A presigned URL for bytes too large to pass through the server.
+    Url(PresignedDownload),
+}
+
+/// A presigned direct download: `GET` the URL with no other credentials,
+/// then check the bytes against the artifact's reference.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct PresignedDownload {
+    /// Where to GET the bytes (also the `Location` header of the 303).
+    pub url: String,
+    /// How many bytes it holds.
+    pub size: u64,
     /// When the URL stops working.
     pub expires_at: DateTime<Utc>,
 }

@@ -7,7 +7,7 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
 
-use super::{BlobArea, BlobInfo, BlobStore, PresignedUpload, PutBlob};
+use super::{BlobArea, BlobInfo, BlobStore, Fetched, PresignedUpload, PutBlob};
 use crate::error::Result;
 use crate::id::{ArtifactRef, TenantId};
 
@@ -92,6 +92,22 @@ impl<B: BlobStore> BlobStore for CountingBlobs<B> {
         self.inner
             .presign_upload(tenant, artifact, size, expires_in)
             .await
+    }
+    async fn fetch(
+        &self,
+        tenant: &TenantId,
+        artifact: &ArtifactRef,
+        inline_max: u64,
+        expires_in: std::time::Duration,
+    ) -> Result<Option<Fetched>> {
+        let f = self
+            .inner
+            .fetch(tenant, artifact, inline_max, expires_in)
+            .await?;
+        if let Some(Fetched::Bytes(b)) = &f {
+            self.counted_read(&Some(b.clone()));
+        }
+        Ok(f)
     }
     async fn promote_upload(
         &self,

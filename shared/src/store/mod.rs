@@ -68,8 +68,8 @@ mod tokens;
 
 pub use agents::Agents;
 pub use blob::{
-    BlobArea, BlobInfo, BlobStore, BlobStoreExt, PresignedUpload, PutBlob, durable_remove_refused,
-    verify,
+    BlobArea, BlobInfo, BlobStore, BlobStoreExt, Fetched, PresignedDownload, PresignedUpload,
+    PutBlob, durable_remove_refused, verify,
 };
 pub use cache::{MaterializationCache, MaterializeKey, Materialized, gone_commit};
 pub use commits::{Commits, MetadataPatch, PutCommit};

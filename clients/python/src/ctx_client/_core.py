@@ -11,6 +11,7 @@ A route is generated once from the OpenAPI document, in
 
 from __future__ import annotations
 
+import base64
 import email.utils
 import importlib.metadata
 import json
@@ -21,6 +22,7 @@ from typing import Any, Generic, TypeVar
 from urllib.parse import quote
 
 import httpx
+from blake3 import blake3
 
 from .errors import CtxError, error_from_response
 
@@ -215,3 +217,60 @@ __all__ = [
     "retryable",
     "seg",
 ]
+
+
+# Above this many bytes a checkpoint's delta leaves its JSON: it is PUT
+# straight to storage first (a presigned URL from ``POST /v1/uploads``) and
+# the checkpoint names it. On AWS a request passes API Gateway and Lambda,
+# which carry at most 6 MB, the JSON's base64 of bytes in base64 again.
+DIRECT_UPLOAD_BYTES = 3 * 1024 * 1024
+
+
+def large_delta(call: Call[Any]) -> bytes | None:
+    """The delta of a checkpoint ``call`` when it is over
+    :data:`DIRECT_UPLOAD_BYTES`, as bytes; ``None`` otherwise."""
+    if call.method != "POST" or call.path != "/v1/commits" or not call.has_json:
+        return None
+    body = call.json_body
+    if not isinstance(body, dict):
+        return None
+    text, b64 = body.get("delta"), body.get("delta_base64")
+    # Cheap bounds first: base64 is 4/3 of its bytes, UTF-8 at most 4x.
+    if isinstance(b64, str) and len(b64) * 3 // 4 > DIRECT_UPLOAD_BYTES:
+        return base64.b64decode(b64)
+    if isinstance(text, str) and len(text) * 4 > DIRECT_UPLOAD_BYTES:
+        data = text.encode("utf-8")
+        return data if len(data) > DIRECT_UPLOAD_BYTES else None
+    return None
+
+
+def naming_artifact(call: Call[T], artifact_ref: str) -> Call[T]:
+    """The checkpoint ``call`` with its delta replaced by ``artifact_ref``."""
+    body = {k: v for k, v in call.json_body.items() if k not in ("delta", "delta_base64")}
+    body["artifact_ref"] = artifact_ref
+    return Call(call.method, call.path, call.parse, call.params, body, True, None, call.headers)
+
+
+def artifact_ref_of(data: bytes) -> str:
+    """``art-`` and the BLAKE3 hash of ``data``: its artifact reference."""
+    return "art-" + blake3(data).hexdigest()
+
+
+def takes_no_direct_uploads(e: CtxError) -> bool:
+    """Whether ``POST /v1/uploads`` failed because the server's storage
+    hands out no URLs (embedded mode: the bytes go in the request)."""
+    return e.status == 400 and e.field == "body"
+
+
+def verified(artifact_ref: str, data: bytes) -> bytes:
+    """``data`` when it hashes to ``artifact_ref``: a large download comes
+    straight from storage (303 to a presigned URL), not through the server
+    that checks it."""
+    got = artifact_ref_of(data)
+    if got != artifact_ref:
+        raise CtxError(
+            f"the bytes downloaded for {artifact_ref} hash to {got}",
+            kind="internal",
+            field="art",
+        )
+    return data

@@ -76,6 +76,7 @@ __all__ = [
     "PinList",
     "PinRef",
     "PinSession",
+    "PresignedDownload",
     "PresignedUpload",
     "Principal",
     "RefList",
@@ -856,6 +857,19 @@ class PinList(TypedDict):
     """The pins, sorted."""
 
 
+class PresignedDownload(TypedDict):
+    """A presigned direct download: `GET` the URL with no other credentials,
+    then check the bytes against the artifact's reference.
+    """
+
+    expires_at: str
+    """When the URL stops working."""
+    size: int
+    """How many bytes it holds."""
+    url: str
+    """Where to GET the bytes (also the `Location` header of the 303)."""
+
+
 class PresignedUpload(TypedDict):
     """A presigned direct upload."""
 
@@ -1328,7 +1342,12 @@ def delete_ref(name: RefName, *, expected: CommitId | None = None) -> Call[RefRe
 
 
 def download_artifact(art: ArtifactRef) -> Call[bytes]:
-    """``GET /v1/artifacts/{art}``: An artifact's bytes, verified against their hash."""
+    """``GET /v1/artifacts/{art}``: An artifact's bytes, verified against their hash; or, for one
+    larger
+    than `CTX_DOWNLOAD_URL_BYTES` where the store hands out URLs (aws), 303
+    to a presigned GET of them: fetch the `Location` without this API's
+    `Authorization` and check the bytes against the ref.
+    """
     return Call("GET", f"/v1/artifacts/{seg(art)}", parse_bytes)
 
 

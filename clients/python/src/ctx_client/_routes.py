@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from typing import Any, TypeVar, cast
 
 from . import _generated as api
-from ._core import Call
+from ._core import Call, verified
 from .models import (
     AgentSettings,
     ArtifactInfo,
@@ -115,8 +115,9 @@ def put_artifact(data: bytes) -> Call[ArtifactInfo]:
 
 
 def get_artifact(artifact_ref: str) -> Call[bytes]:
-    """``GET /v1/artifacts/{art}``."""
-    return api.download_artifact(artifact_ref)
+    """``GET /v1/artifacts/{art}``, the bytes checked against the ref (a
+    large artifact comes straight from storage, by a 303 followed)."""
+    return api.download_artifact(artifact_ref).then(lambda data: verified(artifact_ref, data))
 
 
 def upload_url(artifact_ref: str, size: int) -> Call[PresignedUpload]:

@@ -24,10 +24,15 @@ from ._core import (
     DEFAULT_URL,
     Call,
     RetryPolicy,
+    artifact_ref_of,
     build_headers,
     env_settings,
+    large_delta,
+    naming_artifact,
     retry_after_seconds,
+    takes_no_direct_uploads,
 )
+from .errors import CtxError
 from .models import MaterializeResponse
 
 P = ParamSpec("P")
@@ -50,6 +55,16 @@ def _async(route: Callable[P, Call[T]]) -> Callable[Concatenate[AsyncClient, P],
         return await self.send(route(*args, **kwargs))
 
     return method
+
+
+def direct_upload_failed(resp: httpx.Response) -> None:
+    """Raises when storage refused a direct upload."""
+    if resp.is_error:
+        raise CtxError(
+            f"storage refused the direct upload: {resp.status_code} {resp.text[:300]}",
+            kind="unavailable" if resp.status_code >= 500 else "internal",
+            status=resp.status_code,
+        )
 
 
 class _Base:
@@ -88,7 +103,9 @@ class Client(_Base):
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         kw = self._setup(base_url, token, retry)
-        self._http = httpx.Client(timeout=timeout, transport=transport, **kw)
+        # A large download answers 303 to storage: followed, and httpx
+        # drops the Authorization header on the way to another origin.
+        self._http = httpx.Client(timeout=timeout, transport=transport, follow_redirects=True, **kw)
         self._sleep = sleep
 
     @classmethod
@@ -109,7 +126,33 @@ class Client(_Base):
         self._http.close()
 
     def send(self, call: Call[T]) -> T:
-        """Sends one call, retrying 503/429 and refused connections."""
+        """Sends one call, retrying 503/429 and refused connections. A
+        checkpoint's delta over ``DIRECT_UPLOAD_BYTES`` is PUT straight to
+        storage first where the server hands out URLs."""
+        big = large_delta(call)
+        if big is not None:
+            ref = self._upload_directly(big)
+            if ref is not None:
+                call = naming_artifact(call, ref)
+        return self._send(call)
+
+    def _upload_directly(self, data: bytes) -> str | None:
+        """PUTs ``data`` to a presigned URL (``POST /v1/uploads``): its
+        artifact ref, or ``None`` where the server hands out no URLs."""
+        ref = artifact_ref_of(data)
+        try:
+            up = self._send(_routes.upload_url(ref, len(data)))
+        except CtxError as e:
+            if takes_no_direct_uploads(e):
+                return None
+            raise
+        req = self._http.build_request(up["method"], up["url"], content=data, headers=up["headers"])
+        # The URL carries its own signature: no bearer token for storage.
+        req.headers.pop("authorization", None)
+        direct_upload_failed(self._http.send(req))
+        return ref
+
+    def _send(self, call: Call[T]) -> T:
         attempt = 0
         while True:
             try:
@@ -198,7 +241,9 @@ class AsyncClient(_Base):
         sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
     ) -> None:
         kw = self._setup(base_url, token, retry)
-        self._http = httpx.AsyncClient(timeout=timeout, transport=transport, **kw)
+        self._http = httpx.AsyncClient(
+            timeout=timeout, transport=transport, follow_redirects=True, **kw
+        )
         self._sleep = sleep
 
     @classmethod
@@ -219,7 +264,31 @@ class AsyncClient(_Base):
         await self._http.aclose()
 
     async def send(self, call: Call[T]) -> T:
-        """Sends one call, retrying 503/429 and refused connections."""
+        """Sends one call, retrying 503/429 and refused connections. A
+        checkpoint's delta over ``DIRECT_UPLOAD_BYTES`` is PUT straight to
+        storage first where the server hands out URLs."""
+        big = large_delta(call)
+        if big is not None:
+            ref = await self._upload_directly(big)
+            if ref is not None:
+                call = naming_artifact(call, ref)
+        return await self._send(call)
+
+    async def _upload_directly(self, data: bytes) -> str | None:
+        """As :meth:`Client._upload_directly`."""
+        ref = artifact_ref_of(data)
+        try:
+            up = await self._send(_routes.upload_url(ref, len(data)))
+        except CtxError as e:
+            if takes_no_direct_uploads(e):
+                return None
+            raise
+        req = self._http.build_request(up["method"], up["url"], content=data, headers=up["headers"])
+        req.headers.pop("authorization", None)
+        direct_upload_failed(await self._http.send(req))
+        return ref
+
+    async def _send(self, call: Call[T]) -> T:
         attempt = 0
         while True:
             try:

@@ -19,8 +19,26 @@ use super::{keys, sdk_error};
 use crate::error::Result;
 use crate::id::{ArtifactRef, TenantId};
 use crate::store::{
-    BlobArea, BlobInfo, BlobStore, PresignedUpload, PutBlob, durable_remove_refused,
+    BlobArea, BlobInfo, BlobStore, BlobStoreExt, Fetched, PresignedDownload, PresignedUpload,
+    PutBlob, durable_remove_refused, verify,
 };
+
+/// A GetObject's body, read whole.
+async fn collect(
+    out: aws_sdk_s3::operation::get_object::GetObjectOutput,
+    artifact: &ArtifactRef,
+) -> Result<Bytes> {
+    let body = out.body.collect().await.map_err(|e| {
+        crate::Error::unavailable(format!("reading {artifact} from S3 failed: {e}"))
+    })?;
+    Ok(body.into_bytes())
+}
+
+/// A presigned request's settings: valid for `expires_in`.
+fn presigning(expires_in: std::time::Duration) -> Result<aws_sdk_s3::presigning::PresigningConfig> {
+    aws_sdk_s3::presigning::PresigningConfig::expires_in(expires_in)
+        .map_err(|e| crate::Error::internal(format!("bad presigning expiry: {e}")))
+}
 
 /// The S3 [`BlobStore`].
 #[derive(Debug, Clone)]
@@ -84,24 +102,30 @@ impl S3BlobStore {
         })
     }
 
-    /// The object at `key` (holding `artifact`), if any.
-    async fn read_key(&self, key: &str, artifact: &ArtifactRef) -> Result<Option<Bytes>> {
-        let result = self
+    /// The object at `key`, if any: its headers, the body not yet read.
+    async fn get_object(
+        &self,
+        key: &str,
+    ) -> Result<Option<aws_sdk_s3::operation::get_object::GetObjectOutput>> {
+        match self
             .client
             .get_object()
             .bucket(&self.bucket)
             .key(key)
             .send()
-            .await;
-        match result {
-            Ok(out) => {
-                let body = out.body.collect().await.map_err(|e| {
-                    crate::Error::unavailable(format!("reading {artifact} from S3 failed: {e}"))
-                })?;
-                Ok(Some(body.into_bytes()))
-            }
+            .await
+        {
+            Ok(out) => Ok(Some(out)),
             Err(e) if e.as_service_error().is_some_and(|s| s.is_no_such_key()) => Ok(None),
             Err(e) => Err(sdk_error("S3 GetObject", e)),
+        }
+    }
+
+    /// The object at `key` (holding `artifact`), if any.
+    async fn read_key(&self, key: &str, artifact: &ArtifactRef) -> Result<Option<Bytes>> {
+        match self.get_object(key).await? {
+            Some(out) => collect(out, artifact).await.map(Some),
+            None => Ok(None),
         }
     }
 
@@ -251,8 +275,7 @@ impl BlobStore for S3BlobStore {
         size: u64,
         expires_in: std::time::Duration,
     ) -> Result<Option<PresignedUpload>> {
-        let config = aws_sdk_s3::presigning::PresigningConfig::expires_in(expires_in)
-            .map_err(|e| crate::Error::internal(format!("bad presigning expiry: {e}")))?;
+        let config = presigning(expires_in)?;
         let presigned = self
             .client
             .put_object()
@@ -276,23 +299,57 @@ impl BlobStore for S3BlobStore {
         }))
     }
 
+    async fn fetch(
+        &self,
+        tenant: &TenantId,
+        artifact: &ArtifactRef,
+        inline_max: u64,
+        expires_in: std::time::Duration,
+    ) -> Result<Option<Fetched>> {
+        for area in BlobArea::READABLE {
+            let key = keys::area_key(tenant, *area, artifact);
+            let Some(out) = self.get_object(&key).await? else {
+                continue;
+            };
+            let size = u64::try_from(out.content_length().unwrap_or(0)).unwrap_or(0);
+            if size > inline_max {
+                // Only the headers were read: dropping the body closes
+                // the connection rather than reading bytes no one wants.
+                drop(out);
+                let config = presigning(expires_in)?;
+                let presigned = self
+                    .client
+                    .get_object()
+                    .bucket(&self.bucket)
+                    .key(&key)
+                    .presigned(config)
+                    .await
+                    .map_err(|e| sdk_error("S3 presign GetObject", e))?;
+                return Ok(Some(Fetched::Url(PresignedDownload {
+                    url: presigned.uri().to_owned(),
+                    size,
+                    // Filled in by the service, which owns the clock.
+                    expires_at: DateTime::<Utc>::MIN_UTC,
+                })));
+            }
+            let bytes = collect(out, artifact).await?;
+            if verify(artifact, &bytes).is_ok() {
+                return Ok(Some(Fetched::Bytes(bytes)));
+            }
+            // A copy that does not match: the full check decides which.
+            return Ok(self.get(tenant, artifact).await?.map(Fetched::Bytes));
+        }
+        Ok(None)
+    }
+
     async fn promote_upload(
         &self,
         tenant: &TenantId,
         artifact: &ArtifactRef,
     ) -> Result<Option<u64>> {
         let staged = keys::upload_key(tenant, artifact);
-        let out = match self
-            .client
-            .get_object()
-            .bucket(&self.bucket)
-            .key(&staged)
-            .send()
-            .await
-        {
-            Ok(out) => out,
-            Err(e) if e.as_service_error().is_some_and(|s| s.is_no_such_key()) => return Ok(None),
-            Err(e) => return Err(sdk_error("S3 GetObject", e)),
+        let Some(out) = self.get_object(&staged).await? else {
+            return Ok(None);
         };
         // Re-hash while streaming: the bytes are never held whole.
         let mut body = out.body;
