@@ -65,7 +65,7 @@ class Blob:
         self.n = n
 
 
-def number_size(n: int | float) -> int:
+def number_size(n: float) -> int:
     """DynamoDB's size of a number: 1 byte per 2 significant digits, + 1."""
     digits = str(abs(n)).replace(".", "").lstrip("0").rstrip("0")
     return math.ceil(max(len(digits), 1) / 2) + 1
@@ -169,10 +169,8 @@ class Prices:
             "Lambda": u.lambda_requests * p["lambda"]["requests_per_million"] / MILLION
             + u.lambda_gb_s * p["lambda"]["arm64_per_gb_second"],
             "DynamoDB": u.wru * self.per_wru + u.rru * self.per_rru,
-            "S3": u.s3_put * p["s3"]["put_per_thousand"] / 1000
-            + u.s3_get * p["s3"]["get_per_thousand"] / 1000,
-            "Bedrock": u.tokens_in * b["input_per_thousand"] / 1000
-            + u.tokens_out * b["output_per_thousand"] / 1000,
+            "S3": u.s3_put * p["s3"]["put_per_thousand"] / 1000 + u.s3_get * p["s3"]["get_per_thousand"] / 1000,
+            "Bedrock": u.tokens_in * b["input_per_thousand"] / 1000 + u.tokens_out * b["output_per_thousand"] / 1000,
         }
 
     def total(self, u: Usage, model: str = "claude-3-haiku") -> float:
@@ -331,7 +329,7 @@ class Model:
         u.rru += (e["batch_get"] + e["get_item"]) * rru(self.sized(commit_item, inline, summarized))
         u.rru += e["query"] * 1
         for it in pth["tx"] + pth["put"]:
-            if it.startswith("ref") or it.startswith("session_last"):
+            if it.startswith(("ref", "session_last")):
                 continue  # refs and a session's last write are not per commit
             u.wru += wru(self.sized(it, inline, summarized), True)
         for g in pth["gsi"]:
@@ -353,12 +351,10 @@ class Model:
         summarized = {"summary": "x" * self.w["summary"]["summary_bytes"]}
         table = 0
         for it in pth["tx"] + pth["put"]:
-            if it.startswith("ref") or it.startswith("session_last"):
+            if it.startswith(("ref", "session_last")):
                 continue  # one per session, not per commit
             table += self.sized(it, inline, summarized) + ITEM_OVERHEAD
-        index = sum(
-            self.gsi_size(g, inline) + ITEM_OVERHEAD for g in pth["gsi"] if not g.startswith("missing_summary")
-        )
+        index = sum(self.gsi_size(g, inline) + ITEM_OVERHEAD for g in pth["gsi"] if not g.startswith("missing_summary"))
         return table, index, 0 if inline else delta
 
     def storage_month(self, path: str, delta: int, threshold: int, ratio: float) -> dict[str, float]:
@@ -409,7 +405,11 @@ class Model:
         if not inline:
             u.s3_get += depth + 1
         context = (depth + 1) * delta
-        ms = lm["materialize_cold_base_ms"] + pages * lm["materialize_cold_page_ms"] + context / MB * lm["materialize_cold_mb_ms"]
+        ms = (
+            lm["materialize_cold_base_ms"]
+            + pages * lm["materialize_cold_page_ms"]
+            + context / MB * lm["materialize_cold_mb_ms"]
+        )
         return u + self.cache_write(tip) + lam(lm["materialize_mb"], ms)
 
     def download(self, size: int) -> Usage:
@@ -619,7 +619,6 @@ class Model:
                 best = delta
         return best
 
-
     def choose_threshold(self) -> int:
         """The model's inline threshold for DynamoDB: the crossover of
         today's write path at the fleet's retention (256-byte steps)."""
@@ -689,7 +688,7 @@ def render(m: Model) -> str:
     add(f"Prices: {p['note']}; region {p['region']}, US dollars, no free tier.")
     add("Lambda durations are estimates (no function has been timed on AWS);")
     add("request counts are the `aws_requests` bench's (docs/bench.md, \"AWS")
-    add("mode\"); item sizes are computed from example items with the attribute")
+    add('mode"); item sizes are computed from example items with the attribute')
     add("names and value lengths the code writes. Data transfer out")
     add(f"(${p['transfer']['out_per_gb']:.2f}/GB to the internet, the same through API Gateway or S3)")
     add("is in no total.")
@@ -737,7 +736,7 @@ def render(m: Model) -> str:
         f" one tenant tops out at **{cps(ceil_today['key_cps'])} checkpoints/s** (4 KB),"
         f" whatever the number of Lambdas: its hottest key is one partition."
         f" The sharded keys that would lift it are not built (section"
-        f" \"Per-tenant write ceiling\", and ADR 0004)."
+        f' "Per-tenant write ceiling", and ADR 0004).'
     )
     add(
         f"- **Inline-delta threshold on DynamoDB:** the model chooses"
@@ -749,10 +748,10 @@ def render(m: Model) -> str:
     # -- checkpoints
     add("## Checkpoints")
     add("")
-    add(f"Dollars per million checkpoints, today's write path, on-demand, each a")
+    add("Dollars per million checkpoints, today's write path, on-demand, each a")
     add("non-root commit with a session and a ref move (what the Claude Code hook")
     add(f"and the clients send); deltas of at most {kib(thr)} inline")
-    add(f"(`CTX_INLINE_DELTA_BYTES`), larger ones in S3; bytes stored as they come")
+    add("(`CTX_INLINE_DELTA_BYTES`), larger ones in S3; bytes stored as they come")
     add(f"(packing ratio {ratio:g}: the worst case, and the issue's arithmetic).")
     add("")
     rows = []
@@ -760,15 +759,30 @@ def render(m: Model) -> str:
         u = m.checkpoint("today", d, thr, ratio)
         parts, tot = per_m(u)
         rows.append(
-            [kib(d), f"{u.wru:.0f}", f"{u.rru:.0f}", usd(parts["API Gateway"]), usd(parts["Lambda"]),
-             usd(parts["DynamoDB"]), usd(parts["S3"]), f"**{usd(tot)}**"]
+            [
+                kib(d),
+                f"{u.wru:.0f}",
+                f"{u.rru:.0f}",
+                usd(parts["API Gateway"]),
+                usd(parts["Lambda"]),
+                usd(parts["DynamoDB"]),
+                usd(parts["S3"]),
+                f"**{usd(tot)}**",
+            ]
         )
     u = m.checkpoint("today", ref, thr, dl["transcript_packed_ratio"])
     parts, tot = per_m(u)
     rows.append(
-        [f"{kib(ref)}, transcript text (LZ4 keeps {dl['transcript_packed_ratio']:g})", f"{u.wru:.0f}",
-         f"{u.rru:.0f}", usd(parts["API Gateway"]), usd(parts["Lambda"]), usd(parts["DynamoDB"]),
-         usd(parts["S3"]), f"**{usd(tot)}**"]
+        [
+            f"{kib(ref)}, transcript text (LZ4 keeps {dl['transcript_packed_ratio']:g})",
+            f"{u.wru:.0f}",
+            f"{u.rru:.0f}",
+            usd(parts["API Gateway"]),
+            usd(parts["Lambda"]),
+            usd(parts["DynamoDB"]),
+            usd(parts["S3"]),
+            f"**{usd(tot)}**",
+        ]
     )
     L += table(["delta", "write units", "read units", "API Gateway", "Lambda", "DynamoDB", "S3", "total"], rows)
     add("")
@@ -804,13 +818,36 @@ def render(m: Model) -> str:
             tt = per_m(ut, prices)[1]
             okt = "yes" if tt <= TARGET_CHECKPOINT else "no"
             rows.append(
-                [pth["label"], label, f"{u.wru:.0f}", usd(parts["API Gateway"] + parts["Lambda"]),
-                 usd(parts["DynamoDB"]), usd(parts["S3"]), f"**{usd(tot)}**", ok, f"{ut.wru:.0f}", usd(tt), okt]
+                [
+                    pth["label"],
+                    label,
+                    f"{u.wru:.0f}",
+                    usd(parts["API Gateway"] + parts["Lambda"]),
+                    usd(parts["DynamoDB"]),
+                    usd(parts["S3"]),
+                    f"**{usd(tot)}**",
+                    ok,
+                    f"{ut.wru:.0f}",
+                    usd(tt),
+                    okt,
+                ]
             )
     L += table(
-        ["write path", "capacity", "write units", "API Gateway + Lambda", "DynamoDB", "S3", "total", "≤ $5",
-         f"transcript text (LZ4 {tr:g}): write units", "total", "≤ $5"],
-        rows, {2, 3, 4, 5, 6, 8, 9},
+        [
+            "write path",
+            "capacity",
+            "write units",
+            "API Gateway + Lambda",
+            "DynamoDB",
+            "S3",
+            "total",
+            "≤ $5",
+            f"transcript text (LZ4 {tr:g}): write units",
+            "total",
+            "≤ $5",
+        ],
+        rows,
+        {2, 3, 4, 5, 6, 8, 9},
     )
     add("")
     for name, pth in paths.items():
@@ -867,14 +904,38 @@ def render(m: Model) -> str:
             u = m.materialize(kind, depth, ref, thr, ratio)
             parts, tot = per_m(u)
             rows.append(
-                [f"materialize, {label}", f"{depth:,}", f"{u.wru:.0f}", f"{u.rru:.0f}", usd(parts["API Gateway"]),
-                 usd(parts["Lambda"]), usd(parts["DynamoDB"]), usd(parts["S3"]), f"**{usd(tot)}**"]
+                [
+                    f"materialize, {label}",
+                    f"{depth:,}",
+                    f"{u.wru:.0f}",
+                    f"{u.rru:,.0f}",
+                    usd(parts["API Gateway"]),
+                    usd(parts["Lambda"]),
+                    usd(parts["DynamoDB"]),
+                    usd(parts["S3"]),
+                    f"**{usd(tot)}**",
+                ]
             )
     u = m.resolve_op()
     parts, tot = per_m(u)
-    rows.append(["resolve", "-", "0", f"{u.rru:.0f}", usd(parts["API Gateway"]), usd(parts["Lambda"]),
-                 usd(parts["DynamoDB"]), usd(parts["S3"]), f"**{usd(tot)}**"])
-    L += table(["operation", "depth", "write units", "read units", "API Gateway", "Lambda", "DynamoDB", "S3", "total"], rows, {1, 2, 3, 4, 5, 6, 7, 8})
+    rows.append(
+        [
+            "resolve",
+            "-",
+            "0",
+            f"{u.rru:.0f}",
+            usd(parts["API Gateway"]),
+            usd(parts["Lambda"]),
+            usd(parts["DynamoDB"]),
+            usd(parts["S3"]),
+            f"**{usd(tot)}**",
+        ]
+    )
+    L += table(
+        ["operation", "depth", "write units", "read units", "API Gateway", "Lambda", "DynamoDB", "S3", "total"],
+        rows,
+        {1, 2, 3, 4, 5, 6, 7, 8},
+    )
     add("")
     add("Downloading the materialized bytes is a second request")
     add("(`GET /v1/artifacts/{art}`), metered by API Gateway in 512 KB units up")
@@ -906,14 +967,27 @@ def render(m: Model) -> str:
             u = m.summary("today", d, thr, ratio, bedrock)
             parts, tot = per_m(u, od, model)
             rows.append(
-                [kib(d), label, f"{u.wru:.0f}", f"{u.tokens_in:,.0f} / {u.tokens_out:,.0f}", usd(parts["Lambda"]),
-                 usd(parts["DynamoDB"]), usd(parts["S3"]), usd(parts["Bedrock"]), f"**{usd(tot)}**"]
+                [
+                    kib(d),
+                    label,
+                    f"{u.wru:.0f}",
+                    f"{u.tokens_in:,.0f} / {u.tokens_out:,.0f}",
+                    usd(parts["Lambda"]),
+                    usd(parts["DynamoDB"]),
+                    usd(parts["S3"]),
+                    usd(parts["Bedrock"]),
+                    f"**{usd(tot)}**",
+                ]
             )
-    L += table(["delta", "summarizer", "write units", "tokens in / out", "Lambda", "DynamoDB", "S3", "Bedrock", "total"], rows, {2, 3, 4, 5, 6, 7, 8})
+    L += table(
+        ["delta", "summarizer", "write units", "tokens in / out", "Lambda", "DynamoDB", "S3", "Bedrock", "total"],
+        rows,
+        {2, 3, 4, 5, 6, 7, 8},
+    )
     add("")
     u = m.erase("today", ref, thr, ratio)
     parts, tot = per_m(u)
-    add(f"Erasing a commit (retention, or an erase; the bench's requests per")
+    add("Erasing a commit (retention, or an erase; the bench's requests per")
     add(f"commit, each item deleted at its size in a transaction): {u.wru:.0f} write")
     add(f"units and {u.rru:.1f} read units for a {kib(ref)} delta inline, **{usd(tot)} per million**.")
     add("")
@@ -923,7 +997,7 @@ def render(m: Model) -> str:
     add("")
     d = p["dynamodb"]
     add(f"List prices per GB-month: DynamoDB {unit_price(d['storage_gb_month'])} (+ {unit_price(d['pitr_gb_month'])}")
-    add(f"point-in-time recovery, which template.yaml enables), S3 Standard")
+    add("point-in-time recovery, which template.yaml enables), S3 Standard")
     add(f"{unit_price(p['s3']['storage_gb_month'])}. What one summarized commit keeps (today's items; each")
     add(f"item counts {ITEM_OVERHEAD} bytes of overhead; refs and a session's last write are")
     add("per session, not counted):")
@@ -934,10 +1008,20 @@ def render(m: Model) -> str:
         st = m.storage_month("today", dsz, thr, ratio)
         per_gb = sum(st.values()) / (dsz / GB)
         rows.append(
-            [kib(dsz), "inline" if m.stored(dsz, thr, ratio) else "S3", f"{table_b + index_b:,}", f"{s3_b:,}",
-             usd(sum(st.values()) * MILLION), usd(per_gb)]
+            [
+                kib(dsz),
+                "inline" if m.stored(dsz, thr, ratio) else "S3",
+                f"{table_b + index_b:,}",
+                f"{s3_b:,}",
+                usd(sum(st.values()) * MILLION),
+                usd(per_gb),
+            ]
         )
-    L += table(["delta", "stored", "table bytes", "S3 bytes", "per million commits a month", "per GB of deltas a month"], rows, {2, 3, 4, 5})
+    L += table(
+        ["delta", "stored", "table bytes", "S3 bytes", "per million commits a month", "per GB of deltas a month"],
+        rows,
+        {2, 3, 4, 5},
+    )
     add("")
 
     # -- inline threshold
@@ -947,23 +1031,33 @@ def render(m: Model) -> str:
     add("entry, the summary queue's updates of both items, their deletes, and")
     add("DynamoDB storage twice; in S3 it costs a PUT, a GET for the summarizer, a")
     add("LIST when erased, and S3 storage. Lifetime dollars per million commits")
-    add("(written, summarized, kept, erased; on-demand; today's write path):")
+    add("(written, summarized, kept, erased; on-demand; today's write path; cold")
+    add("materializes, rare behind the cache, left out):")
     add("")
     rows = []
     for dsz in (512, 1024, 2048, 4096, 8192, 16384):
         rows.append(
-            [kib(dsz) if dsz >= KB else f"{dsz} B",
-             usd(m.lifetime("today", dsz, True, 1, ratio) * MILLION), usd(m.lifetime("today", dsz, False, 1, ratio) * MILLION),
-             usd(m.lifetime("today", dsz, True, 12, ratio) * MILLION), usd(m.lifetime("today", dsz, False, 12, ratio) * MILLION)]
+            [
+                kib(dsz) if dsz >= KB else f"{dsz} B",
+                usd(m.lifetime("today", dsz, True, 1, ratio) * MILLION),
+                usd(m.lifetime("today", dsz, False, 1, ratio) * MILLION),
+                usd(m.lifetime("today", dsz, True, 12, ratio) * MILLION),
+                usd(m.lifetime("today", dsz, False, 12, ratio) * MILLION),
+            ]
         )
-    L += table(["delta", "inline, kept 1 month", "S3, kept 1 month", "inline, kept 12 months", "S3, kept 12 months"], rows)
+    L += table(
+        ["delta", "inline, kept 1 month", "S3, kept 1 month", "inline, kept 12 months", "S3, kept 12 months"], rows
+    )
     add("")
     rows = []
     for name in ("today", "commit_ref_tx", "no_tx"):
         rows.append(
-            [paths[name]["label"],
-             kib(m.crossover(name, 1, ratio)), kib(m.crossover(name, 12, ratio)),
-             kib(m.crossover(name, 1, dl["transcript_packed_ratio"]))]
+            [
+                paths[name]["label"],
+                kib(m.crossover(name, 1, ratio)),
+                kib(m.crossover(name, 12, ratio)),
+                kib(m.crossover(name, 1, dl["transcript_packed_ratio"])),
+            ]
         )
     add("The crossover (the largest delta for which inline costs no more):")
     add("")
@@ -999,7 +1093,8 @@ def render(m: Model) -> str:
     tot = sum(fl.values())
     rows.append(
         [f"ctx today, deltas over {kib(chosen)} in S3 (the model's threshold), on-demand"]
-        + [usd(v) for v in fl.values()] + [f"**{usd(tot)}**", f"{lg_fleet / tot:.1f}×"]
+        + [usd(v) for v in fl.values()]
+        + [f"**{usd(tot)}**", f"{lg_fleet / tot:.1f}×"]
     )
     for name, prices, label in (
         ("today", od, "ctx today, on-demand"),
@@ -1012,10 +1107,21 @@ def render(m: Model) -> str:
         rows.append([label] + [usd(v) for v in fl.values()] + [f"**{usd(tot)}**", f"{lg_fleet / tot:.1f}×"])
     lgp = m.langgraph_fleet(f["turns_per_session"])
     rows.append(
-        ["LangGraph DynamoDBSaver (storage layer only)", usd(lgp["DynamoDB requests"] + lgp["S3 requests"]), "-", "-", "-",
-         usd(lgp["DynamoDB storage"] + lgp["PITR"] + lgp["S3 storage"]), f"**{usd(lg_fleet)}**", "1.0×"]
+        [
+            "LangGraph DynamoDBSaver (storage layer only)",
+            usd(lgp["DynamoDB requests"] + lgp["S3 requests"]),
+            "-",
+            "-",
+            "-",
+            usd(lgp["DynamoDB storage"] + lgp["PITR"] + lgp["S3 storage"]),
+            f"**{usd(lg_fleet)}**",
+            "1.0×",
+        ]
     )
-    L += table(["", "checkpoints", "summaries", "retention erase", "materializes", "storage", "a month", "LangGraph ÷ this"], rows)
+    L += table(
+        ["", "checkpoints", "summaries", "retention erase", "materializes", "storage", "a month", "LangGraph ÷ this"],
+        rows,
+    )
     add("")
     add("LangGraph's DynamoDBSaver (`langgraph-checkpoint-aws`; read in")
     add("langchain-ai/langchain-aws, `libs/langgraph-checkpoint-aws/langgraph_checkpoint_aws/checkpoint/dynamodb/`")
@@ -1041,7 +1147,15 @@ def render(m: Model) -> str:
         nt = sum(m.fleet("no_tx", pv, tps).values())
         rows.append([str(tps), usd(lgt), usd(ct), f"{lgt / ct:.1f}×", f"{lgt / cs:.1f}×", usd(nt), f"{lgt / nt:.1f}×"])
     L += table(
-        ["turns per session", "LangGraph", "ctx today, all-in", "ratio", "ratio, storage layer only", "ctx no transaction, provisioned", "ratio"],
+        [
+            "turns per session",
+            "LangGraph",
+            "ctx today, all-in",
+            "ratio",
+            "ratio, storage layer only",
+            "ctx no transaction, provisioned",
+            "ratio",
+        ],
         rows,
     )
     add("")
@@ -1082,30 +1196,58 @@ def render(m: Model) -> str:
     add("for heat) after sustained load, but not a key whose sort key only grows")
     add("(every write lands in the last range: the `missing_summary` index's `ts`)")
     add("and not on a schedule anyone can count on, so the model takes one")
-    add(f"partition per key. Past the keys, an on-demand table's default quota of")
+    add("partition per key. Past the keys, an on-demand table's default quota of")
     add(f"{TABLE_QUOTA_WRU:,} write units a second (raised by a Service Quotas request) caps")
     add(f"the table. {kib(ref)} deltas, today's items:")
     add("")
     rows = []
     for name, pth in paths.items():
         c = m.ceiling(name, ref, thr, ratio)
-        hot = "; ".join(
-            f"`{k}`{' ×' + str(s) if s > 1 else ''}: {wv:.0f} WU{f' + {rv:.0f} RU' if rv else ''} → {cps(cv)}/s"
-            for k, s, wv, rv, cv in c["limits"]
-        ) or "none per tenant"
+        hot = (
+            "; ".join(
+                f"`{k}`{' ×' + str(s) if s > 1 else ''}: {wv:.0f} WU{f' + {rv:.0f} RU' if rv else ''} → {cps(cv)}/s"
+                for k, s, wv, rv, cv in c["limits"]
+            )
+            or "none per tenant"
+        )
         rows.append([pth["label"], hot, f"**{cps(c['key_cps'])}**", cps(c["quota_cps"]), cps(c["principal_cps"])])
-    L += table(["write path", "per-tenant keys (units per checkpoint → ceiling)", "tenant ceiling, checkpoints/s", "table quota bound", "one principal"], rows, {2, 3, 4})
+    L += table(
+        [
+            "write path",
+            "per-tenant keys (units per checkpoint → ceiling)",
+            "tenant ceiling, checkpoints/s",
+            "table quota bound",
+            "one principal",
+        ],
+        rows,
+        {2, 3, 4},
+    )
     add("")
     add("By delta size, today and with the hot keys moved:")
     add("")
     rows = []
     for dsz in dl["sizes"]:
         rows.append(
-            [kib(dsz), cps(m.ceiling("today", dsz, thr, ratio)["key_cps"]), cps(m.ceiling("today_sharded", dsz, thr, ratio)["key_cps"]),
-             cps(m.ceiling("today_sharded", dsz, thr, ratio)["quota_cps"]), cps(m.ceiling("no_tx_sharded", dsz, thr, ratio)["key_cps"]),
-             cps(m.ceiling("no_tx_sharded", dsz, thr, ratio)["quota_cps"])]
+            [
+                kib(dsz),
+                cps(m.ceiling("today", dsz, thr, ratio)["key_cps"]),
+                cps(m.ceiling("today_sharded", dsz, thr, ratio)["key_cps"]),
+                cps(m.ceiling("today_sharded", dsz, thr, ratio)["quota_cps"]),
+                cps(m.ceiling("no_tx_sharded", dsz, thr, ratio)["key_cps"]),
+                cps(m.ceiling("no_tx_sharded", dsz, thr, ratio)["quota_cps"]),
+            ]
         )
-    L += table(["delta", "today", "today's transaction, keys moved", "its table quota bound", "no transaction, keys moved", "its table quota bound"], rows)
+    L += table(
+        [
+            "delta",
+            "today",
+            "today's transaction, keys moved",
+            "its table quota bound",
+            "no transaction, keys moved",
+            "its table quota bound",
+        ],
+        rows,
+    )
     add("")
     add("Today's ceiling is set by the `missing_summary` index (keyed by tenant,")
     add("ALL projection: every unsummarized commit's whole item, delta included,")
@@ -1129,7 +1271,9 @@ def render(m: Model) -> str:
 
     add("## Not counted")
     add("")
-    add("CloudWatch logs and metrics, the Step Functions branch timers, KMS")
+    add("The retention pass's listing of idle sessions and root commits' `TENANTS`")
+    add("item (per session, not per commit), CloudWatch logs and metrics, the")
+    add("Step Functions branch timers, KMS")
     add("requests (the default table and bucket keys are AWS-owned), the free")
     add("tier, S3 versions kept by the bucket's lifecycle rule after a delete (30")
     add("days noncurrent), data transfer out, and the agent's own model calls.")
@@ -1153,10 +1297,19 @@ def ceiling_table(m: Model) -> str:
         c = m.ceiling(name, ref, thr, ratio)
         keys = ", ".join(f"`{k}`" for k, *_ in c["limits"] if _[3] == c["key_cps"]) or "-"
         rows.append(
-            [("before: " if pth["built"] else "not built: ") + pth["label"].replace(" (not built)", ""), keys,
-             f"**{cps(c['key_cps'])}**", cps(c["quota_cps"])]
+            [
+                ("before: " if pth["built"] else "not built: ") + pth["label"].replace(" (not built)", ""),
+                keys,
+                f"**{cps(c['key_cps'])}**",
+                cps(c["quota_cps"]),
+            ]
         )
-    head = ["write path", "hottest per-tenant key", "checkpoints/s, one tenant", "bound of the default table quota (40,000 WU/s)"]
+    head = [
+        "write path",
+        "hottest per-tenant key",
+        "checkpoints/s, one tenant",
+        "bound of the default table quota (40,000 WU/s)",
+    ]
     return "\n".join(table(head, rows, {2, 3}))
 
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import model  # noqa: E402
-from model import Blob, Model, Usage, api_units, item_size, load, number_size, packed, rru, wru  # noqa: E402
+import model
+from model import Blob, Model, Usage, api_units, item_size, load, number_size, packed, rru, wru
 
 HERE = Path(__file__).resolve().parent
 
