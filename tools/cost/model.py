@@ -276,9 +276,6 @@ class Model:
             rows.append((g, "index entry", s, wru(s)))
         return rows
 
-    def checkpoint_wru(self, path: str, delta: int, threshold: int, ratio: float) -> float:
-        return self.checkpoint(path, delta, threshold, ratio).wru
-
     # -- summary queue
 
     def summary(self, path: str, delta: int, threshold: int, ratio: float, bedrock: bool) -> Usage:
@@ -424,7 +421,8 @@ class Model:
     def resolve_op(self) -> Usage:
         lm = self.w["lambda"]
         r = self.w["resolve"]
-        return Usage(api=1, rru=rru(self.size(r["item"], 0))) + lam(lm["resolve_mb"], lm["resolve_ms"])
+        reads = r["requests"]["Query"] * rru(self.size(r["item"], 0))
+        return Usage(api=1, rru=reads) + lam(lm["resolve_mb"], lm["resolve_ms"])
 
     # -- ceilings
 
