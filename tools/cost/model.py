@@ -716,18 +716,27 @@ def render(m: Model) -> str:
     )
     if meets:
         add("  The rows that reach it:")
-        for x in meets:
-            add(f"  - {x};")
+        for i, x in enumerate(meets):
+            add(f"  - {x}{'.' if i == len(meets) - 1 else ';'}")
     else:
         add("  No write path reaches it.")
+    nt = m.checkpoint("no_tx", ref, thr, ratio)
+    add(
+        f"  With incompressible 4 KB deltas, *no transaction* with provisioned"
+        f" capacity costs {usd(per_m(nt, pv)[1])} ({nt.wru:.0f} write units: the commit,"
+        f" its run slot, the ref and five keys-only index entries), on-demand"
+        f" {usd(per_m(nt)[1])}."
+    )
     ratio_fleet = lg_fleet / fleet_today
     add(
         f"- **Fleet bill ≥ 5× below LangGraph's DynamoDB checkpointer:"
         f" {'met' if ratio_fleet >= TARGET_FLEET_RATIO else 'missed'}.** 1,000 agents,"
         f" 100 turns a day, 30-day retention: ctx today {usd(fleet_today)} a month"
         f" all-in, DynamoDBSaver {usd(lg_fleet)} (storage layer only),"
-        f" {ratio_fleet:.1f}× (sessions of {w['fleet']['turns_per_session']} turns; see the fleet"
-        f" section for why and for what reaches 5×)."
+        f" {ratio_fleet:.1f}× (sessions of {w['fleet']['turns_per_session']} turns). *No transaction*"
+        f" with provisioned capacity would be"
+        f" {lg_fleet / sum(m.fleet('no_tx', pv).values()):.1f}× below; the fleet section says why"
+        f" today's is not."
     )
     add(
         f"- **Per-tenant write ceiling ≥ 10,000 checkpoints/s: missed.** Today"
