@@ -131,6 +131,7 @@ impl Service {
             Incremental::Done(built) => *built,
             Incremental::Path(path) => self.materialize_full(tenant, path, stop, &format).await?,
         };
+        super::trim::trim_after(built.bytes.len());
         let (m, bytes) = (built.m.clone(), built.bytes.clone());
         if self.hot.holds(bytes.len()) {
             let hot = Arc::new(built);

@@ -50,6 +50,7 @@ mod materialize;
 mod refs;
 mod summaries;
 mod tenant_erase;
+mod trim;
 mod walk;
 mod workspaces;
 
