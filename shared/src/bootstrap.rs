@@ -186,6 +186,8 @@ impl Backends {
                 cache_budget: (config.store != StoreKind::Aws && config.cache_bytes > 0)
                     .then_some(config.cache_bytes),
                 gc_grace: config.gc_grace,
+                backup_retention: (config.backup_retention_days > 0)
+                    .then(|| std::time::Duration::from_secs(config.backup_retention_days * 86_400)),
             },
             summarizer,
             hot_cache_bytes: config.hot_cache_bytes,

@@ -112,6 +112,9 @@ pub struct Config {
     /// with its bytes where the store hands out URLs (S3); a larger one is
     /// a presigned GET.
     pub download_url_bytes: u64,
+    /// `CTX_BACKUP_RETENTION_DAYS`: how long backups keep what an erase
+    /// removes (0: no backups).
+    pub backup_retention_days: u64,
     /// `CTX_CACHE_BYTES`: the embedded cache budget in bytes (0: none).
     pub cache_bytes: u64,
     /// `CTX_HOT_CACHE_BYTES`: bytes of recent materializations held in
@@ -185,6 +188,7 @@ impl Default for Config {
             max_artifact_bytes: crate::commit::limits::DEFAULT_MAX_ARTIFACT,
             inline_delta_bytes: crate::commit::limits::DEFAULT_INLINE_DELTA,
             download_url_bytes: crate::commit::limits::DEFAULT_DOWNLOAD_URL,
+            backup_retention_days: 0,
             cache_bytes: DEFAULT_CACHE_BYTES,
             hot_cache_bytes: DEFAULT_HOT_CACHE_BYTES,
             gc_grace: Duration::from_secs(DEFAULT_GC_GRACE_SECS),

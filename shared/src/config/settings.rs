@@ -250,6 +250,14 @@ settings! {
                 Ok(())
             },
         }
+        CTX_BACKUP_RETENTION_DAYS {
+            default: "0",
+            meaning: "how long the deployment's backups keep what an erase removes, stated in every erase's answer as `backups_until` (template.yaml sets 35: DynamoDB point-in-time recovery); 0 states none (embedded mode keeps no backup)",
+            read: |c, n, v| {
+                c.backup_retention_days = parse(n, v, "a number of days")?;
+                Ok(())
+            },
+        }
         CTX_MAX_IN_FLIGHT_BYTES {
             default: "268435456",
             meaning: "request-body bytes `ctx serve` holds at once (256 MiB); a request beyond it gets 503 with `Retry-After` before its body is read (Lambdas: API Gateway's 10 MB limit applies instead)",

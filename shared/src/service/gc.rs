@@ -37,6 +37,10 @@ pub struct Lifecycle {
     pub cache_budget: Option<u64>,
     /// Nothing younger is collected.
     pub gc_grace: Duration,
+    /// How long the deployment's backups keep what an erase removed
+    /// (`CTX_BACKUP_RETENTION_DAYS`: DynamoDB point-in-time recovery on
+    /// AWS); `None` where nothing keeps a backup.
+    pub backup_retention: Option<Duration>,
 }
 
 impl Default for Lifecycle {
@@ -44,6 +48,7 @@ impl Default for Lifecycle {
         Lifecycle {
             cache_budget: None,
             gc_grace: Duration::from_secs(crate::config::DEFAULT_GC_GRACE_SECS),
+            backup_retention: None,
         }
     }
 }

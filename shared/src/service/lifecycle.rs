@@ -127,6 +127,13 @@ pub struct Erased {
     /// Branch records removed (a session's erase: its context-folding
     /// branches, whose chains are erased with it).
     pub branches: u64,
+    /// Until when the deployment's backups still hold what was erased
+    /// (`CTX_BACKUP_RETENTION_DAYS` after the erase: on AWS, DynamoDB's
+    /// point-in-time recovery keeps deleted items for 35 days; S3 keeps
+    /// no version of an erased object). Absent where nothing keeps a
+    /// backup (embedded mode).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backups_until: Option<DateTime<Utc>>,
 }
 
 impl Erased {
@@ -141,6 +148,7 @@ impl Erased {
         self.working_contexts += o.working_contexts;
         self.agents += o.agents;
         self.branches += o.branches;
+        self.backups_until = self.backups_until.max(o.backups_until);
     }
 }
 
@@ -221,6 +229,7 @@ impl Service {
             f.store.forget_session(tenant, session.as_str()).await?;
         }
         meta.reclaim_space().await?;
+        report.backups_until = self.backups_until();
         Ok(report)
     }
 
@@ -277,7 +286,14 @@ impl Service {
             report.agents += 1;
         }
         meta.reclaim_space().await?;
+        report.backups_until = self.backups_until();
         Ok(report)
+    }
+
+    /// When the deployment's backups of what an erase removes now expire.
+    fn backups_until(&self) -> Option<DateTime<Utc>> {
+        let keep = self.lifecycle.backup_retention?;
+        Some(self.clock.now() + chrono::Duration::from_std(keep).ok()?)
     }
 
     /// A branch's chain: its root commit and every descendant.

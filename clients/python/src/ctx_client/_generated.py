@@ -511,6 +511,13 @@ class Erased(TypedDict):
     """Artifacts kept because a commit or cache entry outside the erase
     uses the same bytes.
     """
+    backups_until: NotRequired[str | None]
+    """Until when the deployment's backups still hold what was erased
+    (`CTX_BACKUP_RETENTION_DAYS` after the erase: on AWS, DynamoDB's
+    point-in-time recovery keeps deleted items for 35 days; S3 keeps
+    no version of an erased object). Absent where nothing keeps a
+    backup (embedded mode).
+    """
     branches: int
     """Branch records removed (a session's erase: its context-folding
     branches, whose chains are erased with it).

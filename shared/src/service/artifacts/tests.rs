@@ -33,6 +33,7 @@ fn service(stores: Stores, limit: usize) -> Service {
         .with_lifecycle(Lifecycle {
             cache_budget: None,
             gc_grace: Duration::ZERO,
+            ..Lifecycle::default()
         })
 }
 

@@ -41,6 +41,7 @@ fn fixture(cache_budget: Option<u64>) -> Fixture {
         .with_lifecycle(Lifecycle {
             cache_budget,
             gc_grace: Duration::from_secs(3600),
+            ..Lifecycle::default()
         })
         // The stored cache's budget and collection: a result held in
         // memory would answer a repeat before the store is asked (the hot
@@ -429,6 +430,7 @@ async fn gc_racing_checkpoints_never_sweeps_what_a_commit_names() {
     let svc = Service::new(stores, Arc::new(SystemClock)).with_lifecycle(Lifecycle {
         cache_budget: Some(4096),
         gc_grace: Duration::from_secs(3600),
+        ..Lifecycle::default()
     });
     let tenant: TenantId = "race".parse().unwrap();
     // Old artifacts: half are orphans nobody will name, half will be

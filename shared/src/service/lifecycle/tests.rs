@@ -653,3 +653,51 @@ async fn an_erase_many_commits_at_a_time_removes_what_one_at_a_time_removes() {
         "only the surviving session's commit"
     );
 }
+
+/// An erase's answer says until when the deployment's backups still hold
+/// what it removed (`CTX_BACKUP_RETENTION_DAYS`), and says nothing where
+/// there are no backups.
+#[tokio::test]
+async fn an_erase_states_until_when_backups_hold_what_it_removed() {
+    let f = fixture();
+    f.commit("none", None, 1, "kept nowhere\n").await;
+    let plain = f
+        .svc
+        .erase_session(&f.tenant, &sid("none"), false)
+        .await
+        .unwrap();
+    assert_eq!(plain.backups_until, None);
+    let json = serde_json::to_value(&plain).unwrap();
+    assert!(json.get("backups_until").is_none(), "{json}");
+
+    let f = Fixture {
+        svc: f.svc.clone().with_lifecycle(crate::service::Lifecycle {
+            backup_retention: Some(std::time::Duration::from_secs(35 * 86_400)),
+            ..crate::service::Lifecycle::default()
+        }),
+        ..f
+    };
+    f.commit("pitr", None, 2, "in a backup for 35 days\n").await;
+    f.clock.set(t(100));
+    let erased = f
+        .svc
+        .erase_session(&f.tenant, &sid("pitr"), false)
+        .await
+        .unwrap();
+    assert_eq!(erased.commits, 1);
+    assert_eq!(
+        erased.backups_until,
+        Some(t(100) + chrono::Duration::days(35))
+    );
+    let by_principal = {
+        f.commit_by("bob", "bobs", None, 101, "bob's\n").await;
+        f.svc
+            .erase_principal(&f.tenant, &"bob".parse().unwrap(), false)
+            .await
+            .unwrap()
+    };
+    assert_eq!(
+        by_principal.backups_until,
+        Some(t(100) + chrono::Duration::days(35))
+    );
+}
