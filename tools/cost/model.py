@@ -133,7 +133,9 @@ class Usage:
     tokens_out: float = 0.0
 
     def __add__(self, o: Usage) -> Usage:
-        return Usage(*(getattr(self, f.name) + getattr(o, f.name) for f in fields(self)))
+        return Usage(
+            *(getattr(self, f.name) + getattr(o, f.name) for f in fields(self))
+        )
 
     def __mul__(self, k: float) -> Usage:
         return Usage(*(getattr(self, f.name) * k for f in fields(self)))
@@ -169,8 +171,10 @@ class Prices:
             "Lambda": u.lambda_requests * p["lambda"]["requests_per_million"] / MILLION
             + u.lambda_gb_s * p["lambda"]["arm64_per_gb_second"],
             "DynamoDB": u.wru * self.per_wru + u.rru * self.per_rru,
-            "S3": u.s3_put * p["s3"]["put_per_thousand"] / 1000 + u.s3_get * p["s3"]["get_per_thousand"] / 1000,
-            "Bedrock": u.tokens_in * b["input_per_thousand"] / 1000 + u.tokens_out * b["output_per_thousand"] / 1000,
+            "S3": u.s3_put * p["s3"]["put_per_thousand"] / 1000
+            + u.s3_get * p["s3"]["get_per_thousand"] / 1000,
+            "Bedrock": u.tokens_in * b["input_per_thousand"] / 1000
+            + u.tokens_out * b["output_per_thousand"] / 1000,
         }
 
     def total(self, u: Usage, model: str = "claude-3-haiku") -> float:
@@ -261,7 +265,9 @@ class Model:
         lm = self.w["lambda"]
         return u + lam(lm["checkpoint_mb"], lm["checkpoint_ms"])
 
-    def checkpoint_items(self, path: str, inline: int) -> list[tuple[str, str, int, int]]:
+    def checkpoint_items(
+        self, path: str, inline: int
+    ) -> list[tuple[str, str, int, int]]:
         """(item, how, bytes, WRU) of one checkpoint."""
         pth = self.w["paths"][path]
         rows = []
@@ -278,13 +284,18 @@ class Model:
 
     # -- summary queue
 
-    def summary(self, path: str, delta: int, threshold: int, ratio: float, bedrock: bool) -> Usage:
+    def summary(
+        self, path: str, delta: int, threshold: int, ratio: float, bedrock: bool
+    ) -> Usage:
         pth = self.w["paths"][path]
         sm = self.w["summary"]
         inline = self.stored(delta, threshold, ratio)
         u = Usage()
         claim_extra = {"tags": {"summarizing": "1795702020123456"}}
-        done_extra = {"summary": "x" * sm["summary_bytes"], "tags": {"summary_by": "x" * (sm["tags_bytes"] - 10)}}
+        done_extra = {
+            "summary": "x" * sm["summary_bytes"],
+            "tags": {"summary_by": "x" * (sm["tags_bytes"] - 10)},
+        }
         for it in pth["summary"]:
             base = self.size(it, inline)
             claimed = self.sized(it, inline, claim_extra) + len("lease") + 9
@@ -303,14 +314,18 @@ class Model:
             else:
                 u.wru += wru(entry)
                 # Keys only: the commit is read for its delta.
-                u.rru += entry / (4 * KB) / 2 + rru(self.size(pth["summary"][0], inline))
+                u.rru += entry / (4 * KB) / 2 + rru(
+                    self.size(pth["summary"][0], inline)
+                )
         if not inline:
             u.s3_get += 1
         lm = self.w["lambda"]
         ms = lm["summary_extractive_ms"]
         if bedrock:
             ms += lm["summary_bedrock_model_ms"]
-            u.tokens_in += sm["prompt_tokens"] + min(delta / sm["bytes_per_token"], sm["max_input_tokens"])
+            u.tokens_in += sm["prompt_tokens"] + min(
+                delta / sm["bytes_per_token"], sm["max_input_tokens"]
+            )
             u.tokens_out += sm["output_tokens"]
         return u + lam(lm["summarizer_mb"], ms / lm["summary_concurrency"])
 
@@ -323,7 +338,9 @@ class Model:
         summarized = {"summary": "x" * self.w["summary"]["summary_bytes"]}
         u = Usage()
         commit_item = pth["reads"][0]
-        u.rru += (e["batch_get"] + e["get_item"]) * rru(self.sized(commit_item, inline, summarized))
+        u.rru += (e["batch_get"] + e["get_item"]) * rru(
+            self.sized(commit_item, inline, summarized)
+        )
         u.rru += e["query"] * 1
         for it in pth["tx"] + pth["put"]:
             if it.startswith(("ref", "session_last")):
@@ -337,11 +354,15 @@ class Model:
         if not inline:
             u.s3_put += 1  # ListObjectVersions; DeleteObject is free
         lm = self.w["lambda"]
-        return u + lam(lm["summarizer_mb"], lm["erase_commit_ms"] / lm["erase_concurrency"])
+        return u + lam(
+            lm["summarizer_mb"], lm["erase_commit_ms"] / lm["erase_concurrency"]
+        )
 
     # -- storage
 
-    def at_rest(self, path: str, delta: int, threshold: int, ratio: float) -> tuple[int, int, int]:
+    def at_rest(
+        self, path: str, delta: int, threshold: int, ratio: float
+    ) -> tuple[int, int, int]:
         """(table bytes, index bytes, S3 bytes) one summarized commit keeps."""
         pth = self.w["paths"][path]
         inline = self.stored(delta, threshold, ratio)
@@ -351,10 +372,16 @@ class Model:
             if it.startswith(("ref", "session_last")):
                 continue  # one per session, not per commit
             table += self.sized(it, inline, summarized) + ITEM_OVERHEAD
-        index = sum(self.gsi_size(g, inline) + ITEM_OVERHEAD for g in pth["gsi"] if not g.startswith("missing_summary"))
+        index = sum(
+            self.gsi_size(g, inline) + ITEM_OVERHEAD
+            for g in pth["gsi"]
+            if not g.startswith("missing_summary")
+        )
         return table, index, 0 if inline else delta
 
-    def storage_month(self, path: str, delta: int, threshold: int, ratio: float) -> dict[str, float]:
+    def storage_month(
+        self, path: str, delta: int, threshold: int, ratio: float
+    ) -> dict[str, float]:
         """Dollars a month one summarized commit costs at rest, by part."""
         table, index, s3 = self.at_rest(path, delta, threshold, ratio)
         d = self.prices["dynamodb"]
@@ -375,12 +402,16 @@ class Model:
 
     def cache_write(self, tip: int) -> Usage:
         u = Usage(s3_put=1)
-        u.wru += wru(self.size("cache_entry", 0), True) + wru(self.size("cache_user", 0), True)
+        u.wru += wru(self.size("cache_entry", 0), True) + wru(
+            self.size("cache_user", 0), True
+        )
         if self.w["materialize"]["condition_check_as_write"]:
             u.wru += wru(tip, True)
         return u
 
-    def materialize(self, kind: str, depth: int, delta: int, threshold: int, ratio: float) -> Usage:
+    def materialize(
+        self, kind: str, depth: int, delta: int, threshold: int, ratio: float
+    ) -> Usage:
         inline = self.stored(delta, threshold, ratio)
         tip = self.size("commit_by_id", inline)
         lm = self.w["lambda"]
@@ -392,7 +423,11 @@ class Model:
         if kind == "next":
             u.rru += rru(tip) + 1 + rru(self.size("cache_entry", 0))
             u.s3_get += 1 + (0 if inline else 1)
-            return u + self.cache_write(tip) + lam(lm["materialize_mb"], lm["materialize_next_ms"])
+            return (
+                u
+                + self.cache_write(tip)
+                + lam(lm["materialize_mb"], lm["materialize_next_ms"])
+            )
         # cold: the tip, the cache and the parent's cache (misses), the
         # probes (misses), the run in 1 MB pages, a GET per delta in S3.
         u.rru += rru(tip) + 2 + self.probes(depth)
@@ -415,7 +450,10 @@ class Model:
         lm = self.w["lambda"]
         if size <= LAMBDA_RESPONSE_LIMIT:
             u = Usage(api=api_units(size, self.unit), s3_get=1)
-            return u + lam(lm["download_mb"], lm["download_base_ms"] + size / MB * lm["download_mb_ms"])
+            return u + lam(
+                lm["download_mb"],
+                lm["download_base_ms"] + size / MB * lm["download_mb_ms"],
+            )
         return Usage(api=1, s3_get=2) + lam(lm["download_mb"], lm["download_base_ms"])
 
     def resolve_op(self) -> Usage:
@@ -467,10 +505,15 @@ class Model:
         principal = math.inf
         for it in pth["tx"] + pth["put"]:
             if items[it]["scope"] == "principal":
-                principal = min(principal, PARTITION_WRU / wru(self.size(it, inline), it in pth["tx"]))
+                principal = min(
+                    principal,
+                    PARTITION_WRU / wru(self.size(it, inline), it in pth["tx"]),
+                )
         for g in pth["gsi"]:
             if self.w["gsi"][g]["scope"] == "principal":
-                principal = min(principal, PARTITION_WRU / wru(self.gsi_size(g, inline)))
+                principal = min(
+                    principal, PARTITION_WRU / wru(self.gsi_size(g, inline))
+                )
         return {
             "limits": limits,
             "key_cps": key_cps,
@@ -515,7 +558,10 @@ class Model:
             else:
                 u.rru += rru(item_size(self.expand(lg["payload_attrs"], prev)), False)
             u.rru += rru(item_size(self.expand(lg["write_attrs"], 0)), False)
-            u.rru += rru(item_size(self.expand(lg["payload_attrs"], delta)), False) * lg["writes_per_checkpoint"]
+            u.rru += (
+                rru(item_size(self.expand(lg["payload_attrs"], delta)), False)
+                * lg["writes_per_checkpoint"]
+            )
         return u, table, s3
 
     def langgraph_fleet(self, turns_per_session: int) -> dict[str, float]:
@@ -549,7 +595,11 @@ class Model:
     # -- the fleet
 
     def fleet(
-        self, path: str, prices: Prices, turns_per_session: int | None = None, threshold: int | None = None
+        self,
+        path: str,
+        prices: Prices,
+        turns_per_session: int | None = None,
+        threshold: int | None = None,
     ) -> dict[str, float]:
         f = self.w["fleet"]
         tps = turns_per_session or f["turns_per_session"]
@@ -573,10 +623,13 @@ class Model:
             "summaries (extractive)": sum(sm.values()) * turns * f["summarized"],
             "retention erase": sum(er.values()) * turns,
             "materializes": sum(mt.values()) * sessions * f["materializes_per_session"],
-            "storage": sum(store.values()) * keep + cache_gb * self.prices["s3"]["storage_gb_month"],
+            "storage": sum(store.values()) * keep
+            + cache_gb * self.prices["s3"]["storage_gb_month"],
         }
 
-    def fleet_storage_layer(self, path: str, prices: Prices, turns_per_session: int | None = None) -> float:
+    def fleet_storage_layer(
+        self, path: str, prices: Prices, turns_per_session: int | None = None
+    ) -> float:
         """The fleet's DynamoDB + S3 bill alone (what LangGraph's saver pays)."""
         f = self.w["fleet"]
         tps = turns_per_session or f["turns_per_session"]
@@ -590,30 +643,47 @@ class Model:
             (self.checkpoint(path, d, threshold, ratio), turns),
             (self.summary(path, d, threshold, ratio, False), turns * f["summarized"]),
             (self.erase(path, d, threshold, ratio), turns),
-            (self.materialize("next", tps, d, threshold, ratio), sessions * f["materializes_per_session"]),
+            (
+                self.materialize("next", tps, d, threshold, ratio),
+                sessions * f["materializes_per_session"],
+            ),
         ):
             parts = prices.parts(u)
             total += (parts["DynamoDB"] + parts["S3"]) * n
-        total += sum(self.storage_month(path, d, threshold, ratio).values()) * turns * f["retention_days"] / f["days"]
+        total += (
+            sum(self.storage_month(path, d, threshold, ratio).values())
+            * turns
+            * f["retention_days"]
+            / f["days"]
+        )
         return total
 
     # -- the inline threshold
 
-    def lifetime(self, path: str, delta: int, inline: bool, months: float, ratio: float) -> float:
+    def lifetime(
+        self, path: str, delta: int, inline: bool, months: float, ratio: float
+    ) -> float:
         """Dollars one commit of `delta` bytes costs over its life: written,
         summarized, kept `months`, erased; inline or in S3."""
         threshold = delta if inline else 0
         p = self.on_demand
-        u = self.checkpoint(path, delta, threshold, ratio) + self.summary(path, delta, threshold, ratio, False)
+        u = self.checkpoint(path, delta, threshold, ratio) + self.summary(
+            path, delta, threshold, ratio, False
+        )
         u = u + self.erase(path, delta, threshold, ratio)
-        return p.total(u) + sum(self.storage_month(path, delta, threshold, ratio).values()) * months
+        return (
+            p.total(u)
+            + sum(self.storage_month(path, delta, threshold, ratio).values()) * months
+        )
 
     def crossover(self, path: str, months: float, ratio: float) -> int:
         """The largest delta (bytes, 256-byte steps) for which inline costs
         no more than S3 over a commit's life."""
         best = 0
         for delta in range(256, 64 * KB + 1, 256):
-            if self.lifetime(path, delta, True, months, ratio) <= self.lifetime(path, delta, False, months, ratio):
+            if self.lifetime(path, delta, True, months, ratio) <= self.lifetime(
+                path, delta, False, months, ratio
+            ):
                 best = delta
         return best
 
@@ -634,6 +704,15 @@ def usd(x: float) -> str:
     return f"${x:,.2f}"
 
 
+def priced(
+    parts: dict[str, float],
+    tot: float,
+    keys: tuple[str, ...] = ("API Gateway", "Lambda", "DynamoDB", "S3"),
+) -> list[str]:
+    """The cells of a priced row: each part's dollars, then the total in bold."""
+    return [usd(parts[k]) for k in keys] + [f"**{usd(tot)}**"]
+
+
 def cps(x: float) -> str:
     return "unbounded" if math.isinf(x) else f"{x:,.0f}"
 
@@ -648,10 +727,14 @@ def unit_price(x: float) -> str:
     return f"${x:g}"
 
 
-def table(head: list[str], rows: list[list[str]], right: set[int] | None = None) -> list[str]:
+def table(
+    head: list[str], rows: list[list[str]], right: set[int] | None = None
+) -> list[str]:
     right = right if right is not None else set(range(1, len(head)))
     out = ["| " + " | ".join(head) + " |"]
-    out.append("|" + "|".join("---:" if i in right else "---" for i in range(len(head))) + "|")
+    out.append(
+        "|" + "|".join("---:" if i in right else "---" for i in range(len(head))) + "|"
+    )
     out += ["| " + " | ".join(r) + " |" for r in rows]
     return out
 
@@ -666,7 +749,9 @@ def render(m: Model) -> str:
     L: list[str] = []
     add = L.append
 
-    def per_m(u: Usage, prices: Prices = od, model: str = "claude-3-haiku") -> tuple[dict, float]:
+    def per_m(
+        u: Usage, prices: Prices = od, model: str = "claude-3-haiku"
+    ) -> tuple[dict, float]:
         parts = {k: v * MILLION for k, v in prices.parts(u, model).items()}
         return parts, sum(parts.values())
 
@@ -688,7 +773,9 @@ def render(m: Model) -> str:
     add("request counts are the `aws_requests` bench's (docs/bench.md, \"AWS")
     add('mode"); item sizes are computed from example items with the attribute')
     add("names and value lengths the code writes. Data transfer out")
-    add(f"(${p['transfer']['out_per_gb']:.2f}/GB to the internet, the same through API Gateway or S3)")
+    add(
+        f"(${p['transfer']['out_per_gb']:.2f}/GB to the internet, the same through API Gateway or S3)"
+    )
     add("is in no total.")
     add("")
 
@@ -697,7 +784,10 @@ def render(m: Model) -> str:
     add("")
     paths = w["paths"]
     meets = []
-    for r, what in ((ratio, "incompressible"), (dl["transcript_packed_ratio"], "transcript text")):
+    for r, what in (
+        (ratio, "incompressible"),
+        (dl["transcript_packed_ratio"], "transcript text"),
+    ):
         for name in paths:
             for label, prices in (("on-demand", od), ("provisioned at 60% use", pv)):
                 t = per_m(m.checkpoint(name, ref, thr, r), prices)[1]
@@ -770,11 +860,7 @@ def render(m: Model) -> str:
                 kib(d),
                 f"{u.wru:.0f}",
                 f"{u.rru:.0f}",
-                usd(parts["API Gateway"]),
-                usd(parts["Lambda"]),
-                usd(parts["DynamoDB"]),
-                usd(parts["S3"]),
-                f"**{usd(tot)}**",
+                *priced(parts, tot),
             ]
         )
     u = m.checkpoint("today", ref, thr, dl["transcript_packed_ratio"])
@@ -784,20 +870,40 @@ def render(m: Model) -> str:
             f"{kib(ref)}, transcript text (LZ4 keeps {dl['transcript_packed_ratio']:g})",
             f"{u.wru:.0f}",
             f"{u.rru:.0f}",
-            usd(parts["API Gateway"]),
-            usd(parts["Lambda"]),
-            usd(parts["DynamoDB"]),
-            usd(parts["S3"]),
-            f"**{usd(tot)}**",
+            *priced(parts, tot),
         ]
     )
-    L += table(["delta", "write units", "read units", "API Gateway", "Lambda", "DynamoDB", "S3", "total"], rows)
+    L += table(
+        [
+            "delta",
+            "write units",
+            "read units",
+            "API Gateway",
+            "Lambda",
+            "DynamoDB",
+            "S3",
+            "total",
+        ],
+        rows,
+    )
     add("")
-    add(f"Where the write units of a {kib(ref)} checkpoint go (today; sizes by DynamoDB's")
+    add(
+        f"Where the write units of a {kib(ref)} checkpoint go (today; sizes by DynamoDB's"
+    )
     add("rules from the example items of workload.toml):")
     add("")
-    rows = [[it, how, f"{s:,}", str(n)] for it, how, s, n in m.checkpoint_items("today", m.stored(ref, thr, ratio))]
-    rows.append(["total", "", "", f"**{sum(r[3] for r in m.checkpoint_items('today', m.stored(ref, thr, ratio)))}**"])
+    rows = [
+        [it, how, f"{s:,}", str(n)]
+        for it, how, s, n in m.checkpoint_items("today", m.stored(ref, thr, ratio))
+    ]
+    rows.append(
+        [
+            "total",
+            "",
+            "",
+            f"**{sum(r[3] for r in m.checkpoint_items('today', m.stored(ref, thr, ratio)))}**",
+        ]
+    )
     L += table(["item", "written by", "bytes", "write units"], rows, {2, 3})
     add("")
     add("Reads: the parent's by-id item, the agent's record, the ref (three")
@@ -811,7 +917,9 @@ def render(m: Model) -> str:
     add(f"A {kib(ref)} checkpoint on each write path (`[paths]` in workload.toml says")
     add("what each writes), on-demand and with provisioned capacity used at 60%")
     add(f"(a write unit then costs ${pv.per_wru * MILLION:.3f} per million instead of")
-    add(f"${od.per_wru * MILLION:.3f}; reads ${pv.per_rru * MILLION:.3f} instead of ${od.per_rru * MILLION:.3f}).")
+    add(
+        f"${od.per_wru * MILLION:.3f}; reads ${pv.per_rru * MILLION:.3f} instead of ${od.per_rru * MILLION:.3f})."
+    )
     add("Only the first is built.")
     add("")
     rows = []
@@ -907,7 +1015,11 @@ def render(m: Model) -> str:
     add("")
     rows = []
     for depth in w["materialize"]["depths"]:
-        for kind, label in (("cold", "cold"), ("warm", "cached"), ("next", "next turn")):
+        for kind, label in (
+            ("cold", "cold"),
+            ("warm", "cached"),
+            ("next", "next turn"),
+        ):
             u = m.materialize(kind, depth, ref, thr, ratio)
             parts, tot = per_m(u)
             rows.append(
@@ -916,11 +1028,7 @@ def render(m: Model) -> str:
                     f"{depth:,}",
                     f"{u.wru:.0f}",
                     f"{u.rru:,.0f}",
-                    usd(parts["API Gateway"]),
-                    usd(parts["Lambda"]),
-                    usd(parts["DynamoDB"]),
-                    usd(parts["S3"]),
-                    f"**{usd(tot)}**",
+                    *priced(parts, tot),
                 ]
             )
     u = m.resolve_op()
@@ -931,15 +1039,21 @@ def render(m: Model) -> str:
             "-",
             "0",
             f"{u.rru:.0f}",
-            usd(parts["API Gateway"]),
-            usd(parts["Lambda"]),
-            usd(parts["DynamoDB"]),
-            usd(parts["S3"]),
-            f"**{usd(tot)}**",
+            *priced(parts, tot),
         ]
     )
     L += table(
-        ["operation", "depth", "write units", "read units", "API Gateway", "Lambda", "DynamoDB", "S3", "total"],
+        [
+            "operation",
+            "depth",
+            "write units",
+            "read units",
+            "API Gateway",
+            "Lambda",
+            "DynamoDB",
+            "S3",
+            "total",
+        ],
         rows,
         {1, 2, 3, 4, 5, 6, 7, 8},
     )
@@ -955,8 +1069,19 @@ def render(m: Model) -> str:
         u = m.download(size)
         parts, tot = per_m(u)
         out = size / GB * p["transfer"]["out_per_gb"] * MILLION
-        rows.append([f"{depth:,}", f"{size / MB:.2f} MB", f"{u.api:.0f}", usd(tot), usd(out)])
-    L += table(["depth", "context", "API Gateway units", "per million", "+ transfer out to the internet"], rows)
+        rows.append(
+            [f"{depth:,}", f"{size / MB:.2f} MB", f"{u.api:.0f}", usd(tot), usd(out)]
+        )
+    L += table(
+        [
+            "depth",
+            "context",
+            "API Gateway units",
+            "per million",
+            "+ transfer out to the internet",
+        ],
+        rows,
+    )
     add("")
     add("Summaries, per million commits summarized by the batch (default every 15")
     add("minutes; no API Gateway). Each is a claim and a summary, two")
@@ -979,15 +1104,21 @@ def render(m: Model) -> str:
                     label,
                     f"{u.wru:.0f}",
                     f"{u.tokens_in:,.0f} / {u.tokens_out:,.0f}",
-                    usd(parts["Lambda"]),
-                    usd(parts["DynamoDB"]),
-                    usd(parts["S3"]),
-                    usd(parts["Bedrock"]),
-                    f"**{usd(tot)}**",
+                    *priced(parts, tot, ("Lambda", "DynamoDB", "S3", "Bedrock")),
                 ]
             )
     L += table(
-        ["delta", "summarizer", "write units", "tokens in / out", "Lambda", "DynamoDB", "S3", "Bedrock", "total"],
+        [
+            "delta",
+            "summarizer",
+            "write units",
+            "tokens in / out",
+            "Lambda",
+            "DynamoDB",
+            "S3",
+            "Bedrock",
+            "total",
+        ],
         rows,
         {2, 3, 4, 5, 6, 7, 8},
     )
@@ -996,17 +1127,25 @@ def render(m: Model) -> str:
     parts, tot = per_m(u)
     add("Erasing a commit (retention, or an erase; the bench's requests per")
     add(f"commit, each item deleted at its size in a transaction): {u.wru:.0f} write")
-    add(f"units and {u.rru:.1f} read units for a {kib(ref)} delta inline, **{usd(tot)} per million**.")
+    add(
+        f"units and {u.rru:.1f} read units for a {kib(ref)} delta inline, **{usd(tot)} per million**."
+    )
     add("")
 
     # -- storage
     add("## Storage")
     add("")
     d = p["dynamodb"]
-    add(f"List prices per GB-month: DynamoDB {unit_price(d['storage_gb_month'])} (+ {unit_price(d['pitr_gb_month'])}")
+    add(
+        f"List prices per GB-month: DynamoDB {unit_price(d['storage_gb_month'])} (+ {unit_price(d['pitr_gb_month'])}"
+    )
     add("point-in-time recovery, which template.yaml enables), S3 Standard")
-    add(f"{unit_price(p['s3']['storage_gb_month'])}. What one summarized commit keeps (today's items; each")
-    add(f"item counts {ITEM_OVERHEAD} bytes of overhead; refs and a session's last write are")
+    add(
+        f"{unit_price(p['s3']['storage_gb_month'])}. What one summarized commit keeps (today's items; each"
+    )
+    add(
+        f"item counts {ITEM_OVERHEAD} bytes of overhead; refs and a session's last write are"
+    )
     add("per session, not counted):")
     add("")
     rows = []
@@ -1025,7 +1164,14 @@ def render(m: Model) -> str:
             ]
         )
     L += table(
-        ["delta", "stored", "table bytes", "S3 bytes", "per million commits a month", "per GB of deltas a month"],
+        [
+            "delta",
+            "stored",
+            "table bytes",
+            "S3 bytes",
+            "per million commits a month",
+            "per GB of deltas a month",
+        ],
         rows,
         {2, 3, 4, 5},
     )
@@ -1053,7 +1199,14 @@ def render(m: Model) -> str:
             ]
         )
     L += table(
-        ["delta", "inline, kept 1 month", "S3, kept 1 month", "inline, kept 12 months", "S3, kept 12 months"], rows
+        [
+            "delta",
+            "inline, kept 1 month",
+            "S3, kept 1 month",
+            "inline, kept 12 months",
+            "S3, kept 12 months",
+        ],
+        rows,
     )
     add("")
     rows = []
@@ -1068,7 +1221,15 @@ def render(m: Model) -> str:
         )
     add("The crossover (the largest delta for which inline costs no more):")
     add("")
-    L += table(["write path", "kept 1 month", "kept 12 months", "kept 1 month, transcript text"], rows)
+    L += table(
+        [
+            "write path",
+            "kept 1 month",
+            "kept 12 months",
+            "kept 1 month, transcript text",
+        ],
+        rows,
+    )
     add("")
     add(
         f"**The model's choice: {kib(m.choose_threshold())}** for DynamoDB (today's write path,"
@@ -1099,7 +1260,9 @@ def render(m: Model) -> str:
     fl = m.fleet("today", od, threshold=chosen)
     tot = sum(fl.values())
     rows.append(
-        [f"ctx today, deltas over {kib(chosen)} in S3 (the model's threshold), on-demand"]
+        [
+            f"ctx today, deltas over {kib(chosen)} in S3 (the model's threshold), on-demand"
+        ]
         + [usd(v) for v in fl.values()]
         + [f"**{usd(tot)}**", f"{lg_fleet / tot:.1f}×"]
     )
@@ -1111,7 +1274,11 @@ def render(m: Model) -> str:
     ):
         fl = m.fleet(name, prices)
         tot = sum(fl.values())
-        rows.append([label] + [usd(v) for v in fl.values()] + [f"**{usd(tot)}**", f"{lg_fleet / tot:.1f}×"])
+        rows.append(
+            [label]
+            + [usd(v) for v in fl.values()]
+            + [f"**{usd(tot)}**", f"{lg_fleet / tot:.1f}×"]
+        )
     lgp = m.langgraph_fleet(f["turns_per_session"])
     rows.append(
         [
@@ -1126,12 +1293,23 @@ def render(m: Model) -> str:
         ]
     )
     L += table(
-        ["", "checkpoints", "summaries", "retention erase", "materializes", "storage", "a month", "LangGraph ÷ this"],
+        [
+            "",
+            "checkpoints",
+            "summaries",
+            "retention erase",
+            "materializes",
+            "storage",
+            "a month",
+            "LangGraph ÷ this",
+        ],
         rows,
     )
     add("")
     add("LangGraph's DynamoDBSaver (`langgraph-checkpoint-aws`; read in")
-    add("langchain-ai/langchain-aws, `libs/langgraph-checkpoint-aws/langgraph_checkpoint_aws/checkpoint/dynamodb/`")
+    add(
+        "langchain-ai/langchain-aws, `libs/langgraph-checkpoint-aws/langgraph_checkpoint_aws/checkpoint/dynamodb/`"
+    )
     add("`saver.py`, `unified_repository.py`, `storage_strategy.py` and its README)")
     add("stores each checkpoint whole: a metadata item and a payload item holding")
     add("every channel's value, so the full message list, rewritten at every")
@@ -1139,7 +1317,9 @@ def render(m: Model) -> str:
     add("two more items; reads are eventually consistent; TTL deletes for free.")
     add("It runs in the agent's process: no API Gateway or Lambda, so its column")
     add("is DynamoDB and S3 only, while ctx's rows are all-in. It is priced with")
-    add(f"one checkpoint and one write per turn ({w['langgraph']['checkpoints_per_turn']}): a LangGraph ReAct turn")
+    add(
+        f"one checkpoint and one write per turn ({w['langgraph']['checkpoints_per_turn']}): a LangGraph ReAct turn"
+    )
     add("with a tool call writes one checkpoint per super-step (about 3), which")
     add("would multiply its writes.")
     add("")
@@ -1152,7 +1332,17 @@ def render(m: Model) -> str:
         ct = sum(m.fleet("today", od, tps).values())
         cs = m.fleet_storage_layer("today", od, tps)
         nt = sum(m.fleet("no_tx", pv, tps).values())
-        rows.append([str(tps), usd(lgt), usd(ct), f"{lgt / ct:.1f}×", f"{lgt / cs:.1f}×", usd(nt), f"{lgt / nt:.1f}×"])
+        rows.append(
+            [
+                str(tps),
+                usd(lgt),
+                usd(ct),
+                f"{lgt / ct:.1f}×",
+                f"{lgt / cs:.1f}×",
+                usd(nt),
+                f"{lgt / nt:.1f}×",
+            ]
+        )
     L += table(
         [
             "turns per session",
@@ -1196,7 +1386,9 @@ def render(m: Model) -> str:
     # -- ceilings
     add("## Per-tenant write ceiling")
     add("")
-    add(f"A partition takes about {PARTITION_WRU:,} write units and {PARTITION_RRU:,} read units a second. A")
+    add(
+        f"A partition takes about {PARTITION_WRU:,} write units and {PARTITION_RRU:,} read units a second. A"
+    )
     add("key whose partition is per tenant caps the tenant's checkpoints a second")
     add("at (partitions × 1,000) ÷ (units per checkpoint on it), whatever the number")
     add("of Lambdas. DynamoDB may split a hot partition by sort-key range (split")
@@ -1204,7 +1396,9 @@ def render(m: Model) -> str:
     add("(every write lands in the last range: the `missing_summary` index's `ts`)")
     add("and not on a schedule anyone can count on, so the model takes one")
     add("partition per key. Past the keys, an on-demand table's default quota of")
-    add(f"{TABLE_QUOTA_WRU:,} write units a second (raised by a Service Quotas request) caps")
+    add(
+        f"{TABLE_QUOTA_WRU:,} write units a second (raised by a Service Quotas request) caps"
+    )
     add(f"the table. {kib(ref)} deltas, today's items:")
     add("")
     rows = []
@@ -1217,7 +1411,15 @@ def render(m: Model) -> str:
             )
             or "none per tenant"
         )
-        rows.append([pth["label"], hot, f"**{cps(c['key_cps'])}**", cps(c["quota_cps"]), cps(c["principal_cps"])])
+        rows.append(
+            [
+                pth["label"],
+                hot,
+                f"**{cps(c['key_cps'])}**",
+                cps(c["quota_cps"]),
+                cps(c["principal_cps"]),
+            ]
+        )
     L += table(
         [
             "write path",
@@ -1269,9 +1471,13 @@ def render(m: Model) -> str:
     add("per-tenant key is left but the sharded index, and the table quota binds:")
     add("10,000 checkpoints a second needs the quota raised (to about")
     c = m.ceiling("today_sharded", ref, thr, ratio)
-    add(f"{c['base_wru'] * TARGET_TENANT_CPS:,.0f} write units a second with today's transaction,")
+    add(
+        f"{c['base_wru'] * TARGET_TENANT_CPS:,.0f} write units a second with today's transaction,"
+    )
     c2 = m.ceiling("no_tx_sharded", ref, thr, ratio)
-    add(f"{c2['base_wru'] * TARGET_TENANT_CPS:,.0f} without it). One principal's timeline is one")
+    add(
+        f"{c2['base_wru'] * TARGET_TENANT_CPS:,.0f} without it). One principal's timeline is one"
+    )
     add("partition whose sort key only grows: a tenant that checkpoints every")
     add("session under one principal has that column's ceiling.")
     add("")
@@ -1296,16 +1502,23 @@ ADR_END = "<!-- end of the generated table -->"
 def ceiling_table(m: Model) -> str:
     """The per-tenant ceiling table ADR 0004 carries (4 KB deltas)."""
     dl = m.w["delta"]
-    ref, thr, ratio = dl["reference"], dl["current_inline_threshold"], dl["packed_ratio"]
+    ref, thr, ratio = (
+        dl["reference"],
+        dl["current_inline_threshold"],
+        dl["packed_ratio"],
+    )
     rows = []
     for name, pth in m.w["paths"].items():
         if name == "floor":
             continue
         c = m.ceiling(name, ref, thr, ratio)
-        keys = ", ".join(f"`{k}`" for k, *_ in c["limits"] if _[3] == c["key_cps"]) or "-"
+        keys = (
+            ", ".join(f"`{k}`" for k, *_ in c["limits"] if _[3] == c["key_cps"]) or "-"
+        )
         rows.append(
             [
-                ("before: " if pth["built"] else "not built: ") + pth["label"].replace(" (not built)", ""),
+                ("before: " if pth["built"] else "not built: ")
+                + pth["label"].replace(" (not built)", ""),
                 keys,
                 f"**{cps(c['key_cps'])}**",
                 cps(c["quota_cps"]),
@@ -1334,12 +1547,19 @@ def build() -> tuple[str, str]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--check", action="store_true", help="fail if docs/cost.md differs from what the inputs give")
+    ap.add_argument(
+        "--check",
+        action="store_true",
+        help="fail if docs/cost.md differs from what the inputs give",
+    )
     args = ap.parse_args(argv)
     text, ceilings = build()
     adr = ADR.read_text()
     if ADR_BEGIN not in adr or ADR_END not in adr:
-        print(f"{ADR.relative_to(ROOT)} lost the markers of its generated ceiling table", file=sys.stderr)
+        print(
+            f"{ADR.relative_to(ROOT)} lost the markers of its generated ceiling table",
+            file=sys.stderr,
+        )
         return 1
     if args.check:
         stale = []
@@ -1349,7 +1569,8 @@ def main(argv: list[str] | None = None) -> int:
             stale.append(str(ADR.relative_to(ROOT)))
         if stale:
             print(
-                " and ".join(stale) + " differ from what tools/cost/prices.toml and workload.toml give:"
+                " and ".join(stale)
+                + " differ from what tools/cost/prices.toml and workload.toml give:"
                 " run `python3 tools/cost/model.py` and commit the result",
                 file=sys.stderr,
             )

@@ -33,7 +33,7 @@ from ._core import (
     takes_no_direct_uploads,
 )
 from .errors import CtxError
-from .models import MaterializeResponse
+from .models import MaterializeResponse, PresignedUpload
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -55,6 +55,16 @@ def _async(route: Callable[P, Call[T]]) -> Callable[Concatenate[AsyncClient, P],
         return await self.send(route(*args, **kwargs))
 
     return method
+
+
+def storage_request(
+    http: httpx.Client | httpx.AsyncClient, up: PresignedUpload, data: bytes
+) -> httpx.Request:
+    """The direct upload of ``data`` to the presigned ``up``: the URL
+    carries its own signature, so the client's bearer token is left out."""
+    req = http.build_request(up["method"], up["url"], content=data, headers=up["headers"])
+    req.headers.pop("authorization", None)
+    return req
 
 
 def direct_upload_failed(resp: httpx.Response) -> None:
@@ -146,10 +156,7 @@ class Client(_Base):
             if takes_no_direct_uploads(e):
                 return None
             raise
-        req = self._http.build_request(up["method"], up["url"], content=data, headers=up["headers"])
-        # The URL carries its own signature: no bearer token for storage.
-        req.headers.pop("authorization", None)
-        direct_upload_failed(self._http.send(req))
+        direct_upload_failed(self._http.send(storage_request(self._http, up, data)))
         return ref
 
     def _send(self, call: Call[T]) -> T:
@@ -283,9 +290,7 @@ class AsyncClient(_Base):
             if takes_no_direct_uploads(e):
                 return None
             raise
-        req = self._http.build_request(up["method"], up["url"], content=data, headers=up["headers"])
-        req.headers.pop("authorization", None)
-        direct_upload_failed(await self._http.send(req))
+        direct_upload_failed(await self._http.send(storage_request(self._http, up, data)))
         return ref
 
     async def _send(self, call: Call[T]) -> T:
