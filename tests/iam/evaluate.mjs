@@ -137,11 +137,26 @@ function canonical(resource) {
       `arn:aws:states:${region}:${account}:execution:${name === input.state_machine ? machine : name}:${exec}`)
 }
 
+// A KMS key answers to its key policy first. The operator's key is taken
+// to carry KMS's default key policy, which lets the account's IAM
+// policies grant its use (the functions' statements then decide).
+const defaultKeyPolicy = {
+  Version: '2012-10-17',
+  Statement: [{
+    Sid: 'Enable IAM User Permissions',
+    Effect: 'Allow',
+    Principal: { AWS: `arn:aws:iam::${account}:root` },
+    Action: 'kms:*',
+    Resource: '*',
+  }],
+}
+
 async function allowed(policy, call) {
   const r = await runSimulation({
     identityPolicies: [{ name: 'function', policy }],
     serviceControlPolicies: [],
     resourceControlPolicies: [],
+    resourcePolicy: call.action.startsWith('kms:') ? defaultKeyPolicy : undefined,
     request: {
       principal: `arn:aws:iam::${account}:role/${stack}-${call.function}`,
       action: call.action,
@@ -153,9 +168,19 @@ async function allowed(policy, call) {
   return { ok: r.overallResult === 'Allowed', why: r.overallResult }
 }
 
+// Objects under a customer-managed key (parameter KmsKeyArn) make S3 ask
+// the caller for the key too (AWS: the permissions SSE-KMS requires):
+// kms:GenerateDataKey for an object written, kms:Decrypt for one read.
+// The SDK makes no KMS call of its own, so these follow from the S3 calls.
+const kmsKey = parameters.KmsKeyArn
+const kmsFor = { 's3:PutObject': 'kms:GenerateDataKey', 's3:GetObject': 'kms:Decrypt' }
+const calls = input.calls.flatMap((c) => (kmsKey && kmsFor[c.action]
+  ? [c, { ...c, operation: `${c.operation} (SSE-KMS)`, action: kmsFor[c.action], resource: kmsKey, context: {} }]
+  : [c]))
+
 // Distinct calls per function.
 const distinct = new Map()
-for (const c of input.calls) {
+for (const c of calls) {
   const call = { ...c, resource: canonical(c.resource) }
   const key = JSON.stringify([call.function, call.action, call.resource, call.context])
   if (!distinct.has(key)) distinct.set(key, { ...call, operations: new Set() })

@@ -36,6 +36,8 @@ mod table;
 const SCHEDULED: &str = include_str!("../../../tests/data/eventbridge/scheduled-event.json");
 /// The Bedrock model the stack is given (parameter `SummarizerModel`).
 const MODEL: &str = "anthropic.claude-3-haiku-20240307-v1:0";
+/// The customer-managed key the stack is given (parameter `KmsKeyArn`).
+const KMS_KEY: &str = "arn:aws:kms:us-east-1:123456789012:key/0b6a2d53-4f7e-4c2a-9d1e-8c5f3a7b9e10";
 const ASL: &str = include_str!("../../../infra/statemachines/branch-timer.asl.json");
 
 /// The functions, each over its own service, as API Gateway routes to them.
@@ -828,7 +830,13 @@ fn evaluate(config: &Config, machine: &str, recorded: &[IamCall], dir: &str) -> 
         "table": aws.table,
         "bucket": aws.bucket,
         "state_machine": machine,
-        "parameters": {"Summarizer": "bedrock", "SummarizerModel": MODEL},
+        // Bedrock summaries and a customer-managed key: the template's
+        // conditional grants are evaluated too.
+        "parameters": {
+            "Summarizer": "bedrock",
+            "SummarizerModel": MODEL,
+            "KmsKeyArn": KMS_KEY,
+        },
         "calls": recorded,
     });
     let mut child = Command::new("node")
