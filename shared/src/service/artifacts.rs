@@ -36,16 +36,13 @@ impl Service {
         tenant: &TenantId,
         artifact: &ArtifactRef,
     ) -> Result<Bytes> {
-        // A result held in memory may not be stored yet (see `hot`).
-        if let Some(bytes) = self.hot.bytes_of(tenant, artifact) {
-            return Ok(bytes);
+        // No size is too large for the bytes: never a URL.
+        match self.fetch_within(tenant, artifact, u64::MAX).await? {
+            Fetched::Bytes(bytes) => Ok(bytes),
+            Fetched::Url(_) => Err(Error::internal(format!(
+                "the blob store handed out a URL for {artifact} when its bytes were asked for"
+            ))),
         }
-        if let Some(bytes) = self.stores.blobs.get(tenant, artifact).await? {
-            return Ok(bytes);
-        }
-        self.unfiled_copy(tenant, artifact)
-            .await?
-            .ok_or_else(|| Error::not_found(format!("artifact {artifact}")))
     }
 
     /// What `GET /v1/artifacts/{art}` answers: the bytes as
@@ -53,8 +50,7 @@ impl Service {
     /// [`Limits::download_url_bytes`](super::Limits) on a blob store that
     /// hands out URLs (S3), a presigned GET of it valid for fifteen
     /// minutes, so that its bytes never pass through the server (a Lambda
-    /// answers at most 6 MB). A result rebuilt from its cache entry is
-    /// stored again first, so that it can be fetched directly too.
+    /// answers at most 6 MB).
     ///
     /// # Errors
     /// As [`Service::download_artifact`].
@@ -63,10 +59,24 @@ impl Service {
         tenant: &TenantId,
         artifact: &ArtifactRef,
     ) -> Result<Fetched> {
+        self.fetch_within(tenant, artifact, self.limits.download_url_bytes)
+            .await
+    }
+
+    /// The artifact's bytes, or a URL when it is larger than `limit` and
+    /// the blob store hands out URLs. A result held in memory (see `hot`)
+    /// may not be stored yet: its bytes answer. A result rebuilt from its
+    /// cache entry and larger than `limit` is stored again first, so that
+    /// it can be fetched directly too.
+    async fn fetch_within(
+        &self,
+        tenant: &TenantId,
+        artifact: &ArtifactRef,
+        limit: u64,
+    ) -> Result<Fetched> {
         if let Some(bytes) = self.hot.bytes_of(tenant, artifact) {
             return Ok(Fetched::Bytes(bytes));
         }
-        let limit = self.limits.download_url_bytes;
         if let Some(f) = self.fetch_stored(tenant, artifact, limit).await? {
             return Ok(f);
         }
