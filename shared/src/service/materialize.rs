@@ -131,7 +131,6 @@ impl Service {
             Incremental::Done(built) => *built,
             Incremental::Path(path) => self.materialize_full(tenant, path, stop, &format).await?,
         };
-        super::trim::trim_after(built.bytes.len());
         let (m, bytes) = (built.m.clone(), built.bytes.clone());
         if self.hot.holds(bytes.len()) {
             let hot = Arc::new(built);
@@ -275,7 +274,11 @@ impl Service {
         let formats = self.formats.clone();
         let target = format.clone();
         let out = tokio::task::spawn_blocking(move || {
-            translate::translate(&formats, &translate_parts, &target)
+            let input = translate_parts.iter().map(|p| p.bytes.len()).sum();
+            let out = translate::translate(&formats, &translate_parts, &target);
+            drop(translate_parts);
+            super::trim::after_translating(input);
+            out
         })
         .await
         .map_err(|e| Error::internal(format!("translation panicked: {e}")))??;
