@@ -273,16 +273,20 @@ impl Service {
             .collect();
         let formats = self.formats.clone();
         let target = format.clone();
-        let out = tokio::task::spawn_blocking(move || {
+        // Translating and counting the result both decode it whole: off
+        // the async threads, then the allocator trimmed of what they freed.
+        let (out, counts) = tokio::task::spawn_blocking(move || {
             let input = translate_parts.iter().map(|p| p.bytes.len()).sum();
-            let out = translate::translate(&formats, &translate_parts, &target);
+            let out = translate::translate(&formats, &translate_parts, &target).map(|out| {
+                let counts = codec.count(&out.bytes);
+                (out, counts)
+            });
             drop(translate_parts);
             super::trim::after_translating(input);
             out
         })
         .await
         .map_err(|e| Error::internal(format!("translation panicked: {e}")))??;
-        let counts = codec.count(&out.bytes);
         Ok(Joined {
             message_count: counts
                 .messages

@@ -14,8 +14,9 @@
 /// The least input of a translation after which the allocator is trimmed.
 pub const TRIM_AFTER_BYTES: usize = 4 * 1024 * 1024;
 
-/// Trims the allocator when a translation of `input` bytes has just
-/// finished (and what it needed is freed). Call it off the async threads.
+/// Trims the allocator when a translation of `input` bytes, and the count
+/// of its result, have just finished (and what they needed is freed). Call
+/// it off the async threads.
 pub fn after_translating(input: usize) {
     if input < TRIM_AFTER_BYTES {
         return;
