@@ -704,6 +704,10 @@ def usd(x: float) -> str:
     return f"${x:,.2f}"
 
 
+# The headers of the cells `priced` gives by default.
+PRICED_COLUMNS = ["API Gateway", "Lambda", "DynamoDB", "S3", "total"]
+
+
 def priced(
     parts: dict[str, float],
     tot: float,
@@ -878,11 +882,7 @@ def render(m: Model) -> str:
             "delta",
             "write units",
             "read units",
-            "API Gateway",
-            "Lambda",
-            "DynamoDB",
-            "S3",
-            "total",
+            *PRICED_COLUMNS,
         ],
         rows,
     )
@@ -1048,11 +1048,7 @@ def render(m: Model) -> str:
             "depth",
             "write units",
             "read units",
-            "API Gateway",
-            "Lambda",
-            "DynamoDB",
-            "S3",
-            "total",
+            *PRICED_COLUMNS,
         ],
         rows,
         {1, 2, 3, 4, 5, 6, 7, 8},
