@@ -179,7 +179,7 @@ impl Backends {
             deadlines,
             tokio_timer,
             max_artifact_bytes: config.max_artifact_bytes,
-            inline_delta_bytes: config.inline_delta_bytes,
+            inline_delta_bytes: config.inline_limit(),
             download_url_bytes: config.download_url_bytes,
             lifecycle: crate::service::Lifecycle {
                 // S3's cached artifacts expire by lifecycle rule instead.

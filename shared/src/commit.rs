@@ -157,6 +157,12 @@ pub mod limits {
     /// The largest delta stored inline with its commit by default
     /// (`CTX_INLINE_DELTA_BYTES`): 16 KiB, far below DynamoDB's 400 KB item.
     pub const DEFAULT_INLINE_DELTA: usize = 16 * 1024;
+    /// The largest delta stored inline with its commit on DynamoDB by
+    /// default (`CTX_DYNAMODB_INLINE_DELTA_BYTES`): 768 bytes, the cost
+    /// model's crossover (docs/cost.md, "The inline threshold on
+    /// DynamoDB"): above it a delta costs less as an S3 object than as
+    /// write units on every item that carries it.
+    pub const DEFAULT_DYNAMODB_INLINE_DELTA: usize = 768;
     /// The largest artifact a download answers with its bytes where the
     /// store hands out URLs (`CTX_DOWNLOAD_URL_BYTES`): 4 MiB, whose
     /// base64 (5.6 MB) and headers fit a synchronous Lambda response

@@ -106,8 +106,11 @@ pub struct Config {
     /// limits of the API.
     pub max_artifact_bytes: usize,
     /// `CTX_INLINE_DELTA_BYTES`: the largest artifact a checkpoint stores
-    /// inline with its commit (0: none).
+    /// inline with its commit on the embedded stores (0: none).
     pub inline_delta_bytes: usize,
+    /// `CTX_DYNAMODB_INLINE_DELTA_BYTES`: the same on the aws store, whose
+    /// write units make a different trade-off (see [`Config::inline_limit`]).
+    pub dynamodb_inline_delta_bytes: usize,
     /// `CTX_DOWNLOAD_URL_BYTES`: the largest artifact a download answers
     /// with its bytes where the store hands out URLs (S3); a larger one is
     /// a presigned GET.
@@ -187,6 +190,7 @@ impl Default for Config {
             branching: BranchConfig::default(),
             max_artifact_bytes: crate::commit::limits::DEFAULT_MAX_ARTIFACT,
             inline_delta_bytes: crate::commit::limits::DEFAULT_INLINE_DELTA,
+            dynamodb_inline_delta_bytes: crate::commit::limits::DEFAULT_DYNAMODB_INLINE_DELTA,
             download_url_bytes: crate::commit::limits::DEFAULT_DOWNLOAD_URL,
             backup_retention_days: 0,
             cache_bytes: DEFAULT_CACHE_BYTES,
@@ -285,6 +289,24 @@ fn parse<T: std::str::FromStr>(name: &str, value: &str, what: &str) -> Result<T>
         .map_err(|_| Error::invalid(name, format!("{name}={value:?} is not {what}")))
 }
 
+/// Parses an inline-delta limit (`CTX_INLINE_DELTA_BYTES`,
+/// `CTX_DYNAMODB_INLINE_DELTA_BYTES`): a number of bytes up to
+/// [`MAX_INLINE_DELTA`](crate::commit::limits::MAX_INLINE_DELTA).
+fn inline_limit(name: &str, value: &str) -> Result<usize> {
+    let max = crate::commit::limits::MAX_INLINE_DELTA;
+    let bytes = parse(name, value, "a number of bytes")?;
+    if bytes > max {
+        return Err(Error::invalid(
+            name,
+            format!(
+                "{name}={value} is more than {max} bytes: with a commit's metadata a DynamoDB \
+                 item holds at most 400 KB"
+            ),
+        ));
+    }
+    Ok(bytes)
+}
+
 /// Parses `name`'s value as a whole number of seconds.
 fn secs(name: &str, value: &str) -> Result<Duration> {
     parse(name, value, "a number of seconds").map(Duration::from_secs)
@@ -327,6 +349,18 @@ pub fn parse_interval(name: &str, value: &str) -> Result<Option<Duration>> {
 }
 
 impl Config {
+    /// The largest delta a checkpoint stores inline with its commit on
+    /// the configured store: `CTX_DYNAMODB_INLINE_DELTA_BYTES` on aws,
+    /// where an inline delta is paid in write units on every item and
+    /// index entry that carries it, `CTX_INLINE_DELTA_BYTES` on the
+    /// embedded stores, where it saves a file per delta.
+    pub fn inline_limit(&self) -> usize {
+        match self.store {
+            StoreKind::Aws => self.dynamodb_inline_delta_bytes,
+            StoreKind::Local | StoreKind::Memory => self.inline_delta_bytes,
+        }
+    }
+
     /// The documented defaults overlaid with the process environment (the
     /// variables in [`SETTINGS`], and `AWS_ENDPOINT_URL` for the default
     /// of `CTX_S3_PATH_STYLE`).

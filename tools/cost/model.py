@@ -54,6 +54,27 @@ def load(path: Path) -> dict:
         return tomllib.load(f)
 
 
+CONFIG_GUIDE = ROOT / "docs" / "config.md"
+# The setting that holds DynamoDB's inline threshold.
+INLINE_SETTING = "CTX_DYNAMODB_INLINE_DELTA_BYTES"
+
+
+def configured_default(var: str) -> int:
+    """The default of `var` in docs/config.md's Config table (a config test
+    keeps that row equal to the code's default)."""
+    for line in CONFIG_GUIDE.read_text().splitlines():
+        if line.startswith(f"| `{var}` |"):
+            return int(line.split("|")[3].strip())
+    raise SystemExit(f"docs/config.md has no row for {var}")
+
+
+def load_workload(path: Path) -> dict:
+    """workload.toml, with today's inline threshold from the Config table."""
+    w = load(path)
+    w["delta"]["current_inline_threshold"] = configured_default(INLINE_SETTING)
+    return w
+
+
 # ---------------------------------------------------------------------------
 # DynamoDB sizes and units
 
@@ -761,6 +782,10 @@ def render(m: Model) -> str:
 
     today_4k = m.checkpoint("today", ref, thr, ratio)
     today_4k_total = per_m(today_4k)[1]
+    # The write paths are compared with the reference delta inline: in S3,
+    # its PUT alone costs the whole target.
+    inl = max(thr, ref)
+    inline_4k = m.checkpoint("today", ref, inl, ratio)
 
     add("# Cost model")
     add("")
@@ -794,27 +819,42 @@ def render(m: Model) -> str:
     ):
         for name in paths:
             for label, prices in (("on-demand", od), ("provisioned at 60% use", pv)):
-                t = per_m(m.checkpoint(name, ref, thr, r), prices)[1]
+                t = per_m(m.checkpoint(name, ref, inl, r), prices)[1]
                 if t <= TARGET_CHECKPOINT:
                     meets.append(f"{paths[name]['label']}, {label}, {what} ({usd(t)})")
     fleet_today = sum(m.fleet("today", od).values())
     lg_fleet = sum(m.langgraph_fleet(w["fleet"]["turns_per_session"]).values())
     ceil_today = m.ceiling("today", ref, thr, ratio)
-    add(
-        f"- **≤ $5 per million 4 KB checkpoints, all-in: missed.** Today a 4 KB"
-        f" checkpoint costs **{usd(today_4k_total)} per million** (API Gateway,"
-        f" Lambda, DynamoDB, S3): {today_4k.wru:.0f} write units, because the"
-        f" delta is written three times (two commit items, each in a"
-        f" transaction at 2 units per KB, and the `missing_summary` index's"
-        f" ALL projection) and six small items ride in the same transaction."
+    why_inline = (
+        f"{inline_4k.wru:.0f} write units, because the delta is written three times"
+        f" (two commit items, each in a transaction at 2 units per KB, and the"
+        f" `missing_summary` index's ALL projection) and six small items ride in"
+        f" the same transaction"
     )
+    if ref > thr:
+        add(
+            f"- **≤ $5 per million 4 KB checkpoints, all-in: missed.** Today a 4 KB"
+            f" checkpoint costs **{usd(today_4k_total)} per million** (API Gateway,"
+            f" Lambda, DynamoDB, S3): above the {kib(thr)} inline threshold the"
+            f" delta goes to S3, whose PUT alone costs"
+            f" {usd(per_m(Usage(s3_put=1))[1])} per million, beside"
+            f" {today_4k.wru:.0f} write units of the items. Below $5 needs the delta"
+            f" inline, and there today's write path costs {usd(per_m(inline_4k)[1])}:"
+            f" {why_inline}. Below, every write path is priced with the delta inline."
+        )
+    else:
+        add(
+            f"- **≤ $5 per million 4 KB checkpoints, all-in: missed.** Today a 4 KB"
+            f" checkpoint costs **{usd(today_4k_total)} per million** (API Gateway,"
+            f" Lambda, DynamoDB, S3): {why_inline}."
+        )
     if meets:
         add("  The rows that reach it:")
         for i, x in enumerate(meets):
             add(f"  - {x}{'.' if i == len(meets) - 1 else ';'}")
     else:
         add("  No write path reaches it.")
-    nt = m.checkpoint("no_tx", ref, thr, ratio)
+    nt = m.checkpoint("no_tx", ref, inl, ratio)
     add(
         f"  With incompressible 4 KB deltas, *no transaction* with provisioned"
         f" capacity costs {usd(per_m(nt, pv)[1])} ({nt.wru:.0f} write units: the commit,"
@@ -839,10 +879,15 @@ def render(m: Model) -> str:
         f" The sharded keys that would lift it are not built (section"
         f' "Per-tenant write ceiling", and ADR 0004).'
     )
+    choice = m.choose_threshold()
     add(
         f"- **Inline-delta threshold on DynamoDB:** the model chooses"
-        f" {kib(m.choose_threshold())}, against {kib(thr)} today (one setting,"
-        f" `CTX_INLINE_DELTA_BYTES`, shared with SQLite; not changed here)."
+        f" {kib(choice)}; the default of `{INLINE_SETTING}` is {kib(thr)}"
+        + (
+            " (set from this model; SQLite keeps its own, `CTX_INLINE_DELTA_BYTES`)."
+            if choice == thr
+            else " — they differ: change the default to the model's choice."
+        )
     )
     add("")
 
@@ -852,7 +897,7 @@ def render(m: Model) -> str:
     add("Dollars per million checkpoints, today's write path, on-demand, each a")
     add("non-root commit with a session and a ref move (what the Claude Code hook")
     add(f"and the clients send); deltas of at most {kib(thr)} inline")
-    add("(`CTX_INLINE_DELTA_BYTES`), larger ones in S3; bytes stored as they come")
+    add(f"(`{INLINE_SETTING}`), larger ones in S3; bytes stored as they come")
     add(f"(packing ratio {ratio:g}: the worst case, and the issue's arithmetic).")
     add("")
     rows = []
@@ -914,7 +959,7 @@ def render(m: Model) -> str:
     # -- write paths
     add("## Write paths and capacity modes")
     add("")
-    add(f"A {kib(ref)} checkpoint on each write path (`[paths]` in workload.toml says")
+    add(f"A {kib(ref)} checkpoint, its delta inline, on each write path (`[paths]` in workload.toml says")
     add("what each writes), on-demand and with provisioned capacity used at 60%")
     add(f"(a write unit then costs ${pv.per_wru * MILLION:.3f} per million instead of")
     add(
@@ -926,10 +971,10 @@ def render(m: Model) -> str:
     tr = dl["transcript_packed_ratio"]
     for name, pth in paths.items():
         for label, prices in (("on-demand", od), ("provisioned 60%", pv)):
-            u = m.checkpoint(name, ref, thr, ratio)
+            u = m.checkpoint(name, ref, inl, ratio)
             parts, tot = per_m(u, prices)
             ok = "yes" if tot <= TARGET_CHECKPOINT else "no"
-            ut = m.checkpoint(name, ref, thr, tr)
+            ut = m.checkpoint(name, ref, inl, tr)
             tt = per_m(ut, prices)[1]
             okt = "yes" if tt <= TARGET_CHECKPOINT else "no"
             rows.append(
@@ -1229,9 +1274,9 @@ def render(m: Model) -> str:
     add("")
     add(
         f"**The model's choice: {kib(m.choose_threshold())}** for DynamoDB (today's write path,"
-        f" 30-day retention, 256-byte steps), against **{kib(thr)}** today."
-        f" `CTX_INLINE_DELTA_BYTES` is one setting for SQLite and DynamoDB; giving"
-        f" DynamoDB its own default is a code change this model does not make."
+        f" 30-day retention, 256-byte steps); the default of `{INLINE_SETTING}`"
+        f" is **{kib(thr)}** (docs/config.md; SQLite's `CTX_INLINE_DELTA_BYTES` is"
+        f" 16 KiB, where an inline delta saves a file and costs nothing per unit)."
         f" Inline deltas still save latency: a cold materialize of inline deltas"
         f" reads its run in one Query page per MB instead of one GET per delta."
     )
@@ -1537,7 +1582,7 @@ def adr_with(text: str, block: str) -> str:
 
 
 def build() -> tuple[str, str]:
-    m = Model(load(HERE / "prices.toml"), load(HERE / "workload.toml"))
+    m = Model(load(HERE / "prices.toml"), load_workload(HERE / "workload.toml"))
     return render(m), ceiling_table(m)
 
 

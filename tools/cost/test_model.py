@@ -14,7 +14,7 @@ HERE = Path(__file__).resolve().parent
 
 
 def loaded() -> Model:
-    return Model(load(HERE / "prices.toml"), load(HERE / "workload.toml"))
+    return Model(load(HERE / "prices.toml"), model.load_workload(HERE / "workload.toml"))
 
 
 class Units(unittest.TestCase):
@@ -99,6 +99,17 @@ class Ceiling(unittest.TestCase):
     def test_sharded_keys_lift_the_tenant_past_10000(self):
         m = loaded()
         self.assertGreaterEqual(m.ceiling("today_sharded", 4096, 16384, 1.0)["key_cps"], 10_000)
+
+
+class Threshold(unittest.TestCase):
+    def test_dynamodbs_default_inline_threshold_is_the_models_choice(self):
+        m = loaded()
+        self.assertEqual(
+            model.configured_default(model.INLINE_SETTING),
+            m.choose_threshold(),
+            f"set {model.INLINE_SETTING}'s default (shared/src/commit.rs, config) to the"
+            " model's choice",
+        )
 
 
 class Document(unittest.TestCase):

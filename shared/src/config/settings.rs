@@ -9,8 +9,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::summarizer::Secret;
-use super::{Config, parse, parse_interval, secs};
-use crate::commit::limits::MAX_INLINE_DELTA;
+use super::{Config, inline_limit, parse, parse_interval, secs};
 use crate::error::{Error, Result};
 
 /// How a setting's value is laid over a [`Config`]: given the variable's
@@ -211,18 +210,17 @@ settings! {
         }
         CTX_INLINE_DELTA_BYTES {
             default: "16384",
-            meaning: "the largest delta (or summary, or snapshot) a checkpoint stores inline with its commit's metadata (the SQLite row, the DynamoDB item) instead of as a blob, in bytes; 0 stores none inline; at most 262144 (a DynamoDB item holds 400 KB)",
+            meaning: "on the embedded stores, the largest delta (or summary, or snapshot) a checkpoint stores inline in its commit's SQLite row instead of as a blob file, in bytes; 0 stores none inline; at most 262144 (the aws store uses `CTX_DYNAMODB_INLINE_DELTA_BYTES`)",
             read: |c, n, v| {
-                c.inline_delta_bytes = parse(n, v, "a number of bytes")?;
-                if c.inline_delta_bytes > MAX_INLINE_DELTA {
-                    return Err(Error::invalid(
-                        n,
-                        format!(
-                            "{n}={v} is more than {MAX_INLINE_DELTA} bytes: with a commit's \
-                             metadata a DynamoDB item holds at most 400 KB"
-                        ),
-                    ));
-                }
+                c.inline_delta_bytes = inline_limit(n, v)?;
+                Ok(())
+            },
+        }
+        CTX_DYNAMODB_INLINE_DELTA_BYTES {
+            default: "768",
+            meaning: "on the aws store, the largest delta (or summary, or snapshot) a checkpoint stores inline in its commit's DynamoDB item instead of as an S3 object, in bytes; 0 stores none inline; at most 262144 (an item holds 400 KB); the default is the cost model's choice (docs/cost.md, `python3 tools/cost/model.py`): above it a delta costs less in S3 than in write units",
+            read: |c, n, v| {
+                c.dynamodb_inline_delta_bytes = inline_limit(n, v)?;
                 Ok(())
             },
         }

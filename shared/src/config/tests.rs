@@ -59,6 +59,10 @@ fn the_documented_defaults_are_the_defaults() {
             "CTX_INLINE_DELTA_BYTES",
             c.inline_delta_bytes.try_into().unwrap(),
         ),
+        (
+            "CTX_DYNAMODB_INLINE_DELTA_BYTES",
+            c.dynamodb_inline_delta_bytes.try_into().unwrap(),
+        ),
         ("CTX_DOWNLOAD_URL_BYTES", c.download_url_bytes),
         ("CTX_BACKUP_RETENTION_DAYS", c.backup_retention_days),
         (
@@ -255,6 +259,7 @@ fn every_setting_is_read() {
             branching,
             max_artifact_bytes: 7,
             inline_delta_bytes: 7,
+            dynamodb_inline_delta_bytes: 7,
             download_url_bytes: 7,
             backup_retention_days: 7,
             cache_bytes: 7,
@@ -323,6 +328,8 @@ fn a_bad_value_is_an_error_naming_its_variable() {
         ("CTX_DOWNLOAD_URL_BYTES", "4MiB"),
         ("CTX_BACKUP_RETENTION_DAYS", "35d"),
         ("CTX_INLINE_DELTA_BYTES", "262145"),
+        ("CTX_DYNAMODB_INLINE_DELTA_BYTES", "1KiB"),
+        ("CTX_DYNAMODB_INLINE_DELTA_BYTES", "262145"),
         ("CTX_SUMMARIZER", "gpt"),
         ("CTX_SUMMARIZER_URL", "localhost:11434"),
         ("CTX_SUMMARIZER_TIMEOUT_SECS", "1m"),
@@ -525,3 +532,20 @@ const CLIENT_VARS: &[&str] = &[
     "CTX_TEMPLATE",
     "CTX_SESSION",
 ];
+
+#[test]
+fn the_aws_store_takes_its_own_inline_limit() {
+    let mut c = Config {
+        inline_delta_bytes: 16_384,
+        dynamodb_inline_delta_bytes: 768,
+        ..Config::default()
+    };
+    for (store, limit) in [
+        (StoreKind::Local, 16_384),
+        (StoreKind::Memory, 16_384),
+        (StoreKind::Aws, 768),
+    ] {
+        c.store = store;
+        assert_eq!(c.inline_limit(), limit, "{store:?}");
+    }
+}
