@@ -202,6 +202,19 @@ async fn an_erased_tenant_on_aws_leaves_no_object_or_item() {
     let kept = fill(&other, "unrelated").await;
     server.kill();
 
+    // The one-time backfill reads the tenant's two commits and rewrites
+    // their index entries (idempotent: they are there already).
+    let out = ctx(&["tenants", "backfill-index", "--tenant", &tenant, "--json"]);
+    assert!(out.status.success(), "{out:?}");
+    let b: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (&b["commits"], &b["branches"], &b["gone"]),
+        (&json!(2), &json!(0), &json!(0)),
+        "{b}"
+    );
+    // Two session entries, a child, two artifact users, the registry.
+    assert_eq!(b["entries"], 6, "{b}");
+
     let e = erased(&ctx(&[
         "tenants", "erase", &tenant, "--aws", "--data", &data, "--yes", "--json",
     ]));

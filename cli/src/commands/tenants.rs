@@ -46,6 +46,19 @@ pub(crate) enum TenantsCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Write the index records an erase and retention read for commits
+    /// and branches stored before those indexes existed, on the aws store
+    /// (CTX_TABLE, CTX_BUCKET): one pass over the table, run once after
+    /// upgrading a deployment. Idempotent and safe beside live traffic;
+    /// the embedded store keeps its indexes itself and needs none.
+    BackfillIndex {
+        /// Only this tenant's records (default: every tenant's).
+        #[arg(long)]
+        tenant: Option<String>,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// Runs `ctx tenants …`.
@@ -55,13 +68,20 @@ pub(crate) enum TenantsCommand {
 /// directory or aws setting; `Conflict` while a server holds the data
 /// directory; `Unavailable` when a store fails (run it again).
 pub(crate) async fn run(command: TenantsCommand) -> Result<()> {
-    let TenantsCommand::Erase {
-        tenant,
-        data,
-        aws,
-        yes,
-        json,
-    } = command;
+    match command {
+        TenantsCommand::Erase {
+            tenant,
+            data,
+            aws,
+            yes,
+            json,
+        } => erase(&tenant, data, aws, yes, json).await,
+        TenantsCommand::BackfillIndex { tenant, json } => backfill_index(tenant, json).await,
+    }
+}
+
+/// Runs `ctx tenants erase`.
+async fn erase(tenant: &str, data: PathBuf, aws: bool, yes: bool, json: bool) -> Result<()> {
     let tenant: TenantId = tenant.parse()?;
     if !yes {
         return Err(Error::invalid(
@@ -120,6 +140,28 @@ pub(crate) async fn run(command: TenantsCommand) -> Result<()> {
         return print_json(&erased);
     }
     println!("{}", describe(&erased));
+    Ok(())
+}
+
+/// Runs `ctx tenants backfill-index`.
+async fn backfill_index(tenant: Option<String>, json: bool) -> Result<()> {
+    let tenant: Option<TenantId> = tenant.map(|t| t.parse()).transpose()?;
+    let mut config = Config::from_env()?;
+    config.store = StoreKind::Aws;
+    let backends = Backends::build(&config, Needs::default()).await?;
+    // Drawn on stderr only when it is a terminal.
+    let bar = ProgressBar::new_spinner();
+    bar.set_message("scanning the table");
+    bar.enable_steady_tick(std::time::Duration::from_millis(200));
+    let done = backends.stores.meta.backfill_index(tenant.as_ref()).await?;
+    bar.finish_and_clear();
+    if json {
+        return print_json(&done);
+    }
+    println!(
+        "read {} commits and {} branch records; wrote {} index entries; {} deleted meanwhile",
+        done.commits, done.branches, done.entries, done.gone
+    );
     Ok(())
 }
 

@@ -139,6 +139,39 @@ pub trait Lifecycle: Send + Sync + 'static {
     async fn reclaim_space(&self) -> Result<u64> {
         Ok(0)
     }
+
+    /// Writes the index records erasure and retention read for every
+    /// commit and branch record that lacks them (records written before
+    /// those indexes existed), across the store or for `tenant` alone:
+    /// a session's commits and last write, a commit's children, an
+    /// artifact's users, a session's branches, the tenant registry.
+    /// Idempotent, and safe beside live writes: an entry is written only
+    /// while its commit or branch still exists, and a session's last write
+    /// never moves back. Nothing to do for stores whose indexes are kept
+    /// by the database itself (SQLite's indexes over the commit rows, the
+    /// memory store's maps).
+    ///
+    /// # Errors
+    /// `Unavailable`; a re-run finishes what an interrupted one began.
+    async fn backfill_index(&self, tenant: Option<&TenantId>) -> Result<Backfilled> {
+        let _ = tenant;
+        Ok(Backfilled::default())
+    }
+}
+
+/// What one [`Lifecycle::backfill_index`] pass read and wrote.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Backfilled {
+    /// Commits read.
+    pub commits: u64,
+    /// Branch records read.
+    pub branches: u64,
+    /// Index entries written (each an idempotent put; a re-run writes them
+    /// again).
+    pub entries: u64,
+    /// Commits or branches deleted while the pass ran, whose entries were
+    /// therefore not written.
+    pub gone: u64,
 }
 
 /// What a tenant's records name: the mark set of garbage collection.

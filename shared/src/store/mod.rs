@@ -73,7 +73,7 @@ pub use blob::{
 };
 pub use cache::{MaterializationCache, MaterializeKey, Materialized, gone_commit};
 pub use commits::{Commits, MetadataPatch, PutCommit};
-pub use lifecycle::{ArtifactUser, Lifecycle, Pin, References, TenantRecords};
+pub use lifecycle::{ArtifactUser, Backfilled, Lifecycle, Pin, References, TenantRecords};
 pub use refs::{RefMove, RefRecord, Refs, ref_conflict};
 pub use summaries::{
     Missing, MissingPage, SummaryCursor, SummaryQueue, SummaryState, TAG_SUMMARIZING,

@@ -45,7 +45,7 @@ fn record_value(rec: &BranchRecord) -> Result<AttributeValue> {
         .map_err(|e| Error::internal(format!("cannot encode branch {}: {e}", rec.id)))
 }
 
-fn record_of(mut item: Item) -> Result<BranchRecord> {
+pub(super) fn record_of(mut item: Item) -> Result<BranchRecord> {
     let r = item
         .remove("r")
         .ok_or_else(|| Error::internal("a stored branch item has no record"))?;

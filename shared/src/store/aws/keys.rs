@@ -14,7 +14,7 @@
 //! | branch record | `T#<tenant>#BR#<br id>` | `B` |
 //! | session's branch meta (active count, owner) | `T#<tenant>#SS#<session>` | `META` |
 //! | session's active branch | `T#<tenant>#SS#<session>` | `A#<br id>` |
-//! | session's branch, any status (what an erase lists; written from this version on) | `T#<tenant>#SS#<session>` | `M#<br id>` |
+//! | session's branch, any status (what an erase lists; older branches get theirs from `ctx tenants backfill-index`) | `T#<tenant>#SS#<session>` | `M#<br id>` |
 //! | session's creation window | `T#<tenant>#SS#<session>` | `W#<minute start s, 20 digits>` |
 //! | tenant's active branch count | `T#<tenant>#BRANCHES` | `ACTIVE` |
 //! | bearer token (hash → tenant) | `TOKENS` | `<64 hex of its hash>` |
@@ -120,6 +120,13 @@ pub fn commit_pk(tenant: &TenantId, id: &CommitId) -> String {
     format!("T#{tenant}#C#{id}")
 }
 
+/// Parses [`commit_pk`]: the tenant and the commit.
+pub fn parse_commit_pk(pk: &str) -> Option<(TenantId, CommitId)> {
+    let (tenant, id) = pk.strip_prefix("T#")?.split_once("#C#")?;
+    let parsed = (tenant.parse().ok()?, id.parse().ok()?);
+    (commit_pk(&parsed.0, &parsed.1) == pk).then_some(parsed)
+}
+
 /// The sort key of a by-id item.
 pub const COMMIT_SK: &str = "C";
 
@@ -221,6 +228,13 @@ pub fn parse_save_sk(sk: &str) -> Option<SaveId> {
 /// The partition of a branch record.
 pub fn branch_pk(tenant: &TenantId, id: &BranchId) -> String {
     format!("T#{tenant}#BR#{id}")
+}
+
+/// Parses [`branch_pk`]: the tenant and the branch.
+pub fn parse_branch_pk(pk: &str) -> Option<(TenantId, BranchId)> {
+    let (tenant, id) = pk.strip_prefix("T#")?.split_once("#BR#")?;
+    let parsed = (tenant.parse().ok()?, id.parse().ok()?);
+    (branch_pk(&parsed.0, &parsed.1) == pk).then_some(parsed)
 }
 
 /// The sort key of a branch record.

@@ -52,6 +52,45 @@ pub(super) fn delete_item(table: &str, pk: String, sk: String) -> Result<Transac
         .build())
 }
 
+/// The lifecycle index items of one commit.
+pub(super) struct IndexItems {
+    /// Keys-only items: the commit in its session, as a child of its
+    /// parent, as a user of its artifact.
+    pub(super) keys: Vec<Item>,
+    /// Its session's last write (`last`: the commit's time, µs), when it
+    /// has a session.
+    pub(super) last: Option<Item>,
+}
+
+/// The lifecycle index items of `commit` (layout in [`super::keys`]).
+pub(super) fn index_items(tenant: &TenantId, commit: &Commit) -> IndexItems {
+    let mut entries = Vec::new();
+    let mut last = None;
+    if let Some(session) = &commit.session_id {
+        entries.push(key(
+            keys::session_commits_pk(tenant, session),
+            commit.id.to_string(),
+        ));
+        let mut item = key(keys::session_last_pk(tenant), session.clone());
+        item.insert("last".into(), n(commit.created_at.timestamp_micros()));
+        last = Some(item);
+    }
+    if let Some(parent) = &commit.parent {
+        entries.push(key(
+            keys::children_pk(tenant, parent),
+            commit.id.to_string(),
+        ));
+    }
+    entries.push(key(
+        keys::artifact_users_pk(tenant, &commit.artifact_ref),
+        keys::user_commit_sk(&commit.id),
+    ));
+    IndexItems {
+        keys: entries,
+        last,
+    }
+}
+
 impl DynamoMetaStore {
     /// The index items a checkpoint of `commit` writes with it.
     pub(super) fn index_puts(
@@ -59,34 +98,15 @@ impl DynamoMetaStore {
         tenant: &TenantId,
         commit: &Commit,
     ) -> Result<Vec<TransactWriteItem>> {
-        let table = self.table();
-        let mut out = Vec::new();
-        if let Some(session) = &commit.session_id {
-            out.push(put_item(
-                table,
-                key(
-                    keys::session_commits_pk(tenant, session),
-                    commit.id.to_string(),
-                ),
-            )?);
-            let mut last = key(keys::session_last_pk(tenant), session.clone());
-            last.insert("last".into(), n(commit.created_at.timestamp_micros()));
-            out.push(put_item(table, last)?);
-        }
-        if let Some(parent) = &commit.parent {
-            out.push(put_item(
-                table,
-                key(keys::children_pk(tenant, parent), commit.id.to_string()),
-            )?);
-        }
-        out.push(put_item(
-            table,
-            key(
-                keys::artifact_users_pk(tenant, &commit.artifact_ref),
-                keys::user_commit_sk(&commit.id),
-            ),
-        )?);
-        Ok(out)
+        let IndexItems {
+            keys: entries,
+            last,
+        } = index_items(tenant, commit);
+        entries
+            .into_iter()
+            .chain(last)
+            .map(|item| put_item(self.table(), item))
+            .collect()
     }
 
     /// Every sort key of partition `pk` (paginated Query, keys only).
@@ -311,6 +331,10 @@ const EVICT_CONCURRENCY: usize = 16;
 
 #[async_trait]
 impl crate::store::Lifecycle for DynamoMetaStore {
+    async fn backfill_index(&self, tenant: Option<&TenantId>) -> Result<crate::store::Backfilled> {
+        self.backfill(tenant).await
+    }
+
     async fn references(&self, tenant: &TenantId) -> Result<References> {
         let mut out = References::default();
         let mut items = self

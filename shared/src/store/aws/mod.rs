@@ -34,6 +34,7 @@ use aws_smithy_runtime_api::client::result::SdkError;
 use crate::error::{Error, Result};
 
 mod agents;
+mod backfill;
 mod branches;
 mod cache;
 #[cfg(any(test, feature = "conformance"))]

@@ -894,3 +894,132 @@ async fn a_ref_writes_nonce_comes_from_the_stores_id_source() {
         )))
     );
 }
+
+/// Commits written before the lifecycle index items existed are invisible
+/// to an erase until `backfill_index` writes their items; after it the
+/// erase finds every one and leaves none of the tenant's items. A second
+/// pass changes nothing, and the session's last write keeps the newest
+/// time whatever order the scan reads the commits in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backfill_makes_commits_older_than_the_index_erasable() {
+    use super::lifecycle::{IndexItems, index_items};
+    use crate::service::NewCommit;
+    use crate::store::Stores;
+
+    let Some(config) = emulator() else { return };
+    let (blobs, meta) = connect(&config, AwsHooks::default()).await.unwrap();
+    let ddb = meta.client().clone();
+    let table = config.table.clone();
+    let meta = Arc::new(meta);
+    let svc = lambda_service(
+        Stores {
+            blobs: Arc::new(blobs),
+            meta: meta.clone(),
+        },
+        Arc::new(crate::ManualClock::new(conformance::t(0))),
+    );
+    let tenant = conformance::fresh_tenant("backfill");
+    let mut commits = Vec::new();
+    for i in 0..3 {
+        let c = svc
+            .checkpoint(
+                &tenant,
+                NewCommit {
+                    parent: commits.last().map(|c: &crate::commit::Commit| c.id),
+                    session_id: Some("old".into()),
+                    created_at: Some(conformance::t(i)),
+                    ..NewCommit::new(
+                        "p".parse().unwrap(),
+                        "t",
+                        crate::format::FormatId::raw(),
+                        format!("turn {i}\n"),
+                    )
+                },
+            )
+            .await
+            .unwrap()
+            .commit;
+        commits.push(c);
+    }
+    // As before issue 11: no index items, no registry entry.
+    let delete = |item: super::items::Item| {
+        let (ddb, table) = (ddb.clone(), table.clone());
+        async move {
+            ddb.delete_item()
+                .table_name(table)
+                .key("pk", item["pk"].clone())
+                .key("sk", item["sk"].clone())
+                .send()
+                .await
+                .unwrap();
+        }
+    };
+    for c in &commits {
+        let IndexItems {
+            keys: entries,
+            last,
+        } = index_items(&tenant, c);
+        for item in entries.into_iter().chain(last) {
+            delete(item).await;
+        }
+    }
+    delete(super::items::key(
+        keys::TENANTS_PK.to_owned(),
+        keys::tenant_sk(&tenant),
+    ))
+    .await;
+    let session: crate::SessionId = "old".parse().unwrap();
+    let unseen = svc
+        .erase_session(&tenant, &session, true)
+        .await
+        .unwrap_err();
+    assert_eq!(unseen.kind, crate::ErrorKind::NotFound, "{unseen}");
+
+    for pass in 0..2 {
+        let b = meta.backfill_index(Some(&tenant)).await.unwrap();
+        // Per commit its session entry and artifact user, a child entry
+        // for two of them, the registry; the last write moves 1 to 3
+        // times on the first pass (by scan order), never on the second.
+        assert_eq!((b.commits, b.branches, b.gone), (3, 0, 0), "pass {pass}");
+        let keys_only = 3 * 2 + 2 + 1;
+        if pass == 0 {
+            assert!(
+                (keys_only + 1..=keys_only + 3).contains(&b.entries),
+                "{b:?}"
+            );
+        } else {
+            assert_eq!(b.entries, keys_only, "{b:?}");
+        }
+    }
+    let last = ddb
+        .get_item()
+        .table_name(&table)
+        .set_key(Some(super::items::key(
+            keys::session_last_pk(&tenant),
+            "old",
+        )))
+        .consistent_read(true)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        last.item().and_then(|i| i.get("last")),
+        Some(&super::items::n(conformance::t(2).timestamp_micros())),
+        "the newest commit's time"
+    );
+    assert!(meta.commit_tenants().await.unwrap().contains(&tenant));
+
+    let erased = svc.erase_session(&tenant, &session, true).await.unwrap();
+    assert_eq!(erased.commits, 3, "{erased:?}");
+    // Retention's next pass removes an erased session's last write.
+    let idle = meta
+        .idle_sessions(&tenant, conformance::t(1_000_000), None, 100)
+        .await
+        .unwrap();
+    assert!(idle.is_empty(), "{idle:?}");
+    let left = meta
+        .tenant_keys(&format!("T#{tenant}#"), usize::MAX)
+        .await
+        .unwrap();
+    assert!(left.is_empty(), "items left: {left:?}");
+}

@@ -1,0 +1,160 @@
+//! The one-time backfill of the lifecycle index items
+//! ([`Lifecycle::backfill_index`](crate::store::Lifecycle::backfill_index)):
+//! commits written before the index items of issue 11, and branches
+//! written before their session's `M#` member item, are invisible to an
+//! erase and to retention until their items exist. One Scan of the table
+//! (by-id commit items and branch records), and per record one
+//! TransactWriteItems: a ConditionCheck that the record still exists, then
+//! its keys-only index items as idempotent Puts. A session's last write is
+//! an UpdateItem that only moves it forward.
+
+use std::collections::HashSet;
+
+use aws_sdk_dynamodb::types::{AttributeValue, ConditionCheck, TransactWriteItem};
+
+use super::branches::record_of;
+use super::items::{Item, build, key, s};
+use super::lifecycle::{IndexItems, index_items, put_item};
+use super::meta::{DynamoMetaStore, INLINE_ATTR, PACKED_ATTR, commit_item};
+use super::retry::{Cancellation, Transact};
+use super::{keys, sdk_error};
+use crate::error::{Error, Result};
+use crate::id::TenantId;
+use crate::store::Backfilled;
+
+impl DynamoMetaStore {
+    /// [`Lifecycle::backfill_index`](crate::store::Lifecycle::backfill_index)
+    /// on the table.
+    pub(super) async fn backfill(&self, tenant: Option<&TenantId>) -> Result<Backfilled> {
+        let mut out = Backfilled::default();
+        let mut registered: HashSet<TenantId> = HashSet::new();
+        let scan = self
+            .client()
+            .scan()
+            .table_name(self.table())
+            .expression_attribute_values(":c", s(keys::COMMIT_SK))
+            .expression_attribute_values(":b", s(keys::BRANCH_SK));
+        let scan = match tenant {
+            Some(t) => scan
+                .filter_expression("(sk = :c OR sk = :b) AND begins_with(pk, :t)")
+                .expression_attribute_values(":t", s(format!("T#{t}#"))),
+            None => scan.filter_expression("sk = :c OR sk = :b"),
+        };
+        let mut items = scan.consistent_read(true).into_paginator().items().send();
+        while let Some(mut item) = items
+            .try_next()
+            .await
+            .map_err(|e| sdk_error("DynamoDB Scan", e))?
+        {
+            let (Some(AttributeValue::S(pk)), Some(AttributeValue::S(sk))) =
+                (item.get("pk").cloned(), item.get("sk").cloned())
+            else {
+                continue;
+            };
+            let (entries, last) = if sk == keys::COMMIT_SK {
+                let Some((tenant, _)) = keys::parse_commit_pk(&pk) else {
+                    continue;
+                };
+                // The bytes are not needed: leave them undecoded.
+                item.remove(INLINE_ATTR);
+                item.remove(PACKED_ATTR);
+                let commit = commit_item(item)?.c;
+                out.commits += 1;
+                let IndexItems {
+                    keys: entries,
+                    last,
+                } = index_items(&tenant, &commit);
+                if commit.parent.is_none() && registered.insert(tenant.clone()) {
+                    self.register(&tenant).await?;
+                    out.entries += 1;
+                }
+                (entries, last)
+            } else {
+                let Some((tenant, _)) = keys::parse_branch_pk(&pk) else {
+                    continue;
+                };
+                let rec = record_of(item)?;
+                out.branches += 1;
+                let member = key(
+                    keys::session_pk(&tenant, &rec.session_id),
+                    keys::member_sk(&rec.id),
+                );
+                (vec![member], None)
+            };
+            let written = entries.len() as u64;
+            if self.put_while_exists(&pk, &sk, entries).await? {
+                out.entries += written;
+                if let Some(last) = last {
+                    out.entries += u64::from(self.move_last_forward(last).await?);
+                }
+            } else {
+                out.gone += 1;
+            }
+        }
+        Ok(out)
+    }
+
+    /// Puts `entries` in one transaction with a check that the record at
+    /// `pk`/`sk` exists; false when it is gone (deleted meanwhile).
+    async fn put_while_exists(&self, pk: &str, sk: &str, entries: Vec<Item>) -> Result<bool> {
+        let check = ConditionCheck::builder()
+            .table_name(self.table())
+            .set_key(Some(key(pk.to_owned(), sk)))
+            .condition_expression("attribute_exists(pk)");
+        let mut items = vec![
+            TransactWriteItem::builder()
+                .condition_check(build(check.build())?)
+                .build(),
+        ];
+        for entry in entries {
+            items.push(put_item(self.table(), entry)?);
+        }
+        match self.transact(items).await {
+            Ok(Transact::Done) => Ok(true),
+            Ok(Transact::Cancelled(Cancellation::ConditionalCheckFailed { .. })) => Ok(false),
+            Ok(Transact::Cancelled(c)) => Err(Error::unavailable(format!(
+                "a backfill write was cancelled ({c}); run the backfill again"
+            ))),
+            Err(e) => Err(sdk_error("DynamoDB TransactWriteItems", e)),
+        }
+    }
+
+    /// Writes a session's last write from `item` unless a later one is
+    /// stored; true when it was written.
+    async fn move_last_forward(&self, mut item: Item) -> Result<bool> {
+        let (Some(pk), Some(sk), Some(last)) =
+            (item.remove("pk"), item.remove("sk"), item.remove("last"))
+        else {
+            return Err(Error::internal("a session's last-write item lacks a key"));
+        };
+        let r = self
+            .client()
+            .update_item()
+            .table_name(self.table())
+            .key("pk", pk)
+            .key("sk", sk)
+            .update_expression("SET #last = :t")
+            .condition_expression("attribute_not_exists(#last) OR #last < :t")
+            .expression_attribute_names("#last", "last")
+            .expression_attribute_values(":t", last)
+            .send()
+            .await;
+        Ok(super::conditional(r, "DynamoDB UpdateItem")?.is_some())
+    }
+
+    /// Puts `tenant` in the registry the scheduled batches read
+    /// (idempotent).
+    async fn register(&self, tenant: &TenantId) -> Result<()> {
+        self.client()
+            .put_item()
+            .table_name(self.table())
+            .set_item(Some(key(
+                keys::TENANTS_PK.to_owned(),
+                keys::tenant_sk(tenant),
+            )))
+            .send()
+            .await
+            .map_err(|e| sdk_error("DynamoDB PutItem", e))?;
+        Ok(())
+    }
+}
