@@ -911,13 +911,29 @@ async fn a_backfill_makes_commits_older_than_the_index_erasable() {
     let ddb = meta.client().clone();
     let table = config.table.clone();
     let meta = Arc::new(meta);
+    let branches = meta.branch_store();
+    let limits = crate::branch::RateLimits {
+        active_per_session: 10,
+        active_per_tenant: 10,
+        creations_per_minute: 10,
+    };
     let svc = lambda_service(
         Stores {
             blobs: Arc::new(blobs),
             meta: meta.clone(),
         },
         Arc::new(crate::ManualClock::new(conformance::t(0))),
-    );
+    )
+    .with_branching(crate::branch::Branching {
+        store: Arc::new(meta.branch_store()),
+        timer: Arc::new(crate::branch::NoTimer),
+        scrubber: Arc::new(crate::branch::RuleScrubber::new().unwrap()),
+        ids: Arc::new(crate::clock::OsRandom),
+        config: crate::branch::BranchConfig {
+            limits: limits.clone(),
+            ..crate::branch::BranchConfig::default()
+        },
+    });
     let tenant = conformance::fresh_tenant("backfill");
     let mut commits = Vec::new();
     for i in 0..3 {
@@ -968,6 +984,19 @@ async fn a_backfill_makes_commits_older_than_the_index_erasable() {
         keys::tenant_sk(&tenant),
     ))
     .await;
+    // A branch of the session, from before its member item existed.
+    let rec = conformance::branches::record("old", 0);
+    crate::branch::BranchStore::create_branch(&branches, &tenant, &rec, &limits)
+        .await
+        .unwrap();
+    delete(super::items::key(
+        keys::session_pk(&tenant, "old"),
+        keys::member_sk(&rec.id),
+    ))
+    .await;
+    let listed = crate::branch::BranchStore::session_branches(&branches, &tenant, "old");
+    assert!(listed.await.unwrap().is_empty(), "unseen before");
+
     let session: crate::SessionId = "old".parse().unwrap();
     let unseen = svc
         .erase_session(&tenant, &session, true)
@@ -978,10 +1007,11 @@ async fn a_backfill_makes_commits_older_than_the_index_erasable() {
     for pass in 0..2 {
         let b = meta.backfill_index(Some(&tenant)).await.unwrap();
         // Per commit its session entry and artifact user, a child entry
-        // for two of them, the registry; the last write moves 1 to 3
+        // for two of them, the registry, the branch's member item; the
+        // last write moves 1 to 3
         // times on the first pass (by scan order), never on the second.
-        assert_eq!((b.commits, b.branches, b.gone), (3, 0, 0), "pass {pass}");
-        let keys_only = 3 * 2 + 2 + 1;
+        assert_eq!((b.commits, b.branches, b.gone), (3, 1, 0), "pass {pass}");
+        let keys_only = 3 * 2 + 2 + 1 + 1;
         if pass == 0 {
             assert!(
                 (keys_only + 1..=keys_only + 3).contains(&b.entries),
@@ -1008,18 +1038,25 @@ async fn a_backfill_makes_commits_older_than_the_index_erasable() {
         "the newest commit's time"
     );
     assert!(meta.commit_tenants().await.unwrap().contains(&tenant));
+    let listed = crate::branch::BranchStore::session_branches(&branches, &tenant, "old");
+    assert_eq!(listed.await.unwrap(), vec![rec.id], "found after");
 
     let erased = svc.erase_session(&tenant, &session, true).await.unwrap();
-    assert_eq!(erased.commits, 3, "{erased:?}");
+    assert_eq!((erased.commits, erased.branches), (3, 1), "{erased:?}");
     // Retention's next pass removes an erased session's last write.
     let idle = meta
         .idle_sessions(&tenant, conformance::t(1_000_000), None, 100)
         .await
         .unwrap();
     assert!(idle.is_empty(), "{idle:?}");
-    let left = meta
+    let mut left = meta
         .tenant_keys(&format!("T#{tenant}#"), usize::MAX)
         .await
         .unwrap();
+    // The tenant's count of active branches (a number, not the session's)
+    // stays with the tenant.
+    left.retain(|(pk, sk)| {
+        (pk.as_str(), sk.as_str()) != (&keys::tenant_branches_pk(&tenant), keys::TENANT_ACTIVE_SK)
+    });
     assert!(left.is_empty(), "items left: {left:?}");
 }
