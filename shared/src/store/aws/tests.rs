@@ -930,7 +930,7 @@ async fn a_backfill_makes_commits_older_than_the_index_erasable() {
         scrubber: Arc::new(crate::branch::RuleScrubber::new().unwrap()),
         ids: Arc::new(crate::clock::OsRandom),
         config: crate::branch::BranchConfig {
-            limits: limits,
+            limits,
             ..crate::branch::BranchConfig::default()
         },
     });
