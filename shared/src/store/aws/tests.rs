@@ -51,10 +51,12 @@ async fn aws_two_summary_batches_summarize_each_commit_once() {
     .await;
 }
 
-/// A batch over 150 commits costs 2 Query pages, and per commit one
-/// GetObject and two TransactWriteItems (the claim and the summary).
+/// A batch over 150 commits costs 2 pages, each a Query per shard of the
+/// queue and a BatchGetItem of the commits the keys-only index names, and
+/// per commit one GetObject and two TransactWriteItems (the claim and the
+/// summary).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_summary_batch_costs_one_query_page_per_hundred_commits() {
+async fn a_summary_batch_costs_one_page_per_hundred_commits() {
     use crate::service::BatchOptions;
     use crate::store::{BlobStore, MetaStore, Stores};
     let Some(config) = emulator() else { return };
@@ -99,7 +101,12 @@ async fn a_summary_batch_costs_one_query_page_per_hundred_commits() {
         let k = (svc.to_owned(), op.to_owned());
         after.get(&k).copied().unwrap_or(0) - before.get(&k).copied().unwrap_or(0)
     };
-    assert_eq!(delta("dynamodb", "Query"), 2, "{after:?}");
+    assert_eq!(
+        delta("dynamodb", "Query"),
+        2 * u64::from(keys::SUMMARY_SHARDS),
+        "{after:?}"
+    );
+    assert_eq!(delta("dynamodb", "BatchGetItem"), 2, "{after:?}");
     assert_eq!(delta("s3", "GetObject"), 150, "{after:?}");
     assert_eq!(delta("dynamodb", "TransactWriteItems"), 300, "{after:?}");
     assert_eq!(delta("dynamodb", "GetItem"), 0, "{after:?}");
@@ -879,8 +886,8 @@ async fn a_ref_writes_nonce_comes_from_the_stores_id_source() {
     let item = super::items::consistent_get(
         meta.client(),
         &config.table,
-        keys::refs_pk(&tenant),
-        keys::ref_sk(&name),
+        keys::ref_pk(&tenant, &name),
+        keys::REF_SK,
     )
     .await
     .unwrap()
