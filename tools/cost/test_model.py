@@ -53,14 +53,14 @@ class Units(unittest.TestCase):
 
 
 class Checkpoint(unittest.TestCase):
-    def test_a_4_kb_checkpoint_today_by_hand(self):
+    def test_a_4_kb_checkpoint_before_the_keys_moved_by_hand(self):
         m = loaded()
-        by_id = m.size("commit_by_id", 4096)
+        by_id = m.size("commit_by_id_before", 4096)
         in_run = m.size("commit_in_run", 4096)
         # Both commit items are a little under 5 KB with a 4 KB delta.
         self.assertTrue(4 * 1024 < by_id <= 5 * 1024, by_id)
         self.assertTrue(4 * 1024 < in_run <= 5 * 1024, in_run)
-        u = m.checkpoint("today", 4096, 16384, 1.0)
+        u = m.checkpoint("before", 4096, 16384, 1.0)
         # Two commit items at 2 × 5, six small items at 2 × 1, the index's
         # ALL copy of the by-id item at 5: the 37.
         self.assertEqual(u.wru, 2 * 2 * 5 + 6 * 2 + 5)
@@ -71,6 +71,23 @@ class Checkpoint(unittest.TestCase):
         self.assertAlmostEqual(u.lambda_gb_s, 0.25 * 0.040)
         dollars = 37 * 0.625 + 4 * 0.125 + 1.00 + 0.20 + 0.25 * 0.040 * 0.0000133334 * 1e6
         self.assertAlmostEqual(m.on_demand.total(u) * 1e6, dollars, places=6)
+
+    def test_a_4_kb_checkpoint_today_by_hand(self):
+        m = loaded()
+        u = m.checkpoint("today", 4096, 16384, 1.0)
+        # Two commit items at 2 × 5, six small items at 2 × 1 (the ref and
+        # the session's last write on their own partitions, still under
+        # 1 KB), the keys-only index entry at 1: the delta is written twice.
+        self.assertEqual(u.wru, 2 * 2 * 5 + 6 * 2 + 1)
+        self.assertEqual(m.gsi_size("missing_summary_sharded", 4096), m.gsi_size("missing_summary_sharded", 0))
+        self.assertLess(m.size("ref_own", 0), 1024)
+        self.assertLess(m.size("session_last_own", 0), 1024)
+        self.assertEqual(u.rru, 2 + 1 + 1)
+
+    def test_exactly_one_path_is_built_and_it_is_today(self):
+        m = loaded()
+        built = [name for name, p in m.w["paths"].items() if p["built"]]
+        self.assertEqual(built, ["today"])
 
     def test_a_delta_above_the_threshold_goes_to_s3(self):
         m = loaded()
@@ -86,9 +103,9 @@ class Checkpoint(unittest.TestCase):
 
 
 class Ceiling(unittest.TestCase):
-    def test_today_one_tenant_is_capped_by_the_missing_summary_partition(self):
+    def test_before_one_tenant_was_capped_by_the_missing_summary_partition(self):
         m = loaded()
-        c = m.ceiling("today", 4096, 16384, 1.0)
+        c = m.ceiling("before", 4096, 16384, 1.0)
         # The ALL projection writes 5 units of the tenant's one index
         # partition per checkpoint: 1,000 / 5.
         self.assertEqual(c["key_cps"], 200)
@@ -96,9 +113,13 @@ class Ceiling(unittest.TestCase):
         self.assertEqual(keys["T#<tenant>#REF"], 500)
         self.assertEqual(keys["T#<tenant>#SL"], 500)
 
-    def test_sharded_keys_lift_the_tenant_past_10000(self):
+    def test_today_the_sharded_keys_lift_the_tenant_past_10000(self):
         m = loaded()
-        self.assertGreaterEqual(m.ceiling("today_sharded", 4096, 16384, 1.0)["key_cps"], 10_000)
+        c = m.ceiling("today", 4096, 16384, 1.0)
+        self.assertGreaterEqual(c["key_cps"], 10_000)
+        # The one per-tenant key left is the 16-way index: 16 × 1,000 / 1.
+        self.assertEqual([(k, s) for k, s, *_ in c["limits"]], [("missing_summary: nosum = <tenant>#<shard of 16>", 16)])
+        self.assertEqual(c["key_cps"], 16_000)
 
 
 class Threshold(unittest.TestCase):

@@ -55,14 +55,14 @@ pub async fn own_table(config: &Config) -> Config {
         );
     }
     for g in spec["GlobalSecondaryIndexes"].as_array().unwrap() {
-        assert_eq!(g["Projection"]["ProjectionType"], "ALL");
+        let projection = g["Projection"]["ProjectionType"].as_str().unwrap();
         create = create.global_secondary_indexes(
             GlobalSecondaryIndex::builder()
                 .index_name(g["IndexName"].as_str().unwrap())
                 .set_key_schema(Some(keys(&g["KeySchema"])))
                 .projection(
                     Projection::builder()
-                        .projection_type(ProjectionType::All)
+                        .projection_type(ProjectionType::from(projection))
                         .build(),
                 )
                 .build()

@@ -119,24 +119,32 @@ impl DynamoMetaStore {
         }
     }
 
-    /// Writes a session's last write from `item` unless a later one is
-    /// stored; true when it was written.
+    /// Writes a session's last write from `item` (every attribute of it,
+    /// its index keys included) unless a later one is stored; true when it
+    /// was written.
     async fn move_last_forward(&self, mut item: Item) -> Result<bool> {
-        let (Some(pk), Some(sk), Some(last)) =
-            (item.remove("pk"), item.remove("sk"), item.remove("last"))
-        else {
+        let (Some(pk), Some(sk)) = (item.remove("pk"), item.remove("sk")) else {
             return Err(Error::internal("a session's last-write item lacks a key"));
         };
-        let r = self
+        if !item.contains_key("last") {
+            return Err(Error::internal("a session's last-write item lacks its time"));
+        }
+        let mut update = self
             .client()
             .update_item()
             .table_name(self.table())
             .key("pk", pk)
             .key("sk", sk)
-            .update_expression("SET #last = :t")
-            .condition_expression("attribute_not_exists(#last) OR #last < :t")
-            .expression_attribute_names("#last", "last")
-            .expression_attribute_values(":t", last)
+            .condition_expression("attribute_not_exists(#a_last) OR #a_last < :v_last");
+        let mut sets = Vec::new();
+        for (name, value) in item {
+            sets.push(format!("#a_{name} = :v_{name}"));
+            update = update
+                .expression_attribute_names(format!("#a_{name}"), name.clone())
+                .expression_attribute_values(format!(":v_{name}"), value);
+        }
+        let r = update
+            .update_expression(format!("SET {}", sets.join(", ")))
             .send()
             .await;
         Ok(super::conditional(r, "DynamoDB UpdateItem")?.is_some())

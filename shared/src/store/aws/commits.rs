@@ -171,7 +171,10 @@ impl crate::store::Commits for DynamoMetaStore {
                     expr.push_str(" REMOVE nosum");
                 } else {
                     expr.push_str(", nosum = :tenant");
-                    u = u.expression_attribute_values(":tenant", s(tenant.to_string()));
+                    u = u.expression_attribute_values(
+                        ":tenant",
+                        s(keys::summary_queue_key_of(tenant, id)),
+                    );
                 }
             }
             Ok(TransactWriteItem::builder()
@@ -254,12 +257,16 @@ impl crate::store::Commits for DynamoMetaStore {
     }
 
     async fn session_commits(&self, tenant: &TenantId, session: &SessionId) -> Result<Vec<Commit>> {
-        let rows = self
+        let rows: Vec<_> = self
             .sort_keys(
                 keys::session_commits_pk(tenant, session.as_str()),
                 usize::MAX,
             )
-            .await?;
+            .await?
+            .into_iter()
+            // The session's last-write item shares its partition.
+            .filter(|(sk, _)| sk != keys::SESSION_LAST_SK)
+            .collect();
         self.commits_by_id(tenant, &Self::parse_ids(rows)?).await
     }
 

@@ -23,7 +23,7 @@ pub(super) fn count(r: &mut TenantRecords, prefix: &str, pk: &str, sk: &str) {
     let rest = pk.strip_prefix(prefix).unwrap_or(pk);
     if rest.starts_with("C#") && sk == keys::COMMIT_SK {
         r.commits += 1;
-    } else if rest == "REF" {
+    } else if rest.starts_with("REF#") && sk == keys::REF_SK {
         r.refs += 1;
     } else if rest.starts_with("M#") {
         r.cache += 1;
@@ -130,7 +130,8 @@ mod tests {
         for (pk, sk) in [
             ("C#ctx-1", "C"),
             ("L#ctx-1", "D#00000000000000000000"),
-            ("REF", "sessions/a"),
+            ("REF#sessions/a", "R"),
+            ("S#s", "LAST"),
             ("M#ctx-1", "root#raw"),
             ("AG#bot", "A"),
             ("AG#bot", "S#sav-1"),
@@ -150,7 +151,7 @@ mod tests {
                 cache: 1,
                 agents: 2,
                 branches: 3,
-                other: 3,
+                other: 4,
             }
         );
     }

@@ -65,3 +65,45 @@ pub(super) async fn consistent_get(
         .map_err(|e| sdk_error("DynamoDB GetItem", e))?;
     Ok(out.item)
 }
+
+/// Keys one BatchGetItem may ask for.
+const BATCH_GET: usize = 100;
+
+/// The items at `keys` (strongly consistent BatchGetItems of up to 100
+/// keys, unprocessed keys asked again), in no particular order; keys with
+/// no item are left out.
+///
+/// # Errors
+/// `Unavailable` when DynamoDB fails.
+pub(super) async fn batch_get(
+    client: &aws_sdk_dynamodb::Client,
+    table: &str,
+    keys: Vec<Item>,
+) -> Result<Vec<Item>> {
+    use aws_sdk_dynamodb::types::KeysAndAttributes;
+    let mut out = Vec::with_capacity(keys.len());
+    for chunk in keys.chunks(BATCH_GET) {
+        let mut pending = chunk.to_vec();
+        while !pending.is_empty() {
+            let ka = build(
+                KeysAndAttributes::builder()
+                    .set_keys(Some(std::mem::take(&mut pending)))
+                    .consistent_read(true)
+                    .build(),
+            )?;
+            let res = client
+                .batch_get_item()
+                .request_items(table, ka)
+                .send()
+                .await
+                .map_err(|e| sdk_error("DynamoDB BatchGetItem", e))?;
+            if let Some(mut responses) = res.responses {
+                out.extend(responses.remove(table).unwrap_or_default());
+            }
+            if let Some(ka) = res.unprocessed_keys.and_then(|mut left| left.remove(table)) {
+                pending = ka.keys;
+            }
+        }
+    }
+    Ok(out)
+}

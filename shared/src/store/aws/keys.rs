@@ -9,7 +9,7 @@
 //! | commit by id | `T#<tenant>#C#<ctx id>` | `C` |
 //! | commit in its run | `T#<tenant>#L#<lineage id>` | `D#<depth, 20 digits>` |
 //! | timeline entry | `T#<tenant>#P#<principal>` | `TS#<µs, 20 digits>#<ctx id>` |
-//! | ref | `T#<tenant>#REF` | `<name>` |
+//! | ref (`lk` = `T#<tenant>#REF`, `ls` = `<name>`: the `listing` index) | `T#<tenant>#REF#<name>` | `R` |
 //! | materialization | `T#<tenant>#M#<ctx id>` | `<stop>#<format>` |
 //! | branch record | `T#<tenant>#BR#<br id>` | `B` |
 //! | session's branch meta (active count, owner) | `T#<tenant>#SS#<session>` | `META` |
@@ -21,13 +21,28 @@
 //! | agent record (settings, clear, working-context pointer) | `T#<tenant>#AG#<agent>` | `A` |
 //! | agent save | `T#<tenant>#AG#<agent>` | `S#<sav id>` (ids sort by time) |
 //! | commit of a session | `T#<tenant>#S#<session>` | `<ctx id>` |
-//! | session's last write (µs in `last`) | `T#<tenant>#SL` | `<session>` |
+//! | session's last write (µs in `last`; `lk` = `T#<tenant>#SL`, `ls` = `<session>`: the `listing` index) | `T#<tenant>#S#<session>` | `LAST` |
 //! | child of a commit | `T#<tenant>#K#<parent id>` | `<ctx id>` |
 //! | user of an artifact | `T#<tenant>#A#<64 hex>` | `C#<ctx id>` or `M#<ctx id>#<stop>#<format>` |
 //! | pin | `T#<tenant>#PIN` | `<session\|ref>#<name>` |
 //!
 //! Tokens are the one item kind not under a tenant's prefix: a token is
 //! what finds the tenant. `TOKENS` cannot collide with a `T#` partition.
+//!
+//! Global secondary indexes (both keys-only):
+//!
+//! | index | partition key | sort key | items |
+//! |---|---|---|---|
+//! | `missing_summary` | `nosum` = `<tenant>#<shard, 2 digits>` | `ts` (created µs) | commits by id lacking a summary |
+//! | `listing` | `lk` = `T#<tenant>#REF` or `T#<tenant>#SL` | `ls` = ref name or session | refs, sessions' last writes |
+//!
+//! No key takes every write of a tenant: a commit's by-id item is on its
+//! own partition and lands in one of [`SUMMARY_SHARDS`] index partitions
+//! of its tenant ([`summary_shard`], from its id's hash); a ref move and a
+//! session's last write are on the ref's and the session's own partitions,
+//! and leave the `listing` index alone, whose keys they never change (a
+//! keys-only index is written only when an item's key attributes change:
+//! when a ref or a session first appears, or goes).
 
 use crate::agent::SaveId;
 use crate::format::FormatId;
@@ -178,14 +193,54 @@ pub fn parse_timeline_sk(sk: &str) -> Option<(i64, CommitId)> {
     Some(((shifted ^ (1 << 63)) as i64, id.parse().ok()?))
 }
 
-/// The partition of a tenant's refs (listing by prefix is a sort-key range).
-pub fn refs_pk(tenant: &TenantId) -> String {
+/// The partition of a ref: its own, so that ref moves spread (the name is
+/// the last component, so `#` in it is harmless).
+pub fn ref_pk(tenant: &TenantId, name: &RefName) -> String {
+    format!("T#{tenant}#REF#{name}")
+}
+
+/// The sort key of a ref item.
+pub const REF_SK: &str = "R";
+
+/// The keys-only index listing a tenant's refs and sessions: partition
+/// key `lk` ([`refs_list_key`], [`sessions_list_key`]), sort key `ls`
+/// (the ref's name, the session). Eventually consistent, as every index.
+pub const LISTING_INDEX: &str = "listing";
+
+/// The `lk` of every ref of `tenant` (listing by prefix is a range of `ls`).
+pub fn refs_list_key(tenant: &TenantId) -> String {
     format!("T#{tenant}#REF")
 }
 
-/// The sort key of a ref.
-pub fn ref_sk(name: &RefName) -> String {
+/// The `ls` of a ref.
+pub fn ref_list_sk(name: &RefName) -> String {
     name.as_str().to_owned()
+}
+
+/// The sparse, keys-only index of commits lacking a summary: partition
+/// key `nosum` ([`summary_queue_key`]), sort key `ts` (created µs).
+pub const SUMMARY_INDEX: &str = "missing_summary";
+
+/// How many partitions a tenant's summary queue (the `missing_summary`
+/// index) is split over.
+pub const SUMMARY_SHARDS: u8 = 16;
+
+/// The shard of commit `id` in its tenant's summary queue, below
+/// [`SUMMARY_SHARDS`]: a stable function of the id (the first byte of the
+/// BLAKE3 hash of its bytes), so it spreads whatever the ids look like.
+pub fn summary_shard(id: &CommitId) -> u8 {
+    blake3::hash(id.as_bytes()).as_bytes()[0] % SUMMARY_SHARDS
+}
+
+/// The `missing_summary` partition key (`nosum`) of `tenant`'s shard
+/// `shard`: `<tenant>#<shard, 2 digits>`.
+pub fn summary_queue_key(tenant: &TenantId, shard: u8) -> String {
+    format!("{tenant}#{shard:02}")
+}
+
+/// The `nosum` of commit `id` of `tenant` while it lacks a summary.
+pub fn summary_queue_key_of(tenant: &TenantId, id: &CommitId) -> String {
+    summary_queue_key(tenant, summary_shard(id))
 }
 
 /// The partition of a commit's cached materializations.
@@ -427,6 +482,95 @@ mod tests {
         }
     }
 
+    /// The hot keys of issue 24 item 5 spread: 16,000 commits of one
+    /// tenant fill every summary-queue shard within 10% of the mean (the
+    /// binomial standard deviation is 31 of 1,000, so 10% is over 3σ),
+    /// whether the ids are derived (as checkpoints make them) or
+    /// sequential; and one tenant's refs and sessions each get a partition
+    /// of their own, while the listing index's keys are the tenant's.
+    #[test]
+    fn one_tenants_hot_keys_spread_over_partitions() {
+        const N: usize = 16_000;
+        let t: TenantId = "acme".parse().unwrap();
+        let mean = N / usize::from(SUMMARY_SHARDS);
+        let tolerance = mean / 10;
+        let derived: Vec<CommitId> = (0..N as i64)
+            .map(|i| {
+                let art = ArtifactRef::of(&i.to_le_bytes());
+                CommitId::derive(&t, None, &art, 1_795_702_020_000_000 + i, "claude-code")
+            })
+            .collect();
+        let sequential: Vec<CommitId> = (0..N as u128)
+            .map(|i| CommitId::from_bytes(i.to_be_bytes()))
+            .collect();
+        for (what, ids) in [("derived", &derived), ("sequential", &sequential)] {
+            let mut per_shard = vec![0usize; usize::from(SUMMARY_SHARDS)];
+            let mut keys = std::collections::BTreeSet::new();
+            for id in ids {
+                per_shard[usize::from(summary_shard(id))] += 1;
+                keys.insert(summary_queue_key_of(&t, id));
+            }
+            assert_eq!(keys.len(), usize::from(SUMMARY_SHARDS), "{what}: {keys:?}");
+            for (shard, n) in per_shard.iter().enumerate() {
+                assert!(
+                    n.abs_diff(mean) <= tolerance,
+                    "{what}: shard {shard} has {n} of {N} commits, mean {mean} ± {tolerance}: {per_shard:?}"
+                );
+            }
+        }
+        // Refs: one partition each; one listing partition key per tenant.
+        let refs: Vec<RefName> = (0..N)
+            .map(|i| format!("sessions/s-{i}/head").parse().unwrap())
+            .collect();
+        let ref_pks: std::collections::BTreeSet<String> =
+            refs.iter().map(|r| ref_pk(&t, r)).collect();
+        assert_eq!(ref_pks.len(), N);
+        assert!(ref_pks.iter().all(|pk| pk.starts_with("T#acme#REF#")));
+        // A session's hot keys (its last write, its commit entries, its
+        // head ref): N sessions of one tenant, N distinct partitions each.
+        let sessions: Vec<String> = (0..64).map(|i| format!("s-{i}")).collect();
+        let last: std::collections::BTreeSet<String> =
+            sessions.iter().map(|s| session_commits_pk(&t, s)).collect();
+        assert_eq!(last.len(), sessions.len());
+        let heads: std::collections::BTreeSet<String> = sessions
+            .iter()
+            .map(|s| ref_pk(&t, &format!("sessions/{s}").parse().unwrap()))
+            .collect();
+        assert_eq!(heads.len(), sessions.len());
+        assert!(last.is_disjoint(&heads));
+        // No per-tenant partition is left in the table's keys a checkpoint
+        // writes; the listing index's keys are per tenant, written only
+        // when a ref or session first appears.
+        assert_eq!(refs_list_key(&t), "T#acme#REF");
+        assert_eq!(sessions_list_key(&t), "T#acme#SL");
+        assert!(!last.contains(&refs_list_key(&t)) && !last.contains(&sessions_list_key(&t)));
+    }
+
+    #[test]
+    fn sharded_and_moved_keys_are_pinned() {
+        let t: TenantId = "acme".parse().unwrap();
+        let id = CommitId::from_bytes([0xab; 16]);
+        let shard = summary_shard(&id);
+        assert!(shard < SUMMARY_SHARDS);
+        assert_eq!(
+            shard,
+            blake3::hash(&[0xab; 16]).as_bytes()[0] % SUMMARY_SHARDS
+        );
+        assert_eq!(summary_queue_key(&t, 7), "acme#07");
+        assert_eq!(summary_queue_key_of(&t, &id), format!("acme#{shard:02}"));
+        let name: RefName = "sessions/s-1/head".parse().unwrap();
+        assert_eq!(ref_pk(&t, &name), "T#acme#REF#sessions/s-1/head");
+        assert_eq!(
+            (REF_SK, ref_list_sk(&name).as_str()),
+            ("R", "sessions/s-1/head")
+        );
+        // A session's last write shares the session's partition with its
+        // commit entries, under a sort key that is no ctx id.
+        assert_eq!(session_commits_pk(&t, "s-1"), "T#acme#S#s-1");
+        assert_eq!(SESSION_LAST_SK, "LAST");
+        assert!(SESSION_LAST_SK.parse::<CommitId>().is_err());
+    }
+
     #[test]
     fn keys_are_pinned() {
         let t: TenantId = "acme".parse().unwrap();
@@ -480,8 +624,14 @@ pub fn session_commits_pk(tenant: &TenantId, session: &str) -> String {
     format!("T#{tenant}#S#{session}")
 }
 
-/// The partition of every session's last-write item.
-pub fn session_last_pk(tenant: &TenantId) -> String {
+/// The sort key of a session's last-write item, on the session's own
+/// partition ([`session_commits_pk`]): not a ctx id, so it cannot collide
+/// with the session's commit entries (which begin `ctx-`).
+pub const SESSION_LAST_SK: &str = "LAST";
+
+/// The `lk` of every session's last-write item of `tenant` in the
+/// [`LISTING_INDEX`] (its `ls` is the session).
+pub fn sessions_list_key(tenant: &TenantId) -> String {
     format!("T#{tenant}#SL")
 }
 

@@ -18,7 +18,7 @@ use aws_sdk_dynamodb::types::{
 };
 use chrono::{DateTime, Utc};
 
-use super::items::{Item, build, key, n, s};
+use super::items::{Item, batch_get, build, key, n, s};
 use super::meta::{DynamoMetaStore, commit_item};
 use super::retry::{Cancellation, Transact};
 use super::{conditional, keys, sdk_error};
@@ -71,8 +71,15 @@ pub(super) fn index_items(tenant: &TenantId, commit: &Commit) -> IndexItems {
             keys::session_commits_pk(tenant, session),
             commit.id.to_string(),
         ));
-        let mut item = key(keys::session_last_pk(tenant), session.clone());
+        // On the session's own partition; its `listing` keys are the same
+        // on every write, so rewriting it writes no index entry.
+        let mut item = key(
+            keys::session_commits_pk(tenant, session),
+            keys::SESSION_LAST_SK,
+        );
         item.insert("last".into(), n(commit.created_at.timestamp_micros()));
+        item.insert("lk".into(), s(keys::sessions_list_key(tenant)));
+        item.insert("ls".into(), s(session.clone()));
         last = Some(item);
     }
     if let Some(parent) = &commit.parent {
@@ -250,6 +257,70 @@ impl DynamoMetaStore {
         }
     }
 
+    /// Up to `limit` sessions of `tenant` after `after` in name order (the
+    /// keys-only `listing` index, one Query page), each with its
+    /// last-write item as it is now (a BatchGetItem; empty if gone).
+    async fn last_writes_after(
+        &self,
+        tenant: &TenantId,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<(String, Item)>> {
+        let query = self
+            .client()
+            .query()
+            .table_name(self.table())
+            .index_name(keys::LISTING_INDEX)
+            .expression_attribute_values(":lk", s(keys::sessions_list_key(tenant)));
+        let query = match after {
+            Some(a) => query
+                .key_condition_expression("lk = :lk AND ls > :after")
+                .expression_attribute_values(":after", s(a.to_owned())),
+            None => query.key_condition_expression("lk = :lk"),
+        };
+        // The stream is lazy: no page is asked for once `limit` are read.
+        let mut entries = query
+            .limit(i32::try_from(limit).unwrap_or(i32::MAX))
+            .into_paginator()
+            .items()
+            .send();
+        let mut sessions = Vec::new();
+        while sessions.len() < limit {
+            let Some(entry) = entries
+                .try_next()
+                .await
+                .map_err(|e| sdk_error("DynamoDB Query", e))?
+            else {
+                break;
+            };
+            if let Some(AttributeValue::S(session)) = entry.get("ls") {
+                sessions.push(session.clone());
+            }
+        }
+        let wanted = sessions
+            .iter()
+            .map(|session| {
+                key(
+                    keys::session_commits_pk(tenant, session),
+                    keys::SESSION_LAST_SK,
+                )
+            })
+            .collect();
+        let mut found: HashMap<String, Item> = HashMap::new();
+        for item in batch_get(self.client(), self.table(), wanted).await? {
+            if let Some(AttributeValue::S(session)) = item.get("ls") {
+                found.insert(session.clone(), item);
+            }
+        }
+        Ok(sessions
+            .into_iter()
+            .map(|session| {
+                let item = found.remove(&session).unwrap_or_default();
+                (session, item)
+            })
+            .collect())
+    }
+
     /// The sessions of one page of last-write items that are idle since
     /// `before` (`cut` in µs), appended to `out` up to `limit`; items of
     /// erased sessions are removed on the way.
@@ -282,7 +353,10 @@ impl DynamoMetaStore {
                 self.client()
                     .delete_item()
                     .table_name(self.table())
-                    .set_key(Some(key(keys::session_last_pk(tenant), sk.clone())))
+                    .set_key(Some(key(
+                        keys::session_commits_pk(tenant, session.as_str()),
+                        keys::SESSION_LAST_SK,
+                    )))
                     .condition_expression("#last = :last")
                     .expression_attribute_names("#last", "last")
                     .expression_attribute_values(":last", n(last))
@@ -426,7 +500,7 @@ impl crate::store::Lifecycle for DynamoMetaStore {
         let mut cursor: Option<String> = after.map(|s| s.as_str().to_owned());
         while out.len() < limit {
             let page = self
-                .sort_keys_after(keys::session_last_pk(tenant), cursor.as_deref(), PAGE)
+                .last_writes_after(tenant, cursor.as_deref(), PAGE)
                 .await?;
             let Some((last_sk, _)) = page.last() else {
                 break;

@@ -50,8 +50,9 @@ pub(super) struct CommitItem {
     pub(super) sk: String,
     /// The commit.
     pub(super) c: Commit,
-    /// Set (to the tenant) while the commit has no summary: the key of the
-    /// sparse `missing_summary` index. By-id items only.
+    /// Set while the commit has no summary, to the tenant's queue shard of
+    /// the commit ([`keys::summary_queue_key_of`]): the key of the sparse,
+    /// keys-only `missing_summary` index. By-id items only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(super) nosum: Option<String>,
     /// `created_at` in µs: the sort key of that index.
@@ -177,6 +178,13 @@ pub(super) struct RefItem {
     pub(super) sk: String,
     pub(super) target: CommitId,
     pub(super) updated_at: i64,
+    /// The `listing` index's partition key ([`keys::refs_list_key`]): the
+    /// same on every write of the ref, so a move writes no index entry.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) lk: Option<String>,
+    /// The `listing` index's sort key: the ref's name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) ls: Option<String>,
     /// A nonce of the write that set the ref: when a response is lost and
     /// the retry fails its condition, finding our own nonce means the first
     /// attempt landed.
@@ -193,11 +201,11 @@ pub(super) struct MaterializedItem {
 }
 
 pub(super) fn ref_record(item: RefItem) -> Result<RefRecord> {
+    let name = item.ls.as_deref().unwrap_or_default();
     Ok(RefRecord {
-        name: item
-            .sk
+        name: name
             .parse()
-            .map_err(|_| Error::internal(format!("stored ref name {:?} is malformed", item.sk)))?,
+            .map_err(|_| Error::internal(format!("stored ref name {name:?} is malformed")))?,
         target: item.target,
         updated_at: micros_to_time(item.updated_at),
     })
@@ -258,10 +266,12 @@ impl DynamoMetaStore {
         nonce: Option<String>,
     ) -> Result<TransactWriteItem> {
         let item = to_item(&RefItem {
-            pk: keys::refs_pk(tenant),
-            sk: keys::ref_sk(&mv.name),
+            pk: keys::ref_pk(tenant, &mv.name),
+            sk: keys::REF_SK.to_owned(),
             target: *target,
             updated_at: now.timestamp_micros(),
+            lk: Some(keys::refs_list_key(tenant)),
+            ls: Some(keys::ref_list_sk(&mv.name)),
             w: nonce,
         })?;
         let mut put = Put::builder().table_name(&self.table).set_item(Some(item));
@@ -300,7 +310,10 @@ impl DynamoMetaStore {
             keys::commit_pk(tenant, &commit.id),
             keys::COMMIT_SK.to_owned(),
             commit,
-            commit.summary.is_none().then(|| tenant.to_string()),
+            commit
+                .summary
+                .is_none()
+                .then(|| keys::summary_queue_key_of(tenant, &commit.id)),
             Some(commit.created_at.timestamp_micros()),
         );
         let in_run = CommitItem::new(

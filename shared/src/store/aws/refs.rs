@@ -1,9 +1,12 @@
-//! The DynamoDB store's refs ([`Refs`](crate::store::Refs)).
+//! The DynamoDB store's refs ([`Refs`](crate::store::Refs)): each ref is
+//! one item on its own partition, read and moved strongly consistently
+//! there; listing by prefix reads the keys-only `listing` index (so it is
+//! eventually consistent) and then the refs it names.
 
-use super::items::{from_item, key, s};
+use super::items::{batch_get, from_item, key, s};
 use super::meta::{RefItem, ref_record};
 use super::{DynamoMetaStore, conditional, keys, sdk_error};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::id::{CommitId, RefName, TenantId};
 use crate::store::{RefMove, RefRecord, ref_conflict};
 use async_trait::async_trait;
@@ -13,7 +16,7 @@ use chrono::{DateTime, Utc};
 impl crate::store::Refs for DynamoMetaStore {
     async fn get_ref(&self, tenant: &TenantId, name: &RefName) -> Result<Option<RefRecord>> {
         let item = self
-            .get_item(keys::refs_pk(tenant), keys::ref_sk(name))
+            .get_item(keys::ref_pk(tenant, name), keys::REF_SK.to_owned())
             .await?;
         item.map(|i| from_item::<RefItem>(i).and_then(ref_record))
             .transpose()
@@ -54,7 +57,7 @@ impl crate::store::Refs for DynamoMetaStore {
             }),
             None => {
                 let item = self
-                    .get_item(keys::refs_pk(tenant), keys::ref_sk(name))
+                    .get_item(keys::ref_pk(tenant, name), keys::REF_SK.to_owned())
                     .await?;
                 let item = item.map(from_item::<RefItem>).transpose()?;
                 let current = match item {
@@ -78,7 +81,7 @@ impl crate::store::Refs for DynamoMetaStore {
             .client
             .delete_item()
             .table_name(&self.table)
-            .set_key(Some(key(keys::refs_pk(tenant), keys::ref_sk(name))))
+            .set_key(Some(key(keys::ref_pk(tenant, name), keys::REF_SK)))
             .condition_expression("#target = :expected")
             .expression_attribute_names("#target", "target")
             .expression_attribute_values(":expected", s(expected.to_string()))
@@ -93,37 +96,64 @@ impl crate::store::Refs for DynamoMetaStore {
         }
     }
 
+    /// The index's entries in name order, then the refs they name
+    /// (BatchGetItem, strongly consistent, up to 100 at a time); a ref
+    /// deleted since the index listed it is left out.
     async fn list_refs(
         &self,
         tenant: &TenantId,
         prefix: &str,
         limit: usize,
     ) -> Result<Vec<RefRecord>> {
+        /// Refs asked for per BatchGetItem.
+        const BATCH: usize = 100;
         let q = self
             .client
             .query()
             .table_name(&self.table)
-            .expression_attribute_values(":pk", s(keys::refs_pk(tenant)))
-            .consistent_read(true)
-            .limit(i32::try_from(limit).unwrap_or(i32::MAX));
+            .index_name(keys::LISTING_INDEX)
+            .expression_attribute_values(":lk", s(keys::refs_list_key(tenant)))
+            .limit(i32::try_from(limit.clamp(1, BATCH)).unwrap_or(i32::MAX));
         let q = if prefix.is_empty() {
-            q.key_condition_expression("pk = :pk")
+            q.key_condition_expression("lk = :lk")
         } else {
-            q.key_condition_expression("pk = :pk AND begins_with(sk, :prefix)")
+            q.key_condition_expression("lk = :lk AND begins_with(ls, :prefix)")
                 .expression_attribute_values(":prefix", s(prefix))
         };
         // The stream is lazy: no page is asked for once `limit` are read.
-        let mut items = q.into_paginator().items().send();
+        let mut entries = q.into_paginator().items().send();
         let mut out = Vec::new();
-        while out.len() < limit {
-            let Some(item) = items
-                .try_next()
-                .await
-                .map_err(|e| sdk_error("DynamoDB Query", e))?
-            else {
-                break;
-            };
-            out.push(ref_record(from_item(item)?)?);
+        let mut done = false;
+        while out.len() < limit && !done {
+            let mut names = Vec::new();
+            while names.len() < (limit - out.len()).min(BATCH) {
+                let Some(entry) = entries
+                    .try_next()
+                    .await
+                    .map_err(|e| sdk_error("DynamoDB Query", e))?
+                else {
+                    done = true;
+                    break;
+                };
+                match entry.get("ls") {
+                    Some(aws_sdk_dynamodb::types::AttributeValue::S(name)) => {
+                        names.push(name.parse::<RefName>().map_err(|_| {
+                            Error::internal(format!("the listing index names a ref {name:?}"))
+                        })?);
+                    }
+                    _ => return Err(Error::internal("a listing index entry has no ls")),
+                }
+            }
+            let wanted = names
+                .iter()
+                .map(|n| key(keys::ref_pk(tenant, n), keys::REF_SK))
+                .collect();
+            let mut found = std::collections::HashMap::new();
+            for item in batch_get(&self.client, &self.table, wanted).await? {
+                let r = ref_record(from_item::<RefItem>(item)?)?;
+                found.insert(r.name.clone(), r);
+            }
+            out.extend(names.iter().filter_map(|n| found.remove(n)));
         }
         Ok(out)
     }

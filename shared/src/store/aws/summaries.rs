@@ -1,6 +1,7 @@
 //! The summary queue on DynamoDB: commits lacking a summary are the by-id
-//! items carrying `nosum` (the sparse GSI `missing_summary`, `nosum` =
-//! tenant, `ts` = created µs), listed with one Query per page. The queue
+//! items carrying `nosum` (the sparse, keys-only GSI `missing_summary`,
+//! `nosum` = the tenant's shard of the commit, `ts` = created µs), listed
+//! with one Query per shard and a BatchGetItem of the commits. The queue
 //! state lives on the by-id item (`lease`, `tries`, `err`, `retry`); a claim,
 //! a summary or a failure is one `TransactWriteItems` conditioned on the
 //! by-id item and also updating the tags of the commit's copy in its run,
@@ -11,21 +12,20 @@ use async_trait::async_trait;
 use aws_sdk_dynamodb::types::{TransactWriteItem, Update};
 use chrono::{DateTime, Utc};
 
-use super::items::{Item, build, key, n, s};
-use super::meta::commit_item;
+use std::collections::HashMap;
+
+use super::items::{Item, batch_get, build, key, n, s};
+use super::meta::{CommitItem, commit_item};
 use super::retry::{Cancellation, Transact, transact_once};
 use super::{DynamoMetaStore, keys, sdk_error};
 use crate::clock::micros_to_time;
 use crate::commit::Commit;
 use crate::error::{Error, Result};
-use crate::id::TenantId;
+use crate::id::{CommitId, TenantId};
 use crate::store::{
     Missing, MissingPage, SummaryCursor, SummaryState, TAG_SUMMARIZING, TAG_SUMMARY_BY,
     TAG_SUMMARY_ERROR, claim_tag,
 };
-
-/// The name of the sparse index of commits lacking a summary.
-const INDEX: &str = "missing_summary";
 
 /// One update of a summary write: the by-id item (with its condition) and
 /// the copy in the run.
@@ -96,8 +96,9 @@ impl DynamoMetaStore {
     }
 }
 
-/// The cursor of a `LastEvaluatedKey` of the index.
-fn cursor_of(k: &Item) -> Result<SummaryCursor> {
+/// The queue position of an index entry: its `ts` and the commit its
+/// table key names.
+fn position_of(k: &Item) -> Result<SummaryCursor> {
     let bad = || Error::internal(format!("the missing_summary index returned a key {k:?}"));
     let micros = match k.get("ts") {
         Some(aws_sdk_dynamodb::types::AttributeValue::N(v)) => v.parse().map_err(|_| bad())?,
@@ -113,41 +114,108 @@ fn cursor_of(k: &Item) -> Result<SummaryCursor> {
     Ok(SummaryCursor { micros, id })
 }
 
+/// One shard's entries of a queue page: its first `limit` positions after
+/// `after` in (time, id) order, and whether it holds more.
+struct ShardPage {
+    positions: Vec<SummaryCursor>,
+    more: bool,
+}
+
+impl DynamoMetaStore {
+    /// The first `limit` positions after `after` in shard `shard` of
+    /// `tenant`'s queue. The index orders entries by `ts` only, so entries
+    /// sharing the last one's `ts` are read too before sorting by (time,
+    /// id); the stream is lazy and reads no page past that.
+    async fn shard_page(
+        &self,
+        tenant: &TenantId,
+        shard: u8,
+        after: Option<&SummaryCursor>,
+        limit: usize,
+    ) -> Result<ShardPage> {
+        let q = self
+            .client()
+            .query()
+            .table_name(self.table())
+            .index_name(keys::SUMMARY_INDEX)
+            .expression_attribute_values(":q", s(keys::summary_queue_key(tenant, shard)))
+            .scan_index_forward(true)
+            .limit(i32::try_from(limit.saturating_add(1)).unwrap_or(i32::MAX));
+        let q = match after {
+            Some(a) => q
+                .key_condition_expression("nosum = :q AND ts >= :from")
+                .expression_attribute_values(":from", n(a.micros)),
+            None => q.key_condition_expression("nosum = :q"),
+        };
+        let mut entries = q.into_paginator().items().send();
+        let mut positions: Vec<SummaryCursor> = Vec::new();
+        let mut more = false;
+        while let Some(entry) = entries
+            .try_next()
+            .await
+            .map_err(|e| sdk_error("DynamoDB Query", e))?
+        {
+            let p = position_of(&entry)?;
+            if after.is_some_and(|a| p <= *a) {
+                continue;
+            }
+            if positions.len() >= limit && positions.last().is_some_and(|l| p.micros > l.micros) {
+                more = true;
+                break;
+            }
+            positions.push(p);
+        }
+        positions.sort();
+        if positions.len() > limit {
+            positions.truncate(limit);
+            more = true;
+        }
+        Ok(ShardPage { positions, more })
+    }
+}
+
 #[async_trait]
 impl crate::store::SummaryQueue for DynamoMetaStore {
+    /// One Query per shard of the tenant's queue (at once), merged by
+    /// (time, id), then one BatchGetItem per 100 commits for their by-id
+    /// items (the index holds keys only). The cursor is the last position
+    /// returned, which every shard resumes after.
     async fn missing_summaries(
         &self,
         tenant: &TenantId,
         after: Option<&SummaryCursor>,
         limit: usize,
     ) -> Result<MissingPage> {
-        let start: Option<Item> = after.map(|a| {
-            Item::from([
-                ("nosum".to_owned(), s(tenant.to_string())),
-                ("ts".to_owned(), n(a.micros)),
-                ("pk".to_owned(), s(keys::commit_pk(tenant, &a.id))),
-                ("sk".to_owned(), s(keys::COMMIT_SK)),
-            ])
-        });
-        let page = self
-            .client()
-            .query()
-            .table_name(self.table())
-            .index_name(INDEX)
-            .key_condition_expression("nosum = :t")
-            .expression_attribute_values(":t", s(tenant.to_string()))
-            .scan_index_forward(true)
-            .limit(i32::try_from(limit.max(1)).unwrap_or(i32::MAX))
-            .set_exclusive_start_key(start)
-            .send()
-            .await
-            .map_err(|e| sdk_error("DynamoDB Query", e))?;
-        let mut items = Vec::new();
-        for item in page.items.unwrap_or_default() {
+        let limit = limit.max(1);
+        let shards = futures::future::try_join_all(
+            (0..keys::SUMMARY_SHARDS).map(|shard| self.shard_page(tenant, shard, after, limit)),
+        )
+        .await?;
+        let mut more = shards.iter().any(|p| p.more);
+        let mut positions: Vec<SummaryCursor> =
+            shards.into_iter().flat_map(|p| p.positions).collect();
+        positions.sort();
+        if positions.len() > limit {
+            positions.truncate(limit);
+            more = true;
+        }
+        let wanted = positions
+            .iter()
+            .map(|p| key(keys::commit_pk(tenant, &p.id), keys::COMMIT_SK))
+            .collect();
+        let mut found: HashMap<CommitId, CommitItem> = HashMap::new();
+        for item in batch_get(self.client(), self.table(), wanted).await? {
             let i = commit_item(item)?;
-            // The index is eventually consistent: a summary written a moment
-            // ago may still be listed; the item itself says.
-            if i.c.summary.is_some() {
+            found.insert(i.c.id, i);
+        }
+        let mut items = Vec::with_capacity(positions.len());
+        for p in &positions {
+            // The index is eventually consistent: a commit summarized or
+            // deleted a moment ago may still be listed; its item says.
+            let Some(i) = found.remove(&p.id) else {
+                continue;
+            };
+            if i.c.summary.is_some() || i.nosum.is_none() {
                 continue;
             }
             items.push(Missing {
@@ -161,9 +229,10 @@ impl crate::store::SummaryQueue for DynamoMetaStore {
             });
         }
         // One page: the cursor goes back to the caller, who asks for the next.
-        let next = match page.last_evaluated_key {
-            Some(k) if !k.is_empty() => Some(cursor_of(&k)?),
-            _ => None,
+        let next = if more {
+            positions.last().copied()
+        } else {
+            None
         };
         Ok(MissingPage { items, next })
     }

@@ -51,10 +51,12 @@ async fn aws_two_summary_batches_summarize_each_commit_once() {
     .await;
 }
 
-/// A batch over 150 commits costs 2 Query pages, and per commit one
-/// GetObject and two TransactWriteItems (the claim and the summary).
+/// A batch over 150 commits costs 2 pages, each a Query per shard of the
+/// queue and a BatchGetItem of the commits the keys-only index names, and
+/// per commit one GetObject and two TransactWriteItems (the claim and the
+/// summary).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_summary_batch_costs_one_query_page_per_hundred_commits() {
+async fn a_summary_batch_costs_one_page_per_hundred_commits() {
     use crate::service::BatchOptions;
     use crate::store::{BlobStore, MetaStore, Stores};
     let Some(config) = emulator() else { return };
@@ -99,7 +101,12 @@ async fn a_summary_batch_costs_one_query_page_per_hundred_commits() {
         let k = (svc.to_owned(), op.to_owned());
         after.get(&k).copied().unwrap_or(0) - before.get(&k).copied().unwrap_or(0)
     };
-    assert_eq!(delta("dynamodb", "Query"), 2, "{after:?}");
+    assert_eq!(
+        delta("dynamodb", "Query"),
+        2 * u64::from(keys::SUMMARY_SHARDS),
+        "{after:?}"
+    );
+    assert_eq!(delta("dynamodb", "BatchGetItem"), 2, "{after:?}");
     assert_eq!(delta("s3", "GetObject"), 150, "{after:?}");
     assert_eq!(delta("dynamodb", "TransactWriteItems"), 300, "{after:?}");
     assert_eq!(delta("dynamodb", "GetItem"), 0, "{after:?}");
@@ -879,8 +886,8 @@ async fn a_ref_writes_nonce_comes_from_the_stores_id_source() {
     let item = super::items::consistent_get(
         meta.client(),
         &config.table,
-        keys::refs_pk(&tenant),
-        keys::ref_sk(&name),
+        keys::ref_pk(&tenant, &name),
+        keys::REF_SK,
     )
     .await
     .unwrap()
@@ -1025,8 +1032,8 @@ async fn a_backfill_makes_commits_older_than_the_index_erasable() {
         .get_item()
         .table_name(&table)
         .set_key(Some(super::items::key(
-            keys::session_last_pk(&tenant),
-            "old",
+            keys::session_commits_pk(&tenant, "old"),
+            keys::SESSION_LAST_SK,
         )))
         .consistent_read(true)
         .send()
@@ -1059,4 +1066,128 @@ async fn a_backfill_makes_commits_older_than_the_index_erasable() {
         (pk.as_str(), sk.as_str()) != (&keys::tenant_branches_pk(&tenant), keys::TENANT_ACTIVE_SK)
     });
     assert!(left.is_empty(), "items left: {left:?}");
+}
+
+/// Records the write units each index takes per TransactWriteItems (it
+/// asks DynamoDB for `ReturnConsumedCapacity = INDEXES` on every one).
+#[derive(Debug, Default, Clone)]
+struct IndexUnits {
+    /// Per transaction, in order: index name → units.
+    seen: Arc<std::sync::Mutex<Vec<std::collections::BTreeMap<String, f64>>>>,
+}
+
+impl aws_smithy_runtime_api::client::interceptors::Intercept for IndexUnits {
+    fn name(&self) -> &'static str {
+        "ctx-test-index-units"
+    }
+
+    fn modify_before_serialization(
+        &self,
+        context: &mut aws_smithy_runtime_api::client::interceptors::context::BeforeSerializationInterceptorContextMut<'_>,
+        _components: &aws_smithy_runtime_api::client::runtime_components::RuntimeComponents,
+        _cfg: &mut aws_smithy_types::config_bag::ConfigBag,
+    ) -> Result<(), aws_smithy_runtime_api::box_error::BoxError> {
+        use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsInput;
+        if let Some(input) = context
+            .input_mut()
+            .downcast_mut::<TransactWriteItemsInput>()
+        {
+            input.return_consumed_capacity =
+                Some(aws_sdk_dynamodb::types::ReturnConsumedCapacity::Indexes);
+        }
+        Ok(())
+    }
+
+    fn read_after_deserialization(
+        &self,
+        context: &aws_smithy_runtime_api::client::interceptors::context::AfterDeserializationInterceptorContextRef<'_>,
+        _components: &aws_smithy_runtime_api::client::runtime_components::RuntimeComponents,
+        _cfg: &mut aws_smithy_types::config_bag::ConfigBag,
+    ) -> Result<(), aws_smithy_runtime_api::box_error::BoxError> {
+        use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsOutput;
+        let Ok(output) = context.output_or_error() else {
+            return Ok(());
+        };
+        if let Some(out) = output.downcast_ref::<TransactWriteItemsOutput>() {
+            let mut units = std::collections::BTreeMap::new();
+            for c in out.consumed_capacity() {
+                for (index, cap) in c.global_secondary_indexes().into_iter().flatten() {
+                    *units.entry(index.clone()).or_insert(0.0) +=
+                        cap.capacity_units().unwrap_or(0.0);
+                }
+            }
+            self.seen.lock().unwrap().push(units);
+        }
+        Ok(())
+    }
+}
+
+/// The hot keys moved (issue 24 item 5), read from the write units
+/// DynamoDB Local reports per index: a session's first checkpoint, which
+/// creates its head ref and its last-write item, writes the `listing`
+/// index twice; the next ones, which move the ref and rewrite the last
+/// write, write it not at all. Each writes one `missing_summary` entry,
+/// and the same units for a 4 KB inline delta as for a tiny one (keys
+/// only: no copy of the delta).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_checkpoint_writes_no_listing_entry_once_its_ref_and_session_exist() {
+    use crate::store::{MetaStore, RefMove};
+    let Some(config) = emulator() else { return };
+    let recorder = IndexUnits::default();
+    let hooks = AwsHooks {
+        interceptor: Some(SharedInterceptor::new(recorder.clone())),
+        ..AwsHooks::default()
+    };
+    let (_, meta) = connect(&config, hooks).await.unwrap();
+    let tenant = conformance::fresh_tenant("hot-keys");
+    let name: crate::RefName = "sessions/s-hot/head".parse().unwrap();
+    let mut parent: Option<crate::commit::Commit> = None;
+    for (i, size) in [(0u8, 4096usize), (1, 4096), (2, 8)].into_iter() {
+        let body = vec![b'a' + i; size];
+        let mut c = conformance::commit(
+            &tenant,
+            parent.as_ref(),
+            conformance::t(i64::from(i)),
+            "p",
+            &body,
+        );
+        c.session_id = Some("s-hot".into());
+        c.inline = Some(bytes::Bytes::from(body));
+        let mv = RefMove {
+            name: name.clone(),
+            expected: parent.as_ref().map(|p| p.id),
+        };
+        meta.put_commit(&tenant, &c, Some(&mv)).await.unwrap();
+        parent = Some(c);
+    }
+    let seen = recorder.seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 3, "one transaction per checkpoint: {seen:?}");
+    let units = |i: usize, index: &str| seen[i].get(index).copied().unwrap_or(0.0);
+    // The first: the ref's and the session's listing entries.
+    assert!(units(0, keys::LISTING_INDEX) > 0.0, "{seen:?}");
+    for i in 1..3 {
+        assert_eq!(
+            units(i, keys::LISTING_INDEX),
+            0.0,
+            "checkpoint {i}: {seen:?}"
+        );
+    }
+    // One queue entry each, whatever the delta's size.
+    assert!(units(1, keys::SUMMARY_INDEX) > 0.0, "{seen:?}");
+    assert_eq!(
+        units(1, keys::SUMMARY_INDEX),
+        units(2, keys::SUMMARY_INDEX),
+        "a 4 KB and an 8-byte delta: {seen:?}"
+    );
+    // The listings still answer.
+    let refs = meta.list_refs(&tenant, "sessions/", 10).await.unwrap();
+    assert_eq!(
+        (refs.len(), refs[0].target),
+        (1, parent.as_ref().unwrap().id)
+    );
+    let idle = meta
+        .idle_sessions(&tenant, conformance::t(100), None, 10)
+        .await
+        .unwrap();
+    assert_eq!(idle, vec!["s-hot".parse().unwrap()]);
 }

@@ -42,14 +42,16 @@ async fn drain(meta: &dyn MetaStore, tenant: &crate::id::TenantId, limit: usize)
     panic!("the listing did not end");
 }
 
-/// Commits lacking a summary, by creation time then id, in pages whose
-/// cursors continue exactly where the last page stopped; commits with a
-/// summary and other tenants' commits are not listed.
+/// Commits lacking a summary, by creation time then id (six share one
+/// time, so ties are ordered by id across pages, and across the shards of
+/// a sharded queue), in pages whose cursors continue exactly where the
+/// last page stopped; commits with a summary and other tenants' commits
+/// are not listed.
 pub async fn missing_summaries_are_listed_oldest_first_in_pages(meta: &dyn MetaStore) {
     let a = fresh_tenant("queue-a");
     let b = fresh_tenant("queue-b");
     let mut made: Vec<Commit> = Vec::new();
-    for (i, at) in [5, 1, 3, 2, 4, 0].into_iter().enumerate() {
+    for (i, at) in [5, 1, 3, 2, 4, 0, 7, 7, 7, 7, 7, 7].into_iter().enumerate() {
         let mut c = commit(&a, None, t(at), "p", format!("q{i}").as_bytes());
         if at == 2 {
             c.summary = Some("written at checkpoint".into());
@@ -63,8 +65,9 @@ pub async fn missing_summaries_are_listed_oldest_first_in_pages(meta: &dyn MetaS
     for limit in [1, 2, 3, 5, 100] {
         assert_eq!(drain(meta, &a, limit).await, expected, "pages of {limit}");
     }
-    let first = meta.missing_summaries(&a, None, 10).await.expect("list");
+    let first = meta.missing_summaries(&a, None, 20).await.expect("list");
     assert_eq!(first.next, None, "one page holds them all");
+    assert_eq!(first.items.len(), expected.len());
     assert!(
         first
             .items
