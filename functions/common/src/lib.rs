@@ -308,8 +308,9 @@ pub async fn summarize(
         .map_err(|e| Error::internal(format!("the batch report does not serialize: {e}")))
 }
 
-/// Logs to stdout (CloudWatch) with the filter `CTX_LOG` (default `info`);
-/// a filter that does not parse is said, then the default is used.
+/// Logs to stdout (CloudWatch), in plain text (CloudWatch shows colour
+/// codes as text), with the filter `CTX_LOG` (default `info`); a filter
+/// that does not parse is said, then the default is used.
 fn init_tracing(config: &Config) {
     use tracing_subscriber::EnvFilter;
     let (filter, bad) = match config.log.as_deref().map(|s| (s, EnvFilter::try_new(s))) {
@@ -322,6 +323,7 @@ fn init_tracing(config: &Config) {
     };
     tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(false)
         .without_time()
         .init();
     if let Some(bad) = bad {
