@@ -124,7 +124,23 @@ pub fn translate(formats: &Formats, parts: &[Part], target: &FormatId) -> Result
     if let Some(t) = field_level(formats, parts, target)? {
         return Ok(t);
     }
-    let (conv, opaque) = decode_parts(formats, parts)?;
+    let mut conv = Conversation::default();
+    let mut opaque = Vec::new();
+    for p in parts {
+        let codec = formats.codec(&p.format);
+        if codec.structured() {
+            let c = codec
+                .to_canonical(&p.bytes)
+                .map_err(|e| undecodable(p, &e))?;
+            conv.messages.extend(c.messages);
+        } else {
+            opaque.push(p.format.to_string());
+            conv.messages.push(Message::new(
+                Role::User,
+                vec![Block::text(describe_raw(formats, p))],
+            ));
+        }
+    }
     if !opaque.is_empty() {
         let enc = tcodec.encode_canonical(&conv)?;
         return Ok(Translated {
@@ -134,41 +150,26 @@ pub fn translate(formats: &Formats, parts: &[Part], target: &FormatId) -> Result
         });
     }
     let enc = tcodec.encode_canonical(&conv)?;
-    let (why, conv) = if let Some(first) = enc.lost.first() {
-        let why = format!(
+    let why = if let Some(first) = enc.lost.first() {
+        Some(format!(
             "{target} cannot hold it faithfully ({first}{})",
             if enc.lost.len() > 1 {
                 format!(", and {} more", enc.lost.len() - 1)
             } else {
                 String::new()
             }
-        );
-        (Some(why), conv)
+        ))
     } else {
-        // One large copy at a time (a long session's decoded forms are
-        // each many times its bytes): the input normalized, the
-        // conversation dropped, then the output read back and normalized.
-        // The rare narrative decodes the parts again.
+        let back = tcodec.to_canonical(&enc.bytes).map_err(|e| {
+            Error::internal(format!(
+                "the {target} translation does not decode: {}",
+                e.message
+            ))
+        })?;
         let carries = tcodec.carries();
-        let want = canonical::normalize(&conv, carries);
-        drop(conv);
-        let got = canonical::normalize(
-            &tcodec.to_canonical(&enc.bytes).map_err(|e| {
-                Error::internal(format!(
-                    "the {target} translation does not decode: {}",
-                    e.message
-                ))
-            })?,
-            carries,
-        );
-        if got == want {
-            (None, Conversation::default())
-        } else {
-            drop((want, got));
-            let why =
-                format!("its {target} translation does not read back as the same conversation");
-            (Some(why), decode_parts(formats, parts)?.0)
-        }
+        (canonical::normalize(&back, carries) != canonical::normalize(&conv, carries)).then(|| {
+            format!("its {target} translation does not read back as the same conversation")
+        })
     };
     match why {
         None => Ok(Translated {
@@ -195,29 +196,6 @@ pub fn translate(formats: &Formats, parts: &[Part], target: &FormatId) -> Result
             })
         }
     }
-}
-
-/// Every part in the canonical model, in order; a part without a codec
-/// becomes a user message describing it, and its format is listed.
-fn decode_parts(formats: &Formats, parts: &[Part]) -> Result<(Conversation, Vec<String>)> {
-    let mut conv = Conversation::default();
-    let mut opaque = Vec::new();
-    for p in parts {
-        let codec = formats.codec(&p.format);
-        if codec.structured() {
-            let c = codec
-                .to_canonical(&p.bytes)
-                .map_err(|e| undecodable(p, &e))?;
-            conv.messages.extend(c.messages);
-        } else {
-            opaque.push(p.format.to_string());
-            conv.messages.push(Message::new(
-                Role::User,
-                vec![Block::text(describe_raw(formats, p))],
-            ));
-        }
-    }
-    Ok((conv, opaque))
 }
 
 fn field_level(formats: &Formats, parts: &[Part], target: &FormatId) -> Result<Option<Translated>> {

@@ -127,7 +127,9 @@ impl DynamoMetaStore {
             return Err(Error::internal("a session's last-write item lacks a key"));
         };
         if !item.contains_key("last") {
-            return Err(Error::internal("a session's last-write item lacks its time"));
+            return Err(Error::internal(
+                "a session's last-write item lacks its time",
+            ));
         }
         let mut update = self
             .client()
