@@ -13,9 +13,7 @@ use async_trait::async_trait;
 use aws_sdk_dynamodb::types::{ReturnValue, Update};
 use std::collections::HashMap;
 
-use aws_sdk_dynamodb::types::{
-    AttributeValue, ConditionCheck, Delete, KeysAndAttributes, Put, TransactWriteItem,
-};
+use aws_sdk_dynamodb::types::{AttributeValue, ConditionCheck, Delete, Put, TransactWriteItem};
 use chrono::{DateTime, Utc};
 
 use super::items::{Item, batch_get, build, key, n, s};
@@ -26,9 +24,6 @@ use crate::commit::Commit;
 use crate::error::{Error, Result};
 use crate::id::{ArtifactRef, CommitId, SessionId, TenantId};
 use crate::store::{ArtifactUser, Commits, MaterializeKey, Pin, TenantRecords};
-
-/// Keys one BatchGetItem may ask for.
-const BATCH_GET: usize = 100;
 
 pub(super) fn put_item(table: &str, item: Item) -> Result<TransactWriteItem> {
     Ok(TransactWriteItem::builder()
@@ -50,6 +45,14 @@ pub(super) fn delete_item(table: &str, pk: String, sk: String) -> Result<Transac
                 .build(),
         )?)
         .build())
+}
+
+/// Where [`DynamoMetaStore::range_after`] reads: the table by (`pk`, `sk`),
+/// or the keys-only listing index by (`lk`, `ls`).
+#[derive(Debug, Clone, Copy)]
+enum Range {
+    Table,
+    Listing,
 }
 
 /// The lifecycle index items of one commit.
@@ -118,30 +121,38 @@ impl DynamoMetaStore {
 
     /// Every sort key of partition `pk` (paginated Query, keys only).
     pub(super) async fn sort_keys(&self, pk: String, limit: usize) -> Result<Vec<(String, Item)>> {
-        self.sort_keys_after(pk, None, limit).await
+        self.range_after(Range::Table, pk, None, limit).await
     }
 
-    /// [`Self::sort_keys`] from the first sort key above `after`.
-    async fn sort_keys_after(
+    /// Up to `limit` entries of one partition of `on` from the first range
+    /// key above `after`, in order, each with its range key (a lazy
+    /// paginated Query: no page past `limit` is asked for). The table is
+    /// read strongly consistent; an index cannot be.
+    async fn range_after(
         &self,
-        pk: String,
+        on: Range,
+        hash: String,
         after: Option<&str>,
         limit: usize,
     ) -> Result<Vec<(String, Item)>> {
+        let (hash_attr, range_attr, index) = match on {
+            Range::Table => ("pk", "sk", None),
+            Range::Listing => ("lk", "ls", Some(keys::LISTING_INDEX)),
+        };
         let query = self
             .client()
             .query()
             .table_name(self.table())
-            .expression_attribute_values(":pk", s(pk));
+            .set_index_name(index.map(str::to_owned))
+            .set_consistent_read(index.is_none().then_some(true))
+            .expression_attribute_values(":h", s(hash));
         let query = match after {
             Some(a) => query
-                .key_condition_expression("pk = :pk AND sk > :after")
+                .key_condition_expression(format!("{hash_attr} = :h AND {range_attr} > :after"))
                 .expression_attribute_values(":after", s(a.to_owned())),
-            None => query.key_condition_expression("pk = :pk"),
+            None => query.key_condition_expression(format!("{hash_attr} = :h")),
         };
-        // The stream is lazy: no page is asked for once `limit` are read.
         let mut items = query
-            .consistent_read(true)
             .limit(i32::try_from(limit).unwrap_or(i32::MAX))
             .into_paginator()
             .items()
@@ -155,8 +166,8 @@ impl DynamoMetaStore {
             else {
                 break;
             };
-            if let Some(AttributeValue::S(sk)) = item.get("sk") {
-                out.push((sk.clone(), item));
+            if let Some(AttributeValue::S(range)) = item.get(range_attr) {
+                out.push((range.clone(), item));
             }
         }
         Ok(out)
@@ -169,40 +180,14 @@ impl DynamoMetaStore {
         tenant: &TenantId,
         ids: &[CommitId],
     ) -> Result<Vec<Commit>> {
-        let mut found: std::collections::HashMap<CommitId, Commit> =
-            std::collections::HashMap::with_capacity(ids.len());
-        for chunk in ids.chunks(BATCH_GET) {
-            let mut pending: Vec<Item> = chunk
-                .iter()
-                .map(|id| key(keys::commit_pk(tenant, id), keys::COMMIT_SK))
-                .collect();
-            while !pending.is_empty() {
-                let ka = build(
-                    KeysAndAttributes::builder()
-                        .set_keys(Some(std::mem::take(&mut pending)))
-                        .consistent_read(true)
-                        .build(),
-                )?;
-                let res = self
-                    .client()
-                    .batch_get_item()
-                    .request_items(self.table(), ka)
-                    .send()
-                    .await
-                    .map_err(|e| sdk_error("DynamoDB BatchGetItem", e))?;
-                if let Some(mut responses) = res.responses {
-                    for item in responses.remove(self.table()).unwrap_or_default() {
-                        let c = commit_item(item)?.c;
-                        found.insert(c.id, c);
-                    }
-                }
-                if let Some(ka) = res
-                    .unprocessed_keys
-                    .and_then(|mut left| left.remove(self.table()))
-                {
-                    pending = ka.keys;
-                }
-            }
+        let keys = ids
+            .iter()
+            .map(|id| key(keys::commit_pk(tenant, id), keys::COMMIT_SK))
+            .collect();
+        let mut found: HashMap<CommitId, Commit> = HashMap::with_capacity(ids.len());
+        for item in super::items::batch_get(self.client(), self.table(), keys).await? {
+            let c = commit_item(item)?.c;
+            found.insert(c.id, c);
         }
         Ok(ids.iter().filter_map(|id| found.remove(id)).collect())
     }
@@ -266,37 +251,17 @@ impl DynamoMetaStore {
         after: Option<&str>,
         limit: usize,
     ) -> Result<Vec<(String, Item)>> {
-        let query = self
-            .client()
-            .query()
-            .table_name(self.table())
-            .index_name(keys::LISTING_INDEX)
-            .expression_attribute_values(":lk", s(keys::sessions_list_key(tenant)));
-        let query = match after {
-            Some(a) => query
-                .key_condition_expression("lk = :lk AND ls > :after")
-                .expression_attribute_values(":after", s(a.to_owned())),
-            None => query.key_condition_expression("lk = :lk"),
-        };
-        // The stream is lazy: no page is asked for once `limit` are read.
-        let mut entries = query
-            .limit(i32::try_from(limit).unwrap_or(i32::MAX))
-            .into_paginator()
-            .items()
-            .send();
-        let mut sessions = Vec::new();
-        while sessions.len() < limit {
-            let Some(entry) = entries
-                .try_next()
-                .await
-                .map_err(|e| sdk_error("DynamoDB Query", e))?
-            else {
-                break;
-            };
-            if let Some(AttributeValue::S(session)) = entry.get("ls") {
-                sessions.push(session.clone());
-            }
-        }
+        let sessions: Vec<String> = self
+            .range_after(
+                Range::Listing,
+                keys::sessions_list_key(tenant),
+                after,
+                limit,
+            )
+            .await?
+            .into_iter()
+            .map(|(session, _)| session)
+            .collect();
         let wanted = sessions
             .iter()
             .map(|session| {
