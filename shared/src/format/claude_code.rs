@@ -45,13 +45,25 @@ fn at(offset: usize, number: usize) -> String {
     format!("byte offset {offset} (line {number})")
 }
 
+/// Every line of `bytes`, parsed and checked.
 fn parse(bytes: &[u8]) -> Result<Vec<Line>> {
+    let mut lines = Vec::new();
+    each_line(bytes, |line| {
+        lines.push(line);
+        Ok(())
+    })?;
+    Ok(lines)
+}
+
+/// Hands each line of `bytes` to `f` as it is parsed and checked, so that
+/// a caller that keeps only what it builds from a line holds one line's
+/// JSON tree at a time (a long session's trees are many times its bytes).
+fn each_line(bytes: &[u8], mut f: impl FnMut(Line) -> Result<()>) -> Result<()> {
     if let Err(e) = std::str::from_utf8(bytes) {
         let offset = e.valid_up_to();
         let number = bytes[..offset].iter().filter(|&&b| b == b'\n').count() + 1;
         return Err(bad(ID, at(offset, number), "the bytes are not UTF-8"));
     }
-    let mut lines = Vec::new();
     let mut pos = 0;
     let mut number = 1;
     while pos < bytes.len() {
@@ -77,16 +89,16 @@ fn parse(bytes: &[u8]) -> Result<Vec<Line>> {
             )
         })?;
         check_entry(&value).map_err(|e| bad(ID, at(pos, number), e))?;
-        lines.push(Line {
+        f(Line {
             offset: pos,
             end: pos + nl + 1,
             number,
             value,
-        });
+        })?;
         pos += nl + 1;
         number += 1;
     }
-    Ok(lines)
+    Ok(())
 }
 
 fn entry_type(v: &Value) -> &str {
@@ -151,17 +163,31 @@ fn check_entry(v: &Value) -> Result<(), String> {
     Ok(())
 }
 
-fn decode(bytes: &[u8]) -> Result<(Conversation, Vec<Line>)> {
-    let lines = parse(bytes)?;
+/// Where a line starts: its byte offset and line number.
+struct Position {
+    offset: usize,
+    number: usize,
+}
+
+/// The conversation of `bytes`, and where each line starts (a message's
+/// `origin` indexes them). Each line's JSON is dropped once its message is
+/// built.
+fn decode(bytes: &[u8]) -> Result<(Conversation, Vec<Position>)> {
+    let mut positions: Vec<Position> = Vec::new();
     let mut messages: Vec<Message> = Vec::new();
     let mut last_assistant_id: Option<String> = None;
-    for (i, line) in lines.iter().enumerate() {
+    each_line(bytes, |line| {
+        let i = positions.len();
+        positions.push(Position {
+            offset: line.offset,
+            number: line.number,
+        });
         let v = &line.value;
         let ty = entry_type(v);
         if !(ty == "user" || ty == "assistant")
             || v.get("isSidechain").and_then(Value::as_bool) == Some(true)
         {
-            continue;
+            return Ok(());
         }
         let msg = &v["message"];
         let content =
@@ -177,7 +203,7 @@ fn decode(bytes: &[u8]) -> Result<(Conversation, Vec<Line>)> {
                 && last_assistant_id.as_ref() == Some(id)
             {
                 prev.content.extend(content);
-                continue;
+                return Ok(());
             }
             last_assistant_id = id;
         } else {
@@ -193,8 +219,9 @@ fn decode(bytes: &[u8]) -> Result<(Conversation, Vec<Line>)> {
             timestamp,
             origin: i,
         });
-    }
-    Ok((Conversation { messages }, lines))
+        Ok(())
+    })?;
+    Ok((Conversation { messages }, positions))
 }
 
 /// A UUID-shaped id derived from `seed`, so translations are deterministic.
