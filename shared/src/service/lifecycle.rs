@@ -20,8 +20,12 @@
 //! cached its result since the entries were listed, and the store takes
 //! no entry of a commit that is gone (a materialize that stores after
 //! that removes the file it wrote). An artifact is deleted only when no
-//! commit or cache entry outside the erase still uses it. A principal's
-//! erase ends with the agent's record.
+//! commit or cache entry outside the erase still uses it. Then each
+//! session left without a commit loses what the store keeps of it beside
+//! its commits (its last-write record on DynamoDB; an erase interrupted
+//! just before leaves that to the idle-session sweep, which removes the
+//! record of a session with no commit). A principal's erase ends with the
+//! agent's record.
 //!
 //! Interrupted anywhere, the commits not yet removed are still found by
 //! their session or their principal's timeline (and the descendants
@@ -490,6 +494,15 @@ impl Service {
         let mut own_steps = stream::iter(steps).buffer_unordered(self.erase_concurrency);
         while let Some(done) = own_steps.next().await {
             report.add(&done?);
+        }
+        // Last, what the store keeps of a session beside its commits, for
+        // each session left with none.
+        let sessions: BTreeSet<&str> = commits
+            .values()
+            .filter_map(|c| c.session_id.as_deref())
+            .collect();
+        for session in sessions {
+            meta.forget_session(tenant, session).await?;
         }
         Ok(report)
     }

@@ -157,6 +157,19 @@ pub trait Lifecycle: Send + Sync + 'static {
         let _ = tenant;
         Ok(Backfilled::default())
     }
+
+    /// Removes what the store keeps of `session` apart from its commits
+    /// (its last-write record) once no commit of it is left, as the last
+    /// step of an erase. A write to the session since leaves the record
+    /// alone. Nothing to do for stores that keep no such record (SQLite
+    /// and the memory store read a session's last write off its commits).
+    ///
+    /// # Errors
+    /// `Unavailable`.
+    async fn forget_session(&self, tenant: &TenantId, session: &str) -> Result<()> {
+        let _ = (tenant, session);
+        Ok(())
+    }
 }
 
 /// What one [`Lifecycle::backfill_index`] pass read and wrote.

@@ -314,20 +314,10 @@ impl DynamoMetaStore {
             // session still has commits and that none is newer.
             let commits = self.session_commits(tenant, &session).await?;
             if commits.is_empty() {
-                // Erased: its last-write item goes too.
-                self.client()
-                    .delete_item()
-                    .table_name(self.table())
-                    .set_key(Some(key(
-                        keys::session_commits_pk(tenant, session.as_str()),
-                        keys::SESSION_LAST_SK,
-                    )))
-                    .condition_expression("#last = :last")
-                    .expression_attribute_names("#last", "last")
-                    .expression_attribute_values(":last", n(last))
-                    .send()
-                    .await
-                    .ok();
+                // Erased before erasures removed it: its last-write item
+                // goes too.
+                self.delete_last_write(tenant, session.as_str(), last)
+                    .await?;
                 continue;
             }
             if commits.iter().all(|c| c.created_at < before) {
@@ -335,6 +325,34 @@ impl DynamoMetaStore {
             }
         }
         Ok(())
+    }
+
+    /// Deletes `session`'s last-write item if it still says `last` (µs):
+    /// a write since has rewritten it, and it stays.
+    async fn delete_last_write(&self, tenant: &TenantId, session: &str, last: i64) -> Result<()> {
+        let deleted = self
+            .client()
+            .delete_item()
+            .table_name(self.table())
+            .set_key(Some(key(
+                keys::session_commits_pk(tenant, session),
+                keys::SESSION_LAST_SK,
+            )))
+            .condition_expression("#last = :last")
+            .expression_attribute_names("#last", "last")
+            .expression_attribute_values(":last", n(last))
+            .send()
+            .await;
+        match deleted {
+            Ok(_) => Ok(()),
+            Err(e)
+                if e.as_service_error()
+                    .is_some_and(|e| e.is_conditional_check_failed_exception()) =>
+            {
+                Ok(())
+            }
+            Err(e) => Err(sdk_error("DynamoDB DeleteItem", e)),
+        }
     }
 
     async fn set_evicted_one(
@@ -370,6 +388,27 @@ const EVICT_CONCURRENCY: usize = 16;
 
 #[async_trait]
 impl crate::store::Lifecycle for DynamoMetaStore {
+    async fn forget_session(&self, tenant: &TenantId, session: &str) -> Result<()> {
+        // The session's partition holds a key per commit and the last
+        // write: two rows read tell whether any commit is left.
+        let rows = self
+            .sort_keys(keys::session_commits_pk(tenant, session), 2)
+            .await?;
+        let [(sk, item)] = rows.as_slice() else {
+            return Ok(());
+        };
+        if sk != keys::SESSION_LAST_SK {
+            return Ok(());
+        }
+        match item.get("last") {
+            Some(AttributeValue::N(v)) => match v.parse() {
+                Ok(last) => self.delete_last_write(tenant, session, last).await,
+                Err(_) => Ok(()),
+            },
+            _ => Ok(()),
+        }
+    }
+
     async fn backfill_index(&self, tenant: Option<&TenantId>) -> Result<crate::store::Backfilled> {
         self.backfill(tenant).await
     }
