@@ -251,12 +251,18 @@ pub struct Normalized {
 
 /// Normalizes `conv` for a target that carries `carries`.
 pub fn normalize(conv: &Conversation, carries: Carries) -> Normalized {
+    normalize_owned(conv.clone(), carries)
+}
+
+/// [`normalize`], consuming `conv`: each message is moved into the result
+/// (or dropped) as it is reached, so the two are never whole at once.
+pub fn normalize_owned(conv: Conversation, carries: Carries) -> Normalized {
     let mut out = Normalized {
         system: Vec::new(),
         messages: Vec::new(),
     };
-    for m in &conv.messages {
-        let blocks = normalize_blocks(&m.content, carries);
+    for m in conv.messages {
+        let blocks = normalize_blocks(m.content, carries);
         if m.role == Role::System {
             if carries.system {
                 out.system.extend(blocks);
@@ -278,7 +284,7 @@ pub fn normalize(conv: &Conversation, carries: Carries) -> Normalized {
     out
 }
 
-fn normalize_blocks(blocks: &[Block], carries: Carries) -> Vec<Block> {
+fn normalize_blocks(blocks: Vec<Block>, carries: Carries) -> Vec<Block> {
     let mut out = Vec::new();
     for b in blocks {
         match b {
@@ -286,22 +292,20 @@ fn normalize_blocks(blocks: &[Block], carries: Carries) -> Vec<Block> {
             Block::Text { text } if text.is_empty() => {}
             Block::ToolResult {
                 tool_use_id,
-                content,
-                is_error,
+                mut content,
+                mut is_error,
             } => {
-                let mut content = content.clone();
-                let mut is_error = *is_error;
                 if is_error && !carries.tool_errors {
                     content.insert(0, Block::text(ERROR_PREFIX));
                     is_error = false;
                 }
                 out.push(Block::ToolResult {
-                    tool_use_id: tool_use_id.clone(),
-                    content: normalize_blocks(&content, carries),
+                    tool_use_id,
+                    content: normalize_blocks(content, carries),
                     is_error,
                 });
             }
-            other => out.push(other.clone()),
+            other => out.push(other),
         }
     }
     join_text(out)

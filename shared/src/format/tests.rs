@@ -215,7 +215,7 @@ fn every_pair_of_formats_translates_both_ways_keeping_what_must_survive() {
                 format: fid(from),
                 bytes: enc.bytes.clone(),
             };
-            let out = translate(&f, &[part], &fid(to)).unwrap();
+            let out = translate(&f, vec![part], &fid(to)).unwrap();
             tiers.push_str(&format!("{from:>22} -> {to:<22} {}\n", out.tier.as_str()));
             outputs.push(json!({"from": from, "to": to, "tier": out.tier.as_str(), "output": render(to, &out.bytes)}));
             target
@@ -327,7 +327,7 @@ fn no_faithful_mapping_falls_back_to_a_narrative() {
     ] {
         let out = translate(
             &f,
-            &[Part {
+            vec![Part {
                 origin: "commit ctx-x".into(),
                 format: fid("bureau-agent-v1"),
                 bytes: bytes.clone(),
@@ -360,7 +360,7 @@ fn no_faithful_mapping_falls_back_to_a_narrative() {
     let bytes = AnthropicCodec.encode_canonical(&r).unwrap().bytes;
     let out = translate(
         &f,
-        &[Part {
+        vec![Part {
             origin: "c".into(),
             format: fid("anthropic-messages-v1"),
             bytes,
@@ -382,7 +382,7 @@ fn no_faithful_mapping_falls_back_to_a_narrative() {
     };
     let out = translate(
         &f,
-        std::slice::from_ref(&part),
+        vec![part.clone()],
         &fid("anthropic-messages-v1"),
     )
     .unwrap();
@@ -398,7 +398,7 @@ fn no_faithful_mapping_falls_back_to_a_narrative() {
         format: fid("anthropic-messages-v1"),
         bytes: Bytes::from(json!([{"role": "assistant", "content": "Done."}]).to_string()),
     };
-    let out = translate(&f, &[part, other], &fid("openai-chat-v1")).unwrap();
+    let out = translate(&f, vec![part, other], &fid("openai-chat-v1")).unwrap();
     assert_eq!(out.tier, Tier::CrossRuntime, "{}", out.note);
     let v: Value = serde_json::from_slice(&out.bytes).unwrap();
     assert_eq!(v[0]["content"][1]["type"], "input_audio");
@@ -419,7 +419,7 @@ fn unknown_formats_are_handed_over_raw_with_a_description() {
             bytes: Bytes::from_static(b"\xff\x00binary"),
         },
     ];
-    let out = translate(&f, &parts, &fid("anthropic-messages-v1")).unwrap();
+    let out = translate(&f, parts.to_vec(), &fid("anthropic-messages-v1")).unwrap();
     assert_eq!(out.tier, Tier::Raw);
     let conv = AnthropicCodec.to_canonical(&out.bytes).unwrap();
     let texts: Vec<&str> = conv
@@ -438,7 +438,7 @@ fn unknown_formats_are_handed_over_raw_with_a_description() {
         texts[1].ends_with(&base64::engine::general_purpose::STANDARD.encode(b"\xff\x00binary"))
     );
     // A target ctx cannot write: the bytes as stored, each described.
-    let out = translate(&f, &parts, &fid("gemini-contents-v3")).unwrap();
+    let out = translate(&f, parts.to_vec(), &fid("gemini-contents-v3")).unwrap();
     assert_eq!(out.tier, Tier::Raw);
     let text = String::from_utf8_lossy(&out.bytes);
     assert!(text.contains("--- ctx part 1 of 2: commit ctx-a"));

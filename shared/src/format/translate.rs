@@ -105,13 +105,18 @@ fn undecodable(p: &Part, e: &Error) -> Error {
 
 /// Turns `parts` into one context in `target`.
 ///
+/// Takes the parts: a cross-runtime translation drops each part's bytes
+/// once it is decoded, and checks the round trip on normalized copies
+/// built by consuming what they are made of, so a large context is not
+/// held in more forms at once than the check needs.
+///
 /// # Errors
 /// `Internal` when a stored part does not decode as its own format (it was
 /// validated when it was checkpointed).
-pub fn translate(formats: &Formats, parts: &[Part], target: &FormatId) -> Result<Translated> {
+pub fn translate(formats: &Formats, parts: Vec<Part>, target: &FormatId) -> Result<Translated> {
     let tcodec = formats.codec(target);
     if parts.iter().all(|p| &p.format == target) {
-        let bytes: Vec<Bytes> = parts.iter().map(|p| p.bytes.clone()).collect();
+        let bytes: Vec<Bytes> = parts.into_iter().map(|p| p.bytes).collect();
         return Ok(Translated {
             bytes: tcodec.concat(&bytes)?,
             tier: Tier::Native,
@@ -119,10 +124,17 @@ pub fn translate(formats: &Formats, parts: &[Part], target: &FormatId) -> Result
         });
     }
     if !tcodec.structured() {
-        return Ok(raw_frame(formats, parts, target));
+        return Ok(raw_frame(formats, &parts, target));
     }
-    if let Some(t) = field_level(formats, parts, target)? {
+    if let Some(t) = field_level(formats, &parts, target)? {
         return Ok(t);
+    }
+    let mut sources: Vec<String> = Vec::new();
+    for p in &parts {
+        let s = format!("{} ({})", p.format, formats.codec(&p.format).describe());
+        if !sources.contains(&s) {
+            sources.push(s);
+        }
     }
     let mut conv = Conversation::default();
     let mut opaque = Vec::new();
@@ -131,13 +143,13 @@ pub fn translate(formats: &Formats, parts: &[Part], target: &FormatId) -> Result
         if codec.structured() {
             let c = codec
                 .to_canonical(&p.bytes)
-                .map_err(|e| undecodable(p, &e))?;
+                .map_err(|e| undecodable(&p, &e))?;
             conv.messages.extend(c.messages);
         } else {
             opaque.push(p.format.to_string());
             conv.messages.push(Message::new(
                 Role::User,
-                vec![Block::text(describe_raw(formats, p))],
+                vec![Block::text(describe_raw(formats, &p))],
             ));
         }
     }
@@ -167,7 +179,8 @@ pub fn translate(formats: &Formats, parts: &[Part], target: &FormatId) -> Result
             ))
         })?;
         let carries = tcodec.carries();
-        (canonical::normalize(&back, carries) != canonical::normalize(&conv, carries)).then(|| {
+        let back = canonical::normalize_owned(back, carries);
+        (back != canonical::normalize(&conv, carries)).then(|| {
             format!("its {target} translation does not read back as the same conversation")
         })
     };
@@ -178,14 +191,8 @@ pub fn translate(formats: &Formats, parts: &[Part], target: &FormatId) -> Result
             note: String::new(),
         }),
         Some(why) => {
-            let mut sources: Vec<String> = Vec::new();
-            for p in parts {
-                let s = format!("{} ({})", p.format, formats.codec(&p.format).describe());
-                if !sources.contains(&s) {
-                    sources.push(s);
-                }
-            }
             let text = canonical::narrative(&conv, &sources.join(" and "), &why);
+            drop(conv);
             let story = Conversation {
                 messages: vec![Message::new(Role::User, vec![Block::text(text)])],
             };

@@ -277,11 +277,10 @@ impl Service {
         // the async threads, then the allocator trimmed of what they freed.
         let (out, counts) = tokio::task::spawn_blocking(move || {
             let input = translate_parts.iter().map(|p| p.bytes.len()).sum();
-            let out = translate::translate(&formats, &translate_parts, &target).map(|out| {
+            let out = translate::translate(&formats, translate_parts, &target).map(|out| {
                 let counts = codec.count(&out.bytes);
                 (out, counts)
             });
-            drop(translate_parts);
             super::trim::after_translating(input);
             out
         })

@@ -139,7 +139,7 @@ proptest! {
             let _ = c.to_canonical(&bytes);
             let _ = segments(&bytes);
             for to in STRUCTURED {
-                let _ = translate(&f, &[Part { origin: "x".into(), format: fid(format), bytes: Bytes::from(bytes.clone()) }], &fid(to));
+                let _ = translate(&f, vec![Part { origin: "x".into(), format: fid(format), bytes: Bytes::from(bytes.clone()) }], &fid(to));
             }
         }
     }
