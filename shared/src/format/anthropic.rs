@@ -63,16 +63,67 @@ pub(crate) fn parse_json(format: &str, bytes: &[u8]) -> Result<Value> {
     })
 }
 
-/// A JSON array of objects, or the error naming what it is instead.
-pub(crate) fn parse_array(format: &str, bytes: &[u8]) -> Result<Vec<Value>> {
-    match parse_json(format, bytes)? {
-        Value::Array(items) => Ok(items),
-        other => Err(bad(
+/// Hands `f` each element of a JSON array of messages with its index, in
+/// order, parsed one at a time: only one element is a JSON tree at any
+/// moment, never the whole array. The first error wins: a syntax error
+/// (naming its byte offset), or what `f` returned. Bytes that are not an
+/// array give the error naming what they are instead.
+pub(crate) fn each_element(
+    format: &str,
+    bytes: &[u8],
+    mut f: impl FnMut(usize, Value) -> Result<()>,
+) -> Result<()> {
+    use serde::Deserializer as _;
+    use serde::de::{Error as _, SeqAccess, Visitor};
+
+    struct Elements<'a, F> {
+        f: &'a mut F,
+        failed: &'a mut Option<crate::error::Error>,
+    }
+    impl<'de, F: FnMut(usize, Value) -> Result<()>> Visitor<'de> for Elements<'_, F> {
+        type Value = ();
+        fn expecting(&self, out: &mut std::fmt::Formatter) -> std::fmt::Result {
+            out.write_str("a JSON array of messages")
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+            let mut i = 0;
+            while let Some(v) = seq.next_element::<Value>()? {
+                if let Err(e) = (self.f)(i, v) {
+                    *self.failed = Some(e);
+                    return Err(A::Error::custom("stopped by the element's error"));
+                }
+                i += 1;
+            }
+            Ok(())
+        }
+    }
+
+    if bytes.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'[') {
+        let other = parse_json(format, bytes)?;
+        return Err(bad(
             format,
             "byte offset 0",
             format!("expected a JSON array of messages, found {}", kind(&other)),
-        )),
+        ));
     }
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let mut failed = None;
+    let parsed = de
+        .deserialize_seq(Elements {
+            f: &mut f,
+            failed: &mut failed,
+        })
+        .and_then(|()| de.end());
+    if let Some(e) = failed {
+        return Err(e);
+    }
+    parsed.map_err(|e| {
+        bad(
+            format,
+            format!("byte offset {}", json_offset(bytes, e.line(), e.column())),
+            format!("not JSON: {e}"),
+        )
+    })
 }
 
 fn str_field<'a>(obj: &'a Map<String, Value>, key: &str, what: &str) -> Result<&'a str, String> {
@@ -376,9 +427,9 @@ impl Codec for AnthropicCodec {
     }
 
     fn to_canonical(&self, bytes: &[u8]) -> Result<Conversation> {
-        let items = parse_array(ID, bytes)?;
-        let mut messages = Vec::with_capacity(items.len());
-        for (i, item) in items.iter().enumerate() {
+        let mut messages = Vec::new();
+        each_element(ID, bytes, |i, item| {
+            let item = &item;
             let at = format!("index {i}");
             let obj = item.as_object().ok_or_else(|| {
                 bad(
@@ -410,7 +461,8 @@ impl Codec for AnthropicCodec {
                 timestamp: None,
                 origin: i,
             });
-        }
+            Ok(())
+        })?;
         Ok(Conversation { messages })
     }
 

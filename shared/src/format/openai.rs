@@ -13,7 +13,7 @@ use std::collections::BTreeSet;
 use bytes::Bytes;
 use serde_json::{Map, Value, json};
 
-use super::anthropic::{join_arrays, parse_array};
+use super::anthropic::{each_element, join_arrays};
 use super::canonical::{Block, Conversation, ERROR_PREFIX, ImageSource, Message, Role};
 use super::{Carries, Checked, Codec, Counts, Encoded, FormatId, OpenResult, bad};
 use crate::error::Result;
@@ -124,12 +124,14 @@ fn tool_calls(v: Option<&Value>) -> Result<Vec<Block>, String> {
 /// Decodes, with the index of each tool message whose call is not earlier
 /// in the array, and the counts of the array.
 fn decode(bytes: &[u8]) -> Result<(Conversation, Vec<OpenResult>, Counts)> {
-    let items = parse_array(ID, bytes)?;
-    let mut messages: Vec<Message> = Vec::with_capacity(items.len());
+    let mut messages: Vec<Message> = Vec::new();
     let mut open = Vec::new();
     let mut calls: BTreeSet<String> = BTreeSet::new();
     let mut last_was_tool = false;
-    for (i, item) in items.iter().enumerate() {
+    let mut items = 0;
+    each_element(ID, bytes, |i, item| {
+        let item = &item;
+        items = i + 1;
         let at = format!("index {i}");
         let obj = item
             .as_object()
@@ -196,13 +198,14 @@ fn decode(bytes: &[u8]) -> Result<(Conversation, Vec<OpenResult>, Counts)> {
             }),
         }
         last_was_tool = is_tool;
-    }
+        Ok(())
+    })?;
     let conv = Conversation { messages };
     // The array's messages are its items: the canonical model folds a run
     // of `tool` messages into one message, which is not what was sent or
     // what is returned.
     let counts = Counts {
-        messages: Some(items.len() as u64),
+        messages: Some(items as u64),
         tokens: conv.estimate_tokens(),
     };
     Ok((conv, open, counts))

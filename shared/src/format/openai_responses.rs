@@ -29,7 +29,7 @@ use std::collections::BTreeSet;
 use bytes::Bytes;
 use serde_json::{Map, Value, json};
 
-use super::anthropic::{join_arrays, parse_array};
+use super::anthropic::{each_element, join_arrays};
 use super::canonical::{Block, Conversation, ERROR_PREFIX, ImageSource, Message, Role};
 use super::{Carries, Checked, Codec, Counts, Encoded, FormatId, OpenResult, bad};
 use crate::error::Result;
@@ -307,12 +307,14 @@ fn item(v: &Value, calls: &mut BTreeSet<String>) -> Result<(Item, Option<String>
 /// Decodes, with the function_call_outputs whose call is not earlier in the
 /// array, and the counts of the array (its items).
 fn decode(bytes: &[u8]) -> Result<(Conversation, Vec<OpenResult>, Counts)> {
-    let items = parse_array(ID, bytes)?;
-    let mut messages: Vec<Message> = Vec::with_capacity(items.len());
+    let mut messages: Vec<Message> = Vec::new();
     let mut open = Vec::new();
     let mut calls = BTreeSet::new();
     let mut last_run = Run::Alone;
-    for (i, v) in items.iter().enumerate() {
+    let mut items = 0;
+    each_element(ID, bytes, |i, v| {
+        let v = &v;
+        items = i + 1;
         let at = format!("index {i}");
         let (Item { role, blocks, run }, unanswered) =
             item(v, &mut calls).map_err(|e| bad(ID, &at, e))?;
@@ -332,10 +334,11 @@ fn decode(bytes: &[u8]) -> Result<(Conversation, Vec<OpenResult>, Counts)> {
             }),
         }
         last_run = run;
-    }
+        Ok(())
+    })?;
     let conv = Conversation { messages };
     let counts = Counts {
-        messages: Some(items.len() as u64),
+        messages: Some(items as u64),
         tokens: conv.estimate_tokens(),
     };
     Ok((conv, open, counts))

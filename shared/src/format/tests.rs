@@ -380,12 +380,7 @@ fn no_faithful_mapping_falls_back_to_a_narrative() {
         format: fid("openai-chat-v1"),
         bytes: Bytes::from(audio.to_string()),
     };
-    let out = translate(
-        &f,
-        vec![part.clone()],
-        &fid("anthropic-messages-v1"),
-    )
-    .unwrap();
+    let out = translate(&f, vec![part.clone()], &fid("anthropic-messages-v1")).unwrap();
     assert_eq!(out.tier, Tier::Narrative);
     assert!(
         out.note.contains("a block of the openai API"),
