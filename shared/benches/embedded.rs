@@ -1509,6 +1509,10 @@ enum Corpus {
     /// lines, the assistant's answer) of non-repeating English-like text
     /// drawn from [`Vocabulary`] by a seeded PRNG.
     Transcript,
+    /// [`Corpus::Transcript`] with turn sizes drawn from a lognormal
+    /// distribution (σ = 1, the same mean): most turns short, a few long,
+    /// as in real sessions, so records do not all fit pages alike.
+    Lognormal,
     /// The worst case: tool outputs of random bytes as base64 text, which
     /// no compressor without entropy coding shrinks.
     Random,
@@ -1518,6 +1522,7 @@ impl Corpus {
     fn name(self) -> &'static str {
         match self {
             Corpus::Transcript => "transcript-like JSON text",
+            Corpus::Lognormal => "transcript-like, lognormal turn sizes",
             Corpus::Random => "random base64 (incompressible)",
         }
     }
@@ -1541,6 +1546,19 @@ impl Corpus {
                 let vocab = Vocabulary::new(&mut rng);
                 (0..turns)
                     .map(|i| transcript_turn(&vocab, &mut rng, i, per_turn))
+                    .collect()
+            }
+            Corpus::Lognormal => {
+                let vocab = Vocabulary::new(&mut rng);
+                (0..turns)
+                    .map(|i| {
+                        // Box–Muller: one standard normal from two uniforms.
+                        let u = |r: &mut Rng| (r.next() >> 11) as f64 / (1u64 << 53) as f64;
+                        let (u1, u2) = (u(&mut rng).max(f64::MIN_POSITIVE), u(&mut rng));
+                        let z = (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos();
+                        let size = per_turn as f64 * (z - 0.5).exp();
+                        transcript_turn(&vocab, &mut rng, i, (size as usize).max(200))
+                    })
                     .collect()
             }
         }
@@ -1676,16 +1694,16 @@ fn db_parts(dir: &Path) -> (String, Vec<(String, i64)>) {
     let free: i64 = conn
         .pragma_query_value(None, "freelist_count", |r| r.get(0))
         .expect("freelist_count");
-    let (data, codec1): (i64, i64) = conn
+    let (data, packed): (i64, i64) = conn
         .query_row(
-            "SELECT COALESCE(SUM(length(bytes)), 0), COALESCE(SUM(codec = 1), 0) FROM deltas",
+            "SELECT COALESCE(SUM(length(bytes)), 0), COALESCE(SUM(codec <> 0), 0) FROM deltas",
             [],
             |r| Ok((r.get(0)?, r.get(1)?)),
         )
         .expect("deltas");
     let mb = |b: i64| b as f64 / 1e6;
     let summary = format!(
-        "deltas {:.2} MB ({:.2} MB stored, {codec1} packed); commits + indexes {:.2} MB; \
+        "deltas {:.2} MB ({:.2} MB stored, {packed} packed); commits + indexes {:.2} MB; \
          timeline {:.2} MB; other tables {:.2} MB; free {:.2} MB",
         mb(deltas),
         mb(data),
@@ -1695,6 +1713,87 @@ fn db_parts(dir: &Path) -> (String, Vec<(String, i64)>) {
         mb(free * page)
     );
     (summary, rows)
+}
+
+/// The dictionary size the zstd comparison trains.
+const ZSTD_DICT_BYTES: usize = 16 * 1024;
+/// The turns it trains on (at most half of the run's).
+const ZSTD_TRAIN_TURNS: usize = 100;
+
+/// Sizes of a corpus's turns under zstd, each turn on its own unless
+/// said, and the mean time to pack and unpack one turn.
+struct ZstdSizes {
+    fast: u64,
+    level3: u64,
+    level9: u64,
+    whole: u64,
+    /// The turns after the training ones, with the dictionary...
+    dict: u64,
+    /// ... and their raw size.
+    dict_raw: u64,
+    lz4_us: (f64, f64),
+    level3_us: (f64, f64),
+    dict_us: (f64, f64),
+}
+
+fn zstd_sizes(deltas: &[String]) -> ZstdSizes {
+    let each = |level: i32| -> u64 {
+        deltas
+            .iter()
+            .map(|d| {
+                zstd::bulk::compress(d.as_bytes(), level)
+                    .expect("zstd")
+                    .len() as u64
+            })
+            .sum()
+    };
+    let train = ZSTD_TRAIN_TURNS.min(deltas.len() / 2);
+    let samples: Vec<&[u8]> = deltas[..train].iter().map(|d| d.as_bytes()).collect();
+    let dict = zstd::dict::from_samples(&samples, ZSTD_DICT_BYTES).expect("a dictionary");
+    let rest = &deltas[train..];
+    let mut with_dict = zstd::bulk::Compressor::with_dictionary(3, &dict).expect("compressor");
+    let mut dict_out = zstd::bulk::Decompressor::with_dictionary(&dict).expect("decompressor");
+    let timed = |pack: &mut dyn FnMut(&[u8]) -> Vec<u8>,
+                 unpack: &mut dyn FnMut(&[u8], usize) -> Vec<u8>| {
+        let (mut p, mut u) = (Duration::ZERO, Duration::ZERO);
+        let mut size = 0u64;
+        for d in rest {
+            let start = Instant::now();
+            let packed = pack(d.as_bytes());
+            p += start.elapsed();
+            let start = Instant::now();
+            let back = unpack(&packed, d.len());
+            u += start.elapsed();
+            assert_eq!(back, d.as_bytes());
+            size += packed.len() as u64;
+        }
+        let n = rest.len().max(1) as f64;
+        (size, (p.as_secs_f64() * 1e6 / n, u.as_secs_f64() * 1e6 / n))
+    };
+    let (_, lz4_us) = timed(&mut |b| lz4_flex::block::compress(b), &mut |b, n| {
+        lz4_flex::block::decompress(b, n).expect("lz4")
+    });
+    let (_, level3_us) = timed(
+        &mut |b| zstd::bulk::compress(b, 3).expect("zstd"),
+        &mut |b, n| zstd::bulk::decompress(b, n).expect("zstd"),
+    );
+    let (dict_size, dict_us) = timed(
+        &mut |b| with_dict.compress(b).expect("zstd"),
+        &mut |b, n| dict_out.decompress(b, n).expect("zstd"),
+    );
+    ZstdSizes {
+        fast: each(-1),
+        level3: each(3),
+        level9: each(9),
+        whole: zstd::bulk::compress(deltas.concat().as_bytes(), 3)
+            .expect("zstd")
+            .len() as u64,
+        dict: dict_size,
+        dict_raw: rest.iter().map(|d| d.len() as u64).sum(),
+        lz4_us,
+        level3_us,
+        dict_us,
+    }
 }
 
 /// A transcript-sized run (500 turns of ~5.5 KB, 2.75 MB; quick: 50) of
@@ -1716,7 +1815,8 @@ async fn bytes_at_rest(plan: &Plan) {
     );
     println!("|---|---|---:|---:|---:|---:|---:|---|---|");
     let mut detail = Vec::new();
-    for corpus in [Corpus::Transcript, Corpus::Random] {
+    let mut zstd_rows = Vec::new();
+    for corpus in [Corpus::Transcript, Corpus::Lognormal, Corpus::Random] {
         let deltas = corpus.turns(turns, per_turn);
         let raw: u64 = deltas.iter().map(|d| d.len() as u64).sum();
         let lz4_turns: u64 = deltas
@@ -1724,6 +1824,8 @@ async fn bytes_at_rest(plan: &Plan) {
             .map(|d| lz4_flex::block::compress(d.as_bytes()).len() as u64)
             .sum();
         let lz4_whole = lz4_flex::block::compress(deltas.concat().as_bytes()).len() as u64;
+        let zstd = zstd_sizes(&deltas);
+        zstd_rows.push((corpus.name(), raw, lz4_turns, lz4_whole, zstd));
         for inline in [true, false] {
             let dir = tempfile::tempdir().expect("tempdir");
             let svc = if inline {
@@ -1773,6 +1875,35 @@ async fn bytes_at_rest(plan: &Plan) {
                 tables
             );
         }
+    }
+    println!();
+    println!(
+        "The same raw bytes compressed each turn on its own (as the store packs inline deltas), / raw; the dictionary is trained (`zstd::dict`, {} bytes) on the first {} turns and measured on the others:\n",
+        ZSTD_DICT_BYTES,
+        ZSTD_TRAIN_TURNS.min(turns / 2)
+    );
+    println!(
+        "| corpus | LZ4 per turn | LZ4 whole | zstd -1 per turn | zstd 3 per turn | zstd 9 per turn | zstd 3 whole | zstd 3 + dictionary per turn | µs per turn: LZ4 pack / unpack | zstd 3 pack / unpack | zstd 3 + dictionary pack / unpack |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for (name, raw, lz4_turns, lz4_whole, z) in zstd_rows {
+        let r = |n: u64| n as f64 / raw as f64;
+        println!(
+            "| {name} | {:.3}x | {:.3}x | {:.3}x | {:.3}x | {:.3}x | {:.3}x | {:.3}x | {:.1} / {:.1} | {:.1} / {:.1} | {:.1} / {:.1} |",
+            r(lz4_turns),
+            r(lz4_whole),
+            r(z.fast),
+            r(z.level3),
+            r(z.level9),
+            r(z.whole),
+            z.dict as f64 / z.dict_raw as f64,
+            z.lz4_us.0,
+            z.lz4_us.1,
+            z.level3_us.0,
+            z.level3_us.1,
+            z.dict_us.0,
+            z.dict_us.1,
+        );
     }
     println!();
     println!(

@@ -131,7 +131,7 @@ def api_units(size: int, unit: int) -> int:
 
 
 def packed(delta: int, ratio: float) -> int:
-    """The bytes stored inline: LZ4-packed when that saves an eighth."""
+    """The bytes stored inline: zstd-packed when that saves an eighth."""
     return math.ceil(delta * ratio) if ratio <= 7 / 8 else delta
 
 
@@ -921,7 +921,7 @@ def render(m: Model) -> str:
     parts, tot = per_m(u)
     rows.append(
         [
-            f"{kib(ref)}, transcript text (LZ4 keeps {dl['transcript_packed_ratio']:g})",
+            f"{kib(ref)}, transcript text (zstd keeps {dl['transcript_packed_ratio']:g})",
             f"{u.wru:.0f}",
             f"{u.rru:.0f}",
             *priced(parts, tot),
@@ -1007,7 +1007,7 @@ def render(m: Model) -> str:
             "S3",
             "total",
             "≤ $5",
-            f"transcript text (LZ4 {tr:g}): write units",
+            f"transcript text (zstd {tr:g}): write units",
             "total",
             "≤ $5",
         ],
@@ -1281,7 +1281,7 @@ def render(m: Model) -> str:
         f"**The model's choice: {kib(m.choose_threshold())}** for DynamoDB (today's write path,"
         f" 30-day retention, 256-byte steps); the default of `{INLINE_SETTING}`"
         f" is **{kib(thr)}** (docs/config.md; SQLite's `CTX_INLINE_DELTA_BYTES` is"
-        f" 16 KiB, where an inline delta saves a file and costs nothing per unit)."
+        f" 64 KiB, where an inline delta saves a file and costs nothing per unit)."
         f" Inline deltas still save latency: a cold materialize of inline deltas"
         f" reads its run in one Query page per MB instead of one GET per delta."
     )

@@ -209,7 +209,7 @@ settings! {
             },
         }
         CTX_INLINE_DELTA_BYTES {
-            default: "16384",
+            default: "65536",
             meaning: "on the embedded stores, the largest delta (or summary, or snapshot) a checkpoint stores inline in its commit's SQLite row instead of as a blob file, in bytes; 0 stores none inline; at most 262144 (the aws store uses `CTX_DYNAMODB_INLINE_DELTA_BYTES`)",
             read: |c, n, v| {
                 c.inline_delta_bytes = inline_limit(n, v)?;

@@ -34,7 +34,8 @@
 //! - `aws` (feature `aws`): artifacts in S3; meta, tokens and branches in one DynamoDB
 //!   table.
 //! - [`counting`]: a blob store wrapper that counts reads and writes.
-//! - `packed`: inline deltas at rest, LZ4 or raw (local and aws).
+//! - `packed`: inline deltas at rest, zstd or raw, LZ4 still read (local
+//!   and aws).
 //! - `conformance`: the behaviours, and `run_all` that every backend's
 //!   tests call once (with the `conformance` feature or in tests).
 

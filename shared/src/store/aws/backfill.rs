@@ -15,7 +15,7 @@ use aws_sdk_dynamodb::types::{AttributeValue, ConditionCheck, TransactWriteItem}
 use super::branches::record_of;
 use super::items::{Item, build, key, s};
 use super::lifecycle::{IndexItems, index_items, put_item};
-use super::meta::{DynamoMetaStore, INLINE_ATTR, PACKED_ATTR, commit_item};
+use super::meta::{DynamoMetaStore, INLINE_ATTRS, commit_item};
 use super::retry::{Cancellation, Transact};
 use super::{keys, sdk_error};
 use crate::error::{Error, Result};
@@ -56,8 +56,9 @@ impl DynamoMetaStore {
                     continue;
                 };
                 // The bytes are not needed: leave them undecoded.
-                item.remove(INLINE_ATTR);
-                item.remove(PACKED_ATTR);
+                for (attr, _) in INLINE_ATTRS {
+                    item.remove(attr);
+                }
                 let commit = commit_item(item)?.c;
                 out.commits += 1;
                 let IndexItems {

@@ -7,7 +7,7 @@
 //! transaction.
 
 use super::erase_tenant::{BATCH_WRITE, count};
-use super::meta::{INLINE_ATTR, PACKED_ATTR};
+use super::meta::{INLINE_ATTR, PACKED_ATTR, ZSTD_ATTR};
 use crate::store::References;
 use async_trait::async_trait;
 use aws_sdk_dynamodb::types::{ReturnValue, Update};
@@ -616,10 +616,11 @@ impl crate::store::Lifecycle for DynamoMetaStore {
             let u = Update::builder()
                 .table_name(&self.table)
                 .set_key(Some(key(pk, sk)))
-                .update_expression("REMOVE #d, #z")
+                .update_expression("REMOVE #d, #z, #y")
                 .condition_expression(cond)
                 .expression_attribute_names("#d", INLINE_ATTR)
-                .expression_attribute_names("#z", PACKED_ATTR);
+                .expression_attribute_names("#z", PACKED_ATTR)
+                .expression_attribute_names("#y", ZSTD_ATTR);
             Ok(TransactWriteItem::builder()
                 .update(build(u.build())?)
                 .build())
@@ -628,7 +629,7 @@ impl crate::store::Lifecycle for DynamoMetaStore {
             remove(
                 keys::commit_pk(tenant, commit),
                 keys::COMMIT_SK.to_owned(),
-                "attribute_exists(#d) OR attribute_exists(#z)",
+                "attribute_exists(#d) OR attribute_exists(#z) OR attribute_exists(#y)",
             )?,
             remove(
                 keys::lineage_pk(tenant, &c.lineage),

@@ -81,9 +81,20 @@ pub(super) struct CommitItem {
 pub(super) const INLINE_ATTR: &str = "d";
 
 /// The attribute holding the inline bytes LZ4-packed (`store::packed`),
-/// instead of [`INLINE_ATTR`], when that saves at least an eighth: an item
-/// has one of the two or neither.
+/// as versions before zstd wrote them: read, no longer written.
 pub(super) const PACKED_ATTR: &str = "z";
+
+/// The attribute holding the inline bytes zstd-packed (`store::packed`),
+/// instead of [`INLINE_ATTR`], when that saves at least an eighth.
+pub(super) const ZSTD_ATTR: &str = "y";
+
+/// Every attribute that may hold a commit item's inline bytes, with the
+/// codec of its value: an item has one of them or none.
+pub(super) const INLINE_ATTRS: [(&str, Codec); 3] = [
+    (INLINE_ATTR, Codec::Raw),
+    (PACKED_ATTR, Codec::Lz4),
+    (ZSTD_ATTR, Codec::Zstd),
+];
 
 /// The binary value of an inline-bytes attribute.
 fn binary(v: AttributeValue) -> Result<bytes::Bytes> {
@@ -98,17 +109,17 @@ fn binary(v: AttributeValue) -> Result<bytes::Bytes> {
 /// Decodes a commit item, its inline bytes (unpacked) put back into the
 /// commit.
 pub(super) fn commit_item(mut item: Item) -> Result<CommitItem> {
-    let raw = item.remove(INLINE_ATTR).map(binary).transpose()?;
-    let packed = item.remove(PACKED_ATTR).map(binary).transpose()?;
-    let inline = match (raw, packed) {
-        (raw, None) => raw,
-        (None, Some(p)) => Some(packed::unpack(Codec::Lz4, p)?),
-        (Some(_), Some(_)) => {
-            return Err(Error::internal(
-                "a commit item holds its inline bytes both raw and packed",
-            ));
+    let mut inline = None;
+    for (attr, codec) in INLINE_ATTRS {
+        if let Some(v) = item.remove(attr) {
+            if inline.is_some() {
+                return Err(Error::internal(
+                    "a commit item holds its inline bytes twice, under two codecs",
+                ));
+            }
+            inline = Some(packed::unpack(codec, binary(v)?)?);
         }
-    };
+    }
     let mut i: CommitItem = from_item(item)?;
     i.c.inline = inline;
     Ok(i)
@@ -118,10 +129,10 @@ pub(super) fn commit_item(mut item: Item) -> Result<CommitItem> {
 /// saves an eighth (computed once per checkpoint, for both its items).
 fn inline_attr(bytes: &bytes::Bytes) -> (&'static str, AttributeValue) {
     let (codec, at_rest) = packed::pack(bytes);
-    let attr = match codec {
-        Codec::Raw => INLINE_ATTR,
-        Codec::Lz4 => PACKED_ATTR,
-    };
+    let attr = INLINE_ATTRS
+        .iter()
+        .find(|(_, c)| *c == codec)
+        .map_or(INLINE_ATTR, |(attr, _)| attr);
     (
         attr,
         AttributeValue::B(aws_sdk_dynamodb::primitives::Blob::new(Vec::from(at_rest))),

@@ -242,8 +242,8 @@ pub async fn compressible_and_incompressible_bytes_read_back_unchanged(meta: &dy
         bodies.push(prose(n, k as u64 * 1_000));
         bodies.push(noise(n, k as u64 + 1));
     }
-    // Noise then text, from mostly noise to mostly text: LZ4 saves less
-    // than an eighth of the first ones and more of the last.
+    // Noise then text, from mostly noise to mostly text: packing saves
+    // less than an eighth of the first ones and more of the last.
     for (k, text) in [200, 400, 600, 800, 1_000, 2_000].into_iter().enumerate() {
         let mut b = noise(4_000 - text, 100 + k as u64);
         b.extend(prose(text, 7_000 + k as u64 * 100));

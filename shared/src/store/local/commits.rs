@@ -96,7 +96,7 @@ impl crate::store::Commits for SqliteMetaStore {
             // Inline bytes go to their own rowid table: its rows keep what
             // does not fill an overflow page on the leaf, where the commits
             // table (WITHOUT ROWID) would spill it into a mostly empty page.
-            // LZ4-packed when that saves an eighth.
+            // zstd-packed when that saves an eighth.
             let delta: Option<i64> = match &stored.inline {
                 Some(bytes) => {
                     let (codec, at_rest) = packed::pack(bytes);

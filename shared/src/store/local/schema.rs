@@ -184,8 +184,9 @@ ALTER TABLE commits ADD COLUMN evicted_by TEXT;
 ";
 
 /// Inline deltas packed: `codec` says how a row's `bytes` are stored
-/// (`store::packed`: 0 raw, 1 LZ4 with the length before it). Rows
-/// written before are raw.
+/// (`store::packed`: 0 raw, 1 LZ4 with the length before it, 2 zstd with
+/// the length before it, written since issue 25). Rows written before are
+/// raw.
 const PACKED: &str = "
 ALTER TABLE deltas ADD COLUMN codec INTEGER NOT NULL DEFAULT 0;
 ";
@@ -570,7 +571,11 @@ mod tests {
             .collect::<Result<_, _>>()
             .unwrap();
         assert_eq!(rows[0], (old.len() as i64, 0), "the old row as it was");
-        assert_eq!(rows[1].1, 1, "the new row packed");
+        assert_eq!(
+            rows[1].1,
+            i64::from(crate::store::packed::Codec::Zstd.code()),
+            "the new row packed"
+        );
         assert!(rows[1].0 < old.len() as i64 / 4, "{rows:?}");
         let run = meta.lineage_run(&tenant, &c.lineage, 1, 10).await.unwrap();
         assert_eq!(run.len(), 2);
