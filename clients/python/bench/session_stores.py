@@ -264,15 +264,22 @@ class Ctx:
         self.counter = CountingTransport()
         self.client = AsyncClient(url, token=token, transport=self.counter)
 
-    async def stop(self) -> int:
+    async def stop(self) -> dict[str, int]:
         """Stops the server (a clean stop truncates its WAL): the data
-        directory's bytes."""
+        directory's bytes, in all and by area (``cas/``: artifacts too
+        large to keep inline; ``cache/``: materializations and
+        translations, evicted past ``CTX_CACHE_BYTES``; the rest: the
+        SQLite database with its WAL, the token)."""
         await self.client.aclose()
         self.proc.terminate()
         self.proc.wait()
-        size = _du(self.data)
+        sizes = {
+            "total": _du(self.data),
+            "cas": _du(self.data / "cas"),
+            "cache": _du(self.data / "cache"),
+        }
         self.tmp.cleanup()
-        return size
+        return sizes
 
 
 # --- OpenAI Agents SDK ----------------------------------------------------------
@@ -345,8 +352,8 @@ async def bench_openai(args: argparse.Namespace) -> tuple[list[dict[str, Any]], 
             CtxSession("bench-0", ctx.client), args.turns, args.reads, ops
         )
     finally:
-        row_bytes = await ctx.stop()
-    row["bytes"] = row_bytes
+        sizes = await ctx.stop()
+    row["bytes"], row["areas"] = sizes["total"], sizes
     ctx = Ctx(args.ctx)
     try:
         mark = ctx.counter.mark()
@@ -427,8 +434,8 @@ async def bench_claude(args: argparse.Namespace) -> tuple[list[dict[str, Any]], 
     try:
         row = await claude_sequential(CtxSessionStore(ctx.client), args.turns, args.reads, ops)
     finally:
-        row_bytes = await ctx.stop()
-    row["bytes"] = row_bytes
+        sizes = await ctx.stop()
+    row["bytes"], row["areas"] = sizes["total"], sizes
     ctx = Ctx(args.ctx)
     try:
         mark = ctx.counter.mark()
@@ -449,6 +456,16 @@ def _bytes(row: dict[str, Any]) -> str:
     if row["bytes"] is None:
         return "— (in memory)"
     return f"{row['bytes']:,} ({row['bytes'] / row['raw']:.2f}× raw)"
+
+
+def _areas(row: dict[str, Any]) -> str:
+    """Where a ctx data directory's bytes are."""
+    a, raw = row["areas"], row["raw"]
+    rest = a["total"] - a["cas"] - a["cache"]
+    return (
+        f"{row['name']}: raw {raw:,} bytes; SQLite and token {rest:,}, cas/ {a['cas']:,}, "
+        f"cache/ {a['cache']:,}; without cache/ {(rest + a['cas']) / raw:.2f}× raw"
+    )
 
 
 def _requests(adapter: str, ops: Ops) -> list[str]:
@@ -489,6 +506,8 @@ async def amain(args: argparse.Namespace) -> None:
             f"| {_bytes(r)} | {c['turns/s']:,.0f} | {c['get_items/s']:,.0f} |"
         )
     print()
+    print(_areas(openai[-1]))
+    print()
     print("Claude Agent SDK session stores")
     print()
     print(
@@ -502,6 +521,8 @@ async def amain(args: argparse.Namespace) -> None:
             f"| {r['name']} | {r['append/s']:,.0f} | {r['append p50']:.2f} | {r['load/s']:,.0f} "
             f"| {_bytes(r)} | {c['append/s']:,.0f} | {c['load/s']:,.0f} |"
         )
+    print()
+    print(_areas(claude[-1]))
     print()
     print("HTTP requests per operation (sequential run, counted at the client's transport)")
     print()
