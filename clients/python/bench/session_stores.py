@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import os
 import statistics
@@ -61,7 +62,7 @@ from typing import Any
 
 from agents import SQLiteSession
 from claude_agent_sdk import InMemorySessionStore
-from claude_agent_sdk.types import SessionKey, SessionStore, SessionStoreEntry
+from claude_agent_sdk.types import SessionKey, SessionStoreEntry
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from request_counting import CountingTransport  # noqa: E402
@@ -152,8 +153,9 @@ def raw_bytes(items: list[Any]) -> int:
 # --- the durable baseline for the Claude SDK ------------------------------------
 
 
-class JsonlFileStore(SessionStore):
-    """A ``SessionStore`` on JSONL files: ``{root}/{project_key}/{session_id}
+class JsonlFileStore:
+    """A ``SessionStore`` (its two required methods; the SDK probes for the
+    others) on JSONL files: ``{root}/{project_key}/{session_id}
     [/{subpath}].jsonl``. ``append`` writes the entries as lines and fsyncs
     before it returns; ``load`` parses the file (``None`` when there is
     none). File work runs in a worker thread, as SQLiteSession's does."""
@@ -295,7 +297,7 @@ async def openai_sequential(session: Any, turns: int, reads: int, ops: Ops) -> d
         if got != added:
             raise AssertionError(f"{type(session).__name__}: turn {i} read other items")
         items = openai_turn(i)
-        await ops.call("add_items", lambda items=items: session.add_items(items))
+        await ops.call("add_items", functools.partial(session.add_items, items))
         added += items
     for _ in range(reads):
         got = await ops.call("get_items", session.get_items)
@@ -357,8 +359,8 @@ async def bench_openai(args: argparse.Namespace) -> tuple[list[dict[str, Any]], 
     ctx = Ctx(args.ctx)
     try:
         mark = ctx.counter.mark()
-        ss = [CtxSession(f"bench-{k}", ctx.client) for k in range(args.sessions)]
-        row["concurrent"] = await openai_concurrent(ss, per, args.reads)
+        sessions = [CtxSession(f"bench-{k}", ctx.client) for k in range(args.sessions)]
+        row["concurrent"] = await openai_concurrent(sessions, per, args.reads)
         row["concurrent requests"] = len(ctx.counter.since(mark))
     finally:
         await ctx.stop()
@@ -379,7 +381,7 @@ async def claude_sequential(store: Any, turns: int, reads: int, ops: Ops) -> dic
     added: list[Any] = []
     for i in range(turns):
         entries = claude_turn(sid, i)
-        await ops.call("append", lambda entries=entries: store.append(key, entries))
+        await ops.call("append", functools.partial(store.append, key, entries))
         added += entries
     for _ in range(reads):
         got = await ops.call("load", lambda: store.load(key))

@@ -40,11 +40,11 @@ async def sent(transport: CountingTransport, op: Callable[[], Awaitable[Any]]) -
     return transport.since(mark)
 
 
-def _user(i: int) -> dict[str, Any]:
+def _user(i: int) -> Any:
     return {"role": "user", "content": f"question {i}: what does the file say?"}
 
 
-def _assistant(i: int) -> dict[str, Any]:
+def _assistant(i: int) -> Any:
     return {
         "id": f"msg_{i}",
         "type": "message",
