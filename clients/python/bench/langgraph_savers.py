@@ -22,14 +22,13 @@ import functools
 import os
 import sqlite3
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 import uuid
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
+from _serve import start_ctx
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
 from langgraph.channels import DeltaChannel
 from langgraph.checkpoint.sqlite import SqliteSaver
@@ -135,25 +134,6 @@ def run(name: str, schema: type, make_saver: Any, turns: int, loads: int) -> dic
         ),
         "old_cold": _ms([timed(graph_of(schema, make_saver()), old, 20) for _ in range(loads)]),
     }
-
-
-def start_ctx(ctx: str, data: Path) -> tuple[subprocess.Popen, str, str]:
-    out = data.parent / "serve.out"
-    proc = subprocess.Popen(
-        [ctx, "serve", "--store", "local", "--data", str(data), "--addr", "127.0.0.1:0"],
-        stdout=open(out, "w"),
-        stderr=subprocess.DEVNULL,
-    )
-    for _ in range(300):
-        text = out.read_text()
-        for line in text.splitlines():
-            if line.startswith("ctx listening on "):
-                return proc, line.split()[-1], (data / "token").read_text().strip()
-        if proc.poll() is not None:
-            sys.exit("ctx serve exited")
-        time.sleep(0.1)
-    proc.kill()
-    sys.exit("ctx serve did not start")
 
 
 def main() -> None:

@@ -51,7 +51,6 @@ import functools
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -65,6 +64,7 @@ from claude_agent_sdk import InMemorySessionStore
 from claude_agent_sdk.types import SessionKey, SessionStoreEntry
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from _serve import start_ctx  # noqa: E402
 from request_counting import CountingTransport  # noqa: E402
 
 from ctx_client import AsyncClient  # noqa: E402
@@ -235,25 +235,6 @@ def _du(path: Path) -> int:
 
 def _p50_ms(samples: list[float]) -> float:
     return statistics.median(samples) * 1000
-
-
-def start_ctx(ctx: str, data: Path) -> tuple[subprocess.Popen[bytes], str, str]:
-    out = data.parent / "serve.out"
-    with open(out, "w") as log:
-        proc = subprocess.Popen(
-            [ctx, "serve", "--store", "local", "--data", str(data), "--addr", "127.0.0.1:0"],
-            stdout=log,
-            stderr=subprocess.DEVNULL,
-        )
-    for _ in range(300):
-        for line in out.read_text().splitlines():
-            if line.startswith("ctx listening on "):
-                return proc, line.split()[-1], (data / "token").read_text().strip()
-        if proc.poll() is not None:
-            sys.exit("ctx serve exited")
-        time.sleep(0.1)
-    proc.kill()
-    sys.exit("ctx serve did not start")
 
 
 class Ctx:
