@@ -118,6 +118,11 @@ class CtxSession:
         self.template = template
         self.max_attempts = max_attempts
         self._last_us = 0
+        # Where the ref pointed when this session last read or moved it:
+        # add_items guesses it for its compare-and-swap (one request; a
+        # wrong guess is a 409 that says where the ref is now).
+        self._seen: str | None = None
+        self._seen_known = False
 
     # --- helpers ------------------------------------------------------------
 
@@ -129,9 +134,14 @@ class CtxSession:
 
     async def _tip(self) -> str | None:
         try:
-            return (await self.client.get_ref(self.ref))["target"]
+            tip: str | None = (await self.client.get_ref(self.ref))["target"]
         except NotFoundError:
-            return None
+            tip = None
+        self._saw(tip)
+        return tip
+
+    def _saw(self, tip: str | None) -> None:
+        self._seen, self._seen_known = tip, True
 
     async def _items_at(self, tip: str | None) -> list[Any]:
         if tip is None:
@@ -148,7 +158,7 @@ class CtxSession:
         stored = [_wrap(i) if _must_wrap(i) else i for i in items]
         for _ in range(len(stored) + 1):
             try:
-                return await self.client.checkpoint(
+                commit = await self.client.checkpoint(
                     principal=self.principal,
                     template=self.template,
                     format=FORMAT,
@@ -161,6 +171,15 @@ class CtxSession:
                     ref=self.ref,
                     expected=expected,
                 )
+                self._saw(commit["id"])
+                return commit
+            except ConflictError as e:
+                # Where the ref is now, when the answer says (None: gone).
+                if e.current is not None:
+                    self._saw(e.current)
+                else:
+                    self._seen_known = False
+                raise
             except InvalidError as e:
                 m = _AT_INDEX.search(e.message or "")
                 if e.field not in ("delta", "delta_base64") or m is None:
@@ -189,7 +208,9 @@ class CtxSession:
             return
         items = list(items)
         for _ in range(self.max_attempts):
-            tip = await self._tip()
+            # The tip this session last saw, read only when it saw none: in
+            # the Runner's loop (get_items, then add_items) one request.
+            tip = self._seen if self._seen_known else await self._tip()
             try:
                 await self._commit(items, parent=tip, expected=tip, kind="delta")
                 return
@@ -215,6 +236,7 @@ class CtxSession:
                     delta = json.loads(await self.client.get_artifact(commit["artifact_ref"]))
                 if delta and len(delta) == 1 and commit["parent"] is not None:
                     await self.client.put_ref(self.ref, commit["parent"], expected=tip)
+                    self._saw(commit["parent"])
                 elif delta and len(delta) > 1:
                     rest = [_unwrap(i) for i in delta[:-1]]
                     await self._commit(rest, parent=commit["parent"], expected=tip, kind="delta")
