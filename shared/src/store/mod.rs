@@ -72,6 +72,7 @@ pub use blob::{
     PutBlob, durable_remove_refused, verify,
 };
 pub use cache::{MaterializationCache, MaterializeKey, Materialized, gone_commit};
+pub(crate) use commits::batch_move_settled;
 pub use commits::{
     BATCH_COMMIT_ACTIONS, BATCH_INLINE_BYTES, BATCH_REF_ACTIONS, BatchCommit, BatchRefMove,
     Batched, Commits, MetadataPatch, PutCommit, TRANSACTION_ACTIONS, batch_fits, check_batch,
