@@ -360,3 +360,84 @@ impl Service {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::ManualClock;
+    use crate::format::FormatId;
+    use crate::service::Limits;
+    use crate::store::memory::{MemoryBlobStore, MemoryMetaStore};
+    use crate::store::{BlobArea, BlobStore as _, Stores};
+
+    /// Inline deltas up to [`BATCH_INLINE_BYTES`] a batch: past it, a
+    /// delta small enough to go inline goes to the blob store instead.
+    #[tokio::test]
+    async fn a_batch_keeps_at_most_its_inline_budget_inline() {
+        let blobs = Arc::new(MemoryBlobStore::new());
+        let stores = Stores {
+            blobs: blobs.clone(),
+            meta: Arc::new(MemoryMetaStore::new()),
+        };
+        let clock = Arc::new(ManualClock::new(crate::store::conformance::t(0)));
+        let limits = Limits {
+            inline_delta_bytes: 256 * 1024,
+            max_artifact_bytes: 1024 * 1024,
+            ..Limits::default()
+        };
+        let svc = Service::new(stores, clock).with_limits(limits);
+        let tenant: TenantId = "acme".parse().unwrap();
+        let size = 200 * 1024;
+        let commits = (0..3u8)
+            .map(|i| BatchEntry {
+                new: NewCommit {
+                    created_at: Some(crate::store::conformance::t(i.into())),
+                    ..NewCommit::new(
+                        "p".parse().unwrap(),
+                        "t",
+                        FormatId::raw(),
+                        vec![b'a' + i; size],
+                    )
+                },
+                parent_in_batch: i.checked_sub(1).map(usize::from),
+            })
+            .collect();
+        let done = svc
+            .batch(
+                &tenant,
+                NewBatch {
+                    commits,
+                    ..NewBatch::default()
+                },
+            )
+            .await
+            .unwrap();
+        let inline: Vec<bool> = done
+            .commits
+            .iter()
+            .map(|c| c.commit.inline.is_some())
+            .collect();
+        assert_eq!(inline, [true, true, false], "2 × 200 KiB fit 512 KiB");
+        let third = &done.commits[2].commit;
+        assert!(
+            blobs
+                .stat(&tenant, BlobArea::READABLE, &third.artifact_ref)
+                .await
+                .unwrap()
+                .is_some()
+        );
+        assert!(
+            blobs
+                .stat(
+                    &tenant,
+                    BlobArea::READABLE,
+                    &done.commits[0].commit.artifact_ref
+                )
+                .await
+                .unwrap()
+                .is_none()
+        );
+    }
+}

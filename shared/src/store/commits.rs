@@ -217,9 +217,11 @@ pub const BATCH_REF_ACTIONS: usize = 1;
 
 /// The most inline bytes one batch stores with its commits' metadata; the
 /// service stores the rest of a batch's deltas as blobs. The aws backend
-/// writes inline bytes twice (the commit by id and in its run), so this
-/// keeps a batch's transaction well under DynamoDB's 4 MB.
-pub const BATCH_INLINE_BYTES: usize = 1024 * 1024;
+/// writes a commit twice (by id and in its run), inline bytes included, so
+/// a batch's transaction holds at most 2 × 512 KiB of them plus 14 × 2
+/// commits' metadata (at most ~91 KB each with a full summary and 64 full
+/// tags: ~2.6 MB), under DynamoDB's 4 MB.
+pub const BATCH_INLINE_BYTES: usize = 512 * 1024;
 
 /// Whether a batch of `commits` commits and `refs` ref moves fits one
 /// transaction on every backend: `7 × commits + refs ≤ 100` (so at most
