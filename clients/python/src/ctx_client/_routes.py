@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar, cast
 
 from . import _generated as api
@@ -203,20 +203,23 @@ def batch(
     Each commit takes the fields of :func:`checkpoint`'s body (not ``ref``)
     and ``parent_in_batch`` (the index of an earlier commit of the batch);
     ``commit_type`` defaults to ``delta``, ``checkpoint`` to
-    ``turn_boundary``, ``created_at`` to now (taken once, so a retried
-    batch is the same batch), and a ``delta`` given as ``bytes`` is sent
+    ``turn_boundary``, ``created_at`` to now (taken once, plus one
+    microsecond per commit so that the timeline keeps the batch's order; a
+    retried batch is the same batch), and a ``delta`` given as ``bytes`` is sent
     base64-encoded. Each ref move is ``{"name", "expected", "target"}`` or
     ``{"name", "expected", "target_in_batch"}``. Each artifact is sent with
     its hash, as text when it is ``str`` and base64 when ``bytes``; a
     commit's ``artifact_ref`` may name it. At most 14 commits, and
     7 × commits + refs at most 100.
     """
-    at = now()
+    at = datetime.now(UTC)
     body: BatchRequest = {}
     if artifacts:
         body["artifacts"] = [_batch_artifact(a) for a in artifacts]
     if commits:
-        body["commits"] = [_batch_commit(c, at) for c in commits]
+        body["commits"] = [
+            _batch_commit(c, rfc3339(at + timedelta(microseconds=i))) for i, c in enumerate(commits)
+        ]
     if refs:
         body["refs"] = list(refs)
     return api.batch(body)
