@@ -19,11 +19,11 @@ use ctx_core::wire::{
     WorkingContextStored,
 };
 use ctx_core::wire::{
-    ArtifactInfo, BranchCreateRequest, BranchCreated, BranchReturnRequest, BranchReturned,
-    BranchStatusResponse, CheckpointRequest, CompactRequest, CompactResponse, Erased, EvictRequest,
-    Evicted, FileList, HistoryResponse, MaterializeRequest, MaterializeResponse,
-    MissingSummaryList, PinChanged, PinList, RefList, ResolveResponse, SessionEnded, SetRefRequest,
-    SummarizeRequest, UpdateMetadataRequest, UploadRequest,
+    ArtifactInfo, BatchRequest, BatchResponse, BranchCreateRequest, BranchCreated,
+    BranchReturnRequest, BranchReturned, BranchStatusResponse, CheckpointRequest, CompactRequest,
+    CompactResponse, Erased, EvictRequest, Evicted, FileList, HistoryResponse, MaterializeRequest,
+    MaterializeResponse, MissingSummaryList, PinChanged, PinList, RefList, ResolveResponse,
+    SessionEnded, SetRefRequest, SummarizeRequest, UpdateMetadataRequest, UploadRequest,
 };
 use ctx_core::workspace::context::Context;
 use ctx_core::workspace::{FilePath, WorkspaceId};
@@ -267,6 +267,16 @@ impl Client {
             budget_warning,
             warnings,
         })
+    }
+
+    /// `POST /v1/batch`: commits, artifacts and ref moves as one atomic
+    /// write; the commits as stored and the refs as moved.
+    ///
+    /// # Errors
+    /// `Invalid` naming the field; `Conflict` (a ref moved: nothing is
+    /// written); `TooLarge`; as [`Client::healthz`].
+    pub async fn batch(&self, req: &BatchRequest) -> Result<BatchResponse> {
+        self.json(Route::Batch, Body::json(req)?).await
     }
 
     /// `GET /v1/commits/{ctx}`: one commit.
@@ -847,6 +857,7 @@ enum Route<'a> {
     UploadUrl,
     DownloadArtifact(&'a ArtifactRef),
     Checkpoint,
+    Batch,
     Show(&'a CommitId),
     UpdateMetadata(&'a CommitId),
     History(&'a CommitId, Option<usize>),
@@ -920,7 +931,7 @@ impl Route<'_> {
             DeleteFile(..) | DeleteRef(..) | EraseSession(..) | ErasePrincipal(..)
             | DeletePin(_) => Method::DELETE,
             AppendFile(..) => Method::POST,
-            UploadArtifact | UploadUrl | Checkpoint | Materialize(_) | Summarize(_)
+            UploadArtifact | UploadUrl | Checkpoint | Batch | Materialize(_) | Summarize(_)
             | Compact(_) | BranchCreate | BranchReturn(_) | SessionEnd(_) | Gc | EvictRef(_) => {
                 Method::POST
             }
@@ -940,6 +951,7 @@ impl Route<'_> {
             UploadUrl => t.seg("v1").seg("uploads"),
             DownloadArtifact(art) => t.seg("v1").seg("artifacts").seg(art),
             Checkpoint => t.seg("v1").seg("commits"),
+            Batch => t.seg("v1").seg("batch"),
             Show(id) | UpdateMetadata(id) => t.seg("v1").seg("commits").seg(id),
             History(id, depth) => t
                 .seg("v1")
@@ -1200,6 +1212,7 @@ mod tests {
             Route::UploadUrl,
             Route::DownloadArtifact(&art),
             Route::Checkpoint,
+            Route::Batch,
             Route::Show(&id),
             Route::UpdateMetadata(&id),
             Route::History(&id, Some(3)),

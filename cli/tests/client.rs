@@ -13,8 +13,8 @@ use ctx_core::store::memory::MemoryBranchStore;
 use ctx_core::store::memory::{MemoryBlobStore, MemoryMetaStore};
 use ctx_core::store::{RefMove, Stores, TokenStore};
 use ctx_core::wire::{
-    BranchCreateRequest, BranchReturnRequest, CheckpointRequest, MaterializeRequest, SetRefRequest,
-    UpdateMetadataRequest, UploadRequest,
+    BatchRequest, BranchCreateRequest, BranchReturnRequest, CheckpointRequest, MaterializeRequest,
+    SetRefRequest, UpdateMetadataRequest, UploadRequest,
 };
 use ctx_core::{
     Clock as _, CommitType, ErrorKind, ManualClock, OsRandom, Principal, RefName, Service,
@@ -83,6 +83,64 @@ async fn serve() -> String {
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(listener, app).await });
     format!("http://{addr}")
+}
+
+/// `POST /v1/batch` through the typed client: two commits (the second's
+/// parent in the batch) and a ref moved to the second, then a stale move
+/// refused with the ref's current tip.
+#[tokio::test]
+async fn a_batch_through_the_client() {
+    use ctx_core::wire::{BatchCommitRequest, BatchRefRequest};
+    let base = serve().await;
+    let c = Client::new(&format!("{base}/"), Some(TOKEN.to_owned()));
+    let alice: Principal = "alice".parse().unwrap();
+    let name: RefName = "sessions/batch".parse().unwrap();
+    let turn = |delta: &str, at: &str| CheckpointRequest {
+        created_at: Some(at.parse().unwrap()),
+        ..CheckpointRequest::new(alice.clone(), "tpl", FormatId::raw(), delta)
+    };
+    let req = BatchRequest {
+        commits: vec![
+            BatchCommitRequest::of(turn("user: one\n", "2026-01-01T00:00:00Z"), None),
+            BatchCommitRequest::of(turn("user: two\n", "2026-01-01T00:00:01Z"), Some(0)),
+        ],
+        refs: vec![BatchRefRequest {
+            name: name.clone(),
+            expected: None,
+            target: None,
+            target_in_batch: Some(1),
+        }],
+        ..BatchRequest::default()
+    };
+    let done = c.batch(&req).await.unwrap();
+    assert_eq!(done.commits[1].parent, Some(done.commits[0].id));
+    assert_eq!(done.refs[0].target, done.commits[1].id);
+    assert_eq!(c.get_ref(&name).await.unwrap(), done.refs[0]);
+    assert_eq!(
+        c.batch(&req).await.unwrap(),
+        done,
+        "a retry: the same answer"
+    );
+    let e = c
+        .batch(&BatchRequest {
+            refs: vec![BatchRefRequest {
+                name,
+                expected: Some(done.commits[0].id),
+                target: Some(done.commits[0].id),
+                target_in_batch: None,
+            }],
+            ..BatchRequest::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(
+        (e.kind, e.field.as_deref(), e.current),
+        (
+            ErrorKind::Conflict,
+            Some("refs[0].expected"),
+            Some(done.commits[1].id.to_string())
+        )
+    );
 }
 
 #[tokio::test]

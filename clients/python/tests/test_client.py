@@ -13,12 +13,104 @@ from ctx_client import (
     NotFoundError,
     UnauthenticatedError,
 )
+from ctx_client._core import artifact_ref_of
 
 TRANSCRIPT = (
     '{"type":"user","uuid":"u1","message":{"role":"user","content":"hi"}}\n',
     '{"type":"assistant","uuid":"a1","message":{"role":"assistant",'
     '"content":[{"type":"text","text":"hello"}]}}\n',
 )
+
+
+def test_batch_writes_commits_artifacts_and_refs_at_once(client: Client, unique: str) -> None:
+    ref, thread = f"sessions/{unique}", f"threads/{unique}"
+    principal = f"py-{unique}"
+    root = client.checkpoint(
+        principal=principal,
+        template="py-test",
+        format="claude-code-v1",
+        delta=TRANSCRIPT[0],
+        ref=ref,
+        expected=None,
+    )
+    loose = f"loose {unique}".encode() + b"\x00\xff"
+    commits = [
+        {
+            "principal": principal,
+            "template": "py-test",
+            "format": "claude-code-v1",
+            "parent": root["id"],
+            "artifact_ref": artifact_ref_of(TRANSCRIPT[1].encode()),
+            "session_id": unique,
+        },
+        {
+            "principal": principal,
+            "template": "py-test",
+            "format": "raw",
+            "delta": b"\x00raw bytes",
+            "parent_in_batch": 0,
+        },
+    ]
+    refs = [
+        {"name": ref, "expected": root["id"], "target_in_batch": 0},
+        {"name": thread, "expected": None, "target_in_batch": 1},
+    ]
+    done = client.batch(commits, refs, artifacts=[TRANSCRIPT[1], loose])
+    first, second = done["commits"]
+    assert first["parent"] == root["id"] and second["parent"] == first["id"]
+    assert first["session_id"] == unique and second["artifact_size"] == 10
+    assert [r["target"] for r in done["refs"]] == [first["id"], second["id"]]
+    assert client.get_ref(ref)["target"] == first["id"]
+    assert client.get_ref(thread)["target"] == second["id"]
+    assert client.get_artifact(artifact_ref_of(loose)) == loose
+    _, data = client.materialize_bytes(first["id"], stop="root")
+    assert data.decode() == "".join(TRANSCRIPT)
+    # Sent again with the same times: the same answer, nothing written twice.
+    at = first["created_at"]
+    again = client.batch(
+        [{**commits[0], "created_at": at}, {**commits[1], "created_at": second["created_at"]}],
+        refs,
+        artifacts=[TRANSCRIPT[1], loose],
+    )
+    assert again == done
+    assert len(client.history(second["id"], depth=10)["commits"]) == 3
+    # A stale ref: 409 naming it, with where it points, and nothing written.
+    with pytest.raises(ConflictError) as e:
+        client.batch(
+            [{**commits[0], "created_at": "2026-01-01T00:00:00Z"}],
+            [{"name": thread, "expected": root["id"], "target_in_batch": 0}],
+        )
+    assert e.value.field == "refs[0].expected" and e.value.current == second["id"]
+    assert client.resolve(principal) == second["id"]
+    # A hash that is not the bytes': 400 naming it.
+    with pytest.raises(InvalidError) as bad:
+        client.batch(
+            [{**commits[0], "artifact_ref": artifact_ref_of(b"other")}],
+        )
+    assert bad.value.field == "commits[0].artifact_ref"
+
+
+async def test_async_batch(aclient: AsyncClient, unique: str) -> None:
+    done = await aclient.batch(
+        [
+            {
+                "principal": f"py-{unique}",
+                "template": "t",
+                "format": "raw",
+                "delta": "a",
+            },
+            {
+                "principal": f"py-{unique}",
+                "template": "t",
+                "format": "raw",
+                "delta": "b",
+                "parent_in_batch": 0,
+            },
+        ],
+        [{"name": f"sessions/{unique}", "target_in_batch": 1}],
+    )
+    assert done["commits"][1]["parent"] == done["commits"][0]["id"]
+    assert (await aclient.get_ref(f"sessions/{unique}"))["target"] == done["commits"][1]["id"]
 
 
 def test_health_and_openapi(client: Client) -> None:

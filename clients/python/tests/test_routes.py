@@ -47,6 +47,7 @@ def test_openapi_paths_are_covered(client: Client) -> None:
         ("get", "/v1/artifacts/{art}"),
         ("post", "/v1/uploads"),
         ("post", "/v1/commits"),
+        ("post", "/v1/batch"),
         ("get", "/v1/commits"),
         ("get", "/v1/commits/{ctx}"),
         ("patch", "/v1/commits/{ctx}"),

@@ -19,6 +19,7 @@ use tower::ServiceExt;
 mod apigw;
 
 const CHECKPOINT_ROOT: &str = include_str!("../../../tests/data/apigw/checkpoint-root.json");
+const BATCH_ROOT: &str = include_str!("../../../tests/data/apigw/batch-root.json");
 const SHOW_UNKNOWN: &str = include_str!("../../../tests/data/apigw/show-unknown.json");
 const RESOLVE_NO_CLAIMS: &str = include_str!("../../../tests/data/apigw/resolve-no-claims.json");
 
@@ -153,6 +154,22 @@ async fn fixtures_reach_the_right_function_with_the_right_answers() {
         serde_json::from_slice::<Value>(&again).unwrap()["id"],
         commit["id"]
     );
+
+    // A batch: served by the checkpoint function; the same event again
+    // answers the same.
+    let (status, body, f) = functions.invoke(BATCH_ROOT).await;
+    assert_eq!(
+        (status, f),
+        (201, "checkpoint"),
+        "{}",
+        String::from_utf8_lossy(&body)
+    );
+    let batch: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(batch["commits"][1]["parent"], batch["commits"][0]["id"]);
+    assert_eq!(batch["refs"][0]["target"], batch["commits"][1]["id"]);
+    let (status, again, _) = functions.invoke(BATCH_ROOT).await;
+    assert_eq!(status, 200);
+    assert_eq!(serde_json::from_slice::<Value>(&again).unwrap(), batch);
 
     let (status, body, f) = functions.invoke(SHOW_UNKNOWN).await;
     assert_eq!((status, f), (404, "history"));

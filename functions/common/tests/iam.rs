@@ -282,6 +282,38 @@ async fn drive(fleet: &mut Fleet, clock: &ManualClock) {
         .await;
     let tip = field(&c, "id");
 
+    // A batch on top of the tip: an artifact above the inline threshold
+    // (its commit's delta goes to S3), one no commit names (stored as an
+    // upload is), an in-batch parent, two ref moves; then the same batch
+    // again (every commit exists: the by-id read, the condition checks).
+    let big = "assistant: batched\n".repeat(4096);
+    let big_art = ctx_core::ArtifactRef::of(big.as_bytes()).to_string();
+    let loose = format!("loose bytes of {s}");
+    let mut first = checkpoint(&s, "", Some(&tip), now);
+    first.as_object_mut().unwrap().remove("delta");
+    first["artifact_ref"] = json!(big_art);
+    let mut second = checkpoint(&s, "user: and in the batch\n", None, now);
+    second["parent_in_batch"] = json!(0);
+    let batch = json!({
+        "artifacts": [
+            {"ref": big_art, "text": big},
+            {"ref": ctx_core::ArtifactRef::of(loose.as_bytes()).to_string(), "text": loose},
+        ],
+        "commits": [first, second],
+        "refs": [
+            {"name": format!("batch/{s}/a"), "target_in_batch": 0},
+            {"name": format!("batch/{s}/b"), "target_in_batch": 1},
+        ],
+    });
+    let (status, done) = fleet
+        .call("POST /v1/batch", "/v1/batch", Body::Json(batch.clone()))
+        .await;
+    assert_eq!(status, 201, "{done}");
+    let (status, again) = fleet
+        .call("POST /v1/batch", "/v1/batch", Body::Json(batch))
+        .await;
+    assert_eq!((status, &again), (200, &done));
+
     fleet
         .call(
             "GET /v1/commits/{ctx}",

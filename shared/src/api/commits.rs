@@ -11,14 +11,19 @@ use super::error::ErrorBody;
 use super::extract::{Json, Path, Query, path_id};
 use super::{ApiResult, AppState};
 use crate::auth::Caller;
+use crate::body_text::BodyText;
 use crate::commit::Commit;
 use crate::error::Error;
 use crate::id::{BranchId, CommitId, Principal};
-use crate::service::{Delta, Limits, NewCommit, Service};
+use crate::service::{
+    BatchArtifact, BatchDone, BatchEntry, BudgetNotice, Delta, Limits, NewBatch, NewCommit,
+    NewRefMove, RefTarget, Service,
+};
+use crate::store::check_batch_size;
 use crate::wire::{
-    CheckpointRequest, CompactRequest, CompactResponse, HistoryResponse, MaterializeRequest,
-    MaterializeResponse, MissingSummaryList, ResolveResponse, SummarizeRequest,
-    UpdateMetadataRequest,
+    BatchRequest, BatchResponse, CheckpointRequest, CompactRequest, CompactResponse,
+    HistoryResponse, MaterializeRequest, MaterializeResponse, MissingSummaryList, ResolveResponse,
+    SummarizeRequest, UpdateMetadataRequest,
 };
 
 /// The response header a checkpoint into a branch carries from 80% of its
@@ -78,26 +83,7 @@ fn new_commit(req: CheckpointRequest, limits: &Limits) -> Result<NewCommit, Erro
             // No copy: the text may still share the request body.
             Delta::Inline(text.into_bytes())
         }
-        (None, None, Some(b64)) => {
-            // The decoded size, exactly: padding is not bytes.
-            let padding = b64
-                .as_bytes()
-                .iter()
-                .rev()
-                .take_while(|&&b| b == b'=')
-                .count()
-                .min(2);
-            let decoded = (b64.len() / 4 * 3).saturating_sub(padding);
-            limits.check_artifact_size("delta_base64", decoded)?;
-            // In place in the request body's buffer when it can be.
-            let bytes = crate::body_text::decode_base64(b64).map_err(|e| {
-                Error::invalid(
-                    "delta_base64",
-                    format!("delta_base64 is not valid base64: {e}"),
-                )
-            })?;
-            Delta::Inline(bytes)
-        }
+        (None, None, Some(b64)) => Delta::Inline(decode_base64("delta_base64", b64, limits)?),
         _ => {
             return Err(Error::invalid(
                 "delta",
@@ -169,14 +155,21 @@ pub(super) async fn checkpoint(
         StatusCode::OK
     };
     let mut resp = (status, axum::Json(commit)).into_response();
-    if let Some(n) = notice
+    add_notices(&mut resp, notice.as_ref(), &warnings);
+    Ok(resp)
+}
+
+/// Adds a checkpoint's notices to its response: the budget warning of a
+/// checkpoint into a branch at 80%+ of its budget (or the one that
+/// exhausted it), and one `ctx-warning` per thing stored as written
+/// although it looks wrong (as ASCII).
+fn add_notices(resp: &mut Response, budget: Option<&BudgetNotice>, warnings: &[String]) {
+    if let Some(n) = budget
         && let Ok(v) = axum::http::HeaderValue::from_str(&n.message)
     {
-        // A checkpoint into a branch at 80%+ of its budget, or the one that
-        // exhausted it.
         resp.headers_mut().insert(BUDGET_WARNING, v);
     }
-    for w in &warnings {
+    for w in warnings {
         let ascii: String = w
             .chars()
             .map(|c| {
@@ -191,6 +184,161 @@ pub(super) async fn checkpoint(
             resp.headers_mut().append(CHECKPOINT_WARNING, v);
         }
     }
+}
+
+/// Records `req` as `POST /v1/batch` does: each commit converted as a
+/// checkpoint's is (errors naming `commits[i].<field>`, the field its
+/// delta was sent in), each artifact decoded, each ref move's target
+/// taken from `target` or `target_in_batch`.
+///
+/// # Errors
+/// As [`Service::batch`]; `Invalid` for a commit with both `parent` and
+/// `parent_in_batch`, an artifact with none or both of `text` and
+/// `base64` (or bad base64), a ref move with none or both of `target` and
+/// `target_in_batch`.
+pub async fn submit_batch(
+    service: &Service,
+    tenant: &crate::id::TenantId,
+    req: BatchRequest,
+) -> Result<BatchDone, Error> {
+    let limits = service.limits();
+    let BatchRequest {
+        artifacts,
+        commits,
+        refs,
+    } = req;
+    check_batch_size(commits.len(), refs.len())?;
+    let mut batch = NewBatch::default();
+    for (i, a) in artifacts.into_iter().enumerate() {
+        let bytes = match (a.text, a.base64) {
+            (Some(text), None) => {
+                limits.check_artifact_size(&format!("artifacts[{i}].text"), text.len())?;
+                text.into_bytes()
+            }
+            (None, Some(b64)) => decode_base64(&format!("artifacts[{i}].base64"), b64, limits)?,
+            _ => {
+                return Err(Error::invalid(
+                    format!("artifacts[{i}]"),
+                    format!("give exactly one of text and base64 for artifacts[{i}]"),
+                ));
+            }
+        };
+        batch.artifacts.push(BatchArtifact {
+            artifact_ref: a.artifact_ref,
+            bytes,
+        });
+    }
+    let mut delta_fields = Vec::with_capacity(commits.len());
+    for (i, c) in commits.into_iter().enumerate() {
+        let (req, parent_in_batch) = c.into_parts();
+        if parent_in_batch.is_some() && req.parent.is_some() {
+            return Err(Error::invalid(
+                format!("commits[{i}].parent_in_batch"),
+                format!("commits[{i}] gives both parent and parent_in_batch; give one"),
+            ));
+        }
+        let field = delta_field(&req);
+        delta_fields.push(field);
+        let new = new_commit(req, limits).map_err(|e| match e.field.clone() {
+            Some(f) => e.with_field(format!("commits[{i}].{f}")),
+            None => e,
+        })?;
+        batch.commits.push(BatchEntry {
+            new,
+            parent_in_batch,
+        });
+    }
+    for (i, r) in refs.into_iter().enumerate() {
+        let target = match (r.target, r.target_in_batch) {
+            (Some(id), None) => RefTarget::Commit(id),
+            (None, Some(k)) => RefTarget::InBatch(k),
+            _ => {
+                return Err(Error::invalid(
+                    format!("refs[{i}].target"),
+                    format!("give exactly one of target and target_in_batch for refs[{i}]"),
+                ));
+            }
+        };
+        batch.refs.push(NewRefMove {
+            name: r.name,
+            expected: r.expected,
+            target,
+        });
+    }
+    service.batch(tenant, batch).await.map_err(|e| {
+        // The service names an inline delta `delta`; it may have come as
+        // `delta_base64`.
+        let renamed = e.field.as_deref().and_then(|f| {
+            let (i, rest) = f.strip_prefix("commits[")?.split_once("].")?;
+            let i: usize = i.parse().ok()?;
+            (rest == "delta" && delta_fields.get(i).copied()? != "delta")
+                .then(|| format!("commits[{i}].{}", delta_fields[i]))
+        });
+        match renamed {
+            Some(f) => e.with_field(f),
+            None => e,
+        }
+    })
+}
+
+/// Decodes base64 `b64` of request field `field`, refusing it over the
+/// artifact limit before decoding.
+fn decode_base64(field: &str, b64: BodyText, limits: &Limits) -> Result<bytes::Bytes, Error> {
+    // The decoded size, exactly: padding is not bytes.
+    let padding = b64
+        .as_bytes()
+        .iter()
+        .rev()
+        .take_while(|&&b| b == b'=')
+        .count()
+        .min(2);
+    let decoded = (b64.len() / 4 * 3).saturating_sub(padding);
+    limits.check_artifact_size(field, decoded)?;
+    // In place in the request body's buffer when it can be.
+    crate::body_text::decode_base64(b64)
+        .map_err(|e| Error::invalid(field, format!("{field} is not valid base64: {e}")))
+}
+
+/// Writes a batch: the commits (each as a checkpoint, its parent an
+/// existing commit or an earlier one of the batch), the artifacts they and
+/// the caller name (inline, each by its hash) and the ref moves (each by
+/// compare-and-swap), as ONE atomic write: a 4xx writes nothing. At most
+/// 14 commits, and 7 × commits + refs at most 100 (one DynamoDB
+/// transaction), on every backend. 201 when a commit was new; 200 when
+/// every commit existed (a retry: nothing is written twice, and a ref
+/// already at its target is left alone) or for ref moves alone.
+#[utoipa::path(post, path = "/v1/batch", tag = "commits", request_body = BatchRequest,
+    responses((status = 201, description = "Written; at least one commit is new", body = BatchResponse,
+            headers(("ctx-budget-warning" = String, description = "A commit into a branch at 80% of its budget or more"))),
+        (status = 200, description = "Written with no new commit: a retry, or ref moves alone", body = BatchResponse),
+        (status = 400, description = "A malformed request naming the field (`artifacts[i].ref`, `commits[i].…`, `refs[i].…`), or a parent, artifact, ref target or format that does not exist", body = ErrorBody),
+        (status = 409, description = "A ref moved (`field` is `refs[i].expected`, `current` says where it points), or a branch ended; nothing is written", body = ErrorBody),
+        (status = 413, description = "Too many commits or refs for one transaction, an artifact over its limit, or the body over its limit", body = ErrorBody)),
+    security(("bearer" = [])))]
+pub(super) async fn batch(
+    State(s): State<AppState>,
+    caller: Caller,
+    Json(req): Json<BatchRequest>,
+) -> ApiResult<Response> {
+    let done = submit_batch(&s.service, &caller.tenant, req).await?;
+    let status = if done.commits.iter().any(|c| c.created) {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    let budget = done.commits.iter().rev().find_map(|c| c.budget.clone());
+    let warnings: Vec<String> = done
+        .commits
+        .iter()
+        .enumerate()
+        .flat_map(|(i, c)| c.warnings.iter().map(move |w| format!("commits[{i}]: {w}")))
+        .collect();
+    let body = BatchResponse {
+        commits: done.commits.into_iter().map(|c| c.commit).collect(),
+        refs: done.refs,
+    };
+    let mut resp = (status, axum::Json(body)).into_response();
+    add_notices(&mut resp, budget.as_ref(), &warnings);
     Ok(resp)
 }
 

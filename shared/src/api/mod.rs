@@ -31,7 +31,7 @@ mod refs;
 pub mod testing;
 mod workspaces;
 
-pub use commits::{BUDGET_WARNING, CHECKPOINT_WARNING, submit_checkpoint};
+pub use commits::{BUDGET_WARNING, CHECKPOINT_WARNING, submit_batch, submit_checkpoint};
 
 use error::{ApiError, ErrorBody};
 
@@ -183,6 +183,7 @@ pub fn routes(limits: &crate::service::Limits) -> Vec<RouteDef> {
             artifacts::download_artifact,
         ),
         route(Checkpoint, Method::POST, "/v1/commits", commits::checkpoint),
+        route(Checkpoint, Method::POST, "/v1/batch", commits::batch),
         route(History, Method::GET, "/v1/commits/{ctx}", commits::show),
         route(
             History,
@@ -508,7 +509,7 @@ impl utoipa::Modify for BearerAuth {
     info(title = "ctx", description = "A git for AI-agent context."),
     paths(
         healthz, openapi_json, artifacts::upload_artifact, artifacts::upload_url,
-        artifacts::download_artifact, commits::checkpoint, commits::show,
+        artifacts::download_artifact, commits::checkpoint, commits::batch, commits::show,
         commits::update_metadata, commits::history, commits::missing_summaries,
         commits::summarize, commits::compact, commits::materialize, commits::resolve,
         refs::list_refs, refs::get_ref, refs::set_ref, refs::delete_ref, artifacts::gc,
@@ -540,6 +541,8 @@ impl ApiDoc {
     }
 }
 
+#[cfg(test)]
+mod batch_tests;
 #[cfg(test)]
 mod summary_tests;
 #[cfg(test)]

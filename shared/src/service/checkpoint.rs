@@ -126,6 +126,27 @@ pub struct Checkpointed {
     pub warnings: Vec<String>,
 }
 
+/// A new commit's artifact, time and id ([`Service::commit_key`]).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct CommitKey {
+    pub(super) artifact: ArtifactRef,
+    pub(super) created_at: DateTime<Utc>,
+    pub(super) id: CommitId,
+}
+
+/// A commit checked and built, not yet written ([`Service::build_commit`]).
+pub(super) struct Built {
+    /// The commit, its bytes inline when they are small enough.
+    pub(super) commit: Commit,
+    /// Bytes to store as a blob before the commit is written.
+    pub(super) blob: Option<Bytes>,
+    /// The bytes the codec checked (an inline delta, or a structured
+    /// format's uploaded artifact).
+    pub(super) bytes: Option<Bytes>,
+    /// What was stored as written although it looks wrong.
+    pub(super) warnings: Vec<String>,
+}
+
 /// A written commit, whether it was new, and what it was warned about.
 pub(crate) struct Recorded {
     pub(crate) commit: Commit,
@@ -184,20 +205,7 @@ impl Service {
                 )?),
                 None => None,
             };
-        let artifact = match &new.delta {
-            Delta::Inline(bytes) => ArtifactRef::of(bytes),
-            Delta::Stored(art) => *art,
-        };
-        let created_at = new
-            .created_at
-            .map_or_else(|| self.clock.now(), truncate_to_micros);
-        let id = CommitId::derive(
-            tenant,
-            parent.as_ref().map(|p| &p.id),
-            &artifact,
-            created_at.timestamp_micros(),
-            &new.template,
-        );
+        let key = self.commit_key(tenant, &new, parent.as_ref());
         if let Some(mv) = &new.ref_move {
             // Refuse a stale expectation before storing anything (unless this
             // is a retry the ref already reflects). The store checks again
@@ -209,7 +217,7 @@ impl Service {
                 .get_ref(tenant, &mv.name)
                 .await?
                 .map(|r| r.target);
-            if current != mv.expected && current != Some(id) {
+            if current != mv.expected && current != Some(key.id) {
                 return Err(crate::store::ref_conflict(
                     &mv.name,
                     mv.expected.as_ref(),
@@ -217,6 +225,92 @@ impl Service {
                 ));
             }
         }
+        let ref_move = new.ref_move.clone();
+        let Built {
+            commit,
+            blob,
+            warnings,
+            ..
+        } = self
+            .build_commit(
+                tenant,
+                new,
+                parent.as_ref(),
+                key,
+                self.limits.inline_delta_bytes,
+            )
+            .await?;
+        if let Some(b) = blob {
+            self.stores.blobs.put(tenant, b).await?;
+        }
+        match self
+            .stores
+            .meta
+            .put_commit(tenant, &commit, ref_move.as_ref())
+            .await?
+        {
+            PutCommit::Created(c) => Ok(Recorded {
+                commit: c,
+                created: true,
+                warnings,
+            }),
+            PutCommit::Existing(c) => Ok(Recorded {
+                commit: c,
+                created: false,
+                warnings,
+            }),
+        }
+    }
+
+    /// The artifact, time and id of `new` over `parent`.
+    pub(super) fn commit_key(
+        &self,
+        tenant: &TenantId,
+        new: &NewCommit,
+        parent: Option<&Commit>,
+    ) -> CommitKey {
+        let artifact = match &new.delta {
+            Delta::Inline(bytes) => ArtifactRef::of(bytes),
+            Delta::Stored(art) => *art,
+        };
+        let created_at = new
+            .created_at
+            .map_or_else(|| self.clock.now(), truncate_to_micros);
+        let id = CommitId::derive(
+            tenant,
+            parent.map(|p| &p.id),
+            &artifact,
+            created_at.timestamp_micros(),
+            &new.template,
+        );
+        CommitKey {
+            artifact,
+            created_at,
+            id,
+        }
+    }
+
+    /// Checks `new` (over `parent`, with the key [`Service::commit_key`]
+    /// gave) and builds its commit: the artifact is made sure of (an
+    /// uploaded one), the bytes validated by the format's codec (the
+    /// parent's open tool uses included), the counts taken, and the bytes
+    /// kept inline when there are at most `inline_limit` of them (else
+    /// handed back to be stored as a blob). Writes no metadata: the single
+    /// checkpoint and the batch both write what this builds.
+    pub(super) async fn build_commit(
+        &self,
+        tenant: &TenantId,
+        new: NewCommit,
+        parent: Option<&Commit>,
+        key: CommitKey,
+        inline_limit: usize,
+    ) -> Result<Built> {
+        let CommitKey {
+            artifact,
+            created_at,
+            id,
+        } = key;
+        let field = new.delta.field();
         if matches!(new.delta, Delta::Stored(_)) {
             self.ensure_artifact(tenant, &artifact).await?;
         }
@@ -242,7 +336,7 @@ impl Service {
                     codec.check_compaction(b).map_err(|e| e.with_field(field))?;
                 }
                 let unpaired = self
-                    .check_open_results(tenant, parent.as_ref(), &new.format, &checked)
+                    .check_open_results(tenant, parent, &new.format, &checked)
                     .await?;
                 if let Some(first) = unpaired.first() {
                     if codec.pairs_tool_results() {
@@ -257,15 +351,17 @@ impl Service {
         };
         // A small delta is stored inline with its commit (one metadata
         // write, no blob); a larger one in the blob store first.
-        let inline_limit = self.limits.inline_delta_bytes;
         let mut inline = None;
-        let size = match (bytes, &new.delta) {
+        let mut blob = None;
+        let size = match (&bytes, &new.delta) {
             (Some(b), Delta::Inline(_)) if inline_limit > 0 && b.len() <= inline_limit => {
-                let size = b.len() as u64;
-                inline = Some(b);
-                size
+                inline = Some(b.clone());
+                b.len() as u64
             }
-            (Some(b), Delta::Inline(_)) => self.stores.blobs.put(tenant, b).await?.size,
+            (Some(b), Delta::Inline(_)) => {
+                blob = Some(b.clone());
+                b.len() as u64
+            }
             (Some(b), Delta::Stored(_)) => b.len() as u64,
             (None, _) => self
                 .stores
@@ -297,7 +393,7 @@ impl Service {
         }
         let commit = Commit {
             id,
-            parent: parent.as_ref().map(|p| p.id),
+            parent: parent.map(|p| p.id),
             commit_type: new.commit_type,
             artifact_ref: artifact,
             artifact_size: size,
@@ -314,28 +410,17 @@ impl Service {
             token_count: tokens,
             created_at,
             tags,
-            depth: parent.as_ref().map_or(0, |p| p.depth + 1),
-            lineage: parent.as_ref().map_or(id, |p| p.lineage),
-            parent_lineage: parent.as_ref().map(|p| p.lineage),
+            depth: parent.map_or(0, |p| p.depth + 1),
+            lineage: parent.map_or(id, |p| p.lineage),
+            parent_lineage: parent.map(|p| p.lineage),
             inline,
         };
-        match self
-            .stores
-            .meta
-            .put_commit(tenant, &commit, new.ref_move.as_ref())
-            .await?
-        {
-            PutCommit::Created(c) => Ok(Recorded {
-                commit: c,
-                created: true,
-                warnings,
-            }),
-            PutCommit::Existing(c) => Ok(Recorded {
-                commit: c,
-                created: false,
-                warnings,
-            }),
-        }
+        Ok(Built {
+            commit,
+            blob,
+            bytes,
+            warnings,
+        })
     }
 
     /// Tool results in a new delta whose tool use is not in the delta should
@@ -390,7 +475,7 @@ impl Service {
 }
 
 /// The field limits of a new commit.
-fn check_fields(new: &NewCommit) -> Result<()> {
+pub(super) fn check_fields(new: &NewCommit) -> Result<()> {
     commit::check_text("template", &new.template, limits::SHORT_TEXT)?;
     for (field, value) in [
         ("machine", &new.machine),

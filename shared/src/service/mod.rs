@@ -4,6 +4,8 @@
 //! - `agents`: agents' live context: the rolling window, clear, saves and
 //!   the working-context cache (docs/http-api.md).
 //! - `checkpoint`: recording a commit ([`NewCommit`] → [`Checkpointed`]).
+//! - `batch`: the commits, artifacts and ref moves of one framework
+//!   operation as one atomic write ([`NewBatch`] → [`BatchDone`]).
 //! - `artifacts`: uploads, downloads, presigned direct uploads.
 //! - `commits`: show, update-metadata, history, resolve.
 //! - `walk`: the lineage walk history and materialize share.
@@ -38,6 +40,7 @@ use crate::store::Stores;
 
 mod agents;
 mod artifacts;
+mod batch;
 mod branches;
 mod checkpoint;
 mod commits;
@@ -58,6 +61,7 @@ pub use crate::commit::Stop;
 pub use agents::{
     MAX_SAVES, MAX_WINDOW_COMMITS, RESTORED_FROM, WORKING_CONTEXT_SCHEMA, check_snapshot,
 };
+pub use batch::{BatchArtifact, BatchDone, BatchEntry, NewBatch, NewRefMove, RefTarget};
 pub use branches::{
     BudgetNotice, Expired, MAX_DESCRIPTION, MAX_MESSAGE, MAX_PROMPT, Sweep, TokioTimer,
     WARN_PERCENT,

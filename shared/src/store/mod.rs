@@ -73,7 +73,12 @@ pub use blob::{
     PutBlob, durable_remove_refused, verify,
 };
 pub use cache::{MaterializationCache, MaterializeKey, Materialized, gone_commit};
-pub use commits::{Commits, MetadataPatch, PutCommit};
+pub(crate) use commits::batch_move_settled;
+pub use commits::{
+    BATCH_COMMIT_ACTIONS, BATCH_INLINE_BYTES, BATCH_REF_ACTIONS, BatchCommit, BatchRefMove,
+    Batched, Commits, MetadataPatch, PutCommit, TRANSACTION_ACTIONS, batch_fits, check_batch,
+    check_batch_size,
+};
 pub use lifecycle::{ArtifactUser, Backfilled, Lifecycle, Pin, References, TenantRecords};
 pub use refs::{RefMove, RefRecord, Refs, ref_conflict};
 pub use summaries::{
@@ -124,6 +129,32 @@ pub trait MetaStore:
             settle_retried_ref_move(self, tenant, mv, &existing.id, commit.created_at).await?;
         }
         Ok(put)
+    }
+
+    /// Writes a batch of commits and ref moves as one atomic write (see
+    /// [`Commits::create_batch`], which this checks the batch for first, the
+    /// same way on every backend): all of it or nothing.
+    ///
+    /// Retrying a batch is safe: commits that exist are returned as
+    /// `Existing` and not written again, and a move whose ref already points
+    /// at its target is left alone; so a batch that was written (its answer
+    /// lost) succeeds again with every commit `Existing` and writes nothing,
+    /// while one whose ref has moved on since answers the ref's conflict.
+    ///
+    /// Provided, and cannot be overridden.
+    ///
+    /// # Errors
+    /// As [`check_batch`]; `Conflict` naming `refs[i].expected` with the
+    /// current tip when a move is stale; `Unavailable`.
+    async fn put_batch(
+        &self,
+        tenant: &TenantId,
+        commits: &[BatchCommit],
+        moves: &[BatchRefMove],
+        now: DateTime<Utc>,
+    ) -> Result<Batched> {
+        check_batch(commits, moves)?;
+        self.create_batch(tenant, commits, moves, now).await
     }
 }
 

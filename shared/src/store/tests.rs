@@ -39,6 +39,16 @@ impl Commits for StaleRead {
         self.inner.create_commit(tenant, commit, ref_move).await
     }
 
+    async fn create_batch(
+        &self,
+        tenant: &TenantId,
+        commits: &[BatchCommit],
+        moves: &[BatchRefMove],
+        now: DateTime<Utc>,
+    ) -> Result<Batched> {
+        self.inner.create_batch(tenant, commits, moves, now).await
+    }
+
     async fn get_commit(&self, tenant: &TenantId, id: &CommitId) -> Result<Option<Commit>> {
         self.inner.get_commit(tenant, id).await
     }

@@ -9,9 +9,9 @@ use crate::body_text::BodyText;
 use crate::commit::{Commit, CommitType, Tags, Trigger};
 use crate::error::Result;
 use crate::format::FormatId;
-use crate::id::{ArtifactRef, CommitId, Principal, SessionId};
+use crate::id::{ArtifactRef, CommitId, Principal, RefName, SessionId};
 use crate::service::{Materialization, NewCommit, Stop};
-use crate::store::{Materialized, RefMove};
+use crate::store::{Materialized, RefMove, RefRecord};
 
 /// `POST /v1/commits`: one commit and, optionally, a ref move.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
@@ -168,6 +168,285 @@ impl CheckpointRequest {
             ref_move,
         }
     }
+}
+
+/// `POST /v1/batch`: what one framework operation writes, as one atomic
+/// write. At most 14 commits; 7 × commits + refs at most 100 (one
+/// DynamoDB transaction); the whole body under the JSON body limit.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BatchRequest {
+    /// Artifacts given inline, each named by its hash. A commit's
+    /// `artifact_ref` may name one; those no commit names are stored as
+    /// uploads are.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub artifacts: Vec<BatchArtifact>,
+    /// The commits, in order: each a checkpoint's fields (without `ref`),
+    /// its parent an existing commit (`parent`) or an earlier commit of the
+    /// batch (`parent_in_batch`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schema(max_items = 14)]
+    pub commits: Vec<BatchCommitRequest>,
+    /// The ref moves, each by compare-and-swap.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schema(max_items = 100)]
+    pub refs: Vec<BatchRefRequest>,
+}
+
+/// An artifact of a batch: its hash and its bytes, as UTF-8 text or in
+/// base64 (as a checkpoint's `delta` and `delta_base64`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BatchArtifact {
+    /// The BLAKE3 hash of the bytes; refused unless they hash to it.
+    #[serde(rename = "ref")]
+    pub artifact_ref: ArtifactRef,
+    /// The bytes, as UTF-8 text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<String>)]
+    pub text: Option<BodyText>,
+    /// The bytes, base64-encoded (standard alphabet, padded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<String>)]
+    pub base64: Option<BodyText>,
+}
+
+/// A commit of a batch: a checkpoint's fields but `ref` (a batch moves
+/// refs in `refs`), and `parent_in_batch`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BatchCommitRequest {
+    /// The index of its parent among the batch's earlier commits; not with
+    /// `parent`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 0, maximum = 13)]
+    pub parent_in_batch: Option<usize>,
+    /// The previous commit; absent for a root.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<CommitId>,
+    /// What the artifact holds.
+    pub commit_type: CommitType,
+    /// The artifact's format.
+    pub format: FormatId,
+    /// An artifact uploaded before (`POST /v1/artifacts`) or given in the
+    /// batch's `artifacts`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub artifact_ref: Option<ArtifactRef>,
+    /// The delta inline, as UTF-8 text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<String>)]
+    pub delta: Option<BodyText>,
+    /// The delta inline, base64-encoded (standard alphabet, padded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<String>)]
+    pub delta_base64: Option<BodyText>,
+    /// The context template the wrapper used (1 to 256 bytes, no control
+    /// characters but tab and newline).
+    #[schema(
+        min_length = 1,
+        max_length = 256,
+        pattern = "^[^\\x00-\\x08\\x0b-\\x1f\\x7f-\\x9f]*$"
+    )]
+    pub template: String,
+    /// Who checkpoints.
+    pub principal: Principal,
+    /// The machine it runs on (1 to 256 bytes, no control characters but tab and
+    /// newline.)
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(
+        min_length = 1,
+        max_length = 256,
+        pattern = "^[^\\x00-\\x08\\x0b-\\x1f\\x7f-\\x9f]*$"
+    )]
+    pub machine: Option<String>,
+    /// The wrapper's session: the same name `POST /v1/branches`, `GET
+    /// /v1/branches?session_id=` and `POST /v1/sessions/{id}/end` take, so
+    /// 1 to 191 of A-Z, a-z, 0-9, '.', '_', '-' and '/'.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<SessionId>,
+    /// Why it checkpoints.
+    pub checkpoint: Trigger,
+    /// A ticket the work belongs to (1 to 256 bytes, no control characters but tab and
+    /// newline.)
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(
+        min_length = 1,
+        max_length = 256,
+        pattern = "^[^\\x00-\\x08\\x0b-\\x1f\\x7f-\\x9f]*$"
+    )]
+    pub ticket_id: Option<String>,
+    /// A conversation thread the work belongs to (1 to 256 bytes, no control characters but tab and
+    /// newline.)
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(
+        min_length = 1,
+        max_length = 256,
+        pattern = "^[^\\x00-\\x08\\x0b-\\x1f\\x7f-\\x9f]*$"
+    )]
+    pub thread_id: Option<String>,
+    /// A human-readable summary (at most 16 KiB).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(max_length = 16384)]
+    pub summary: Option<String>,
+    /// Messages in the delta, if the wrapper knows; used only for formats
+    /// ctx cannot count itself (opaque ones).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::number::optional_whole"
+    )]
+    #[schema(maximum = 10_000_000)]
+    pub message_count: Option<u64>,
+    /// Tokens in the delta as the wrapper counted them. The server always
+    /// stores its own estimate as the commit's `token_count`; a different
+    /// claim is kept as the tag `client_token_count`.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::number::optional_whole"
+    )]
+    #[schema(maximum = 1_000_000_000)]
+    pub token_count: Option<u64>,
+    /// When the wrapper checkpointed; the server's clock when absent. Send
+    /// it to make retries idempotent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created_at: Option<DateTime<Utc>>,
+    /// Free-form labels.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(schema_with = tags_schema)]
+    pub tags: Option<Tags>,
+}
+
+impl BatchCommitRequest {
+    /// A batch commit of `req`'s fields (its `ref` must be absent), its
+    /// parent in the batch when `parent_in_batch` is given.
+    pub fn of(req: CheckpointRequest, parent_in_batch: Option<usize>) -> Self {
+        let CheckpointRequest {
+            parent,
+            commit_type,
+            format,
+            artifact_ref,
+            delta,
+            delta_base64,
+            template,
+            principal,
+            machine,
+            session_id,
+            checkpoint,
+            ticket_id,
+            thread_id,
+            summary,
+            message_count,
+            token_count,
+            created_at,
+            tags,
+            ref_move: _,
+        } = req;
+        BatchCommitRequest {
+            parent_in_batch,
+            parent,
+            commit_type,
+            format,
+            artifact_ref,
+            delta,
+            delta_base64,
+            template,
+            principal,
+            machine,
+            session_id,
+            checkpoint,
+            ticket_id,
+            thread_id,
+            summary,
+            message_count,
+            token_count,
+            created_at,
+            tags,
+        }
+    }
+
+    /// Its checkpoint fields (no `ref`), and its `parent_in_batch`.
+    pub fn into_parts(self) -> (CheckpointRequest, Option<usize>) {
+        let BatchCommitRequest {
+            parent_in_batch,
+            parent,
+            commit_type,
+            format,
+            artifact_ref,
+            delta,
+            delta_base64,
+            template,
+            principal,
+            machine,
+            session_id,
+            checkpoint,
+            ticket_id,
+            thread_id,
+            summary,
+            message_count,
+            token_count,
+            created_at,
+            tags,
+        } = self;
+        (
+            CheckpointRequest {
+                parent,
+                commit_type,
+                format,
+                artifact_ref,
+                delta,
+                delta_base64,
+                template,
+                principal,
+                machine,
+                session_id,
+                checkpoint,
+                ticket_id,
+                thread_id,
+                summary,
+                message_count,
+                token_count,
+                created_at,
+                tags,
+                ref_move: None,
+            },
+            parent_in_batch,
+        )
+    }
+}
+
+/// A ref move of a batch: `name` to `target` (an existing commit) or to
+/// `target_in_batch` (a commit of the batch), by compare-and-swap from
+/// `expected`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BatchRefRequest {
+    /// The ref.
+    #[schema(value_type = String)]
+    pub name: RefName,
+    /// The tip the caller believes the ref has; absent or null: the ref must
+    /// not exist yet. A stale one is a 409 naming `refs[i].expected`, and
+    /// nothing of the batch is written.
+    #[serde(default)]
+    pub expected: Option<CommitId>,
+    /// An existing commit to point the ref at; not with `target_in_batch`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<CommitId>,
+    /// The index of the batch's commit to point the ref at; not with
+    /// `target`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 0, maximum = 13)]
+    pub target_in_batch: Option<usize>,
+}
+
+/// What a batch wrote.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct BatchResponse {
+    /// The commits as stored, in the request's order (one that existed
+    /// already, as it was).
+    pub commits: Vec<Commit>,
+    /// The refs as they are after the batch, in the request's order.
+    pub refs: Vec<RefRecord>,
 }
 
 /// `POST /v1/commits/{ctx}/materialize`.

@@ -29,6 +29,11 @@ __all__ = [
     "ArtifactInfo",
     "ArtifactRef",
     "BTreeMap",
+    "BatchArtifact",
+    "BatchCommitRequest",
+    "BatchRefRequest",
+    "BatchRequest",
+    "BatchResponse",
     "BlobArea",
     "BranchCreateRequest",
     "BranchCreated",
@@ -127,6 +132,7 @@ OPERATIONS = {
     "restore_working_context": ("POST", "/v1/agents/{agent}/working-context/restore"),
     "upload_artifact": ("POST", "/v1/artifacts"),
     "download_artifact": ("GET", "/v1/artifacts/{art}"),
+    "batch": ("POST", "/v1/batch"),
     "branch_status_of_session": ("GET", "/v1/branches"),
     "branch_create": ("POST", "/v1/branches"),
     "branch_status": ("GET", "/v1/branches/{br}"),
@@ -200,6 +206,139 @@ ArtifactRef: TypeAlias = str
 
 
 BTreeMap: TypeAlias = dict[str, str]
+
+
+class BatchArtifact(TypedDict):
+    """An artifact of a batch: its hash and its bytes, as UTF-8 text or in
+    base64 (as a checkpoint's `delta` and `delta_base64`).
+    """
+
+    base64: NotRequired[str | None]
+    """The bytes, base64-encoded (standard alphabet, padded)."""
+    ref: ArtifactRef
+    """The BLAKE3 hash of the bytes; refused unless they hash to it."""
+    text: NotRequired[str | None]
+    """The bytes, as UTF-8 text."""
+
+
+class BatchCommitRequest(TypedDict):
+    """A commit of a batch: a checkpoint's fields but `ref` (a batch moves
+    refs in `refs`), and `parent_in_batch`.
+    """
+
+    artifact_ref: NotRequired[ArtifactRef | None]
+    """An artifact uploaded before (`POST /v1/artifacts`) or given in the
+    batch's `artifacts`.
+    """
+    checkpoint: Trigger
+    """Why it checkpoints."""
+    commit_type: CommitType
+    """What the artifact holds."""
+    created_at: NotRequired[str | None]
+    """When the wrapper checkpointed; the server's clock when absent. Send
+    it to make retries idempotent.
+    """
+    delta: NotRequired[str | None]
+    """The delta inline, as UTF-8 text."""
+    delta_base64: NotRequired[str | None]
+    """The delta inline, base64-encoded (standard alphabet, padded)."""
+    format: FormatId
+    """The artifact's format."""
+    machine: NotRequired[str | None]
+    """The machine it runs on (1 to 256 bytes, no control characters but tab and
+    newline.)
+    """
+    message_count: NotRequired[int | None]
+    """Messages in the delta, if the wrapper knows; used only for formats
+    ctx cannot count itself (opaque ones).
+    """
+    parent: NotRequired[CommitId | None]
+    """The previous commit; absent for a root."""
+    parent_in_batch: NotRequired[int | None]
+    """The index of its parent among the batch's earlier commits; not with
+    `parent`.
+    """
+    principal: Principal
+    """Who checkpoints."""
+    session_id: NotRequired[SessionId | None]
+    """The wrapper's session: the same name `POST /v1/branches`, `GET
+    /v1/branches?session_id=` and `POST /v1/sessions/{id}/end` take, so
+    1 to 191 of A-Z, a-z, 0-9, '.', '_', '-' and '/'.
+    """
+    summary: NotRequired[str | None]
+    """A human-readable summary (at most 16 KiB)."""
+    tags: NotRequired[dict[str, str]]
+    """Free-form labels: key to value."""
+    template: str
+    """The context template the wrapper used (1 to 256 bytes, no control
+    characters but tab and newline).
+    """
+    thread_id: NotRequired[str | None]
+    """A conversation thread the work belongs to (1 to 256 bytes, no control characters but tab
+    and
+    newline.)
+    """
+    ticket_id: NotRequired[str | None]
+    """A ticket the work belongs to (1 to 256 bytes, no control characters but tab and
+    newline.)
+    """
+    token_count: NotRequired[int | None]
+    """Tokens in the delta as the wrapper counted them. The server always
+    stores its own estimate as the commit's `token_count`; a different
+    claim is kept as the tag `client_token_count`.
+    """
+
+
+class BatchRefRequest(TypedDict):
+    """A ref move of a batch: `name` to `target` (an existing commit) or to
+    `target_in_batch` (a commit of the batch), by compare-and-swap from
+    `expected`.
+    """
+
+    expected: NotRequired[CommitId | None]
+    """The tip the caller believes the ref has; absent or null: the ref must
+    not exist yet. A stale one is a 409 naming `refs[i].expected`, and
+    nothing of the batch is written.
+    """
+    name: str
+    """The ref."""
+    target: NotRequired[CommitId | None]
+    """An existing commit to point the ref at; not with `target_in_batch`."""
+    target_in_batch: NotRequired[int | None]
+    """The index of the batch's commit to point the ref at; not with
+    `target`.
+    """
+
+
+class BatchRequest(TypedDict):
+    """`POST /v1/batch`: what one framework operation writes, as one atomic
+    write. At most 14 commits; 7 × commits + refs at most 100 (one
+    DynamoDB transaction); the whole body under the JSON body limit.
+    """
+
+    artifacts: NotRequired[list[BatchArtifact]]
+    """Artifacts given inline, each named by its hash. A commit's
+    `artifact_ref` may name one; those no commit names are stored as
+    uploads are.
+    """
+    commits: NotRequired[list[BatchCommitRequest]]
+    """The commits, in order: each a checkpoint's fields (without `ref`),
+    its parent an existing commit (`parent`) or an earlier commit of the
+    batch (`parent_in_batch`).
+    """
+    refs: NotRequired[list[BatchRefRequest]]
+    """The ref moves, each by compare-and-swap."""
+
+
+class BatchResponse(TypedDict):
+    """What a batch wrote."""
+
+    commits: list[Commit]
+    """The commits as stored, in the request's order (one that existed
+    already, as it was).
+    """
+    refs: list[RefRecord]
+    """The refs as they are after the batch, in the request's order."""
 
 
 # Where in a [`BlobStore`] an artifact lives: its lifecycle policy.
@@ -1256,6 +1395,19 @@ def append_file(ws: WorkspaceId, path: FilePath, body: str | bytes) -> Call[File
         content=body.encode() if isinstance(body, str) else bytes(body),
         headers={"content-type": "text/plain"},
     )
+
+
+def batch(body: BatchRequest) -> Call[BatchResponse]:
+    """``POST /v1/batch``: Writes a batch: the commits (each as a checkpoint, its parent an
+    existing commit or an earlier one of the batch), the artifacts they and
+    the caller name (inline, each by its hash) and the ref moves (each by
+    compare-and-swap), as ONE atomic write: a 4xx writes nothing. At most
+    14 commits, and 7 × commits + refs at most 100 (one DynamoDB
+    transaction), on every backend. 201 when a commit was new; 200 when
+    every commit existed (a retry: nothing is written twice, and a ref
+    already at its target is left alone) or for ref moves alone.
+    """
+    return Call("POST", "/v1/batch", parse_json, json_body=body, has_json=True)
 
 
 def branch_create(body: BranchCreateRequest) -> Call[BranchCreated]:

@@ -10,15 +10,20 @@ and arguments, their defaults, and how they become a request body.
 from __future__ import annotations
 
 import base64
-from collections.abc import Mapping
-from datetime import UTC, datetime
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar, cast
 
 from . import _generated as api
-from ._core import Call, verified
+from ._core import Call, artifact_ref_of, verified
 from .models import (
     AgentSettings,
     ArtifactInfo,
+    BatchArtifact,
+    BatchCommitRequest,
+    BatchRefRequest,
+    BatchRequest,
+    BatchResponse,
     BranchCreated,
     BranchCreateRequest,
     BranchReturned,
@@ -185,6 +190,58 @@ def checkpoint(
     if ref is not None:
         body["ref"] = {"name": ref, "expected": expected}
     return api.checkpoint(body)
+
+
+def batch(
+    commits: Sequence[Mapping[str, Any]] = (),
+    refs: Sequence[BatchRefRequest] = (),
+    artifacts: Sequence[bytes | str] = (),
+) -> Call[BatchResponse]:
+    """``POST /v1/batch``: commits, artifacts and ref moves as one atomic
+    write (a 4xx or 409 writes nothing).
+
+    Each commit takes the fields of :func:`checkpoint`'s body (not ``ref``)
+    and ``parent_in_batch`` (the index of an earlier commit of the batch);
+    ``commit_type`` defaults to ``delta``, ``checkpoint`` to
+    ``turn_boundary``, ``created_at`` to now (taken once, plus one
+    microsecond per commit so that the timeline keeps the batch's order; a
+    retried batch is the same batch), and a ``delta`` given as ``bytes`` is sent
+    base64-encoded. Each ref move is ``{"name", "expected", "target"}`` or
+    ``{"name", "expected", "target_in_batch"}``. Each artifact is sent with
+    its hash, as text when it is ``str`` and base64 when ``bytes``; a
+    commit's ``artifact_ref`` may name it. At most 14 commits, and
+    7 × commits + refs at most 100.
+    """
+    at = datetime.now(UTC)
+    body: BatchRequest = {}
+    if artifacts:
+        body["artifacts"] = [_batch_artifact(a) for a in artifacts]
+    if commits:
+        body["commits"] = [
+            _batch_commit(c, rfc3339(at + timedelta(microseconds=i))) for i, c in enumerate(commits)
+        ]
+    if refs:
+        body["refs"] = list(refs)
+    return api.batch(body)
+
+
+def _batch_artifact(data: bytes | str) -> BatchArtifact:
+    if isinstance(data, str):
+        return {"ref": artifact_ref_of(data.encode()), "text": data}
+    raw = bytes(data)
+    return {"ref": artifact_ref_of(raw), "base64": base64.b64encode(raw).decode("ascii")}
+
+
+def _batch_commit(c: Mapping[str, Any], at: str) -> BatchCommitRequest:
+    body: dict[str, Any] = {"commit_type": "delta", "checkpoint": "turn_boundary"}
+    body.update({k: v for k, v in c.items() if v is not None})
+    delta = body.get("delta")
+    if isinstance(delta, (bytes, bytearray, memoryview)):
+        del body["delta"]
+        body["delta_base64"] = base64.b64encode(bytes(delta)).decode("ascii")
+    created = body.get("created_at")
+    body["created_at"] = rfc3339(created) if created is not None else at
+    return cast(BatchCommitRequest, body)
 
 
 def get_commit(ctx_id: str) -> Call[Commit]:

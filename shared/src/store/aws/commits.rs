@@ -1,6 +1,6 @@
 //! The DynamoDB store's commits, their runs and the timelines ([`Commits`](crate::store::Commits)).
 
-use super::items::{build, key, s};
+use super::items::{batch_get, build, key, s};
 use super::lifecycle::delete_item;
 use super::meta::commit_item;
 use super::retry::{Cancellation, Transact};
@@ -8,10 +8,163 @@ use super::{DynamoMetaStore, keys, sdk_error};
 use crate::commit::Commit;
 use crate::error::{Error, Result};
 use crate::id::{CommitId, Principal, SessionId, TenantId};
+use crate::store::commits::{batch_move_settled, continuing};
+use crate::store::{BatchCommit, BatchRefMove, Batched, RefRecord, Refs};
 use crate::store::{MetadataPatch, PutCommit, RefMove, ref_conflict};
 use async_trait::async_trait;
-use aws_sdk_dynamodb::types::{AttributeValue, Delete, TransactWriteItem, Update};
+use aws_sdk_dynamodb::types::{AttributeValue, ConditionCheck, Delete, TransactWriteItem, Update};
 use chrono::{DateTime, Utc};
+
+/// What an item of a batch's transaction is, to read a failed condition.
+#[derive(Debug, Clone, Copy)]
+enum Role {
+    /// A commit by id (condition: it does not exist).
+    ById,
+    /// Commit `k`'s slot in its run (condition: free).
+    Slot(usize),
+    /// Ref move `i` (condition: where it expects the ref, or still at its
+    /// target when settled).
+    Ref(usize),
+    /// An unconditional item.
+    Index,
+}
+
+/// One attempt at a batch: its items, what each is, the commits as they
+/// would be stored.
+struct Plan {
+    items: Vec<TransactWriteItem>,
+    roles: Vec<Role>,
+    stored: Vec<Commit>,
+}
+
+/// The answer of a batch that was written: its commits as stored (those
+/// that existed as they were), its refs as they are.
+fn batched(
+    stored: Vec<Commit>,
+    existing: &[Option<Commit>],
+    moves: &[BatchRefMove],
+    settled: &[Option<RefRecord>],
+    now: DateTime<Utc>,
+) -> Batched {
+    Batched {
+        commits: stored
+            .into_iter()
+            .zip(existing)
+            .map(|(c, e)| match e {
+                Some(e) => PutCommit::Existing(e.clone()),
+                None => PutCommit::Created(c),
+            })
+            .collect(),
+        refs: moves
+            .iter()
+            .zip(settled)
+            .map(|(mv, s)| {
+                s.clone().unwrap_or_else(|| RefRecord {
+                    name: mv.name.clone(),
+                    target: mv.target,
+                    updated_at: now,
+                })
+            })
+            .collect(),
+    }
+}
+
+impl DynamoMetaStore {
+    /// The transaction of a batch, given what earlier attempts learned:
+    /// the commits that exist, those whose run slot is taken, the refs
+    /// that already point at their target.
+    #[allow(clippy::too_many_arguments)]
+    fn batch_plan(
+        &self,
+        tenant: &TenantId,
+        commits: &[BatchCommit],
+        moves: &[BatchRefMove],
+        now: DateTime<Utc>,
+        existing: &[Option<Commit>],
+        own_run: &std::collections::HashSet<usize>,
+        settled: &[Option<RefRecord>],
+    ) -> Result<Plan> {
+        let mut items = Vec::new();
+        let mut roles = Vec::new();
+        let mut stored: Vec<Commit> = Vec::with_capacity(commits.len());
+        let mut slots = std::collections::HashSet::new();
+        let mut registry = None;
+        let mut index = Vec::new();
+        // Per session, the newest new commit's last-activity item.
+        let mut lasts: std::collections::HashMap<String, (DateTime<Utc>, TransactWriteItem)> =
+            std::collections::HashMap::new();
+        for (k, c) in commits.iter().enumerate() {
+            if let Some(e) = &existing[k] {
+                stored.push(e.clone());
+                continue;
+            }
+            let mut commit = match c.parent_in_batch {
+                Some(j) => continuing(c.commit.clone(), &stored[j]),
+                None => c.commit.clone(),
+            };
+            // A fork inside the batch (an earlier commit took the slot), or
+            // of a stored run (a failed condition said so): a run of its own.
+            if own_run.contains(&k) || slots.contains(&(commit.lineage, commit.depth)) {
+                commit.lineage = commit.id;
+            }
+            slots.insert((commit.lineage, commit.depth));
+            let w = self.commit_items(tenant, &commit)?;
+            let [by_id, in_run, timeline] = w.own;
+            items.extend([by_id, in_run, timeline]);
+            roles.extend([Role::ById, Role::Slot(k), Role::Index]);
+            registry = registry.or(w.registry);
+            index.extend(w.index);
+            if let (Some(session), Some(last)) = (&commit.session_id, w.last) {
+                let newer = lasts
+                    .get(session)
+                    .is_none_or(|(at, _)| *at <= commit.created_at);
+                if newer {
+                    lasts.insert(session.clone(), (commit.created_at, last));
+                }
+            }
+            stored.push(commit);
+        }
+        for (i, mv) in moves.iter().enumerate() {
+            let item = match &settled[i] {
+                Some(_) => TransactWriteItem::builder()
+                    .condition_check(build(
+                        ConditionCheck::builder()
+                            .table_name(&self.table)
+                            .set_key(Some(key(keys::ref_pk(tenant, &mv.name), keys::REF_SK)))
+                            .condition_expression("#target = :target")
+                            .expression_attribute_names("#target", "target")
+                            .expression_attribute_values(":target", s(mv.target.to_string()))
+                            .build(),
+                    )?)
+                    .build(),
+                None => self.ref_put(
+                    tenant,
+                    &RefMove {
+                        name: mv.name.clone(),
+                        expected: mv.expected,
+                    },
+                    &mv.target,
+                    now,
+                    None,
+                )?,
+            };
+            items.push(item);
+            roles.push(Role::Ref(i));
+        }
+        let unconditional: Vec<_> = registry
+            .into_iter()
+            .chain(index)
+            .chain(lasts.into_values().map(|(_, item)| item))
+            .collect();
+        roles.extend(unconditional.iter().map(|_| Role::Index));
+        items.extend(unconditional);
+        Ok(Plan {
+            items,
+            roles,
+            stored,
+        })
+    }
+}
 
 #[async_trait]
 impl crate::store::Commits for DynamoMetaStore {
@@ -57,6 +210,89 @@ impl crate::store::Commits for DynamoMetaStore {
             }
         }
         Err(Error::internal("a commit's own run slot was taken"))
+    }
+
+    /// One `TransactWriteItems`: each new commit's items
+    /// ([`DynamoMetaStore::commit_items`]; the tenant registry and a
+    /// session's last-activity item once per batch, DynamoDB refusing two
+    /// actions on one item), each ref move's conditional put (or, when the
+    /// ref already points at its target, a condition check that it still
+    /// does). A failed condition says what to learn before trying again:
+    /// which commits exist (one BatchGetItem), a run slot taken (that
+    /// commit starts its own run), where a ref points.
+    async fn create_batch(
+        &self,
+        tenant: &TenantId,
+        commits: &[BatchCommit],
+        moves: &[BatchRefMove],
+        now: DateTime<Utc>,
+    ) -> Result<Batched> {
+        let mut existing: Vec<Option<Commit>> = vec![None; commits.len()];
+        let mut own_run = std::collections::HashSet::new();
+        let mut settled: Vec<Option<RefRecord>> = vec![None; moves.len()];
+        // Each failed attempt learns one thing at least.
+        for _ in 0..commits.len() + moves.len() + 3 {
+            let plan =
+                self.batch_plan(tenant, commits, moves, now, &existing, &own_run, &settled)?;
+            let Plan {
+                items,
+                roles,
+                stored,
+            } = plan;
+            if items.is_empty() {
+                return Ok(batched(stored, &existing, moves, &settled, now));
+            }
+            let failed = match self.transact(items).await {
+                Ok(Transact::Done) => return Ok(batched(stored, &existing, moves, &settled, now)),
+                Ok(Transact::Cancelled(Cancellation::ConditionalCheckFailed { index, .. })) => {
+                    roles.get(index).copied().unwrap_or(Role::Index)
+                }
+                Ok(Transact::Cancelled(c)) => {
+                    return Err(Error::unavailable(format!(
+                        "the batch transaction was cancelled ({c}); retry"
+                    )));
+                }
+                Err(e) => return Err(sdk_error("DynamoDB TransactWriteItems", e)),
+            };
+            match failed {
+                Role::ById => {
+                    let wanted: Vec<_> = commits
+                        .iter()
+                        .zip(&existing)
+                        .filter(|(_, e)| e.is_none())
+                        .map(|(c, _)| key(keys::commit_pk(tenant, &c.commit.id), keys::COMMIT_SK))
+                        .collect();
+                    for item in batch_get(&self.client, &self.table, wanted).await? {
+                        let found = commit_item(item)?.c;
+                        if let Some(k) = commits.iter().position(|c| c.commit.id == found.id) {
+                            existing[k] = Some(found);
+                        }
+                    }
+                }
+                Role::Slot(k) => {
+                    if !own_run.insert(k) {
+                        return Err(Error::internal("a commit's own run slot was taken"));
+                    }
+                }
+                Role::Ref(i) => {
+                    let mv = &moves[i];
+                    let current = self.get_ref(tenant, &mv.name).await?;
+                    settled[i] =
+                        match batch_move_settled(i, mv, current.as_ref().map(|r| &r.target))? {
+                            true => current,
+                            false => None,
+                        };
+                }
+                Role::Index => {
+                    return Err(Error::internal(
+                        "an unconditional item of a batch failed its condition",
+                    ));
+                }
+            }
+        }
+        Err(Error::unavailable(
+            "the batch kept meeting concurrent writes; retry",
+        ))
     }
 
     async fn get_commit(&self, tenant: &TenantId, id: &CommitId) -> Result<Option<Commit>> {

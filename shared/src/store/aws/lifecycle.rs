@@ -102,21 +102,25 @@ pub(super) fn index_items(tenant: &TenantId, commit: &Commit) -> IndexItems {
 }
 
 impl DynamoMetaStore {
-    /// The index items a checkpoint of `commit` writes with it.
+    /// The index items a checkpoint of `commit` writes with it: the
+    /// keys-only entries, and its session's last-activity item.
     pub(super) fn index_puts(
         &self,
         tenant: &TenantId,
         commit: &Commit,
-    ) -> Result<Vec<TransactWriteItem>> {
+    ) -> Result<(Vec<TransactWriteItem>, Option<TransactWriteItem>)> {
         let IndexItems {
             keys: entries,
             last,
         } = index_items(tenant, commit);
-        entries
+        let entries = entries
             .into_iter()
-            .chain(last)
             .map(|item| put_item(self.table(), item))
-            .collect()
+            .collect::<Result<_>>()?;
+        Ok((
+            entries,
+            last.map(|i| put_item(self.table(), i)).transpose()?,
+        ))
     }
 
     /// Every sort key of partition `pk` (paginated Query, keys only).

@@ -175,6 +175,32 @@ impl CommitItem {
     }
 }
 
+/// The items of one new commit's write ([`DynamoMetaStore::commit_items`]).
+pub(super) struct CommitItems {
+    /// The commit by id (on condition that it does not exist, asking the
+    /// old item back), its slot in its run (on condition that it is free),
+    /// its timeline entry.
+    pub(super) own: [TransactWriteItem; 3],
+    /// The tenant registry item, for a root.
+    pub(super) registry: Option<TransactWriteItem>,
+    /// The lifecycle index entries: in its session, among its parent's
+    /// children, among its artifact's users.
+    pub(super) index: Vec<TransactWriteItem>,
+    /// Its session's last-activity item, when it has a session.
+    pub(super) last: Option<TransactWriteItem>,
+}
+
+#[cfg(test)]
+impl CommitItems {
+    /// How many actions they are.
+    pub(super) fn len(&self) -> usize {
+        self.own.len()
+            + usize::from(self.registry.is_some())
+            + self.index.len()
+            + usize::from(self.last.is_some())
+    }
+}
+
 /// A tenant registry item.
 #[derive(Debug, Serialize, Deserialize)]
 pub(super) struct TenantItem {
@@ -308,15 +334,9 @@ impl DynamoMetaStore {
             .build())
     }
 
-    /// One transaction for commit + run slot + timeline (+ ref). Returns
-    /// which condition failed, if one did: 0 commit exists (with the stored
-    /// commit's item, which the write asks back), 1 slot taken, 3 ref moved.
-    pub(super) async fn write_checkpoint(
-        &self,
-        tenant: &TenantId,
-        commit: &Commit,
-        ref_move: Option<&RefMove>,
-    ) -> Result<Option<(usize, Option<Item>)>> {
+    /// The items that write a new `commit`: the one builder of a commit's
+    /// items, for a checkpoint and a batch alike.
+    pub(super) fn commit_items(&self, tenant: &TenantId, commit: &Commit) -> Result<CommitItems> {
         let by_id = CommitItem::new(
             keys::commit_pk(tenant, &commit.id),
             keys::COMMIT_SK.to_owned(),
@@ -344,7 +364,7 @@ impl DynamoMetaStore {
             .set_item(Some(encode_commit_item(&by_id, inline.as_ref())?))
             .condition_expression("attribute_not_exists(pk)")
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld);
-        let mut items = vec![
+        let own = [
             TransactWriteItem::builder()
                 .put(build(by_id.build())?)
                 .build(),
@@ -358,30 +378,61 @@ impl DynamoMetaStore {
                 )?)
                 .build(),
         ];
+        // A root: the tenant joins the registry (idempotent).
+        let registry = match commit.parent {
+            None => {
+                let registry = to_item(&TenantItem {
+                    pk: keys::TENANTS_PK.to_owned(),
+                    sk: keys::tenant_sk(tenant),
+                })?;
+                Some(
+                    TransactWriteItem::builder()
+                        .put(build(
+                            Put::builder()
+                                .table_name(&self.table)
+                                .set_item(Some(registry))
+                                .build(),
+                        )?)
+                        .build(),
+                )
+            }
+            Some(_) => None,
+        };
+        let (index, last) = self.index_puts(tenant, commit)?;
+        Ok(CommitItems {
+            own,
+            registry,
+            index,
+            last,
+        })
+    }
+
+    /// One transaction for commit + run slot + timeline (+ ref). Returns
+    /// which condition failed, if one did: 0 commit exists (with the stored
+    /// commit's item, which the write asks back), 1 slot taken, 3 ref moved.
+    pub(super) async fn write_checkpoint(
+        &self,
+        tenant: &TenantId,
+        commit: &Commit,
+        ref_move: Option<&RefMove>,
+    ) -> Result<Option<(usize, Option<Item>)>> {
+        let CommitItems {
+            own,
+            registry,
+            index,
+            last,
+        } = self.commit_items(tenant, commit)?;
+        let mut items = Vec::from(own);
         if let Some(mv) = ref_move {
             items.push(self.ref_put(tenant, mv, &commit.id, commit.created_at, None)?);
         }
-        if commit.parent.is_none() {
-            // A root: the tenant joins the registry (idempotent), last so
-            // the indexes of the conditional items above stay as they are.
-            let registry = to_item(&TenantItem {
-                pk: keys::TENANTS_PK.to_owned(),
-                sk: keys::tenant_sk(tenant),
-            })?;
-            items.push(
-                TransactWriteItem::builder()
-                    .put(build(
-                        Put::builder()
-                            .table_name(&self.table)
-                            .set_item(Some(registry))
-                            .build(),
-                    )?)
-                    .build(),
-            );
-        }
-        // The lifecycle index items (session, children, artifact users),
-        // unconditional, after every conditional item.
-        items.extend(self.index_puts(tenant, commit)?);
+        // The registry last of the puts, so the indexes of the conditional
+        // items above stay as they are; then the lifecycle index items
+        // (session, children, artifact users), unconditional, after every
+        // conditional item.
+        items.extend(registry);
+        items.extend(index);
+        items.extend(last);
         match self.transact(items).await {
             Ok(Transact::Done) => Ok(None),
             Ok(Transact::Cancelled(Cancellation::ConditionalCheckFailed { index, old })) => {

@@ -40,6 +40,40 @@ async fn aws_backend_conforms() {
     .await;
 }
 
+/// The actions a batch's commit takes, as the aws backend builds them, are
+/// the most `BATCH_COMMIT_ACTIONS` counts for every commit (the batch
+/// limit every backend enforces is derived from it): a root or a child,
+/// each with a session, take exactly that many; without one, fewer.
+#[test]
+fn a_batch_commit_takes_at_most_the_actions_the_batch_limit_counts() {
+    use crate::store::{BATCH_COMMIT_ACTIONS, TRANSACTION_ACTIONS, batch_fits};
+    let client = aws_sdk_dynamodb::Client::from_conf(
+        aws_sdk_dynamodb::Config::builder()
+            .behavior_version(aws_sdk_dynamodb::config::BehaviorVersion::latest())
+            .region(aws_sdk_dynamodb::config::Region::new("us-east-1"))
+            .build(),
+    );
+    let meta = DynamoMetaStore::new(client, "t".into());
+    let tenant = conformance::fresh_tenant("actions");
+    let mut root = conformance::commit(&tenant, None, conformance::t(0), "p", b"r");
+    let bare_child = conformance::commit(&tenant, Some(&root), conformance::t(1), "p", b"c");
+    let bare_root = root.clone();
+    root.session_id = Some("s".into());
+    let mut child = conformance::commit(&tenant, Some(&root), conformance::t(1), "p", b"c");
+    child.session_id = Some("s".into());
+    let actions = |c| meta.commit_items(&tenant, c).unwrap().len();
+    assert_eq!(actions(&root), BATCH_COMMIT_ACTIONS);
+    assert_eq!(actions(&child), BATCH_COMMIT_ACTIONS);
+    assert!(actions(&bare_root) < BATCH_COMMIT_ACTIONS);
+    assert!(actions(&bare_child) < BATCH_COMMIT_ACTIONS);
+    let most = TRANSACTION_ACTIONS / BATCH_COMMIT_ACTIONS;
+    assert!(batch_fits(
+        most,
+        TRANSACTION_ACTIONS - most * BATCH_COMMIT_ACTIONS
+    ));
+    assert!(!batch_fits(most + 1, 0));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn aws_two_summary_batches_summarize_each_commit_once() {
     let Some(config) = emulator() else { return };

@@ -11,6 +11,7 @@
 //!   the behaviours (and other tests) build data with.
 //! - [`agents`]: agents' live context: timeline ranges, agent records,
 //!   saves.
+//! - [`batch`]: several commits and ref moves as one atomic write.
 //! - [`blobs`]: the `BlobStore` behaviours.
 //! - [`meta`]: commits, lineages, resolve, metadata and the cache.
 //! - [`erase`]: sessions, children, artifact users, deletes, idle
@@ -39,6 +40,7 @@ use crate::format::FormatId;
 use crate::id::{ArtifactRef, CommitId, RefName, TenantId};
 
 pub mod agents;
+pub mod batch;
 pub mod blobs;
 pub mod branches;
 pub mod erase;
@@ -89,6 +91,7 @@ pub async fn run_all(backend: &Backend<'_>, caps: Capabilities) {
     blobs::run_all(backend.blobs).await;
     meta::run_all(backend.meta).await;
     refs::run_all(backend.meta).await;
+    batch::run_all(backend.meta).await;
     erase::run_all(backend.meta).await;
     evict::run_all(backend.meta).await;
     summaries::run_all(backend.meta).await;

@@ -1,12 +1,13 @@
 //! The SQLite store's commits, their runs and the timelines ([`Commits`](crate::store::Commits)).
 
-use super::refs::cas_ref_in;
+use super::refs::{cas_ref_in, current_ref, get_ref_in};
 use super::row::{self, CommitRow, commit_with_delta, select_commit};
 use super::{LocalError, SqliteMetaStore, sql};
 use crate::commit::Commit;
 use crate::error::{Error, Result};
 use crate::id::{CommitId, Principal, SessionId, TenantId};
-use crate::store::{MetadataPatch, PutCommit, RefMove, packed};
+use crate::store::commits::{batch_move_settled, continuing};
+use crate::store::{BatchCommit, BatchRefMove, Batched, MetadataPatch, PutCommit, RefMove, packed};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use rusqlite::{Connection, OptionalExtension, params};
@@ -63,6 +64,71 @@ pub(super) fn commits_where(
     rows.map(|r| r?.decode()).collect()
 }
 
+/// Writes a new commit (checked absent) with its delta row and timeline
+/// entry, starting a run of its own when its parent's next slot is taken
+/// (a fork); returns it as stored.
+fn insert_commit_in(
+    tx: &Connection,
+    tenant: &TenantId,
+    commit: Commit,
+) -> Result<Commit, LocalError> {
+    let mut stored = commit;
+    let taken: bool = tx
+        .query_row(
+            "SELECT EXISTS (SELECT 1 FROM commits WHERE tenant = ?1 AND lineage = ?2 AND depth = ?3)",
+            params![tenant.as_str(), stored.lineage.to_string(), stored.depth as i64],
+            |r| r.get(0),
+        )
+        .map_err(sql)?;
+    if taken {
+        stored.lineage = stored.id;
+    }
+    let body = row::encode(&stored)?;
+    // Inline bytes go to their own rowid table: its rows keep what
+    // does not fill an overflow page on the leaf, where the commits
+    // table (WITHOUT ROWID) would spill it into a mostly empty page.
+    // zstd-packed when that saves an eighth.
+    let delta: Option<i64> = match &stored.inline {
+        Some(bytes) => {
+            let (codec, at_rest) = packed::pack(bytes);
+            tx.prepare_cached("INSERT INTO deltas (bytes, codec) VALUES (?1, ?2)")
+                .and_then(|mut s| s.execute(params![&at_rest[..], codec.code()]))
+                .map_err(sql)?;
+            Some(tx.last_insert_rowid())
+        }
+        None => None,
+    };
+    tx.execute(
+        "INSERT INTO commits (tenant, id, lineage, depth, body, ts, summary, session, parent, artifact, delta)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+        params![
+            tenant.as_str(),
+            stored.id.to_string(),
+            stored.lineage.to_string(),
+            stored.depth as i64,
+            body,
+            stored.created_at.timestamp_micros(),
+            stored.summary,
+            stored.session_id,
+            stored.parent.map(|p| p.to_string()),
+            stored.artifact_ref.to_string(),
+            delta
+        ],
+    )
+    .map_err(sql)?;
+    tx.execute(
+        "INSERT INTO timeline (tenant, principal, ts, id) VALUES (?1, ?2, ?3, ?4)",
+        params![
+            tenant.as_str(),
+            stored.principal.as_str(),
+            stored.created_at.timestamp_micros(),
+            stored.id.to_string()
+        ],
+    )
+    .map_err(sql)?;
+    Ok(stored)
+}
+
 #[async_trait]
 impl crate::store::Commits for SqliteMetaStore {
     async fn create_commit(
@@ -74,70 +140,69 @@ impl crate::store::Commits for SqliteMetaStore {
         let tenant = tenant.clone();
         let commit = commit.clone();
         let ref_move = ref_move.cloned();
-        self.db.transaction(move |tx| {
-            if let Some(existing) = get_commit_in(tx, &tenant, &commit.id)? {
-                return Ok(PutCommit::Existing(existing));
-            }
-            if let Some(mv) = &ref_move {
-                cas_ref_in(tx, &tenant, &mv.name, mv.expected.as_ref(), &commit.id, commit.created_at)?;
-            }
-            let mut stored = commit;
-            let taken: bool = tx
-                .query_row(
-                    "SELECT EXISTS (SELECT 1 FROM commits WHERE tenant = ?1 AND lineage = ?2 AND depth = ?3)",
-                    params![tenant.as_str(), stored.lineage.to_string(), stored.depth as i64],
-                    |r| r.get(0),
-                )
-                .map_err(sql)?;
-            if taken {
-                stored.lineage = stored.id;
-            }
-            let body = row::encode(&stored)?;
-            // Inline bytes go to their own rowid table: its rows keep what
-            // does not fill an overflow page on the leaf, where the commits
-            // table (WITHOUT ROWID) would spill it into a mostly empty page.
-            // zstd-packed when that saves an eighth.
-            let delta: Option<i64> = match &stored.inline {
-                Some(bytes) => {
-                    let (codec, at_rest) = packed::pack(bytes);
-                    tx.prepare_cached("INSERT INTO deltas (bytes, codec) VALUES (?1, ?2)")
-                        .and_then(|mut s| s.execute(params![&at_rest[..], codec.code()]))
-                        .map_err(sql)?;
-                    Some(tx.last_insert_rowid())
+        self.db
+            .transaction(move |tx| {
+                if let Some(existing) = get_commit_in(tx, &tenant, &commit.id)? {
+                    return Ok(PutCommit::Existing(existing));
                 }
-                None => None,
-            };
-            tx.execute(
-                "INSERT INTO commits (tenant, id, lineage, depth, body, ts, summary, session, parent, artifact, delta)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
-                params![
-                    tenant.as_str(),
-                    stored.id.to_string(),
-                    stored.lineage.to_string(),
-                    stored.depth as i64,
-                    body,
-                    stored.created_at.timestamp_micros(),
-                    stored.summary,
-                    stored.session_id,
-                    stored.parent.map(|p| p.to_string()),
-                    stored.artifact_ref.to_string(),
-                    delta
-                ],
-            )
-            .map_err(sql)?;
-            tx.execute(
-                "INSERT INTO timeline (tenant, principal, ts, id) VALUES (?1, ?2, ?3, ?4)",
-                params![
-                    tenant.as_str(),
-                    stored.principal.as_str(),
-                    stored.created_at.timestamp_micros(),
-                    stored.id.to_string()
-                ],
-            )
-            .map_err(sql)?;
-            Ok(PutCommit::Created(stored))
-        })
-        .await
+                if let Some(mv) = &ref_move {
+                    cas_ref_in(
+                        tx,
+                        &tenant,
+                        &mv.name,
+                        mv.expected.as_ref(),
+                        &commit.id,
+                        commit.created_at,
+                    )?;
+                }
+                Ok(PutCommit::Created(insert_commit_in(tx, &tenant, commit)?))
+            })
+            .await
+    }
+
+    async fn create_batch(
+        &self,
+        tenant: &TenantId,
+        commits: &[BatchCommit],
+        moves: &[BatchRefMove],
+        now: DateTime<Utc>,
+    ) -> Result<Batched> {
+        let tenant = tenant.clone();
+        let commits = commits.to_vec();
+        let moves = moves.to_vec();
+        // One transaction (its own savepoint in a group commit): a stale
+        // move's error undoes every commit written before it.
+        self.db
+            .transaction(move |tx| {
+                let mut out: Vec<PutCommit> = Vec::with_capacity(commits.len());
+                for c in commits {
+                    if let Some(existing) = get_commit_in(tx, &tenant, &c.commit.id)? {
+                        out.push(PutCommit::Existing(existing));
+                        continue;
+                    }
+                    let commit = match c.parent_in_batch {
+                        Some(j) => continuing(c.commit, out[j].commit()),
+                        None => c.commit,
+                    };
+                    out.push(PutCommit::Created(insert_commit_in(tx, &tenant, commit)?));
+                }
+                let mut refs = Vec::with_capacity(moves.len());
+                for (i, mv) in moves.iter().enumerate() {
+                    let current = current_ref(tx, &tenant, &mv.name)?;
+                    refs.push(if batch_move_settled(i, mv, current.as_ref())? {
+                        get_ref_in(tx, &tenant, &mv.name)?.ok_or_else(|| {
+                            Error::internal(format!(
+                                "ref {} vanished inside a transaction",
+                                mv.name
+                            ))
+                        })?
+                    } else {
+                        cas_ref_in(tx, &tenant, &mv.name, mv.expected.as_ref(), &mv.target, now)?
+                    });
+                }
+                Ok(Batched { commits: out, refs })
+            })
+            .await
     }
 
     async fn get_commit(&self, tenant: &TenantId, id: &CommitId) -> Result<Option<Commit>> {

@@ -55,6 +55,24 @@ pub(super) fn cas_ref_in(
     })
 }
 
+/// A ref, read inside a transaction.
+pub(super) fn get_ref_in(
+    conn: &Connection,
+    tenant: &TenantId,
+    name: &RefName,
+) -> Result<Option<RefRecord>> {
+    let row: Option<(String, i64)> = conn
+        .query_row(
+            "SELECT target, updated_at FROM refs WHERE tenant = ?1 AND name = ?2",
+            params![tenant.as_str(), name.as_str()],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .optional()
+        .map_err(sql)?;
+    row.map(|(t, at)| ref_record(name.clone(), &t, at))
+        .transpose()
+}
+
 pub(super) fn ref_record(name: RefName, target: &str, updated_at: i64) -> Result<RefRecord> {
     Ok(RefRecord {
         target: target.parse().map_err(|_| {

@@ -5,7 +5,8 @@ use super::{MemoryMetaStore, lock};
 use crate::commit::Commit;
 use crate::error::Result;
 use crate::id::{CommitId, Principal, SessionId, TenantId};
-use crate::store::{MetadataPatch, PutCommit, RefMove};
+use crate::store::commits::{batch_move_settled, continuing};
+use crate::store::{BatchCommit, BatchRefMove, Batched, MetadataPatch, PutCommit, RefMove};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
@@ -24,28 +25,55 @@ impl crate::store::Commits for MemoryMetaStore {
         if let Some(mv) = ref_move {
             m.check_ref(tenant, &mv.name, mv.expected.as_ref())?;
         }
-        let mut stored = commit.clone();
-        let run = m
-            .lineages
-            .entry((tenant.clone(), commit.lineage))
-            .or_default();
-        if run.contains_key(&commit.depth) {
-            stored.lineage = commit.id;
-        }
-        m.lineages
-            .entry((tenant.clone(), stored.lineage))
-            .or_default()
-            .insert(stored.depth, stored.id);
-        m.timelines
-            .entry((tenant.clone(), stored.principal.clone()))
-            .or_default()
-            .insert((stored.created_at.timestamp_micros(), stored.id), ());
-        m.commits
-            .insert((tenant.clone(), stored.id), stored.clone());
+        let stored = m.insert_commit(tenant, commit.clone());
         if let Some(mv) = ref_move {
             m.set_ref(tenant, &mv.name, &stored.id, stored.created_at);
         }
         Ok(PutCommit::Created(stored))
+    }
+
+    async fn create_batch(
+        &self,
+        tenant: &TenantId,
+        commits: &[BatchCommit],
+        moves: &[BatchRefMove],
+        now: DateTime<Utc>,
+    ) -> Result<Batched> {
+        let mut m = lock(&self.meta);
+        // Every check before the first write: all or nothing.
+        let existing: Vec<Option<Commit>> = commits
+            .iter()
+            .map(|c| m.commits.get(&(tenant.clone(), c.commit.id)).cloned())
+            .collect();
+        let mut settled = Vec::with_capacity(moves.len());
+        for (i, mv) in moves.iter().enumerate() {
+            let current = m
+                .refs
+                .get(&(tenant.clone(), mv.name.clone()))
+                .map(|r| r.target);
+            settled.push(batch_move_settled(i, mv, current.as_ref())?);
+        }
+        let mut out: Vec<PutCommit> = Vec::with_capacity(commits.len());
+        for (c, existing) in commits.iter().zip(existing) {
+            if let Some(e) = existing {
+                out.push(PutCommit::Existing(e));
+                continue;
+            }
+            let commit = match c.parent_in_batch {
+                Some(j) => continuing(c.commit.clone(), out[j].commit()),
+                None => c.commit.clone(),
+            };
+            out.push(PutCommit::Created(m.insert_commit(tenant, commit)));
+        }
+        let refs = moves
+            .iter()
+            .zip(settled)
+            .map(|(mv, settled)| match settled {
+                true => m.refs[&(tenant.clone(), mv.name.clone())].clone(),
+                false => m.set_ref(tenant, &mv.name, &mv.target, now),
+            })
+            .collect();
+        Ok(Batched { commits: out, refs })
     }
 
     async fn get_commit(&self, tenant: &TenantId, id: &CommitId) -> Result<Option<Commit>> {

@@ -58,6 +58,31 @@ impl Meta {
         Ok(())
     }
 
+    /// Writes a new commit with its run slot and timeline entry, starting
+    /// a run of its own when its parent's next slot is taken (a fork);
+    /// returns it as stored.
+    pub(super) fn insert_commit(&mut self, tenant: &TenantId, commit: Commit) -> Commit {
+        let mut stored = commit;
+        let taken = self
+            .lineages
+            .get(&(tenant.clone(), stored.lineage))
+            .is_some_and(|run| run.contains_key(&stored.depth));
+        if taken {
+            stored.lineage = stored.id;
+        }
+        self.lineages
+            .entry((tenant.clone(), stored.lineage))
+            .or_default()
+            .insert(stored.depth, stored.id);
+        self.timelines
+            .entry((tenant.clone(), stored.principal.clone()))
+            .or_default()
+            .insert((stored.created_at.timestamp_micros(), stored.id), ());
+        self.commits
+            .insert((tenant.clone(), stored.id), stored.clone());
+        stored
+    }
+
     pub(super) fn set_ref(
         &mut self,
         tenant: &TenantId,

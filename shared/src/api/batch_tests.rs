@@ -1,0 +1,515 @@
+//! Router tests of `POST /v1/batch`: a batch written whole (in-batch
+//! parents, artifacts, two ref moves) and retried; every refusal names its
+//! field and writes nothing.
+
+use std::sync::Arc;
+
+use axum::body::Body as AxBody;
+use axum::http::{Request, StatusCode};
+use base64::Engine as _;
+use http_body_util::BodyExt;
+use serde_json::{Value, json};
+use tower::ServiceExt;
+
+use super::*;
+use crate::api::testing::checkpoint_body;
+use crate::auth::{TokenAuth, token_hash};
+use crate::clock::{Clock as _, ManualClock};
+use crate::service::Limits;
+use crate::store::memory::{MemoryBlobStore, MemoryMetaStore};
+use crate::store::{Stores, TokenStore};
+
+const TOKEN: &str = "token-acme";
+
+async fn app() -> Router {
+    let meta = Arc::new(MemoryMetaStore::new());
+    let clock = Arc::new(ManualClock::new(crate::store::conformance::t(0)));
+    meta.add_token(&token_hash(TOKEN), &"acme".parse().unwrap(), clock.now())
+        .await
+        .unwrap();
+    let stores = Stores {
+        blobs: Arc::new(MemoryBlobStore::new()),
+        meta: meta.clone(),
+    };
+    let limits = Limits {
+        max_artifact_bytes: 4096,
+        ..Limits::default()
+    };
+    let service = Service::new(stores, clock).with_limits(limits);
+    let state = AppState {
+        service: Arc::new(service),
+        auth: Arc::new(TokenAuth::new(meta)),
+    };
+    router(state, Group::ALL)
+}
+
+async fn raw(app: &Router, method: &str, uri: &str, body: Vec<u8>) -> (StatusCode, Value) {
+    let req = Request::builder()
+        .method(method)
+        .uri(uri)
+        .header("authorization", format!("Bearer {TOKEN}"))
+        .header("content-type", "application/json")
+        .body(AxBody::from(body))
+        .unwrap();
+    let resp = app.clone().oneshot(req).await.unwrap();
+    let status = resp.status();
+    let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+    (
+        status,
+        serde_json::from_slice(&bytes)
+            .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into())),
+    )
+}
+
+async fn call(app: &Router, method: &str, uri: &str, body: Option<Value>) -> (StatusCode, Value) {
+    raw(
+        app,
+        method,
+        uri,
+        body.map(|b| b.to_string().into_bytes()).unwrap_or_default(),
+    )
+    .await
+}
+
+/// The `art-…` name of `bytes`.
+fn art(bytes: &[u8]) -> String {
+    crate::id::ArtifactRef::of(bytes).to_string()
+}
+
+/// A batch commit by the principal `batcher` (whose timeline shows
+/// whether anything was written).
+fn batch_commit(delta: &str, at: &str) -> Value {
+    let mut c = checkpoint_body(delta, None);
+    c["principal"] = json!("batcher");
+    c["created_at"] = json!(at);
+    c
+}
+
+/// What of a batch was written: a commit on `batcher`'s timeline, a ref
+/// other than `sessions/s1` at `s1`, an artifact of `artifacts`.
+async fn written(app: &Router, artifacts: &[&str], s1: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    let (s, v) = call(
+        app,
+        "GET",
+        "/v1/resolve?principal=batcher&at=2030-01-01T00:00:00Z",
+        None,
+    )
+    .await;
+    if s != StatusCode::NOT_FOUND {
+        out.push(format!("a commit: {s} {v}"));
+    }
+    let (_, refs) = call(app, "GET", "/v1/refs", None).await;
+    for r in refs["refs"].as_array().unwrap() {
+        if r["name"] != "sessions/s1" || &r["target"] != s1 {
+            out.push(format!("a ref: {r}"));
+        }
+    }
+    for a in artifacts {
+        let (s, _) = call(app, "GET", &format!("/v1/artifacts/{a}"), None).await;
+        if s != StatusCode::NOT_FOUND {
+            out.push(format!("artifact {a}: {s}"));
+        }
+    }
+    out
+}
+
+#[tokio::test]
+async fn a_batch_writes_commits_artifacts_and_ref_moves_at_once_and_retries_safely() {
+    let app = app().await;
+    let (_, a) = call(
+        &app,
+        "POST",
+        "/v1/commits",
+        Some(checkpoint_body("a\n", None)),
+    )
+    .await;
+    let a_id = a["id"].as_str().unwrap().to_owned();
+    let (s, _) = call(
+        &app,
+        "PUT",
+        "/v1/refs/sessions/s1",
+        Some(json!({"target": a_id})),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK);
+    let named = b"named by a commit\n";
+    let loose = [0u8, 159, 146, 150, 7];
+    let mut c0 = batch_commit("", "2026-11-22T11:00:00Z");
+    c0.as_object_mut().unwrap().remove("delta");
+    c0["artifact_ref"] = json!(art(named));
+    c0["parent"] = json!(a_id);
+    let mut c1 = batch_commit("", "2026-11-22T11:00:01Z");
+    c1.as_object_mut().unwrap().remove("delta");
+    c1["delta_base64"] = json!(base64::engine::general_purpose::STANDARD.encode(b"c1\n"));
+    c1["parent_in_batch"] = json!(0);
+    let body = json!({
+        "artifacts": [
+            {"ref": art(named), "text": std::str::from_utf8(named).unwrap()},
+            {"ref": art(&loose), "base64": base64::engine::general_purpose::STANDARD.encode(loose)},
+        ],
+        "commits": [c0, c1],
+        "refs": [
+            {"name": "sessions/s1", "expected": a_id, "target_in_batch": 1},
+            {"name": "threads/t1", "expected": null, "target_in_batch": 0},
+        ],
+    });
+    let (s, done) = call(&app, "POST", "/v1/batch", Some(body.clone())).await;
+    assert_eq!(s, StatusCode::CREATED, "{done}");
+    let commits = done["commits"].as_array().unwrap();
+    assert_eq!(commits.len(), 2);
+    assert_eq!(commits[0]["parent"], json!(a_id));
+    assert_eq!(commits[0]["artifact_ref"], json!(art(named)));
+    assert_eq!(commits[1]["parent"], commits[0]["id"]);
+    assert_eq!(
+        commits[1]["lineage"], a["lineage"],
+        "one run with its parent"
+    );
+    let refs = done["refs"].as_array().unwrap();
+    assert_eq!(refs[0]["name"], "sessions/s1");
+    assert_eq!(refs[0]["target"], commits[1]["id"]);
+    assert_eq!(refs[1]["target"], commits[0]["id"]);
+    for (i, c) in commits.iter().enumerate() {
+        let (s, shown) = call(
+            &app,
+            "GET",
+            &format!("/v1/commits/{}", c["id"].as_str().unwrap()),
+            None,
+        )
+        .await;
+        assert_eq!((s, &shown), (StatusCode::OK, c), "commit {i}");
+    }
+    for r in refs {
+        let (_, got) = call(
+            &app,
+            "GET",
+            &format!("/v1/refs/{}", r["name"].as_str().unwrap()),
+            None,
+        )
+        .await;
+        assert_eq!(&got, r);
+    }
+    // The chain reads back whole; the loose artifact was stored.
+    let tip = commits[1]["id"].as_str().unwrap();
+    let (s, m) = call(
+        &app,
+        "POST",
+        &format!("/v1/commits/{tip}/materialize"),
+        Some(json!({"stop": "root"})),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{m}");
+    let (s, bytes) = raw(
+        &app,
+        "GET",
+        &format!("/v1/artifacts/{}", m["artifact_ref"].as_str().unwrap()),
+        vec![],
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(bytes, json!("a\nnamed by a commit\nc1\n"));
+    let req = Request::builder()
+        .method("GET")
+        .uri(format!("/v1/artifacts/{}", art(&loose)))
+        .header("authorization", format!("Bearer {TOKEN}"))
+        .body(AxBody::empty())
+        .unwrap();
+    let resp = app.clone().oneshot(req).await.unwrap();
+    assert_eq!(resp.status(), StatusCode::OK);
+    assert_eq!(
+        resp.into_body().collect().await.unwrap().to_bytes(),
+        &loose[..]
+    );
+    // The same batch again (its answer lost): 200, the same commits and
+    // refs, nothing written twice.
+    let (s, again) = call(&app, "POST", "/v1/batch", Some(body.clone())).await;
+    assert_eq!(s, StatusCode::OK, "{again}");
+    assert_eq!(again, done);
+    let (_, history) = call(
+        &app,
+        "GET",
+        &format!("/v1/commits/{tip}/history?depth=10"),
+        None,
+    )
+    .await;
+    assert_eq!(history["commits"].as_array().unwrap().len(), 3);
+    // Once the ref moved on, the retry is its conflict.
+    let (_, c2) = call(
+        &app,
+        "POST",
+        "/v1/commits",
+        Some(checkpoint_body("c2\n", Some(tip))),
+    )
+    .await;
+    call(
+        &app,
+        "PUT",
+        "/v1/refs/sessions/s1",
+        Some(json!({"target": c2["id"], "expected": tip})),
+    )
+    .await;
+    let (s, e) = call(&app, "POST", "/v1/batch", Some(body)).await;
+    assert_eq!(s, StatusCode::CONFLICT, "{e}");
+    assert_eq!(e["error"]["field"], "refs[0].expected");
+    assert_eq!(e["current"], c2["id"]);
+}
+
+#[tokio::test]
+async fn a_stale_ref_is_a_409_with_the_tip_and_writes_nothing() {
+    let app = app().await;
+    let (_, a) = call(
+        &app,
+        "POST",
+        "/v1/commits",
+        Some(checkpoint_body("a\n", None)),
+    )
+    .await;
+    let (_, b) = call(
+        &app,
+        "POST",
+        "/v1/commits",
+        Some(checkpoint_body("b\n", a["id"].as_str())),
+    )
+    .await;
+    call(
+        &app,
+        "PUT",
+        "/v1/refs/sessions/s1",
+        Some(json!({"target": b["id"]})),
+    )
+    .await;
+    let loose = b"loose";
+    let body = json!({
+        "artifacts": [{"ref": art(loose), "text": "loose"}],
+        "commits": [batch_commit("x\n", "2026-11-22T11:00:00Z")],
+        "refs": [
+            {"name": "threads/new", "target_in_batch": 0},
+            {"name": "sessions/s1", "expected": a["id"], "target_in_batch": 0},
+        ],
+    });
+    let (s, e) = call(&app, "POST", "/v1/batch", Some(body)).await;
+    assert_eq!(s, StatusCode::CONFLICT, "{e}");
+    assert_eq!(e["error"]["field"], "refs[1].expected");
+    assert_eq!(e["current"], b["id"]);
+    assert_eq!(
+        written(&app, &[&art(loose)], &b["id"]).await,
+        Vec::<String>::new()
+    );
+}
+
+/// Each refusal: its status, the field it names, and nothing written (no
+/// commit on the batch's principal, no ref moved or made, no artifact
+/// stored).
+#[tokio::test]
+async fn every_bad_batch_names_its_field_and_writes_nothing() {
+    let app = app().await;
+    let (_, a) = call(
+        &app,
+        "POST",
+        "/v1/commits",
+        Some(checkpoint_body("a\n", None)),
+    )
+    .await;
+    let a_id = a["id"].as_str().unwrap().to_owned();
+    call(
+        &app,
+        "PUT",
+        "/v1/refs/sessions/s1",
+        Some(json!({"target": a_id})),
+    )
+    .await;
+    let ok = |at: &str| batch_commit("ok\n", at);
+    let loose = "loose bytes";
+    let loose_art = art(loose.as_bytes());
+    let with = |c: Value, k: &str, v: Value| {
+        let mut c = c;
+        c[k] = v;
+        c
+    };
+    let many = |n: usize| -> Vec<Value> {
+        (0..n)
+            .map(|i| ok(&format!("2026-11-22T11:00:{i:02}Z")))
+            .collect()
+    };
+    let cases: Vec<(&str, Value, u16, &str)> = vec![
+        ("empty", json!({}), 400, "commits"),
+        (
+            "a hash that is not the bytes'",
+            json!({"artifacts": [{"ref": art(b"other"), "text": loose}], "commits": [ok("2026-11-22T11:00:00Z")]}),
+            400,
+            "artifacts[0].ref",
+        ),
+        (
+            "an artifact twice",
+            json!({"artifacts": [{"ref": loose_art, "text": loose}, {"ref": loose_art, "text": loose}], "commits": [ok("2026-11-22T11:00:00Z")]}),
+            400,
+            "artifacts[1].ref",
+        ),
+        (
+            "an artifact with text and base64",
+            json!({"artifacts": [{"ref": loose_art, "text": loose, "base64": "eA=="}], "commits": [ok("2026-11-22T11:00:00Z")]}),
+            400,
+            "artifacts[0]",
+        ),
+        (
+            "an artifact in bad base64",
+            json!({"artifacts": [{"ref": loose_art, "base64": "not base64!"}], "commits": [ok("2026-11-22T11:00:00Z")]}),
+            400,
+            "artifacts[0].base64",
+        ),
+        (
+            "an artifact over the limit",
+            json!({"artifacts": [{"ref": art(&[b'x'; 5000]), "text": "x".repeat(5000)}], "commits": [ok("2026-11-22T11:00:00Z")]}),
+            413,
+            "artifacts[0].text",
+        ),
+        (
+            "an unknown artifact_ref",
+            json!({"artifacts": [{"ref": loose_art, "text": loose}], "commits": [with(with(ok("2026-11-22T11:00:00Z"), "delta", Value::Null), "artifact_ref", json!(art(b"nowhere")))]}),
+            400,
+            "commits[0].artifact_ref",
+        ),
+        (
+            "parent and parent_in_batch",
+            json!({"commits": [ok("2026-11-22T11:00:00Z"), with(with(ok("2026-11-22T11:00:01Z"), "parent", json!(a_id)), "parent_in_batch", json!(0))]}),
+            400,
+            "commits[1].parent_in_batch",
+        ),
+        (
+            "a parent_in_batch not earlier",
+            json!({"commits": [with(ok("2026-11-22T11:00:00Z"), "parent_in_batch", json!(0))]}),
+            400,
+            "commits[0].parent_in_batch",
+        ),
+        (
+            "a parent that does not exist",
+            json!({"commits": [with(ok("2026-11-22T11:00:00Z"), "parent", json!("ctx-00000000000000000000000000000000"))]}),
+            400,
+            "commits[0].parent",
+        ),
+        (
+            "a bad delta of the second commit, in base64",
+            json!({
+                "artifacts": [{"ref": loose_art, "text": loose}],
+                "commits": [ok("2026-11-22T11:00:00Z"), with(with(with(ok("2026-11-22T11:00:01Z"), "delta", Value::Null), "delta_base64", json!("bm90IGpzb24=")), "format", json!("anthropic-messages-v1"))],
+            }),
+            400,
+            "commits[1].delta_base64",
+        ),
+        (
+            "a template too long",
+            json!({"commits": [with(ok("2026-11-22T11:00:00Z"), "template", json!("t".repeat(300)))]}),
+            400,
+            "commits[0].template",
+        ),
+        (
+            "a ref moved twice",
+            json!({"commits": [ok("2026-11-22T11:00:00Z")], "refs": [{"name": "threads/x", "target_in_batch": 0}, {"name": "threads/x", "target_in_batch": 0}]}),
+            400,
+            "refs[1].name",
+        ),
+        (
+            "a target_in_batch past the commits",
+            json!({"commits": [ok("2026-11-22T11:00:00Z")], "refs": [{"name": "threads/x", "target_in_batch": 1}]}),
+            400,
+            "refs[0].target_in_batch",
+        ),
+        (
+            "target and target_in_batch",
+            json!({"commits": [ok("2026-11-22T11:00:00Z")], "refs": [{"name": "threads/x", "target": a_id, "target_in_batch": 0}]}),
+            400,
+            "refs[0].target",
+        ),
+        (
+            "a target that does not exist",
+            json!({"commits": [ok("2026-11-22T11:00:00Z")], "refs": [{"name": "threads/x", "target": "ctx-00000000000000000000000000000000"}]}),
+            400,
+            "refs[0].target",
+        ),
+        (
+            "a ref that must not exist but does",
+            json!({"artifacts": [{"ref": loose_art, "text": loose}], "commits": [ok("2026-11-22T11:00:00Z")], "refs": [{"name": "sessions/s1", "expected": null, "target_in_batch": 0}]}),
+            409,
+            "refs[0].expected",
+        ),
+        ("15 commits", json!({"commits": many(15)}), 413, "commits"),
+        (
+            "14 commits and 3 refs",
+            json!({"commits": many(14), "refs": [{"name": "threads/x", "target": a_id}, {"name": "threads/y", "target": a_id}, {"name": "threads/z", "target": a_id}]}),
+            413,
+            "refs",
+        ),
+    ];
+    for (name, body, status, field) in cases {
+        let (s, e) = call(&app, "POST", "/v1/batch", Some(body)).await;
+        assert_eq!(s.as_u16(), status, "{name}: {e}");
+        assert_eq!(e["error"]["field"], field, "{name}: {e}");
+        assert!(
+            !e["error"]["message"]
+                .as_str()
+                .unwrap_or_default()
+                .is_empty(),
+            "{name}"
+        );
+        assert_eq!(
+            written(&app, &[&loose_art], &json!(a_id)).await,
+            Vec::<String>::new(),
+            "{name} wrote something"
+        );
+    }
+    // What JSON itself refuses: a per-commit `ref` (a batch moves refs in
+    // `refs`), and a body over the limit.
+    let mut with_ref = ok("2026-11-22T11:00:00Z");
+    with_ref["ref"] = json!({"name": "threads/x"});
+    let (s, e) = call(
+        &app,
+        "POST",
+        "/v1/batch",
+        Some(json!({"commits": [with_ref]})),
+    )
+    .await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{e}");
+    let huge = format!(
+        r#"{{"artifacts": [{{"ref": "{loose_art}", "text": "{}"}}]}}"#,
+        "x".repeat(2 * 1024 * 1024)
+    );
+    let (s, e) = raw(&app, "POST", "/v1/batch", huge.into_bytes()).await;
+    assert_eq!(s, StatusCode::PAYLOAD_TOO_LARGE, "{e}");
+    assert_eq!(
+        written(&app, &[&loose_art], &json!(a_id)).await,
+        Vec::<String>::new()
+    );
+}
+
+/// A batch commit is a checkpoint's fields but `ref`, plus
+/// `parent_in_batch`, each with the same schema (its own copy of the
+/// fields cannot drift).
+#[test]
+fn a_batch_commit_has_the_checkpoints_fields_but_ref() {
+    let doc = ApiDoc::json();
+    let schemas = &doc["components"]["schemas"];
+    fn undescribed(v: &mut Value) {
+        match v {
+            Value::Object(o) => {
+                o.remove("description");
+                o.values_mut().for_each(undescribed);
+            }
+            Value::Array(a) => a.iter_mut().for_each(undescribed),
+            _ => {}
+        }
+    }
+    let fields = |name: &str| {
+        let mut props = schemas[name]["properties"].clone();
+        undescribed(&mut props);
+        props.as_object().unwrap().clone()
+    };
+    let mut checkpoint = fields("CheckpointRequest");
+    assert!(checkpoint.remove("ref").is_some());
+    let mut batch = fields("BatchCommitRequest");
+    assert!(batch.remove("parent_in_batch").is_some());
+    assert_eq!(batch, checkpoint);
+    assert_eq!(
+        schemas["BatchCommitRequest"]["required"],
+        schemas["CheckpointRequest"]["required"]
+    );
+}
