@@ -513,3 +513,48 @@ fn a_batch_commit_has_the_checkpoints_fields_but_ref() {
         schemas["CheckpointRequest"]["required"]
     );
 }
+
+#[tokio::test]
+async fn commits_without_a_time_keep_the_batchs_order_on_the_timeline() {
+    // The test clock stands still: every commit's "now" is the same.
+    let app = app().await;
+    let mut commits = Vec::new();
+    for (k, text) in ["user: a\n", "user: b\n", "user: c\n"]
+        .into_iter()
+        .enumerate()
+    {
+        let mut c = checkpoint_body(text, None);
+        c["principal"] = json!("batcher");
+        c.as_object_mut().unwrap().remove("created_at");
+        if k > 0 {
+            c["parent_in_batch"] = json!(k - 1);
+        }
+        commits.push(c);
+    }
+    let (s, v) = call(&app, "POST", "/v1/batch", Some(json!({"commits": commits}))).await;
+    assert_eq!(s, StatusCode::CREATED, "{v}");
+    let times: Vec<chrono::DateTime<chrono::Utc>> = v["commits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["created_at"].as_str().unwrap().parse().unwrap())
+        .collect();
+    assert!(
+        times.windows(2).all(|w| w[0] < w[1]),
+        "each later than the one before: {times:?}"
+    );
+    // So "what did batcher know at the last time" is the last commit.
+    let at = times[2].to_rfc3339_opts(chrono::SecondsFormat::Micros, true);
+    let (s, r) = call(
+        &app,
+        "GET",
+        &format!(
+            "/v1/resolve?principal=batcher&at={}",
+            at.replace('+', "%2B")
+        ),
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{r}");
+    assert_eq!(r["id"], v["commits"][2]["id"], "{r}");
+}

@@ -255,6 +255,18 @@ impl Service {
                 ),
                 (None, None) => None,
             };
+            // A commit without a time gets now, later than the batch's
+            // commit before it: the timeline keeps the batch's order (equal
+            // times would leave resolve to choose by id).
+            if new.created_at.is_none() {
+                let now = crate::clock::truncate_to_micros(self.clock.now());
+                new.created_at = Some(match built.last() {
+                    Some(prev) if now <= prev.commit.created_at => {
+                        prev.commit.created_at + chrono::Duration::microseconds(1)
+                    }
+                    _ => now,
+                });
+            }
             let key = self.commit_key(tenant, &new, parent.as_ref());
             let limit = self.limits.inline_delta_bytes.min(inline_left);
             let b = self
