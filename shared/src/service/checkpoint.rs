@@ -331,10 +331,10 @@ impl Service {
         let mut warnings = Vec::new();
         let counts = match &bytes {
             Some(b) => {
-                let checked = codec.validate(b).map_err(|e| e.with_field(field))?;
-                if new.commit_type == CommitType::Compaction {
-                    codec.check_compaction(b).map_err(|e| e.with_field(field))?;
-                }
+                let compaction = new.commit_type == CommitType::Compaction;
+                let checked = validate(codec.clone(), b.clone(), compaction)
+                    .await
+                    .map_err(|e| e.with_field(field))?;
                 let unpaired = self
                     .check_open_results(tenant, parent, &new.format, &checked)
                     .await?;
@@ -513,4 +513,33 @@ fn missing_artifact(artifact: &ArtifactRef) -> Error {
         "artifact_ref",
         format!("artifact {artifact} does not exist"),
     )
+}
+
+/// `bytes` validated by `codec` (and as a compaction when `compaction`):
+/// a delta of [`super::trim::TRIM_AFTER_BYTES`] or more is decoded off the
+/// async threads, and the allocator trimmed of what decoding it freed (a
+/// 51 MB Claude Code delta left ~100 MiB held after its checkpoint
+/// otherwise: docs/bench.md, "Memory of a large materialize").
+async fn validate(
+    codec: std::sync::Arc<dyn crate::format::Codec>,
+    bytes: Bytes,
+    compaction: bool,
+) -> Result<Checked> {
+    let run = move |bytes: &Bytes| {
+        let checked = codec.validate(bytes)?;
+        if compaction {
+            codec.check_compaction(bytes)?;
+        }
+        Ok(checked)
+    };
+    if bytes.len() < super::trim::TRIM_AFTER_BYTES {
+        return run(&bytes);
+    }
+    tokio::task::spawn_blocking(move || {
+        let checked = run(&bytes);
+        super::trim::after_decoding(bytes.len());
+        checked
+    })
+    .await
+    .map_err(|e| Error::internal(format!("validating a delta panicked: {e}")))?
 }

@@ -281,7 +281,7 @@ impl Service {
                 let counts = codec.count(&out.bytes);
                 (out, counts)
             });
-            super::trim::after_translating(input);
+            super::trim::after_decoding(input);
             out
         })
         .await
