@@ -2,8 +2,6 @@
 //! parents, artifacts, two ref moves) and retried; every refusal names its
 //! field and writes nothing.
 
-use std::sync::Arc;
-
 use axum::body::Body as AxBody;
 use axum::http::{Request, StatusCode};
 use base64::Engine as _;
@@ -13,34 +11,11 @@ use tower::ServiceExt;
 
 use super::*;
 use crate::api::testing::checkpoint_body;
-use crate::auth::{TokenAuth, token_hash};
-use crate::clock::{Clock as _, ManualClock};
-use crate::service::Limits;
-use crate::store::memory::{MemoryBlobStore, MemoryMetaStore};
-use crate::store::{Stores, TokenStore};
 
 const TOKEN: &str = "token-acme";
 
 async fn app() -> Router {
-    let meta = Arc::new(MemoryMetaStore::new());
-    let clock = Arc::new(ManualClock::new(crate::store::conformance::t(0)));
-    meta.add_token(&token_hash(TOKEN), &"acme".parse().unwrap(), clock.now())
-        .await
-        .unwrap();
-    let stores = Stores {
-        blobs: Arc::new(MemoryBlobStore::new()),
-        meta: meta.clone(),
-    };
-    let limits = Limits {
-        max_artifact_bytes: 4096,
-        ..Limits::default()
-    };
-    let service = Service::new(stores, clock).with_limits(limits);
-    let state = AppState {
-        service: Arc::new(service),
-        auth: Arc::new(TokenAuth::new(meta)),
-    };
-    router(state, Group::ALL)
+    crate::api::testing::memory_router(&[(TOKEN, "acme")]).await
 }
 
 async fn raw(app: &Router, method: &str, uri: &str, body: Vec<u8>) -> (StatusCode, Value) {

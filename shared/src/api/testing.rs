@@ -37,6 +37,27 @@ pub fn memory_service() -> (Service, Arc<MemoryMetaStore>) {
     (Service::new(stores, clock).with_limits(limits()), meta)
 }
 
+/// The router over [`memory_service`], every group mounted, with each
+/// `(token, tenant)` of `tokens` registered.
+pub async fn memory_router(tokens: &[(&str, &str)]) -> axum::Router {
+    let (service, meta) = memory_service();
+    for (token, tenant) in tokens {
+        crate::store::TokenStore::add_token(
+            &*meta,
+            &crate::auth::token_hash(token),
+            &tenant.parse().expect("a tenant id"),
+            crate::store::conformance::t(0),
+        )
+        .await
+        .expect("a token");
+    }
+    let state = super::AppState {
+        service: Arc::new(service),
+        auth: Arc::new(crate::auth::TokenAuth::new(meta)),
+    };
+    super::router(state, super::Group::ALL)
+}
+
 /// One request, host-neutral: the host turns `tenant` into its credential.
 #[derive(Debug, Clone)]
 pub struct Call {

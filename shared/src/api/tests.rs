@@ -1,8 +1,6 @@
 //! Router tests: the router driven with `oneshot` over memory stores and a
 //! manual clock. The bad-input table is also what other hosts are held to.
 
-use std::sync::Arc;
-
 use axum::body::Body as AxBody;
 use axum::http::{Request, StatusCode};
 use http_body_util::BodyExt;
@@ -11,11 +9,7 @@ use tower::ServiceExt;
 
 use super::*;
 use crate::api::testing;
-use crate::auth::{TokenAuth, token_hash};
-use crate::clock::ManualClock;
 use crate::service::Limits;
-use crate::store::memory::{MemoryBlobStore, MemoryMetaStore};
-use crate::store::{Stores, TokenStore};
 
 const TOKEN_A: &str = "token-acme";
 const TOKEN_B: &str = "token-other";
@@ -25,32 +19,10 @@ struct Harness {
 }
 
 async fn harness() -> Harness {
-    let meta = Arc::new(MemoryMetaStore::new());
-    let clock = Arc::new(ManualClock::new(crate::store::conformance::t(0)));
-    for (tok, tenant) in [(TOKEN_A, "acme"), (TOKEN_B, "other")] {
-        meta.add_token(&token_hash(tok), &tenant.parse().unwrap(), clock.now())
-            .await
-            .unwrap();
-    }
-    let stores = Stores {
-        blobs: Arc::new(MemoryBlobStore::new()),
-        meta: meta.clone(),
-    };
-    let limits = Limits {
-        max_artifact_bytes: 4096,
-        ..Limits::default()
-    };
-    let service = Service::new(stores, clock).with_limits(limits);
-    let state = AppState {
-        service: Arc::new(service),
-        auth: Arc::new(TokenAuth::new(meta)),
-    };
     Harness {
-        app: router(state, Group::ALL),
+        app: crate::api::testing::memory_router(&[(TOKEN_A, "acme"), (TOKEN_B, "other")]).await,
     }
 }
-
-use crate::clock::Clock as _;
 
 impl Harness {
     async fn raw(
