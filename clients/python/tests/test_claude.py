@@ -168,7 +168,8 @@ async def test_entries_the_codec_refuses_come_back_exactly(
 
 class LoseCommitResponses(httpx.AsyncBaseTransport):
     """Sends every request, but loses the response of the first ``n``
-    checkpoints (the commit is written; the caller sees a read error)."""
+    checkpoints or batches (the commit is written; the caller sees a read
+    error)."""
 
     def __init__(self, n: int) -> None:
         self.inner = httpx.AsyncHTTPTransport()
@@ -176,7 +177,11 @@ class LoseCommitResponses(httpx.AsyncBaseTransport):
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         resp = await self.inner.handle_async_request(request)
-        if self.n > 0 and request.method == "POST" and request.url.path == "/v1/commits":
+        if (
+            self.n > 0
+            and request.method == "POST"
+            and request.url.path in ("/v1/commits", "/v1/batch")
+        ):
             self.n -= 1
             await resp.aread()
             await resp.aclose()
@@ -369,9 +374,9 @@ async def test_load_spans_a_compaction(aclient: AsyncClient, namespace: str) -> 
 
 async def test_requests_per_call(server_url: str, token: str, namespace: str) -> None:
     """What each call costs in requests once the store knows the key: an
-    append of a main transcript is two (the folded summary, the
-    checkpoint with its ref move), of a subagent transcript one; a load
-    three (ref, materialize, artifact)."""
+    append is one (of a main transcript, a batch of the folded summary and
+    the checkpoint with its ref move); a load three (ref, materialize,
+    artifact)."""
     sent: list[str] = []
 
     async def count(request: httpx.Request) -> None:
@@ -386,7 +391,7 @@ async def test_requests_per_call(server_url: str, token: str, namespace: str) ->
         await store.append(sub, [{"type": "x", "uuid": "0"}])
         sent.clear()
         await store.append(key, [{"type": "x", "uuid": "1"}])
-        assert sent == ["POST artifacts", "POST commits"]
+        assert sent == ["POST batch"]
         sent.clear()
         await store.append(sub, [{"type": "x", "uuid": "1"}])
         assert sent == ["POST commits"]

@@ -4,11 +4,12 @@ for ("The requests per operation for each adapter, counted by a test, so
 a regression to several round trips fails").
 
 The numbers are today's. ``CtxSession.add_items`` is one request once the
-session has seen its tip. Issue 25 brings
-``CtxSession.get_items`` (with or without ``limit``),
-``CtxSessionStore.append`` and ``CtxSessionStore.load`` to one request
-each; the change that does it updates the lists below, and from then on
-any extra round trip fails here. bench/session_stores.py prints the same
+session has seen its tip, and ``CtxSessionStore.append`` once the store
+has seen its key (the folded summary and the commit in one batch). Issue
+25 brings ``CtxSession.get_items`` (with or without ``limit``) and
+``CtxSessionStore.load`` to one request each; the change that does it
+updates the lists below, and from then on any extra round trip fails
+here. bench/session_stores.py prints the same
 counts beside the rates.
 """
 
@@ -117,19 +118,11 @@ async def test_ctx_session_store_requests_per_operation(
             {"type": "x", "uuid": f"a-{i}", "text": f"a {i}"},
         ]
 
-    # append, a key this store has not seen: the ref (404), the folded
-    # session summary uploaded, the checkpoint. Issue 25: one request.
-    assert await sent(t, lambda: store.append(key, entries(0))) == [
-        "get_ref",
-        "upload_artifact",
-        "checkpoint",
-    ]
-    # append, steady state on a main transcript: the summary, the
-    # checkpoint. Issue 25: one request.
-    assert await sent(t, lambda: store.append(key, entries(1))) == [
-        "upload_artifact",
-        "checkpoint",
-    ]
+    # append, a key this store has not seen: the ref (404), then the
+    # folded session summary and the checkpoint in one batch.
+    assert await sent(t, lambda: store.append(key, entries(0))) == ["get_ref", "batch"]
+    # append, steady state on a main transcript: one request.
+    assert await sent(t, lambda: store.append(key, entries(1))) == ["batch"]
     # A subagent transcript has no summary: one request once its tip is known.
     assert await sent(t, lambda: store.append(sub, entries(2))) == ["get_ref", "checkpoint"]
     assert await sent(t, lambda: store.append(sub, entries(3))) == ["checkpoint"]
@@ -150,8 +143,7 @@ async def test_ctx_session_store_requests_per_operation(
         "download_artifact",
         "show",
         "download_artifact",
-        "upload_artifact",
-        "checkpoint",
+        "batch",
     ]
     # A key never written: the ref's 404 is the answer.
     missing: Any = {"project_key": "p", "session_id": str(uuid.uuid4())}

@@ -55,6 +55,7 @@ from claude_agent_sdk.types import (
     SessionSummaryEntry,
 )
 
+from ._core import artifact_ref_of
 from ._names import decode_segment, encode_segment
 from .client import AsyncClient
 from .errors import ConflictError, InvalidError, NotFoundError
@@ -141,6 +142,12 @@ class _Tip:
 def _fingerprint(entry: Any) -> bytes:
     text = json.dumps(entry, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
     return hashlib.blake2b(text.encode(), digest_size=16).digest()
+
+
+# The largest delta (characters) an append sends in one batch with its
+# folded summary; a larger one goes as before (the summary uploaded, then
+# the checkpoint), well inside the batch's inline and body limits.
+_BATCH_DELTA_CHARS = 256 * 1024
 
 
 class CtxSessionStore(SessionStore):
@@ -258,7 +265,9 @@ class CtxSessionStore(SessionStore):
             # (written by a call whose response was lost, or by the hooks).
             tip = await self._refresh(ref, key)
         conflicts = 0
-        summarized: tuple[str | None, int, str, SessionSummaryEntry] | None = None
+        # The folded summary of the main transcript: (the tip and pending
+        # count it was folded for, its artifact's ref, the entry, its bytes).
+        summarized: tuple[str | None, int, str, SessionSummaryEntry, bytes] | None = None
         while True:
             if tip.holds(entries):
                 return  # all of it is on the chain already: a re-send
@@ -273,29 +282,40 @@ class CtxSessionStore(SessionStore):
                         tip.summary = await self._summary_at(key, tip.commit)
                     fold = fold_session_summary(tip.summary, key, pending)
                     stored = {"session_id": fold["session_id"], "data": fold["data"]}
-                    put = await self.client.put_artifact(
-                        json.dumps(stored, sort_keys=True, separators=(",", ":")).encode()
-                    )
-                    summarized = (tip.commit, len(pending), put["ref"], fold)
+                    data = json.dumps(stored, sort_keys=True, separators=(",", ":")).encode()
+                    summarized = (tip.commit, len(pending), artifact_ref_of(data), fold, data)
                 tags[TAG_SUMMARY] = summarized[2]
                 folded = summarized[3]
             delta = "".join(
                 _line(_wrap(e) if wrap_all or id(e) in wrapped or _must_wrap(e) else e)
                 for e in pending
             )
+            fields: dict[str, Any] = {
+                "principal": self.principal,
+                "template": self.template,
+                "format": FORMAT,
+                "delta": delta,
+                "parent": tip.commit,
+                "session_id": encode_segment(key["session_id"]),
+                "created_at": self._created_at(),
+                "tags": tags,
+            }
             try:
-                commit = await self.client.checkpoint(
-                    principal=self.principal,
-                    template=self.template,
-                    format=FORMAT,
-                    delta=delta,
-                    parent=tip.commit,
-                    session_id=encode_segment(key["session_id"]),
-                    created_at=self._created_at(),
-                    tags=tags,
-                    ref=ref,
-                    expected=tip.commit,
-                )
+                if summarized is not None and len(delta) <= _BATCH_DELTA_CHARS:
+                    # The folded summary and the commit naming it, one
+                    # request and one atomic write.
+                    done = await self.client.batch(
+                        commits=[fields],
+                        refs=[{"name": ref, "expected": tip.commit, "target_in_batch": 0}],
+                        artifacts=[summarized[4]],
+                    )
+                    commit = done["commits"][0]
+                else:
+                    if summarized is not None:
+                        # A large append: the summary first, then the
+                        # checkpoint (which uploads a large delta itself).
+                        await self.client.put_artifact(summarized[4])
+                    commit = await self.client.checkpoint(**fields, ref=ref, expected=tip.commit)
             except ConflictError:
                 # Another writer moved the ref (or removed it), or an
                 # earlier call of ours landed unseen: rebase on where it is
@@ -311,7 +331,9 @@ class CtxSessionStore(SessionStore):
                 tip = await self._refresh(ref, key)
                 continue
             except InvalidError as e:
-                if e.field not in ("delta", "format") or wrap_all:
+                # A batch names the field of its commit as `commits[0].…`.
+                field = (e.field or "").removeprefix("commits[0].")
+                if field not in ("delta", "format") or wrap_all:
                     raise
                 line = _refused_line(e.message)
                 if line is not None and 0 < line <= len(pending):
