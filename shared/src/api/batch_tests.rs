@@ -456,39 +456,6 @@ async fn every_bad_batch_names_its_field_and_writes_nothing() {
     );
 }
 
-/// A batch commit is a checkpoint's fields but `ref`, plus
-/// `parent_in_batch`, each with the same schema (its own copy of the
-/// fields cannot drift).
-#[test]
-fn a_batch_commit_has_the_checkpoints_fields_but_ref() {
-    let doc = ApiDoc::json();
-    let schemas = &doc["components"]["schemas"];
-    fn undescribed(v: &mut Value) {
-        match v {
-            Value::Object(o) => {
-                o.remove("description");
-                o.values_mut().for_each(undescribed);
-            }
-            Value::Array(a) => a.iter_mut().for_each(undescribed),
-            _ => {}
-        }
-    }
-    let fields = |name: &str| {
-        let mut props = schemas[name]["properties"].clone();
-        undescribed(&mut props);
-        props.as_object().unwrap().clone()
-    };
-    let mut checkpoint = fields("CheckpointRequest");
-    assert!(checkpoint.remove("ref").is_some());
-    let mut batch = fields("BatchCommitRequest");
-    assert!(batch.remove("parent_in_batch").is_some());
-    assert_eq!(batch, checkpoint);
-    assert_eq!(
-        schemas["BatchCommitRequest"]["required"],
-        schemas["CheckpointRequest"]["required"]
-    );
-}
-
 #[tokio::test]
 async fn commits_without_a_time_keep_the_batchs_order_on_the_timeline() {
     // The test clock stands still: every commit's "now" is the same.

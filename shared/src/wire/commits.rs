@@ -13,10 +13,12 @@ use crate::id::{ArtifactRef, CommitId, Principal, RefName, SessionId};
 use crate::service::{Materialization, NewCommit, Stop};
 use crate::store::{Materialized, RefMove, RefRecord};
 
-/// `POST /v1/commits`: one commit and, optionally, a ref move.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct CheckpointRequest {
+/// Calls `$then!` with the fields every commit request has, a
+/// checkpoint's (`POST /v1/commits`) and a batch commit's alike: written
+/// once, here, so the two cannot drift.
+macro_rules! with_commit_fields {
+    ($then:ident ! ( $($args:tt)* )) => {
+        $then! { $($args)* ; [
     /// The previous commit; absent for a root.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent: Option<CommitId>,
@@ -24,7 +26,8 @@ pub struct CheckpointRequest {
     pub commit_type: CommitType,
     /// The artifact's format.
     pub format: FormatId,
-    /// An artifact uploaded before (`POST /v1/artifacts`).
+    /// An artifact uploaded before (`POST /v1/artifacts`), or in a batch
+    /// one of its `artifacts`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub artifact_ref: Option<ArtifactRef>,
     /// The delta inline, as UTF-8 text.
@@ -110,10 +113,49 @@ pub struct CheckpointRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(schema_with = tags_schema)]
     pub tags: Option<Tags>,
-    /// A ref to move to the new commit in the same write.
-    #[serde(default, rename = "ref", skip_serializing_if = "Option::is_none")]
-    pub ref_move: Option<RefMove>,
+        ] }
+    };
 }
+
+/// Declares a commit request type: `$before` fields, the shared fields
+/// ([`with_commit_fields`]), `$after` fields.
+macro_rules! commit_request {
+    (
+        $(#[$meta:meta])* $name:ident
+        { $( $(#[$bm:meta])* pub $bf:ident: $bt:ty, )* }
+        { $( $(#[$am:meta])* pub $af:ident: $at:ty, )* } ;
+        [ $( $(#[$sm:meta])* pub $sf:ident: $st:ty, )* ]
+    ) => {
+        $(#[$meta])*
+        pub struct $name {
+            $( $(#[$bm])* pub $bf: $bt, )*
+            $( $(#[$sm])* pub $sf: $st, )*
+            $( $(#[$am])* pub $af: $at, )*
+        }
+    };
+}
+
+/// `$from`'s shared fields ([`with_commit_fields`]) moved into a `$to`
+/// with the fields `$extra` besides.
+macro_rules! move_commit_fields {
+    ($from:expr, $to:ident { $($extra:tt)* } ; [ $( $(#[$sm:meta])* pub $sf:ident: $st:ty, )* ]) => {{
+        let from = $from;
+        $to { $( $sf: from.$sf, )* $($extra)* }
+    }};
+}
+
+with_commit_fields!(commit_request!(
+    /// `POST /v1/commits`: one commit and, optionally, a ref move.
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+    #[serde(deny_unknown_fields)]
+    CheckpointRequest
+    {}
+    {
+        /// A ref to move to the new commit in the same write.
+        #[serde(default, rename = "ref", skip_serializing_if = "Option::is_none")]
+        pub ref_move: Option<RefMove>,
+    }
+));
 
 impl CheckpointRequest {
     /// A delta checkpoint of `delta` by `principal` at a turn boundary, with
@@ -211,207 +253,40 @@ pub struct BatchArtifact {
     pub base64: Option<BodyText>,
 }
 
-/// A commit of a batch: a checkpoint's fields but `ref` (a batch moves
-/// refs in `refs`), and `parent_in_batch`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct BatchCommitRequest {
-    /// The index of its parent among the batch's earlier commits; not with
-    /// `parent`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(minimum = 0, maximum = 13)]
-    pub parent_in_batch: Option<usize>,
-    /// The previous commit; absent for a root.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub parent: Option<CommitId>,
-    /// What the artifact holds.
-    pub commit_type: CommitType,
-    /// The artifact's format.
-    pub format: FormatId,
-    /// An artifact uploaded before (`POST /v1/artifacts`) or given in the
-    /// batch's `artifacts`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub artifact_ref: Option<ArtifactRef>,
-    /// The delta inline, as UTF-8 text.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<String>)]
-    pub delta: Option<BodyText>,
-    /// The delta inline, base64-encoded (standard alphabet, padded).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<String>)]
-    pub delta_base64: Option<BodyText>,
-    /// The context template the wrapper used (1 to 256 bytes, no control
-    /// characters but tab and newline).
-    #[schema(
-        min_length = 1,
-        max_length = 256,
-        pattern = "^[^\\x00-\\x08\\x0b-\\x1f\\x7f-\\x9f]*$"
-    )]
-    pub template: String,
-    /// Who checkpoints.
-    pub principal: Principal,
-    /// The machine it runs on (1 to 256 bytes, no control characters but tab and
-    /// newline.)
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(
-        min_length = 1,
-        max_length = 256,
-        pattern = "^[^\\x00-\\x08\\x0b-\\x1f\\x7f-\\x9f]*$"
-    )]
-    pub machine: Option<String>,
-    /// The wrapper's session: the same name `POST /v1/branches`, `GET
-    /// /v1/branches?session_id=` and `POST /v1/sessions/{id}/end` take, so
-    /// 1 to 191 of A-Z, a-z, 0-9, '.', '_', '-' and '/'.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub session_id: Option<SessionId>,
-    /// Why it checkpoints.
-    pub checkpoint: Trigger,
-    /// A ticket the work belongs to (1 to 256 bytes, no control characters but tab and
-    /// newline.)
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(
-        min_length = 1,
-        max_length = 256,
-        pattern = "^[^\\x00-\\x08\\x0b-\\x1f\\x7f-\\x9f]*$"
-    )]
-    pub ticket_id: Option<String>,
-    /// A conversation thread the work belongs to (1 to 256 bytes, no control characters but tab and
-    /// newline.)
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(
-        min_length = 1,
-        max_length = 256,
-        pattern = "^[^\\x00-\\x08\\x0b-\\x1f\\x7f-\\x9f]*$"
-    )]
-    pub thread_id: Option<String>,
-    /// A human-readable summary (at most 16 KiB).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(max_length = 16384)]
-    pub summary: Option<String>,
-    /// Messages in the delta, if the wrapper knows; used only for formats
-    /// ctx cannot count itself (opaque ones).
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        deserialize_with = "crate::number::optional_whole"
-    )]
-    #[schema(maximum = 10_000_000)]
-    pub message_count: Option<u64>,
-    /// Tokens in the delta as the wrapper counted them. The server always
-    /// stores its own estimate as the commit's `token_count`; a different
-    /// claim is kept as the tag `client_token_count`.
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        deserialize_with = "crate::number::optional_whole"
-    )]
-    #[schema(maximum = 1_000_000_000)]
-    pub token_count: Option<u64>,
-    /// When the wrapper checkpointed; the server's clock when absent. Send
-    /// it to make retries idempotent.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub created_at: Option<DateTime<Utc>>,
-    /// Free-form labels.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(schema_with = tags_schema)]
-    pub tags: Option<Tags>,
-}
+with_commit_fields!(commit_request!(
+    /// A commit of a batch: a checkpoint's fields but `ref` (a batch moves
+    /// refs in `refs`), and `parent_in_batch`.
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+    #[serde(deny_unknown_fields)]
+    BatchCommitRequest
+    {
+        /// The index of its parent among the batch's earlier commits; not
+        /// with `parent`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[schema(minimum = 0, maximum = 13)]
+        pub parent_in_batch: Option<usize>,
+    }
+    {}
+));
 
 impl BatchCommitRequest {
     /// A batch commit of `req`'s fields (its `ref` must be absent), its
     /// parent in the batch when `parent_in_batch` is given.
     pub fn of(req: CheckpointRequest, parent_in_batch: Option<usize>) -> Self {
-        let CheckpointRequest {
-            parent,
-            commit_type,
-            format,
-            artifact_ref,
-            delta,
-            delta_base64,
-            template,
-            principal,
-            machine,
-            session_id,
-            checkpoint,
-            ticket_id,
-            thread_id,
-            summary,
-            message_count,
-            token_count,
-            created_at,
-            tags,
-            ref_move: _,
-        } = req;
-        BatchCommitRequest {
-            parent_in_batch,
-            parent,
-            commit_type,
-            format,
-            artifact_ref,
-            delta,
-            delta_base64,
-            template,
-            principal,
-            machine,
-            session_id,
-            checkpoint,
-            ticket_id,
-            thread_id,
-            summary,
-            message_count,
-            token_count,
-            created_at,
-            tags,
-        }
+        with_commit_fields!(move_commit_fields!(
+            req,
+            BatchCommitRequest { parent_in_batch }
+        ))
     }
 
     /// Its checkpoint fields (no `ref`), and its `parent_in_batch`.
     pub fn into_parts(self) -> (CheckpointRequest, Option<usize>) {
-        let BatchCommitRequest {
-            parent_in_batch,
-            parent,
-            commit_type,
-            format,
-            artifact_ref,
-            delta,
-            delta_base64,
-            template,
-            principal,
-            machine,
-            session_id,
-            checkpoint,
-            ticket_id,
-            thread_id,
-            summary,
-            message_count,
-            token_count,
-            created_at,
-            tags,
-        } = self;
-        (
-            CheckpointRequest {
-                parent,
-                commit_type,
-                format,
-                artifact_ref,
-                delta,
-                delta_base64,
-                template,
-                principal,
-                machine,
-                session_id,
-                checkpoint,
-                ticket_id,
-                thread_id,
-                summary,
-                message_count,
-                token_count,
-                created_at,
-                tags,
-                ref_move: None,
-            },
-            parent_in_batch,
-        )
+        let parent_in_batch = self.parent_in_batch;
+        let req = with_commit_fields!(move_commit_fields!(
+            self,
+            CheckpointRequest { ref_move: None }
+        ));
+        (req, parent_in_batch)
     }
 }
 

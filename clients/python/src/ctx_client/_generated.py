@@ -227,8 +227,8 @@ class BatchCommitRequest(TypedDict):
     """
 
     artifact_ref: NotRequired[ArtifactRef | None]
-    """An artifact uploaded before (`POST /v1/artifacts`) or given in the
-    batch's `artifacts`.
+    """An artifact uploaded before (`POST /v1/artifacts`), or in a batch
+    one of its `artifacts`.
     """
     checkpoint: Trigger
     """Why it checkpoints."""
@@ -255,8 +255,8 @@ class BatchCommitRequest(TypedDict):
     parent: NotRequired[CommitId | None]
     """The previous commit; absent for a root."""
     parent_in_batch: NotRequired[int | None]
-    """The index of its parent among the batch's earlier commits; not with
-    `parent`.
+    """The index of its parent among the batch's earlier commits; not
+    with `parent`.
     """
     principal: Principal
     """Who checkpoints."""
@@ -466,7 +466,9 @@ class CheckpointRequest(TypedDict):
     """`POST /v1/commits`: one commit and, optionally, a ref move."""
 
     artifact_ref: NotRequired[ArtifactRef | None]
-    """An artifact uploaded before (`POST /v1/artifacts`)."""
+    """An artifact uploaded before (`POST /v1/artifacts`), or in a batch
+    one of its `artifacts`.
+    """
     checkpoint: Trigger
     """Why it checkpoints."""
     commit_type: CommitType
