@@ -129,11 +129,12 @@ pub fn translate(formats: &Formats, parts: Vec<Part>, target: &FormatId) -> Resu
     if let Some(t) = field_level(formats, &parts, target)? {
         return Ok(t);
     }
-    let mut sources: Vec<String> = Vec::new();
+    // The parts' formats, for a narrative's account of where it came from
+    // (the parts themselves are dropped as they are decoded).
+    let mut sources: Vec<FormatId> = Vec::new();
     for p in &parts {
-        let s = format!("{} ({})", p.format, formats.codec(&p.format).describe());
-        if !sources.contains(&s) {
-            sources.push(s);
+        if !sources.contains(&p.format) {
+            sources.push(p.format.clone());
         }
     }
     let mut conv = Conversation::default();
@@ -191,6 +192,10 @@ pub fn translate(formats: &Formats, parts: Vec<Part>, target: &FormatId) -> Resu
             note: String::new(),
         }),
         Some(why) => {
+            let sources: Vec<String> = sources
+                .iter()
+                .map(|f| format!("{f} ({})", formats.codec(f).describe()))
+                .collect();
             let text = canonical::narrative(&conv, &sources.join(" and "), &why);
             drop(conv);
             let story = Conversation {
