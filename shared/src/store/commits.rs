@@ -4,7 +4,7 @@
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
-use super::{RefMove, RefRecord};
+use super::RefRecord;
 use crate::commit::{Commit, Tags};
 use crate::error::{Error, ErrorKind, Result};
 use crate::id::{CommitId, Principal, RefName, SessionId, TenantId};
@@ -14,26 +14,11 @@ use crate::id::{CommitId, Principal, RefName, SessionId, TenantId};
 /// Every method is one request to the underlying store, scoped by tenant.
 #[async_trait]
 pub trait Commits: Send + Sync + 'static {
-    /// The primitive under [`MetaStore::put_commit`](super::MetaStore::put_commit): writes a new commit,
-    /// its timeline entry and the optional ref move (checked against
-    /// `ref_move.expected`) as one atomic write, starting a run of its own
-    /// on a fork as `put_commit` says. If a commit with the same id exists,
-    /// writes nothing at all (not the ref move either) and returns the
-    /// stored commit as `Existing`.
-    ///
-    /// # Errors
-    /// `Conflict` with the current tip when a new commit's ref move is
-    /// stale; `Unavailable`.
-    async fn create_commit(
-        &self,
-        tenant: &TenantId,
-        commit: &Commit,
-        ref_move: Option<&RefMove>,
-    ) -> Result<PutCommit>;
-
-    /// The primitive under [`MetaStore::put_batch`](super::MetaStore::put_batch):
-    /// writes the new commits of `commits` (each with its timeline entry and
-    /// indexes, a fork starting a run of its own as in `create_commit`) and
+    /// The one write of commits, under [`MetaStore::put_batch`](super::MetaStore::put_batch)
+    /// and [`MetaStore::put_commit`](super::MetaStore::put_commit) (a batch
+    /// of one): writes the new commits of `commits` (each with its timeline
+    /// entry and indexes, a fork starting a run of its own as `put_commit`
+    /// says) and
     /// makes the ref moves of `moves`, all as ONE atomic write: all of it,
     /// or nothing when any move is stale.
     ///
@@ -142,7 +127,7 @@ pub trait Commits: Send + Sync + 'static {
     async fn delete_commit(&self, tenant: &TenantId, commit: &Commit) -> Result<bool>;
 }
 
-/// The outcome of [`MetaStore::put_commit`](super::MetaStore::put_commit) and [`Commits::create_commit`].
+/// The outcome of [`MetaStore::put_commit`](super::MetaStore::put_commit) for one commit.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PutCommit {
     /// The commit was written; this is it as stored (with its lineage).
@@ -172,7 +157,7 @@ pub struct MetadataPatch {
 /// One commit of a batch ([`Commits::create_batch`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BatchCommit {
-    /// The commit, built as for [`Commits::create_commit`].
+    /// The commit, built as for [`MetaStore::put_commit`](super::MetaStore::put_commit).
     pub commit: Commit,
     /// The index of its parent among the batch's earlier commits, when the
     /// parent is written by the same batch.

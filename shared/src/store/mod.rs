@@ -8,8 +8,8 @@
 //! (below), each with a few required methods; every backend implements each
 //! concern in that concern's file. Rules every backend shares are written
 //! once as provided methods of `MetaStore` itself, which no backend can
-//! override (e.g. [`MetaStore::put_commit`]'s retry rule over the backend's
-//! [`Commits::create_commit`]). Every behaviour a backend must have is
+//! override (e.g. [`MetaStore::put_commit`], a batch of one over the
+//! backend's [`Commits::create_batch`]). Every behaviour a backend must have is
 //! written once in `conformance` and run against every backend.
 //!
 //! # Layout
@@ -45,8 +45,8 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
 use crate::commit::Commit;
-use crate::error::{ErrorKind, Result};
-use crate::id::{CommitId, TenantId};
+use crate::error::{Error, Result};
+use crate::id::TenantId;
 
 mod agents;
 #[cfg(feature = "aws")]
@@ -110,25 +110,48 @@ pub trait MetaStore:
     ///
     /// If a commit with the same id exists nothing is written and it is
     /// returned as `Existing`; a requested ref move is still made unless the
-    /// ref already points at it.
+    /// ref already points at it (a retried checkpoint, its answer lost).
     ///
-    /// Provided, and cannot be overridden: the retry rule lives here
-    /// once, over the backend's [`Commits::create_commit`],
-    /// [`Refs::get_ref`] and [`Refs::cas_ref`].
+    /// Provided, and cannot be overridden: a batch of one commit and its
+    /// ref move ([`Commits::create_batch`]), so a checkpoint and a batch
+    /// are written, retried and refused by one mechanism.
     ///
     /// # Errors
-    /// `Conflict` with the current tip when the ref moved; `Unavailable`.
+    /// `Conflict` with the current tip when the ref moved (field
+    /// `expected`); `Unavailable`.
     async fn put_commit(
         &self,
         tenant: &TenantId,
         commit: &Commit,
         ref_move: Option<&RefMove>,
     ) -> Result<PutCommit> {
-        let put = self.create_commit(tenant, commit, ref_move).await?;
-        if let (PutCommit::Existing(existing), Some(mv)) = (&put, ref_move) {
-            settle_retried_ref_move(self, tenant, mv, &existing.id, commit.created_at).await?;
-        }
-        Ok(put)
+        let one = [BatchCommit {
+            commit: commit.clone(),
+            parent_in_batch: None,
+        }];
+        let moves: Vec<BatchRefMove> = ref_move
+            .map(|mv| BatchRefMove {
+                name: mv.name.clone(),
+                expected: mv.expected,
+                target: commit.id,
+            })
+            .into_iter()
+            .collect();
+        let done = self
+            .create_batch(tenant, &one, &moves, commit.created_at)
+            .await
+            .map_err(|e| {
+                // A checkpoint's one ref move is its `expected`.
+                if e.field.as_deref() == Some("refs[0].expected") {
+                    e.with_field("expected")
+                } else {
+                    e
+                }
+            })?;
+        done.commits
+            .into_iter()
+            .next()
+            .ok_or_else(|| Error::internal("a batch of one commit answered none"))
     }
 
     /// Writes a batch of commits and ref moves as one atomic write (see
@@ -161,38 +184,6 @@ pub trait MetaStore:
 impl<T> MetaStore for T where
     T: Commits + Refs + MaterializationCache + SummaryQueue + Agents + Lifecycle + ?Sized
 {
-}
-
-/// The retry rule of a checkpoint whose commit already exists (a retry, or
-/// the same checkpoint sent twice): its ref move is still made, unless the
-/// ref already points at the commit.
-///
-/// Each step is one atomic store operation, so the outcome is the one some
-/// order of the concurrent operations gives: a ref found at the commit is
-/// left alone; otherwise the move is a compare-and-swap from the expected
-/// tip, and a conflict because a concurrent retry moved the ref to the
-/// commit first is a success too.
-async fn settle_retried_ref_move<M: MetaStore + ?Sized>(
-    meta: &M,
-    tenant: &TenantId,
-    mv: &RefMove,
-    existing: &CommitId,
-    at: DateTime<Utc>,
-) -> Result<()> {
-    let current = meta.get_ref(tenant, &mv.name).await?.map(|r| r.target);
-    if current.as_ref() == Some(existing) {
-        return Ok(());
-    }
-    match meta
-        .cas_ref(tenant, &mv.name, mv.expected.as_ref(), existing, at)
-        .await
-    {
-        Ok(_) => Ok(()),
-        Err(e) if e.kind == ErrorKind::Conflict && e.current == Some(existing.to_string()) => {
-            Ok(())
-        }
-        Err(e) => Err(e),
-    }
 }
 
 /// The stores a service runs on.

@@ -5,7 +5,6 @@
 //! entry written by a concurrent materialize after the erase listed the
 //! commit's entries.
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
@@ -14,31 +13,20 @@ use chrono::{DateTime, Utc};
 use super::memory::MemoryMetaStore;
 use super::*;
 use crate::agent::{AgentRecord, SaveId, SaveRecord};
-use crate::id::{ArtifactRef, Principal, RefName, SessionId};
-use crate::store::conformance::{commit, t};
+use crate::id::{ArtifactRef, CommitId, Principal, RefName, SessionId};
+use crate::store::conformance::t;
 
-/// The memory store, except that its next `get_ref` (once armed) answers
-/// that the ref does not exist, and that its next `delete_commit` (once
-/// armed) first caches the entry `late` holds, as a materialize finishing
-/// just then would.
+/// The memory store, except that its next `delete_commit` (once armed)
+/// first caches the entry `late` holds, as a materialize finishing just
+/// then would.
 #[derive(Default)]
 struct StaleRead {
     inner: MemoryMetaStore,
-    stale: AtomicBool,
     late: Mutex<Option<(MaterializeKey, Materialized)>>,
 }
 
 #[async_trait]
 impl Commits for StaleRead {
-    async fn create_commit(
-        &self,
-        tenant: &TenantId,
-        commit: &Commit,
-        ref_move: Option<&RefMove>,
-    ) -> Result<PutCommit> {
-        self.inner.create_commit(tenant, commit, ref_move).await
-    }
-
     async fn create_batch(
         &self,
         tenant: &TenantId,
@@ -117,9 +105,6 @@ impl Commits for StaleRead {
 #[async_trait]
 impl Refs for StaleRead {
     async fn get_ref(&self, tenant: &TenantId, name: &RefName) -> Result<Option<RefRecord>> {
-        if self.stale.swap(false, Ordering::SeqCst) {
-            return Ok(None);
-        }
         self.inner.get_ref(tenant, name).await
     }
 
@@ -361,49 +346,6 @@ impl Lifecycle for StaleRead {
     async fn evicted_by(&self, tenant: &TenantId, commit: &CommitId) -> Result<Option<CommitId>> {
         self.inner.evicted_by(tenant, commit).await
     }
-}
-
-#[tokio::test]
-async fn a_ref_moved_to_the_commit_after_the_rule_looked_is_a_success() {
-    let meta = StaleRead::default();
-    let tenant: TenantId = "t".parse().unwrap();
-    let c = commit(&tenant, None, t(0), "p", b"1");
-    let mv = RefMove {
-        name: "head".parse().unwrap(),
-        expected: None,
-    };
-    meta.put_commit(&tenant, &c, Some(&mv)).await.unwrap();
-    // A retry that reads the ref from before the first attempt moved it:
-    // its compare-and-swap from "absent" conflicts with the ref at the
-    // commit, which is what the retry wanted.
-    meta.stale.store(true, Ordering::SeqCst);
-    let again = meta.put_commit(&tenant, &c, Some(&mv)).await.unwrap();
-    assert!(matches!(again, PutCommit::Existing(_)), "{again:?}");
-    assert!(!meta.stale.load(Ordering::SeqCst), "the rule read the ref");
-    let r = meta.get_ref(&tenant, &mv.name).await.unwrap().unwrap();
-    assert_eq!((r.target, r.updated_at), (c.id, c.created_at));
-}
-
-#[tokio::test]
-async fn a_ref_moved_elsewhere_after_the_rule_looked_is_a_conflict() {
-    let meta = StaleRead::default();
-    let tenant: TenantId = "t".parse().unwrap();
-    let c = commit(&tenant, None, t(0), "p", b"1");
-    let other = commit(&tenant, None, t(1), "p", b"2");
-    meta.put_commit(&tenant, &c, None).await.unwrap();
-    meta.put_commit(&tenant, &other, None).await.unwrap();
-    let head: RefName = "head".parse().unwrap();
-    meta.cas_ref(&tenant, &head, None, &other.id, t(5))
-        .await
-        .unwrap();
-    meta.stale.store(true, Ordering::SeqCst);
-    let mv = RefMove {
-        name: head.clone(),
-        expected: None,
-    };
-    let e = meta.put_commit(&tenant, &c, Some(&mv)).await.unwrap_err();
-    assert_eq!(e.kind, ErrorKind::Conflict);
-    assert_eq!(e.current, Some(other.id.to_string()));
 }
 
 /// A materialize that read a commit before its erase and cached the result

@@ -10,7 +10,7 @@ use crate::error::{Error, Result};
 use crate::id::{CommitId, Principal, SessionId, TenantId};
 use crate::store::commits::{batch_move_settled, continuing};
 use crate::store::{BatchCommit, BatchRefMove, Batched, RefRecord, Refs};
-use crate::store::{MetadataPatch, PutCommit, RefMove, ref_conflict};
+use crate::store::{MetadataPatch, PutCommit, RefMove};
 use async_trait::async_trait;
 use aws_sdk_dynamodb::types::{AttributeValue, ConditionCheck, Delete, TransactWriteItem, Update};
 use chrono::{DateTime, Utc};
@@ -168,50 +168,6 @@ impl DynamoMetaStore {
 
 #[async_trait]
 impl crate::store::Commits for DynamoMetaStore {
-    async fn create_commit(
-        &self,
-        tenant: &TenantId,
-        commit: &Commit,
-        ref_move: Option<&RefMove>,
-    ) -> Result<PutCommit> {
-        let mut stored = commit.clone();
-        // At most two tries: continuing the parent's run, then (after a fork
-        // was detected) a run of its own, whose slot no one else can take.
-        for _ in 0..2 {
-            match self.write_checkpoint(tenant, &stored, ref_move).await? {
-                None => return Ok(PutCommit::Created(stored)),
-                Some((0, old)) => {
-                    let existing = match old {
-                        Some(item) => commit_item(item)?.c,
-                        // Not every DynamoDB hands the old item back.
-                        None => self.get_commit(tenant, &commit.id).await?.ok_or_else(|| {
-                            Error::unavailable(
-                                "a commit vanished while it was being written; retry",
-                            )
-                        })?,
-                    };
-                    return Ok(PutCommit::Existing(existing));
-                }
-                Some((1, _)) if stored.lineage != stored.id => stored.lineage = stored.id,
-                Some((3, _)) => {
-                    let mv = ref_move.expect("a ref item was in the transaction");
-                    let current = self.current_ref(tenant, &mv.name).await?;
-                    return Err(ref_conflict(
-                        &mv.name,
-                        mv.expected.as_ref(),
-                        current.as_ref(),
-                    ));
-                }
-                Some((i, _)) => {
-                    return Err(Error::internal(format!(
-                        "checkpoint transaction item {i} failed its condition unexpectedly"
-                    )));
-                }
-            }
-        }
-        Err(Error::internal("a commit's own run slot was taken"))
-    }
-
     /// One `TransactWriteItems`: each new commit's items
     /// ([`DynamoMetaStore::commit_items`]; the tenant registry and a
     /// session's last-activity item once per batch, DynamoDB refusing two
@@ -230,6 +186,17 @@ impl crate::store::Commits for DynamoMetaStore {
         let mut existing: Vec<Option<Commit>> = vec![None; commits.len()];
         let mut own_run = std::collections::HashSet::new();
         let mut settled: Vec<Option<RefRecord>> = vec![None; moves.len()];
+        // A move expecting its own target would pass its condition and
+        // rewrite the ref (its `updated_at`) instead of leaving it alone:
+        // where it stands is read first.
+        for (i, mv) in moves.iter().enumerate() {
+            if mv.expected == Some(mv.target) {
+                let current = self.get_ref(tenant, &mv.name).await?;
+                if batch_move_settled(i, mv, current.as_ref().map(|r| &r.target))? {
+                    settled[i] = current;
+                }
+            }
+        }
         // Each failed attempt learns one thing at least.
         for _ in 0..commits.len() + moves.len() + 3 {
             let plan =

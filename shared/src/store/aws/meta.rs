@@ -16,8 +16,8 @@ use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 
 use super::items::{Item, build, consistent_get, from_item, key, s, to_item};
-use super::retry::{Cancellation, Transact};
-use super::{DynamoBranchStore, keys, sdk_error};
+use super::retry::Transact;
+use super::{DynamoBranchStore, keys};
 use crate::clock::{IdSource, OsRandom, micros_to_time};
 use crate::commit::Commit;
 use crate::error::{Error, Result};
@@ -405,46 +405,6 @@ impl DynamoMetaStore {
             index,
             last,
         })
-    }
-
-    /// One transaction for commit + run slot + timeline (+ ref). Returns
-    /// which condition failed, if one did: 0 commit exists (with the stored
-    /// commit's item, which the write asks back), 1 slot taken, 3 ref moved.
-    pub(super) async fn write_checkpoint(
-        &self,
-        tenant: &TenantId,
-        commit: &Commit,
-        ref_move: Option<&RefMove>,
-    ) -> Result<Option<(usize, Option<Item>)>> {
-        let CommitItems {
-            own,
-            registry,
-            index,
-            last,
-        } = self.commit_items(tenant, commit)?;
-        let mut items = Vec::from(own);
-        if let Some(mv) = ref_move {
-            items.push(self.ref_put(tenant, mv, &commit.id, commit.created_at, None)?);
-        }
-        // The registry last of the puts, so the indexes of the conditional
-        // items above stay as they are; then the lifecycle index items
-        // (session, children, artifact users), unconditional, after every
-        // conditional item.
-        items.extend(registry);
-        items.extend(index);
-        items.extend(last);
-        match self.transact(items).await {
-            Ok(Transact::Done) => Ok(None),
-            Ok(Transact::Cancelled(Cancellation::ConditionalCheckFailed { index, old })) => {
-                Ok(Some((index, old)))
-            }
-            // Cancelled for another reason (a concurrent transaction on the
-            // same items, still there after the policy's retries): retryable.
-            Ok(Transact::Cancelled(c)) => Err(Error::unavailable(format!(
-                "the checkpoint transaction was cancelled ({c}); retry"
-            ))),
-            Err(e) => Err(sdk_error("DynamoDB TransactWriteItems", e)),
-        }
     }
 
     pub(super) async fn get_item(&self, pk: String, sk: String) -> Result<Option<Item>> {

@@ -15,7 +15,6 @@ pub async fn run_all(meta: &dyn MetaStore) {
     refs_move_by_compare_and_swap(meta).await;
     checkpoint_ref_moves_are_atomic(meta).await;
     concurrent_cas_race_has_an_exact_count(meta).await;
-    create_commit_of_an_existing_commit_writes_nothing(meta).await;
     retried_checkpoints_settle_their_ref_move(meta).await;
     concurrent_retries_of_one_checkpoint_all_succeed(meta).await;
     refs_are_deleted_by_compare_and_swap(meta).await;
@@ -295,38 +294,6 @@ pub async fn concurrent_cas_race_has_an_exact_count(meta: &dyn MetaStore) {
             .expect("get")
             .map(|r| r.target),
         Some(ids[STEPS])
-    );
-}
-
-/// The primitive under `put_commit`: for a commit that exists it writes
-/// nothing, not even the requested ref move, and returns the stored commit.
-pub async fn create_commit_of_an_existing_commit_writes_nothing(meta: &dyn MetaStore) {
-    let a = fresh_tenant("create");
-    let c = put(meta, &a, &commit(&a, None, t(0), "p", b"1")).await;
-    let mv = RefMove {
-        name: name("untouched"),
-        expected: None,
-    };
-    match meta.create_commit(&a, &c, Some(&mv)).await.expect("create") {
-        PutCommit::Existing(stored) => assert_eq!(stored, c),
-        other => panic!("an existing commit came back as {other:?}"),
-    }
-    assert_eq!(meta.get_ref(&a, &mv.name).await.expect("get"), None);
-    let fresh = commit(&a, Some(&c), t(1), "p", b"2");
-    match meta
-        .create_commit(&a, &fresh, Some(&mv))
-        .await
-        .expect("create")
-    {
-        PutCommit::Created(stored) => assert_eq!(stored.id, fresh.id),
-        other => panic!("a new commit came back as {other:?}"),
-    }
-    assert_eq!(
-        meta.get_ref(&a, &mv.name)
-            .await
-            .expect("get")
-            .map(|r| r.target),
-        Some(fresh.id)
     );
 }
 

@@ -7,7 +7,7 @@ use crate::commit::Commit;
 use crate::error::{Error, Result};
 use crate::id::{CommitId, Principal, SessionId, TenantId};
 use crate::store::commits::{batch_move_settled, continuing};
-use crate::store::{BatchCommit, BatchRefMove, Batched, MetadataPatch, PutCommit, RefMove, packed};
+use crate::store::{BatchCommit, BatchRefMove, Batched, MetadataPatch, PutCommit, packed};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use rusqlite::{Connection, OptionalExtension, params};
@@ -131,35 +131,6 @@ fn insert_commit_in(
 
 #[async_trait]
 impl crate::store::Commits for SqliteMetaStore {
-    async fn create_commit(
-        &self,
-        tenant: &TenantId,
-        commit: &Commit,
-        ref_move: Option<&RefMove>,
-    ) -> Result<PutCommit> {
-        let tenant = tenant.clone();
-        let commit = commit.clone();
-        let ref_move = ref_move.cloned();
-        self.db
-            .transaction(move |tx| {
-                if let Some(existing) = get_commit_in(tx, &tenant, &commit.id)? {
-                    return Ok(PutCommit::Existing(existing));
-                }
-                if let Some(mv) = &ref_move {
-                    cas_ref_in(
-                        tx,
-                        &tenant,
-                        &mv.name,
-                        mv.expected.as_ref(),
-                        &commit.id,
-                        commit.created_at,
-                    )?;
-                }
-                Ok(PutCommit::Created(insert_commit_in(tx, &tenant, commit)?))
-            })
-            .await
-    }
-
     async fn create_batch(
         &self,
         tenant: &TenantId,

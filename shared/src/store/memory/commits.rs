@@ -6,32 +6,12 @@ use crate::commit::Commit;
 use crate::error::Result;
 use crate::id::{CommitId, Principal, SessionId, TenantId};
 use crate::store::commits::{batch_move_settled, continuing};
-use crate::store::{BatchCommit, BatchRefMove, Batched, MetadataPatch, PutCommit, RefMove};
+use crate::store::{BatchCommit, BatchRefMove, Batched, MetadataPatch, PutCommit};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
 #[async_trait]
 impl crate::store::Commits for MemoryMetaStore {
-    async fn create_commit(
-        &self,
-        tenant: &TenantId,
-        commit: &Commit,
-        ref_move: Option<&RefMove>,
-    ) -> Result<PutCommit> {
-        let mut m = lock(&self.meta);
-        if let Some(existing) = m.commits.get(&(tenant.clone(), commit.id)).cloned() {
-            return Ok(PutCommit::Existing(existing));
-        }
-        if let Some(mv) = ref_move {
-            m.check_ref(tenant, &mv.name, mv.expected.as_ref())?;
-        }
-        let stored = m.insert_commit(tenant, commit.clone());
-        if let Some(mv) = ref_move {
-            m.set_ref(tenant, &mv.name, &stored.id, stored.created_at);
-        }
-        Ok(PutCommit::Created(stored))
-    }
-
     async fn create_batch(
         &self,
         tenant: &TenantId,
