@@ -1,11 +1,13 @@
-"""The HTTP requests each session-adapter operation sends, counted against
+"""The HTTP requests each adapter operation sends, counted against
 the live server, and pinned exactly: the regression guard issue 25 asks
 for ("The requests per operation for each adapter, counted by a test, so
 a regression to several round trips fails").
 
 The numbers are today's. ``CtxSession.add_items`` is one request once the
 session has seen its tip, and ``CtxSessionStore.append`` once the store
-has seen its key (the folded summary and the commit in one batch). Issue
+has seen its key (the folded summary and the commit in one batch); the
+LangGraph saver's ``put_writes`` is one batch, and its ``put`` one batch
+after a commit per list value that grew. Issue
 25 brings ``CtxSession.get_items`` (with or without ``limit``) and
 ``CtxSessionStore.load`` to one request each; the change that does it
 updates the lists below, and from then on any extra round trip fails
@@ -15,15 +17,20 @@ counts beside the rates.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
+import httpx
 import pytest
+from langgraph.checkpoint.base import empty_checkpoint
+from langgraph.checkpoint.base.id import uuid6
 from request_counting import CountingTransport, operation_of
 
 from ctx_client import AsyncClient
 from ctx_client.claude import CtxSessionStore
+from ctx_client.langgraph import AsyncCtxSaver
 from ctx_client.openai_agents import CtxSession
 
 
@@ -148,3 +155,158 @@ async def test_ctx_session_store_requests_per_operation(
     # A key never written: the ref's 404 is the answer.
     missing: Any = {"project_key": "p", "session_id": str(uuid.uuid4())}
     assert await sent(t, lambda: store.load(missing)) == ["get_ref"]
+
+
+def _checkpoint(messages: list[str], step: int) -> Any:
+    """A LangGraph checkpoint of a growing ``messages`` list and a ``step``."""
+    c: Any = empty_checkpoint()
+    c["id"] = str(uuid6(clock_seq=step))
+    c["channel_values"] = {"messages": messages, "step": step}
+    c["channel_versions"] = {"messages": step, "step": step}
+    return c
+
+
+async def _put(saver: AsyncCtxSaver, config: Any, c: Any) -> Any:
+    return await saver.aput(
+        config,
+        c,
+        {"source": "loop", "step": c["channel_values"]["step"], "run_id": "r-1"},
+        {"messages": c["channel_versions"]["messages"], "step": c["channel_versions"]["step"]},
+    )
+
+
+async def test_langgraph_saver_requests_per_operation(
+    counted: tuple[AsyncClient, CountingTransport], unique: str
+) -> None:
+    client, t = counted
+    saver = AsyncCtxSaver(client, prefix=f"lg-{unique}")
+    thread: Any = {"configurable": {"thread_id": "t-1", "checkpoint_ns": ""}}
+
+    async def put(config: Any, c: Any) -> Any:
+        return await _put(saver, config, c)
+
+    # put: the growing messages list is a link commit of its new elements
+    # (a ctx delta on the parent's link), then one batch holds the rest:
+    # the document's commit, the other values, the checkpoint's ref, the
+    # head and the run's index entry.
+    first = _checkpoint(["hi"], 1)
+    got: list[Any] = []
+
+    async def keep(op: Awaitable[Any]) -> None:
+        got[:] = [await op]
+
+    assert await sent(t, lambda: keep(put(thread, first))) == ["checkpoint", "batch"]
+    c1 = got[0]
+    # put_writes: the merged document and its ref and head moves, one batch.
+    writes = [("messages", ["there"]), ("step", 2)]
+    assert await sent(t, lambda: saver.aput_writes(c1, writes, "task-1")) == ["batch"]
+    # A repeat of the same writes changes nothing: no request.
+    assert await sent(t, lambda: saver.aput_writes(c1, writes, "task-1")) == []
+    second = _checkpoint(["hi", "there"], 2)
+    assert await sent(t, lambda: keep(put(c1, second))) == ["checkpoint", "batch"]
+    c2 = got[0]
+    # Without the list (no new messages, or a DeltaChannel's sentinel):
+    # one batch.
+    third = _checkpoint(["hi", "there"], 3)
+    third["channel_versions"]["messages"] = 2
+    assert await sent(
+        t,
+        lambda: keep(
+            saver.aput(c2, third, {"source": "loop", "step": 3, "run_id": "r-1"}, {"step": 3})
+        ),
+    ) == ["batch"]
+    # get_tuple of the latest, warm: the head only.
+    assert await sent(t, lambda: keep(saver.aget_tuple(thread))) == ["get_ref"]
+    assert got[0].checkpoint["channel_values"] == {"messages": ["hi", "there"], "step": 3}
+
+    # list, warm: one listing a page.
+    async def listed() -> None:
+        got[:] = [c async for c in saver.alist(thread)]
+
+    assert await sent(t, listed) == ["list_refs"]
+    assert [c.checkpoint["channel_values"]["step"] for c in got] == [3, 2, 1]
+    assert got[2].pending_writes == [("task-1", "messages", ["there"]), ("task-1", "step", 2)]
+    # A saver in a new process, cold: the head, the tip's commit and
+    # document, the step value, the messages' materialization and its
+    # bytes. Issue 25: one request.
+    cold = AsyncCtxSaver(client, prefix=f"lg-{unique}")
+    assert await sent(t, lambda: keep(cold.aget_tuple(thread))) == [
+        "get_ref",
+        "show",
+        "download_artifact",
+        "download_artifact",
+        "materialize",
+        "download_artifact",
+    ]
+    assert got[0].checkpoint["channel_values"] == {"messages": ["hi", "there"], "step": 3}
+
+
+class _Gate(CountingTransport):
+    """Counts requests with their statuses, and holds the first batch sent
+    after :attr:`gating` is set until :attr:`hold` is."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gating = False
+        self.held = asyncio.Event()
+        self.hold = asyncio.Event()
+        self.answered: list[tuple[str, int]] = []
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        op = operation_of(request.method, request.url.path)
+        if self.gating and op == "batch" and not self.held.is_set():
+            self.held.set()
+            await self.hold.wait()
+        resp = await super().handle_async_request(request)
+        self.answered.append((op, resp.status_code))
+        return resp
+
+
+async def test_langgraph_writes_sent_during_their_put_wait_for_it(
+    server_url: str, token: str, unique: str
+) -> None:
+    # LangGraph sends a checkpoint's put and its tasks' writes from
+    # background threads, so writes can reach the saver while their
+    # checkpoint's put is on its way. They wait for it, then go on its tip:
+    # no placeholder, no 409, one batch each.
+    t = _Gate()
+    async with AsyncClient(server_url, token=token, transport=t) as client:
+        saver = AsyncCtxSaver(client, prefix=f"lg-{unique}")
+        thread: Any = {"configurable": {"thread_id": "t-1", "checkpoint_ns": ""}}
+        c = _checkpoint(["hi"], 1)
+        at = {"configurable": {**thread["configurable"], "checkpoint_id": c["id"]}}
+        t.gating = True
+        put = asyncio.create_task(_put(saver, thread, c))
+        await t.held.wait()
+        mark = len(t.answered)
+        writes = asyncio.create_task(saver.aput_writes(at, [("step", 2)], "task-1"))
+        await asyncio.sleep(0.2)
+        assert not writes.done()
+        assert t.answered[mark:] == []
+        t.hold.set()
+        await asyncio.gather(put, writes)
+        assert t.answered == [("checkpoint", 201), ("batch", 201), ("batch", 201)]
+        got = await saver.aget_tuple(at)
+        assert got is not None and got.pending_writes == [("task-1", "step", 2)]
+
+
+async def test_langgraph_writes_before_their_put_are_taken_over_without_a_conflict(
+    server_url: str, token: str, unique: str
+) -> None:
+    # Writes that land before their checkpoint's put wait in a placeholder
+    # (one batch, no read: a checkpoint this saver never saw is taken not
+    # to exist); the put knows it and takes the writes over in its batch.
+    t = _Gate()
+    async with AsyncClient(server_url, token=token, transport=t) as client:
+        saver = AsyncCtxSaver(client, prefix=f"lg-{unique}")
+        thread: Any = {"configurable": {"thread_id": "t-1", "checkpoint_ns": ""}}
+        c = _checkpoint(["hi"], 1)
+        at = {"configurable": {**thread["configurable"], "checkpoint_id": c["id"]}}
+        await saver.aput_writes(at, [("step", 2)], "task-1")
+        assert t.answered == [("batch", 201)]
+        assert await saver.aget_tuple(at) is None  # a placeholder reads as no checkpoint
+        mark = len(t.answered)
+        await _put(saver, thread, c)
+        assert t.answered[mark:] == [("checkpoint", 201), ("batch", 201)]
+        got = await saver.aget_tuple(at)
+        assert got is not None and got.pending_writes == [("task-1", "step", 2)]

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import Sequence
 from typing import Any, cast
 
 from langchain_core.runnables import RunnableConfig
@@ -16,11 +18,24 @@ from langgraph.checkpoint.base import (
 )
 
 from .. import _routes as routes
+from .._core import artifact_ref_of
 from ..errors import ConflictError
 from ._document import DOC_VERSION, LIST_KIND, TEMPLATE, _b64, _created_at, _unb64
 from ._names import _parse_thread_ref, _unescape
-from ._op import Op
+from ._op import Op, _Wait
 from ._values import _Values
+
+# The most bytes of channel values a put sends inside its batch; more are
+# uploaded first, each on its own (a batch is one JSON body, and values
+# travel base64-encoded in it).
+BATCH_VALUE_BYTES = 1024 * 1024
+
+
+def _stale_move(e: ConflictError) -> int | None:
+    """The index of the batch's ref move a 409 refused (its field is
+    ``refs[i].expected``), ``None`` for another conflict."""
+    m = re.fullmatch(r"refs\[(\d+)\]\.expected", e.field or "")
+    return int(m.group(1)) if m else None
 
 
 class _Checkpoints(_Values):
@@ -59,36 +74,49 @@ class _Checkpoints(_Values):
             ],
         )
 
-    def commit_doc(
+    def commit_batch(
         self,
         doc: dict[str, Any],
         *,
         thread_id: str,
         parent: str | None,
-        ref: str,
-        expected: str | None,
+        moves: list[tuple[str, str | None]],
         trigger: str,
         created_at: str,
+        artifacts: Sequence[bytes] = (),
     ) -> Op[str]:
-        """Commits a document as a child of ``parent``, moving ``ref`` from
-        ``expected`` in the same request; the new commit's id."""
+        """Commits a document as a child of ``parent`` and moves each ref of
+        ``moves`` (name, expected) to it, with ``artifacts`` (the values the
+        document names), in one request and one atomic write; the new
+        commit's id. A stale expectation raises the batch's
+        :class:`ConflictError`, whose ``field`` is ``refs[i].expected``
+        (:func:`_stale_move`) and which writes nothing."""
         data = json.dumps(doc, separators=(",", ":"), sort_keys=True)
-        commit = yield routes.checkpoint(
-            principal=self.principal,
-            template=TEMPLATE,
-            format="raw",
-            delta=data,
-            parent=parent,
-            commit_type="snapshot",
-            checkpoint=trigger,
-            thread_id=thread_id if len(thread_id.encode()) <= 256 else None,
-            created_at=created_at,
-            ref=ref,
-            expected=expected,
+        done = yield routes.batch(
+            commits=[
+                {
+                    "principal": self.principal,
+                    "template": TEMPLATE,
+                    "format": "raw",
+                    "delta": data,
+                    "parent": parent,
+                    "commit_type": "snapshot",
+                    "checkpoint": trigger,
+                    "thread_id": thread_id if len(thread_id.encode()) <= 256 else None,
+                    "created_at": created_at,
+                }
+            ],
+            refs=[
+                {"name": name, "expected": expected, "target_in_batch": 0}
+                for name, expected in moves
+            ],
+            artifacts=list(artifacts),
         )
-        self.docs.put(commit["id"], doc, len(data))
-        self.saw(ref, commit["id"])
-        return cast(str, commit["id"])
+        tip = cast(str, done["commits"][0]["id"])
+        self.docs.put(tip, doc, len(data))
+        for name, _ in moves:
+            self.saw(name, tip)
+        return tip
 
     # -- operations -----------------------------------------------------------
 
@@ -110,6 +138,32 @@ class _Checkpoints(_Values):
         return self.tuple_of(thread_id, ns, doc, values)
 
     def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> Op[RunnableConfig]:
+        conf = config["configurable"]
+        thread_id, ns = conf["thread_id"], conf.get("checkpoint_ns", "")
+        name = self.names.checkpoint(thread_id, ns, checkpoint["id"])
+        after = [(self.writing, name)]
+        if parent_id := conf.get("checkpoint_id"):
+            parent = self.names.checkpoint(thread_id, ns, parent_id)
+            after += [(self.putting, parent), (self.writing, parent)]
+        # Writes of this checkpoint that came first (their placeholder is
+        # then known, and taken over in the batch, not after a 409), and
+        # the parent's put and writes (the parent's tip and the head are
+        # then where this saver saw them).
+        mine, before = self.begin(self.putting, name, *after)
+        try:
+            if before:
+                yield _Wait(before)
+            return (yield from self._put(config, checkpoint, metadata, new_versions))
+        finally:
+            self.end(self.putting, name, mine)
+
+    def _put(
         self,
         config: RunnableConfig,
         checkpoint: Checkpoint,
@@ -157,7 +211,15 @@ class _Checkpoints(_Values):
                 uploads.append((ch, typ, data))
             else:  # nothing to store (e.g. None): no artifact
                 entries[ch] = [typ, "", versions.get(ch)]
-        if uploads:
+        inline: list[bytes] = []
+        if sum(len(d) for _, _, d in uploads) <= BATCH_VALUE_BYTES:
+            # The values go in the batch, named by their hashes.
+            for ch, typ, data in uploads:
+                ref = artifact_ref_of(data)
+                entries[ch] = [typ, ref, versions.get(ch)]
+                inline.append(data)
+                self.blobs.put(ref, data, len(data))
+        elif uploads:
             infos = yield [routes.put_artifact(data) for _, _, data in uploads]
             for (ch, typ, data), info in zip(uploads, infos, strict=True):
                 entries[ch] = [typ, info["ref"], versions.get(ch)]
@@ -176,39 +238,49 @@ class _Checkpoints(_Values):
             "writes": [],
         }
         created_at = _created_at(checkpoint.get("ts"))
-        expected: str | None = None
+        # One batch: the document's commit, the checkpoint's ref (which
+        # must not exist yet), the head and the run's index entry (each
+        # from where this saver last saw it), and the values.
+        # The checkpoint's ref must not exist, unless this saver saw it: a
+        # placeholder of writes that came first, or the same checkpoint put
+        # before, whose writes the new document keeps.
+        expected = self.tips.get(name)
+        if expected is not None:
+            current = yield from self.doc(expected)
+            doc["writes"] = current["writes"]
+        head = self.names.head(thread_id, ns)
+        moves: list[tuple[str, str | None]] = [(name, expected), (head, self.tips.get(head))]
+        run_id = md.get("run_id")
+        if isinstance(run_id, str) and run_id:
+            entry = self.names.run_entry(run_id, thread_id, ns, checkpoint_id)
+            moves.append((entry, self.tips.get(entry)))
         for _ in range(20):
             try:
-                tip = yield from self.commit_doc(
+                yield from self.commit_batch(
                     doc,
                     thread_id=thread_id,
                     parent=parent_tip,
-                    ref=name,
-                    expected=expected,
+                    moves=moves,
                     trigger="turn_boundary",
                     created_at=created_at,
+                    artifacts=inline,
                 )
                 break
             except ConflictError as e:
-                # The ref exists: writes that arrived before the checkpoint
-                # (LangGraph sends both from background threads), or the same
-                # checkpoint put again. Keep its writes, replace the rest.
-                expected = e.current
-                self.saw(name, expected)
-                if expected is not None:
-                    current = yield from self.doc(expected)
+                k = _stale_move(e)
+                if k is None:
+                    raise
+                moves[k] = (moves[k][0], e.current)
+                self.saw(moves[k][0], e.current)
+                if k == 0 and e.current is not None:
+                    # The checkpoint's ref exists: writes that arrived
+                    # before the checkpoint (LangGraph sends both from
+                    # background threads), or the same checkpoint put
+                    # again. Keep its writes, replace the rest.
+                    current = yield from self.doc(e.current)
                     doc = {**doc, "writes": current["writes"]}
         else:
-            raise RuntimeError(f"ref {name} kept moving while putting {checkpoint_id}")
-
-        run_id = md.get("run_id")
-        side = [self.set_ref(self.names.head(thread_id, ns), tip)]
-        if isinstance(run_id, str) and run_id:
-            side.append(
-                self.set_ref(self.names.run_entry(run_id, thread_id, ns, checkpoint_id), tip)
-            )
-        for op in side:
-            yield from op
+            raise RuntimeError(f"refs of {checkpoint_id} kept moving while putting it")
         return {
             "configurable": {
                 "thread_id": thread_id,

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import dataclasses
 from collections.abc import Generator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, TypeVar, cast
 
 from .._core import Call
@@ -13,8 +14,23 @@ from ..client import AsyncClient, Client
 
 R = TypeVar("R")
 # An operation: yields a call (or a list of calls, sent concurrently) and
-# receives its result (or the list of results); returns R.
+# receives its result (or the list of results), or a _Wait and receives
+# None; returns R.
 Op = Generator[Any, Any, R]
+
+# How long an operation waits for the ones of this saver it follows; past
+# it, it goes on as if they had not started (its compare-and-swap stays
+# correct, only a 409 dearer).
+WAIT_SECONDS = 30.0
+
+
+@dataclasses.dataclass(frozen=True)
+class _Wait:
+    """Operations of this saver in flight that the yielding one follows
+    (the put of a checkpoint its writes attach to, the writes of a parent
+    whose head it moves): the driver waits until they end."""
+
+    futures: list[Future[None]]
 
 
 def _maybe(call: Call[Any], *also: int) -> Call[Any]:
@@ -31,8 +47,11 @@ def _drive_sync(client: Client, pool: ThreadPoolExecutor, op: Op[R]) -> R:
         request = next(op)
         while True:
             try:
-                if isinstance(request, list):
-                    result: Any = list(pool.map(client.send, request)) if request else []
+                if isinstance(request, _Wait):
+                    concurrent.futures.wait(request.futures, timeout=WAIT_SECONDS)
+                    result: Any = None
+                elif isinstance(request, list):
+                    result = list(pool.map(client.send, request)) if request else []
                 else:
                     result = client.send(request)
             except Exception as e:  # noqa: BLE001 - handed to the operation
@@ -48,8 +67,13 @@ async def _drive_async(client: AsyncClient, op: Op[R]) -> R:
         request = next(op)
         while True:
             try:
-                if isinstance(request, list):
-                    result: Any = await asyncio.gather(*(client.send(c) for c in request))
+                if isinstance(request, _Wait):
+                    await asyncio.wait(
+                        [asyncio.wrap_future(f) for f in request.futures], timeout=WAIT_SECONDS
+                    )
+                    result: Any = None
+                elif isinstance(request, list):
+                    result = await asyncio.gather(*(client.send(c) for c in request))
                 else:
                     result = await client.send(request)
             except Exception as e:  # noqa: BLE001 - handed to the operation

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import threading
+from concurrent.futures import Future
+
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from ._cache import _Cache
@@ -31,8 +34,43 @@ class _State:
         # Where this saver last saw each ref point: the first guess of a
         # compare-and-swap (a wrong guess costs a 409 that says the truth).
         self.tips: dict[str, str | None] = {}
+        # The puts and the put_writes in flight, by their checkpoint's ref:
+        # writes that reach the saver while their checkpoint's put is on
+        # its way wait for it (instead of racing it through a placeholder),
+        # and a put waits for its parent's writes (whose head move it
+        # would otherwise find stale). LangGraph sends both from background
+        # threads; writes of parallel tasks still go in parallel.
+        self.putting: dict[str, set[Future[None]]] = {}
+        self.writing: dict[str, set[Future[None]]] = {}
+        self._inflight = threading.Lock()
 
     def saw(self, name: str, target: str | None) -> None:
         if len(self.tips) > 100_000:
             self.tips.clear()
         self.tips[name] = target
+
+    def begin(
+        self,
+        table: dict[str, set[Future[None]]],
+        name: str,
+        *after: tuple[dict[str, set[Future[None]]], str],
+    ) -> tuple[Future[None], list[Future[None]]]:
+        """Records an operation on ``name`` in flight in ``table``; with it,
+        the operations in flight it follows (each ``(table, name)`` of
+        ``after``), taken in the same step: an operation waits only for
+        ones recorded before it, so no two wait for each other."""
+        fut: Future[None] = Future()
+        with self._inflight:
+            before = [f for t, n in after for f in t.get(n, ())]
+            table.setdefault(name, set()).add(fut)
+        return fut, before
+
+    def end(self, table: dict[str, set[Future[None]]], name: str, fut: Future[None]) -> None:
+        """The operation ``begin`` recorded has ended (either way)."""
+        with self._inflight:
+            left = table.get(name)
+            if left is not None:
+                left.discard(fut)
+                if not left:
+                    del table[name]
+        fut.set_result(None)

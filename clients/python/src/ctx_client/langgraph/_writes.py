@@ -8,17 +8,38 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import WRITES_IDX_MAP
 
-from .. import _routes as routes
-from ..errors import ConflictError, NotFoundError
-from ._checkpoints import _Checkpoints
+from ..errors import ConflictError
+from ._checkpoints import _Checkpoints, _stale_move
 from ._document import DOC_VERSION, _b64, _now
-from ._op import Op
+from ._op import Op, _Wait
 
 
 class _Writes(_Checkpoints):
-    """``put_writes``: a child commit, the checkpoint's ref moved by CAS."""
+    """``put_writes``: a child commit, the checkpoint's ref (and the head)
+    moved by CAS, in one batch."""
 
     def put_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str,
+    ) -> Op[None]:
+        conf = config["configurable"]
+        name = self.names.checkpoint(
+            conf["thread_id"], conf.get("checkpoint_ns", ""), conf["checkpoint_id"]
+        )
+        # The checkpoint's put, when it is on its way (LangGraph sends both
+        # from background threads): the writes then go on its tip.
+        mine, before = self.begin(self.writing, name, (self.putting, name))
+        try:
+            if before:
+                yield _Wait(before)
+            yield from self._put_writes(config, writes, task_id, task_path)
+        finally:
+            self.end(self.writing, name, mine)
+
+    def _put_writes(
         self,
         config: RunnableConfig,
         writes: Sequence[tuple[str, Any]],
@@ -34,7 +55,15 @@ class _Writes(_Checkpoints):
         for idx, (channel, value) in enumerate(writes):
             typ, data = self.serde.dumps_typed(value)
             encoded.append((task_id, WRITES_IDX_MAP.get(channel, idx), channel, typ, _b64(data)))
-        tip = yield from self.known_ref(name)
+        head = self.names.head(thread_id, ns)
+        # Where this saver last saw the checkpoint's ref; one it never saw
+        # is taken not to exist yet (a checkpoint whose put this saver has
+        # not sent), and a 409 says otherwise.
+        tip = self.tips.get(name)
+        # The head follows this checkpoint if it pointed at it: moved in the
+        # same batch unless this saver saw it elsewhere (a stale guess costs
+        # one 409, then the writes go without it).
+        with_head = True
         for _ in range(50):
             if tip is None:
                 # The checkpoint's put has not landed yet: keep the writes in a
@@ -54,29 +83,28 @@ class _Writes(_Checkpoints):
                     changed = True
             if not changed:
                 return None
-            new_doc = {**doc, "writes": list(merged.values())}
+            moves: list[tuple[str, str | None]] = [(name, tip)]
+            if tip is not None and with_head and self.tips.get(head, tip) == tip:
+                moves.append((head, tip))
             try:
-                new_tip = yield from self.commit_doc(
-                    new_doc,
+                yield from self.commit_batch(
+                    {**doc, "writes": list(merged.values())},
                     thread_id=thread_id,
                     parent=tip,
-                    ref=name,
-                    expected=tip,
+                    moves=moves,
                     trigger="tool_call",
                     created_at=_now(),
                 )
             except ConflictError as e:
-                # Another task's writes (or the put) landed first: merge again.
-                self.saw(name, e.current)
-                tip = e.current
+                k = _stale_move(e)
+                if k is None:
+                    raise
+                self.saw(moves[k][0], e.current)
+                if k == 0:
+                    # Another task's writes (or the put) landed first: merge again.
+                    tip = e.current
+                else:
+                    with_head = False
                 continue
-            if tip is None:
-                return None
-            head = self.names.head(thread_id, ns)
-            try:  # the head follows this checkpoint if it pointed at it
-                yield routes.put_ref(head, new_tip, tip)
-                self.saw(head, new_tip)
-            except (ConflictError, NotFoundError):
-                pass
             return None
         raise RuntimeError(f"writes to {checkpoint_id} kept conflicting")
