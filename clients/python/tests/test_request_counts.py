@@ -227,13 +227,12 @@ async def test_langgraph_saver_requests_per_operation(
     assert [c.checkpoint["channel_values"]["step"] for c in got] == [3, 2, 1]
     assert got[2].pending_writes == [("task-1", "messages", ["there"]), ("task-1", "step", 2)]
     # A saver in a new process, cold: the head, the tip's commit and
-    # document, the step value, the messages' materialization and its
-    # bytes. Issue 25: one request.
+    # document (which holds the small step value), the messages'
+    # materialization and its bytes. Issue 25: one request.
     cold = AsyncCtxSaver(client, prefix=f"lg-{unique}")
     assert await sent(t, lambda: keep(cold.aget_tuple(thread))) == [
         "get_ref",
         "show",
-        "download_artifact",
         "download_artifact",
         "materialize",
         "download_artifact",

@@ -20,7 +20,16 @@ from langgraph.checkpoint.base import (
 from .. import _routes as routes
 from .._core import artifact_ref_of
 from ..errors import ConflictError
-from ._document import DOC_VERSION, LIST_KIND, TEMPLATE, _b64, _created_at, _unb64
+from ._document import (
+    DOC_VERSION,
+    INLINE,
+    INLINE_VALUE_BYTES,
+    LIST_KIND,
+    TEMPLATE,
+    _b64,
+    _created_at,
+    _unb64,
+)
 from ._names import _parse_thread_ref, _unescape
 from ._op import Op, _Wait
 from ._values import _Values
@@ -207,7 +216,9 @@ class _Checkpoints(_Values):
                 entries[ch] = [LIST_KIND, link, version]
                 continue
             typ, data = self.serde.dumps_typed(value)
-            if data:
+            if data and len(data) <= INLINE_VALUE_BYTES:
+                entries[ch] = [typ, INLINE + _b64(data), version]
+            elif data:
                 uploads.append((ch, typ, data))
             else:  # nothing to store (e.g. None): no artifact
                 entries[ch] = [typ, "", versions.get(ch)]

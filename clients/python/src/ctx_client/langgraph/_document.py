@@ -6,10 +6,16 @@ import base64
 import struct
 from datetime import UTC, datetime
 
-DOC_VERSION = 1
+# 2: a value entry may hold its bytes (INLINE).
+DOC_VERSION = 2
 TEMPLATE = "langgraph"
 # The type slot of a value entry stored as a ctx chain of list elements.
 LIST_KIND = "ctx-list"
+# The ref slot of a value entry that holds its bytes (base64) instead of an
+# artifact's ref: values of at most INLINE_VALUE_BYTES (a few small
+# channels change every step; an artifact each would cost a file).
+INLINE = "="
+INLINE_VALUE_BYTES = 1024
 
 
 def _encode_records(elements: list[tuple[str, bytes]]) -> bytes:

@@ -7,7 +7,15 @@ import json
 from typing import Any, cast
 
 from .. import _routes as routes
-from ._document import LIST_KIND, TEMPLATE, _decode_records, _encode_records, _now
+from ._document import (
+    INLINE,
+    LIST_KIND,
+    TEMPLATE,
+    _decode_records,
+    _encode_records,
+    _now,
+    _unb64,
+)
 from ._op import Op
 from ._refs import _Refs
 
@@ -93,7 +101,10 @@ class _Values(_Refs):
         missing = [
             e[1]
             for e in entries.values()
-            if e[1] and e[0] != LIST_KIND and self.blobs.get(e[1]) is None
+            if e[1]
+            and e[0] != LIST_KIND
+            and not e[1].startswith(INLINE)
+            and self.blobs.get(e[1]) is None
         ]
         missing = list(dict.fromkeys(missing))
         if missing:
@@ -105,6 +116,9 @@ class _Values(_Refs):
             if typ == LIST_KIND:
                 elements = yield from self.link_elements(ref)
                 out[ch] = [self.serde.loads_typed(e) for e in elements]
+                continue
+            if ref.startswith(INLINE):
+                out[ch] = self.serde.loads_typed((typ, _unb64(ref[len(INLINE) :])))
                 continue
             data = self.blobs.get(ref) if ref else b""
             if data is None:
