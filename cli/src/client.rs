@@ -22,8 +22,9 @@ use ctx_core::wire::{
     ArtifactInfo, BatchRequest, BatchResponse, BranchCreateRequest, BranchCreated,
     BranchReturnRequest, BranchReturned, BranchStatusResponse, CheckpointRequest, CompactRequest,
     CompactResponse, Erased, EvictRequest, Evicted, FileList, HistoryResponse, MaterializeRequest,
-    MaterializeResponse, MissingSummaryList, PinChanged, PinList, RefList, ResolveResponse,
-    SessionEnded, SetRefRequest, SummarizeRequest, UpdateMetadataRequest, UploadRequest,
+    MaterializeResponse, MissingSummaryList, PinChanged, PinList, ReadRequest, ReadResponse,
+    RefList, ResolveResponse, SessionEnded, SetRefRequest, SummarizeRequest, UpdateMetadataRequest,
+    UploadRequest,
 };
 use ctx_core::workspace::context::Context;
 use ctx_core::workspace::{FilePath, WorkspaceId};
@@ -362,8 +363,18 @@ impl Client {
         self.json(Route::Materialize(id), Body::json(req)?).await
     }
 
-    /// [`Client::materialize`], then [`Client::download_artifact`] of the
-    /// result: the response and the context's bytes.
+    /// `POST /v1/read`: the context at a ref's tip or a commit, with its
+    /// bytes inline when they are at most 1 MiB.
+    ///
+    /// # Errors
+    /// `NotFound`, `Invalid`; as [`Client::healthz`].
+    pub async fn read(&self, req: &ReadRequest) -> Result<ReadResponse> {
+        self.json(Route::Read, Body::json(req)?).await
+    }
+
+    /// The context at `id` and its bytes: one [`Client::read`], and a
+    /// [`Client::download_artifact`] of the result only when it is too large
+    /// to come inline.
     ///
     /// # Errors
     /// As both.
@@ -372,8 +383,32 @@ impl Client {
         id: &CommitId,
         req: &MaterializeRequest,
     ) -> Result<(MaterializeResponse, Vec<u8>)> {
-        let m = self.materialize(id, req).await?;
-        let bytes = self.download_artifact(&m.result.artifact_ref).await?;
+        let r = self
+            .read(&ReadRequest {
+                commit: Some(*id),
+                stop: req.stop,
+                format: req.format.clone(),
+                ..ReadRequest::default()
+            })
+            .await?;
+        let bytes = match (r.content, r.content_base64) {
+            (Some(text), _) => text.into_bytes(),
+            (None, Some(b64)) => {
+                use base64::Engine as _;
+                base64::engine::general_purpose::STANDARD
+                    .decode(b64)
+                    .map_err(|e| {
+                        Error::internal(format!(
+                            "the server sent content_base64 that is not base64: {e}"
+                        ))
+                    })?
+            }
+            (None, None) => self.download_artifact(&r.result.artifact_ref).await?,
+        };
+        let m = MaterializeResponse {
+            result: r.result,
+            cached: r.cached,
+        };
         Ok((m, bytes))
     }
 
@@ -865,6 +900,7 @@ enum Route<'a> {
     Summarize(&'a CommitId),
     Compact(&'a CommitId),
     Materialize(&'a CommitId),
+    Read,
     Resolve(&'a Principal, Option<DateTime<Utc>>),
     ListRefs(&'a str, Option<usize>),
     GetRef(&'a RefName),
@@ -931,10 +967,9 @@ impl Route<'_> {
             DeleteFile(..) | DeleteRef(..) | EraseSession(..) | ErasePrincipal(..)
             | DeletePin(_) => Method::DELETE,
             AppendFile(..) => Method::POST,
-            UploadArtifact | UploadUrl | Checkpoint | Batch | Materialize(_) | Summarize(_)
-            | Compact(_) | BranchCreate | BranchReturn(_) | SessionEnd(_) | Gc | EvictRef(_) => {
-                Method::POST
-            }
+            UploadArtifact | UploadUrl | Checkpoint | Batch | Materialize(_) | Read
+            | Summarize(_) | Compact(_) | BranchCreate | BranchReturn(_) | SessionEnd(_) | Gc
+            | EvictRef(_) => Method::POST,
             UpdateMetadata(_) => Method::PATCH,
             SetRef(_) => Method::PUT,
         }
@@ -960,6 +995,7 @@ impl Route<'_> {
                 .seg("history")
                 .query_opt("depth", depth),
             Materialize(id) => t.seg("v1").seg("commits").seg(id).seg("materialize"),
+            Read => t.seg("v1").seg("read"),
             MissingSummaries(limit, cursor) => t
                 .seg("v1")
                 .seg("commits")
@@ -1220,6 +1256,7 @@ mod tests {
             Route::Summarize(&id),
             Route::Compact(&id),
             Route::Materialize(&id),
+            Route::Read,
             Route::Resolve(&who, None),
             Route::ListRefs("", None),
             Route::GetRef(&name),

@@ -375,8 +375,8 @@ async def test_load_spans_a_compaction(aclient: AsyncClient, namespace: str) -> 
 async def test_requests_per_call(server_url: str, token: str, namespace: str) -> None:
     """What each call costs in requests once the store knows the key: an
     append is one (of a main transcript, a batch of the folded summary and
-    the checkpoint with its ref move); a load three (ref, materialize,
-    artifact)."""
+    the checkpoint with its ref move); a load one (the ref's tip read
+    whole)."""
     sent: list[str] = []
 
     async def count(request: httpx.Request) -> None:
@@ -397,7 +397,7 @@ async def test_requests_per_call(server_url: str, token: str, namespace: str) ->
         assert sent == ["POST commits"]
         sent.clear()
         await store.load(key)
-        assert sent == ["GET refs", "POST commits", "GET artifacts"]
+        assert sent == ["POST read"]
 
 
 async def test_entries_another_writer_stored_are_not_appended_again(

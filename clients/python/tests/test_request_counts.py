@@ -85,9 +85,9 @@ async def test_ctx_session_requests_per_operation(
         "checkpoint",
     ]
     assert await sent(t, lambda: s.add_items([_user(1), _assistant(1)])) == ["checkpoint"]
-    # get_items: the tip, its materialization, the materialized bytes.
-    # Issue 25: one request, with or without a limit.
-    read = ["get_ref", "materialize", "download_artifact"]
+    # get_items: the tip and its items, with or without a limit, in one
+    # request.
+    read = ["read"]
     got: list[Any] = []
 
     async def get(limit: int | None) -> None:
@@ -125,36 +125,35 @@ async def test_ctx_session_store_requests_per_operation(
             {"type": "x", "uuid": f"a-{i}", "text": f"a {i}"},
         ]
 
-    # append, a key this store has not seen: the ref (404), then the
-    # folded session summary and the checkpoint in one batch.
-    assert await sent(t, lambda: store.append(key, entries(0))) == ["get_ref", "batch"]
+    # append, a key this store has not seen: the read of the ref (404),
+    # then the folded session summary and the checkpoint in one batch.
+    assert await sent(t, lambda: store.append(key, entries(0))) == ["read", "batch"]
     # append, steady state on a main transcript: one request.
     assert await sent(t, lambda: store.append(key, entries(1))) == ["batch"]
     # A subagent transcript has no summary: one request once its tip is known.
-    assert await sent(t, lambda: store.append(sub, entries(2))) == ["get_ref", "checkpoint"]
+    assert await sent(t, lambda: store.append(sub, entries(2))) == ["read", "checkpoint"]
     assert await sent(t, lambda: store.append(sub, entries(3))) == ["checkpoint"]
-    # load: the ref, the materialization, its bytes. Issue 25: one request.
+    # load: the ref's tip and its entries, one request.
     loaded: list[Any] = []
 
     async def load() -> None:
         loaded[:] = await store.load(key) or []
 
-    assert await sent(t, load) == ["get_ref", "materialize", "download_artifact"]
+    assert await sent(t, load) == ["read"]
     assert loaded == entries(0) + entries(1)
     # A store in a new process resuming the session appends after reading
-    # the whole chain and the tip's summary. Issue 25: one request.
+    # the whole transcript (one request) and the tip's folded summary (its
+    # commit and artifact).
     resumed = CtxSessionStore(client, namespace=namespace)
     assert await sent(t, lambda: resumed.append(key, entries(4))) == [
-        "get_ref",
-        "materialize",
-        "download_artifact",
+        "read",
         "show",
         "download_artifact",
         "batch",
     ]
-    # A key never written: the ref's 404 is the answer.
+    # A key never written: the read's 404 is the answer.
     missing: Any = {"project_key": "p", "session_id": str(uuid.uuid4())}
-    assert await sent(t, lambda: store.load(missing)) == ["get_ref"]
+    assert await sent(t, lambda: store.load(missing)) == ["read"]
 
 
 def _checkpoint(messages: list[str], step: int) -> Any:

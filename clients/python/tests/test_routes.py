@@ -55,6 +55,7 @@ def test_openapi_paths_are_covered(client: Client) -> None:
         ("post", "/v1/commits/{ctx}/summarize"),
         ("post", "/v1/commits/{ctx}/compact"),
         ("post", "/v1/commits/{ctx}/materialize"),
+        ("post", "/v1/read"),
         ("get", "/v1/resolve"),
         ("get", "/v1/refs"),
         ("get", "/v1/refs/{name}"),

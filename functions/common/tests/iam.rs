@@ -359,6 +359,19 @@ async fn drive(fleet: &mut Fleet, clock: &ManualClock) {
             )
             .await;
     }
+    // A read of a ref's tip (the batch's second commit, cold: it writes
+    // the cache entry, and its bytes come inline), then of the tip above
+    // (cached: its bytes are read back from cache/).
+    for body in [
+        json!({"ref": format!("batch/{s}/b")}),
+        json!({"commit": tip, "format": "raw", "stop": "root"}),
+    ] {
+        let (status, read) = fleet
+            .call("POST /v1/read", "/v1/read", Body::Json(body))
+            .await;
+        assert_eq!(status, 200, "{read}");
+        assert!(read.get("content").is_some(), "{read}");
+    }
     fleet
         .call(
             "GET /v1/resolve",

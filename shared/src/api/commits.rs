@@ -17,13 +17,14 @@ use crate::error::Error;
 use crate::id::{BranchId, CommitId, Principal};
 use crate::service::{
     BatchArtifact, BatchDone, BatchEntry, BudgetNotice, Delta, Limits, NewBatch, NewCommit,
-    NewRefMove, RefTarget, Service,
+    NewRefMove, ReadTarget, RefTarget, Service,
 };
 use crate::store::check_batch_size;
 use crate::wire::{
     BatchRequest, BatchResponse, CheckpointRequest, CompactRequest, CompactResponse,
-    HistoryResponse, MaterializeRequest, MaterializeResponse, MissingSummaryList, ResolveResponse,
-    SummarizeRequest, UpdateMetadataRequest,
+    HistoryResponse, MaterializeRequest, MaterializeResponse, MissingSummaryList,
+    READ_CONTENT_BYTES, ReadRequest, ReadResponse, ResolveResponse, SummarizeRequest,
+    UpdateMetadataRequest,
 };
 
 /// The response header a checkpoint into a branch carries from 80% of its
@@ -522,6 +523,59 @@ pub(super) async fn materialize(
             .await?
             .into(),
     ))
+}
+
+/// Reads the context at a ref's tip (or at a commit) in one request: the
+/// commit, its materialization (as `POST /v1/commits/{ctx}/materialize`
+/// makes it) and, up to 1 MiB, its bytes inline; a larger context is
+/// downloaded from `artifact_ref`.
+#[utoipa::path(post, path = "/v1/read", tag = "commits", request_body = ReadRequest,
+    responses((status = 200, description = "The context", body = ReadResponse),
+        (status = 400, description = "Neither or both of `ref` and `commit`, a stop that is not an ancestor, or a format that cannot be produced", body = ErrorBody),
+        (status = 404, description = "No such ref or commit", body = ErrorBody),
+        (status = 413, description = "A body over the JSON limit", body = ErrorBody)),
+    security(("bearer" = [])))]
+pub(super) async fn read(
+    State(s): State<AppState>,
+    caller: Caller,
+    Json(req): Json<ReadRequest>,
+) -> ApiResult<axum::Json<ReadResponse>> {
+    let target = match (req.ref_name, req.commit) {
+        (Some(name), None) => ReadTarget::Ref(name),
+        (None, Some(id)) => ReadTarget::Commit(id),
+        (Some(_), Some(_)) => {
+            return Err(Error::invalid("commit", "give `ref` or `commit`, not both").into());
+        }
+        (None, None) => return Err(Error::invalid("ref", "give `ref` or `commit`").into()),
+    };
+    let read = s
+        .service
+        .read(
+            &caller.tenant,
+            target,
+            req.stop.unwrap_or_default(),
+            req.format,
+            READ_CONTENT_BYTES,
+        )
+        .await?;
+    let (content, content_base64) = match read.bytes {
+        None => (None, None),
+        Some(b) => match String::from_utf8(b.to_vec()) {
+            Ok(text) => (Some(text), None),
+            Err(e) => {
+                use base64::Engine as _;
+                let b64 = base64::engine::general_purpose::STANDARD.encode(e.as_bytes());
+                (None, Some(b64))
+            }
+        },
+    };
+    Ok(axum::Json(ReadResponse {
+        commit: read.commit,
+        result: read.materialization.result,
+        cached: read.materialization.cached,
+        content,
+        content_base64,
+    }))
 }
 
 /// What did `principal` know at `at`: the newest commit at or before it.

@@ -996,3 +996,56 @@ async fn gc_takes_an_absent_or_null_body() {
     let (status, _) = h.raw("POST", "/v1/gc", Some(TOKEN_A), b"[]".to_vec()).await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
 }
+
+/// `POST /v1/read`: a ref's tip in one request, its bytes inline as text,
+/// or as base64 when they are not UTF-8; the same as materialize answers.
+#[tokio::test]
+async fn read_answers_a_refs_context_and_its_bytes_in_one_request() {
+    let h = harness().await;
+    let a = h
+        .ok("POST", "/v1/commits", checkpoint_body("one\n", None))
+        .await;
+    let a_id = a["id"].as_str().unwrap();
+    let b = h
+        .ok("POST", "/v1/commits", checkpoint_body("two\n", Some(a_id)))
+        .await;
+    let b_id = b["id"].as_str().unwrap();
+    h.ok("PUT", "/v1/refs/sessions/r", json!({"target": b_id}))
+        .await;
+    let read = h.ok("POST", "/v1/read", json!({"ref": "sessions/r"})).await;
+    assert_eq!(read["commit"], json!(b_id));
+    assert_eq!(read["content"], json!("one\ntwo\n"));
+    assert!(read.get("content_base64").is_none(), "{read}");
+    let m = h
+        .ok(
+            "POST",
+            &format!("/v1/commits/{b_id}/materialize"),
+            json!({}),
+        )
+        .await;
+    for k in [
+        "artifact_ref",
+        "size",
+        "message_count",
+        "token_count",
+        "tier",
+    ] {
+        assert_eq!(read[k], m[k], "{k}");
+    }
+
+    let mut bin = checkpoint_body("", Some(b_id));
+    bin.as_object_mut().unwrap().remove("delta");
+    bin["delta_base64"] = json!("/w==");
+    let c = h.ok("POST", "/v1/commits", bin).await;
+    let read = h
+        .ok(
+            "POST",
+            "/v1/read",
+            json!({"commit": c["id"], "stop": "root"}),
+        )
+        .await;
+    assert!(read.get("content").is_none(), "{read}");
+    use base64::Engine as _;
+    let want = base64::engine::general_purpose::STANDARD.encode(b"one\ntwo\n\xff");
+    assert_eq!(read["content_base64"], json!(want));
+}

@@ -68,7 +68,7 @@ impl Service {
     /// may not be stored yet: its bytes answer. A result rebuilt from its
     /// cache entry and larger than `limit` is stored again first, so that
     /// it can be fetched directly too.
-    async fn fetch_within(
+    pub(super) async fn fetch_within(
         &self,
         tenant: &TenantId,
         artifact: &ArtifactRef,

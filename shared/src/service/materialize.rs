@@ -16,8 +16,8 @@ use crate::commit::{Commit, CommitType, Stop};
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::FormatId;
 use crate::format::translate::{self, Part, Tier};
-use crate::id::{ArtifactRef, CommitId, Hash, TenantId};
-use crate::store::{BlobArea, MaterializeKey, Materialized};
+use crate::id::{ArtifactRef, CommitId, Hash, RefName, TenantId};
+use crate::store::{BlobArea, Fetched, MaterializeKey, Materialized};
 
 /// Artifact reads in flight at once during materialize.
 const FETCH_CONCURRENCY: usize = 16;
@@ -43,7 +43,77 @@ pub struct Materialization {
     pub cached: bool,
 }
 
+/// What [`Service::read`] reads.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReadTarget {
+    /// The tip of a ref.
+    Ref(RefName),
+    /// A commit.
+    Commit(CommitId),
+}
+
+/// A context read in one step: [`Service::read`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Read {
+    /// The commit read (the ref's tip).
+    pub commit: CommitId,
+    /// Its materialization.
+    pub materialization: Materialization,
+    /// Its bytes, when they are at most the limit asked for.
+    pub bytes: Option<Bytes>,
+}
+
 impl Service {
+    /// The context at `target` (a ref's tip or a commit) materialized from
+    /// `stop` in `format`, as [`Service::materialize`] does, with its bytes
+    /// when they are at most `content_limit`: what a reader otherwise gets
+    /// in three requests (the ref, the materialize, the download).
+    ///
+    /// # Errors
+    /// `NotFound` naming `ref` or `commit`; else as [`Service::materialize`].
+    pub async fn read(
+        &self,
+        tenant: &TenantId,
+        target: ReadTarget,
+        stop: Stop,
+        format: Option<FormatId>,
+        content_limit: u64,
+    ) -> Result<Read> {
+        let (commit, field) = match target {
+            ReadTarget::Commit(id) => (id, "commit"),
+            ReadTarget::Ref(name) => (
+                self.get_ref(tenant, &name)
+                    .await
+                    .map_err(|e| e.with_field("ref"))?
+                    .target,
+                "ref",
+            ),
+        };
+        let (materialization, joined) = self
+            .materialize_bytes(tenant, &commit, stop, format)
+            .await
+            .map_err(|e| match e.kind {
+                ErrorKind::NotFound if e.field.is_none() => e.with_field(field),
+                _ => e,
+            })?;
+        let art = &materialization.result.artifact_ref;
+        let bytes = if materialization.result.size > content_limit {
+            None
+        } else if let Some(b) = joined {
+            Some(b)
+        } else {
+            match self.fetch_within(tenant, art, content_limit).await? {
+                Fetched::Bytes(b) => Some(b),
+                Fetched::Url(_) => None,
+            }
+        };
+        Ok(Read {
+            commit,
+            materialization,
+            bytes,
+        })
+    }
+
     /// Rebuilds the context at `id` from `stop` in `format` (the tip's when
     /// absent): walks to the stop point, joins the deltas in order, stores
     /// the result as an artifact and caches it per (commit, stop, format).

@@ -356,6 +356,53 @@ impl From<Materialization> for MaterializeResponse {
     }
 }
 
+/// `POST /v1/read`: the context at a ref's tip (or at a commit) in one
+/// request; give `ref` or `commit`, not both.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReadRequest {
+    /// The ref whose tip to read.
+    #[serde(default, rename = "ref", skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<String>)]
+    pub ref_name: Option<RefName>,
+    /// The commit to read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub commit: Option<CommitId>,
+    /// `compaction` (default), `root`, or a `ctx-…` ancestor.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<String>, pattern = "^(compaction|root|ctx-[0-9a-f]{32})$")]
+    pub stop: Option<Stop>,
+    /// The format wanted; the tip's format when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub format: Option<FormatId>,
+}
+
+/// A context read in one request: the commit, its materialization and,
+/// when it is at most [`READ_CONTENT_BYTES`], its bytes (as UTF-8 text, or
+/// base64 when they are not UTF-8). Larger contexts are downloaded from
+/// `artifact_ref` (`GET /v1/artifacts/{art}`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct ReadResponse {
+    /// The commit read (the ref's tip).
+    pub commit: CommitId,
+    /// The artifact holding the context, its size, counts and tier.
+    #[serde(flatten)]
+    pub result: Materialized,
+    /// Whether it came from the cache.
+    pub cached: bool,
+    /// The bytes, as UTF-8 text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content: Option<String>,
+    /// The bytes, base64-encoded (standard alphabet, padded), when they are
+    /// not UTF-8.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content_base64: Option<String>,
+}
+
+/// The most bytes `POST /v1/read` answers inline (1 MiB: with JSON's
+/// escapes or base64, well inside a Lambda response's 6 MB).
+pub const READ_CONTENT_BYTES: u64 = 1024 * 1024;
+
 /// `PATCH /v1/commits/{ctx}`: summary and tags are all that may change.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]

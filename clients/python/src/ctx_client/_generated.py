@@ -84,6 +84,8 @@ __all__ = [
     "PresignedDownload",
     "PresignedUpload",
     "Principal",
+    "ReadRequest",
+    "ReadResponse",
     "RefList",
     "RefMove",
     "RefName",
@@ -151,6 +153,7 @@ OPERATIONS = {
     "set_pin": ("PUT", "/v1/pins/{kind}/{name}"),
     "delete_pin": ("DELETE", "/v1/pins/{kind}/{name}"),
     "erase_principal": ("DELETE", "/v1/principals/{principal}"),
+    "read": ("POST", "/v1/read"),
     "list_refs": ("GET", "/v1/refs"),
     "get_ref": ("GET", "/v1/refs/{name}"),
     "set_ref": ("PUT", "/v1/refs/{name}"),
@@ -1035,6 +1038,40 @@ class PresignedUpload(TypedDict):
 Principal: TypeAlias = str
 
 
+class ReadRequest(TypedDict):
+    """`POST /v1/read`: the context at a ref's tip (or at a commit) in one
+    request; give `ref` or `commit`, not both.
+    """
+
+    commit: NotRequired[CommitId | None]
+    """The commit to read."""
+    format: NotRequired[FormatId | None]
+    """The format wanted; the tip's format when absent."""
+    ref: NotRequired[str | None]
+    """The ref whose tip to read."""
+    stop: NotRequired[str | None]
+    """`compaction` (default), `root`, or a `ctx-…` ancestor."""
+
+
+class ReadResponse(Materialized):
+    """A context read in one request: the commit, its materialization and,
+    when it is at most [`READ_CONTENT_BYTES`], its bytes (as UTF-8 text, or
+    base64 when they are not UTF-8). Larger contexts are downloaded from
+    `artifact_ref` (`GET /v1/artifacts/{art}`).
+    """
+
+    cached: bool
+    """Whether it came from the cache."""
+    commit: CommitId
+    """The commit read (the ref's tip)."""
+    content: NotRequired[str | None]
+    """The bytes, as UTF-8 text."""
+    content_base64: NotRequired[str | None]
+    """The bytes, base64-encoded (standard alphabet, padded), when they are
+    not UTF-8.
+    """
+
+
 class RefList(TypedDict):
     """A list of refs."""
 
@@ -1684,6 +1721,15 @@ def put_working_context(
     return Call(
         "PUT", f"/v1/agents/{seg(agent)}/working-context", parse_json, json_body=body, has_json=True
     )
+
+
+def read(body: ReadRequest) -> Call[ReadResponse]:
+    """``POST /v1/read``: Reads the context at a ref's tip (or at a commit) in one request: the
+    commit, its materialization (as `POST /v1/commits/{ctx}/materialize`
+    makes it) and, up to 1 MiB, its bytes inline; a larger context is
+    downloaded from `artifact_ref`.
+    """
+    return Call("POST", "/v1/read", parse_json, json_body=body, has_json=True)
 
 
 def read_context(ws: WorkspaceId) -> Call[Context]:

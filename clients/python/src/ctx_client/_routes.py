@@ -49,6 +49,8 @@ from .models import (
     PinChanged,
     PinList,
     PresignedUpload,
+    ReadRequest,
+    ReadResponse,
     RefRecord,
     Restored,
     RestoreRequest,
@@ -303,6 +305,29 @@ def materialize(
     """``POST /v1/commits/{ctx}/materialize``: ``stop`` is ``compaction``
     (default), ``root`` or a ``ctx-…`` ancestor."""
     return api.materialize(ctx_id, _drop_none(MaterializeRequest(stop=stop, format=format)))
+
+
+def read(
+    ref: str | None = None,
+    *,
+    commit: str | None = None,
+    stop: str | None = None,
+    format: str | None = None,
+) -> Call[ReadResponse]:
+    """``POST /v1/read``: the context at ``ref``'s tip (or at ``commit``) in
+    one request: the commit, its materialization and, up to 1 MiB, its
+    bytes (:func:`content_of`; a larger context is downloaded from
+    ``artifact_ref``)."""
+    return api.read(_drop_none(ReadRequest(ref=ref, commit=commit, stop=stop, format=format)))
+
+
+def content_of(read: ReadResponse) -> bytes | None:
+    """The bytes a :func:`read` answered inline, ``None`` when it did not."""
+    if (text := read.get("content")) is not None:
+        return text.encode()
+    if (b64 := read.get("content_base64")) is not None:
+        return base64.b64decode(b64)
+    return None
 
 
 def resolve(principal: str, at: datetime | str | None = None) -> Call[str]:

@@ -221,18 +221,20 @@ class CtxSessionStore(SessionStore):
         self._last_us = max(time.time_ns() // 1000, self._last_us + 1)
         return datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=self._last_us)
 
+    async def _read(self, ref: str) -> tuple[str, list[SessionStoreEntry]] | None:
+        """The ref's tip and its entries, in one request (``POST /v1/read``);
+        ``None`` when the ref does not exist."""
+        try:
+            read, data = await self.client.read_bytes(ref, stop="root")
+        except NotFoundError as e:
+            if e.field != "ref":
+                raise
+            return None
+        return read["commit"], _entries_of(data)
+
     async def _entries_at(self, commit: str) -> list[SessionStoreEntry]:
         _, data = await self.client.materialize_bytes(commit, stop="root")
-        out: list[SessionStoreEntry] = []
-        # Only "\n" ends a line: str.splitlines would also cut at U+2028.
-        for line in data.decode("utf-8").split("\n"):
-            if not line:
-                continue
-            entry = json.loads(line)
-            if isinstance(entry, dict) and entry.get("type") == VERBATIM and "entry" in entry:
-                entry = entry["entry"]
-            out.append(entry)
-        return out
+        return _entries_of(data)
 
     async def _summary_at(
         self, key: SessionKey, commit: str, entries: list[SessionStoreEntry] | None = None
@@ -356,16 +358,15 @@ class CtxSessionStore(SessionStore):
 
     async def _refresh(self, ref: str, key: SessionKey) -> _Tip:
         """Where the ref is now, and what it holds."""
-        try:
-            record = await self.client.get_ref(ref)
-        except NotFoundError:
+        read = await self._read(ref)
+        if read is None:
             tip = _Tip(None, [])
             self._tips[ref] = tip
             return tip
-        entries = await self._entries_at(record["target"])
-        tip = _Tip(record["target"], entries)
+        target, entries = read
+        tip = _Tip(target, entries)
         if not key.get("subpath"):
-            tip.summary = await self._summary_at(key, record["target"], entries)
+            tip.summary = await self._summary_at(key, target, entries)
         self._tips[ref] = tip
         return tip
 
@@ -373,11 +374,8 @@ class CtxSessionStore(SessionStore):
 
     async def load(self, key: SessionKey) -> list[SessionStoreEntry] | None:
         """The key's entries, oldest first, or ``None`` if it has no ref."""
-        try:
-            record = await self.client.get_ref(self.ref_name(key))
-        except NotFoundError:
-            return None
-        return await self._entries_at(record["target"])
+        read = await self._read(self.ref_name(key))
+        return None if read is None else read[1]
 
     # --- listing ------------------------------------------------------------
 
@@ -445,3 +443,17 @@ class CtxSessionStore(SessionStore):
             for r in await self._refs_under(ref + "/"):
                 await self._delete_ref(r["name"])
         await self._delete_ref(ref)
+
+
+def _entries_of(data: bytes) -> list[SessionStoreEntry]:
+    """A materialized transcript's entries (JSONL), verbatim ones unwrapped."""
+    out: list[SessionStoreEntry] = []
+    # Only "\n" ends a line: str.splitlines would also cut at U+2028.
+    for line in data.decode("utf-8").split("\n"):
+        if not line:
+            continue
+        entry = json.loads(line)
+        if isinstance(entry, dict) and entry.get("type") == VERBATIM and "entry" in entry:
+            entry = entry["entry"]
+        out.append(entry)
+    return out

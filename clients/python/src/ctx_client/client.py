@@ -33,7 +33,7 @@ from ._core import (
     takes_no_direct_uploads,
 )
 from .errors import CtxError
-from .models import MaterializeResponse, PresignedUpload
+from .models import MaterializeResponse, PresignedUpload, ReadResponse
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -206,6 +206,7 @@ class Client(_Base):
     summarize = _sync(_routes.summarize)
     compact = _sync(_routes.compact)
     materialize = _sync(_routes.materialize)
+    read = _sync(_routes.read)
     resolve = _sync(_routes.resolve)
     list_refs = _sync(_routes.list_refs)
     get_ref = _sync(_routes.get_ref)
@@ -224,12 +225,26 @@ class Client(_Base):
     append_file = _sync(_routes.append_file)
     read_context = _sync(_routes.read_context)
 
+    def read_bytes(
+        self,
+        ref: str | None = None,
+        *,
+        commit: str | None = None,
+        stop: str | None = None,
+        format: str | None = None,
+    ) -> tuple[ReadResponse, bytes]:
+        """The context at ``ref``'s tip (or ``commit``) and its bytes: one
+        request, and a download when it is too large to come inline."""
+        r = self.read(ref, commit=commit, stop=stop, format=format)
+        data = _routes.content_of(r)
+        return r, data if data is not None else self.get_artifact(r["artifact_ref"])
+
     def materialize_bytes(
         self, ctx_id: str, *, stop: str | None = None, format: str | None = None
     ) -> tuple[MaterializeResponse, bytes]:
-        """Materializes and downloads the result: (the response, the bytes)."""
-        m = self.materialize(ctx_id, stop=stop, format=format)
-        return m, self.get_artifact(m["artifact_ref"])
+        """Materializes and reads the result: (the response, the bytes), in
+        one request (:meth:`read_bytes`)."""
+        return self.read_bytes(commit=ctx_id, stop=stop, format=format)
 
 
 class AsyncClient(_Base):
@@ -341,6 +356,7 @@ class AsyncClient(_Base):
     summarize = _async(_routes.summarize)
     compact = _async(_routes.compact)
     materialize = _async(_routes.materialize)
+    read = _async(_routes.read)
     resolve = _async(_routes.resolve)
     list_refs = _async(_routes.list_refs)
     get_ref = _async(_routes.get_ref)
@@ -359,9 +375,23 @@ class AsyncClient(_Base):
     append_file = _async(_routes.append_file)
     read_context = _async(_routes.read_context)
 
+    async def read_bytes(
+        self,
+        ref: str | None = None,
+        *,
+        commit: str | None = None,
+        stop: str | None = None,
+        format: str | None = None,
+    ) -> tuple[ReadResponse, bytes]:
+        """The context at ``ref``'s tip (or ``commit``) and its bytes: one
+        request, and a download when it is too large to come inline."""
+        r = await self.read(ref, commit=commit, stop=stop, format=format)
+        data = _routes.content_of(r)
+        return r, data if data is not None else await self.get_artifact(r["artifact_ref"])
+
     async def materialize_bytes(
         self, ctx_id: str, *, stop: str | None = None, format: str | None = None
     ) -> tuple[MaterializeResponse, bytes]:
-        """Materializes and downloads the result: (the response, the bytes)."""
-        m = await self.materialize(ctx_id, stop=stop, format=format)
-        return m, await self.get_artifact(m["artifact_ref"])
+        """Materializes and reads the result: (the response, the bytes), in
+        one request (:meth:`read_bytes`)."""
+        return await self.read_bytes(commit=ctx_id, stop=stop, format=format)

@@ -143,11 +143,17 @@ class CtxSession:
     def _saw(self, tip: str | None) -> None:
         self._seen, self._seen_known = tip, True
 
-    async def _items_at(self, tip: str | None) -> list[Any]:
-        if tip is None:
-            return []
-        _, data = await self.client.materialize_bytes(tip, format=FORMAT)
-        return [_unwrap(i) for i in json.loads(data)]
+    async def _read(self) -> tuple[str | None, list[Any]]:
+        """The ref's tip and its items, in one request (``POST /v1/read``)."""
+        try:
+            read, data = await self.client.read_bytes(self.ref, format=FORMAT)
+        except NotFoundError as e:
+            if e.field != "ref":
+                raise
+            self._saw(None)
+            return None, []
+        self._saw(read["commit"])
+        return read["commit"], [_unwrap(i) for i in json.loads(data)]
 
     async def _commit(
         self, items: list[Any], *, parent: str | None, expected: str | None, kind: str
@@ -197,7 +203,7 @@ class CtxSession:
         """The session's items, oldest first: the newest ``limit`` of them
         (default ``session_settings.limit``; ``None`` or negative: all)."""
         n = resolve_session_limit(limit, self.session_settings)
-        items = await self._items_at(await self._tip())
+        _, items = await self._read()
         if n is None or n < 0:
             return items
         return items[-n:] if n > 0 else []
@@ -224,8 +230,7 @@ class CtxSession:
     async def pop_item(self) -> TResponseInputItem | None:
         """Removes and returns the newest item (``None`` when there is none)."""
         for _ in range(self.max_attempts):
-            tip = await self._tip()
-            items = await self._items_at(tip)
+            tip, items = await self._read()
             if tip is None or not items:
                 return None
             last = items[-1]

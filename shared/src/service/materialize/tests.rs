@@ -13,7 +13,7 @@ use crate::format::FormatId;
 use crate::format::canonical::{Block, Conversation, Message, Role};
 use crate::format::translate::Tier;
 use crate::id::{ArtifactRef, CommitId, TenantId};
-use crate::service::{NewCommit, Service};
+use crate::service::{NewCommit, ReadTarget, Service};
 use crate::store::conformance::t;
 use crate::store::memory::{MemoryBlobStore, MemoryMetaStore};
 use crate::store::{BlobStoreExt, MaterializeKey, Materialized, Stores};
@@ -612,4 +612,44 @@ proptest! {
             rt.block_on(run_case(FORMATS[format], &shape, &queries, hot));
         }
     }
+}
+
+/// `read` is `materialize` plus the bytes, at a ref's tip or a commit,
+/// fresh and from the cache alike; over its limit the bytes stay out.
+#[tokio::test]
+async fn read_answers_a_refs_tip_with_its_bytes_up_to_the_limit() {
+    let (svc, tenant) = service();
+    let ids = make(&svc, &tenant, &linear(&svc, "raw", &[D, D, D])).await;
+    let name: crate::id::RefName = "sessions/s".parse().unwrap();
+    svc.set_ref(&tenant, &name, &ids[1], None).await.unwrap();
+    let whole = b"raw part 0\nraw part 1\n".to_vec();
+
+    let read = |target: ReadTarget, limit: u64| svc.read(&tenant, target, Stop::Root, None, limit);
+    let fresh = read(ReadTarget::Ref(name.clone()), 1024).await.unwrap();
+    assert_eq!(fresh.commit, ids[1]);
+    assert!(!fresh.materialization.cached);
+    assert_eq!(fresh.bytes.as_deref(), Some(&whole[..]));
+    svc.flush_cache_writes().await;
+    let cached = read(ReadTarget::Commit(ids[1]), 1024).await.unwrap();
+    assert!(cached.materialization.cached);
+    assert_eq!(cached.bytes.as_deref(), Some(&whole[..]));
+    assert_eq!(cached.materialization.result, fresh.materialization.result);
+
+    let over = read(ReadTarget::Commit(ids[2]), 10).await.unwrap();
+    assert_eq!(over.bytes, None, "33 bytes are over a limit of 10");
+    assert_eq!(over.materialization.result.size, 33);
+
+    let missing: crate::id::RefName = "sessions/none".parse().unwrap();
+    let e = read(ReadTarget::Ref(missing), 1024).await.unwrap_err();
+    assert_eq!(
+        (e.kind, e.field.as_deref()),
+        (crate::error::ErrorKind::NotFound, Some("ref"))
+    );
+    let e = read(ReadTarget::Commit(CommitId::from_bytes([9; 16])), 1024)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        (e.kind, e.field.as_deref()),
+        (crate::error::ErrorKind::NotFound, Some("commit"))
+    );
 }
