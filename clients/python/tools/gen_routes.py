@@ -224,11 +224,22 @@ class Gen:
             self.typed_dict(name, s, [], [])
         elif "allOf" in s:
             bases, extra = [], []
+            closed = [p for p in s["allOf"] if "additionalProperties" in p]
             for part in s["allOf"]:
                 if "$ref" in part:
                     bases.append(self.ty(part, name))
-                elif part.get("type") == "object" and "additionalProperties" not in part:
+                elif part.get("type") == "object" and (
+                    "additionalProperties" not in part or closed == s["allOf"][:1] == [part]
+                ):
+                    # The fields (a closed object only as the one part
+                    # that has fields: ReadRequest).
                     extra.append(part)
+                elif set(part) == {"oneOf"} and all(
+                    set(p) <= {"type", "required"} for p in part["oneOf"]
+                ):
+                    # Which fields are required together (one of `ref`
+                    # and `commit`): a TypedDict keeps them all optional.
+                    continue
                 else:
                     raise Unsupported(f"{name}: allOf part {part!r}")
             self.typed_dict(name, s, bases, extra)

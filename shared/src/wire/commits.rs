@@ -357,25 +357,75 @@ impl From<Materialization> for MaterializeResponse {
 }
 
 /// `POST /v1/read`: the context at a ref's tip (or at a commit) in one
-/// request; give `ref` or `commit`, not both.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+/// request; give `ref` or `commit`, not both (neither may be `null`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ReadRequest {
     /// The ref whose tip to read.
-    #[serde(default, rename = "ref", skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<String>)]
+    #[serde(
+        default,
+        rename = "ref",
+        deserialize_with = "not_null",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub ref_name: Option<RefName>,
     /// The commit to read.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "not_null",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub commit: Option<CommitId>,
     /// `compaction` (default), `root`, or a `ctx-…` ancestor.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<String>, pattern = "^(compaction|root|ctx-[0-9a-f]{32})$")]
     pub stop: Option<Stop>,
     /// The format wanted; the tip's format when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub format: Option<FormatId>,
 }
+
+/// A field that may be left out but not given as `null`.
+fn not_null<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Option<T>, D::Error> {
+    T::deserialize(d).map(Some)
+}
+
+/// [`ReadRequest`]'s schema: [`MaterializeRequest`]'s fields with `ref`
+/// and `commit`, exactly one of which is required (`oneOf`), which the
+/// derive cannot say.
+impl utoipa::PartialSchema for ReadRequest {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::Schema> {
+        use utoipa::openapi::schema::{AllOfBuilder, ObjectBuilder, OneOfBuilder};
+        use utoipa::openapi::{Ref, RefOr, Schema};
+        let RefOr::T(Schema::Object(mut fields)) =
+            <MaterializeRequest as utoipa::PartialSchema>::schema()
+        else {
+            unreachable!("MaterializeRequest's schema is an object")
+        };
+        fields.description = None;
+        let named = |schema: &str, description: &str| {
+            let mut r = Ref::from_schema_name(schema);
+            r.description = description.to_owned();
+            RefOr::Ref(r)
+        };
+        fields
+            .properties
+            .insert("ref".into(), named("RefName", "The ref whose tip to read."));
+        fields
+            .properties
+            .insert("commit".into(), named("CommitId", "The commit to read."));
+        let one = |field: &str| ObjectBuilder::new().required(field).build();
+        AllOfBuilder::new()
+            .description(Some(
+                "`POST /v1/read`: the context at a ref's tip (or at a commit) in one \
+                 request; give `ref` or `commit`, not both.",
+            ))
+            .item(fields)
+            .item(OneOfBuilder::new().item(one("ref")).item(one("commit")))
+            .into()
+    }
+}
+
+impl utoipa::ToSchema for ReadRequest {}
 
 /// A context read in one request: the commit, its materialization and,
 /// when it is at most [`READ_CONTENT_BYTES`], its bytes (as UTF-8 text, or

@@ -1039,15 +1039,15 @@ Principal: TypeAlias = str
 
 
 class ReadRequest(TypedDict):
-    """`POST /v1/read`: the context at a ref's tip (or at a commit) in one
-    request; give `ref` or `commit`, not both.
+    """`POST /v1/read`: the context at a ref's tip (or at a commit) in one request; give `ref` or
+    `commit`, not both.
     """
 
-    commit: NotRequired[CommitId | None]
+    commit: NotRequired[CommitId]
     """The commit to read."""
     format: NotRequired[FormatId | None]
     """The format wanted; the tip's format when absent."""
-    ref: NotRequired[str | None]
+    ref: NotRequired[RefName]
     """The ref whose tip to read."""
     stop: NotRequired[str | None]
     """`compaction` (default), `root`, or a `ctx-…` ancestor."""

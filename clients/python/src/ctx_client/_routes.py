@@ -318,7 +318,12 @@ def read(
     one request: the commit, its materialization and, up to 1 MiB, its
     bytes (:func:`content_of`; a larger context is downloaded from
     ``artifact_ref``)."""
-    return api.read(_drop_none(ReadRequest(ref=ref, commit=commit, stop=stop, format=format)))
+    body = _drop_none(ReadRequest(stop=stop, format=format))
+    if ref is not None:
+        body["ref"] = ref
+    if commit is not None:
+        body["commit"] = commit
+    return api.read(body)
 
 
 def content_of(read: ReadResponse) -> bytes | None:
