@@ -234,11 +234,14 @@ class Gen:
                     # The fields (a closed object only as the one part
                     # that has fields: ReadRequest).
                     extra.append(part)
-                elif set(part) == {"oneOf"} and all(
-                    set(p) <= {"type", "required"} for p in part["oneOf"]
+                elif len(part) == 1 and all(
+                    set(p) <= {"type", "required", "properties"}
+                    for key in ("oneOf", "anyOf")
+                    for p in part.get(key, [])
                 ):
-                    # Which fields are required together (one of `ref`
-                    # and `commit`): a TypedDict keeps them all optional.
+                    # Constraints between the fields (one of `ref` and
+                    # `commit`; no `stop` in a `delta` read): a TypedDict
+                    # keeps them all optional.
                     continue
                 else:
                     raise Unsupported(f"{name}: allOf part {part!r}")

@@ -17,7 +17,7 @@ use crate::error::Error;
 use crate::id::{BranchId, CommitId, Principal};
 use crate::service::{
     BatchArtifact, BatchDone, BatchEntry, BudgetNotice, Delta, Limits, NewBatch, NewCommit,
-    NewRefMove, ReadTarget, RefTarget, Service,
+    NewRefMove, ReadOf, ReadTarget, RefTarget, Service,
 };
 use crate::store::check_batch_size;
 use crate::wire::{
@@ -527,11 +527,12 @@ pub(super) async fn materialize(
 
 /// Reads the context at a ref's tip (or at a commit) in one request: the
 /// commit, its materialization (as `POST /v1/commits/{ctx}/materialize`
-/// makes it) and, up to 1 MiB, its bytes inline; a larger context is
-/// downloaded from `artifact_ref`.
+/// makes it; with `delta`, the commit's own artifact instead) and, up to
+/// 1 MiB, its bytes inline; a larger context is downloaded from
+/// `artifact_ref`.
 #[utoipa::path(post, path = "/v1/read", tag = "commits", request_body = ReadRequest,
     responses((status = 200, description = "The context", body = ReadResponse),
-        (status = 400, description = "Neither or both of `ref` and `commit`, a stop that is not an ancestor, or a format that cannot be produced", body = ErrorBody),
+        (status = 400, description = "Neither or both of `ref` and `commit`, a stop that is not an ancestor, a format that cannot be produced, or a delta read with a stop or format", body = ErrorBody),
         (status = 404, description = "No such ref or commit", body = ErrorBody),
         (status = 413, description = "A body over the JSON limit", body = ErrorBody)),
     security(("bearer" = [])))]
@@ -548,15 +549,22 @@ pub(super) async fn read(
         }
         (None, None) => return Err(Error::invalid("ref", "give `ref` or `commit`").into()),
     };
+    let of = match (req.delta, req.stop, req.format) {
+        (false, stop, format) => ReadOf::Context {
+            stop: stop.unwrap_or_default(),
+            format,
+        },
+        (true, None, None) => ReadOf::Delta,
+        (true, Some(_), _) => {
+            return Err(Error::invalid("stop", "a delta read has no stop").into());
+        }
+        (true, None, Some(_)) => {
+            return Err(Error::invalid("format", "a delta read has no format").into());
+        }
+    };
     let read = s
         .service
-        .read(
-            &caller.tenant,
-            target,
-            req.stop.unwrap_or_default(),
-            req.format,
-            READ_CONTENT_BYTES,
-        )
+        .read(&caller.tenant, target, of, READ_CONTENT_BYTES)
         .await?;
     let (content, content_base64) = match read.bytes {
         None => (None, None),

@@ -370,6 +370,20 @@ where
             Some(json!({"commit": other_root})),
         ),
         (
+            "delta read with a stop",
+            "POST",
+            "/v1/read".into(),
+            Some(TENANT_A),
+            Some(json!({"commit": root_id, "delta": true, "stop": "root"})),
+        ),
+        (
+            "delta read with a format",
+            "POST",
+            "/v1/read".into(),
+            Some(TENANT_A),
+            Some(json!({"commit": root_id, "delta": true, "format": "raw"})),
+        ),
+        (
             "read with a misspelt field",
             "POST",
             "/v1/read".into(),

@@ -1048,4 +1048,16 @@ async fn read_answers_a_refs_context_and_its_bytes_in_one_request() {
     use base64::Engine as _;
     let want = base64::engine::general_purpose::STANDARD.encode(b"one\ntwo\n\xff");
     assert_eq!(read["content_base64"], json!(want));
+
+    // A delta read: the tip's own artifact, as show and download give it.
+    let own = h
+        .ok(
+            "POST",
+            "/v1/read",
+            json!({"ref": "sessions/r", "delta": true}),
+        )
+        .await;
+    assert_eq!(own["content"], json!("two\n"));
+    assert_eq!(own["artifact_ref"], b["artifact_ref"]);
+    assert_eq!(own["size"], json!(4));
 }

@@ -52,6 +52,20 @@ pub enum ReadTarget {
     Commit(CommitId),
 }
 
+/// What [`Service::read`] answers for its target.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReadOf {
+    /// The context materialized up to it, from `stop`, in `format`.
+    Context {
+        /// Where the walk stops.
+        stop: Stop,
+        /// The format wanted; the commit's when absent.
+        format: Option<FormatId>,
+    },
+    /// The commit's own delta: nothing built or cached.
+    Delta,
+}
+
 /// A context read in one step: [`Service::read`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Read {
@@ -64,10 +78,11 @@ pub struct Read {
 }
 
 impl Service {
-    /// The context at `target` (a ref's tip or a commit) materialized from
-    /// `stop` in `format`, as [`Service::materialize`] does, with its bytes
-    /// when they are at most `content_limit`: what a reader otherwise gets
-    /// in three requests (the ref, the materialize, the download).
+    /// The context at `target` (a ref's tip or a commit) materialized as
+    /// [`Service::materialize`] does, or the commit's own delta, with its
+    /// bytes when they are at most `content_limit`: what a reader otherwise
+    /// gets in three requests (the ref, the materialize or show, the
+    /// download).
     ///
     /// # Errors
     /// `NotFound` naming `ref` or `commit`; else as [`Service::materialize`].
@@ -75,8 +90,7 @@ impl Service {
         &self,
         tenant: &TenantId,
         target: ReadTarget,
-        stop: Stop,
-        format: Option<FormatId>,
+        of: ReadOf,
         content_limit: u64,
     ) -> Result<Read> {
         let (commit, field) = match target {
@@ -89,13 +103,30 @@ impl Service {
                 "ref",
             ),
         };
-        let (materialization, joined) = self
-            .materialize_bytes(tenant, &commit, stop, format)
-            .await
-            .map_err(|e| match e.kind {
-                ErrorKind::NotFound if e.field.is_none() => e.with_field(field),
-                _ => e,
-            })?;
+        let named = |e: Error| match e.kind {
+            ErrorKind::NotFound if e.field.is_none() => e.with_field(field),
+            _ => e,
+        };
+        let (materialization, joined) = match of {
+            ReadOf::Context { stop, format } => self
+                .materialize_bytes(tenant, &commit, stop, format)
+                .await
+                .map_err(named)?,
+            ReadOf::Delta => {
+                let c = self.show(tenant, &commit).await.map_err(named)?;
+                let m = Materialization {
+                    result: Materialized {
+                        artifact_ref: c.artifact_ref,
+                        size: c.artifact_size,
+                        message_count: c.message_count,
+                        token_count: c.token_count,
+                        tier: Tier::Native,
+                    },
+                    cached: false,
+                };
+                (m, c.inline)
+            }
+        };
         let art = &materialization.result.artifact_ref;
         let bytes = if materialization.result.size > content_limit {
             None

@@ -382,6 +382,11 @@ pub struct ReadRequest {
     /// The format wanted; the tip's format when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub format: Option<FormatId>,
+    /// `true`: the commit's own delta (its artifact) rather than the context
+    /// materialized up to it: nothing is built or cached, and `stop` and
+    /// `format` are refused.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub delta: bool,
 }
 
 /// A field that may be left out but not given as `null`.
@@ -394,7 +399,9 @@ fn not_null<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Opti
 /// derive cannot say.
 impl utoipa::PartialSchema for ReadRequest {
     fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::Schema> {
-        use utoipa::openapi::schema::{AllOfBuilder, ObjectBuilder, OneOfBuilder};
+        use utoipa::openapi::schema::{
+            AllOfBuilder, AnyOfBuilder, ObjectBuilder, OneOfBuilder, Type,
+        };
         use utoipa::openapi::{Ref, RefOr, Schema};
         let RefOr::T(Schema::Object(mut fields)) =
             <MaterializeRequest as utoipa::PartialSchema>::schema()
@@ -413,7 +420,30 @@ impl utoipa::PartialSchema for ReadRequest {
         fields
             .properties
             .insert("commit".into(), named("CommitId", "The commit to read."));
+        fields.properties.insert(
+            "delta".into(),
+            ObjectBuilder::new()
+                .schema_type(Type::Boolean)
+                .description(Some(
+                    "`true`: the commit's own delta (its artifact) rather than the context \
+                     materialized up to it: nothing is built or cached, and `stop` and \
+                     `format` are refused.",
+                ))
+                .into(),
+        );
         let one = |field: &str| ObjectBuilder::new().required(field).build();
+        // A delta read takes no stop and no format: `delta` absent or
+        // false, or `stop` and `format` absent or null.
+        let null = || ObjectBuilder::new().schema_type(Type::Null);
+        let context = ObjectBuilder::new().property(
+            "delta",
+            ObjectBuilder::new()
+                .schema_type(Type::Boolean)
+                .enum_values(Some([false])),
+        );
+        let bare = ObjectBuilder::new()
+            .property("stop", null())
+            .property("format", null());
         AllOfBuilder::new()
             .description(Some(
                 "`POST /v1/read`: the context at a ref's tip (or at a commit) in one \
@@ -421,14 +451,16 @@ impl utoipa::PartialSchema for ReadRequest {
             ))
             .item(fields)
             .item(OneOfBuilder::new().item(one("ref")).item(one("commit")))
+            .item(AnyOfBuilder::new().item(context).item(bare))
             .into()
     }
 }
 
 impl utoipa::ToSchema for ReadRequest {}
 
-/// A context read in one request: the commit, its materialization and,
-/// when it is at most [`READ_CONTENT_BYTES`], its bytes (as UTF-8 text, or
+/// A context read in one request: the commit, its materialization (or,
+/// for a `delta` read, its own artifact) and, when it is at most
+/// [`READ_CONTENT_BYTES`], its bytes (as UTF-8 text, or
 /// base64 when they are not UTF-8). Larger contexts are downloaded from
 /// `artifact_ref` (`GET /v1/artifacts/{art}`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]

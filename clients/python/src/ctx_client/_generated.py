@@ -1045,6 +1045,10 @@ class ReadRequest(TypedDict):
 
     commit: NotRequired[CommitId]
     """The commit to read."""
+    delta: NotRequired[bool]
+    """`true`: the commit's own delta (its artifact) rather than the context materialized up to
+    it: nothing is built or cached, and `stop` and `format` are refused.
+    """
     format: NotRequired[FormatId | None]
     """The format wanted; the tip's format when absent."""
     ref: NotRequired[RefName]
@@ -1054,8 +1058,9 @@ class ReadRequest(TypedDict):
 
 
 class ReadResponse(Materialized):
-    """A context read in one request: the commit, its materialization and,
-    when it is at most [`READ_CONTENT_BYTES`], its bytes (as UTF-8 text, or
+    """A context read in one request: the commit, its materialization (or,
+    for a `delta` read, its own artifact) and, when it is at most
+    [`READ_CONTENT_BYTES`], its bytes (as UTF-8 text, or
     base64 when they are not UTF-8). Larger contexts are downloaded from
     `artifact_ref` (`GET /v1/artifacts/{art}`).
     """
@@ -1726,8 +1731,9 @@ def put_working_context(
 def read(body: ReadRequest) -> Call[ReadResponse]:
     """``POST /v1/read``: Reads the context at a ref's tip (or at a commit) in one request: the
     commit, its materialization (as `POST /v1/commits/{ctx}/materialize`
-    makes it) and, up to 1 MiB, its bytes inline; a larger context is
-    downloaded from `artifact_ref`.
+    makes it; with `delta`, the commit's own artifact instead) and, up to
+    1 MiB, its bytes inline; a larger context is downloaded from
+    `artifact_ref`.
     """
     return Call("POST", "/v1/read", parse_json, json_body=body, has_json=True)
 

@@ -313,12 +313,15 @@ def read(
     commit: str | None = None,
     stop: str | None = None,
     format: str | None = None,
+    delta: bool = False,
 ) -> Call[ReadResponse]:
     """``POST /v1/read``: the context at ``ref``'s tip (or at ``commit``) in
-    one request: the commit, its materialization and, up to 1 MiB, its
-    bytes (:func:`content_of`; a larger context is downloaded from
-    ``artifact_ref``)."""
+    one request: the commit, its materialization (with ``delta``, the
+    commit's own artifact instead) and, up to 1 MiB, its bytes
+    (:func:`content_of`; larger ones are downloaded from ``artifact_ref``)."""
     body = _drop_none(ReadRequest(stop=stop, format=format))
+    if delta:
+        body["delta"] = True
     if ref is not None:
         body["ref"] = ref
     if commit is not None:

@@ -13,7 +13,7 @@ use crate::format::FormatId;
 use crate::format::canonical::{Block, Conversation, Message, Role};
 use crate::format::translate::Tier;
 use crate::id::{ArtifactRef, CommitId, TenantId};
-use crate::service::{NewCommit, ReadTarget, Service};
+use crate::service::{NewCommit, ReadOf, ReadTarget, Service};
 use crate::store::conformance::t;
 use crate::store::memory::{MemoryBlobStore, MemoryMetaStore};
 use crate::store::{BlobStoreExt, MaterializeKey, Materialized, Stores};
@@ -624,7 +624,11 @@ async fn read_answers_a_refs_tip_with_its_bytes_up_to_the_limit() {
     svc.set_ref(&tenant, &name, &ids[1], None).await.unwrap();
     let whole = b"raw part 0\nraw part 1\n".to_vec();
 
-    let read = |target: ReadTarget, limit: u64| svc.read(&tenant, target, Stop::Root, None, limit);
+    let context = || ReadOf::Context {
+        stop: Stop::Root,
+        format: None,
+    };
+    let read = |target: ReadTarget, limit: u64| svc.read(&tenant, target, context(), limit);
     let fresh = read(ReadTarget::Ref(name.clone()), 1024).await.unwrap();
     assert_eq!(fresh.commit, ids[1]);
     assert!(!fresh.materialization.cached);
@@ -638,6 +642,25 @@ async fn read_answers_a_refs_tip_with_its_bytes_up_to_the_limit() {
     let over = read(ReadTarget::Commit(ids[2]), 10).await.unwrap();
     assert_eq!(over.bytes, None, "33 bytes are over a limit of 10");
     assert_eq!(over.materialization.result.size, 33);
+
+    // A delta read: the commit's own bytes, nothing built or cached.
+    let own = svc
+        .read(&tenant, ReadTarget::Ref(name.clone()), ReadOf::Delta, 1024)
+        .await
+        .unwrap();
+    assert_eq!(own.commit, ids[1]);
+    assert_eq!(own.bytes.as_deref(), Some(&b"raw part 1\n"[..]));
+    assert_eq!(own.materialization.result.size, 11);
+    let key = MaterializeKey {
+        commit: ids[0],
+        stop: Stop::Root,
+        format: fid("raw"),
+    };
+    svc.read(&tenant, ReadTarget::Commit(ids[0]), ReadOf::Delta, 1024)
+        .await
+        .unwrap();
+    svc.flush_cache_writes().await;
+    assert_eq!(entry(&svc, &tenant, &key).await, None, "nothing was cached");
 
     let missing: crate::id::RefName = "sessions/none".parse().unwrap();
     let e = read(ReadTarget::Ref(missing), 1024).await.unwrap_err();

@@ -19,7 +19,7 @@ from langgraph.checkpoint.base import (
 
 from .. import _routes as routes
 from .._core import artifact_ref_of
-from ..errors import ConflictError
+from ..errors import ConflictError, NotFoundError
 from ._document import (
     DOC_VERSION,
     INLINE,
@@ -135,12 +135,22 @@ class _Checkpoints(_Values):
         ns = conf.get("checkpoint_ns", "")
         checkpoint_id = get_checkpoint_id(config)
         if checkpoint_id:
-            tip = yield from self.get_ref(self.names.checkpoint(thread_id, ns, checkpoint_id))
+            name = self.names.checkpoint(thread_id, ns, checkpoint_id)
         else:
-            tip = yield from self.get_ref(self.names.head(thread_id, ns))
-        if tip is None:
+            name = self.names.head(thread_id, ns)
+        # The ref's tip and its document in one request.
+        try:
+            read = yield routes.read(name, delta=True)
+        except NotFoundError as e:
+            if e.field != "ref":
+                raise
+            self.saw(name, None)
             return None
-        doc = yield from self.doc(tip)
+        tip = read["commit"]
+        self.saw(name, tip)
+        doc = self.docs.get(tip)
+        if doc is None:
+            doc = yield from self.doc_of(read)
         if doc.get("placeholder"):
             return None
         values = yield from self.values(doc)

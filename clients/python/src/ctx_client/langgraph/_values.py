@@ -7,6 +7,7 @@ import json
 from typing import Any, cast
 
 from .. import _routes as routes
+from ..models import ReadResponse
 from ._document import (
     INLINE,
     LIST_KIND,
@@ -28,20 +29,27 @@ class _Values(_Refs):
         hit = self.docs.get(commit_id)
         if hit is not None:
             return cast(dict[str, Any], hit)
-        commit = yield routes.get_commit(commit_id)
-        data = yield routes.get_artifact(commit["artifact_ref"])
+        read = yield routes.read(commit=commit_id, delta=True)
+        return (yield from self.doc_of(read))
+
+    def doc_of(self, read: ReadResponse) -> Op[dict[str, Any]]:
+        """The checkpoint document a delta read (``POST /v1/read`` with
+        ``delta``) answered, downloaded when it was too large to come
+        inline; cached by its commit."""
+        data = routes.content_of(read)
+        if data is None:
+            data = yield routes.get_artifact(read["artifact_ref"])
         doc = cast(dict[str, Any], json.loads(data))
-        self.docs.put(commit_id, doc, len(data))
+        self.docs.put(read["commit"], doc, len(data))
         return doc
 
     def docs_of(self, commit_ids: list[str]) -> Op[list[dict[str, Any]]]:
         """Several documents, the missing ones fetched concurrently."""
         missing = [c for c in dict.fromkeys(commit_ids) if self.docs.get(c) is None]
         if missing:
-            commits = yield [routes.get_commit(c) for c in missing]
-            datas = yield [routes.get_artifact(c["artifact_ref"]) for c in commits]
-            for cid, data in zip(missing, datas, strict=True):
-                self.docs.put(cid, json.loads(data), len(data))
+            reads = yield [routes.read(commit=c, delta=True) for c in missing]
+            for read in reads:
+                yield from self.doc_of(read)
         out = []
         for c in commit_ids:
             d = self.docs.get(c)
@@ -56,8 +64,10 @@ class _Values(_Refs):
         hit = self.links.get(commit_id)
         if hit is not None:
             return cast(list[tuple[str, bytes]], hit)
-        m = yield routes.materialize(commit_id)
-        data = yield routes.get_artifact(m["artifact_ref"])
+        read = yield routes.read(commit=commit_id)
+        data = routes.content_of(read)
+        if data is None:
+            data = yield routes.get_artifact(read["artifact_ref"])
         elements = _decode_records(data)
         self.links.put(commit_id, elements, len(data))
         return elements
