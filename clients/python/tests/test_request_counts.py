@@ -226,6 +226,17 @@ async def test_langgraph_saver_requests_per_operation(
     assert await sent(t, listed) == ["list_refs"]
     assert [c.checkpoint["channel_values"]["step"] for c in got] == [3, 2, 1]
     assert got[2].pending_writes == [("task-1", "messages", ["there"]), ("task-1", "step", 2)]
+
+    # DeltaChannel's walk: the start's ref, one history request, the
+    # nearest ancestors' refs; walked again, the commits come from the
+    # saver's cache (they are immutable): no history request.
+    async def walk() -> None:
+        got[:] = [await saver.aget_delta_channel_history(config=thread, channels=["step"])]
+
+    first_walk = await sent(t, walk)
+    assert first_walk.count("history") == 1, first_walk
+    again = await sent(t, walk)
+    assert "history" not in again and len(again) == len(first_walk) - 1, again
     # A saver in a new process, cold: the head's tip and its document
     # (which holds the small step value), then the messages' chain read
     # whole: two requests.

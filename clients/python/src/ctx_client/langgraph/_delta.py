@@ -15,6 +15,10 @@ from ._op import Op, _maybe
 from ._values import _Values
 
 HISTORY_PAGE = 1000
+# The first history request of a walk: a running graph's walk starts a few
+# commits above where its previous walk went (commits are immutable, so
+# the saver keeps the ones it saw), and goes on from its cache.
+HISTORY_FIRST = 32
 HISTORY_BATCH = 32
 # How many of the nearest ancestors DeltaChannel's walk re-reads by ref.
 VERIFY_NEAREST = 4
@@ -22,6 +26,27 @@ VERIFY_NEAREST = 4
 
 class _DeltaHistory(_Values):
     """``get_delta_channel_history`` as an operation."""
+
+    def ancestry(self, cursor: str, depth: int) -> Op[list[dict[str, Any]]]:
+        """``cursor`` and its ancestors, newest first: from the saver's
+        cache of the commits it has seen (up to a page), else one history
+        request of ``depth`` commits, kept in that cache."""
+        out: list[dict[str, Any]] = []
+        at: str | None = cursor
+        while at is not None and len(out) < HISTORY_PAGE:
+            hit = self.commits.get(at)
+            if hit is None:
+                break
+            out.append(hit)
+            at = hit.get("parent")
+        if out:
+            return out
+        page = yield routes.history(cursor, depth=depth)
+        for c in page["commits"]:
+            slim = {k: c.get(k) for k in ("id", "parent", "checkpoint", "artifact_ref")}
+            self.commits.put(c["id"], slim, 200)
+            out.append(slim)
+        return out
 
     def delta_history(
         self, config: RunnableConfig, channels: Sequence[str]
@@ -52,11 +77,13 @@ class _DeltaHistory(_Values):
         cursor = yield from self.get_ref(name)
         after_checkpoint = False
         stopped = cursor is None
+        depth = HISTORY_FIRST
         while cursor is not None and remaining and not stopped:
-            page = yield routes.history(cursor, depth=HISTORY_PAGE)
-            cursor = page["commits"][-1]["parent"] if len(page["commits"]) == HISTORY_PAGE else None
+            commits = yield from self.ancestry(cursor, depth)
+            depth = HISTORY_PAGE
+            cursor = commits[-1].get("parent")
             tips = []
-            for c in page["commits"]:
+            for c in commits:
                 if after_checkpoint:
                     tips.append(c)
                 after_checkpoint = c["checkpoint"] == "turn_boundary"

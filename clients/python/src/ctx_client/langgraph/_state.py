@@ -30,6 +30,8 @@ class _State:
         self.docs = _Cache(cache_bytes // 4)
         self.blobs = _Cache(cache_bytes)
         self.links = _Cache(cache_bytes)
+        # Commits seen in history pages (immutable): DeltaChannel's walks.
+        self.commits = _Cache(cache_bytes // 8)
         self.list_deltas = list_deltas
         # Where this saver last saw each ref point: the first guess of a
         # compare-and-swap (a wrong guess costs a 409 that says the truth).
