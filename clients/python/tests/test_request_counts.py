@@ -18,6 +18,7 @@ counts beside the rates.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
@@ -266,6 +267,19 @@ class _Gate(CountingTransport):
         return resp
 
 
+@contextlib.asynccontextmanager
+async def _gated(server_url: str, token: str, unique: str) -> AsyncIterator[Any]:
+    """A saver over a :class:`_Gate`d client, a thread, a checkpoint of it
+    and its config: ``(gate, saver, thread, checkpoint, at)``."""
+    t = _Gate()
+    async with AsyncClient(server_url, token=token, transport=t) as client:
+        saver = AsyncCtxSaver(client, prefix=f"lg-{unique}")
+        thread: Any = {"configurable": {"thread_id": "t-1", "checkpoint_ns": ""}}
+        c = _checkpoint(["hi"], 1)
+        at = {"configurable": {**thread["configurable"], "checkpoint_id": c["id"]}}
+        yield t, saver, thread, c, at
+
+
 async def test_langgraph_writes_sent_during_their_put_wait_for_it(
     server_url: str, token: str, unique: str
 ) -> None:
@@ -273,12 +287,7 @@ async def test_langgraph_writes_sent_during_their_put_wait_for_it(
     # background threads, so writes can reach the saver while their
     # checkpoint's put is on its way. They wait for it, then go on its tip:
     # no placeholder, no 409, one batch each.
-    t = _Gate()
-    async with AsyncClient(server_url, token=token, transport=t) as client:
-        saver = AsyncCtxSaver(client, prefix=f"lg-{unique}")
-        thread: Any = {"configurable": {"thread_id": "t-1", "checkpoint_ns": ""}}
-        c = _checkpoint(["hi"], 1)
-        at = {"configurable": {**thread["configurable"], "checkpoint_id": c["id"]}}
+    async with _gated(server_url, token, unique) as (t, saver, thread, c, at):
         t.gating = True
         put = asyncio.create_task(_put(saver, thread, c))
         await t.held.wait()
@@ -300,12 +309,7 @@ async def test_langgraph_writes_before_their_put_are_taken_over_without_a_confli
     # Writes that land before their checkpoint's put wait in a placeholder
     # (one batch, no read: a checkpoint this saver never saw is taken not
     # to exist); the put knows it and takes the writes over in its batch.
-    t = _Gate()
-    async with AsyncClient(server_url, token=token, transport=t) as client:
-        saver = AsyncCtxSaver(client, prefix=f"lg-{unique}")
-        thread: Any = {"configurable": {"thread_id": "t-1", "checkpoint_ns": ""}}
-        c = _checkpoint(["hi"], 1)
-        at = {"configurable": {**thread["configurable"], "checkpoint_id": c["id"]}}
+    async with _gated(server_url, token, unique) as (t, saver, thread, c, at):
         await saver.aput_writes(at, [("step", 2)], "task-1")
         assert t.answered == [("batch", 201)]
         assert await saver.aget_tuple(at) is None  # a placeholder reads as no checkpoint
