@@ -113,7 +113,9 @@ async fn an_erased_session_leaves_no_byte_behind() {
     assert_eq!(erased["cascaded"], 1, "{erased}");
     assert_eq!(erased["refs"], 1, "{erased}");
     assert!(erased["artifacts"].as_u64().unwrap() >= 6, "{erased}");
-    assert_eq!(erased["cache"], 3, "{erased}");
+    // c2's translation and f0's result: f0's, built on c2's own-format
+    // result, superseded that one.
+    assert_eq!(erased["cache"], 2, "{erased}");
 
     let left = files_holding(dir.path(), CANARY.as_bytes());
     assert!(left.is_empty(), "the canary survives in {left:?}");

@@ -107,42 +107,51 @@ impl Service {
             ErrorKind::NotFound if e.field.is_none() => e.with_field(field),
             _ => e,
         };
-        let (materialization, joined) = match of {
-            ReadOf::Context { stop, format } => self
-                .materialize_bytes(tenant, &commit, stop, format)
-                .await
-                .map_err(named)?,
-            ReadOf::Delta => {
-                let c = self.show(tenant, &commit).await.map_err(named)?;
-                let m = Materialization {
-                    result: Materialized {
-                        artifact_ref: c.artifact_ref,
-                        size: c.artifact_size,
-                        message_count: c.message_count,
-                        token_count: c.token_count,
-                        tier: Tier::Native,
-                    },
-                    cached: false,
-                };
-                (m, c.inline)
-            }
-        };
-        let art = &materialization.result.artifact_ref;
-        let bytes = if materialization.result.size > content_limit {
-            None
-        } else if let Some(b) = joined {
-            Some(b)
-        } else {
-            match self.fetch_within(tenant, art, content_limit).await? {
-                Fetched::Bytes(b) => Some(b),
-                Fetched::Url(_) => None,
-            }
-        };
-        Ok(Read {
-            commit,
-            materialization,
-            bytes,
-        })
+        // A cached result can be superseded or evicted between its entry
+        // and its file being read: then it is built again, once.
+        for again in [false, true] {
+            let (materialization, joined) = match &of {
+                ReadOf::Context { stop, format } => self
+                    .materialize_bytes(tenant, &commit, *stop, format.clone())
+                    .await
+                    .map_err(named)?,
+                ReadOf::Delta => {
+                    let c = self.show(tenant, &commit).await.map_err(named)?;
+                    let m = Materialization {
+                        result: Materialized {
+                            artifact_ref: c.artifact_ref,
+                            size: c.artifact_size,
+                            message_count: c.message_count,
+                            token_count: c.token_count,
+                            tier: Tier::Native,
+                        },
+                        cached: false,
+                    };
+                    (m, c.inline)
+                }
+            };
+            let art = &materialization.result.artifact_ref;
+            let bytes = if materialization.result.size > content_limit {
+                None
+            } else if let Some(b) = joined {
+                Some(b)
+            } else {
+                match self.fetch_within(tenant, art, content_limit).await {
+                    Ok(Fetched::Bytes(b)) => Some(b),
+                    Ok(Fetched::Url(_)) => None,
+                    Err(e) if e.kind == ErrorKind::NotFound && !again && materialization.cached => {
+                        continue;
+                    }
+                    Err(e) => return Err(e),
+                }
+            };
+            return Ok(Read {
+                commit,
+                materialization,
+                bytes,
+            });
+        }
+        unreachable!("the second attempt returns")
     }
 
     /// Rebuilds the context at `id` from `stop` in `format` (the tip's when
@@ -225,11 +234,15 @@ impl Service {
                 None => {}
             }
         }
+        let mut superseded = None;
         let built = match self
             .materialize_incremental(tenant, &tip, stop, &format)
             .await?
         {
-            Incremental::Done(built) => *built,
+            Incremental::Done(built, on) => {
+                superseded = on;
+                *built
+            }
             Incremental::Path(path) => self.materialize_full(tenant, path, stop, &format).await?,
         };
         let (m, bytes) = (built.m.clone(), built.bytes.clone());
@@ -239,7 +252,10 @@ impl Service {
                 let svc = self.clone();
                 let (t, b) = (tenant.clone(), bytes.clone());
                 let stored = m.clone();
-                let write = async move { svc.store_materialized(&t, &key, &stored, b).await };
+                let write = async move {
+                    svc.store_materialized(&t, &key, &stored, b).await?;
+                    svc.supersede(&t, superseded.as_ref()).await
+                };
                 // Refused when the writes already pending hold the
                 // budget's worth of bytes: stored before the answer.
                 if let Some(write) =
@@ -254,6 +270,7 @@ impl Service {
         } else {
             self.store_materialized(tenant, &key, &m, bytes.clone())
                 .await?;
+            self.supersede(tenant, superseded.as_ref()).await?;
         }
         Ok((
             Materialization {
@@ -262,6 +279,27 @@ impl Service {
             },
             Some(bytes),
         ))
+    }
+
+    /// Drops the cache entry `key` (a parent's, which its child's new
+    /// entry extends) and its file unless something else names the bytes:
+    /// on a store with a byte budget (embedded), where a session read after
+    /// every append would otherwise keep one whole copy of the context per
+    /// turn until the budget evicts it. A reader of the parent rebuilds it
+    /// (from an older entry or the chain). Stores whose cached artifacts
+    /// expire by lifecycle rule (S3) keep theirs.
+    async fn supersede(&self, tenant: &TenantId, key: Option<&MaterializeKey>) -> Result<()> {
+        let (Some(key), Some(_)) = (key, self.lifecycle.cache_budget) else {
+            return Ok(());
+        };
+        let meta = &self.stores.meta;
+        if let Some(old) = meta.get_materialized(tenant, key).await?
+            && meta.delete_materialized(tenant, key).await?
+        {
+            self.remove_cached_unless_used(tenant, &old.artifact_ref)
+                .await?;
+        }
+        Ok(())
     }
 
     /// Stores a built result: its file (under the reference it was built
@@ -457,7 +495,7 @@ impl Service {
                     .append_to_hot(tenant, &codec, format, &hot, &newer)
                     .await?
                 {
-                    return Ok(Incremental::Done(Box::new(built)));
+                    return Ok(Incremental::Done(Box::new(built), Some(parent_key)));
                 }
             } else if let Some(cached) = self
                 .stores
@@ -468,7 +506,7 @@ impl Service {
                     .append_to(tenant, &codec, &parent_key, &cached, &newer)
                     .await?
             {
-                return Ok(Incremental::Done(Box::new(m)));
+                return Ok(Incremental::Done(Box::new(m), Some(parent_key)));
             }
         }
         let path = self.walk_to_stop(tenant, tip.clone(), stop).await?;
@@ -502,7 +540,7 @@ impl Service {
                 .append_to(tenant, &codec, &key, &cached, &newer)
                 .await?
             {
-                return Ok(Incremental::Done(Box::new(m)));
+                return Ok(Incremental::Done(Box::new(m), None));
             }
         }
         Ok(Incremental::Path(path))
@@ -744,8 +782,10 @@ const MAX_PROBES: usize = 12;
 
 /// What the incremental attempt gave.
 enum Incremental {
-    /// The materialization, built on a cached ancestor.
-    Done(Box<Hot>),
+    /// The materialization, built on a cached ancestor; with the key of
+    /// the parent's entry when it was built on that one (which the new
+    /// entry then supersedes).
+    Done(Box<Hot>, Option<MaterializeKey>),
     /// Nothing to reuse: the walked path, newest first.
     Path(Vec<Commit>),
 }

@@ -609,3 +609,54 @@ async fn a_save_of_several_commits_is_restorable_after_a_collection() {
         .unwrap();
     assert_eq!(bytes, Bytes::from("first turn\nsecond turn\n"));
 }
+
+/// With a cache budget (embedded), a result built on its parent's cached
+/// entry supersedes it: the parent's entry and file go, so a session read
+/// after every append keeps one copy of its context, not one per turn. A
+/// read of the parent rebuilds it. Without a budget (S3's lifecycle rule
+/// expires cached files) the parent's entry stays.
+#[tokio::test]
+async fn a_childs_cached_result_supersedes_its_parents_with_a_budget() {
+    for budget in [Some(1 << 20), None] {
+        let f = fixture(budget);
+        let (svc, tenant) = (&f.svc, &f.tenant);
+        let root = commit(svc, tenant, None, "one\n").await;
+        let a = commit(svc, tenant, Some(root), "two\n").await;
+        let b = commit(svc, tenant, Some(a), "three\n").await;
+        let key = |commit| crate::store::MaterializeKey {
+            commit,
+            stop: Stop::Root,
+            format: FormatId::raw(),
+        };
+        let first = svc.materialize(tenant, &a, Stop::Root, None).await.unwrap();
+        let second = svc.materialize(tenant, &b, Stop::Root, None).await.unwrap();
+        assert!(!first.cached && !second.cached);
+        let meta = &svc.stores.meta;
+        let parent = meta.get_materialized(tenant, &key(a)).await.unwrap();
+        let parent_file = f
+            .blobs
+            .stat(tenant, &[BlobArea::Cache], &first.result.artifact_ref)
+            .await
+            .unwrap();
+        let child = meta.get_materialized(tenant, &key(b)).await.unwrap();
+        assert_eq!(child, Some(second.result.clone()), "{budget:?}");
+        if budget.is_some() {
+            assert_eq!((parent, parent_file), (None, None));
+            let again = svc.read(
+                tenant,
+                crate::service::ReadTarget::Commit(a),
+                crate::service::ReadOf::Context {
+                    stop: Stop::Root,
+                    format: None,
+                },
+                1024,
+            );
+            let again = again.await.unwrap();
+            assert!(!again.materialization.cached, "rebuilt");
+            assert_eq!(again.bytes.as_deref(), Some(&b"one\ntwo\n"[..]));
+        } else {
+            assert_eq!(parent, Some(first.result.clone()));
+            assert!(parent_file.is_some());
+        }
+    }
+}
