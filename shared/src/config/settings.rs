@@ -226,7 +226,7 @@ settings! {
         }
         CTX_CACHE_BYTES {
             default: "1073741824",
-            meaning: "the embedded store's budget for cached materializations and translations in bytes (1 GiB); least recently used ones are evicted past it and rebuilt on demand; 0: no budget (on AWS the `cache/` prefix's lifecycle rule expires them instead)",
+            meaning: "the embedded store's budget for cached materializations and translations in bytes (1 GiB); least recently used ones are evicted past it and rebuilt on demand, and a result built on its parent's replaces it; 0: no budget (on AWS the `cache/` prefix's lifecycle rule expires them instead)",
             read: |c, n, v| {
                 c.cache_bytes = parse(n, v, "a number of bytes")?;
                 Ok(())
