@@ -425,7 +425,23 @@ mod tests {
         db: &Arc<Database>,
         jobs: Vec<Work<T>>,
     ) -> Vec<Result<T>> {
-        db.group.state.lock().unwrap().leading = true;
+        // Hold the leader off, once the setup's leader (the table's
+        // transaction was answered before its leader stopped) has stopped:
+        // taking the flag while it still leads would see it cleared.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            let mut state = db.group.state.lock().unwrap();
+            if !state.leading {
+                state.leading = true;
+                break;
+            }
+            drop(state);
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the setup's leader never stopped"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+        }
         let answers: Vec<_> = jobs
             .into_iter()
             .map(|job| {
