@@ -429,13 +429,9 @@ mod tests {
         // transaction was answered before its leader stopped) has stopped:
         // taking the flag while it still leads would see it cleared.
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-        loop {
-            let mut state = db.group.state.lock().unwrap();
-            if !state.leading {
-                state.leading = true;
-                break;
-            }
-            drop(state);
+        // Takes the flag; true when someone still led (the flag stays).
+        let led = || std::mem::replace(&mut db.group.state.lock().unwrap().leading, true);
+        while led() {
             assert!(
                 std::time::Instant::now() < deadline,
                 "the setup's leader never stopped"
