@@ -257,3 +257,92 @@ async fn large_bytes_go_around_the_function_and_an_oversized_answer_fails() {
         "{why}"
     );
 }
+
+/// The materialize function (which serves `POST /v1/read`) over the
+/// emulator, built as `ctx_lambda::run` builds it.
+async fn materialize_function(config: &Config) -> axum::Router {
+    let service = Arc::new(
+        Backends::build(config, Function::Materialize.needs())
+            .await
+            .expect("the materialize function's backends")
+            .into_service(Arc::new(SystemClock)),
+    );
+    app(
+        Function::Materialize,
+        service,
+        Arc::new(JwtClaimsAuth::new("tenant")),
+    )
+}
+
+/// `POST /v1/read` answers a context's bytes inline up to 1 MiB: text that
+/// JSON escapes six bytes a character (control characters) must still
+/// fit Lambda's 6 MB response, as must base64 of bytes that are not UTF-8.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_answer_fits_a_lambda_response_whatever_its_bytes() {
+    let Some(config) = Config::emulator_from_env() else {
+        return;
+    };
+    let checkpoint = checkpoint_function(&config).await;
+    let materialize = materialize_function(&config).await;
+    let tenant = fresh_tenant("read-limits").to_string();
+    let mib = 1024 * 1024;
+    for (what, bytes) in [
+        ("control characters", vec![1u8; mib]),
+        ("not UTF-8", noise(mib)),
+        ("quotes", vec![b'"'; mib]),
+    ] {
+        use base64::Engine as _;
+        let body = json!({
+            "commit_type": "snapshot",
+            "format": "raw",
+            "template": "tpl",
+            "principal": "alice",
+            "checkpoint": "turn_boundary",
+            "delta_base64": base64::engine::general_purpose::STANDARD.encode(&bytes),
+        });
+        let c = apigw::invoke(
+            &checkpoint,
+            &event(
+                "POST",
+                "/v1/commits",
+                &tenant,
+                body.to_string().into_bytes(),
+                "application/json",
+            ),
+        )
+        .await
+        .answered();
+        assert_eq!(
+            c.status(),
+            201,
+            "{what}: {}",
+            String::from_utf8_lossy(c.body())
+        );
+        let id = json_of(&c)["id"].as_str().expect("an id").to_owned();
+        for read in [json!({"commit": id, "delta": true}), json!({"commit": id})] {
+            // invoke fails the test on an answer over Lambda's 6 MB.
+            let r = apigw::invoke(
+                &materialize,
+                &event(
+                    "POST",
+                    "/v1/read",
+                    &tenant,
+                    read.to_string().into_bytes(),
+                    "application/json",
+                ),
+            )
+            .await
+            .answered();
+            assert_eq!(r.status(), 200, "{what}");
+            let v = json_of(&r);
+            let got = match (v["content"].as_str(), v["content_base64"].as_str()) {
+                (Some(text), None) => text.as_bytes().to_vec(),
+                (None, Some(b64)) => base64::engine::general_purpose::STANDARD
+                    .decode(b64)
+                    .expect("base64"),
+                other => panic!("{what}: no content inline: {other:?}"),
+            };
+            assert!(got == bytes, "{what}: other bytes came back");
+        }
+    }
+}

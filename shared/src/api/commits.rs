@@ -566,17 +566,10 @@ pub(super) async fn read(
         .service
         .read(&caller.tenant, target, of, READ_CONTENT_BYTES)
         .await?;
-    let (content, content_base64) = match read.bytes {
-        None => (None, None),
-        Some(b) => match String::from_utf8(b.to_vec()) {
-            Ok(text) => (Some(text), None),
-            Err(e) => {
-                use base64::Engine as _;
-                let b64 = base64::engine::general_purpose::STANDARD.encode(e.as_bytes());
-                (None, Some(b64))
-            }
-        },
-    };
+    let (content, content_base64) = read
+        .bytes
+        .as_deref()
+        .map_or((None, None), ReadResponse::content_fields);
     Ok(axum::Json(ReadResponse {
         commit: read.commit,
         result: read.materialization.result,

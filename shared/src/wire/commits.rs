@@ -472,17 +472,44 @@ pub struct ReadResponse {
     pub result: Materialized,
     /// Whether it came from the cache.
     pub cached: bool,
-    /// The bytes, as UTF-8 text.
+    /// The bytes, as UTF-8 text: when they are UTF-8 and their JSON
+    /// string is no longer than their base64.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub content: Option<String>,
-    /// The bytes, base64-encoded (standard alphabet, padded), when they are
-    /// not UTF-8.
+    /// The bytes, base64-encoded (standard alphabet, padded): when they are
+    /// not UTF-8, or JSON would escape so many of them (control
+    /// characters, quotes) that base64 is shorter.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub content_base64: Option<String>,
 }
 
-/// The most bytes `POST /v1/read` answers inline (1 MiB: with JSON's
-/// escapes or base64, well inside a Lambda response's 6 MB).
+impl ReadResponse {
+    /// `content` and `content_base64` for `bytes`: whichever is shorter in
+    /// the response, so that the answer is never over 4/3 of the bytes
+    /// (JSON escapes a control character in six bytes: 1 MiB of them as
+    /// text would be over a Lambda response's 6 MB).
+    pub fn content_fields(bytes: &[u8]) -> (Option<String>, Option<String>) {
+        use base64::Engine as _;
+        let escaped: usize = bytes
+            .iter()
+            .map(|&b| match b {
+                b'"' | b'\\' | b'\n' | b'\r' | b'\t' | 0x08 | 0x0c => 2,
+                0..0x20 => 6,
+                _ => 1,
+            })
+            .sum();
+        match std::str::from_utf8(bytes) {
+            Ok(text) if escaped <= bytes.len().div_ceil(3) * 4 => (Some(text.to_owned()), None),
+            _ => (
+                None,
+                Some(base64::engine::general_purpose::STANDARD.encode(bytes)),
+            ),
+        }
+    }
+}
+
+/// The most bytes `POST /v1/read` answers inline (1 MiB: at most 4/3 of it
+/// in the response, well inside a Lambda response's 6 MB).
 pub const READ_CONTENT_BYTES: u64 = 1024 * 1024;
 
 /// `PATCH /v1/commits/{ctx}`: summary and tags are all that may change.
@@ -638,4 +665,33 @@ pub struct CompactResponse {
 pub struct ResolveResponse {
     /// The newest commit at or before the time.
     pub id: CommitId,
+}
+
+#[cfg(test)]
+mod read_tests {
+    use super::ReadResponse;
+
+    /// Text comes as text unless JSON's escapes would make it longer than
+    /// base64; bytes that are not UTF-8 always come in base64; either way
+    /// the field is at most 4/3 of the bytes (plus padding).
+    #[test]
+    fn read_content_takes_the_shorter_of_text_and_base64() {
+        let cases: [(&[u8], bool); 5] = [
+            (b"user: hello\n", true),
+            (b"{\"a\": \"b\"}\n", true),
+            (&[1u8; 300], false),
+            (&[b'"'; 300], false),
+            (&[0xff, 0xfe], false),
+        ];
+        for (bytes, as_text) in cases {
+            let (text, b64) = ReadResponse::content_fields(bytes);
+            assert_eq!(text.is_some(), as_text, "{bytes:?}");
+            assert_eq!(b64.is_some(), !as_text, "{bytes:?}");
+            let field = serde_json::to_string(&text.or(b64).unwrap()).unwrap();
+            assert!(
+                field.len() <= bytes.len().div_ceil(3) * 4 + 2,
+                "{bytes:?}: {field}"
+            );
+        }
+    }
 }

@@ -1070,10 +1070,13 @@ class ReadResponse(Materialized):
     commit: CommitId
     """The commit read (the ref's tip)."""
     content: NotRequired[str | None]
-    """The bytes, as UTF-8 text."""
+    """The bytes, as UTF-8 text: when they are UTF-8 and their JSON
+    string is no longer than their base64.
+    """
     content_base64: NotRequired[str | None]
-    """The bytes, base64-encoded (standard alphabet, padded), when they are
-    not UTF-8.
+    """The bytes, base64-encoded (standard alphabet, padded): when they are
+    not UTF-8, or JSON would escape so many of them (control
+    characters, quotes) that base64 is shorter.
     """
 
 
