@@ -109,7 +109,8 @@ impl Service {
         };
         // A cached result can be superseded or evicted between its entry
         // and its file being read: then it is built again, once.
-        for again in [false, true] {
+        let mut again = false;
+        loop {
             let (materialization, joined) = match &of {
                 ReadOf::Context { stop, format } => self
                     .materialize_bytes(tenant, &commit, *stop, format.clone())
@@ -140,6 +141,7 @@ impl Service {
                     Ok(Fetched::Bytes(b)) => Some(b),
                     Ok(Fetched::Url(_)) => None,
                     Err(e) if e.kind == ErrorKind::NotFound && !again && materialization.cached => {
+                        again = true;
                         continue;
                     }
                     Err(e) => return Err(e),
@@ -151,7 +153,6 @@ impl Service {
                 bytes,
             });
         }
-        unreachable!("the second attempt returns")
     }
 
     /// Rebuilds the context at `id` from `stop` in `format` (the tip's when
@@ -288,16 +289,16 @@ impl Service {
     /// turn until the budget evicts it. A reader of the parent rebuilds it
     /// (from an older entry or the chain). Stores whose cached artifacts
     /// expire by lifecycle rule (S3) keep theirs.
-    async fn supersede(&self, tenant: &TenantId, key: Option<&MaterializeKey>) -> Result<()> {
-        let (Some(key), Some(_)) = (key, self.lifecycle.cache_budget) else {
+    async fn supersede(
+        &self,
+        tenant: &TenantId,
+        parent: Option<&(MaterializeKey, ArtifactRef)>,
+    ) -> Result<()> {
+        let (Some((key, art)), Some(_)) = (parent, self.lifecycle.cache_budget) else {
             return Ok(());
         };
-        let meta = &self.stores.meta;
-        if let Some(old) = meta.get_materialized(tenant, key).await?
-            && meta.delete_materialized(tenant, key).await?
-        {
-            self.remove_cached_unless_used(tenant, &old.artifact_ref)
-                .await?;
+        if self.stores.meta.delete_materialized(tenant, key).await? {
+            self.remove_cached_unless_used(tenant, art).await?;
         }
         Ok(())
     }
@@ -495,7 +496,8 @@ impl Service {
                     .append_to_hot(tenant, &codec, format, &hot, &newer)
                     .await?
                 {
-                    return Ok(Incremental::Done(Box::new(built), Some(parent_key)));
+                    let art = hot.m.artifact_ref;
+                    return Ok(Incremental::Done(Box::new(built), Some((parent_key, art))));
                 }
             } else if let Some(cached) = self
                 .stores
@@ -506,7 +508,8 @@ impl Service {
                     .append_to(tenant, &codec, &parent_key, &cached, &newer)
                     .await?
             {
-                return Ok(Incremental::Done(Box::new(m), Some(parent_key)));
+                let art = cached.artifact_ref;
+                return Ok(Incremental::Done(Box::new(m), Some((parent_key, art))));
             }
         }
         let path = self.walk_to_stop(tenant, tip.clone(), stop).await?;
@@ -782,10 +785,10 @@ const MAX_PROBES: usize = 12;
 
 /// What the incremental attempt gave.
 enum Incremental {
-    /// The materialization, built on a cached ancestor; with the key of
-    /// the parent's entry when it was built on that one (which the new
-    /// entry then supersedes).
-    Done(Box<Hot>, Option<MaterializeKey>),
+    /// The materialization, built on a cached ancestor; with the key and
+    /// artifact of the parent's entry when it was built on that one (which
+    /// the new entry then supersedes).
+    Done(Box<Hot>, Option<(MaterializeKey, ArtifactRef)>),
     /// Nothing to reuse: the walked path, newest first.
     Path(Vec<Commit>),
 }
