@@ -3,16 +3,13 @@ the live server, and pinned exactly: the regression guard issue 25 asks
 for ("The requests per operation for each adapter, counted by a test, so
 a regression to several round trips fails").
 
-The numbers are today's. ``CtxSession.add_items`` is one request once the
-session has seen its tip, and ``CtxSessionStore.append`` once the store
-has seen its key (the folded summary and the commit in one batch); the
-LangGraph saver's ``put_writes`` is one batch, and its ``put`` one batch
-after a commit per list value that grew. Issue
-25 brings ``CtxSession.get_items`` (with or without ``limit``) and
-``CtxSessionStore.load`` to one request each; the change that does it
-updates the lists below, and from then on any extra round trip fails
-here. bench/session_stores.py prints the same
-counts beside the rates.
+One request each: ``CtxSession.add_items`` (once the session has seen
+its tip) and ``get_items`` (with or without ``limit``);
+``CtxSessionStore.append`` (once the store has seen its key: the folded
+summary and the commit in one batch) and ``load``; the LangGraph saver's
+``put_writes`` and a warm ``get_tuple``, and its ``put`` after a commit per
+list value that grew. Any extra round trip fails here.
+bench/session_stores.py prints the same counts beside the rates.
 """
 
 from __future__ import annotations

@@ -224,12 +224,12 @@ class Gen:
             self.typed_dict(name, s, [], [])
         elif "allOf" in s:
             bases, extra = [], []
-            closed = [p for p in s["allOf"] if "additionalProperties" in p]
+            with_fields = [p for p in s["allOf"] if "properties" in p]
             for part in s["allOf"]:
                 if "$ref" in part:
                     bases.append(self.ty(part, name))
                 elif part.get("type") == "object" and (
-                    "additionalProperties" not in part or closed == s["allOf"][:1] == [part]
+                    "additionalProperties" not in part or with_fields == [part]
                 ):
                     # The fields (a closed object only as the one part
                     # that has fields: ReadRequest).
