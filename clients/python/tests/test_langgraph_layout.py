@@ -117,14 +117,22 @@ def test_an_appended_list_is_a_delta_on_its_parents_chain(client: Client) -> Non
         stored = saver.put(steps[-1][0], cp, {"step": i + 1}, {"msgs": i + 2})
         steps.append((stored, cp["id"]))
 
-    def entry(checkpoint_id: str) -> list:
+    def stored(checkpoint_id: str) -> tuple[dict, dict]:
         tip = client.get_ref(names.checkpoint("lists", "", checkpoint_id))["target"]
         commit = client.get_commit(tip)
-        return json.loads(client.get_artifact(commit["artifact_ref"]))["values"]["msgs"]
+        return commit, json.loads(client.get_artifact(commit["artifact_ref"]))
 
-    links = [entry(cid)[1] for _, cid in steps]
+    docs = [stored(cid) for _, cid in steps]
+    slots = [doc["values"]["msgs"][1] for _, doc in docs]
+    # A list that grew is committed in the put's batch, as the parent of
+    # the document's commit ("^"); the same list again names its link.
+    assert slots[0] == slots[1] == slots[3] == "^" and slots[2].startswith("ctx-")
+    links = [c["parent"] if slot == "^" else slot for (c, _), slot in zip(docs, slots, strict=True)]
+    # Such a document names where its LangGraph parent was ("pt").
+    assert docs[1][1]["pt"] == client.get_ref(names.checkpoint("lists", "", first_id))["target"]
+    assert "pt" not in docs[2][1]
     commits = [client.get_commit(link) for link in links]
-    assert [e[0] for e in map(entry, [cid for _, cid in steps])] == ["ctx-list"] * 4
+    assert [d["values"]["msgs"][0] for _, d in docs] == ["ctx-list"] * 4
     # ["a","b"] a snapshot; + "c" a delta of one element on it; the same list
     # again is the same link; ["z"] is not an append: a snapshot on it.
     assert [c["commit_type"] for c in commits] == ["snapshot", "delta", "delta", "snapshot"]
@@ -142,3 +150,32 @@ def test_an_appended_list_is_a_delta_on_its_parents_chain(client: Client) -> Non
         ["a", "b", "c"],
         ["z"],
     ]
+
+
+@pytest.mark.parametrize("cold", [False, True])
+def test_the_delta_walk_crosses_documents_that_sit_on_their_links(
+    client: Client, cold: bool
+) -> None:
+    # A graph with a DeltaChannel and a growing list: each put commits the
+    # list's link and the document on it in one batch, so the document's
+    # commit is not on its parent's tip. The walk follows "pt" across them
+    # and gives the writes a saver without list links gives.
+    def history(list_deltas: bool) -> dict:
+        saver = CtxSaver(client, prefix=f"lgwalk-{uuid.uuid4().hex[:8]}", list_deltas=list_deltas)
+        conf = {"configurable": {"thread_id": "walk", "checkpoint_ns": ""}}
+        msgs: list[str] = []
+        for step in range(4):
+            msgs = [*msgs, f"m{step}"]
+            cp = empty_checkpoint()
+            cp["channel_values"] = {"msgs": msgs}
+            cp["channel_versions"] = {"msgs": step + 1}
+            conf = saver.put(conf, cp, {"source": "loop", "step": step}, {"msgs": step + 1})
+            saver.put_writes(conf, [("d", f"w{step}"), ("d", f"x{step}")], f"task-{step}")
+        if cold:
+            saver = CtxSaver(client, prefix=saver._core.names.prefix, list_deltas=list_deltas)
+        got = saver.get_delta_channel_history(config=conf, channels=["d"])
+        return {ch: [w[1:] for w in h["writes"]] for ch, h in got.items()}
+
+    linked = history(True)
+    assert linked == history(False)
+    assert linked == {"d": [("d", f"{p}{s}") for s in range(3) for p in "wx"]}

@@ -8,7 +8,7 @@ its tip) and ``get_items`` (with or without ``limit``);
 ``CtxSessionStore.append`` (once the store has seen its key: the folded
 summary and the commit in one batch) and ``load``; the LangGraph saver's
 ``put_writes`` and a warm ``get_tuple``, and its ``put`` after a commit per
-list value that grew. Any extra round trip fails here.
+list value that grew past the first. Any extra round trip fails here.
 bench/session_stores.py prints the same counts beside the rates.
 """
 
@@ -182,17 +182,17 @@ async def test_langgraph_saver_requests_per_operation(
     async def put(config: Any, c: Any) -> Any:
         return await _put(saver, config, c)
 
-    # put: the growing messages list is a link commit of its new elements
-    # (a ctx delta on the parent's link), then one batch holds the rest:
-    # the document's commit, the other values, the checkpoint's ref, the
-    # head and the run's index entry.
+    # put: one batch holds the growing messages list's link commit (a ctx
+    # delta of its new elements on the parent's link), the document's
+    # commit on it, the other values, the checkpoint's ref, the head and
+    # the run's index entry.
     first = _checkpoint(["hi"], 1)
     got: list[Any] = []
 
     async def keep(op: Awaitable[Any]) -> None:
         got[:] = [await op]
 
-    assert await sent(t, lambda: keep(put(thread, first))) == ["checkpoint", "batch"]
+    assert await sent(t, lambda: keep(put(thread, first))) == ["batch"]
     c1 = got[0]
     # put_writes: the merged document and its ref and head moves, one batch.
     writes = [("messages", ["there"]), ("step", 2)]
@@ -200,7 +200,7 @@ async def test_langgraph_saver_requests_per_operation(
     # A repeat of the same writes changes nothing: no request.
     assert await sent(t, lambda: saver.aput_writes(c1, writes, "task-1")) == []
     second = _checkpoint(["hi", "there"], 2)
-    assert await sent(t, lambda: keep(put(c1, second))) == ["checkpoint", "batch"]
+    assert await sent(t, lambda: keep(put(c1, second))) == ["batch"]
     c2 = got[0]
     # Without the list (no new messages, or a DeltaChannel's sentinel):
     # one batch.
@@ -212,6 +212,26 @@ async def test_langgraph_saver_requests_per_operation(
             saver.aput(c2, third, {"source": "loop", "step": 3, "run_id": "r-1"}, {"step": 3})
         ),
     ) == ["batch"]
+    # Two lists that grew: the second's link is committed first, on its own.
+    two = _checkpoint(["hi", "there"], 4)
+    two["channel_values"]["other"] = ["x"]
+    two["channel_versions"]["other"] = 4
+    other_thread: Any = {"configurable": {"thread_id": "t-2", "checkpoint_ns": ""}}
+    assert await sent(
+        t,
+        lambda: keep(
+            saver.aput(
+                other_thread, two, {"source": "loop", "step": 4}, {"messages": 4, "other": 4}
+            )
+        ),
+    ) == ["checkpoint", "batch"]
+    back = await saver.aget_tuple(got[0])
+    assert back is not None
+    assert back.checkpoint["channel_values"] == {
+        "messages": ["hi", "there"],
+        "step": 4,
+        "other": ["x"],
+    }
     # get_tuple of the latest, warm: the head's tip and its document, one
     # request (the values are cached).
     assert await sent(t, lambda: keep(saver.aget_tuple(thread))) == ["read"]
@@ -295,7 +315,7 @@ async def test_langgraph_writes_sent_during_their_put_wait_for_it(
         assert t.answered[mark:] == []
         t.hold.set()
         await asyncio.gather(put, writes)
-        assert t.answered == [("checkpoint", 201), ("batch", 201), ("batch", 201)]
+        assert t.answered == [("batch", 201), ("batch", 201)]
         got = await saver.aget_tuple(at)
         assert got is not None and got.pending_writes == [("task-1", "step", 2)]
 
@@ -312,6 +332,6 @@ async def test_langgraph_writes_before_their_put_are_taken_over_without_a_confli
         assert await saver.aget_tuple(at) is None  # a placeholder reads as no checkpoint
         mark = len(t.answered)
         await _put(saver, thread, c)
-        assert t.answered[mark:] == [("checkpoint", 201), ("batch", 201)]
+        assert t.answered[mark:] == [("batch", 201)]
         got = await saver.aget_tuple(at)
         assert got is not None and got.pending_writes == [("task-1", "step", 2)]

@@ -572,6 +572,7 @@ pub(super) async fn read(
         .map_or((None, None), ReadResponse::content_fields);
     Ok(axum::Json(ReadResponse {
         commit: read.commit,
+        parent: read.parent,
         result: read.materialization.result,
         cached: read.materialization.cached,
         content,

@@ -1016,6 +1016,10 @@ async fn read_answers_a_refs_context_and_its_bytes_in_one_request() {
     assert_eq!(read["commit"], json!(b_id));
     assert_eq!(read["content"], json!("one\ntwo\n"));
     assert!(read.get("content_base64").is_none(), "{read}");
+    assert!(
+        read.get("parent").is_none(),
+        "a context read names no parent: {read}"
+    );
     let m = h
         .ok(
             "POST",
@@ -1060,4 +1064,11 @@ async fn read_answers_a_refs_context_and_its_bytes_in_one_request() {
     assert_eq!(own["content"], json!("two\n"));
     assert_eq!(own["artifact_ref"], b["artifact_ref"]);
     assert_eq!(own["size"], json!(4));
+    // with its parent (a reader of a chain needs no show for it), and a
+    // root's read has none.
+    assert_eq!(own["parent"], json!(a_id));
+    let root = h
+        .ok("POST", "/v1/read", json!({"commit": a_id, "delta": true}))
+        .await;
+    assert!(root.get("parent").is_none(), "{root}");
 }

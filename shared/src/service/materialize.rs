@@ -71,6 +71,9 @@ pub enum ReadOf {
 pub struct Read {
     /// The commit read (the ref's tip).
     pub commit: CommitId,
+    /// Its parent, on a delta read (`None` for a root, and for a context
+    /// read, which does not look it up).
+    pub parent: Option<CommitId>,
     /// Its materialization.
     pub materialization: Materialization,
     /// Its bytes, when they are at most the limit asked for.
@@ -111,6 +114,7 @@ impl Service {
         // and its file being read: then it is built again, once.
         let mut again = false;
         loop {
+            let mut parent = None;
             let (materialization, joined) = match &of {
                 ReadOf::Context { stop, format } => self
                     .materialize_bytes(tenant, &commit, *stop, format.clone())
@@ -118,6 +122,7 @@ impl Service {
                     .map_err(named)?,
                 ReadOf::Delta => {
                     let c = self.show(tenant, &commit).await.map_err(named)?;
+                    parent = c.parent;
                     let m = Materialization {
                         result: Materialized {
                             artifact_ref: c.artifact_ref,
@@ -149,6 +154,7 @@ impl Service {
             };
             return Ok(Read {
                 commit,
+                parent,
                 materialization,
                 bytes,
             });

@@ -467,6 +467,10 @@ impl utoipa::ToSchema for ReadRequest {}
 pub struct ReadResponse {
     /// The commit read (the ref's tip).
     pub commit: CommitId,
+    /// The commit's parent, on a `delta` read; absent for a root and for a
+    /// context read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<CommitId>,
     /// The artifact holding the context, its size, counts and tier.
     #[serde(flatten)]
     pub result: Materialized,

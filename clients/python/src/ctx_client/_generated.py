@@ -1078,6 +1078,10 @@ class ReadResponse(Materialized):
     not UTF-8, or JSON would escape so many of them (control
     characters, quotes) that base64 is shorter.
     """
+    parent: NotRequired[CommitId | None]
+    """The commit's parent, on a `delta` read; absent for a root and for a
+    context read.
+    """
 
 
 class RefList(TypedDict):

@@ -25,14 +25,16 @@ from ._document import (
     INLINE,
     INLINE_VALUE_BYTES,
     LIST_KIND,
+    PARENT_LINK,
     TEMPLATE,
     _b64,
     _created_at,
+    _resolved,
     _unb64,
 )
 from ._names import _parse_thread_ref, _unescape
 from ._op import Op, _Wait
-from ._values import _Values
+from ._values import _NewLink, _Values
 
 # The most bytes of channel values a put sends inside its batch; more are
 # uploaded first, each on its own (a batch is one JSON body, and values
@@ -93,35 +95,48 @@ class _Checkpoints(_Values):
         trigger: str,
         created_at: str,
         artifacts: Sequence[bytes] = (),
+        link: _NewLink | None = None,
     ) -> Op[str]:
         """Commits a document as a child of ``parent`` and moves each ref of
         ``moves`` (name, expected) to it, with ``artifacts`` (the values the
         document names), in one request and one atomic write; the new
-        commit's id. A stale expectation raises the batch's
-        :class:`ConflictError`, whose ``field`` is ``refs[i].expected``
-        (:func:`_stale_move`) and which writes nothing."""
+        commit's id. With ``link`` (a list value's new link, which the
+        document names as :data:`PARENT_LINK`), the link is committed first
+        in the batch and is the document's parent instead of ``parent``. A
+        stale expectation raises the batch's :class:`ConflictError`, whose
+        ``field`` is ``refs[i].expected`` (:func:`_stale_move`) and which
+        writes nothing."""
         data = json.dumps(doc, separators=(",", ":"), sort_keys=True)
+        commit: dict[str, Any] = {
+            "principal": self.principal,
+            "template": TEMPLATE,
+            "format": "raw",
+            "delta": data,
+            "commit_type": "snapshot",
+            "checkpoint": trigger,
+            "thread_id": thread_id if len(thread_id.encode()) <= 256 else None,
+            "created_at": created_at,
+        }
+        commits = [commit]
+        if link is None:
+            commit["parent"] = parent
+        else:
+            commit["parent_in_batch"] = 0
+            commits.insert(0, self.link_commit(thread_id, link))
+        at = len(commits) - 1
         done = yield routes.batch(
-            commits=[
-                {
-                    "principal": self.principal,
-                    "template": TEMPLATE,
-                    "format": "raw",
-                    "delta": data,
-                    "parent": parent,
-                    "commit_type": "snapshot",
-                    "checkpoint": trigger,
-                    "thread_id": thread_id if len(thread_id.encode()) <= 256 else None,
-                    "created_at": created_at,
-                }
-            ],
+            commits=commits,
             refs=[
-                {"name": name, "expected": expected, "target_in_batch": 0}
+                {"name": name, "expected": expected, "target_in_batch": at}
                 for name, expected in moves
             ],
             artifacts=list(artifacts),
         )
-        tip = cast(str, done["commits"][0]["id"])
+        tip = cast(str, done["commits"][at]["id"])
+        if link is not None:
+            link_id = cast(str, done["commits"][0]["id"])
+            self.linked(link_id, link)
+            doc = _resolved(doc, link_id)
         self.docs.put(tip, doc, len(data))
         for name, _ in moves:
             self.saw(name, tip)
@@ -215,6 +230,7 @@ class _Checkpoints(_Values):
         versions = checkpoint.get("channel_versions", {})
         entries: dict[str, list[Any]] = {}
         uploads: list[tuple[str, str, bytes]] = []
+        grown: list[tuple[str, _NewLink]] = []
         for ch, value in values.items():
             version = versions.get(ch)
             old = parent_values.get(ch)
@@ -222,8 +238,10 @@ class _Checkpoints(_Values):
                 entries[ch] = old
                 continue
             if self.list_deltas and type(value) is list and value:
-                link = yield from self.store_list(thread_id, value, old)
-                entries[ch] = [LIST_KIND, link, version]
+                link = yield from self.list_link(value, old)
+                entries[ch] = [LIST_KIND, link if isinstance(link, str) else "", version]
+                if isinstance(link, _NewLink):
+                    grown.append((ch, link))
                 continue
             typ, data = self.serde.dumps_typed(value)
             if data and len(data) <= INLINE_VALUE_BYTES:
@@ -232,8 +250,20 @@ class _Checkpoints(_Values):
                 uploads.append((ch, typ, data))
             else:  # nothing to store (e.g. None): no artifact
                 entries[ch] = [typ, "", versions.get(ch)]
+        # One list that grew (add_messages) goes in the batch: its link is
+        # the document's commit's parent. Others are committed first.
+        budget = BATCH_VALUE_BYTES - sum(len(d) for _, _, d in uploads)
+        in_batch = None
+        if grown and len(grown[0][1].records) <= budget:
+            ch, in_batch = grown.pop(0)
+            entries[ch][1] = PARENT_LINK
+            budget -= len(in_batch.records)
+        for ch, link in grown:
+            done = yield routes.checkpoint(**self.link_commit(thread_id, link))
+            self.linked(done["id"], link)
+            entries[ch][1] = done["id"]
         inline: list[bytes] = []
-        if sum(len(d) for _, _, d in uploads) <= BATCH_VALUE_BYTES:
+        if budget >= 0:
             # The values go in the batch, named by their hashes.
             for ch, typ, data in uploads:
                 ref = artifact_ref_of(data)
@@ -258,6 +288,10 @@ class _Checkpoints(_Values):
             "values": entries,
             "writes": [],
         }
+        if in_batch is not None:
+            # The document's commit sits on the link, not on the parent's
+            # tip: DeltaChannel's walk goes on from here.
+            doc["pt"] = parent_tip
         created_at = _created_at(checkpoint.get("ts"))
         # One batch: the document's commit, the checkpoint's ref (which
         # must not exist yet), the head and the run's index entry (each
@@ -285,6 +319,7 @@ class _Checkpoints(_Values):
                     trigger="turn_boundary",
                     created_at=created_at,
                     artifacts=inline,
+                    link=in_batch,
                 )
                 break
             except ConflictError as e:

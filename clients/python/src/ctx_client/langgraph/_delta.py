@@ -10,7 +10,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import DeltaChannelHistory, get_checkpoint_id
 
 from .. import _routes as routes
-from ._document import _unb64
+from ._document import _resolved, _unb64
 from ._op import Op, _maybe
 from ._values import _Values
 
@@ -76,6 +76,7 @@ class _DeltaHistory(_Values):
         remaining = set(channels)
         cursor = yield from self.get_ref(name)
         after_checkpoint = False
+        prev: str | None = None  # the commit before the one looked at
         stopped = cursor is None
         depth = HISTORY_FIRST
         while cursor is not None and remaining and not stopped:
@@ -84,16 +85,25 @@ class _DeltaHistory(_Values):
             cursor = commits[-1].get("parent")
             tips = []
             for c in commits:
+                if after_checkpoint and c["checkpoint"] == "explicit" and prev is not None:
+                    # A list's link under the checkpoint before it (a put
+                    # that committed both in one batch): the walk goes on
+                    # from the parent's tip that document names.
+                    ck = yield from self.doc(prev)
+                    cursor = ck.get("pt")
+                    break
                 if after_checkpoint:
                     tips.append(c)
                 after_checkpoint = c["checkpoint"] == "turn_boundary"
+                prev = c["id"]
             for i in range(0, len(tips), HISTORY_BATCH):
                 batch = tips[i : i + HISTORY_BATCH]
                 missing = [c for c in batch if self.docs.get(c["id"]) is None]
                 if missing:
                     datas = yield [routes.get_artifact(c["artifact_ref"]) for c in missing]
                     for c, data in zip(missing, datas, strict=True):
-                        self.docs.put(c["id"], json.loads(data), len(data))
+                        doc = _resolved(json.loads(data), c.get("parent"))
+                        self.docs.put(c["id"], doc, len(data))
                 docs = []
                 for c in batch:
                     d = self.docs.get(c["id"])

@@ -5,9 +5,13 @@ from __future__ import annotations
 import base64
 import struct
 from datetime import UTC, datetime
+from typing import Any
 
 # 2: a value entry may hold its bytes (INLINE).
-DOC_VERSION = 2
+# 3: a list entry may name its link as the document's commit's parent
+# (PARENT_LINK), and the document then names its LangGraph parent's tip
+# ("pt").
+DOC_VERSION = 3
 TEMPLATE = "langgraph"
 # The type slot of a value entry stored as a ctx chain of list elements.
 LIST_KIND = "ctx-list"
@@ -16,6 +20,28 @@ LIST_KIND = "ctx-list"
 # channels change every step; an artifact each would cost a file).
 INLINE = "="
 INLINE_VALUE_BYTES = 1024
+# The ref slot of a list entry whose link is the parent of the commit that
+# holds the document: a put then commits the link and the document in one
+# batch (the document cannot name a commit whose id the server has not
+# derived yet). A document read back is resolved (`_resolved`) before it is
+# used or copied into another commit.
+PARENT_LINK = "^"
+
+
+def _resolved(doc: dict[str, Any], parent: str | None) -> dict[str, Any]:
+    """``doc`` as read from a commit whose parent is ``parent``: a
+    :data:`PARENT_LINK` entry names that parent."""
+    values = doc.get("values")
+    if not values or not any(e[1] == PARENT_LINK for e in values.values()):
+        return doc
+    if parent is None:
+        raise ValueError(f"checkpoint {doc.get('id')} names its parent as a link, and has none")
+    return {
+        **doc,
+        "values": {
+            ch: ([e[0], parent, *e[2:]] if e[1] == PARENT_LINK else e) for ch, e in values.items()
+        },
+    }
 
 
 def _encode_records(elements: list[tuple[str, bytes]]) -> bytes:

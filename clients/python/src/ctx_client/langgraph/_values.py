@@ -4,6 +4,7 @@ values stored as chains of list elements."""
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any, cast
 
 from .. import _routes as routes
@@ -15,6 +16,7 @@ from ._document import (
     _decode_records,
     _encode_records,
     _now,
+    _resolved,
     _unb64,
 )
 from ._op import Op
@@ -39,7 +41,7 @@ class _Values(_Refs):
         data = routes.content_of(read)
         if data is None:
             data = yield routes.get_artifact(read["artifact_ref"])
-        doc = cast(dict[str, Any], json.loads(data))
+        doc = _resolved(cast(dict[str, Any], json.loads(data)), read.get("parent"))
         self.docs.put(read["commit"], doc, len(data))
         return doc
 
@@ -72,11 +74,12 @@ class _Values(_Refs):
         self.links.put(commit_id, elements, len(data))
         return elements
 
-    def store_list(self, thread_id: str, value: list[Any], old: list[Any] | None) -> Op[str]:
-        """A list value as a chain link: a delta of the new elements on the
-        parent's link when the parent's list is a prefix of this one (an
-        append, as add_messages does), a snapshot of every element otherwise.
-        The link's commit id."""
+    def list_link(self, value: list[Any], old: list[Any] | None) -> Op[str | _NewLink]:
+        """A list value as a chain link: the parent's link when the list is
+        the same, else the link to commit: a delta of the new elements on
+        the parent's link when the parent's list is a prefix of this one (an
+        append, as add_messages does), a snapshot of every element
+        otherwise."""
         elements = [self.serde.dumps_typed(e) for e in value]
         parent = None
         new = elements
@@ -89,19 +92,36 @@ class _Values(_Refs):
                     return cast(str, parent)
                 new = elements[len(before) :]
                 commit_type = "delta"
-        commit = yield routes.checkpoint(
-            principal=self.principal,
-            template=TEMPLATE,
-            format="raw",
-            delta=_encode_records(new),
-            parent=parent,
-            commit_type=commit_type,
-            checkpoint="explicit",
-            thread_id=thread_id if len(thread_id.encode()) <= 256 else None,
-            message_count=len(new),
-            created_at=_now(),
-        )
-        self.links.put(commit["id"], elements, sum(len(t) + len(d) for t, d in elements))
+        return _NewLink(parent, commit_type, _encode_records(new), len(new), elements)
+
+    def link_commit(self, thread_id: str, link: _NewLink) -> dict[str, Any]:
+        """The commit of a new link (the fields of ``POST /v1/commits``)."""
+        return {
+            "principal": self.principal,
+            "template": TEMPLATE,
+            "format": "raw",
+            "delta": link.records,
+            "parent": link.parent,
+            "commit_type": link.commit_type,
+            "checkpoint": "explicit",
+            "thread_id": thread_id if len(thread_id.encode()) <= 256 else None,
+            "message_count": link.count,
+            "created_at": _now(),
+        }
+
+    def linked(self, commit_id: str, link: _NewLink) -> None:
+        """Keeps a committed link's elements, by its commit."""
+        size = sum(len(t) + len(d) for t, d in link.elements)
+        self.links.put(commit_id, link.elements, size)
+
+    def store_list(self, thread_id: str, value: list[Any], old: list[Any] | None) -> Op[str]:
+        """A list value as a chain link (:meth:`list_link`), committed on
+        its own when new; the link's commit id."""
+        link = yield from self.list_link(value, old)
+        if isinstance(link, str):
+            return link
+        commit = yield routes.checkpoint(**self.link_commit(thread_id, link))
+        self.linked(commit["id"], link)
         return cast(str, commit["id"])
 
     def values(self, doc: dict[str, Any]) -> Op[dict[str, Any]]:
@@ -135,3 +155,14 @@ class _Values(_Refs):
                 data = yield routes.get_artifact(ref)
             out[ch] = self.serde.loads_typed((typ, data))
         return out
+
+
+@dataclass
+class _NewLink:
+    """A list value's link, to commit."""
+
+    parent: str | None
+    commit_type: str
+    records: bytes
+    count: int
+    elements: list[tuple[str, bytes]]
