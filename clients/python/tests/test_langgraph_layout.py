@@ -4,6 +4,7 @@ commits, values stored once, and listing across threads."""
 
 from __future__ import annotations
 
+import base64
 import json
 import uuid
 
@@ -179,3 +180,49 @@ def test_the_delta_walk_crosses_documents_that_sit_on_their_links(
     linked = history(True)
     assert linked == history(False)
     assert linked == {"d": [("d", f"{p}{s}") for s in range(3) for p in "wx"]}
+
+
+def test_writes_are_deltas_of_their_own_lines(client: Client) -> None:
+    # A put_writes commits its writes alone, as a delta on the checkpoint's
+    # tip: the document and the earlier writes are not copied. A saver
+    # with nothing cached reads the document and every write back.
+    saver = _saver(client)
+    names = saver._core.names
+    stored, cid = _put(saver, "deltas", {"n": 1})
+    for k in range(3):
+        saver.put_writes(stored, [("ch", f"v{k}")], f"task-{k}")
+    tip = client.get_ref(names.checkpoint("deltas", "", cid))["target"]
+    chain = client.history(tip, depth=10)["commits"]
+    assert [c["commit_type"] for c in chain] == ["delta", "delta", "delta", "snapshot"]
+    assert [c["checkpoint"] for c in chain] == ["tool_call"] * 3 + ["turn_boundary"]
+    last = client.get_artifact(chain[0]["artifact_ref"])
+    assert last.count(b"\n") == 1 and json.loads(last)[0] == "task-2"
+    fresh = CtxSaver(client, prefix=names.prefix)
+    got = fresh.get_tuple(stored)
+    assert got is not None
+    assert got.pending_writes == [(f"task-{k}", "ch", f"v{k}") for k in range(3)]
+
+
+def test_documents_of_version_2_still_read(client: Client) -> None:
+    # Before writes were deltas, every commit of a checkpoint held its
+    # whole document (no trailing newline) with the writes merged in.
+    saver = _saver(client)
+    names = saver._core.names
+    stored, cid = _put(saver, "old", {"n": 1})
+    tip = client.get_ref(names.checkpoint("old", "", cid))["target"]
+    doc = json.loads(client.get_artifact(client.get_commit(tip)["artifact_ref"]))
+    typ, data = saver.serde.dumps_typed("old write")
+    doc["v"] = 2
+    doc["writes"] = [["task-1", 0, "ch", typ, base64.b64encode(data).decode(), ""]]
+    old = client.checkpoint(
+        principal="someone",
+        template="langgraph",
+        format="raw",
+        delta=json.dumps(doc, separators=(",", ":"), sort_keys=True),
+        parent=tip,
+        commit_type="snapshot",
+        checkpoint="tool_call",
+    )
+    client.put_ref(names.checkpoint("old", "", cid), old["id"], tip)
+    got = CtxSaver(client, prefix=names.prefix).get_tuple(stored)
+    assert got is not None and got.pending_writes == [("task-1", "ch", "old write")]

@@ -532,7 +532,7 @@ pub(super) async fn materialize(
 /// `artifact_ref`.
 #[utoipa::path(post, path = "/v1/read", tag = "commits", request_body = ReadRequest,
     responses((status = 200, description = "The context", body = ReadResponse),
-        (status = 400, description = "Neither or both of `ref` and `commit`, a stop that is not an ancestor, a format that cannot be produced, or a delta read with a stop or format", body = ErrorBody),
+        (status = 400, description = "Neither or both of `ref` and `commit`, a stop that is not an ancestor, a format that cannot be produced, or a delta read with a format", body = ErrorBody),
         (status = 404, description = "No such ref or commit", body = ErrorBody),
         (status = 413, description = "A body over the JSON limit", body = ErrorBody)),
     security(("bearer" = [])))]
@@ -554,11 +554,8 @@ pub(super) async fn read(
             stop: stop.unwrap_or_default(),
             format,
         },
-        (true, None, None) => ReadOf::Delta,
-        (true, Some(_), _) => {
-            return Err(Error::invalid("stop", "a delta read has no stop").into());
-        }
-        (true, None, Some(_)) => {
+        (true, stop, None) => ReadOf::Delta { stop },
+        (true, _, Some(_)) => {
             return Err(Error::invalid("format", "a delta read has no format").into());
         }
     };

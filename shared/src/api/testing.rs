@@ -370,11 +370,11 @@ where
             Some(json!({"commit": other_root})),
         ),
         (
-            "delta read with a stop",
+            "delta read from a stop that does not exist",
             "POST",
             "/v1/read".into(),
             Some(TENANT_A),
-            Some(json!({"commit": root_id, "delta": true, "stop": "root"})),
+            Some(json!({"commit": root_id, "delta": true, "stop": missing})),
         ),
         (
             "delta read with a format",

@@ -1072,3 +1072,49 @@ async fn read_answers_a_refs_context_and_its_bytes_in_one_request() {
         .await;
     assert!(root.get("parent").is_none(), "{root}");
 }
+
+/// `POST /v1/read` with `delta` and `stop`: the deltas from the stop point
+/// to the commit, joined, with the parent of the first of them; nothing is
+/// cached. A chain's writer that appends to its snapshot reads the whole
+/// snapshot-and-appends in one request.
+#[tokio::test]
+async fn a_delta_read_from_a_stop_joins_the_deltas_and_names_the_first_ones_parent() {
+    let h = harness().await;
+    let a = h
+        .ok("POST", "/v1/commits", checkpoint_body("below\n", None))
+        .await;
+    let a_id = a["id"].as_str().unwrap();
+    let mut snap = checkpoint_body("doc\n", Some(a_id));
+    snap["commit_type"] = json!("snapshot");
+    let b = h.ok("POST", "/v1/commits", snap).await;
+    let b_id = b["id"].as_str().unwrap();
+    let c = h
+        .ok("POST", "/v1/commits", checkpoint_body("w1\n", Some(b_id)))
+        .await;
+    let c_id = c["id"].as_str().unwrap();
+    let d = h
+        .ok("POST", "/v1/commits", checkpoint_body("w2\n", Some(c_id)))
+        .await;
+    let d_id = d["id"].as_str().unwrap();
+
+    let read = |stop: &str| json!({"commit": d_id, "delta": true, "stop": stop});
+    let joined = h.ok("POST", "/v1/read", read("compaction")).await;
+    assert_eq!(joined["commit"], json!(d_id));
+    assert_eq!(joined["content"], json!("doc\nw1\nw2\n"));
+    assert_eq!(joined["parent"], json!(a_id), "the snapshot's parent");
+    assert_eq!(joined["size"], json!(10));
+    assert_eq!(joined["cached"], json!(false));
+    let from_c = h.ok("POST", "/v1/read", read(c_id)).await;
+    assert_eq!(from_c["content"], json!("w2\n"));
+    assert_eq!(from_c["parent"], json!(c_id));
+    // Nothing cached: a materialize of the same stop builds its result.
+    let m = h
+        .ok(
+            "POST",
+            &format!("/v1/commits/{d_id}/materialize"),
+            json!({"stop": "compaction"}),
+        )
+        .await;
+    assert_eq!(m["cached"], json!(false));
+    assert_eq!(m["artifact_ref"], joined["artifact_ref"]);
+}

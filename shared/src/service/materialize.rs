@@ -62,8 +62,13 @@ pub enum ReadOf {
         /// The format wanted; the commit's when absent.
         format: Option<FormatId>,
     },
-    /// The commit's own delta: nothing built or cached.
-    Delta,
+    /// The commit's own delta (`stop` absent), or the deltas from `stop`
+    /// to it joined in its format: nothing cached, and stored only when
+    /// too large to answer inline.
+    Delta {
+        /// Where the join starts; `None`: the commit alone.
+        stop: Option<Stop>,
+    },
 }
 
 /// A context read in one step: [`Service::read`].
@@ -71,8 +76,9 @@ pub enum ReadOf {
 pub struct Read {
     /// The commit read (the ref's tip).
     pub commit: CommitId,
-    /// Its parent, on a delta read (`None` for a root, and for a context
-    /// read, which does not look it up).
+    /// On a delta read, the parent of the first commit joined (the
+    /// commit's own parent without a stop); `None` for a root, and for a
+    /// context read, which does not look it up.
     pub parent: Option<CommitId>,
     /// Its materialization.
     pub materialization: Materialization,
@@ -120,7 +126,7 @@ impl Service {
                     .materialize_bytes(tenant, &commit, *stop, format.clone())
                     .await
                     .map_err(named)?,
-                ReadOf::Delta => {
+                ReadOf::Delta { stop: None } => {
                     let c = self.show(tenant, &commit).await.map_err(named)?;
                     parent = c.parent;
                     let m = Materialization {
@@ -134,6 +140,39 @@ impl Service {
                         cached: false,
                     };
                     (m, c.inline)
+                }
+                ReadOf::Delta { stop: Some(stop) } => {
+                    let tip = self.show(tenant, &commit).await.map_err(named)?;
+                    let format = tip.format.clone();
+                    let path = self.walk_to_stop(tenant, tip, *stop).await?;
+                    let parts = self.contributing(path, *stop);
+                    parent = parts.first().and_then(|c| c.parent);
+                    let joined = self.join_parts(tenant, &parts, &format).await?;
+                    let size = joined.bytes.len() as u64;
+                    // Answered inline when it fits; stored (in the cache
+                    // area, which lifecycle and budget reclaim) when it
+                    // must be downloaded.
+                    let artifact_ref = if size > content_limit {
+                        let put = self
+                            .stores
+                            .blobs
+                            .put_cached(tenant, joined.bytes.clone())
+                            .await?;
+                        put.artifact
+                    } else {
+                        ArtifactRef::of(&joined.bytes)
+                    };
+                    let m = Materialization {
+                        result: Materialized {
+                            artifact_ref,
+                            size,
+                            message_count: joined.message_count,
+                            token_count: joined.token_count,
+                            tier: joined.tier,
+                        },
+                        cached: false,
+                    };
+                    (m, Some(joined.bytes))
                 }
             };
             let art = &materialization.result.artifact_ref;

@@ -383,8 +383,9 @@ pub struct ReadRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub format: Option<FormatId>,
     /// `true`: the commit's own delta (its artifact) rather than the context
-    /// materialized up to it: nothing is built or cached, and `stop` and
-    /// `format` are refused.
+    /// materialized up to it, or with `stop` the deltas from the stop to
+    /// it, joined in its format: nothing is cached, and `format` is
+    /// refused.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub delta: bool,
 }
@@ -426,14 +427,14 @@ impl utoipa::PartialSchema for ReadRequest {
                 .schema_type(Type::Boolean)
                 .description(Some(
                     "`true`: the commit's own delta (its artifact) rather than the context \
-                     materialized up to it: nothing is built or cached, and `stop` and \
-                     `format` are refused.",
+                     materialized up to it, or with `stop` the deltas from the stop to it, \
+                     joined in its format: nothing is cached, and `format` is refused.",
                 ))
                 .into(),
         );
         let one = |field: &str| ObjectBuilder::new().required(field).build();
-        // A delta read takes no stop and no format: `delta` absent or
-        // false, or `stop` and `format` absent or null.
+        // A delta read takes no format: `delta` absent or false, or
+        // `format` absent or null.
         let null = || ObjectBuilder::new().schema_type(Type::Null);
         let context = ObjectBuilder::new().property(
             "delta",
@@ -441,9 +442,7 @@ impl utoipa::PartialSchema for ReadRequest {
                 .schema_type(Type::Boolean)
                 .enum_values(Some([false])),
         );
-        let bare = ObjectBuilder::new()
-            .property("stop", null())
-            .property("format", null());
+        let bare = ObjectBuilder::new().property("format", null());
         AllOfBuilder::new()
             .description(Some(
                 "`POST /v1/read`: the context at a ref's tip (or at a commit) in one \
@@ -467,7 +466,8 @@ impl utoipa::ToSchema for ReadRequest {}
 pub struct ReadResponse {
     /// The commit read (the ref's tip).
     pub commit: CommitId,
-    /// The commit's parent, on a `delta` read; absent for a root and for a
+    /// On a `delta` read, the parent of the first commit joined (without
+    /// `stop`, the commit's own parent); absent for a root and for a
     /// context read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent: Option<CommitId>,

@@ -1047,7 +1047,8 @@ class ReadRequest(TypedDict):
     """The commit to read."""
     delta: NotRequired[bool]
     """`true`: the commit's own delta (its artifact) rather than the context materialized up to
-    it: nothing is built or cached, and `stop` and `format` are refused.
+    it, or with `stop` the deltas from the stop to it, joined in its format: nothing is
+    cached, and `format` is refused.
     """
     format: NotRequired[FormatId | None]
     """The format wanted; the tip's format when absent."""
@@ -1079,7 +1080,8 @@ class ReadResponse(Materialized):
     characters, quotes) that base64 is shorter.
     """
     parent: NotRequired[CommitId | None]
-    """The commit's parent, on a `delta` read; absent for a root and for a
+    """On a `delta` read, the parent of the first commit joined (without
+    `stop`, the commit's own parent); absent for a root and for a
     context read.
     """
 

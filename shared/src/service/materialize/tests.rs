@@ -645,7 +645,12 @@ async fn read_answers_a_refs_tip_with_its_bytes_up_to_the_limit() {
 
     // A delta read: the commit's own bytes, nothing built or cached.
     let own = svc
-        .read(&tenant, ReadTarget::Ref(name.clone()), ReadOf::Delta, 1024)
+        .read(
+            &tenant,
+            ReadTarget::Ref(name.clone()),
+            ReadOf::Delta { stop: None },
+            1024,
+        )
         .await
         .unwrap();
     assert_eq!(own.commit, ids[1]);
@@ -656,9 +661,14 @@ async fn read_answers_a_refs_tip_with_its_bytes_up_to_the_limit() {
         stop: Stop::Root,
         format: fid("raw"),
     };
-    svc.read(&tenant, ReadTarget::Commit(ids[0]), ReadOf::Delta, 1024)
-        .await
-        .unwrap();
+    svc.read(
+        &tenant,
+        ReadTarget::Commit(ids[0]),
+        ReadOf::Delta { stop: None },
+        1024,
+    )
+    .await
+    .unwrap();
     svc.flush_cache_writes().await;
     assert_eq!(entry(&svc, &tenant, &key).await, None, "nothing was cached");
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Sequence
 from typing import Any, cast
@@ -29,12 +28,15 @@ from ._document import (
     TEMPLATE,
     _b64,
     _created_at,
+    _doc_line,
+    _merged,
     _resolved,
     _unb64,
+    _write_lines,
 )
 from ._names import _parse_thread_ref, _unescape
 from ._op import Op, _Wait
-from ._values import _NewLink, _Values
+from ._values import _NewLink, _Values, read_state
 
 # The most bytes of channel values a put sends inside its batch; more are
 # uploaded first, each on its own (a batch is one JSON body, and values
@@ -87,7 +89,7 @@ class _Checkpoints(_Values):
 
     def commit_batch(
         self,
-        doc: dict[str, Any],
+        doc: dict[str, Any] | None,
         *,
         thread_id: str,
         parent: str | None,
@@ -96,23 +98,30 @@ class _Checkpoints(_Values):
         created_at: str,
         artifacts: Sequence[bytes] = (),
         link: _NewLink | None = None,
+        writes: list[list[Any]] | None = None,
     ) -> Op[str]:
-        """Commits a document as a child of ``parent`` and moves each ref of
-        ``moves`` (name, expected) to it, with ``artifacts`` (the values the
-        document names), in one request and one atomic write; the new
-        commit's id. With ``link`` (a list value's new link, which the
-        document names as :data:`PARENT_LINK`), the link is committed first
-        in the batch and is the document's parent instead of ``parent``. A
-        stale expectation raises the batch's :class:`ConflictError`, whose
-        ``field`` is ``refs[i].expected`` (:func:`_stale_move`) and which
-        writes nothing."""
-        data = json.dumps(doc, separators=(",", ":"), sort_keys=True)
+        """Commits a document (a ``snapshot``) as a child of ``parent`` and
+        moves each ref of ``moves`` (name, expected) to it, with
+        ``artifacts`` (the values the document names), in one request and
+        one atomic write; the new commit's id. With ``writes``, only those
+        are committed (a ``delta`` of write lines), and ``doc`` is the state
+        they extend, ``None`` when unknown. With ``link`` (a list value's new
+        link, which the document names as :data:`PARENT_LINK`), the link is
+        committed first in the batch and is the document's parent instead
+        of ``parent``. A stale expectation raises the batch's
+        :class:`ConflictError`, whose ``field`` is ``refs[i].expected``
+        (:func:`_stale_move`) and which writes nothing."""
+        if writes is None:
+            assert doc is not None
+            data = _doc_line(doc)
+        else:
+            data = _write_lines(writes)
         commit: dict[str, Any] = {
             "principal": self.principal,
             "template": TEMPLATE,
             "format": "raw",
             "delta": data,
-            "commit_type": "snapshot",
+            "commit_type": "snapshot" if writes is None else "delta",
             "checkpoint": trigger,
             "thread_id": thread_id if len(thread_id.encode()) <= 256 else None,
             "created_at": created_at,
@@ -133,11 +142,16 @@ class _Checkpoints(_Values):
             artifacts=list(artifacts),
         )
         tip = cast(str, done["commits"][at]["id"])
-        if link is not None:
+        size = len(data)
+        if link is not None and doc is not None:
             link_id = cast(str, done["commits"][0]["id"])
             self.linked(link_id, link)
             doc = _resolved(doc, link_id)
-        self.docs.put(tip, doc, len(data))
+        if writes is not None and doc is not None:
+            doc = {**doc, "writes": _merged(doc["writes"], writes)}
+            size = 2048 + sum(len(w[4]) for w in doc["writes"])
+        if doc is not None:
+            self.docs.put(tip, doc, size)
         for name, _ in moves:
             self.saw(name, tip)
         return tip
@@ -153,9 +167,9 @@ class _Checkpoints(_Values):
             name = self.names.checkpoint(thread_id, ns, checkpoint_id)
         else:
             name = self.names.head(thread_id, ns)
-        # The ref's tip and its document in one request.
+        # The ref's tip and its state (document and writes) in one request.
         try:
-            read = yield routes.read(name, delta=True)
+            read = yield read_state(ref=name)
         except NotFoundError as e:
             if e.field != "ref":
                 raise

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -10,7 +9,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import DeltaChannelHistory, get_checkpoint_id
 
 from .. import _routes as routes
-from ._document import _resolved, _unb64
+from ._document import _unb64
 from ._op import Op, _maybe
 from ._values import _Values
 
@@ -98,16 +97,7 @@ class _DeltaHistory(_Values):
                 prev = c["id"]
             for i in range(0, len(tips), HISTORY_BATCH):
                 batch = tips[i : i + HISTORY_BATCH]
-                missing = [c for c in batch if self.docs.get(c["id"]) is None]
-                if missing:
-                    datas = yield [routes.get_artifact(c["artifact_ref"]) for c in missing]
-                    for c, data in zip(missing, datas, strict=True):
-                        doc = _resolved(json.loads(data), c.get("parent"))
-                        self.docs.put(c["id"], doc, len(data))
-                docs = []
-                for c in batch:
-                    d = self.docs.get(c["id"])
-                    docs.append(d if d is not None else (yield from self.doc(c["id"])))
+                docs = yield from self.docs_of([c["id"] for c in batch])
                 # The nearest ancestors' refs as they are now: writes can land
                 # after the child's put only while its parent's tasks finish.
                 near = max(0, VERIFY_NEAREST - len(collected))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import json
 import struct
 from datetime import UTC, datetime
 from typing import Any
@@ -10,7 +11,8 @@ from typing import Any
 # 2: a value entry may hold its bytes (INLINE).
 # 3: a list entry may name its link as the document's commit's parent
 # (PARENT_LINK), and the document then names its LangGraph parent's tip
-# ("pt").
+# ("pt"); the document is one line, and writes after it are `delta`
+# commits of write lines (`_write_lines`), not copies of the document.
 DOC_VERSION = 3
 TEMPLATE = "langgraph"
 # The type slot of a value entry stored as a ctx chain of list elements.
@@ -89,3 +91,49 @@ def _created_at(ts: str | None) -> str:
         except ValueError:
             pass
     return _now()
+
+
+def _doc_line(doc: dict[str, Any]) -> str:
+    """A document as its commit holds it: one JSON line."""
+    return json.dumps(doc, separators=(",", ":"), sort_keys=True) + "\n"
+
+
+def _write_lines(entries: list[list[Any]]) -> str:
+    """Writes as a delta commit holds them: one JSON array a line, so the
+    document's commit and the writes after it join into its state."""
+    return "".join(json.dumps(e, separators=(",", ":")) + "\n" for e in entries)
+
+
+def _merged(writes: list[list[Any]], new: list[list[Any]]) -> list[list[Any]]:
+    """``writes`` with ``new`` added by ``(task_id, idx)``: a repeat of a
+    regular write is dropped, a special channel's (negative idx) replaces
+    the earlier one, as in LangGraph's own savers."""
+    merged = {(w[0], w[1]): w for w in writes}
+    for w in new:
+        key = (w[0], w[1])
+        if w[1] >= 0 and key in merged:
+            continue
+        merged[key] = w
+    return list(merged.values())
+
+
+def _is_writes(data: bytes) -> bool:
+    """Whether a commit's bytes are write lines (not a document)."""
+    return data[:1] == b"["
+
+
+def _state_of(data: bytes, parent: str | None) -> dict[str, Any]:
+    """The checkpoint state that ``data`` holds: a document's line (from a
+    commit whose parent is ``parent``) and the write lines after it (a
+    delta read from the document's commit joins them). A document of
+    version 2 or earlier is the whole of its commit's bytes."""
+    lines = data.splitlines()
+    doc = _resolved(json.loads(lines[0]), parent)
+    more = [json.loads(line) for line in lines[1:] if line]
+    return {**doc, "writes": _merged(doc.get("writes", []), more)} if more else doc
+
+
+def _with_writes(doc: dict[str, Any], data: bytes) -> dict[str, Any]:
+    """``doc`` (a state) with the write lines ``data`` added."""
+    more = [json.loads(line) for line in data.splitlines() if line]
+    return {**doc, "writes": _merged(doc.get("writes", []), more)}

@@ -3,7 +3,6 @@ values stored as chains of list elements."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -15,41 +14,63 @@ from ._document import (
     TEMPLATE,
     _decode_records,
     _encode_records,
+    _is_writes,
     _now,
-    _resolved,
+    _state_of,
     _unb64,
+    _with_writes,
 )
 from ._op import Op
 from ._refs import _Refs
+
+
+def read_state(*, commit: str | None = None, ref: str | None = None) -> Any:
+    """The read of a checkpoint's state at a commit or a ref's tip: the
+    deltas from its document's commit (the nearest snapshot) joined, and
+    that commit's parent (which a document's ``PARENT_LINK`` names)."""
+    if ref is not None:
+        return routes.read(ref, delta=True, stop="compaction")
+    return routes.read(commit=commit, delta=True, stop="compaction")
 
 
 class _Values(_Refs):
     """Documents and values: read, cached, stored."""
 
     def doc(self, commit_id: str) -> Op[dict[str, Any]]:
-        """The checkpoint document a commit holds."""
+        """The checkpoint state at a commit: its document and the writes
+        after it."""
         hit = self.docs.get(commit_id)
         if hit is not None:
             return cast(dict[str, Any], hit)
-        read = yield routes.read(commit=commit_id, delta=True)
+        read = yield read_state(commit=commit_id)
         return (yield from self.doc_of(read))
 
     def doc_of(self, read: ReadResponse) -> Op[dict[str, Any]]:
-        """The checkpoint document a delta read (``POST /v1/read`` with
-        ``delta``) answered, downloaded when it was too large to come
-        inline; cached by its commit."""
+        """The checkpoint state a delta read answered (with the stop
+        :func:`read_state` gives: the document's commit and the writes
+        after it, joined; without it: the commit's own bytes, completed
+        from the cached state of its parent or read again), downloaded when
+        it was too large to come inline; cached by its commit."""
         data = routes.content_of(read)
         if data is None:
             data = yield routes.get_artifact(read["artifact_ref"])
-        doc = _resolved(cast(dict[str, Any], json.loads(data)), read.get("parent"))
+        if _is_writes(data):
+            parent = read.get("parent")
+            base = self.docs.get(parent) if parent else None
+            if base is None:
+                read = yield read_state(commit=read["commit"])
+                return (yield from self.doc_of(read))
+            doc = _with_writes(base, data)
+        else:
+            doc = _state_of(data, read.get("parent"))
         self.docs.put(read["commit"], doc, len(data))
         return doc
 
     def docs_of(self, commit_ids: list[str]) -> Op[list[dict[str, Any]]]:
-        """Several documents, the missing ones fetched concurrently."""
+        """Several states, the missing ones read concurrently."""
         missing = [c for c in dict.fromkeys(commit_ids) if self.docs.get(c) is None]
         if missing:
-            reads = yield [routes.read(commit=c, delta=True) for c in missing]
+            reads = yield [read_state(commit=c) for c in missing]
             for read in reads:
                 yield from self.doc_of(read)
         out = []

@@ -10,13 +10,13 @@ from langgraph.checkpoint.base import WRITES_IDX_MAP
 
 from ..errors import ConflictError
 from ._checkpoints import _Checkpoints, _stale_move
-from ._document import DOC_VERSION, _b64, _now
+from ._document import DOC_VERSION, _b64, _merged, _now
 from ._op import Op, _Wait
 
 
 class _Writes(_Checkpoints):
-    """``put_writes``: a child commit, the checkpoint's ref (and the head)
-    moved by CAS, in one batch."""
+    """``put_writes``: a child commit of the writes alone, the checkpoint's
+    ref (and the head) moved by CAS, in one batch."""
 
     def put_writes(
         self,
@@ -51,10 +51,12 @@ class _Writes(_Checkpoints):
         ns = conf.get("checkpoint_ns", "")
         checkpoint_id = conf["checkpoint_id"]
         name = self.names.checkpoint(thread_id, ns, checkpoint_id)
-        encoded: list[tuple[str, int, str, str, str]] = []
+        entries: list[list[Any]] = []
         for idx, (channel, value) in enumerate(writes):
             typ, data = self.serde.dumps_typed(value)
-            encoded.append((task_id, WRITES_IDX_MAP.get(channel, idx), channel, typ, _b64(data)))
+            entries.append(
+                [task_id, WRITES_IDX_MAP.get(channel, idx), channel, typ, _b64(data), task_path]
+            )
         head = self.names.head(thread_id, ns)
         # Where this saver last saw the checkpoint's ref; one it never saw
         # is taken not to exist yet (a checkpoint whose put this saver has
@@ -68,32 +70,35 @@ class _Writes(_Checkpoints):
             if tip is None:
                 # The checkpoint's put has not landed yet: keep the writes in a
                 # placeholder document that the put will take them from.
-                doc = {"v": DOC_VERSION, "id": checkpoint_id, "placeholder": True, "writes": []}
+                doc: dict[str, Any] | None = {
+                    "v": DOC_VERSION,
+                    "id": checkpoint_id,
+                    "placeholder": True,
+                    "writes": _merged([], entries),
+                }
+                new = None
             else:
-                doc = yield from self.doc(tip)
-            merged = {(w[0], w[1]): w for w in doc["writes"]}
-            changed = False
-            for task, idx, channel, typ, b64 in encoded:
-                key = (task, idx)
-                if idx >= 0 and key in merged:
-                    continue
-                entry = [task, idx, channel, typ, b64, task_path]
-                if merged.get(key) != entry:
-                    merged[key] = entry
-                    changed = True
-            if not changed:
-                return None
+                # Only the writes go, on the tip: its state is needed only
+                # to skip repeats (a reader drops them too).
+                doc = self.docs.get(tip)
+                new = entries
+                if doc is not None:
+                    had = doc["writes"]
+                    new = [e for e in entries if _merged(had, [e]) != had]
+                    if not new:
+                        return None
             moves: list[tuple[str, str | None]] = [(name, tip)]
             if tip is not None and with_head and self.tips.get(head, tip) == tip:
                 moves.append((head, tip))
             try:
                 yield from self.commit_batch(
-                    {**doc, "writes": list(merged.values())},
+                    doc,
                     thread_id=thread_id,
                     parent=tip,
                     moves=moves,
                     trigger="tool_call",
                     created_at=_now(),
+                    writes=new,
                 )
             except ConflictError as e:
                 k = _stale_move(e)
@@ -101,7 +106,8 @@ class _Writes(_Checkpoints):
                     raise
                 self.saw(moves[k][0], e.current)
                 if k == 0:
-                    # Another task's writes (or the put) landed first: merge again.
+                    # Another task's writes (or the put) landed first: go
+                    # on its tip.
                     tip = e.current
                 else:
                     with_head = False
