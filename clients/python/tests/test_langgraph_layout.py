@@ -226,3 +226,57 @@ def test_documents_of_version_2_still_read(client: Client) -> None:
     client.put_ref(names.checkpoint("old", "", cid), old["id"], tip)
     got = CtxSaver(client, prefix=names.prefix).get_tuple(stored)
     assert got is not None and got.pending_writes == [("task-1", "ch", "old write")]
+
+
+@pytest.mark.parametrize("page", [256, 5, 2, 1])
+def test_a_cold_delta_walk_is_walked_by_the_server_and_equals_the_warm_one(
+    client: Client, page: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A DeltaChannel-like thread (no list values: the messages live in the
+    # writes). A saver that has not seen it asks the server for the chain
+    # joined, a page of commits a request; pages that cut a checkpoint's
+    # writes from its document are put back together.
+    from ctx_client.langgraph import _delta
+
+    monkeypatch.setattr(_delta, "JOIN_PAGE", page)
+    warm = _saver(client)
+    conf = {"configurable": {"thread_id": "joined", "checkpoint_ns": ""}}
+    for step in range(7):
+        cp = empty_checkpoint()
+        cp["channel_values"] = {"n": step}
+        if step == 2:
+            cp["channel_values"]["d"] = "seed"  # a seed: the walk stops here
+        cp["channel_versions"] = {"n": step + 1}
+        conf = warm.put(conf, cp, {"source": "loop", "step": step}, {"n": step + 1})
+        for task in range(2):
+            warm.put_writes(conf, [("d", f"{step}.{task}"), ("e", step)], f"t{task}")
+    want = warm.get_delta_channel_history(config=conf, channels=["d", "e"])
+    assert [w[2] for w in want["d"]["writes"]] == [f"{s}.{t}" for s in range(2, 6) for t in (0, 1)]
+    assert "seed" in want["d"] and "seed" not in want["e"]
+
+    cold = CtxSaver(client, prefix=warm._core.names.prefix)
+    joined: list[int] = []
+    real = cold._core.walk_joined
+
+    def spy(*args):  # type: ignore[no-untyped-def]
+        got = yield from real(*args)
+        joined.append(got is not None)
+        return got
+
+    monkeypatch.setattr(cold._core, "walk_joined", spy)
+    assert cold.get_delta_channel_history(config=conf, channels=["d", "e"]) == want
+    assert joined == [True]
+    # An old checkpoint's walk, cold.
+    old = {"configurable": {**conf["configurable"], "checkpoint_id": want_id(warm, 4)}}
+    again = CtxSaver(client, prefix=warm._core.names.prefix)
+    assert again.get_delta_channel_history(config=old, channels=["d"]) == (
+        warm.get_delta_channel_history(config=old, channels=["d"])
+    )
+
+
+def want_id(saver: CtxSaver, step: int) -> str:
+    """The id of the checkpoint of ``step`` in the thread "joined"."""
+    for t in saver.list({"configurable": {"thread_id": "joined"}}):
+        if t.metadata["step"] == step:
+            return t.config["configurable"]["checkpoint_id"]
+    raise AssertionError(step)

@@ -263,6 +263,32 @@ async def test_langgraph_saver_requests_per_operation(
     assert got[0].checkpoint["channel_values"] == {"messages": ["hi", "there"], "step": 3}
 
 
+async def test_langgraph_cold_delta_walk_is_one_server_walk(
+    counted: tuple[AsyncClient, CountingTransport], unique: str
+) -> None:
+    # A DeltaChannel thread (its messages in the writes, no list values),
+    # walked by a saver that has not seen it: the server joins the chain
+    # (one read a page of 256 commits), then the nearest ancestors' states
+    # are read by ref, concurrently (at most 4).
+    client, t = counted
+    saver = AsyncCtxSaver(client, prefix=f"lg-{unique}")
+    at: Any = {"configurable": {"thread_id": "t-3", "checkpoint_ns": ""}}
+    for step in range(8):
+        c = _checkpoint([], step)
+        c["channel_values"] = {"step": step}
+        c["channel_versions"] = {"step": step}
+        at = await saver.aput(at, c, {"source": "loop", "step": step}, {"step": step})
+        await saver.aput_writes(at, [("messages", [f"m{step}"])], "task-1")
+    cold = AsyncCtxSaver(client, prefix=f"lg-{unique}")
+    got: list[Any] = []
+
+    async def walk() -> None:
+        got[:] = [await cold.aget_delta_channel_history(config=at, channels=["messages"])]
+
+    assert await sent(t, walk) == ["read"] * 5
+    assert [w[2] for w in got[0]["messages"]["writes"]] == [[f"m{s}"] for s in range(7)]
+
+
 class _Gate(CountingTransport):
     """Counts requests with their statuses, and holds the first batch sent
     after :attr:`gating` is set until :attr:`hold` is."""

@@ -532,7 +532,7 @@ pub(super) async fn materialize(
 /// `artifact_ref`.
 #[utoipa::path(post, path = "/v1/read", tag = "commits", request_body = ReadRequest,
     responses((status = 200, description = "The context", body = ReadResponse),
-        (status = 400, description = "Neither or both of `ref` and `commit`, a stop that is not an ancestor, a format that cannot be produced, or a delta read with a format", body = ErrorBody),
+        (status = 400, description = "Neither or both of `ref` and `commit`, a stop that is not an ancestor, a format that cannot be produced, a delta read with a format, or a depth out of range or on a context read", body = ErrorBody),
         (status = 404, description = "No such ref or commit", body = ErrorBody),
         (status = 413, description = "A body over the JSON limit", body = ErrorBody)),
     security(("bearer" = [])))]
@@ -549,12 +549,20 @@ pub(super) async fn read(
         }
         (None, None) => return Err(Error::invalid("ref", "give `ref` or `commit`").into()),
     };
+    let depth = match req.depth {
+        None => None,
+        Some(_) if !req.delta => {
+            return Err(Error::invalid("depth", "only a delta read takes a depth").into());
+        }
+        Some(d @ 1..=1000) => Some(d as usize),
+        Some(_) => return Err(Error::invalid("depth", "depth is 1 to 1000").into()),
+    };
     let of = match (req.delta, req.stop, req.format) {
         (false, stop, format) => ReadOf::Context {
             stop: stop.unwrap_or_default(),
             format,
         },
-        (true, stop, None) => ReadOf::Delta { stop },
+        (true, stop, None) => ReadOf::Delta { stop, depth },
         (true, _, Some(_)) => {
             return Err(Error::invalid("format", "a delta read has no format").into());
         }

@@ -377,6 +377,20 @@ where
             Some(json!({"commit": root_id, "delta": true, "stop": missing})),
         ),
         (
+            "read with a depth and no delta",
+            "POST",
+            "/v1/read".into(),
+            Some(TENANT_A),
+            Some(json!({"commit": root_id, "depth": 2})),
+        ),
+        (
+            "delta read with a depth of 0",
+            "POST",
+            "/v1/read".into(),
+            Some(TENANT_A),
+            Some(json!({"commit": root_id, "delta": true, "stop": "root", "depth": 0})),
+        ),
+        (
             "delta read with a format",
             "POST",
             "/v1/read".into(),

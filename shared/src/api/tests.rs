@@ -1107,6 +1107,24 @@ async fn a_delta_read_from_a_stop_joins_the_deltas_and_names_the_first_ones_pare
     let from_c = h.ok("POST", "/v1/read", read(c_id)).await;
     assert_eq!(from_c["content"], json!("w2\n"));
     assert_eq!(from_c["parent"], json!(c_id));
+    // From the root every commit's own bytes, snapshots too; a depth
+    // takes the newest and names where to go on.
+    let all = h.ok("POST", "/v1/read", read("root")).await;
+    assert_eq!(all["content"], json!("below\ndoc\nw1\nw2\n"));
+    assert!(all.get("parent").is_none(), "{all}");
+    let mut page = read("root");
+    page["depth"] = json!(2);
+    let newest = h.ok("POST", "/v1/read", page.clone()).await;
+    assert_eq!(newest["content"], json!("w1\nw2\n"));
+    assert_eq!(newest["parent"], json!(b_id));
+    page["commit"] = newest["parent"].clone();
+    let rest = h.ok("POST", "/v1/read", page).await;
+    assert_eq!(rest["content"], json!("below\ndoc\n"));
+    assert!(rest.get("parent").is_none(), "{rest}");
+    let mut capped = read("compaction");
+    capped["depth"] = json!(1);
+    let one = h.ok("POST", "/v1/read", capped).await;
+    assert_eq!(one["content"], json!("w2\n"));
     // Nothing cached: a materialize of the same stop builds its result.
     let m = h
         .ok(

@@ -63,11 +63,13 @@ pub enum ReadOf {
         format: Option<FormatId>,
     },
     /// The commit's own delta (`stop` absent), or the deltas from `stop`
-    /// to it joined in its format: nothing cached, and stored only when
-    /// too large to answer inline.
+    /// to it, every commit's as stored, joined in its format: nothing
+    /// cached, and stored only when too large to answer inline.
     Delta {
         /// Where the join starts; `None`: the commit alone.
         stop: Option<Stop>,
+        /// At most this many commits joined, the newest (`None`: all).
+        depth: Option<usize>,
     },
 }
 
@@ -126,7 +128,7 @@ impl Service {
                     .materialize_bytes(tenant, &commit, *stop, format.clone())
                     .await
                     .map_err(named)?,
-                ReadOf::Delta { stop: None } => {
+                ReadOf::Delta { stop: None, .. } => {
                     let c = self.show(tenant, &commit).await.map_err(named)?;
                     parent = c.parent;
                     let m = Materialization {
@@ -141,11 +143,14 @@ impl Service {
                     };
                     (m, c.inline)
                 }
-                ReadOf::Delta { stop: Some(stop) } => {
+                ReadOf::Delta {
+                    stop: Some(stop),
+                    depth,
+                } => {
                     let tip = self.show(tenant, &commit).await.map_err(named)?;
                     let format = tip.format.clone();
-                    let path = self.walk_to_stop(tenant, tip, *stop).await?;
-                    let parts = self.contributing(path, *stop);
+                    let mut parts = self.delta_path(tenant, tip, *stop, *depth).await?;
+                    parts.reverse();
                     parent = parts.first().and_then(|c| c.parent);
                     let joined = self.join_parts(tenant, &parts, &format).await?;
                     let size = joined.bytes.len() as u64;
@@ -743,6 +748,43 @@ impl Service {
             }
         };
         Ok(path)
+    }
+
+    /// The commits from `tip` back to `stop` (as [`Service::walk_to_stop`]
+    /// walks), newest first, at most `depth` of them: a capped walk to a
+    /// compaction or the root reads no further than it answers.
+    async fn delta_path(
+        &self,
+        tenant: &TenantId,
+        tip: Commit,
+        stop: Stop,
+        depth: Option<usize>,
+    ) -> Result<Vec<Commit>> {
+        let Some(depth) = depth else {
+            return self.walk_to_stop(tenant, tip, stop).await;
+        };
+        let mut seen = 0;
+        let mut capped = |stops: bool| {
+            seen += 1;
+            stops || seen >= depth
+        };
+        match stop {
+            Stop::Compaction => {
+                self.walk(tenant, tip, Some(depth), |c| {
+                    capped(matches!(
+                        c.commit_type,
+                        CommitType::Compaction | CommitType::Snapshot
+                    ))
+                })
+                .await
+            }
+            Stop::Root => self.walk(tenant, tip, Some(depth), |_| capped(false)).await,
+            Stop::After(_) => {
+                let mut path = self.walk_to_stop(tenant, tip, stop).await?;
+                path.truncate(depth);
+                Ok(path)
+            }
+        }
     }
 
     /// The commits of a walked `path` (newest first) whose artifacts make up

@@ -388,6 +388,11 @@ pub struct ReadRequest {
     /// refused.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub delta: bool,
+    /// With `delta`: at most this many commits joined, the newest (1 to
+    /// 1000; default all up to the stop). `parent` then names where to go
+    /// on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub depth: Option<u64>,
 }
 
 /// A field that may be left out but not given as `null`.
@@ -432,17 +437,42 @@ impl utoipa::PartialSchema for ReadRequest {
                 ))
                 .into(),
         );
-        let one = |field: &str| ObjectBuilder::new().required(field).build();
-        // A delta read takes no format: `delta` absent or false, or
-        // `format` absent or null.
-        let null = || ObjectBuilder::new().schema_type(Type::Null);
-        let context = ObjectBuilder::new().property(
-            "delta",
+        fields.properties.insert(
+            "depth".into(),
             ObjectBuilder::new()
-                .schema_type(Type::Boolean)
-                .enum_values(Some([false])),
+                .schema_type(utoipa::openapi::schema::SchemaType::from_iter([
+                    Type::Integer,
+                    Type::Null,
+                ]))
+                .minimum(Some(1))
+                .maximum(Some(1000))
+                .description(Some(
+                    "With `delta`: at most this many commits joined, the newest (1 to 1000; \
+                     default all up to the stop). `parent` then names where to go on.",
+                ))
+                .into(),
         );
-        let bare = ObjectBuilder::new().property("format", null());
+        let one = |field: &str| ObjectBuilder::new().required(field).build();
+        // A context read (`delta` absent or false) takes no `depth`; a
+        // delta read (`delta` true) takes no `format`.
+        let null = || ObjectBuilder::new().schema_type(Type::Null);
+        let context = ObjectBuilder::new()
+            .property(
+                "delta",
+                ObjectBuilder::new()
+                    .schema_type(Type::Boolean)
+                    .enum_values(Some([false])),
+            )
+            .property("depth", null());
+        let bare = ObjectBuilder::new()
+            .required("delta")
+            .property(
+                "delta",
+                ObjectBuilder::new()
+                    .schema_type(Type::Boolean)
+                    .enum_values(Some([true])),
+            )
+            .property("format", null());
         AllOfBuilder::new()
             .description(Some(
                 "`POST /v1/read`: the context at a ref's tip (or at a commit) in one \

@@ -1050,6 +1050,10 @@ class ReadRequest(TypedDict):
     it, or with `stop` the deltas from the stop to it, joined in its format: nothing is
     cached, and `format` is refused.
     """
+    depth: NotRequired[int | None]
+    """With `delta`: at most this many commits joined, the newest (1 to 1000; default all up to
+    the stop). `parent` then names where to go on.
+    """
     format: NotRequired[FormatId | None]
     """The format wanted; the tip's format when absent."""
     ref: NotRequired[RefName]

@@ -314,14 +314,15 @@ def read(
     stop: str | None = None,
     format: str | None = None,
     delta: bool = False,
+    depth: int | None = None,
 ) -> Call[ReadResponse]:
     """``POST /v1/read``: the context at ``ref``'s tip (or at ``commit``) in
     one request: the commit, its materialization (with ``delta``, the
     commit's own artifact instead, or with a ``stop`` too the deltas from
-    the stop joined, and ``parent``, the parent of the first) and, up to
-    1 MiB, its bytes (:func:`content_of`; larger ones are downloaded from
-    ``artifact_ref``)."""
-    body = _drop_none(ReadRequest(stop=stop, format=format))
+    the stop joined, at most ``depth`` commits of them, and ``parent``, the
+    parent of the first) and, up to 1 MiB, its bytes (:func:`content_of`;
+    larger ones are downloaded from ``artifact_ref``)."""
+    body = _drop_none(ReadRequest(stop=stop, format=format, depth=depth))
     if delta:
         body["delta"] = True
     if ref is not None:

@@ -648,7 +648,10 @@ async fn read_answers_a_refs_tip_with_its_bytes_up_to_the_limit() {
         .read(
             &tenant,
             ReadTarget::Ref(name.clone()),
-            ReadOf::Delta { stop: None },
+            ReadOf::Delta {
+                stop: None,
+                depth: None,
+            },
             1024,
         )
         .await
@@ -664,7 +667,10 @@ async fn read_answers_a_refs_tip_with_its_bytes_up_to_the_limit() {
     svc.read(
         &tenant,
         ReadTarget::Commit(ids[0]),
-        ReadOf::Delta { stop: None },
+        ReadOf::Delta {
+            stop: None,
+            depth: None,
+        },
         1024,
     )
     .await
