@@ -76,12 +76,8 @@ class _DeltaHistory(_Values):
             if checkpoint_id
             else self.names.head(thread_id, ns)
         )
-        # Cold (a start this saver has not seen, or whose state it does not
-        # hold): the server walks. A running graph's saver holds its new
-        # checkpoints' states and the commits it walked before.
-        seen = self.tips.get(name)
         got = None
-        if seen is None or (self.commits.get(seen) is None and self.docs.get(seen) is None):
+        if not self.walks_warm(thread_id, ns, name):
             got = yield from self.walk_joined(thread_id, ns, name, channels)
         if got is None:
             got = yield from self.walk_commits(thread_id, ns, name, channels)
@@ -104,6 +100,21 @@ class _DeltaHistory(_Values):
             result[ch] = entry
         return result
 
+    def walks_warm(self, thread_id: str, ns: str, name: str) -> bool:
+        """Whether this saver walks the start's history from what it holds:
+        the commits of an earlier walk, or (a running graph's saver) the
+        start's state and its parent's. Otherwise the server walks."""
+        seen = self.tips.get(name)
+        if seen is None:
+            return False
+        if self.commits.get(seen) is not None:
+            return True
+        doc = self.docs.get(seen)
+        if doc is None or not doc.get("parent"):
+            return False
+        parent = self.tips.get(self.names.checkpoint(thread_id, ns, doc["parent"]))
+        return parent is not None and self.docs.get(parent) is not None
+
     def walk_commits(
         self, thread_id: str, ns: str, name: str, channels: Sequence[str]
     ) -> Op[tuple[list[list[Any]], dict[str, Any]]]:
@@ -115,7 +126,13 @@ class _DeltaHistory(_Values):
         collected: list[list[Any]] = []  # per ancestor, newest first: its sorted writes
         seeds: dict[str, Any] = {}
         remaining = set(channels)
-        cursor = yield from self.get_ref(name)
+        # A checkpoint's every tip leads to the same ancestors (its writes
+        # differ, and the walk takes the ancestors'): one this saver saw
+        # will do. A head may have moved to another checkpoint: read it.
+        if name in self.tips and not name.endswith("/head"):
+            cursor = self.tips[name]
+        else:
+            cursor = yield from self.get_ref(name)
         after_checkpoint = False
         prev: str | None = None  # the commit before the one looked at
         stopped = cursor is None
