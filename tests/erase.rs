@@ -5,7 +5,7 @@
 //! without cascade, and an erase killed with SIGKILL part-way that a second
 //! run finishes.
 
-use ctx_tests::{Http, Server, files_holding};
+use ctx_tests::{Http, Server, files_holding, files_holding_settled};
 use serde_json::{Value, json};
 
 const CANARY: &str = "CANARY-9f1c2e7a-do-not-keep";
@@ -89,7 +89,7 @@ async fn an_erased_session_leaves_no_byte_behind() {
     materialize(&http, &f0, None).await;
     // An unrelated session that must survive.
     let o0 = checkpoint(&http, "other", None, "user: unrelated\n", 4).await;
-    let before = files_holding(dir.path(), CANARY.as_bytes());
+    let before = files_holding_settled(dir.path(), CANARY.as_bytes());
     assert!(
         before.len() >= 4,
         "the canary is stored before the erase: {before:?}"

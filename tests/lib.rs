@@ -205,6 +205,24 @@ pub fn files_holding(dir: &Path, needle: &[u8]) -> Vec<String> {
     found
 }
 
+/// [`files_holding`] once the server's background writes have settled: a
+/// result answered from the hot cache is stored after the answer, and its
+/// parent's entry then superseded (removed), so a snapshot taken at once
+/// can list a file that goes a moment later. The same list twice, 100 ms
+/// apart (at most 10 s of waiting).
+pub fn files_holding_settled(dir: &Path, needle: &[u8]) -> Vec<String> {
+    let mut last = files_holding(dir, needle);
+    for _ in 0..100 {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        let now = files_holding(dir, needle);
+        if now == last {
+            return now;
+        }
+        last = now;
+    }
+    last
+}
+
 /// The Python `mcp` package's interpreter (tests/mcp/setup installs it once)
 /// and the folder of the MCP client scripts; `None` (said on stderr) when
 /// it cannot be installed here, which `CTX_TEST_MCP=1` makes a failure.
