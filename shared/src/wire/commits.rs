@@ -391,7 +391,11 @@ pub struct ReadRequest {
     /// With `delta`: at most this many commits joined, the newest (1 to
     /// 1000; default all up to the stop). `parent` then names where to go
     /// on.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::number::optional_whole"
+    )]
     pub depth: Option<u64>,
 }
 
