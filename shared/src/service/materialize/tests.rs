@@ -159,6 +159,12 @@ async fn bytes_of(
 
 use CommitType::{Compaction as C, Delta as D, Snapshot as S};
 
+/// A read of a commit's own delta.
+const OWN_DELTA: ReadOf = ReadOf::Delta {
+    stop: None,
+    depth: None,
+};
+
 #[tokio::test]
 async fn materialize_appends_to_the_parents_cached_context_for_every_stop() {
     let (svc, tenant) = service();
@@ -645,15 +651,7 @@ async fn read_answers_a_refs_tip_with_its_bytes_up_to_the_limit() {
 
     // A delta read: the commit's own bytes, nothing built or cached.
     let own = svc
-        .read(
-            &tenant,
-            ReadTarget::Ref(name.clone()),
-            ReadOf::Delta {
-                stop: None,
-                depth: None,
-            },
-            1024,
-        )
+        .read(&tenant, ReadTarget::Ref(name.clone()), OWN_DELTA, 1024)
         .await
         .unwrap();
     assert_eq!(own.commit, ids[1]);
@@ -664,17 +662,9 @@ async fn read_answers_a_refs_tip_with_its_bytes_up_to_the_limit() {
         stop: Stop::Root,
         format: fid("raw"),
     };
-    svc.read(
-        &tenant,
-        ReadTarget::Commit(ids[0]),
-        ReadOf::Delta {
-            stop: None,
-            depth: None,
-        },
-        1024,
-    )
-    .await
-    .unwrap();
+    svc.read(&tenant, ReadTarget::Commit(ids[0]), OWN_DELTA, 1024)
+        .await
+        .unwrap();
     svc.flush_cache_writes().await;
     assert_eq!(entry(&svc, &tenant, &key).await, None, "nothing was cached");
 
