@@ -207,22 +207,39 @@ async fn claude_code_transcript_imports_and_exports_byte_identical() {
             .any(|w| w == &original[..original.len().min(200)])
     );
 
-    // A transcript cut mid-line is refused before anything is written.
+    // A transcript cut mid-line is a log still: it imports with a warning
+    // that names its last line, and exports as it was.
     let cut = dir.path().join("cut.jsonl");
-    std::fs::write(&cut, &original[..original.len() - 10]).unwrap();
-    let (code, _) = server.cli(&[
+    let cut_bytes = &original[..original.len() - 10];
+    std::fs::write(&cut, cut_bytes).unwrap();
+    let (code, out) = server.cli(&[
         "import",
         "claude-code",
         cut.to_str().unwrap(),
         "--principal",
         "bob",
+        "--json",
     ]);
-    assert_eq!(code, 2);
+    assert_eq!(code, 0, "{}", String::from_utf8_lossy(&out));
+    let report = json(&out);
+    let warnings = report["warnings"].as_array().unwrap();
+    assert!(
+        warnings
+            .last()
+            .unwrap()
+            .as_str()
+            .unwrap()
+            .contains("a last line without a newline"),
+        "{report}"
+    );
     let (status, _) = http
         .call("GET", "/v1/resolve?principal=bob", None)
         .await
         .unwrap();
-    assert_eq!(status, 404);
+    assert_eq!(status, 200);
+    let (code, out) = server.cli(&["export", report["tip"].as_str().unwrap()]);
+    assert_eq!(code, 0);
+    assert!(out == cut_bytes, "the cut transcript as it was");
 }
 
 /// A real transcript resumed after an interrupted tool call holds a
@@ -265,6 +282,63 @@ async fn a_transcript_with_an_unpaired_tool_result_imports_with_a_warning() {
     let (code, out) = server.cli(&["export", tip]);
     assert_eq!(code, 0);
     assert_eq!(String::from_utf8(out).unwrap(), transcript);
+}
+
+/// A third-party transcript is a log: a line that is no entry Claude
+/// Code's format reads (a misspelt `content`, text that is not JSON) and a
+/// last line without its newline import with a warning each, are read as no
+/// message, and export byte for byte. A refusal is not the answer.
+#[tokio::test]
+async fn a_transcript_with_lines_that_are_no_entries_imports_with_warnings() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path());
+    let transcript = concat!(
+        r#"{"type":"user","uuid":"b1","sessionId":"s-odd","timestamp":"2026-11-20T09:00:00.000Z","message":{"role":"user","content":"hello"}}"#,
+        "\n",
+        r#"{"type":"user","uuid":"b2","sessionId":"s-odd","message":{"role":"user","contnet":"misspelt"}}"#,
+        "\n",
+        "not json at all\n",
+        r#"{"type":"assistant","uuid":"b3","sessionId":"s-odd","timestamp":"2026-11-20T09:00:02.000Z","message":{"id":"msg_1","role":"assistant","content":[{"type":"text","text":"hi"}]}}"#,
+        "\n",
+        r#"{"type":"user","uuid":"b4","sessionId":"s-odd","timestamp":"2026-11-20T09:00:03.000Z","message":{"role":"user","content":"bye"}}"#,
+    );
+    let path = dir.path().join("odd.jsonl");
+    std::fs::write(&path, transcript).unwrap();
+    let (code, out) = server.cli(&[
+        "import",
+        "claude-code",
+        path.to_str().unwrap(),
+        "--principal",
+        "carol",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{}", String::from_utf8_lossy(&out));
+    let report = json(&out);
+    let warnings: Vec<&str> = report["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w.as_str().unwrap())
+        .collect();
+    assert_eq!(warnings.len(), 3, "{report}");
+    assert!(
+        warnings[0].contains("(line 2)") && warnings[0].contains("no \"content\""),
+        "{report}"
+    );
+    assert!(
+        warnings[1].contains("(line 3)") && warnings[1].contains("not JSON"),
+        "{report}"
+    );
+    assert!(warnings[2].contains("without a newline"), "{report}");
+    let tip = report["tip"].as_str().unwrap();
+    let (code, out) = server.cli(&["export", tip]);
+    assert_eq!(code, 0);
+    assert_eq!(String::from_utf8(out).unwrap(), transcript);
+    // Translated, the odd lines are no messages; the three entries are.
+    let (code, out) = server.cli(&["export", tip, "--format", "anthropic-messages-v1"]);
+    assert_eq!(code, 0, "{}", String::from_utf8_lossy(&out));
+    let messages: Value = serde_json::from_slice(&out).unwrap();
+    assert_eq!(messages.as_array().unwrap().len(), 3, "{messages}");
 }
 
 /// `ctx compact` re-compacts an imported Claude Code session with the

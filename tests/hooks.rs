@@ -347,3 +347,84 @@ fn a_hook_with_bad_input_warns_and_exits_0() {
         "input naming no usable session leaves no state"
     );
 }
+
+/// A line Claude Code's format cannot read (a misspelt entry, text that is
+/// not JSON) in the middle of a live session is stored as written: it
+/// blocks neither the lines after it nor other sessions' hooks, and at
+/// SessionEnd the last line is stored even without its newline. What is
+/// recorded is the file, byte for byte.
+#[tokio::test]
+async fn a_poison_line_never_stops_a_session_and_session_end_keeps_the_last_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let server = Server::start(&data);
+    let project = dir.path().join("proj");
+    std::fs::create_dir_all(&project).unwrap();
+    let out = Command::new(ctx_bin())
+        .args(["hooks", "install", "claude-code", "--project"])
+        .arg(&project)
+        .args(["--server", &server.url, "--data"])
+        .arg(&data)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let hook = installed_command(&project, "Stop");
+    let pdir = dir.path().join("claude/projects/-tmp-proj");
+    std::fs::create_dir_all(&pdir).unwrap();
+    let transcript = pdir.join(format!("{SESSION}.jsonl"));
+    let name = format!("claude/-tmp-proj/{SESSION}");
+
+    let full = fixture();
+    let lines: Vec<&[u8]> = full.split_inclusive(|&b| b == b'\n').collect();
+    let mut file: Vec<u8> = lines[..4].concat();
+    file.extend_from_slice(
+        b"{\"type\":\"user\",\"uuid\":\"p1\",\"message\":{\"role\":\"user\",\"contnet\":\"misspelt\"}}\n",
+    );
+    file.extend_from_slice(b"not json at all\n");
+    let half = lines.len() / 2;
+    file.extend_from_slice(&lines[4..half].concat());
+    std::fs::write(&transcript, &file).unwrap();
+    let (code, err) = run_hook(&hook, SESSION, &transcript, "Stop");
+    assert_eq!(code, 0, "{err}");
+    assert!(!err.contains("warning"), "nothing is pending: {err}");
+    let c = server.client();
+    let t1 = tip(&server, &name).await.expect("the hook made the ref");
+    assert!(
+        c.materialize(&t1, "root").await == file,
+        "the poison lines as written"
+    );
+
+    // The rest arrives, the last line without its newline, and the session
+    // ends: every byte is recorded.
+    file.extend_from_slice(&lines[half..].concat());
+    let last = br#"{"type":"user","uuid":"00000000-0000-4000-8000-0000000000ff","sessionId":"5f0c9d2e-7b1a-4c3e-9f21-0a8b6c4d2e10","timestamp":"2026-11-20T11:00:00.000Z","message":{"role":"user","content":"bye"}}"#;
+    file.extend_from_slice(last);
+    std::fs::write(&transcript, &file).unwrap();
+    let (code, err) = run_hook(&hook, SESSION, &transcript, "Stop");
+    assert_eq!(code, 0, "{err}");
+    let t2 = tip(&server, &name).await.unwrap();
+    assert!(
+        c.materialize(&t2, "root").await == file[..file.len() - last.len()],
+        "a Stop stores the complete lines"
+    );
+    let (code, err) = run_hook(&hook, SESSION, &transcript, "SessionEnd");
+    assert_eq!(code, 0, "{err}");
+    let t3 = tip(&server, &name).await.unwrap();
+    assert!(c.materialize(&t3, "root").await == file, "byte for byte");
+    let exported = server.cli(&["export", &name]);
+    assert_eq!(exported.0, 0);
+    assert!(exported.1 == file, "the export is the file");
+
+    // Another session's hook has nothing of this one to retry.
+    let other = "11111111-2222-4333-8444-555555555555";
+    let other_transcript = pdir.join(format!("{other}.jsonl"));
+    std::fs::write(&other_transcript, lines[..3].concat()).unwrap();
+    let (code, err) = run_hook(&hook, other, &other_transcript, "Stop");
+    assert_eq!(code, 0, "{err}");
+    assert!(!err.contains("pending"), "{err}");
+    assert_eq!(tip(&server, &name).await.unwrap(), t3);
+}

@@ -454,7 +454,9 @@ async fn server_errors_name_the_flag_or_file_the_user_gave() {
     let base = serve().await;
     let dir = tempfile::tempdir().unwrap();
     let bad = dir.path().join("bad.jsonl");
-    std::fs::write(&bad, "not json\n").unwrap();
+    // A transcript keeps any line (stored as written), but not bytes that
+    // are not UTF-8.
+    std::fs::write(&bad, b"{}\n\xff\n").unwrap();
     let conn = ["--server", base.as_str(), "--token", TOKEN];
     let mut args = vec!["checkpoint", bad.to_str().unwrap(), "--principal", "a"];
     args.extend(["--format", "claude-code-v1"]);

@@ -212,9 +212,17 @@ fn trigger_of(event: &str) -> Trigger {
 }
 
 /// Checkpoints the complete lines of `state`'s transcript past its offset
-/// onto its ref, moving the offset and tip on success; the commits made.
+/// (at `SessionEnd`, every byte) onto its ref, moving the offset and tip
+/// on success; the commits made. A line the format cannot read is stored
+/// as written (the server warns of it), so it never holds back the lines
+/// after it.
 async fn sync(a: &HookArgs, state: &mut HookState) -> Result<usize> {
-    let (tail, complete) = read_tail(state)?;
+    let (tail, mut complete) = read_tail(state)?;
+    if state.event == "SessionEnd" {
+        // The transcript is finished: a last line without its newline is
+        // all there will be of it, stored as written.
+        complete = tail.len();
+    }
     if complete == 0 {
         state.pending = false;
         state.error = None;

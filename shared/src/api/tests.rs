@@ -372,9 +372,9 @@ async fn bad_deltas_name_format_and_place_and_store_nothing() {
     ]}]);
     let cases: Vec<(&str, &str, Value)> = vec![
         (
-            "partial JSONL line",
+            "JSONL that is not UTF-8",
             "claude-code-v1",
-            json!({"delta": format!("{cc_line}\n{{\"type\":\"assistant\",\"mess")}),
+            json!({"delta_base64": base64::engine::general_purpose::STANDARD.encode([cc_line.as_bytes(), b"\n\xff\n"].concat())}),
         ),
         (
             "truncated CBOR",

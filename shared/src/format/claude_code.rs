@@ -3,6 +3,12 @@
 //! byte append, so a materialized chain is the original transcript byte for
 //! byte.
 //!
+//! A transcript is a log: a line that is not an entry this format reads
+//! (not JSON, empty, a `user` entry with a misspelt `content`, a last line
+//! without its newline) is stored as written, read as no message, and
+//! reported ([`Checked::kept`]), never refused; only bytes that are not
+//! UTF-8 are.
+//!
 //! Entry types known here: `user` and `assistant` (a Messages API `message`
 //! with content blocks and, for the assistant, `usage`), `system` (with
 //! subtypes such as `compact_boundary`, which carries `compactMetadata` with
@@ -38,14 +44,18 @@ struct Line {
     offset: usize,
     end: usize,
     number: usize,
+    /// The entry; `Null` for a line kept as written ([`Line::problem`]).
     value: Value,
+    /// Why the line is no entry this format reads, when it is not.
+    problem: Option<String>,
 }
 
 fn at(offset: usize, number: usize) -> String {
     format!("byte offset {offset} (line {number})")
 }
 
-/// Every line of `bytes`, parsed and checked.
+/// Every line of `bytes`, parsed and checked (lines that are no entry are
+/// kept, with their problem).
 fn parse(bytes: &[u8]) -> Result<Vec<Line>> {
     let mut lines = Vec::new();
     each_line(bytes, |line| {
@@ -67,35 +77,45 @@ fn each_line(bytes: &[u8], mut f: impl FnMut(Line) -> Result<()>) -> Result<()> 
     let mut pos = 0;
     let mut number = 1;
     while pos < bytes.len() {
-        let Some(nl) = bytes[pos..].iter().position(|&b| b == b'\n') else {
-            return Err(bad(
-                ID,
-                at(pos, number),
-                format!(
-                    "a partial line: the last {} bytes do not end with a newline",
+        let (nl, mut problem) = match bytes[pos..].iter().position(|&b| b == b'\n') {
+            Some(nl) => (nl, None),
+            None => (
+                bytes.len() - pos,
+                Some(format!(
+                    "a last line without a newline ({} bytes)",
                     bytes.len() - pos
-                ),
-            ));
+                )),
+            ),
         };
         let line = &bytes[pos..pos + nl];
-        if line.iter().all(u8::is_ascii_whitespace) {
-            return Err(bad(ID, at(pos, number), "an empty line"));
-        }
-        let value: Value = serde_json::from_slice(line).map_err(|e| {
-            bad(
-                ID,
-                at(pos + e.column().saturating_sub(1), number),
-                format!("the line is not JSON: {e}"),
-            )
-        })?;
-        check_entry(&value).map_err(|e| bad(ID, at(pos, number), e))?;
+        let value = if line.iter().all(u8::is_ascii_whitespace) {
+            problem.get_or_insert_with(|| "an empty line".to_owned());
+            Value::Null
+        } else {
+            let mut no_entry = |why: String| {
+                problem = Some(match problem.take() {
+                    Some(p) => format!("{p}; {why}"),
+                    None => why,
+                });
+                Value::Null
+            };
+            match serde_json::from_slice::<Value>(line) {
+                Ok(v) => match check_entry(&v) {
+                    Ok(()) => v,
+                    Err(e) => no_entry(e),
+                },
+                Err(e) => no_entry(format!("the line is not JSON: {e}")),
+            }
+        };
+        let end = (pos + nl + 1).min(bytes.len());
         f(Line {
             offset: pos,
-            end: pos + nl + 1,
+            end,
             number,
             value,
+            problem,
         })?;
-        pos += nl + 1;
+        pos = end;
         number += 1;
     }
     Ok(())
@@ -169,12 +189,14 @@ struct Position {
     number: usize,
 }
 
-/// The conversation of `bytes`, and where each line starts (a message's
-/// `origin` indexes them). Each line's JSON is dropped once its message is
+/// The conversation of `bytes`, where each line starts (a message's
+/// `origin` indexes them), and the lines kept as written (where, and why
+/// they are no entry). Each line's JSON is dropped once its message is
 /// built.
-fn decode(bytes: &[u8]) -> Result<(Conversation, Vec<Position>)> {
+fn decode(bytes: &[u8]) -> Result<(Conversation, Vec<Position>, Vec<String>)> {
     let mut positions: Vec<Position> = Vec::new();
     let mut messages: Vec<Message> = Vec::new();
+    let mut kept: Vec<String> = Vec::new();
     let mut last_assistant_id: Option<String> = None;
     each_line(bytes, |line| {
         let i = positions.len();
@@ -182,6 +204,9 @@ fn decode(bytes: &[u8]) -> Result<(Conversation, Vec<Position>)> {
             offset: line.offset,
             number: line.number,
         });
+        if let Some(p) = &line.problem {
+            kept.push(format!("at {}: {p}", at(line.offset, line.number)));
+        }
         let v = &line.value;
         let ty = entry_type(v);
         if !(ty == "user" || ty == "assistant")
@@ -221,7 +246,7 @@ fn decode(bytes: &[u8]) -> Result<(Conversation, Vec<Position>)> {
         });
         Ok(())
     })?;
-    Ok((Conversation { messages }, positions))
+    Ok((Conversation { messages }, positions, kept))
 }
 
 /// A UUID-shaped id derived from `seed`, so translations are deterministic.
@@ -257,8 +282,11 @@ impl Codec for ClaudeCodeCodec {
     }
 
     fn validate(&self, delta: &[u8]) -> Result<Checked> {
-        let (conv, lines) = decode(delta)?;
-        Ok(Checked::of(&conv, |i| at(lines[i].offset, lines[i].number)))
+        let (conv, lines, kept) = decode(delta)?;
+        Ok(Checked {
+            kept,
+            ..Checked::of(&conv, |i| at(lines[i].offset, lines[i].number))
+        })
     }
 
     fn concat(&self, parts: &[Bytes]) -> Result<Bytes> {
@@ -538,28 +566,61 @@ mod tests {
     const USER: &str = r#"{"type":"user","message":{"role":"user","content":"hi"},"uuid":"u1","timestamp":"2026-01-01T00:00:00Z"}"#;
 
     #[test]
-    fn bad_deltas_name_the_offset_and_the_problem() {
-        let partial = format!("{USER}\n{{\"type\":\"user\"");
+    fn lines_that_are_no_entry_are_kept_with_where_and_why() {
+        // A transcript is a log: what this format cannot read is kept as
+        // written, read as no message, and reported; only bytes that are
+        // not UTF-8 are refused.
+        let cases: [(&[u8], &str); 7] = [
+            (b"\n", "at byte offset 0 (line 1): an empty line"),
+            (b"{\"type\":1}\n", "\"type\" is not a string"),
+            (b"[1]\n", "not a JSON object"),
+            (
+                b"{\"type\":\"user\",\"message\":{\"role\":\"assistant\",\"content\":\"x\"}}\n",
+                "has role",
+            ),
+            (
+                b"{\"type\":\"system\",\"subtype\":\"compact_boundary\"}\n",
+                "compactMetadata",
+            ),
+            (b"{\"type\": nope}\n", "(line 1): the line is not JSON"),
+            (
+                b"{\"type\":\"user\",\"message\":{\"role\":\"user\",\"contnet\":\"x\"}}\n",
+                "has no \"content\"",
+            ),
+        ];
+        for (line, why) in cases {
+            let t = [
+                format!("{USER}\n").as_bytes(),
+                line,
+                format!("{USER}\n").as_bytes(),
+            ]
+            .concat();
+            let checked = ClaudeCodeCodec.validate(&t).unwrap();
+            assert_eq!(checked.counts.messages, Some(2), "{why}");
+            assert_eq!(checked.kept.len(), 1, "{why}: {:?}", checked.kept);
+            let at_line_2 = format!("at byte offset {} (line 2)", USER.len() + 1);
+            let why = why
+                .replace("at byte offset 0 (line 1)", &at_line_2)
+                .replace("(line 1)", "(line 2)");
+            assert!(checked.kept[0].contains(&why), "{why}: {:?}", checked.kept);
+            assert!(checked.kept[0].contains(&at_line_2), "{:?}", checked.kept);
+        }
+        // A last line without its newline (a finished transcript's) is
+        // read when it is an entry, and reported.
+        let partial = format!("{USER}\n{USER}");
+        let checked = ClaudeCodeCodec.validate(partial.as_bytes()).unwrap();
+        assert_eq!(checked.counts.messages, Some(2));
         assert_eq!(
-            err(partial.as_bytes()),
-            format!(
-                "not a valid claude-code-v1 delta: at byte offset {} (line 2): a partial line: the last 14 bytes do not end with a newline",
-                USER.len() + 1
-            )
-        );
-        assert!(err(b"\n").contains("at byte offset 0 (line 1): an empty line"));
-        assert!(err(b"{\"type\":1}\n").contains("\"type\" is not a string"));
-        assert!(err(b"[1]\n").contains("not a JSON object"));
-        assert!(
-            err(b"{\"type\":\"user\",\"message\":{\"role\":\"assistant\",\"content\":\"x\"}}\n")
-                .contains("has role")
-        );
-        assert!(
-            err(b"{\"type\":\"system\",\"subtype\":\"compact_boundary\"}\n")
-                .contains("compactMetadata")
+            checked.kept,
+            [format!(
+                "at byte offset {} (line 2): a last line without a newline ({} bytes)",
+                USER.len() + 1,
+                USER.len()
+            )]
         );
         assert!(err(b"\xff\n").contains("not UTF-8"));
-        assert!(err(b"{\"type\": nope}\n").contains("(line 1): the line is not JSON"));
+        let segs = segments(partial.as_bytes()).unwrap();
+        assert_eq!(segs.last().unwrap().range.end, partial.len());
     }
 
     #[test]

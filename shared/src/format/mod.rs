@@ -170,6 +170,9 @@ pub struct Checked {
     pub open_results: Vec<OpenResult>,
     /// The delta's counts.
     pub counts: Counts,
+    /// Lines of a log format stored as written but read as no message
+    /// (where, and why): a checkpoint warns of each.
+    pub kept: Vec<String>,
 }
 
 impl Checked {
@@ -185,6 +188,7 @@ impl Checked {
                 })
                 .collect(),
             counts: Counts::of(conv),
+            kept: Vec::new(),
         }
     }
 }

@@ -244,6 +244,7 @@ impl Codec for OpenAiCodec {
         Ok(Checked {
             open_results,
             counts,
+            kept: Vec::new(),
         })
     }
 

@@ -424,6 +424,7 @@ impl Codec for OpenAiResponsesCodec {
         Ok(Checked {
             open_results,
             counts,
+            kept: Vec::new(),
         })
     }
 

@@ -46,6 +46,7 @@ impl Codec for RawCodec {
         Ok(Checked {
             open_results: Vec::new(),
             counts: self.count(delta),
+            kept: Vec::new(),
         })
     }
 

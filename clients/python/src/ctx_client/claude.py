@@ -26,9 +26,11 @@ The mapping:
   an artifact named by the tip commit's tag ``claude.summary`` (folded
   over the whole transcript when the tip is another writer's); its
   ``mtime``, like ``list_sessions``', is the ref's last move.
-- An entry the codec refuses (a ``user`` line without a ``message``) is
-  stored wrapped in a ``ctx-verbatim`` entry, the rest of its batch as
-  it is, and unwrapped by ``load``.
+- An entry the codec reads as no message (a ``user`` line without a
+  ``message``) is stored as written, with the server's warning. One it
+  refuses is stored wrapped in a ``ctx-verbatim`` entry, the rest of its
+  batch as it is, and unwrapped by ``load`` (as is an entry of that type
+  itself, which is always wrapped).
 - ``delete`` removes the ref (and, for a main key, its subkeys' refs); the
   commits stay reachable by id until erased by the lifecycle operations.
 """
