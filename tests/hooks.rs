@@ -428,3 +428,79 @@ async fn a_poison_line_never_stops_a_session_and_session_end_keeps_the_last_line
     assert!(!err.contains("pending"), "{err}");
     assert_eq!(tip(&server, &name).await.unwrap(), t3);
 }
+
+/// Hooks of one session running at once (Claude Code can fire Stop,
+/// PreCompact and SessionEnd together) record the transcript once, byte for
+/// byte: entries without a `uuid` (summaries, file-history snapshots)
+/// another hook already stored are not appended again.
+#[tokio::test]
+async fn concurrent_hooks_of_one_session_record_the_file_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let server = Server::start(&data);
+    let project = dir.path().join("proj");
+    std::fs::create_dir_all(&project).unwrap();
+    let out = Command::new(ctx_bin())
+        .args(["hooks", "install", "claude-code", "--project"])
+        .arg(&project)
+        .args(["--server", &server.url, "--data"])
+        .arg(&data)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let hook = installed_command(&project, "Stop");
+    let pdir = dir.path().join("claude/projects/-tmp-proj");
+    std::fs::create_dir_all(&pdir).unwrap();
+    let full = fixture();
+    let count = full.split_inclusive(|&b| b == b'\n').count();
+    assert!(
+        full.split(|&b| b == b'\n')
+            .filter(|l| !l.is_empty())
+            .any(|l| !l.windows(6).any(|w| w == b"\"uuid\"")),
+        "the fixture has entries without a uuid"
+    );
+    let c = server.client();
+    for trial in 0..5 {
+        let session = format!("5f0c9d2e-7b1a-4c3e-9f21-0a8b6c4d2e{trial:02}");
+        let transcript = pdir.join(format!("{session}.jsonl"));
+        for upto in [count / 2, count] {
+            std::fs::write(&transcript, first_lines(&full, upto)).unwrap();
+            let runs: Vec<_> = [
+                "Stop",
+                "PreCompact",
+                "SessionEnd",
+                "Stop",
+                "PreCompact",
+                "Stop",
+            ]
+            .into_iter()
+            .map(|event| {
+                let (hook, session, transcript) =
+                    (hook.clone(), session.clone(), transcript.clone());
+                std::thread::spawn(move || run_hook(&hook, &session, &transcript, event))
+            })
+            .collect();
+            for r in runs {
+                let (code, err) = r.join().unwrap();
+                assert_eq!(code, 0, "{err}");
+            }
+        }
+        // Whatever raced, one more hook settles what is pending.
+        let (code, err) = run_hook(&hook, &session, &transcript, "Stop");
+        assert_eq!(code, 0, "{err}");
+        let t = tip(&server, &format!("claude/-tmp-proj/{session}"))
+            .await
+            .unwrap();
+        let got = c.materialize(&t, "root").await;
+        assert!(
+            got == full,
+            "trial {trial}: {} bytes recorded for a {}-byte file",
+            got.len(),
+            full.len()
+        );
+    }
+}

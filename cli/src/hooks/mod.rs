@@ -8,8 +8,9 @@
 //!   transcript's complete new lines onto `claude/{project_key}/{session_id}`
 //!   (the ref the Python `CtxSessionStore` uses, so both see one session).
 //!   It remembers, per session, how far it got and the tip it left
-//!   (`<data>/hooks/claude-code/…`); when the ref moved since (another
-//!   writer), it drops the lines whose `uuid` the chain already holds. It
+//!   (`<data>/hooks/claude-code/…`); when the ref moved since, it skips
+//!   the file bytes another hook of the session stored, or (another
+//!   writer's entries) drops the lines whose `uuid` the chain holds. It
 //!   never fails Claude Code: any error is a warning on stderr, exit 0, and
 //!   the lines stay pending for the next hook of any session to retry.
 //! - **resume** writes the transcript at any commit as a new Claude Code

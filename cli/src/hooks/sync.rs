@@ -217,19 +217,12 @@ fn trigger_of(event: &str) -> Trigger {
 /// as written (the server warns of it), so it never holds back the lines
 /// after it.
 async fn sync(a: &HookArgs, state: &mut HookState) -> Result<usize> {
-    let (tail, mut complete) = read_tail(state)?;
-    if state.event == "SessionEnd" {
-        // The transcript is finished: a last line without its newline is
-        // all there will be of it, stored as written.
-        complete = tail.len();
-    }
+    let (tail, complete) = read_lines(state)?;
     if complete == 0 {
         state.pending = false;
         state.error = None;
         return Ok(0);
     }
-    let end = state.offset + complete as u64;
-    let new = &tail[..complete];
     let name: RefName = state.ref_name.parse()?;
     let client = a
         .remote
@@ -239,6 +232,7 @@ async fn sync(a: &HookArgs, state: &mut HookState) -> Result<usize> {
     let principal: Principal = wire_value("principal", &a.principal)?;
     let session: Option<SessionId> = state.session_id.parse().ok();
     let trigger = trigger_of(&state.event);
+    let (mut tail, mut complete) = (tail, complete);
     // A writer that moved the ref since may hold some of these lines.
     for _ in 0..4 {
         let tip = match client.get_ref(&name).await {
@@ -246,12 +240,28 @@ async fn sync(a: &HookArgs, state: &mut HookState) -> Result<usize> {
             Err(e) if e.kind == ErrorKind::NotFound => None,
             Err(e) => return Err(e),
         };
+        let mut stored = 0;
         let lines = match &tip {
             Some(t) if state.tip.as_ref() != Some(t) => {
-                drop_known(new, &known_uuids(&client, t, state.tip.as_ref()).await?)
+                let known = added_since(&client, t, state.tip.as_ref()).await?;
+                // Read again: the file only grows, so it now holds what any
+                // other hook of this session read before it.
+                (tail, complete) = read_lines(state)?;
+                if tail.starts_with(&known) {
+                    // Another hook of this session stored the file's next
+                    // bytes: the rest goes after them, entries without a
+                    // `uuid` (summaries, snapshots) included, once.
+                    stored = known.len();
+                    tail[stored.min(complete)..complete].to_vec()
+                } else {
+                    // Another writer (a SessionStore) wrote entries of its
+                    // own: drop the ones it shares with the transcript.
+                    drop_known(&tail[..complete], &uuids(&known))
+                }
             }
-            _ => new.to_vec(),
+            _ => tail[..complete].to_vec(),
         };
+        let end = state.offset + complete.max(stored) as u64;
         if lines.is_empty() {
             state.tip = tip;
             state.offset = end;
@@ -288,15 +298,24 @@ async fn sync(a: &HookArgs, state: &mut HookState) -> Result<usize> {
     ))
 }
 
-/// The `uuid` of every entry the chain at `tip` added after `since` (the
-/// tip this hook left: our new lines come after it, so only what others
-/// added since can overlap them), or from the root when `since` is unknown
-/// or no longer an ancestor (the ref was moved elsewhere).
-async fn known_uuids(
-    client: &Client,
-    tip: &CommitId,
-    since: Option<&CommitId>,
-) -> Result<HashSet<String>> {
+/// The transcript past `state`'s offset, and how many of its bytes to
+/// store: its complete lines, or at `SessionEnd` (the transcript is
+/// finished) every byte, a last line without its newline included.
+fn read_lines(state: &mut HookState) -> Result<(Vec<u8>, usize)> {
+    let (tail, complete) = read_tail(state)?;
+    let complete = if state.event == "SessionEnd" {
+        tail.len()
+    } else {
+        complete
+    };
+    Ok((tail, complete))
+}
+
+/// The bytes the chain at `tip` added after `since` (the tip this hook
+/// left: our new lines come after it, so only what others added since can
+/// overlap them), or from the root when `since` is unknown or no longer an
+/// ancestor (the ref was moved elsewhere).
+async fn added_since(client: &Client, tip: &CommitId, since: Option<&CommitId>) -> Result<Vec<u8>> {
     let from_root = transcript_request()?;
     let req = match since {
         Some(s) => crate::commands::materialize::request(Some(&s.to_string()), Some(CLAUDE_CODE))?,
@@ -309,11 +328,16 @@ async fn known_uuids(
         }
         Err(e) => return Err(e),
     };
-    Ok(bytes
+    Ok(bytes.to_vec())
+}
+
+/// The `uuid` of every entry of a transcript's bytes.
+fn uuids(bytes: &[u8]) -> HashSet<String> {
+    bytes
         .split(|&b| b == b'\n')
         .filter_map(|l| serde_json::from_slice::<Value>(l).ok())
         .filter_map(|v| v.get("uuid").and_then(Value::as_str).map(str::to_owned))
-        .collect())
+        .collect()
 }
 
 /// The transcript past `state`'s offset and how many of its bytes end in
