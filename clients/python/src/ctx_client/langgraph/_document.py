@@ -117,11 +117,6 @@ def _merged(writes: list[list[Any]], new: list[list[Any]]) -> list[list[Any]]:
     return list(merged.values())
 
 
-def _is_writes(data: bytes) -> bool:
-    """Whether a commit's bytes are write lines (not a document)."""
-    return data[:1] == b"["
-
-
 def _state_of(data: bytes, parent: str | None) -> dict[str, Any]:
     """The checkpoint state that ``data`` holds: a document's line (from a
     commit whose parent is ``parent``) and the write lines after it (a
@@ -131,9 +126,3 @@ def _state_of(data: bytes, parent: str | None) -> dict[str, Any]:
     doc = _resolved(json.loads(lines[0]), parent)
     more = [json.loads(line) for line in lines[1:] if line]
     return {**doc, "writes": _merged(doc.get("writes", []), more)} if more else doc
-
-
-def _with_writes(doc: dict[str, Any], data: bytes) -> dict[str, Any]:
-    """``doc`` (a state) with the write lines ``data`` added."""
-    more = [json.loads(line) for line in data.splitlines() if line]
-    return {**doc, "writes": _merged(doc.get("writes", []), more)}

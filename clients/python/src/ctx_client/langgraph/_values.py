@@ -14,11 +14,9 @@ from ._document import (
     TEMPLATE,
     _decode_records,
     _encode_records,
-    _is_writes,
     _now,
     _state_of,
     _unb64,
-    _with_writes,
 )
 from ._op import Op
 from ._refs import _Refs
@@ -46,23 +44,13 @@ class _Values(_Refs):
         return (yield from self.doc_of(read))
 
     def doc_of(self, read: ReadResponse) -> Op[dict[str, Any]]:
-        """The checkpoint state a delta read answered (with the stop
-        :func:`read_state` gives: the document's commit and the writes
-        after it, joined; without it: the commit's own bytes, completed
-        from the cached state of its parent or read again), downloaded when
+        """The checkpoint state a :func:`read_state` answered (the
+        document's commit and the writes after it, joined), downloaded when
         it was too large to come inline; cached by its commit."""
         data = routes.content_of(read)
         if data is None:
             data = yield routes.get_artifact(read["artifact_ref"])
-        if _is_writes(data):
-            parent = read.get("parent")
-            base = self.docs.get(parent) if parent else None
-            if base is None:
-                read = yield read_state(commit=read["commit"])
-                return (yield from self.doc_of(read))
-            doc = _with_writes(base, data)
-        else:
-            doc = _state_of(data, read.get("parent"))
+        doc = _state_of(data, read.get("parent"))
         self.docs.put(read["commit"], doc, len(data))
         return doc
 
