@@ -212,16 +212,7 @@ async fn claude_code_transcript_imports_and_exports_byte_identical() {
     let cut = dir.path().join("cut.jsonl");
     let cut_bytes = &original[..original.len() - 10];
     std::fs::write(&cut, cut_bytes).unwrap();
-    let (code, out) = server.cli(&[
-        "import",
-        "claude-code",
-        cut.to_str().unwrap(),
-        "--principal",
-        "bob",
-        "--json",
-    ]);
-    assert_eq!(code, 0, "{}", String::from_utf8_lossy(&out));
-    let report = json(&out);
+    let report = imported(&server, &cut, "bob");
     let warnings = report["warnings"].as_array().unwrap();
     assert!(
         warnings
@@ -284,6 +275,21 @@ async fn a_transcript_with_an_unpaired_tool_result_imports_with_a_warning() {
     assert_eq!(String::from_utf8(out).unwrap(), transcript);
 }
 
+/// `ctx import claude-code PATH --principal P --json`, which must succeed:
+/// its report.
+fn imported(server: &Server, path: &std::path::Path, principal: &str) -> Value {
+    let (code, out) = server.cli(&[
+        "import",
+        "claude-code",
+        path.to_str().unwrap(),
+        "--principal",
+        principal,
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{}", String::from_utf8_lossy(&out));
+    json(&out)
+}
+
 /// A third-party transcript is a log: a line that is no entry Claude
 /// Code's format reads (a misspelt `content`, text that is not JSON) and a
 /// last line without its newline import with a warning each, are read as no
@@ -304,16 +310,7 @@ async fn a_transcript_with_lines_that_are_no_entries_imports_with_warnings() {
     );
     let path = dir.path().join("odd.jsonl");
     std::fs::write(&path, transcript).unwrap();
-    let (code, out) = server.cli(&[
-        "import",
-        "claude-code",
-        path.to_str().unwrap(),
-        "--principal",
-        "carol",
-        "--json",
-    ]);
-    assert_eq!(code, 0, "{}", String::from_utf8_lossy(&out));
-    let report = json(&out);
+    let report = imported(&server, &path, "carol");
     let warnings: Vec<&str> = report["warnings"]
         .as_array()
         .unwrap()

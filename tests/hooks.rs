@@ -348,17 +348,13 @@ fn a_hook_with_bad_input_warns_and_exits_0() {
     );
 }
 
-/// A line Claude Code's format cannot read (a misspelt entry, text that is
-/// not JSON) in the middle of a live session is stored as written: it
-/// blocks neither the lines after it nor other sessions' hooks, and at
-/// SessionEnd the last line is stored even without its newline. What is
-/// recorded is the file, byte for byte.
-#[tokio::test]
-async fn a_poison_line_never_stops_a_session_and_session_end_keeps_the_last_line() {
-    let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("data");
+/// A server on `dir`/data, the hooks installed in `dir`/proj, and the
+/// folder Claude Code keeps that project's transcripts in: the server, the
+/// installed hook command, the folder.
+fn hooked(dir: &Path) -> (Server, String, std::path::PathBuf) {
+    let data = dir.join("data");
     let server = Server::start(&data);
-    let project = dir.path().join("proj");
+    let project = dir.join("proj");
     std::fs::create_dir_all(&project).unwrap();
     let out = Command::new(ctx_bin())
         .args(["hooks", "install", "claude-code", "--project"])
@@ -373,8 +369,20 @@ async fn a_poison_line_never_stops_a_session_and_session_end_keeps_the_last_line
         String::from_utf8_lossy(&out.stderr)
     );
     let hook = installed_command(&project, "Stop");
-    let pdir = dir.path().join("claude/projects/-tmp-proj");
+    let pdir = dir.join("claude/projects/-tmp-proj");
     std::fs::create_dir_all(&pdir).unwrap();
+    (server, hook, pdir)
+}
+
+/// A line Claude Code's format cannot read (a misspelt entry, text that is
+/// not JSON) in the middle of a live session is stored as written: it
+/// blocks neither the lines after it nor other sessions' hooks, and at
+/// SessionEnd the last line is stored even without its newline. What is
+/// recorded is the file, byte for byte.
+#[tokio::test]
+async fn a_poison_line_never_stops_a_session_and_session_end_keeps_the_last_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let (server, hook, pdir) = hooked(dir.path());
     let transcript = pdir.join(format!("{SESSION}.jsonl"));
     let name = format!("claude/-tmp-proj/{SESSION}");
 
@@ -436,25 +444,7 @@ async fn a_poison_line_never_stops_a_session_and_session_end_keeps_the_last_line
 #[tokio::test]
 async fn concurrent_hooks_of_one_session_record_the_file_once() {
     let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("data");
-    let server = Server::start(&data);
-    let project = dir.path().join("proj");
-    std::fs::create_dir_all(&project).unwrap();
-    let out = Command::new(ctx_bin())
-        .args(["hooks", "install", "claude-code", "--project"])
-        .arg(&project)
-        .args(["--server", &server.url, "--data"])
-        .arg(&data)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let hook = installed_command(&project, "Stop");
-    let pdir = dir.path().join("claude/projects/-tmp-proj");
-    std::fs::create_dir_all(&pdir).unwrap();
+    let (server, hook, pdir) = hooked(dir.path());
     let full = fixture();
     let count = full.split_inclusive(|&b| b == b'\n').count();
     assert!(
