@@ -166,6 +166,30 @@ async def test_entries_the_codec_reads_as_no_message_come_back_exactly(
     assert lines == bad + [{"type": "x", "uuid": "u-4"}]
 
 
+async def test_a_line_that_is_not_json_in_the_transcript_is_skipped_on_load(
+    aclient: AsyncClient, namespace: str
+) -> None:
+    # The Claude Code hook stores a transcript's lines as written, a
+    # damaged one too; the store loads the entries around it.
+    store = CtxSessionStore(aclient, namespace=namespace)
+    key = {"project_key": "p", "session_id": "damaged"}
+    first = _user("damaged", "u-0", None, "hello", "2026-01-01T00:00:00.000Z")
+    second = _user("damaged", "u-1", "u-0", "again", "2026-01-01T00:00:01.000Z")
+    text = json.dumps(first) + "\nnot json at all\n\n" + json.dumps(second) + "\n"
+    commit = await aclient.checkpoint(
+        principal="hook",
+        template="claude-code",
+        format="claude-code-v1",
+        delta=text,
+        commit_type="delta",
+        checkpoint="turn_boundary",
+    )
+    await aclient.put_ref(store.ref_name(key), commit["id"])
+    assert await store.load(key) == [first, second]
+    await store.append(key, [{"type": "x", "uuid": "u-2"}])
+    assert await store.load(key) == [first, second, {"type": "x", "uuid": "u-2"}]
+
+
 class LoseCommitResponses(httpx.AsyncBaseTransport):
     """Sends every request, but loses the response of the first ``n``
     checkpoints or batches (the commit is written; the caller sees a read

@@ -448,13 +448,20 @@ class CtxSessionStore(SessionStore):
 
 
 def _entries_of(data: bytes) -> list[SessionStoreEntry]:
-    """A materialized transcript's entries (JSONL), verbatim ones unwrapped."""
+    """A materialized transcript's entries (JSONL), verbatim ones unwrapped.
+    A line that is not JSON (the Claude Code hook stores a transcript's
+    lines as written, a damaged one too) is no entry: skipped, with a
+    warning, as Claude Code's own loader skips it."""
     out: list[SessionStoreEntry] = []
     # Only "\n" ends a line: str.splitlines would also cut at U+2028.
-    for line in data.decode("utf-8").split("\n"):
-        if not line:
+    for n, line in enumerate(data.decode("utf-8", errors="replace").split("\n"), start=1):
+        if not line.strip():
             continue
-        entry = json.loads(line)
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            log.warning("line %d of the transcript is not JSON; skipped", n)
+            continue
         if isinstance(entry, dict) and entry.get("type") == VERBATIM and "entry" in entry:
             entry = entry["entry"]
         out.append(entry)
