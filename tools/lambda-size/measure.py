@@ -471,12 +471,17 @@ class Run:
     rss_mib: float | None
 
 
-def cold_start(f: Function, bootstrap: Path, api: RuntimeApi, timeout: float) -> Run:
-    """Starts `bootstrap` once, hands it its event, and times it.
+def cold_start(f: Function, bootstrap: Path, timeout: float) -> Run:
+    """Starts `bootstrap` once, hands it its event, and times it, on a
+    Runtime API of its own: a request an earlier run's runtime sent before
+    it was killed can reach a shared one after the next run began, and take
+    that run's event.
 
     Raises RuntimeError when it does not answer as expected in time."""
     event, _ = event_for(f)
     inv = Invocation(event, f.timeout)
+    api = RuntimeApi()
+    threading.Thread(target=api.serve_forever, daemon=True).start()
     api.invocation = inv
     log = tempfile.TemporaryFile()
     env = lambda_env(f, api.address, bootstrap.parent)
@@ -510,6 +515,8 @@ def cold_start(f: Function, bootstrap: Path, api: RuntimeApi, timeout: float) ->
         proc.wait()
         log.close()
         api.invocation = None
+        api.shutdown()
+        api.server_close()
 
 
 # ---------------------------------------------------------------------------
@@ -624,54 +631,48 @@ def main(argv: list[str] | None = None) -> int:
 
     results = []
     failed = []
-    api = RuntimeApi()
-    threading.Thread(target=api.serve_forever, daemon=True).start()
-    try:
-        with tempfile.TemporaryDirectory(prefix="lambda-size-") as tmp:
-            for f in functions:
-                binary = bin_dir / f.binary
-                if not binary.is_file():
-                    failed.append(f"{f.binary}: no binary at {binary}")
-                    continue
-                work = Path(tmp) / f.binary
-                work.mkdir()
-                zpath = package(binary, work, strip=not args.no_strip, level=args.zip_level)
-                result = Result(
-                    function=f,
-                    binary_bytes=binary.stat().st_size,
-                    zipped=zpath.stat().st_size,
-                    unzipped=unzipped_size(zpath),
-                    runs=[],
-                    expected=event_for(f)[1],
+    with tempfile.TemporaryDirectory(prefix="lambda-size-") as tmp:
+        for f in functions:
+            binary = bin_dir / f.binary
+            if not binary.is_file():
+                failed.append(f"{f.binary}: no binary at {binary}")
+                continue
+            work = Path(tmp) / f.binary
+            work.mkdir()
+            zpath = package(binary, work, strip=not args.no_strip, level=args.zip_level)
+            result = Result(
+                function=f,
+                binary_bytes=binary.stat().st_size,
+                zipped=zpath.stat().st_size,
+                unzipped=unzipped_size(zpath),
+                runs=[],
+                expected=event_for(f)[1],
+            )
+            # A stored zip (level 0) says nothing of the deflated size.
+            over_zipped = args.zip_level > 0 and result.zipped > ZIPPED_LIMIT
+            if over_zipped or result.unzipped > UNZIPPED_LIMIT:
+                failed.append(
+                    f"{f.binary}: {mb(result.zipped)} MB zipped, {mb(result.unzipped)} MB"
+                    " unzipped: over Lambda's limits"
                 )
-                # A stored zip (level 0) says nothing of the deflated size.
-                over_zipped = args.zip_level > 0 and result.zipped > ZIPPED_LIMIT
-                if over_zipped or result.unzipped > UNZIPPED_LIMIT:
-                    failed.append(
-                        f"{f.binary}: {mb(result.zipped)} MB zipped, {mb(result.unzipped)} MB"
-                        " unzipped: over Lambda's limits"
-                    )
-                for i in range(args.runs):
-                    task_root = work / f"task-{i}"
-                    bootstrap = unpack(zpath, task_root)
-                    try:
-                        result.runs.append(cold_start(f, bootstrap, api, args.timeout))
-                    except RuntimeError as e:
-                        failed.append(str(e))
-                        break
-                    finally:
-                        shutil.rmtree(task_root, ignore_errors=True)
-                zpath.unlink()
-                results.append(result)
-                print(
-                    f"lambda-size: {f.binary}: {mb(result.zipped)} MB zipped,"
-                    f" {len(result.runs)} cold starts ({result.expected})",
-                    file=sys.stderr,
-                    flush=True,
-                )
-    finally:
-        api.shutdown()
-        api.server_close()
+            for i in range(args.runs):
+                task_root = work / f"task-{i}"
+                bootstrap = unpack(zpath, task_root)
+                try:
+                    result.runs.append(cold_start(f, bootstrap, args.timeout))
+                except RuntimeError as e:
+                    failed.append(str(e))
+                    break
+                finally:
+                    shutil.rmtree(task_root, ignore_errors=True)
+            zpath.unlink()
+            results.append(result)
+            print(
+                f"lambda-size: {f.binary}: {mb(result.zipped)} MB zipped,"
+                f" {len(result.runs)} cold starts ({result.expected})",
+                file=sys.stderr,
+                flush=True,
+            )
 
     print(table(results, args.markdown))
     if args.runs:
