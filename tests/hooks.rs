@@ -494,3 +494,40 @@ async fn concurrent_hooks_of_one_session_record_the_file_once() {
         );
     }
 }
+
+/// Lines the server refuses (bytes that are not UTF-8) would be refused
+/// again: the hooks of other sessions do not retry them, nor warn of them
+/// at every run; the session's own hooks still do.
+#[tokio::test]
+async fn refused_lines_are_not_retried_by_other_sessions_hooks() {
+    let dir = tempfile::tempdir().unwrap();
+    let (server, hook, pdir) = hooked(dir.path());
+    let full = fixture();
+    let refused = pdir.join(format!("{SESSION}.jsonl"));
+    let mut bytes = first_lines(&full, 3);
+    bytes.extend_from_slice(b"{\"type\":\"user\",\"note\":\"\xff\"}\n");
+    std::fs::write(&refused, &bytes).unwrap();
+    let (code, err) = run_hook(&hook, SESSION, &refused, "Stop");
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("not UTF-8"), "{err}");
+    let other = "11111111-2222-4333-8444-555555555555";
+    let other_transcript = pdir.join(format!("{other}.jsonl"));
+    std::fs::write(&other_transcript, first_lines(&full, 3)).unwrap();
+    for _ in 0..2 {
+        let (code, err) = run_hook(&hook, other, &other_transcript, "Stop");
+        assert_eq!(code, 0, "{err}");
+        assert!(
+            !err.contains(SESSION),
+            "another session's refused lines: {err}"
+        );
+    }
+    assert!(
+        tip(&server, &format!("claude/-tmp-proj/{other}"))
+            .await
+            .is_some()
+    );
+    // Its own next hook tries again, and says so.
+    let (code, err) = run_hook(&hook, SESSION, &refused, "Stop");
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("not UTF-8"), "{err}");
+}

@@ -115,6 +115,7 @@ pub async fn run_resume(a: ResumeArgs) -> Result<()> {
         tip: Some(commit),
         event: "Stop".to_owned(),
         pending: false,
+        refused: false,
         error: None,
     };
     write_state(

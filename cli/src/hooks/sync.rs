@@ -52,6 +52,26 @@ pub(super) struct HookState {
     /// Why it failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(super) error: Option<String>,
+    /// The server refused the lines (they would fail the same way again):
+    /// other sessions' hooks leave them to this session's own.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub(super) refused: bool,
+}
+
+impl HookState {
+    /// Nothing is waiting: the lines are stored.
+    fn settled(&mut self) {
+        self.pending = false;
+        self.error = None;
+        self.refused = false;
+    }
+
+    /// The last attempt failed with `e`: the lines wait.
+    fn failed(&mut self, e: &Error) {
+        self.pending = true;
+        self.error = Some(e.message.clone());
+        self.refused = matches!(e.kind, ErrorKind::Invalid | ErrorKind::TooLarge);
+    }
 }
 
 /// Runs `ctx hook claude-code`: always `Ok` (exit 0), reporting failures
@@ -141,8 +161,7 @@ async fn hook_once(
     state.event = hook.hook_event_name.unwrap_or_else(|| "Stop".to_owned());
     let result = sync(a, &mut state).await;
     if let Err(e) = &result {
-        state.pending = true;
-        state.error = Some(e.message.clone());
+        state.failed(e);
     }
     if let Err(e) = write_state(&path, &state) {
         return Err((None, e));
@@ -169,7 +188,10 @@ async fn retry_pending(a: &HookArgs, dir: &Path, current: Option<&Path>) {
             if Some(path.as_path()) == current {
                 continue;
             }
-            let Some(mut state) = read_state(&path).filter(|s| s.pending) else {
+            // Lines the server refused would be refused again: they are
+            // left to their own session's hooks, not retried (and warned
+            // of) by every other session's.
+            let Some(mut state) = read_state(&path).filter(|s| s.pending && !s.refused) else {
                 continue;
             };
             tried += 1;
@@ -180,7 +202,7 @@ async fn retry_pending(a: &HookArgs, dir: &Path, current: Option<&Path>) {
                         "ctx hook: warning: session {} still pending: {}",
                         state.session_id, e.message
                     );
-                    state.error = Some(e.message);
+                    state.failed(&e);
                 }
             }
             if let Err(e) = write_state(&path, &state) {
@@ -219,8 +241,7 @@ fn trigger_of(event: &str) -> Trigger {
 async fn sync(a: &HookArgs, state: &mut HookState) -> Result<usize> {
     let (tail, complete) = read_lines(state)?;
     if complete == 0 {
-        state.pending = false;
-        state.error = None;
+        state.settled();
         return Ok(0);
     }
     let name: RefName = state.ref_name.parse()?;
@@ -265,8 +286,7 @@ async fn sync(a: &HookArgs, state: &mut HookState) -> Result<usize> {
         if lines.is_empty() {
             state.tip = tip;
             state.offset = end;
-            state.pending = false;
-            state.error = None;
+            state.settled();
             return Ok(0);
         }
         match append(
@@ -284,8 +304,7 @@ async fn sync(a: &HookArgs, state: &mut HookState) -> Result<usize> {
             Ok((new_tip, made)) => {
                 state.tip = Some(new_tip);
                 state.offset = end;
-                state.pending = false;
-                state.error = None;
+                state.settled();
                 return Ok(made);
             }
             Err(e) if e.kind == ErrorKind::Conflict => {}
