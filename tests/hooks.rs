@@ -495,6 +495,31 @@ async fn concurrent_hooks_of_one_session_record_the_file_once() {
     }
 }
 
+/// A last line cut inside a character (the runtime killed mid-write) is
+/// left out at SessionEnd: the complete lines before it are stored.
+#[tokio::test]
+async fn a_last_line_cut_inside_a_character_does_not_hold_back_the_lines_before_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let (server, hook, pdir) = hooked(dir.path());
+    let full = fixture();
+    let transcript = pdir.join(format!("{SESSION}.jsonl"));
+    let lines = first_lines(&full, 5);
+    std::fs::write(&transcript, first_lines(&full, 3)).unwrap();
+    let (code, err) = run_hook(&hook, SESSION, &transcript, "Stop");
+    assert_eq!(code, 0, "{err}");
+    let mut file = lines.clone();
+    file.extend_from_slice("{\"type\":\"user\",\"note\":\"é".as_bytes());
+    file.pop(); // half of "é"
+    std::fs::write(&transcript, &file).unwrap();
+    let (code, err) = run_hook(&hook, SESSION, &transcript, "SessionEnd");
+    assert_eq!(code, 0, "{err}");
+    assert!(!err.contains("warning"), "{err}");
+    let t = tip(&server, &format!("claude/-tmp-proj/{SESSION}"))
+        .await
+        .unwrap();
+    assert!(server.client().materialize(&t, "root").await == lines);
+}
+
 /// Lines the server refuses (bytes that are not UTF-8) would be refused
 /// again: the hooks of other sessions do not retry them, nor warn of them
 /// at every run; the session's own hooks still do.

@@ -319,10 +319,15 @@ async fn sync(a: &HookArgs, state: &mut HookState) -> Result<usize> {
 
 /// The transcript past `state`'s offset, and how many of its bytes to
 /// store: its complete lines, or at `SessionEnd` (the transcript is
-/// finished) every byte, a last line without its newline included.
+/// finished) every byte, a last line without its newline included when it
+/// is whole characters.
 fn read_lines(state: &mut HookState) -> Result<(Vec<u8>, usize)> {
     let (tail, complete) = read_tail(state)?;
-    let complete = if state.event == "SessionEnd" {
+    // A last line cut inside a character (a runtime killed mid-write) is
+    // left out, as before the session ended: the server refuses bytes that
+    // are not UTF-8, and would refuse the complete lines sent with it.
+    let complete = if state.event == "SessionEnd" && std::str::from_utf8(&tail[complete..]).is_ok()
+    {
         tail.len()
     } else {
         complete
