@@ -454,7 +454,7 @@ def _entries_of(data: bytes) -> list[SessionStoreEntry]:
     warning, as Claude Code's own loader skips it."""
     out: list[SessionStoreEntry] = []
     # Only "\n" ends a line: str.splitlines would also cut at U+2028.
-    for n, line in enumerate(data.decode("utf-8", errors="replace").split("\n"), start=1):
+    for n, line in enumerate(data.decode("utf-8").split("\n"), start=1):
         if not line.strip():
             continue
         try:

@@ -272,10 +272,13 @@ class _Checkpoints(_Values):
             ch, in_batch = grown.pop(0)
             entries[ch][1] = PARENT_LINK
             budget -= len(in_batch.records)
-        for ch, link in grown:
-            done = yield routes.checkpoint(**self.link_commit(thread_id, link))
-            self.linked(done["id"], link)
-            entries[ch][1] = done["id"]
+        if grown:
+            made = yield [
+                routes.checkpoint(**self.link_commit(thread_id, link)) for _, link in grown
+            ]
+            for (ch, link), done in zip(grown, made, strict=True):
+                self.linked(done["id"], link)
+                entries[ch][1] = done["id"]
         inline: list[bytes] = []
         if budget >= 0:
             # The values go in the batch, named by their hashes.

@@ -210,9 +210,9 @@ class _DeltaHistory(_Values):
                 if carry:
                     states[-1] = {**states[-1], "writes": _merged(states[-1]["writes"], carry)}
                 carry = lead
-            groups.extend(reversed(states))
-            if any("pt" in g for g in groups):
+            if any("pt" in g for g in states):
                 return None  # below such a document: its list's links
+            groups.extend(reversed(states))
             ancestors = groups[1:]
             if read.get("parent") is None or _seeded(ancestors, channels):
                 break
@@ -282,18 +282,17 @@ def _groups(data: bytes) -> tuple[list[list[Any]], list[dict[str, Any]]] | None:
     except ValueError:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
         return None
     lead: list[list[Any]] = []
-    states: list[dict[str, Any]] = []
+    # Each document with the write lines after it, merged once at the end.
+    found: list[tuple[dict[str, Any], list[list[Any]]]] = []
     for item in items:
         if isinstance(item, dict) and "id" in item:
-            if states and states[-1]["id"] == item["id"]:
-                states[-1] = item
+            if found and found[-1][0]["id"] == item["id"]:
+                found[-1] = (item, [])
             else:
-                states.append(item)
+                found.append((item, []))
         elif isinstance(item, list) and len(item) == 6:
-            if states:
-                states[-1] = {**states[-1], "writes": _merged(states[-1]["writes"], [item])}
-            else:
-                lead.append(item)
+            (found[-1][1] if found else lead).append(item)
         else:
             return None
+    states = [{**doc, "writes": _merged(doc["writes"], more)} for doc, more in found]
     return lead, states

@@ -117,6 +117,15 @@ def _merged(writes: list[list[Any]], new: list[list[Any]]) -> list[list[Any]]:
     return list(merged.values())
 
 
+def _fresh(writes: list[list[Any]], new: list[list[Any]]) -> list[list[Any]]:
+    """The writes of ``new`` that :func:`_merged` would not drop as repeats
+    of ``writes``."""
+    known = {(w[0], w[1]): w for w in writes}
+    return [
+        w for w in new if not (w[1] >= 0 and (w[0], w[1]) in known) and known.get((w[0], w[1])) != w
+    ]
+
+
 def _state_of(data: bytes, parent: str | None) -> dict[str, Any]:
     """The checkpoint state that ``data`` holds: a document's line (from a
     commit whose parent is ``parent``) and the write lines after it (a

@@ -26,9 +26,7 @@ def read_state(*, commit: str | None = None, ref: str | None = None) -> Any:
     """The read of a checkpoint's state at a commit or a ref's tip: the
     deltas from its document's commit (the nearest snapshot) joined, and
     that commit's parent (which a document's ``PARENT_LINK`` names)."""
-    if ref is not None:
-        return routes.read(ref, delta=True, stop="compaction")
-    return routes.read(commit=commit, delta=True, stop="compaction")
+    return routes.read(ref, commit=commit, delta=True, stop="compaction")
 
 
 class _Values(_Refs):
@@ -122,16 +120,6 @@ class _Values(_Refs):
         """Keeps a committed link's elements, by its commit."""
         size = sum(len(t) + len(d) for t, d in link.elements)
         self.links.put(commit_id, link.elements, size)
-
-    def store_list(self, thread_id: str, value: list[Any], old: list[Any] | None) -> Op[str]:
-        """A list value as a chain link (:meth:`list_link`), committed on
-        its own when new; the link's commit id."""
-        link = yield from self.list_link(value, old)
-        if isinstance(link, str):
-            return link
-        commit = yield routes.checkpoint(**self.link_commit(thread_id, link))
-        self.linked(commit["id"], link)
-        return cast(str, commit["id"])
 
     def values(self, doc: dict[str, Any]) -> Op[dict[str, Any]]:
         """The channel values of a document, the uncached ones fetched

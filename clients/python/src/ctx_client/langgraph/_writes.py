@@ -10,7 +10,7 @@ from langgraph.checkpoint.base import WRITES_IDX_MAP
 
 from ..errors import ConflictError
 from ._checkpoints import _Checkpoints, _stale_move
-from ._document import DOC_VERSION, _b64, _merged, _now
+from ._document import DOC_VERSION, _b64, _fresh, _merged, _now
 from ._op import Op, _Wait
 
 
@@ -83,8 +83,7 @@ class _Writes(_Checkpoints):
                 doc = self.docs.get(tip)
                 new = entries
                 if doc is not None:
-                    had = doc["writes"]
-                    new = [e for e in entries if _merged(had, [e]) != had]
+                    new = _fresh(doc["writes"], entries)
                     if not new:
                         return None
             moves: list[tuple[str, str | None]] = [(name, tip)]
