@@ -239,7 +239,7 @@ fn trigger_of(event: &str) -> Trigger {
 /// as written (the server warns of it), so it never holds back the lines
 /// after it.
 async fn sync(a: &HookArgs, state: &mut HookState) -> Result<usize> {
-    let (tail, complete) = read_lines(state)?;
+    let (mut tail, mut complete) = read_lines(state)?;
     if complete == 0 {
         state.settled();
         return Ok(0);
@@ -253,7 +253,6 @@ async fn sync(a: &HookArgs, state: &mut HookState) -> Result<usize> {
     let principal: Principal = wire_value("principal", &a.principal)?;
     let session: Option<SessionId> = state.session_id.parse().ok();
     let trigger = trigger_of(&state.event);
-    let (mut tail, mut complete) = (tail, complete);
     // A writer that moved the ref since may hold some of these lines.
     for _ in 0..4 {
         let tip = match client.get_ref(&name).await {
@@ -352,7 +351,7 @@ async fn added_since(client: &Client, tip: &CommitId, since: Option<&CommitId>) 
         }
         Err(e) => return Err(e),
     };
-    Ok(bytes.to_vec())
+    Ok(bytes)
 }
 
 /// The `uuid` of every entry of a transcript's bytes.

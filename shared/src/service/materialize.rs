@@ -154,9 +154,10 @@ impl Service {
                     parent = parts.first().and_then(|c| c.parent);
                     let joined = self.join_parts(tenant, &parts, &format).await?;
                     let size = joined.bytes.len() as u64;
-                    // Answered inline when it fits; stored (in the cache
-                    // area, which lifecycle and budget reclaim) when it
-                    // must be downloaded.
+                    // Answered inline when it fits; stored when it must be
+                    // downloaded, in the cache area with no entry (as a
+                    // window's join is), which `ctx gc` and S3's lifecycle
+                    // rule reclaim.
                     let artifact_ref = if size > content_limit {
                         let put = self
                             .stores
@@ -524,11 +525,7 @@ impl Service {
         format: &FormatId,
     ) -> Result<Incremental> {
         let codec = self.formats.codec(format).clone();
-        let tip_stops = stop == Stop::Compaction
-            && matches!(
-                tip.commit_type,
-                CommitType::Compaction | CommitType::Snapshot
-            );
+        let tip_stops = stop == Stop::Compaction && starts_context(tip);
         // A cached After(x) at the parent implies x is an ancestor of the
         // parent (an uncached one is refused before it is stored), so the
         // parent-first probe needs no check of x.
@@ -712,12 +709,7 @@ impl Service {
         stop: Stop,
     ) -> Result<Vec<Commit>> {
         let path = match stop {
-            Stop::Compaction => {
-                self.walk(tenant, tip, None, |c| {
-                    matches!(c.commit_type, CommitType::Compaction | CommitType::Snapshot)
-                })
-                .await?
-            }
+            Stop::Compaction => self.walk(tenant, tip, None, starts_context).await?,
             Stop::Root => {
                 let wanted = usize::try_from(tip.depth).ok().map(|d| d.saturating_add(1));
                 self.walk(tenant, tip, wanted, |_| false).await?
@@ -770,13 +762,8 @@ impl Service {
         };
         match stop {
             Stop::Compaction => {
-                self.walk(tenant, tip, Some(depth), |c| {
-                    capped(matches!(
-                        c.commit_type,
-                        CommitType::Compaction | CommitType::Snapshot
-                    ))
-                })
-                .await
+                self.walk(tenant, tip, Some(depth), |c| capped(starts_context(c)))
+                    .await
             }
             Stop::Root => self.walk(tenant, tip, Some(depth), |_| capped(false)).await,
             Stop::After(_) => {
@@ -869,6 +856,12 @@ fn common_prefix_len(a: &[u8], b: &[u8]) -> usize {
 /// Cache probes beyond the parent during an incremental materialize
 /// (ancestors at distance 2, 4, ..., 2^MAX_PROBES).
 const MAX_PROBES: usize = 12;
+
+/// Whether a walk to [`Stop::Compaction`] ends at `c`: a compaction or a
+/// snapshot holds the context up to it.
+fn starts_context(c: &Commit) -> bool {
+    matches!(c.commit_type, CommitType::Compaction | CommitType::Snapshot)
+}
 
 /// What the incremental attempt gave.
 enum Incremental {
