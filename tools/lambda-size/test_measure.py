@@ -38,19 +38,21 @@ seen = {{
     "table": os.environ.get("CTX_TABLE"),
     "deadline": deadline,
 }}
-if {action!r} == "error":
-    post("/invocation/" + rid + "/error", {{"errorType": "Invalid", "errorMessage": json.dumps(seen)}})
-else:
-    post("/invocation/" + rid + "/response", {{"statusCode": {status}, "body": json.dumps(seen)}})
 if {action!r} == "late":
-    # Its next request arrives after the run has ended (sent by a process
-    # the run's end does not kill), as a killed runtime's can.
+    # Its next request arrives after the run has ended, sent by a process
+    # the run's end does not kill (as a killed runtime's request can be
+    # handled late). Started before the answer, which ends the run.
     subprocess.Popen(
         [sys.executable, "-c",
          "import time, urllib.request; time.sleep(0.3); "
          "urllib.request.urlopen(" + repr(api + "/invocation/next") + ", timeout=5)"],
         start_new_session=True,
     )
+if {action!r} == "error":
+    post("/invocation/" + rid + "/error", {{"errorType": "Invalid", "errorMessage": json.dumps(seen)}})
+else:
+    post("/invocation/" + rid + "/response", {{"statusCode": {status}, "body": json.dumps(seen)}})
+if {action!r} == "late":
     raise SystemExit(0)
 urllib.request.urlopen(api + "/invocation/next")  # held until the run ends
 """
