@@ -27,10 +27,11 @@ The mapping:
   over the whole transcript when the tip is another writer's); its
   ``mtime``, like ``list_sessions``', is the ref's last move.
 - An entry the codec reads as no message (a ``user`` line without a
-  ``message``) is stored as written, with the server's warning. One it
-  refuses is stored wrapped in a ``ctx-verbatim`` entry, the rest of its
-  batch as it is, and unwrapped by ``load`` (as is an entry of that type
-  itself, which is always wrapped).
+  ``message``) is stored as written, with the server's warning (the codec
+  keeps every UTF-8 line, and each entry is one). An entry whose own type
+  is ``ctx-verbatim`` is stored wrapped in one, so that ``load``, which
+  unwraps them (as earlier versions wrapped entries the codec refused),
+  gives it back exactly.
 - ``delete`` removes the ref (and, for a main key, its subkeys' refs); the
   commits stay reachable by id until erased by the lifecycle operations.
 """
@@ -41,7 +42,6 @@ import hashlib
 import json
 import logging
 import random
-import re
 import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -60,7 +60,7 @@ from claude_agent_sdk.types import (
 from ._core import artifact_ref_of
 from ._names import decode_segment, encode_segment
 from .client import AsyncClient
-from .errors import ConflictError, InvalidError, NotFoundError
+from .errors import ConflictError, NotFoundError
 
 __all__ = ["CtxSessionStore", "decode_segment", "encode_segment"]
 
@@ -68,9 +68,8 @@ log = logging.getLogger(__name__)
 
 FORMAT = "claude-code-v1"
 TAG_SUMMARY = "claude.summary"
-# An entry the claude-code-v1 codec refused is stored wrapped in this, and
-# unwrapped by load (an entry whose own type is this one is always wrapped,
-# so unwrapping is exact).
+# An entry whose own type is this one is stored wrapped in one, and load
+# unwraps every one (earlier versions wrapped entries the codec refused).
 VERBATIM = "ctx-verbatim"
 # ctx's ref-name limit, and the length of the Claude session ids (UUIDs) a
 # project's ref prefix is sized for.
@@ -99,12 +98,6 @@ def _wrap(entry: Any) -> Any:
 
 def _must_wrap(entry: Any) -> bool:
     return isinstance(entry, dict) and entry.get("type") == VERBATIM
-
-
-def _refused_line(message: str) -> int | None:
-    """The 1-based line a codec refusal names ("... (line 3): ...")."""
-    m = re.search(r"\(line (\d+)\)", message)
-    return int(m.group(1)) if m else None
 
 
 def _uuid(entry: Any) -> str | None:
@@ -259,10 +252,6 @@ class CtxSessionStore(SessionStore):
             return
         ref = self.ref_name(key)
         main = not key.get("subpath")
-        # Entries (by id()) the codec refused, stored wrapped; all of them
-        # once a refusal names no line.
-        wrapped: set[int] = set()
-        wrap_all = False
         tip = self._tips.get(ref)
         if tip is None:
             # Unknown here: the ref may hold entries of this batch already
@@ -290,10 +279,7 @@ class CtxSessionStore(SessionStore):
                     summarized = (tip.commit, len(pending), artifact_ref_of(data), fold, data)
                 tags[TAG_SUMMARY] = summarized[2]
                 folded = summarized[3]
-            delta = "".join(
-                _line(_wrap(e) if wrap_all or id(e) in wrapped or _must_wrap(e) else e)
-                for e in pending
-            )
+            delta = "".join(_line(_wrap(e) if _must_wrap(e) else e) for e in pending)
             fields: dict[str, Any] = {
                 "principal": self.principal,
                 "template": self.template,
@@ -333,21 +319,6 @@ class CtxSessionStore(SessionStore):
                     cap = min(self.conflict_backoff * 2**conflicts, 1.0)
                     await anyio.sleep(random.uniform(0, cap))
                 tip = await self._refresh(ref, key)
-                continue
-            except InvalidError as e:
-                # A batch names the field of its commit as `commits[0].…`.
-                field = (e.field or "").removeprefix("commits[0].")
-                if field not in ("delta", "format") or wrap_all:
-                    raise
-                line = _refused_line(e.message)
-                if line is not None and 0 < line <= len(pending):
-                    culprit = pending[line - 1]
-                    if id(culprit) not in wrapped and not _must_wrap(culprit):
-                        log.warning("ctx refused an entry as claude-code-v1; stored wrapped: %s", e)
-                        wrapped.add(id(culprit))
-                        continue
-                log.warning("ctx refused a batch as claude-code-v1; stored wrapped: %s", e)
-                wrap_all = True
                 continue
             tip.commit = commit["id"]
             tip.add(pending)
