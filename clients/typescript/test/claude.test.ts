@@ -2,10 +2,12 @@
 // SDK's InMemorySessionStore and on CtxSessionStore against a live ctx
 // serve, none skipped; then what the contracts cannot see.
 import { InMemorySessionStore, type SessionStore } from "@anthropic-ai/claude-agent-sdk";
+import { randomUUID } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { afterAll, describe, expect, test } from "vitest";
 
 import { CtxSessionStore } from "../src/claude.js";
+import { counted } from "./counting.js";
 import { client, unique } from "./live.js";
 import { CONTRACTS } from "./session-store-contracts.js";
 
@@ -67,5 +69,36 @@ describe("CtxSessionStore", () => {
     const long = s.refName({ projectKey: "p".repeat(300), sessionId: "0f6a1c2e-0000-4000-8000-000000000001" });
     expect(long.length).toBeLessThanOrEqual(200);
     expect(long).toMatch(/^claude\/p+-[0-9a-f]{16}\/0f6a1c2e-0000-4000-8000-000000000001$/);
+  });
+});
+
+describe("CtxSessionStore requests", () => {
+  test("append and load are one request each once the tip is known", async () => {
+    const { client: c, sent } = counted();
+    const ns = `claude-${unique()}`;
+    const store = new CtxSessionStore(c, { namespace: ns });
+    const key = { projectKey: "p", sessionId: randomUUID() };
+    const sub = { ...key, subpath: "subagents/agent-1" };
+    const entries = (i: number) => [
+      { type: "user", uuid: `u-${i}`, message: { role: "user", content: `q ${i}` } },
+      { type: "x", uuid: `a-${i}`, text: `a ${i}` },
+    ];
+    // A key this store has not seen: the read of the ref (404), then the
+    // folded summary and the checkpoint in one batch.
+    expect(await sent(() => store.append(key, entries(0)))).toEqual(["read", "batch"]);
+    // Steady state on a main transcript: one request.
+    expect(await sent(() => store.append(key, entries(1)))).toEqual(["batch"]);
+    // A subagent transcript has no summary.
+    expect(await sent(() => store.append(sub, entries(2)))).toEqual(["read", "checkpoint"]);
+    expect(await sent(() => store.append(sub, entries(3)))).toEqual(["checkpoint"]);
+    // load: the tip and its entries, one request.
+    let loaded: unknown;
+    expect(await sent(async () => (loaded = await store.load(key)))).toEqual(["read"]);
+    expect(loaded).toEqual([...entries(0), ...entries(1)]);
+    // A store in a new process reads the transcript, the tip and its summary, then appends.
+    const resumed = new CtxSessionStore(c, { namespace: ns });
+    expect(await sent(() => resumed.append(key, entries(4)))).toEqual(["read", "show", "download_artifact", "batch"]);
+    // A key never written: the read's 404 is the answer.
+    expect(await sent(() => store.load({ projectKey: "p", sessionId: randomUUID() }))).toEqual(["read"]);
   });
 });
