@@ -10,7 +10,7 @@ export default tseslint.config(
   {
     languageOptions: {
       parserOptions: { projectService: { allowDefaultProject: ["*.js", "tools/*.mjs"] }, tsconfigRootDir: import.meta.dirname },
-      globals: { process: "readonly", console: "readonly", fetch: "readonly", URL: "readonly", Buffer: "readonly" },
+      globals: { process: "readonly", console: "readonly", fetch: "readonly", URL: "readonly", Buffer: "readonly", performance: "readonly" },
     },
     rules: {
       "@typescript-eslint/no-unused-vars": ["error", { argsIgnorePattern: "^_", varsIgnorePattern: "^_" }],
