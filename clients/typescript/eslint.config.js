@@ -4,7 +4,7 @@ import js from "@eslint/js";
 import tseslint from "typescript-eslint";
 
 export default tseslint.config(
-  { ignores: ["dist/", "node_modules/", "src/generated.ts"] },
+  { ignores: ["dist/", "node_modules/", ".readme/", "src/generated.ts"] },
   js.configs.recommended,
   ...tseslint.configs.recommendedTypeChecked,
   {
