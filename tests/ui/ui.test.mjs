@@ -119,6 +119,15 @@ describe("the context browser", () => {
     await go(page, `/ui?prefix=claude/-home-dev-demo-main&principal=bob-main`);
     const only = await page.$$eval("tbody tr td:first-child", (tds) => tds.map((td) => td.textContent));
     assert.deepEqual(only, [data.forkRef]);
+    // Pages: one ref a page, by name, with a link to the next.
+    await go(page, `/ui?prefix=claude/-home-dev-demo-main&limit=1`);
+    const first = await page.$$eval("tbody tr td:first-child", (tds) => tds.map((td) => td.textContent));
+    assert.equal(first.length, 1);
+    const nextLink = (await page.$$("nav[aria-label=Pages] a")).at(-1);
+    await Promise.all([nextLink.click(), page.waitForFunction(() => /after=/.test(location.search) && document.querySelector("#view[data-ready=true]"))]);
+    const second = await page.$$eval("tbody tr td:first-child", (tds) => tds.map((td) => td.textContent));
+    assert.equal(second.length, 1);
+    assert.deepEqual(new Set([...first, ...second]), new Set([data.ref, data.forkRef]));
     await page.close();
   });
 

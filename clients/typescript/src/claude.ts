@@ -339,10 +339,9 @@ export class CtxSessionStore implements SessionStore {
 
   // --- listing ----------------------------------------------------------------
 
+  /** Every ref under `prefix`, a page at a time. */
   private async refsUnder(prefix: string) {
-    const refs = await this.client.listRefs(prefix, MAX_REFS);
-    if (refs.length >= MAX_REFS) console.warn(`ctx: more than ${MAX_REFS} refs under ${prefix}: the listing is cut`);
-    return refs;
+    return this.client.listAllRefs(prefix, MAX_REFS);
   }
 
   private async mainRefs(projectKey: string) {

@@ -370,10 +370,22 @@ export class Client {
     return this.call("delete_ref", { path: { name }, query: expected === undefined ? {} : { expected } });
   }
 
-  /** `GET /v1/refs?prefix=`: the refs under a prefix (at most `limit`). */
-  async listRefs(prefix?: string, limit?: number): Promise<RefRecord[]> {
-    const got = await this.call("list_refs", { query: { prefix, limit } });
+  /** `GET /v1/refs?prefix=`: the refs under a prefix, at most `limit`, after `after` when given. */
+  async listRefs(prefix?: string, limit?: number, after?: string): Promise<RefRecord[]> {
+    const got = await this.call("list_refs", { query: { prefix, limit, after } });
     return got.refs;
+  }
+
+  /** Every ref under a prefix, `page` at a time (each full page's `next` starts the next). */
+  async listAllRefs(prefix?: string, page = 1000): Promise<RefRecord[]> {
+    const out: RefRecord[] = [];
+    let after: string | undefined;
+    for (;;) {
+      const got = await this.call("list_refs", { query: { prefix, limit: page, after } });
+      out.push(...got.refs);
+      if (!got.next) return out;
+      after = got.next;
+    }
   }
 }
 

@@ -561,7 +561,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Refs whose names start with `prefix`, by name. */
+        /**
+         * Refs whose names start with `prefix`, by name, a page at a time: a full
+         *     page names its last ref in `next`, which `after` takes for the next.
+         */
         get: operations["list_refs"];
         put?: never;
         post?: never;
@@ -1767,6 +1770,11 @@ export interface components {
         };
         /** @description A list of refs. */
         RefList: {
+            /**
+             * @description When the page is full: the last name, to pass as `after` for the
+             *     next page (absent on the last page).
+             */
+            next?: string | null;
             /** @description The refs, by name. */
             refs: components["schemas"]["RefRecord"][];
         };
@@ -4192,6 +4200,8 @@ export interface operations {
             query?: {
                 /** @description Only names that start with it */
                 prefix?: string;
+                /** @description Only names after it: the `next` of the previous page */
+                after?: string;
                 /** @description default 100, at most 1000 */
                 limit?: number;
             };
@@ -4210,7 +4220,7 @@ export interface operations {
                     "application/json": components["schemas"]["RefList"];
                 };
             };
-            /** @description `limit` out of range, or a malformed query string */
+            /** @description `limit` out of range, `after` not a ref name, or a malformed query string */
             400: {
                 headers: {
                     [name: string]: unknown;

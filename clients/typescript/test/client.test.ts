@@ -68,6 +68,12 @@ describe("the client", () => {
     expect((lost as ConflictError).status).toBe(409);
 
     expect((await c.listRefs(`sessions/${name}`)).map((r) => r.name)).toEqual([ref]);
+    // Pages: five more refs, listed two at a time.
+    const more = ["a", "b", "c", "d", "e"].map((x) => `${ref}/${x}`);
+    for (const m of more) await c.setRef(m, next.id);
+    expect((await c.listAllRefs(`${ref}/`, 2)).map((r) => r.name)).toEqual(more);
+    expect((await c.listRefs(`${ref}/`, 2, more[1])).map((r) => r.name)).toEqual(more.slice(2, 4));
+    for (const m of more) await c.deleteRef(m);
     await c.deleteRef(ref, next.id);
     expect(await c.getRef(ref)).toBeNull();
   });

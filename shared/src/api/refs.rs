@@ -12,12 +12,14 @@ use crate::id::{CommitId, RefName};
 use crate::store::RefRecord;
 use crate::wire::{RefList, SetRefRequest};
 
-/// Refs whose names start with `prefix`, by name.
+/// Refs whose names start with `prefix`, by name, a page at a time: a full
+/// page names its last ref in `next`, which `after` takes for the next.
 #[utoipa::path(get, path = "/v1/refs", tag = "refs",
     params(("prefix" = Option<String>, Query, description = "Only names that start with it"),
+        ("after" = Option<String>, Query, description = "Only names after it: the `next` of the previous page"),
         ("limit" = Option<u64>, Query, minimum = 1, maximum = 1000, description = "default 100, at most 1000")),
     responses((status = 200, description = "The refs, by name", body = RefList),
-        (status = 400, description = "`limit` out of range, or a malformed query string", body = ErrorBody)),
+        (status = 400, description = "`limit` out of range, `after` not a ref name, or a malformed query string", body = ErrorBody)),
     security(("bearer" = [])))]
 pub(super) async fn list_refs(
     State(s): State<AppState>,
@@ -27,11 +29,18 @@ pub(super) async fn list_refs(
     let prefix: String = q
         .optional_with("prefix", |v| Ok::<_, Error>(v.to_owned()))?
         .unwrap_or_default();
+    let after = q.optional_with("after", str::parse::<RefName>)?;
     let limit = q
         .optional_with("limit", str::parse::<usize>)?
         .unwrap_or(100);
-    let refs = s.service.list_refs(&caller.tenant, &prefix, limit).await?;
-    Ok(axum::Json(RefList { refs }))
+    let refs = s
+        .service
+        .list_refs(&caller.tenant, &prefix, after.as_ref(), limit)
+        .await?;
+    let next = (refs.len() == limit)
+        .then(|| refs.last().map(|r| r.name.clone()))
+        .flatten();
+    Ok(axum::Json(RefList { refs, next }))
 }
 
 /// A ref.

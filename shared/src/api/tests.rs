@@ -313,6 +313,42 @@ async fn ref_conflicts_carry_the_current_tip() {
     assert_eq!(moved["target"], json!(b_id));
     let list = h.ok("GET", "/v1/refs?prefix=sessions/", json!(null)).await;
     assert_eq!(list["refs"][0]["name"], "sessions/s1");
+    assert_eq!(
+        list.get("next"),
+        None,
+        "a page that is not full is the last"
+    );
+}
+
+#[tokio::test]
+async fn refs_are_listed_a_page_at_a_time() {
+    let h = harness().await;
+    let c = h
+        .ok("POST", "/v1/commits", checkpoint_body("paged", None))
+        .await;
+    let id = c["id"].as_str().unwrap();
+    for n in ["r/a", "r/b", "r/c", "r/d", "r/e"] {
+        h.ok("PUT", &format!("/v1/refs/{n}"), json!({"target": id}))
+            .await;
+    }
+    let mut seen = Vec::new();
+    let mut url = "/v1/refs?prefix=r/&limit=2".to_owned();
+    loop {
+        let page = h.ok("GET", &url, json!(null)).await;
+        seen.extend(
+            page["refs"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|r| r["name"].as_str().unwrap().to_owned()),
+        );
+        let Some(next) = page.get("next").and_then(Value::as_str) else {
+            break;
+        };
+        assert_eq!(Some(next), seen.last().map(String::as_str));
+        url = format!("/v1/refs?prefix=r/&limit=2&after={next}");
+    }
+    assert_eq!(seen, ["r/a", "r/b", "r/c", "r/d", "r/e"]);
 }
 
 #[tokio::test]
@@ -678,6 +714,7 @@ async fn small_bad_inputs_name_their_field() {
         ("GET", "/v1/resolve?principal=a%20b", vec![], "principal"),
         ("GET", "/v1/resolve?principal=a+b", vec![], "principal"),
         ("GET", "/v1/refs?prefix=%c3", vec![], "prefix"),
+        ("GET", "/v1/refs?after=a%20b", vec![], "after"),
         (
             "POST",
             "/v1/commits",

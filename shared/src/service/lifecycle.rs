@@ -432,7 +432,7 @@ impl Service {
         let mut report = Erased::default();
         // Refs first: nothing may move on top of a commit being erased.
         let mut refs_total = 0u64;
-        for r in meta.list_refs(tenant, "", usize::MAX).await? {
+        for r in meta.list_refs(tenant, "", None, usize::MAX).await? {
             if commits.contains_key(&r.target) {
                 match meta.delete_ref(tenant, &r.name, &r.target).await {
                     Ok(()) => refs_total += 1,

@@ -87,7 +87,7 @@ impl Service {
         }
     }
 
-    /// Refs whose names start with `prefix`.
+    /// Refs whose names start with `prefix` (after `after`, when given).
     ///
     /// # Errors
     /// `Invalid` for a limit of 0 or over the maximum.
@@ -95,6 +95,7 @@ impl Service {
         &self,
         tenant: &TenantId,
         prefix: &str,
+        after: Option<&RefName>,
         limit: usize,
     ) -> Result<Vec<RefRecord>> {
         if limit == 0 || limit > self.limits.max_ref_list {
@@ -103,6 +104,9 @@ impl Service {
                 format!("limit is {limit}; give 1 to {}", self.limits.max_ref_list),
             ));
         }
-        self.stores.meta.list_refs(tenant, prefix, limit).await
+        self.stores
+            .meta
+            .list_refs(tenant, prefix, after, limit)
+            .await
     }
 }

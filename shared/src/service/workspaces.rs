@@ -385,6 +385,7 @@ impl Service {
             .list_refs(
                 tenant,
                 &format!("{}{prefix}", refs_prefix(ws)),
+                None,
                 self.limits.max_ref_list,
             )
             .await?;

@@ -46,7 +46,9 @@ pub trait Refs: Send + Sync + 'static {
         expected: &CommitId,
     ) -> Result<()>;
 
-    /// Refs whose names start with `prefix`, by name, at most `limit`.
+    /// Refs whose names start with `prefix`, by name, at most `limit`;
+    /// with `after`, only names after it (the next page of a listing whose
+    /// last name was `after`).
     ///
     /// # Errors
     /// `Unavailable`.
@@ -54,6 +56,7 @@ pub trait Refs: Send + Sync + 'static {
         &self,
         tenant: &TenantId,
         prefix: &str,
+        after: Option<&RefName>,
         limit: usize,
     ) -> Result<Vec<RefRecord>>;
 }

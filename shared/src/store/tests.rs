@@ -134,9 +134,10 @@ impl Refs for StaleRead {
         &self,
         tenant: &TenantId,
         prefix: &str,
+        after: Option<&RefName>,
         limit: usize,
     ) -> Result<Vec<RefRecord>> {
-        self.inner.list_refs(tenant, prefix, limit).await
+        self.inner.list_refs(tenant, prefix, after, limit).await
     }
 }
 

@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use crate::id::CommitId;
+use crate::id::{CommitId, RefName};
 use crate::store::RefRecord;
 
 /// `PUT /v1/refs/{name}`.
@@ -22,4 +22,9 @@ pub struct SetRefRequest {
 pub struct RefList {
     /// The refs, by name.
     pub refs: Vec<RefRecord>,
+    /// When the page is full: the last name, to pass as `after` for the
+    /// next page (absent on the last page).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<String>)]
+    pub next: Option<RefName>,
 }

@@ -1093,6 +1093,10 @@ class ReadResponse(Materialized):
 class RefList(TypedDict):
     """A list of refs."""
 
+    next: NotRequired[str | None]
+    """When the page is full: the last name, to pass as `after` for the
+    next page (absent on the last page).
+    """
     refs: list[RefRecord]
     """The refs, by name."""
 
@@ -1665,9 +1669,18 @@ def list_pins() -> Call[PinList]:
     return Call("GET", "/v1/pins", parse_json)
 
 
-def list_refs(*, prefix: str | None = None, limit: int | None = None) -> Call[RefList]:
-    """``GET /v1/refs``: Refs whose names start with `prefix`, by name."""
-    return Call("GET", "/v1/refs", parse_json, params=query({"prefix": prefix, "limit": limit}))
+def list_refs(
+    *, prefix: str | None = None, after: str | None = None, limit: int | None = None
+) -> Call[RefList]:
+    """``GET /v1/refs``: Refs whose names start with `prefix`, by name, a page at a time: a full
+    page names its last ref in `next`, which `after` takes for the next.
+    """
+    return Call(
+        "GET",
+        "/v1/refs",
+        parse_json,
+        params=query({"prefix": prefix, "after": after, "limit": limit}),
+    )
 
 
 def list_saves(agent: Principal) -> Call[SaveList]:

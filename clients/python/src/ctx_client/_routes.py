@@ -350,9 +350,13 @@ def resolve(principal: str, at: datetime | str | None = None) -> Call[str]:
 # --- refs ------------------------------------------------------------------
 
 
-def list_refs(prefix: str | None = None, limit: int | None = None) -> Call[list[RefRecord]]:
-    """``GET /v1/refs``: refs whose names start with ``prefix``, by name."""
-    return api.list_refs(prefix=prefix, limit=limit).then(lambda body: body["refs"])
+def list_refs(
+    prefix: str | None = None, limit: int | None = None, after: str | None = None
+) -> Call[list[RefRecord]]:
+    """``GET /v1/refs``: refs whose names start with ``prefix``, by name, at
+    most ``limit``; with ``after`` (the last name of a full page), the next
+    page."""
+    return api.list_refs(prefix=prefix, limit=limit, after=after).then(lambda body: body["refs"])
 
 
 def get_ref(name: str) -> Call[RefRecord]:

@@ -353,10 +353,15 @@ class CtxSessionStore(SessionStore):
     # --- listing ------------------------------------------------------------
 
     async def _refs_under(self, prefix: str) -> list[dict[str, Any]]:
-        refs = await self.client.list_refs(prefix=prefix, limit=MAX_REFS)
-        if len(refs) >= MAX_REFS:
-            log.warning("more than %d refs under %s: the listing is cut", MAX_REFS, prefix)
-        return [dict(r) for r in refs]
+        """Every ref under ``prefix``, a page of ``MAX_REFS`` at a time."""
+        out: list[dict[str, Any]] = []
+        after: str | None = None
+        while True:
+            page = await self.client.list_refs(prefix=prefix, limit=MAX_REFS, after=after)
+            out.extend(dict(r) for r in page)
+            if len(page) < MAX_REFS:
+                return out
+            after = page[-1]["name"]
 
     async def _main_refs(self, project_key: str) -> list[dict[str, Any]]:
         prefix = self._session_prefix(project_key)

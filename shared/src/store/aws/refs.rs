@@ -103,17 +103,38 @@ impl crate::store::Refs for DynamoMetaStore {
         &self,
         tenant: &TenantId,
         prefix: &str,
+        after: Option<&RefName>,
         limit: usize,
     ) -> Result<Vec<RefRecord>> {
         /// Refs asked for per BatchGetItem.
         const BATCH: usize = 100;
+        // The next page starts after `after`'s place in the index: its key
+        // there (the index's and the table's), whether or not it still exists.
+        // DynamoDB takes only a start key inside the prefix's range: one
+        // before it starts the range, one past it leaves nothing.
+        let after = match after {
+            Some(a) if !a.as_str().starts_with(prefix) => {
+                if a.as_str() > prefix {
+                    return Ok(Vec::new());
+                }
+                None
+            }
+            a => a,
+        };
+        let start = after.map(|a| {
+            let mut k = key(keys::ref_pk(tenant, a), keys::REF_SK);
+            k.insert("lk".to_owned(), s(keys::refs_list_key(tenant)));
+            k.insert("ls".to_owned(), s(keys::ref_list_sk(a)));
+            k
+        });
         let q = self
             .client
             .query()
             .table_name(&self.table)
             .index_name(keys::LISTING_INDEX)
             .expression_attribute_values(":lk", s(keys::refs_list_key(tenant)))
-            .limit(i32::try_from(limit.clamp(1, BATCH)).unwrap_or(i32::MAX));
+            .limit(i32::try_from(limit.clamp(1, BATCH)).unwrap_or(i32::MAX))
+            .set_exclusive_start_key(start);
         let q = if prefix.is_empty() {
             q.key_condition_expression("lk = :lk")
         } else {

@@ -733,7 +733,12 @@ async fn an_erase_under_faults_finishes_when_re_run_and_leaves_nothing() {
             "{a} has no users left"
         );
     }
-    assert!(meta.list_refs(&tenant, "", 10).await.unwrap().is_empty());
+    assert!(
+        meta.list_refs(&tenant, "", None, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
     eprintln!(
         "erase finished after {runs} runs, faults {:?}",
         plan.injected()
@@ -1215,7 +1220,10 @@ async fn a_checkpoint_writes_no_listing_entry_once_its_ref_and_session_exist() {
         "a 4 KB and an 8-byte delta: {seen:?}"
     );
     // The listings still answer.
-    let refs = meta.list_refs(&tenant, "sessions/", 10).await.unwrap();
+    let refs = meta
+        .list_refs(&tenant, "sessions/", None, 10)
+        .await
+        .unwrap();
     assert_eq!(
         (refs.len(), refs[0].target),
         (1, parent.as_ref().unwrap().id)

@@ -7,7 +7,7 @@ use futures::future::join_all;
 use super::{commit, fresh_tenant, name, put, t};
 use crate::commit::Commit;
 use crate::error::ErrorKind;
-use crate::id::CommitId;
+use crate::id::{CommitId, RefName};
 use crate::store::{MetaStore, PutCommit, RefMove, RefRecord};
 
 /// Runs every behaviour.
@@ -56,7 +56,7 @@ pub async fn refs_are_deleted_by_compare_and_swap(meta: &dyn MetaStore) {
     meta.delete_ref(&a, &file, &c2.id).await.expect("delete");
     assert_eq!(meta.get_ref(&a, &file).await.expect("get"), None);
     assert!(
-        meta.list_refs(&a, "workspaces/", 10)
+        meta.list_refs(&a, "workspaces/", None, 10)
             .await
             .expect("list")
             .is_empty()
@@ -132,22 +132,89 @@ pub async fn refs_move_by_compare_and_swap(meta: &dyn MetaStore) {
             .collect::<Vec<_>>()
     };
     assert_eq!(
-        names(meta.list_refs(&a, "sessions/", 100).await.expect("list")),
+        names(
+            meta.list_refs(&a, "sessions/", None, 100)
+                .await
+                .expect("list")
+        ),
         vec!["sessions/s1/head", "sessions/s2/head"]
     );
     assert_eq!(
-        names(meta.list_refs(&a, "sessions_", 100).await.expect("list")),
+        names(
+            meta.list_refs(&a, "sessions_", None, 100)
+                .await
+                .expect("list")
+        ),
         vec!["sessions_x"]
     );
     assert_eq!(
-        names(meta.list_refs(&a, "", 2).await.expect("list")),
+        names(meta.list_refs(&a, "", None, 2).await.expect("list")),
         vec!["Sessions/s3", "other"]
     );
-    assert_eq!(meta.list_refs(&a, "%", 100).await.expect("list").len(), 0);
+    assert_eq!(
+        meta.list_refs(&a, "%", None, 100)
+            .await
+            .expect("list")
+            .len(),
+        0
+    );
+    // Pages: after the last name of one page, the next; a name that is not
+    // a ref (deleted since) still marks a place.
+    let all = names(meta.list_refs(&a, "", None, 100).await.expect("list"));
+    let mut paged = Vec::new();
+    let mut after: Option<RefName> = None;
+    loop {
+        let page = names(
+            meta.list_refs(&a, "", after.as_ref(), 2)
+                .await
+                .expect("page"),
+        );
+        paged.extend(page.iter().cloned());
+        if page.len() < 2 {
+            break;
+        }
+        after = Some(
+            page.last()
+                .expect("a full page")
+                .parse()
+                .expect("a ref name"),
+        );
+    }
+    assert_eq!(paged, all);
+    assert_eq!(
+        names(
+            meta.list_refs(&a, "sessions/", Some(&name("sessions/s1/head")), 100)
+                .await
+                .expect("after")
+        ),
+        vec!["sessions/s2/head"]
+    );
+    assert_eq!(
+        names(
+            meta.list_refs(&a, "sessions/", Some(&name("sessions/s1/gone")), 100)
+                .await
+                .expect("after a name that is no ref")
+        ),
+        vec!["sessions/s1/head", "sessions/s2/head"]
+    );
+    assert_eq!(
+        names(
+            meta.list_refs(&a, "sessions/", Some(&name("Sessions/s3")), 100)
+                .await
+                .expect("after a name before the prefix")
+        ),
+        vec!["sessions/s1/head", "sessions/s2/head"]
+    );
+    assert!(
+        meta.list_refs(&a, "sessions/", Some(&name("zzz")), 100)
+            .await
+            .expect("after the end")
+            .is_empty()
+    );
     let b = fresh_tenant("refs-b");
     assert_eq!(meta.get_ref(&b, &head).await.expect("get b"), None);
     assert!(
-        meta.list_refs(&b, "", 100)
+        meta.list_refs(&b, "", None, 100)
             .await
             .expect("list b")
             .is_empty()

@@ -312,7 +312,7 @@ pub async fn assert_gone(backend: &Backend<'_>, p: &Populated) {
             .is_empty()
     );
     assert!(
-        meta.list_refs(tenant, "", 100)
+        meta.list_refs(tenant, "", None, 100)
             .await
             .expect("refs")
             .is_empty()

@@ -156,9 +156,11 @@ impl crate::store::Refs for SqliteMetaStore {
         &self,
         tenant: &TenantId,
         prefix: &str,
+        after: Option<&RefName>,
         limit: usize,
     ) -> Result<Vec<RefRecord>> {
         let (tenant, prefix) = (tenant.clone(), prefix.to_owned());
+        let after = after.map(|a| a.as_str().to_owned());
         let rows: Vec<(String, String, i64)> = self
             .db
             .read(move |conn| {
@@ -166,10 +168,16 @@ impl crate::store::Refs for SqliteMetaStore {
                 let mut stmt = conn.prepare_cached(
                     "SELECT name, target, updated_at FROM refs
                      WHERE tenant = ?1 AND name >= ?2 AND substr(name, 1, length(?2)) = ?2
+                       AND (?4 IS NULL OR name > ?4)
                      ORDER BY name LIMIT ?3",
                 )?;
                 let rows = stmt.query_map(
-                    params![tenant.as_str(), prefix, limit.min(i64::MAX as usize) as i64],
+                    params![
+                        tenant.as_str(),
+                        prefix,
+                        limit.min(i64::MAX as usize) as i64,
+                        after
+                    ],
                     |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
                 )?;
                 Ok(rows.collect::<Result<_, _>>()?)

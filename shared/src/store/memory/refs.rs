@@ -45,12 +45,17 @@ impl crate::store::Refs for MemoryMetaStore {
         &self,
         tenant: &TenantId,
         prefix: &str,
+        after: Option<&RefName>,
         limit: usize,
     ) -> Result<Vec<RefRecord>> {
         let m = lock(&self.meta);
         Ok(m.refs
             .iter()
-            .filter(|((t, n), _)| t == tenant && n.as_str().starts_with(prefix))
+            .filter(|((t, n), _)| {
+                t == tenant
+                    && n.as_str().starts_with(prefix)
+                    && after.is_none_or(|a| n.as_str() > a.as_str())
+            })
             .take(limit)
             .map(|(_, r)| r.clone())
             .collect())

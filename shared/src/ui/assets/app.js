@@ -318,6 +318,7 @@ async function refsView(params) {
   const prefix = params.get("prefix") ?? "";
   const principal = params.get("principal") ?? "";
   const since = params.get("since") ?? "";
+  const after = params.get("after") ?? "";
   const limit = Math.min(Number(params.get("limit") ?? REFS_PAGE) || REFS_PAGE, 1000);
   const form = h(
     "form.filters",
@@ -334,9 +335,11 @@ async function refsView(params) {
   );
   const body = h("tbody");
   const out = [h("h1", {}, "Sessions and refs"), form, h("table", {}, h("thead", {}, h("tr", {}, ...["Ref", "Principal", "Summary", "Depth", "Messages", "Tokens", "Last activity"].map((t, i) => h(i >= 3 && i <= 5 ? "th.num" : "th", { scope: "col" }, t)))), body)];
-  const { refs } = await api("GET", `/v1/refs?${new URLSearchParams({ prefix, limit: String(limit) })}`);
-  const after = since ? Date.parse(since) : 0;
-  const shown = refs.filter((r) => Date.parse(r.updated_at) >= after).sort((a, b) => b.updated_at.localeCompare(a.updated_at));
+  const q = new URLSearchParams({ prefix, limit: String(limit) });
+  if (after) q.set("after", after);
+  const { refs, next } = await api("GET", `/v1/refs?${q}`);
+  const activeSince = since ? Date.parse(since) : 0;
+  const shown = refs.filter((r) => Date.parse(r.updated_at) >= activeSince).sort((a, b) => b.updated_at.localeCompare(a.updated_at));
   const tips = await Promise.all(shown.map((r) => api("GET", `/v1/commits/${r.target}`).catch(() => null)));
   shown.forEach((r, i) => {
     const c = tips[i];
@@ -355,10 +358,18 @@ async function refsView(params) {
       ),
     );
   });
-  if (!body.children.length) out.push(h("p.muted", {}, "No refs match."));
-  if (refs.length >= limit) {
-    out.push(h("p.muted", {}, `Showing the first ${limit} refs by name under this prefix. `, limit < 1000 ? link(`/ui?${new URLSearchParams({ prefix, principal, since, limit: String(Math.min(limit * 2, 1000)) })}`, "Show more") : "Narrow the prefix to see others."));
-  }
+  if (!body.children.length) out.push(h("p.muted", {}, "No refs match on this page."));
+  // Pages go by name (the API's order); each is sorted by activity.
+  const keep = (extra) => `/ui?${new URLSearchParams(Object.entries({ prefix, principal, since, ...extra }).filter(([, v]) => v))}`;
+  out.push(
+    h(
+      "nav.toolbar",
+      { "aria-label": "Pages" },
+      after ? link(keep({}), "First page") : "",
+      next ? link(keep({ after: next }), "Next page") : "",
+      h("span.muted", {}, `${refs.length} refs on this page${after ? `, after ${after}` : ""}`),
+    ),
+  );
   return out;
 }
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any, cast
 
 from .. import _routes as routes
@@ -11,7 +10,6 @@ from ._op import Op
 from ._state import _State
 
 REF_PAGE = 1000
-_HEX = "0123456789abcdef"
 
 
 class _Refs(_State):
@@ -58,18 +56,13 @@ class _Refs(_State):
             pass
 
     def list_refs(self, prefix: str) -> Op[list[dict[str, Any]]]:
-        """Every ref under ``prefix``: a full page is split by the next
-        character (checkpoint refs start with two hex characters of a hash,
-        so the split is even)."""
-        page = yield routes.list_refs(prefix, REF_PAGE)
-        if len(page) < REF_PAGE:
-            return cast(list[dict[str, Any]], page)
-        alphabet = (
-            _HEX
-            if prefix.endswith("/c/") or re.search(r"/c/[0-9a-f]$", prefix)
-            else ("-._/0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
-        )
+        """Every ref under ``prefix``, a page at a time (each full page's
+        last name is where the next starts)."""
         out: list[dict[str, Any]] = []
-        for ch in alphabet:
-            out.extend((yield from self.list_refs(prefix + ch)))
-        return out
+        after: str | None = None
+        while True:
+            page = yield routes.list_refs(prefix, REF_PAGE, after)
+            out.extend(cast(list[dict[str, Any]], page))
+            if len(page) < REF_PAGE:
+                return out
+            after = page[-1]["name"]
