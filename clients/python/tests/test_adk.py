@@ -532,3 +532,28 @@ async def test_requests_per_operation(counted: tuple[AsyncClient, Any], unique: 
     assert await sent(
         lambda: service.create_session(app_name=APP, user_id="ada", session_id="t")
     ) == ["batch", "read", "read"]
+
+
+async def test_the_readme_lines(
+    server_url: str, token: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, unique: str
+) -> None:
+    from test_readme import block
+
+    code = block("adk")
+    assert len(code.strip().splitlines()) == 5
+    (tmp_path / ".ctx").mkdir()
+    (tmp_path / ".ctx" / "token").write_text(token + "\n")
+    monkeypatch.chdir(tmp_path)
+    assert '"http://127.0.0.1:7878"' in code
+    model = ScriptedModel(model="scripted", replies=[_model_says(types.Part(text="Hello!"))])
+    scope: dict[str, Any] = {"agent": LlmAgent(name="clerk", model=model)}
+    exec(code.replace('"http://127.0.0.1:7878"', repr(server_url)), scope)  # noqa: S102
+    sessions, runner = scope["sessions"], scope["runner"]
+    assert runner.session_service is sessions
+    s = await sessions.create_session(app_name="shop", user_id=f"readme-{unique}")
+    message = types.Content(role="user", parts=[types.Part(text="Hi")])
+    async for _ in runner.run_async(user_id=s.user_id, session_id=s.id, new_message=message):
+        pass
+    got = await sessions.get_session(app_name="shop", user_id=s.user_id, session_id=s.id)
+    assert [e.author for e in got.events] == ["user", "clerk"]
+    await sessions.client.aclose()
