@@ -251,6 +251,16 @@ async def test_state_values_replace_and_null(service: BaseSessionService) -> Non
     assert got.state == {"p": {"a": 3}, "f": None, "user:x": None}
 
 
+async def test_values_json_cannot_hold(service: BaseSessionService) -> None:
+    """A state value JSON cannot hold is stored as its string, as ADK's
+    database service stores it, and the event with it is kept."""
+    s = await service.create_session(app_name=APP, user_id="ada", session_id="s")
+    await service.append_event(s, event(actions=delta(callback=len, ok=2)))
+    got = await service.get_session(app_name=APP, user_id="ada", session_id="s")
+    assert got is not None and len(got.events) == 1
+    assert got.state["ok"] == 2 and got.state["callback"] == repr(len)
+
+
 # --- GetSessionConfig ------------------------------------------------------------------
 
 
@@ -532,6 +542,25 @@ async def test_requests_per_operation(counted: tuple[AsyncClient, Any], unique: 
     assert await sent(
         lambda: service.create_session(app_name=APP, user_id="ada", session_id="t")
     ) == ["batch", "read", "read"]
+    # With shared keys too: the new session's state is what was read plus them.
+    made: list[Any] = []
+
+    async def create() -> None:
+        made.append(
+            await service.create_session(
+                app_name=APP, user_id="ada", session_id="u", state={"app:b": 2, "user:v": 3}
+            )
+        )
+
+    assert await sent(create) == ["batch", "read", "read"]
+    assert made[0].state == {
+        "app:a": 1,
+        "app:b": 2,
+        "user:u": 2,
+        "user:v": 3,
+        "user:last_sku": "B-12",
+        "app:lookups": 1,
+    }
 
 
 async def test_the_readme_lines(

@@ -293,18 +293,20 @@ class CtxSessionService(BaseSessionService):
         app_name: str,
         user_id: str,
         deltas: dict[str, dict[str, Any]],
-    ) -> Commit:
+    ) -> tuple[Commit, bool]:
         """Commits ``session_line`` on the session's ref (compare-and-swap from
         ``expected``) and the app and user state deltas on theirs, in one
-        batch, and answers the session's new commit. A 409 on a state ref is
-        sent again on that ref's new tip; one on the session's ref raises
-        (its ConflictError names ``refs[0]`` and the ref's ``current``)."""
+        batch. Answers the session's new commit, and whether the state
+        deltas went on the tips this service knew (``False`` when another
+        writer had moved a state ref: the batch was sent again on its new
+        tip). A 409 on the session's ref raises (its ConflictError names
+        ``refs[0]`` and the ref's ``current``)."""
         shared = [
             (self.app_state_ref(app_name), deltas["app"]),
             (self.user_state_ref(app_name, user_id), deltas["user"]),
         ]
         shared = [(ref, d) for ref, d in shared if d]
-        for _ in range(self.max_attempts):
+        for attempt in range(self.max_attempts):
             commits = [self._commit(EVENTS_FORMAT, session_line, expected, session_ref)]
             refs: list[Any] = [{"name": session_ref, "expected": expected, "target_in_batch": 0}]
             for ref, delta in shared:
@@ -322,7 +324,7 @@ class CtxSessionService(BaseSessionService):
                 continue
             for i, (ref, _) in enumerate(shared, start=1):
                 self._tips[ref] = done["commits"][i]["id"]
-            return done["commits"][0]
+            return done["commits"][0], attempt == 0
         raise ConflictError(
             f"the state refs of app {app_name!r} kept moving: gave up after "
             f"{self.max_attempts} attempts",
@@ -359,13 +361,18 @@ class CtxSessionService(BaseSessionService):
         # The shared state the new session shows (and the tips its deltas go on).
         app, user = await asyncio.gather(self._state(app_ref), self._state(user_ref))
         try:
-            commit = await self._write(ref, _line(header), None, app_name, user_id, deltas)
+            commit, on_known = await self._write(
+                ref, _line(header), None, app_name, user_id, deltas
+            )
         except ConflictError as e:
             if _ref_index(e.field) == 0:
                 raise AlreadyExistsError(f"Session with id {sid} already exists.") from e
             raise
-        if deltas["app"] or deltas["user"]:
-            # Another writer may have set shared keys since they were read.
+        if on_known:
+            app.update(deltas["app"])
+            user.update(deltas["user"])
+        else:
+            # Another writer set shared keys since they were read.
             app, user = await asyncio.gather(self._state(app_ref), self._state(user_ref))
         session = Session(
             id=sid,
@@ -457,7 +464,7 @@ class CtxSessionService(BaseSessionService):
         deltas = _session_util.extract_json_safe_state_delta(delta)
         line = _line({"event": event.model_dump(mode="json", exclude_none=True)})
         try:
-            commit = await self._write(
+            commit, _ = await self._write(
                 ref, line, expected, session.app_name, session.user_id, deltas
             )
         except ConflictError as e:
