@@ -342,6 +342,23 @@ async def test_concurrent_appends_one_wins(service: BaseSessionService) -> None:
         assert final.state[f"k{i}"] == e.invocation_id[-1]
 
 
+async def test_one_session_object_appending_at_once(service: BaseSessionService) -> None:
+    """Appends through one session object that overlap (parallel branches
+    of an invocation share it) take turns: all land, in the order sent."""
+    s = await service.create_session(app_name=APP, user_id="ada", session_id="s")
+    await asyncio.gather(
+        *(
+            service.append_event(s, event(invocation_id=f"i{i}", actions=delta(n=i)))
+            for i in range(6)
+        )
+    )
+    got = await service.get_session(app_name=APP, user_id="ada", session_id="s")
+    assert got is not None
+    assert [e.invocation_id for e in got.events] == [f"i{i}" for i in range(6)]
+    assert [e.invocation_id for e in s.events] == [f"i{i}" for i in range(6)]
+    assert got.state == {"n": 5}
+
+
 async def test_appending_to_a_deleted_session(service: BaseSessionService) -> None:
     s = await service.create_session(app_name=APP, user_id="ada", session_id="s")
     await service.delete_session(app_name=APP, user_id="ada", session_id="s")

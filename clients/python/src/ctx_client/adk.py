@@ -41,11 +41,12 @@ The mapping (docs/adr/0009-adk-sessions.md):
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import re
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
@@ -192,6 +193,11 @@ class CtxSessionService(BaseSessionService):
         # that says where the ref is now).
         self._tips: dict[str, str | None] = {}
         self._last_us = 0
+        # One lock per session ref while appends to it are under way: two
+        # appends through one session object in this process take turns,
+        # the second on the tip the first left (DatabaseSessionService
+        # serializes a process's appends the same way).
+        self._locks: dict[str, tuple[asyncio.Lock, int]] = {}
 
     # --- names --------------------------------------------------------------
 
@@ -271,6 +277,20 @@ class CtxSessionService(BaseSessionService):
         return list(await asyncio.gather(*(one(r) for r in refs)))
 
     # --- writing ------------------------------------------------------------
+
+    @contextlib.asynccontextmanager
+    async def _appending(self, ref: str) -> AsyncIterator[None]:
+        lock, users = self._locks.get(ref, (asyncio.Lock(), 0))
+        self._locks[ref] = (lock, users + 1)
+        try:
+            async with lock:
+                yield
+        finally:
+            lock, users = self._locks[ref]
+            if users == 1:
+                del self._locks[ref]
+            else:
+                self._locks[ref] = (lock, users - 1)
 
     def _commit(self, fmt: str, line: str, parent: str | None, ref: str) -> dict[str, Any]:
         return {
@@ -457,25 +477,26 @@ class CtxSessionService(BaseSessionService):
         self._apply_temp_state(session, event)
         event = self._trim_temp_delta_state(event)
         ref = self.session_ref(session.app_name, session.user_id, session.id)
-        expected = session._storage_update_marker
-        if expected is None:
-            expected = await self._revision_of(ref, session)
         delta = event.actions.state_delta if event.actions and event.actions.state_delta else {}
         deltas = _session_util.extract_json_safe_state_delta(delta)
         line = _line({"event": event.model_dump(mode="json", exclude_none=True)})
-        try:
-            commit, _ = await self._write(
-                ref, line, expected, session.app_name, session.user_id, deltas
-            )
-        except ConflictError as e:
-            if _ref_index(e.field) != 0:
-                raise
-            if e.current is None:
-                raise SessionNotFoundError(f"Session {session.id} not found.") from e
-            raise StaleSessionError(STALE_SESSION_MESSAGE) from e
-        session._storage_update_marker = commit["id"]
-        session.last_update_time = event.timestamp
-        return self._commit_event_to_session(session, event)
+        async with self._appending(ref):
+            expected = session._storage_update_marker
+            if expected is None:
+                expected = await self._revision_of(ref, session)
+            try:
+                commit, _ = await self._write(
+                    ref, line, expected, session.app_name, session.user_id, deltas
+                )
+            except ConflictError as e:
+                if _ref_index(e.field) != 0:
+                    raise
+                if e.current is None:
+                    raise SessionNotFoundError(f"Session {session.id} not found.") from e
+                raise StaleSessionError(STALE_SESSION_MESSAGE) from e
+            session._storage_update_marker = commit["id"]
+            session.last_update_time = event.timestamp
+            return self._commit_event_to_session(session, event)
 
     async def _revision_of(self, ref: str, session: Session) -> str:
         """The tip to append on for a session object this service did not
