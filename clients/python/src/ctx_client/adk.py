@@ -30,6 +30,9 @@ The mapping (docs/adr/0009-adk-sessions.md):
   ref only means another session set shared keys meanwhile: the append is
   sent again on that ref's new tip (state keys are last-writer-wins, as in
   ADK's own services).
+- Appends to one session in one process take turns (a lock per session, as
+  ``DatabaseSessionService`` has), so overlapping appends through one
+  session object all land, each on the tip the one before left.
 - ``get_session`` reads the session's chain, its app state and its user
   state: three ``POST /v1/read`` sent at once (one round trip; the server
   has no read of several refs in one request).
@@ -101,7 +104,10 @@ def _lines(data: bytes) -> list[dict[str, Any]]:
     for n, text in enumerate(data.decode("utf-8").split("\n"), start=1):
         if not text:
             continue
-        value = json.loads(text)
+        try:
+            value = json.loads(text)
+        except ValueError as e:
+            raise ValueError(f"line {n} of an ADK chain is not JSON ({e}): {text[:80]!r}") from e
         if not isinstance(value, dict):
             raise ValueError(f"line {n} of an ADK chain is not a JSON object: {text[:80]!r}")
         out.append(value)
@@ -244,9 +250,10 @@ class CtxSessionService(BaseSessionService):
 
     async def _read(self, ref: str) -> tuple[str | None, list[dict[str, Any]]]:
         """A ref's tip and its chain's lines, in one request (``POST /v1/read``);
-        ``(None, [])`` when the ref does not exist."""
+        ``(None, [])`` when the ref does not exist. Read from the root: a
+        compaction someone committed on the chain is not an ADK line."""
         try:
-            read, data = await self.client.read_bytes(ref)
+            read, data = await self.client.read_bytes(ref, stop="root")
         except NotFoundError as e:
             if e.field != "ref":
                 raise
