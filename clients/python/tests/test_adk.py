@@ -603,3 +603,32 @@ async def test_the_readme_lines(
     got = await sessions.get_session(app_name="shop", user_id=s.user_id, session_id=s.id)
     assert [e.author for e in got.events] == ["user", "clerk"]
     await sessions.client.aclose()
+
+
+async def test_a_runner_turns_requests(counted: tuple[AsyncClient, Any], unique: str) -> None:
+    """A Runner turn that calls a tool: one get_session (three reads at once),
+    then one batch per event it appends (user, call, result, reply)."""
+    client, transport = counted
+    service = CtxSessionService(client, namespace=f"adk-test/{unique}")
+    model = ScriptedModel(
+        model="scripted",
+        replies=[
+            _model_says(
+                types.Part(function_call=types.FunctionCall(name="_stock", args={"sku": "B-12"}))
+            ),
+            _model_says(types.Part(text="4 left.")),
+        ],
+    )
+    runner = Runner(
+        app_name=APP,
+        agent=LlmAgent(name="clerk", model=model, tools=[_stock]),
+        session_service=service,
+    )
+    s = await service.create_session(app_name=APP, user_id="ada")
+    mark = transport.mark()
+    message = types.Content(role="user", parts=[types.Part(text="Is B-12 in stock?")])
+    events = [
+        e async for e in runner.run_async(user_id="ada", session_id=s.id, new_message=message)
+    ]
+    assert len(events) == 3
+    assert transport.since(mark) == ["read"] * 3 + ["batch"] * 4
