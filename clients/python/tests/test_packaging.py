@@ -38,7 +38,7 @@ def test_the_version_is_the_installed_packages() -> None:
 
 def test_the_extras_allow_ranges_and_the_test_group_pins_them() -> None:
     extras = PYPROJECT["project"]["optional-dependencies"]
-    assert set(extras) == {"claude", "langgraph", "openai"}
+    assert set(extras) == {"claude", "langgraph", "openai", "adk"}
     groups = PYPROJECT["dependency-groups"]
     pinned = {name(r): r for r in groups["frameworks"]}
     for extra, requirements in extras.items():
@@ -59,3 +59,4 @@ def test_test_only_packages_are_in_no_extra() -> None:
     test_only |= {name(r) for r in groups["test"] if isinstance(r, str)}
     assert not (in_extras & test_only)
     assert {"langgraph-checkpoint-sqlite", "langgraph-checkpoint-conformance"} <= test_only
+    assert "sqlalchemy" in test_only

@@ -7,7 +7,8 @@ its kind; 503 and 429 are retried honouring ``Retry-After``.
 Framework adapters live in submodules and need the matching extra:
 ``ctx_client.claude`` (``[claude]``: the Claude Agent SDK's SessionStore),
 ``ctx_client.openai_agents`` (``[openai]``: the OpenAI Agents SDK's Session),
-``ctx_client.langgraph`` (``[langgraph]``: LangGraph checkpoint savers).
+``ctx_client.langgraph`` (``[langgraph]``: LangGraph checkpoint savers),
+``ctx_client.adk`` (``[adk]``: Google ADK's SessionService).
 """
 
 from ._core import VERSION as __version__
