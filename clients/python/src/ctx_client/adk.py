@@ -46,7 +46,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import logging
 import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -68,6 +67,7 @@ from google.adk.sessions.base_session_service import (
 from google.adk.sessions.session import Session
 from google.adk.sessions.state import State
 
+from ._listing import all_refs
 from ._names import encode_segment
 from .client import AsyncClient
 from .errors import ConflictError, NotFoundError
@@ -75,14 +75,12 @@ from .models import Commit
 
 __all__ = ["EVENTS_FORMAT", "STATE_FORMAT", "STALE_SESSION_MESSAGE", "CtxSessionService"]
 
-log = logging.getLogger(__name__)
 
 EVENTS_FORMAT = "adk-events-v1"
 STATE_FORMAT = "adk-state-v1"
-# ctx's limits: a ref name, the session id a commit carries, refs a listing answers.
+# ctx's limits: a ref name, the session id a commit carries.
 MAX_REF = 200
 MAX_SESSION_ID = 191
-MAX_REFS = 1000
 # The message ADK's DatabaseSessionService raises StaleSessionError with.
 STALE_SESSION_MESSAGE = (
     "The session has been modified in storage since it was loaded. "
@@ -447,9 +445,7 @@ class CtxSessionService(BaseSessionService):
         """The app's sessions (one user's, with ``user_id``), without events,
         their state merged, oldest update first."""
         prefix = self.sessions_prefix(app_name, user_id)
-        refs = await self.client.list_refs(prefix=prefix, limit=MAX_REFS)
-        if len(refs) >= MAX_REFS:
-            log.warning("more than %d sessions under %s: the listing is cut", MAX_REFS, prefix)
+        refs = await all_refs(self.client, prefix)
         found = await self._each(self._stored, [r["name"] for r in refs])
         stored = [s for s in found if s is not None]
         users = sorted({s.user_id for s in stored})

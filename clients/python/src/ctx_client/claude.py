@@ -58,6 +58,7 @@ from claude_agent_sdk.types import (
 )
 
 from ._core import artifact_ref_of
+from ._listing import all_refs
 from ._names import decode_segment, encode_segment
 from .client import AsyncClient
 from .errors import ConflictError, NotFoundError
@@ -75,7 +76,6 @@ VERBATIM = "ctx-verbatim"
 # project's ref prefix is sized for.
 MAX_REF = 200
 SESSION_ID_LEN = 36
-MAX_REFS = 1000
 
 
 def _ms(rfc3339: str) -> int:
@@ -353,15 +353,7 @@ class CtxSessionStore(SessionStore):
     # --- listing ------------------------------------------------------------
 
     async def _refs_under(self, prefix: str) -> list[dict[str, Any]]:
-        """Every ref under ``prefix``, a page of ``MAX_REFS`` at a time."""
-        out: list[dict[str, Any]] = []
-        after: str | None = None
-        while True:
-            page = await self.client.list_refs(prefix=prefix, limit=MAX_REFS, after=after)
-            out.extend(dict(r) for r in page)
-            if len(page) < MAX_REFS:
-                return out
-            after = page[-1]["name"]
+        return await all_refs(self.client, prefix)
 
     async def _main_refs(self, project_key: str) -> list[dict[str, Any]]:
         prefix = self._session_prefix(project_key)
