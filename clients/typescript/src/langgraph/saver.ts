@@ -171,6 +171,8 @@ export class CtxSaver extends BaseCheckpointSaver {
   private readonly links: Cache<Element[]>;
   /** Where this saver last saw each ref: the first guess of a compare-and-swap. */
   private readonly tips = new Map<string, string | null>();
+  /** The parent of each commit this saver made (for {@link saw}). */
+  private readonly parentOf = new Map<string, string>();
   /** Puts and putWrites in flight, by their checkpoint's ref. */
   private readonly putting = new Map<string, Set<Promise<void>>>();
   private readonly writing = new Map<string, Set<Promise<void>>>();
@@ -189,9 +191,26 @@ export class CtxSaver extends BaseCheckpointSaver {
 
   // -- refs -----------------------------------------------------------------
 
+  /**
+   * Records where `name` points. An answer that arrives late (a 409 of a
+   * request sent before this saver's own write to the ref landed) can name
+   * an ancestor of what the saver already saw: that one is kept.
+   */
   private saw(name: string, target: string | null | undefined): void {
     if (this.tips.size > 100_000) this.tips.clear();
+    const known = this.tips.get(name);
+    if (target && known && this.descends(known, target)) return;
     this.tips.set(name, target ?? null);
+  }
+
+  /** Whether `commit` is a strict descendant of `ancestor` by the commits this saver made. */
+  private descends(commit: string, ancestor: string): boolean {
+    let at: string | undefined = commit;
+    for (let i = 0; i < 64 && at !== undefined; i++) {
+      at = this.parentOf.get(at);
+      if (at === ancestor) return true;
+    }
+    return false;
   }
 
   private async getRef(name: string): Promise<string | null> {
@@ -266,7 +285,7 @@ export class CtxSaver extends BaseCheckpointSaver {
   }
 
   /** The state a state read answered, cached by its commit. */
-  private async docOf(read: ReadAnswer): Promise<CheckpointDoc> {
+  private docOf(read: ReadAnswer): CheckpointDoc {
     const doc = stateOf(new TextDecoder().decode(read.bytes), read.parent);
     this.docs.put(read.commit, doc, read.bytes.length);
     return doc;
@@ -277,7 +296,9 @@ export class CtxSaver extends BaseCheckpointSaver {
     const missing = [...new Set(commitIds)].filter((c) => !this.docs.get(c));
     const read = new Map<string, CheckpointDoc>();
     await Promise.all(
-      missing.map(async (c) => read.set(c, await this.docOf(await this.api.readState({ commit: c })))),
+      missing.map(async (c) => {
+        read.set(c, this.docOf(await this.api.readState({ commit: c })));
+      }),
     );
     return Promise.all(commitIds.map(async (c) => read.get(c) ?? (await this.doc(c))));
   }
@@ -478,6 +499,9 @@ export class CtxSaver extends BaseCheckpointSaver {
     if (tip === undefined || linkId === undefined) {
       throw new Error(`the batch answered ${done.length} commits for ${commits.length}`);
     }
+    if (this.parentOf.size > 100_000) this.parentOf.clear();
+    // The commit it follows (on a link: the LangGraph parent's tip, `pt`).
+    if (args.parent) this.parentOf.set(tip, args.parent);
     let size = data.length;
     if (link !== undefined && doc !== undefined) {
       this.linked(linkId, link);
@@ -516,7 +540,7 @@ export class CtxSaver extends BaseCheckpointSaver {
       throw e;
     }
     this.saw(name, read.commit);
-    const doc = this.docs.get(read.commit) ?? (await this.docOf(read));
+    const doc = this.docs.get(read.commit) ?? this.docOf(read);
     if (doc.placeholder) return undefined;
     return this.tupleOf(threadId, ns, doc);
   }
