@@ -25,6 +25,7 @@ import {
   type CheckpointMetadata,
   type CheckpointPendingWrite,
   type CheckpointTuple,
+  type DeltaChannelHistory,
   type PendingWrite,
   type SerializerProtocol,
 } from "@langchain/langgraph-checkpoint";
@@ -68,6 +69,8 @@ const LIST_BATCH = 16;
 const REF_PAGE = 1000;
 /** How long an operation waits for the ones of this saver it follows. */
 const WAIT_MS = 30_000;
+/** How many of the nearest ancestors DeltaChannel's walk reads by ref. */
+const VERIFY_NEAREST = 4;
 /** Compare-and-swap attempts before giving up. */
 const ATTEMPTS = 50;
 const HEX = "0123456789abcdef";
@@ -362,25 +365,28 @@ export class CtxSaver extends BaseCheckpointSaver {
     };
   }
 
-  /** The channel values of a document, the uncached artifacts fetched concurrently. */
+  /** One channel value of a document: inline, an artifact or a list's link chain. */
+  private async loadValue([typ, ref]: ValueEntry): Promise<unknown> {
+    if (typ === LIST_KIND) {
+      const elements = await this.linkElements(ref);
+      return Promise.all(elements.map(([t, d]) => this.serde.loadsTyped(t, d)));
+    }
+    if (ref.startsWith(INLINE)) return this.serde.loadsTyped(typ, unb64(ref.slice(INLINE.length)));
+    let data = ref ? this.blobs.get(ref) : new Uint8Array();
+    if (data === undefined) {
+      data = await this.api.getArtifact(ref);
+      this.blobs.put(ref, data, data.length);
+    }
+    return this.serde.loadsTyped(typ, data);
+  }
+
+  /** The channel values of a document, the uncached ones fetched concurrently. */
   private async values(doc: CheckpointDoc): Promise<Record<string, unknown>> {
     const entries = Object.entries(doc.values ?? {});
     const out: Record<string, unknown> = {};
     await Promise.all(
-      entries.map(async ([ch, [typ, ref]]) => {
-        if (typ === LIST_KIND) {
-          const elements = await this.linkElements(ref);
-          out[ch] = await Promise.all(elements.map(([t, d]) => this.serde.loadsTyped(t, d)));
-        } else if (ref.startsWith(INLINE)) {
-          out[ch] = await this.serde.loadsTyped(typ, unb64(ref.slice(INLINE.length)));
-        } else {
-          let data = ref ? this.blobs.get(ref) : new Uint8Array();
-          if (data === undefined) {
-            data = await this.api.getArtifact(ref);
-            this.blobs.put(ref, data, data.length);
-          }
-          out[ch] = await this.serde.loadsTyped(typ, data);
-        }
+      entries.map(async ([ch, entry]) => {
+        out[ch] = await this.loadValue(entry);
       }),
     );
     // The document's channel order, not the order the reads finished in.
@@ -528,7 +534,15 @@ export class CtxSaver extends BaseCheckpointSaver {
     const name = checkpointId
       ? this.names.checkpoint(threadId, ns, checkpointId)
       : this.names.head(threadId, ns);
-    // The ref's tip and its state (document and writes) in one request.
+    const doc = await this.stateAt(name);
+    return doc && this.tupleOf(threadId, ns, doc);
+  }
+
+  /**
+   * The checkpoint state at a ref's tip (its document and writes) in one
+   * request; `undefined` when there is no such checkpoint.
+   */
+  private async stateAt(name: string): Promise<CheckpointDoc | undefined> {
     let read: ReadAnswer;
     try {
       read = await this.api.readState({ ref: name });
@@ -541,8 +555,67 @@ export class CtxSaver extends BaseCheckpointSaver {
     }
     this.saw(name, read.commit);
     const doc = this.docs.get(read.commit) ?? this.docOf(read);
-    if (doc.placeholder) return undefined;
-    return this.tupleOf(threadId, ns, doc);
+    return doc.placeholder ? undefined : doc;
+  }
+
+  /**
+   * DeltaChannel's ancestor walk (the contract of
+   * `BaseCheckpointSaver.getDeltaChannelHistory`): from the checkpoint's
+   * parent up, each ancestor's writes to the channels (oldest ancestor first,
+   * each one's in LangGraph's order), until the nearest ancestor that holds a
+   * value of the channel (its seed). The start and its {@link VERIFY_NEAREST}
+   * nearest ancestors are read by ref (one request each: writes may have
+   * landed after the child was put); deeper ancestors come from this saver's
+   * cache of the states it saw, when it saw their tips, and are read
+   * otherwise. Only the seeds' values are loaded, not every channel's.
+   */
+  override async getDeltaChannelHistory(options: {
+    config: RunnableConfig;
+    channels: string[];
+  }): Promise<Record<string, DeltaChannelHistory>> {
+    const { config, channels } = options;
+    if (channels.length === 0) return {};
+    const collected = new Map<string, CheckpointPendingWrite[][]>(channels.map((ch) => [ch, []]));
+    const seeds = new Map<string, unknown>();
+    const conf = config.configurable ?? {};
+    let start: CheckpointDoc | undefined;
+    let threadId = "";
+    let ns = "";
+    if (conf.thread_id !== undefined && conf.thread_id !== null) {
+      threadId = String(conf.thread_id);
+      ns = (conf.checkpoint_ns as string | undefined) ?? "";
+      const checkpointId = getCheckpointId(config);
+      start = await this.stateAt(
+        checkpointId ? this.names.checkpoint(threadId, ns, checkpointId) : this.names.head(threadId, ns),
+      );
+    }
+    const remaining = new Set(channels);
+    let parentId = start?.parent ?? undefined;
+    for (let depth = 0; parentId && remaining.size > 0; depth++) {
+      const name = this.names.checkpoint(threadId, ns, parentId);
+      const tip = depth >= VERIFY_NEAREST ? this.tips.get(name) : undefined;
+      const doc = (tip ? this.docs.get(tip) : undefined) ?? (await this.stateAt(name));
+      if (doc === undefined) break; // a deleted ancestor ends the walk, as in LangGraph's own
+      const writes = sortedWrites(doc.writes.filter((w) => remaining.has(w[2])));
+      const loaded = await this.pendingWrites(writes);
+      for (const ch of remaining) collected.get(ch)?.push(loaded.filter((w) => w[1] === ch));
+      const held = [...remaining].filter((ch) => doc.values?.[ch] !== undefined);
+      await Promise.all(
+        held.map(async (ch) => {
+          seeds.set(ch, await this.loadValue(doc.values?.[ch] as ValueEntry));
+        }),
+      );
+      for (const ch of held) remaining.delete(ch);
+      parentId = doc.parent ?? undefined;
+    }
+    const out: Record<string, DeltaChannelHistory> = {};
+    for (const ch of channels) {
+      const blocks = collected.get(ch) ?? [];
+      const entry: DeltaChannelHistory = { writes: blocks.reverse().flat() };
+      if (seeds.has(ch)) entry.seed = seeds.get(ch);
+      out[ch] = entry;
+    }
+    return out;
   }
 
   /** Checkpoints, newest first, matching `options.filter` (metadata equality). */
