@@ -56,6 +56,7 @@
 //! - [`config`]: every `CTX_*` setting, read once into one `Config`.
 //! - [`bootstrap`]: the backends a process needs, built from its `Config`.
 //! - [`error`]: the error type and its kinds.
+//! - [`ui`]: the context browser, static pages served at `/ui`.
 //! - [`workspace`]: workspace ids and file paths, and the read_context
 //!   assembly over a file source (the store, or local directories).
 //!
@@ -78,6 +79,7 @@ pub mod number;
 pub mod service;
 pub mod store;
 pub mod summarize;
+pub mod ui;
 pub mod wire;
 pub mod workspace;
 

@@ -221,7 +221,13 @@ pub async fn prepare(config: &Config) -> Result<Server> {
         )
         .layer(axum::middleware::from_fn_with_state(auth, bearer_only));
     let budget = InFlightBudget::new(config.server.max_in_flight_bytes);
-    let app = with_in_flight_budget(router(state, Group::ALL).merge(mcp), budget);
+    // The context browser at /ui: static pages that call the API above.
+    let app = with_in_flight_budget(
+        router(state, Group::ALL)
+            .merge(mcp)
+            .merge(ctx_core::ui::routes()),
+        budget,
+    );
     Ok(Server {
         addr,
         new_token,

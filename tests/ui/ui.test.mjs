@@ -1,0 +1,276 @@
+// The context browser (/ui) in a real headless browser: Debian's chromium,
+// driven by puppeteer-core, against the live `ctx serve` tests/ui/run
+// started (CTX_TEST_URL, CTX_TEST_TOKEN; CTX_TEST_OTHER_TOKEN is another
+// tenant's). Each view is driven as a user would, and axe-core checks it
+// for serious accessibility violations.
+import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
+import { createRequire } from "node:module";
+import { after, before, describe, test } from "node:test";
+import puppeteer from "puppeteer-core";
+
+import { client, seed } from "./seed.mjs";
+
+const URL_ = process.env.CTX_TEST_URL;
+const TOKEN = process.env.CTX_TEST_TOKEN;
+const OTHER = process.env.CTX_TEST_OTHER_TOKEN;
+const CHROMIUM = process.env.CTX_CHROMIUM ?? "/usr/bin/chromium";
+assert.ok(URL_ && TOKEN && OTHER, "run with tests/ui/run: it starts the server and sets CTX_TEST_URL, CTX_TEST_TOKEN, CTX_TEST_OTHER_TOKEN");
+const AXE = readFileSync(createRequire(import.meta.url).resolve("axe-core/axe.min.js"), "utf8");
+
+let browser;
+let data;
+let other;
+
+before(async () => {
+  data = await seed(client(URL_, TOKEN), "main");
+  other = await seed(client(URL_, OTHER), "othr", { turns: 2 });
+  browser = await puppeteer.launch({
+    executablePath: CHROMIUM,
+    headless: true,
+    // As root in a container chromium needs --no-sandbox; the page is ours.
+    args: ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"],
+    defaultViewport: { width: 1280, height: 800 },
+  });
+});
+
+after(async () => {
+  await browser?.close();
+});
+
+/** A new tab on `path`, signed in with `token` (typed into the sign-in form, as a user does). */
+async function open(path, token = TOKEN) {
+  const page = await browser.newPage();
+  const errors = [];
+  page.on("pageerror", (e) => errors.push(e.message));
+  page.errors = errors;
+  await page.goto(URL_ + path);
+  if (token) {
+    await page.waitForSelector("#login:not([hidden])");
+    await page.type("#token", token);
+    await Promise.all([page.click("#login button[type=submit]"), page.waitForSelector("#view[data-ready=true]")]);
+  }
+  return page;
+}
+
+async function ready(page) {
+  await page.waitForSelector("#view[data-ready=true]");
+}
+
+async function go(page, path) {
+  await page.evaluate((p) => {
+    history.pushState(null, "", p);
+    window.dispatchEvent(new PopStateEvent("popstate"));
+  }, path);
+  await ready(page);
+}
+
+const text = (page, sel) => page.$eval(sel, (el) => el.textContent);
+
+/** axe-core in the page: no serious or critical violations. */
+async function accessible(page, name) {
+  await page.evaluate(AXE);
+  const found = await page.evaluate(async () => {
+    const r = await window.axe.run(document, { resultTypes: ["violations"] });
+    return r.violations.filter((v) => v.impact === "serious" || v.impact === "critical").map((v) => `${v.id}: ${v.help} (${v.nodes.length})`);
+  });
+  assert.deepEqual(found, [], `${name}: ${found.join("; ")}`);
+}
+
+describe("the context browser", () => {
+  test("without a token it asks for one; a wrong one is refused with the API's words; the token never goes in a URL", async () => {
+    const page = await open("/ui", null);
+    await page.waitForSelector("#login:not([hidden])");
+    assert.equal(await page.$eval("#view", (el) => el.hidden), true);
+    await page.type("#token", "not-a-token");
+    await page.click("#login button[type=submit]");
+    await page.waitForSelector("#login-error:not([hidden])");
+    assert.match(await text(page, "#login-error"), /^401 unauthenticated: /);
+    await page.$eval("#token", (el) => (el.value = ""));
+    await page.type("#token", TOKEN);
+    await Promise.all([page.click("#login button[type=submit]"), ready(page)]);
+    assert.ok(!page.url().includes(TOKEN));
+    assert.equal(await page.$eval("#login", (el) => getComputedStyle(el).display), "none");
+    assert.equal(await page.evaluate(() => sessionStorage.getItem("ctx.token")), TOKEN);
+    assert.equal(await page.evaluate(() => localStorage.length), 0);
+    await accessible(page, "sign-in");
+    // Forget: back to the form, the token gone from the tab.
+    await page.click("#forget");
+    await page.waitForSelector("#login:not([hidden])");
+    assert.equal(await page.evaluate(() => sessionStorage.getItem("ctx.token")), null);
+    await page.close();
+  });
+
+  test("sessions and refs: newest activity first, with principal, summary, depth, messages and tokens; filters", async () => {
+    const page = await open("/ui?prefix=claude/-home-dev-demo-main");
+    const rows = await page.$$eval("tbody tr", (trs) => trs.map((tr) => [...tr.children].map((td) => td.textContent)));
+    assert.equal(rows.length, 2);
+    // The fork moved last? No: the compaction (at now) is newer than the fork's ref move? Both refs moved in this run; newest first.
+    const names = rows.map((r) => r[0]);
+    assert.deepEqual(new Set(names), new Set([data.ref, data.forkRef]));
+    const main = rows.find((r) => r[0] === data.ref);
+    assert.equal(main[1], data.principal);
+    assert.equal(main[3], String(data.compaction.depth));
+    assert.equal(main[4], String(data.compaction.message_count));
+    const updated = rows.map((r) => Date.parse(r[6]));
+    assert.ok(updated[0] >= updated[1]);
+    await accessible(page, "refs");
+    // A principal filter keeps only its sessions.
+    await go(page, `/ui?prefix=claude/-home-dev-demo-main&principal=bob-main`);
+    const only = await page.$$eval("tbody tr td:first-child", (tds) => tds.map((td) => td.textContent));
+    assert.deepEqual(only, [data.forkRef]);
+    await page.close();
+  });
+
+  test("chain: summaries or summarizing…, the compaction and the fork marked, keyboard navigation", async () => {
+    const page = await open(`/ui/chain?ref=${encodeURIComponent(data.ref)}`);
+    const items = await page.$$eval("ol.chain li", (lis) => lis.map((li) => ({ id: li.dataset.id, text: li.textContent, kind: li.className })));
+    assert.equal(items.length, data.commits.length + 1);
+    assert.equal(items[0].id, data.compaction.id);
+    assert.match(items[0].kind, /compaction/);
+    assert.match(items[0].text, /compaction/);
+    // The last turn had no summary: it says so.
+    assert.match(items[1].text, /summarizing…/);
+    assert.match(items[2].text, /Turn 2: read config\.toml/);
+    await accessible(page, "chain");
+    // Keyboard: focus the list, move down twice with ArrowDown and j, up with k, open with Enter.
+    await page.focus("ol.chain li");
+    await page.keyboard.press("ArrowDown");
+    await page.keyboard.press("j");
+    assert.equal(await page.evaluate(() => document.activeElement.dataset.id), items[2].id);
+    await page.keyboard.press("k");
+    assert.equal(await page.evaluate(() => document.activeElement.dataset.id), items[1].id);
+    await page.keyboard.press("End");
+    assert.equal(await page.evaluate(() => document.activeElement.dataset.id), items[items.length - 1].id);
+    await page.keyboard.press("Home");
+    await page.keyboard.press("ArrowDown");
+    await Promise.all([page.keyboard.press("Enter"), ready(page)]);
+    assert.ok(page.url().endsWith(`/ui/commit/${items[1].id}`));
+    // The fork's chain marks where it forked.
+    await go(page, `/ui/chain?ref=${encodeURIComponent(data.forkRef)}`);
+    const forkItems = await page.$$eval("ol.chain li", (lis) => lis.map((li) => li.textContent));
+    assert.equal(forkItems.length, 3);
+    assert.deepEqual(page.errors, []);
+    await page.close();
+  });
+
+  test("commit: the delta as a conversation, tool calls beside their results, thinking collapsed, images, errors marked", async () => {
+    const page = await open(`/ui/commit/${data.commits[1].id}`);
+    assert.match(await text(page, "h1"), new RegExp(`Commit ${data.commits[1].id.slice(0, 12)}`));
+    const meta = await text(page, "dl.meta");
+    assert.ok(meta.includes(data.principal) && meta.includes(data.sid) && meta.includes("claude-code-v1"));
+    // The tool result sits inside its call.
+    assert.match(await text(page, ".tool-call .tool-result"), /attempts = 4/);
+    assert.equal(await page.$eval("details.thinking", (d) => d.open), false);
+    assert.equal(await page.$$eval(".conversation img", (imgs) => imgs.length), 1);
+    await accessible(page, "commit");
+    // Turn 2's tool call failed: marked as an error.
+    await go(page, `/ui/commit/${data.commits[2].id}`);
+    assert.match(await text(page, ".tool-result.failed"), /error.*EACCES/s);
+    await page.close();
+  });
+
+  test("commit: the whole context from the root or the compaction, in another format, downloadable", async () => {
+    const page = await open(`/ui/commit/${data.compaction.id}`);
+    await page.select("#stop", "root");
+    await page.click("#show-context");
+    await page.waitForFunction(() => document.querySelector("section[aria-label='The whole context'] .conversation"));
+    const turns = await page.$$eval("section[aria-label='The whole context'] .turn", (t) => t.length);
+    assert.ok(turns >= 8, `${turns} turns from the root`);
+    assert.equal(await page.$eval("#download", (b) => b.disabled), false);
+    await page.select("#stop", "compaction");
+    await page.select("#format", "openai-chat-v1");
+    await page.click("#show-context");
+    await page.waitForFunction(() => /tier/.test(document.querySelector("section[aria-label='The whole context']").textContent));
+    assert.match(await text(page, "section[aria-label='The whole context']"), /tier (cross-runtime|native|field-level|narrative)/);
+    assert.match(await text(page, "section[aria-label='The whole context'] .conversation"), /\S/);
+    await page.close();
+  });
+
+  test("compare: the nearest common ancestor and what each side added", async () => {
+    const page = await open(`/ui/compare?a=${data.compaction.id}&b=${data.fork.id}`);
+    assert.match(await text(page, "#common"), new RegExp(data.commits[1].id));
+    const sides = await page.$$eval("section[aria-label=A] li, section[aria-label=B] li", (lis) => lis.length);
+    assert.equal(sides, data.commits.length - 2 + 1 + 1);
+    await accessible(page, "compare");
+    await page.close();
+  });
+
+  test("time travel: what a principal knew at a time, and the timeline", async () => {
+    const at = "2026-11-27T09:01:30";
+    const page = await open(`/ui/travel?principal=${data.principal}&at=${at}`);
+    // At 09:01:30 local time… the seed wrote UTC; resolve with the page's reading of the time.
+    const known = await text(page, "#known");
+    assert.match(known, new RegExp(`${data.principal} knew`));
+    assert.ok(await page.$("input.timeline"));
+    await accessible(page, "travel");
+    await page.close();
+  });
+
+  test("live: a commit written while following appears without a reload", async () => {
+    const page = await open(`/ui/chain?ref=${encodeURIComponent(data.forkRef)}`);
+    await page.click("#follow");
+    const before = await page.$$eval("ol.chain li", (l) => l.length);
+    await client(URL_, TOKEN)("POST", "/v1/commits", {
+      commit_type: "delta",
+      format: "claude-code-v1",
+      template: "claude-code",
+      principal: "bob-main",
+      checkpoint: "turn_boundary",
+      created_at: new Date().toISOString(),
+      delta: JSON.stringify({ type: "user", uuid: "live-1", message: { role: "user", content: "written live" } }) + "\n",
+      parent: data.fork.id,
+      summary: "written while you watched",
+      ref: { name: data.forkRef, expected: data.fork.id },
+    });
+    await page.waitForFunction((n) => document.querySelectorAll("ol.chain li").length === n + 1, { timeout: 10_000 }, before);
+    assert.match(await text(page, "ol.chain li"), /written while you watched/);
+    await page.close();
+  });
+
+  test("agents and workspaces: window, saves, files and read_context", async () => {
+    const page = await open(`/ui/agents/${data.agent}`);
+    assert.match(await text(page, "main"), /3,600 s/);
+    assert.match(await text(page, "main"), /before the refactor/);
+    await accessible(page, "agents");
+    await go(page, `/ui/workspaces/${data.ws}`);
+    assert.match(await text(page, "tbody"), /notes\/brief\.md/);
+    assert.match(await text(page, "main"), /read_context/);
+    await accessible(page, "workspaces");
+    await page.close();
+  });
+
+  test("another tenant's commit is a 404 as the API states it, never a blank page", async () => {
+    const page = await open(`/ui/commit/${other.commits[0].id}`);
+    assert.match(await text(page, ".error"), /^404 not_found/);
+    await page.close();
+  });
+
+  test("erase asks first: cancel keeps the session, confirm erases it and shows the counts", async () => {
+    const victim = await seed(client(URL_, TOKEN), "gone", { turns: 2 });
+    const page = await open(`/ui/commit/${victim.commits[0].id}`);
+    const erase = await page.$$("section[aria-label='Operator actions'] button.danger");
+    assert.equal(erase.length, 1);
+    await erase[0].click();
+    await page.waitForSelector("#confirm[open]");
+    assert.match(await text(page, "#confirm-text"), new RegExp(`session ${victim.sid}.*cannot be undone`));
+    await page.click("#confirm button[value=cancel]");
+    await client(URL_, TOKEN)("GET", `/v1/commits/${victim.commits[0].id}`);
+    await erase[0].click();
+    await page.waitForSelector("#confirm[open]");
+    await page.click("#confirm-ok");
+    // A fork continues from this session: the API's 409 is shown, with the cascade it names.
+    await page.waitForSelector("#erase-cascade");
+    assert.match(await text(page, "section[aria-label='Operator actions'] .error"), /^409 conflict \(field cascade\)/);
+    await client(URL_, TOKEN)("GET", `/v1/commits/${victim.commits[0].id}`);
+    await page.click("#erase-cascade");
+    await page.waitForSelector("#confirm[open]");
+    assert.match(await text(page, "#confirm-text"), /descendants|continues from it/);
+    await page.click("#confirm-ok");
+    await page.waitForSelector("#erased");
+    assert.match(await text(page, "#erased"), /Erased [1-9]\d* commits, 2 refs.*, 1 descendant commits of other sessions/);
+    await assert.rejects(client(URL_, TOKEN)("GET", `/v1/commits/${victim.fork.id}`), /404/);
+    await assert.rejects(client(URL_, TOKEN)("GET", `/v1/commits/${victim.commits[0].id}`), /404/);
+    await page.close();
+  });
+});
