@@ -148,3 +148,57 @@ describe("LangGraph graph on CtxSaver, beside MemorySaver", () => {
     ]);
   });
 });
+
+describe("a graph with a subgraph on CtxSaver, beside MemorySaver", () => {
+  const prefix = `lgs-${randomUUID().slice(0, 8)}`;
+  const client = liveClient();
+  afterAll(async () => {
+    await dropPrefix(client, prefix);
+  });
+
+  // The parent's `inner` node is a compiled graph with an interrupt before
+  // its `answer` node: its checkpoints live in the namespace `inner:<task id>`.
+  function nested(checkpointer: BaseCheckpointSaver) {
+    const inner = new StateGraph(MessagesAnnotation)
+      .addNode("think", () => ({ messages: [new AIMessage({ content: "thinking", id: "think" })] }))
+      .addNode("answer", () => ({ messages: [new AIMessage({ content: "done", id: "answer" })] }))
+      .addEdge(START, "think")
+      .addEdge("think", "answer")
+      .addEdge("answer", END)
+      .compile({ interruptBefore: ["answer"] });
+    return new StateGraph(MessagesAnnotation).addNode("inner", inner).addEdge(START, "inner").addEdge("inner", END).compile({ checkpointer });
+  }
+
+  async function runNested(checkpointer: BaseCheckpointSaver) {
+    const g = nested(checkpointer);
+    const config = { configurable: { thread_id: `sub-${randomUUID()}` } };
+    await g.invoke({ messages: [new HumanMessage({ content: "go", id: "go" })] }, config);
+    const paused = await g.getState(config, { subgraphs: true });
+    const sub = paused.tasks[0]?.state as StateSnapshot | undefined;
+    const subHistory: StateSnapshot[] = [];
+    // The subgraph's namespace, all of it (its config names one checkpoint).
+    const ns = { configurable: { thread_id: config.configurable.thread_id, checkpoint_ns: sub?.config.configurable?.checkpoint_ns as string } };
+    if (sub) for await (const s of g.getStateHistory(ns)) subHistory.push(s);
+    await g.invoke(null, config);
+    const done = await g.getState(config);
+    return { paused, sub, subHistory, done };
+  }
+
+  it("pauses inside the subgraph and resumes, as with MemorySaver", async () => {
+    const reference = await runNested(new MemorySaver());
+    const ours = await runNested(new CtxSaver(client, { prefix }));
+    expect(ours.paused.next).toEqual(["inner"]);
+    expect(reference.paused.next).toEqual(["inner"]);
+    expect(ours.sub).toBeDefined();
+    expect(String(ours.sub?.config.configurable?.checkpoint_ns)).toMatch(/^inner:/);
+    expect(story(ours.sub as StateSnapshot)).toEqual(story(reference.sub as StateSnapshot));
+    expect(ours.subHistory.length).toBeGreaterThanOrEqual(2);
+    expect(ours.subHistory.map(story)).toEqual(reference.subHistory.map(story));
+    expect(texts((ours.done.values as typeof MessagesAnnotation.State).messages)).toEqual([
+      ["human", "go"],
+      ["ai", "thinking"],
+      ["ai", "done"],
+    ]);
+    expect(story(ours.done)).toEqual(story(reference.done));
+  });
+});

@@ -842,10 +842,11 @@ export class CtxSaver extends BaseCheckpointSaver {
         const current = (e as CtxError).current ?? null;
         moves[k] = [move[0], current];
         this.saw(move[0], current);
-        if (k === 0 && current) {
+        if (k === 0) {
           // The checkpoint's ref exists: writes that arrived before the
-          // checkpoint, or the same checkpoint put again. Keep its writes.
-          doc = { ...doc, writes: (await this.doc(current)).writes };
+          // checkpoint, or the same checkpoint put again. Keep its writes
+          // (none when the ref this saver saw has gone since).
+          doc = { ...doc, writes: current ? (await this.doc(current)).writes : [] };
         }
       }
     }
