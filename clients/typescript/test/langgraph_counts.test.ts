@@ -78,6 +78,50 @@ describe("CtxSaver requests per operation", () => {
     expect((await cold.getTuple(cfg1))?.pendingWrites).toEqual([["task-1", "messages", [m2]]]);
   });
 
+  it("past the common path: a second grown list is committed first, values past 1 MiB are uploaded first", async () => {
+    const c = counted();
+    const saver = new CtxSaver(c.client, { prefix });
+    const thread = { configurable: { thread_id: `x-${randomUUID()}`, checkpoint_ns: "" } };
+    const cfg = await saver.put(thread, checkpoint({ a: ["a0"], b: ["b0"] }, { a: 1, b: 1 }), meta(0), { a: 1, b: 1 });
+    // Two lists grew: one link goes in the batch, the other is its own commit before it.
+    const two = checkpoint({ a: ["a0", "a1"], b: ["b0", "b1"] }, { a: 2, b: 2 });
+    const [grown, cfg2] = await requests(c, () => saver.put(cfg, two, meta(1), { a: 2, b: 2 }));
+    expect(grown).toEqual(["checkpoint", BATCH]);
+    // Three values of 400 KB: over the batch's 1 MiB of values, each is uploaded first.
+    const big = (ch: string) => ch.repeat(400_000);
+    const three = checkpoint({ a: ["a0", "a1"], b: ["b0", "b1"], x: big("x"), y: big("y"), z: big("z") }, { a: 2, b: 2, x: 1, y: 1, z: 1 });
+    const [uploads] = await requests(c, () => saver.put(cfg2, three, meta(2), { x: 1, y: 1, z: 1 }));
+    expect(uploads).toEqual(["upload_artifact", "upload_artifact", "upload_artifact", BATCH]);
+    const got = await new CtxSaver(c.client, { prefix }).getTuple(thread);
+    expect(got?.checkpoint.channel_values).toEqual(three.channel_values);
+  });
+
+  it("a list that is not an append (a message removed) is stored whole again, and reads back", async () => {
+    const c = counted();
+    const saver = new CtxSaver(c.client, { prefix });
+    const thread = { configurable: { thread_id: `r-${randomUUID()}`, checkpoint_ns: "" } };
+    const m = (i: number) => new HumanMessage({ content: `message ${i}`, id: `m${i}` });
+    const cfg = await saver.put(thread, checkpoint({ messages: [m(1), m(2), m(3)] }, { messages: 1 }), meta(0), { messages: 1 });
+    const removed = checkpoint({ messages: [m(1), m(3)] }, { messages: 2 });
+    const [one, cfg2] = await requests(c, () => saver.put(cfg, removed, meta(1), { messages: 2 }));
+    expect(one).toEqual([BATCH]);
+    // The document's commit sits on its new link: a snapshot of the two messages, not a delta.
+    const linkOf = async (id: string) => {
+      const state = await c.client.read({ ref: saver.names.checkpoint(thread.configurable.thread_id, "", id), delta: true, stop: "compaction" });
+      return c.client.show(String(state.parent));
+    };
+    const link2 = await linkOf(removed.id);
+    expect([link2.commit_type, link2.message_count]).toEqual(["snapshot", 2]);
+    // An append, for contrast: a delta of the one new message on the parent's link.
+    const appended = checkpoint({ messages: [m(1), m(3), m(4)] }, { messages: 3 });
+    await saver.put(cfg2, appended, meta(2), { messages: 3 });
+    const link3 = await linkOf(appended.id);
+    expect([link3.commit_type, link3.message_count, link3.parent]).toEqual(["delta", 1, link2.id]);
+    const cold = new CtxSaver(c.client, { prefix });
+    expect((await cold.getTuple(cfg2))?.checkpoint.channel_values).toEqual({ messages: [m(1), m(3)] });
+    expect((await cold.getTuple(cfg))?.checkpoint.channel_values).toEqual({ messages: [m(1), m(2), m(3)] });
+  });
+
   it("a running graph costs one request per saver call", async () => {
     const c = counted();
     const saver = new CtxSaver(c.client, { prefix });
