@@ -155,6 +155,18 @@ describe("CtxSaver requests per operation", () => {
     expect(sent).toHaveLength(calls.length);
     const state = await g.getState(config);
     expect((state.values as typeof MessagesAnnotation.State).messages).toHaveLength(2 * turns);
+
+    // A new saver (another process) resuming the thread: its first turn costs the same.
+    const r = counted();
+    const resumed = new StateGraph(MessagesAnnotation)
+      .addNode("bot", () => ({ messages: [new AIMessage({ content: "resumed", id: "resumed" })] }))
+      .addEdge(START, "bot")
+      .addEdge("bot", END)
+      .compile({ checkpointer: new CtxSaver(r.client, { prefix }) });
+    await resumed.invoke({ messages: [new HumanMessage({ content: "again", id: "again" })] }, config);
+    const first = r.since(0);
+    // getTuple's state and the messages' chain (not cached yet), then 3 puts and 2 putWrites.
+    expect(first).toEqual([READ, READ, BATCH, BATCH, BATCH, BATCH, BATCH]);
   });
 
   it("writes that come before their checkpoint's put are kept, and the put takes them over", async () => {

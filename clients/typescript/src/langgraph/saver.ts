@@ -535,6 +535,14 @@ export class CtxSaver extends BaseCheckpointSaver {
       ? this.names.checkpoint(threadId, ns, checkpointId)
       : this.names.head(threadId, ns);
     const doc = await this.stateAt(name);
+    if (doc && !checkpointId) {
+      // The head points at its checkpoint's tip (or just behind it): this
+      // saver's first guess of that ref, so that the put of a thread it
+      // resumes needs no read of its parent's ref.
+      const own = this.names.checkpoint(threadId, ns, doc.id);
+      const tip = this.tips.get(this.names.head(threadId, ns));
+      if (this.tips.get(own) === undefined && tip) this.saw(own, tip);
+    }
     return doc && this.tupleOf(threadId, ns, doc);
   }
 
