@@ -8,7 +8,7 @@ import { randomUUID } from "node:crypto";
 
 import { AIMessage, HumanMessage } from "@langchain/core/messages";
 import { END, MessagesAnnotation, START, StateGraph } from "@langchain/langgraph";
-import { emptyCheckpoint, uuid6, type Checkpoint, type CheckpointMetadata } from "@langchain/langgraph-checkpoint";
+import { JsonPlusSerializer, emptyCheckpoint, uuid6, type Checkpoint, type CheckpointMetadata } from "@langchain/langgraph-checkpoint";
 import { afterAll, describe, expect, it } from "vitest";
 
 import { Client } from "../src/client.js";
@@ -120,6 +120,9 @@ describe("CtxSaver requests per operation", () => {
     const cold = new CtxSaver(c.client, { prefix });
     expect((await cold.getTuple(cfg2))?.checkpoint.channel_values).toEqual({ messages: [m(1), m(3)] });
     expect((await cold.getTuple(cfg))?.checkpoint.channel_values).toEqual({ messages: [m(1), m(2), m(3)] });
+    // A serializer of its own (here a subclass) loads a list element by element: the same values.
+    const own = new CtxSaver(c.client, { prefix, serde: new (class extends JsonPlusSerializer {})() });
+    expect((await own.getTuple(cfg2))?.checkpoint.channel_values).toEqual({ messages: [m(1), m(3)] });
   });
 
   it("a running graph costs one request per saver call", async () => {

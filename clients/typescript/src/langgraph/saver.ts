@@ -15,6 +15,7 @@
 import type { RunnableConfig } from "@langchain/core/runnables";
 import {
   BaseCheckpointSaver,
+  JsonPlusSerializer,
   TASKS,
   WRITES_IDX_MAP,
   getCheckpointId,
@@ -109,6 +110,21 @@ interface Found {
 
 /** A ref move of a batch: the ref and where the saver expects it. */
 type Move = [name: string, expected: string | null];
+
+/** JSON texts as the bytes of one JSON array of them. */
+function joinJson(texts: Uint8Array[]): Uint8Array {
+  const size = 2 + texts.reduce((n, t) => n + t.length, 0) + Math.max(texts.length - 1, 0);
+  const out = new Uint8Array(size);
+  out[0] = 0x5b; // [
+  let at = 1;
+  texts.forEach((t, i) => {
+    if (i > 0) out[at++] = 0x2c; // ,
+    out.set(t, at);
+    at += t.length;
+  });
+  out[at] = 0x5d; // ]
+  return out;
+}
 
 /** An artifact's bytes as a batch carries them: UTF-8 text, else base64. */
 function artifactBody(data: Uint8Array): { text: string } | { base64: string } {
@@ -369,6 +385,12 @@ export class CtxSaver extends BaseCheckpointSaver {
   private async loadValue([typ, ref]: ValueEntry): Promise<unknown> {
     if (typ === LIST_KIND) {
       const elements = await this.linkElements(ref);
+      if (Object.getPrototypeOf(this.serde) === JsonPlusSerializer.prototype && elements.every(([t]) => t === "json")) {
+        // LangGraph's own serializer (not a subclass, which may load
+        // otherwise) revives an array element by element: the elements
+        // joined as one JSON array load in one call, not one each.
+        return this.serde.loadsTyped("json", joinJson(elements.map(([, d]) => d)));
+      }
       return Promise.all(elements.map(([t, d]) => this.serde.loadsTyped(t, d)));
     }
     if (ref.startsWith(INLINE)) return this.serde.loadsTyped(typ, unb64(ref.slice(INLINE.length)));
