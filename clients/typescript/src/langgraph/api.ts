@@ -1,0 +1,83 @@
+/**
+ * The API calls the saver makes, in one place, over the typed client: each
+ * answers what the saver uses (a ref's target or `null`, a batch's commit
+ * ids, a read's bytes and parent).
+ */
+
+import { Client, type BatchRequest, type ReadRequest } from "../client.js";
+import { CtxError } from "../errors.js";
+
+/** A commit of a batch (or of `POST /v1/commits`). */
+export type BatchCommit = NonNullable<BatchRequest["commits"]>[number];
+/** An artifact sent inline in a batch. */
+export type BatchArtifact = NonNullable<BatchRequest["artifacts"]>[number];
+/** A ref move of a batch. */
+export type BatchRef = NonNullable<BatchRequest["refs"]>[number];
+
+/** What a read answered: the commit read, its parent, and its bytes. */
+export interface ReadAnswer {
+  commit: string;
+  parent: string | null;
+  bytes: Uint8Array;
+}
+
+export class Api {
+  constructor(readonly client: Client) {}
+
+  /**
+   * A checkpoint's state at a commit or a ref's tip: the deltas from its
+   * document's commit (the nearest snapshot) joined, and that commit's
+   * parent (which a document's PARENT_LINK names).
+   */
+  readState(at: { ref: string } | { commit: string }): Promise<ReadAnswer> {
+    return this.read({ ...at, delta: true, stop: "compaction" });
+  }
+
+  /** `POST /v1/read` with its bytes (inline, else downloaded). */
+  async read(request: ReadRequest): Promise<ReadAnswer> {
+    const got = await this.client.readBytes(request);
+    return { commit: got.commit, parent: got.parent ?? null, bytes: got.bytes };
+  }
+
+  getArtifact(ref: string): Promise<Uint8Array> {
+    return this.client.getArtifact(ref);
+  }
+
+  /** `POST /v1/artifacts`: the artifact's ref. */
+  async putArtifact(data: Uint8Array): Promise<string> {
+    return (await this.client.putArtifact(data)).ref;
+  }
+
+  /** `POST /v1/commits`: the new commit's id. */
+  async commit(commit: BatchCommit): Promise<string> {
+    const { created_at, ...rest } = commit;
+    const done = await this.client.checkpoint({ ...rest, created_at: created_at ?? undefined });
+    return done.id;
+  }
+
+  /** `POST /v1/batch`: the ids of its commits, in order. */
+  async batch(request: { commits: BatchCommit[]; refs: BatchRef[]; artifacts?: BatchArtifact[] }): Promise<string[]> {
+    const done = await this.client.batch(request);
+    return done.commits.map((c) => c.id);
+  }
+
+  /** A ref's target, `null` when there is no such ref. */
+  async getRef(name: string): Promise<string | null> {
+    const rec = await this.client.getRef(name);
+    return rec === null ? null : rec.target;
+  }
+
+  async listRefs(prefix: string, limit: number): Promise<{ name: string; target: string }[]> {
+    return (await this.client.listRefs(prefix, limit)).map((r) => ({ name: r.name, target: r.target }));
+  }
+
+  /** Removes a ref; one already gone is not an error. */
+  async deleteRef(name: string): Promise<void> {
+    try {
+      await this.client.deleteRef(name);
+    } catch (e) {
+      if (e instanceof CtxError && e.kind === "not_found") return;
+      throw e;
+    }
+  }
+}
