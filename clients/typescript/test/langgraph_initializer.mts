@@ -5,8 +5,8 @@
 // refs are deleted when the suite destroys it, so the suite's fixed thread
 // ids ("1", "thread-1") never see another checkpointer's checkpoints.
 //
-// Run with the suite's CLI:  npx validate-checkpointer ./test/langgraph_initializer.mts
-// (langgraph_validation.test.ts runs the same suite inside vitest).
+// The suite's CLI (`validate-checkpointer`) cannot load an initializer in
+// 1.1.1; langgraph_validation.test.ts runs the suite inside vitest instead.
 import { randomUUID } from "node:crypto";
 
 import type { CheckpointSaverTestInitializer } from "@langchain/langgraph-checkpoint-validation";

@@ -48,3 +48,28 @@ test("the Claude Agent SDK (TypeScript) lines", async () => {
   await store.append(key, [{ type: "x", uuid: "1" }]);
   expect(await store.load(key)).toEqual([{ type: "x", uuid: "1" }]);
 });
+
+test("the LangGraph.js lines", async () => {
+  const code = block("langgraph-ts");
+  expect(code.trim().split("\n")).toHaveLength(5);
+  // `builder` is the reader's StateGraph: a one-node messages graph here.
+  const { StateGraph, MessagesAnnotation, START, END } = await import("@langchain/langgraph");
+  const { AIMessage } = await import("@langchain/core/messages");
+  const builder = new StateGraph(MessagesAnnotation)
+    .addNode("reply", () => ({ messages: [new AIMessage("hello")] }))
+    .addEdge(START, "reply")
+    .addEdge("reply", END);
+  (globalThis as { builder?: unknown }).builder = builder;
+  try {
+    const { graph, checkpointer } = (await run("langgraph-ts", ["graph", "checkpointer"])) as {
+      graph: { invoke(input: unknown, config: unknown): Promise<{ messages: unknown[] }> };
+      checkpointer: { getTuple(config: unknown): Promise<unknown> };
+    };
+    const config = { configurable: { thread_id: `readme-${unique()}` } };
+    const out = await graph.invoke({ messages: [{ role: "user", content: "hi" }] }, config);
+    expect(out.messages).toHaveLength(2);
+    expect(await checkpointer.getTuple(config)).toBeTruthy();
+  } finally {
+    delete (globalThis as { builder?: unknown }).builder;
+  }
+});

@@ -74,8 +74,6 @@ const WAIT_MS = 30_000;
 const VERIFY_NEAREST = 4;
 /** Compare-and-swap attempts before giving up. */
 const ATTEMPTS = 50;
-const HEX = "0123456789abcdef";
-const NAME_CHARS = "-._/0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
 
 /** Options of {@link CtxSaver}. */
 export interface CtxSaverOptions {
@@ -245,13 +243,9 @@ export class CtxSaver extends BaseCheckpointSaver {
     return this.getRef(name);
   }
 
-  /** Every ref under `prefix`; a full page is split by the next character. */
+  /** Every ref under `prefix`, a page at a time. */
   private async listRefs(prefix: string): Promise<{ name: string; target: string }[]> {
-    const page = await this.api.listRefs(prefix, REF_PAGE);
-    if (page.length < REF_PAGE) return page;
-    const alphabet = /\/c\/[0-9a-f]?$/.test(prefix) ? HEX : NAME_CHARS;
-    const pages = await Promise.all([...alphabet].map((ch) => this.listRefs(prefix + ch)));
-    return pages.flat();
+    return this.api.listRefs(prefix, REF_PAGE);
   }
 
   // -- in-flight operations ---------------------------------------------------
