@@ -255,6 +255,21 @@ describe("the context browser", () => {
     await page.close();
   });
 
+  test("an evicted delta shows the API's 410, naming the compaction to start from", async () => {
+    const old = await seed(client(URL_, TOKEN), "evct", { turns: 3 });
+    // The last turn under the compaction loses its delta (the older ones
+    // stay: the seed's fork continues from turn 1).
+    const evicted = await client(URL_, TOKEN)("POST", `/v1/refs/${old.ref}/evict`, { before: old.compaction.id });
+    assert.equal(evicted.commits, 1);
+    const page = await open(`/ui/commit/${old.commits[2].id}`);
+    const shown = await text(page, "section[aria-label=\"This commit's delta\"] .error");
+    assert.match(shown, /^410 gone/);
+    assert.match(shown, new RegExp(old.compaction.id));
+    // The metadata stays.
+    assert.match(await text(page, "dl.meta"), new RegExp(old.sid));
+    await page.close();
+  });
+
   test("erase asks first: cancel keeps the session, confirm erases it and shows the counts", async () => {
     const victim = await seed(client(URL_, TOKEN), "gone", { turns: 2 });
     const page = await open(`/ui/commit/${victim.commits[0].id}`);

@@ -4173,6 +4173,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description A delta the read needs was evicted: the message names the compaction to read from */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description A body over the JSON limit */
             413: {
                 headers: {
@@ -4201,7 +4210,7 @@ export interface operations {
                 /** @description Only names that start with it */
                 prefix?: string;
                 /** @description Only names after it: the `next` of the previous page */
-                after?: string;
+                after?: components["schemas"]["RefName"];
                 /** @description default 100, at most 1000 */
                 limit?: number;
             };

@@ -534,6 +534,7 @@ pub(super) async fn materialize(
     responses((status = 200, description = "The context", body = ReadResponse),
         (status = 400, description = "Neither or both of `ref` and `commit`, a stop that is not an ancestor, a format that cannot be produced, a delta read with a format, or a depth out of range or on a context read", body = ErrorBody),
         (status = 404, description = "No such ref or commit", body = ErrorBody),
+        (status = 410, description = "A delta the read needs was evicted: the message names the compaction to read from", body = ErrorBody),
         (status = 413, description = "A body over the JSON limit", body = ErrorBody)),
     security(("bearer" = [])))]
 pub(super) async fn read(

@@ -16,7 +16,7 @@ use crate::wire::{RefList, SetRefRequest};
 /// page names its last ref in `next`, which `after` takes for the next.
 #[utoipa::path(get, path = "/v1/refs", tag = "refs",
     params(("prefix" = Option<String>, Query, description = "Only names that start with it"),
-        ("after" = Option<String>, Query, description = "Only names after it: the `next` of the previous page"),
+        ("after" = Option<RefName>, Query, description = "Only names after it: the `next` of the previous page"),
         ("limit" = Option<u64>, Query, minimum = 1, maximum = 1000, description = "default 100, at most 1000")),
     responses((status = 200, description = "The refs, by name", body = RefList),
         (status = 400, description = "`limit` out of range, `after` not a ref name, or a malformed query string", body = ErrorBody)),

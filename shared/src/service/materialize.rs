@@ -194,6 +194,14 @@ impl Service {
                         again = true;
                         continue;
                     }
+                    // A commit's own delta that is not stored: evicted (410
+                    // naming what to read instead), or lost.
+                    Err(e)
+                        if e.kind == ErrorKind::NotFound
+                            && matches!(of, ReadOf::Delta { stop: None, .. }) =>
+                    {
+                        return Err(self.missing_artifact(tenant, commit, *art).await);
+                    }
                     Err(e) => return Err(e),
                 }
             };

@@ -1670,7 +1670,7 @@ def list_pins() -> Call[PinList]:
 
 
 def list_refs(
-    *, prefix: str | None = None, after: str | None = None, limit: int | None = None
+    *, prefix: str | None = None, after: RefName | None = None, limit: int | None = None
 ) -> Call[RefList]:
     """``GET /v1/refs``: Refs whose names start with `prefix`, by name, a page at a time: a full
     page names its last ref in `next`, which `after` takes for the next.
