@@ -14,7 +14,7 @@ type Optional = "listSessions" | "listSessionSummaries" | "delete" | "listSubkey
 export interface Contract {
   n: number;
   name: string;
-  /** The optional methods the contract needs; it is skipped (and says so) without them. */
+  /** The optional methods the contract needs: the store must have them (nothing is skipped). */
   needs: Optional[];
   run(fresh: Fresh): Promise<void>;
 }

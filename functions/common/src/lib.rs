@@ -97,6 +97,13 @@ impl Function {
         }
     }
 
+    /// Whether it serves the context browser's pages (`/ui`,
+    /// [`ctx_core::ui`]) beside its API routes: `history`, which serves the
+    /// other routes without a token (health, the OpenAPI document).
+    pub fn serves_ui(self) -> bool {
+        self == Function::History
+    }
+
     /// Whether it is invoked directly (by the branch-timer state machine or
     /// the summary schedule) rather than by API Gateway.
     pub fn is_invoked(self) -> bool {
@@ -200,7 +207,12 @@ pub fn app(
     service: Arc<Service>,
     auth: Arc<dyn Authenticator>,
 ) -> axum::Router {
-    router(AppState { service, auth }, function.groups())
+    let app = router(AppState { service, auth }, function.groups());
+    if function.serves_ui() {
+        app.merge(ctx_core::ui::routes())
+    } else {
+        app
+    }
 }
 
 /// What `branch-expire` does with the event the branch-timer state machine

@@ -22,6 +22,8 @@ const CHECKPOINT_ROOT: &str = include_str!("../../../tests/data/apigw/checkpoint
 const BATCH_ROOT: &str = include_str!("../../../tests/data/apigw/batch-root.json");
 const SHOW_UNKNOWN: &str = include_str!("../../../tests/data/apigw/show-unknown.json");
 const RESOLVE_NO_CLAIMS: &str = include_str!("../../../tests/data/apigw/resolve-no-claims.json");
+const UI_PAGE: &str = include_str!("../../../tests/data/apigw/ui-page.json");
+const UI_SCRIPT: &str = include_str!("../../../tests/data/apigw/ui-script.json");
 
 /// Every function's router over one service, as API Gateway would route.
 struct Functions {
@@ -183,6 +185,23 @@ async fn fixtures_reach_the_right_function_with_the_right_answers() {
     let v: Value = serde_json::from_slice(&body).unwrap();
     assert_eq!(v["error"]["kind"], "unauthenticated");
     assert_eq!(v["error"]["field"], "authorization");
+
+    // The context browser's pages: from the history function, without a
+    // token (the events carry no authorizer), the same bytes as `ctx serve`.
+    let (status, body, f) = functions.invoke(UI_PAGE).await;
+    assert_eq!((status, f), (200, "history"));
+    assert!(
+        String::from_utf8(body)
+            .unwrap()
+            .contains("/ui/assets/app.js")
+    );
+    let (status, body, f) = functions.invoke(UI_SCRIPT).await;
+    assert_eq!((status, f), (200, "history"));
+    assert!(
+        String::from_utf8(body)
+            .unwrap()
+            .contains("ctx context browser")
+    );
 }
 
 #[tokio::test]

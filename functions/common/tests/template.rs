@@ -96,13 +96,32 @@ fn template_routes_equal_the_routes_each_function_serves() {
                 p["Path"].as_str().expect("Path").to_owned(),
             ));
         }
-        let served: BTreeSet<(String, String)> = routes(&Limits::default())
+        let mut served: BTreeSet<(String, String)> = routes(&Limits::default())
             .iter()
             .filter(|r| f.groups().contains(&r.group))
             .map(|r| (r.method.to_string(), api_gateway_path(r.path)))
             .collect();
+        if f.serves_ui() {
+            served.extend(
+                ctx_core::ui::GATEWAY_ROUTES
+                    .iter()
+                    .map(|(m, p)| ((*m).to_owned(), (*p).to_owned())),
+            );
+            // The pages load before any token: no authorizer on them.
+            for (_, ev) in r["Properties"]["Events"].as_mapping().expect("Events") {
+                let p = &ev["Properties"];
+                if p["Path"].as_str().is_some_and(|p| p.starts_with("/ui")) {
+                    assert_eq!(p["Auth"]["Authorizer"], Value::from("NONE"), "{p:?}");
+                }
+            }
+        }
         assert_eq!(in_template, served, "routes of {f}");
     }
+    assert_eq!(
+        Function::ALL.iter().filter(|f| f.serves_ui()).count(),
+        1,
+        "one function serves the browser"
+    );
     // And every route of the API belongs to exactly one function.
     for r in routes(&Limits::default()) {
         let serving: Vec<Function> = Function::ALL

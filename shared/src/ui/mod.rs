@@ -27,6 +27,12 @@ const POLICY: &str = "default-src 'none'; script-src 'self'; style-src 'self'; \
     img-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'none'; \
     frame-ancestors 'none'";
 
+/// The routes API Gateway sends to the function that serves the browser
+/// (method, API Gateway path): `/ui` and everything under it, with no
+/// authorizer (the pages are public; the API calls they make carry the
+/// token).
+pub const GATEWAY_ROUTES: &[(&str, &str)] = &[("GET", "/ui"), ("GET", "/ui/{view+}")];
+
 /// The routes of the browser: `/ui`, `/ui/assets/{file}` and the views' paths.
 pub fn routes() -> Router {
     Router::new()
