@@ -16,8 +16,7 @@
 // SqliteSaver needs better-sqlite3, a native module (its prebuilt binary is
 // downloaded from GitHub at install; without that it compiles from source):
 //   npm install --no-save @langchain/langgraph-checkpoint-sqlite@1.0.4
-import { spawn, type ChildProcess } from "node:child_process";
-import { mkdtempSync, readFileSync, readdirSync, rmSync, statSync } from "node:fs";
+import { mkdtempSync, readdirSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -28,6 +27,7 @@ import type { BaseCheckpointSaver } from "@langchain/langgraph-checkpoint";
 
 import { Client } from "../src/client.js";
 import { CtxSaver } from "../src/langgraph/index.js";
+import { startServe, stopServe } from "../tools/serve.mjs";
 
 interface Args {
   ctx: string;
@@ -185,44 +185,20 @@ async function benchSqlite(args: Args): Promise<Row | string> {
   }
 }
 
-/** `ctx serve` on a fresh data directory and a free port. */
-async function serve(ctx: string, data: string): Promise<{ proc: ChildProcess; url: string; token: string }> {
-  const proc = spawn(ctx, ["serve", "--data", data, "--addr", "127.0.0.1:0"], { stdio: ["ignore", "pipe", "pipe"] });
-  let err = "";
-  proc.stderr?.on("data", (d: Buffer) => (err += d.toString()));
-  const url = await new Promise<string>((ok, fail) => {
-    let out = "";
-    proc.stdout?.on("data", (d: Buffer) => {
-      out += d.toString();
-      const m = /ctx listening on (http:\S+)/.exec(out);
-      if (m?.[1]) ok(m[1]);
-    });
-    proc.on("exit", (code) => fail(new Error(`ctx serve exited (${code}): ${err}`)));
-  });
-  return { proc, url, token: readFileSync(join(data, "token"), "utf8").trim() };
-}
-
-async function stop(proc: ChildProcess): Promise<void> {
-  if (proc.exitCode !== null) return;
-  const exited = new Promise<void>((ok) => proc.on("exit", () => ok()));
-  proc.kill("SIGTERM");
-  await exited;
-}
-
 async function benchCtx(args: Args): Promise<Row> {
   const dir = mkdtempSync(join(tmpdir(), "lg-ctx-"));
   const data = join(dir, "data");
-  const server = await serve(args.ctx, data);
+  const server = await startServe(args.ctx, data);
   try {
     const client = new Client({ url: server.url, token: server.token });
     const saver = new CtxSaver(client);
     const run = await chat(saver, args.turns);
     const warm = await timeLoads(args.loads, () => latestMessages(saver, run.config, args.turns));
     const cold = await timeLoads(args.loads, () => latestMessages(new CtxSaver(client), run.config, args.turns));
-    await stop(server.proc);
+    await stopServe(server.proc);
     return { saver: "CtxSaver", checkpoints: run.puts, seconds: run.seconds, warm, cold, bytes: dirBytes(data) };
   } finally {
-    await stop(server.proc);
+    await stopServe(server.proc);
     rmSync(dir, { recursive: true, force: true });
   }
 }

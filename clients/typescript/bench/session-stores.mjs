@@ -20,7 +20,6 @@
 //
 // Usage (from clients/typescript, after `npm run build`):
 //   node bench/session-stores.mjs --ctx ../../target/release/ctx [--turns 200] [--reads 20] [--sessions 8]
-import { spawn } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import { closeSync, fsyncSync, mkdirSync, mkdtempSync, openSync, readFileSync, readdirSync, rmSync, statSync, writeSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -30,6 +29,7 @@ import { parseArgs } from "node:util";
 import { InMemorySessionStore } from "@anthropic-ai/claude-agent-sdk";
 
 import { CtxSessionStore } from "../dist/claude.js";
+import { startServe, stopServe } from "../tools/serve.mjs";
 import { Client } from "../dist/client.js";
 
 const TEXT =
@@ -110,20 +110,6 @@ function bytesUnder(dir) {
   return n;
 }
 
-async function serve(ctx, data) {
-  const server = spawn(ctx, ["serve", "--data", data, "--addr", "127.0.0.1:0"], { stdio: ["ignore", "pipe", "inherit"] });
-  const url = await new Promise((resolve, reject) => {
-    let out = "";
-    server.stdout.on("data", (chunk) => {
-      out += chunk;
-      const m = /^ctx listening on (http:\S+)$/m.exec(out);
-      if (m) resolve(m[1]);
-    });
-    server.on("exit", (code) => reject(new Error(`ctx serve exited with ${code}`)));
-  });
-  return { server, url, token: readFileSync(join(data, "token"), "utf8").trim() };
-}
-
 async function run(store, turns, reads, sessions) {
   const project = "-home-dev-demo";
   // Sequential: one session.
@@ -170,13 +156,12 @@ async function main() {
     const files = join(work, "jsonl");
     rows.push(["JSONL files, fsync per append", await run(new JsonlFileStore(files), turns, reads, sessions), bytesUnder(files)]);
     const data = join(work, "ctx");
-    const { server, url, token } = await serve(values.ctx, data);
+    const { proc, url, token } = await startServe(values.ctx, data);
     let ctxRow;
     try {
       ctxRow = await run(new CtxSessionStore(new Client({ url, token })), turns, reads, sessions);
     } finally {
-      server.kill();
-      await new Promise((resolve) => server.on("exit", resolve));
+      await stopServe(proc);
     }
     rows.push(["CtxSessionStore (ctx serve, embedded)", ctxRow, bytesUnder(data)]);
   } finally {

@@ -14,12 +14,13 @@
 //   node tools/gen-types.mjs --url URL
 //   node tools/gen-types.mjs openapi.json        # a saved document
 // Add --check to compare instead of write (exit 1 and the first difference).
-import { spawn } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import openapiTS, { astToString } from "openapi-typescript";
+
+import { startServe, stopServe } from "./serve.mjs";
 
 const OUT = join(dirname(fileURLToPath(import.meta.url)), "..", "src", "generated.ts");
 const METHODS = ["get", "put", "post", "patch", "delete"];
@@ -90,22 +91,11 @@ export async function generate(doc) {
 /** Starts `ctx serve` on a throwaway data directory and asks it. */
 export async function documentOf(ctx) {
   const data = mkdtempSync(join(tmpdir(), "ctx-gen-"));
-  const server = spawn(ctx, ["serve", "--data", join(data, "d"), "--addr", "127.0.0.1:0"], {
-    stdio: ["ignore", "pipe", "inherit"],
-  });
+  const { proc, url } = await startServe(ctx, join(data, "d"));
   try {
-    const url = await new Promise((resolve, reject) => {
-      let out = "";
-      server.stdout.on("data", (chunk) => {
-        out += chunk;
-        const m = /^ctx listening on (http:\S+)$/m.exec(out);
-        if (m) resolve(m[1]);
-      });
-      server.on("exit", (code) => reject(new Error(`ctx serve exited with ${code}`)));
-    });
     return await (await fetch(`${url}/v1/openapi.json`)).json();
   } finally {
-    server.kill();
+    await stopServe(proc);
     rmSync(data, { recursive: true, force: true });
   }
 }

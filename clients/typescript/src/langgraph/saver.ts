@@ -139,6 +139,14 @@ function conflictIndex(e: unknown): number | undefined {
   return m ? Number(m[1]) : undefined;
 }
 
+/** The ref move a batch's 409 names and where that ref is now; anything else is thrown again. */
+function lostMove(e: unknown, moves: Move[]): { k: number; name: string; current: string | null } {
+  const k = conflictIndex(e);
+  const move = k === undefined ? undefined : moves[k];
+  if (k === undefined || move === undefined) throw e;
+  return { k, name: move[0], current: (e as CtxError).current ?? null };
+}
+
 function isNotFound(e: unknown): boolean {
   return e instanceof CtxError && e.kind === "not_found";
 }
@@ -860,12 +868,9 @@ export class CtxSaver extends BaseCheckpointSaver {
         });
         return;
       } catch (e) {
-        const k = conflictIndex(e);
-        const move = k === undefined ? undefined : moves[k];
-        if (k === undefined || move === undefined) throw e;
-        const current = (e as CtxError).current ?? null;
-        moves[k] = [move[0], current];
-        this.saw(move[0], current);
+        const { k, name: moved, current } = lostMove(e, moves);
+        moves[k] = [moved, current];
+        this.saw(moved, current);
         if (k === 0) {
           // The checkpoint's ref exists: writes that arrived before the
           // checkpoint, or the same checkpoint put again. Keep its writes
@@ -947,11 +952,8 @@ export class CtxSaver extends BaseCheckpointSaver {
         });
         return;
       } catch (e) {
-        const k = conflictIndex(e);
-        const move = k === undefined ? undefined : moves[k];
-        if (k === undefined || move === undefined) throw e;
-        const current = (e as CtxError).current ?? null;
-        this.saw(move[0], current);
+        const { k, name: moved, current } = lostMove(e, moves);
+        this.saw(moved, current);
         if (k === 0) tip = current;
         else withHead = false;
       }
