@@ -159,6 +159,10 @@ describe("the context browser", () => {
     await go(page, `/ui/chain?ref=${encodeURIComponent(data.forkRef)}`);
     const forkItems = await page.$$eval("ol.chain li", (lis) => lis.map((li) => li.textContent));
     assert.equal(forkItems.length, 3);
+    // Its first commit says where it forked from, and links to that side.
+    assert.match(forkItems[0], new RegExp(`fork of ${data.commits[1].id.slice(0, 12)}`));
+    await Promise.all([page.click("ol.chain li a[href*='chain?commit=']"), page.waitForFunction(() => /\/ui\/chain\?commit=/.test(location.pathname + location.search) && document.querySelector("#view[data-ready=true]"))]);
+    assert.equal(await page.$eval("ol.chain li", (li) => li.dataset.id), data.commits[1].id);
     assert.deepEqual(page.errors, []);
     await page.close();
   });
@@ -187,6 +191,16 @@ describe("the context browser", () => {
     const turns = await page.$$eval("section[aria-label='The whole context'] .turn", (t) => t.length);
     assert.ok(turns >= 8, `${turns} turns from the root`);
     assert.equal(await page.$eval("#download", (b) => b.disabled), false);
+    // From an ancestor: only what came after it.
+    await page.type("#stop-at", data.commits[2].id);
+    await page.click("#show-context");
+    await page.waitForFunction(() => /tier/.test(document.querySelector("section[aria-label='The whole context']").textContent));
+    const after = await page.$$eval("section[aria-label='The whole context'] .turn", (t) => t.map((x) => x.textContent));
+    assert.ok(after.length > 0 && after.length < turns, `${after.length} turns after turn 2`);
+    // Turn 3 and the compaction on it; none of turns 0-2 (the compaction's summary names turn 3's words only).
+    assert.ok(after.some((t) => /Question 3:/.test(t)), after.join(" | "));
+    assert.ok(after.every((t) => !/\(turn [012]\)/.test(t)), after.join(" | "));
+    await page.$eval("#stop-at", (el) => (el.value = ""));
     await page.select("#stop", "compaction");
     await page.select("#format", "openai-chat-v1");
     await page.click("#show-context");
@@ -213,6 +227,20 @@ describe("the context browser", () => {
     assert.match(known, new RegExp(`${data.principal} knew`));
     assert.ok(await page.$("input.timeline"));
     await accessible(page, "travel");
+    await page.close();
+  });
+
+  test("erasing a principal asks first and shows the counts", async () => {
+    const s = await seed(client(URL_, TOKEN), "prnc", { turns: 2 });
+    const page = await open(`/ui/travel?principal=bob-prnc`);
+    await page.click("main button.danger");
+    await page.waitForSelector("#confirm[open]");
+    assert.match(await text(page, "#confirm-text"), /principal bob-prnc.*cannot be undone/);
+    await page.click("#confirm-ok");
+    await page.waitForSelector("#erased");
+    assert.match(await text(page, "#erased"), /^Erased 1 commits, 1 refs/);
+    await assert.rejects(client(URL_, TOKEN)("GET", `/v1/commits/${s.fork.id}`), /404/);
+    await client(URL_, TOKEN)("GET", `/v1/commits/${s.commits[1].id}`);
     await page.close();
   });
 
@@ -252,6 +280,28 @@ describe("the context browser", () => {
   test("another tenant's commit is a 404 as the API states it, never a blank page", async () => {
     const page = await open(`/ui/commit/${other.commits[0].id}`);
     assert.match(await text(page, ".error"), /^404 not_found/);
+    await page.close();
+  });
+
+  test("tags are replaced after a confirmation; eviction from the chain asks first and reports its counts", async () => {
+    const s = await seed(client(URL_, TOKEN), "tags", { turns: 3 });
+    const page = await open(`/ui/commit/${s.commits[0].id}`);
+    await page.$eval("#new-tags", (el) => (el.value = ""));
+    await page.type("#new-tags", "team=search, ticket=T-1");
+    await page.evaluate(() => [...document.querySelectorAll("section[aria-label='Operator actions'] button")].find((b) => b.textContent === "Save the tags").click());
+    await page.waitForSelector("#confirm[open]");
+    assert.match(await text(page, "#confirm-text"), /replaced/);
+    await page.click("#confirm-ok");
+    await page.waitForSelector("#tags-saved");
+    const c = await client(URL_, TOKEN)("GET", `/v1/commits/${s.commits[0].id}`);
+    assert.deepEqual(c.tags, { team: "search", ticket: "T-1" });
+    await go(page, `/ui/chain?ref=${encodeURIComponent(s.ref)}`);
+    await page.click("#evict");
+    await page.waitForSelector("#confirm[open]");
+    assert.match(await text(page, "#confirm-text"), new RegExp(`older than compaction ${s.compaction.id}`));
+    await page.click("#confirm-ok");
+    await page.waitForSelector("#evicted");
+    assert.match(await text(page, "#evicted"), /Evicted the deltas of 1 commits/);
     await page.close();
   });
 

@@ -307,8 +307,9 @@ function part(p, calls) {
 function badges(c) {
   return [
     c.commit_type !== "delta" ? h(`span.badge.${c.commit_type}`, {}, c.commit_type) : "",
-    c.parent_lineage && c.parent_lineage !== c.lineage ? h("span.badge.fork", {}, "fork") : "",
-    c.tags?.branch ? h("span.badge", {}, c.tags.branch) : "",
+    // A fork: its other side is the chain it continues from.
+    c.parent_lineage && c.parent_lineage !== c.lineage && c.parent ? link(`/ui/chain?commit=${c.parent}`, h("span.badge.fork", { title: `forked from ${c.parent}` }, "fork of ", short(c.parent))) : "",
+    c.tags?.branch ? h("span.badge", { title: "a folded branch" }, c.tags.branch, c.tags.branch_status ? ` ${c.tags.branch_status}` : "") : "",
     c.checkpoint === "branch_return" ? h("span.badge", {}, "branch return") : "",
   ];
 }
@@ -456,10 +457,45 @@ async function chainView(params) {
     }, 1000);
   });
   const head = await api("GET", `/v1/commits/${tip}`);
+  // The session's active folded branches, deepest first.
+  const branches = h("section", { "aria-label": "Active folded branches" });
+  if (head.session_id) {
+    try {
+      const b = await api("GET", `/v1/branches?session_id=${enc(head.session_id)}`);
+      const active = b.active_branches ?? [];
+      if (active.length) {
+        branches.append(
+          h("h2", {}, "Active folded branches"),
+          h("ul", {}, ...active.map((x) => h("li", {}, h("code", {}, x.branch_id), ` ${x.status} · depth ${num(x.depth)} · ${num(x.budget_used)} of ${num(x.budget_total)} tokens used · ${x.description ?? ""}${x.deadline ? ` · times out ${when(x.deadline)}` : ""}`))),
+        );
+      }
+    } catch (e) {
+      if (!(e instanceof ApiError && e.status === 404)) branches.append(errorBox(e));
+    }
+  }
+  // Operator: drop the deltas under the newest compaction shown.
+  const evicted = h("div", { role: "status" });
+  const evict = h("button.danger", { type: "button", id: "evict" }, "Evict old deltas…");
+  evict.addEventListener("click", async () => {
+    const compaction = [...list.children].find((li) => li.classList.contains("compaction"))?.dataset.id;
+    if (!compaction) {
+      evicted.replaceChildren(h("p.muted", {}, "No compaction in the commits shown: nothing to evict before."));
+      return;
+    }
+    if (!(await confirmAction("Evict old deltas", `The deltas of the commits older than compaction ${compaction} on ${ref} are deleted (their metadata and summaries stay; other chains keep what they need). Reading across them then answers 410.`, "Evict"))) return;
+    try {
+      const e = await api("POST", `/v1/refs/${refPath(ref)}/evict`, { before: compaction });
+      evicted.replaceChildren(h("p", { id: "evicted" }, `Evicted the deltas of ${num(e.commits)} commits (${num(e.artifacts)} artifacts, ${num(e.cache)} cache entries); ${num(e.kept.length)} kept for other chains.`));
+    } catch (err) {
+      evicted.replaceChildren(errorBox(err));
+    }
+  });
   return [
     h("h1", {}, ref ?? `Chain of ${short(tip)}`),
     h("p.muted", {}, `Session ${head.session_id ?? "—"} · depth ${num(head.depth)} · ${plural(head.message_count, "message")} at the tip`),
-    h("div.toolbar", {}, ref ? h("label", { for: "follow", class: "inline" }, h("span", {}, follow, " Follow new commits")) : "", link(`/ui/commit/${tip}`, "Tip commit")),
+    h("div.toolbar", {}, ref ? h("label", { for: "follow", class: "inline" }, h("span", {}, follow, " Follow new commits")) : "", link(`/ui/commit/${tip}`, "Tip commit"), ref ? evict : ""),
+    evicted,
+    branches,
     list,
     more,
   ];
@@ -496,6 +532,8 @@ async function commitView(id) {
     delta.append(errorBox(e, e.status === 410 ? " Materialize from the compaction the message names." : ""));
   }
   const stop = h("select", { id: "stop", name: "stop" }, ...["compaction", "root"].map((s) => h("option", { value: s }, s)));
+  // Or from an ancestor: the walk starts after it.
+  const stopAt = h("input", { id: "stop-at", size: 38, placeholder: "or an ancestor: ctx-…", "aria-label": "Stop at an ancestor commit", pattern: "ctx-[0-9a-f]{32}" });
   const format = h("select", { id: "format", name: "format" }, h("option", { value: "" }, `${c.format} (its own)`), ...FORMATS.filter((f) => f !== c.format).map((f) => h("option", { value: f }, f)));
   const whole = h("section", { "aria-label": "The whole context" });
   let lastBytes = null;
@@ -505,7 +543,7 @@ async function commitView(id) {
     whole.replaceChildren(h("p.muted", {}, "Materializing…"));
     try {
       const f = format.value || c.format;
-      const got = await readBytes({ commit: id, stop: stop.value, ...(format.value ? { format: format.value } : {}) });
+      const got = await readBytes({ commit: id, stop: stopAt.value.trim() || stop.value, ...(format.value ? { format: format.value } : {}) });
       lastBytes = { bytes: got.bytes, name: `${id}.${f}.${f === "claude-code-v1" ? "jsonl" : "json"}` };
       download.disabled = false;
       const turns = turnsOf(f, got.bytes);
@@ -539,10 +577,42 @@ async function commitView(id) {
     meta,
     delta,
     h("h2", {}, "The whole context at this point"),
-    h("div.toolbar", {}, h("label", { for: "stop" }, "From", stop), h("label", { for: "format" }, "Format", format), show, download, copy, h("code", {}, command)),
+    h("div.toolbar", {}, h("label", { for: "stop" }, "From", stop), stopAt, h("label", { for: "format" }, "Format", format), show, download, copy, h("code", {}, command)),
     whole,
     actions(c),
   ];
+}
+
+/**
+ * An erase button for `what` (a session or a principal) at `path`, behind
+ * a confirmation; its counts (or the API's error) go in `box`. When other
+ * sessions continue from what is erased, the API's 409 names them, and a
+ * second confirmed button erases them too (`cascade=true`).
+ */
+function eraser(label, what, path, box) {
+  const erased = (e) =>
+    h("p", { id: "erased" }, `Erased ${num(e.commits)} commits, ${num(e.refs)} refs, ${num(e.artifacts)} artifacts (${num(e.artifacts_shared)} shared kept), ${num(e.cache)} cache entries${e.cascaded ? `, ${num(e.cascaded)} descendant commits of other sessions` : ""}${e.backups_until ? `; backups hold them until ${when(e.backups_until)}` : ""}.`);
+  const b = h("button.danger", { type: "button" }, label);
+  b.addEventListener("click", async () => {
+    if (!(await confirmAction(`Erase ${what}`, `Every commit, ref, artifact and cached result of ${what} is deleted for good. This cannot be undone.`, "Erase"))) return;
+    try {
+      box.replaceChildren(erased(await api("DELETE", path)));
+    } catch (e) {
+      if (!(e instanceof ApiError && e.status === 409 && e.field === "cascade")) return box.replaceChildren(errorBox(e));
+      // Other sessions continue from it: erasing it takes them too, if asked.
+      const more = h("button.danger", { type: "button", id: "erase-cascade" }, "Erase with its descendants…");
+      more.addEventListener("click", async () => {
+        if (!(await confirmAction(`Erase ${what} and its descendants`, `${what} and every commit of other sessions that continues from it (${e.message.split(": ").slice(1).join(": ")}) are deleted for good. This cannot be undone.`, "Erase all"))) return;
+        try {
+          box.replaceChildren(erased(await api("DELETE", `${path}?cascade=true`)));
+        } catch (err) {
+          box.replaceChildren(errorBox(err));
+        }
+      });
+      box.replaceChildren(errorBox(e), more);
+    }
+  });
+  return b;
 }
 
 /** 8. Operator actions, each behind a confirmation naming what will happen. */
@@ -562,6 +632,17 @@ function actions(c) {
     return b;
   };
   const summary = h("input", { id: "new-summary", value: c.summary ?? "", size: 40, "aria-label": "New summary" });
+  const tagText = (tags) => Object.entries(tags ?? {}).map(([k, v]) => `${k}=${v}`).join(", ");
+  const tags = h("input", { id: "new-tags", value: tagText(c.tags), size: 30, "aria-label": "Tags, as key=value, comma-separated", placeholder: "key=value, …" });
+  const parseTags = () => {
+    const out = {};
+    for (const pair of tags.value.split(",").map((p) => p.trim()).filter(Boolean)) {
+      const i = pair.indexOf("=");
+      if (i <= 0) throw new ApiError(0, "invalid", `"${pair}" is not key=value`, "tags");
+      out[pair.slice(0, i).trim()] = pair.slice(i + 1).trim();
+    }
+    return out;
+  };
   out.append(
     h(
       "div.toolbar",
@@ -570,6 +651,11 @@ function actions(c) {
       act("Update the summary", "Update the summary", `The summary of ${c.id} becomes the text you entered.`, "Update", async () => {
         const done = await api("PATCH", `/v1/commits/${c.id}`, { summary: summary.value });
         return h("p", {}, `Summary updated: ${done.summary}`);
+      }),
+      tags,
+      act("Save the tags", "Replace the tags", `Every tag of ${c.id} is replaced by the ones you entered.`, "Save", async () => {
+        const done = await api("PATCH", `/v1/commits/${c.id}`, { tags: parseTags() });
+        return h("p", { id: "tags-saved" }, `Tags saved: ${tagText(done.tags) || "none"}`);
       }),
       act("Re-compact here", "Re-compact", `A new compaction commit is made on ${c.id}, summarizing the context up to it. Nothing is deleted.`, "Compact", async () => {
         const done = await api("POST", `/v1/commits/${c.id}/compact`, {});
@@ -587,36 +673,7 @@ function actions(c) {
             return h("p", {}, done.changed ? "Unpinned." : "It was not pinned.");
           })
         : "",
-      c.session_id
-        ? act(
-            "Erase the session…",
-            "Erase this session",
-            `Every commit, ref, artifact and cached result of session ${c.session_id} is deleted for good. This cannot be undone.`,
-            "Erase",
-            async () => {
-              const erased = (e) =>
-                h("p", { id: "erased" }, `Erased ${num(e.commits)} commits, ${num(e.refs)} refs, ${num(e.artifacts)} artifacts (${num(e.artifacts_shared)} shared kept), ${num(e.cache)} cache entries${e.cascaded ? `, ${num(e.cascaded)} descendant commits of other sessions` : ""}${e.backups_until ? `; backups hold them until ${when(e.backups_until)}` : ""}.`);
-              try {
-                return erased(await api("DELETE", `/v1/sessions/${enc(c.session_id)}`));
-              } catch (e) {
-                if (!(e instanceof ApiError && e.status === 409 && e.field === "cascade")) throw e;
-                // Other sessions continue from this one: erasing it takes them too, if asked.
-                const more = h("button.danger", { type: "button", id: "erase-cascade" }, "Erase with its descendants…");
-                const box = h("div", {}, errorBox(e), more);
-                more.addEventListener("click", async () => {
-                  if (!(await confirmAction("Erase the session and its descendants", `Session ${c.session_id} and every commit of other sessions that continues from it (${e.message.split(": ").slice(1).join(": ")}) are deleted for good. This cannot be undone.`, "Erase all"))) return;
-                  try {
-                    box.replaceChildren(erased(await api("DELETE", `/v1/sessions/${enc(c.session_id)}?cascade=true`)));
-                  } catch (err) {
-                    box.replaceChildren(errorBox(err));
-                  }
-                });
-                return box;
-              }
-            },
-            true,
-          )
-        : "",
+      c.session_id ? eraser("Erase the session…", `session ${c.session_id}`, `/v1/sessions/${enc(c.session_id)}`, result) : "",
     ),
     result,
   );
@@ -699,7 +756,8 @@ async function travelView(params) {
     clearTimeout(pending);
     pending = setTimeout(() => resolve(Number(scrub.value)), 150);
   });
-  out.push(answer, h("h2", {}, "Timeline"), scrub);
+  const erasedBox = h("div", { role: "status" });
+  out.push(answer, h("h2", {}, "Timeline"), scrub, h("h2", {}, "Operator actions"), h("div.toolbar", {}, eraser(`Erase everything of ${principal}…`, `principal ${principal}`, `/v1/principals/${enc(principal)}`, erasedBox)), erasedBox);
   return out;
 }
 
