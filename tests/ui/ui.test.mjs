@@ -305,6 +305,18 @@ describe("the context browser", () => {
     await page.close();
   });
 
+  test("a session's active folded branches, and a branch's own chain", async () => {
+    const s = await seed(client(URL_, TOKEN), "fold", { turns: 2 });
+    const br = await client(URL_, TOKEN)("POST", "/v1/branches", { session_id: s.sid, description: "try the other config", budget: 5000 });
+    const page = await open(`/ui/chain?ref=${encodeURIComponent(s.ref)}`);
+    const folded = await text(page, "section[aria-label='Active folded branches']");
+    assert.match(folded, new RegExp(`${br.branch_id} active · depth 1 · 0 of 5,000 tokens used · try the other config`));
+    await go(page, `/ui/chain?ref=${encodeURIComponent(br.chain_ref)}`);
+    assert.match(await text(page, "ol.chain li"), new RegExp(br.branch_id));
+    await accessible(page, "branches");
+    await page.close();
+  });
+
   test("an evicted delta shows the API's 410, naming the compaction to start from", async () => {
     const old = await seed(client(URL_, TOKEN), "evct", { turns: 3 });
     // The last turn under the compaction loses its delta (the older ones
