@@ -47,7 +47,10 @@ await shot("context", `/ui/commit/${data.compaction.id}`, async () => {
   await page.waitForFunction(() => document.querySelector("section[aria-label='The whole context'] .conversation"));
   await page.$eval("section[aria-label='The whole context']", (el) => el.scrollIntoView());
 });
-await shot("compare", `/ui/compare?a=${data.compaction.id}&b=${data.fork.id}`);
+await shot("compare", `/ui/compare?a=${data.compaction.id}&b=${data.fork.id}`, async () => {
+  await page.click("section[aria-label=B] details.added summary");
+  await page.waitForSelector("section[aria-label=B] details.added .conversation");
+});
 await shot("travel", `/ui/travel?principal=${data.principal}&at=2026-11-27T09:02:30`);
 await shot("agent", `/ui/agents/${data.agent}`);
 await shot("workspace", `/ui/workspaces/${data.ws}`);

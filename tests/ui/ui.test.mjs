@@ -215,6 +215,10 @@ describe("the context browser", () => {
     assert.match(await text(page, "#common"), new RegExp(data.commits[1].id));
     const sides = await page.$$eval("section[aria-label=A] li, section[aria-label=B] li", (lis) => lis.length);
     assert.equal(sides, data.commits.length - 2 + 1 + 1);
+    // What a side's commit added, side by side: its delta, read when opened.
+    await page.click("section[aria-label=B] details.added summary");
+    await page.waitForSelector("section[aria-label=B] details.added .conversation");
+    assert.match(await text(page, "section[aria-label=B] details.added .conversation"), /Question 9:/);
     await accessible(page, "compare");
     await page.close();
   });

@@ -708,8 +708,29 @@ async function compareView(params) {
     }
     return out;
   };
+  // Each commit's delta, read when its details are opened.
+  const added = (c) => {
+    const d = h("details.added", {}, h("summary", {}, `what ${short(c.id)} added`));
+    d.addEventListener("toggle", async () => {
+      if (!d.open || d.dataset.loaded) return;
+      d.dataset.loaded = "true";
+      try {
+        const got = await readBytes({ commit: c.id, delta: true });
+        const turns = turnsOf(c.format, got.bytes);
+        d.append(turns ? conversation(turns) : h("pre", {}, new TextDecoder().decode(got.bytes.slice(0, 200_000))));
+      } catch (e) {
+        d.append(errorBox(e));
+      }
+    });
+    return d;
+  };
   const side = (label, commits) =>
-    h("section", { "aria-label": label }, h("h2", {}, `${label}: ${commits.length} commit${commits.length === 1 ? "" : "s"} since`), h("ol.chain", {}, ...commits.map((c) => h(`li.${c.commit_type}`, {}, h("span.glyph", { "aria-hidden": "true" }, "●"), link(`/ui/commit/${c.id}`, h("code", {}, short(c.id))), h("span", {}, ...badges(c), c.summary ?? h("span.muted", {}, "summarizing…")), h("span.muted", {}, c.principal), h("span.muted", {}, when(c.created_at)), h("span.muted", {}, `${num(c.message_count)} msgs`)))));
+    h(
+      "section",
+      { "aria-label": label },
+      h("h2", {}, `${label}: ${plural(commits.length, "commit")} since`),
+      h("ol.compare", {}, ...commits.map((c) => h(`li.${c.commit_type}`, {}, link(`/ui/commit/${c.id}`, h("code", {}, short(c.id))), " ", ...badges(c), c.summary ?? h("span.muted", {}, "summarizing…"), h("span.muted", {}, ` · ${c.principal} · ${when(c.created_at)} · ${plural(c.message_count, "message")}`), added(c)))),
+    );
   out.push(
     h("p", { id: "common" }, base ? ["Nearest common ancestor: ", link(`/ui/commit/${base.id}`, h("code", {}, base.id)), ` (${base.summary ?? "no summary yet"})`] : "No common ancestor in the last 1,000 commits of A."),
     h("div.columns", {}, side("A", since(ha.commits)), side("B", since(hb.commits))),
