@@ -115,8 +115,10 @@ describe("the context browser", () => {
     const updated = rows.map((r) => Date.parse(r[6]));
     assert.ok(updated[0] >= updated[1]);
     await accessible(page, "refs");
-    // A principal filter keeps only its sessions.
-    await go(page, `/ui?prefix=claude/-home-dev-demo-main&principal=bob-main`);
+    // A principal filter, typed into the form, keeps only its sessions.
+    await page.type("input[name=principal]", "bob-main");
+    await Promise.all([page.click("form.filters button[type=submit]"), page.waitForFunction(() => /principal=bob-main/.test(location.search) && document.querySelector("#view[data-ready=true]"))]);
+    assert.match(await page.evaluate(() => location.search), /prefix=claude%2F-home-dev-demo-main/);
     const only = await page.$$eval("tbody tr td:first-child", (tds) => tds.map((td) => td.textContent));
     assert.deepEqual(only, [data.forkRef]);
     // Pages: one ref a page, by name, with a link to the next.

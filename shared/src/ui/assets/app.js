@@ -304,6 +304,23 @@ function part(p, calls) {
 
 // --- views --------------------------------------------------------------------
 
+/** A view's form: its fields and submit button; submitting opens the URL `to` makes of its data. */
+function viewForm(to, submit, ...fields) {
+  return h(
+    "form.filters",
+    {
+      onsubmit: (ev) => {
+        ev.preventDefault();
+        navigate(to(new FormData(ev.target)));
+      },
+    },
+    ...fields,
+    h("button", { type: "submit" }, submit),
+  );
+}
+
+const queryOf = (data) => new URLSearchParams([...data].filter(([, v]) => v));
+
 function badges(c) {
   return [
     c.commit_type !== "delta" ? h(`span.badge.${c.commit_type}`, {}, c.commit_type) : "",
@@ -321,18 +338,12 @@ async function refsView(params) {
   const since = params.get("since") ?? "";
   const after = params.get("after") ?? "";
   const limit = Math.min(Number(params.get("limit") ?? REFS_PAGE) || REFS_PAGE, 1000);
-  const form = h(
-    "form.filters",
-    { onsubmit: (ev) => {
-      ev.preventDefault();
-      const q = new URLSearchParams();
-      for (const [k, v] of new FormData(ev.target)) if (v) q.set(k, v);
-      navigate(`/ui?${q}`);
-    } },
+  const form = viewForm(
+    (d) => `/ui?${queryOf(d)}`,
+    "Filter",
     h("label", {}, "Prefix", h("input", { name: "prefix", value: prefix, placeholder: "claude/" })),
     h("label", {}, "Principal", h("input", { name: "principal", value: principal })),
     h("label", {}, "Active since", h("input", { name: "since", type: "datetime-local", value: since })),
-    h("button", { type: "submit" }, "Filter"),
   );
   const body = h("tbody");
   const out = [h("h1", {}, "Sessions and refs"), form, h("table", {}, h("thead", {}, h("tr", {}, ...["Ref", "Principal", "Summary", "Depth", "Messages", "Tokens", "Last activity"].map((t, i) => h(i >= 3 && i <= 5 ? "th.num" : "th", { scope: "col" }, t)))), body)];
@@ -684,16 +695,11 @@ function actions(c) {
 async function compareView(params) {
   const a = params.get("a") ?? "";
   const b = params.get("b") ?? "";
-  const form = h(
-    "form.filters",
-    { onsubmit: (ev) => {
-      ev.preventDefault();
-      const q = new URLSearchParams(new FormData(ev.target));
-      navigate(`/ui/compare?${q}`);
-    } },
+  const form = viewForm(
+    (d) => `/ui/compare?${queryOf(d)}`,
+    "Compare",
     h("label", {}, "Commit A", h("input", { name: "a", value: a, size: 40, required: true })),
     h("label", {}, "Commit B", h("input", { name: "b", value: b, size: 40, required: true })),
-    h("button", { type: "submit" }, "Compare"),
   );
   const out = [h("h1", {}, "Compare two commits"), form];
   if (!a || !b) return out;
@@ -742,16 +748,11 @@ async function compareView(params) {
 async function travelView(params) {
   const principal = params.get("principal") ?? "";
   const at = params.get("at") ?? "";
-  const form = h(
-    "form.filters",
-    { onsubmit: (ev) => {
-      ev.preventDefault();
-      const q = new URLSearchParams(new FormData(ev.target));
-      navigate(`/ui/travel?${q}`);
-    } },
+  const form = viewForm(
+    (d) => `/ui/travel?${queryOf(d)}`,
+    "What did they know?",
     h("label", {}, "Principal", h("input", { name: "principal", value: principal, required: true })),
     h("label", {}, "At", h("input", { name: "at", type: "datetime-local", step: "1", value: at })),
-    h("button", { type: "submit" }, "What did they know?"),
   );
   const out = [h("h1", {}, "Time travel"), form];
   if (!principal) return out;
@@ -784,15 +785,7 @@ async function travelView(params) {
 
 /** 7. Agents: settings, the rolling window, saves. */
 async function agentView(name) {
-  const form = h(
-    "form.filters",
-    { onsubmit: (ev) => {
-      ev.preventDefault();
-      navigate(`/ui/agents/${enc(new FormData(ev.target).get("agent"))}`);
-    } },
-    h("label", {}, "Agent", h("input", { name: "agent", value: name ?? "", required: true })),
-    h("button", { type: "submit" }, "Open"),
-  );
+  const form = viewForm((d) => `/ui/agents/${enc(d.get("agent"))}`, "Open", h("label", {}, "Agent", h("input", { name: "agent", value: name ?? "", required: true })));
   if (!name) return [h("h1", {}, "Agents"), form];
   const [agent, saves] = await Promise.all([api("GET", `/v1/agents/${enc(name)}`), api("GET", `/v1/agents/${enc(name)}/saves`)]);
   const win = await api("GET", `/v1/agents/${enc(name)}/window`).catch((e) => e);
@@ -824,15 +817,7 @@ async function agentView(name) {
 
 /** 7. Workspaces: files with their versions, and read_context. */
 async function workspaceView(name) {
-  const form = h(
-    "form.filters",
-    { onsubmit: (ev) => {
-      ev.preventDefault();
-      navigate(`/ui/workspaces/${enc(new FormData(ev.target).get("ws"))}`);
-    } },
-    h("label", {}, "Workspace", h("input", { name: "ws", value: name ?? "", required: true })),
-    h("button", { type: "submit" }, "Open"),
-  );
+  const form = viewForm((d) => `/ui/workspaces/${enc(d.get("ws"))}`, "Open", h("label", {}, "Workspace", h("input", { name: "ws", value: name ?? "", required: true })));
   if (!name) return [h("h1", {}, "Workspaces"), form];
   const { files } = await api("GET", `/v1/workspaces/${enc(name)}/files`);
   const context = await api("GET", `/v1/workspaces/${enc(name)}/context`).catch((e) => e);
