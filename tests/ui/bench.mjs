@@ -21,8 +21,10 @@ const { values } = parseArgs({
     commits: { type: "string", default: "10000" },
     bytes: { type: "string", default: "5000000" },
     runs: { type: "string", default: "5" },
+    refs: { type: "string", default: "100000" },
   },
 });
+const refCount = Number(values.refs);
 const commits = Number(values.commits);
 const bytes = Number(values.bytes);
 const runs = Number(values.runs);
@@ -74,6 +76,17 @@ for (let i = 0; i < commits; i += 14) {
 const seeded = performance.now() - t0;
 const middle = ids[Math.floor(ids.length / 2)];
 
+// --refs refs under one prefix, all on the tip: 93 ref moves and one commit a batch
+// (7 × commits + refs ≤ 100).
+const refName = (i) => `bench-refs/r${String(i).padStart(7, "0")}`;
+const t1 = performance.now();
+for (let i = 0; i < refCount; i += 93) {
+  const refs = [];
+  for (let j = i; j < Math.min(i + 93, refCount); j++) refs.push({ name: refName(j), target: tip, expected: null });
+  await api("POST", "/v1/batch", { refs });
+}
+const refsSeeded = performance.now() - t1;
+
 // --- the browser -----------------------------------------------------------------
 
 const browser = await puppeteer.launch({
@@ -105,6 +118,8 @@ async function navigation(path) {
 }
 
 const chain = await navigation(`/ui/chain?ref=${encodeURIComponent(ref)}`);
+const firstRefs = await navigation(`/ui?prefix=bench-refs/`);
+const deepRefs = await navigation(`/ui?prefix=bench-refs/&after=${encodeURIComponent(refName(Math.max(refCount - 150, 0)))}`);
 const commit = await navigation(`/ui/commit/${middle}`);
 const first = [];
 const all = [];
@@ -127,6 +142,8 @@ const row = (name, xs, limit) => `| ${name} | ${median(xs).toFixed(0)} | ${Math.
 console.log(`A session of ${commits.toLocaleString("en")} commits, ${total.toLocaleString("en")} bytes of transcript (seeded in ${(seeded / 1000).toFixed(1)} s), ${runs} runs each`);
 console.log("| view | median ms | range ms | limit ms |");
 console.log("|---|---:|---:|---:|");
+console.log(row(`refs view, first page of ${refCount.toLocaleString("en")} refs (seeded in ${(refsSeeded / 1000).toFixed(1)} s)`, firstRefs, "—"));
+console.log(row("refs view, a page near the end (after=)", deepRefs, "—"));
 console.log(row("chain view, ready", chain, 300));
 console.log(row("commit view, ready", commit, 200));
 console.log(row("whole context from the root, first turns painted", first, 500));
