@@ -105,7 +105,7 @@ describe("the context browser", () => {
     const page = await open("/ui?prefix=claude/-home-dev-demo-main");
     const rows = await page.$$eval("tbody tr", (trs) => trs.map((tr) => [...tr.children].map((td) => td.textContent)));
     assert.equal(rows.length, 2);
-    // The fork moved last? No: the compaction (at now) is newer than the fork's ref move? Both refs moved in this run; newest first.
+    // Both refs moved in this run: newest activity first (checked below).
     const names = rows.map((r) => r[0]);
     assert.deepEqual(new Set(names), new Set([data.ref, data.forkRef]));
     const main = rows.find((r) => r[0] === data.ref);
@@ -228,10 +228,19 @@ describe("the context browser", () => {
   test("time travel: what a principal knew at a time, and the timeline", async () => {
     const at = "2026-11-27T09:01:30";
     const page = await open(`/ui/travel?principal=${data.principal}&at=${at}`);
-    // At 09:01:30 local time… the seed wrote UTC; resolve with the page's reading of the time.
+    // The page reads the time in the browser's zone, as Node does on this machine:
+    // it names the commit the API resolves for that instant, written before it.
+    const instant = new Date(at).toISOString();
+    const want = (await client(URL_, TOKEN)("GET", `/v1/resolve?principal=${data.principal}&at=${encodeURIComponent(instant)}`)).id;
     const known = await text(page, "#known");
-    assert.match(known, new RegExp(`${data.principal} knew`));
-    assert.ok(await page.$("input.timeline"));
+    assert.match(known, new RegExp(`${data.principal} knew ${want}`));
+    assert.ok(data.commits.some((c) => c.id === want), "a commit of the seeded session");
+    // Scrubbing the timeline to its end answers what the principal knows now: the compaction.
+    await page.$eval("input.timeline", (el) => {
+      el.value = el.max;
+      el.dispatchEvent(new Event("input"));
+    });
+    await page.waitForFunction((id) => document.querySelector("#known").textContent.includes(id), {}, data.compaction.id);
     await accessible(page, "travel");
     await page.close();
   });

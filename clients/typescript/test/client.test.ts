@@ -11,6 +11,19 @@ const TRANSCRIPT = [
   '{"type":"assistant","uuid":"a1","message":{"role":"assistant","content":[{"type":"text","text":"hello"}]}}\n',
 ];
 
+/** A commit of the tests: a delta checkpoint by `principal` in `format`, and `extra`. */
+function commit(principal: string, format: string, extra: Record<string, unknown>) {
+  return {
+    principal,
+    template: "ts-test",
+    format,
+    commit_type: "delta" as const,
+    checkpoint: "turn_boundary" as const,
+    created_at: new Date().toISOString(),
+    ...extra,
+  };
+}
+
 describe("the client", () => {
   test("health and the OpenAPI document", async () => {
     const c = client();
@@ -88,25 +101,8 @@ describe("the client", () => {
         { ref: artifactRefOf(loose), base64: Buffer.from(loose).toString("base64") },
       ],
       commits: [
-        {
-          principal: name,
-          template: "ts-test",
-          format: "claude-code-v1",
-          commit_type: "delta",
-          checkpoint: "turn_boundary",
-          created_at: new Date().toISOString(),
-          artifact_ref: artifactRefOf(TRANSCRIPT[0]!),
-        },
-        {
-          principal: name,
-          template: "ts-test",
-          format: "claude-code-v1",
-          commit_type: "delta",
-          checkpoint: "turn_boundary",
-          created_at: new Date().toISOString(),
-          delta: TRANSCRIPT[1],
-          parent_in_batch: 0,
-        },
+        commit(name, "claude-code-v1", { artifact_ref: artifactRefOf(TRANSCRIPT[0]!) }),
+        commit(name, "claude-code-v1", { delta: TRANSCRIPT[1], parent_in_batch: 0 }),
       ],
       refs: [{ name: `sessions/${name}`, target_in_batch: 1, expected: null }],
     });
@@ -117,17 +113,7 @@ describe("the client", () => {
     // A stale ref: a 409 naming the field, and nothing of the batch written.
     const stale = await c
       .batch({
-        commits: [
-          {
-            principal: name,
-            template: "ts-test",
-            format: "raw",
-            commit_type: "delta",
-            checkpoint: "turn_boundary",
-            created_at: new Date().toISOString(),
-            delta: "never",
-          },
-        ],
+        commits: [commit(name, "raw", { delta: "never" })],
         refs: [{ name: `sessions/${name}`, target_in_batch: 0, expected: got.commits[0]!.id }],
       })
       .catch((e: unknown) => e);
