@@ -18,6 +18,7 @@ import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import Any, Generic, TypeVar
 from urllib.parse import quote
 
@@ -192,6 +193,21 @@ def env_settings(environ: dict[str, str] | None = None) -> tuple[str, str | None
     return server, token
 
 
+class CommitClock:
+    """Commit times, each strictly later than the one before it from this
+    clock, to the microsecond: a commit id derives from (parent, delta,
+    time, template), so two equal deltas written in one microsecond would
+    otherwise be one commit."""
+
+    def __init__(self) -> None:
+        self._last_us = 0
+
+    def now(self) -> datetime:
+        """Now, or a microsecond past the previous time when that is later."""
+        self._last_us = max(time.time_ns() // 1000, self._last_us + 1)
+        return datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=self._last_us)
+
+
 def build_headers(token: str | None) -> dict[str, str]:
     """Headers every request carries."""
     headers = {"user-agent": USER_AGENT, "accept": "application/json"}
@@ -202,6 +218,7 @@ def build_headers(token: str | None) -> dict[str, str]:
 
 __all__ = [
     "Call",
+    "CommitClock",
     "CtxError",
     "DEFAULT_URL",
     "RetryPolicy",

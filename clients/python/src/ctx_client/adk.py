@@ -45,11 +45,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import json
-import re
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 from google.adk.errors import StaleSessionError
@@ -67,6 +65,7 @@ from google.adk.sessions.base_session_service import (
 from google.adk.sessions.session import Session
 from google.adk.sessions.state import State
 
+from ._core import CommitClock
 from ._listing import all_refs
 from ._names import encode_segment
 from .client import AsyncClient
@@ -86,8 +85,6 @@ STALE_SESSION_MESSAGE = (
     "The session has been modified in storage since it was loaded. "
     "Please reload the session before appending more events."
 )
-
-_REF_INDEX = re.compile(r"^refs\[(\d+)\]")
 
 T = TypeVar("T")
 
@@ -114,18 +111,14 @@ def _lines(data: bytes) -> list[dict[str, Any]]:
 
 def _merge(app: dict[str, Any], user: dict[str, Any], session: dict[str, Any]) -> dict[str, Any]:
     """The state a Session shows: its own keys, then ``app:`` and ``user:`` ones."""
-    merged = dict(session)
+    # Deep copies, as ADK's own services merge: sessions listed together
+    # share no mutable value.
+    merged = copy.deepcopy(session)
     for k, v in app.items():
-        merged[State.APP_PREFIX + k] = v
+        merged[State.APP_PREFIX + k] = copy.deepcopy(v)
     for k, v in user.items():
-        merged[State.USER_PREFIX + k] = v
+        merged[State.USER_PREFIX + k] = copy.deepcopy(v)
     return merged
-
-
-def _ref_index(field: str | None) -> int | None:
-    """Which ref of a batch a 409 names (``refs[2].expected`` → 2)."""
-    m = _REF_INDEX.match(field or "")
-    return int(m.group(1)) if m else None
 
 
 class _Stored:
@@ -196,7 +189,7 @@ class CtxSessionService(BaseSessionService):
         # it: an append's compare-and-swap guesses it (a wrong guess is a 409
         # that says where the ref is now).
         self._tips: dict[str, str | None] = {}
-        self._last_us = 0
+        self._clock = CommitClock()
         # One lock per session ref while appends to it are under way: two
         # appends through one session object in this process take turns,
         # the second on the tip the first left (DatabaseSessionService
@@ -239,12 +232,6 @@ class CtxSessionService(BaseSessionService):
         return sid if len(sid) <= MAX_SESSION_ID else None
 
     # --- reading ------------------------------------------------------------
-
-    def _created_at(self) -> datetime:
-        """Now, strictly later than this service's previous commit (a commit
-        id derives from parent, delta, time and template)."""
-        self._last_us = max(time.time_ns() // 1000, self._last_us + 1)
-        return datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=self._last_us)
 
     async def _read(self, ref: str) -> tuple[str | None, list[dict[str, Any]]]:
         """A ref's tip and its chain's lines, in one request (``POST /v1/read``);
@@ -307,7 +294,7 @@ class CtxSessionService(BaseSessionService):
             "commit_type": "delta",
             "checkpoint": "explicit",
             "session_id": self._commit_session_id(ref),
-            "created_at": self._created_at(),
+            "created_at": self._clock.now(),
         }
 
     async def _write(
@@ -341,7 +328,7 @@ class CtxSessionService(BaseSessionService):
             try:
                 done = await self.client.batch(commits=commits, refs=refs)
             except ConflictError as e:
-                i = _ref_index(e.field)
+                i = e.stale_move()
                 if i is None or i == 0:
                     raise
                 # Another session set shared keys: append on where the ref is now.
@@ -390,7 +377,7 @@ class CtxSessionService(BaseSessionService):
                 ref, _line(header), None, app_name, user_id, deltas
             )
         except ConflictError as e:
-            if _ref_index(e.field) == 0:
+            if e.stale_move() == 0:
                 raise AlreadyExistsError(f"Session with id {sid} already exists.") from e
             raise
         if on_known:
@@ -492,7 +479,7 @@ class CtxSessionService(BaseSessionService):
                     ref, line, expected, session.app_name, session.user_id, deltas
                 )
             except ConflictError as e:
-                if _ref_index(e.field) != 0:
+                if e.stale_move() != 0:
                     raise
                 if e.current is None:
                     raise SessionNotFoundError(f"Session {session.id} not found.") from e

@@ -42,8 +42,7 @@ import hashlib
 import json
 import logging
 import random
-import time
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 import anyio
@@ -57,7 +56,7 @@ from claude_agent_sdk.types import (
     SessionSummaryEntry,
 )
 
-from ._core import artifact_ref_of
+from ._core import CommitClock, artifact_ref_of
 from ._listing import all_refs
 from ._names import decode_segment, encode_segment
 from .client import AsyncClient
@@ -174,7 +173,7 @@ class CtxSessionStore(SessionStore):
         self.max_attempts = max_attempts
         self.conflict_backoff = conflict_backoff
         self._tips: dict[str, _Tip] = {}
-        self._last_us = 0
+        self._clock = CommitClock()
 
     # --- keys ---------------------------------------------------------------
 
@@ -207,14 +206,6 @@ class CtxSessionStore(SessionStore):
         return name
 
     # --- append -------------------------------------------------------------
-
-    def _created_at(self) -> datetime:
-        """Now, strictly later than this store's previous checkpoint: a
-        commit id derives from (parent, delta, time, template), so two
-        equal batches appended to two new keys in one microsecond would
-        otherwise be one commit."""
-        self._last_us = max(time.time_ns() // 1000, self._last_us + 1)
-        return datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=self._last_us)
 
     async def _read(self, ref: str) -> tuple[str, list[SessionStoreEntry]] | None:
         """The ref's tip and its entries, in one request (``POST /v1/read``);
@@ -287,7 +278,7 @@ class CtxSessionStore(SessionStore):
                 "delta": delta,
                 "parent": tip.commit,
                 "session_id": encode_segment(key["session_id"]),
-                "created_at": self._created_at(),
+                "created_at": self._clock.now(),
                 "tags": tags,
             }
             try:

@@ -80,6 +80,14 @@ class ConflictError(CtxError):
 
     kind = "conflict"
 
+    def stale_move(self) -> int | None:
+        """Which ref move of a batch was refused (its field is
+        ``refs[i].expected``), ``None`` for another conflict."""
+        import re
+
+        m = re.fullmatch(r"refs\[(\d+)\]\.expected", self.field or "")
+        return int(m.group(1)) if m else None
+
 
 class GoneError(CtxError):
     """410: an evicted delta; the message names the compaction to materialize from."""

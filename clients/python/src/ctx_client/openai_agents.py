@@ -29,8 +29,6 @@ from __future__ import annotations
 import json
 import logging
 import re
-import time
-from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
 from agents.items import TResponseInputItem
@@ -40,6 +38,7 @@ from agents.memory.session_settings import (
     resolve_session_limit,
 )
 
+from ._core import CommitClock
 from ._names import encode_segment
 from .client import AsyncClient
 from .errors import ConflictError, InvalidError, NotFoundError
@@ -117,7 +116,7 @@ class CtxSession:
         self.principal = principal
         self.template = template
         self.max_attempts = max_attempts
-        self._last_us = 0
+        self._clock = CommitClock()
         # Where the ref pointed when this session last read or moved it:
         # add_items guesses it for its compare-and-swap (one request; a
         # wrong guess is a 409 that says where the ref is now).
@@ -125,12 +124,6 @@ class CtxSession:
         self._seen_known = False
 
     # --- helpers ------------------------------------------------------------
-
-    def _created_at(self) -> datetime:
-        """Now, strictly later than this session's previous commit (a commit
-        id derives from parent, delta, time and template)."""
-        self._last_us = max(time.time_ns() // 1000, self._last_us + 1)
-        return datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=self._last_us)
 
     async def _tip(self) -> str | None:
         try:
@@ -173,7 +166,7 @@ class CtxSession:
                     commit_type=kind,
                     checkpoint="explicit" if kind == "snapshot" else "turn_boundary",
                     session_id=encode_segment(self.session_id),
-                    created_at=self._created_at(),
+                    created_at=self._clock.now(),
                     ref=self.ref,
                     expected=expected,
                 )

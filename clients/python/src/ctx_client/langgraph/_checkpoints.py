@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from typing import Any, cast
 
@@ -42,13 +41,6 @@ from ._values import _NewLink, _Values, read_state
 # uploaded first, each on its own (a batch is one JSON body, and values
 # travel base64-encoded in it).
 BATCH_VALUE_BYTES = 1024 * 1024
-
-
-def _stale_move(e: ConflictError) -> int | None:
-    """The index of the batch's ref move a 409 refused (its field is
-    ``refs[i].expected``), ``None`` for another conflict."""
-    m = re.fullmatch(r"refs\[(\d+)\]\.expected", e.field or "")
-    return int(m.group(1)) if m else None
 
 
 class _Checkpoints(_Values):
@@ -110,7 +102,7 @@ class _Checkpoints(_Values):
         committed first in the batch and is the document's parent instead
         of ``parent``. A stale expectation raises the batch's
         :class:`ConflictError`, whose ``field`` is ``refs[i].expected``
-        (:func:`_stale_move`) and which writes nothing."""
+        (:meth:`ConflictError.stale_move`) and which writes nothing."""
         if writes is None:
             assert doc is not None
             data = _doc_line(doc)
@@ -340,7 +332,7 @@ class _Checkpoints(_Values):
                 )
                 break
             except ConflictError as e:
-                k = _stale_move(e)
+                k = e.stale_move()
                 if k is None:
                     raise
                 moves[k] = (moves[k][0], e.current)

@@ -9,7 +9,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import WRITES_IDX_MAP
 
 from ..errors import ConflictError
-from ._checkpoints import _Checkpoints, _stale_move
+from ._checkpoints import _Checkpoints
 from ._document import DOC_VERSION, _b64, _fresh, _merged, _now
 from ._op import Op, _Wait
 
@@ -100,7 +100,7 @@ class _Writes(_Checkpoints):
                     writes=new,
                 )
             except ConflictError as e:
-                k = _stale_move(e)
+                k = e.stale_move()
                 if k is None:
                     raise
                 self.saw(moves[k][0], e.current)
