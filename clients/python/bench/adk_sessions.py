@@ -18,7 +18,7 @@ The requests each ctx operation sends are counted by an httpx transport
 
 Usage (from the repository root, in the venv tests/python/run makes):
     PYTHONPATH=clients/python/src .venv-tests/python/bin/python \\
-        clients/python/bench/adk_sessions.py --ctx target/debug/ctx [--events 200]
+        clients/python/bench/adk_sessions.py --ctx target/release/ctx [--events 200]
 """
 
 from __future__ import annotations

@@ -18,8 +18,7 @@
 //   npm install --no-save @langchain/langgraph-checkpoint-sqlite@1.0.4
 import { mkdtempSync, readdirSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { dirname, join, resolve } from "node:path";
-import { fileURLToPath } from "node:url";
+import { join, resolve } from "node:path";
 
 import { AIMessage, HumanMessage } from "@langchain/core/messages";
 import { END, MemorySaver, MessagesAnnotation, START, StateGraph } from "@langchain/langgraph";
@@ -36,11 +35,8 @@ interface Args {
 }
 
 function parseArgs(argv: string[]): Args {
-  const here = dirname(fileURLToPath(import.meta.url));
-  // The compiled script runs from node_modules/.cache/ctx-bench/bench: the
-  // repository root is found from the package's own directory.
-  const pkg = here.includes("node_modules") ? here.slice(0, here.indexOf("/node_modules")) : resolve(here, "..");
-  const args: Args = { ctx: resolve(pkg, "../../target/debug/ctx"), turns: 100, loads: 20 };
+  // No default binary: the numbers are a release build's (--ctx target/release/ctx).
+  const args: Args = { ctx: "", turns: 100, loads: 20 };
   for (let i = 0; i < argv.length; i += 2) {
     const [flag, value] = [argv[i], argv[i + 1]];
     if (value === undefined) throw new Error(`${flag}: a value is needed`);
@@ -49,6 +45,7 @@ function parseArgs(argv: string[]): Args {
     else if (flag === "--loads") args.loads = Number(value);
     else throw new Error(`unknown flag ${flag}: use --ctx, --turns, --loads`);
   }
+  if (!args.ctx) throw new Error("--ctx PATH_TO_CTX is required (a release build: target/release/ctx)");
   return args;
 }
 

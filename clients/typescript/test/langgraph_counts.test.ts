@@ -38,7 +38,7 @@ describe("CtxSaver requests per operation", () => {
     await dropPrefix(new Client(live()), prefix);
   });
 
-  it("put, putWrites and a warm getTuple are one request each; a cold getTuple two", async () => {
+  it("put, putWrites and a warm getTuple are one request each; a cold getTuple reads its state, link and large value", async () => {
     const c = counted();
     const saver = new CtxSaver(c.client, { prefix });
     const thread = { configurable: { thread_id: `t-${randomUUID()}`, checkpoint_ns: "" } };

@@ -67,9 +67,9 @@ export class Api {
     return rec === null ? null : rec.target;
   }
 
-  /** Every ref under `prefix`, `page` at a time. */
-  async listRefs(prefix: string, page: number): Promise<{ name: string; target: string }[]> {
-    return (await this.client.listAllRefs(prefix, page)).map((r) => ({ name: r.name, target: r.target }));
+  /** Every ref under `prefix`, a page at a time. */
+  async listRefs(prefix: string): Promise<{ name: string; target: string }[]> {
+    return (await this.client.listAllRefs(prefix)).map((r) => ({ name: r.name, target: r.target }));
   }
 
   /** Removes a ref; one already gone is not an error. */

@@ -7,4 +7,3 @@
  * (ref names), `cache` (a bounded cache of immutable things).
  */
 export { CtxSaver, type CtxSaverOptions } from "./saver.js";
-export { MAX_SEGMENT, encodeSegment } from "./names.js";

@@ -2,13 +2,14 @@
  * Ref names: thread ids, namespaces, run ids and checkpoint ids as
  * segments of the saver's refs (ADR 0008, "Refs make checkpoints visible").
  *
- * The layout is the Python saver's; the two hashes (a long segment's, and a
- * checkpoint's bucket) are SHA-256 here where Python uses BLAKE2b, because
- * Node's crypto has no BLAKE2b of a chosen size. The two savers therefore
- * name a hashed segment and a bucket differently and do not share refs.
+ * The layout and both hashes (a long segment's, and a checkpoint's bucket:
+ * BLAKE2b of 16 and of 1 byte) are the Python saver's, so both name a
+ * thread's refs alike (they still do not share checkpoints: their
+ * serializers' bytes differ).
  */
 
-import { createHash } from "node:crypto";
+import { blake2b } from "@noble/hashes/blake2.js";
+import { bytesToHex } from "@noble/hashes/utils.js";
 
 /** Longest escaped thread id / namespace / run id kept readable in a ref name. */
 export const MAX_SEGMENT = 48;
@@ -49,8 +50,9 @@ export function unescapeSegment(seg: string): string | undefined {
   }
 }
 
-function sha256Hex(text: string, bytes: number): string {
-  return createHash("sha256").update(text, "utf8").digest("hex").slice(0, bytes * 2);
+/** BLAKE2b of `text` with a `bytes`-byte digest, hex (Python's `hashlib.blake2b(digest_size=…)`). */
+function blake2bHex(text: string, bytes: number): string {
+  return bytesToHex(blake2b(encoder.encode(text), { dkLen: bytes }));
 }
 
 /**
@@ -61,12 +63,12 @@ function sha256Hex(text: string, bytes: number): string {
 export function encodeSegment(text: string): string {
   const seg = "_" + escape(text);
   if (seg.length <= MAX_SEGMENT) return seg;
-  return "h" + sha256Hex(text, 16);
+  return "h" + blake2bHex(text, 16);
 }
 
 /** Two hex characters of a hash of the checkpoint id: its listing bucket. */
 export function bucket(checkpointId: string): string {
-  return sha256Hex(checkpointId, 1);
+  return blake2bHex(checkpointId, 1);
 }
 
 /** A checkpoint id as a segment; ids that escape to more than MAX_SEGMENT are refused. */
@@ -116,16 +118,6 @@ export class Names {
     return `${this.ns(threadId, ns)}head`;
   }
 
-  run(runId: string): string {
-    return `${this.prefix}/r/${encodeSegment(runId)}/`;
-  }
-
-  runEntry(runId: string, threadId: string, ns: string, checkpointId: string): string {
-    return (
-      `${this.run(runId)}${encodeSegment(threadId)}/${encodeSegment(ns)}/` +
-      checkpointSegment(checkpointId)
-    );
-  }
 }
 
 /** A ref name under `{prefix}/t/`, taken apart. */

@@ -67,7 +67,6 @@ const BATCH_VALUE_BYTES = 1024 * 1024;
 /** Checkpoints whose states `list` reads concurrently. */
 const LIST_BATCH = 16;
 /** Refs a listing answers at most (the server's limit). */
-const REF_PAGE = 1000;
 /** How long an operation waits for the ones of this saver it follows. */
 const WAIT_MS = 30_000;
 /** How many of the nearest ancestors DeltaChannel's walk reads by ref. */
@@ -253,7 +252,7 @@ export class CtxSaver extends BaseCheckpointSaver {
 
   /** Every ref under `prefix`, a page at a time. */
   private async listRefs(prefix: string): Promise<{ name: string; target: string }[]> {
-    return this.api.listRefs(prefix, REF_PAGE);
+    return this.api.listRefs(prefix);
   }
 
   // -- in-flight operations ---------------------------------------------------
@@ -595,9 +594,11 @@ export class CtxSaver extends BaseCheckpointSaver {
    * `BaseCheckpointSaver.getDeltaChannelHistory`): from the checkpoint's
    * parent up, each ancestor's writes to the channels (oldest ancestor first,
    * each one's in LangGraph's order), until the nearest ancestor that holds a
-   * value of the channel (its seed). The start and its {@link VERIFY_NEAREST}
-   * nearest ancestors are read by ref (one request each: writes may have
-   * landed after the child was put); deeper ancestors come from this saver's
+   * value of the channel (its seed). The start is taken from this saver's
+   * cache when it holds a state of it (only its parent is used, which never
+   * changes), else read; its {@link VERIFY_NEAREST} nearest ancestors are
+   * read by ref (one request each: writes may have landed after the child
+   * was put); deeper ancestors come from this saver's
    * cache of the states it saw, when it saw their tips, and are read
    * otherwise. Only the seeds' values are loaded, not every channel's.
    */
@@ -617,9 +618,11 @@ export class CtxSaver extends BaseCheckpointSaver {
       threadId = String(conf.thread_id);
       ns = (conf.checkpoint_ns as string | undefined) ?? "";
       const checkpointId = getCheckpointId(config);
-      start = await this.stateAt(
-        checkpointId ? this.names.checkpoint(threadId, ns, checkpointId) : this.names.head(threadId, ns),
-      );
+      const name = checkpointId ? this.names.checkpoint(threadId, ns, checkpointId) : this.names.head(threadId, ns);
+      // Only the start's parent is used, and a checkpoint's parent never
+      // changes: a state of it this saver holds (getTuple just read it) will do.
+      const seen = checkpointId ? this.tips.get(name) : undefined;
+      start = (seen ? this.docs.get(seen) : undefined) ?? (await this.stateAt(name));
     }
     const remaining = new Set(channels);
     let parentId = start?.parent ?? undefined;
@@ -628,8 +631,8 @@ export class CtxSaver extends BaseCheckpointSaver {
       const tip = depth >= VERIFY_NEAREST ? this.tips.get(name) : undefined;
       const doc = (tip ? this.docs.get(tip) : undefined) ?? (await this.stateAt(name));
       if (doc === undefined) break; // a deleted ancestor ends the walk, as in LangGraph's own
-      const writes = sortedWrites(doc.writes.filter((w) => remaining.has(w[2])));
-      const loaded = await this.pendingWrites(writes);
+      // pendingWrites sorts them.
+      const loaded = await this.pendingWrites(doc.writes.filter((w) => remaining.has(w[2])));
       for (const ch of remaining) collected.get(ch)?.push(loaded.filter((w) => w[1] === ch));
       const held = [...remaining].filter((ch) => doc.values?.[ch] !== undefined);
       await Promise.all(
