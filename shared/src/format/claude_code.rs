@@ -1,13 +1,15 @@
 //! `claude-code-v1`: Claude Code transcript JSONL, one JSON object per line,
 //! each line ending in a newline. Deltas are whole lines; concatenation is
 //! byte append, so a materialized chain is the original transcript byte for
-//! byte.
+//! byte. A delta whose last line lacks its newline (a transcript cut
+//! mid-line, stored as written) gets one when another delta follows it, so
+//! the next writer's first line stays a line of its own.
 //!
 //! A transcript is a log: a line that is not an entry this format reads
-//! (not JSON, empty, a `user` entry with a misspelt `content`, a last line
-//! without its newline) is stored as written, read as no message, and
-//! reported ([`Checked::kept`]), never refused; only bytes that are not
-//! UTF-8 are.
+//! (not JSON, empty, a `user` entry with a misspelt `content`) is stored as
+//! written, read as no message, and reported ([`Checked::kept`]), never
+//! refused; only bytes that are not UTF-8 are. A last line without its
+//! newline is reported too, and read as its entry when it is one.
 //!
 //! Entry types known here: `user` and `assistant` (a Messages API `message`
 //! with content blocks and, for the assistant, `usage`), `system` (with
@@ -29,7 +31,6 @@ use serde_json::{Value, json};
 
 use super::anthropic::{block_json, check_roles, content_json, messages_api_losses, parse_content};
 use super::canonical::{Conversation, Message, Role};
-use super::raw::append;
 use super::{Carries, Checked, Codec, Encoded, FormatId, bad};
 use crate::error::Result;
 
@@ -63,6 +64,20 @@ fn parse(bytes: &[u8]) -> Result<Vec<Line>> {
         Ok(())
     })?;
     Ok(lines)
+}
+
+/// The parts appended, a newline put before a part when the bytes so far
+/// do not end in one (associative: a join joined again with more parts is
+/// the join of all of them).
+fn append_lines(parts: &[Bytes]) -> Bytes {
+    let mut out = Vec::with_capacity(parts.iter().map(|p| p.len() + 1).sum());
+    for p in parts.iter().filter(|p| !p.is_empty()) {
+        if out.last().is_some_and(|&b| b != b'\n') {
+            out.push(b'\n');
+        }
+        out.extend_from_slice(p);
+    }
+    out.into()
 }
 
 /// Hands each line of `bytes` to `f` as it is parsed and checked, so that
@@ -205,7 +220,13 @@ fn decode(bytes: &[u8]) -> Result<(Conversation, Vec<Position>, Vec<String>)> {
             number: line.number,
         });
         if let Some(p) = &line.problem {
-            kept.push(format!("at {}: {p}", at(line.offset, line.number)));
+            // A last line without its newline may still be an entry.
+            let read = if line.value.is_null() {
+                "read as no message"
+            } else {
+                "read as its entry"
+            };
+            kept.push(format!("at {}: {p}: {read}", at(line.offset, line.number)));
         }
         let v = &line.value;
         let ty = entry_type(v);
@@ -290,7 +311,7 @@ impl Codec for ClaudeCodeCodec {
     }
 
     fn concat(&self, parts: &[Bytes]) -> Result<Bytes> {
-        Ok(append(parts))
+        Ok(append_lines(parts))
     }
 
     fn to_canonical(&self, bytes: &[u8]) -> Result<Conversation> {
@@ -566,6 +587,38 @@ mod tests {
     const USER: &str = r#"{"type":"user","message":{"role":"user","content":"hi"},"uuid":"u1","timestamp":"2026-01-01T00:00:00Z"}"#;
 
     #[test]
+    fn a_delta_without_its_last_newline_is_not_glued_to_the_next() {
+        // The hook stores a transcript cut mid-line as written; a writer
+        // that appends after it (the SDK's store resuming the session)
+        // must keep its first line a line of its own.
+        let cut = Bytes::from(format!("{USER}\n{USER}"));
+        let next = Bytes::from(format!("{USER}\n"));
+        let joined = ClaudeCodeCodec
+            .concat(&[cut.clone(), Bytes::new(), next.clone()])
+            .unwrap();
+        assert_eq!(joined, format!("{USER}\n{USER}\n{USER}\n").as_bytes());
+        assert_eq!(ClaudeCodeCodec.count(&joined).messages, Some(3));
+        // Still associative (incremental materialize joins onto a cached
+        // join), and still byte for byte when nothing follows the cut.
+        let once = ClaudeCodeCodec.concat(std::slice::from_ref(&cut)).unwrap();
+        assert_eq!(once, cut);
+        assert_eq!(
+            ClaudeCodeCodec.concat(&[once, next.clone()]).unwrap(),
+            joined
+        );
+        assert_eq!(
+            ClaudeCodeCodec
+                .concat_onto(
+                    &ClaudeCodeCodec.concat(&[cut, Bytes::new()]).unwrap(),
+                    &[next]
+                )
+                .unwrap()
+                .unwrap(),
+            joined
+        );
+    }
+
+    #[test]
     fn lines_that_are_no_entry_are_kept_with_where_and_why() {
         // A transcript is a log: what this format cannot read is kept as
         // written, read as no message, and reported; only bytes that are
@@ -604,6 +657,11 @@ mod tests {
                 .replace("(line 1)", "(line 2)");
             assert!(checked.kept[0].contains(&why), "{why}: {:?}", checked.kept);
             assert!(checked.kept[0].contains(&at_line_2), "{:?}", checked.kept);
+            assert!(
+                checked.kept[0].ends_with(": read as no message"),
+                "{:?}",
+                checked.kept
+            );
         }
         // A last line without its newline (a finished transcript's) is
         // read when it is an entry, and reported.
@@ -613,7 +671,7 @@ mod tests {
         assert_eq!(
             checked.kept,
             [format!(
-                "at byte offset {} (line 2): a last line without a newline ({} bytes)",
+                "at byte offset {} (line 2): a last line without a newline ({} bytes): read as its entry",
                 USER.len() + 1,
                 USER.len()
             )]

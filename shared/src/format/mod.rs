@@ -170,8 +170,9 @@ pub struct Checked {
     pub open_results: Vec<OpenResult>,
     /// The delta's counts.
     pub counts: Counts,
-    /// Lines of a log format stored as written but read as no message
-    /// (where, and why): a checkpoint warns of each.
+    /// Lines of a log format stored as written that look wrong, each with
+    /// where, why and how it is read (as no message, or as its entry): a
+    /// checkpoint warns of each.
     pub kept: Vec<String>,
 }
 

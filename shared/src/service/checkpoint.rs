@@ -345,12 +345,12 @@ impl Service {
                     // A runtime's own log is stored as it wrote it.
                     warnings = unpaired;
                 }
-                warnings.extend(checked.kept.iter().map(|k| {
-                    format!(
-                        "{} delta: {k}: stored as written, read as no message",
-                        new.format
-                    )
-                }));
+                warnings.extend(
+                    checked
+                        .kept
+                        .iter()
+                        .map(|k| format!("{} delta: {k} (stored as written)", new.format)),
+                );
                 checked.counts
             }
             None => Counts::default(),
