@@ -1,5 +1,5 @@
 # Sourced by the suites that run against a live `ctx serve` (tests/python/run,
-# tests/typescript/run). `ctx_serve STORE CTX WORK PREFIX` starts the server
+# tests/typescript/run, tests/ui/run, tests/schemathesis/run). `ctx_serve STORE CTX WORK PREFIX` starts the server
 # on a free port of 127.0.0.1 with its data in WORK/data, waits until it
 # listens, and exports CTX_TEST_URL, CTX_TEST_TOKEN, CTX_TEST_STORE and
 # CTX_SERVE_PID. On the aws store the emulator must be running (CTX_TABLE

@@ -130,6 +130,19 @@ impl Service {
                     .map_err(named)?,
                 ReadOf::Delta { stop: None, .. } => {
                     let c = self.show(tenant, &commit).await.map_err(named)?;
+                    // Bytes to be downloaded are not fetched here: an
+                    // evicted delta's 410 must not wait for the download.
+                    if c.inline.is_none()
+                        && c.artifact_size > content_limit
+                        && self
+                            .stores
+                            .meta
+                            .evicted_by(tenant, &commit)
+                            .await?
+                            .is_some()
+                    {
+                        return Err(self.missing_artifact(tenant, commit, c.artifact_ref).await);
+                    }
                     parent = c.parent;
                     let m = Materialization {
                         result: Materialized {

@@ -382,28 +382,31 @@ async fn an_eviction_drops_results_held_in_memory_and_stops_their_pending_writes
 }
 
 /// A commit's own delta read (`POST /v1/read` with `delta`), blob or
-/// inline, of an evicted commit answers 410 naming the compaction, not a
-/// 404 for its artifact.
+/// inline, answered inline or to be downloaded (over the content limit),
+/// of an evicted commit answers 410 naming the compaction, not a 404 for
+/// its artifact or an artifact that is gone.
 #[tokio::test]
 async fn a_delta_read_of_an_evicted_commit_answers_gone() {
     use crate::service::{ReadOf, ReadTarget};
     for f in [fixture(), fixture_inline(16 * 1024)] {
         let [d0, _, c, _] = f.compacted_session("s").await;
         f.svc.evict(&f.tenant, &rn("s"), &c).await.unwrap();
-        let err = f
-            .svc
-            .read(
-                &f.tenant,
-                ReadTarget::Commit(d0),
-                ReadOf::Delta {
-                    stop: None,
-                    depth: None,
-                },
-                1 << 20,
-            )
-            .await
-            .unwrap_err();
-        assert_eq!(err.kind, ErrorKind::Gone, "{err}");
-        assert!(err.message.contains(&c.to_string()), "{}", err.message);
+        for content_limit in [1 << 20, 1] {
+            let err = f
+                .svc
+                .read(
+                    &f.tenant,
+                    ReadTarget::Commit(d0),
+                    ReadOf::Delta {
+                        stop: None,
+                        depth: None,
+                    },
+                    content_limit,
+                )
+                .await
+                .unwrap_err();
+            assert_eq!(err.kind, ErrorKind::Gone, "{content_limit}: {err}");
+            assert!(err.message.contains(&c.to_string()), "{}", err.message);
+        }
     }
 }
