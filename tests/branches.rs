@@ -435,7 +435,14 @@ fn check_mcp_run(v: &Value) {
             "context_restore",
             "context_save",
             "context_window",
+            "current_context",
+            "log",
+            "materialize",
             "read_context",
+            "ref_get",
+            "ref_list",
+            "resolve",
+            "show",
             "working_context_restore"
         ])
     );

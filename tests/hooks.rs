@@ -556,3 +556,175 @@ async fn refused_lines_are_not_retried_by_other_sessions_hooks() {
     assert_eq!(code, 0, "{err}");
     assert!(err.contains("not UTF-8"), "{err}");
 }
+
+/// `ctx current` before a ticket update: the lines Claude Code wrote since
+/// the last hook (the turn in progress) are stored first, and the answer is
+/// the commit that holds them; without `--session`, the principal's newest
+/// commit after every recorded session is stored. Then a real MCP client
+/// reaches the same answer and the core (show, log, materialize, resolve,
+/// refs) through `ctx mcp`'s tools, a large context as an excerpt.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn current_context_stores_the_turn_in_progress_and_answers_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let (server, hook, pdir) = hooked(dir.path());
+    let data = dir.path().join("data");
+    let data_arg = data.to_str().unwrap();
+    let transcript = pdir.join(format!("{SESSION}.jsonl"));
+    let name = format!("claude/-tmp-proj/{SESSION}");
+    let full = fixture();
+    std::fs::write(&transcript, first_lines(&full, 8)).unwrap();
+    let (code, err) = run_hook(&hook, SESSION, &transcript, "Stop");
+    assert_eq!(code, 0, "{err}");
+    let t1 = tip(&server, &name).await.expect("the hook made the ref");
+
+    // The turn in progress: Claude Code wrote lines, no hook ran yet.
+    std::fs::write(&transcript, first_lines(&full, 14)).unwrap();
+    let json_of = |out: std::process::Output| -> Value {
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).expect("JSON")
+    };
+    let c = json_of(server.cli_output(&[
+        "current",
+        "--session",
+        SESSION,
+        "--data",
+        data_arg,
+        "--json",
+    ]));
+    assert_eq!(c["by"], "session", "{c}");
+    assert_eq!(c["ref"], name.as_str());
+    assert!(c["flushed"][0]["commits"].as_u64().unwrap() >= 1, "{c}");
+    let t2 = tip(&server, &name).await.unwrap();
+    assert_ne!(t2, t1, "the turn in progress was stored");
+    assert_eq!(c["context_id"], t2.as_str());
+    assert!(
+        server.client().materialize(&t2, "root").await == first_lines(&full, 14),
+        "the answer holds every line written"
+    );
+    // Its commits are explicit checkpoints (a compaction's stays one).
+    let h = server
+        .client()
+        .ok("GET", &format!("/v1/commits/{t2}/history?depth=1000"), None)
+        .await;
+    let made: Vec<&Value> = h["commits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .take_while(|c| c["id"] != t1.as_str())
+        .collect();
+    assert!(
+        made.iter().any(|c| c["checkpoint"] == "explicit"),
+        "{made:?}"
+    );
+    // Nothing pending: the same answer, no new commit; plain output is the id.
+    let (code, out) = server.cli(&["current", "--session", SESSION, "--data", data_arg]);
+    assert_eq!(code, 0);
+    assert_eq!(String::from_utf8(out).unwrap().trim(), t2);
+    assert_eq!(tip(&server, &name).await.unwrap(), t2);
+
+    // Without a session: every recorded session's pending lines, then the
+    // principal's newest commit.
+    std::fs::write(&transcript, first_lines(&full, 18)).unwrap();
+    let c = json_of(server.cli_output(&["current", "--data", data_arg, "--json"]));
+    let t3 = tip(&server, &name).await.unwrap();
+    assert_ne!(t3, t2);
+    assert_eq!(c["by"], "principal", "{c}");
+    assert_eq!(c["context_id"], t3.as_str(), "{c}");
+    assert_eq!(c["flushed"][0]["session_id"], SESSION);
+
+    // A large context, for the materialize tool's bound.
+    let big = "x".repeat(100_000);
+    let large = server
+        .client()
+        .ok(
+            "POST",
+            "/v1/commits",
+            Some(
+                &json!({"commit_type": "delta", "format": "raw", "delta": big,
+                          "template": "tpl", "principal": "someone-else",
+                          "checkpoint": "explicit", "ticket_id": "tkt-9",
+                          "machine": "m-1"}),
+            ),
+        )
+        .await;
+    assert_eq!(large["ticket_id"], "tkt-9");
+    assert_eq!(large["machine"], "m-1");
+
+    // The MCP tools, through the `mcp` package's stdio client.
+    let Some((python, here)) = ctx_tests::mcp_python() else {
+        return;
+    };
+    std::fs::write(&transcript, &full).unwrap();
+    let out = Command::new(python)
+        .arg(here.join("core_tools.py"))
+        .env("CTX_BIN", ctx_bin())
+        .env("CTX_SERVER", &server.url)
+        .env("CTX_TOKEN", &server.token)
+        .env("CTX_DATA", &data)
+        .env("SESSION", SESSION)
+        .env("REF", &name)
+        .env("LARGE", large["id"].as_str().unwrap())
+        .output()
+        .expect("the MCP client runs");
+    assert!(
+        out.status.success(),
+        "MCP client failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).expect("the client prints JSON");
+    for tool in [
+        "show",
+        "log",
+        "materialize",
+        "resolve",
+        "ref_get",
+        "ref_list",
+        "current_context",
+    ] {
+        assert!(
+            v["tools"].as_array().unwrap().contains(&json!(tool)),
+            "{tool} listed: {v}"
+        );
+    }
+    let t4 = tip(&server, &name).await.unwrap();
+    assert_ne!(t4, t3, "current_context stored the rest");
+    assert_eq!(v["current"]["context_id"], t4.as_str(), "{v}");
+    assert!(
+        server.client().materialize(&t4, "root").await == full,
+        "byte for byte"
+    );
+    assert_eq!(v["show"]["id"], t4.as_str());
+    assert_eq!(v["show"]["session_id"], SESSION);
+    assert_eq!(v["log"]["commits"].as_array().unwrap().len(), 2, "{v}");
+    assert_eq!(v["log"]["commits"][0]["id"], t4.as_str());
+    let m = &v["materialize"];
+    assert_eq!(m["commit"], t4.as_str(), "{m}");
+    assert_eq!(m["truncated"], false, "{m}");
+    let messages: Value = serde_json::from_str(m["excerpt"].as_str().unwrap()).unwrap();
+    assert_eq!(messages[0]["role"], "user", "translated: {m}");
+    assert!(m["message_count"].as_u64().unwrap() > 0);
+    assert_eq!(v["empty"]["excerpt"], "[]", "no context: the empty context");
+    assert_eq!(v["empty"]["message_count"], 0);
+    assert_eq!(v["empty_log"]["excerpt"], "");
+    let l = &v["large"];
+    assert_eq!(l["size"], 100_000, "{l}");
+    assert_eq!(l["truncated"], true);
+    assert_eq!(
+        l["excerpt"].as_str().unwrap().len(),
+        16 * 1024,
+        "a bounded excerpt"
+    );
+    assert!(v["large_bytes"].as_u64().unwrap() < 20_000, "{v}");
+    assert_eq!(v["resolve"]["id"], t4.as_str(), "{v}");
+    assert_eq!(v["ref_get"]["target"], t4.as_str());
+    assert_eq!(v["ref_list"]["refs"][0]["name"], name.as_str());
+    assert_eq!(v["bad_is_error"], true);
+    assert!(
+        v["bad_text"].as_str().unwrap().contains("ctx"),
+        "names the field: {v}"
+    );
+}

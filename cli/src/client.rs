@@ -43,6 +43,7 @@ use serde::de::DeserializeOwned;
 pub const DIRECT_UPLOAD_BYTES: usize = 3 * 1024 * 1024;
 
 /// Talks to one ctx server with one token.
+#[derive(Clone)]
 pub struct Client {
     http: reqwest::Client,
     base: String,
@@ -431,7 +432,22 @@ impl Client {
     /// # Errors
     /// `Invalid` (limit); as [`Client::healthz`].
     pub async fn list_refs(&self, prefix: &str, limit: Option<usize>) -> Result<RefList> {
-        self.json(Route::ListRefs(prefix, limit), Body::Empty).await
+        self.list_refs_after(prefix, limit, None).await
+    }
+
+    /// `GET /v1/refs?prefix=&limit=&after=`: as [`Client::list_refs`], from
+    /// the name after `after` (a page's `next`).
+    ///
+    /// # Errors
+    /// As [`Client::list_refs`].
+    pub async fn list_refs_after(
+        &self,
+        prefix: &str,
+        limit: Option<usize>,
+        after: Option<&str>,
+    ) -> Result<RefList> {
+        self.json(Route::ListRefs(prefix, limit, after), Body::Empty)
+            .await
     }
 
     /// `GET /v1/refs/{name}`: a ref.
@@ -902,7 +918,7 @@ enum Route<'a> {
     Materialize(&'a CommitId),
     Read,
     Resolve(&'a Principal, Option<DateTime<Utc>>),
-    ListRefs(&'a str, Option<usize>),
+    ListRefs(&'a str, Option<usize>, Option<&'a str>),
     GetRef(&'a RefName),
     SetRef(&'a RefName),
     DeleteRef(&'a RefName, Option<&'a CommitId>),
@@ -1012,11 +1028,12 @@ impl Route<'_> {
                     "at",
                     at.map(|at| at.to_rfc3339_opts(SecondsFormat::AutoSi, true)),
                 ),
-            ListRefs(prefix, limit) => t
+            ListRefs(prefix, limit, after) => t
                 .seg("v1")
                 .seg("refs")
                 .query("prefix", prefix)
-                .query_opt("limit", limit),
+                .query_opt("limit", limit)
+                .query_opt("after", after),
             // A ref name's '/' separates path segments (`{*name}`).
             GetRef(name) | SetRef(name) => name
                 .as_str()
@@ -1258,7 +1275,7 @@ mod tests {
             Route::Materialize(&id),
             Route::Read,
             Route::Resolve(&who, None),
-            Route::ListRefs("", None),
+            Route::ListRefs("", None, None),
             Route::GetRef(&name),
             Route::SetRef(&name),
             Route::DeleteRef(&name, Some(&id)),
@@ -1355,7 +1372,7 @@ mod tests {
             "/v1/branches?session_id=a%26b%3Dc%2Bd"
         );
         assert_eq!(
-            Route::ListRefs("sessions/", Some(5)).target(),
+            Route::ListRefs("sessions/", Some(5), None).target(),
             "/v1/refs?prefix=sessions%2F&limit=5"
         );
         let who: Principal = "a+b@c".parse().unwrap();

@@ -259,6 +259,11 @@ enum Command {
         #[command(subcommand)]
         command: hooks::HookCommand,
     },
+    /// The commit that is your context now, for a ticket's `context_id`:
+    /// first stores what the Claude Code hooks have not stored yet (the
+    /// turn in progress), then prints the session's tip (--session) or the
+    /// principal's newest commit.
+    Current(Box<hooks::CurrentArgs>),
     /// Continue a Claude Code session from any commit: writes it as a new
     /// session file for `claude --resume <id>` and prints the id.
     Resume(Box<hooks::ResumeArgs>),
@@ -277,6 +282,8 @@ enum Command {
     Mcp {
         #[command(flatten)]
         remote: Remote,
+        #[command(flatten)]
+        hooks: mcp::Hooks,
     },
     /// Workspace files: push a directory, cat, ls, log.
     Workspace {
@@ -612,7 +619,11 @@ async fn run(cli: Cli) -> Result<()> {
         Command::Serve(args) => serve::run(args).await,
         Command::Branch { command } => branch::run_branch(command).await,
         Command::Session { command } => branch::run_session(command).await,
-        Command::Mcp { remote } => mcp::serve(remote.client()?).await,
+        Command::Mcp { remote, mut hooks } => {
+            hooks.data.clone_from(&remote.data);
+            mcp::serve(remote.client()?, hooks).await
+        }
+        Command::Current(args) => hooks::run_current(*args).await,
         Command::Tokens { command } => run_tokens(command).await,
         Command::Tenants { command } => commands::tenants::run(command).await,
         Command::Checkpoint(args) => commands::checkpoint::run(*args).await,

@@ -8,7 +8,11 @@
 //! `branch_status`), `read_context` (the first-turn context of a
 //! workspace), and an agent's live context (`context_window`,
 //! `context_clear`, `context_save`, `context_history`, `context_restore`,
-//! `working_context_restore`). A tool's arguments are read as the route's request type
+//! `working_context_restore`), and the core's: `show`, `log`,
+//! `materialize` (a bounded excerpt and the artifact; without a commit the
+//! empty context), `resolve`, `ref_get`, `ref_list` and `current_context`
+//! (stores the turn in progress the hooks have not, then answers the
+//! current commit). A tool's arguments are read as the route's request type
 //! (`ctx_core::wire`) exactly as the server would read them, and its
 //! result is the typed response, serialized; a tool's failure is a result
 //! with `isError`, so the model sees it. A tool's input schema is its
@@ -174,6 +178,75 @@ const TOOLS: &[ToolSpec] = &[
             Arg::Body("post", "/v1/agents/{agent}/working-context/restore"),
         ],
     },
+    ToolSpec {
+        name: "show",
+        description: "One commit's metadata: id, parent, commit_type, artifact (art-…), format, message and token counts, principal, machine, session_id, ticket_id, thread_id, trigger, timestamp, summary, tags.",
+        args: &[param("get", "/v1/commits/{ctx}", "ctx")],
+    },
+    ToolSpec {
+        name: "log",
+        description: "A commit and its ancestors, newest first (default 50, at most 1000): {commits: [{id, parent, commit_type, summary, timestamp, ...}], next} — `next` is where the next page starts.",
+        args: &[
+            param("get", "/v1/commits/{ctx}/history", "ctx"),
+            param("get", "/v1/commits/{ctx}/history", "depth"),
+        ],
+    },
+    ToolSpec {
+        name: "materialize",
+        description: "The context at a commit (from its nearest compaction, or stop: root / a ctx-… ancestor), in a format (translated when it differs). Returns {commit, artifact_ref, size, message_count, token_count, tier, cached, excerpt, truncated}: the excerpt is the context's first 16 KiB at most; the whole is the artifact (`ctx cat art-…`). Without ctx (no context yet): the empty context in the format.",
+        args: &[
+            Arg::Param {
+                method: "post",
+                path: "/v1/commits/{ctx}/materialize",
+                param: "ctx",
+                name: "ctx",
+                optional: true,
+            },
+            Arg::Body("post", "/v1/commits/{ctx}/materialize"),
+        ],
+    },
+    ToolSpec {
+        name: "resolve",
+        description: "The newest commit of a principal at or before a time (RFC 3339; default now): {id}.",
+        args: &[
+            param("get", "/v1/resolve", "principal"),
+            param("get", "/v1/resolve", "at"),
+        ],
+    },
+    ToolSpec {
+        name: "ref_get",
+        description: "A ref: {name, target (the ctx-… tip), updated_at}.",
+        args: &[param("get", "/v1/refs/{name}", "name")],
+    },
+    ToolSpec {
+        name: "ref_list",
+        description: "Refs whose names start with prefix, by name: {refs: [{name, target, updated_at}], next}; pass next as after for the next page.",
+        args: &[
+            param("get", "/v1/refs", "prefix"),
+            param("get", "/v1/refs", "limit"),
+            param("get", "/v1/refs", "after"),
+        ],
+    },
+    ToolSpec {
+        name: "current_context",
+        description: "Your context now, for a ticket's context_id: stores the turn in progress first (the lines the Claude Code hooks of this machine have not stored yet; `ctx mcp` only), then answers {context_id, by: session|principal, ref, flushed}: the session's tip with session_id, else the principal's newest commit.",
+        args: &[
+            Arg::Param {
+                method: "get",
+                path: "/v1/resolve",
+                param: "principal",
+                name: "principal",
+                optional: true,
+            },
+            Arg::Param {
+                method: "get",
+                path: "/v1/branches",
+                param: "session_id",
+                name: "session_id",
+                optional: true,
+            },
+        ],
+    },
 ];
 
 /// `schema` with every `$ref` into the document's components replaced by
@@ -313,9 +386,7 @@ fn body_of<T: serde::de::DeserializeOwned>(tool: &str, args: &Value) -> Result<T
 }
 
 fn agent_arg(args: &Value) -> Result<ctx_core::Principal> {
-    str_arg(args, "agent")?
-        .parse()
-        .map_err(|e: Error| e.with_field("agent"))
+    principal_arg(args, "agent")
 }
 
 fn str_arg<'a>(args: &'a Value, name: &str) -> Result<&'a str> {
@@ -332,7 +403,12 @@ fn to_value(v: &impl Serialize) -> Result<Value> {
 ///
 /// # Errors
 /// `Invalid` for unknown tools or arguments; the server's error.
-pub async fn call_tool(client: &Client, name: &str, args: &Value) -> Result<Value> {
+pub async fn call_tool(
+    client: &Client,
+    hooks: Option<&Hooks>,
+    name: &str,
+    args: &Value,
+) -> Result<Value> {
     match name {
         "branch_create" => {
             let req: BranchCreateRequest = body_of(name, args)?;
@@ -391,10 +467,137 @@ pub async fn call_tool(client: &Client, name: &str, args: &Value) -> Result<Valu
                     .await?,
             )
         }
+        "show" => to_value(&client.show(&commit_arg(args, "ctx")?).await?),
+        "log" => {
+            let depth = opt_u64(args, "depth")?.map(|d| usize::try_from(d).unwrap_or(usize::MAX));
+            to_value(&client.history(&commit_arg(args, "ctx")?, depth).await?)
+        }
+        "materialize" => materialize(client, args).await,
+        "resolve" => {
+            let principal = principal_arg(args, "principal")?;
+            let at = match args.get("at").filter(|v| !v.is_null()) {
+                None => None,
+                Some(v) => Some(
+                    serde_json::from_value(v.clone())
+                        .map_err(|e| Error::invalid("at", format!("at must be RFC 3339: {e}")))?,
+                ),
+            };
+            to_value(&client.resolve(&principal, at).await?)
+        }
+        "ref_get" => {
+            let name: ctx_core::RefName = str_arg(args, "name")?
+                .parse()
+                .map_err(|e: Error| e.with_field("name"))?;
+            to_value(&client.get_ref(&name).await?)
+        }
+        "ref_list" => {
+            let prefix = args.get("prefix").and_then(Value::as_str).unwrap_or("");
+            let limit = opt_u64(args, "limit")?.map(|d| usize::try_from(d).unwrap_or(usize::MAX));
+            let after = args.get("after").and_then(Value::as_str);
+            to_value(&client.list_refs_after(prefix, limit, after).await?)
+        }
+        "current_context" => {
+            let principal = match (args.get("principal").filter(|v| !v.is_null()), hooks) {
+                (Some(_), _) | (None, None) => str_arg(args, "principal")?,
+                (None, Some(h)) => &h.principal,
+            };
+            let session = args.get("session_id").and_then(Value::as_str);
+            let (data, template) = match hooks {
+                Some(h) => (Some(h.data.as_path()), h.template.as_str()),
+                None => (None, ""),
+            };
+            to_value(&crate::hooks::current(client, data, principal, template, session).await?)
+        }
         other => Err(Error::invalid(
             "name",
             format!("there is no tool called {other:?}"),
         )),
+    }
+}
+
+/// The most of a context `materialize` answers in its excerpt.
+pub const EXCERPT_BYTES: usize = 16 * 1024;
+
+/// The `materialize` tool: the context's figures and an excerpt of at most
+/// [`EXCERPT_BYTES`] (never the whole of a large context: that is the
+/// artifact); without `ctx`, the empty context in the format asked.
+async fn materialize(client: &Client, args: &Value) -> Result<Value> {
+    let req: ctx_core::wire::MaterializeRequest = body_of("materialize", args)?;
+    let Some(ctx) = args.get("ctx").filter(|v| !v.is_null()) else {
+        let format = req.format.unwrap_or_else(ctx_core::format::FormatId::raw);
+        let empty = ctx_core::format::Formats::default().empty(&format)?;
+        return Ok(json!({
+            "commit": null,
+            "format": format,
+            "size": empty.len(),
+            "message_count": 0,
+            "token_count": 0,
+            "excerpt": String::from_utf8_lossy(&empty),
+            "truncated": false,
+        }));
+    };
+    let commit: ctx_core::CommitId = ctx
+        .as_str()
+        .ok_or_else(|| Error::invalid("ctx", "ctx must be a ctx-… commit id"))?
+        .parse()
+        .map_err(|e: Error| e.with_field("ctx"))?;
+    let r = client
+        .read(&ctx_core::wire::ReadRequest {
+            commit: Some(commit),
+            stop: req.stop,
+            format: req.format,
+            ..ctx_core::wire::ReadRequest::default()
+        })
+        .await?;
+    let size = usize::try_from(r.result.size).unwrap_or(usize::MAX);
+    let (excerpt, truncated) = match &r.content {
+        Some(text) => {
+            let cut = excerpt_end(text, EXCERPT_BYTES);
+            (Some(&text[..cut]), cut < text.len())
+        }
+        // Bytes that are not text, or too large to come inline: the
+        // artifact holds them.
+        None => (None, size > 0),
+    };
+    let mut out = to_value(&r.result)?;
+    out["commit"] = json!(r.commit);
+    out["cached"] = json!(r.cached);
+    out["excerpt"] = json!(excerpt);
+    out["truncated"] = json!(truncated);
+    Ok(out)
+}
+
+/// Where an excerpt of at most `max` bytes of `text` ends: a character
+/// boundary.
+fn excerpt_end(text: &str, max: usize) -> usize {
+    if text.len() <= max {
+        return text.len();
+    }
+    (0..=max)
+        .rev()
+        .find(|&i| text.is_char_boundary(i))
+        .unwrap_or(0)
+}
+
+fn commit_arg(args: &Value, name: &str) -> Result<ctx_core::CommitId> {
+    str_arg(args, name)?
+        .parse()
+        .map_err(|e: Error| e.with_field(name))
+}
+
+fn principal_arg(args: &Value, name: &str) -> Result<ctx_core::Principal> {
+    str_arg(args, name)?
+        .parse()
+        .map_err(|e: Error| e.with_field(name))
+}
+
+/// An optional whole-number argument.
+fn opt_u64(args: &Value, name: &str) -> Result<Option<u64>> {
+    match args.get(name).filter(|v| !v.is_null()) {
+        None => Ok(None),
+        Some(v) => ctx_core::number::whole::<_, u64>(v.clone())
+            .map(Some)
+            .map_err(|e| Error::invalid(name, format!("{name}: {e}"))),
     }
 }
 
@@ -423,25 +626,49 @@ static TOOL_LIST: std::sync::LazyLock<std::sync::Arc<Vec<Tool>>> = std::sync::La
 pub struct CtxMcp {
     calls: Calls,
     tools: std::sync::Arc<Vec<Tool>>,
+    /// The Claude Code hooks whose pending lines `current_context` stores
+    /// first: `ctx mcp`'s, on the agent's machine. `/mcp` has none: the
+    /// server must not store hook state of another tenant's sessions as
+    /// the caller.
+    hooks: Option<std::sync::Arc<Hooks>>,
+}
+
+/// The Claude Code hooks of this machine, as `current_context` stores
+/// their pending lines: where their state is, and the principal and
+/// template they write as (the hook's defaults unless told).
+#[derive(Debug, Clone, clap::Args)]
+pub struct Hooks {
+    /// Who the hooks write as; `current_context`'s principal by default.
+    #[arg(long, env = "CTX_PRINCIPAL", default_value = "claude-code")]
+    pub principal: String,
+    /// The template on the commits `current_context` stores.
+    #[arg(long, env = "CTX_TEMPLATE", default_value = "claude-code")]
+    pub template: String,
+    /// The data directory whose hook state is read (`ctx mcp`'s
+    /// `--data`).
+    #[arg(skip)]
+    pub data: std::path::PathBuf,
 }
 
 impl CtxMcp {
-    fn new(calls: Calls) -> Self {
+    fn new(calls: Calls, hooks: Option<Hooks>) -> Self {
         CtxMcp {
             calls,
             tools: TOOL_LIST.clone(),
+            hooks: hooks.map(std::sync::Arc::new),
         }
     }
 
-    /// For `ctx mcp`: every call through `client`.
-    pub fn forwarding(client: Client) -> Self {
-        Self::new(Calls::Fixed(std::sync::Arc::new(client)))
+    /// For `ctx mcp`: every call through `client`; `current_context`
+    /// stores what `hooks` have not yet.
+    pub fn forwarding(client: Client, hooks: Option<Hooks>) -> Self {
+        Self::new(Calls::Fixed(std::sync::Arc::new(client)), hooks)
     }
 
     /// For `/mcp` in `ctx serve`: every call to the server `server` (a
     /// client without a token) as the HTTP request's bearer.
     pub fn loopback(server: std::sync::Arc<Client>) -> Self {
-        Self::new(Calls::Loopback(server))
+        Self::new(Calls::Loopback(server), None)
     }
 
     fn client(&self, context: &RequestContext<RoleServer>) -> std::sync::Arc<Client> {
@@ -489,14 +716,16 @@ impl ServerHandler for CtxMcp {
             ));
         }
         let args = Value::Object(request.arguments.unwrap_or_default());
-        Ok(match call_tool(&self.client(&context), name, &args).await {
-            Ok(v) => CallToolResult::structured(v),
-            Err(e) => CallToolResult::error(vec![ContentBlock::text(format!(
-                "{}: {}",
-                e.kind, e.message
-            ))]),
-        }
-        .into())
+        Ok(
+            match call_tool(&self.client(&context), self.hooks.as_deref(), name, &args).await {
+                Ok(v) => CallToolResult::structured(v),
+                Err(e) => CallToolResult::error(vec![ContentBlock::text(format!(
+                    "{}: {}",
+                    e.kind, e.message
+                ))]),
+            }
+            .into(),
+        )
     }
 }
 
@@ -504,8 +733,8 @@ impl ServerHandler for CtxMcp {
 ///
 /// # Errors
 /// `Unavailable` when the transport fails.
-pub async fn serve(client: Client) -> Result<()> {
-    let running = CtxMcp::forwarding(client)
+pub async fn serve(client: Client, hooks: Hooks) -> Result<()> {
+    let running = CtxMcp::forwarding(client, Some(hooks))
         .serve(rmcp::transport::stdio())
         .await
         .map_err(|e| Error::unavailable(format!("MCP on stdio: {e}")))?;
@@ -553,7 +782,7 @@ mod tests {
         let (ours, theirs) = tokio::io::duplex(1 << 16);
         let (read, write) = tokio::io::split(theirs);
         // Never contacted by these calls.
-        let server = CtxMcp::forwarding(Client::new("http://127.0.0.1:9", None));
+        let server = CtxMcp::forwarding(Client::new("http://127.0.0.1:9", None), None);
         tokio::spawn(async move {
             if let Ok(running) = server.serve((read, write)).await {
                 let _ = running.waiting().await;

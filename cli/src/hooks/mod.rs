@@ -31,10 +31,12 @@ use ctx_core::ArtifactRef;
 
 use crate::{Conn, Remote};
 
+mod current;
 mod install;
 mod resume;
 mod sync;
 
+pub use current::{Current, CurrentArgs, current, run_current};
 pub use install::run_hooks;
 pub use resume::run_resume;
 pub use sync::run_hook;

@@ -86,8 +86,15 @@ pub async fn run_hook(cmd: HookCommand) -> Result<()> {
         eprintln!("ctx hook: warning: cannot read the hook's input: {e}");
         return Ok(());
     }
+    let w = match Writer::of(&a) {
+        Ok(w) => w,
+        Err(e) => {
+            eprintln!("ctx hook: warning: {}", e.message);
+            return Ok(());
+        }
+    };
     let state_dir = state_dir(&a.remote.data);
-    let current = match hook_once(&a, &state_dir, &input).await {
+    let current = match hook_once(&w, &state_dir, &input).await {
         Ok(path) => Some(path),
         Err((path, e)) => {
             eprintln!(
@@ -102,8 +109,37 @@ pub async fn run_hook(cmd: HookCommand) -> Result<()> {
             path
         }
     };
-    retry_pending(&a, &state_dir, current.as_deref()).await;
+    retry_pending(&w, &state_dir, current.as_deref()).await;
     Ok(())
+}
+
+/// Who a hook's commits are written as, and the server they go to.
+pub(crate) struct Writer {
+    client: Client,
+    principal: Principal,
+    template: String,
+}
+
+impl Writer {
+    /// The writer of a hook run.
+    fn of(a: &HookArgs) -> Result<Self> {
+        Self::new(a.remote.client()?, &a.principal, &a.template)
+    }
+
+    /// Commits through `client` (each call bounded by the hook's timeout),
+    /// as `principal`, with `template`.
+    ///
+    /// # Errors
+    /// `Invalid` (`principal`).
+    pub(crate) fn new(client: Client, principal: &str, template: &str) -> Result<Self> {
+        Ok(Writer {
+            client: client
+                .with_timeout(HOOK_TIMEOUT)
+                .map_err(|e| Error::internal(format!("HTTP client: {e}")))?,
+            principal: wire_value("principal", principal)?,
+            template: template.to_owned(),
+        })
+    }
 }
 
 /// Where the hook keeps its per-session state.
@@ -119,7 +155,7 @@ pub(super) fn state_path(dir: &Path, project_key: &str, session: &str) -> PathBu
 /// The hook's work for its own session; the state file it used (if it got
 /// that far) either way.
 async fn hook_once(
-    a: &HookArgs,
+    w: &Writer,
     dir: &Path,
     input: &str,
 ) -> std::result::Result<PathBuf, (Option<PathBuf>, Error)> {
@@ -159,7 +195,7 @@ async fn hook_once(
         },
     };
     state.event = hook.hook_event_name.unwrap_or_else(|| "Stop".to_owned());
-    let result = sync(a, &mut state).await;
+    let result = sync(w, &mut state).await;
     if let Err(e) = &result {
         state.failed(e);
     }
@@ -171,7 +207,7 @@ async fn hook_once(
 
 /// Retries other sessions whose lines are pending, quietly but for a
 /// warning per failure.
-async fn retry_pending(a: &HookArgs, dir: &Path, current: Option<&Path>) {
+async fn retry_pending(w: &Writer, dir: &Path, current: Option<&Path>) {
     let Ok(projects) = std::fs::read_dir(dir) else {
         return;
     };
@@ -195,7 +231,7 @@ async fn retry_pending(a: &HookArgs, dir: &Path, current: Option<&Path>) {
                 continue;
             };
             tried += 1;
-            match sync(a, &mut state).await {
+            match sync(w, &mut state).await {
                 Ok(_) => {}
                 Err(e) => {
                     eprintln!(
@@ -210,6 +246,89 @@ async fn retry_pending(a: &HookArgs, dir: &Path, current: Option<&Path>) {
             }
         }
     }
+}
+
+/// The event a flush records: its commits are `explicit` checkpoints.
+const FLUSH_EVENT: &str = "CurrentContext";
+
+/// At most this many sessions are flushed by one call without a session.
+const FLUSH_SESSIONS: usize = 16;
+
+/// What a flush did for one session.
+#[derive(Debug, Clone, Serialize)]
+pub struct Flushed {
+    /// The session id.
+    pub session_id: String,
+    /// Its ref.
+    #[serde(rename = "ref")]
+    pub ref_name: String,
+    /// The commits the flush made (0: nothing was pending).
+    pub commits: usize,
+    /// Where the session's ref is now, as far as the hook knows.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tip: Option<CommitId>,
+    /// Why its pending lines could not be stored (they stay pending).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// Stores what the hooks under `data` have not stored yet: the complete
+/// lines written to a recorded session's transcript since its last hook
+/// (Claude Code writes a turn's lines before its tools run, so a tool call
+/// that asks for the current context finds them here). With `session`,
+/// that session only; without, every recorded session whose transcript
+/// grew or whose lines wait, the most recently written first, at most
+/// [`FLUSH_SESSIONS`].
+///
+/// # Errors
+/// None of a session's own: a session that cannot be stored reports its
+/// error in its [`Flushed`] and stays pending.
+pub async fn flush(w: &Writer, data: &Path, session: Option<&str>) -> Vec<Flushed> {
+    let dir = state_dir(data);
+    let mut found = Vec::new();
+    for project in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+        for file in std::fs::read_dir(project.path())
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            let path = file.path();
+            let Some(state) = read_state(&path) else {
+                continue;
+            };
+            if session.is_some_and(|s| s != state.session_id) {
+                continue;
+            }
+            let written = std::fs::metadata(&state.transcript_path).ok();
+            let grown = written.as_ref().is_some_and(|m| m.len() != state.offset);
+            if session.is_none() && !grown && !state.pending {
+                continue;
+            }
+            let at = written.and_then(|m| m.modified().ok());
+            found.push((at, path, state));
+        }
+    }
+    found.sort_by_key(|f| std::cmp::Reverse(f.0));
+    found.truncate(FLUSH_SESSIONS);
+    let mut out = Vec::with_capacity(found.len());
+    for (_, path, mut state) in found {
+        if state.event != "SessionEnd" {
+            state.event = FLUSH_EVENT.to_owned();
+        }
+        let made = sync(w, &mut state).await;
+        if let Err(e) = &made {
+            state.failed(e);
+        }
+        let written = write_state(&path, &state);
+        out.push(Flushed {
+            session_id: state.session_id.clone(),
+            ref_name: state.ref_name.clone(),
+            commits: made.as_ref().copied().unwrap_or(0),
+            tip: state.tip,
+            error: made.err().or(written.err()).map(|e| e.message),
+        });
+    }
+    out
 }
 
 fn read_state(path: &Path) -> Option<HookState> {
@@ -229,6 +348,7 @@ fn trigger_of(event: &str) -> Trigger {
     match event {
         "PreCompact" => Trigger::Compaction,
         "SessionEnd" => Trigger::SessionEnd,
+        FLUSH_EVENT => Trigger::Explicit,
         _ => Trigger::TurnBoundary,
     }
 }
@@ -238,19 +358,14 @@ fn trigger_of(event: &str) -> Trigger {
 /// on success; the commits made. A line the format cannot read is stored
 /// as written (the server warns of it), so it never holds back the lines
 /// after it.
-async fn sync(a: &HookArgs, state: &mut HookState) -> Result<usize> {
+async fn sync(w: &Writer, state: &mut HookState) -> Result<usize> {
     let (mut tail, mut complete) = read_lines(state)?;
     if complete == 0 {
         state.settled();
         return Ok(0);
     }
     let name: RefName = state.ref_name.parse()?;
-    let client = a
-        .remote
-        .client()?
-        .with_timeout(HOOK_TIMEOUT)
-        .map_err(|e| Error::internal(format!("HTTP client: {e}")))?;
-    let principal: Principal = wire_value("principal", &a.principal)?;
+    let client = &w.client;
     let session: Option<SessionId> = state.session_id.parse().ok();
     let trigger = trigger_of(&state.event);
     // A writer that moved the ref since may hold some of these lines.
@@ -263,7 +378,7 @@ async fn sync(a: &HookArgs, state: &mut HookState) -> Result<usize> {
         let mut stored = 0;
         let lines = match &tip {
             Some(t) if state.tip.as_ref() != Some(t) => {
-                let known = added_since(&client, t, state.tip.as_ref()).await?;
+                let known = added_since(client, t, state.tip.as_ref()).await?;
                 // Read again: the file only grows, so it now holds what any
                 // other hook of this session read before it.
                 (tail, complete) = read_lines(state)?;
@@ -289,12 +404,12 @@ async fn sync(a: &HookArgs, state: &mut HookState) -> Result<usize> {
             return Ok(0);
         }
         match append(
-            &client,
+            client,
             &lines,
             tip,
             &name,
-            &principal,
-            &a.template,
+            &w.principal,
+            &w.template,
             session.as_ref(),
             trigger,
         )

@@ -437,6 +437,17 @@ impl Formats {
         self.codecs.contains_key(format)
     }
 
+    /// The empty context in `format`: `concat` of no part (`[]` for a
+    /// JSON array format, no bytes for a log). What a materialize of no
+    /// context answers (seed 000: `materialize(null)` returns empty, not an
+    /// error).
+    ///
+    /// # Errors
+    /// None of the registered codecs fails on no parts.
+    pub fn empty(&self, format: &FormatId) -> Result<Bytes> {
+        self.codec(format).concat(&[])
+    }
+
     /// Every registered format id.
     pub fn ids(&self) -> impl Iterator<Item = &FormatId> {
         self.codecs.keys()
@@ -449,6 +460,29 @@ mod tests;
 #[cfg(test)]
 mod unit_tests {
     use super::*;
+
+    /// No context is the empty context of each format: bytes its own
+    /// codec reads as no message (`[]` for the JSON array formats).
+    #[test]
+    fn every_format_has_an_empty_context() {
+        let formats = Formats::default();
+        for id in formats.ids() {
+            let empty = formats.empty(id).expect("empty");
+            let codec = formats.codec(id);
+            if codec.structured() {
+                assert_eq!(
+                    codec.to_canonical(&empty).expect("reads").messages.len(),
+                    0,
+                    "{id}"
+                );
+            }
+        }
+        let json = |f: &str| formats.empty(&f.parse().unwrap()).unwrap();
+        assert_eq!(&json("anthropic-messages-v1")[..], b"[]");
+        assert_eq!(&json("openai-chat-v1")[..], b"[]");
+        assert!(json("claude-code-v1").is_empty());
+        assert!(json("raw").is_empty());
+    }
 
     #[test]
     fn format_ids_validate() {

@@ -22,8 +22,9 @@ pub async fn run_all(meta: &dyn MetaStore) {
     materialization_cache_round_trips(meta).await;
 }
 
-/// Commits: get what was put, a second put returns the stored one, other
-/// tenants see nothing.
+/// Commits: get what was put (its machine, ticket and thread with it: a
+/// ticket's `context_id` names such a commit), a second put returns the
+/// stored one, other tenants see nothing.
 pub async fn commits_round_trip_and_are_idempotent(meta: &dyn MetaStore) {
     let a = fresh_tenant("commit-a");
     let b = fresh_tenant("commit-b");
@@ -31,6 +32,8 @@ pub async fn commits_round_trip_and_are_idempotent(meta: &dyn MetaStore) {
     root.summary = Some("the root".into());
     root.tags.insert("k".into(), "v".into());
     root.machine = Some("m1".into());
+    root.ticket_id = Some("tkt-42".into());
+    root.thread_id = Some("thread-7".into());
     let stored = put(meta, &a, &root).await;
     assert_eq!(stored, root);
     assert_eq!(

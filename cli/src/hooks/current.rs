@@ -1,0 +1,127 @@
+//! `ctx current` (and the MCP tool `current_context`): the commit that is
+//! an agent's context *now*, for a ticket's `context_id`. It first stores
+//! what the Claude Code hooks under the data directory have not stored yet
+//! (the lines of the turn in progress), then answers the session's tip, or
+//! the principal's newest commit (`GET /v1/resolve` at now).
+
+use std::path::Path;
+
+use clap::Args;
+use ctx_core::{CommitId, Principal, Result};
+use serde::Serialize;
+
+use super::sync::{Flushed, Writer, flush};
+use crate::client::Client;
+use crate::commands::wire_value;
+use crate::{Conn, print_json};
+
+/// `ctx current`.
+#[derive(Debug, Args)]
+pub struct CurrentArgs {
+    /// The Claude Code session whose context to answer (its hook state is
+    /// under the data directory); without it, the principal's newest
+    /// commit, after storing every recorded session's pending lines.
+    #[arg(long)]
+    session: Option<String>,
+    /// Whose context (and who the stored lines are written as, as the
+    /// hook does).
+    #[arg(long, env = "CTX_PRINCIPAL", default_value = "claude-code")]
+    principal: String,
+    /// The template recorded on the stored lines' commits.
+    #[arg(long, env = "CTX_TEMPLATE", default_value = "claude-code")]
+    template: String,
+    #[command(flatten)]
+    conn: Conn,
+}
+
+/// What `ctx current` answers.
+#[derive(Debug, Clone, Serialize)]
+pub struct Current {
+    /// The commit to put in a ticket's `context_id`.
+    pub context_id: CommitId,
+    /// `session`: the session's tip; `principal`: the principal's newest
+    /// commit now.
+    pub by: &'static str,
+    /// The session's ref, when `by` is `session`.
+    #[serde(rename = "ref", skip_serializing_if = "Option::is_none")]
+    pub ref_name: Option<String>,
+    /// What was stored first, per session.
+    pub flushed: Vec<Flushed>,
+}
+
+/// The context current now: `session`'s tip when the hooks under `data`
+/// record it (after storing its pending lines), else `principal`'s newest
+/// commit (after storing every recorded session's pending lines). Without
+/// `data` nothing is flushed.
+///
+/// # Errors
+/// `Invalid` (`principal`); `NotFound` when the principal has no commit;
+/// the server's errors.
+pub async fn current(
+    client: &Client,
+    data: Option<&Path>,
+    principal: &str,
+    template: &str,
+    session: Option<&str>,
+) -> Result<Current> {
+    let who: Principal = wire_value("principal", principal)?;
+    let flushed = match data {
+        Some(data) => {
+            flush(
+                &Writer::new(client.clone(), principal, template)?,
+                data,
+                session,
+            )
+            .await
+        }
+        None => Vec::new(),
+    };
+    if let Some(f) = session
+        .and_then(|s| flushed.iter().find(|f| f.session_id == s))
+        .filter(|f| f.tip.is_some())
+    {
+        return Ok(Current {
+            context_id: f.tip.expect("filtered"),
+            by: "session",
+            ref_name: Some(f.ref_name.clone()),
+            flushed,
+        });
+    }
+    let id = client.resolve(&who, None).await?.id;
+    Ok(Current {
+        context_id: id,
+        by: "principal",
+        ref_name: None,
+        flushed,
+    })
+}
+
+/// Runs `ctx current`: prints the `ctx-…` id (with `--json`, the whole
+/// answer); warns on stderr of a session whose lines could not be stored.
+///
+/// # Errors
+/// As [`current`].
+pub async fn run_current(a: CurrentArgs) -> Result<()> {
+    let client = a.conn.client()?;
+    let c = current(
+        &client,
+        Some(&a.conn.remote.data),
+        &a.principal,
+        &a.template,
+        a.session.as_deref(),
+    )
+    .await?;
+    if a.conn.json {
+        return print_json(&c);
+    }
+    for f in &c.flushed {
+        if let Some(e) = &f.error {
+            eprintln!(
+                "ctx current: warning: session {} still pending: {e}",
+                f.session_id
+            );
+        }
+    }
+    println!("{}", c.context_id);
+    Ok(())
+}

@@ -1,0 +1,62 @@
+"""A real MCP client (the `mcp` package's stdio client) calling `ctx mcp`'s
+core tools: current_context (which stores the turn in progress the hooks
+under CTX_DATA have not), show, log, materialize (translated, empty without
+a commit, a large context as a bounded excerpt), resolve, ref_get and
+ref_list; prints what it saw as one JSON object for tests/hooks.rs.
+
+Environment: CTX_BIN, CTX_SERVER, CTX_TOKEN, CTX_DATA, SESSION, REF, LARGE.
+"""
+import asyncio
+import json
+import os
+
+from mcp import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+
+
+def is_error(result):
+    # mcp 2.x names fields in snake_case; 1.x in camelCase.
+    return getattr(result, "is_error", None) or getattr(result, "isError", False)
+
+
+async def call(session, name, args):
+    r = await session.call_tool(name, args)
+    assert not is_error(r), (name, r.content)
+    return json.loads(r.content[0].text)
+
+
+async def main():
+    env = os.environ
+    params = StdioServerParameters(
+        command=env["CTX_BIN"],
+        args=["mcp"],
+        env={k: env[k] for k in ("CTX_SERVER", "CTX_TOKEN", "CTX_DATA", "PATH") if k in env},
+    )
+    out = {}
+    async with stdio_client(params) as (read, write):
+        async with ClientSession(read, write) as session:
+            await session.initialize()
+            out["tools"] = sorted(t.name for t in (await session.list_tools()).tools)
+            cur = await call(session, "current_context", {"session_id": env["SESSION"]})
+            out["current"] = cur
+            ctx = cur["context_id"]
+            out["show"] = await call(session, "show", {"ctx": ctx})
+            out["log"] = await call(session, "log", {"ctx": ctx, "depth": 2})
+            out["materialize"] = await call(
+                session, "materialize",
+                {"ctx": ctx, "stop": "root", "format": "anthropic-messages-v1"})
+            out["empty"] = await call(session, "materialize", {"format": "anthropic-messages-v1"})
+            out["empty_log"] = await call(session, "materialize", {"ctx": None, "format": "claude-code-v1"})
+            large = await session.call_tool("materialize", {"ctx": env["LARGE"]})
+            out["large"] = json.loads(large.content[0].text)
+            out["large_bytes"] = len(large.content[0].text.encode())
+            out["resolve"] = await call(session, "resolve", {"principal": "claude-code"})
+            out["ref_get"] = await call(session, "ref_get", {"name": env["REF"]})
+            out["ref_list"] = await call(session, "ref_list", {"prefix": "claude/", "limit": 1})
+            bad = await session.call_tool("show", {"ctx": "nope"})
+            out["bad_is_error"] = bool(is_error(bad))
+            out["bad_text"] = bad.content[0].text
+    print(json.dumps(out))
+
+
+asyncio.run(main())
