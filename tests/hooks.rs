@@ -727,4 +727,141 @@ async fn current_context_stores_the_turn_in_progress_and_answers_it() {
         v["bad_text"].as_str().unwrap().contains("ctx"),
         "names the field: {v}"
     );
+    // The MCP session closed: the branch it left open was returned.
+    let br = v["open_branch"]["branch_id"].as_str().unwrap();
+    let s = server
+        .client()
+        .ok("GET", &format!("/v1/branches/{br}"), None)
+        .await;
+    assert_eq!(s["status"], "completed", "{s}");
+    assert!(
+        s["reason"].as_str().unwrap_or("").contains("session ended"),
+        "{s}"
+    );
+}
+
+/// A hook installed with `--every 2` checkpoints at every second turn end,
+/// and one with `--significant-only --tool-calls` never at a turn end but
+/// after each tool call (`PostToolUse`, trigger `tool_call`) and at the
+/// session's end, which also force-returns the session's context-folding
+/// branches (FR-010). Uninstall takes every event's hook out again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hooks_checkpoint_as_often_as_told_and_session_end_returns_branches() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let server = Server::start(&data);
+    let project = dir.path().join("proj");
+    std::fs::create_dir_all(&project).unwrap();
+    let install = |extra: &[&str]| {
+        let out = Command::new(ctx_bin())
+            .args(["hooks", "install", "claude-code", "--project"])
+            .arg(&project)
+            .args(["--server", &server.url, "--data"])
+            .arg(&data)
+            .args(extra)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    let pdir = dir.path().join("claude/projects/-tmp-proj");
+    std::fs::create_dir_all(&pdir).unwrap();
+    let full = fixture();
+    let name = format!("claude/-tmp-proj/{SESSION}");
+    let transcript = pdir.join(format!("{SESSION}.jsonl"));
+
+    // Every second turn.
+    install(&["--every", "2"]);
+    let stop = installed_command(&project, "Stop");
+    assert!(stop.contains("--every 2"), "{stop}");
+    std::fs::write(&transcript, first_lines(&full, 6)).unwrap();
+    let (code, err) = run_hook(&stop, SESSION, &transcript, "Stop");
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(tip(&server, &name).await, None, "the first turn waits");
+    std::fs::write(&transcript, first_lines(&full, 10)).unwrap();
+    let (code, err) = run_hook(&stop, SESSION, &transcript, "Stop");
+    assert_eq!(code, 0, "{err}");
+    let t = tip(&server, &name)
+        .await
+        .expect("the second turn stores both");
+    assert!(server.client().materialize(&t, "root").await == first_lines(&full, 10));
+
+    // Significant events only, tool calls included; installing again
+    // replaces the hooks.
+    install(&["--significant-only", "--tool-calls"]);
+    let settings: Value =
+        serde_json::from_slice(&std::fs::read(project.join(".claude/settings.json")).unwrap())
+            .unwrap();
+    for event in ["Stop", "PreCompact", "SessionEnd", "PostToolUse"] {
+        assert_eq!(
+            settings["hooks"][event].as_array().unwrap().len(),
+            1,
+            "one ctx hook on {event}: {settings}"
+        );
+    }
+    let stop = installed_command(&project, "Stop");
+    assert!(
+        stop.contains("--significant-only") && !stop.contains("--every"),
+        "{stop}"
+    );
+    std::fs::write(&transcript, first_lines(&full, 12)).unwrap();
+    let (code, err) = run_hook(&stop, SESSION, &transcript, "Stop");
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        tip(&server, &name).await.unwrap(),
+        t,
+        "a turn end is not significant"
+    );
+    let tool = installed_command(&project, "PostToolUse");
+    let (code, err) = run_hook(&tool, SESSION, &transcript, "PostToolUse");
+    assert_eq!(code, 0, "{err}");
+    let t2 = tip(&server, &name).await.unwrap();
+    assert_ne!(t2, t);
+    let c = server.client();
+    let shown = c.ok("GET", &format!("/v1/commits/{t2}"), None).await;
+    assert_eq!(shown["checkpoint"], "tool_call", "{shown}");
+
+    // The session's branches, force-returned at its end.
+    let b = c
+        .ok(
+            "POST",
+            "/v1/branches",
+            Some(&json!({"session_id": SESSION, "description": "a subtask"})),
+        )
+        .await;
+    let br = b["branch_id"].as_str().unwrap();
+    std::fs::write(&transcript, &full).unwrap();
+    let end = installed_command(&project, "SessionEnd");
+    let (code, err) = run_hook(&end, SESSION, &transcript, "SessionEnd");
+    assert_eq!(code, 0, "{err}");
+    assert!(!err.contains("warning"), "{err}");
+    let s = c.ok("GET", &format!("/v1/branches/{br}"), None).await;
+    assert_eq!(s["status"], "completed", "{s}");
+    assert!(
+        s["reason"].as_str().unwrap_or("").contains("session ended"),
+        "{s}"
+    );
+    let t3 = tip(&server, &name).await.unwrap();
+    assert!(
+        c.materialize(&t3, "root").await == full,
+        "every line at the end"
+    );
+    // A second SessionEnd has nothing left to end, and says nothing.
+    let (code, err) = run_hook(&end, SESSION, &transcript, "SessionEnd");
+    assert_eq!(code, 0);
+    assert!(!err.contains("warning"), "{err}");
+
+    let out = Command::new(ctx_bin())
+        .args(["hooks", "uninstall", "claude-code", "--project"])
+        .arg(&project)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let settings: Value =
+        serde_json::from_slice(&std::fs::read(project.join(".claude/settings.json")).unwrap())
+            .unwrap();
+    assert!(settings.get("hooks").is_none(), "{settings}");
 }

@@ -631,6 +631,9 @@ pub struct CtxMcp {
     /// server must not store hook state of another tenant's sessions as
     /// the caller.
     hooks: Option<std::sync::Arc<Hooks>>,
+    /// The sessions this connection created branches in: when the MCP
+    /// session closes, their branches are force-returned (FR-010).
+    sessions: std::sync::Arc<std::sync::Mutex<std::collections::BTreeSet<ctx_core::SessionId>>>,
 }
 
 /// The Claude Code hooks of this machine, as `current_context` stores
@@ -656,6 +659,7 @@ impl CtxMcp {
             calls,
             tools: TOOL_LIST.clone(),
             hooks: hooks.map(std::sync::Arc::new),
+            sessions: std::sync::Arc::default(),
         }
     }
 
@@ -716,6 +720,17 @@ impl ServerHandler for CtxMcp {
             ));
         }
         let args = Value::Object(request.arguments.unwrap_or_default());
+        if name == "branch_create"
+            && let Some(Ok(session)) = args
+                .get("session_id")
+                .and_then(Value::as_str)
+                .map(str::parse::<ctx_core::SessionId>)
+        {
+            self.sessions
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .insert(session);
+        }
         Ok(
             match call_tool(&self.client(&context), self.hooks.as_deref(), name, &args).await {
                 Ok(v) => CallToolResult::structured(v),
@@ -734,15 +749,47 @@ impl ServerHandler for CtxMcp {
 /// # Errors
 /// `Unavailable` when the transport fails.
 pub async fn serve(client: Client, hooks: Hooks) -> Result<()> {
-    let running = CtxMcp::forwarding(client, Some(hooks))
+    let server = CtxMcp::forwarding(client, Some(hooks));
+    let sessions = server.sessions.clone();
+    let Calls::Fixed(client) = server.calls.clone() else {
+        unreachable!("ctx mcp forwards")
+    };
+    let running = server
         .serve(rmcp::transport::stdio())
         .await
         .map_err(|e| Error::unavailable(format!("MCP on stdio: {e}")))?;
-    running
+    let closed = running
         .waiting()
         .await
-        .map_err(|e| Error::unavailable(format!("MCP on stdio: {e}")))?;
-    Ok(())
+        .map_err(|e| Error::unavailable(format!("MCP on stdio: {e}")));
+    let sessions = std::mem::take(
+        &mut *sessions
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner),
+    );
+    end_sessions(&client, sessions).await;
+    closed.map(|_| ())
+}
+
+/// The MCP session closed: the branches its sessions still have open are
+/// force-returned, as `ctx session end` would (a warning on stderr for
+/// one that cannot be).
+async fn end_sessions(client: &Client, sessions: std::collections::BTreeSet<ctx_core::SessionId>) {
+    for s in sessions {
+        match client.session_end(&s).await {
+            Ok(e) if e.failed.is_empty() => {}
+            Ok(e) => eprintln!(
+                "ctx mcp: session {}: {} branch(es) ended as failed",
+                s.as_str(),
+                e.failed.len()
+            ),
+            Err(e) => eprintln!(
+                "ctx mcp: session {}: its branches were not returned: {}",
+                s.as_str(),
+                e.message
+            ),
+        }
+    }
 }
 
 /// The streamable HTTP endpoint `ctx serve` mounts at `/mcp` (stateless,

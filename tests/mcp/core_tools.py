@@ -1,5 +1,6 @@
 """A real MCP client (the `mcp` package's stdio client) calling `ctx mcp`'s
-core tools: current_context (which stores the turn in progress the hooks
+core tools (and that closing the session returns the branches it left
+open): current_context (which stores the turn in progress the hooks
 under CTX_DATA have not), show, log, materialize (translated, empty without
 a commit, a large context as a bounded excerpt), resolve, ref_get and
 ref_list; prints what it saw as one JSON object for tests/hooks.rs.
@@ -53,6 +54,9 @@ async def main():
             out["resolve"] = await call(session, "resolve", {"principal": "claude-code"})
             out["ref_get"] = await call(session, "ref_get", {"name": env["REF"]})
             out["ref_list"] = await call(session, "ref_list", {"prefix": "claude/", "limit": 1})
+            # Left open: closing the MCP session returns it.
+            out["open_branch"] = await call(
+                session, "branch_create", {"session_id": "mcp-left-open", "description": "never returned"})
             bad = await session.call_tool("show", {"ctx": "nope"})
             out["bad_is_error"] = bool(is_error(bad))
             out["bad_text"] = bad.content[0].text

@@ -6,7 +6,7 @@ use std::path::Path;
 use ctx_core::{Error, Result};
 use serde_json::{Map, Value, json};
 
-use super::{HOOK_EVENTS, HooksCommand, Runtime};
+use super::{HOOK_EVENTS, HooksCommand, Runtime, TOOL_EVENT};
 use crate::print_json;
 
 /// Runs `ctx hooks install|uninstall`.
@@ -42,16 +42,28 @@ pub fn run_hooks(cmd: HooksCommand) -> Result<()> {
             .map_err(|e| Error::unavailable(format!("where is this ctx binary? {e}")))?;
         let data = std::path::absolute(&a.data)
             .map_err(|e| Error::invalid("data", format!("{}: {e}", a.data.display())))?;
-        Some(format!(
+        let mut cmd = format!(
             "{} hook claude-code --server {} --data {}",
             shell_quote(&exe.to_string_lossy()),
             shell_quote(&a.server),
             shell_quote(&data.to_string_lossy())
-        ))
+        );
+        if let Some(n) = a.every {
+            cmd.push_str(&format!(" --every {n}"));
+        }
+        if a.significant_only {
+            cmd.push_str(" --significant-only");
+        }
+        Some(cmd)
     } else {
         None
     };
-    let changed = merge_hooks(&mut settings, command.as_deref())?;
+    let events: Vec<&str> = HOOK_EVENTS
+        .iter()
+        .copied()
+        .chain(a.tool_calls.then_some(TOOL_EVENT))
+        .collect();
+    let changed = merge_hooks(&mut settings, command.as_deref(), &events)?;
     if changed {
         let dir = path.parent().expect("settings.json has a parent");
         std::fs::create_dir_all(dir)
@@ -65,7 +77,7 @@ pub fn run_hooks(cmd: HooksCommand) -> Result<()> {
         print_json(&json!({
             "settings": path,
             "changed": changed,
-            "events": HOOK_EVENTS,
+            "events": events,
             "command": command,
         }))
     } else {
@@ -75,7 +87,7 @@ pub fn run_hooks(cmd: HooksCommand) -> Result<()> {
             (false, true) => "removed the ctx hooks from",
             (false, false) => "there were no ctx hooks in",
         };
-        eprintln!("{what} {} ({})", path.display(), HOOK_EVENTS.join(", "));
+        eprintln!("{what} {} ({})", path.display(), events.join(", "));
         Ok(())
     }
 }
@@ -86,14 +98,14 @@ fn is_ours(command: &str) -> bool {
 }
 
 /// Removes ctx's command hooks from `settings.hooks` for [`HOOK_EVENTS`]
-/// (dropping matcher groups and events left empty by that), then, with a
-/// `command`, adds one matcher group running it per event. Whether the
-/// settings changed.
+/// and [`TOOL_EVENT`] (dropping matcher groups and events left empty by
+/// that), then, with a `command`, adds one matcher group running it per
+/// event of `events`. Whether the settings changed.
 ///
 /// # Errors
 /// `Invalid` (field `settings`) when the settings or their `hooks` are not
 /// JSON objects, or an event's hooks are not a list.
-fn merge_hooks(settings: &mut Value, command: Option<&str>) -> Result<bool> {
+fn merge_hooks(settings: &mut Value, command: Option<&str>, events: &[&str]) -> Result<bool> {
     let before = settings.clone();
     let not_object = |what: &str| {
         Error::invalid(
@@ -109,7 +121,10 @@ fn merge_hooks(settings: &mut Value, command: Option<&str>) -> Result<bool> {
         .or_insert_with(|| Value::Object(Map::new()))
         .as_object_mut()
         .ok_or_else(|| not_object("`hooks`"))?;
-    for event in HOOK_EVENTS {
+    for event in HOOK_EVENTS.into_iter().chain([TOOL_EVENT]) {
+        if !hooks.contains_key(event) && !(command.is_some() && events.contains(&event)) {
+            continue;
+        }
         let groups = hooks
             .entry(event)
             .or_insert_with(|| Value::Array(Vec::new()))
@@ -134,7 +149,7 @@ fn merge_hooks(settings: &mut Value, command: Option<&str>) -> Result<bool> {
                 .and_then(Value::as_array)
                 .is_none_or(|l| !l.is_empty())
         });
-        if let Some(cmd) = command {
+        if let Some(cmd) = command.filter(|_| events.contains(&event)) {
             groups.push(json!({"hooks": [{"type": "command", "command": cmd}]}));
         }
         if groups.is_empty() {
@@ -184,10 +199,10 @@ mod tests {
             }
         });
         let cmd = "/bin/ctx hook claude-code --server http://127.0.0.1:7878 --data /d";
-        assert!(merge_hooks(&mut s, Some(cmd)).unwrap());
+        assert!(merge_hooks(&mut s, Some(cmd), &HOOK_EVENTS).unwrap());
         let once = s.clone();
         assert!(
-            !merge_hooks(&mut s, Some(cmd)).unwrap(),
+            !merge_hooks(&mut s, Some(cmd), &HOOK_EVENTS).unwrap(),
             "a second install changes nothing"
         );
         assert_eq!(s, once);
@@ -200,10 +215,10 @@ mod tests {
         }
         // A reinstall with another server replaces the command, not adds one.
         let other = "/bin/ctx hook claude-code --server http://127.0.0.1:9 --data /d";
-        assert!(merge_hooks(&mut s, Some(other)).unwrap());
+        assert!(merge_hooks(&mut s, Some(other), &HOOK_EVENTS).unwrap());
         assert_eq!(s["hooks"]["Stop"].as_array().unwrap().len(), 2);
         assert_eq!(s["hooks"]["Stop"][1]["hooks"][0]["command"], other);
-        assert!(merge_hooks(&mut s, None).unwrap());
+        assert!(merge_hooks(&mut s, None, &HOOK_EVENTS).unwrap());
         assert_eq!(
             s,
             json!({
@@ -216,8 +231,8 @@ mod tests {
             "uninstall leaves exactly the user's hooks"
         );
         let mut empty = json!({});
-        merge_hooks(&mut empty, Some(cmd)).unwrap();
-        merge_hooks(&mut empty, None).unwrap();
+        merge_hooks(&mut empty, Some(cmd), &HOOK_EVENTS).unwrap();
+        merge_hooks(&mut empty, None, &HOOK_EVENTS).unwrap();
         assert_eq!(empty, json!({}));
     }
 
@@ -229,7 +244,7 @@ mod tests {
             json!({"hooks": {"Stop": {}}}),
         ] {
             let mut s = bad.clone();
-            let e = merge_hooks(&mut s, Some("ctx hook claude-code")).unwrap_err();
+            let e = merge_hooks(&mut s, Some("ctx hook claude-code"), &HOOK_EVENTS).unwrap_err();
             assert_eq!(e.field.as_deref(), Some("settings"), "{bad}");
         }
     }

@@ -44,6 +44,10 @@ pub use sync::run_hook;
 /// The Claude Code events whose hooks checkpoint.
 pub const HOOK_EVENTS: [&str; 3] = ["Stop", "PreCompact", "SessionEnd"];
 
+/// The event whose hook checkpoints each tool's result, with
+/// `ctx hooks install --tool-calls`.
+pub const TOOL_EVENT: &str = "PostToolUse";
+
 /// How long one server call of a hook may take: hooks must not hold
 /// Claude Code up.
 const HOOK_TIMEOUT: Duration = Duration::from_secs(10);
@@ -93,6 +97,17 @@ pub struct InstallArgs {
     /// Print JSON instead of text.
     #[arg(long)]
     json: bool,
+    /// Also checkpoint after each tool call (`PostToolUse`, trigger
+    /// `tool_call`): what the agent learned, as soon as it learned it.
+    #[arg(long)]
+    tool_calls: bool,
+    /// Written into the hook command: checkpoint at every Nth turn end.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    every: Option<u64>,
+    /// Written into the hook command: checkpoint only on significant
+    /// events (compaction, session end, tool calls, `ctx current`).
+    #[arg(long, conflicts_with = "every")]
+    significant_only: bool,
 }
 
 /// `ctx hook …`.
@@ -106,6 +121,16 @@ pub enum HookCommand {
 /// What a hook run needs.
 #[derive(Debug, Args)]
 pub struct HookArgs {
+    /// Checkpoint at every Nth `Stop` of a session (turn boundary) only;
+    /// compactions, session end, tool calls and `ctx current` always
+    /// store what is pending.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
+    every: u64,
+    /// Checkpoint only on significant events: a compaction, the session's
+    /// end, a tool call (with `--tool-calls`) or `ctx current`, never at a
+    /// plain turn end.
+    #[arg(long, conflicts_with = "every")]
+    significant_only: bool,
     /// Who checkpoints.
     #[arg(long, env = "CTX_PRINCIPAL", default_value = "claude-code")]
     principal: String,

@@ -117,6 +117,7 @@ pub async fn run_resume(a: ResumeArgs) -> Result<()> {
         pending: false,
         refused: false,
         error: None,
+        stops: 0,
     };
     write_state(
         &state_path(&state_dir(&a.conn.remote.data), &project_key, &session),

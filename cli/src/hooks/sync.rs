@@ -56,6 +56,13 @@ pub(super) struct HookState {
     /// other sessions' hooks leave them to this session's own.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub(super) refused: bool,
+    /// The session's `Stop` hooks so far (for `--every`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub(super) stops: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl HookState {
@@ -118,12 +125,26 @@ pub(crate) struct Writer {
     client: Client,
     principal: Principal,
     template: String,
+    /// Checkpoint at every this many `Stop`s (0: never at a `Stop`).
+    every: u64,
 }
 
 impl Writer {
     /// The writer of a hook run.
     fn of(a: &HookArgs) -> Result<Self> {
-        Self::new(a.remote.client()?, &a.principal, &a.template)
+        let mut w = Self::new(a.remote.client()?, &a.principal, &a.template)?;
+        w.every = if a.significant_only { 0 } else { a.every };
+        Ok(w)
+    }
+
+    /// Whether this run of `state`'s hook checkpoints: every significant
+    /// event does; a turn end (`Stop`) only every [`Writer::every`]th.
+    fn due(&self, state: &mut HookState) -> bool {
+        if state.event != "Stop" {
+            return true;
+        }
+        state.stops += 1;
+        self.every != 0 && state.stops % self.every == 0
     }
 
     /// Commits through `client` (each call bounded by the hook's timeout),
@@ -138,6 +159,7 @@ impl Writer {
                 .map_err(|e| Error::internal(format!("HTTP client: {e}")))?,
             principal: wire_value("principal", principal)?,
             template: template.to_owned(),
+            every: 1,
         })
     }
 }
@@ -195,6 +217,13 @@ async fn hook_once(
         },
     };
     state.event = hook.hook_event_name.unwrap_or_else(|| "Stop".to_owned());
+    if !w.due(&mut state) {
+        // Not this turn: the lines wait for a later hook (or `ctx current`).
+        return match write_state(&path, &state) {
+            Ok(()) => Ok(path),
+            Err(e) => Err((None, e)),
+        };
+    }
     let result = sync(w, &mut state).await;
     if let Err(e) = &result {
         state.failed(e);
@@ -202,7 +231,32 @@ async fn hook_once(
     if let Err(e) = write_state(&path, &state) {
         return Err((None, e));
     }
+    if state.event == "SessionEnd" {
+        end_session(w, &state.session_id).await;
+    }
     result.map(|_| path.clone()).map_err(|e| (Some(path), e))
+}
+
+/// The session ended: its context-folding branches are force-returned
+/// (`POST /v1/sessions/{id}/end`, FR-010), as `ctx session end` would.
+/// A session with no branch, or a server without context folding, has
+/// nothing to end; any other failure is a warning.
+async fn end_session(w: &Writer, session: &str) {
+    let Ok(id) = session.parse::<SessionId>() else {
+        return;
+    };
+    match w.client.session_end(&id).await {
+        Ok(ended) if !ended.failed.is_empty() => eprintln!(
+            "ctx hook: warning: session {session}: {} branch(es) could not return and ended as failed",
+            ended.failed.len()
+        ),
+        Ok(_) => {}
+        Err(e) if matches!(e.kind, ErrorKind::NotFound | ErrorKind::Unavailable) => {}
+        Err(e) => eprintln!(
+            "ctx hook: warning: session {session}: its branches were not returned: {}",
+            e.message
+        ),
+    }
 }
 
 /// Retries other sessions whose lines are pending, quietly but for a
@@ -348,6 +402,7 @@ fn trigger_of(event: &str) -> Trigger {
     match event {
         "PreCompact" => Trigger::Compaction,
         "SessionEnd" => Trigger::SessionEnd,
+        "PostToolUse" => Trigger::ToolCall,
         FLUSH_EVENT => Trigger::Explicit,
         _ => Trigger::TurnBoundary,
     }
