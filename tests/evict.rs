@@ -97,3 +97,178 @@ async fn evicted_deltas_answer_gone_while_log_and_the_default_still_work() {
         assert!(log.contains(&format!("summary {i}")), "{log}");
     }
 }
+
+/// Snapshot commits as optimization points, on each backend: `ctx
+/// snapshot REV --ref` stores the context whole on top of REV and moves the
+/// ref; a materialize of the snapshot is one artifact and equals REV's; a
+/// walk to the root still reads the original deltas; a chain continued on
+/// the snapshot materializes from it. `ctx snapshot --all` takes only the
+/// chains past the depth or the cost, and skips a ref that moved.
+async fn snapshots_are_where_materialize_starts(server: &Server) {
+    let c = server.client();
+    let session = |n: &str| format!("chains/snap-{n}");
+    // A long chain (6 commits) and a short one (2).
+    let mut tip: Option<String> = None;
+    for i in 0..6 {
+        let mut b = body("delta", tip.as_deref(), &format!("line {i}\n"), i);
+        b["ref"] = json!({"name": session("long"), "expected": tip});
+        tip = Some(
+            c.ok("POST", "/v1/commits", Some(&b)).await["id"]
+                .as_str()
+                .unwrap()
+                .to_owned(),
+        );
+    }
+    let long_tip = tip.unwrap();
+    let mut short = body("delta", None, "short\n", 1);
+    short["ref"] = json!({"name": session("short"), "expected": null});
+    let short_tip = c.ok("POST", "/v1/commits", Some(&short)).await["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let whole = c.materialize(&long_tip, "compaction").await;
+    assert_eq!(whole, b"line 0\nline 1\nline 2\nline 3\nline 4\nline 5\n");
+
+    // The batch form, dry: only the long chain is past a depth of 3.
+    let out = server.cli_output(&[
+        "snapshot",
+        "--all",
+        "--prefix",
+        "chains/snap-",
+        "--min-depth",
+        "3",
+        "--dry-run",
+        "--json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let dry: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(dry.as_array().unwrap().len(), 1, "{dry}");
+    assert_eq!(dry[0]["ref"], session("long"));
+    assert_eq!(dry[0]["depth"], 6);
+    assert_eq!(dry[0]["bytes"], 42);
+    assert!(dry[0].get("snapshot").is_none());
+    // By cost instead: 40 bytes take the long chain below a depth of 1000.
+    let out = server.cli_output(&[
+        "snapshot",
+        "--all",
+        "--prefix",
+        "chains/snap-",
+        "--min-depth",
+        "1000",
+        "--min-bytes",
+        "40",
+        "--dry-run",
+        "--json",
+    ]);
+    let by_cost: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(by_cost.as_array().unwrap().len(), 1, "{by_cost}");
+
+    // For real.
+    let out = server.cli_output(&[
+        "snapshot",
+        "--all",
+        "--prefix",
+        "chains/snap-",
+        "--min-depth",
+        "3",
+        "--json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let made: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let snap = made[0]["snapshot"].as_str().expect("made").to_owned();
+    let r = c
+        .ok("GET", &format!("/v1/refs/{}", session("long")), None)
+        .await;
+    assert_eq!(r["target"], snap.as_str(), "the ref moved onto it");
+    let shown = c.ok("GET", &format!("/v1/commits/{snap}"), None).await;
+    assert_eq!(shown["commit_type"], "snapshot");
+    assert_eq!(shown["parent"], long_tip.as_str());
+    assert_eq!(shown["session_id"], "s-evict");
+    assert_eq!(
+        c.materialize(&snap, "compaction").await,
+        whole,
+        "one artifact, the same context"
+    );
+    assert_eq!(
+        c.materialize(&snap, "root").await,
+        whole,
+        "the deltas, not the snapshot again"
+    );
+    let short_ref = c
+        .ok("GET", &format!("/v1/refs/{}", session("short")), None)
+        .await;
+    assert_eq!(
+        short_ref["target"],
+        short_tip.as_str(),
+        "the short chain is left alone"
+    );
+
+    // A chain continued on the snapshot starts there.
+    let mut next = body("delta", Some(&snap), "line 6\n", 7);
+    next["ref"] = json!({"name": session("long"), "expected": snap});
+    let t = c.ok("POST", "/v1/commits", Some(&next)).await["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(
+        c.materialize(&t, "compaction").await,
+        b"line 0\nline 1\nline 2\nline 3\nline 4\nline 5\nline 6\n"
+    );
+    // Nothing is past the depth now: the next run makes nothing.
+    let out = server.cli_output(&[
+        "snapshot",
+        "--all",
+        "--prefix",
+        "chains/snap-",
+        "--min-depth",
+        "3",
+        "--json",
+    ]);
+    let none: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(none, json!([]));
+
+    // One commit, by hand, with a ref that moved: a conflict (exit 4).
+    let out = server.cli_output(&["snapshot", &long_tip, "--ref", &session("long")]);
+    assert_eq!(
+        out.status.code(),
+        Some(4),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = server.cli_output(&["snapshot", &t]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let plain = String::from_utf8(out.stdout).unwrap();
+    assert!(plain.trim().starts_with("ctx-"), "{plain}");
+    // Bad input names the flag.
+    let out = server.cli_output(&["snapshot", "--all", "--min-depth", "1"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("min-depth"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn snapshots_on_the_embedded_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path());
+    snapshots_are_where_materialize_starts(&server).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn snapshots_on_the_aws_backends() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(server) = Server::start_aws(dir.path()) else {
+        return;
+    };
+    snapshots_are_where_materialize_starts(&server).await;
+}

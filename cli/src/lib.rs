@@ -208,6 +208,39 @@ enum Command {
         #[command(flatten)]
         conn: Conn,
     },
+    /// Snapshot commits as optimization points: the context at REV stored
+    /// whole as a `snapshot` commit on top of it, so a materialize starts
+    /// there (a walk to the root still reads the original deltas). With
+    /// --all, every ref under --prefix whose chain has grown past
+    /// --min-depth commits (or --min-bytes) since its last compaction or
+    /// snapshot, each ref moved onto its snapshot by compare-and-swap.
+    Snapshot {
+        /// The commit (or ref) to snapshot.
+        #[arg(required_unless_present = "all", conflicts_with = "all")]
+        rev: Option<String>,
+        /// Move this ref from REV to the snapshot (compare-and-swap).
+        #[arg(long = "ref", value_parser = parse_ref_name, conflicts_with = "all")]
+        ref_name: Option<ctx_core::RefName>,
+        /// Every ref under --prefix past the depth or cost.
+        #[arg(long)]
+        all: bool,
+        /// With --all: the refs whose names start with this.
+        #[arg(long, default_value = "", requires = "all")]
+        prefix: String,
+        /// With --all: chains of at least this many commits since their
+        /// last compaction or snapshot (at most 1000 are looked at).
+        #[arg(long, default_value_t = 100, requires = "all",
+              value_parser = parse_min_depth)]
+        min_depth: u64,
+        /// With --all: or whose commits since then hold this many bytes.
+        #[arg(long, requires = "all")]
+        min_bytes: Option<u64>,
+        /// With --all: print what would be snapshotted, make nothing.
+        #[arg(long, requires = "all")]
+        dry_run: bool,
+        #[command(flatten)]
+        conn: Conn,
+    },
     /// Collect garbage: remove the artifacts no commit, cache entry or
     /// pending upload needs and that are older than the server's grace
     /// period (CTX_GC_GRACE_SECS, 24 h), page by page with a progress
@@ -480,6 +513,15 @@ pub(crate) fn parse_format(s: &str) -> Result<String, String> {
 }
 
 /// A count of at least 1.
+fn parse_min_depth(s: &str) -> Result<u64, String> {
+    match s.parse::<u64>() {
+        Ok(n) if (2..=1000).contains(&n) => Ok(n),
+        _ => Err(format!(
+            "{s:?} is not a depth: give a whole number from 2 to 1000 (a snapshot of one commit holds what it does)"
+        )),
+    }
+}
+
 fn parse_count(s: &str) -> Result<u64, String> {
     match s.parse::<u64>() {
         Ok(n) if n >= 1 => Ok(n),
@@ -635,6 +677,27 @@ async fn run(cli: Cli) -> Result<()> {
             conn,
         } => commands::commits::log(&rev, max_count, &conn).await,
         Command::Gc { dry_run, conn } => commands::gc::run(dry_run, &conn).await,
+        Command::Snapshot {
+            rev,
+            ref_name,
+            all,
+            prefix,
+            min_depth,
+            min_bytes,
+            dry_run,
+            conn,
+        } => match rev {
+            Some(r) if !all => commands::snapshot::run_one(&r, ref_name, &conn).await,
+            _ => {
+                let batch = commands::snapshot::Batch {
+                    prefix,
+                    min_depth,
+                    min_bytes,
+                    dry_run,
+                };
+                commands::snapshot::run_batch(batch, &conn).await
+            }
+        },
         Command::Summarize {
             limit,
             commit,

@@ -31,6 +31,7 @@ pub(crate) mod lifecycle;
 pub(crate) mod materialize;
 pub(crate) mod refs;
 pub(crate) mod resolve;
+pub(crate) mod snapshot;
 pub(crate) mod summarize;
 pub(crate) mod tenants;
 pub(crate) mod workspace;
