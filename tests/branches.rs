@@ -533,3 +533,30 @@ async fn rate_limits_hold_under_concurrent_requests() {
         concurrent_creations(&server).await;
     }
 }
+
+/// `CTX_SESSION_IDLE_SECS`: `ctx serve`'s timers end a session whose
+/// branches saw nothing for that long, long before their deadlines: every
+/// active branch is force-returned (completed, reason `session idle`), and
+/// the session's chain gets what each had.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_session_ends_by_itself() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start_env(dir.path(), &[], &[("CTX_SESSION_IDLE_SECS", "1")]);
+    let c = server.client();
+    let mut ids = Vec::new();
+    for d in ["left", "forgotten"] {
+        let b = c
+            .ok(
+                "POST",
+                "/v1/branches",
+                Some(&json!({"session_id": "idle-s", "description": d, "timeout_seconds": 600})),
+            )
+            .await;
+        ids.push(b["branch_id"].as_str().unwrap().to_owned());
+    }
+    for id in &ids {
+        let s = poll_status(&c, id, "completed").await;
+        assert_eq!(s["reason"], "session idle for 1 s", "{s}");
+    }
+    assert!(head_text(&c, "sessions/idle-s").await.contains(&ids[1]));
+}

@@ -27,7 +27,7 @@ use ctx_core::api::{AppState, Group, router};
 use ctx_core::auth::{Authenticator, Caller};
 use ctx_core::bootstrap::{Backends, Needs};
 use ctx_core::config::{Config, StoreKind};
-use ctx_core::service::{BatchOptions, Expired};
+use ctx_core::service::{BatchOptions, Wake};
 use ctx_core::store::aws::sfn::TimerInput;
 use ctx_core::{Error, ErrorKind, Result, Service, SystemClock};
 use lambda_http::request::RequestContext;
@@ -216,13 +216,16 @@ pub fn app(
 }
 
 /// What `branch-expire` does with the event the branch-timer state machine
-/// sends (the execution's input, [`TimerInput`]): force-returns the branch
-/// with status timeout if it is still active. Answers `{"outcome": …}`.
+/// sends (the execution's input, [`TimerInput`]): at the branch's deadline
+/// force-returns it with status timeout if it is still active; before it,
+/// with `CTX_SESSION_IDLE_SECS`, force-returns an idle session's branches.
+/// Answers `{"outcome": …, "branch_id": …, "next": …}`: `next` is when the
+/// state machine waits until and asks again (RFC 3339, `null` when the
+/// timer is done).
 ///
 /// # Errors
-/// `Invalid` for an event that is not a timer input; `Unavailable` when the
-/// deadline has not come yet by this clock (Step Functions retries) or
-/// storage fails.
+/// `Invalid` for an event that is not a timer input; `Unavailable` when
+/// storage fails (Step Functions retries).
 pub async fn expire(service: &Service, event: serde_json::Value) -> Result<serde_json::Value> {
     let input: TimerInput = serde_json::from_value(event).map_err(|e| {
         Error::invalid(
@@ -230,17 +233,20 @@ pub async fn expire(service: &Service, event: serde_json::Value) -> Result<serde
             format!("the event is not a branch timer input: {e}"),
         )
     })?;
-    let outcome = service
-        .branch_expire(&input.tenant, &input.branch_id)
-        .await?;
-    if outcome == Expired::NotDue {
-        return Err(Error::unavailable(format!(
-            "branch {} is not due until {}; retry",
-            input.branch_id, input.deadline
-        )));
-    }
-    tracing::info!(branch = %input.branch_id, ?outcome, "branch deadline");
-    Ok(serde_json::json!({ "outcome": outcome, "branch_id": input.branch_id }))
+    let (outcome, next) = match service.branch_wake(&input.tenant, &input.branch_id).await? {
+        Wake::Later(at) => (
+            serde_json::json!("not_due"),
+            Some(TimerInput::new(&input.tenant, &input.branch_id, at).deadline),
+        ),
+        Wake::Expired(e) => (serde_json::json!(e), None),
+        Wake::Idle(ended) => (
+            serde_json::json!({ "session_idle": {
+                "returned": ended.returned, "failed": ended.failed } }),
+            None,
+        ),
+    };
+    tracing::info!(branch = %input.branch_id, %outcome, ?next, "branch timer");
+    Ok(serde_json::json!({ "outcome": outcome, "branch_id": input.branch_id, "next": next }))
 }
 
 /// The event an EventBridge schedule delivers: only the fields that say

@@ -40,8 +40,26 @@ fn the_state_machine_waits_for_the_deadline_then_invokes_branch_expire() {
         task["Parameters"]["FunctionName"],
         "${BranchExpireFunctionArn}"
     );
-    assert_eq!(task["End"], true);
-    assert_eq!(asl["States"].as_object().unwrap().len(), 2);
+    // The task keeps the input and adds its answer; while the answer
+    // names a `next` time (before the deadline: an idle session's check),
+    // the execution waits again until then with the same input.
+    assert_eq!(task["ResultPath"], "$.result");
+    assert_eq!(task["ResultSelector"]["next.$"], "$.Payload.next");
+    let choice = &asl["States"][task["Next"].as_str().unwrap()];
+    assert_eq!(choice["Type"], "Choice");
+    assert_eq!(choice["Choices"][0]["Variable"], "$.result.next");
+    assert_eq!(choice["Choices"][0]["IsNull"], false);
+    let rearm = &asl["States"][choice["Choices"][0]["Next"].as_str().unwrap()];
+    assert_eq!(rearm["Type"], "Pass");
+    assert_eq!(rearm["Parameters"]["deadline.$"], "$.result.next");
+    assert_eq!(rearm["Parameters"]["tenant.$"], "$.tenant");
+    assert_eq!(rearm["Parameters"]["branch_id.$"], "$.branch_id");
+    assert_eq!(rearm["Next"], start);
+    assert_eq!(
+        asl["States"][choice["Default"].as_str().unwrap()]["Type"],
+        "Succeed"
+    );
+    assert_eq!(asl["States"].as_object().unwrap().len(), 5);
     // The template deploys it as Standard with that substitution.
     let t: serde_norway::Value =
         serde_norway::from_str(include_str!("../../../template.yaml")).unwrap();
@@ -196,6 +214,7 @@ async fn a_branch_expires_through_the_state_machine_and_a_return_stops_it() {
     // What branch-expire does with exactly that event.
     let out = ctx_lambda::expire(&service, payload.clone()).await.unwrap();
     assert_eq!(out["outcome"], "timed_out");
+    assert_eq!(out["next"], Value::Null, "the execution ends");
     let st = service
         .branch_status(&caller(), &short.branch_id)
         .await

@@ -547,6 +547,9 @@ pub struct BranchConfig {
     /// How long session end waits for its branches before marking the rest
     /// failed.
     pub session_end_timeout: Duration,
+    /// A session whose active branches saw no activity for this long has
+    /// them force-returned, as at session end; `None`: never.
+    pub session_idle: Option<Duration>,
 }
 
 impl Default for BranchConfig {
@@ -560,6 +563,7 @@ impl Default for BranchConfig {
             limits: RateLimits::default(),
             validation: Validation::Strict,
             session_end_timeout: Duration::from_secs(30),
+            session_idle: None,
         }
     }
 }

@@ -160,6 +160,15 @@ settings! {
                 Ok(())
             },
         }
+        CTX_SESSION_IDLE_SECS {
+            default: "0",
+            meaning: "a session whose active branches saw nothing for this long (no checkpoint into their chains, no new branch) has them force-returned as at session end, reason `session idle`; 0: never",
+            read: |c, n, v| {
+                let idle = secs(n, v)?;
+                c.branching.session_idle = (!idle.is_zero()).then_some(idle);
+                Ok(())
+            },
+        }
         CTX_MAX_CONNECTIONS {
             default: "512",
             meaning: "connections `ctx serve` holds open at once (at most the open-file limit less 64); at the cap it closes idle ones first and lets the rest wait in the listen backlog",

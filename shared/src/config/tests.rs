@@ -235,6 +235,7 @@ fn every_setting_is_read() {
             creations_per_minute: 7,
         },
         session_end_timeout: Duration::from_secs(7),
+        session_idle: Some(Duration::from_secs(7)),
         validation: Validation::Permissive,
         ..BranchConfig::default()
     };
@@ -459,6 +460,10 @@ const OTHER_DOCS: &[(&str, &str)] = &[
     ("docs/folding.md", include_str!("../../../docs/folding.md")),
     ("docs/formats.md", include_str!("../../../docs/formats.md")),
     ("docs/iam.md", include_str!("../../../docs/iam.md")),
+    (
+        "docs/requirements.md",
+        include_str!("../../../docs/requirements.md"),
+    ),
     (
         "docs/http-api.md",
         include_str!("../../../docs/http-api.md"),

@@ -137,7 +137,11 @@ impl Service {
             .meta
             .cas_ref(tenant, &rec.chain_ref(), None, &root.id, now)
             .await?;
-        match f.timer.start(tenant, &id, deadline).await {
+        match f
+            .timer
+            .start(tenant, &id, self.first_wake(now, deadline))
+            .await
+        {
             Ok(Some(handle)) => f.store.annotate(tenant, &id, Some(&handle), None).await?,
             Ok(None) => {}
             Err(e) => {

@@ -5,8 +5,10 @@
 
 use futures::future::BoxFuture;
 
+use chrono::{DateTime, Utc};
+
 use super::{
-    Expired, MAX_MESSAGE, Sweep, branch_principal, check_len, session_ref, strip_controls,
+    Expired, MAX_MESSAGE, Sweep, Wake, branch_principal, check_len, session_ref, strip_controls,
 };
 use crate::auth::Caller;
 use crate::branch::{BranchRecord, BranchStatus, EndedSession, Finish, ReturnedBranch, branch_ref};
@@ -77,9 +79,20 @@ impl Service {
     /// `NotFound` for another principal's session (strict mode).
     pub async fn session_end(&self, caller: &Caller, session: &SessionId) -> Result<EndedSession> {
         let session = session.as_str();
-        let f = self.branching_or_err()?.clone();
-        let tenant = &caller.tenant;
         self.check_session_owner(caller, session).await?;
+        self.end_session_branches(&caller.tenant, session, "session ended")
+            .await
+    }
+
+    /// Force-returns `session`'s active branches, deepest first, each with
+    /// `reason`, within the session end timeout (the rest end failed).
+    async fn end_session_branches(
+        &self,
+        tenant: &TenantId,
+        session: &str,
+        reason: &str,
+    ) -> Result<EndedSession> {
+        let f = self.branching_or_err()?.clone();
         let mut active = f.store.active_branches(tenant, session).await?;
         active.sort_by(|a, b| b.depth.cmp(&a.depth).then(a.id.cmp(&b.id)));
         let limit = chrono::Duration::from_std(f.config.session_end_timeout)
@@ -110,7 +123,7 @@ impl Service {
                         tenant,
                         &rec,
                         BranchStatus::Completed,
-                        Some("session ended".into()),
+                        Some(reason.into()),
                         None,
                     ),
                 )
@@ -123,7 +136,7 @@ impl Service {
                 Ok(_) => out.returned.push(rec.id),
                 Err(e) if e.kind == ErrorKind::Conflict => {}
                 Err(e) => {
-                    let reason = format!("session ended before it finished: {}", e.message);
+                    let reason = format!("{reason} before it finished: {}", e.message);
                     match self
                         .end_branch(tenant, &rec, BranchStatus::Failed, Some(reason), None)
                         .await
@@ -177,6 +190,75 @@ impl Service {
         }
     }
 
+    /// What a branch's timer does when it wakes: expires the branch at its
+    /// deadline; before it, with `CTX_SESSION_IDLE_SECS` set, force-returns
+    /// the session's active branches when none saw activity for that long
+    /// (a checkpoint into its chain, a new branch), or says when to look
+    /// again.
+    ///
+    /// # Errors
+    /// `Unavailable` when storage fails (the caller retries).
+    pub async fn branch_wake(&self, tenant: &TenantId, id: &BranchId) -> Result<Wake> {
+        let f = self.branching_or_err()?.clone();
+        let Some(rec) = f.store.get_branch(tenant, id).await? else {
+            return Ok(Wake::Expired(Expired::Unknown));
+        };
+        if rec.status != BranchStatus::Active {
+            return Ok(Wake::Expired(Expired::AlreadyEnded));
+        }
+        let now = self.clock().now();
+        let due = |at: DateTime<Utc>| now + chrono::Duration::seconds(1) >= at;
+        if due(rec.deadline) {
+            return self.branch_expire(tenant, id).await.map(Wake::Expired);
+        }
+        let Some(idle) = f
+            .config
+            .session_idle
+            .and_then(|d| chrono::Duration::from_std(d).ok())
+        else {
+            return Ok(Wake::Later(rec.deadline));
+        };
+        let last = self.session_activity(tenant, &rec.session_id).await?;
+        if due(last + idle) {
+            let reason = format!("session idle for {} s", idle.num_seconds());
+            return self
+                .end_session_branches(tenant, &rec.session_id, &reason)
+                .await
+                .map(Wake::Idle);
+        }
+        Ok(Wake::Later((last + idle).min(rec.deadline)))
+    }
+
+    /// When `session`'s branches last saw activity: the newest of their
+    /// creations and their chains' last moves.
+    async fn session_activity(&self, tenant: &TenantId, session: &str) -> Result<DateTime<Utc>> {
+        let f = self.branching_or_err()?.clone();
+        let mut last = DateTime::<Utc>::MIN_UTC;
+        for a in f.store.active_branches(tenant, session).await? {
+            let Some(rec) = f.store.get_branch(tenant, &a.id).await? else {
+                continue;
+            };
+            last = last.max(rec.created_at);
+            if let Some(r) = self.stores().meta.get_ref(tenant, &rec.chain_ref()).await? {
+                last = last.max(r.updated_at);
+            }
+        }
+        Ok(last)
+    }
+
+    /// When a new branch's timer should first wake: its deadline, or
+    /// sooner when idle sessions end (`CTX_SESSION_IDLE_SECS`).
+    pub(super) fn first_wake(
+        &self,
+        created: DateTime<Utc>,
+        deadline: DateTime<Utc>,
+    ) -> DateTime<Utc> {
+        self.branching()
+            .and_then(|f| f.config.session_idle)
+            .and_then(|d| chrono::Duration::from_std(d).ok())
+            .map_or(deadline, |idle| (created + idle).min(deadline))
+    }
+
     /// The embedded server's start-up sweep: expires every branch whose
     /// deadline passed while it was down, and re-arms the timers of the
     /// rest.
@@ -196,7 +278,9 @@ impl Service {
                     sweep.expired += 1;
                 }
             } else {
-                f.timer.start(&tenant, &id, deadline).await?;
+                f.timer
+                    .start(&tenant, &id, self.first_wake(now, deadline))
+                    .await?;
                 sweep.rearmed += 1;
             }
         }

@@ -20,7 +20,9 @@ use serde::{Deserialize, Serialize};
 
 use super::Service;
 use crate::auth::Caller;
-use crate::branch::{ActiveBranch, BranchRecord, Branching, Validation};
+use chrono::{DateTime, Utc};
+
+use crate::branch::{ActiveBranch, BranchRecord, Branching, EndedSession, Validation};
 use crate::error::{Error, ErrorKind, Result};
 use crate::id::{BranchId, Principal, RefName, TenantId};
 
@@ -57,6 +59,19 @@ pub enum Expired {
     NotDue,
     /// No such branch.
     Unknown,
+}
+
+/// What a branch's timer found when it woke.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Wake {
+    /// Its deadline had come: what the expiry did.
+    Expired(Expired),
+    /// Its session had been idle past `CTX_SESSION_IDLE_SECS`: the
+    /// session's active branches were force-returned.
+    Idle(EndedSession),
+    /// Nothing to do yet: wake again then (its deadline, or when its
+    /// session will have been idle long enough).
+    Later(DateTime<Utc>),
 }
 
 /// What the start-up sweep did.

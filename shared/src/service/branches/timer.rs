@@ -8,7 +8,7 @@ use std::sync::{Mutex, OnceLock};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
-use super::Expired;
+use super::Wake;
 use crate::branch::BranchTimer;
 use crate::error::Result;
 use crate::id::{BranchId, TenantId};
@@ -59,14 +59,15 @@ impl TokioTimer {
         let (tenant, branch) = (tenant.clone(), *branch);
         let key = (tenant.clone(), branch);
         let task = tokio::spawn(async move {
+            let mut deadline = deadline;
             loop {
                 let now = service.clock().now();
                 let wait = (deadline - now).to_std().unwrap_or_default();
                 tokio::time::sleep(wait).await;
-                match service.branch_expire(&tenant, &branch).await {
-                    Ok(Expired::NotDue) => continue,
+                match service.branch_wake(&tenant, &branch).await {
+                    Ok(Wake::Later(at)) => deadline = at,
                     Ok(outcome) => {
-                        tracing::info!(%branch, ?outcome, "branch deadline");
+                        tracing::info!(%branch, ?outcome, "branch timer");
                         break;
                     }
                     Err(e) => {

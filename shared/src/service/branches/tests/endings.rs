@@ -123,3 +123,72 @@ async fn what_session_end_cannot_finish_in_time_is_marked_failed() {
     );
     assert_eq!(h.text_of(&b.chain_ref).await, "stuck");
 }
+
+/// With `CTX_SESSION_IDLE_SECS`, a branch's timer first wakes when its
+/// session could have been idle that long; activity (a checkpoint into a
+/// branch's chain) moves the next look later; a session idle past it has
+/// every active branch force-returned, not timed out. Without the setting
+/// the timer only wakes at the deadline.
+#[tokio::test]
+async fn an_idle_session_ends_its_branches_by_itself() {
+    let h = harness_with(
+        BranchConfig {
+            session_idle: Some(std::time::Duration::from_secs(60)),
+            ..BranchConfig::default()
+        },
+        Arc::new(RuleScrubber::new().unwrap()),
+    );
+    let t = &h.alice.tenant;
+    let start = crate::clock::Clock::now(h.clock.as_ref());
+    let a = h.create("idle", "one").await;
+    let b = h.create("idle", "two").await;
+    let at = |s: i64| start + chrono::Duration::seconds(s);
+    assert_eq!(
+        h.svc.branch_wake(t, &a.branch_id).await.unwrap(),
+        Wake::Later(at(60)),
+        "first look: a minute after the newest activity"
+    );
+    h.clock.advance_micros(50_000_000);
+    h.append(&b.chain_ref, "still working").await.unwrap();
+    h.clock.advance_micros(11_000_000);
+    let Wake::Later(next) = h.svc.branch_wake(t, &a.branch_id).await.unwrap() else {
+        panic!("the checkpoint at 50 s keeps the session busy");
+    };
+    assert!(
+        next >= at(110) && next < at(111),
+        "the checkpoint at 50 s moved it to 110 s: {next}"
+    );
+    h.clock.advance_micros(50_000_000);
+    let Wake::Idle(ended) = h.svc.branch_wake(t, &a.branch_id).await.unwrap() else {
+        panic!("the session is idle");
+    };
+    assert_eq!(ended.returned.len(), 2, "{ended:?}");
+    for id in [&a.branch_id, &b.branch_id] {
+        let s = h.status(id).await;
+        assert_eq!(s.status, "completed");
+        assert!(
+            s.reason
+                .as_deref()
+                .unwrap_or("")
+                .contains("session idle for 60 s"),
+            "{s:?}"
+        );
+    }
+    assert_eq!(
+        h.svc.branch_wake(t, &b.branch_id).await.unwrap(),
+        Wake::Expired(Expired::AlreadyEnded)
+    );
+
+    // Off by default: the deadline only.
+    let plain = harness();
+    let c = plain.create("busy", "x").await;
+    let Wake::Later(when) = plain
+        .svc
+        .branch_wake(&plain.alice.tenant, &c.branch_id)
+        .await
+        .unwrap()
+    else {
+        panic!("not due");
+    };
+    assert_eq!(when, c.deadline);
+}
