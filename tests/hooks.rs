@@ -352,15 +352,25 @@ fn a_hook_with_bad_input_warns_and_exits_0() {
 /// folder Claude Code keeps that project's transcripts in: the server, the
 /// installed hook command, the folder.
 fn hooked(dir: &Path) -> (Server, String, std::path::PathBuf) {
-    let data = dir.join("data");
-    let server = Server::start(&data);
+    let server = Server::start(&dir.join("data"));
+    install(dir, &server, &[]);
+    let hook = installed_command(&dir.join("proj"), "Stop");
+    let pdir = dir.join("claude/projects/-tmp-proj");
+    std::fs::create_dir_all(&pdir).unwrap();
+    (server, hook, pdir)
+}
+
+/// `ctx hooks install claude-code` (with `extra` flags) into `dir`/proj,
+/// the hook talking to `server` over `dir`/data.
+fn install(dir: &Path, server: &Server, extra: &[&str]) {
     let project = dir.join("proj");
     std::fs::create_dir_all(&project).unwrap();
     let out = Command::new(ctx_bin())
         .args(["hooks", "install", "claude-code", "--project"])
         .arg(&project)
         .args(["--server", &server.url, "--data"])
-        .arg(&data)
+        .arg(dir.join("data"))
+        .args(extra)
         .output()
         .unwrap();
     assert!(
@@ -368,10 +378,6 @@ fn hooked(dir: &Path) -> (Server, String, std::path::PathBuf) {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let hook = installed_command(&project, "Stop");
-    let pdir = dir.join("claude/projects/-tmp-proj");
-    std::fs::create_dir_all(&pdir).unwrap();
-    (server, hook, pdir)
 }
 
 /// A line Claude Code's format cannot read (a misspelt entry, text that is
@@ -626,6 +632,36 @@ async fn current_context_stores_the_turn_in_progress_and_answers_it() {
     assert_eq!(String::from_utf8(out).unwrap().trim(), t2);
     assert_eq!(tip(&server, &name).await.unwrap(), t2);
 
+    // Another writer (the SDK's session store) moved the ref since: the
+    // answer is its commit, not the tip the hook remembers. (Its time is
+    // the transcript's, as the store writes it.)
+    let at = server
+        .client()
+        .ok("GET", &format!("/v1/commits/{t2}"), None)
+        .await["created_at"]
+        .clone();
+    let theirs = server
+        .client()
+        .ok(
+            "POST",
+            "/v1/commits",
+            Some(&json!({"commit_type": "delta", "format": "claude-code-v1",
+                          "parent": t2, "delta": "",
+                          "template": "claude-code", "principal": "claude-code",
+                          "checkpoint": "explicit", "created_at": at,
+                          "ref": {"name": name, "expected": t2}})),
+        )
+        .await;
+    let t_theirs = theirs["id"].as_str().unwrap().to_owned();
+    let (code, out) = server.cli(&["current", "--session", SESSION, "--data", data_arg]);
+    assert_eq!(code, 0);
+    assert_eq!(String::from_utf8(out).unwrap().trim(), t_theirs);
+    // A session the hooks never recorded is not found (exit 3), not
+    // silently another session's commit.
+    let out = server.cli_output(&["current", "--session", "nope", "--data", data_arg]);
+    assert_eq!(out.status.code(), Some(3), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("never recorded"));
+
     // Without a session: every recorded session's pending lines, then the
     // principal's newest commit.
     std::fs::write(&transcript, first_lines(&full, 18)).unwrap();
@@ -655,27 +691,19 @@ async fn current_context_stores_the_turn_in_progress_and_answers_it() {
     assert_eq!(large["machine"], "m-1");
 
     // The MCP tools, through the `mcp` package's stdio client.
-    let Some((python, here)) = ctx_tests::mcp_python() else {
+    std::fs::write(&transcript, &full).unwrap();
+    let Some(v) = server.mcp_client(
+        "core_tools.py",
+        &[],
+        &[
+            ("CTX_DATA", data_arg),
+            ("SESSION", SESSION),
+            ("REF", &name),
+            ("LARGE", large["id"].as_str().unwrap()),
+        ],
+    ) else {
         return;
     };
-    std::fs::write(&transcript, &full).unwrap();
-    let out = Command::new(python)
-        .arg(here.join("core_tools.py"))
-        .env("CTX_BIN", ctx_bin())
-        .env("CTX_SERVER", &server.url)
-        .env("CTX_TOKEN", &server.token)
-        .env("CTX_DATA", &data)
-        .env("SESSION", SESSION)
-        .env("REF", &name)
-        .env("LARGE", large["id"].as_str().unwrap())
-        .output()
-        .expect("the MCP client runs");
-    assert!(
-        out.status.success(),
-        "MCP client failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: Value = serde_json::from_slice(&out.stdout).expect("the client prints JSON");
     for tool in [
         "show",
         "log",
@@ -748,25 +776,9 @@ async fn current_context_stores_the_turn_in_progress_and_answers_it() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hooks_checkpoint_as_often_as_told_and_session_end_returns_branches() {
     let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("data");
-    let server = Server::start(&data);
+    let server = Server::start(&dir.path().join("data"));
     let project = dir.path().join("proj");
-    std::fs::create_dir_all(&project).unwrap();
-    let install = |extra: &[&str]| {
-        let out = Command::new(ctx_bin())
-            .args(["hooks", "install", "claude-code", "--project"])
-            .arg(&project)
-            .args(["--server", &server.url, "--data"])
-            .arg(&data)
-            .args(extra)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    };
+    let install = |extra: &[&str]| install(dir.path(), &server, extra);
     let pdir = dir.path().join("claude/projects/-tmp-proj");
     std::fs::create_dir_all(&pdir).unwrap();
     let full = fixture();

@@ -149,6 +149,31 @@ impl Server {
         }
     }
 
+    /// Runs the MCP client script `tests/mcp/<script>` (the Python `mcp`
+    /// package's client, driving `ctx mcp` or `/mcp`) against this server
+    /// with `args`, and `env` beside `CTX_BIN`, `CTX_SERVER` and
+    /// `CTX_TOKEN`: what it printed, as JSON. `None` when the `mcp` package
+    /// is not installable here (an error with `CTX_TEST_MCP=1`, as
+    /// [`mcp_python`] says).
+    pub fn mcp_client(&self, script: &str, args: &[&str], env: &[(&str, &str)]) -> Option<Value> {
+        let (python, here) = mcp_python()?;
+        let out = Command::new(python)
+            .arg(here.join(script))
+            .args(args)
+            .env("CTX_BIN", ctx_bin())
+            .env("CTX_SERVER", &self.url)
+            .env("CTX_TOKEN", &self.token)
+            .envs(env.iter().copied())
+            .output()
+            .expect("the MCP client runs");
+        assert!(
+            out.status.success(),
+            "MCP client {script} {args:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Some(serde_json::from_slice(&out.stdout).expect("the client prints JSON"))
+    }
+
     /// Runs a `ctx` client command against this server (stdin empty); its
     /// whole output, stderr included.
     pub fn cli_output(&self, args: &[&str]) -> std::process::Output {

@@ -316,7 +316,7 @@ enum Command {
         #[command(flatten)]
         remote: Remote,
         #[command(flatten)]
-        hooks: mcp::Hooks,
+        writes: hooks::Writes,
     },
     /// Workspace files: push a directory, cat, ls, log.
     Workspace {
@@ -661,8 +661,11 @@ async fn run(cli: Cli) -> Result<()> {
         Command::Serve(args) => serve::run(args).await,
         Command::Branch { command } => branch::run_branch(command).await,
         Command::Session { command } => branch::run_session(command).await,
-        Command::Mcp { remote, mut hooks } => {
-            hooks.data.clone_from(&remote.data);
+        Command::Mcp { remote, writes } => {
+            let hooks = mcp::Hooks {
+                writes,
+                data: remote.data.clone(),
+            };
             mcp::serve(remote.client()?, hooks).await
         }
         Command::Current(args) => hooks::run_current(*args).await,

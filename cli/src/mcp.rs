@@ -34,6 +34,7 @@ use serde_json::{Value, json};
 
 use crate::client::Client;
 use crate::commands::branch_id;
+use crate::hooks::Writes;
 
 /// Where a tool's argument comes from in the OpenAPI document.
 enum Arg {
@@ -54,12 +55,40 @@ enum Arg {
 
 /// A required path parameter of an operation, under its own name.
 const fn param(method: &'static str, path: &'static str, name: &'static str) -> Arg {
+    renamed(method, path, name, name)
+}
+
+/// The parameter `param` of an operation as the tool's argument `name`,
+/// required as the document says.
+const fn renamed(
+    method: &'static str,
+    path: &'static str,
+    param: &'static str,
+    name: &'static str,
+) -> Arg {
     Arg::Param {
         method,
         path,
-        param: name,
+        param,
         name,
         optional: false,
+    }
+}
+
+/// The parameter `param` of an operation as the tool's argument `name`,
+/// never required.
+const fn optional(
+    method: &'static str,
+    path: &'static str,
+    param: &'static str,
+    name: &'static str,
+) -> Arg {
+    Arg::Param {
+        method,
+        path,
+        param,
+        name,
+        optional: true,
     }
 }
 
@@ -82,13 +111,7 @@ const TOOLS: &[ToolSpec] = &[
         name: "branch_return",
         description: "Return from a branch: the message (secrets scrubbed) is appended to the parent context; active child branches are returned first. Returns {success, tokens_used, message}.",
         args: &[
-            Arg::Param {
-                method: "post",
-                path: "/v1/branches/{br}/return",
-                param: "br",
-                name: "branch_id",
-                optional: false,
-            },
+            renamed("post", "/v1/branches/{br}/return", "br", "branch_id"),
             Arg::Body("post", "/v1/branches/{br}/return"),
         ],
     },
@@ -96,32 +119,19 @@ const TOOLS: &[ToolSpec] = &[
         name: "branch_status",
         description: "A branch's status (created | active | completed | timeout | failed), depth, budget used / total, description, created_at, completed_at. With session_id instead: the session's active branch, or {branch_id: null, status: \"No active branch found\"}.",
         args: &[
-            Arg::Param {
-                method: "get",
-                path: "/v1/branches/{br}",
-                param: "br",
-                name: "branch_id",
-                optional: true,
-            },
-            Arg::Param {
-                method: "get",
-                path: "/v1/branches",
-                param: "session_id",
-                name: "session_id",
-                optional: true,
-            },
+            optional("get", "/v1/branches/{br}", "br", "branch_id"),
+            optional("get", "/v1/branches", "session_id", "session_id"),
         ],
     },
     ToolSpec {
         name: "read_context",
         description: "Call this first: the first-turn context of an image's workspace, in loading order. Returns {tastes: {default, genres, conflicts: [{point, files}]}, brief: {raw, intent, tastes}, notes: {summary, truncated}, recent_log (last 10, newest first), recent_gaps (last 10, newest first)}. Taste conflicts are for you to raise with the photographer, not to resolve.",
-        args: &[Arg::Param {
-            method: "get",
-            path: "/v1/workspaces/{ws}/context",
-            param: "ws",
-            name: "image_id",
-            optional: false,
-        }],
+        args: &[renamed(
+            "get",
+            "/v1/workspaces/{ws}/context",
+            "ws",
+            "image_id",
+        )],
     },
     ToolSpec {
         name: "context_window",
@@ -195,13 +205,7 @@ const TOOLS: &[ToolSpec] = &[
         name: "materialize",
         description: "The context at a commit (from its nearest compaction, or stop: root / a ctx-… ancestor), in a format (translated when it differs). Returns {commit, artifact_ref, size, message_count, token_count, tier, cached, excerpt, truncated}: the excerpt is the context's first 16 KiB at most; the whole is the artifact (`ctx cat art-…`). Without ctx (no context yet): the empty context in the format.",
         args: &[
-            Arg::Param {
-                method: "post",
-                path: "/v1/commits/{ctx}/materialize",
-                param: "ctx",
-                name: "ctx",
-                optional: true,
-            },
+            optional("post", "/v1/commits/{ctx}/materialize", "ctx", "ctx"),
             Arg::Body("post", "/v1/commits/{ctx}/materialize"),
         ],
     },
@@ -229,22 +233,10 @@ const TOOLS: &[ToolSpec] = &[
     },
     ToolSpec {
         name: "current_context",
-        description: "Your context now, for a ticket's context_id: stores the turn in progress first (the lines the Claude Code hooks of this machine have not stored yet; `ctx mcp` only), then answers {context_id, by: session|principal, ref, flushed}: the session's tip with session_id, else the principal's newest commit.",
+        description: "Your context now, for a ticket's context_id: stores the turn in progress first (the lines the Claude Code hooks of this machine have not stored yet; `ctx mcp` only), then answers {context_id, by: session|principal, ref, flushed}: with session_id, the tip of that session's ref (an error when this machine's hooks never recorded it), else the principal's newest commit.",
         args: &[
-            Arg::Param {
-                method: "get",
-                path: "/v1/resolve",
-                param: "principal",
-                name: "principal",
-                optional: true,
-            },
-            Arg::Param {
-                method: "get",
-                path: "/v1/branches",
-                param: "session_id",
-                name: "session_id",
-                optional: true,
-            },
+            optional("get", "/v1/resolve", "principal", "principal"),
+            optional("get", "/v1/branches", "session_id", "session_id"),
         ],
     },
 ];
@@ -497,16 +489,13 @@ pub async fn call_tool(
             to_value(&client.list_refs_after(prefix, limit, after).await?)
         }
         "current_context" => {
-            let principal = match (args.get("principal").filter(|v| !v.is_null()), hooks) {
-                (Some(_), _) | (None, None) => str_arg(args, "principal")?,
-                (None, Some(h)) => &h.principal,
-            };
+            let mut writes = hooks.map_or_else(Writes::default, |h| h.writes.clone());
+            if args.get("principal").is_some_and(|v| !v.is_null()) || hooks.is_none() {
+                str_arg(args, "principal")?.clone_into(&mut writes.principal);
+            }
             let session = args.get("session_id").and_then(Value::as_str);
-            let (data, template) = match hooks {
-                Some(h) => (Some(h.data.as_path()), h.template.as_str()),
-                None => (None, ""),
-            };
-            to_value(&crate::hooks::current(client, data, principal, template, session).await?)
+            let data = hooks.map(|h| h.data.as_path());
+            to_value(&crate::hooks::current(client, data, &writes, session).await?)
         }
         other => Err(Error::invalid(
             "name",
@@ -637,19 +626,13 @@ pub struct CtxMcp {
 }
 
 /// The Claude Code hooks of this machine, as `current_context` stores
-/// their pending lines: where their state is, and the principal and
-/// template they write as (the hook's defaults unless told).
-#[derive(Debug, Clone, clap::Args)]
+/// their pending lines: where their state is (`ctx mcp`'s `--data`), and
+/// who they write as (`current_context`'s principal by default).
+#[derive(Debug, Clone)]
 pub struct Hooks {
-    /// Who the hooks write as; `current_context`'s principal by default.
-    #[arg(long, env = "CTX_PRINCIPAL", default_value = "claude-code")]
-    pub principal: String,
-    /// The template on the commits `current_context` stores.
-    #[arg(long, env = "CTX_TEMPLATE", default_value = "claude-code")]
-    pub template: String,
-    /// The data directory whose hook state is read (`ctx mcp`'s
-    /// `--data`).
-    #[arg(skip)]
+    /// Who the hooks write as.
+    pub writes: Writes,
+    /// The data directory whose hook state is read.
     pub data: std::path::PathBuf,
 }
 

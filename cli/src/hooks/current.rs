@@ -7,9 +7,10 @@
 use std::path::Path;
 
 use clap::Args;
-use ctx_core::{CommitId, Principal, Result};
+use ctx_core::{CommitId, Error, Principal, RefName, Result};
 use serde::Serialize;
 
+use super::Writes;
 use super::sync::{Flushed, Writer, flush};
 use crate::client::Client;
 use crate::commands::wire_value;
@@ -23,13 +24,8 @@ pub struct CurrentArgs {
     /// commit, after storing every recorded session's pending lines.
     #[arg(long)]
     session: Option<String>,
-    /// Whose context (and who the stored lines are written as, as the
-    /// hook does).
-    #[arg(long, env = "CTX_PRINCIPAL", default_value = "claude-code")]
-    principal: String,
-    /// The template recorded on the stored lines' commits.
-    #[arg(long, env = "CTX_TEMPLATE", default_value = "claude-code")]
-    template: String,
+    #[command(flatten)]
+    writes: Writes,
     #[command(flatten)]
     conn: Conn,
 }
@@ -49,49 +45,56 @@ pub struct Current {
     pub flushed: Vec<Flushed>,
 }
 
-/// The context current now: `session`'s tip when the hooks under `data`
-/// record it (after storing its pending lines), else `principal`'s newest
-/// commit (after storing every recorded session's pending lines). Without
-/// `data` nothing is flushed.
+/// The context current now: `session`'s tip (after storing its pending
+/// lines; the ref is read, so another writer's newer commit is the answer),
+/// else `principal`'s newest commit (after storing every recorded
+/// session's pending lines). Without `data` nothing is stored first.
 ///
 /// # Errors
-/// `Invalid` (`principal`); `NotFound` when the principal has no commit;
-/// the server's errors.
+/// `Invalid` (`principal`); `NotFound` (`session_id`) for a session the
+/// hooks under `data` never recorded, or (no `principal` field) when the
+/// principal has no commit; the server's errors.
 pub async fn current(
     client: &Client,
     data: Option<&Path>,
-    principal: &str,
-    template: &str,
+    writes: &Writes,
     session: Option<&str>,
 ) -> Result<Current> {
-    let who: Principal = wire_value("principal", principal)?;
+    let who: Principal = wire_value("principal", &writes.principal)?;
     let flushed = match data {
-        Some(data) => {
-            flush(
-                &Writer::new(client.clone(), principal, template)?,
-                data,
-                session,
-            )
-            .await
-        }
+        Some(data) => flush(&Writer::new(client.clone(), writes)?, data, session).await,
         None => Vec::new(),
     };
-    if let Some(f) = session
-        .and_then(|s| flushed.iter().find(|f| f.session_id == s))
-        .filter(|f| f.tip.is_some())
-    {
+    let Some(session) = session else {
+        let id = client.resolve(&who, None).await?.id;
         return Ok(Current {
-            context_id: f.tip.expect("filtered"),
-            by: "session",
-            ref_name: Some(f.ref_name.clone()),
+            context_id: id,
+            by: "principal",
+            ref_name: None,
             flushed,
         });
-    }
-    let id = client.resolve(&who, None).await?.id;
+    };
+    let Some(name) = flushed
+        .iter()
+        .find(|f| f.session_id == session)
+        .map(|f| f.ref_name.clone())
+    else {
+        return Err(Error::not_found(match data {
+            Some(d) => format!(
+                "session {session:?}: the Claude Code hooks under {} never recorded it",
+                d.display()
+            ),
+            None => format!(
+                "session {session:?}: only `ctx mcp` or `ctx current` on the agent's machine know its transcript"
+            ),
+        })
+        .with_field("session_id"));
+    };
+    let tip = client.get_ref(&name.parse::<RefName>()?).await?.target;
     Ok(Current {
-        context_id: id,
-        by: "principal",
-        ref_name: None,
+        context_id: tip,
+        by: "session",
+        ref_name: Some(name),
         flushed,
     })
 }
@@ -106,8 +109,7 @@ pub async fn run_current(a: CurrentArgs) -> Result<()> {
     let c = current(
         &client,
         Some(&a.conn.remote.data),
-        &a.principal,
-        &a.template,
+        &a.writes,
         a.session.as_deref(),
     )
     .await?;

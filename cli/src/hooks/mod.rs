@@ -37,6 +37,7 @@ mod resume;
 mod sync;
 
 pub use current::{Current, CurrentArgs, current, run_current};
+
 pub use install::run_hooks;
 pub use resume::run_resume;
 pub use sync::run_hook;
@@ -131,14 +132,23 @@ pub struct HookArgs {
     /// plain turn end.
     #[arg(long, conflicts_with = "every")]
     significant_only: bool,
-    /// Who checkpoints.
-    #[arg(long, env = "CTX_PRINCIPAL", default_value = "claude-code")]
-    principal: String,
-    /// The context template recorded on each commit.
-    #[arg(long, env = "CTX_TEMPLATE", default_value = "claude-code")]
-    template: String,
+    #[command(flatten)]
+    writes: Writes,
     #[command(flatten)]
     remote: Remote,
+}
+
+/// Who the commits of a Claude Code session are written as: the hook's,
+/// `ctx resume`'s, `ctx current`'s and `ctx mcp`'s `current_context`
+/// (which store the same sessions, so they must agree).
+#[derive(Debug, Clone, Default, Args)]
+pub struct Writes {
+    /// Who checkpoints.
+    #[arg(long, env = "CTX_PRINCIPAL", default_value = "claude-code")]
+    pub principal: String,
+    /// The context template recorded on each commit.
+    #[arg(long, env = "CTX_TEMPLATE", default_value = "claude-code")]
+    pub template: String,
 }
 
 /// `ctx resume`.
@@ -152,12 +162,8 @@ pub struct ResumeArgs {
     /// Claude Code's configuration directory (default: ~/.claude).
     #[arg(long, env = "CLAUDE_CONFIG_DIR")]
     claude_dir: Option<PathBuf>,
-    /// Who checkpoints the fork.
-    #[arg(long, env = "CTX_PRINCIPAL", default_value = "claude-code")]
-    principal: String,
-    /// The context template recorded on the fork's commit.
-    #[arg(long, env = "CTX_TEMPLATE", default_value = "claude-code")]
-    template: String,
+    #[command(flatten)]
+    writes: Writes,
     #[command(flatten)]
     conn: Conn,
 }

@@ -88,7 +88,7 @@ pub async fn run_resume(a: ResumeArgs) -> Result<()> {
         .map_err(|e| Error::unavailable(format!("cannot create {}: {e}", dir.display())))?;
     let path = dir.join(format!("{session}.jsonl"));
     let name = session_ref(&project_key, &session);
-    let principal: Principal = wire_value("principal", &a.principal)?;
+    let principal: Principal = wire_value("principal", &a.writes.principal)?;
     let format: FormatId = "claude-code-v1"
         .parse()
         .expect("claude-code-v1 is a format id");
@@ -101,7 +101,7 @@ pub async fn run_resume(a: ResumeArgs) -> Result<()> {
             name: name.parse()?,
             expected: None,
         }),
-        ..CheckpointRequest::new(principal, &a.template, format, text.clone())
+        ..CheckpointRequest::new(principal, &a.writes.template, format, text.clone())
     };
     let commit = c.checkpoint(&req).await?.commit.id;
     write_atomically(&path, text.as_bytes())?;

@@ -18,7 +18,7 @@ use crate::commands::wire_value;
 use crate::import::segment_request;
 
 use super::install::write_atomically;
-use super::{HOOK_TIMEOUT, HookArgs, HookCommand, RETRY_OTHERS, project_key, session_ref};
+use super::{HOOK_TIMEOUT, HookArgs, HookCommand, RETRY_OTHERS, Writes, project_key, session_ref};
 
 /// The JSON a Claude Code hook receives on stdin (the fields ctx uses).
 #[derive(Debug, Deserialize)]
@@ -132,7 +132,7 @@ pub(crate) struct Writer {
 impl Writer {
     /// The writer of a hook run.
     fn of(a: &HookArgs) -> Result<Self> {
-        let mut w = Self::new(a.remote.client()?, &a.principal, &a.template)?;
+        let mut w = Self::new(a.remote.client()?, &a.writes)?;
         w.every = if a.significant_only { 0 } else { a.every };
         Ok(w)
     }
@@ -148,17 +148,17 @@ impl Writer {
     }
 
     /// Commits through `client` (each call bounded by the hook's timeout),
-    /// as `principal`, with `template`.
+    /// as `writes` says.
     ///
     /// # Errors
     /// `Invalid` (`principal`).
-    pub(crate) fn new(client: Client, principal: &str, template: &str) -> Result<Self> {
+    pub(crate) fn new(client: Client, writes: &Writes) -> Result<Self> {
         Ok(Writer {
             client: client
                 .with_timeout(HOOK_TIMEOUT)
                 .map_err(|e| Error::internal(format!("HTTP client: {e}")))?,
-            principal: wire_value("principal", principal)?,
-            template: template.to_owned(),
+            principal: wire_value("principal", &writes.principal)?,
+            template: writes.template.clone(),
             every: 1,
         })
     }
