@@ -229,17 +229,22 @@ impl Service {
         Ok(Wake::Later((last + idle).min(rec.deadline)))
     }
 
-    /// When `session`'s branches last saw activity: the newest of their
-    /// creations and their chains' last moves.
+    /// When `session` last saw activity: the newest move of its chain
+    /// (`sessions/<S>`) and of its active branches' chains (each made when
+    /// its branch was created, moved by every checkpoint into it).
     async fn session_activity(&self, tenant: &TenantId, session: &str) -> Result<DateTime<Utc>> {
         let f = self.branching_or_err()?.clone();
+        let meta = &self.stores().meta;
         let mut last = DateTime::<Utc>::MIN_UTC;
-        for a in f.store.active_branches(tenant, session).await? {
-            let Some(rec) = f.store.get_branch(tenant, &a.id).await? else {
-                continue;
-            };
-            last = last.max(rec.created_at);
-            if let Some(r) = self.stores().meta.get_ref(tenant, &rec.chain_ref()).await? {
+        let chains = f
+            .store
+            .active_branches(tenant, session)
+            .await?
+            .into_iter()
+            .map(|a| branch_ref(&a.id))
+            .chain(session_ref(session).ok());
+        for name in chains {
+            if let Some(r) = meta.get_ref(tenant, &name).await? {
                 last = last.max(r.updated_at);
             }
         }

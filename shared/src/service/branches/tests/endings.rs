@@ -126,7 +126,7 @@ async fn what_session_end_cannot_finish_in_time_is_marked_failed() {
 
 /// With `CTX_SESSION_IDLE_SECS`, a branch's timer first wakes when its
 /// session could have been idle that long; activity (a checkpoint into a
-/// branch's chain) moves the next look later; a session idle past it has
+/// branch's chain or the session's) moves the next look later; a session idle past it has
 /// every active branch force-returned, not timed out. Without the setting
 /// the timer only wakes at the deadline.
 #[tokio::test]
@@ -158,7 +158,14 @@ async fn an_idle_session_ends_its_branches_by_itself() {
         next >= at(110) && next < at(111),
         "the checkpoint at 50 s moved it to 110 s: {next}"
     );
-    h.clock.advance_micros(50_000_000);
+    // The session's own chain moving counts too (its agent is at work).
+    h.clock.advance_micros(30_000_000);
+    h.append("sessions/idle", "user: go on").await.unwrap();
+    let Wake::Later(next) = h.svc.branch_wake(t, &a.branch_id).await.unwrap() else {
+        panic!("the session's chain moved at 91 s");
+    };
+    assert!(next >= at(151) && next < at(152), "{next}");
+    h.clock.advance_micros(61_000_000);
     let Wake::Idle(ended) = h.svc.branch_wake(t, &a.branch_id).await.unwrap() else {
         panic!("the session is idle");
     };
