@@ -11,7 +11,7 @@
 use base64::Engine as _;
 use ctx_core::store::RefMove;
 use ctx_core::wire::{CheckpointRequest, MaterializeRequest};
-use ctx_core::{Commit, CommitId, CommitType, ErrorKind, RefName, Result, Trigger};
+use ctx_core::{Commit, CommitId, CommitType, Error, ErrorKind, RefName, Result, Trigger};
 use serde::Serialize;
 
 use super::{ref_name, rev};
@@ -42,10 +42,11 @@ pub(crate) struct Snapshotted {
     pub(crate) skipped: Option<String>,
 }
 
-/// The commits a materialize of `tip` joins today: from the tip back to
-/// its nearest compaction or snapshot (or the root), at most [`MAX_LOOK`];
-/// their number and bytes.
-async fn chain_cost(c: &Client, tip: &CommitId) -> Result<(u64, u64)> {
+/// The commit `tip` and what a materialize of it joins today: the commits
+/// from it back to its nearest compaction or snapshot (or the root), at
+/// most [`MAX_LOOK`]; their number and bytes. One history read: its first
+/// commit is the tip.
+async fn chain_cost(c: &Client, tip: &CommitId) -> Result<(Commit, u64, u64)> {
     let h = c.history(tip, Some(MAX_LOOK as usize)).await?;
     let mut depth = 0;
     let mut bytes = 0;
@@ -59,7 +60,12 @@ async fn chain_cost(c: &Client, tip: &CommitId) -> Result<(u64, u64)> {
             break;
         }
     }
-    Ok((depth, bytes))
+    let first = h
+        .commits
+        .into_iter()
+        .next()
+        .ok_or_else(|| Error::internal(format!("the history of {tip} holds no commit")))?;
+    Ok((first, depth, bytes))
 }
 
 /// Snapshots `from` (its context in its own format, as one artifact),
@@ -105,8 +111,7 @@ async fn snapshot(c: &Client, from: &Commit, name: Option<&RefName>) -> Result<C
 pub(crate) async fn run_one(r: &str, name: Option<RefName>, conn: &Conn) -> Result<()> {
     let c = conn.client()?;
     let id = rev(&c, r).await?;
-    let from = c.show(&id).await?;
-    let (depth, bytes) = chain_cost(&c, &id).await?;
+    let (from, depth, bytes) = chain_cost(&c, &id).await?;
     let made = snapshot(&c, &from, name.as_ref()).await?;
     let out = Snapshotted {
         ref_name: name.map(|n| n.to_string()),
@@ -151,7 +156,7 @@ pub(crate) async fn run_batch(b: Batch, conn: &Conn) -> Result<()> {
     loop {
         let page = c.list_refs_after(&b.prefix, None, after.as_deref()).await?;
         for r in &page.refs {
-            let (depth, bytes) = chain_cost(&c, &r.target).await?;
+            let (from, depth, bytes) = chain_cost(&c, &r.target).await?;
             let due = depth >= b.min_depth || b.min_bytes.is_some_and(|m| bytes >= m);
             // A chain whose tip is already a snapshot has nothing to gain.
             if !due || depth <= 1 {
@@ -166,7 +171,6 @@ pub(crate) async fn run_batch(b: Batch, conn: &Conn) -> Result<()> {
                 skipped: None,
             };
             if !b.dry_run {
-                let from = c.show(&r.target).await?;
                 match snapshot(&c, &from, Some(&ref_name(r.name.as_str())?)).await {
                     Ok(id) => s.snapshot = Some(id),
                     Err(e) if e.kind == ErrorKind::Conflict => {
