@@ -455,29 +455,15 @@ async fn context_and_settings_survive_a_restart() {
 /// context tools against a real server.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_mcp_client_manages_an_agents_context() {
-    let Some((python, here)) = ctx_tests::mcp_python() else {
-        return;
-    };
     let dir = tempfile::tempdir().expect("tempdir");
     let server = Server::start(dir.path());
     let c = server.client();
     let a = "agent-mcp";
     let one = say(&c, a, "t1", None, "one").await;
     say(&c, a, "t2", Some(&one), "two").await;
-    let out = std::process::Command::new(python)
-        .arg(here.join("agent_context.py"))
-        .env("CTX_BIN", ctx_tests::ctx_bin())
-        .env("CTX_SERVER", &server.url)
-        .env("CTX_TOKEN", &server.token)
-        .env("AGENT", a)
-        .output()
-        .expect("the MCP client runs");
-    assert!(
-        out.status.success(),
-        "MCP client failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: Value = serde_json::from_slice(&out.stdout).expect("the client prints JSON");
+    let Some(v) = server.mcp_client("agent_context.py", &[], &[("AGENT", a)]) else {
+        return;
+    };
     for tool in [
         "context_clear",
         "context_history",

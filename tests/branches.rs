@@ -362,27 +362,13 @@ async fn strict_validation_separates_tokens_of_one_tenant() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_mcp_client_runs_the_branch_tools() {
-    let Some((python, here)) = ctx_tests::mcp_python() else {
-        return;
-    };
     // `ctx mcp` on stdio, then `ctx serve`'s /mcp over streamable HTTP.
-    for transport in ["stdio", "http"] {
+    for args in [&[][..], &["http"][..]] {
         let dir = tempfile::tempdir().unwrap();
         let server = Server::start(dir.path());
-        let out = Command::new(&python)
-            .arg(here.join("client.py"))
-            .args((transport == "http").then_some("http"))
-            .env("CTX_BIN", ctx_bin())
-            .env("CTX_SERVER", &server.url)
-            .env("CTX_TOKEN", &server.token)
-            .output()
-            .expect("the MCP client runs");
-        assert!(
-            out.status.success(),
-            "MCP client ({transport}) failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let v: Value = serde_json::from_slice(&out.stdout).expect("the client prints JSON");
+        let Some(v) = server.mcp_client("client.py", args, &[]) else {
+            return;
+        };
         check_mcp_run(&v);
     }
 }

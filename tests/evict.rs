@@ -106,6 +106,21 @@ async fn evicted_deltas_answer_gone_while_log_and_the_default_still_work() {
 /// chains past the depth or the cost, and skips a ref that moved.
 async fn snapshots_are_where_materialize_starts(server: &Server) {
     let c = server.client();
+    // `ctx snapshot --all` over the test's chains, its --json answer.
+    let batch = |extra: &[&str]| -> Value {
+        let args = [
+            &["snapshot", "--all", "--prefix", "chains/snap-", "--json"][..],
+            extra,
+        ]
+        .concat();
+        let out = server.cli_output(&args);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
     let session = |n: &str| format!("chains/snap-{n}");
     // A long chain (6 commits) and a short one (2).
     let mut tip: Option<String> = None;
@@ -130,59 +145,18 @@ async fn snapshots_are_where_materialize_starts(server: &Server) {
     assert_eq!(whole, b"line 0\nline 1\nline 2\nline 3\nline 4\nline 5\n");
 
     // The batch form, dry: only the long chain is past a depth of 3.
-    let out = server.cli_output(&[
-        "snapshot",
-        "--all",
-        "--prefix",
-        "chains/snap-",
-        "--min-depth",
-        "3",
-        "--dry-run",
-        "--json",
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let dry: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let dry = batch(&["--min-depth", "3", "--dry-run"]);
     assert_eq!(dry.as_array().unwrap().len(), 1, "{dry}");
     assert_eq!(dry[0]["ref"], session("long"));
     assert_eq!(dry[0]["depth"], 6);
     assert_eq!(dry[0]["bytes"], 42);
     assert!(dry[0].get("snapshot").is_none());
     // By cost instead: 40 bytes take the long chain below a depth of 1000.
-    let out = server.cli_output(&[
-        "snapshot",
-        "--all",
-        "--prefix",
-        "chains/snap-",
-        "--min-depth",
-        "1000",
-        "--min-bytes",
-        "40",
-        "--dry-run",
-        "--json",
-    ]);
-    let by_cost: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let by_cost = batch(&["--min-depth", "1000", "--min-bytes", "40", "--dry-run"]);
     assert_eq!(by_cost.as_array().unwrap().len(), 1, "{by_cost}");
 
     // For real.
-    let out = server.cli_output(&[
-        "snapshot",
-        "--all",
-        "--prefix",
-        "chains/snap-",
-        "--min-depth",
-        "3",
-        "--json",
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let made: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let made = batch(&["--min-depth", "3"]);
     let snap = made[0]["snapshot"].as_str().expect("made").to_owned();
     let r = c
         .ok("GET", &format!("/v1/refs/{}", session("long")), None)
@@ -211,7 +185,8 @@ async fn snapshots_are_where_materialize_starts(server: &Server) {
         "the short chain is left alone"
     );
 
-    // A chain continued on the snapshot starts there.
+    // A chain continued on the snapshot starts there (were the snapshot
+    // not a stop, its context would come twice).
     let mut next = body("delta", Some(&snap), "line 6\n", 7);
     next["ref"] = json!({"name": session("long"), "expected": snap});
     let t = c.ok("POST", "/v1/commits", Some(&next)).await["id"]
@@ -223,16 +198,7 @@ async fn snapshots_are_where_materialize_starts(server: &Server) {
         b"line 0\nline 1\nline 2\nline 3\nline 4\nline 5\nline 6\n"
     );
     // Nothing is past the depth now: the next run makes nothing.
-    let out = server.cli_output(&[
-        "snapshot",
-        "--all",
-        "--prefix",
-        "chains/snap-",
-        "--min-depth",
-        "3",
-        "--json",
-    ]);
-    let none: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let none = batch(&["--min-depth", "3"]);
     assert_eq!(none, json!([]));
 
     // One commit, by hand, with a ref that moved: a conflict (exit 4).

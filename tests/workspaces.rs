@@ -604,9 +604,6 @@ async fn workspaces_on_the_aws_backends() {
 /// the tool's result is the server's context for that workspace.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_mcp_client_calls_read_context() {
-    let Some((python, here)) = ctx_tests::mcp_python() else {
-        return;
-    };
     let dir = tempfile::tempdir().expect("tempdir");
     let server = Server::start(dir.path());
     let case = cases()
@@ -614,20 +611,9 @@ async fn an_mcp_client_calls_read_context() {
         .find(|c| c.name == "populated")
         .expect("case");
     apply(&server, "img-mcp", &case).await;
-    let out = std::process::Command::new(python)
-        .arg(here.join("read_context.py"))
-        .env("CTX_BIN", ctx_tests::ctx_bin())
-        .env("CTX_SERVER", &server.url)
-        .env("CTX_TOKEN", &server.token)
-        .env("WORKSPACE", "img-mcp")
-        .output()
-        .expect("the MCP client runs");
-    assert!(
-        out.status.success(),
-        "MCP client failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: Value = serde_json::from_slice(&out.stdout).expect("the client prints JSON");
+    let Some(v) = server.mcp_client("read_context.py", &[], &[("WORKSPACE", "img-mcp")]) else {
+        return;
+    };
     assert_eq!(v["required"], serde_json::json!(["image_id"]));
     let ctx: Context = serde_json::from_value(v["context"].clone()).expect("a context");
     assert_eq!(ctx, dir_context(&case).await);

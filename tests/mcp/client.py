@@ -14,7 +14,7 @@ import sys
 import urllib.request
 
 from mcp import ClientSession
-from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp_common import ctx_mcp, is_error, payload
 from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
 
 
@@ -30,16 +30,6 @@ def http(method, path, body=None):
         return json.loads(r.read())
 
 
-def is_error(result):
-    # mcp 2.x names fields in snake_case; 1.x in camelCase.
-    return getattr(result, "is_error", None) or getattr(result, "isError", False)
-
-
-def payload(result):
-    assert not is_error(result), result.content
-    return json.loads(result.content[0].text)
-
-
 def transport():
     """`ctx mcp` on stdio (the default), or with `http` as the argument
     the streamable HTTP endpoint of `ctx serve` (`/mcp`, bearer auth)."""
@@ -47,13 +37,7 @@ def transport():
         client = create_mcp_http_client(
             headers={"Authorization": "Bearer " + os.environ["CTX_TOKEN"]})
         return streamable_http_client(os.environ["CTX_SERVER"] + "/mcp", http_client=client)
-    params = StdioServerParameters(
-        command=os.environ["CTX_BIN"],
-        args=["mcp"],
-        env={"CTX_SERVER": os.environ["CTX_SERVER"], "CTX_TOKEN": os.environ["CTX_TOKEN"],
-             "PATH": os.environ.get("PATH", "")},
-    )
-    return stdio_client(params)
+    return ctx_mcp()
 
 
 async def main():

@@ -12,29 +12,13 @@ import json
 import os
 
 from mcp import ClientSession
-from mcp.client.stdio import StdioServerParameters, stdio_client
-
-
-def is_error(result):
-    # mcp 2.x names fields in snake_case; 1.x in camelCase.
-    return getattr(result, "is_error", None) or getattr(result, "isError", False)
-
-
-async def call(session, name, args):
-    r = await session.call_tool(name, args)
-    assert not is_error(r), (name, r.content)
-    return json.loads(r.content[0].text)
+from mcp_common import call, ctx_mcp, is_error
 
 
 async def main():
     env = os.environ
-    params = StdioServerParameters(
-        command=env["CTX_BIN"],
-        args=["mcp"],
-        env={k: env[k] for k in ("CTX_SERVER", "CTX_TOKEN", "CTX_DATA", "PATH") if k in env},
-    )
     out = {}
-    async with stdio_client(params) as (read, write):
+    async with ctx_mcp() as (read, write):
         async with ClientSession(read, write) as session:
             await session.initialize()
             out["tools"] = sorted(t.name for t in (await session.list_tools()).tools)

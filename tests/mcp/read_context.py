@@ -9,23 +9,12 @@ import json
 import os
 
 from mcp import ClientSession
-from mcp.client.stdio import StdioServerParameters, stdio_client
-
-
-def is_error(result):
-    # mcp 2.x names fields in snake_case; 1.x in camelCase.
-    return getattr(result, "is_error", None) or getattr(result, "isError", False)
+from mcp_common import ctx_mcp, is_error
 
 
 async def main():
-    params = StdioServerParameters(
-        command=os.environ["CTX_BIN"],
-        args=["mcp"],
-        env={"CTX_SERVER": os.environ["CTX_SERVER"], "CTX_TOKEN": os.environ["CTX_TOKEN"],
-             "PATH": os.environ.get("PATH", "")},
-    )
     out = {}
-    async with stdio_client(params) as (read, write):
+    async with ctx_mcp() as (read, write):
         async with ClientSession(read, write) as session:
             await session.initialize()
             tools = {t.name: t for t in (await session.list_tools()).tools}
