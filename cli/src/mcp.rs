@@ -8,7 +8,7 @@
 //! `branch_status`), `read_context` (the first-turn context of a
 //! workspace), and an agent's live context (`context_window`,
 //! `context_clear`, `context_save`, `context_history`, `context_restore`,
-//! `working_context_restore`). A tool's arguments are read as the route's request type
+//! `working_context_restore`, `context_assemble`). A tool's arguments are read as the route's request type
 //! (`ctx_core::wire`) exactly as the server would read them, and its
 //! result is the typed response, serialized; a tool's failure is a result
 //! with `isError`, so the model sees it. A tool's input schema is its
@@ -172,6 +172,15 @@ const TOOLS: &[ToolSpec] = &[
                 "agent",
             ),
             Arg::Body("post", "/v1/agents/{agent}/working-context/restore"),
+        ],
+    },
+    ToolSpec {
+        name: "context_assemble",
+        description: "The context of your next LLM call for a thread, in order: your system prompt, your docs (the files of your docs workspace, bounded; what was cut is said), a thread and process status preamble (your other active threads with their last activity, the active folded branches of your sessions with budget used, the processes registered as running) and the thread's rolling window. Returns {agent, thread_id, system_prompt, docs: {workspace, files, omitted, truncated}, status: {threads, branches, processes, truncated, text}, window, conversation: {format, message_count, text|base64, lost}}.",
+        args: &[
+            param("get", "/v1/agents/{agent}/context", "agent"),
+            param("get", "/v1/agents/{agent}/context", "thread_id"),
+            param("get", "/v1/agents/{agent}/context", "format"),
         ],
     },
 ];
@@ -388,6 +397,15 @@ pub async fn call_tool(client: &Client, name: &str, args: &Value) -> Result<Valu
             to_value(
                 &client
                     .restore_working_context(&agent_arg(args)?, &req)
+                    .await?,
+            )
+        }
+        "context_assemble" => {
+            let thread = str_arg(args, "thread_id")?;
+            let format = args.get("format").and_then(Value::as_str);
+            to_value(
+                &client
+                    .assemble_context(&agent_arg(args)?, thread, format)
                     .await?,
             )
         }

@@ -57,12 +57,13 @@ pub(super) async fn get_agent(
     ))
 }
 
-/// Changes an agent's settings: the rolling window's length and whether its
-/// working-context cache is refreshed at safe boundaries.
+/// Changes an agent's settings: the rolling window's length, whether its
+/// working-context cache is refreshed at safe boundaries, the system prompt
+/// and the docs workspace of its assembled context.
 #[utoipa::path(patch, path = "/v1/agents/{agent}", tag = "agents", request_body = Option<PatchAgentRequest>,
     params(("agent" = Principal, Path)),
     responses((status = 200, description = "The settings as changed", body = AgentSettings),
-        (status = 400, description = "`window_seconds` not positive or over ten years, or a malformed request (nothing written)", body = ErrorBody)),
+        (status = 400, description = "`window_seconds` not positive or over ten years, `system_prompt` over 64 KiB or with control characters, `docs_workspace` not a workspace id, or a malformed request (nothing written)", body = ErrorBody)),
     security(("bearer" = [])))]
 pub(super) async fn patch_agent(
     State(s): State<AppState>,

@@ -87,7 +87,7 @@ impl Service {
             .map(|(id, p)| RunningProcess::new(id, p))
             .collect();
         if procs.len() > MAX_STATUS_ITEMS {
-            procs.sort_by(|a, b| b.started_at.cmp(&a.started_at));
+            procs.sort_by_key(|p| std::cmp::Reverse(p.started_at));
             procs.truncate(MAX_STATUS_ITEMS);
             procs.sort_by(|a, b| a.process_id.cmp(&b.process_id));
             status.truncated = true;
