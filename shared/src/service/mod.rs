@@ -59,7 +59,8 @@ mod workspaces;
 
 pub use crate::commit::Stop;
 pub use agents::{
-    MAX_SAVES, MAX_WINDOW_COMMITS, RESTORED_FROM, WORKING_CONTEXT_SCHEMA, check_snapshot,
+    MAX_DOC_BYTES, MAX_DOC_FILES, MAX_DOCS_BYTES, MAX_SAVES, MAX_STATUS_ITEMS, MAX_WINDOW_COMMITS,
+    NewProcess, RESTORED_FROM, WORKING_CONTEXT_SCHEMA, check_snapshot,
 };
 pub use batch::{BatchArtifact, BatchDone, BatchEntry, NewBatch, NewRefMove, RefTarget};
 pub use branches::{
