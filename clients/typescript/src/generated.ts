@@ -1601,6 +1601,63 @@ export interface components {
              */
             marked: number;
         };
+        /**
+         * @description What a translation did not carry as it was: messages kept, converted and
+         *     dropped, and each change with its reason. Messages are those ctx read
+         *     from the chain (the canonical conversation: a Claude Code transcript's
+         *     file snapshots and titles are none).
+         */
+        Fidelity: {
+            /**
+             * @description The changes, in message order, at most 32 (`unlisted` counts the
+             *     rest).
+             */
+            changes?: components["schemas"]["FidelityChange"][];
+            /**
+             * Format: int64
+             * @description Messages carried in another form: a tool result as text, a message
+             *     without its thinking, every message of a narrative.
+             */
+            converted: number;
+            /**
+             * Format: int64
+             * @description Messages left out: the target holds nothing of what they are.
+             */
+            dropped: number;
+            /**
+             * Format: int64
+             * @description Messages carried as they were.
+             */
+            kept: number;
+            /** @description Why the tier is not a better one (empty when nothing forced it). */
+            note?: string;
+            /**
+             * Format: int64
+             * @description Changes not listed.
+             */
+            unlisted?: number;
+        };
+        /** @description One message a translation did not carry as it was. */
+        FidelityChange: {
+            /** @description Where it was stored: the commit and the line or index in its delta. */
+            at: string;
+            /** @description Converted or dropped. */
+            kind: components["schemas"]["FidelityChangeKind"];
+            /**
+             * Format: int64
+             * @description The message's position in the chain's conversation, from 0.
+             */
+            message: number;
+            /** @description Why, and what became of it. */
+            reason: string;
+            /** @description The tool call a converted tool result names. */
+            tool_use_id?: string | null;
+        };
+        /**
+         * @description Whether a message was carried in another form or left out.
+         * @enum {string}
+         */
+        FidelityChangeKind: "converted" | "dropped";
         /** @description A file of a workspace listing. */
         FileEntry: {
             /** @description Its path in the workspace. */
@@ -1761,6 +1818,7 @@ export interface components {
         Materialized: {
             /** @description The artifact holding the materialized context. */
             artifact_ref: components["schemas"]["ArtifactRef"];
+            fidelity?: null | components["schemas"]["Fidelity"];
             /**
              * Format: int64
              * @description Messages in it.

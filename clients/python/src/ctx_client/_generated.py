@@ -62,6 +62,9 @@ __all__ = [
     "ErrorKind",
     "EvictRequest",
     "Evicted",
+    "Fidelity",
+    "FidelityChange",
+    "FidelityChangeKind",
     "FileEntry",
     "FileList",
     "FilePath",
@@ -866,6 +869,50 @@ class Evicted(TypedDict):
     """Eviction markers this call set (0 on a re-run)."""
 
 
+class Fidelity(TypedDict):
+    """What a translation did not carry as it was: messages kept, converted and
+    dropped, and each change with its reason. Messages are those ctx read
+    from the chain (the canonical conversation: a Claude Code transcript's
+    file snapshots and titles are none).
+    """
+
+    changes: NotRequired[list[FidelityChange]]
+    """The changes, in message order, at most 32 (`unlisted` counts the
+    rest).
+    """
+    converted: int
+    """Messages carried in another form: a tool result as text, a message
+    without its thinking, every message of a narrative.
+    """
+    dropped: int
+    """Messages left out: the target holds nothing of what they are."""
+    kept: int
+    """Messages carried as they were."""
+    note: NotRequired[str]
+    """Why the tier is not a better one (empty when nothing forced it)."""
+    unlisted: NotRequired[int]
+    """Changes not listed."""
+
+
+class FidelityChange(TypedDict):
+    """One message a translation did not carry as it was."""
+
+    at: str
+    """Where it was stored: the commit and the line or index in its delta."""
+    kind: FidelityChangeKind
+    """Converted or dropped."""
+    message: int
+    """The message's position in the chain's conversation, from 0."""
+    reason: str
+    """Why, and what became of it."""
+    tool_use_id: NotRequired[str | None]
+    """The tool call a converted tool result names."""
+
+
+# Whether a message was carried in another form or left out.
+FidelityChangeKind: TypeAlias = Literal["converted", "dropped"]
+
+
 class FileEntry(TypedDict):
     """A file of a workspace listing."""
 
@@ -1017,6 +1064,12 @@ class Materialized(TypedDict):
 
     artifact_ref: ArtifactRef
     """The artifact holding the materialized context."""
+    fidelity: NotRequired[Fidelity | None]
+    """What a translation through the canonical model did not carry as it
+    was: messages kept, converted and dropped, with the reasons. Absent
+    when every message was carried as it was (tiers `native` and
+    `field-level`) and for a target ctx cannot write.
+    """
     message_count: int
     """Messages in it."""
     size: int
