@@ -302,8 +302,9 @@ export interface paths {
         put?: never;
         /**
          * Returns a branch: its active children first (deepest first), then its
-         *     scrubbed message is appended to the parent's chain. 409 when it already
-         *     ended.
+         *     scrubbed message is appended to the parent's chain. With `status:
+         *     failed` and an `error` the agent ends it early as failed, and the
+         *     parent gets the error context. 409 when it already ended.
          */
         post: operations["branch_return"];
         delete?: never;
@@ -1017,10 +1018,18 @@ export interface components {
         /** @description `POST /v1/branches/{br}/return`. */
         BranchReturnRequest: {
             /**
-             * @description The result to hand back (at most 50,000 characters); secrets in it
-             *     are scrubbed.
+             * @description What went wrong (with `status: failed`; at most 5,000 characters,
+             *     not blank, scrubbed): the parent's chain gets it with the branch's
+             *     description, and the branch's `reason` is this error.
              */
-            message: string;
+            error?: string | null;
+            /**
+             * @description The result to hand back (at most 50,000 characters); secrets in it
+             *     are scrubbed. With `status: failed`, what the agent adds to the
+             *     error (may be empty).
+             */
+            message?: string;
+            status?: null | components["schemas"]["ReturnStatus"];
         };
         /** @description What `branch_return` answers. */
         BranchReturned: {
@@ -1034,7 +1043,7 @@ export interface components {
             redactions: {
                 [key: string]: number;
             };
-            /** @description Always true (failures are errors). */
+            /** @description False for a branch returned as failed. */
             success: boolean;
             /**
              * Format: int64
@@ -1843,6 +1852,11 @@ export interface components {
             /** @description The save restored. */
             save_id: components["schemas"]["SaveId"];
         };
+        /**
+         * @description How the agent ends its branch.
+         * @enum {string}
+         */
+        ReturnStatus: "completed" | "failed";
         /** @description A save id. */
         SaveId: string;
         /** @description `GET /v1/agents/{agent}/saves`: newest first. */

@@ -95,6 +95,7 @@ __all__ = [
     "RestoreResponse",
     "RestoreSource",
     "Restored",
+    "ReturnStatus",
     "SaveId",
     "SaveList",
     "SaveRecord",
@@ -391,9 +392,19 @@ BranchId: TypeAlias = str
 class BranchReturnRequest(TypedDict):
     """`POST /v1/branches/{br}/return`."""
 
-    message: str
+    error: NotRequired[str | None]
+    """What went wrong (with `status: failed`; at most 5,000 characters,
+    not blank, scrubbed): the parent's chain gets it with the branch's
+    description, and the branch's `reason` is this error.
+    """
+    message: NotRequired[str]
     """The result to hand back (at most 50,000 characters); secrets in it
-    are scrubbed.
+    are scrubbed. With `status: failed`, what the agent adds to the
+    error (may be empty).
+    """
+    status: NotRequired[ReturnStatus | None]
+    """`completed` (the default) or `failed`: the agent returns its branch
+    early as failed (FR-008); then `error` is required.
     """
 
 
@@ -409,7 +420,7 @@ class BranchReturned(TypedDict):
     redactions: dict[str, int]
     """Secrets replaced, per rule."""
     success: bool
-    """Always true (failures are errors)."""
+    """False for a branch returned as failed."""
     tokens_used: int
     """Tokens checkpointed into the branch."""
 
@@ -1178,6 +1189,10 @@ class Restored(TypedDict):
     """The save restored."""
 
 
+# How the agent ends its branch.
+ReturnStatus: TypeAlias = Literal["completed", "failed"]
+
+
 # A save id.
 SaveId: TypeAlias = str
 
@@ -1481,8 +1496,9 @@ def branch_create(body: BranchCreateRequest) -> Call[BranchCreated]:
 def branch_return(br: BranchId, body: BranchReturnRequest) -> Call[BranchReturned]:
     """``POST /v1/branches/{br}/return``: Returns a branch: its active children first (deepest
     first), then its
-    scrubbed message is appended to the parent's chain. 409 when it already
-    ended.
+    scrubbed message is appended to the parent's chain. With `status:
+    failed` and an `error` the agent ends it early as failed, and the
+    parent gets the error context. 409 when it already ended.
     """
     return Call("POST", f"/v1/branches/{seg(br)}/return", parse_json, json_body=body, has_json=True)
 
