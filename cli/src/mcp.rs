@@ -80,7 +80,7 @@ const TOOLS: &[ToolSpec] = &[
     },
     ToolSpec {
         name: "branch_return",
-        description: "Return from a branch: the message (secrets scrubbed) is appended to the parent context; active child branches are returned first. Returns {success, tokens_used, message}.",
+        description: "Return from a branch: the message (secrets scrubbed) is appended to the parent context; active child branches are returned first. If you cannot finish, return early with status \"failed\" and an error: the parent gets the error context. Returns {success, tokens_used, message}.",
         args: &[
             Arg::Param {
                 method: "post",

@@ -122,7 +122,7 @@ fn merge_hooks(settings: &mut Value, command: Option<&str>, events: &[&str]) -> 
         .as_object_mut()
         .ok_or_else(|| not_object("`hooks`"))?;
     for event in HOOK_EVENTS.into_iter().chain([TOOL_EVENT]) {
-        if !hooks.contains_key(event) && !(command.is_some() && events.contains(&event)) {
+        if !(hooks.contains_key(event) || command.is_some() && events.contains(&event)) {
             continue;
         }
         let groups = hooks

@@ -144,7 +144,7 @@ impl Writer {
             return true;
         }
         state.stops += 1;
-        self.every != 0 && state.stops % self.every == 0
+        self.every != 0 && state.stops.is_multiple_of(self.every)
     }
 
     /// Commits through `client` (each call bounded by the hook's timeout),

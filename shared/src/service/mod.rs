@@ -64,7 +64,7 @@ pub use agents::{
 };
 pub use batch::{BatchArtifact, BatchDone, BatchEntry, NewBatch, NewRefMove, RefTarget};
 pub use branches::{
-    BudgetNotice, Expired, MAX_DESCRIPTION, MAX_MESSAGE, MAX_PROMPT, Sweep, TokioTimer,
+    BudgetNotice, Expired, MAX_DESCRIPTION, MAX_ERROR, MAX_MESSAGE, MAX_PROMPT, Sweep, TokioTimer,
     WARN_PERCENT, Wake,
 };
 pub use checkpoint::{Checkpointed, Delta, NewCommit};
