@@ -937,7 +937,7 @@ mod tests {
             a[3]["result"]["content"][0]["text"]
                 .as_str()
                 .unwrap()
-                .contains("message"),
+                .contains("br-x"),
             "{}",
             a[3]
         );
