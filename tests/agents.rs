@@ -402,6 +402,7 @@ async fn agents_on_the_embedded_store() {
     let server = Server::start(dir.path());
     all(&server).await;
     other_tenant_sees_nothing(&server).await;
+    other_tenant_sees_no_assembly(&server).await;
     cli(&server);
 }
 
@@ -465,6 +466,7 @@ async fn an_mcp_client_manages_an_agents_context() {
         return;
     };
     for tool in [
+        "context_assemble",
         "context_clear",
         "context_history",
         "context_restore",
@@ -492,9 +494,608 @@ async fn an_mcp_client_manages_an_agents_context() {
         v["working"]["snapshot"]["messages"][0]["content"],
         "You are tested."
     );
+    // The assembled context of thread t1: the other thread in the status
+    // preamble, then t1's window (its message restored after the clear).
+    let asm = &v["assembled"];
+    assert_eq!(asm["thread_id"], "t1");
+    assert_eq!(asm["status"]["threads"][0]["thread_id"], "t2", "{asm}");
+    assert_eq!(asm["window"]["message_count"], 1);
+    assert_eq!(asm["conversation"]["message_count"], 2);
+    assert_eq!(v["no_thread_is_error"], true);
     assert_eq!(v["bad_is_error"], true);
     assert!(
         v["bad_text"].as_str().expect("text").contains("save id"),
         "{v}"
     );
 }
+
+// Context assembly for an LLM call (seed 001): system prompt, docs, thread
+// and process status, then the thread's rolling window. Each seed test is
+// a scenario run on both hosts: the embedded store and the aws backends.
+
+/// A message in `thread` of `agent` at `created_at` (RFC 3339), in
+/// `session` when given.
+async fn say_at(
+    c: &Http,
+    agent: &str,
+    thread: &str,
+    text: &str,
+    created_at: Option<&str>,
+    session: Option<&str>,
+) -> Value {
+    let mut body = json!({
+        "commit_type": "delta",
+        "format": "openai-chat-v1",
+        "delta": json!([{ "role": "user", "content": text }]).to_string(),
+        "template": "tpl",
+        "principal": agent,
+        "checkpoint": "turn_boundary",
+        "thread_id": thread,
+    });
+    if let Some(t) = created_at {
+        body["created_at"] = json!(t);
+    }
+    if let Some(s) = session {
+        body["session_id"] = json!(s);
+    }
+    c.ok("POST", "/v1/commits", Some(&body)).await
+}
+
+async fn assemble(c: &Http, agent: &str, query: &str) -> Value {
+    c.ok("GET", &format!("/v1/agents/{agent}/context?{query}"), None)
+        .await
+}
+
+/// The assembled conversation as (role, text) pairs (openai-chat-v1).
+fn conversation(v: &Value) -> Vec<(String, String)> {
+    assert_eq!(v["conversation"]["format"], "openai-chat-v1", "{v}");
+    let msgs: Value = serde_json::from_str(
+        v["conversation"]["text"]
+            .as_str()
+            .expect("UTF-8 conversation"),
+    )
+    .expect("a JSON conversation");
+    msgs.as_array()
+        .expect("an array")
+        .iter()
+        .map(|m| {
+            (
+                m["role"].as_str().expect("role").to_owned(),
+                m["content"].as_str().expect("text content").to_owned(),
+            )
+        })
+        .collect()
+}
+
+async fn put_doc(server: &Server, ws: &str, path: &str, bytes: Vec<u8>) {
+    let resp = reqwest::Client::new()
+        .put(format!("{}/v1/workspaces/{ws}/files/{path}", server.url))
+        .bearer_auth(&server.token)
+        .body(bytes)
+        .send()
+        .await
+        .expect("sent");
+    assert_eq!(resp.status().as_u16(), 200, "PUT {ws}/{path}");
+}
+
+async fn bad(c: &Http, method: &str, path: &str, body: Option<&Value>, field: &str) {
+    let (status, e) = c.call(method, path, body).await.expect("sent");
+    assert_eq!(
+        (status, e["error"]["field"].clone()),
+        (400, json!(field)),
+        "{method} {path}: {e}"
+    );
+}
+
+fn rfc3339(t: chrono::DateTime<chrono::Utc>) -> String {
+    t.to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
+}
+
+/// Seed step 1: the agent's system prompt (a setting) opens the context as a system
+/// message; cleared, it is gone; bad prompts are refused by field with
+/// nothing written.
+async fn test_context_includes_system_prompt(server: &Server) {
+    let c = server.client();
+    let a = "agent-asm-prompt";
+    say_at(&c, a, "t", "hello", None, None).await;
+    let v = assemble(&c, a, "thread_id=t").await;
+    assert_eq!(v["system_prompt"], Value::Null);
+    assert_eq!(conversation(&v), [("user".into(), "hello".into())]);
+    let prompt = "You are the release agent.\nShip nothing on Fridays.";
+    let s = c
+        .ok(
+            "PATCH",
+            &format!("/v1/agents/{a}"),
+            Some(&json!({ "system_prompt": prompt })),
+        )
+        .await;
+    assert_eq!(s["system_prompt"], prompt);
+    let v = assemble(&c, a, "thread_id=t").await;
+    assert_eq!(v["system_prompt"], prompt);
+    assert_eq!(
+        conversation(&v),
+        [
+            ("system".into(), prompt.into()),
+            ("user".into(), "hello".into())
+        ]
+    );
+    assert_eq!(v["conversation"]["message_count"], 2);
+    // In a format whose system prompt is not a message, it still leads.
+    let v = assemble(&c, a, "thread_id=t&format=anthropic-messages-v1").await;
+    let text = v["conversation"]["text"].as_str().expect("text");
+    assert!(
+        text.find("release agent").expect("the prompt") < text.find("hello").expect("the window"),
+        "{text}"
+    );
+    // Bad prompts name the field and change nothing.
+    for p in ["x".repeat(65_537), "bell\u{7}".to_owned()] {
+        bad(
+            &c,
+            "PATCH",
+            &format!("/v1/agents/{a}"),
+            Some(&json!({ "system_prompt": p })),
+            "system_prompt",
+        )
+        .await;
+    }
+    assert_eq!(
+        assemble(&c, a, "thread_id=t").await["system_prompt"],
+        prompt
+    );
+    // Empty clears it.
+    c.ok(
+        "PATCH",
+        &format!("/v1/agents/{a}"),
+        Some(&json!({ "system_prompt": "" })),
+    )
+    .await;
+    let v = assemble(&c, a, "thread_id=t").await;
+    assert_eq!(v["system_prompt"], Value::Null);
+    assert_eq!(conversation(&v), [("user".into(), "hello".into())]);
+    // The thread is required and checked; the format must be known.
+    bad(
+        &c,
+        "GET",
+        &format!("/v1/agents/{a}/context"),
+        None,
+        "thread_id",
+    )
+    .await;
+    bad(
+        &c,
+        "GET",
+        &format!("/v1/agents/{a}/context?thread_id=%01"),
+        None,
+        "thread_id",
+    )
+    .await;
+    bad(
+        &c,
+        "GET",
+        &format!("/v1/agents/{a}/context?thread_id=t&format=no-such-format"),
+        None,
+        "format",
+    )
+    .await;
+}
+
+/// Seed step 2: the files of the agent's docs workspace follow the system prompt,
+/// by path; a long file is cut and one that is not text left out, and
+/// both are said.
+async fn test_context_includes_agent_docs(server: &Server) {
+    let c = server.client();
+    let a = "agent-asm-docs";
+    put_doc(server, "asm-docs", "guide.md", b"Deploy with ctx.".to_vec()).await;
+    put_doc(
+        server,
+        "asm-docs",
+        "api/notes.md",
+        b"Routes are v1.".to_vec(),
+    )
+    .await;
+    say_at(&c, a, "t", "what now?", None, None).await;
+    bad(
+        &c,
+        "PATCH",
+        &format!("/v1/agents/{a}"),
+        Some(&json!({ "docs_workspace": "../up" })),
+        "docs_workspace",
+    )
+    .await;
+    let s = c
+        .ok(
+            "PATCH",
+            &format!("/v1/agents/{a}"),
+            Some(&json!({ "docs_workspace": "asm-docs", "system_prompt": "Be exact." })),
+        )
+        .await;
+    assert_eq!(s["docs_workspace"], "asm-docs");
+    let v = assemble(&c, a, "thread_id=t").await;
+    assert_eq!(v["docs"]["workspace"], "asm-docs");
+    let files: Vec<(&str, &str)> = v["docs"]["files"]
+        .as_array()
+        .expect("files")
+        .iter()
+        .map(|f| (f["path"].as_str().unwrap(), f["text"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        files,
+        [
+            ("api/notes.md", "Routes are v1."),
+            ("guide.md", "Deploy with ctx.")
+        ]
+    );
+    assert_eq!(v["docs"]["truncated"], false);
+    let conv = conversation(&v);
+    assert_eq!(conv[0], ("system".into(), "Be exact.".into()));
+    assert_eq!(conv[1].0, "system");
+    assert!(
+        conv[1].1.starts_with("Agent docs (workspace asm-docs):"),
+        "{}",
+        conv[1].1
+    );
+    let (notes, guide) = (
+        conv[1].1.find("Routes are v1.").expect("notes"),
+        conv[1].1.find("Deploy with ctx.").expect("guide"),
+    );
+    assert!(notes < guide);
+    assert_eq!(conv[2], ("user".into(), "what now?".into()));
+    // Bounded: a long file is cut at 32 KiB, bytes that are not text are
+    // left out, and the answer says so.
+    let long = "0123456789abcdef".repeat(3 * 1024);
+    put_doc(server, "asm-docs", "long.md", long.clone().into_bytes()).await;
+    put_doc(server, "asm-docs", "logo.bin", vec![0xff, 0xfe, 0x00, 0x80]).await;
+    let v = assemble(&c, a, "thread_id=t").await;
+    assert_eq!(v["docs"]["truncated"], true);
+    let long_doc = v["docs"]["files"]
+        .as_array()
+        .expect("files")
+        .iter()
+        .find(|f| f["path"] == "long.md")
+        .expect("long.md")
+        .clone();
+    assert_eq!(long_doc["truncated"], true);
+    assert_eq!(long_doc["size"], long.len());
+    assert_eq!(long_doc["text"].as_str().unwrap(), &long[..32 * 1024]);
+    assert_eq!(
+        v["docs"]["omitted"],
+        json!([{ "path": "logo.bin", "reason": "not UTF-8 text" }])
+    );
+    let docs_text = &conversation(&v)[1].1;
+    assert!(
+        docs_text.contains("[cut: the first 32768 of 49152 bytes]"),
+        "{docs_text}"
+    );
+    assert!(docs_text.contains("[left out: logo.bin (not UTF-8 text)]"));
+}
+
+/// Seed step 3: the status preamble: the agent's other active threads with their
+/// last activity, the active folded branches of its sessions with budget
+/// used, and the processes registered as running; registration's bad
+/// input is refused by field.
+async fn test_context_includes_thread_status(server: &Server) {
+    let c = server.client();
+    let a = "agent-asm-status";
+    let now = ctx_core::Clock::now(&ctx_core::clock::SystemClock);
+    let t2 = rfc3339(now - chrono::Duration::minutes(30));
+    let t3 = rfc3339(now - chrono::Duration::minutes(10));
+    say_at(&c, a, "mine", "the current thread", None, Some("asm-sess")).await;
+    say_at(&c, a, "t2", "older work", Some(&t2), None).await;
+    say_at(&c, a, "t3", "newer work", Some(&t3), None).await;
+    let v = assemble(&c, a, "thread_id=mine").await;
+    let threads: Vec<(&str, &str)> = v["status"]["threads"]
+        .as_array()
+        .expect("threads")
+        .iter()
+        .map(|t| {
+            (
+                t["thread_id"].as_str().unwrap(),
+                t["last_activity"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    let same_time = |a: &str, b: &str| {
+        chrono::DateTime::parse_from_rfc3339(a).unwrap()
+            == chrono::DateTime::parse_from_rfc3339(b).unwrap()
+    };
+    assert_eq!(threads.len(), 2, "{threads:?}");
+    assert_eq!(
+        (threads[0].0, threads[1].0),
+        ("t3", "t2"),
+        "most recent first"
+    );
+    assert!(same_time(threads[0].1, &t3) && same_time(threads[1].1, &t2));
+    assert_eq!(v["status"]["branches"], json!([]));
+    assert_eq!(v["status"]["processes"], json!([]));
+    // A folded branch of the agent's session, and two processes.
+    let b = c
+        .ok(
+            "POST",
+            "/v1/branches",
+            Some(&json!({"session_id": "asm-sess", "description": "look up the API", "budget": 5000})),
+        )
+        .await;
+    let br = b["branch_id"].as_str().expect("branch_id").to_owned();
+    let p = c
+        .ok(
+            "PUT",
+            &format!("/v1/agents/{a}/processes/build-1"),
+            Some(&json!({"description": "cargo build --release", "thread_id": "mine"})),
+        )
+        .await;
+    assert_eq!(p["process_id"], "build-1");
+    let started = rfc3339(now - chrono::Duration::minutes(5));
+    c.ok(
+        "PUT",
+        &format!("/v1/agents/{a}/processes/deploy:eu"),
+        Some(
+            &json!({"description": "deploying eu-west", "started_at": started,
+            "expires_at": rfc3339(now + chrono::Duration::hours(1))}),
+        ),
+    )
+    .await;
+    let v = assemble(&c, a, "thread_id=mine").await;
+    let s = &v["status"];
+    assert_eq!(s["branches"].as_array().expect("branches").len(), 1, "{s}");
+    assert_eq!(s["branches"][0]["branch_id"], json!(br));
+    assert_eq!(s["branches"][0]["budget"], 5000);
+    assert_eq!(s["branches"][0]["tokens_used"], 0);
+    let procs: Vec<&str> = s["processes"]
+        .as_array()
+        .expect("processes")
+        .iter()
+        .map(|p| p["process_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(procs, ["build-1", "deploy:eu"]);
+    let text = s["text"].as_str().expect("status text");
+    for needle in [
+        "Other active threads:",
+        "- t3: last activity",
+        "- t2: last activity",
+        &br,
+        "0 of 5000 tokens used",
+        "Running processes:",
+        "build-1: cargo build --release",
+        "deploy:eu: deploying eu-west",
+    ] {
+        assert!(text.contains(needle), "{needle:?} in {text}");
+    }
+    let conv = conversation(&v);
+    assert_eq!(conv[0], ("system".into(), text.into()));
+    assert_eq!(conv[1], ("user".into(), "the current thread".into()));
+    // The listing and removal of processes.
+    let l = c
+        .ok("GET", &format!("/v1/agents/{a}/processes"), None)
+        .await;
+    assert_eq!(l["processes"].as_array().expect("list").len(), 2);
+    let (status, _) = c
+        .call("DELETE", &format!("/v1/agents/{a}/processes/build-1"), None)
+        .await
+        .expect("sent");
+    assert_eq!(status, 204);
+    let (status, e) = c
+        .call("DELETE", &format!("/v1/agents/{a}/processes/build-1"), None)
+        .await
+        .expect("sent");
+    assert_eq!(status, 404, "{e}");
+    let v = assemble(&c, a, "thread_id=mine").await;
+    assert_eq!(v["status"]["processes"][0]["process_id"], "deploy:eu");
+    assert_eq!(v["status"]["processes"].as_array().unwrap().len(), 1);
+    // Bad registrations name the field and write nothing.
+    let path = format!("/v1/agents/{a}/processes/p");
+    bad(
+        &c,
+        "PUT",
+        &format!("/v1/agents/{a}/processes/bad%20id"),
+        Some(&json!({"description": "x"})),
+        "process_id",
+    )
+    .await;
+    bad(
+        &c,
+        "PUT",
+        &path,
+        Some(&json!({"description": ""})),
+        "description",
+    )
+    .await;
+    bad(
+        &c,
+        "PUT",
+        &path,
+        Some(&json!({"description": "x".repeat(1025)})),
+        "description",
+    )
+    .await;
+    bad(
+        &c,
+        "PUT",
+        &path,
+        Some(&json!({"description": "x", "thread_id": ""})),
+        "thread_id",
+    )
+    .await;
+    bad(
+        &c,
+        "PUT",
+        &path,
+        Some(
+            &json!({"description": "x", "expires_at": rfc3339(now - chrono::Duration::minutes(1))}),
+        ),
+        "expires_at",
+    )
+    .await;
+    bad(&c, "PUT", &path, Some(&json!(["x"])), "body").await;
+    let l = c
+        .ok("GET", &format!("/v1/agents/{a}/processes"), None)
+        .await;
+    assert_eq!(l["processes"].as_array().expect("list").len(), 1);
+}
+
+/// Seed step 4: the thread's rolling window ends the context: this thread's
+/// messages, oldest first, after the preamble; another thread's are not
+/// in it.
+async fn test_context_includes_rolling_window_messages(server: &Server) {
+    let c = server.client();
+    let a = "agent-asm-window";
+    for m in ["first", "second", "third"] {
+        say_at(&c, a, "t", m, None, None).await;
+    }
+    say_at(&c, a, "other", "elsewhere", None, None).await;
+    let v = assemble(&c, a, "thread_id=t").await;
+    assert_eq!(v["window"]["commits"].as_array().expect("commits").len(), 3);
+    assert_eq!(v["window"]["message_count"], 3);
+    let conv = conversation(&v);
+    assert_eq!(conv.len(), 4, "{conv:?}");
+    assert_eq!(conv[0].0, "system");
+    assert!(
+        conv[0].1.contains("- other: last activity"),
+        "{}",
+        conv[0].1
+    );
+    let tail: Vec<&str> = conv[1..].iter().map(|(_, t)| t.as_str()).collect();
+    assert_eq!(tail, ["first", "second", "third"]);
+    assert!(
+        !v["conversation"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("\"elsewhere\"")
+    );
+    // In another format, and the thread of the other messages.
+    let v = assemble(&c, a, "thread_id=t&format=anthropic-messages-v1").await;
+    assert_eq!(v["conversation"]["format"], "anthropic-messages-v1");
+    let msgs: Value = serde_json::from_str(v["conversation"]["text"].as_str().unwrap()).unwrap();
+    assert_eq!(msgs.as_array().unwrap().len(), 4);
+    let v = assemble(&c, a, "thread_id=other").await;
+    let conv = conversation(&v);
+    assert_eq!(conv.last().unwrap().1, "elsewhere");
+    assert!(conv[0].1.contains("- t: last activity"));
+    // A thread with no messages yet: the preamble alone.
+    let v = assemble(&c, a, "thread_id=new").await;
+    assert_eq!(v["window"]["commits"], json!([]));
+    assert!(conversation(&v).iter().all(|(r, _)| r == "system"));
+}
+
+/// Seed step 5: the window starts at max(last clear, now - window_seconds): a
+/// message older than the window is not in the context, nor one from
+/// before a clear; neither is deleted.
+async fn test_context_window_bounded_by_clear_time_or_rolling_window(server: &Server) {
+    let c = server.client();
+    let a = "agent-asm-bounds";
+    c.ok(
+        "PATCH",
+        &format!("/v1/agents/{a}"),
+        Some(&json!({ "window_seconds": 3600 })),
+    )
+    .await;
+    let now = ctx_core::Clock::now(&ctx_core::clock::SystemClock);
+    let old = say_at(
+        &c,
+        a,
+        "t",
+        "two hours ago",
+        Some(&rfc3339(now - chrono::Duration::hours(2))),
+        None,
+    )
+    .await;
+    say_at(
+        &c,
+        a,
+        "t",
+        "ten minutes ago",
+        Some(&rfc3339(now - chrono::Duration::minutes(10))),
+        None,
+    )
+    .await;
+    let v = assemble(&c, a, "thread_id=t").await;
+    assert_eq!(v["window"]["reason"], "window");
+    let texts: Vec<String> = conversation(&v).into_iter().map(|(_, t)| t).collect();
+    assert_eq!(texts, ["ten minutes ago"]);
+    c.ok("POST", &format!("/v1/agents/{a}/clear"), None).await;
+    say_at(&c, a, "t", "after the clear", None, None).await;
+    let v = assemble(&c, a, "thread_id=t").await;
+    assert_eq!(v["window"]["reason"], "clear");
+    let texts: Vec<String> = conversation(&v).into_iter().map(|(_, t)| t).collect();
+    assert_eq!(texts, ["after the clear"]);
+    // Nothing was deleted.
+    let id = old["id"].as_str().expect("id");
+    c.ok("GET", &format!("/v1/commits/{id}"), None).await;
+}
+
+/// Another tenant asking for the agent's context sees none of it, and
+/// cannot remove its processes.
+async fn other_tenant_sees_no_assembly(server: &Server) {
+    let a = "agent-asm-tenant";
+    let c = server.client();
+    say_at(&c, a, "t", "private", None, None).await;
+    c.ok(
+        "PATCH",
+        &format!("/v1/agents/{a}"),
+        Some(&json!({ "system_prompt": "secret prompt" })),
+    )
+    .await;
+    c.ok(
+        "PUT",
+        &format!("/v1/agents/{a}/processes/p1"),
+        Some(&json!({ "description": "secret job" })),
+    )
+    .await;
+    let out = std::process::Command::new(ctx_tests::ctx_bin())
+        .args(["tokens", "add", "team-asm-b", "--data"])
+        .arg(&server.data)
+        .output()
+        .expect("ctx tokens add");
+    assert!(out.status.success());
+    let b = server.client_as(String::from_utf8(out.stdout).expect("utf-8").trim());
+    let v = b
+        .ok("GET", &format!("/v1/agents/{a}/context?thread_id=t"), None)
+        .await;
+    assert_eq!(v["system_prompt"], Value::Null);
+    assert_eq!(v["window"]["commits"], json!([]));
+    assert_eq!(v["status"]["processes"], json!([]));
+    assert!(!v.to_string().contains("secret"), "{v}");
+    let (status, _) = b
+        .call("DELETE", &format!("/v1/agents/{a}/processes/p1"), None)
+        .await
+        .expect("sent");
+    assert_eq!(status, 404);
+    let l = c
+        .ok("GET", &format!("/v1/agents/{a}/processes"), None)
+        .await;
+    assert_eq!(l["processes"].as_array().expect("list").len(), 1);
+}
+
+/// Each seed test as a test on the embedded store and one on the aws
+/// backends (on the emulator when it is expected).
+macro_rules! on_both_hosts {
+    ($($name:ident),* $(,)?) => {
+        mod embedded {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    let dir = tempfile::tempdir().expect("tempdir");
+                    super::$name(&ctx_tests::Server::start(dir.path())).await;
+                }
+            )*
+        }
+        mod aws {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    let dir = tempfile::tempdir().expect("tempdir");
+                    if let Some(server) = ctx_tests::Server::start_aws(dir.path()) {
+                        super::$name(&server).await;
+                    }
+                }
+            )*
+        }
+    };
+}
+
+on_both_hosts!(
+    test_context_includes_system_prompt,
+    test_context_includes_agent_docs,
+    test_context_includes_thread_status,
+    test_context_includes_rolling_window_messages,
+    test_context_window_bounded_by_clear_time_or_rolling_window,
+);

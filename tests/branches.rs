@@ -131,10 +131,108 @@ async fn branch_flow(server: &Server) {
     assert_eq!((code, text(&out).as_str()), (0, "No active branch found"));
 }
 
+/// FR-008: an agent returns its own branch as failed (CLI and HTTP); the
+/// parent's chain gets the error context, scrubbed; bad requests write
+/// nothing.
+async fn failed_return(server: &Server) {
+    let c = server.client();
+    let create = |d: &str| {
+        let (code, out) =
+            server.cli(&["branch", "create", "--session", "fails", "--description", d]);
+        assert_eq!(code, 0);
+        text(&out)
+    };
+    let id = create("try the lexer fix");
+    let (code, out) = server.cli(&[
+        "branch",
+        "return",
+        &id,
+        "--failed",
+        "cargo test fails: key AKIAIOSFODNN7EXAMPLQ rejected",
+    ]);
+    assert_eq!(code, 0, "{}", String::from_utf8_lossy(&out));
+    let s = c.ok("GET", &format!("/v1/branches/{id}"), None).await;
+    assert_eq!(s["status"], "failed");
+    assert_eq!(
+        s["reason"],
+        "cargo test fails: key [REDACTED:aws-access-key-id] rejected"
+    );
+    assert_eq!(
+        head_text(&c, "sessions/fails").await,
+        format!(
+            "[branch {id} failed: cargo test fails: key [REDACTED:aws-access-key-id] rejected] try the lexer fix\n"
+        )
+    );
+    // Over HTTP, with what the agent adds.
+    let id2 = create("try the parser fix");
+    let r = c
+        .ok(
+            "POST",
+            &format!("/v1/branches/{id2}/return"),
+            Some(
+                &json!({"status": "failed", "error": "timed out waiting for the lock",
+                         "message": "the lock is held by the indexer"}),
+            ),
+        )
+        .await;
+    assert_eq!(r["success"], false);
+    assert_eq!(
+        r["message"],
+        format!(
+            "[branch {id2} failed: timed out waiting for the lock] try the parser fix\nthe lock is held by the indexer"
+        )
+    );
+    // Bad requests: 400 naming the field, the branch stays active.
+    let id3 = create("third");
+    for body in [
+        json!({"status": "failed"}),
+        json!({"status": "failed", "error": " "}),
+        json!({"message": "ok", "error": "but also an error"}),
+        json!({"status": "failed", "error": "e".repeat(5001)}),
+    ] {
+        let (st, v) = c
+            .call("POST", &format!("/v1/branches/{id3}/return"), Some(&body))
+            .await
+            .unwrap();
+        assert_eq!(
+            (st, v["error"]["field"].as_str()),
+            (400, Some("error")),
+            "{body}: {v}"
+        );
+    }
+    let (st, v) = c
+        .call(
+            "POST",
+            &format!("/v1/branches/{id3}/return"),
+            Some(&json!({"status": "gave_up", "error": "x"})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        (st, v["error"]["field"].as_str()),
+        (400, Some("status")),
+        "{v}"
+    );
+    let s = c.ok("GET", &format!("/v1/branches/{id3}"), None).await;
+    assert_eq!(s["status"], "active");
+    // An ended branch cannot fail.
+    let (st, _) = c
+        .call(
+            "POST",
+            &format!("/v1/branches/{id}/return"),
+            Some(&json!({"status": "failed", "error": "again"})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(st, 409);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn branches_over_the_cli_and_http() {
     let dir = tempfile::tempdir().unwrap();
-    branch_flow(&Server::start(dir.path())).await;
+    let server = Server::start(dir.path());
+    branch_flow(&server).await;
+    failed_return(&server).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -199,6 +297,7 @@ async fn branches_on_the_aws_backends() {
         return;
     };
     branch_flow(&server).await;
+    failed_return(&server).await;
     // The tokio timer of ctx serve expires a branch stored in DynamoDB.
     let c = server.client();
     let b = c

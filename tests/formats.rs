@@ -469,3 +469,169 @@ async fn an_openai_agents_session_checkpoints_and_translates_through_the_cli() {
     assert_eq!(messages[1]["content"][0]["type"], "tool_use");
     assert_eq!(messages[2]["content"][0]["tool_use_id"], "call_o");
 }
+
+/// A Claude Code session holding the result of a call that is not in it
+/// (a rewind, a compaction, an imported fragment) translates message by
+/// message: every other tool pair stays native blocks, the orphan is text
+/// saying what it is, and the response's fidelity report names it, on
+/// `POST /v1/read`, on materialize (cached too) and on the CLI.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_with_an_orphan_tool_result_translates_per_message_with_a_fidelity_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path());
+    let line = |v: Value| format!("{v}\n");
+    let user = |uuid: &str, content: Value| {
+        line(
+            serde_json::json!({"type": "user", "uuid": uuid, "sessionId": "s-orphan",
+            "timestamp": "2026-11-20T09:00:00.000Z", "message": {"role": "user", "content": content}}),
+        )
+    };
+    let assistant = |uuid: &str, id: &str, content: Value| {
+        line(
+            serde_json::json!({"type": "assistant", "uuid": uuid, "sessionId": "s-orphan",
+            "timestamp": "2026-11-20T09:00:01.000Z",
+            "message": {"id": id, "role": "assistant", "content": content}}),
+        )
+    };
+    let call = |id: &str| serde_json::json!([{"type": "tool_use", "id": id, "name": "Bash", "input": {"command": "ls"}}]);
+    let result = |id: &str, out: &str| serde_json::json!([{"type": "tool_result", "tool_use_id": id, "content": out}]);
+    let transcript = [
+        user("b1", serde_json::json!("What is here?")),
+        assistant("b2", "msg_1", call("toolu_a")),
+        user("b3", result("toolu_a", "src")),
+        user("b4", result("toolu_rewound", "42 rows")),
+        assistant("b5", "msg_2", call("toolu_b")),
+        user("b6", result("toolu_b", "tests")),
+        assistant(
+            "b7",
+            "msg_3",
+            serde_json::json!([{"type": "text", "text": "src and tests."}]),
+        ),
+    ]
+    .concat();
+    let path = dir.path().join("orphan.jsonl");
+    std::fs::write(&path, &transcript).unwrap();
+    let report = imported(&server, &path, "erin");
+    let tip = report["tip"].as_str().unwrap().to_owned();
+
+    let http = server.client();
+    let read = http
+        .ok(
+            "POST",
+            "/v1/read",
+            Some(&serde_json::json!({"commit": tip, "stop": "root", "format": "anthropic-messages-v1"})),
+        )
+        .await;
+    assert_eq!(read["tier"], "cross-runtime", "{read}");
+    let messages: Value = serde_json::from_str(read["content"].as_str().unwrap()).unwrap();
+    let blocks: Vec<(String, String)> = messages
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|m| match &m["content"] {
+            // A lone text block is written as a string.
+            Value::String(text) => vec![serde_json::json!({"type": "text", "text": text})],
+            blocks => blocks.as_array().unwrap().clone(),
+        })
+        .map(|b| {
+            let ty = b["type"].as_str().unwrap().to_owned();
+            let what = match ty.as_str() {
+                "tool_use" => b["id"].as_str().unwrap().to_owned(),
+                "tool_result" => b["tool_use_id"].as_str().unwrap().to_owned(),
+                _ => b["text"].as_str().unwrap_or_default().to_owned(),
+            };
+            (ty, what)
+        })
+        .collect();
+    let pairs: Vec<(&str, &str)> = blocks
+        .iter()
+        .filter(|(ty, _)| ty.starts_with("tool_"))
+        .map(|(ty, id)| (ty.as_str(), id.as_str()))
+        .collect();
+    assert_eq!(
+        pairs,
+        [
+            ("tool_use", "toolu_a"),
+            ("tool_result", "toolu_a"),
+            ("tool_use", "toolu_b"),
+            ("tool_result", "toolu_b")
+        ],
+        "{messages}"
+    );
+    assert!(
+        blocks.iter().any(|(ty, text)| ty == "text"
+            && text.contains("toolu_rewound")
+            && text.contains("whose call is not in this context")
+            && text.contains("42 rows")),
+        "{messages}"
+    );
+    let fidelity = &read["fidelity"];
+    assert_eq!(
+        (
+            &fidelity["kept"],
+            &fidelity["converted"],
+            &fidelity["dropped"]
+        ),
+        (&Value::from(6), &Value::from(1), &Value::from(0)),
+        "{read}"
+    );
+    let change = &fidelity["changes"][0];
+    assert_eq!(change["kind"], "converted");
+    assert_eq!(change["message"], 3);
+    assert_eq!(change["tool_use_id"], "toolu_rewound");
+    assert!(
+        change["at"].as_str().unwrap().ends_with(", line 4"),
+        "{change}"
+    );
+    assert!(
+        change["reason"]
+            .as_str()
+            .unwrap()
+            .contains("not in this context"),
+        "{change}"
+    );
+
+    // Materialize answers the same report, and so does its cache entry.
+    for cached in [false, true] {
+        let m = http
+            .ok(
+                "POST",
+                &format!("/v1/commits/{tip}/materialize"),
+                Some(&serde_json::json!({"stop": "root", "format": "openai-chat-v1"})),
+            )
+            .await;
+        assert_eq!(m["cached"], cached, "{m}");
+        assert_eq!(m["tier"], "cross-runtime", "{m}");
+        assert_eq!(
+            m["fidelity"]["changes"][0]["tool_use_id"], "toolu_rewound",
+            "{m}"
+        );
+        assert_eq!(m["fidelity"]["kept"], 6, "{m}");
+    }
+    // Natively nothing is translated: no report.
+    let m = http
+        .ok(
+            "POST",
+            &format!("/v1/commits/{tip}/materialize"),
+            Some(&serde_json::json!({"stop": "root"})),
+        )
+        .await;
+    assert_eq!(m["tier"], "native");
+    assert!(m.get("fidelity").is_none(), "{m}");
+
+    // The CLI prints the report under the line about the context.
+    let out = server.cli_output(&[
+        "materialize",
+        &tip,
+        "--stop",
+        "root",
+        "--format",
+        "openai-responses-v1",
+    ]);
+    assert_eq!(out.status.code(), Some(0));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        err.contains("6 messages kept, 1 converted, 0 dropped") && err.contains("toolu_rewound"),
+        "{err}"
+    );
+}

@@ -4,7 +4,9 @@
 use std::io::Read;
 
 use clap::Subcommand;
-use ctx_core::wire::{BranchCreateRequest, BranchReturnRequest, BranchStatusResponse};
+use ctx_core::wire::{
+    BranchCreateRequest, BranchReturnRequest, BranchStatusResponse, ReturnStatus,
+};
 use ctx_core::{Error, Result};
 
 use crate::commands::{branch_id, wire_value};
@@ -37,13 +39,18 @@ pub(crate) enum BranchCommand {
         conn: Conn,
     },
     /// Return a branch: MESSAGE (or stdin with -) is scrubbed of secrets and
-    /// appended to the parent's chain.
+    /// appended to the parent's chain. With --failed ERROR the branch ends
+    /// as failed and the parent gets the error (MESSAGE, if given, adds to
+    /// it).
     Return {
         /// The branch (br-…).
         branch: String,
-        /// The result to hand back; - reads stdin.
-        #[arg(default_value = "-")]
-        message: String,
+        /// The result to hand back; - reads stdin (the default without
+        /// --failed).
+        message: Option<String>,
+        /// End the branch as failed, with this error.
+        #[arg(long, value_name = "ERROR")]
+        failed: Option<String>,
         #[command(flatten)]
         conn: Conn,
     },
@@ -125,8 +132,14 @@ pub(crate) async fn run_branch(command: BranchCommand) -> Result<()> {
         BranchCommand::Return {
             branch,
             message,
+            failed,
             conn,
         } => {
+            let message = match message {
+                Some(m) => m,
+                None if failed.is_some() => String::new(),
+                None => "-".to_owned(),
+            };
             let message = if message == "-" {
                 crate::say_reading_stdin("the message");
                 let mut s = String::new();
@@ -139,14 +152,22 @@ pub(crate) async fn run_branch(command: BranchCommand) -> Result<()> {
             };
             let c = conn.client()?;
             let r = c
-                .branch_return(&branch_id(&branch)?, &BranchReturnRequest { message })
+                .branch_return(
+                    &branch_id(&branch)?,
+                    &BranchReturnRequest {
+                        status: failed.as_ref().map(|_| ReturnStatus::Failed),
+                        error: failed,
+                        ..BranchReturnRequest::completed(message)
+                    },
+                )
                 .await?;
             if conn.json {
                 return print_json(&r);
             }
             println!("{}", r.commit);
             eprintln!(
-                "returned {branch}: {} tokens used, {} secrets scrubbed{}",
+                "{} {branch}: {} tokens used, {} secrets scrubbed{}",
+                if r.success { "returned" } else { "failed" },
                 r.tokens_used,
                 r.redactions.values().sum::<usize>(),
                 if r.force_returned.is_empty() {

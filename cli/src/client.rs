@@ -14,9 +14,9 @@ use ctx_core::api::{BUDGET_WARNING, CHECKPOINT_WARNING};
 use ctx_core::service::FileVersion;
 use ctx_core::store::{Pin, PresignedUpload, RefRecord};
 use ctx_core::wire::{
-    AgentSettings, Cleared, PatchAgentRequest, RestoreRequest, RestoreResponse, Restored, SaveId,
-    SaveList, SaveRecord, SaveRequest, SessionFile, Window, WorkingContextSnapshot,
-    WorkingContextStored,
+    AgentSettings, AssembledContextResponse, Cleared, PatchAgentRequest, ProcessList,
+    PutProcessRequest, RestoreRequest, RestoreResponse, Restored, RunningProcess, SaveId, SaveList,
+    SaveRecord, SaveRequest, SessionFile, Window, WorkingContextSnapshot, WorkingContextStored,
 };
 use ctx_core::wire::{
     ArtifactInfo, BatchRequest, BatchResponse, BranchCreateRequest, BranchCreated,
@@ -712,6 +712,55 @@ impl Client {
             .await
     }
 
+    /// `GET /v1/agents/{agent}/context?thread_id=&format=`: the context of
+    /// an LLM call (system prompt, docs, status preamble, the thread's
+    /// window) as sections and as one conversation.
+    ///
+    /// # Errors
+    /// `Invalid`; as [`Client::healthz`].
+    pub async fn assemble_context(
+        &self,
+        agent: &Principal,
+        thread: &str,
+        format: Option<&str>,
+    ) -> Result<AssembledContextResponse> {
+        self.json(Route::AssembleContext(agent, thread, format), Body::Empty)
+            .await
+    }
+
+    /// `GET /v1/agents/{agent}/processes`: the running processes.
+    ///
+    /// # Errors
+    /// As [`Client::healthz`].
+    pub async fn list_processes(&self, agent: &Principal) -> Result<ProcessList> {
+        self.json(Route::ListProcesses(agent), Body::Empty).await
+    }
+
+    /// `PUT /v1/agents/{agent}/processes/{id}`: registers a running
+    /// process.
+    ///
+    /// # Errors
+    /// `Invalid`; as [`Client::healthz`].
+    pub async fn put_process(
+        &self,
+        agent: &Principal,
+        id: &str,
+        req: &PutProcessRequest,
+    ) -> Result<RunningProcess> {
+        self.json(Route::PutProcess(agent, id), Body::json(req)?)
+            .await
+    }
+
+    /// `DELETE /v1/agents/{agent}/processes/{id}`: removes a process.
+    ///
+    /// # Errors
+    /// `NotFound`; as [`Client::healthz`].
+    pub async fn delete_process(&self, agent: &Principal, id: &str) -> Result<()> {
+        self.send(Route::DeleteProcess(agent, id), Body::Empty)
+            .await?;
+        Ok(())
+    }
+
     /// `POST /v1/agents/{agent}/saves`: saves the window.
     ///
     /// # Errors
@@ -950,6 +999,10 @@ enum Route<'a> {
     RestoreSave(&'a Principal, &'a SaveId),
     PutWorkingContext(&'a Principal),
     RestoreWorkingContext(&'a Principal),
+    ListProcesses(&'a Principal),
+    PutProcess(&'a Principal, &'a str),
+    DeleteProcess(&'a Principal, &'a str),
+    AssembleContext(&'a Principal, &'a str, Option<&'a str>),
 }
 
 impl Route<'_> {
@@ -974,7 +1027,11 @@ impl Route<'_> {
             | GetAgent(_)
             | Window(..)
             | ListSaves(_)
-            | GetSave(..) => Method::GET,
+            | GetSave(..)
+            | ListProcesses(_)
+            | AssembleContext(..) => Method::GET,
+            PutProcess(..) => Method::PUT,
+            DeleteProcess(..) => Method::DELETE,
             PatchAgent(_) => Method::PATCH,
             ClearContext(_) | SaveContext(_) | RestoreSave(..) | RestoreWorkingContext(_) => {
                 Method::POST
@@ -1116,6 +1173,17 @@ impl Route<'_> {
                 .seg(a)
                 .seg("working-context")
                 .seg("restore"),
+            ListProcesses(a) => t.seg("v1").seg("agents").seg(a).seg("processes"),
+            PutProcess(a, id) | DeleteProcess(a, id) => {
+                t.seg("v1").seg("agents").seg(a).seg("processes").seg(id)
+            }
+            AssembleContext(a, thread, format) => t
+                .seg("v1")
+                .seg("agents")
+                .seg(a)
+                .seg("context")
+                .query("thread_id", thread)
+                .query_opt("format", format),
         }
         .0
     }
@@ -1307,6 +1375,10 @@ mod tests {
             Route::RestoreSave(&who, &save),
             Route::PutWorkingContext(&who),
             Route::RestoreWorkingContext(&who),
+            Route::ListProcesses(&who),
+            Route::PutProcess(&who, "build-1"),
+            Route::DeleteProcess(&who, "build-1"),
+            Route::AssembleContext(&who, "t", Some("raw")),
         ];
         let server = routes(&Limits::default());
         let mut used = vec![0; server.len()];

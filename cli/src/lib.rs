@@ -123,10 +123,12 @@ enum Command {
     /// Rebuild the context at a commit, to stdout or a file.
     ///
     /// Output: the context on stdout (or in the -o file) and one line about
-    /// it (artifact, size, messages, tokens, tier) on stderr. With --json,
-    /// one JSON object on stdout: the response fields and the context as
-    /// `content` (UTF-8) or `content_base64`, or `output` (the file's path)
-    /// with -o; nothing on stderr.
+    /// it (artifact, size, messages, tokens, tier) on stderr; a translation
+    /// adds its fidelity report there (messages kept, converted, dropped,
+    /// and each change with its reason). With --json, one JSON object on
+    /// stdout: the response fields (`fidelity` among them) and the context
+    /// as `content` (UTF-8) or `content_base64`, or `output` (the file's
+    /// path) with -o; nothing on stderr.
     Materialize {
         /// The commit or ref.
         rev: String,

@@ -8,7 +8,7 @@
 //! `branch_status`), `read_context` (the first-turn context of a
 //! workspace), and an agent's live context (`context_window`,
 //! `context_clear`, `context_save`, `context_history`, `context_restore`,
-//! `working_context_restore`), and the core's: `show`, `log`,
+//! `working_context_restore`, `context_assemble`), and the core's: `show`, `log`,
 //! `materialize` (a bounded excerpt and the artifact; without a commit the
 //! empty context), `resolve`, `ref_get`, `ref_list` and `current_context`
 //! (stores the turn in progress the hooks have not, then answers the
@@ -109,7 +109,7 @@ const TOOLS: &[ToolSpec] = &[
     },
     ToolSpec {
         name: "branch_return",
-        description: "Return from a branch: the message (secrets scrubbed) is appended to the parent context; active child branches are returned first. Returns {success, tokens_used, message}.",
+        description: "Return from a branch: the message (secrets scrubbed) is appended to the parent context; active child branches are returned first. If you cannot finish, return early with status \"failed\" and an error: the parent gets the error context. Returns {success, tokens_used, message}.",
         args: &[
             renamed("post", "/v1/branches/{br}/return", "br", "branch_id"),
             Arg::Body("post", "/v1/branches/{br}/return"),
@@ -237,6 +237,15 @@ const TOOLS: &[ToolSpec] = &[
         args: &[
             optional("get", "/v1/resolve", "principal", "principal"),
             optional("get", "/v1/branches", "session_id", "session_id"),
+        ],
+    },
+    ToolSpec {
+        name: "context_assemble",
+        description: "The context of your next LLM call for a thread, in order: your system prompt, your docs (the files of your docs workspace, bounded; what was cut is said), a thread and process status preamble (your other active threads with their last activity, the active folded branches of your sessions with budget used, the processes registered as running) and the thread's rolling window. Returns {agent, thread_id, system_prompt, docs: {workspace, files, omitted, truncated}, status: {threads, branches, processes, truncated, text}, window, conversation: {format, message_count, text|base64, lost}}.",
+        args: &[
+            param("get", "/v1/agents/{agent}/context", "agent"),
+            param("get", "/v1/agents/{agent}/context", "thread_id"),
+            param("get", "/v1/agents/{agent}/context", "format"),
         ],
     },
 ];
@@ -496,6 +505,15 @@ pub async fn call_tool(
             let session = args.get("session_id").and_then(Value::as_str);
             let data = hooks.map(|h| h.data.as_path());
             to_value(&crate::hooks::current(client, data, &writes, session).await?)
+        }
+        "context_assemble" => {
+            let thread = str_arg(args, "thread_id")?;
+            let format = args.get("format").and_then(Value::as_str);
+            to_value(
+                &client
+                    .assemble_context(&agent_arg(args)?, thread, format)
+                    .await?,
+            )
         }
         other => Err(Error::invalid(
             "name",
@@ -902,7 +920,7 @@ mod tests {
             a[3]["result"]["content"][0]["text"]
                 .as_str()
                 .unwrap()
-                .contains("message"),
+                .contains("br-x"),
             "{}",
             a[3]
         );

@@ -326,22 +326,12 @@ async fn every_method_against_the_real_router() {
         .unwrap();
     assert!(into_branch.budget_warning.is_some(), "85 of 100 tokens");
     let r = c
-        .branch_return(
-            &b.branch_id,
-            &BranchReturnRequest {
-                message: "found it".to_owned(),
-            },
-        )
+        .branch_return(&b.branch_id, &BranchReturnRequest::completed("found it"))
         .await
         .unwrap();
     assert!(r.success);
     let e = c
-        .branch_return(
-            &b.branch_id,
-            &BranchReturnRequest {
-                message: "again".to_owned(),
-            },
-        )
+        .branch_return(&b.branch_id, &BranchReturnRequest::completed("again"))
         .await
         .unwrap_err();
     assert_eq!(e.kind, ErrorKind::Conflict);

@@ -119,6 +119,7 @@ async fn main() {
         &AgentPatch {
             window_seconds: Some(in_window),
             persist_working_context: None,
+            ..AgentPatch::default()
         },
     )
     .await

@@ -14,6 +14,7 @@
 //!   [`Settings`], [`ContextWindow`], [`RestoreOptions`],
 //!   [`RestoredContext`]; their bodies are `crate::wire::agents`.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::str::FromStr;
 
@@ -84,6 +85,102 @@ pub struct AgentRecord {
     /// the commits they hold finds them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub windows: Option<Vec<ArtifactRef>>,
+    /// The system prompt of an assembled context (empty: none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub system_prompt: Option<String>,
+    /// The workspace whose documents are the agent's docs (empty: none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub docs_workspace: Option<String>,
+    /// The processes the caller registered as running, by id. As a patch,
+    /// each entry is set, or removed when it is `None`; a stored record
+    /// holds no `None`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub processes: Option<BTreeMap<String, Option<ProcessRecord>>>,
+}
+
+/// The longest system prompt accepted, in bytes (the agent record is one
+/// DynamoDB item, at most 400 KB with everything else in it).
+pub const MAX_SYSTEM_PROMPT_BYTES: usize = 64 * 1024;
+/// The most processes registered per agent at once.
+pub const MAX_PROCESSES: usize = 64;
+/// The longest process id, in bytes.
+pub const MAX_PROCESS_ID_BYTES: usize = 128;
+/// The longest process description, in bytes.
+pub const MAX_PROCESS_DESCRIPTION_BYTES: usize = 1024;
+
+/// A process the caller registered as running for an agent, listed in the
+/// status preamble of its assembled context until it is removed or
+/// expires.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct ProcessRecord {
+    /// What it is doing.
+    pub description: String,
+    /// When it started.
+    pub started_at: DateTime<Utc>,
+    /// The thread it works for, if one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thread_id: Option<String>,
+    /// When it stops being listed even if never removed (a process that
+    /// died without saying so).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<DateTime<Utc>>,
+    /// When it was registered or last changed.
+    pub updated_at: DateTime<Utc>,
+}
+
+/// Checks a process id: 1 to [`MAX_PROCESS_ID_BYTES`] of `A-Z a-z 0-9 . _
+/// : -`.
+///
+/// # Errors
+/// `Invalid` naming `process_id`.
+pub fn check_process_id(id: &str) -> Result<()> {
+    if id.is_empty() || id.len() > MAX_PROCESS_ID_BYTES {
+        return Err(Error::invalid(
+            "process_id",
+            format!(
+                "process_id is {} bytes long; 1 to {MAX_PROCESS_ID_BYTES} are allowed",
+                id.len()
+            ),
+        ));
+    }
+    if let Some(c) = id
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | ':' | '-')))
+    {
+        return Err(Error::invalid(
+            "process_id",
+            format!(
+                "process_id {id:?} contains {c:?}; only A-Z, a-z, 0-9, '.', '_', ':' and '-' are allowed"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Checks a system prompt's size and characters (empty clears it).
+///
+/// # Errors
+/// `Invalid` naming `system_prompt`.
+pub fn check_system_prompt(p: &str) -> Result<()> {
+    if p.len() > MAX_SYSTEM_PROMPT_BYTES {
+        return Err(Error::invalid(
+            "system_prompt",
+            format!(
+                "system_prompt is {} bytes long; at most {MAX_SYSTEM_PROMPT_BYTES} are allowed",
+                p.len()
+            ),
+        ));
+    }
+    if let Some(c) = p
+        .chars()
+        .find(|c| c.is_control() && !matches!(c, '\n' | '\t' | '\r'))
+    {
+        return Err(Error::invalid(
+            "system_prompt",
+            format!("system_prompt contains the control character {c:?}"),
+        ));
+    }
+    Ok(())
 }
 
 /// Joined windows an agent's record remembers; an older one is deleted
@@ -107,6 +204,25 @@ impl AgentRecord {
         }
         if patch.windows.is_some() {
             self.windows.clone_from(&patch.windows);
+        }
+        if patch.system_prompt.is_some() {
+            self.system_prompt.clone_from(&patch.system_prompt);
+        }
+        if patch.docs_workspace.is_some() {
+            self.docs_workspace.clone_from(&patch.docs_workspace);
+        }
+        if let Some(changes) = &patch.processes {
+            let procs = self.processes.get_or_insert_with(BTreeMap::new);
+            for (id, p) in changes {
+                match p {
+                    Some(p) => {
+                        procs.insert(id.clone(), Some(p.clone()));
+                    }
+                    None => {
+                        procs.remove(id);
+                    }
+                }
+            }
         }
         self
     }
@@ -285,6 +401,10 @@ pub struct AgentPatch {
     pub window_seconds: Option<i64>,
     /// Whether the working-context cache is refreshed at safe boundaries.
     pub persist_working_context: Option<bool>,
+    /// The system prompt (empty clears it).
+    pub system_prompt: Option<String>,
+    /// The workspace of the agent's docs (empty clears it).
+    pub docs_workspace: Option<String>,
 }
 
 /// An agent's settings, defaults filled in.
@@ -300,6 +420,10 @@ pub struct Settings {
     pub last_clear: Option<DateTime<Utc>>,
     /// The cached working context's epoch, if there is a cache.
     pub working_context_epoch: Option<u64>,
+    /// The system prompt, if set.
+    pub system_prompt: Option<String>,
+    /// The workspace of the agent's docs, if set.
+    pub docs_workspace: Option<crate::workspace::WorkspaceId>,
 }
 
 /// An agent's live context: the window's bounds, its commits and their
@@ -487,4 +611,157 @@ pub enum RestoreSource {
     Cache,
     /// Rebuilt from the agent's memory (and stored as the new cache).
     Rebuilt,
+}
+
+/// One of an agent's docs in an assembled context.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct DocFile {
+    /// Its path in the docs workspace.
+    pub path: crate::workspace::FilePath,
+    /// Its version (the file's tip commit).
+    pub version: crate::id::CommitId,
+    /// Its whole size in bytes.
+    pub size: u64,
+    /// Its text (the head only when `truncated`).
+    pub text: String,
+    /// Whether only the head of the file is in `text`.
+    pub truncated: bool,
+}
+
+/// A doc left out of an assembled context, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct OmittedDoc {
+    /// Its path in the docs workspace.
+    pub path: crate::workspace::FilePath,
+    /// Why: not UTF-8 text, over the file count, or over the docs budget.
+    pub reason: String,
+}
+
+/// The agent's docs: the files of its docs workspace, by path, bounded.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct AgentDocs {
+    /// The docs workspace (absent when the agent names none).
+    pub workspace: Option<crate::workspace::WorkspaceId>,
+    /// The files in the context, by path.
+    pub files: Vec<DocFile>,
+    /// The files left out, by path.
+    pub omitted: Vec<OmittedDoc>,
+    /// True when a file was cut or left out.
+    pub truncated: bool,
+}
+
+/// Another thread of the agent with messages in its window.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct ThreadActivity {
+    /// The thread.
+    pub thread_id: String,
+    /// Its newest commit's time.
+    pub last_activity: DateTime<Utc>,
+    /// Its commits in the window.
+    pub commit_count: u64,
+    /// Its messages in the window (as the commits count them).
+    pub message_count: u64,
+}
+
+/// An active folded branch of one of the agent's sessions.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct BranchActivity {
+    /// The branch.
+    pub branch_id: crate::id::BranchId,
+    /// Its session.
+    pub session_id: String,
+    /// What it is for.
+    pub description: String,
+    /// Its depth (1 under the session).
+    pub depth: u32,
+    /// Tokens it may use.
+    pub budget: u64,
+    /// Tokens it has used.
+    pub tokens_used: u64,
+    /// When it times out.
+    pub deadline: DateTime<Utc>,
+}
+
+/// A registered process still running.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct RunningProcess {
+    /// Its id.
+    pub process_id: String,
+    /// What it is doing.
+    pub description: String,
+    /// When it started.
+    pub started_at: DateTime<Utc>,
+    /// The thread it works for, if one.
+    pub thread_id: Option<String>,
+    /// When it stops being listed, if ever.
+    pub expires_at: Option<DateTime<Utc>>,
+    /// When it was registered or last changed.
+    pub updated_at: DateTime<Utc>,
+}
+
+impl RunningProcess {
+    /// Process `id` as registered.
+    pub fn new(id: String, p: ProcessRecord) -> Self {
+        RunningProcess {
+            process_id: id,
+            description: p.description,
+            started_at: p.started_at,
+            thread_id: p.thread_id,
+            expires_at: p.expires_at,
+            updated_at: p.updated_at,
+        }
+    }
+}
+
+/// The thread and process status preamble of an assembled context.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct StatusPreamble {
+    /// The agent's other threads with messages in its window, most
+    /// recently active first.
+    pub threads: Vec<ThreadActivity>,
+    /// The active folded branches of the agent's sessions in its window,
+    /// deepest first.
+    pub branches: Vec<BranchActivity>,
+    /// The processes registered as running, by id.
+    pub processes: Vec<RunningProcess>,
+    /// True when a list was cut at its bound (the most recent are kept).
+    pub truncated: bool,
+    /// The preamble as the context's text (absent when all three lists
+    /// are empty).
+    pub text: Option<String>,
+}
+
+/// The assembled context as one conversation in a format.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct AssembledConversation {
+    /// Its format.
+    pub format: FormatId,
+    /// Messages in it (the prefix's and the window's).
+    pub message_count: u64,
+    /// Its bytes, when they are UTF-8 (JSON, JSONL, text).
+    pub text: Option<String>,
+    /// Its bytes in base64, when they are not UTF-8 (CBOR).
+    pub base64: Option<String>,
+    /// What the format could not hold (empty when nothing was lost).
+    pub lost: Vec<String>,
+}
+
+/// The context of an LLM call for an agent and a thread, in the seed's
+/// order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AssembledContext {
+    /// The agent.
+    pub agent: Principal,
+    /// The thread.
+    pub thread_id: String,
+    /// 1. The system prompt, if set.
+    pub system_prompt: Option<String>,
+    /// 2. The agent's docs.
+    pub docs: AgentDocs,
+    /// 3. The thread and process status.
+    pub status: StatusPreamble,
+    /// 4. The thread's rolling window.
+    pub window: ContextWindow,
+    /// All four as one conversation.
+    pub conversation: AssembledConversation,
 }

@@ -31,6 +31,10 @@ async def main():
             out["restored_window"] = await call(session, "context_window", {"agent": agent})
             out["working"] = await call(session, "working_context_restore",
                                         {"agent": agent, "system_prompt": "You are tested."})
+            out["assembled"] = await call(session, "context_assemble",
+                                          {"agent": agent, "thread_id": "t1"})
+            no_thread = await session.call_tool("context_assemble", {"agent": agent})
+            out["no_thread_is_error"] = bool(is_error(no_thread))
             bad = await session.call_tool("context_restore", {"agent": agent, "save_id": "nope"})
             out["bad_is_error"] = bool(is_error(bad))
             out["bad_text"] = bad.content[0].text

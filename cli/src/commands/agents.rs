@@ -1,10 +1,14 @@
-//! `ctx context window|clear|save|history|show|restore --agent A` and
-//! `ctx agent show|set|restore A`: an agent's live context (its window,
+//! `ctx context assemble|window|clear|save|history|show|restore --agent A`
+//! and `ctx agent show|set|restore|processes|process-set|process-remove A`: an agent's live context (its window,
 //! clear marker, saves and settings: docs/http-api.md) and its
 //! working-context restore. Each prints the server's JSON answer.
 
+use std::io::Write as _;
+
+use base64::Engine as _;
+use chrono::{DateTime, Utc};
 use clap::Subcommand;
-use ctx_core::wire::{PatchAgentRequest, RestoreRequest, SaveId, SaveRequest};
+use ctx_core::wire::{PatchAgentRequest, PutProcessRequest, RestoreRequest, SaveId, SaveRequest};
 use ctx_core::{Error, Principal, Result};
 
 use crate::{Remote, parse_format, parse_principal, print_json};
@@ -24,6 +28,27 @@ pub(crate) enum ContextCommand {
         /// The format wanted (default: the newest commit's).
         #[arg(long, value_parser = parse_format)]
         format: Option<String>,
+        #[command(flatten)]
+        remote: Remote,
+    },
+    /// The context of an LLM call for the agent and a thread, in seed
+    /// 001's order: system prompt, docs, thread and process status, the
+    /// thread's window. Prints the JSON view, or with --conversation only
+    /// the conversation's bytes in the format.
+    Assemble {
+        /// The agent (a principal).
+        #[arg(long, value_parser = parse_principal)]
+        agent: String,
+        /// The thread.
+        #[arg(long)]
+        thread: String,
+        /// The conversation's format (default: the window's, else
+        /// openai-chat-v1).
+        #[arg(long, value_parser = parse_format)]
+        format: Option<String>,
+        /// Print only the conversation, as bytes of its format.
+        #[arg(long)]
+        conversation: bool,
         #[command(flatten)]
         remote: Remote,
     },
@@ -100,6 +125,56 @@ pub(crate) enum AgentCommand {
         /// Refresh the working-context cache at turn ends and compactions.
         #[arg(long)]
         persist_working_context: Option<bool>,
+        /// The system prompt of its assembled context ("" clears it).
+        #[arg(long, conflicts_with = "system_prompt_file")]
+        system_prompt: Option<String>,
+        /// The system prompt, read from a file.
+        #[arg(long)]
+        system_prompt_file: Option<std::path::PathBuf>,
+        /// The workspace whose files are its docs ("" clears it).
+        #[arg(long)]
+        docs_workspace: Option<String>,
+        #[command(flatten)]
+        remote: Remote,
+    },
+    /// The processes registered as running for the agent.
+    Processes {
+        /// The agent.
+        #[arg(value_parser = parse_principal)]
+        agent: String,
+        #[command(flatten)]
+        remote: Remote,
+    },
+    /// Register (or replace) a process running for the agent: its
+    /// assembled context's status lists it until removed or expired.
+    ProcessSet {
+        /// The agent.
+        #[arg(value_parser = parse_principal)]
+        agent: String,
+        /// The process's id (1 to 128 of A-Z a-z 0-9 . _ : -).
+        process_id: String,
+        /// What it is doing.
+        #[arg(long)]
+        description: String,
+        /// When it started (RFC 3339; default now).
+        #[arg(long)]
+        started_at: Option<DateTime<Utc>>,
+        /// The thread it works for.
+        #[arg(long)]
+        thread: Option<String>,
+        /// When to stop listing it (RFC 3339).
+        #[arg(long)]
+        expires_at: Option<DateTime<Utc>>,
+        #[command(flatten)]
+        remote: Remote,
+    },
+    /// Remove a registered process.
+    ProcessRemove {
+        /// The agent.
+        #[arg(value_parser = parse_principal)]
+        agent: String,
+        /// The process's id.
+        process_id: String,
         #[command(flatten)]
         remote: Remote,
     },
@@ -151,6 +226,31 @@ pub(crate) async fn run_context(command: ContextCommand) -> Result<()> {
                 .context_window(&agent(&a)?, thread.as_deref(), format.as_deref())
                 .await?;
             print_json(&w)
+        }
+        ContextCommand::Assemble {
+            agent: a,
+            thread,
+            format,
+            conversation,
+            remote,
+        } => {
+            let c = remote
+                .client()?
+                .assemble_context(&agent(&a)?, &thread, format.as_deref())
+                .await?;
+            if !conversation {
+                return print_json(&c);
+            }
+            let bytes = match (&c.conversation.text, &c.conversation.base64) {
+                (Some(t), _) => t.as_bytes().to_vec(),
+                (None, Some(b)) => base64::engine::general_purpose::STANDARD
+                    .decode(b)
+                    .map_err(|e| Error::internal(format!("the server sent bad base64: {e}")))?,
+                (None, None) => Vec::new(),
+            };
+            std::io::stdout()
+                .write_all(&bytes)
+                .map_err(|e| Error::unavailable(format!("writing to stdout failed: {e}")))
         }
         ContextCommand::Clear { agent: a, remote } => {
             print_json(&remote.client()?.clear_context(&agent(&a)?).await?)
@@ -204,19 +304,72 @@ pub(crate) async fn run_agent(command: AgentCommand) -> Result<()> {
             agent: a,
             window_seconds,
             persist_working_context,
+            system_prompt,
+            system_prompt_file,
+            docs_workspace,
+            remote,
+        } => {
+            let system_prompt = match system_prompt_file {
+                Some(f) => Some(std::fs::read_to_string(&f).map_err(|e| {
+                    Error::invalid(
+                        "system_prompt_file",
+                        format!("cannot read {} as UTF-8 text: {e}", f.display()),
+                    )
+                })?),
+                None => system_prompt,
+            };
+            print_json(
+                &remote
+                    .client()?
+                    .patch_agent(
+                        &agent(&a)?,
+                        &PatchAgentRequest {
+                            window_seconds,
+                            persist_working_context,
+                            system_prompt,
+                            docs_workspace,
+                        },
+                    )
+                    .await?,
+            )
+        }
+        AgentCommand::Processes { agent: a, remote } => {
+            print_json(&remote.client()?.list_processes(&agent(&a)?).await?)
+        }
+        AgentCommand::ProcessSet {
+            agent: a,
+            process_id,
+            description,
+            started_at,
+            thread,
+            expires_at,
             remote,
         } => print_json(
             &remote
                 .client()?
-                .patch_agent(
+                .put_process(
                     &agent(&a)?,
-                    &PatchAgentRequest {
-                        window_seconds,
-                        persist_working_context,
+                    &process_id,
+                    &PutProcessRequest {
+                        description,
+                        started_at,
+                        thread_id: thread,
+                        expires_at,
                     },
                 )
                 .await?,
         ),
+        AgentCommand::ProcessRemove {
+            agent: a,
+            process_id,
+            remote,
+        } => {
+            remote
+                .client()?
+                .delete_process(&agent(&a)?, &process_id)
+                .await?;
+            print_json(&serde_json::json!({ "removed": process_id }))
+        }
         AgentCommand::Restore {
             agent: a,
             system_prompt,

@@ -107,5 +107,27 @@ pub(crate) fn emit(
         m.result.tier,
         if m.cached { ", cached" } else { "" }
     );
+    if let Some(f) = &m.result.fidelity {
+        eprintln!(
+            "{} messages kept, {} converted, {} dropped{}",
+            f.kept,
+            f.converted,
+            f.dropped,
+            if f.note.is_empty() {
+                String::new()
+            } else {
+                format!(": {}", f.note)
+            }
+        );
+        for c in &f.changes {
+            eprintln!(
+                "  {} message {} ({}): {}",
+                c.kind, c.message, c.at, c.reason
+            );
+        }
+        if f.unlisted > 0 {
+            eprintln!("  and {} more", f.unlisted);
+        }
+    }
     Ok(())
 }

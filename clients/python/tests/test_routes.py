@@ -5,6 +5,7 @@ is exercised here or in test_client.py."""
 from __future__ import annotations
 
 import inspect
+import json
 
 import pytest
 
@@ -249,3 +250,42 @@ def test_an_agents_live_context(client: Client) -> None:
     assert client.context_window(agent)["message_count"] == 1
     restored = client.restore_working_context(agent, raw_tail_turns=2)
     assert restored["source"] == "rebuilt"
+
+
+def test_an_agents_assembled_context(client: Client) -> None:
+    agent = "py-assembler"
+    client.put_file("py-docs", "guide.md", b"Read the guide.")
+    settings = client.set_agent(agent, system_prompt="You are tested.", docs_workspace="py-docs")
+    assert settings["system_prompt"] == "You are tested."
+    assert settings["docs_workspace"] == "py-docs"
+    for thread, text in [("t1", "hello"), ("t2", "elsewhere")]:
+        client.checkpoint(
+            delta=json.dumps([{"role": "user", "content": text}]),
+            principal=agent,
+            template="t",
+            format="openai-chat-v1",
+            thread_id=thread,
+        )
+    running = client.put_process(agent, "job-1", "indexing the repo", thread_id="t1")
+    assert running["process_id"] == "job-1"
+    assert [p["process_id"] for p in client.list_processes(agent)["processes"]] == ["job-1"]
+    ctx = client.assemble_context(agent, "t1")
+    assert ctx["system_prompt"] == "You are tested."
+    assert [f["path"] for f in ctx["docs"]["files"]] == ["guide.md"]
+    assert [t["thread_id"] for t in ctx["status"]["threads"]] == ["t2"]
+    assert ctx["status"]["processes"][0]["description"] == "indexing the repo"
+    conv = ctx["conversation"]
+    assert conv["format"] == "openai-chat-v1" and conv["text"] is not None
+    messages = json.loads(conv["text"])
+    assert [m["role"] for m in messages] == ["system", "system", "system", "user"]
+    assert messages[0]["content"] == "You are tested."
+    assert "Read the guide." in messages[1]["content"]
+    assert "indexing the repo" in messages[2]["content"]
+    assert messages[3]["content"] == "hello"
+    client.delete_process(agent, "job-1")
+    assert client.list_processes(agent)["processes"] == []
+    with pytest.raises(NotFoundError):
+        client.delete_process(agent, "job-1")
+    with pytest.raises(InvalidError) as bad:
+        client.put_process(agent, "job-2", "")
+    assert bad.value.field == "description"

@@ -40,8 +40,9 @@ export interface paths {
         options?: never;
         head?: never;
         /**
-         * Changes an agent's settings: the rolling window's length and whether its
-         *     working-context cache is refreshed at safe boundaries.
+         * Changes an agent's settings: the rolling window's length, whether its
+         *     working-context cache is refreshed at safe boundaries, the system prompt
+         *     and the docs workspace of its assembled context.
          */
         patch: operations["patch_agent"];
         trace?: never;
@@ -61,6 +62,69 @@ export interface paths {
          */
         post: operations["clear"];
         delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/agents/{agent}/context": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The context of an LLM call for the agent and a thread, in seed 001's
+         *     order: the system prompt, the agent's docs (its docs workspace's files,
+         *     bounded; what was cut is said), a thread and process status preamble
+         *     (its other active threads, the active folded branches of its sessions,
+         *     its running processes) and the thread's rolling window; as sections
+         *     and as one conversation in `format`.
+         */
+        get: operations["assemble"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/agents/{agent}/processes": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The processes registered for the agent and still running, by id. */
+        get: operations["list_processes"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/agents/{agent}/processes/{process_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        /**
+         * Registers (or replaces) a process running for the agent: the status
+         *     preamble of its assembled context lists it until it is removed or
+         *     expires.
+         */
+        put: operations["put_process"];
+        post?: never;
+        /** Removes a registered process. */
+        delete: operations["delete_process"];
         options?: never;
         head?: never;
         patch?: never;
@@ -302,8 +366,9 @@ export interface paths {
         put?: never;
         /**
          * Returns a branch: its active children first (deepest first), then its
-         *     scrubbed message is appended to the parent's chain. 409 when it already
-         *     ended.
+         *     scrubbed message is appended to the parent's chain. With `status:
+         *     failed` and an `error` the agent ends it early as failed, and the
+         *     parent gets the error context. 409 when it already ended.
          */
         post: operations["branch_return"];
         delete?: never;
@@ -792,10 +857,21 @@ export interface paths {
 export type webhooks = Record<string, never>;
 export interface components {
     schemas: {
+        /** @description The agent's docs: the files of its docs workspace, by path, bounded. */
+        AgentDocs: {
+            /** @description The files in the context, by path. */
+            files: components["schemas"]["DocFile"][];
+            /** @description The files left out, by path. */
+            omitted: components["schemas"]["OmittedDoc"][];
+            /** @description True when a file was cut or left out. */
+            truncated: boolean;
+            workspace?: null | components["schemas"]["WorkspaceId"];
+        };
         /** @description `GET`/`PATCH /v1/agents/{agent}`: an agent's settings. */
         AgentSettings: {
             /** @description The agent (a principal). */
             agent: string;
+            docs_workspace?: null | components["schemas"]["WorkspaceId"];
             /**
              * Format: date-time
              * @description The latest clear; absent before the first (the window then
@@ -807,6 +883,11 @@ export interface components {
              *     boundaries (default false).
              */
             persist_working_context: boolean;
+            /**
+             * @description The system prompt of the agent's assembled context (absent when
+             *     not set).
+             */
+            system_prompt?: string | null;
             /**
              * Format: int64
              * @description The rolling window's length (default 86,400).
@@ -830,6 +911,46 @@ export interface components {
         };
         /** @description An artifact: `art-` and the BLAKE3 hash of its bytes in lower-case hex. */
         ArtifactRef: string;
+        /**
+         * @description `GET /v1/agents/{agent}/context`: the context of an LLM call, in the
+         *     seed's order, as sections and as one conversation.
+         */
+        AssembledContextResponse: {
+            /** @description The agent. */
+            agent: string;
+            /**
+             * @description All four as one conversation: the first three as system messages
+             *     (user messages in a format without them, text before the window's
+             *     bytes in an opaque one), then the window's messages.
+             */
+            conversation: components["schemas"]["AssembledConversation"];
+            /** @description 2. The agent's docs. */
+            docs: components["schemas"]["AgentDocs"];
+            /** @description 3. The thread and process status preamble. */
+            status: components["schemas"]["StatusPreamble"];
+            /** @description 1. The system prompt (absent when not set). */
+            system_prompt?: string | null;
+            /** @description The thread. */
+            thread_id: string;
+            /** @description 4. The thread's rolling window. */
+            window: components["schemas"]["Window"];
+        };
+        /** @description The assembled context as one conversation in a format. */
+        AssembledConversation: {
+            /** @description Its bytes in base64, when they are not UTF-8 (CBOR). */
+            base64?: string | null;
+            /** @description Its format. */
+            format: components["schemas"]["FormatId"];
+            /** @description What the format could not hold (empty when nothing was lost). */
+            lost: string[];
+            /**
+             * Format: int64
+             * @description Messages in it (the prefix's and the window's).
+             */
+            message_count: number;
+            /** @description Its bytes, when they are UTF-8 (JSON, JSONL, text). */
+            text?: string | null;
+        };
         BTreeMap: {
             [key: string]: string;
         };
@@ -968,6 +1089,35 @@ export interface components {
          * @enum {string}
          */
         BlobArea: "durable" | "cache" | "staged";
+        /** @description An active folded branch of one of the agent's sessions. */
+        BranchActivity: {
+            /** @description The branch. */
+            branch_id: components["schemas"]["BranchId"];
+            /**
+             * Format: int64
+             * @description Tokens it may use.
+             */
+            budget: number;
+            /**
+             * Format: date-time
+             * @description When it times out.
+             */
+            deadline: string;
+            /**
+             * Format: int32
+             * @description Its depth (1 under the session).
+             */
+            depth: number;
+            /** @description What it is for. */
+            description: string;
+            /** @description Its session. */
+            session_id: string;
+            /**
+             * Format: int64
+             * @description Tokens it has used.
+             */
+            tokens_used: number;
+        };
         /** @description `POST /v1/branches`. */
         BranchCreateRequest: {
             budget?: number | null;
@@ -1017,10 +1167,18 @@ export interface components {
         /** @description `POST /v1/branches/{br}/return`. */
         BranchReturnRequest: {
             /**
-             * @description The result to hand back (at most 50,000 characters); secrets in it
-             *     are scrubbed.
+             * @description What went wrong (with `status: failed`; at most 5,000 characters,
+             *     not blank, scrubbed): the parent's chain gets it with the branch's
+             *     description, and the branch's `reason` is this error.
              */
-            message: string;
+            error?: string | null;
+            /**
+             * @description The result to hand back (at most 50,000 characters); secrets in it
+             *     are scrubbed. With `status: failed`, what the agent adds to the
+             *     error (may be empty).
+             */
+            message?: string;
+            status?: null | components["schemas"]["ReturnStatus"];
         };
         /** @description What `branch_return` answers. */
         BranchReturned: {
@@ -1034,7 +1192,7 @@ export interface components {
             redactions: {
                 [key: string]: number;
             };
-            /** @description Always true (failures are errors). */
+            /** @description False for a branch returned as failed. */
             success: boolean;
             /**
              * Format: int64
@@ -1294,6 +1452,22 @@ export interface components {
             /** @description `_default.md` and the genres the brief names. */
             tastes: components["schemas"]["Tastes"];
         };
+        /** @description One of an agent's docs in an assembled context. */
+        DocFile: {
+            /** @description Its path in the docs workspace. */
+            path: components["schemas"]["FilePath"];
+            /**
+             * Format: int64
+             * @description Its whole size in bytes.
+             */
+            size: number;
+            /** @description Its text (the head only when `truncated`). */
+            text: string;
+            /** @description Whether only the head of the file is in `text`. */
+            truncated: boolean;
+            /** @description Its version (the file's tip commit). */
+            version: components["schemas"]["CommitId"];
+        };
         /**
          * @description What an erase removed (only what was there to remove: a re-run after a
          *     finished erase removes nothing).
@@ -1436,6 +1610,63 @@ export interface components {
              */
             marked: number;
         };
+        /**
+         * @description What a translation did not carry as it was: messages kept, converted and
+         *     dropped, and each change with its reason. Messages are those ctx read
+         *     from the chain (the canonical conversation: a Claude Code transcript's
+         *     file snapshots and titles are none).
+         */
+        Fidelity: {
+            /**
+             * @description The changes, in message order, at most 32 (`unlisted` counts the
+             *     rest).
+             */
+            changes?: components["schemas"]["FidelityChange"][];
+            /**
+             * Format: int64
+             * @description Messages carried in another form: a tool result as text, a message
+             *     without its thinking, every message of a narrative.
+             */
+            converted: number;
+            /**
+             * Format: int64
+             * @description Messages left out: the target holds nothing of what they are.
+             */
+            dropped: number;
+            /**
+             * Format: int64
+             * @description Messages carried as they were.
+             */
+            kept: number;
+            /** @description Why the tier is not a better one (empty when nothing forced it). */
+            note?: string;
+            /**
+             * Format: int64
+             * @description Changes not listed.
+             */
+            unlisted?: number;
+        };
+        /** @description One message a translation did not carry as it was. */
+        FidelityChange: {
+            /** @description Where it was stored: the commit and the line or index in its delta. */
+            at: string;
+            /** @description Converted or dropped. */
+            kind: components["schemas"]["FidelityChangeKind"];
+            /**
+             * Format: int64
+             * @description The message's position in the chain's conversation, from 0.
+             */
+            message: number;
+            /** @description Why, and what became of it. */
+            reason: string;
+            /** @description The tool call a converted tool result names. */
+            tool_use_id?: string | null;
+        };
+        /**
+         * @description Whether a message was carried in another form or left out.
+         * @enum {string}
+         */
+        FidelityChangeKind: "converted" | "dropped";
         /** @description A file of a workspace listing. */
         FileEntry: {
             /** @description Its path in the workspace. */
@@ -1596,6 +1827,7 @@ export interface components {
         Materialized: {
             /** @description The artifact holding the materialized context. */
             artifact_ref: components["schemas"]["ArtifactRef"];
+            fidelity?: null | components["schemas"]["Fidelity"];
             /**
              * Format: int64
              * @description Messages in it.
@@ -1643,10 +1875,28 @@ export interface components {
             /** @description Whether lines were elided. */
             truncated: boolean;
         };
+        /** @description A doc left out of an assembled context, and why. */
+        OmittedDoc: {
+            /** @description Its path in the docs workspace. */
+            path: components["schemas"]["FilePath"];
+            /** @description Why: not UTF-8 text, over the file count, or over the docs budget. */
+            reason: string;
+        };
         /** @description `PATCH /v1/agents/{agent}`. */
         PatchAgentRequest: {
+            /**
+             * @description The workspace whose files are the agent's docs (a workspace id);
+             *     empty clears it.
+             */
+            docs_workspace?: string | null;
             /** @description Refresh the working-context cache at safe boundaries. */
             persist_working_context?: boolean | null;
+            /**
+             * @description The system prompt of the agent's assembled context: at most
+             *     65,536 bytes, no control characters but newline, tab and carriage
+             *     return; empty clears it.
+             */
+            system_prompt?: string | null;
             /**
              * Format: int64
              * @description The rolling window's length, 1 s to ten years.
@@ -1721,6 +1971,34 @@ export interface components {
         };
         /** @description Who checkpointed: 1 to 256 of A-Z, a-z, 0-9, '.', '_', '-', '/', '@', ':' and '+'. */
         Principal: string;
+        /** @description `GET /v1/agents/{agent}/processes`: by id. */
+        ProcessList: {
+            /** @description The processes registered and still running. */
+            processes: components["schemas"]["RunningProcess"][];
+        };
+        /**
+         * @description `PUT /v1/agents/{agent}/processes/{process_id}`: a process running for
+         *     the agent.
+         */
+        PutProcessRequest: {
+            /**
+             * @description What it is doing (1 to 1024 bytes, no control characters but
+             *     newline and tab).
+             */
+            description: string;
+            /**
+             * Format: date-time
+             * @description When to stop listing it if it is never removed (after now).
+             */
+            expires_at?: string | null;
+            /**
+             * Format: date-time
+             * @description When it started (default: now).
+             */
+            started_at?: string | null;
+            /** @description The thread it works for. */
+            thread_id?: string | null;
+        };
         /** @description `POST /v1/read`: the context at a ref's tip (or at a commit) in one request; give `ref` or `commit`, not both. */
         ReadRequest: {
             /** @description The commit to read. */
@@ -1842,6 +2120,35 @@ export interface components {
             commits: components["schemas"]["Commit"][];
             /** @description The save restored. */
             save_id: components["schemas"]["SaveId"];
+        };
+        /**
+         * @description How the agent ends its branch.
+         * @enum {string}
+         */
+        ReturnStatus: "completed" | "failed";
+        /** @description A registered process still running. */
+        RunningProcess: {
+            /** @description What it is doing. */
+            description: string;
+            /**
+             * Format: date-time
+             * @description When it stops being listed, if ever.
+             */
+            expires_at?: string | null;
+            /** @description Its id. */
+            process_id: string;
+            /**
+             * Format: date-time
+             * @description When it started.
+             */
+            started_at: string;
+            /** @description The thread it works for, if one. */
+            thread_id?: string | null;
+            /**
+             * Format: date-time
+             * @description When it was registered or last changed.
+             */
+            updated_at: string;
         };
         /** @description A save id. */
         SaveId: string;
@@ -1976,6 +2283,28 @@ export interface components {
             /** @description The commit the ref should point at. */
             target: components["schemas"]["CommitId"];
         };
+        /** @description The thread and process status preamble of an assembled context. */
+        StatusPreamble: {
+            /**
+             * @description The active folded branches of the agent's sessions in its window,
+             *     deepest first.
+             */
+            branches: components["schemas"]["BranchActivity"][];
+            /** @description The processes registered as running, by id. */
+            processes: components["schemas"]["RunningProcess"][];
+            /**
+             * @description The preamble as the context's text (absent when all three lists
+             *     are empty).
+             */
+            text?: string | null;
+            /**
+             * @description The agent's other threads with messages in its window, most
+             *     recently active first.
+             */
+            threads: components["schemas"]["ThreadActivity"][];
+            /** @description True when a list was cut at its bound (the most recent are kept). */
+            truncated: boolean;
+        };
         /** @description A request to summarize one commit now. */
         SummarizeRequest: {
             /** @description Replace a summary the commit already has (otherwise that is a 409). */
@@ -2014,6 +2343,26 @@ export interface components {
             genres: {
                 [key: string]: string;
             };
+        };
+        /** @description Another thread of the agent with messages in its window. */
+        ThreadActivity: {
+            /**
+             * Format: int64
+             * @description Its commits in the window.
+             */
+            commit_count: number;
+            /**
+             * Format: date-time
+             * @description Its newest commit's time.
+             */
+            last_activity: string;
+            /**
+             * Format: int64
+             * @description Its messages in the window (as the commits count them).
+             */
+            message_count: number;
+            /** @description The thread. */
+            thread_id: string;
         };
         /**
          * @description How a materialization was produced; on the wire its kebab-case name
@@ -2236,7 +2585,7 @@ export interface operations {
                     "application/json": components["schemas"]["AgentSettings"];
                 };
             };
-            /** @description `window_seconds` not positive or over ten years, or a malformed request (nothing written) */
+            /** @description `window_seconds` not positive or over ten years, `system_prompt` over 64 KiB or with control characters, `docs_workspace` not a workspace id, or a malformed request (nothing written) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -2298,6 +2647,238 @@ export interface operations {
             };
             /** @description No bearer token, or one that is not known */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A store is unavailable; retry after `Retry-After` */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "retry-after"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    assemble: {
+        parameters: {
+            query: {
+                /** @description The thread: 1 to 256 bytes, no control characters but tab and newline */
+                thread_id: string;
+                /** @description The conversation's format (default: the window's, else openai-chat-v1) */
+                format?: components["schemas"]["FormatId"];
+            };
+            header?: never;
+            path: {
+                agent: components["schemas"]["Principal"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The assembled context */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AssembledContextResponse"];
+                };
+            };
+            /** @description A missing or malformed `thread_id`, an unknown `format`, or a window that cannot be turned into it */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No bearer token, or one that is not known */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The conversation is over 4 MiB (read the window's artifact instead) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A store is unavailable; retry after `Retry-After` */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "retry-after"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    list_processes: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                agent: components["schemas"]["Principal"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The processes */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ProcessList"];
+                };
+            };
+            /** @description `agent` is not a principal */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No bearer token, or one that is not known */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A store is unavailable; retry after `Retry-After` */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "retry-after"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    put_process: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                agent: components["schemas"]["Principal"];
+                /** @description The caller's id for it: 1 to 128 of A-Z, a-z, 0-9, '.', '_', ':' and '-' */
+                process_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["PutProcessRequest"];
+            };
+        };
+        responses: {
+            /** @description The process as registered */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RunningProcess"];
+                };
+            };
+            /** @description A bad `process_id`, `description`, `thread_id` or `expires_at`, or `processes` when 64 others run (nothing written) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No bearer token, or one that is not known */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A store is unavailable; retry after `Retry-After` */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "retry-after"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    delete_process: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                agent: components["schemas"]["Principal"];
+                process_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Removed */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description A bad `process_id` */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No bearer token, or one that is not known */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such process (or it expired) */
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -5193,6 +5774,10 @@ export const routes = {
   get_agent: { method: "GET", path: "/v1/agents/{agent}", slashes: [], body: "none", answer: "json", auth: true },
   patch_agent: { method: "PATCH", path: "/v1/agents/{agent}", slashes: [], body: "json", answer: "json", auth: true },
   clear: { method: "POST", path: "/v1/agents/{agent}/clear", slashes: [], body: "none", answer: "json", auth: true },
+  assemble: { method: "GET", path: "/v1/agents/{agent}/context", slashes: [], body: "none", answer: "json", auth: true },
+  list_processes: { method: "GET", path: "/v1/agents/{agent}/processes", slashes: [], body: "none", answer: "json", auth: true },
+  put_process: { method: "PUT", path: "/v1/agents/{agent}/processes/{process_id}", slashes: [], body: "json", answer: "json", auth: true },
+  delete_process: { method: "DELETE", path: "/v1/agents/{agent}/processes/{process_id}", slashes: [], body: "none", answer: "none", auth: true },
   list_saves: { method: "GET", path: "/v1/agents/{agent}/saves", slashes: [], body: "none", answer: "json", auth: true },
   save: { method: "POST", path: "/v1/agents/{agent}/saves", slashes: [], body: "json", answer: "json", auth: true },
   get_save: { method: "GET", path: "/v1/agents/{agent}/saves/{save_id}", slashes: [], body: "none", answer: "json", auth: true },

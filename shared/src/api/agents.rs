@@ -9,14 +9,16 @@ use axum::response::{IntoResponse, Response};
 use super::error::ErrorBody;
 use super::extract::{Body, Path, Query, parse_json, path_id};
 use super::{ApiResult, AppState};
-use crate::agent::{SaveId, SaveRecord};
+use crate::agent::{SaveId, SaveRecord, check_process_id};
 use crate::auth::Caller;
 use crate::commit::{check_text, limits};
 use crate::error::Error;
 use crate::format::FormatId;
 use crate::id::Principal;
+use crate::service::NewProcess;
 use crate::wire::{
-    AgentSettings, Cleared, PatchAgentRequest, RestoreRequest, RestoreResponse, Restored, SaveList,
+    AgentSettings, AssembledContextResponse, Cleared, PatchAgentRequest, ProcessList,
+    PutProcessRequest, RestoreRequest, RestoreResponse, Restored, RunningProcess, SaveList,
     SaveRequest, SessionFile, Window, WorkingContextSnapshot, WorkingContextStored,
 };
 
@@ -55,12 +57,13 @@ pub(super) async fn get_agent(
     ))
 }
 
-/// Changes an agent's settings: the rolling window's length and whether its
-/// working-context cache is refreshed at safe boundaries.
+/// Changes an agent's settings: the rolling window's length, whether its
+/// working-context cache is refreshed at safe boundaries, the system prompt
+/// and the docs workspace of its assembled context.
 #[utoipa::path(patch, path = "/v1/agents/{agent}", tag = "agents", request_body = Option<PatchAgentRequest>,
     params(("agent" = Principal, Path)),
     responses((status = 200, description = "The settings as changed", body = AgentSettings),
-        (status = 400, description = "`window_seconds` not positive or over ten years, or a malformed request (nothing written)", body = ErrorBody)),
+        (status = 400, description = "`window_seconds` not positive or over ten years, `system_prompt` over 64 KiB or with control characters, `docs_workspace` not a workspace id, or a malformed request (nothing written)", body = ErrorBody)),
     security(("bearer" = [])))]
 pub(super) async fn patch_agent(
     State(s): State<AppState>,
@@ -256,6 +259,122 @@ pub(super) async fn restore_working_context(
     Ok(axum::Json(
         s.service
             .restore_working_context(&caller.tenant, &a, &req.into())
+            .await?
+            .into(),
+    ))
+}
+
+/// Registers (or replaces) a process running for the agent: the status
+/// preamble of its assembled context lists it until it is removed or
+/// expires.
+#[utoipa::path(put, path = "/v1/agents/{agent}/processes/{process_id}", tag = "agents", request_body = PutProcessRequest,
+    params(("agent" = Principal, Path),
+        ("process_id" = String, Path, min_length = 1, max_length = 128, pattern = r"^[A-Za-z0-9._:-]+$",
+            description = "The caller's id for it: 1 to 128 of A-Z, a-z, 0-9, '.', '_', ':' and '-'")),
+    responses((status = 200, description = "The process as registered", body = RunningProcess),
+        (status = 400, description = "A bad `process_id`, `description`, `thread_id` or `expires_at`, or `processes` when 64 others run (nothing written)", body = ErrorBody)),
+    security(("bearer" = [])))]
+pub(super) async fn put_process(
+    State(s): State<AppState>,
+    caller: Caller,
+    Path((a, id)): Path<(String, String)>,
+    Body(body): Body,
+) -> ApiResult<axum::Json<RunningProcess>> {
+    let a = agent(&a)?;
+    check_process_id(&id)?;
+    if body.trim_ascii().first() != Some(&b'{') {
+        return Err(Error::invalid("body", "the body must be a JSON object").into());
+    }
+    let req: PutProcessRequest = parse_json(&body)?;
+    let p = s
+        .service
+        .put_process(
+            &caller.tenant,
+            &a,
+            &id,
+            NewProcess {
+                description: req.description,
+                started_at: req.started_at,
+                thread_id: req.thread_id,
+                expires_at: req.expires_at,
+            },
+        )
+        .await?;
+    Ok(axum::Json(RunningProcess::new(id, p)))
+}
+
+/// Removes a registered process.
+#[utoipa::path(delete, path = "/v1/agents/{agent}/processes/{process_id}", tag = "agents",
+    params(("agent" = Principal, Path),
+        ("process_id" = String, Path, min_length = 1, max_length = 128, pattern = r"^[A-Za-z0-9._:-]+$")),
+    responses((status = 204, description = "Removed"),
+        (status = 400, description = "A bad `process_id`", body = ErrorBody),
+        (status = 404, description = "No such process (or it expired)", body = ErrorBody)),
+    security(("bearer" = [])))]
+pub(super) async fn delete_process(
+    State(s): State<AppState>,
+    caller: Caller,
+    Path((a, id)): Path<(String, String)>,
+) -> ApiResult<StatusCode> {
+    let a = agent(&a)?;
+    s.service.delete_process(&caller.tenant, &a, &id).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// The processes registered for the agent and still running, by id.
+#[utoipa::path(get, path = "/v1/agents/{agent}/processes", tag = "agents",
+    params(("agent" = Principal, Path)),
+    responses((status = 200, description = "The processes", body = ProcessList),
+        (status = 400, description = "`agent` is not a principal", body = ErrorBody)),
+    security(("bearer" = [])))]
+pub(super) async fn list_processes(
+    State(s): State<AppState>,
+    caller: Caller,
+    Path(a): Path<String>,
+) -> ApiResult<axum::Json<ProcessList>> {
+    let a = agent(&a)?;
+    let processes = s
+        .service
+        .list_processes(&caller.tenant, &a)
+        .await?
+        .into_iter()
+        .map(|(id, p)| RunningProcess::new(id, p))
+        .collect();
+    Ok(axum::Json(ProcessList { processes }))
+}
+
+/// The context of an LLM call for the agent and a thread, in seed 001's
+/// order: the system prompt, the agent's docs (its docs workspace's files,
+/// bounded; what was cut is said), a thread and process status preamble
+/// (its other active threads, the active folded branches of its sessions,
+/// its running processes) and the thread's rolling window; as sections
+/// and as one conversation in `format`.
+#[utoipa::path(get, path = "/v1/agents/{agent}/context", tag = "agents",
+    params(("agent" = Principal, Path),
+        ("thread_id" = String, Query, min_length = 1, max_length = 256, pattern = r"^[^\x00-\x08\x0b-\x1f\x7f-\x9f]*$",
+            description = "The thread: 1 to 256 bytes, no control characters but tab and newline"),
+        ("format" = Option<FormatId>, Query, description = "The conversation's format (default: the window's, else openai-chat-v1)")),
+    responses((status = 200, description = "The assembled context", body = AssembledContextResponse),
+        (status = 400, description = "A missing or malformed `thread_id`, an unknown `format`, or a window that cannot be turned into it", body = ErrorBody),
+        (status = 413, description = "The conversation is over 4 MiB (read the window's artifact instead)", body = ErrorBody)),
+    security(("bearer" = [])))]
+pub(super) async fn assemble(
+    State(s): State<AppState>,
+    caller: Caller,
+    Path(a): Path<String>,
+    q: Query,
+) -> ApiResult<axum::Json<AssembledContextResponse>> {
+    let a = agent(&a)?;
+    let thread = q
+        .optional_with("thread_id", |v| {
+            Ok::<_, std::convert::Infallible>(v.to_owned())
+        })?
+        .ok_or_else(|| Error::invalid("thread_id", "the query parameter thread_id is required"))?;
+    check_text("thread_id", &thread, limits::SHORT_TEXT)?;
+    let format: Option<FormatId> = q.optional("format")?;
+    Ok(axum::Json(
+        s.service
+            .assemble_context(&caller.tenant, &a, &thread, format)
             .await?
             .into(),
     ))

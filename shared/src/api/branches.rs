@@ -85,8 +85,9 @@ pub(super) async fn branch_status(
 }
 
 /// Returns a branch: its active children first (deepest first), then its
-/// scrubbed message is appended to the parent's chain. 409 when it already
-/// ended.
+/// scrubbed message is appended to the parent's chain. With `status:
+/// failed` and an `error` the agent ends it early as failed, and the
+/// parent gets the error context. 409 when it already ended.
 #[utoipa::path(post, path = "/v1/branches/{br}/return", tag = "branches", request_body = BranchReturnRequest,
     params(("br" = BranchId, Path)),
     responses((status = 200, description = "Returned", body = BranchReturned),
@@ -102,12 +103,15 @@ pub(super) async fn branch_return(
     Json(req): Json<BranchReturnRequest>,
 ) -> ApiResult<axum::Json<BranchReturned>> {
     let id: BranchId = path_id("br", &id)?;
-    Ok(axum::Json(
-        s.service
-            .branch_return(&caller, &id, &req.message)
-            .await?
-            .into(),
-    ))
+    let returned = match req.failure()? {
+        None => s.service.branch_return(&caller, &id, &req.message).await?,
+        Some(error) => {
+            s.service
+                .branch_fail(&caller, &id, error, &req.message)
+                .await?
+        }
+    };
+    Ok(axum::Json(returned.into()))
 }
 
 /// Ends a session: force-returns its active branches within a bounded

@@ -379,6 +379,30 @@ pub fn routes(limits: &crate::service::Limits) -> Vec<RouteDef> {
             "/v1/agents/{agent}/working-context/restore",
             agents::restore_working_context,
         ),
+        route(
+            Agents,
+            Method::GET,
+            "/v1/agents/{agent}/processes",
+            agents::list_processes,
+        ),
+        route(
+            Agents,
+            Method::PUT,
+            "/v1/agents/{agent}/processes/{process_id}",
+            agents::put_process,
+        ),
+        route(
+            Agents,
+            Method::DELETE,
+            "/v1/agents/{agent}/processes/{process_id}",
+            agents::delete_process,
+        ),
+        route(
+            Agents,
+            Method::GET,
+            "/v1/agents/{agent}/context",
+            agents::assemble,
+        ),
     ]
 }
 
@@ -522,7 +546,8 @@ impl utoipa::Modify for BearerAuth {
         workspaces::append_file, workspaces::read_context, agents::get_agent,
         agents::patch_agent, agents::clear, agents::window, agents::save, agents::list_saves,
         agents::get_save, agents::restore_save, agents::put_working_context,
-        agents::restore_working_context
+        agents::restore_working_context, agents::list_processes, agents::put_process,
+        agents::delete_process, agents::assemble
     ),
     components(schemas(
         ErrorBody, error::ErrorDetail, crate::store::RefMove, ArtifactRef, CommitId,

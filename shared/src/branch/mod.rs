@@ -192,7 +192,7 @@ pub struct CreatedBranch {
 /// A branch returned by its caller.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReturnedBranch {
-    /// Always true (failures are errors).
+    /// False when the agent returned the branch as failed (FR-008).
     pub success: bool,
     /// Tokens checkpointed into the branch.
     pub tokens_used: u64,

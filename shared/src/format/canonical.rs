@@ -236,6 +236,216 @@ impl Conversation {
     }
 }
 
+/// A tool result no API would take where it stands: it answers no tool
+/// use of the assistant turn just before it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Orphan {
+    /// The message holding it (its index in the conversation).
+    pub message: usize,
+    /// The tool use it names.
+    pub tool_use_id: String,
+    /// Whether that tool use is earlier in the conversation (elsewhere
+    /// than the turn just before, or answered already).
+    pub call_earlier: bool,
+}
+
+impl Orphan {
+    /// Why it could not stay a tool result.
+    pub fn reason(&self) -> String {
+        if self.call_earlier {
+            format!(
+                "the tool result for {} does not answer the turn just before it",
+                self.tool_use_id
+            )
+        } else {
+            format!(
+                "the tool result for {} answers a call that is not in this context",
+                self.tool_use_id
+            )
+        }
+    }
+}
+
+/// The tool results of a conversation that answer no tool use of the
+/// assistant turn just before them (consecutive messages of one role count
+/// as one, as the APIs merge them): what an API refuses, after a
+/// compaction, a rewind or an imported fragment. [`find_orphans`] finds
+/// them; [`Orphans::carry_as_text`] rewrites them.
+#[derive(Debug, Clone, Default)]
+pub struct Orphans {
+    /// The orphans, in order.
+    pub found: Vec<Orphan>,
+    /// Per run of user messages holding one: its end (exclusive), the
+    /// orphans' (message, block) places, and the run's last paired result.
+    runs: Vec<OrphanRun>,
+}
+
+#[derive(Debug, Clone)]
+struct OrphanRun {
+    start: usize,
+    end: usize,
+    marked: BTreeMap<(usize, usize), bool>,
+    last_paired: Option<(usize, usize)>,
+}
+
+/// Finds the [`Orphans`] of `conv`.
+pub fn find_orphans(conv: &Conversation) -> Orphans {
+    let msgs = &conv.messages;
+    let mut out = Orphans::default();
+    let mut seen: BTreeSet<&str> = BTreeSet::new();
+    let mut answerable: BTreeSet<&str> = BTreeSet::new();
+    let mut i = 0;
+    while i < msgs.len() {
+        let role = msgs[i].role;
+        if role == Role::System {
+            i += 1;
+            continue;
+        }
+        let other = if role == Role::User {
+            Role::Assistant
+        } else {
+            Role::User
+        };
+        let end = (i..msgs.len())
+            .find(|&j| msgs[j].role == other)
+            .unwrap_or(msgs.len());
+        if role == Role::Assistant {
+            answerable.clear();
+            for b in msgs[i..end]
+                .iter()
+                .filter(|m| m.role == Role::Assistant)
+                .flat_map(|m| &m.content)
+            {
+                if let Block::ToolUse { id, .. } = b {
+                    answerable.insert(id);
+                    seen.insert(id);
+                }
+            }
+            i = end;
+            continue;
+        }
+        let mut open = std::mem::take(&mut answerable);
+        let mut run = OrphanRun {
+            start: i,
+            end,
+            marked: BTreeMap::new(),
+            last_paired: None,
+        };
+        for (m, msg) in msgs.iter().enumerate().take(end).skip(i) {
+            if msg.role != Role::User {
+                continue;
+            }
+            for (k, b) in msg.content.iter().enumerate() {
+                if let Block::ToolResult { tool_use_id, .. } = b {
+                    if open.remove(tool_use_id.as_str()) {
+                        run.last_paired = Some((m, k));
+                    } else {
+                        let call_earlier = seen.contains(tool_use_id.as_str());
+                        run.marked.insert((m, k), call_earlier);
+                        out.found.push(Orphan {
+                            message: m,
+                            tool_use_id: tool_use_id.clone(),
+                            call_earlier,
+                        });
+                    }
+                }
+            }
+        }
+        if !run.marked.is_empty() {
+            out.runs.push(run);
+        }
+        i = end;
+    }
+    out
+}
+
+impl Orphans {
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.found.is_empty()
+    }
+
+    /// Carries each orphan of `conv` (the conversation they were found in)
+    /// as text saying what it is, followed by what it held; every other
+    /// block stays as it was. Within a run of user messages the text goes
+    /// where the result was, unless a paired result comes later in the
+    /// run: then right after the run's last paired result, since the APIs
+    /// take text only after a turn's tool results. A message left with
+    /// nothing is removed.
+    pub fn carry_as_text(&self, conv: Conversation) -> Conversation {
+        let mut msgs = conv.messages;
+        let mut emptied = BTreeSet::new();
+        for run in &self.runs {
+            let mut moved = Vec::new();
+            for (m, msg) in msgs.iter_mut().enumerate().take(run.end).skip(run.start) {
+                if msg.role != Role::User {
+                    continue;
+                }
+                let had = !msg.content.is_empty();
+                let mut out = Vec::with_capacity(msg.content.len());
+                for (k, b) in std::mem::take(&mut msg.content).into_iter().enumerate() {
+                    if let Some(&call_earlier) = run.marked.get(&(m, k)) {
+                        let text = orphan_text(b, call_earlier);
+                        if run.last_paired.is_some_and(|p| (m, k) < p) {
+                            moved.extend(text);
+                        } else {
+                            out.extend(text);
+                        }
+                    } else {
+                        out.push(b);
+                        if run.last_paired == Some((m, k)) {
+                            out.append(&mut moved);
+                        }
+                    }
+                }
+                if had && out.is_empty() {
+                    emptied.insert(m);
+                }
+                msg.content = out;
+            }
+        }
+        let messages = msgs
+            .into_iter()
+            .enumerate()
+            .filter(|(m, _)| !emptied.contains(m))
+            .map(|(_, msg)| msg)
+            .collect();
+        Conversation { messages }
+    }
+}
+
+/// An orphaned tool result as text saying what it is, then what it held
+/// (its text joined to that line, its images after it).
+fn orphan_text(b: Block, call_earlier: bool) -> Vec<Block> {
+    let Block::ToolResult {
+        tool_use_id,
+        content,
+        is_error,
+    } = b
+    else {
+        return vec![b];
+    };
+    let whose = if call_earlier {
+        "which does not answer the turn just before it"
+    } else {
+        "whose call is not in this context"
+    };
+    let verb = if is_error { "failed" } else { "returned" };
+    let mut out = vec![Block::text(format!(
+        "[ctx: the result of tool call {tool_use_id}, {whose}; it {verb}:]"
+    ))];
+    for c in content {
+        match (out.last_mut(), c) {
+            (Some(Block::Text { text: prev }), Block::Text { text }) => {
+                prev.push('\n');
+                prev.push_str(&text);
+            }
+            (_, c) => out.push(c),
+        }
+    }
+    out
+}
+
 /// A conversation reduced to what a translation must keep: system prompts
 /// apart (each API places them its own way), timestamps gone, adjacent
 /// messages of one role merged and adjacent text joined (APIs treat both as

@@ -381,6 +381,10 @@ impl Codec for ClaudeCodeCodec {
         }
     }
 
+    fn place(&self, origin: usize) -> String {
+        format!("line {}", origin + 1)
+    }
+
     fn pairs_tool_results(&self) -> bool {
         // The runtime's own log: stored as written.
         false

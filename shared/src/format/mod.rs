@@ -128,7 +128,7 @@ pub use claude_code::{ClaudeCodeCodec, Segment, SegmentKind, segments};
 pub use openai::OpenAiCodec;
 pub use openai_responses::OpenAiResponsesCodec;
 pub use raw::RawCodec;
-pub use translate::{Tier, Translated};
+pub use translate::{Fidelity, FidelityChange, FidelityChangeKind, Tier, Translated};
 
 use canonical::Conversation;
 
@@ -295,6 +295,12 @@ pub trait Codec: Send + Sync + 'static {
                 tokens: estimate_tokens(delta.len()),
             },
         }
+    }
+
+    /// Where the element a decoded message came from (its `origin`) is,
+    /// as a person would look for it: `index 3` in an array format.
+    fn place(&self, origin: usize) -> String {
+        at_index(origin)
     }
 
     /// Decodes a (valid) context into the canonical model.

@@ -11,7 +11,7 @@ use proptest::prelude::*;
 use serde_json::{Value, json};
 
 use super::canonical::{self, Block, Conversation, ImageSource, Message, Role};
-use super::translate::{Part, Tier, translate};
+use super::translate::{FidelityChangeKind, Part, Tier, translate};
 use super::*;
 use crate::clock::ManualClock;
 use crate::service::{Service, Stop};
@@ -297,11 +297,144 @@ fn every_pair_of_formats_translates_both_ways_keeping_what_must_survive() {
     insta::assert_json_snapshot!("translations", outputs);
 }
 
+/// A Claude Code transcript with three tool pairs and, between a call and
+/// its result, the result of a call that is not in it (a rewind, a
+/// compaction or an imported fragment): line 6.
+fn transcript_with_an_orphan() -> String {
+    let user = |uuid: &str, content: Value| {
+        json!({"type": "user", "uuid": uuid, "timestamp": "2026-01-01T00:00:00Z",
+               "message": {"role": "user", "content": content}})
+    };
+    let assistant = |uuid: &str, id: &str, content: Value| {
+        json!({"type": "assistant", "uuid": uuid, "timestamp": "2026-01-01T00:00:01Z",
+               "message": {"id": id, "role": "assistant", "content": content}})
+    };
+    let call = |id: &str, cmd: &str| json!({"type": "tool_use", "id": id, "name": "Bash", "input": {"command": cmd}});
+    let result =
+        |id: &str, out: &str| json!({"type": "tool_result", "tool_use_id": id, "content": out});
+    let lines = [
+        user("u1", json!("How big is the repo, and what changed?")),
+        assistant("u2", "msg_1", json!([call("toolu_1", "du -sh .")])),
+        user("u3", json!([result("toolu_1", "12M\t.")])),
+        assistant(
+            "u4",
+            "msg_2",
+            json!([{"type": "text", "text": "Now the log."}, call("toolu_2", "git log -1")]),
+        ),
+        user(
+            "u5",
+            json!([{"type": "tool_result", "tool_use_id": "toolu_gone", "content": "42 rows", "is_error": false}]),
+        ),
+        user("u6", json!([result("toolu_2", "commit abc")])),
+        assistant("u7", "msg_3", json!([call("toolu_3", "git status")])),
+        user("u8", json!([result("toolu_3", "clean")])),
+        assistant(
+            "u9",
+            "msg_4",
+            json!([{"type": "text", "text": "12M, last commit abc, clean."}]),
+        ),
+    ];
+    lines.iter().map(|l| format!("{l}\n")).collect()
+}
+
 #[test]
-fn no_faithful_mapping_falls_back_to_a_narrative() {
+fn an_orphan_tool_result_is_carried_as_text_and_every_pair_stays_native() {
+    let f = formats();
+    let transcript = transcript_with_an_orphan();
+    let part = Part {
+        origin: "commit ctx-x".into(),
+        format: fid("claude-code-v1"),
+        bytes: Bytes::from(transcript),
+    };
+    for to in STRUCTURED.into_iter().filter(|t| *t != "claude-code-v1") {
+        let out = translate(&f, vec![part.clone()], &fid(to)).unwrap();
+        assert_eq!(out.tier, Tier::CrossRuntime, "{to}: {}", out.note);
+        let got = f.codec(&fid(to)).to_canonical(&out.bytes).unwrap();
+        // Every pair is native tool blocks, in order.
+        let results = tool_results(&got);
+        let paired: Vec<_> = results
+            .iter()
+            .filter(|r| r.0 != "toolu_gone")
+            .map(|r| (r.0.as_str(), r.1.as_str()))
+            .collect();
+        assert_eq!(
+            paired,
+            [
+                ("toolu_1", "12M\t."),
+                ("toolu_2", "commit abc"),
+                ("toolu_3", "clean")
+            ],
+            "{to}"
+        );
+        let uses: Vec<_> = got
+            .messages
+            .iter()
+            .flat_map(|m| &m.content)
+            .filter_map(|b| match b {
+                Block::ToolUse { id, .. } => Some(id.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(uses, ["toolu_1", "toolu_2", "toolu_3"], "{to}");
+        let fidelity = out.fidelity.expect("a cross-runtime translation reports");
+        assert_eq!(fidelity.dropped, 0, "{to}: {fidelity:?}");
+        if to.starts_with("bureau-agent") {
+            // A bureau agent's message log holds it as it was.
+            assert!(results.iter().any(|r| r.0 == "toolu_gone"), "{to}");
+            assert_eq!((fidelity.kept, fidelity.converted), (9, 0), "{to}");
+            assert!(fidelity.changes.is_empty(), "{to}: {fidelity:?}");
+            continue;
+        }
+        // An API's array: the orphan is text saying what it is, after the
+        // result of the turn's call (the API takes text only after them).
+        assert!(
+            got.open_results().is_empty(),
+            "{to}: {:?}",
+            got.open_results()
+        );
+        let texts: Vec<&str> = got
+            .messages
+            .iter()
+            .filter(|m| m.role == Role::User)
+            .flat_map(|m| &m.content)
+            .filter_map(|b| match b {
+                Block::Text { text } => Some(text.as_str()),
+                _ => None,
+            })
+            .collect();
+        let orphan = texts
+            .iter()
+            .find(|t| t.contains("toolu_gone"))
+            .unwrap_or_else(|| panic!("{to}: no text names the orphan: {texts:?}"));
+        assert!(
+            orphan.contains("whose call is not in this context") && orphan.contains("42 rows"),
+            "{to}: {orphan}"
+        );
+        assert_eq!(
+            (fidelity.kept, fidelity.converted, fidelity.dropped),
+            (8, 1, 0),
+            "{to}: {fidelity:?}"
+        );
+        assert_eq!(fidelity.changes.len(), 1, "{to}: {fidelity:?}");
+        let change = &fidelity.changes[0];
+        assert_eq!(change.kind, FidelityChangeKind::Converted);
+        assert_eq!(change.message, 4);
+        assert_eq!(change.at, "commit ctx-x, line 5");
+        assert_eq!(change.tool_use_id.as_deref(), Some("toolu_gone"));
+        assert!(
+            change.reason.contains("not in this context"),
+            "{}",
+            change.reason
+        );
+    }
+}
+
+#[test]
+fn a_lone_orphan_is_text_and_the_rest_stays_native() {
     let f = formats();
     // A tool result whose call is outside the context (cut off by a
-    // compaction): no Messages API or Chat Completions array can hold it.
+    // compaction): no Messages API or Chat Completions array can hold it,
+    // so it is text saying what it is; the reply after it stays a message.
     let conv = Conversation {
         messages: vec![
             Message::new(
@@ -335,17 +468,131 @@ fn no_faithful_mapping_falls_back_to_a_narrative() {
             &fid(to),
         )
         .unwrap();
-        assert_eq!(out.tier, Tier::Narrative, "{to}");
+        assert_eq!(out.tier, Tier::CrossRuntime, "{to}: {}", out.note);
         let got = f.codec(&fid(to)).to_canonical(&out.bytes).unwrap();
-        assert_eq!(got.messages.len(), 1);
-        let Block::Text { text } = &got.messages[0].content[0] else {
-            panic!("a narrative is text")
-        };
-        assert!(text.contains("What the previous session knew"));
-        assert!(text.contains("returned:\n\n42 rows"), "{text}");
-        assert!(text.contains("The query returned 42 rows."));
-        assert!(text.contains("toolu_gone"));
+        assert_eq!(got.messages.len(), 2, "{to}");
+        assert_eq!(
+            got.messages[0].content,
+            [Block::text(
+                "[ctx: the result of tool call toolu_gone, whose call is not in this context; \
+                 it returned:]\n42 rows"
+            )],
+            "{to}"
+        );
+        assert_eq!(
+            got.messages[1].content,
+            [Block::text("The query returned 42 rows.")]
+        );
+        let fidelity = out.fidelity.unwrap();
+        assert_eq!((fidelity.kept, fidelity.converted), (1, 1), "{to}");
+        assert_eq!(fidelity.changes[0].at, "commit ctx-x, index 0");
     }
+}
+
+#[test]
+fn the_fidelity_report_names_what_the_target_does_not_carry_and_stays_bounded() {
+    let f = formats();
+    let part = |format: &str, bytes: Bytes| Part {
+        origin: "commit ctx-r".into(),
+        format: fid(format),
+        bytes,
+    };
+    let reference = part(
+        "anthropic-messages-v1",
+        AnthropicCodec.encode_canonical(&reference()).unwrap().bytes,
+    );
+    let report = |to: &str| {
+        let out = translate(&f, vec![reference.clone()], &fid(to)).unwrap();
+        assert_eq!(out.tier, Tier::CrossRuntime, "{to}: {}", out.note);
+        let fidelity = out.fidelity.unwrap();
+        let changes: Vec<_> = fidelity
+            .changes
+            .iter()
+            .map(|c| (c.kind, c.message, c.at.as_str(), c.tool_use_id.as_deref()))
+            .collect();
+        (
+            (fidelity.kept, fidelity.converted, fidelity.dropped),
+            format!("{changes:?}"),
+            fidelity,
+        )
+    };
+    // OpenAI chat holds no thinking and no error flag.
+    let (counts, changes, fidelity) = report("openai-chat-v1");
+    assert_eq!(counts, (4, 2, 0));
+    assert_eq!(
+        changes,
+        r#"[(Converted, 2, "commit ctx-r, index 2", None), (Converted, 3, "commit ctx-r, index 3", Some("toolu_2"))]"#
+    );
+    assert!(
+        fidelity.changes[0]
+            .reason
+            .contains("does not carry thinking")
+    );
+    assert!(fidelity.changes[1].reason.contains("after \"Error: \""));
+    // A transcript holds no system prompt: Claude Code supplies its own.
+    let (counts, changes, fidelity) = report("claude-code-v1");
+    assert_eq!(counts, (5, 0, 1));
+    assert_eq!(changes, r#"[(Dropped, 0, "commit ctx-r, index 0", None)]"#);
+    assert!(fidelity.changes[0].reason.contains("system prompt"));
+    // Everything carried: counted, nothing listed.
+    let (counts, changes, fidelity) = report("bureau-agent-v2");
+    assert_eq!((counts, changes.as_str()), ((6, 0, 0), "[]"));
+    assert_eq!(fidelity.note, "");
+
+    // Forty results of calls cut off by a compaction, then a result of a
+    // call two turns back: every one counted, 32 listed.
+    let result = |id: &str| Block::ToolResult {
+        tool_use_id: id.into(),
+        content: vec![Block::text("ok")],
+        is_error: false,
+    };
+    let mut messages: Vec<Message> = (0..40)
+        .map(|i| Message::new(Role::User, vec![result(&format!("toolu_gone_{i}"))]))
+        .collect();
+    messages.extend([
+        Message::new(
+            Role::Assistant,
+            vec![Block::ToolUse {
+                id: "toolu_late".into(),
+                name: "Bash".into(),
+                input: json!({}),
+            }],
+        ),
+        Message::new(Role::User, vec![Block::text("never mind")]),
+        Message::new(Role::Assistant, vec![Block::text("ok")]),
+        Message::new(Role::User, vec![result("toolu_late")]),
+    ]);
+    let conv = Conversation { messages };
+    let bytes = BureauV2Codec.encode_canonical(&conv).unwrap().bytes;
+    let out = translate(
+        &f,
+        vec![part("bureau-agent-v2", bytes)],
+        &fid("openai-chat-v1"),
+    )
+    .unwrap();
+    assert_eq!(out.tier, Tier::CrossRuntime, "{}", out.note);
+    let fidelity = out.fidelity.unwrap();
+    assert_eq!(
+        (fidelity.kept, fidelity.converted, fidelity.dropped),
+        (3, 41, 0)
+    );
+    assert_eq!(
+        (fidelity.changes.len(), fidelity.unlisted),
+        (translate::MAX_CHANGES, 9)
+    );
+    let got = OpenAiCodec.to_canonical(&out.bytes).unwrap();
+    let Some(Block::Text { text }) = got.messages.last().and_then(|m| m.content.first()) else {
+        panic!("the late result is text: {got:?}")
+    };
+    assert_eq!(
+        text,
+        "[ctx: the result of tool call toolu_late, which does not answer the turn just before it; it returned:]\nok"
+    );
+}
+
+#[test]
+fn no_faithful_mapping_falls_back_to_a_narrative() {
+    let f = formats();
     // An image inside a tool result cannot go into OpenAI's tool messages.
     let mut r = reference();
     r.messages[3].content[0] = Block::ToolResult {
@@ -370,6 +617,24 @@ fn no_faithful_mapping_falls_back_to_a_narrative() {
     .unwrap();
     assert_eq!(out.tier, Tier::Narrative);
     assert!(out.note.contains("holds more than text"), "{}", out.note);
+    let got = OpenAiCodec.to_canonical(&out.bytes).unwrap();
+    assert_eq!(got.messages.len(), 1);
+    let Block::Text { text } = &got.messages[0].content[0] else {
+        panic!("a narrative is text")
+    };
+    assert!(text.contains("What the previous session knew"));
+    assert!(
+        text.contains("Called tool `Read` (call toolu_2) with arguments"),
+        "{text}"
+    );
+    assert!(text.contains("failed:\n\npermission denied"), "{text}");
+    assert!(text.contains("[image at https://example.invalid/x.png]"));
+    let fidelity = out.fidelity.unwrap();
+    assert_eq!(
+        (fidelity.kept, fidelity.converted, fidelity.dropped),
+        (0, 6, 0)
+    );
+    assert_eq!(fidelity.note, out.note);
     // A content part of one API has no place in another API's messages.
     let audio = json!([{"role": "user", "content": [
         {"type": "text", "text": "Transcribe this."},
@@ -744,7 +1009,7 @@ async fn a_runtime_log_with_an_unpaired_tool_result_is_stored_as_written_with_a_
         Some("anthropic-messages-v1"),
     )
     .await;
-    assert_eq!(tier, "narrative");
+    assert_eq!(tier, "cross-runtime");
     assert!(
         AnthropicCodec
             .to_canonical(&api)

@@ -15,7 +15,7 @@ use super::hot::Hot;
 use crate::commit::{Commit, CommitType, Stop};
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::FormatId;
-use crate::format::translate::{self, Part, Tier};
+use crate::format::translate::{self, Fidelity, Part, Tier};
 use crate::id::{ArtifactRef, CommitId, Hash, RefName, TenantId};
 use crate::store::{BlobArea, Fetched, MaterializeKey, Materialized};
 
@@ -32,6 +32,8 @@ pub(crate) struct Joined {
     pub(crate) token_count: u64,
     /// How faithful a translation was (`Native` when none was needed).
     pub(crate) tier: Tier,
+    /// What a translation did not carry as it was.
+    pub(crate) fidelity: Option<Fidelity>,
 }
 
 /// A materialized context and whether it came from the cache.
@@ -151,6 +153,7 @@ impl Service {
                             message_count: c.message_count,
                             token_count: c.token_count,
                             tier: Tier::Native,
+                            fidelity: None,
                         },
                         cached: false,
                     };
@@ -188,6 +191,7 @@ impl Service {
                             message_count: joined.message_count,
                             token_count: joined.token_count,
                             tier: joined.tier,
+                            fidelity: joined.fidelity.clone(),
                         },
                         cached: false,
                     };
@@ -425,6 +429,7 @@ impl Service {
                 message_count: joined.message_count,
                 token_count: joined.token_count,
                 tier: joined.tier,
+                fidelity: joined.fidelity.clone(),
             },
             bytes: joined.bytes,
             hasher,
@@ -452,6 +457,7 @@ impl Service {
             message_count: joined.message_count,
             token_count: joined.token_count,
             tier: joined.tier,
+            fidelity: joined.fidelity.clone(),
         };
         Ok((m, joined.bytes))
     }
@@ -472,6 +478,7 @@ impl Service {
                 message_count: parts.iter().map(|c| c.message_count).sum(),
                 token_count: parts.iter().map(|c| c.token_count).sum(),
                 tier: Tier::Native,
+                fidelity: None,
             });
         }
         let translate_parts: Vec<Part> = parts
@@ -504,6 +511,7 @@ impl Service {
                 .unwrap_or_else(|| parts.iter().map(|c| c.message_count).sum()),
             token_count: counts.tokens,
             tier: out.tier,
+            fidelity: out.fidelity,
             bytes: out.bytes,
         })
     }
@@ -853,6 +861,7 @@ fn appended(base: &Materialized, newer: &[Commit], joined: Bytes, hasher: blake3
             message_count: base.message_count + newer.iter().map(|c| c.message_count).sum::<u64>(),
             token_count: base.token_count + newer.iter().map(|c| c.token_count).sum::<u64>(),
             tier: Tier::Native,
+            fidelity: None,
         },
         bytes: joined,
         hasher,

@@ -59,11 +59,12 @@ mod workspaces;
 
 pub use crate::commit::Stop;
 pub use agents::{
-    MAX_SAVES, MAX_WINDOW_COMMITS, RESTORED_FROM, WORKING_CONTEXT_SCHEMA, check_snapshot,
+    MAX_DOC_BYTES, MAX_DOC_FILES, MAX_DOCS_BYTES, MAX_SAVES, MAX_STATUS_ITEMS, MAX_WINDOW_COMMITS,
+    NewProcess, RESTORED_FROM, WORKING_CONTEXT_SCHEMA, check_snapshot,
 };
 pub use batch::{BatchArtifact, BatchDone, BatchEntry, NewBatch, NewRefMove, RefTarget};
 pub use branches::{
-    BudgetNotice, Expired, MAX_DESCRIPTION, MAX_MESSAGE, MAX_PROMPT, Sweep, TokioTimer,
+    BudgetNotice, Expired, MAX_DESCRIPTION, MAX_ERROR, MAX_MESSAGE, MAX_PROMPT, Sweep, TokioTimer,
     WARN_PERCENT, Wake,
 };
 pub use checkpoint::{Checkpointed, Delta, NewCommit};

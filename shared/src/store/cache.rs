@@ -10,7 +10,7 @@ use utoipa::ToSchema;
 use crate::commit::Stop;
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::FormatId;
-use crate::format::translate::Tier;
+use crate::format::translate::{Fidelity, Tier};
 use crate::id::{ArtifactRef, CommitId, TenantId};
 
 /// The entries of the materialization cache (their bytes are cached
@@ -121,6 +121,12 @@ pub struct Materialized {
     pub token_count: u64,
     /// How it was produced.
     pub tier: Tier,
+    /// What a translation through the canonical model did not carry as it
+    /// was: messages kept, converted and dropped, with the reasons. Absent
+    /// when every message was carried as it was (tiers `native` and
+    /// `field-level`) and for a target ctx cannot write.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fidelity: Option<Fidelity>,
 }
 
 /// The refusal of [`MaterializationCache::put_materialized`] for a commit that is

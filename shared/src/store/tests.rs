@@ -391,6 +391,7 @@ async fn an_entry_cached_while_its_commit_is_erased_goes_with_it() {
         message_count: 1,
         token_count: 1,
         tier: crate::format::translate::Tier::Native,
+        fidelity: None,
     };
     *meta.late.lock().unwrap() = Some((key.clone(), m));
     let erased = svc

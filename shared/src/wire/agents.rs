@@ -8,15 +8,18 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use crate::agent::{
-    AgentPatch, ContextWindow, RestoreOptions, RestoredContext, SaveId, SaveRecord, Settings,
+    AgentPatch, AssembledContext, ContextWindow, RestoreOptions, RestoredContext, SaveId,
+    SaveRecord, Settings,
 };
 use crate::commit::Commit;
 use crate::format::FormatId;
 use crate::id::{ArtifactRef, Principal};
+use crate::workspace::WorkspaceId;
 
 pub use crate::agent::{
-    RestoreSource, SessionFile, SessionMessage, SessionThread, WindowReason,
-    WorkingContextSnapshot, WorkingMessage,
+    AgentDocs, AssembledConversation, BranchActivity, DocFile, OmittedDoc, RestoreSource,
+    RunningProcess, SessionFile, SessionMessage, SessionThread, StatusPreamble, ThreadActivity,
+    WindowReason, WorkingContextSnapshot, WorkingMessage,
 };
 
 /// `GET`/`PATCH /v1/agents/{agent}`: an agent's settings.
@@ -35,6 +38,12 @@ pub struct AgentSettings {
     pub last_clear: Option<DateTime<Utc>>,
     /// The cached working context's epoch, if there is a cache.
     pub working_context_epoch: Option<u64>,
+    /// The system prompt of the agent's assembled context (absent when
+    /// not set).
+    pub system_prompt: Option<String>,
+    /// The workspace whose files are the agent's docs (absent when not
+    /// set).
+    pub docs_workspace: Option<WorkspaceId>,
 }
 
 /// `PATCH /v1/agents/{agent}`.
@@ -52,6 +61,90 @@ pub struct PatchAgentRequest {
     /// Refresh the working-context cache at safe boundaries.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub persist_working_context: Option<bool>,
+    /// The system prompt of the agent's assembled context: at most
+    /// 65,536 bytes, no control characters but newline, tab and carriage
+    /// return; empty clears it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(max_length = 65_536)]
+    pub system_prompt: Option<String>,
+    /// The workspace whose files are the agent's docs (a workspace id);
+    /// empty clears it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(max_length = 64)]
+    pub docs_workspace: Option<String>,
+}
+
+/// `PUT /v1/agents/{agent}/processes/{process_id}`: a process running for
+/// the agent.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PutProcessRequest {
+    /// What it is doing (1 to 1024 bytes, no control characters but
+    /// newline and tab).
+    #[schema(
+        min_length = 1,
+        max_length = 1024,
+        pattern = "^[^\\x00-\\x08\\x0b-\\x1f\\x7f-\\x9f]*$"
+    )]
+    pub description: String,
+    /// When it started (default: now).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<DateTime<Utc>>,
+    /// The thread it works for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(
+        min_length = 1,
+        max_length = 256,
+        pattern = "^[^\\x00-\\x08\\x0b-\\x1f\\x7f-\\x9f]*$"
+    )]
+    pub thread_id: Option<String>,
+    /// When to stop listing it if it is never removed (after now).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<DateTime<Utc>>,
+}
+
+/// `GET /v1/agents/{agent}/processes`: by id.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct ProcessList {
+    /// The processes registered and still running.
+    pub processes: Vec<RunningProcess>,
+}
+
+/// `GET /v1/agents/{agent}/context`: the context of an LLM call, in the
+/// seed's order, as sections and as one conversation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct AssembledContextResponse {
+    /// The agent.
+    #[schema(value_type = String)]
+    pub agent: Principal,
+    /// The thread.
+    pub thread_id: String,
+    /// 1. The system prompt (absent when not set).
+    pub system_prompt: Option<String>,
+    /// 2. The agent's docs.
+    pub docs: AgentDocs,
+    /// 3. The thread and process status preamble.
+    pub status: StatusPreamble,
+    /// 4. The thread's rolling window.
+    pub window: Window,
+    /// All four as one conversation: the first three as system messages
+    /// (user messages in a format without them, text before the window's
+    /// bytes in an opaque one), then the window's messages.
+    pub conversation: AssembledConversation,
+}
+
+impl From<AssembledContext> for AssembledContextResponse {
+    fn from(a: AssembledContext) -> Self {
+        AssembledContextResponse {
+            agent: a.agent,
+            thread_id: a.thread_id,
+            system_prompt: a.system_prompt,
+            docs: a.docs,
+            status: a.status,
+            window: a.window.into(),
+            conversation: a.conversation,
+        }
+    }
 }
 
 /// `POST /v1/agents/{agent}/clear`.
@@ -181,6 +274,8 @@ impl From<Settings> for AgentSettings {
             persist_working_context: s.persist_working_context,
             last_clear: s.last_clear,
             working_context_epoch: s.working_context_epoch,
+            system_prompt: s.system_prompt,
+            docs_workspace: s.docs_workspace,
         }
     }
 }
@@ -190,6 +285,8 @@ impl From<PatchAgentRequest> for AgentPatch {
         AgentPatch {
             window_seconds: r.window_seconds,
             persist_working_context: r.persist_working_context,
+            system_prompt: r.system_prompt,
+            docs_workspace: r.docs_workspace,
         }
     }
 }

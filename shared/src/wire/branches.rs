@@ -82,15 +82,68 @@ pub struct BranchCreated {
 #[serde(deny_unknown_fields)]
 pub struct BranchReturnRequest {
     /// The result to hand back (at most 50,000 characters); secrets in it
-    /// are scrubbed.
+    /// are scrubbed. With `status: failed`, what the agent adds to the
+    /// error (may be empty).
+    #[serde(default)]
     #[schema(max_length = 50_000)]
     pub message: String,
+    /// `completed` (the default) or `failed`: the agent returns its branch
+    /// early as failed (FR-008); then `error` is required.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<ReturnStatus>,
+    /// What went wrong (with `status: failed`; at most 5,000 characters,
+    /// not blank, scrubbed): the parent's chain gets it with the branch's
+    /// description, and the branch's `reason` is this error.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(max_length = 5_000)]
+    pub error: Option<String>,
+}
+
+impl BranchReturnRequest {
+    /// A successful return of `message`.
+    pub fn completed(message: impl Into<String>) -> Self {
+        BranchReturnRequest {
+            message: message.into(),
+            status: None,
+            error: None,
+        }
+    }
+
+    /// The error of a failed return; none for a successful one.
+    ///
+    /// # Errors
+    /// `Invalid` (field `error`) for `status: failed` without an error, or
+    /// an error without `status: failed`.
+    pub fn failure(&self) -> crate::error::Result<Option<&str>> {
+        match (self.status.unwrap_or(ReturnStatus::Completed), &self.error) {
+            (ReturnStatus::Completed, None) => Ok(None),
+            (ReturnStatus::Failed, Some(e)) => Ok(Some(e)),
+            (ReturnStatus::Failed, None) => Err(crate::error::Error::invalid(
+                "error",
+                "status failed needs an error: say what went wrong",
+            )),
+            (ReturnStatus::Completed, Some(_)) => Err(crate::error::Error::invalid(
+                "error",
+                "an error is only given with status \"failed\"",
+            )),
+        }
+    }
+}
+
+/// How the agent ends its branch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ReturnStatus {
+    /// It finished: `message` is its result.
+    Completed,
+    /// It could not finish: `error` says why (FR-008).
+    Failed,
 }
 
 /// What `branch_return` answers.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct BranchReturned {
-    /// Always true (failures are errors).
+    /// False for a branch returned as failed.
     pub success: bool,
     /// Tokens checkpointed into the branch.
     pub tokens_used: u64,

@@ -25,9 +25,12 @@ from ._core import (
 )
 
 __all__ = [
+    "AgentDocs",
     "AgentSettings",
     "ArtifactInfo",
     "ArtifactRef",
+    "AssembledContextResponse",
+    "AssembledConversation",
     "BTreeMap",
     "BatchArtifact",
     "BatchCommitRequest",
@@ -35,6 +38,7 @@ __all__ = [
     "BatchRequest",
     "BatchResponse",
     "BlobArea",
+    "BranchActivity",
     "BranchCreateRequest",
     "BranchCreated",
     "BranchId",
@@ -51,12 +55,16 @@ __all__ = [
     "CompactResponse",
     "Conflict",
     "Context",
+    "DocFile",
     "Erased",
     "ErrorBody",
     "ErrorDetail",
     "ErrorKind",
     "EvictRequest",
     "Evicted",
+    "Fidelity",
+    "FidelityChange",
+    "FidelityChangeKind",
     "FileEntry",
     "FileList",
     "FilePath",
@@ -75,6 +83,7 @@ __all__ = [
     "MissingSummaryFilter",
     "MissingSummaryList",
     "Notes",
+    "OmittedDoc",
     "PatchAgentRequest",
     "Pin",
     "PinChanged",
@@ -84,6 +93,8 @@ __all__ = [
     "PresignedDownload",
     "PresignedUpload",
     "Principal",
+    "ProcessList",
+    "PutProcessRequest",
     "ReadRequest",
     "ReadResponse",
     "RefList",
@@ -95,6 +106,8 @@ __all__ = [
     "RestoreResponse",
     "RestoreSource",
     "Restored",
+    "ReturnStatus",
+    "RunningProcess",
     "SaveId",
     "SaveList",
     "SaveRecord",
@@ -105,9 +118,11 @@ __all__ = [
     "SessionMessage",
     "SessionThread",
     "SetRefRequest",
+    "StatusPreamble",
     "SummarizeRequest",
     "SummaryState",
     "Tastes",
+    "ThreadActivity",
     "Tier",
     "Trigger",
     "UpdateMetadataRequest",
@@ -125,6 +140,10 @@ OPERATIONS = {
     "get_agent": ("GET", "/v1/agents/{agent}"),
     "patch_agent": ("PATCH", "/v1/agents/{agent}"),
     "clear": ("POST", "/v1/agents/{agent}/clear"),
+    "assemble": ("GET", "/v1/agents/{agent}/context"),
+    "list_processes": ("GET", "/v1/agents/{agent}/processes"),
+    "put_process": ("PUT", "/v1/agents/{agent}/processes/{process_id}"),
+    "delete_process": ("DELETE", "/v1/agents/{agent}/processes/{process_id}"),
     "list_saves": ("GET", "/v1/agents/{agent}/saves"),
     "save": ("POST", "/v1/agents/{agent}/saves"),
     "get_save": ("GET", "/v1/agents/{agent}/saves/{save_id}"),
@@ -176,11 +195,28 @@ OPERATIONS = {
 # --- schemas ------------------------------------------------------------------
 
 
+class AgentDocs(TypedDict):
+    """The agent's docs: the files of its docs workspace, by path, bounded."""
+
+    files: list[DocFile]
+    """The files in the context, by path."""
+    omitted: list[OmittedDoc]
+    """The files left out, by path."""
+    truncated: bool
+    """True when a file was cut or left out."""
+    workspace: NotRequired[WorkspaceId | None]
+    """The docs workspace (absent when the agent names none)."""
+
+
 class AgentSettings(TypedDict):
     """`GET`/`PATCH /v1/agents/{agent}`: an agent's settings."""
 
     agent: str
     """The agent (a principal)."""
+    docs_workspace: NotRequired[WorkspaceId | None]
+    """The workspace whose files are the agent's docs (absent when not
+    set).
+    """
     last_clear: NotRequired[str | None]
     """The latest clear; absent before the first (the window then
     starts at the agent's first commit).
@@ -188,6 +224,10 @@ class AgentSettings(TypedDict):
     persist_working_context: bool
     """Whether the working-context cache is refreshed at safe
     boundaries (default false).
+    """
+    system_prompt: NotRequired[str | None]
+    """The system prompt of the agent's assembled context (absent when
+    not set).
     """
     window_seconds: int
     """The rolling window's length (default 86,400)."""
@@ -206,6 +246,45 @@ class ArtifactInfo(TypedDict):
 
 # An artifact: `art-` and the BLAKE3 hash of its bytes in lower-case hex.
 ArtifactRef: TypeAlias = str
+
+
+class AssembledContextResponse(TypedDict):
+    """`GET /v1/agents/{agent}/context`: the context of an LLM call, in the
+    seed's order, as sections and as one conversation.
+    """
+
+    agent: str
+    """The agent."""
+    conversation: AssembledConversation
+    """All four as one conversation: the first three as system messages
+    (user messages in a format without them, text before the window's
+    bytes in an opaque one), then the window's messages.
+    """
+    docs: AgentDocs
+    """2. The agent's docs."""
+    status: StatusPreamble
+    """3. The thread and process status preamble."""
+    system_prompt: NotRequired[str | None]
+    """1. The system prompt (absent when not set)."""
+    thread_id: str
+    """The thread."""
+    window: Window
+    """4. The thread's rolling window."""
+
+
+class AssembledConversation(TypedDict):
+    """The assembled context as one conversation in a format."""
+
+    base64: NotRequired[str | None]
+    """Its bytes in base64, when they are not UTF-8 (CBOR)."""
+    format: FormatId
+    """Its format."""
+    lost: list[str]
+    """What the format could not hold (empty when nothing was lost)."""
+    message_count: int
+    """Messages in it (the prefix's and the window's)."""
+    text: NotRequired[str | None]
+    """Its bytes, when they are UTF-8 (JSON, JSONL, text)."""
 
 
 BTreeMap: TypeAlias = dict[str, str]
@@ -348,6 +427,25 @@ class BatchResponse(TypedDict):
 BlobArea: TypeAlias = Literal["durable", "cache", "staged"]
 
 
+class BranchActivity(TypedDict):
+    """An active folded branch of one of the agent's sessions."""
+
+    branch_id: BranchId
+    """The branch."""
+    budget: int
+    """Tokens it may use."""
+    deadline: str
+    """When it times out."""
+    depth: int
+    """Its depth (1 under the session)."""
+    description: str
+    """What it is for."""
+    session_id: str
+    """Its session."""
+    tokens_used: int
+    """Tokens it has used."""
+
+
 class BranchCreateRequest(TypedDict):
     """`POST /v1/branches`."""
 
@@ -391,9 +489,19 @@ BranchId: TypeAlias = str
 class BranchReturnRequest(TypedDict):
     """`POST /v1/branches/{br}/return`."""
 
-    message: str
+    error: NotRequired[str | None]
+    """What went wrong (with `status: failed`; at most 5,000 characters,
+    not blank, scrubbed): the parent's chain gets it with the branch's
+    description, and the branch's `reason` is this error.
+    """
+    message: NotRequired[str]
     """The result to hand back (at most 50,000 characters); secrets in it
-    are scrubbed.
+    are scrubbed. With `status: failed`, what the agent adds to the
+    error (may be empty).
+    """
+    status: NotRequired[ReturnStatus | None]
+    """`completed` (the default) or `failed`: the agent returns its branch
+    early as failed (FR-008); then `error` is required.
     """
 
 
@@ -409,7 +517,7 @@ class BranchReturned(TypedDict):
     redactions: dict[str, int]
     """Secrets replaced, per rule."""
     success: bool
-    """Always true (failures are errors)."""
+    """False for a branch returned as failed."""
     tokens_used: int
     """Tokens checkpointed into the branch."""
 
@@ -642,6 +750,21 @@ class Context(TypedDict):
     """`_default.md` and the genres the brief names."""
 
 
+class DocFile(TypedDict):
+    """One of an agent's docs in an assembled context."""
+
+    path: FilePath
+    """Its path in the docs workspace."""
+    size: int
+    """Its whole size in bytes."""
+    text: str
+    """Its text (the head only when `truncated`)."""
+    truncated: bool
+    """Whether only the head of the file is in `text`."""
+    version: CommitId
+    """Its version (the file's tip commit)."""
+
+
 class Erased(TypedDict):
     """What an erase removed (only what was there to remove: a re-run after a
     finished erase removes nothing).
@@ -755,6 +878,50 @@ class Evicted(TypedDict):
     """
     marked: int
     """Eviction markers this call set (0 on a re-run)."""
+
+
+class Fidelity(TypedDict):
+    """What a translation did not carry as it was: messages kept, converted and
+    dropped, and each change with its reason. Messages are those ctx read
+    from the chain (the canonical conversation: a Claude Code transcript's
+    file snapshots and titles are none).
+    """
+
+    changes: NotRequired[list[FidelityChange]]
+    """The changes, in message order, at most 32 (`unlisted` counts the
+    rest).
+    """
+    converted: int
+    """Messages carried in another form: a tool result as text, a message
+    without its thinking, every message of a narrative.
+    """
+    dropped: int
+    """Messages left out: the target holds nothing of what they are."""
+    kept: int
+    """Messages carried as they were."""
+    note: NotRequired[str]
+    """Why the tier is not a better one (empty when nothing forced it)."""
+    unlisted: NotRequired[int]
+    """Changes not listed."""
+
+
+class FidelityChange(TypedDict):
+    """One message a translation did not carry as it was."""
+
+    at: str
+    """Where it was stored: the commit and the line or index in its delta."""
+    kind: FidelityChangeKind
+    """Converted or dropped."""
+    message: int
+    """The message's position in the chain's conversation, from 0."""
+    reason: str
+    """Why, and what became of it."""
+    tool_use_id: NotRequired[str | None]
+    """The tool call a converted tool result names."""
+
+
+# Whether a message was carried in another form or left out.
+FidelityChangeKind: TypeAlias = Literal["converted", "dropped"]
 
 
 class FileEntry(TypedDict):
@@ -908,6 +1075,12 @@ class Materialized(TypedDict):
 
     artifact_ref: ArtifactRef
     """The artifact holding the materialized context."""
+    fidelity: NotRequired[Fidelity | None]
+    """What a translation through the canonical model did not carry as it
+    was: messages kept, converted and dropped, with the reasons. Absent
+    when every message was carried as it was (tiers `native` and
+    `field-level`) and for a target ctx cannot write.
+    """
     message_count: int
     """Messages in it."""
     size: int
@@ -958,11 +1131,29 @@ class Notes(TypedDict):
     """Whether lines were elided."""
 
 
+class OmittedDoc(TypedDict):
+    """A doc left out of an assembled context, and why."""
+
+    path: FilePath
+    """Its path in the docs workspace."""
+    reason: str
+    """Why: not UTF-8 text, over the file count, or over the docs budget."""
+
+
 class PatchAgentRequest(TypedDict):
     """`PATCH /v1/agents/{agent}`."""
 
+    docs_workspace: NotRequired[str | None]
+    """The workspace whose files are the agent's docs (a workspace id);
+    empty clears it.
+    """
     persist_working_context: NotRequired[bool | None]
     """Refresh the working-context cache at safe boundaries."""
+    system_prompt: NotRequired[str | None]
+    """The system prompt of the agent's assembled context: at most
+    65,536 bytes, no control characters but newline, tab and carriage
+    return; empty clears it.
+    """
     window_seconds: NotRequired[int | None]
     """The rolling window's length, 1 s to ten years."""
 
@@ -1036,6 +1227,30 @@ class PresignedUpload(TypedDict):
 
 # Who checkpointed: 1 to 256 of A-Z, a-z, 0-9, '.', '_', '-', '/', '@', ':' and '+'.
 Principal: TypeAlias = str
+
+
+class ProcessList(TypedDict):
+    """`GET /v1/agents/{agent}/processes`: by id."""
+
+    processes: list[RunningProcess]
+    """The processes registered and still running."""
+
+
+class PutProcessRequest(TypedDict):
+    """`PUT /v1/agents/{agent}/processes/{process_id}`: a process running for
+    the agent.
+    """
+
+    description: str
+    """What it is doing (1 to 1024 bytes, no control characters but
+    newline and tab).
+    """
+    expires_at: NotRequired[str | None]
+    """When to stop listing it if it is never removed (after now)."""
+    started_at: NotRequired[str | None]
+    """When it started (default: now)."""
+    thread_id: NotRequired[str | None]
+    """The thread it works for."""
 
 
 class ReadRequest(TypedDict):
@@ -1178,6 +1393,27 @@ class Restored(TypedDict):
     """The save restored."""
 
 
+# How the agent ends its branch.
+ReturnStatus: TypeAlias = Literal["completed", "failed"]
+
+
+class RunningProcess(TypedDict):
+    """A registered process still running."""
+
+    description: str
+    """What it is doing."""
+    expires_at: NotRequired[str | None]
+    """When it stops being listed, if ever."""
+    process_id: str
+    """Its id."""
+    started_at: str
+    """When it started."""
+    thread_id: NotRequired[str | None]
+    """The thread it works for, if one."""
+    updated_at: str
+    """When it was registered or last changed."""
+
+
 # A save id.
 SaveId: TypeAlias = str
 
@@ -1303,6 +1539,27 @@ class SetRefRequest(TypedDict):
     """The commit the ref should point at."""
 
 
+class StatusPreamble(TypedDict):
+    """The thread and process status preamble of an assembled context."""
+
+    branches: list[BranchActivity]
+    """The active folded branches of the agent's sessions in its window,
+    deepest first.
+    """
+    processes: list[RunningProcess]
+    """The processes registered as running, by id."""
+    text: NotRequired[str | None]
+    """The preamble as the context's text (absent when all three lists
+    are empty).
+    """
+    threads: list[ThreadActivity]
+    """The agent's other threads with messages in its window, most
+    recently active first.
+    """
+    truncated: bool
+    """True when a list was cut at its bound (the most recent are kept)."""
+
+
 class SummarizeRequest(TypedDict):
     """A request to summarize one commit now."""
 
@@ -1334,6 +1591,19 @@ class Tastes(TypedDict):
     """`_default.md` (empty when missing)."""
     genres: dict[str, str]
     """Each declared genre whose `<genre>.md` exists, by name."""
+
+
+class ThreadActivity(TypedDict):
+    """Another thread of the agent with messages in its window."""
+
+    commit_count: int
+    """Its commits in the window."""
+    last_activity: str
+    """Its newest commit's time."""
+    message_count: int
+    """Its messages in the window (as the commits count them)."""
+    thread_id: str
+    """The thread."""
 
 
 # How a materialization was produced; on the wire its kebab-case name
@@ -1458,6 +1728,25 @@ def append_file(ws: WorkspaceId, path: FilePath, body: str | bytes) -> Call[File
     )
 
 
+def assemble(
+    agent: Principal, *, thread_id: str, format: FormatId | None = None
+) -> Call[AssembledContextResponse]:
+    """``GET /v1/agents/{agent}/context``: The context of an LLM call for the agent and a thread,
+    in seed 001's
+    order: the system prompt, the agent's docs (its docs workspace's files,
+    bounded; what was cut is said), a thread and process status preamble
+    (its other active threads, the active folded branches of its sessions,
+    its running processes) and the thread's rolling window; as sections
+    and as one conversation in `format`.
+    """
+    return Call(
+        "GET",
+        f"/v1/agents/{seg(agent)}/context",
+        parse_json,
+        params=query({"thread_id": thread_id, "format": format}),
+    )
+
+
 def batch(body: BatchRequest) -> Call[BatchResponse]:
     """``POST /v1/batch``: Writes a batch: the commits (each as a checkpoint, its parent an
     existing commit or an earlier one of the batch), the artifacts they and
@@ -1481,8 +1770,9 @@ def branch_create(body: BranchCreateRequest) -> Call[BranchCreated]:
 def branch_return(br: BranchId, body: BranchReturnRequest) -> Call[BranchReturned]:
     """``POST /v1/branches/{br}/return``: Returns a branch: its active children first (deepest
     first), then its
-    scrubbed message is appended to the parent's chain. 409 when it already
-    ended.
+    scrubbed message is appended to the parent's chain. With `status:
+    failed` and an `error` the agent ends it early as failed, and the
+    parent gets the error context. 409 when it already ended.
     """
     return Call("POST", f"/v1/branches/{seg(br)}/return", parse_json, json_body=body, has_json=True)
 
@@ -1548,6 +1838,11 @@ def delete_file(ws: WorkspaceId, path: FilePath, *, if_match: str | None = None)
 def delete_pin(kind: Literal["session", "ref"], name: RefName) -> Call[PinChanged]:
     """``DELETE /v1/pins/{kind}/{name}``: Unpins a session or ref."""
     return Call("DELETE", f"/v1/pins/{seg(kind)}/{name_path(name)}", parse_json)
+
+
+def delete_process(agent: Principal, process_id: str) -> Call[None]:
+    """``DELETE /v1/agents/{agent}/processes/{process_id}``: Removes a registered process."""
+    return Call("DELETE", f"/v1/agents/{seg(agent)}/processes/{seg(process_id)}", parse_none)
 
 
 def delete_ref(name: RefName, *, expected: CommitId | None = None) -> Call[RefRecord]:
@@ -1669,6 +1964,13 @@ def list_pins() -> Call[PinList]:
     return Call("GET", "/v1/pins", parse_json)
 
 
+def list_processes(agent: Principal) -> Call[ProcessList]:
+    """``GET /v1/agents/{agent}/processes``: The processes registered for the agent and still
+    running, by id.
+    """
+    return Call("GET", f"/v1/agents/{seg(agent)}/processes", parse_json)
+
+
 def list_refs(
     *, prefix: str | None = None, after: RefName | None = None, limit: int | None = None
 ) -> Call[RefList]:
@@ -1718,9 +2020,10 @@ def openapi_json() -> Call[Any]:
 
 
 def patch_agent(agent: Principal, body: PatchAgentRequest | None = None) -> Call[AgentSettings]:
-    """``PATCH /v1/agents/{agent}``: Changes an agent's settings: the rolling window's length and
+    """``PATCH /v1/agents/{agent}``: Changes an agent's settings: the rolling window's length,
     whether its
-    working-context cache is refreshed at safe boundaries.
+    working-context cache is refreshed at safe boundaries, the system prompt
+    and the docs workspace of its assembled context.
     """
     return Call(
         "PATCH", f"/v1/agents/{seg(agent)}", parse_json, json_body=body, has_json=body is not None
@@ -1740,6 +2043,21 @@ def put_file(
         parse_json,
         content=bytes(body),
         headers=present({"if-match": if_match}),
+    )
+
+
+def put_process(agent: Principal, process_id: str, body: PutProcessRequest) -> Call[RunningProcess]:
+    """``PUT /v1/agents/{agent}/processes/{process_id}``: Registers (or replaces) a process
+    running for the agent: the status
+    preamble of its assembled context lists it until it is removed or
+    expires.
+    """
+    return Call(
+        "PUT",
+        f"/v1/agents/{seg(agent)}/processes/{seg(process_id)}",
+        parse_json,
+        json_body=body,
+        has_json=True,
     )
 
 

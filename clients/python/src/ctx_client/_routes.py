@@ -19,6 +19,7 @@ from ._core import Call, artifact_ref_of, verified
 from .models import (
     AgentSettings,
     ArtifactInfo,
+    AssembledContextResponse,
     BatchArtifact,
     BatchCommitRequest,
     BatchRefRequest,
@@ -49,12 +50,15 @@ from .models import (
     PinChanged,
     PinList,
     PresignedUpload,
+    ProcessList,
+    PutProcessRequest,
     ReadRequest,
     ReadResponse,
     RefRecord,
     Restored,
     RestoreRequest,
     RestoreResponse,
+    RunningProcess,
     SaveList,
     SaveRecord,
     SaveRequest,
@@ -471,14 +475,62 @@ def set_agent(
     agent: str,
     window_seconds: int | None = None,
     persist_working_context: bool | None = None,
+    system_prompt: str | None = None,
+    docs_workspace: str | None = None,
 ) -> Call[AgentSettings]:
-    """``PATCH /v1/agents/{agent}``: sets the fields given."""
+    """``PATCH /v1/agents/{agent}``: sets the fields given (an empty
+    ``system_prompt`` or ``docs_workspace`` clears it)."""
     body = _drop_none(
         PatchAgentRequest(
-            window_seconds=window_seconds, persist_working_context=persist_working_context
+            window_seconds=window_seconds,
+            persist_working_context=persist_working_context,
+            system_prompt=system_prompt,
+            docs_workspace=docs_workspace,
         )
     )
     return api.patch_agent(agent, body)
+
+
+def assemble_context(
+    agent: str, thread_id: str, format: str | None = None
+) -> Call[AssembledContextResponse]:
+    """``GET /v1/agents/{agent}/context``: the context of an LLM call for
+    the agent and a thread, in seed 001's order (system prompt, docs,
+    thread and process status, the thread's window), as sections and as
+    one conversation in ``format``."""
+    return api.assemble(agent, thread_id=thread_id, format=format)
+
+
+def list_processes(agent: str) -> Call[ProcessList]:
+    """``GET /v1/agents/{agent}/processes``: those still running, by id."""
+    return api.list_processes(agent)
+
+
+def put_process(
+    agent: str,
+    process_id: str,
+    description: str,
+    started_at: datetime | str | None = None,
+    thread_id: str | None = None,
+    expires_at: datetime | str | None = None,
+) -> Call[RunningProcess]:
+    """``PUT /v1/agents/{agent}/processes/{process_id}``: registers (or
+    replaces) a running process, listed in the agent's assembled context
+    until removed or expired."""
+    body = _drop_none(
+        PutProcessRequest(
+            description=description,
+            started_at=None if started_at is None else rfc3339(started_at),
+            thread_id=thread_id,
+            expires_at=None if expires_at is None else rfc3339(expires_at),
+        )
+    )
+    return api.put_process(agent, process_id, body)
+
+
+def delete_process(agent: str, process_id: str) -> Call[None]:
+    """``DELETE /v1/agents/{agent}/processes/{process_id}``."""
+    return api.delete_process(agent, process_id)
 
 
 def clear_context(agent: str) -> Call[Cleared]:

@@ -212,6 +212,7 @@ async fn rolling_window_is_configurable_and_refuses_bad_lengths() {
                 &AgentPatch {
                     window_seconds: Some(bad),
                     persist_working_context: Some(true),
+                    ..AgentPatch::default()
                 },
             )
             .await

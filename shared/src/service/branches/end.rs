@@ -8,7 +8,8 @@ use futures::future::BoxFuture;
 use chrono::{DateTime, Utc};
 
 use super::{
-    Expired, MAX_MESSAGE, Sweep, Wake, branch_principal, check_len, session_ref, strip_controls,
+    Expired, MAX_ERROR, MAX_MESSAGE, Sweep, Wake, branch_principal, check_len, session_ref,
+    strip_controls,
 };
 use crate::auth::Caller;
 use crate::branch::{BranchRecord, BranchStatus, EndedSession, Finish, ReturnedBranch, branch_ref};
@@ -36,10 +37,56 @@ impl Service {
         id: &BranchId,
         message: &str,
     ) -> Result<ReturnedBranch> {
+        self.return_branch(caller, id, message, None).await
+    }
+
+    /// `branch_return` with a failure (FR-008): the agent ends its own
+    /// branch early as failed. Its children are force-returned first; the
+    /// parent's chain gets the error context (the error, the branch's
+    /// description and what the agent adds in `message`), scrubbed, as one
+    /// `branch_return` commit tagged `branch_status: failed`; the record
+    /// keeps the scrubbed error as its reason.
+    ///
+    /// # Errors
+    /// `Invalid` (field `error`) for a blank or over-long error, `message`
+    /// for an over-long message; `NotFound`; `Conflict` when it already
+    /// ended; the scrubber's error (nothing is appended).
+    pub async fn branch_fail(
+        &self,
+        caller: &Caller,
+        id: &BranchId,
+        error: &str,
+        message: &str,
+    ) -> Result<ReturnedBranch> {
+        self.return_branch(caller, id, message, Some(error)).await
+    }
+
+    async fn return_branch(
+        &self,
+        caller: &Caller,
+        id: &BranchId,
+        message: &str,
+        error: Option<&str>,
+    ) -> Result<ReturnedBranch> {
         let f = self.branching_or_err()?.clone();
         let tenant = &caller.tenant;
         let message = strip_controls(message, true);
         check_len("message", &message, MAX_MESSAGE)?;
+        let error = match error {
+            Some(e) => {
+                let e = strip_controls(e, true);
+                let e = e.trim();
+                if e.is_empty() {
+                    return Err(Error::invalid(
+                        "error",
+                        "a failed return needs an error: say what went wrong",
+                    ));
+                }
+                check_len("error", e, MAX_ERROR)?;
+                Some(e.to_owned())
+            }
+            None => None,
+        };
         let rec = self.visible_branch(caller, id).await?;
         if rec.status != BranchStatus::Active {
             return Err(Error::conflict(
@@ -49,19 +96,24 @@ impl Service {
             .with_field("branch_id"));
         }
         // Fail closed: no scrub, no return.
-        let scrubbed = f.scrubber.scrub(&message)?;
+        let (status, reason, scrubbed) = match &error {
+            None => (BranchStatus::Completed, None, f.scrubber.scrub(&message)?),
+            Some(e) => {
+                let reason = f.scrubber.scrub(e)?.text;
+                let mut text = format!("[branch {id} failed: {e}] {}", rec.description);
+                if !message.trim().is_empty() {
+                    text.push('\n');
+                    text.push_str(&message);
+                }
+                (BranchStatus::Failed, Some(reason), f.scrubber.scrub(&text)?)
+            }
+        };
         let force_returned = self.force_return_descendants(tenant, &rec).await?;
         let (done, commit) = self
-            .end_branch(
-                tenant,
-                &rec,
-                BranchStatus::Completed,
-                None,
-                Some(scrubbed.text.clone()),
-            )
+            .end_branch(tenant, &rec, status, reason, Some(scrubbed.text.clone()))
             .await?;
         Ok(ReturnedBranch {
-            success: true,
+            success: status == BranchStatus::Completed,
             tokens_used: done.tokens_used,
             message: scrubbed.text,
             commit,

@@ -40,6 +40,8 @@ pub const MAX_DESCRIPTION: usize = 500;
 pub const MAX_PROMPT: usize = 10_000;
 /// The longest returned message, in characters.
 pub const MAX_MESSAGE: usize = 50_000;
+/// The longest error of a failed return, in characters.
+pub const MAX_ERROR: usize = 5_000;
 /// The share of the budget past which responses carry a warning.
 pub const WARN_PERCENT: u64 = 80;
 

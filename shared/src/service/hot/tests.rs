@@ -34,6 +34,7 @@ fn hot(bytes: &[u8]) -> Arc<Hot> {
             message_count: 0,
             token_count: 0,
             tier: Tier::Native,
+            fidelity: None,
         },
         bytes: Bytes::copy_from_slice(bytes),
         hasher,

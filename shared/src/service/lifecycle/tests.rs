@@ -465,6 +465,7 @@ async fn a_principal_erase_removes_its_commits_files_and_record_and_refuses_fork
             &crate::agent::AgentPatch {
                 window_seconds: Some(600),
                 persist_working_context: None,
+                ..Default::default()
             },
         )
         .await

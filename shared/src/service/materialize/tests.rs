@@ -116,6 +116,7 @@ async fn plant(
         message_count: 100,
         token_count: 1000,
         tier: Tier::Native,
+        fidelity: None,
     };
     let key = MaterializeKey {
         commit,
@@ -307,6 +308,7 @@ async fn materialize_does_not_extend_a_translation_or_an_evicted_artifact() {
         message_count: 1,
         token_count: 1,
         tier: Tier::Native,
+        fidelity: None,
     };
     let key = MaterializeKey {
         commit: ids[1],
@@ -448,6 +450,7 @@ async fn a_result_stored_after_its_commit_was_erased_leaves_nothing() {
         message_count: 2,
         token_count: 2,
         tier: Tier::Native,
+        fidelity: None,
     };
     let erased = svc
         .erase_principal(&tenant, &"agent".parse().unwrap(), false)

@@ -6,14 +6,14 @@
 //! time).
 
 use async_trait::async_trait;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
 use serde::{Deserialize, Serialize};
 
 use super::items::{Item, consistent_get, from_item, key, n, s, to_item};
 use super::{DynamoMetaStore, conditional, keys, sdk_error};
-use crate::agent::{AgentRecord, SaveId, SaveRecord, WorkingContextRef};
+use crate::agent::{AgentRecord, ProcessRecord, SaveId, SaveRecord, WorkingContextRef};
 use crate::clock::micros_to_time;
 use crate::error::{Error, Result};
 use crate::id::{ArtifactRef, Principal, TenantId};
@@ -38,6 +38,16 @@ struct AgentItem {
     /// The newest joined windows.
     #[serde(default)]
     win: Option<Vec<ArtifactRef>>,
+    /// `system_prompt`.
+    #[serde(default)]
+    sp: Option<String>,
+    /// `docs_workspace`.
+    #[serde(default)]
+    dw: Option<String>,
+    /// The registered processes, a map by id (each entry set and removed
+    /// on its own, so two writers of different processes both land).
+    #[serde(default)]
+    pr: Option<BTreeMap<String, ProcessRecord>>,
 }
 
 /// A save item.
@@ -56,11 +66,42 @@ impl From<AgentItem> for AgentRecord {
             last_clear: i.lc.map(micros_to_time),
             working_context: i.wc,
             windows: i.win,
+            system_prompt: i.sp,
+            docs_workspace: i.dw,
+            processes: i
+                .pr
+                .map(|m| m.into_iter().map(|(k, v)| (k, Some(v))).collect()),
         }
     }
 }
 
 impl DynamoMetaStore {
+    /// One `UpdateItem` of an agent's record, answering the item as
+    /// stored.
+    async fn update_agent_item(
+        &self,
+        tenant: &TenantId,
+        agent: &Principal,
+        expr: String,
+        values: HashMap<String, AttributeValue>,
+        names: Option<HashMap<String, String>>,
+    ) -> Result<Item> {
+        let out = self
+            .client()
+            .update_item()
+            .table_name(self.table())
+            .set_key(Some(key(keys::agent_pk(tenant, agent), keys::AGENT_SK)))
+            .update_expression(expr)
+            .set_expression_attribute_values((!values.is_empty()).then_some(values))
+            .set_expression_attribute_names(names)
+            .return_values(ReturnValue::AllNew)
+            .send()
+            .await
+            .map_err(|e| sdk_error("DynamoDB UpdateItem", e))?;
+        out.attributes
+            .ok_or_else(|| Error::internal("UpdateItem returned no attributes"))
+    }
+
     /// Deletes the item at key `k`; true when it existed.
     pub(super) async fn delete_key(&self, k: Item) -> Result<bool> {
         let out = self
@@ -122,23 +163,67 @@ impl crate::store::Agents for DynamoMetaStore {
                 .map_err(|e| Error::internal(format!("cannot encode a window list: {e}")))?;
             values.insert(":win".to_owned(), av);
         }
+        if let Some(v) = &patch.system_prompt {
+            sets.push("sp = :sp");
+            values.insert(":sp".to_owned(), s(v.as_str()));
+        }
+        if let Some(v) = &patch.docs_workspace {
+            sets.push("dw = :dw");
+            values.insert(":dw".to_owned(), s(v.as_str()));
+        }
+        let changes = patch.processes.as_ref().filter(|c| !c.is_empty());
+        if changes.is_some() {
+            // The map must exist before one of its entries is set or
+            // removed; `if_not_exists` keeps one that does.
+            sets.push("pr = if_not_exists(pr, :empty)");
+            values.insert(":empty".to_owned(), AttributeValue::M(HashMap::new()));
+        }
         if sets.is_empty() {
             return Ok(self.get_agent(tenant, agent).await?.unwrap_or_default());
         }
-        let out = self
-            .client()
-            .update_item()
-            .table_name(self.table())
-            .set_key(Some(key(keys::agent_pk(tenant, agent), keys::AGENT_SK)))
-            .update_expression(format!("SET {}", sets.join(", ")))
-            .set_expression_attribute_values(Some(values))
-            .return_values(ReturnValue::AllNew)
-            .send()
-            .await
-            .map_err(|e| sdk_error("DynamoDB UpdateItem", e))?;
-        let item = out
-            .attributes
-            .ok_or_else(|| Error::internal("UpdateItem returned no attributes"))?;
+        let mut item = self
+            .update_agent_item(
+                tenant,
+                agent,
+                format!("SET {}", sets.join(", ")),
+                values,
+                None,
+            )
+            .await?;
+        if let Some(changes) = changes {
+            let (mut set, mut remove) = (Vec::new(), Vec::new());
+            let mut values: HashMap<String, AttributeValue> = HashMap::new();
+            let mut names: HashMap<String, String> = HashMap::new();
+            for (i, (id, p)) in changes.iter().enumerate() {
+                names.insert(format!("#p{i}"), id.clone());
+                match p {
+                    Some(p) => {
+                        set.push(format!("pr.#p{i} = :p{i}"));
+                        let av = serde_dynamo::to_attribute_value(p).map_err(|e| {
+                            Error::internal(format!("cannot encode a process: {e}"))
+                        })?;
+                        values.insert(format!(":p{i}"), av);
+                    }
+                    None => remove.push(format!("pr.#p{i}")),
+                }
+            }
+            let mut expr = String::new();
+            if !set.is_empty() {
+                expr.push_str(&format!("SET {}", set.join(", ")));
+            }
+            if !remove.is_empty() {
+                expr.push_str(&format!(" REMOVE {}", remove.join(", ")));
+            }
+            item = self
+                .update_agent_item(
+                    tenant,
+                    agent,
+                    expr.trim_start().to_owned(),
+                    values,
+                    Some(names),
+                )
+                .await?;
+        }
         Ok(from_item::<AgentItem>(item)?.into())
     }
 

@@ -3,7 +3,9 @@
 //! they name) and saves (newest first, per agent, per tenant).
 
 use super::{commit, fresh_tenant, put, t};
-use crate::agent::{AgentRecord, SaveId, SaveRecord, WorkingContextRef};
+use std::collections::BTreeMap;
+
+use crate::agent::{AgentRecord, ProcessRecord, SaveId, SaveRecord, WorkingContextRef};
 use crate::commit::Commit;
 use crate::id::{ArtifactRef, Principal, TenantId};
 use crate::store::MetaStore;
@@ -14,6 +16,7 @@ pub async fn run_all(meta: &dyn MetaStore) {
     agent_records_patch_only_what_they_name(meta).await;
     saves_list_newest_first_per_agent(meta).await;
     agent_data_is_removed_piece_by_piece(meta).await;
+    prompt_docs_and_processes_patch_on_their_own(meta).await;
 }
 
 fn ids(cs: &[Commit]) -> Vec<crate::id::CommitId> {
@@ -152,6 +155,7 @@ pub async fn agent_records_patch_only_what_they_name(meta: &dyn MetaStore) {
         last_clear: Some(t(5)),
         working_context: Some(wc),
         windows: Some(vec![ArtifactRef::of(b"w1"), ArtifactRef::of(b"w2")]),
+        ..Default::default()
     };
     assert_eq!(second, want);
     assert_eq!(
@@ -333,4 +337,124 @@ pub async fn agent_data_is_removed_piece_by_piece(meta: &dyn MetaStore) {
             .await
             .expect("no record")
     );
+}
+
+fn process(description: &str, at: i64) -> ProcessRecord {
+    ProcessRecord {
+        description: description.to_owned(),
+        started_at: t(at),
+        thread_id: Some("t1".to_owned()),
+        expires_at: Some(t(at + 3600)),
+        updated_at: t(at),
+    }
+}
+
+/// The system prompt, the docs workspace and the registered processes
+/// are kept like the other settings; each process entry is set and
+/// removed on its own, so two writers of different processes at once
+/// both land; other settings are left alone; other tenants see nothing.
+pub async fn prompt_docs_and_processes_patch_on_their_own(meta: &dyn MetaStore) {
+    let a = fresh_tenant("agp-a");
+    let b = fresh_tenant("agp-b");
+    let p: Principal = "agent-p".parse().expect("principal");
+    let got = meta
+        .update_agent(
+            &a,
+            &p,
+            &AgentRecord {
+                window_seconds: Some(60),
+                system_prompt: Some("You are careful.\nBe brief.".to_owned()),
+                docs_workspace: Some("docs-ws".to_owned()),
+                ..Default::default()
+            },
+        )
+        .await
+        .expect("patch");
+    assert_eq!(
+        got.system_prompt.as_deref(),
+        Some("You are careful.\nBe brief.")
+    );
+    assert_eq!(got.docs_workspace.as_deref(), Some("docs-ws"));
+    assert_eq!(got.processes, None);
+    // Two processes registered at once, by two writers.
+    let one = AgentRecord {
+        processes: Some(BTreeMap::from([(
+            "build".to_owned(),
+            Some(process("cargo build", 1)),
+        )])),
+        ..Default::default()
+    };
+    let two = AgentRecord {
+        processes: Some(BTreeMap::from([(
+            "tests:1".to_owned(),
+            Some(process("tests", 2)),
+        )])),
+        ..Default::default()
+    };
+    let (r1, r2) = tokio::join!(
+        meta.update_agent(&a, &p, &one),
+        meta.update_agent(&a, &p, &two)
+    );
+    r1.expect("first writer");
+    r2.expect("second writer");
+    let rec = meta
+        .get_agent(&a, &p)
+        .await
+        .expect("get")
+        .expect("a record");
+    assert_eq!(
+        rec.processes,
+        Some(BTreeMap::from([
+            ("build".to_owned(), Some(process("cargo build", 1))),
+            ("tests:1".to_owned(), Some(process("tests", 2))),
+        ]))
+    );
+    assert_eq!(rec.window_seconds, Some(60), "other settings are kept");
+    assert_eq!(
+        rec.system_prompt.as_deref(),
+        Some("You are careful.\nBe brief.")
+    );
+    // A replacement and a removal in one patch; a cleared prompt.
+    let got = meta
+        .update_agent(
+            &a,
+            &p,
+            &AgentRecord {
+                system_prompt: Some(String::new()),
+                processes: Some(BTreeMap::from([
+                    ("build".to_owned(), None),
+                    ("tests:1".to_owned(), Some(process("tests again", 3))),
+                ])),
+                ..Default::default()
+            },
+        )
+        .await
+        .expect("patch");
+    assert_eq!(
+        got.processes,
+        Some(BTreeMap::from([(
+            "tests:1".to_owned(),
+            Some(process("tests again", 3))
+        )]))
+    );
+    assert_eq!(got.system_prompt.as_deref(), Some(""));
+    assert_eq!(got.docs_workspace.as_deref(), Some("docs-ws"));
+    assert_eq!(meta.get_agent(&a, &p).await.expect("get"), Some(got));
+    // Removing the last leaves an empty map; removing an absent one is no error.
+    let got = meta
+        .update_agent(
+            &a,
+            &p,
+            &AgentRecord {
+                processes: Some(BTreeMap::from([
+                    ("tests:1".to_owned(), None),
+                    ("never".to_owned(), None),
+                ])),
+                ..Default::default()
+            },
+        )
+        .await
+        .expect("patch");
+    assert_eq!(got.processes, Some(BTreeMap::new()));
+    assert_eq!(meta.get_agent(&b, &p).await.expect("other tenant"), None);
 }

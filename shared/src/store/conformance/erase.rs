@@ -176,6 +176,7 @@ pub async fn artifact_users_and_cache_entries_by_commit(meta: &dyn MetaStore) {
         message_count: 1,
         token_count: 1,
         tier: crate::format::translate::Tier::Native,
+        fidelity: None,
     };
     let k_root = MaterializeKey {
         commit: r.id,

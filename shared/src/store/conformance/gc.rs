@@ -258,6 +258,7 @@ fn entry(body: &[u8], size: u64) -> Materialized {
         message_count: 1,
         token_count: 1,
         tier: Tier::Native,
+        fidelity: None,
     }
 }
 

@@ -257,6 +257,7 @@ pub async fn materialization_cache_round_trips(meta: &dyn MetaStore) {
         message_count: 3,
         token_count: 4,
         tier: crate::format::translate::Tier::Native,
+        fidelity: None,
     };
     // No entry for a commit the tenant does not have: never stored,
     // another tenant's, or erased.

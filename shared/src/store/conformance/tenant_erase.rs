@@ -97,6 +97,7 @@ pub async fn populate(backend: &Backend<'_>, caps: Capabilities, label: &str) ->
             message_count: 2,
             token_count: 4,
             tier: Tier::Native,
+            fidelity: None,
         },
     )
     .await

@@ -411,6 +411,7 @@ mod tests {
                 message_count: 1,
                 token_count: 1,
                 tier: Tier::Native,
+                fidelity: None,
             };
             meta.put_materialized(&t, &key(i), &m).await.unwrap();
         }

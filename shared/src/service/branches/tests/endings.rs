@@ -199,3 +199,83 @@ async fn an_idle_session_ends_its_branches_by_itself() {
     };
     assert_eq!(when, c.deadline);
 }
+
+#[tokio::test]
+async fn an_agent_returns_its_branch_as_failed_and_the_parent_gets_the_error() {
+    let h = harness();
+    h.append("sessions/f", "user: fix the test\n")
+        .await
+        .unwrap();
+    let b = h.create("f", "try a fix in the lexer").await;
+    h.append(&b.chain_ref, "tool: cargo test\n").await.unwrap();
+    let r = h
+        .svc
+        .branch_fail(
+            &h.alice,
+            &b.branch_id,
+            "the build broke: token ghp_0123456789abcdefghijklmnopqrstuvwxyz leaked",
+            "tried renaming the enum",
+        )
+        .await
+        .unwrap();
+    assert!(!r.success);
+    assert!(
+        r.message
+            .starts_with(&format!("[branch {} failed: the build broke", b.branch_id)),
+        "{}",
+        r.message
+    );
+    assert!(
+        r.message.contains("try a fix in the lexer"),
+        "{}",
+        r.message
+    );
+    assert!(
+        r.message.contains("tried renaming the enum"),
+        "{}",
+        r.message
+    );
+    assert!(!r.message.contains("ghp_0123"), "scrubbed: {}", r.message);
+    assert_eq!(r.redactions.values().sum::<usize>(), 1);
+    assert_eq!(
+        h.text_of("sessions/f").await,
+        format!("user: fix the test\n{}\n", r.message)
+    );
+    let s = h.status(&b.branch_id).await;
+    assert_eq!(s.status, "failed");
+    let reason = s.reason.unwrap();
+    assert!(
+        reason.starts_with("the build broke") && !reason.contains("ghp_0123"),
+        "{reason}"
+    );
+    let c = h.svc.show(&h.alice.tenant, &r.commit).await.unwrap();
+    assert_eq!(
+        c.tags.get("branch_status").map(String::as_str),
+        Some("failed")
+    );
+    // Once ended, neither a return nor a failure ends it again.
+    let e = h
+        .svc
+        .branch_fail(&h.alice, &b.branch_id, "again", "")
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Conflict);
+    // The error is required, not blank, and bounded; nothing is written.
+    let b2 = h.create("f", "another").await;
+    for (error, field) in [
+        ("", "error"),
+        ("  \n", "error"),
+        (&*"e".repeat(5001), "error"),
+    ] {
+        let e = h
+            .svc
+            .branch_fail(&h.alice, &b2.branch_id, error, "")
+            .await
+            .unwrap_err();
+        assert_eq!(
+            (e.kind, e.field.as_deref()),
+            (ErrorKind::Invalid, Some(field))
+        );
+    }
+    assert_eq!(h.status(&b2.branch_id).await.status, "active");
+}
