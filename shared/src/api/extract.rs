@@ -76,7 +76,11 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for Json<T> {
 /// # Errors
 /// `Invalid` with `field` set to the JSON path, or `body`.
 pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T> {
-    let bytes: &[u8] = if bytes.iter().all(u8::is_ascii_whitespace) {
+    // JSON's whitespace: a form feed, whitespace to ASCII, is not.
+    let bytes: &[u8] = if bytes
+        .iter()
+        .all(|b| matches!(b, b' ' | b'\t' | b'\n' | b'\r'))
+    {
         b"{}"
     } else {
         bytes
@@ -328,6 +332,20 @@ mod tests {
         );
         assert_eq!(field_of("not json"), "body");
         assert_eq!(field_of("{\"count\": 1"), "body");
+    }
+
+    #[test]
+    fn an_empty_body_is_only_json_whitespace() {
+        #[derive(Debug, serde::Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Empty {}
+        assert!(parse_json::<Empty>(b" \t\r\n").is_ok());
+        // A form feed is whitespace to ASCII, not to JSON: a body of one
+        // is not empty but not JSON either.
+        for body in [&b"\x0c"[..], b" \x0c ", b"\x0b"] {
+            let e = parse_json::<Empty>(body).unwrap_err();
+            assert_eq!(e.field.as_deref(), Some("body"), "{body:?}");
+        }
     }
 
     #[test]

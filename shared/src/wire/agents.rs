@@ -65,12 +65,15 @@ pub struct PatchAgentRequest {
     /// 65,536 bytes, no control characters but newline, tab and carriage
     /// return; empty clears it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(max_length = 65_536)]
+    #[schema(
+        max_length = 65_536,
+        pattern = "^[^\\x00-\\x08\\x0b\\x0c\\x0e-\\x1f\\x7f-\\x9f]*$"
+    )]
     pub system_prompt: Option<String>,
     /// The workspace whose files are the agent's docs (a workspace id);
     /// empty clears it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(max_length = 64)]
+    #[schema(max_length = 64, pattern = "^(?:(?:\\.?[A-Za-z0-9_-]+)+\\.?)?$")]
     pub docs_workspace: Option<String>,
 }
 
