@@ -73,7 +73,7 @@ pub const DEFAULT_GC_GRACE_SECS: u64 = 86_400;
 
 /// Every setting of a ctx process. [`Config::default`] is the documented
 /// defaults; [`Config::from_env`] lays the environment over them.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Config {
     /// `CTX_DATA` / `--data`: the data directory.
     pub data: PathBuf,

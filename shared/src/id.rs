@@ -233,6 +233,15 @@ prefixed_id!(
     "branch_id"
 );
 
+prefixed_id!(
+    /// A memory's id, `mem-` + 32 hex digits, derived from the branch it
+    /// was extracted from.
+    MemoryId,
+    "mem-",
+    16,
+    "memory_id"
+);
+
 impl CommitId {
     /// Derives the id of a commit from what makes it unique: the tenant, the
     /// parent, the artifact, the checkpoint time (µs since the epoch) and

@@ -45,9 +45,11 @@ use crate::clock::IdSource;
 use crate::error::{Error, Result};
 use crate::id::{BranchId, CommitId, RefName, SessionId, TenantId};
 
+pub mod memories;
 pub mod scrub;
 pub mod timer;
 
+pub use memories::{MemoryQuery, MemoryRecord, ScoredMemory};
 pub use scrub::{RuleScrubber, Scrubbed, Scrubber};
 pub use timer::{BranchTimer, NoTimer};
 
@@ -499,6 +501,36 @@ pub trait BranchStore: Send + Sync + 'static {
     /// # Errors
     /// `Unavailable`.
     async fn forget_session(&self, tenant: &TenantId, session: &str) -> Result<bool>;
+
+    /// Stores a memory, replacing the one of its id. `delete_branch` of its
+    /// branch removes it (its `created_at` is the branch's `completed_at`,
+    /// which a backend may key it by).
+    ///
+    /// # Errors
+    /// `Unavailable`.
+    async fn put_memory(&self, tenant: &TenantId, memory: &MemoryRecord) -> Result<()>;
+
+    /// The tenant's newest memories, newest first, at most `max`.
+    ///
+    /// # Errors
+    /// `Unavailable`.
+    async fn recent_memories(&self, tenant: &TenantId, max: usize) -> Result<Vec<MemoryRecord>>;
+
+    /// The memories matching `q`, best first: by default
+    /// [`memories::rank`] over the newest [`memories::SEARCH_WINDOW`].
+    ///
+    /// # Errors
+    /// `Unavailable`.
+    async fn search_memories(
+        &self,
+        tenant: &TenantId,
+        q: &MemoryQuery,
+    ) -> Result<Vec<ScoredMemory>> {
+        let recent = self
+            .recent_memories(tenant, memories::SEARCH_WINDOW)
+            .await?;
+        Ok(memories::rank(q, recent))
+    }
 }
 
 /// Whether branches check who calls.
@@ -528,7 +560,7 @@ impl std::str::FromStr for Validation {
 }
 
 /// Context-folding settings.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct BranchConfig {
     /// The deepest branch (the session is 0, its first branch 1).
     pub max_depth: u32,
@@ -550,6 +582,8 @@ pub struct BranchConfig {
     /// A session whose active branches saw no activity for this long has
     /// them force-returned, as at session end; `None`: never.
     pub session_idle: Option<Duration>,
+    /// Memory extraction and injection.
+    pub memory: memories::MemoryConfig,
 }
 
 impl Default for BranchConfig {
@@ -564,6 +598,7 @@ impl Default for BranchConfig {
             validation: Validation::Strict,
             session_end_timeout: Duration::from_secs(30),
             session_idle: None,
+            memory: memories::MemoryConfig::default(),
         }
     }
 }

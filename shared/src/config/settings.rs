@@ -169,6 +169,58 @@ settings! {
                 Ok(())
             },
         }
+        CTX_MEMORY_EXTRACT {
+            default: "`true`",
+            meaning: "extract a memory when a branch ends (a strategy from a completed branch, an anti-pattern from a failed or timed-out one; its description by the summarizer of `CTX_SUMMARIZER`, extractive by default); `false`: none",
+            read: |c, n, v| {
+                c.branching.memory.extract = parse(n, v, "true or false")?;
+                Ok(())
+            },
+        }
+        CTX_MEMORY_INJECTION_RATIO {
+            default: "0.2",
+            meaning: "the share of a branch's budget its injected memories may take (`inject_memories`), above 0 and at most 1",
+            read: |c, n, v| {
+                let r: f64 = parse(n, v, "a number above 0 and at most 1")?;
+                if !(r > 0.0 && r <= 1.0) {
+                    return Err(Error::invalid(n, format!("{n}={v:?} is not above 0 and at most 1")));
+                }
+                c.branching.memory.injection_ratio = r;
+                Ok(())
+            },
+        }
+        CTX_MEMORY_MAX_ITEMS {
+            default: "10",
+            meaning: "memories injected into a branch at most (0 to 100)",
+            read: |c, n, v| {
+                let k: usize = parse(n, v, "a number from 0 to 100")?;
+                if k > crate::branch::memories::MAX_SEARCH_LIMIT {
+                    return Err(Error::invalid(n, format!("{n}={v:?} is over 100")));
+                }
+                c.branching.memory.max_items = k;
+                Ok(())
+            },
+        }
+        CTX_MEMORY_MIN_CONFIDENCE {
+            default: "0.7",
+            meaning: "only memories at least this confident (0 to 1) are injected",
+            read: |c, n, v| {
+                let m: f64 = parse(n, v, "a number from 0 to 1")?;
+                if !(0.0..=1.0).contains(&m) {
+                    return Err(Error::invalid(n, format!("{n}={v:?} is not from 0 to 1")));
+                }
+                c.branching.memory.min_confidence = m;
+                Ok(())
+            },
+        }
+        CTX_MEMORY_INJECTION_GUARD {
+            default: "`block`",
+            meaning: "a memory matching a prompt-injection pattern is logged and, with `block`, left out of an injection; `log` injects it (marked as data, like every memory)",
+            read: |c, _, v| {
+                c.branching.memory.guard = v.parse()?;
+                Ok(())
+            },
+        }
         CTX_MAX_CONNECTIONS {
             default: "512",
             meaning: "connections `ctx serve` holds open at once (at most the open-file limit less 64); at the cap it closes idle ones first and lets the rest wait in the listen backlog",

@@ -15,6 +15,7 @@ use chrono::{DateTime, Utc};
 use super::items::{Item, build, consistent_get, key, n, s};
 use super::retry::{Cancellation, Transact, transact};
 use super::{conditional, keys, sdk_error};
+use crate::branch::memories::{MemoryId, MemoryRecord};
 use crate::branch::{
     ActiveBranch, BranchRecord, BranchStatus, BranchStore, Finish, Limit, RateLimits,
     branch_exists, branch_not_found, minute_window, not_active, over_limit,
@@ -459,9 +460,75 @@ impl BranchStore for DynamoBranchStore {
             self.delete(keys::session_pk(tenant, &rec.session_id), sk)
                 .await?;
         }
+        // Its memory is keyed by the time it ended (`put_memory`).
+        if let Some(at) = rec.completed_at {
+            let memory = MemoryId::of_branch(tenant, id);
+            self.delete(
+                keys::memory_pk(tenant),
+                keys::memory_sk(at.timestamp_micros(), &memory),
+            )
+            .await?;
+        }
         self.delete(keys::branch_pk(tenant, id), keys::BRANCH_SK.to_owned())
             .await?;
         Ok(true)
+    }
+
+    async fn put_memory(&self, tenant: &TenantId, memory: &MemoryRecord) -> Result<()> {
+        let r = serde_dynamo::to_attribute_value(memory)
+            .map_err(|e| Error::internal(format!("cannot encode memory {}: {e}", memory.id)))?;
+        self.client
+            .put_item()
+            .table_name(&self.table)
+            .set_item(Some(Item::from([
+                ("pk".to_owned(), s(keys::memory_pk(tenant))),
+                (
+                    "sk".to_owned(),
+                    s(keys::memory_sk(
+                        memory.created_at.timestamp_micros(),
+                        &memory.id,
+                    )),
+                ),
+                ("r".to_owned(), r),
+            ])))
+            .send()
+            .await
+            .map_err(|e| sdk_error("DynamoDB PutItem", e))?;
+        Ok(())
+    }
+
+    async fn recent_memories(&self, tenant: &TenantId, max: usize) -> Result<Vec<MemoryRecord>> {
+        // The stream is lazy: no page is asked for once `max` are read.
+        let mut items = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .key_condition_expression("pk = :pk")
+            .expression_attribute_values(":pk", s(keys::memory_pk(tenant)))
+            .scan_index_forward(false)
+            .limit(i32::try_from(max.clamp(1, 1000)).unwrap_or(1000))
+            .into_paginator()
+            .items()
+            .send();
+        let mut out = Vec::new();
+        while out.len() < max {
+            let Some(mut item) = items
+                .try_next()
+                .await
+                .map_err(|e| sdk_error("DynamoDB Query", e))?
+            else {
+                break;
+            };
+            let r = item
+                .remove("r")
+                .ok_or_else(|| Error::internal("a stored memory item has no record"))?;
+            out.push(
+                serde_dynamo::from_attribute_value(r).map_err(|e| {
+                    Error::internal(format!("a stored memory does not decode: {e}"))
+                })?,
+            );
+        }
+        Ok(out)
     }
 
     async fn forget_session(&self, tenant: &TenantId, session: &str) -> Result<bool> {

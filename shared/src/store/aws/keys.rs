@@ -17,6 +17,7 @@
 //! | session's branch, any status (what an erase lists; older branches get theirs from `ctx tenants backfill-index`) | `T#<tenant>#SS#<session>` | `M#<br id>` |
 //! | session's creation window | `T#<tenant>#SS#<session>` | `W#<minute start s, 20 digits>` |
 //! | tenant's active branch count | `T#<tenant>#BRANCHES` | `ACTIVE` |
+//! | memory of an ended branch (record in `r`) | `T#<tenant>#MEM` | `<µs, 20 digits>#<mem id>` |
 //! | bearer token (hash → tenant) | `TOKENS` | `<64 hex of its hash>` |
 //! | agent record (settings, clear, working-context pointer) | `T#<tenant>#AG#<agent>` | `A` |
 //! | agent save | `T#<tenant>#AG#<agent>` | `S#<sav id>` (ids sort by time) |
@@ -294,6 +295,17 @@ pub fn parse_branch_pk(pk: &str) -> Option<(TenantId, BranchId)> {
 
 /// The sort key of a branch record.
 pub const BRANCH_SK: &str = "B";
+
+/// The partition of a tenant's memories (`branch::memories`).
+pub fn memory_pk(tenant: &TenantId) -> String {
+    format!("T#{tenant}#MEM")
+}
+
+/// The sort key of a memory: its extraction time (µs, order-preserving,
+/// 20 digits, so a query newest first is a reverse scan) and its id.
+pub fn memory_sk(micros: i64, id: &crate::id::MemoryId) -> String {
+    format!("{:020}#{id}", order_preserving(micros))
+}
 
 /// The partition of a session's branch bookkeeping (the session id is free
 /// text; `#` in it is harmless since it is the last component).

@@ -4,6 +4,7 @@
 use futures::future::join_all;
 
 use super::{Capabilities, fresh_tenant, t};
+use crate::branch::memories::{MemoryId, MemoryKind, MemoryQuery, MemoryRecord, Provenance};
 use crate::branch::{BranchRecord, BranchStatus, BranchStore, Finish, RateLimits};
 use crate::clock::{IdSource, OsRandom};
 use crate::error::ErrorKind;
@@ -17,6 +18,7 @@ pub async fn run_all(store: &dyn BranchStore, caps: Capabilities) {
     creation_window_race_has_an_exact_count(store).await;
     tokens_add_up_and_finish_happens_once(store).await;
     a_sessions_branches_are_listed_and_removed(store).await;
+    memories_are_searched_per_tenant_and_go_with_their_branch(store).await;
     if caps.global_branch_listing {
         all_active_lists_every_tenant(store).await;
     }
@@ -401,4 +403,168 @@ pub async fn a_sessions_branches_are_listed_and_removed(store: &dyn BranchStore)
         store.session_branches(&b, "doomed").await.expect("b").len(),
         1
     );
+}
+
+/// A memory of branch `b` extracted at `t(at)`.
+fn memory(
+    tenant: &TenantId,
+    b: &BranchRecord,
+    kind: MemoryKind,
+    title: &str,
+    content: &str,
+    confidence: f64,
+    at: i64,
+) -> MemoryRecord {
+    MemoryRecord {
+        id: MemoryId::of_branch(tenant, &b.id),
+        kind,
+        title: title.to_owned(),
+        description: format!("{title}: what happened"),
+        content: content.to_owned(),
+        confidence,
+        provenance: Provenance {
+            session_id: b.session_id.clone(),
+            principal: "agent-1".into(),
+            branch_id: b.id,
+            commit: CommitId::from_bytes([9; 16]),
+        },
+        created_at: t(at),
+        extracted_by: "extractive:v1".into(),
+    }
+}
+
+/// Memories round-trip, list newest first, are found by lexical search
+/// (best match first, filtered by confidence and kind, nothing for words
+/// no memory has), stay in their tenant, are replaced by id, and are
+/// removed with their branch.
+pub async fn memories_are_searched_per_tenant_and_go_with_their_branch(store: &dyn BranchStore) {
+    let (a, other) = (fresh_tenant("mem"), fresh_tenant("mem-other"));
+    assert!(store.recent_memories(&a, 10).await.unwrap().is_empty());
+    let search = |text: &str| MemoryQuery {
+        text: text.to_owned(),
+        limit: 10,
+        min_confidence: 0.0,
+        kind: None,
+    };
+    assert!(
+        store
+            .search_memories(&a, &search("anything"))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let mut branches = Vec::new();
+    for (i, (kind, title, content, conf)) in [
+        (
+            MemoryKind::AntiPattern,
+            "migrate the database schema",
+            "the ALTER TABLE locked writes for minutes: batch it",
+            0.8,
+        ),
+        (
+            MemoryKind::Strategy,
+            "parse the timezone offsets",
+            "chrono's parse_from_rfc3339 handles offsets; the timezone database is not needed",
+            0.9,
+        ),
+        (
+            MemoryKind::Strategy,
+            "write the changelog",
+            "group entries by crate",
+            0.5,
+        ),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let mut b = record("s-mem", 1000);
+        b.status = BranchStatus::Completed;
+        b.completed_at = Some(t(1000 + i as i64));
+        store.create_branch(&a, &b, &LOOSE).await.unwrap();
+        let m = memory(&a, &b, kind, title, content, conf, 1000 + i as i64);
+        store.put_memory(&a, &m).await.unwrap();
+        branches.push((b, m));
+    }
+    // Newest first, whole.
+    let recent = store.recent_memories(&a, 10).await.unwrap();
+    let titles: Vec<&str> = recent.iter().map(|m| m.title.as_str()).collect();
+    assert_eq!(
+        titles,
+        [
+            "write the changelog",
+            "parse the timezone offsets",
+            "migrate the database schema"
+        ]
+    );
+    assert_eq!(recent[2], branches[0].1);
+    assert_eq!(store.recent_memories(&a, 1).await.unwrap().len(), 1);
+    // Search: the best match first; a word in the content counts.
+    let found = store
+        .search_memories(&a, &search("timezone parse"))
+        .await
+        .unwrap();
+    assert_eq!(
+        found[0].memory.title, "parse the timezone offsets",
+        "{found:?}"
+    );
+    assert!(found[0].score > 0.0);
+    let found = store
+        .search_memories(&a, &search("ALTER writes"))
+        .await
+        .unwrap();
+    assert_eq!(found.len(), 1);
+    assert_eq!(found[0].memory.id, branches[0].1.id);
+    assert!(
+        store
+            .search_memories(&a, &search("kubernetes"))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    // Filters.
+    let mut q = search("changelog timezone schema");
+    q.min_confidence = 0.7;
+    assert_eq!(store.search_memories(&a, &q).await.unwrap().len(), 2);
+    q.kind = Some(MemoryKind::AntiPattern);
+    let only = store.search_memories(&a, &q).await.unwrap();
+    assert_eq!(only.len(), 1);
+    assert_eq!(only[0].memory.kind, MemoryKind::AntiPattern);
+    q.kind = None;
+    q.limit = 1;
+    assert_eq!(store.search_memories(&a, &q).await.unwrap().len(), 1);
+    // Another tenant sees none of them.
+    assert!(store.recent_memories(&other, 10).await.unwrap().is_empty());
+    assert!(
+        store
+            .search_memories(&other, &search("timezone"))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    // A put of the same id replaces it (and its words).
+    let mut changed = branches[1].1.clone();
+    changed.content = "use the jiff crate".into();
+    store.put_memory(&a, &changed).await.unwrap();
+    assert!(
+        store
+            .search_memories(&a, &search("rfc3339"))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(
+        store.search_memories(&a, &search("jiff")).await.unwrap()[0].memory,
+        changed
+    );
+    assert_eq!(store.recent_memories(&a, 10).await.unwrap().len(), 3);
+    // Deleting a branch deletes its memory.
+    assert!(store.delete_branch(&a, &branches[0].0.id).await.unwrap());
+    assert!(
+        store
+            .search_memories(&a, &search("ALTER"))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(store.recent_memories(&a, 10).await.unwrap().len(), 2);
 }

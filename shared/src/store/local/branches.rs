@@ -13,6 +13,7 @@ use chrono::{DateTime, Utc};
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::{Database, Durability, LocalError, sql};
+use crate::branch::memories::{self, MemoryId, MemoryQuery, MemoryRecord, ScoredMemory};
 use crate::branch::{
     ActiveBranch, BranchRecord, BranchStatus, BranchStore, Finish, RateLimits, branch_exists,
     branch_not_found, check_limits, minute_window, not_active,
@@ -35,6 +36,27 @@ fn encode(rec: &BranchRecord) -> Result<String> {
 fn decode(body: &str) -> Result<BranchRecord> {
     serde_json::from_str(body)
         .map_err(|e| Error::internal(format!("a stored branch does not decode: {e}")))
+}
+
+fn decode_memory(body: &str) -> Result<MemoryRecord> {
+    serde_json::from_str(body)
+        .map_err(|e| Error::internal(format!("a stored memory does not decode: {e}")))
+}
+
+/// Removes memory `id` and its full-text row.
+fn delete_memory_in(conn: &Connection, tenant: &TenantId, id: &str) -> rusqlite::Result<()> {
+    let rowid: Option<i64> = conn
+        .query_row(
+            "SELECT rowid FROM memories WHERE tenant = ?1 AND id = ?2",
+            params![tenant.as_str(), id],
+            |r| r.get(0),
+        )
+        .optional()?;
+    if let Some(rowid) = rowid {
+        conn.execute("DELETE FROM memories_fts WHERE rowid = ?1", [rowid])?;
+        conn.execute("DELETE FROM memories WHERE rowid = ?1", [rowid])?;
+    }
+    Ok(())
 }
 
 fn get_in(conn: &Connection, tenant: &TenantId, id: &BranchId) -> Result<Option<BranchRecord>> {
@@ -327,13 +349,122 @@ impl BranchStore for SqliteBranchStore {
     }
 
     async fn delete_branch(&self, tenant: &TenantId, id: &BranchId) -> Result<bool> {
+        let memory = MemoryId::of_branch(tenant, id).to_string();
         let (tenant, id) = (tenant.clone(), id.to_string());
         self.db
             .transaction(move |conn| {
+                delete_memory_in(conn, &tenant, &memory)?;
                 Ok(conn.execute(
                     "DELETE FROM branches WHERE tenant = ?1 AND id = ?2",
                     params![tenant.as_str(), id],
                 )? > 0)
+            })
+            .await
+    }
+
+    async fn put_memory(&self, tenant: &TenantId, memory: &MemoryRecord) -> Result<()> {
+        let body = serde_json::to_string(memory)
+            .map_err(|e| Error::internal(format!("cannot encode memory {}: {e}", memory.id)))?;
+        let (tenant, m) = (tenant.clone(), memory.clone());
+        self.db
+            .transaction(move |tx| {
+                let id = m.id.to_string();
+                delete_memory_in(tx, &tenant, &id)?;
+                tx.execute(
+                    "INSERT INTO memories (tenant, id, created, confidence, kind, body)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                    params![
+                        tenant.as_str(),
+                        id,
+                        m.created_at.timestamp_micros(),
+                        m.confidence,
+                        m.kind.as_str(),
+                        body
+                    ],
+                )?;
+                tx.execute(
+                    "INSERT INTO memories_fts (rowid, title, description, content, tenant)
+                     VALUES (last_insert_rowid(), ?1, ?2, ?3, ?4)",
+                    params![m.title, m.description, m.content, tenant.as_str()],
+                )?;
+                Ok::<_, LocalError>(())
+            })
+            .await
+    }
+
+    async fn recent_memories(&self, tenant: &TenantId, max: usize) -> Result<Vec<MemoryRecord>> {
+        let tenant = tenant.clone();
+        let max = i64::try_from(max).unwrap_or(i64::MAX);
+        self.db
+            .read(move |conn| {
+                let mut stmt = conn
+                    .prepare(
+                        "SELECT body FROM memories WHERE tenant = ?1
+                         ORDER BY created DESC, id DESC LIMIT ?2",
+                    )
+                    .map_err(sql)?;
+                let bodies = stmt
+                    .query_map(params![tenant.as_str(), max], |r| r.get::<_, String>(0))
+                    .map_err(sql)?
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(sql)?;
+                Ok(bodies
+                    .iter()
+                    .map(|b| decode_memory(b))
+                    .collect::<Result<Vec<_>>>()?)
+            })
+            .await
+    }
+
+    /// FTS5: any of the query's terms, ranked by `bm25()` over title,
+    /// description and content.
+    async fn search_memories(
+        &self,
+        tenant: &TenantId,
+        q: &MemoryQuery,
+    ) -> Result<Vec<ScoredMemory>> {
+        let words = memories::terms(&q.text);
+        if words.is_empty() || q.limit == 0 {
+            return Ok(Vec::new());
+        }
+        // Terms are letters and digits only: quoted, none is an operator.
+        let query = words
+            .iter()
+            .map(|w| format!("\"{w}\""))
+            .collect::<Vec<_>>()
+            .join(" OR ");
+        let (tenant, q) = (tenant.clone(), q.clone());
+        self.db
+            .read(move |conn| {
+                let mut stmt = conn
+                    .prepare(
+                        "SELECT m.body, -bm25(memories_fts) AS score
+                         FROM memories_fts JOIN memories m ON m.rowid = memories_fts.rowid
+                         WHERE memories_fts MATCH ?1 AND memories_fts.tenant = ?2
+                           AND m.confidence >= ?3 AND (?4 IS NULL OR m.kind = ?4)
+                         ORDER BY score DESC, m.created DESC LIMIT ?5",
+                    )
+                    .map_err(sql)?;
+                let rows = stmt
+                    .query_map(
+                        params![
+                            query,
+                            tenant.as_str(),
+                            q.min_confidence,
+                            q.kind.map(|k| k.as_str()),
+                            i64::try_from(q.limit).unwrap_or(i64::MAX)
+                        ],
+                        |r| Ok((r.get::<_, String>(0)?, r.get::<_, f64>(1)?)),
+                    )
+                    .map_err(sql)?
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(sql)?;
+                Ok(rows
+                    .into_iter()
+                    .map(|(b, score)| {
+                        decode_memory(&b).map(|memory| ScoredMemory { score, memory })
+                    })
+                    .collect::<Result<Vec<_>>>()?)
             })
             .await
     }

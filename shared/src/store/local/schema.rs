@@ -21,7 +21,7 @@ use super::sql;
 use crate::error::{Error, Result};
 
 /// The schema version this build writes and reads.
-pub const VERSION: u32 = 10;
+pub const VERSION: u32 = 11;
 
 /// Version 0 → 1: commits, lineages, timelines, refs, the materialization
 /// cache, tokens (the meta store) and branches, their sessions and their
@@ -207,6 +207,27 @@ DROP INDEX commits_by_parent;
 CREATE INDEX commits_forks ON commits (tenant, parent) WHERE lineage = id AND parent IS NOT NULL;
 ";
 
+/// Memories of folded branches (`branch::memories`): the record (JSON in
+/// `body`; kind and confidence as columns for the search's filters, the
+/// extraction time for the newest-first listing) and an FTS5 index of its
+/// title, description and content under the same rowid, with the tenant
+/// beside them so that a search and a tenant's erase can filter by it.
+const MEMORIES: &str = "
+CREATE TABLE memories (
+    tenant     TEXT NOT NULL,
+    id         TEXT NOT NULL,
+    created    INTEGER NOT NULL,
+    confidence REAL NOT NULL,
+    kind       TEXT NOT NULL,
+    body       TEXT NOT NULL,
+    UNIQUE (tenant, id)
+);
+CREATE INDEX memories_recent ON memories (tenant, created);
+CREATE VIRTUAL TABLE memories_fts USING fts5(
+    title, description, content, tenant UNINDEXED, tokenize = 'unicode61'
+);
+";
+
 /// One migration step: SQL, or code for what SQL cannot say.
 enum Step {
     Sql(&'static str),
@@ -234,6 +255,7 @@ const MIGRATIONS: &[Step] = &[
     Step::Sql(PACKED),
     SLIM,
     Step::Sql(FORKS),
+    Step::Sql(MEMORIES),
 ];
 
 const _: () = assert!(MIGRATIONS.len() == VERSION as usize);

@@ -7,6 +7,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
 use super::lock;
+use crate::branch::memories::{MemoryId, MemoryRecord};
 use crate::branch::{
     ActiveBranch, BranchRecord, BranchStatus, BranchStore, Finish, RateLimits, branch_exists,
     branch_not_found, check_limits, minute_window, not_active,
@@ -19,6 +20,7 @@ struct State {
     branches: BTreeMap<(TenantId, BranchId), BranchRecord>,
     owners: HashMap<(TenantId, String), String>,
     windows: HashMap<(TenantId, String, i64), u32>,
+    memories: BTreeMap<(TenantId, MemoryId), MemoryRecord>,
 }
 
 /// Branches in a map.
@@ -183,11 +185,30 @@ impl BranchStore for MemoryBranchStore {
     }
 
     async fn delete_branch(&self, tenant: &TenantId, id: &BranchId) -> Result<bool> {
-        Ok(self
-            .lock()
-            .branches
-            .remove(&(tenant.clone(), *id))
-            .is_some())
+        let mut s = self.lock();
+        s.memories
+            .remove(&(tenant.clone(), MemoryId::of_branch(tenant, id)));
+        Ok(s.branches.remove(&(tenant.clone(), *id)).is_some())
+    }
+
+    async fn put_memory(&self, tenant: &TenantId, memory: &MemoryRecord) -> Result<()> {
+        self.lock()
+            .memories
+            .insert((tenant.clone(), memory.id), memory.clone());
+        Ok(())
+    }
+
+    async fn recent_memories(&self, tenant: &TenantId, max: usize) -> Result<Vec<MemoryRecord>> {
+        let s = self.lock();
+        let mut out: Vec<MemoryRecord> = s
+            .memories
+            .iter()
+            .filter(|((t, _), _)| t == tenant)
+            .map(|(_, m)| m.clone())
+            .collect();
+        out.sort_by(|a, b| b.created_at.cmp(&a.created_at).then(b.id.cmp(&a.id)));
+        out.truncate(max);
+        Ok(out)
     }
 
     async fn forget_session(&self, tenant: &TenantId, session: &str) -> Result<bool> {
