@@ -35,6 +35,10 @@ pub(crate) enum BranchCommand {
         /// Nest under this active branch.
         #[arg(long)]
         parent: Option<String>,
+        /// Prepend the memories relevant to the description (strategies
+        /// and anti-patterns of earlier branches, marked as data).
+        #[arg(long)]
+        inject_memories: bool,
         #[command(flatten)]
         conn: Conn,
     },
@@ -105,10 +109,12 @@ pub(crate) async fn run_branch(command: BranchCommand) -> Result<()> {
             budget,
             timeout,
             parent,
+            inject_memories,
             conn,
         } => {
             let c = conn.client()?;
             let req = BranchCreateRequest {
+                inject_memories,
                 session_id: session.parse()?,
                 description,
                 prompt,
@@ -127,6 +133,24 @@ pub(crate) async fn run_branch(command: BranchCommand) -> Result<()> {
                 "depth {}, budget {} tokens, times out in {} s; checkpoint into it with --ref {}",
                 b.depth, b.budget_allocated, b.timeout_seconds, b.chain_ref
             );
+            for m in &b.memories {
+                eprintln!(
+                    "memory {} ({}, confidence {:.2}{}, {} tokens): {}",
+                    m.id,
+                    m.kind,
+                    m.confidence,
+                    if m.untrusted { ", untrusted" } else { "" },
+                    m.tokens,
+                    m.title
+                );
+            }
+            for m in &b.memories_blocked {
+                eprintln!(
+                    "memory {} left out: it matches {}",
+                    m.id,
+                    m.patterns.join(", ")
+                );
+            }
             Ok(())
         }
         BranchCommand::Return {

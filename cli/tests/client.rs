@@ -304,6 +304,7 @@ async fn every_method_against_the_real_router() {
             budget: Some(100),
             timeout_seconds: None,
             parent_branch: None,
+            inject_memories: false,
         })
         .await
         .unwrap();

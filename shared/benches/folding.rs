@@ -118,6 +118,7 @@ async fn p1(svc: &Service, caller: &Caller, round: usize) -> (u64, u64, u64) {
                 budget: None,
                 timeout_seconds: None,
                 parent_branch: None,
+                inject_memories: false,
             },
         )
         .await
@@ -157,6 +158,7 @@ async fn latency(svc: &Service, caller: &Caller, n: usize) -> (f64, f64, f64, f6
                     budget: None,
                     timeout_seconds: None,
                     parent_branch: None,
+                    inject_memories: false,
                 },
             )
             .await

@@ -135,6 +135,7 @@ async fn the_binary_expires_a_branch_from_the_state_machines_event() {
                 budget: None,
                 timeout_seconds: Some(1),
                 parent_branch: None,
+                inject_memories: false,
             },
         )
         .await

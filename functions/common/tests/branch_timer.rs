@@ -137,6 +137,7 @@ async fn a_branch_expires_through_the_state_machine_and_a_return_stops_it() {
         budget: None,
         timeout_seconds: Some(timeout),
         parent_branch: None,
+        inject_memories: false,
     };
 
     // Cancellation: a returned branch's execution is stopped.

@@ -1,5 +1,6 @@
 //! The context-folding routes (group [`super::Group::Branches`]):
-//! `/v1/branches…` and `POST /v1/sessions/{id}/end`.
+//! `/v1/branches…`, `POST /v1/sessions/{id}/end` and the memories of ended
+//! branches, `GET /v1/memories`.
 
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -9,10 +10,11 @@ use super::error::ErrorBody;
 use super::extract::{Json, Path, Query, path_id};
 use super::{ApiResult, AppState};
 use crate::auth::Caller;
+use crate::branch::memories::{MemoryKind, MemoryQuery};
 use crate::id::{BranchId, SessionId};
 use crate::wire::{
     BranchCreateRequest, BranchCreated, BranchReturnRequest, BranchReturned, BranchStatusResponse,
-    SessionEnded,
+    MemorySearchResponse, SessionEnded,
 };
 
 /// Creates an isolated branch of a session: its chain holds only the
@@ -131,6 +133,56 @@ pub(super) async fn session_end(
     Ok(axum::Json(
         s.service.session_end(&caller, &id).await?.into(),
     ))
+}
+
+/// The tenant's memories of ended branches matching `q` (any of its
+/// words; SQLite FTS5 embedded, BM25 over the newest 2,000 on AWS), best
+/// first: strategies from completed branches, anti-patterns from failed
+/// or timed-out ones, each with its provenance.
+#[utoipa::path(get, path = "/v1/memories", tag = "branches",
+    params(
+        ("q" = String, Query, min_length = 1, max_length = 1000, pattern = r"[^\s\x00-\x1f\x7f-\x9f]",
+            description = "What to look for: words, any of which may match (1 to 1,000 characters)"),
+        ("limit" = Option<u32>, Query, minimum = 1, maximum = 100, description = "At most this many (default 10)"),
+        ("min_confidence" = Option<f64>, Query, minimum = 0, maximum = 1, description = "Only memories at least this confident (default 0)"),
+        ("kind" = Option<MemoryKind>, Query, description = "Only this kind")),
+    responses((status = 200, description = "Best first", body = MemorySearchResponse),
+        (status = 400, description = "No `q`, a blank or over-long one, or `limit`, `min_confidence` or `kind` out of range (the field named)", body = ErrorBody)),
+    security(("bearer" = [])))]
+pub(super) async fn memory_search(
+    State(s): State<AppState>,
+    caller: Caller,
+    q: Query,
+) -> ApiResult<axum::Json<MemorySearchResponse>> {
+    let text = q
+        .optional_with("q", |v| Ok::<_, std::convert::Infallible>(v.to_owned()))?
+        .ok_or_else(|| crate::error::Error::invalid("q", "the query parameter q is required"))?;
+    let limit = q.optional_with("limit", str::parse::<usize>)?.unwrap_or(10);
+    let min_confidence = q
+        .optional_with("min_confidence", |v| {
+            v.parse::<f64>().map_err(|e| e.to_string()).and_then(|f| {
+                if f.is_finite() {
+                    Ok(f)
+                } else {
+                    Err("not a finite number".to_owned())
+                }
+            })
+        })?
+        .unwrap_or(0.0);
+    let kind = q.optional::<MemoryKind>("kind")?;
+    let found = s
+        .service
+        .memory_search(
+            &caller,
+            MemoryQuery {
+                text,
+                limit,
+                min_confidence,
+                kind,
+            },
+        )
+        .await?;
+    Ok(axum::Json(found.into()))
 }
 
 #[cfg(test)]

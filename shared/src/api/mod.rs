@@ -286,6 +286,12 @@ pub fn routes(limits: &crate::service::Limits) -> Vec<RouteDef> {
             branches::session_end,
         ),
         route(
+            Branches,
+            Method::GET,
+            "/v1/memories",
+            branches::memory_search,
+        ),
+        route(
             Workspaces,
             Method::GET,
             "/v1/workspaces/{ws}/files",
@@ -539,7 +545,8 @@ impl utoipa::Modify for BearerAuth {
         commits::summarize, commits::compact, commits::materialize, commits::read, commits::resolve,
         refs::list_refs, refs::get_ref, refs::set_ref, refs::delete_ref, artifacts::gc,
         branches::branch_create, branches::branch_status_of_session, branches::branch_status,
-        branches::branch_return, branches::session_end, lifecycle::erase_session,
+        branches::branch_return, branches::session_end, branches::memory_search,
+        lifecycle::erase_session,
         lifecycle::erase_principal, lifecycle::evict_ref,
         lifecycle::list_pins, lifecycle::set_pin, lifecycle::delete_pin, workspaces::put_file,
         workspaces::get_file, workspaces::delete_file, workspaces::list_files,
@@ -552,7 +559,8 @@ impl utoipa::Modify for BearerAuth {
     components(schemas(
         ErrorBody, error::ErrorDetail, crate::store::RefMove, ArtifactRef, CommitId,
         crate::id::BranchId, Principal, RefName, crate::wire::MissingSummaryFilter,
-        crate::workspace::WorkspaceId, crate::workspace::FilePath, crate::agent::SaveId
+        crate::workspace::WorkspaceId, crate::workspace::FilePath, crate::agent::SaveId,
+        crate::id::MemoryId
     )),
     modifiers(&BearerAuth, &CommonErrors)
 )]

@@ -652,6 +652,10 @@ fn real_ids_match_the_documents_patterns() {
         ("ArtifactRef", art.to_string()),
         ("BranchId", branch.to_string()),
         (
+            "MemoryId",
+            crate::id::MemoryId::of_branch(&tenant, &branch).to_string(),
+        ),
+        (
             "SaveId",
             crate::agent::SaveId::derive(
                 &tenant,

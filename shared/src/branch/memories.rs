@@ -272,7 +272,7 @@ impl FromStr for Guard {
             "block" => Ok(Guard::Block),
             "log" => Ok(Guard::Log),
             other => Err(Error::invalid(
-                crate::config::CTX_MEMORY_INJECTION_GUARD.var,
+                "guard",
                 format!("{other:?} is not \"block\" or \"log\""),
             )),
         }
@@ -351,6 +351,57 @@ impl Default for MemoryConfig {
             max_items: 10,
             min_confidence: 0.7,
             guard: Guard::Block,
+        }
+    }
+}
+
+/// A memory injected into a new branch, as its creation reports it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct InjectedMemory {
+    /// The memory.
+    pub id: MemoryId,
+    /// Strategy or anti-pattern.
+    pub kind: MemoryKind,
+    /// Its title.
+    pub title: String,
+    /// Its confidence.
+    pub confidence: f64,
+    /// From another principal or session than the new branch's (SEC-005).
+    pub untrusted: bool,
+    /// The injection patterns it matched, injected anyway because
+    /// `CTX_MEMORY_INJECTION_GUARD` is `log` (empty otherwise).
+    pub patterns: Vec<String>,
+    /// Its block's estimated tokens.
+    pub tokens: u64,
+    /// Where it came from.
+    pub provenance: Provenance,
+}
+
+/// A memory left out of an injection because it matched a prompt-injection
+/// pattern (SEC-005, `CTX_MEMORY_INJECTION_GUARD=block`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct BlockedMemory {
+    /// The memory.
+    pub id: MemoryId,
+    /// The patterns it matched.
+    pub patterns: Vec<String>,
+    /// From another principal or session than the new branch's.
+    pub untrusted: bool,
+    /// Where it came from.
+    pub provenance: Provenance,
+}
+
+impl From<&Injected> for InjectedMemory {
+    fn from(i: &Injected) -> Self {
+        InjectedMemory {
+            id: i.memory.id,
+            kind: i.memory.kind,
+            title: i.memory.title.clone(),
+            confidence: i.memory.confidence,
+            untrusted: i.untrusted,
+            patterns: i.patterns.iter().map(|p| (*p).to_owned()).collect(),
+            tokens: i.tokens,
+            provenance: i.memory.provenance.clone(),
         }
     }
 }

@@ -170,10 +170,12 @@ pub struct NewBranch {
     pub timeout_seconds: Option<u64>,
     /// The active branch to nest under (default: the session itself).
     pub parent_branch: Option<BranchId>,
+    /// Prepend the memories relevant to the description (FR-005).
+    pub inject_memories: bool,
 }
 
 /// A branch just created.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct CreatedBranch {
     /// Its id.
     pub branch_id: BranchId,
@@ -189,6 +191,10 @@ pub struct CreatedBranch {
     pub root_commit: CommitId,
     /// The ref of its chain.
     pub chain_ref: String,
+    /// The memories prepended to its root (with `inject_memories`).
+    pub memories: Vec<memories::InjectedMemory>,
+    /// Memories left out for matching a prompt-injection pattern.
+    pub memories_blocked: Vec<memories::BlockedMemory>,
 }
 
 /// A branch returned by its caller.

@@ -216,8 +216,10 @@ settings! {
         CTX_MEMORY_INJECTION_GUARD {
             default: "`block`",
             meaning: "a memory matching a prompt-injection pattern is logged and, with `block`, left out of an injection; `log` injects it (marked as data, like every memory)",
-            read: |c, _, v| {
-                c.branching.memory.guard = v.parse()?;
+            read: |c, n, v| {
+                c.branching.memory.guard = v
+                    .parse()
+                    .map_err(|e: Error| Error::invalid(n, format!("{n}={v:?}: {}", e.message)))?;
                 Ok(())
             },
         }

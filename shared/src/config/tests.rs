@@ -220,6 +220,9 @@ fn every_setting_is_read() {
                 "CTX_SUMMARIZE_EVERY" => "7m",
                 "CTX_RETENTION_DAYS" => "7,acme=0",
                 "CTX_RETENTION_EVERY" => "7h",
+                "CTX_MEMORY_EXTRACT" => "false",
+                "CTX_MEMORY_INJECTION_RATIO" | "CTX_MEMORY_MIN_CONFIDENCE" => "0.7",
+                "CTX_MEMORY_INJECTION_GUARD" => "log",
                 "AWS_ENDPOINT_URL" => return None,
                 _ => "7",
             }
@@ -237,6 +240,13 @@ fn every_setting_is_read() {
         session_end_timeout: Duration::from_secs(7),
         session_idle: Some(Duration::from_secs(7)),
         validation: Validation::Permissive,
+        memory: crate::branch::memories::MemoryConfig {
+            extract: false,
+            injection_ratio: 0.7,
+            max_items: 7,
+            min_confidence: 0.7,
+            guard: crate::branch::memories::Guard::Log,
+        },
         ..BranchConfig::default()
     };
     assert_eq!(

@@ -8,6 +8,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
+use crate::branch::memories::{BlockedMemory, InjectedMemory, MemoryRecord, ScoredMemory};
 use crate::branch::{BranchState, CreatedBranch, EndedSession, NewBranch, ReturnedBranch};
 use crate::id::{BranchId, CommitId, SessionId};
 
@@ -44,6 +45,13 @@ pub struct BranchCreateRequest {
     /// The active branch to nest under (default: the session itself).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent_branch: Option<BranchId>,
+    /// Prepend the memories relevant to the description to the branch's
+    /// root (FR-005): at most `CTX_MEMORY_MAX_ITEMS` (10), at least
+    /// `CTX_MEMORY_MIN_CONFIDENCE` (0.7) confident, within
+    /// `CTX_MEMORY_INJECTION_RATIO` (20%) of the budget, each marked as
+    /// data with its provenance. Default false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub inject_memories: bool,
 }
 
 /// An optional count of at least 1 that the server caps rather than
@@ -59,7 +67,7 @@ fn capped_count() -> utoipa::openapi::schema::Object {
 }
 
 /// What `branch_create` answers.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct BranchCreated {
     /// The new branch.
     pub branch_id: BranchId,
@@ -75,6 +83,14 @@ pub struct BranchCreated {
     pub root_commit: CommitId,
     /// The ref of its chain: checkpoint with `ref: {name: this}`.
     pub chain_ref: String,
+    /// The memories prepended to its root (with `inject_memories`; empty
+    /// otherwise), best match first.
+    #[serde(default)]
+    pub memories: Vec<InjectedMemory>,
+    /// Memories that matched but were left out for matching a
+    /// prompt-injection pattern (SEC-005).
+    #[serde(default)]
+    pub memories_blocked: Vec<BlockedMemory>,
 }
 
 /// `POST /v1/branches/{br}/return`.
@@ -233,6 +249,7 @@ impl From<BranchCreateRequest> for NewBranch {
             budget: r.budget,
             timeout_seconds: r.timeout_seconds,
             parent_branch: r.parent_branch,
+            inject_memories: r.inject_memories,
         }
     }
 }
@@ -247,6 +264,8 @@ impl From<CreatedBranch> for BranchCreated {
             deadline: b.deadline,
             root_commit: b.root_commit,
             chain_ref: b.chain_ref,
+            memories: b.memories,
+            memories_blocked: b.memories_blocked,
         }
     }
 }
@@ -330,6 +349,38 @@ impl BranchStatusResponse {
         BranchStatusResponse {
             active_branches: all.clone(),
             ..deepest.clone()
+        }
+    }
+}
+
+/// A memory a search found (`GET /v1/memories`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct FoundMemory {
+    /// How well it matched (higher is better; comparable within one
+    /// search only).
+    pub score: f64,
+    /// The memory.
+    #[serde(flatten)]
+    pub memory: MemoryRecord,
+}
+
+/// `GET /v1/memories`: the tenant's memories matching `q`, best first.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct MemorySearchResponse {
+    /// Best first.
+    pub memories: Vec<FoundMemory>,
+}
+
+impl From<Vec<ScoredMemory>> for MemorySearchResponse {
+    fn from(found: Vec<ScoredMemory>) -> Self {
+        MemorySearchResponse {
+            memories: found
+                .into_iter()
+                .map(|s| FoundMemory {
+                    score: s.score,
+                    memory: s.memory,
+                })
+                .collect(),
         }
     }
 }

@@ -3,6 +3,7 @@
 
 use super::{MAX_DESCRIPTION, MAX_PROMPT, check_len, strip_controls};
 use crate::auth::Caller;
+use crate::branch::memories::{self, InjectedMemory};
 use crate::branch::{BranchRecord, BranchStatus, CreatedBranch, NewBranch};
 use crate::commit::{Tags, Trigger};
 use crate::error::{Error, ErrorKind, Result};
@@ -88,10 +89,23 @@ impl Service {
         let id = BranchId::from_bytes(bytes);
         let now = self.clock().now();
         let deadline = now + chrono::Duration::seconds(timeout as i64);
-        let text = if prompt.is_empty() {
+        let (chosen, memories_blocked) = if req.inject_memories {
+            self.choose_memories(caller, &session, &description, budget)
+                .await?
+        } else {
+            (Vec::new(), Vec::new())
+        };
+        let task = if prompt.is_empty() {
             description.clone()
         } else {
             format!("{description}\n\n{prompt}")
+        };
+        // The memories come first, as data (FR-005, SEC-005).
+        let block = memories::render(&chosen);
+        let text = if block.is_empty() {
+            task
+        } else {
+            format!("{block}\n\n{task}")
         };
         let (root, _) = self
             .record(
@@ -122,7 +136,8 @@ impl Service {
             status: BranchStatus::Active,
             description,
             budget,
-            tokens_used: 0,
+            // Injected memories are in its context: they count.
+            tokens_used: chosen.iter().map(|c| c.tokens).sum(),
             root_commit: root.id,
             owner: self.owner_of(caller),
             created_at: now,
@@ -167,6 +182,8 @@ impl Service {
             deadline,
             root_commit: root.id,
             chain_ref: rec.chain_ref().to_string(),
+            memories: chosen.iter().map(InjectedMemory::from).collect(),
+            memories_blocked,
         })
     }
 }

@@ -7,6 +7,7 @@ use futures::future::BoxFuture;
 
 use chrono::{DateTime, Utc};
 
+use super::memory::Ending;
 use super::{
     Expired, MAX_ERROR, MAX_MESSAGE, Sweep, Wake, branch_principal, check_len, session_ref,
     strip_controls,
@@ -370,14 +371,27 @@ impl Service {
                     },
                 )
                 .await?;
+            let ending = if message.is_some() {
+                Ending::Own
+            } else {
+                Ending::Forced
+            };
             let text = match message {
                 Some(m) => m,
                 None => self.forced_text(tenant, &done).await,
             };
+            let outcome = f.config.memory.extract.then(|| text.clone());
             let commit = self.append_to_parent(tenant, &done, text).await?;
             f.store
                 .annotate(tenant, &rec.id, None, Some(&commit.id))
                 .await?;
+            if let Some(outcome) = outcome
+                && let Err(e) = self
+                    .extract_memory(tenant, &done, &outcome, ending, commit.id)
+                    .await
+            {
+                tracing::warn!(branch = %rec.id, error = %e, "could not extract the branch's memory");
+            }
             if status != BranchStatus::Timeout
                 && let Err(e) = f.timer.stop(tenant, &rec.id, done.timer.as_deref()).await
             {

@@ -7,6 +7,8 @@
 //!   way a branch ends (`end_branch`) with its append to the parent.
 //! - `budget`: the guard before a checkpoint into a branch's chain and the
 //!   accounting after it.
+//! - `memory`: a memory extracted when a branch ends, the memories
+//!   injected when one is created, and their search.
 //! - `status`: `branch_status`, by id and by session.
 //! - `timer`: deadlines as tokio tasks (embedded mode): [`TokioTimer`].
 //!
@@ -29,6 +31,7 @@ use crate::id::{BranchId, Principal, RefName, TenantId};
 mod budget;
 mod create;
 mod end;
+mod memory;
 mod status;
 mod timer;
 

@@ -385,6 +385,14 @@ mod tests {
                 "materialized",
                 "materialized_by_artifact",
                 "materialized_lru",
+                "memories",
+                "memories_fts",
+                "memories_fts_config",
+                "memories_fts_content",
+                "memories_fts_data",
+                "memories_fts_docsize",
+                "memories_fts_idx",
+                "memories_recent",
                 "pins",
                 "refs",
                 "timeline",
@@ -449,8 +457,8 @@ mod tests {
         );
         assert_eq!(
             after.len(),
-            before.len() + 10,
-            "the summary index, the cache's two indexes, the two agent tables, the three lifecycle indexes, pins and deltas added"
+            before.len() + 18,
+            "the summary index, the cache's two indexes, the two agent tables, the three lifecycle indexes, pins, deltas, and the memories' table, index, FTS5 table and its five shadow tables added"
         );
         // The lifecycle columns were filled from the body.
         assert_eq!(
@@ -530,7 +538,7 @@ mod tests {
             .unwrap();
         SqliteBranchStore::open(dir.path()).unwrap();
         assert_eq!(version_of(&path), VERSION);
-        assert_eq!(dump(&path).len(), 20);
+        assert_eq!(dump(&path).len(), 28);
     }
 
     #[tokio::test]

@@ -98,6 +98,7 @@ fn create(session: &str, description: &str) -> NewBranch {
         budget: None,
         timeout_seconds: None,
         parent_branch: None,
+        inject_memories: false,
     }
 }
 
@@ -536,3 +537,5 @@ async fn erasing_a_session_erases_its_branches_chains_and_records() {
     // The session can fold again.
     h.create("s1", "a fresh start").await;
 }
+
+mod memories;
