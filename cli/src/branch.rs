@@ -70,6 +70,24 @@ pub(crate) enum BranchCommand {
         #[command(flatten)]
         conn: Conn,
     },
+    /// Memories of ended branches matching QUERY (any of its words), best
+    /// first: strategies from completed branches, anti-patterns from
+    /// failed or timed-out ones, with where each came from.
+    Memories {
+        /// What to look for.
+        query: String,
+        /// At most this many (default 10, at most 100).
+        #[arg(long)]
+        limit: Option<usize>,
+        /// Only memories at least this confident (0 to 1).
+        #[arg(long)]
+        min_confidence: Option<f64>,
+        /// Only this kind: strategy or anti_pattern.
+        #[arg(long)]
+        kind: Option<String>,
+        #[command(flatten)]
+        conn: Conn,
+    },
 }
 
 /// `ctx session …`.
@@ -200,6 +218,53 @@ pub(crate) async fn run_branch(command: BranchCommand) -> Result<()> {
                     format!(", {} children force-returned", r.force_returned.len())
                 }
             );
+            Ok(())
+        }
+        BranchCommand::Memories {
+            query,
+            limit,
+            min_confidence,
+            kind,
+            conn,
+        } => {
+            let c = conn.client()?;
+            let kind = kind
+                .map(|k| k.parse().map_err(|e: ctx_core::Error| e.with_field("kind")))
+                .transpose()?;
+            let found = c
+                .memory_search(&crate::client::MemorySearch {
+                    text: &query,
+                    limit,
+                    min_confidence,
+                    kind,
+                })
+                .await?;
+            if conn.json {
+                return print_json(&found);
+            }
+            for f in &found.memories {
+                let m = &f.memory;
+                let p = &m.provenance;
+                println!(
+                    "{} {} {:.2} {}\n  from session {} ({}), branch {}, commit {}\n  {}",
+                    m.id,
+                    m.kind,
+                    m.confidence,
+                    m.title,
+                    p.session_id,
+                    if p.principal.is_empty() {
+                        "?"
+                    } else {
+                        &p.principal
+                    },
+                    p.branch_id,
+                    p.commit,
+                    m.content.replace('\n', "\n  ")
+                );
+            }
+            if found.memories.is_empty() {
+                eprintln!("no memory matches");
+            }
             Ok(())
         }
         BranchCommand::Status {

@@ -22,9 +22,9 @@ use ctx_core::wire::{
     ArtifactInfo, BatchRequest, BatchResponse, BranchCreateRequest, BranchCreated,
     BranchReturnRequest, BranchReturned, BranchStatusResponse, CheckpointRequest, CompactRequest,
     CompactResponse, Erased, EvictRequest, Evicted, FileList, HistoryResponse, MaterializeRequest,
-    MaterializeResponse, MissingSummaryList, PinChanged, PinList, ReadRequest, ReadResponse,
-    RefList, ResolveResponse, SessionEnded, SetRefRequest, SummarizeRequest, UpdateMetadataRequest,
-    UploadRequest,
+    MaterializeResponse, MemorySearchResponse, MissingSummaryList, PinChanged, PinList,
+    ReadRequest, ReadResponse, RefList, ResolveResponse, SessionEnded, SetRefRequest,
+    SummarizeRequest, UpdateMetadataRequest, UploadRequest,
 };
 use ctx_core::workspace::context::Context;
 use ctx_core::workspace::{FilePath, WorkspaceId};
@@ -585,6 +585,15 @@ impl Client {
             .await
     }
 
+    /// `GET /v1/memories?q=&limit=&min_confidence=&kind=`: memories of
+    /// ended branches matching `q.text`, best first.
+    ///
+    /// # Errors
+    /// `Invalid` naming the parameter; as [`Client::healthz`].
+    pub async fn memory_search(&self, q: &MemorySearch<'_>) -> Result<MemorySearchResponse> {
+        self.json(Route::MemorySearch(q), Body::Empty).await
+    }
+
     /// `GET /v1/workspaces/{ws}/files?prefix=`: a workspace's files.
     ///
     /// # Errors
@@ -947,6 +956,20 @@ async fn decode<T: DeserializeOwned>(resp: reqwest::Response) -> Result<T> {
     })
 }
 
+/// A memory search (`GET /v1/memories`): the server's defaults where
+/// `None`.
+#[derive(Debug, Clone, Copy)]
+pub struct MemorySearch<'a> {
+    /// What to look for.
+    pub text: &'a str,
+    /// At most this many (default 10).
+    pub limit: Option<usize>,
+    /// Only memories at least this confident.
+    pub min_confidence: Option<f64>,
+    /// Only this kind.
+    pub kind: Option<ctx_core::branch::memories::MemoryKind>,
+}
+
 /// One route of the API with its path parameters and query: the one place
 /// the client spells a URL. Mirrors `ctx_core::api::routes`.
 #[derive(Debug, Clone, Copy)]
@@ -977,6 +1000,7 @@ enum Route<'a> {
     BranchStatus(&'a BranchId),
     BranchReturn(&'a BranchId),
     SessionEnd(&'a str),
+    MemorySearch(&'a MemorySearch<'a>),
     EraseSession(&'a str, bool),
     ErasePrincipal(&'a Principal, bool),
     ListPins,
@@ -1020,6 +1044,7 @@ impl Route<'_> {
             | GetRef(_)
             | BranchStatusOfSession(_)
             | BranchStatus(_)
+            | MemorySearch(_)
             | ListFiles(..)
             | GetFile(..)
             | ReadContext(_)
@@ -1113,6 +1138,13 @@ impl Route<'_> {
             BranchStatus(id) => t.seg("v1").seg("branches").seg(id),
             BranchReturn(id) => t.seg("v1").seg("branches").seg(id).seg("return"),
             SessionEnd(session) => t.seg("v1").seg("sessions").seg(session).seg("end"),
+            MemorySearch(q) => t
+                .seg("v1")
+                .seg("memories")
+                .query("q", q.text)
+                .query_opt("limit", q.limit)
+                .query_opt("min_confidence", q.min_confidence)
+                .query_opt("kind", q.kind),
             EraseSession(session, cascade) => t
                 .seg("v1")
                 .seg("sessions")
@@ -1353,6 +1385,12 @@ mod tests {
             Route::BranchStatus(&br),
             Route::BranchReturn(&br),
             Route::SessionEnd("s"),
+            Route::MemorySearch(&MemorySearch {
+                text: "flaky test",
+                limit: Some(3),
+                min_confidence: Some(0.5),
+                kind: Some(ctx_core::branch::memories::MemoryKind::AntiPattern),
+            }),
             Route::EraseSession("s", true),
             Route::ErasePrincipal(&who, true),
             Route::ListPins,

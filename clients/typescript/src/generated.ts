@@ -518,6 +518,28 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/memories": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The tenant's memories of ended branches matching `q` (any of its
+         *     words; SQLite FTS5 embedded, BM25 over the newest 2,000 on AWS), best
+         *     first: strategies from completed branches, anti-patterns from failed
+         *     or timed-out ones, each with its provenance.
+         */
+        get: operations["memory_search"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/openapi.json": {
         parameters: {
             query?: never;
@@ -1089,6 +1111,20 @@ export interface components {
          * @enum {string}
          */
         BlobArea: "durable" | "cache" | "staged";
+        /**
+         * @description A memory left out of an injection because it matched a prompt-injection
+         *     pattern (SEC-005, `CTX_MEMORY_INJECTION_GUARD=block`).
+         */
+        BlockedMemory: {
+            /** @description The memory. */
+            id: components["schemas"]["MemoryId"];
+            /** @description The patterns it matched. */
+            patterns: string[];
+            /** @description Where it came from. */
+            provenance: components["schemas"]["Provenance"];
+            /** @description From another principal or session than the new branch's. */
+            untrusted: boolean;
+        };
         /** @description An active folded branch of one of the agent's sessions. */
         BranchActivity: {
             /** @description The branch. */
@@ -1123,6 +1159,14 @@ export interface components {
             budget?: number | null;
             /** @description What the subtask is (at most 500 characters, not blank). */
             description: string;
+            /**
+             * @description Prepend the memories relevant to the description to the branch's
+             *     root (FR-005): at most `CTX_MEMORY_MAX_ITEMS` (10), at least
+             *     `CTX_MEMORY_MIN_CONFIDENCE` (0.7) confident, within
+             *     `CTX_MEMORY_INJECTION_RATIO` (20%) of the budget, each marked as
+             *     data with its provenance. Default false.
+             */
+            inject_memories?: boolean;
             parent_branch?: null | components["schemas"]["BranchId"];
             /** @description The subtask's instructions (at most 10,000 characters). */
             prompt?: string | null;
@@ -1154,6 +1198,16 @@ export interface components {
              * @description 1 for a branch of the session, one more per nesting.
              */
             depth: number;
+            /**
+             * @description The memories prepended to its root (with `inject_memories`; empty
+             *     otherwise), best match first.
+             */
+            memories?: components["schemas"]["InjectedMemory"][];
+            /**
+             * @description Memories that matched but were left out for matching a
+             *     prompt-injection pattern (SEC-005).
+             */
+            memories_blocked?: components["schemas"]["BlockedMemory"][];
             /** @description The root commit of its chain (description + prompt only). */
             root_commit: components["schemas"]["CommitId"];
             /**
@@ -1699,6 +1753,15 @@ export interface components {
         };
         /** @description A format id such as `raw`. */
         FormatId: string;
+        /** @description A memory a search found (`GET /v1/memories`). */
+        FoundMemory: components["schemas"]["MemoryRecord"] & {
+            /**
+             * Format: double
+             * @description How well it matched (higher is better; comparable within one
+             *     search only).
+             */
+            score: number;
+        };
         /**
          * @description A record of `vocabulary_gaps.jsonl`: every field present, defaulted when
          *     the line lacks it.
@@ -1803,6 +1866,34 @@ export interface components {
             /** @description The commits. */
             commits: components["schemas"]["Commit"][];
         };
+        /** @description A memory injected into a new branch, as its creation reports it. */
+        InjectedMemory: {
+            /**
+             * Format: double
+             * @description Its confidence.
+             */
+            confidence: number;
+            /** @description The memory. */
+            id: components["schemas"]["MemoryId"];
+            /** @description Strategy or anti-pattern. */
+            kind: components["schemas"]["MemoryKind"];
+            /**
+             * @description The injection patterns it matched, injected anyway because
+             *     `CTX_MEMORY_INJECTION_GUARD` is `log` (empty otherwise).
+             */
+            patterns: string[];
+            /** @description Where it came from. */
+            provenance: components["schemas"]["Provenance"];
+            /** @description Its title. */
+            title: string;
+            /**
+             * Format: int64
+             * @description Its block's estimated tokens.
+             */
+            tokens: number;
+            /** @description From another principal or session than the new branch's (SEC-005). */
+            untrusted: boolean;
+        };
         /** @description An entry of `log.jsonl`. */
         LogEntry: {
             /** @description Its details. */
@@ -1845,6 +1936,48 @@ export interface components {
              * @description Tokens in it.
              */
             token_count: number;
+        };
+        /** @description An id: `mem-` and 32 lower-case hex digits. */
+        MemoryId: string;
+        /**
+         * @description What a memory teaches.
+         * @enum {string}
+         */
+        MemoryKind: "strategy" | "anti_pattern";
+        /** @description A memory: what one ended branch teaches. */
+        MemoryRecord: {
+            /**
+             * Format: double
+             * @description How much the extraction trusts it, 0 to 1 (see `docs/folding.md`).
+             */
+            confidence: number;
+            /**
+             * @description What the next branch should know: task, outcome, result or error,
+             *     the last work (scrubbed of secrets).
+             */
+            content: string;
+            /**
+             * Format: date-time
+             * @description When it was extracted.
+             */
+            created_at: string;
+            /** @description One line (or a few sentences) on what happened, by the summarizer. */
+            description: string;
+            /** @description Who wrote `description` (`extractive:v1`, `openai:<model>`, ...). */
+            extracted_by: string;
+            /** @description Its id (derived from the branch). */
+            id: components["schemas"]["MemoryId"];
+            /** @description Strategy or anti-pattern. */
+            kind: components["schemas"]["MemoryKind"];
+            /** @description Where it came from. */
+            provenance: components["schemas"]["Provenance"];
+            /** @description The branch's task (its description). */
+            title: string;
+        };
+        /** @description `GET /v1/memories`: the tenant's memories matching `q`, best first. */
+        MemorySearchResponse: {
+            /** @description Best first. */
+            memories: components["schemas"]["FoundMemory"][];
         };
         /** @description A commit lacking a summary, with where it stands in the summary queue. */
         MissingSummary: components["schemas"]["Commit"] & {
@@ -1975,6 +2108,17 @@ export interface components {
         ProcessList: {
             /** @description The processes registered and still running. */
             processes: components["schemas"]["RunningProcess"][];
+        };
+        /** @description Where a memory came from. */
+        Provenance: {
+            /** @description The branch. */
+            branch_id: components["schemas"]["BranchId"];
+            /** @description The commit its end appended to its parent's chain. */
+            commit: components["schemas"]["CommitId"];
+            /** @description The principal that owned the session ("" when unknown). */
+            principal: string;
+            /** @description The session of the branch. */
+            session_id: string;
         };
         /**
          * @description `PUT /v1/agents/{agent}/processes/{process_id}`: a process running for
@@ -4466,6 +4610,64 @@ export interface operations {
             };
         };
     };
+    memory_search: {
+        parameters: {
+            query: {
+                /** @description What to look for: words, any of which may match (1 to 1,000 characters) */
+                q: string;
+                /** @description At most this many (default 10) */
+                limit?: number;
+                /** @description Only memories at least this confident (default 0) */
+                min_confidence?: number;
+                /** @description Only this kind */
+                kind?: components["schemas"]["MemoryKind"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Best first */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MemorySearchResponse"];
+                };
+            };
+            /** @description No `q`, a blank or over-long one, or `limit`, `min_confidence` or `kind` out of range (the field named) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No bearer token, or one that is not known */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A store is unavailable; retry after `Retry-After` */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "retry-after"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
     openapi_json: {
         parameters: {
             query?: never;
@@ -5801,6 +6003,7 @@ export const routes = {
   materialize: { method: "POST", path: "/v1/commits/{ctx}/materialize", slashes: [], body: "json", answer: "json", auth: true },
   summarize: { method: "POST", path: "/v1/commits/{ctx}/summarize", slashes: [], body: "json", answer: "json", auth: true },
   gc: { method: "POST", path: "/v1/gc", slashes: [], body: "json", answer: "json", auth: true },
+  memory_search: { method: "GET", path: "/v1/memories", slashes: [], body: "none", answer: "json", auth: true },
   openapi_json: { method: "GET", path: "/v1/openapi.json", slashes: [], body: "none", answer: "json", auth: false },
   list_pins: { method: "GET", path: "/v1/pins", slashes: [], body: "none", answer: "json", auth: true },
   set_pin: { method: "PUT", path: "/v1/pins/{kind}/{name}", slashes: ["name"], body: "none", answer: "json", auth: true },

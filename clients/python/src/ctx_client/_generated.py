@@ -38,6 +38,7 @@ __all__ = [
     "BatchRequest",
     "BatchResponse",
     "BlobArea",
+    "BlockedMemory",
     "BranchActivity",
     "BranchCreateRequest",
     "BranchCreated",
@@ -70,15 +71,21 @@ __all__ = [
     "FilePath",
     "FileVersion",
     "FormatId",
+    "FoundMemory",
     "GapRecord",
     "GcRemoved",
     "GcReport",
     "GcRequest",
     "HistoryResponse",
+    "InjectedMemory",
     "LogEntry",
     "MaterializeRequest",
     "MaterializeResponse",
     "Materialized",
+    "MemoryId",
+    "MemoryKind",
+    "MemoryRecord",
+    "MemorySearchResponse",
     "MissingSummary",
     "MissingSummaryFilter",
     "MissingSummaryList",
@@ -94,6 +101,7 @@ __all__ = [
     "PresignedUpload",
     "Principal",
     "ProcessList",
+    "Provenance",
     "PutProcessRequest",
     "ReadRequest",
     "ReadResponse",
@@ -167,6 +175,7 @@ OPERATIONS = {
     "materialize": ("POST", "/v1/commits/{ctx}/materialize"),
     "summarize": ("POST", "/v1/commits/{ctx}/summarize"),
     "gc": ("POST", "/v1/gc"),
+    "memory_search": ("GET", "/v1/memories"),
     "openapi_json": ("GET", "/v1/openapi.json"),
     "list_pins": ("GET", "/v1/pins"),
     "set_pin": ("PUT", "/v1/pins/{kind}/{name}"),
@@ -427,6 +436,21 @@ class BatchResponse(TypedDict):
 BlobArea: TypeAlias = Literal["durable", "cache", "staged"]
 
 
+class BlockedMemory(TypedDict):
+    """A memory left out of an injection because it matched a prompt-injection
+    pattern (SEC-005, `CTX_MEMORY_INJECTION_GUARD=block`).
+    """
+
+    id: MemoryId
+    """The memory."""
+    patterns: list[str]
+    """The patterns it matched."""
+    provenance: Provenance
+    """Where it came from."""
+    untrusted: bool
+    """From another principal or session than the new branch's."""
+
+
 class BranchActivity(TypedDict):
     """An active folded branch of one of the agent's sessions."""
 
@@ -452,6 +476,13 @@ class BranchCreateRequest(TypedDict):
     budget: NotRequired[int | None]
     description: str
     """What the subtask is (at most 500 characters, not blank)."""
+    inject_memories: NotRequired[bool]
+    """Prepend the memories relevant to the description to the branch's
+    root (FR-005): at most `CTX_MEMORY_MAX_ITEMS` (10), at least
+    `CTX_MEMORY_MIN_CONFIDENCE` (0.7) confident, within
+    `CTX_MEMORY_INJECTION_RATIO` (20%) of the budget, each marked as
+    data with its provenance. Default false.
+    """
     parent_branch: NotRequired[BranchId | None]
     """The active branch to nest under (default: the session itself)."""
     prompt: NotRequired[str | None]
@@ -476,6 +507,14 @@ class BranchCreated(TypedDict):
     """When it times out."""
     depth: int
     """1 for a branch of the session, one more per nesting."""
+    memories: NotRequired[list[InjectedMemory]]
+    """The memories prepended to its root (with `inject_memories`; empty
+    otherwise), best match first.
+    """
+    memories_blocked: NotRequired[list[BlockedMemory]]
+    """Memories that matched but were left out for matching a
+    prompt-injection pattern (SEC-005).
+    """
     root_commit: CommitId
     """The root commit of its chain (description + prompt only)."""
     timeout_seconds: int
@@ -962,6 +1001,40 @@ class FileVersion(TypedDict):
 FormatId: TypeAlias = str
 
 
+class MemoryRecord(TypedDict):
+    """A memory: what one ended branch teaches."""
+
+    confidence: float
+    """How much the extraction trusts it, 0 to 1 (see `docs/folding.md`)."""
+    content: str
+    """What the next branch should know: task, outcome, result or error,
+    the last work (scrubbed of secrets).
+    """
+    created_at: str
+    """When it was extracted."""
+    description: str
+    """One line (or a few sentences) on what happened, by the summarizer."""
+    extracted_by: str
+    """Who wrote `description` (`extractive:v1`, `openai:<model>`, ...)."""
+    id: MemoryId
+    """Its id (derived from the branch)."""
+    kind: MemoryKind
+    """Strategy or anti-pattern."""
+    provenance: Provenance
+    """Where it came from."""
+    title: str
+    """The branch's task (its description)."""
+
+
+class FoundMemory(MemoryRecord):
+    """A memory a search found (`GET /v1/memories`)."""
+
+    score: float
+    """How well it matched (higher is better; comparable within one
+    search only).
+    """
+
+
 class GapRecord(TypedDict):
     """A record of `vocabulary_gaps.jsonl`: every field present, defaulted when
     the line lacks it.
@@ -1050,6 +1123,29 @@ class HistoryResponse(TypedDict):
     """The commits."""
 
 
+class InjectedMemory(TypedDict):
+    """A memory injected into a new branch, as its creation reports it."""
+
+    confidence: float
+    """Its confidence."""
+    id: MemoryId
+    """The memory."""
+    kind: MemoryKind
+    """Strategy or anti-pattern."""
+    patterns: list[str]
+    """The injection patterns it matched, injected anyway because
+    `CTX_MEMORY_INJECTION_GUARD` is `log` (empty otherwise).
+    """
+    provenance: Provenance
+    """Where it came from."""
+    title: str
+    """Its title."""
+    tokens: int
+    """Its block's estimated tokens."""
+    untrusted: bool
+    """From another principal or session than the new branch's (SEC-005)."""
+
+
 class LogEntry(TypedDict):
     """An entry of `log.jsonl`."""
 
@@ -1096,6 +1192,21 @@ class MaterializeResponse(Materialized):
 
     cached: bool
     """Whether it came from the cache."""
+
+
+# An id: `mem-` and 32 lower-case hex digits.
+MemoryId: TypeAlias = str
+
+
+# What a memory teaches.
+MemoryKind: TypeAlias = Literal["strategy", "anti_pattern"]
+
+
+class MemorySearchResponse(TypedDict):
+    """`GET /v1/memories`: the tenant's memories matching `q`, best first."""
+
+    memories: list[FoundMemory]
+    """Best first."""
 
 
 class MissingSummary(Commit):
@@ -1234,6 +1345,19 @@ class ProcessList(TypedDict):
 
     processes: list[RunningProcess]
     """The processes registered and still running."""
+
+
+class Provenance(TypedDict):
+    """Where a memory came from."""
+
+    branch_id: BranchId
+    """The branch."""
+    commit: CommitId
+    """The commit its end appended to its parent's chain."""
+    principal: str
+    """The principal that owned the session ("" when unknown)."""
+    session_id: str
+    """The session of the branch."""
 
 
 class PutProcessRequest(TypedDict):
@@ -1996,6 +2120,26 @@ def materialize(ctx: CommitId, body: MaterializeRequest) -> Call[MaterializeResp
     """
     return Call(
         "POST", f"/v1/commits/{seg(ctx)}/materialize", parse_json, json_body=body, has_json=True
+    )
+
+
+def memory_search(
+    *,
+    q: str,
+    limit: int | None = None,
+    min_confidence: float | None = None,
+    kind: MemoryKind | None = None,
+) -> Call[MemorySearchResponse]:
+    """``GET /v1/memories``: The tenant's memories of ended branches matching `q` (any of its
+    words; SQLite FTS5 embedded, BM25 over the newest 2,000 on AWS), best
+    first: strategies from completed branches, anti-patterns from failed
+    or timed-out ones, each with its provenance.
+    """
+    return Call(
+        "GET",
+        "/v1/memories",
+        parse_json,
+        params=query({"q": q, "limit": limit, "min_confidence": min_confidence, "kind": kind}),
     )
 
 
