@@ -30,7 +30,7 @@ fn message_strategy() -> impl Strategy<Value = Message> {
 /// Parses a context into a comparable value.
 fn value_of(format: &str, bytes: &[u8]) -> Value {
     match format {
-        "claude-code-v1" | "raw" => json!(String::from_utf8_lossy(bytes)),
+        f if f == "raw" || LINES.contains(&f) => json!(String::from_utf8_lossy(bytes)),
         _ => render(format, bytes),
     }
 }
@@ -52,7 +52,7 @@ fn concat_equals_whole(format: &str, deltas: &[Vec<Message>]) -> Result<(), Test
     // The one-delta equivalent: byte append for line formats, one array
     // of every message for array formats.
     let whole: Bytes = match format {
-        "raw" | "claude-code-v1" => parts
+        f if f == "raw" || LINES.contains(&f) => parts
             .iter()
             .flat_map(|p| p.iter().copied())
             .collect::<Vec<u8>>()
