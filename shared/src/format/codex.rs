@@ -475,3 +475,136 @@ impl Codec for CodexCodec {
         Ok(out.into())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const USER: &str = r#"{"timestamp":"2026-01-01T00:00:00.000Z","type":"response_item","payload":{"type":"message","role":"user","content":[{"type":"input_text","text":"hi"}]}}"#;
+
+    fn kept(bytes: &str) -> Checked {
+        CodexCodec
+            .validate(bytes.as_bytes())
+            .expect("a rollout is never refused")
+    }
+
+    #[test]
+    fn records_this_format_cannot_read_are_kept_and_reported() {
+        for (line, why) in [
+            ("not json", "not JSON"),
+            ("[1]", "a record is an array, not an object"),
+            (
+                r#"{"timestamp":"t","type":"world_state","payload":{}}"#,
+                "a record of type \"world_state\", which this format does not know",
+            ),
+            (
+                r#"{"type":"response_item","payload":{"type":"function_call","name":"shell","arguments":"{}"}}"#,
+                "a function_call has no \"call_id\"",
+            ),
+            (
+                r#"{"type":"response_item","payload":{"type":"custom_tool_call","call_id":"c","name":"apply_patch"}}"#,
+                "a custom_tool_call has no \"input\"",
+            ),
+            (
+                r#"{"type":"compacted","payload":{"message":7}}"#,
+                "a compacted record's payload field \"message\" is a number, not a string",
+            ),
+            (
+                r#"{"payload":{}}"#,
+                "a record with a \"payload\" has no \"type\"",
+            ),
+        ] {
+            let t = format!("{USER}\n{line}\n{USER}\n");
+            let c = kept(&t);
+            assert_eq!(c.counts.messages, Some(2), "{line}");
+            assert_eq!(c.kept.len(), 1, "{line}: {:?}", c.kept);
+            let at_line_2 = format!("at byte offset {} (line 2): ", USER.len() + 1);
+            assert!(c.kept[0].starts_with(&at_line_2), "{:?}", c.kept);
+            assert!(c.kept[0].contains(why), "{why}: {:?}", c.kept);
+            assert!(c.kept[0].ends_with("read as no message"), "{:?}", c.kept);
+            // Kept as written: a chain of it is the bytes.
+            let b = Bytes::from(t.clone());
+            assert_eq!(CodexCodec.concat(&[b.clone(), b]).unwrap(), t.repeat(2));
+        }
+        assert!(
+            CodexCodec
+                .validate(b"\xff\n")
+                .unwrap_err()
+                .message
+                .contains("not UTF-8")
+        );
+    }
+
+    #[test]
+    fn a_last_line_without_its_newline_is_read_and_the_next_delta_starts_a_line() {
+        let cut = Bytes::from(format!("{USER}\n{USER}"));
+        let c = kept(std::str::from_utf8(&cut).unwrap());
+        assert_eq!(c.counts.messages, Some(2));
+        assert!(
+            c.kept[0].contains("a last line without a newline")
+                && c.kept[0].ends_with("read as its record"),
+            "{:?}",
+            c.kept
+        );
+        let next = Bytes::from(format!("{USER}\n"));
+        let joined = CodexCodec.concat(&[cut, next]).unwrap();
+        assert_eq!(joined, format!("{USER}\n{USER}\n{USER}\n"));
+    }
+
+    #[test]
+    fn an_older_rollout_of_bare_items_reads_too() {
+        let old = [
+            r#"{"id":"5973b6c0-94b8-487b-a530-2aeb6098ae0e","timestamp":"2025-07-14T10:12:03.104Z","instructions":null}"#,
+            r#"{"record_type":"state"}"#,
+            r#"{"type":"message","id":null,"role":"user","content":[{"type":"input_text","text":"List the files."}]}"#,
+            r#"{"type":"function_call","id":"fc_1","name":"shell","arguments":"{\"command\":[\"ls\"]}","call_id":"call_1"}"#,
+            r#"{"type":"function_call_output","call_id":"call_1","output":"{\"output\":\"Cargo.toml\\nsrc\\n\",\"metadata\":{\"exit_code\":0,\"duration_seconds\":0.1}}"}"#,
+            r#"{"record_type":"state"}"#,
+            r#"{"type":"message","id":"msg_1","role":"assistant","content":[{"type":"output_text","text":"Cargo.toml and src."}]}"#,
+        ]
+        .map(|l| format!("{l}\n"))
+        .concat();
+        let c = kept(&old);
+        assert!(c.kept.is_empty(), "{:?}", c.kept);
+        assert!(c.open_results.is_empty());
+        let conv = CodexCodec.to_canonical(old.as_bytes()).unwrap();
+        let roles: Vec<Role> = conv.messages.iter().map(|m| m.role).collect();
+        assert_eq!(
+            roles,
+            [Role::User, Role::Assistant, Role::User, Role::Assistant]
+        );
+        assert_eq!(conv.messages[1].origin, 3, "line 4");
+    }
+
+    #[test]
+    fn an_output_whose_call_is_elsewhere_is_the_chains_to_judge() {
+        let t = r#"{"timestamp":"t","type":"response_item","payload":{"type":"custom_tool_call_output","call_id":"call_9","output":"ok"}}"#;
+        let c = kept(&format!("{USER}\n{t}\n"));
+        assert_eq!(c.open_results.len(), 1);
+        assert_eq!(c.open_results[0].tool_use_id, "call_9");
+        assert!(
+            c.open_results[0].at.contains("(line 2)"),
+            "{:?}",
+            c.open_results
+        );
+    }
+
+    #[test]
+    fn a_compaction_is_what_codex_writes_and_reads_as_its_summary() {
+        let at = DateTime::parse_from_rfc3339("2026-11-21T14:05:00Z")
+            .unwrap()
+            .with_timezone(&Utc);
+        let d = CodexCodec
+            .compaction_delta("fixed divide", b"", at)
+            .unwrap();
+        let v: Value = serde_json::from_slice(&d).unwrap();
+        assert_eq!(v["type"], "compacted");
+        assert_eq!(v["timestamp"], "2026-11-21T14:05:00.000Z");
+        let conv = CodexCodec.to_canonical(&d).unwrap();
+        assert_eq!(conv.messages.len(), 1);
+        assert_eq!(conv.messages[0].role, Role::User);
+        assert!(
+            matches!(&conv.messages[0].content[0], Block::Text { text } if text.ends_with("fixed divide"))
+        );
+    }
+}

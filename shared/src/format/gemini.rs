@@ -754,3 +754,185 @@ fn push(record: &mut Value, key: &str, v: Value) {
         None => record[key] = json!([v]),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const META: &str = r#"{"sessionId":"s1","projectHash":"p1","startTime":"2026-01-01T00:00:00.000Z","lastUpdated":"2026-01-01T00:00:00.000Z"}"#;
+
+    fn user(id: &str, text: &str) -> String {
+        json!({"id": id, "timestamp": "2026-01-01T00:00:01.000Z", "type": "user", "content": [{"text": text}]})
+            .to_string()
+    }
+
+    fn texts(bytes: &str) -> Vec<String> {
+        GeminiCodec
+            .to_canonical(bytes.as_bytes())
+            .unwrap()
+            .messages
+            .iter()
+            .flat_map(|m| &m.content)
+            .filter_map(|b| match b {
+                Block::Text { text } => Some(text.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn lines(ls: &[String]) -> String {
+        ls.iter().map(|l| format!("{l}\n")).collect()
+    }
+
+    #[test]
+    fn records_replace_by_id_rewind_and_reset_as_the_cli_loads_them() {
+        let t = lines(&[
+            META.into(),
+            user("a", "one"),
+            user("b", "two"),
+            user("a", "one, edited"),
+            user("c", "three"),
+            r#"{"$rewindTo":"b"}"#.into(),
+            user("d", "four"),
+            r#"{"id":"n","timestamp":"t","type":"info","content":"Switched model."}"#.into(),
+        ]);
+        assert_eq!(texts(&t), ["one, edited", "four"]);
+        // A rewind to an id it does not know empties the session.
+        let t2 = format!("{t}{{\"$rewindTo\":\"zz\"}}\n{}\n", user("e", "five"));
+        assert_eq!(texts(&t2), ["five"]);
+        // $set with messages replaces them all.
+        let set = json!({"$set": {"messages": [
+            {"id": "x", "timestamp": "t", "type": "user", "content": "six"}
+        ]}});
+        assert_eq!(texts(&format!("{t}{set}\n")), ["six"]);
+        let c = GeminiCodec.validate(t.as_bytes()).unwrap();
+        assert!(c.kept.is_empty(), "{:?}", c.kept);
+        assert_eq!(c.counts.messages, Some(2));
+    }
+
+    #[test]
+    fn records_this_format_cannot_read_are_kept_and_reported() {
+        for (line, why) in [
+            ("{oops", "not JSON"),
+            ("7", "a record is a number, not an object"),
+            (
+                r#"{"id":"m","timestamp":"t","type":"tool","content":"x"}"#,
+                "a message of type \"tool\", which this format does not know",
+            ),
+            (
+                r#"{"id":"m","timestamp":"t","type":"gemini","content":"","toolCalls":[{"name":"ls","args":{}}]}"#,
+                "toolCalls[0] has no \"id\"",
+            ),
+            (
+                r#"{"id":"m","timestamp":"t","type":"user","content":[{"inlineData":{"data":"AA=="}}]}"#,
+                "content[0] inlineData has no \"mimeType\"",
+            ),
+            (r#"{"hello":"world"}"#, "a record that is no message"),
+        ] {
+            let t = lines(&[META.into(), line.into(), user("u", "hi")]);
+            let c = GeminiCodec.validate(t.as_bytes()).unwrap();
+            assert_eq!(c.counts.messages, Some(1), "{line}");
+            assert_eq!(c.kept.len(), 1, "{line}: {:?}", c.kept);
+            let at_line_2 = format!("at byte offset {} (line 2): ", META.len() + 1);
+            assert!(c.kept[0].starts_with(&at_line_2), "{:?}", c.kept);
+            assert!(c.kept[0].contains(why), "{why}: {:?}", c.kept);
+            let b = Bytes::from(t.clone());
+            assert_eq!(GeminiCodec.concat(&[b.clone(), b]).unwrap(), t.repeat(2));
+        }
+        // The last line of a file cut mid-write: read, reported, and the
+        // next delta starts a line of its own.
+        let cut = format!("{META}\n{}", user("u", "hi"));
+        let c = GeminiCodec.validate(cut.as_bytes()).unwrap();
+        assert_eq!(c.counts.messages, Some(1));
+        assert!(c.kept[0].ends_with("read as its record"), "{:?}", c.kept);
+        let next = format!("{}\n", user("v", "there"));
+        let joined = GeminiCodec
+            .concat(&[Bytes::from(cut.clone()), Bytes::from(next.clone())])
+            .unwrap();
+        assert_eq!(joined, format!("{cut}\n{next}"));
+        assert_eq!(
+            texts(std::str::from_utf8(&joined).unwrap()),
+            ["hi", "there"]
+        );
+    }
+
+    #[test]
+    fn older_files_read_too_a_whole_record_and_a_chat_checkpoint() {
+        // A session file of the older CLI: one pretty-printed document.
+        let record = json!({
+            "sessionId": "s1", "projectHash": "p1",
+            "startTime": "2025-09-01T10:00:00.000Z", "lastUpdated": "2025-09-01T10:01:00.000Z",
+            "messages": [
+                {"id": "1", "timestamp": "2025-09-01T10:00:01.000Z", "type": "user", "content": "Count the files."},
+                {"id": "2", "timestamp": "2025-09-01T10:00:05.000Z", "type": "gemini", "content": "There are 3.",
+                 "thoughts": [{"subject": "Counting", "description": "List the directory.", "timestamp": "2025-09-01T10:00:02.000Z"}]}
+            ]
+        });
+        let pretty = serde_json::to_string_pretty(&record).unwrap();
+        let c = GeminiCodec.validate(pretty.as_bytes()).unwrap();
+        assert_eq!(c.counts.messages, Some(2));
+        let conv = GeminiCodec.to_canonical(pretty.as_bytes()).unwrap();
+        assert_eq!(
+            conv.messages[1].content[0],
+            Block::Thinking {
+                thinking: "Counting\n\nList the directory.".into(),
+                signature: None
+            }
+        );
+        // A `/chat save` checkpoint: Gemini API Content, calls without ids
+        // paired with their responses by name.
+        let checkpoint = json!([
+            {"role": "user", "parts": [{"text": "List the files."}]},
+            {"role": "model", "parts": [{"functionCall": {"name": "list_directory", "args": {"path": "."}}}]},
+            {"role": "user", "parts": [{"functionResponse": {"name": "list_directory", "response": {"output": "a.txt"}}}]},
+            {"role": "model", "parts": [{"text": "Just a.txt."}]}
+        ]);
+        let bytes = serde_json::to_string_pretty(&checkpoint).unwrap();
+        let conv = GeminiCodec.to_canonical(bytes.as_bytes()).unwrap();
+        assert_eq!(conv.messages.len(), 4);
+        assert!(conv.open_results().is_empty());
+        assert!(conv.unanswered_tool_uses().is_empty());
+        assert!(matches!(
+            &conv.messages[2].content[0],
+            Block::ToolResult { content, is_error: false, .. } if content == &[Block::text("a.txt")]
+        ));
+    }
+
+    #[test]
+    fn a_tool_result_goes_into_its_call_and_one_that_answers_nothing_is_lost() {
+        let call = Block::ToolUse {
+            id: "c1".into(),
+            name: "ls".into(),
+            input: json!({}),
+        };
+        let result = |id: &str| Block::ToolResult {
+            tool_use_id: id.into(),
+            content: vec![Block::text("a.txt")],
+            is_error: true,
+        };
+        let conv = Conversation {
+            messages: vec![
+                Message::new(Role::Assistant, vec![call]),
+                Message::new(Role::User, vec![result("c1")]),
+                Message::new(Role::User, vec![result("c2")]),
+            ],
+        };
+        let enc = GeminiCodec.encode_canonical(&conv).unwrap();
+        assert_eq!(
+            enc.lost,
+            ["message 2: the tool result for c2 does not follow its tool call"]
+        );
+        let records: Vec<Value> = enc
+            .bytes
+            .split(|&b| b == b'\n')
+            .filter(|l| !l.is_empty())
+            .map(|l| serde_json::from_slice(l).unwrap())
+            .collect();
+        assert_eq!(records.len(), 2);
+        assert_eq!(records[1]["toolCalls"][0]["status"], "error");
+        assert_eq!(
+            records[1]["toolCalls"][0]["result"][0]["functionResponse"]["response"],
+            json!({"error": "a.txt"})
+        );
+    }
+}

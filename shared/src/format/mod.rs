@@ -500,6 +500,8 @@ mod unit_tests {
         assert_eq!(&json("anthropic-messages-v1")[..], b"[]");
         assert_eq!(&json("openai-chat-v1")[..], b"[]");
         assert!(json("claude-code-v1").is_empty());
+        assert!(json("codex-rollout-v1").is_empty());
+        assert!(json("gemini-cli-v1").is_empty());
         assert!(json("raw").is_empty());
     }
 
