@@ -46,7 +46,7 @@ use super::canonical::{Block, Conversation, Message, Role};
 use super::claude_code::{append_lines, uuid};
 use super::jsonl::{Record, at, each_record, kind};
 use super::openai_responses::{ITEMS, Item, PARTS, Run, image_url, item, output, string, text_of};
-use super::{Carries, Checked, Codec, Encoded, FormatId, OpenResult};
+use super::{Carries, Checked, Codec, Encoded, FormatId, OpenResult, Segment, SegmentKind};
 use crate::error::Result;
 
 const ID: &str = "codex-rollout-v1";
@@ -474,6 +474,81 @@ impl Codec for CodexCodec {
         );
         Ok(out.into())
     }
+}
+
+/// Cuts a rollout into one delta per turn, in order, covering every byte:
+/// a turn starts at a user message item that follows a model item (an
+/// assistant message, a call, reasoning), so each turn's calls stay with
+/// their outputs. Each segment's time is its newest record's `timestamp`;
+/// its session is the `session_meta` id (a bare first line's `id` in an
+/// older rollout).
+///
+/// # Errors
+/// `Invalid` (field `delta`) when the bytes are not UTF-8.
+pub fn codex_segments(bytes: &[u8]) -> Result<Vec<Segment>> {
+    let mut cuts: Vec<(usize, Option<String>)> = Vec::new();
+    let mut session: Option<String> = None;
+    let mut model_spoke = false;
+    each_record(ID, bytes, |r: Record| {
+        let Some(v) = &r.value else {
+            return Ok(());
+        };
+        if session.is_none() {
+            let meta = match v.get("type").and_then(Value::as_str) {
+                Some("session_meta") => v.get("payload").and_then(|p| p.get("id")),
+                None if v.get("role").is_none() => v.get("id"),
+                _ => None,
+            };
+            session = meta.and_then(Value::as_str).map(str::to_owned);
+        }
+        let at = v
+            .get("timestamp")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        if let Ok(Entry::Item(it)) = entry(v) {
+            let user = it.get("role").and_then(Value::as_str) == Some("user");
+            let output = it
+                .get("type")
+                .and_then(Value::as_str)
+                .is_some_and(|t| t.ends_with("_output"));
+            if user && model_spoke {
+                cuts.push((r.offset, None));
+                model_spoke = false;
+            } else if !user && !output {
+                model_spoke = true;
+            }
+        }
+        if at.is_some() {
+            match cuts.last_mut() {
+                Some(last) => last.1 = at,
+                None => cuts.push((0, at)),
+            }
+        }
+        Ok(())
+    })?;
+    if cuts.first().is_none_or(|c| c.0 != 0) {
+        cuts.insert(0, (0, None));
+    }
+    Ok(segments_at(bytes.len(), cuts, session))
+}
+
+/// Segments from where each starts and its newest time.
+pub(super) fn segments_at(
+    len: usize,
+    cuts: Vec<(usize, Option<String>)>,
+    session: Option<String>,
+) -> Vec<Segment> {
+    let ends: Vec<usize> = cuts.iter().skip(1).map(|c| c.0).chain([len]).collect();
+    cuts.into_iter()
+        .zip(ends)
+        .filter(|((start, _), end)| start < end)
+        .map(|((start, timestamp), end)| Segment {
+            kind: SegmentKind::Delta,
+            range: start..end,
+            timestamp,
+            session_id: session.clone(),
+        })
+        .collect()
 }
 
 #[cfg(test)]

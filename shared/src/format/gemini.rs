@@ -48,7 +48,7 @@ use serde_json::{Map, Value, json};
 use super::canonical::{Block, Conversation, ImageSource, Message, Role};
 use super::claude_code::{append_lines, uuid};
 use super::jsonl::{Record, at, each_record, kind};
-use super::{Carries, Checked, Codec, Encoded, FormatId};
+use super::{Carries, Checked, Codec, Encoded, FormatId, Segment};
 use crate::error::Result;
 
 const ID: &str = "gemini-cli-v1";
@@ -753,6 +753,63 @@ fn push(record: &mut Value, key: &str, v: Value) {
         Some(a) => a.push(v),
         None => record[key] = json!([v]),
     }
+}
+
+/// Cuts a session file into one delta per turn, in order, covering every
+/// byte: a turn starts at a `user` message that follows a `gemini` one.
+/// Translation reads each commit on its own, so when a record reaches back
+/// into an earlier turn (a message rewritten there, a `$rewindTo` to it, a
+/// `$set` of every message after the first turn) the file is one delta.
+/// Each segment's time is its newest `timestamp` (or `$set.lastUpdated`);
+/// its session is the file's `sessionId`.
+///
+/// # Errors
+/// `Invalid` (field `delta`) when the bytes are not UTF-8.
+pub fn gemini_segments(bytes: &[u8]) -> Result<Vec<Segment>> {
+    let mut cuts: Vec<(usize, Option<String>)> = vec![(0, None)];
+    let mut session: Option<String> = None;
+    let mut model_spoke = false;
+    let mut seen: BTreeMap<String, usize> = BTreeMap::new();
+    let mut whole = false;
+    each_record(ID, bytes, |r: Record| {
+        let Some(Value::Object(obj)) = &r.value else {
+            return Ok(());
+        };
+        let str_of =
+            |o: &Map<String, Value>, k: &str| o.get(k).and_then(Value::as_str).map(str::to_owned);
+        if session.is_none() {
+            session = str_of(obj, "sessionId");
+        }
+        if let Some(id) = str_of(obj, "id") {
+            let ty = obj.get("type").and_then(Value::as_str);
+            if ty == Some("user") && model_spoke {
+                cuts.push((r.offset, None));
+                model_spoke = false;
+            } else if ty == Some("gemini") {
+                model_spoke = true;
+            }
+            let here = cuts.len() - 1;
+            whole |= *seen.entry(id).or_insert(here) < here;
+        }
+        let here = cuts.len() - 1;
+        if let Some(to) = str_of(obj, "$rewindTo") {
+            whole |= seen.get(&to).is_none_or(|&k| k < here);
+        }
+        let set = obj.get("$set").and_then(Value::as_object);
+        whole |= here > 0 && set.is_some_and(|s| s.contains_key("messages"));
+        let at = str_of(obj, "timestamp").or_else(|| set.and_then(|s| str_of(s, "lastUpdated")));
+        if let (Some(at), Some(last)) = (at, cuts.last_mut())
+            && last.1.as_deref().is_none_or(|old| old < at.as_str())
+        {
+            last.1 = Some(at);
+        }
+        Ok(())
+    })?;
+    if whole {
+        let newest = cuts.iter().filter_map(|c| c.1.clone()).max();
+        cuts = vec![(0, newest)];
+    }
+    Ok(super::codex::segments_at(bytes.len(), cuts, session))
 }
 
 #[cfg(test)]

@@ -1344,4 +1344,82 @@ async fn a_gemini_session_goes_in_and_comes_back_byte_for_byte_and_translates() 
     );
 }
 
+/// The line (from 1) each segment starts at.
+fn first_lines(bytes: &[u8], segs: &[Segment]) -> Vec<usize> {
+    segs.iter()
+        .map(|s| {
+            bytes[..s.range.start]
+                .iter()
+                .filter(|&&b| b == b'\n')
+                .count()
+                + 1
+        })
+        .collect()
+}
+
+#[test]
+fn codex_and_gemini_files_cut_into_turns_that_cover_every_byte() {
+    let segs = codex_segments(ROLLOUT).unwrap();
+    assert_eq!(first_lines(ROLLOUT, &segs), [1, 17]);
+    assert_eq!(segs.last().unwrap().range.end, ROLLOUT.len());
+    assert_eq!(
+        segs[0].session_id.as_deref(),
+        Some("0199a3f2-6c1e-7d40-9b1a-3f5e2c8d4a10")
+    );
+    assert_eq!(
+        segs[0].timestamp.as_deref(),
+        Some("2026-11-21T14:02:30.216Z")
+    );
+    assert_eq!(
+        segs[1].timestamp.as_deref(),
+        Some("2026-11-21T14:03:09.006Z")
+    );
+
+    let segs = gemini_segments(GEMINI_SESSION).unwrap();
+    assert_eq!(first_lines(GEMINI_SESSION, &segs), [1, 9, 12]);
+    assert_eq!(segs[2].range.end, GEMINI_SESSION.len());
+    assert_eq!(
+        segs[0].session_id.as_deref(),
+        Some("8c1f4e2a-3b7d-4e9a-a1c2-5d6e7f8091ab")
+    );
+    assert_eq!(
+        segs[2].timestamp.as_deref(),
+        Some("2026-11-21T15:01:02.331Z")
+    );
+    // Each turn translates on its own as the whole file does.
+    let f = formats();
+    let parts: Vec<Part> = segs
+        .iter()
+        .map(|s| Part {
+            origin: "c".into(),
+            format: fid("gemini-cli-v1"),
+            bytes: Bytes::copy_from_slice(&GEMINI_SESSION[s.range.clone()]),
+        })
+        .collect();
+    let whole = Part {
+        origin: "c".into(),
+        format: fid("gemini-cli-v1"),
+        bytes: Bytes::from_static(GEMINI_SESSION),
+    };
+    let to = fid("anthropic-messages-v1");
+    assert_eq!(
+        translate(&f, parts, &to).unwrap().bytes,
+        translate(&f, vec![whole], &to).unwrap().bytes
+    );
+    // A rewind into an earlier turn keeps the file one delta.
+    let back = [
+        r#"{"sessionId":"s","projectHash":"p"}"#,
+        r#"{"id":"u1","timestamp":"t1","type":"user","content":"a"}"#,
+        r#"{"id":"g1","timestamp":"t2","type":"gemini","content":"b"}"#,
+        r#"{"id":"u2","timestamp":"t3","type":"user","content":"c"}"#,
+        r#"{"$rewindTo":"u1"}"#,
+    ]
+    .map(|l| format!("{l}\n"))
+    .concat();
+    let segs = gemini_segments(back.as_bytes()).unwrap();
+    assert_eq!(segs.len(), 1);
+    assert_eq!(segs[0].range, 0..back.len());
+    assert_eq!(segs[0].timestamp.as_deref(), Some("t3"));
+}
+
 mod proptests;

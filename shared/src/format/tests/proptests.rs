@@ -121,6 +121,8 @@ proptest! {
             let _ = c.concat(&[b.clone(), b]);
         }
         let _ = segments(&bytes);
+        let _ = codex_segments(&bytes);
+        let _ = gemini_segments(&bytes);
     }
 
     /// Valid inputs cut short or with one byte changed never panic a
@@ -138,6 +140,8 @@ proptest! {
             let _ = c.validate(&bytes);
             let _ = c.to_canonical(&bytes);
             let _ = segments(&bytes);
+            let _ = codex_segments(&bytes);
+            let _ = gemini_segments(&bytes);
             for to in STRUCTURED {
                 let _ = translate(&f, vec![Part { origin: "x".into(), format: fid(format), bytes: Bytes::from(bytes.clone()) }], &fid(to));
             }
