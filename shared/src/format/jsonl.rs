@@ -57,16 +57,27 @@ pub(super) fn each_record(
         if pos == bytes.len() {
             return Ok(());
         }
+        let line_end = |from: usize| {
+            bytes[from..]
+                .iter()
+                .position(|&b| b == b'\n')
+                .map_or(bytes.len(), |nl| from + nl)
+        };
         let mut values = serde_json::Deserializer::from_slice(&bytes[pos..]).into_iter::<Value>();
         let (value, end, mut problem) = match values.next() {
-            Some(Ok(v)) => (Some(v), pos + values.byte_offset(), None),
-            Some(Err(e)) => {
-                let end = bytes[pos..]
-                    .iter()
-                    .position(|&b| b == b'\n')
-                    .map_or(bytes.len(), |nl| pos + nl);
-                (None, end, Some(format!("not JSON: {e}")))
+            Some(Ok(v)) => {
+                let end = pos + values.byte_offset();
+                let rest = line_end(end);
+                if bytes[end..rest].iter().all(u8::is_ascii_whitespace) {
+                    (Some(v), end, None)
+                } else {
+                    // Text after a value on its line: the line is no record
+                    // (`2026-11-21 started` is not three numbers).
+                    let what = "not JSON: more than one value on the line";
+                    (None, rest, Some(what.to_owned()))
+                }
             }
+            Some(Err(e)) => (None, line_end(pos), Some(format!("not JSON: {e}"))),
             None => return Ok(()),
         };
         if !bytes[end..].contains(&b'\n') && value.is_some() {
@@ -117,5 +128,10 @@ mod tests {
         assert!(got[3].3.as_deref().unwrap().contains("without a newline"));
         assert!(each_record("x", b"{}\n\xff", |_| Ok(())).is_err());
         assert!(records(b"  \n ").is_empty());
+        let got = records(b"2026-11-21 started\n{} {}\n{}\n");
+        assert_eq!(got.len(), 3, "{got:?}");
+        assert_eq!((got[0].1, got[0].2), (1, false));
+        assert_eq!((got[1].1, got[1].2), (2, false));
+        assert_eq!((got[2].1, got[2].2, &got[2].3), (3, true, &None));
     }
 }
