@@ -95,11 +95,7 @@ pub struct BranchReturnRequest {
     /// not blank, scrubbed): the parent's chain gets it with the branch's
     /// description, and the branch's `reason` is this error.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(
-        min_length = 1,
-        max_length = 5_000,
-        pattern = r"[^\s\x00-\x1f\x7f-\x9f]"
-    )]
+    #[schema(min_length = 1, max_length = 5_000, pattern = r"[^\s\x00-\x1f\x7f-\x9f]")]
     pub error: Option<String>,
 }
 
