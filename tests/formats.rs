@@ -635,3 +635,109 @@ async fn a_session_with_an_orphan_tool_result_translates_per_message_with_a_fide
         "{err}"
     );
 }
+
+/// A Codex CLI rollout and a Gemini CLI session file import one commit per
+/// turn, export byte for byte, import again to the same tip, and
+/// materialize for another runtime with their tool calls paired; either
+/// file checkpointed whole with `ctx checkpoint --format` is the same bytes.
+#[tokio::test]
+async fn codex_and_gemini_sessions_import_and_export_byte_identical() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path());
+    for (runtime, file, format, turns, calls) in [
+        (
+            "codex",
+            "codex-rollout.jsonl",
+            "codex-rollout-v1",
+            2,
+            vec!["call_Q1shell", "call_Q2patch", "call_Q3test"],
+        ),
+        (
+            "gemini",
+            "gemini-cli-session.jsonl",
+            "gemini-cli-v1",
+            3,
+            vec![
+                "read_file-1763737206312-0",
+                "run_shell_command-1763737211874-0",
+                "replace-1763737260015-0",
+            ],
+        ),
+    ] {
+        let path = format!("{}/data/{file}", env!("CARGO_MANIFEST_DIR"));
+        let original = std::fs::read(&path).unwrap();
+        let reference = format!("sessions/{runtime}");
+        let args = ["import", runtime, &path, "--ref", &reference, "--json"];
+        let (code, out) = server.cli(&args);
+        assert_eq!(code, 0, "{runtime}");
+        let report = json(&out);
+        assert_eq!(report["deltas"].as_u64(), Some(turns), "{report}");
+        assert_eq!(
+            report["warnings"].as_array().map(Vec::len),
+            Some(0),
+            "{report}"
+        );
+        let tip = report["tip"].as_str().unwrap().to_owned();
+        let (code, out) = server.cli(&args);
+        assert_eq!(code, 0);
+        assert_eq!(
+            json(&out)["tip"].as_str(),
+            Some(tip.as_str()),
+            "{runtime}: again"
+        );
+        let (code, out) = server.cli(&["export", &reference, "--format", format]);
+        assert_eq!(code, 0);
+        assert!(out == original, "{runtime}: export differs from the file");
+        let (code, out) = server.cli(&["show", &tip, "--json"]);
+        assert_eq!(code, 0);
+        let commit = json(&out);
+        assert_eq!(
+            (commit["format"].as_str(), commit["principal"].as_str()),
+            (Some(format), Some(runtime))
+        );
+
+        let out_path = dir.path().join(format!("{runtime}.json"));
+        let (code, out) = server.cli(&[
+            "materialize",
+            &tip,
+            "--stop",
+            "root",
+            "--format",
+            "anthropic-messages-v1",
+            "-o",
+            out_path.to_str().unwrap(),
+            "--json",
+        ]);
+        assert_eq!(code, 0);
+        assert_eq!(json(&out)["tier"], "cross-runtime", "{runtime}");
+        let messages = json(&std::fs::read(&out_path).unwrap());
+        let results: Vec<&str> = messages
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|m| m["content"].as_array())
+            .flatten()
+            .filter(|b| b["type"] == "tool_result")
+            .map(|b| b["tool_use_id"].as_str().unwrap())
+            .collect();
+        assert_eq!(results, calls, "{runtime}");
+
+        let (code, out) = server.cli(&[
+            "checkpoint",
+            &path,
+            "--format",
+            format,
+            "--principal",
+            runtime,
+            "--json",
+        ]);
+        assert_eq!(code, 0, "{runtime}: checkpoint");
+        let whole = json(&out)["id"].as_str().unwrap().to_owned();
+        let (code, out) = server.cli(&["export", &whole]);
+        assert_eq!(code, 0);
+        assert!(
+            out == original,
+            "{runtime}: a whole-file checkpoint exports as written"
+        );
+    }
+}

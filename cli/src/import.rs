@@ -1,5 +1,10 @@
-//! `ctx import claude-code` and `ctx export`: a Claude Code transcript into
-//! a chain of commits, and a chain back out in any format.
+//! `ctx import claude-code|codex|gemini` and `ctx export`: a runtime's
+//! session log into a chain of commits, and a chain back out in any format.
+//!
+//! `ctx import codex` (a Codex CLI rollout, `codex-rollout-v1`) and `ctx
+//! import gemini` (a Gemini CLI session file, `gemini-cli-v1`) cut the file
+//! into one delta per turn ([`ctx_core::format::codex_segments`],
+//! [`ctx_core::format::gemini_segments`]) the same way.
 //!
 //! Import cuts the transcript with [`ctx_core::format::segments`]: one
 //! `claude-code-v1` delta per turn and, at each `compact_boundary`, a
@@ -14,7 +19,7 @@ use std::path::PathBuf;
 
 use chrono::{DateTime, Duration, Utc};
 use clap::{Args, Subcommand};
-use ctx_core::format::{FormatId, Segment, SegmentKind, segments};
+use ctx_core::format::{FormatId, Segment, SegmentKind, codex_segments, gemini_segments, segments};
 use ctx_core::wire::{CheckpointRequest, SetRefRequest};
 use ctx_core::{CommitId, CommitType, Error, ErrorKind, Principal, Result, Trigger};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -29,6 +34,87 @@ pub enum ImportCommand {
     /// A Claude Code transcript (JSONL): one commit per turn, a compaction
     /// commit per compact_boundary; prints the tip's ctx id.
     ClaudeCode(ClaudeCodeArgs),
+    /// An OpenAI Codex CLI rollout (JSONL), e.g.
+    /// ~/.codex/sessions/YYYY/MM/DD/rollout-*.jsonl: one commit per turn;
+    /// prints the tip's ctx id.
+    Codex(SessionArgs),
+    /// A Gemini CLI session file (JSONL), e.g.
+    /// ~/.gemini/tmp/<project>/chats/session-*.jsonl: one commit per turn;
+    /// prints the tip's ctx id.
+    Gemini(SessionArgs),
+}
+
+/// `ctx import codex` and `ctx import gemini`.
+#[derive(Debug, Args)]
+pub struct SessionArgs {
+    /// The session file.
+    file: PathBuf,
+    /// Who the session belongs to (default: the runtime, `codex` or `gemini`).
+    #[arg(long, env = "CTX_PRINCIPAL", value_parser = crate::parse_principal)]
+    principal: Option<String>,
+    /// Point this ref at the tip (created, or moved forward if it points at
+    /// a commit of this import).
+    #[arg(long = "ref")]
+    ref_name: Option<String>,
+    /// Continue this commit (or ref) instead of starting a new root.
+    #[arg(long)]
+    parent: Option<String>,
+    /// The context template recorded on each commit (default: the runtime).
+    #[arg(long, env = "CTX_TEMPLATE")]
+    template: Option<String>,
+    /// The machine the session ran on.
+    #[arg(long)]
+    machine: Option<String>,
+    #[command(flatten)]
+    conn: Conn,
+}
+
+impl From<ClaudeCodeArgs> for Plan {
+    fn from(a: ClaudeCodeArgs) -> Self {
+        Plan {
+            file: a.file,
+            principal: a.principal,
+            ref_name: a.ref_name,
+            parent: a.parent,
+            template: a.template,
+            machine: a.machine,
+            conn: a.conn,
+            format: "claude-code-v1",
+            cut: segments,
+        }
+    }
+}
+
+impl SessionArgs {
+    fn plan(self, runtime: &str, format: &'static str, cut: Cut) -> Plan {
+        Plan {
+            file: self.file,
+            principal: self.principal.unwrap_or_else(|| runtime.to_owned()),
+            ref_name: self.ref_name,
+            parent: self.parent,
+            template: self.template.unwrap_or_else(|| runtime.to_owned()),
+            machine: self.machine,
+            conn: self.conn,
+            format,
+            cut,
+        }
+    }
+}
+
+/// How a format's file is cut into commits.
+type Cut = fn(&[u8]) -> Result<Vec<Segment>>;
+
+/// One import, whichever runtime the file comes from.
+struct Plan {
+    file: PathBuf,
+    principal: String,
+    ref_name: Option<String>,
+    parent: Option<String>,
+    template: String,
+    machine: Option<String>,
+    conn: Conn,
+    format: &'static str,
+    cut: Cut,
 }
 
 /// `ctx import claude-code`.
@@ -95,15 +181,20 @@ struct Imported {
 /// # Errors
 /// `Invalid` for an unreadable or invalid transcript; the server's errors.
 pub async fn run_import(cmd: ImportCommand) -> Result<()> {
-    let ImportCommand::ClaudeCode(a) = cmd;
+    let a: Plan = match cmd {
+        ImportCommand::ClaudeCode(a) => a.into(),
+        ImportCommand::Codex(a) => a.plan("codex", "codex-rollout-v1", codex_segments),
+        ImportCommand::Gemini(a) => a.plan("gemini", "gemini-cli-v1", gemini_segments),
+    };
+    let format: FormatId = a.format.parse()?;
     let bytes = std::fs::read(&a.file)
         .map_err(|e| Error::invalid("file", format!("cannot read {}: {e}", a.file.display())))?;
-    let segs = segments(&bytes)
+    let segs = (a.cut)(&bytes)
         .map_err(|e| Error::invalid("file", format!("{}: {}", a.file.display(), e.message)))?;
     if segs.is_empty() {
         return Err(Error::invalid(
             "file",
-            format!("{} holds no transcript entries", a.file.display()),
+            format!("{} holds no {} records", a.file.display(), a.format),
         ));
     }
     let c = a.conn.client()?;
@@ -132,6 +223,7 @@ pub async fn run_import(cmd: ImportCommand) -> Result<()> {
             // Without any entry time the server's clock is used (and a
             // second import makes new commits).
             created_at: at,
+            format: format.clone(),
             ..segment_request(
                 seg,
                 text,

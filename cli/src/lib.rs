@@ -9,7 +9,7 @@
 //! - [`client`]: the typed HTTP client, one method per route.
 //! - `commands`: `ctx checkpoint`, `show`, `log`, `update-metadata`,
 //!   `materialize`, `resolve`, `ref`, `workspace` and `read-context`.
-//! - [`import`]: `ctx import claude-code` and `ctx export`.
+//! - [`import`]: `ctx import claude-code|codex|gemini` and `ctx export`.
 //! - [`hooks`]: `ctx hooks install|uninstall`, `ctx hook claude-code`,
 //!   `ctx resume`.
 //! - [`branch`]: `ctx branch create|return|status`, `ctx session end`.
@@ -453,8 +453,9 @@ struct CheckpointArgs {
     #[arg(long = "type", default_value = "delta",
           value_parser = ["delta", "compaction", "snapshot"])]
     commit_type: String,
-    /// The delta's format: raw, claude-code-v1, anthropic-messages-v1,
-    /// openai-chat-v1, openai-responses-v1, bureau-agent-v1, bureau-agent-v2, or any other
+    /// The delta's format: raw, claude-code-v1, codex-rollout-v1,
+    /// gemini-cli-v1, anthropic-messages-v1, openai-chat-v1,
+    /// openai-responses-v1, bureau-agent-v1, bureau-agent-v2, or any other
     /// format id (stored as opaque bytes).
     #[arg(long, default_value = "raw", value_parser = parse_format)]
     format: String,

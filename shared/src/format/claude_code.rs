@@ -69,7 +69,7 @@ fn parse(bytes: &[u8]) -> Result<Vec<Line>> {
 /// The parts appended, a newline put before a part when the bytes so far
 /// do not end in one (associative: a join joined again with more parts is
 /// the join of all of them).
-fn append_lines(parts: &[Bytes]) -> Bytes {
+pub(super) fn append_lines(parts: &[Bytes]) -> Bytes {
     let mut out = Vec::with_capacity(parts.iter().map(|p| p.len() + 1).sum());
     for p in parts.iter().filter(|p| !p.is_empty()) {
         if out.last().is_some_and(|&b| b != b'\n') {
@@ -271,7 +271,7 @@ fn decode(bytes: &[u8]) -> Result<(Conversation, Vec<Position>, Vec<String>)> {
 }
 
 /// A UUID-shaped id derived from `seed`, so translations are deterministic.
-fn uuid(seed: &[u8]) -> String {
+pub(super) fn uuid(seed: &[u8]) -> String {
     let h = blake3::hash(seed);
     let b = h.as_bytes();
     let hex = hex::encode(&b[..16]);

@@ -22,6 +22,12 @@
 //! - `openai`: `openai-chat-v1`, a JSON array of Chat Completions messages.
 //! - `openai_responses`: `openai-responses-v1`, a JSON array of Responses
 //!   API input items (an OpenAI Agents SDK session).
+//! - `codex`: `codex-rollout-v1`, an OpenAI Codex CLI rollout (JSONL of
+//!   `{timestamp, type, payload}` records whose response items are
+//!   Responses API items, read with `openai_responses`' item mapping).
+//! - `gemini`: `gemini-cli-v1`, a Gemini CLI session file (JSONL of
+//!   metadata, message, `$set` and `$rewindTo` records).
+//! - `jsonl`: the lenient record reader those two share.
 //! - [`translate`]: the translation tiers (native, field-level,
 //!   cross-runtime, narrative, raw).
 
@@ -116,6 +122,9 @@ mod bureau_v1;
 mod bureau_v2;
 pub mod canonical;
 mod claude_code;
+mod codex;
+mod gemini;
+mod jsonl;
 mod openai;
 mod openai_responses;
 mod raw;
@@ -125,6 +134,8 @@ pub use anthropic::AnthropicCodec;
 pub use bureau_v1::BureauV1Codec;
 pub use bureau_v2::BureauV2Codec;
 pub use claude_code::{ClaudeCodeCodec, Segment, SegmentKind, segments};
+pub use codex::{CodexCodec, codex_segments};
+pub use gemini::{GeminiCodec, gemini_segments};
 pub use openai::OpenAiCodec;
 pub use openai_responses::OpenAiResponsesCodec;
 pub use raw::RawCodec;
@@ -423,6 +434,8 @@ impl Default for Formats {
         f.register(Arc::new(AnthropicCodec));
         f.register(Arc::new(OpenAiCodec));
         f.register(Arc::new(OpenAiResponsesCodec));
+        f.register(Arc::new(CodexCodec));
+        f.register(Arc::new(GeminiCodec));
         f
     }
 }
@@ -487,6 +500,8 @@ mod unit_tests {
         assert_eq!(&json("anthropic-messages-v1")[..], b"[]");
         assert_eq!(&json("openai-chat-v1")[..], b"[]");
         assert!(json("claude-code-v1").is_empty());
+        assert!(json("codex-rollout-v1").is_empty());
+        assert!(json("gemini-cli-v1").is_empty());
         assert!(json("raw").is_empty());
     }
 

@@ -37,16 +37,16 @@ use crate::error::Result;
 const ID: &str = "openai-responses-v1";
 
 /// The API family of content parts this codec passes through.
-const PARTS: &str = "openai-responses";
+pub(super) const PARTS: &str = "openai-responses";
 
 /// The API family of whole items this codec passes through.
-const ITEMS: &str = "openai-responses-item";
+pub(super) const ITEMS: &str = "openai-responses-item";
 
 /// `openai-responses-v1`.
 #[derive(Debug, Default)]
 pub struct OpenAiResponsesCodec;
 
-fn kind(v: &Value) -> &'static str {
+pub(super) fn kind(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",
@@ -57,7 +57,11 @@ fn kind(v: &Value) -> &'static str {
     }
 }
 
-fn string<'a>(obj: &'a Map<String, Value>, key: &str, what: &str) -> Result<&'a str, String> {
+pub(super) fn string<'a>(
+    obj: &'a Map<String, Value>,
+    key: &str,
+    what: &str,
+) -> Result<&'a str, String> {
     match obj.get(key) {
         Some(Value::String(s)) => Ok(s),
         Some(other) => Err(format!(
@@ -122,7 +126,7 @@ fn part(v: &Value, what: &str) -> Result<Block, String> {
     })
 }
 
-fn parts(v: Option<&Value>, what: &str, key: &str) -> Result<Vec<Block>, String> {
+pub(super) fn parts(v: Option<&Value>, what: &str, key: &str) -> Result<Vec<Block>, String> {
     match v {
         Some(Value::String(s)) => Ok(vec![Block::text(s.as_str())]),
         Some(Value::Array(ps)) => ps
@@ -139,15 +143,18 @@ fn parts(v: Option<&Value>, what: &str, key: &str) -> Result<Vec<Block>, String>
 }
 
 /// A decoded item: content of one role, and the run it belongs to.
-struct Item {
-    role: Role,
-    blocks: Vec<Block>,
-    run: Run,
+pub(super) struct Item {
+    /// Whose content it is.
+    pub(super) role: Role,
+    /// The content.
+    pub(super) blocks: Vec<Block>,
+    /// The run it belongs to.
+    pub(super) run: Run,
 }
 
 /// Items of one run (but `Alone`) next to each other are one message.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Run {
+pub(super) enum Run {
     /// Assistant messages, function calls, reasoning.
     Assistant,
     /// Function call outputs.
@@ -156,7 +163,10 @@ enum Run {
     Alone,
 }
 
-fn item(v: &Value, calls: &mut BTreeSet<String>) -> Result<(Item, Option<String>), String> {
+pub(super) fn item(
+    v: &Value,
+    calls: &mut BTreeSet<String>,
+) -> Result<(Item, Option<String>), String> {
     let obj = v
         .as_object()
         .ok_or_else(|| format!("an item is {}, not an object", kind(v)))?;
@@ -344,7 +354,7 @@ fn decode(bytes: &[u8]) -> Result<(Conversation, Vec<OpenResult>, Counts)> {
     Ok((conv, open, counts))
 }
 
-fn text_of(blocks: &[Block]) -> Option<String> {
+pub(super) fn text_of(blocks: &[Block]) -> Option<String> {
     let mut s = String::new();
     for b in blocks {
         match b {
@@ -355,7 +365,7 @@ fn text_of(blocks: &[Block]) -> Option<String> {
     Some(s)
 }
 
-fn image_url(source: &ImageSource) -> String {
+pub(super) fn image_url(source: &ImageSource) -> String {
     match source {
         ImageSource::Base64 { media_type, data } => format!("data:{media_type};base64,{data}"),
         ImageSource::Url { url } => url.clone(),
@@ -363,7 +373,7 @@ fn image_url(source: &ImageSource) -> String {
 }
 
 /// A tool result's output: a string when it is text, else parts.
-fn output(content: &[Block], is_error: bool, lost: &mut Vec<String>, at: &str) -> Value {
+pub(super) fn output(content: &[Block], is_error: bool, lost: &mut Vec<String>, at: &str) -> Value {
     if let Some(mut t) = text_of(content) {
         if is_error {
             t.insert_str(0, ERROR_PREFIX);

@@ -22,14 +22,19 @@ use crate::{CommitType, TenantId};
 
 const PNG: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==";
 
-const STRUCTURED: [&str; 6] = [
+const STRUCTURED: [&str; 8] = [
     "claude-code-v1",
     "bureau-agent-v1",
     "bureau-agent-v2",
     "anthropic-messages-v1",
     "openai-chat-v1",
     "openai-responses-v1",
+    "codex-rollout-v1",
+    "gemini-cli-v1",
 ];
+
+/// The formats that are logs of JSON lines, concatenated by byte append.
+const LINES: [&str; 3] = ["claude-code-v1", "codex-rollout-v1", "gemini-cli-v1"];
 
 fn at(role: Role, content: Vec<Block>, ts: &str) -> Message {
     Message {
@@ -155,7 +160,7 @@ fn cbor_json(v: ciborium::Value) -> Value {
 /// A format's bytes as JSON for snapshots.
 fn render(format: &str, bytes: &[u8]) -> Value {
     match format {
-        "claude-code-v1" => Value::Array(
+        f if LINES.contains(&f) => Value::Array(
             bytes
                 .split(|&b| b == b'\n')
                 .filter(|l| !l.is_empty())
@@ -1146,6 +1151,275 @@ async fn an_agents_sdk_session_chains_and_translates() {
         "{:?}",
         stray.warnings
     );
+}
+
+const ROLLOUT: &[u8] = include_bytes!("../../../tests/data/codex-rollout.jsonl");
+const GEMINI_SESSION: &[u8] = include_bytes!("../../../tests/data/gemini-cli-session.jsonl");
+
+/// `bytes` cut into deltas before each of the 1-based `lines`.
+fn cut_before_lines<'a>(bytes: &'a [u8], lines: &[usize]) -> Vec<&'a [u8]> {
+    let mut starts = vec![0];
+    let mut line = 1;
+    for (i, &b) in bytes.iter().enumerate() {
+        if b == b'\n' {
+            line += 1;
+            if lines.contains(&line) {
+                starts.push(i + 1);
+            }
+        }
+    }
+    starts.push(bytes.len());
+    starts.windows(2).map(|w| &bytes[w[0]..w[1]]).collect()
+}
+
+/// Checkpoints `deltas` as one chain of `format`; the tip.
+async fn chain(
+    svc: &Service,
+    tenant: &TenantId,
+    format: &str,
+    deltas: &[&[u8]],
+) -> crate::CommitId {
+    let mut parent = None;
+    for (i, d) in deltas.iter().enumerate() {
+        let done = crate::api::submit_checkpoint(
+            svc,
+            tenant,
+            request(format, d, parent, CommitType::Delta, i as i64),
+        )
+        .await
+        .unwrap();
+        assert!(done.warnings.is_empty(), "{format}: {:?}", done.warnings);
+        parent = Some(done.commit.id);
+    }
+    parent.expect("at least one delta")
+}
+
+fn tool_uses(conv: &Conversation) -> Vec<(String, String)> {
+    conv.messages
+        .iter()
+        .flat_map(|m| &m.content)
+        .filter_map(|b| match b {
+            Block::ToolUse { id, name, .. } => Some((id.clone(), name.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_codex_rollout_goes_in_and_comes_back_byte_for_byte_and_translates() {
+    let (svc, tenant) = service();
+    let deltas = cut_before_lines(ROLLOUT, &[10, 17]);
+    assert_eq!(deltas.len(), 3);
+    let tip = chain(&svc, &tenant, "codex-rollout-v1", &deltas).await;
+    let (native, tier) = materialized(&svc, &tenant, &tip, Stop::Root, None).await;
+    assert_eq!((&native[..], tier.as_str()), (ROLLOUT, "native"));
+    let conv = CodexCodec.to_canonical(ROLLOUT).unwrap();
+    let roles: Vec<Role> = conv.messages.iter().map(|m| m.role).collect();
+    use Role::{Assistant as A, User as U};
+    assert_eq!(roles, [U, U, A, U, A, U, A, U, A, U, A]);
+    let uses = [
+        ("call_Q1shell".to_owned(), "shell".to_owned()),
+        ("call_Q2patch".to_owned(), "apply_patch".to_owned()),
+        ("call_Q3test".to_owned(), "local_shell".to_owned()),
+    ];
+    assert_eq!(tool_uses(&conv), uses);
+    // Into every other structured format: each call a native tool use,
+    // paired with its result.
+    for to in STRUCTURED.iter().filter(|t| **t != "codex-rollout-v1") {
+        let (bytes, tier) = materialized(&svc, &tenant, &tip, Stop::Root, Some(to)).await;
+        assert_eq!(tier, "cross-runtime", "{to}");
+        let got = formats().codec(&fid(to)).to_canonical(&bytes).unwrap();
+        assert_eq!(tool_uses(&got), uses, "{to}");
+        let results: Vec<String> = tool_results(&got).into_iter().map(|r| r.0).collect();
+        assert_eq!(
+            results,
+            ["call_Q1shell", "call_Q2patch", "call_Q3test"],
+            "{to}"
+        );
+        assert!(got.open_results().is_empty(), "{to}");
+    }
+    // The reasoning summary is thinking: a format without it says so.
+    let out = translate(
+        &formats(),
+        vec![Part {
+            origin: "commit ctx-codex".into(),
+            format: fid("codex-rollout-v1"),
+            bytes: Bytes::from_static(ROLLOUT),
+        }],
+        &fid("openai-chat-v1"),
+    )
+    .unwrap();
+    let fidelity = out.fidelity.unwrap();
+    assert_eq!(
+        (fidelity.kept, fidelity.converted, fidelity.dropped),
+        (10, 1, 0),
+        "{fidelity:?}"
+    );
+    assert_eq!(fidelity.changes[0].at, "commit ctx-codex, line 6");
+    assert!(fidelity.changes[0].reason.contains("thinking"));
+}
+
+#[tokio::test]
+async fn a_gemini_session_goes_in_and_comes_back_byte_for_byte_and_translates() {
+    let (svc, tenant) = service();
+    let deltas = cut_before_lines(GEMINI_SESSION, &[4, 12]);
+    assert_eq!(deltas.len(), 3);
+    let tip = chain(&svc, &tenant, "gemini-cli-v1", &deltas).await;
+    let (native, tier) = materialized(&svc, &tenant, &tip, Stop::Root, None).await;
+    assert_eq!((&native[..], tier.as_str()), (GEMINI_SESSION, "native"));
+    // As the CLI loads it: the second record of a message replaces the
+    // first, the rewound turn is gone, the notice is no message.
+    let conv = GeminiCodec.to_canonical(GEMINI_SESSION).unwrap();
+    let roles: Vec<Role> = conv.messages.iter().map(|m| m.role).collect();
+    use Role::{Assistant as A, User as U};
+    assert_eq!(roles, [U, A, U, A, U, A, U, A, U, A]);
+    let text = serde_json::to_string(&conv).unwrap();
+    assert!(!text.contains("Temporal"), "the rewound turn is gone");
+    let results = vec![
+        (
+            "read_file-1763737206312-0".to_owned(),
+            "export function parseDay(s: string): number {\n  return new Date(s).getDay();\n}\n"
+                .to_owned(),
+            false,
+        ),
+        (
+            "run_shell_command-1763737211874-0".to_owned(),
+            "Tool execution for \"Shell\" requires user confirmation, which was declined."
+                .to_owned(),
+            true,
+        ),
+        (
+            "replace-1763737260015-0".to_owned(),
+            "Successfully modified file: /home/dev/app/utils/date.ts (1 replacements).".to_owned(),
+            false,
+        ),
+    ];
+    assert_eq!(tool_results(&conv), results);
+    for to in STRUCTURED.iter().filter(|t| **t != "gemini-cli-v1") {
+        let (bytes, tier) = materialized(&svc, &tenant, &tip, Stop::Root, Some(to)).await;
+        assert_eq!(tier, "cross-runtime", "{to}");
+        let codec = formats().codec(&fid(to)).clone();
+        let got = codec.to_canonical(&bytes).unwrap();
+        let ids: Vec<String> = tool_uses(&got).into_iter().map(|u| u.0).collect();
+        assert_eq!(ids.len(), 3, "{to}");
+        let mut expected = results.clone();
+        if !codec.carries().tool_errors {
+            expected[1].1.insert_str(0, canonical::ERROR_PREFIX);
+            expected[1].2 = false;
+        }
+        assert_eq!(tool_results(&got), expected, "{to}");
+    }
+    // What Chat Completions cannot hold is named, message by message.
+    let out = translate(
+        &formats(),
+        vec![Part {
+            origin: "commit ctx-gemini".into(),
+            format: fid("gemini-cli-v1"),
+            bytes: Bytes::from_static(GEMINI_SESSION),
+        }],
+        &fid("openai-chat-v1"),
+    )
+    .unwrap();
+    let fidelity = out.fidelity.unwrap();
+    let changes: Vec<_> = fidelity
+        .changes
+        .iter()
+        .map(|c| (c.message, c.at.as_str(), c.tool_use_id.as_deref()))
+        .collect();
+    assert_eq!(
+        changes,
+        [
+            (1, "commit ctx-gemini, line 5", None),
+            (
+                4,
+                "commit ctx-gemini, line 6",
+                Some("run_shell_command-1763737211874-0")
+            ),
+            (5, "commit ctx-gemini, line 8", None),
+        ]
+    );
+    assert_eq!(
+        (fidelity.kept, fidelity.converted, fidelity.dropped),
+        (7, 3, 0)
+    );
+}
+
+/// The line (from 1) each segment starts at.
+fn first_lines(bytes: &[u8], segs: &[Segment]) -> Vec<usize> {
+    segs.iter()
+        .map(|s| {
+            bytes[..s.range.start]
+                .iter()
+                .filter(|&&b| b == b'\n')
+                .count()
+                + 1
+        })
+        .collect()
+}
+
+#[test]
+fn codex_and_gemini_files_cut_into_turns_that_cover_every_byte() {
+    let segs = codex_segments(ROLLOUT).unwrap();
+    assert_eq!(first_lines(ROLLOUT, &segs), [1, 17]);
+    assert_eq!(segs.last().unwrap().range.end, ROLLOUT.len());
+    assert_eq!(
+        segs[0].session_id.as_deref(),
+        Some("0199a3f2-6c1e-7d40-9b1a-3f5e2c8d4a10")
+    );
+    assert_eq!(
+        segs[0].timestamp.as_deref(),
+        Some("2026-11-21T14:02:30.216Z")
+    );
+    assert_eq!(
+        segs[1].timestamp.as_deref(),
+        Some("2026-11-21T14:03:09.006Z")
+    );
+
+    let segs = gemini_segments(GEMINI_SESSION).unwrap();
+    assert_eq!(first_lines(GEMINI_SESSION, &segs), [1, 9, 12]);
+    assert_eq!(segs[2].range.end, GEMINI_SESSION.len());
+    assert_eq!(
+        segs[0].session_id.as_deref(),
+        Some("8c1f4e2a-3b7d-4e9a-a1c2-5d6e7f8091ab")
+    );
+    assert_eq!(
+        segs[2].timestamp.as_deref(),
+        Some("2026-11-21T15:01:02.331Z")
+    );
+    // Each turn translates on its own as the whole file does.
+    let f = formats();
+    let parts: Vec<Part> = segs
+        .iter()
+        .map(|s| Part {
+            origin: "c".into(),
+            format: fid("gemini-cli-v1"),
+            bytes: Bytes::copy_from_slice(&GEMINI_SESSION[s.range.clone()]),
+        })
+        .collect();
+    let whole = Part {
+        origin: "c".into(),
+        format: fid("gemini-cli-v1"),
+        bytes: Bytes::from_static(GEMINI_SESSION),
+    };
+    let to = fid("anthropic-messages-v1");
+    assert_eq!(
+        translate(&f, parts, &to).unwrap().bytes,
+        translate(&f, vec![whole], &to).unwrap().bytes
+    );
+    // A rewind into an earlier turn keeps the file one delta.
+    let back = [
+        r#"{"sessionId":"s","projectHash":"p"}"#,
+        r#"{"id":"u1","timestamp":"t1","type":"user","content":"a"}"#,
+        r#"{"id":"g1","timestamp":"t2","type":"gemini","content":"b"}"#,
+        r#"{"id":"u2","timestamp":"t3","type":"user","content":"c"}"#,
+        r#"{"$rewindTo":"u1"}"#,
+    ]
+    .map(|l| format!("{l}\n"))
+    .concat();
+    let segs = gemini_segments(back.as_bytes()).unwrap();
+    assert_eq!(segs.len(), 1);
+    assert_eq!(segs[0].range, 0..back.len());
+    assert_eq!(segs[0].timestamp.as_deref(), Some("t3"));
 }
 
 mod proptests;

@@ -30,7 +30,7 @@ fn message_strategy() -> impl Strategy<Value = Message> {
 /// Parses a context into a comparable value.
 fn value_of(format: &str, bytes: &[u8]) -> Value {
     match format {
-        "claude-code-v1" | "raw" => json!(String::from_utf8_lossy(bytes)),
+        f if f == "raw" || LINES.contains(&f) => json!(String::from_utf8_lossy(bytes)),
         _ => render(format, bytes),
     }
 }
@@ -52,7 +52,7 @@ fn concat_equals_whole(format: &str, deltas: &[Vec<Message>]) -> Result<(), Test
     // The one-delta equivalent: byte append for line formats, one array
     // of every message for array formats.
     let whole: Bytes = match format {
-        "raw" | "claude-code-v1" => parts
+        f if f == "raw" || LINES.contains(&f) => parts
             .iter()
             .flat_map(|p| p.iter().copied())
             .collect::<Vec<u8>>()
@@ -121,6 +121,8 @@ proptest! {
             let _ = c.concat(&[b.clone(), b]);
         }
         let _ = segments(&bytes);
+        let _ = codex_segments(&bytes);
+        let _ = gemini_segments(&bytes);
     }
 
     /// Valid inputs cut short or with one byte changed never panic a
@@ -138,6 +140,8 @@ proptest! {
             let _ = c.validate(&bytes);
             let _ = c.to_canonical(&bytes);
             let _ = segments(&bytes);
+            let _ = codex_segments(&bytes);
+            let _ = gemini_segments(&bytes);
             for to in STRUCTURED {
                 let _ = translate(&f, vec![Part { origin: "x".into(), format: fid(format), bytes: Bytes::from(bytes.clone()) }], &fid(to));
             }

@@ -1,0 +1,685 @@
+//! `codex-rollout-v1`: an OpenAI Codex CLI rollout file
+//! (`~/.codex/sessions/YYYY/MM/DD/rollout-*.jsonl`), one JSON record per
+//! line, each line ending in a newline. Deltas are whole lines;
+//! concatenation is byte append (a newline goes before a delta that follows
+//! one whose last line lacks it, as in `claude-code-v1`), so a materialized
+//! chain is the rollout byte for byte.
+//!
+//! A line is `{"timestamp", "type", "payload"}` with `type` one of
+//! `session_meta` (the session's id, cwd, originator, CLI version, ...),
+//! `response_item` (a Responses API item: a `message` with `role` and
+//! `input_text` / `output_text` / `input_image` parts, `function_call`,
+//! `function_call_output`, `reasoning`, `local_shell_call`,
+//! `custom_tool_call` and its `custom_tool_call_output`, `web_search_call`,
+//! ...), `event_msg` (what the UI showed, repeating the items),
+//! `turn_context` (the turn's model, cwd and policies) and `compacted`
+//! (the summary that replaced the history at a compaction). Older rollouts
+//! have the bare item on each line, a first line of session meta
+//! (`{"id", "timestamp", "instructions"}`) and `{"record_type": "state"}`
+//! lines: both shapes are read.
+//!
+//! The rollout is the runtime's own log: a line this format cannot read
+//! (not JSON, a record type it does not know, an item missing a field) is
+//! stored as written, read as no message and reported ([`Checked::kept`]),
+//! never refused; only bytes that are not UTF-8 are.
+//!
+//! Translation: the `response_item` records are what the model saw, read
+//! as `openai-responses-v1` reads items (a run of assistant items is one
+//! assistant message, a run of outputs one user message of tool results,
+//! reasoning is thinking without a signature). A `local_shell_call` is a
+//! tool use named `local_shell` whose input is its `action`; a
+//! `custom_tool_call` (Codex's `apply_patch`) a tool use whose input is
+//! `{"input": <its text>}`; a `compacted` record a user message of its
+//! summary. `event_msg`, `turn_context` and `session_meta` lines are not
+//! messages. Written from another format: a `session_meta` line, then one
+//! `response_item` line per item, system prompts as `developer` messages;
+//! thinking and a tool result's error flag are not carried (the flag
+//! becomes [`ERROR_PREFIX`](super::canonical::ERROR_PREFIX) text), as in `openai-responses-v1`.
+
+use std::collections::BTreeSet;
+
+use bytes::Bytes;
+use chrono::{DateTime, Utc};
+use serde_json::{Map, Value, json};
+
+use super::canonical::{Block, Conversation, Message, Role};
+use super::claude_code::{append_lines, uuid};
+use super::jsonl::{Record, at, each_record, kind};
+use super::openai_responses::{ITEMS, Item, PARTS, Run, image_url, item, output, string, text_of};
+use super::{Carries, Checked, Codec, Encoded, FormatId, OpenResult, Segment, SegmentKind};
+use crate::error::Result;
+
+const ID: &str = "codex-rollout-v1";
+
+/// `codex-rollout-v1`.
+#[derive(Debug, Default)]
+pub struct CodexCodec;
+
+/// What a line of a rollout is.
+enum Entry<'a> {
+    /// A Responses API item the model saw.
+    Item(&'a Value),
+    /// The summary that replaced the history at a compaction.
+    Compacted(&'a str),
+    /// Session meta, turn context, UI events, state: no message.
+    Skip,
+}
+
+/// Record types of the `{"type", "payload"}` shape that hold no message.
+const NO_MESSAGE: [&str; 3] = ["session_meta", "turn_context", "event_msg"];
+
+fn entry(v: &Value) -> Result<Entry<'_>, String> {
+    let obj = v
+        .as_object()
+        .ok_or_else(|| format!("a record is {}, not an object", kind(v)))?;
+    let ty = match obj.get("type") {
+        None => None,
+        Some(Value::String(t)) => Some(t.as_str()),
+        Some(other) => {
+            return Err(format!(
+                "the record's \"type\" is {}, not a string",
+                kind(other)
+            ));
+        }
+    };
+    if let Some(payload) = obj.get("payload") {
+        let ty = ty.ok_or("a record with a \"payload\" has no \"type\"")?;
+        return match ty {
+            "response_item" if payload.is_object() => Ok(Entry::Item(payload)),
+            "response_item" => Err(format!(
+                "a response_item's \"payload\" is {}, not an object",
+                kind(payload)
+            )),
+            "compacted" => {
+                let what = "a compacted record's payload";
+                let p = payload
+                    .as_object()
+                    .ok_or_else(|| format!("{what} is {}, not an object", kind(payload)))?;
+                Ok(Entry::Compacted(string(p, "message", what)?))
+            }
+            t if NO_MESSAGE.contains(&t) => Ok(Entry::Skip),
+            t => Err(format!(
+                "a record of type {t:?}, which this format does not know"
+            )),
+        };
+    }
+    // An older rollout: bare items, a first line of session meta, state.
+    if obj.contains_key("record_type") {
+        return Ok(Entry::Skip);
+    }
+    match ty {
+        Some(_) => Ok(Entry::Item(v)),
+        None if obj.contains_key("role") => Ok(Entry::Item(v)),
+        None if obj.contains_key("id") && obj.contains_key("timestamp") => Ok(Entry::Skip),
+        None => Err("a record with neither a \"type\" nor a \"role\"".into()),
+    }
+}
+
+/// The Codex items `openai-responses-v1` does not read as tool calls.
+fn codex_item(obj: &Map<String, Value>, ty: &str) -> Option<Result<Item, String>> {
+    let call_id = |what: &str| {
+        string(obj, "call_id", what)
+            .or_else(|_| string(obj, "id", what))
+            .map(str::to_owned)
+    };
+    Some(match ty {
+        "local_shell_call" => (|| {
+            let what = "a local_shell_call";
+            let id = call_id(what)?;
+            let action = obj
+                .get("action")
+                .filter(|a| a.is_object())
+                .ok_or_else(|| format!("{what} has no \"action\" object"))?;
+            Ok(Item {
+                role: Role::Assistant,
+                blocks: vec![Block::ToolUse {
+                    id,
+                    name: "local_shell".into(),
+                    input: action.clone(),
+                }],
+                run: Run::Assistant,
+            })
+        })(),
+        "custom_tool_call" => (|| {
+            let what = "a custom_tool_call";
+            Ok(Item {
+                role: Role::Assistant,
+                blocks: vec![Block::ToolUse {
+                    id: string(obj, "call_id", what)?.to_owned(),
+                    name: string(obj, "name", what)?.to_owned(),
+                    input: json!({"input": string(obj, "input", what)?}),
+                }],
+                run: Run::Assistant,
+            })
+        })(),
+        "custom_tool_call_output" => (|| {
+            let what = "a custom_tool_call_output";
+            Ok(Item {
+                role: Role::User,
+                blocks: vec![Block::ToolResult {
+                    tool_use_id: string(obj, "call_id", what)?.to_owned(),
+                    content: vec![Block::text(string(obj, "output", what)?)],
+                    is_error: false,
+                }],
+                run: Run::Results,
+            })
+        })(),
+        _ => return None,
+    })
+}
+
+/// What decoding a rollout found.
+struct Decoded {
+    conv: Conversation,
+    open: Vec<OpenResult>,
+    kept: Vec<String>,
+}
+
+fn decode(bytes: &[u8]) -> Result<Decoded> {
+    let mut out = Decoded {
+        conv: Conversation::default(),
+        open: Vec::new(),
+        kept: Vec::new(),
+    };
+    let mut calls: BTreeSet<String> = BTreeSet::new();
+    let mut last_run = Run::Alone;
+    each_record(ID, bytes, |r: Record| {
+        // A message's origin is its line, from 0 (what `place` names).
+        let i = r.number - 1;
+        let here = at(r.offset, r.number);
+        let mut problems: Vec<String> = r.problem.into_iter().collect();
+        let read = r.value.as_ref().map(|v| {
+            let timestamp = v
+                .get("timestamp")
+                .and_then(Value::as_str)
+                .map(str::to_owned);
+            let item = match entry(v)? {
+                Entry::Skip => return Ok(None),
+                Entry::Compacted(summary) => Item {
+                    role: Role::User,
+                    blocks: vec![Block::text(summary)],
+                    run: Run::Alone,
+                },
+                Entry::Item(it) => {
+                    let ty = it.get("type").and_then(Value::as_str).unwrap_or("");
+                    match it.as_object().and_then(|obj| codex_item(obj, ty)) {
+                        Some(decoded) => decoded?,
+                        None => item(it, &mut calls)?.0,
+                    }
+                }
+            };
+            Ok::<_, String>(Some((item, timestamp)))
+        });
+        let read_ok = matches!(read, Some(Ok(_)));
+        match read {
+            Some(Ok(Some((it, timestamp)))) => {
+                for b in &it.blocks {
+                    match b {
+                        Block::ToolUse { id, .. } => {
+                            calls.insert(id.clone());
+                        }
+                        Block::ToolResult { tool_use_id, .. } if !calls.contains(tool_use_id) => {
+                            out.open.push(OpenResult {
+                                tool_use_id: tool_use_id.clone(),
+                                at: here.clone(),
+                            });
+                        }
+                        _ => {}
+                    }
+                }
+                let messages = &mut out.conv.messages;
+                match messages.last_mut() {
+                    Some(prev) if it.run != Run::Alone && it.run == last_run => {
+                        prev.content.extend(it.blocks);
+                    }
+                    _ => messages.push(Message {
+                        role: it.role,
+                        content: it.blocks,
+                        timestamp,
+                        origin: i,
+                    }),
+                }
+                last_run = it.run;
+            }
+            Some(Ok(None)) => {}
+            Some(Err(e)) => problems.push(e),
+            None => {}
+        }
+        if !problems.is_empty() {
+            let read = if read_ok {
+                "read as its record"
+            } else {
+                "read as no message"
+            };
+            out.kept
+                .push(format!("at {here}: {}: {read}", problems.join("; ")));
+        }
+        Ok(())
+    })?;
+    Ok(out)
+}
+
+/// A user message's parts as one Codex `message` item.
+fn flush_user(parts: &mut Vec<Value>, items: &mut Vec<Value>) {
+    if !parts.is_empty() {
+        items.push(json!({"type": "message", "role": "user", "content": std::mem::take(parts)}));
+    }
+}
+
+fn flush_assistant(text: &mut String, items: &mut Vec<Value>) {
+    if !text.is_empty() {
+        items.push(json!({
+            "type": "message", "role": "assistant",
+            "content": [{"type": "output_text", "text": std::mem::take(text)}],
+        }));
+    }
+}
+
+/// The Responses items of one message, in Codex's shapes; what cannot be
+/// held goes to `lost`.
+fn items_of(
+    m: &Message,
+    at: &str,
+    pending: &mut BTreeSet<String>,
+    lost: &mut Vec<String>,
+) -> Vec<Value> {
+    let mut items = Vec::new();
+    match m.role {
+        Role::System => match text_of(&m.content) {
+            Some(t) => items.push(json!({
+                "type": "message", "role": "developer",
+                "content": [{"type": "input_text", "text": t}],
+            })),
+            None => lost.push(format!("{at}: a system prompt holds more than text")),
+        },
+        Role::User => {
+            let mut parts = Vec::new();
+            for b in &m.content {
+                match b {
+                    Block::Text { text } => parts.push(json!({"type": "input_text", "text": text})),
+                    Block::Image { source } => {
+                        parts.push(json!({"type": "input_image", "image_url": image_url(source)}))
+                    }
+                    Block::Other { api, value } if api == PARTS => parts.push(value.clone()),
+                    Block::Other { api, value } if api == ITEMS => {
+                        flush_user(&mut parts, &mut items);
+                        items.push(value.clone());
+                    }
+                    Block::ToolResult {
+                        tool_use_id,
+                        content,
+                        is_error,
+                    } => {
+                        flush_user(&mut parts, &mut items);
+                        if !pending.remove(tool_use_id) {
+                            lost.push(format!(
+                                "{at}: the tool result for {tool_use_id} does not follow its tool call"
+                            ));
+                        }
+                        items.push(json!({
+                            "type": "function_call_output",
+                            "call_id": tool_use_id,
+                            "output": output(content, *is_error, lost, at),
+                        }));
+                    }
+                    Block::Other { api, .. } => {
+                        lost.push(format!("{at}: a block of the {api} API"))
+                    }
+                    _ => lost.push(format!("{at}: assistant content in a user message")),
+                }
+            }
+            flush_user(&mut parts, &mut items);
+        }
+        Role::Assistant => {
+            let mut text = String::new();
+            for b in &m.content {
+                match b {
+                    Block::Text { text: t } => text.push_str(t),
+                    Block::ToolUse { id, name, input } => {
+                        flush_assistant(&mut text, &mut items);
+                        pending.insert(id.clone());
+                        items.push(json!({
+                            "type": "function_call", "name": name,
+                            "arguments": input.to_string(), "call_id": id,
+                        }));
+                    }
+                    Block::Other { api, value } if api == ITEMS => {
+                        flush_assistant(&mut text, &mut items);
+                        items.push(value.clone());
+                    }
+                    Block::Thinking { .. } | Block::RedactedThinking { .. } => {}
+                    Block::Other { api, .. } => {
+                        lost.push(format!("{at}: a block of the {api} API"))
+                    }
+                    _ => lost.push(format!("{at}: an assistant block the format cannot hold")),
+                }
+            }
+            flush_assistant(&mut text, &mut items);
+        }
+    }
+    items
+}
+
+fn write_line(out: &mut Vec<u8>, v: &Value) {
+    serde_json::to_writer(&mut *out, v).expect("a JSON value always serializes");
+    out.push(b'\n');
+}
+
+impl Codec for CodexCodec {
+    fn id(&self) -> FormatId {
+        FormatId(ID.to_owned())
+    }
+
+    fn runtime(&self) -> &'static str {
+        "codex"
+    }
+
+    fn version(&self) -> u32 {
+        1
+    }
+
+    fn describe(&self) -> &'static str {
+        "an OpenAI Codex CLI rollout: JSON Lines of {timestamp, type, payload} records (session_meta, response_item, event_msg, turn_context, compacted)"
+    }
+
+    fn validate(&self, delta: &[u8]) -> Result<Checked> {
+        let d = decode(delta)?;
+        Ok(Checked {
+            open_results: d.open,
+            kept: d.kept,
+            ..Checked::of(&d.conv, |_| String::new())
+        })
+    }
+
+    fn concat(&self, parts: &[Bytes]) -> Result<Bytes> {
+        Ok(append_lines(parts))
+    }
+
+    fn to_canonical(&self, bytes: &[u8]) -> Result<Conversation> {
+        Ok(decode(bytes)?.conv)
+    }
+
+    fn encode_canonical(&self, conv: &Conversation) -> Result<Encoded> {
+        let mut out = Vec::new();
+        let mut lost = Vec::new();
+        if conv.messages.is_empty() {
+            return Ok(Encoded {
+                bytes: Bytes::new(),
+                lost,
+            });
+        }
+        let seed = serde_json::to_vec(conv).expect("a conversation always serializes");
+        let mut timestamp = conv
+            .messages
+            .iter()
+            .find_map(|m| m.timestamp.clone())
+            .unwrap_or_else(|| "1970-01-01T00:00:00.000Z".to_owned());
+        write_line(
+            &mut out,
+            &json!({
+                "timestamp": timestamp,
+                "type": "session_meta",
+                "payload": {
+                    "id": uuid(&seed), "timestamp": timestamp, "cwd": ".",
+                    "originator": "ctx", "cli_version": "ctx", "instructions": null,
+                },
+            }),
+        );
+        let mut pending = BTreeSet::new();
+        for (i, m) in conv.messages.iter().enumerate() {
+            if let Some(t) = &m.timestamp {
+                timestamp.clone_from(t);
+            }
+            for item in items_of(m, &format!("message {i}"), &mut pending, &mut lost) {
+                write_line(
+                    &mut out,
+                    &json!({"timestamp": timestamp, "type": "response_item", "payload": item}),
+                );
+            }
+        }
+        Ok(Encoded {
+            bytes: out.into(),
+            lost,
+        })
+    }
+
+    fn carries(&self) -> Carries {
+        Carries {
+            system: true,
+            thinking: false,
+            tool_errors: false,
+        }
+    }
+
+    fn place(&self, origin: usize) -> String {
+        format!("line {}", origin + 1)
+    }
+
+    fn pairs_tool_results(&self) -> bool {
+        // The runtime's own log: stored as written.
+        false
+    }
+
+    fn compaction_delta(&self, summary: &str, _context: &[u8], at: DateTime<Utc>) -> Result<Bytes> {
+        // What Codex writes when it compacts: a `compacted` record holding
+        // the summary that stands in for the history before it.
+        let mut out = Vec::new();
+        write_line(
+            &mut out,
+            &json!({
+                "timestamp": at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+                "type": "compacted",
+                "payload": {"message": format!("{}\n\n{summary}", super::COMPACTION_PREAMBLE)},
+            }),
+        );
+        Ok(out.into())
+    }
+}
+
+/// Cuts a rollout into one delta per turn, in order, covering every byte:
+/// a turn starts at a user message item that follows a model item (an
+/// assistant message, a call, reasoning), so each turn's calls stay with
+/// their outputs. Each segment's time is its newest record's `timestamp`;
+/// its session is the `session_meta` id (a bare first line's `id` in an
+/// older rollout).
+///
+/// # Errors
+/// `Invalid` (field `delta`) when the bytes are not UTF-8.
+pub fn codex_segments(bytes: &[u8]) -> Result<Vec<Segment>> {
+    let mut cuts: Vec<(usize, Option<String>)> = Vec::new();
+    let mut session: Option<String> = None;
+    let mut model_spoke = false;
+    each_record(ID, bytes, |r: Record| {
+        let Some(v) = &r.value else {
+            return Ok(());
+        };
+        if session.is_none() {
+            let meta = match v.get("type").and_then(Value::as_str) {
+                Some("session_meta") => v.get("payload").and_then(|p| p.get("id")),
+                None if v.get("role").is_none() => v.get("id"),
+                _ => None,
+            };
+            session = meta.and_then(Value::as_str).map(str::to_owned);
+        }
+        let at = v
+            .get("timestamp")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        if let Ok(Entry::Item(it)) = entry(v) {
+            let user = it.get("role").and_then(Value::as_str) == Some("user");
+            let output = it
+                .get("type")
+                .and_then(Value::as_str)
+                .is_some_and(|t| t.ends_with("_output"));
+            if user && model_spoke {
+                cuts.push((r.offset, None));
+                model_spoke = false;
+            } else if !user && !output {
+                model_spoke = true;
+            }
+        }
+        if at.is_some() {
+            match cuts.last_mut() {
+                Some(last) => last.1 = at,
+                None => cuts.push((0, at)),
+            }
+        }
+        Ok(())
+    })?;
+    if cuts.first().is_none_or(|c| c.0 != 0) {
+        cuts.insert(0, (0, None));
+    }
+    Ok(segments_at(bytes.len(), cuts, session))
+}
+
+/// Segments from where each starts and its newest time.
+pub(super) fn segments_at(
+    len: usize,
+    cuts: Vec<(usize, Option<String>)>,
+    session: Option<String>,
+) -> Vec<Segment> {
+    let ends: Vec<usize> = cuts.iter().skip(1).map(|c| c.0).chain([len]).collect();
+    cuts.into_iter()
+        .zip(ends)
+        .filter(|((start, _), end)| start < end)
+        .map(|((start, timestamp), end)| Segment {
+            kind: SegmentKind::Delta,
+            range: start..end,
+            timestamp,
+            session_id: session.clone(),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const USER: &str = r#"{"timestamp":"2026-01-01T00:00:00.000Z","type":"response_item","payload":{"type":"message","role":"user","content":[{"type":"input_text","text":"hi"}]}}"#;
+
+    fn kept(bytes: &str) -> Checked {
+        CodexCodec
+            .validate(bytes.as_bytes())
+            .expect("a rollout is never refused")
+    }
+
+    #[test]
+    fn records_this_format_cannot_read_are_kept_and_reported() {
+        for (line, why) in [
+            ("not json", "not JSON"),
+            ("[1]", "a record is an array, not an object"),
+            (
+                r#"{"timestamp":"t","type":"world_state","payload":{}}"#,
+                "a record of type \"world_state\", which this format does not know",
+            ),
+            (
+                r#"{"type":"response_item","payload":{"type":"function_call","name":"shell","arguments":"{}"}}"#,
+                "a function_call has no \"call_id\"",
+            ),
+            (
+                r#"{"type":"response_item","payload":{"type":"custom_tool_call","call_id":"c","name":"apply_patch"}}"#,
+                "a custom_tool_call has no \"input\"",
+            ),
+            (
+                r#"{"type":"compacted","payload":{"message":7}}"#,
+                "a compacted record's payload field \"message\" is a number, not a string",
+            ),
+            (
+                r#"{"payload":{}}"#,
+                "a record with a \"payload\" has no \"type\"",
+            ),
+        ] {
+            let t = format!("{USER}\n{line}\n{USER}\n");
+            let c = kept(&t);
+            assert_eq!(c.counts.messages, Some(2), "{line}");
+            assert_eq!(c.kept.len(), 1, "{line}: {:?}", c.kept);
+            let at_line_2 = format!("at byte offset {} (line 2): ", USER.len() + 1);
+            assert!(c.kept[0].starts_with(&at_line_2), "{:?}", c.kept);
+            assert!(c.kept[0].contains(why), "{why}: {:?}", c.kept);
+            assert!(c.kept[0].ends_with("read as no message"), "{:?}", c.kept);
+            // Kept as written: a chain of it is the bytes.
+            let b = Bytes::from(t.clone());
+            assert_eq!(CodexCodec.concat(&[b.clone(), b]).unwrap(), t.repeat(2));
+        }
+        assert!(
+            CodexCodec
+                .validate(b"\xff\n")
+                .unwrap_err()
+                .message
+                .contains("not UTF-8")
+        );
+    }
+
+    #[test]
+    fn a_last_line_without_its_newline_is_read_and_the_next_delta_starts_a_line() {
+        let cut = Bytes::from(format!("{USER}\n{USER}"));
+        let c = kept(std::str::from_utf8(&cut).unwrap());
+        assert_eq!(c.counts.messages, Some(2));
+        assert!(
+            c.kept[0].contains("a last line without a newline")
+                && c.kept[0].ends_with("read as its record"),
+            "{:?}",
+            c.kept
+        );
+        let next = Bytes::from(format!("{USER}\n"));
+        let joined = CodexCodec.concat(&[cut, next]).unwrap();
+        assert_eq!(joined, format!("{USER}\n{USER}\n{USER}\n"));
+    }
+
+    #[test]
+    fn an_older_rollout_of_bare_items_reads_too() {
+        let old = [
+            r#"{"id":"5973b6c0-94b8-487b-a530-2aeb6098ae0e","timestamp":"2025-07-14T10:12:03.104Z","instructions":null}"#,
+            r#"{"record_type":"state"}"#,
+            r#"{"type":"message","id":null,"role":"user","content":[{"type":"input_text","text":"List the files."}]}"#,
+            r#"{"type":"function_call","id":"fc_1","name":"shell","arguments":"{\"command\":[\"ls\"]}","call_id":"call_1"}"#,
+            r#"{"type":"function_call_output","call_id":"call_1","output":"{\"output\":\"Cargo.toml\\nsrc\\n\",\"metadata\":{\"exit_code\":0,\"duration_seconds\":0.1}}"}"#,
+            r#"{"record_type":"state"}"#,
+            r#"{"type":"message","id":"msg_1","role":"assistant","content":[{"type":"output_text","text":"Cargo.toml and src."}]}"#,
+        ]
+        .map(|l| format!("{l}\n"))
+        .concat();
+        let c = kept(&old);
+        assert!(c.kept.is_empty(), "{:?}", c.kept);
+        assert!(c.open_results.is_empty());
+        let conv = CodexCodec.to_canonical(old.as_bytes()).unwrap();
+        let roles: Vec<Role> = conv.messages.iter().map(|m| m.role).collect();
+        assert_eq!(
+            roles,
+            [Role::User, Role::Assistant, Role::User, Role::Assistant]
+        );
+        assert_eq!(conv.messages[1].origin, 3, "line 4");
+    }
+
+    #[test]
+    fn an_output_whose_call_is_elsewhere_is_the_chains_to_judge() {
+        let t = r#"{"timestamp":"t","type":"response_item","payload":{"type":"custom_tool_call_output","call_id":"call_9","output":"ok"}}"#;
+        let c = kept(&format!("{USER}\n{t}\n"));
+        assert_eq!(c.open_results.len(), 1);
+        assert_eq!(c.open_results[0].tool_use_id, "call_9");
+        assert!(
+            c.open_results[0].at.contains("(line 2)"),
+            "{:?}",
+            c.open_results
+        );
+    }
+
+    #[test]
+    fn a_compaction_is_what_codex_writes_and_reads_as_its_summary() {
+        let at = DateTime::parse_from_rfc3339("2026-11-21T14:05:00Z")
+            .unwrap()
+            .with_timezone(&Utc);
+        let d = CodexCodec
+            .compaction_delta("fixed divide", b"", at)
+            .unwrap();
+        let v: Value = serde_json::from_slice(&d).unwrap();
+        assert_eq!(v["type"], "compacted");
+        assert_eq!(v["timestamp"], "2026-11-21T14:05:00.000Z");
+        let conv = CodexCodec.to_canonical(&d).unwrap();
+        assert_eq!(conv.messages.len(), 1);
+        assert_eq!(conv.messages[0].role, Role::User);
+        assert!(
+            matches!(&conv.messages[0].content[0], Block::Text { text } if text.ends_with("fixed divide"))
+        );
+    }
+}
