@@ -90,6 +90,11 @@ def test_openapi_paths_are_covered(client: Client) -> None:
         ("post", "/v1/agents/{agent}/saves/{save_id}/restore"),
         ("put", "/v1/agents/{agent}/working-context"),
         ("post", "/v1/agents/{agent}/working-context/restore"),
+        ("get", "/v1/agents/{agent}/processes"),
+        ("put", "/v1/agents/{agent}/processes/{process_id}"),
+        ("delete", "/v1/agents/{agent}/processes/{process_id}"),
+        ("get", "/v1/agents/{agent}/context"),
+        ("get", "/v1/memories"),
     }
     served = {
         (method, path)
@@ -158,6 +163,21 @@ def test_branches(client: Client, unique: str) -> None:
     nested = f"team/{session}"
     b3 = client.branch_create(nested, "nested")
     assert client.session_end(nested)["returned"] == [b3["branch_id"]]
+
+
+def test_memories(client: Client, unique: str) -> None:
+    session = f"m-{unique}"
+    first = client.branch_create(session, f"render the {unique} charts")
+    client.branch_fail(first["branch_id"], "matplotlib ran out of memory on 2M points")
+    found = client.search_memories(f"{unique} charts", kind="anti_pattern")["memories"]
+    assert [m["provenance"]["branch_id"] for m in found] == [first["branch_id"]]
+    assert found[0]["confidence"] == 0.8 and found[0]["score"] > 0
+    assert "ran out of memory" in found[0]["content"]
+    again = client.branch_create(session, f"render the {unique} charts", inject_memories=True)
+    assert [m["id"] for m in again["memories"]] == [found[0]["id"]]
+    with pytest.raises(InvalidError) as bad:
+        client.search_memories(" ")
+    assert bad.value.field == "q"
 
 
 def test_workspaces(client: Client, unique: str) -> None:

@@ -45,6 +45,8 @@ from .models import (
     HistoryResponse,
     MaterializeRequest,
     MaterializeResponse,
+    MemoryKind,
+    MemorySearchResponse,
     MissingSummaryList,
     PatchAgentRequest,
     PinChanged,
@@ -398,8 +400,12 @@ def branch_create(
     budget: int | None = None,
     timeout_seconds: int | None = None,
     parent_branch: str | None = None,
+    inject_memories: bool = False,
 ) -> Call[BranchCreated]:
-    """``POST /v1/branches``."""
+    """``POST /v1/branches``. With ``inject_memories`` the memories relevant
+    to ``description`` (strategies and anti-patterns of earlier branches,
+    marked as data with their provenance) are prepended to its root; the
+    answer's ``memories`` lists them."""
     body = _drop_none(
         BranchCreateRequest(
             session_id=session_id,
@@ -408,6 +414,7 @@ def branch_create(
             budget=budget,
             timeout_seconds=timeout_seconds,
             parent_branch=parent_branch,
+            inject_memories=inject_memories,
         )
     )
     return api.branch_create(body)
@@ -426,6 +433,25 @@ def branches_of_session(session_id: str) -> Call[BranchStatusResponse]:
 def branch_return(branch_id: str, message: str) -> Call[BranchReturned]:
     """``POST /v1/branches/{br}/return``."""
     return api.branch_return(branch_id, {"message": message})
+
+
+def branch_fail(branch_id: str, error: str, message: str = "") -> Call[BranchReturned]:
+    """``POST /v1/branches/{br}/return`` with ``status: failed``: the branch
+    ends as failed and its parent gets ``error`` (scrubbed) with
+    ``message``."""
+    return api.branch_return(branch_id, {"status": "failed", "error": error, "message": message})
+
+
+def search_memories(
+    q: str,
+    *,
+    limit: int | None = None,
+    min_confidence: float | None = None,
+    kind: MemoryKind | None = None,
+) -> Call[MemorySearchResponse]:
+    """``GET /v1/memories``: memories of ended branches matching ``q`` (any
+    of its words), best first, each with its provenance and score."""
+    return api.memory_search(q=q, limit=limit, min_confidence=min_confidence, kind=kind)
 
 
 def session_end(session_id: str) -> Call[SessionEnded]:
