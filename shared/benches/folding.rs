@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 
 use ctx_core::auth::Caller;
 use ctx_core::branch::NewBranch;
+use ctx_core::branch::memories::{MemoryConfig, MemoryQuery};
 use ctx_core::branch::{BranchConfig, BranchStore, Branching, NoTimer, RateLimits, RuleScrubber};
 use ctx_core::store::Stores;
 use ctx_core::store::local::SqliteBranchStore;
@@ -54,6 +55,10 @@ fn checkpoint(name: &str, text: &str, tip: Option<ctx_core::CommitId>) -> Checkp
 }
 
 fn service(stores: Stores, branches: Arc<dyn BranchStore>) -> Service {
+    service_with(stores, branches, MemoryConfig::default())
+}
+
+fn service_with(stores: Stores, branches: Arc<dyn BranchStore>, memory: MemoryConfig) -> Service {
     Service::new(stores, Arc::new(SystemClock)).with_branching(Branching {
         store: branches,
         timer: Arc::new(NoTimer),
@@ -65,6 +70,7 @@ fn service(stores: Stores, branches: Arc<dyn BranchStore>) -> Service {
                 active_per_tenant: 100_000,
                 creations_per_minute: 1_000_000,
             },
+            memory,
             ..BranchConfig::default()
         },
     })
@@ -144,25 +150,57 @@ fn pct(v: &mut [Duration], p: f64) -> f64 {
     v[i].as_secs_f64() * 1000.0
 }
 
-async fn latency(svc: &Service, caller: &Caller, n: usize) -> (f64, f64, f64, f64) {
+/// The task of branch `i`: one of [`TASKS`] on one of [`THINGS`].
+fn task(i: usize) -> String {
+    format!(
+        "{} the {} {}",
+        TASKS[i % TASKS.len()],
+        THINGS[(i / TASKS.len()) % THINGS.len()],
+        AREAS[i % AREAS.len()]
+    )
+}
+
+const TASKS: &[&str] = &["fix", "profile", "document", "refactor", "test"];
+const THINGS: &[&str] = &[
+    "upload",
+    "parser",
+    "scheduler",
+    "billing",
+    "search",
+    "cache",
+    "login",
+    "export",
+    "webhook",
+    "importer",
+];
+const AREAS: &[&str] = &["endpoint", "module", "worker"];
+
+async fn latency(
+    svc: &Service,
+    caller: &Caller,
+    n: usize,
+    inject: bool,
+) -> (f64, f64, f64, f64, usize) {
     let (mut create, mut ret) = (Vec::new(), Vec::new());
+    let mut injected = 0;
     for i in 0..n {
         let t = Instant::now();
         let b = svc
             .branch_create(
                 caller,
                 NewBranch {
-                    session_id: format!("lat-{i}").parse().expect("a session id"),
-                    description: "subtask".into(),
+                    session_id: format!("lat-{}", i % 10).parse().expect("a session id"),
+                    description: task(i),
                     prompt: Some("do it".into()),
                     budget: None,
                     timeout_seconds: None,
                     parent_branch: None,
-                    inject_memories: false,
+                    inject_memories: inject,
                 },
             )
             .await
             .expect("create");
+        injected += b.memories.len();
         create.push(t.elapsed());
         let t = Instant::now();
         svc.branch_return(caller, &b.branch_id, SUMMARY)
@@ -175,7 +213,95 @@ async fn latency(svc: &Service, caller: &Caller, n: usize) -> (f64, f64, f64, f6
         pct(&mut create, 0.95),
         pct(&mut ret, 0.5),
         pct(&mut ret, 0.95),
+        injected,
     )
+}
+
+/// SC-003: `n` completed branches, one in ten returned with nothing and no
+/// work (nothing to learn), the rest with a result and some with work;
+/// then, per task, a later search in other words. Answers (memories
+/// extracted, of them injectable at the default confidence, searches whose
+/// task's memory is in the top 3, searches).
+async fn extraction(svc: &Service, caller: &Caller, n: usize) -> (usize, usize, usize, usize) {
+    let tenant = &caller.tenant;
+    let mut ids = Vec::new();
+    for i in 0..n {
+        let b = svc
+            .branch_create(
+                caller,
+                NewBranch {
+                    session_id: format!("sc3-{}", i % 7).parse().expect("a session id"),
+                    description: task(i),
+                    prompt: None,
+                    budget: None,
+                    timeout_seconds: None,
+                    parent_branch: None,
+                    inject_memories: false,
+                },
+            )
+            .await
+            .expect("create");
+        let message = if i % 10 == 9 {
+            String::new()
+        } else {
+            if i % 3 == 0 {
+                append(svc, caller, &b.chain_ref, &file(i)).await;
+            }
+            format!(
+                "{}: done by splitting the work into batches of {}",
+                task(i),
+                10 + i
+            )
+        };
+        svc.branch_return(caller, &b.branch_id, &message)
+            .await
+            .expect("return");
+        ids.push(ctx_core::branch::memories::MemoryId::of_branch(
+            tenant,
+            &b.branch_id,
+        ));
+    }
+    let all = svc
+        .branching()
+        .expect("branching")
+        .store
+        .recent_memories(tenant, usize::MAX)
+        .await
+        .expect("memories");
+    let extracted = all.iter().filter(|m| ids.contains(&m.id)).count();
+    let injectable = all
+        .iter()
+        .filter(|m| ids.contains(&m.id) && m.confidence >= 0.7)
+        .count();
+    // A later search for each distinct task, in other words and order.
+    let distinct = n.min(TASKS.len() * THINGS.len() * AREAS.len());
+    let mut hits = 0;
+    let mut searches = 0;
+    for i in (0..distinct).filter(|i| i % 10 != 9) {
+        let words = format!(
+            "{} {} again, {}",
+            AREAS[i % AREAS.len()],
+            THINGS[(i / TASKS.len()) % THINGS.len()],
+            TASKS[i % TASKS.len()]
+        );
+        let found = svc
+            .memory_search(
+                caller,
+                MemoryQuery {
+                    text: words,
+                    limit: 3,
+                    min_confidence: 0.0,
+                    kind: None,
+                },
+            )
+            .await
+            .expect("search");
+        searches += 1;
+        if found.iter().any(|f| f.memory.title == task(i)) {
+            hits += 1;
+        }
+    }
+    (extracted, injectable, hits, searches)
 }
 
 #[tokio::main]
@@ -213,11 +339,68 @@ async fn main() {
         "| compression | {:.1} % |\n",
         100.0 * (1.0 - folded as f64 / inline as f64)
     );
-    println!("## branch create / return latency ({n} each, sequential)\n");
-    println!("| stores | create p50 ms | create p95 ms | return p50 ms | return p95 ms |");
-    println!("|---|---:|---:|---:|---:|");
-    for (name, svc) in [("local (SQLite + CAS, fsync)", &local), ("memory", &memory)] {
-        let (c50, c95, r50, r95) = latency(svc, &caller, n).await;
-        println!("| {name} | {c50:.2} | {c95:.2} | {r50:.2} | {r95:.2} |");
+    // The same stores without memory extraction: the baseline of the
+    // first row, and of SC-003's other services' writes.
+    let dir_off = tempfile::tempdir().expect("tempdir");
+    let local_off = service_with(
+        Stores {
+            blobs: Arc::new(LocalBlobStore::open(dir_off.path()).expect("cas")),
+            meta: Arc::new(SqliteMetaStore::open(dir_off.path()).expect("sqlite")),
+        },
+        Arc::new(SqliteBranchStore::open(dir_off.path()).expect("branches")),
+        MemoryConfig {
+            extract: false,
+            ..MemoryConfig::default()
+        },
+    );
+    println!("## branch create / return latency ({n} each, sequential; SC-002: < 100 ms)\n");
+    println!(
+        "| stores | memories | create p50 ms | create p95 ms | return p50 ms | return p95 ms | injected |"
+    );
+    println!("|---|---|---:|---:|---:|---:|---:|");
+    let rows: [(&str, &str, &Service, bool); 5] = [
+        (
+            "local (SQLite + CAS, fsync)",
+            "off (no extraction)",
+            &local_off,
+            false,
+        ),
+        (
+            "local (SQLite + CAS, fsync)",
+            "extracted at return",
+            &local,
+            false,
+        ),
+        (
+            "local (SQLite + CAS, fsync)",
+            "+ inject_memories at create",
+            &local,
+            true,
+        ),
+        ("memory", "extracted at return", &memory, false),
+        ("memory", "+ inject_memories at create", &memory, true),
+    ];
+    for (name, what, svc, inject) in rows {
+        let (c50, c95, r50, r95, injected) = latency(svc, &caller, n, inject).await;
+        println!("| {name} | {what} | {c50:.2} | {c95:.2} | {r50:.2} | {r95:.2} | {injected} |");
+    }
+    println!("\n## SC-003: memories extracted from completed branches ({n} branches)\n");
+    println!(
+        "| stores | completed | memories | share | injectable (confidence >= 0.7) | later searches finding their task in the top 3 |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|");
+    for (name, svc) in [
+        ("local (SQLite FTS5)", &local),
+        ("memory (BM25 in process)", &memory),
+    ] {
+        let caller = Caller {
+            tenant: format!("sc3-{}", name.len()).parse().expect("tenant"),
+            principal: Some("tok-bench".into()),
+        };
+        let (extracted, injectable, hits, searches) = extraction(svc, &caller, n).await;
+        println!(
+            "| {name} | {n} | {extracted} | {:.0} % | {injectable} | {hits} of {searches} |",
+            100.0 * extracted as f64 / n as f64
+        );
     }
 }

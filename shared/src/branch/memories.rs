@@ -189,23 +189,35 @@ pub fn admits(q: &MemoryQuery, m: &MemoryRecord) -> bool {
     m.confidence >= q.min_confidence && q.kind.is_none_or(|k| k == m.kind)
 }
 
-/// Ranks `memories` for `q` by BM25 (k1 1.2, b 0.75) over [`terms`]:
-/// memories matching none of the query's terms are left out; ties go to
-/// the newer memory.
+/// How much a term counts in each field (title, description, content):
+/// the task a memory is about weighs more than the work it quotes. SQLite
+/// passes the same weights to FTS5's `bm25()`.
+pub const WEIGHTS: [f64; 3] = [10.0, 2.0, 1.0];
+
+/// Ranks `memories` for `q` by BM25 (k1 1.2, b 0.75) over [`terms`], each
+/// occurrence weighted by its field ([`WEIGHTS`], as FTS5's `bm25()` with
+/// column weights): memories matching none of the query's terms are left
+/// out; ties go to the newer memory.
 pub fn rank(q: &MemoryQuery, memories: Vec<MemoryRecord>) -> Vec<ScoredMemory> {
     let query = terms(&q.text);
     if query.is_empty() {
         return Vec::new();
     }
-    let docs: Vec<(MemoryRecord, HashMap<String, usize>, usize)> = memories
+    let docs: Vec<(MemoryRecord, HashMap<String, f64>, usize)> = memories
         .into_iter()
         .filter(|m| admits(q, m))
         .map(|m| {
-            let words = terms_with_repeats(&searchable(&m));
-            let len = words.len();
             let mut tf = HashMap::new();
-            for w in words {
-                *tf.entry(w).or_insert(0usize) += 1;
+            let mut len = 0;
+            for (text, weight) in [
+                (&m.title, WEIGHTS[0]),
+                (&m.description, WEIGHTS[1]),
+                (&m.content, WEIGHTS[2]),
+            ] {
+                for w in terms_with_repeats(text) {
+                    len += 1;
+                    *tf.entry(w).or_insert(0.0) += weight;
+                }
             }
             (m, tf, len)
         })
@@ -230,7 +242,6 @@ pub fn rank(q: &MemoryQuery, memories: Vec<MemoryRecord>) -> Vec<ScoredMemory> {
                 let Some(&f) = tf.get(t) else { continue };
                 let d = df[t.as_str()] as f64;
                 let idf = ((n - d + 0.5) / (d + 0.5) + 1.0).ln();
-                let f = f as f64;
                 score +=
                     idf * f * (k1 + 1.0) / (f + k1 * (1.0 - b + b * len as f64 / avg.max(1.0)));
             }

@@ -417,7 +417,7 @@ impl BranchStore for SqliteBranchStore {
     }
 
     /// FTS5: any of the query's terms, ranked by `bm25()` over title,
-    /// description and content.
+    /// description and content with [`memories::WEIGHTS`].
     async fn search_memories(
         &self,
         tenant: &TenantId,
@@ -438,7 +438,7 @@ impl BranchStore for SqliteBranchStore {
             .read(move |conn| {
                 let mut stmt = conn
                     .prepare(
-                        "SELECT m.body, -bm25(memories_fts) AS score
+                        "SELECT m.body, -bm25(memories_fts, ?6, ?7, ?8, 0.0) AS score
                          FROM memories_fts JOIN memories m ON m.rowid = memories_fts.rowid
                          WHERE memories_fts MATCH ?1 AND memories_fts.tenant = ?2
                            AND m.confidence >= ?3 AND (?4 IS NULL OR m.kind = ?4)
@@ -452,7 +452,10 @@ impl BranchStore for SqliteBranchStore {
                             tenant.as_str(),
                             q.min_confidence,
                             q.kind.map(|k| k.as_str()),
-                            i64::try_from(q.limit).unwrap_or(i64::MAX)
+                            i64::try_from(q.limit).unwrap_or(i64::MAX),
+                            memories::WEIGHTS[0],
+                            memories::WEIGHTS[1],
+                            memories::WEIGHTS[2]
                         ],
                         |r| Ok((r.get::<_, String>(0)?, r.get::<_, f64>(1)?)),
                     )
