@@ -463,6 +463,8 @@ pub struct RestoreOptions {
     pub max_semantic: Option<usize>,
     /// Turns of the latest chain (default 10, at most 1000).
     pub raw_tail_turns: Option<usize>,
+    /// Rebuild even when the cache is valid.
+    pub rebuild: bool,
 }
 
 /// A restored working context.

@@ -196,6 +196,9 @@ pub(crate) enum AgentCommand {
         /// Turns of the latest chain in a rebuild.
         #[arg(long)]
         raw_tail_turns: Option<usize>,
+        /// Rebuild even when the cache is valid.
+        #[arg(long)]
+        rebuild: bool,
         #[command(flatten)]
         remote: Remote,
     },
@@ -376,6 +379,7 @@ pub(crate) async fn run_agent(command: AgentCommand) -> Result<()> {
             max_episodic,
             max_semantic,
             raw_tail_turns,
+            rebuild,
             remote,
         } => print_json(
             &remote
@@ -387,6 +391,7 @@ pub(crate) async fn run_agent(command: AgentCommand) -> Result<()> {
                         max_episodic,
                         max_semantic,
                         raw_tail_turns,
+                        rebuild,
                     },
                 )
                 .await?,

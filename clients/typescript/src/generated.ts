@@ -2236,6 +2236,11 @@ export interface components {
             max_semantic?: number | null;
             /** @description Turns of the latest chain in a rebuild (default 10, at most 1000). */
             raw_tail_turns?: number | null;
+            /**
+             * @description Rebuild even when the cache is valid (default false): after the
+             *     agent's memory changed under a cache that still reads as valid.
+             */
+            rebuild?: boolean;
             /** @description The system prompt of a rebuild (default: the last cache's). */
             system_prompt?: string | null;
         };

@@ -254,6 +254,10 @@ pub struct RestoreRequest {
     )]
     #[schema(maximum = 1000)]
     pub raw_tail_turns: Option<usize>,
+    /// Rebuild even when the cache is valid (default false): after the
+    /// agent's memory changed under a cache that still reads as valid.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub rebuild: bool,
 }
 
 /// The answer of a working-context restore.
@@ -317,6 +321,7 @@ impl From<RestoreRequest> for RestoreOptions {
             max_episodic: r.max_episodic,
             max_semantic: r.max_semantic,
             raw_tail_turns: r.raw_tail_turns,
+            rebuild: r.rebuild,
         }
     }
 }

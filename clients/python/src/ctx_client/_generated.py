@@ -1485,6 +1485,10 @@ class RestoreRequest(TypedDict):
     """Subtask results in a rebuild (default 5, at most 100)."""
     raw_tail_turns: NotRequired[int | None]
     """Turns of the latest chain in a rebuild (default 10, at most 1000)."""
+    rebuild: NotRequired[bool]
+    """Rebuild even when the cache is valid (default false): after the
+    agent's memory changed under a cache that still reads as valid.
+    """
     system_prompt: NotRequired[str | None]
     """The system prompt of a rebuild (default: the last cache's)."""
 

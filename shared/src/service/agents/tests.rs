@@ -906,6 +906,7 @@ async fn a_rebuild_orders_system_episodic_semantic_then_the_raw_tail() {
                 max_episodic: Some(5),
                 max_semantic: Some(5),
                 raw_tail_turns: Some(10),
+                rebuild: false,
             },
         )
         .await
@@ -946,6 +947,7 @@ async fn a_rebuild_orders_system_episodic_semantic_then_the_raw_tail() {
                 max_episodic: Some(0),
                 max_semantic: Some(0),
                 system_prompt: None,
+                rebuild: false,
             },
         )
         .await
@@ -954,6 +956,32 @@ async fn a_rebuild_orders_system_episodic_semantic_then_the_raw_tail() {
         r.source,
         RestoreSource::Cache,
         "the rebuild above is the cache"
+    );
+    // A rebuild on request (seed 003's open question), though the cache is
+    // valid: the cache's system prompt is kept, the epoch moves on.
+    let forced = h
+        .svc
+        .restore_working_context(
+            &h.tenant,
+            &h.agent,
+            &RestoreOptions {
+                rebuild: true,
+                raw_tail_turns: Some(1),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(forced.source, RestoreSource::Rebuilt);
+    assert_eq!(forced.reason.as_deref(), Some("a rebuild was asked for"));
+    assert_eq!(
+        forced.snapshot.messages[0].content.as_deref(),
+        Some("You are the agent.")
+    );
+    assert_eq!(forced.snapshot.epoch_id, r.snapshot.epoch_id + 1);
+    assert_eq!(
+        forced.snapshot.messages.last().unwrap().content.as_deref(),
+        Some("fourth")
     );
     let e = h
         .svc

@@ -168,7 +168,19 @@ impl Service {
             .get_agent(tenant, agent)
             .await?
             .unwrap_or_default();
-        match self.read_cache(tenant, agent, rec.working_context).await? {
+        let cached = match self.read_cache(tenant, agent, rec.working_context).await? {
+            // A valid cache is rebuilt only when asked: its prompt is kept.
+            CacheRead::Valid(snapshot, _) if req.rebuild => {
+                let prompt = snapshot
+                    .messages
+                    .first()
+                    .filter(|m| m.role == "system")
+                    .and_then(|m| m.content.clone());
+                CacheRead::Invalid("a rebuild was asked for".to_owned(), prompt)
+            }
+            other => other,
+        };
+        match cached {
             CacheRead::Valid(snapshot, artifact_ref) => Ok(RestoredContext {
                 source: RestoreSource::Cache,
                 reason: None,
