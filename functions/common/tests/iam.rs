@@ -452,6 +452,34 @@ async fn drive(fleet: &mut Fleet, clock: &ManualClock) {
         .await;
     fleet
         .call(
+            "PUT /v1/agents/{agent}/processes/{process_id}",
+            "/v1/agents/alice/processes/build-1",
+            Body::Json(json!({"description": "building the docs", "thread_id": "t1"})),
+        )
+        .await;
+    fleet
+        .call(
+            "GET /v1/agents/{agent}/processes",
+            "/v1/agents/alice/processes",
+            Body::None,
+        )
+        .await;
+    fleet
+        .call(
+            "GET /v1/agents/{agent}/context",
+            "/v1/agents/alice/context?thread_id=t1",
+            Body::None,
+        )
+        .await;
+    fleet
+        .call(
+            "DELETE /v1/agents/{agent}/processes/{process_id}",
+            "/v1/agents/alice/processes/build-1",
+            Body::None,
+        )
+        .await;
+    fleet
+        .call(
             "POST /v1/agents/{agent}/clear",
             "/v1/agents/alice/clear",
             Body::None,
@@ -608,11 +636,25 @@ async fn drive(fleet: &mut Fleet, clock: &ManualClock) {
     .await
     .expect("branch-expire");
     assert_eq!(out["outcome"], "timed_out", "{out}");
-    let (_, _) = fleet
+    // A creation that searches the memories the return above left.
+    let (_, injected) = fleet
         .call(
             "POST /v1/branches",
             "/v1/branches",
-            branch("ended with the session", 600),
+            Body::Json(json!({"session_id": s, "description": "returns again",
+                              "inject_memories": true})),
+        )
+        .await;
+    assert_eq!(
+        injected["memories"].as_array().map(Vec::len),
+        Some(1),
+        "{injected}"
+    );
+    fleet
+        .call(
+            "GET /v1/memories",
+            "/v1/memories?q=returns&min_confidence=0.5",
+            Body::None,
         )
         .await;
     fleet
@@ -744,12 +786,22 @@ async fn every_aws_call_of_every_function_is_allowed_by_its_policy() {
     for f in Function::ALL {
         // Summaries by Bedrock (`Summarizer=bedrock`), its endpoint a fake
         // on 127.0.0.1: the client is the real SDK's, with the call log.
+        // Only the functions template.yaml gives CTX_SUMMARIZER (and whose
+        // crates link the Bedrock backend: template.rs pins the list) have
+        // it; the others summarize extractively (a branch's memory).
+        let service = Backends::build(&config, f.needs())
+            .await
+            .unwrap_or_else(|e| panic!("{f}'s backends: {e}"))
+            .into_service(clock.clone());
         let service = Arc::new(
-            Backends::build(&config, f.needs())
-                .await
-                .unwrap_or_else(|e| panic!("{f}'s backends: {e}"))
-                .into_service(clock.clone())
-                .with_summarizer(bedrock.clone()),
+            if matches!(
+                f,
+                Function::Checkpoint | Function::History | Function::Summarizer
+            ) {
+                service.with_summarizer(bedrock.clone())
+            } else {
+                service
+            },
         );
         let router = app(*f, service.clone(), auth.clone());
         functions.push((*f, service, router));
