@@ -292,10 +292,12 @@ async fn memories_from_another_session_or_principal_are_untrusted_and_injections
     assert!(root.contains("trust=\"untrusted"), "{root}");
 
     // With the guard at `log`, it is injected, flagged.
-    let mut config = BranchConfig::default();
-    config.memory = MemoryConfig {
-        guard: Guard::Log,
-        ..MemoryConfig::default()
+    let config = BranchConfig {
+        memory: MemoryConfig {
+            guard: Guard::Log,
+            ..MemoryConfig::default()
+        },
+        ..BranchConfig::default()
     };
     let h = harness_with(config, Arc::new(RuleScrubber::new().unwrap()));
     let b = h.create("s1", "deploy the service").await;
