@@ -414,6 +414,102 @@ impl Orphans {
     }
 }
 
+/// A tool call no API would take where it stands: the user turn after it
+/// holds no result for it (the call was interrupted, or its result cut
+/// off). A call in the conversation's last turn is in progress, not
+/// unanswered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unanswered {
+    /// The message holding it (its index in the conversation).
+    pub message: usize,
+    /// Its block in that message.
+    pub block: usize,
+    /// Its id.
+    pub tool_use_id: String,
+}
+
+impl Unanswered {
+    /// Why it could not stay a tool call.
+    pub fn reason(&self) -> String {
+        format!(
+            "the tool call {} has no result in the turn after it",
+            self.tool_use_id
+        )
+    }
+}
+
+/// The [`Unanswered`] tool calls of `conv`, in order.
+pub fn find_unanswered(conv: &Conversation) -> Vec<Unanswered> {
+    let msgs = &conv.messages;
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < msgs.len() {
+        if msgs[i].role != Role::Assistant {
+            i += 1;
+            continue;
+        }
+        let end = (i..msgs.len())
+            .find(|&j| msgs[j].role == Role::User)
+            .unwrap_or(msgs.len());
+        if end == msgs.len() {
+            // The last turn: its calls are still running.
+            break;
+        }
+        let next = (end..msgs.len())
+            .find(|&j| msgs[j].role == Role::Assistant)
+            .unwrap_or(msgs.len());
+        let answered: BTreeSet<&str> = msgs[end..next]
+            .iter()
+            .filter(|m| m.role == Role::User)
+            .flat_map(|m| &m.content)
+            .filter_map(|b| match b {
+                Block::ToolResult { tool_use_id, .. } => Some(tool_use_id.as_str()),
+                _ => None,
+            })
+            .collect();
+        for (m, msg) in msgs.iter().enumerate().take(end).skip(i) {
+            if msg.role != Role::Assistant {
+                continue;
+            }
+            for (k, b) in msg.content.iter().enumerate() {
+                if let Block::ToolUse { id, .. } = b
+                    && !answered.contains(id.as_str())
+                {
+                    out.push(Unanswered {
+                        message: m,
+                        block: k,
+                        tool_use_id: id.clone(),
+                    });
+                }
+            }
+        }
+        i = end;
+    }
+    out
+}
+
+/// Carries each of `calls` (found in `conv`) as text saying what it is:
+/// the call, its input and that no result is in this context, where the
+/// call stood. No message is removed.
+pub fn carry_unanswered_as_text(mut conv: Conversation, calls: &[Unanswered]) -> Conversation {
+    for c in calls {
+        let Some(b) = conv
+            .messages
+            .get_mut(c.message)
+            .and_then(|m| m.content.get_mut(c.block))
+        else {
+            continue;
+        };
+        if let Block::ToolUse { id, name, input } = b {
+            let text = format!(
+                "[ctx: tool call {id} to {name} with input {input}; no result is in this context: it was interrupted, or its result was cut off]"
+            );
+            *b = Block::text(text);
+        }
+    }
+    conv
+}
+
 /// An orphaned tool result as text saying what it is, then what it held
 /// (its text joined to that line, its images after it).
 fn orphan_text(b: Block, call_earlier: bool) -> Vec<Block> {

@@ -544,8 +544,9 @@ fn the_fidelity_report_names_what_the_target_does_not_carry_and_stays_bounded() 
     assert_eq!((counts, changes.as_str()), ((6, 0, 0), "[]"));
     assert_eq!(fidelity.note, "");
 
-    // Forty results of calls cut off by a compaction, then a result of a
-    // call two turns back: every one counted, 32 listed.
+    // Forty results of calls cut off by a compaction, then a call the
+    // user interrupted and its result two turns later: every one counted
+    // (the call and its late result both become text), 32 listed.
     let result = |id: &str| Block::ToolResult {
         tool_use_id: id.into(),
         content: vec![Block::text("ok")],
@@ -579,11 +580,11 @@ fn the_fidelity_report_names_what_the_target_does_not_carry_and_stays_bounded() 
     let fidelity = out.fidelity.unwrap();
     assert_eq!(
         (fidelity.kept, fidelity.converted, fidelity.dropped),
-        (3, 41, 0)
+        (2, 42, 0)
     );
     assert_eq!(
         (fidelity.changes.len(), fidelity.unlisted),
-        (translate::MAX_CHANGES, 9)
+        (translate::MAX_CHANGES, 10)
     );
     let got = OpenAiCodec.to_canonical(&out.bytes).unwrap();
     let Some(Block::Text { text }) = got.messages.last().and_then(|m| m.content.first()) else {
@@ -1423,3 +1424,94 @@ fn codex_and_gemini_files_cut_into_turns_that_cover_every_byte() {
 }
 
 mod proptests;
+
+/// A Claude Code transcript whose second call never got its result (the
+/// user interrupted it): line 4's tool_use.
+fn transcript_with_an_unanswered_call() -> String {
+    let lines = [
+        json!({"type": "user", "uuid": "u1", "timestamp": "2026-01-01T00:00:00Z",
+               "message": {"role": "user", "content": "Run the tests."}}),
+        json!({"type": "assistant", "uuid": "u2", "timestamp": "2026-01-01T00:00:01Z",
+               "message": {"id": "msg_1", "role": "assistant", "content": [
+                   {"type": "tool_use", "id": "toolu_1", "name": "Bash", "input": {"command": "cargo build"}}]}}),
+        json!({"type": "user", "uuid": "u3", "timestamp": "2026-01-01T00:00:02Z",
+               "message": {"role": "user", "content": [
+                   {"type": "tool_result", "tool_use_id": "toolu_1", "content": "Finished"}]}}),
+        json!({"type": "assistant", "uuid": "u4", "timestamp": "2026-01-01T00:00:03Z",
+               "message": {"id": "msg_2", "role": "assistant", "content": [
+                   {"type": "text", "text": "Now the tests."},
+                   {"type": "tool_use", "id": "toolu_2", "name": "Bash", "input": {"command": "cargo test"}}]}}),
+        json!({"type": "user", "uuid": "u5", "timestamp": "2026-01-01T00:00:04Z",
+               "message": {"role": "user", "content": "Stop, just tell me the build result."}}),
+        json!({"type": "assistant", "uuid": "u6", "timestamp": "2026-01-01T00:00:05Z",
+               "message": {"id": "msg_3", "role": "assistant", "content": [
+                   {"type": "text", "text": "The build finished."}]}}),
+    ];
+    lines.iter().map(|l| format!("{l}\n")).collect()
+}
+
+#[test]
+fn a_call_without_its_result_is_carried_as_text_and_every_pair_stays_native() {
+    let f = formats();
+    let part = Part {
+        origin: "commit ctx-y".into(),
+        format: fid("claude-code-v1"),
+        bytes: Bytes::from(transcript_with_an_unanswered_call()),
+    };
+    // The formats whose APIs refuse a call without its result; a runtime's
+    // log (Claude Code's, a session's) holds it as written.
+    for to in ["anthropic-messages-v1", "openai-chat-v1"] {
+        let out = translate(&f, vec![part.clone()], &fid(to)).unwrap();
+        assert_eq!(out.tier, Tier::CrossRuntime, "{to}: {}", out.note);
+        let got = f.codec(&fid(to)).to_canonical(&out.bytes).unwrap();
+        let results = tool_results(&got);
+        assert_eq!(
+            results
+                .iter()
+                .map(|r| (r.0.as_str(), r.1.as_str()))
+                .collect::<Vec<_>>(),
+            [("toolu_1", "Finished")],
+            "{to}"
+        );
+        let uses: Vec<&str> = got
+            .messages
+            .iter()
+            .flat_map(|m| &m.content)
+            .filter_map(|b| match b {
+                Block::ToolUse { id, .. } => Some(id.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(uses, ["toolu_1"], "{to}: the unanswered call is text");
+        let texts: Vec<&str> = got
+            .messages
+            .iter()
+            .filter(|m| m.role == Role::Assistant)
+            .flat_map(|m| &m.content)
+            .filter_map(|b| match b {
+                Block::Text { text } => Some(text.as_str()),
+                _ => None,
+            })
+            .collect();
+        let call = texts
+            .iter()
+            .find(|t| t.contains("toolu_2"))
+            .unwrap_or_else(|| panic!("{to}: no text names the call: {texts:?}"));
+        assert!(
+            call.contains("cargo test") && call.contains("no result"),
+            "{to}: {call}"
+        );
+        let fidelity = out.fidelity.expect("a cross-runtime translation reports");
+        assert_eq!(
+            (fidelity.kept, fidelity.converted, fidelity.dropped),
+            (5, 1, 0),
+            "{to}: {fidelity:?}"
+        );
+        let change = &fidelity.changes[0];
+        assert_eq!(change.kind, FidelityChangeKind::Converted);
+        assert_eq!(change.message, 3);
+        assert_eq!(change.at, "commit ctx-y, line 4");
+        assert_eq!(change.tool_use_id.as_deref(), Some("toolu_2"));
+        assert!(change.reason.contains("no result"), "{}", change.reason);
+    }
+}

@@ -350,10 +350,31 @@ pub fn translate(formats: &Formats, parts: Vec<Part>, target: &FormatId) -> Resu
         .extend(uncarried(&conv, tcodec.carries(), target, |m| {
             places.at(formats, m)
         }));
+    // Tool calls without their result, which an API refuses, are carried
+    // as text where they stood (no message goes, so the indices the
+    // report names stay those of the conversation as decoded).
+    // Orphaned results are found first, so that a result whose call is
+    // carried as text below still says where its call was.
+    let orphans = canonical::find_orphans(&conv);
+    if tcodec.pairs_tool_results() {
+        let unanswered = canonical::find_unanswered(&conv);
+        if !unanswered.is_empty() {
+            conv = canonical::carry_unanswered_as_text(conv, &unanswered);
+            enc = tcodec.encode_canonical(&conv)?;
+            report
+                .changes
+                .extend(unanswered.into_iter().map(|u| FidelityChange {
+                    kind: FidelityChangeKind::Converted,
+                    message: u.message as u64,
+                    at: places.at(formats, u.message),
+                    reason: format!("{}: carried as text saying so", u.reason()),
+                    tool_use_id: Some(u.tool_use_id),
+                }));
+        }
+    }
     // Tool results the target refuses where they stand are carried as
     // text, the rest as it was.
     if !enc.lost.is_empty() {
-        let orphans = canonical::find_orphans(&conv);
         if !orphans.is_empty() {
             conv = orphans.carry_as_text(conv);
             enc = tcodec.encode_canonical(&conv)?;
