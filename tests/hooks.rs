@@ -526,41 +526,45 @@ async fn a_last_line_cut_inside_a_character_does_not_hold_back_the_lines_before_
     assert!(server.client().materialize(&t, "root").await == lines);
 }
 
-/// Lines the server refuses (bytes that are not UTF-8) would be refused
-/// again: the hooks of other sessions do not retry them, nor warn of them
-/// at every run; the session's own hooks still do.
+/// A line that is not UTF-8 (a runtime's bad write) is stored as written,
+/// like any line the format cannot read, and never stops the lines after
+/// it: the session's chain equals its file byte for byte, and the hooks of
+/// other sessions go on as before.
 #[tokio::test]
-async fn refused_lines_are_not_retried_by_other_sessions_hooks() {
+async fn a_line_that_is_not_utf8_is_stored_as_written_with_the_lines_after_it() {
     let dir = tempfile::tempdir().unwrap();
     let (server, hook, pdir) = hooked(dir.path());
     let full = fixture();
-    let refused = pdir.join(format!("{SESSION}.jsonl"));
+    let transcript = pdir.join(format!("{SESSION}.jsonl"));
     let mut bytes = first_lines(&full, 3);
     bytes.extend_from_slice(b"{\"type\":\"user\",\"note\":\"\xff\"}\n");
-    std::fs::write(&refused, &bytes).unwrap();
-    let (code, err) = run_hook(&hook, SESSION, &refused, "Stop");
+    std::fs::write(&transcript, &bytes).unwrap();
+    let (code, err) = run_hook(&hook, SESSION, &transcript, "Stop");
     assert_eq!(code, 0, "{err}");
-    assert!(err.contains("not UTF-8"), "{err}");
+    assert!(!err.contains("not UTF-8"), "{err}");
+    // The lines after it, in the next turn.
+    let rest = &first_lines(&full, 8)[first_lines(&full, 3).len()..];
+    bytes.extend_from_slice(rest);
+    std::fs::write(&transcript, &bytes).unwrap();
+    let (code, err) = run_hook(&hook, SESSION, &transcript, "Stop");
+    assert_eq!(code, 0, "{err}");
+    let name = format!("claude/-tmp-proj/{SESSION}");
+    let t = tip(&server, &name).await.expect("the session's ref");
+    assert!(
+        server.client().materialize(&t, "root").await == bytes,
+        "the chain is the file, byte for byte"
+    );
     let other = "11111111-2222-4333-8444-555555555555";
     let other_transcript = pdir.join(format!("{other}.jsonl"));
     std::fs::write(&other_transcript, first_lines(&full, 3)).unwrap();
-    for _ in 0..2 {
-        let (code, err) = run_hook(&hook, other, &other_transcript, "Stop");
-        assert_eq!(code, 0, "{err}");
-        assert!(
-            !err.contains(SESSION),
-            "another session's refused lines: {err}"
-        );
-    }
+    let (code, err) = run_hook(&hook, other, &other_transcript, "Stop");
+    assert_eq!(code, 0, "{err}");
+    assert!(!err.contains(SESSION), "another session's lines: {err}");
     assert!(
         tip(&server, &format!("claude/-tmp-proj/{other}"))
             .await
             .is_some()
     );
-    // Its own next hook tries again, and says so.
-    let (code, err) = run_hook(&hook, SESSION, &refused, "Stop");
-    assert_eq!(code, 0, "{err}");
-    assert!(err.contains("not UTF-8"), "{err}");
 }
 
 /// `ctx current` before a ticket update: the lines Claude Code wrote since

@@ -406,12 +406,21 @@ async fn bad_deltas_name_format_and_place_and_store_nothing() {
     let tool_result = json!([{"role": "user", "content": [
         {"type": "tool_result", "tool_use_id": "toolu_missing", "content": "42"}
     ]}]);
+    // A Claude Code line that is not UTF-8 is no bad delta: a transcript is
+    // a log, and the line is kept as written (format::claude_code).
+    let mut body = checkpoint_body("", None);
+    body["format"] = json!("claude-code-v1");
+    body.as_object_mut().unwrap().remove("delta");
+    body["delta_base64"] = json!(
+        base64::engine::general_purpose::STANDARD
+            .encode([cc_line.as_bytes(), b"\n\xff\n"].concat())
+    );
+    let (status, v) = h
+        .call("POST", "/v1/commits", Some(TOKEN_A), Some(body))
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{v}");
+    assert_eq!(v["message_count"], 1, "{v}");
     let cases: Vec<(&str, &str, Value)> = vec![
-        (
-            "JSONL that is not UTF-8",
-            "claude-code-v1",
-            json!({"delta_base64": base64::engine::general_purpose::STANDARD.encode([cc_line.as_bytes(), b"\n\xff\n"].concat())}),
-        ),
         (
             "truncated CBOR",
             "bureau-agent-v1",

@@ -8,8 +8,9 @@
 //! A transcript is a log: a line that is not an entry this format reads
 //! (not JSON, empty, a `user` entry with a misspelt `content`) is stored as
 //! written, read as no message, and reported ([`Checked::kept`]), never
-//! refused; only bytes that are not UTF-8 are. A last line without its
-//! newline is reported too, and read as its entry when it is one.
+//! refused; so is a line that is not UTF-8 (a runtime's bad write). A last
+//! line without its newline is reported too, and read as its entry when it
+//! is one.
 //!
 //! Entry types known here: `user` and `assistant` (a Messages API `message`
 //! with content blocks and, for the assistant, `usage`), `system` (with
@@ -84,11 +85,6 @@ pub(super) fn append_lines(parts: &[Bytes]) -> Bytes {
 /// a caller that keeps only what it builds from a line holds one line's
 /// JSON tree at a time (a long session's trees are many times its bytes).
 fn each_line(bytes: &[u8], mut f: impl FnMut(Line) -> Result<()>) -> Result<()> {
-    if let Err(e) = std::str::from_utf8(bytes) {
-        let offset = e.valid_up_to();
-        let number = bytes[..offset].iter().filter(|&&b| b == b'\n').count() + 1;
-        return Err(bad(ID, at(offset, number), "the bytes are not UTF-8"));
-    }
     let mut pos = 0;
     let mut number = 1;
     while pos < bytes.len() {
@@ -114,12 +110,18 @@ fn each_line(bytes: &[u8], mut f: impl FnMut(Line) -> Result<()>) -> Result<()> 
                 });
                 Value::Null
             };
-            match serde_json::from_slice::<Value>(line) {
-                Ok(v) => match check_entry(&v) {
-                    Ok(()) => v,
-                    Err(e) => no_entry(e),
+            match std::str::from_utf8(line) {
+                Err(e) => no_entry(format!(
+                    "the line is not UTF-8 (at its byte {})",
+                    e.valid_up_to()
+                )),
+                Ok(_) => match serde_json::from_slice::<Value>(line) {
+                    Ok(v) => match check_entry(&v) {
+                        Ok(()) => v,
+                        Err(e) => no_entry(e),
+                    },
+                    Err(e) => no_entry(format!("the line is not JSON: {e}")),
                 },
-                Err(e) => no_entry(format!("the line is not JSON: {e}")),
             }
         };
         let end = (pos + nl + 1).min(bytes.len());
@@ -625,8 +627,8 @@ mod tests {
     #[test]
     fn lines_that_are_no_entry_are_kept_with_where_and_why() {
         // A transcript is a log: what this format cannot read is kept as
-        // written, read as no message, and reported; only bytes that are
-        // not UTF-8 are refused.
+        // written, read as no message, and reported, bytes that are not
+        // UTF-8 too.
         let cases: [(&[u8], &str); 7] = [
             (b"\n", "at byte offset 0 (line 1): an empty line"),
             (b"{\"type\":1}\n", "\"type\" is not a string"),
@@ -680,7 +682,17 @@ mod tests {
                 USER.len()
             )]
         );
-        assert!(err(b"\xff\n").contains("not UTF-8"));
+        let mut bad_bytes = format!("{USER}\n").into_bytes();
+        bad_bytes.extend_from_slice(b"{\"x\":\"\xff\"}\n");
+        let checked = ClaudeCodeCodec.validate(&bad_bytes).unwrap();
+        assert_eq!(checked.counts.messages, Some(1));
+        assert_eq!(
+            checked.kept,
+            [format!(
+                "at byte offset {} (line 2): the line is not UTF-8 (at its byte 6): read as no message",
+                USER.len() + 1
+            )]
+        );
         let segs = segments(partial.as_bytes()).unwrap();
         assert_eq!(segs.last().unwrap().range.end, partial.len());
     }
