@@ -91,6 +91,19 @@ async fn append(svc: &Service, caller: &Caller, name: &str, text: &str) -> u64 {
         .token_count
 }
 
+/// A first-level branch of `session` with the default budget and timeout.
+fn new_branch(session: &str, description: String, prompt: Option<&str>, inject: bool) -> NewBranch {
+    NewBranch {
+        session_id: session.parse().expect("a session id"),
+        description,
+        prompt: prompt.map(str::to_owned),
+        budget: None,
+        timeout_seconds: None,
+        parent_branch: None,
+        inject_memories: inject,
+    }
+}
+
 /// Returns (inline tokens added to main, folded tokens added to main, branch tokens).
 async fn p1(svc: &Service, caller: &Caller, round: usize) -> (u64, u64, u64) {
     let inline_session = format!("sessions/inline-{round}");
@@ -117,15 +130,12 @@ async fn p1(svc: &Service, caller: &Caller, round: usize) -> (u64, u64, u64) {
     let b = svc
         .branch_create(
             caller,
-            NewBranch {
-                session_id: folded_session.parse().expect("a session id"),
-                description: "find the crash in the parser".into(),
-                prompt: Some("read the parser's modules and report the bug".into()),
-                budget: None,
-                timeout_seconds: None,
-                parent_branch: None,
-                inject_memories: false,
-            },
+            new_branch(
+                &folded_session,
+                "find the crash in the parser".into(),
+                Some("read the parser's modules and report the bug"),
+                false,
+            ),
         )
         .await
         .expect("create");
@@ -188,15 +198,7 @@ async fn latency(
         let b = svc
             .branch_create(
                 caller,
-                NewBranch {
-                    session_id: format!("lat-{}", i % 10).parse().expect("a session id"),
-                    description: task(i),
-                    prompt: Some("do it".into()),
-                    budget: None,
-                    timeout_seconds: None,
-                    parent_branch: None,
-                    inject_memories: inject,
-                },
+                new_branch(&format!("lat-{}", i % 10), task(i), Some("do it"), inject),
             )
             .await
             .expect("create");
@@ -229,15 +231,7 @@ async fn extraction(svc: &Service, caller: &Caller, n: usize) -> (usize, usize, 
         let b = svc
             .branch_create(
                 caller,
-                NewBranch {
-                    session_id: format!("sc3-{}", i % 7).parse().expect("a session id"),
-                    description: task(i),
-                    prompt: None,
-                    budget: None,
-                    timeout_seconds: None,
-                    parent_branch: None,
-                    inject_memories: false,
-                },
+                new_branch(&format!("sc3-{}", i % 7), task(i), None, false),
             )
             .await
             .expect("create");

@@ -45,7 +45,7 @@ use serde_json::{Map, Value, json};
 use super::canonical::{Block, Conversation, Message, Role};
 use super::claude_code::{append_lines, uuid};
 use super::jsonl::{Record, at, each_record, kind};
-use super::openai_responses::{ITEMS, Item, PARTS, Run, image_url, item, output, string, text_of};
+use super::openai_responses::{Item, ItemShape, Run, item, items_of, string};
 use super::{Carries, Checked, Codec, Encoded, FormatId, OpenResult, Segment, SegmentKind};
 use crate::error::Result;
 
@@ -259,106 +259,24 @@ fn decode(bytes: &[u8]) -> Result<Decoded> {
     Ok(out)
 }
 
-/// A user message's parts as one Codex `message` item.
-fn flush_user(parts: &mut Vec<Value>, items: &mut Vec<Value>) {
-    if !parts.is_empty() {
-        items.push(json!({"type": "message", "role": "user", "content": std::mem::take(parts)}));
-    }
-}
-
-fn flush_assistant(text: &mut String, items: &mut Vec<Value>) {
-    if !text.is_empty() {
-        items.push(json!({
+/// Codex's shapes of the Responses items: typed `message` items, a system
+/// prompt as a `developer` message, images without `detail`.
+const SHAPE: ItemShape = ItemShape {
+    system: |t| {
+        json!({
+            "type": "message", "role": "developer",
+            "content": [{"type": "input_text", "text": t}],
+        })
+    },
+    user: |parts| json!({"type": "message", "role": "user", "content": parts}),
+    assistant: |t| {
+        json!({
             "type": "message", "role": "assistant",
-            "content": [{"type": "output_text", "text": std::mem::take(text)}],
-        }));
-    }
-}
-
-/// The Responses items of one message, in Codex's shapes; what cannot be
-/// held goes to `lost`.
-fn items_of(
-    m: &Message,
-    at: &str,
-    pending: &mut BTreeSet<String>,
-    lost: &mut Vec<String>,
-) -> Vec<Value> {
-    let mut items = Vec::new();
-    match m.role {
-        Role::System => match text_of(&m.content) {
-            Some(t) => items.push(json!({
-                "type": "message", "role": "developer",
-                "content": [{"type": "input_text", "text": t}],
-            })),
-            None => lost.push(format!("{at}: a system prompt holds more than text")),
-        },
-        Role::User => {
-            let mut parts = Vec::new();
-            for b in &m.content {
-                match b {
-                    Block::Text { text } => parts.push(json!({"type": "input_text", "text": text})),
-                    Block::Image { source } => {
-                        parts.push(json!({"type": "input_image", "image_url": image_url(source)}))
-                    }
-                    Block::Other { api, value } if api == PARTS => parts.push(value.clone()),
-                    Block::Other { api, value } if api == ITEMS => {
-                        flush_user(&mut parts, &mut items);
-                        items.push(value.clone());
-                    }
-                    Block::ToolResult {
-                        tool_use_id,
-                        content,
-                        is_error,
-                    } => {
-                        flush_user(&mut parts, &mut items);
-                        if !pending.remove(tool_use_id) {
-                            lost.push(format!(
-                                "{at}: the tool result for {tool_use_id} does not follow its tool call"
-                            ));
-                        }
-                        items.push(json!({
-                            "type": "function_call_output",
-                            "call_id": tool_use_id,
-                            "output": output(content, *is_error, lost, at),
-                        }));
-                    }
-                    Block::Other { api, .. } => {
-                        lost.push(format!("{at}: a block of the {api} API"))
-                    }
-                    _ => lost.push(format!("{at}: assistant content in a user message")),
-                }
-            }
-            flush_user(&mut parts, &mut items);
-        }
-        Role::Assistant => {
-            let mut text = String::new();
-            for b in &m.content {
-                match b {
-                    Block::Text { text: t } => text.push_str(t),
-                    Block::ToolUse { id, name, input } => {
-                        flush_assistant(&mut text, &mut items);
-                        pending.insert(id.clone());
-                        items.push(json!({
-                            "type": "function_call", "name": name,
-                            "arguments": input.to_string(), "call_id": id,
-                        }));
-                    }
-                    Block::Other { api, value } if api == ITEMS => {
-                        flush_assistant(&mut text, &mut items);
-                        items.push(value.clone());
-                    }
-                    Block::Thinking { .. } | Block::RedactedThinking { .. } => {}
-                    Block::Other { api, .. } => {
-                        lost.push(format!("{at}: a block of the {api} API"))
-                    }
-                    _ => lost.push(format!("{at}: an assistant block the format cannot hold")),
-                }
-            }
-            flush_assistant(&mut text, &mut items);
-        }
-    }
-    items
-}
+            "content": [{"type": "output_text", "text": t}],
+        })
+    },
+    image_detail: false,
+};
 
 fn write_line(out: &mut Vec<u8>, v: &Value) {
     serde_json::to_writer(&mut *out, v).expect("a JSON value always serializes");
@@ -430,7 +348,7 @@ impl Codec for CodexCodec {
             if let Some(t) = &m.timestamp {
                 timestamp.clone_from(t);
             }
-            for item in items_of(m, &format!("message {i}"), &mut pending, &mut lost) {
+            for item in items_of(m, &format!("message {i}"), &mut pending, &mut lost, &SHAPE) {
                 write_line(
                     &mut out,
                     &json!({"timestamp": timestamp, "type": "response_item", "payload": item}),

@@ -399,17 +399,132 @@ pub(super) fn output(content: &[Block], is_error: bool, lost: &mut Vec<String>, 
     Value::Array(out)
 }
 
-/// Writes the user parts gathered so far as one user message.
-fn flush_user(parts: &mut Vec<Value>, items: &mut Vec<Value>) {
-    if parts.is_empty() {
-        return;
-    }
-    let content = match parts.as_slice() {
-        [p] if p["type"] == "input_text" => p["text"].clone(),
-        _ => Value::Array(std::mem::take(parts)),
+/// How a runtime writes Responses items: the Responses API's shorthand
+/// (an Agents SDK session, [`RESPONSES`]) or Codex's typed messages
+/// (`codex::SHAPE`). Tool calls, their outputs and kept items are the same
+/// in both.
+pub(super) struct ItemShape {
+    /// A system prompt's text as an item.
+    pub(super) system: fn(String) -> Value,
+    /// A user message's parts (never empty) as an item.
+    pub(super) user: fn(Vec<Value>) -> Value,
+    /// An assistant message's text (never empty) as an item.
+    pub(super) assistant: fn(String) -> Value,
+    /// Whether an image part says `"detail": "auto"`.
+    pub(super) image_detail: bool,
+}
+
+/// The Responses API's own shapes.
+pub(super) const RESPONSES: ItemShape = ItemShape {
+    system: |t| json!({"role": "system", "content": t}),
+    user: |parts| {
+        let content = match parts.as_slice() {
+            [p] if p["type"] == "input_text" => p["text"].clone(),
+            _ => Value::Array(parts),
+        };
+        json!({"role": "user", "content": content})
+    },
+    assistant: |t| json!({"role": "assistant", "content": t}),
+    image_detail: true,
+};
+
+/// The items of message `m` (at `at`) in `shape`: tool calls are added to
+/// `pending` and their outputs taken from it; what cannot be held goes to
+/// `lost`.
+pub(super) fn items_of(
+    m: &Message,
+    at: &str,
+    pending: &mut BTreeSet<String>,
+    lost: &mut Vec<String>,
+    shape: &ItemShape,
+) -> Vec<Value> {
+    let mut items = Vec::new();
+    let flush_user = |parts: &mut Vec<Value>, items: &mut Vec<Value>| {
+        if !parts.is_empty() {
+            items.push((shape.user)(std::mem::take(parts)));
+        }
     };
-    parts.clear();
-    items.push(json!({"role": "user", "content": content}));
+    let flush_assistant = |text: &mut String, items: &mut Vec<Value>| {
+        if !text.is_empty() {
+            items.push((shape.assistant)(std::mem::take(text)));
+        }
+    };
+    match m.role {
+        Role::System => match text_of(&m.content) {
+            Some(t) => items.push((shape.system)(t)),
+            None => lost.push(format!("{at}: a system prompt holds more than text")),
+        },
+        Role::User => {
+            let mut parts = Vec::new();
+            for b in &m.content {
+                match b {
+                    Block::Text { text } => parts.push(json!({"type": "input_text", "text": text})),
+                    Block::Image { source } => {
+                        let mut part =
+                            json!({"type": "input_image", "image_url": image_url(source)});
+                        if shape.image_detail {
+                            part["detail"] = json!("auto");
+                        }
+                        parts.push(part);
+                    }
+                    Block::Other { api, value } if api == PARTS => parts.push(value.clone()),
+                    Block::Other { api, value } if api == ITEMS => {
+                        flush_user(&mut parts, &mut items);
+                        items.push(value.clone());
+                    }
+                    Block::ToolResult {
+                        tool_use_id,
+                        content,
+                        is_error,
+                    } => {
+                        flush_user(&mut parts, &mut items);
+                        if !pending.remove(tool_use_id) {
+                            lost.push(format!(
+                                "{at}: the tool result for {tool_use_id} does not follow its tool call"
+                            ));
+                        }
+                        items.push(json!({
+                            "type": "function_call_output",
+                            "call_id": tool_use_id,
+                            "output": output(content, *is_error, lost, at),
+                        }));
+                    }
+                    Block::Other { api, .. } => {
+                        lost.push(format!("{at}: a block of the {api} API"))
+                    }
+                    _ => lost.push(format!("{at}: assistant content in a user message")),
+                }
+            }
+            flush_user(&mut parts, &mut items);
+        }
+        Role::Assistant => {
+            let mut text = String::new();
+            for b in &m.content {
+                match b {
+                    Block::Text { text: t } => text.push_str(t),
+                    Block::ToolUse { id, name, input } => {
+                        flush_assistant(&mut text, &mut items);
+                        pending.insert(id.clone());
+                        items.push(json!({
+                            "type": "function_call", "call_id": id, "name": name,
+                            "arguments": input.to_string(),
+                        }));
+                    }
+                    Block::Other { api, value } if api == ITEMS => {
+                        flush_assistant(&mut text, &mut items);
+                        items.push(value.clone());
+                    }
+                    Block::Thinking { .. } | Block::RedactedThinking { .. } => {}
+                    Block::Other { api, .. } => {
+                        lost.push(format!("{at}: a block of the {api} API"))
+                    }
+                    _ => lost.push(format!("{at}: an assistant block the format cannot hold")),
+                }
+            }
+            flush_assistant(&mut text, &mut items);
+        }
+    }
+    items
 }
 
 impl Codec for OpenAiResponsesCodec {
@@ -462,88 +577,7 @@ impl Codec for OpenAiResponsesCodec {
         let mut pending: BTreeSet<String> = BTreeSet::new();
         for (i, m) in conv.messages.iter().enumerate() {
             let at = format!("message {i}");
-            match m.role {
-                Role::System => match text_of(&m.content) {
-                    Some(t) => items.push(json!({"role": "system", "content": t})),
-                    None => lost.push(format!("{at}: a system prompt holds more than text")),
-                },
-                Role::User => {
-                    let mut parts = Vec::new();
-                    for b in &m.content {
-                        match b {
-                            Block::Text { text } => {
-                                parts.push(json!({"type": "input_text", "text": text}))
-                            }
-                            Block::Image { source } => parts.push(json!({
-                                "type": "input_image", "image_url": image_url(source), "detail": "auto",
-                            })),
-                            Block::Other { api, value } if api == PARTS => {
-                                parts.push(value.clone())
-                            }
-                            Block::Other { api, value } if api == ITEMS => {
-                                flush_user(&mut parts, &mut items);
-                                items.push(value.clone());
-                            }
-                            Block::ToolResult {
-                                tool_use_id,
-                                content,
-                                is_error,
-                            } => {
-                                flush_user(&mut parts, &mut items);
-                                if !pending.remove(tool_use_id) {
-                                    lost.push(format!(
-                                        "{at}: the tool result for {tool_use_id} does not follow its tool call"
-                                    ));
-                                }
-                                items.push(json!({
-                                    "type": "function_call_output",
-                                    "call_id": tool_use_id,
-                                    "output": output(content, *is_error, &mut lost, &at),
-                                }));
-                            }
-                            Block::Other { api, .. } => {
-                                lost.push(format!("{at}: a block of the {api} API"))
-                            }
-                            _ => lost.push(format!("{at}: assistant content in a user message")),
-                        }
-                    }
-                    flush_user(&mut parts, &mut items);
-                }
-                Role::Assistant => {
-                    let mut text = String::new();
-                    let flush = |text: &mut String, items: &mut Vec<Value>| {
-                        if !text.is_empty() {
-                            items.push(
-                                json!({"role": "assistant", "content": std::mem::take(text)}),
-                            );
-                        }
-                    };
-                    for b in &m.content {
-                        match b {
-                            Block::Text { text: t } => text.push_str(t),
-                            Block::ToolUse { id, name, input } => {
-                                flush(&mut text, &mut items);
-                                pending.insert(id.clone());
-                                items.push(json!({
-                                    "type": "function_call", "call_id": id, "name": name,
-                                    "arguments": input.to_string(),
-                                }));
-                            }
-                            Block::Other { api, value } if api == ITEMS => {
-                                flush(&mut text, &mut items);
-                                items.push(value.clone());
-                            }
-                            Block::Thinking { .. } | Block::RedactedThinking { .. } => {}
-                            Block::Other { api, .. } => {
-                                lost.push(format!("{at}: a block of the {api} API"))
-                            }
-                            _ => lost
-                                .push(format!("{at}: an assistant block the format cannot hold")),
-                        }
-                    }
-                    flush(&mut text, &mut items);
-                }
-            }
+            items.extend(items_of(m, &at, &mut pending, &mut lost, &RESPONSES));
         }
         let bytes =
             serde_json::to_vec(&Value::Array(items)).expect("a JSON value always serializes");

@@ -196,6 +196,31 @@ fn tool_results(conv: &Conversation) -> Vec<(String, String, bool)> {
     out
 }
 
+/// The ids of the tool calls of `conv`, in order.
+fn tool_use_ids(conv: &Conversation) -> Vec<&str> {
+    conv.messages
+        .iter()
+        .flat_map(|m| &m.content)
+        .filter_map(|b| match b {
+            Block::ToolUse { id, .. } => Some(id.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The text blocks of `role`'s messages in `conv`, in order.
+fn texts_of(conv: &Conversation, role: Role) -> Vec<&str> {
+    conv.messages
+        .iter()
+        .filter(|m| m.role == role)
+        .flat_map(|m| &m.content)
+        .filter_map(|b| match b {
+            Block::Text { text } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
 #[test]
 fn every_pair_of_formats_translates_both_ways_keeping_what_must_survive() {
     let f = formats();
@@ -371,16 +396,11 @@ fn an_orphan_tool_result_is_carried_as_text_and_every_pair_stays_native() {
             ],
             "{to}"
         );
-        let uses: Vec<_> = got
-            .messages
-            .iter()
-            .flat_map(|m| &m.content)
-            .filter_map(|b| match b {
-                Block::ToolUse { id, .. } => Some(id.as_str()),
-                _ => None,
-            })
-            .collect();
-        assert_eq!(uses, ["toolu_1", "toolu_2", "toolu_3"], "{to}");
+        assert_eq!(
+            tool_use_ids(&got),
+            ["toolu_1", "toolu_2", "toolu_3"],
+            "{to}"
+        );
         let fidelity = out.fidelity.expect("a cross-runtime translation reports");
         assert_eq!(fidelity.dropped, 0, "{to}: {fidelity:?}");
         if to.starts_with("bureau-agent") {
@@ -397,16 +417,7 @@ fn an_orphan_tool_result_is_carried_as_text_and_every_pair_stays_native() {
             "{to}: {:?}",
             got.open_results()
         );
-        let texts: Vec<&str> = got
-            .messages
-            .iter()
-            .filter(|m| m.role == Role::User)
-            .flat_map(|m| &m.content)
-            .filter_map(|b| match b {
-                Block::Text { text } => Some(text.as_str()),
-                _ => None,
-            })
-            .collect();
+        let texts = texts_of(&got, Role::User);
         let orphan = texts
             .iter()
             .find(|t| t.contains("toolu_gone"))
@@ -1473,26 +1484,12 @@ fn a_call_without_its_result_is_carried_as_text_and_every_pair_stays_native() {
             [("toolu_1", "Finished")],
             "{to}"
         );
-        let uses: Vec<&str> = got
-            .messages
-            .iter()
-            .flat_map(|m| &m.content)
-            .filter_map(|b| match b {
-                Block::ToolUse { id, .. } => Some(id.as_str()),
-                _ => None,
-            })
-            .collect();
-        assert_eq!(uses, ["toolu_1"], "{to}: the unanswered call is text");
-        let texts: Vec<&str> = got
-            .messages
-            .iter()
-            .filter(|m| m.role == Role::Assistant)
-            .flat_map(|m| &m.content)
-            .filter_map(|b| match b {
-                Block::Text { text } => Some(text.as_str()),
-                _ => None,
-            })
-            .collect();
+        assert_eq!(
+            tool_use_ids(&got),
+            ["toolu_1"],
+            "{to}: the unanswered call is text"
+        );
+        let texts = texts_of(&got, Role::Assistant);
         let call = texts
             .iter()
             .find(|t| t.contains("toolu_2"))
