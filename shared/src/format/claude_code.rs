@@ -586,10 +586,6 @@ pub fn segments(bytes: &[u8]) -> Result<Vec<Segment>> {
 mod tests {
     use super::*;
 
-    fn err(bytes: &[u8]) -> String {
-        ClaudeCodeCodec.validate(bytes).unwrap_err().message
-    }
-
     const USER: &str = r#"{"type":"user","message":{"role":"user","content":"hi"},"uuid":"u1","timestamp":"2026-01-01T00:00:00Z"}"#;
 
     #[test]

@@ -374,20 +374,18 @@ pub fn translate(formats: &Formats, parts: Vec<Part>, target: &FormatId) -> Resu
     }
     // Tool results the target refuses where they stand are carried as
     // text, the rest as it was.
-    if !enc.lost.is_empty() {
-        if !orphans.is_empty() {
-            conv = orphans.carry_as_text(conv);
-            enc = tcodec.encode_canonical(&conv)?;
-            report
-                .changes
-                .extend(orphans.found.into_iter().map(|o| FidelityChange {
-                    kind: FidelityChangeKind::Converted,
-                    message: o.message as u64,
-                    at: places.at(formats, o.message),
-                    reason: format!("{}: carried as text saying so", o.reason()),
-                    tool_use_id: Some(o.tool_use_id),
-                }));
-        }
+    if !enc.lost.is_empty() && !orphans.is_empty() {
+        conv = orphans.carry_as_text(conv);
+        enc = tcodec.encode_canonical(&conv)?;
+        report
+            .changes
+            .extend(orphans.found.into_iter().map(|o| FidelityChange {
+                kind: FidelityChangeKind::Converted,
+                message: o.message as u64,
+                at: places.at(formats, o.message),
+                reason: format!("{}: carried as text saying so", o.reason()),
+                tool_use_id: Some(o.tool_use_id),
+            }));
     }
     let why = if let Some(first) = enc.lost.first() {
         Some(format!(
