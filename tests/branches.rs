@@ -585,6 +585,7 @@ async fn memories_over_http(server: &Server) {
     for (query, field) in [
         ("", "q"),
         ("?q=%20", "q"),
+        ("?q=%19", "q"),
         ("?q=x&limit=0", "limit"),
         ("?q=x&limit=101", "limit"),
         ("?q=x&min_confidence=2", "min_confidence"),

@@ -247,7 +247,13 @@ impl Service {
         q: MemoryQuery,
     ) -> Result<Vec<ScoredMemory>> {
         let f = self.branching_or_err()?.clone();
-        if q.text.trim().is_empty() {
+        // As the document's pattern says: something that is neither
+        // whitespace nor a control character.
+        if !q
+            .text
+            .chars()
+            .any(|c| !c.is_whitespace() && !c.is_control())
+        {
             return Err(Error::invalid("q", "q is blank: say what to look for"));
         }
         if q.text.chars().count() > memories::MAX_QUERY_CHARS {

@@ -326,6 +326,7 @@ async fn a_search_names_its_bad_field() {
         async move { h.svc.memory_search(&h.alice, q).await.unwrap_err().field }
     };
     assert_eq!(bad(search("  ")).await.as_deref(), Some("q"));
+    assert_eq!(bad(search("\u{19}\t")).await.as_deref(), Some("q"));
     assert_eq!(bad(search(&"x".repeat(1001))).await.as_deref(), Some("q"));
     let mut q = search("x");
     q.limit = 0;
