@@ -207,7 +207,8 @@ pub struct TenantRecords {
     pub cache: u64,
     /// Agent records and saves.
     pub agents: u64,
-    /// Branch records (with their per-session and per-tenant counters).
+    /// Branch records (with their per-session and per-tenant counters, and
+    /// the memories extracted from them).
     pub branches: u64,
     /// Everything else: timeline entries, lineage and index entries,
     /// summary queue state, pins, the tenant's registry entry.

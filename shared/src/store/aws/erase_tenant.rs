@@ -29,7 +29,11 @@ pub(super) fn count(r: &mut TenantRecords, prefix: &str, pk: &str, sk: &str) {
         r.cache += 1;
     } else if rest.starts_with("AG#") {
         r.agents += 1;
-    } else if rest.starts_with("BR#") || rest.starts_with("SS#") || rest == "BRANCHES" {
+    } else if rest.starts_with("BR#")
+        || rest.starts_with("SS#")
+        || rest == "BRANCHES"
+        || rest == "MEM"
+    {
         r.branches += 1;
     } else {
         r.other += 1;

@@ -405,6 +405,19 @@ pub async fn a_sessions_branches_are_listed_and_removed(store: &dyn BranchStore)
     );
 }
 
+/// A memory of branch `b`, extracted when it was created.
+pub fn memory_of(tenant: &TenantId, b: &BranchRecord) -> MemoryRecord {
+    memory(
+        tenant,
+        b,
+        MemoryKind::Strategy,
+        &b.description,
+        "what it found",
+        0.8,
+        b.created_at.timestamp(),
+    )
+}
+
 /// A memory of branch `b` extracted at `t(at)`.
 fn memory(
     tenant: &TenantId,

@@ -146,6 +146,12 @@ pub async fn populate(backend: &Backend<'_>, caps: Capabilities, label: &str) ->
             )
             .await
             .expect("branch");
+        let memory = super::branches::memory_of(&tenant, &rec);
+        backend
+            .branches
+            .put_memory(&tenant, &memory)
+            .await
+            .expect("memory");
         Some(rec.id)
     } else {
         None
@@ -260,6 +266,15 @@ pub async fn assert_whole(backend: &Backend<'_>, p: &Populated) {
                 .await
                 .expect("branch")
                 .is_some()
+        );
+        assert_eq!(
+            backend
+                .branches
+                .recent_memories(tenant, 10)
+                .await
+                .expect("memories")
+                .len(),
+            1
         );
     }
 }
@@ -380,6 +395,14 @@ pub async fn assert_gone(backend: &Backend<'_>, p: &Populated) {
                 .await
                 .expect("branch"),
             None
+        );
+        assert!(
+            backend
+                .branches
+                .recent_memories(tenant, 10)
+                .await
+                .expect("memories")
+                .is_empty()
         );
         assert!(
             backend

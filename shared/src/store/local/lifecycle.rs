@@ -24,6 +24,9 @@ fn count_in(r: &mut TenantRecords, table: &str, n: u64) {
         "materialized" => r.cache += n,
         "agents" | "agent_saves" => r.agents += n,
         t if t.starts_with("branch") => r.branches += n,
+        "memories" => r.branches += n,
+        // The memories' full-text index: the same memories again.
+        "memories_fts" => {}
         _ => r.other += n,
     }
 }
