@@ -172,9 +172,8 @@ const STOPWORDS: &[&str] = &[
 /// backend searches by these terms.
 pub fn terms(text: &str) -> Vec<String> {
     let mut seen = std::collections::HashSet::new();
-    text.split(|c: char| !c.is_alphanumeric())
-        .map(str::to_lowercase)
-        .filter(|w| w.chars().count() >= 2 && !STOPWORDS.contains(&w.as_str()))
+    terms_with_repeats(text)
+        .into_iter()
         .filter(|w| seen.insert(w.clone()))
         .collect()
 }

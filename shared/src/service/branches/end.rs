@@ -7,7 +7,7 @@ use futures::future::BoxFuture;
 
 use chrono::{DateTime, Utc};
 
-use super::memory::Ending;
+use super::memory::{ChainTip, Ending};
 use super::{
     Expired, MAX_ERROR, MAX_MESSAGE, Sweep, Wake, branch_principal, check_len, session_ref,
     strip_controls,
@@ -376,9 +376,16 @@ impl Service {
             } else {
                 Ending::Forced
             };
+            // The chain's tip is read once, for the forced text and the
+            // memory both.
+            let tip = if message.is_none() || f.config.memory.extract {
+                self.chain_tip(tenant, &done).await
+            } else {
+                ChainTip::default()
+            };
             let text = match message {
                 Some(m) => m,
-                None => self.forced_text(tenant, &done).await,
+                None => self.forced_text(&done, &tip),
             };
             let outcome = f.config.memory.extract.then(|| text.clone());
             let commit = self.append_to_parent(tenant, &done, text).await?;
@@ -387,7 +394,7 @@ impl Service {
                 .await?;
             if let Some(outcome) = outcome
                 && let Err(e) = self
-                    .extract_memory(tenant, &done, &outcome, ending, commit.id)
+                    .extract_memory(tenant, &done, &outcome, ending, commit.id, &tip)
                     .await
             {
                 tracing::warn!(branch = %rec.id, error = %e, "could not extract the branch's memory");
@@ -403,10 +410,29 @@ impl Service {
         })
     }
 
+    /// The tip of `rec`'s chain and, past its root, the tip's delta as text
+    /// (lossily; none when it cannot be read).
+    pub(super) async fn chain_tip(&self, tenant: &TenantId, rec: &BranchRecord) -> ChainTip {
+        let Ok(Some(r)) = self.stores().meta.get_ref(tenant, &rec.chain_ref()).await else {
+            return ChainTip::default();
+        };
+        let mut work = None;
+        if r.target != rec.root_commit
+            && let Ok(c) = self.show(tenant, &r.target).await
+            && let Ok(bytes) = self.artifact_of(tenant, &c).await
+        {
+            work = Some(String::from_utf8_lossy(&bytes).into_owned());
+        }
+        ChainTip {
+            id: Some(r.target),
+            work,
+        }
+    }
+
     /// What a branch that did not return by itself hands its parent: its
-    /// status, why, its usage, and its latest checkpoint (scrubbed; left
-    /// out if the scrubber fails).
-    async fn forced_text(&self, tenant: &TenantId, rec: &BranchRecord) -> String {
+    /// status, why, its usage, and its latest checkpoint (`tip`; scrubbed,
+    /// left out if the scrubber fails).
+    fn forced_text(&self, rec: &BranchRecord, tip: &ChainTip) -> String {
         let mut head = format!(
             "[branch {} {}: {}] {} ({} of {} budget tokens used; its chain stays at branches/{}",
             rec.id,
@@ -417,25 +443,13 @@ impl Service {
             rec.budget,
             rec.id,
         );
-        let tip = self
-            .stores()
-            .meta
-            .get_ref(tenant, &rec.chain_ref())
-            .await
-            .ok()
-            .flatten()
-            .map(|r| r.target);
         let mut body = String::new();
-        if let Some(tip) = tip {
-            head.push_str(&format!(", tip {tip}"));
-            if tip != rec.root_commit
-                && let Ok(c) = self.show(tenant, &tip).await
-                && let Ok(bytes) = self.artifact_of(tenant, &c).await
-            {
-                let last = String::from_utf8_lossy(&bytes);
-                let last: String = last.chars().take(2000).collect();
-                body = format!("\nlatest checkpoint:\n{last}");
-            }
+        if let Some(id) = tip.id {
+            head.push_str(&format!(", tip {id}"));
+        }
+        if let Some(work) = &tip.work {
+            let last: String = work.chars().take(2000).collect();
+            body = format!("\nlatest checkpoint:\n{last}");
         }
         head.push(')');
         let f = self.branching().cloned();

@@ -10,7 +10,7 @@ use crate::branch::memories::{
     self, BlockedMemory, Guard, Injected, MemoryId, MemoryKind, MemoryQuery, MemoryRecord,
     Provenance, ScoredMemory,
 };
-use crate::branch::{BranchRecord, BranchStatus};
+use crate::branch::{BranchRecord, BranchStatus, Scrubber};
 use crate::commit::CommitType;
 use crate::error::{Error, Result};
 use crate::format::{FormatId, estimate_tokens};
@@ -23,6 +23,16 @@ const LAST_WORK_CHARS: usize = 1500;
 /// The characters of the result or error a memory keeps.
 const OUTCOME_CHARS: usize = 2000;
 
+/// The tip of a branch's chain as its end reads it once
+/// (`Service::chain_tip`).
+#[derive(Debug, Clone, Default)]
+pub(super) struct ChainTip {
+    /// The tip; none when the ref cannot be read.
+    pub(super) id: Option<CommitId>,
+    /// Its delta as text, when it is past the root and readable.
+    pub(super) work: Option<String>,
+}
+
 /// How a branch ended, for its memory's confidence.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Ending {
@@ -30,6 +40,17 @@ pub(super) enum Ending {
     Own,
     /// Ended for it: budget, deadline, session end, idle, parent.
     Forced,
+}
+
+/// The end of a branch's last checkpoint, scrubbed ("" when the scrubber
+/// fails: fail closed).
+fn last_work(scrubber: &dyn Scrubber, work: &str) -> String {
+    let text = strip_controls(work, true);
+    let chars: Vec<char> = text.trim().chars().collect();
+    let tail: String = chars[chars.len().saturating_sub(LAST_WORK_CHARS)..]
+        .iter()
+        .collect();
+    scrubber.scrub(&tail).map(|s| s.text).unwrap_or_default()
 }
 
 /// How much a memory of a branch that ended so is trusted: the agent's own
@@ -46,10 +67,10 @@ fn confidence(status: BranchStatus, ending: Ending) -> f64 {
 
 impl Service {
     /// Extracts and stores the memory of `rec`, which just ended with
-    /// `outcome` appended to its parent as `commit`. A completed branch
-    /// that left nothing (no checkpoint after its root, an empty result)
-    /// teaches nothing and yields none. Best effort: the caller logs a
-    /// failure, the branch's end stands.
+    /// `outcome` appended to its parent as `commit`, its chain at `tip`. A
+    /// completed branch that left nothing (no checkpoint after its root,
+    /// an empty result) teaches nothing and yields none. Best effort: the
+    /// caller logs a failure, the branch's end stands.
     pub(super) async fn extract_memory(
         &self,
         tenant: &TenantId,
@@ -57,6 +78,7 @@ impl Service {
         outcome: &str,
         ending: Ending,
         commit: CommitId,
+        tip: &ChainTip,
     ) -> Result<Option<MemoryRecord>> {
         let f = self.branching_or_err()?.clone();
         let kind = if rec.status == BranchStatus::Completed {
@@ -64,7 +86,11 @@ impl Service {
         } else {
             MemoryKind::AntiPattern
         };
-        let last_work = self.last_work(tenant, rec).await;
+        // A forced end's outcome already quotes the latest checkpoint.
+        let last_work = match (ending, &tip.work) {
+            (Ending::Own, Some(work)) => last_work(&*f.scrubber, work),
+            _ => String::new(),
+        };
         let outcome = outcome.trim();
         if kind == MemoryKind::Strategy && last_work.is_empty() && outcome.is_empty() {
             return Ok(None);
@@ -125,35 +151,6 @@ impl Service {
         };
         f.store.put_memory(tenant, &memory).await?;
         Ok(Some(memory))
-    }
-
-    /// The end of `rec`'s last checkpoint after its root, scrubbed ("" when
-    /// there is none, or when the scrubber fails: fail closed).
-    async fn last_work(&self, tenant: &TenantId, rec: &BranchRecord) -> String {
-        let Some(f) = self.branching() else {
-            return String::new();
-        };
-        let Ok(Some(tip)) = self.stores().meta.get_ref(tenant, &rec.chain_ref()).await else {
-            return String::new();
-        };
-        if tip.target == rec.root_commit {
-            return String::new();
-        }
-        let Ok(c) = self.show(tenant, &tip.target).await else {
-            return String::new();
-        };
-        let Ok(bytes) = self.artifact_of(tenant, &c).await else {
-            return String::new();
-        };
-        let text = strip_controls(&String::from_utf8_lossy(&bytes), true);
-        let chars: Vec<char> = text.trim().chars().collect();
-        let tail: String = chars[chars.len().saturating_sub(LAST_WORK_CHARS)..]
-            .iter()
-            .collect();
-        match f.scrubber.scrub(&tail) {
-            Ok(s) => s.text,
-            Err(_) => String::new(),
-        }
     }
 
     /// The memories to prepend to a new branch of `session` whose task is

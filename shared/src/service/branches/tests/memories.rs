@@ -113,6 +113,13 @@ async fn forced_ends_yield_less_confident_memories_and_empty_branches_none() {
     let m = &h.memories("wiki").await[0];
     assert_eq!((m.kind, m.confidence), (MemoryKind::AntiPattern, 0.6));
     assert!(m.content.contains("Outcome: timeout"), "{}", m.content);
+    // The forced text quotes the latest checkpoint; the memory once.
+    assert_eq!(
+        m.content.matches("fetched 300 pages").count(),
+        1,
+        "{}",
+        m.content
+    );
     // Force-returned at session end.
     let cut = h.create("s2", "summarize the incident").await;
     h.append(&cut.chain_ref, "half a summary\n").await.unwrap();
