@@ -110,6 +110,17 @@ impl Function {
         matches!(self, Function::BranchExpire | Function::Summarizer)
     }
 
+    /// Whether template.yaml gives it `CTX_SUMMARIZER` (and its crate
+    /// links the Bedrock summarizer): `checkpoint` (compact), `history`
+    /// (summarize) and `summarizer`. The others, the branch functions
+    /// among them, summarize extractively (a branch's memory).
+    pub fn summarizes(self) -> bool {
+        matches!(
+            self,
+            Function::Checkpoint | Function::History | Function::Summarizer
+        )
+    }
+
     /// What it builds beside the commit stores (and the summarizer every
     /// service has): context folding for `checkpoint`, `branch`,
     /// `branch-expire` and `summarizer` (whose retention erases sessions,

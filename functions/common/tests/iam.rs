@@ -786,23 +786,17 @@ async fn every_aws_call_of_every_function_is_allowed_by_its_policy() {
     for f in Function::ALL {
         // Summaries by Bedrock (`Summarizer=bedrock`), its endpoint a fake
         // on 127.0.0.1: the client is the real SDK's, with the call log.
-        // Only the functions template.yaml gives CTX_SUMMARIZER (and whose
-        // crates link the Bedrock backend: template.rs pins the list) have
-        // it; the others summarize extractively (a branch's memory).
+        // Only the functions that summarize have it (template.rs checks
+        // the list against the template); the others are extractive.
         let service = Backends::build(&config, f.needs())
             .await
             .unwrap_or_else(|e| panic!("{f}'s backends: {e}"))
             .into_service(clock.clone());
-        let service = Arc::new(
-            if matches!(
-                f,
-                Function::Checkpoint | Function::History | Function::Summarizer
-            ) {
-                service.with_summarizer(bedrock.clone())
-            } else {
-                service
-            },
-        );
+        let service = Arc::new(if f.summarizes() {
+            service.with_summarizer(bedrock.clone())
+        } else {
+            service
+        });
         let router = app(*f, service.clone(), auth.clone());
         functions.push((*f, service, router));
     }
