@@ -15,6 +15,7 @@
 //! `stop: root` by default: for a Claude Code chain, the original
 //! transcript byte for byte.
 
+use base64::Engine as _;
 use std::path::PathBuf;
 
 use chrono::{DateTime, Duration, Utc};
@@ -215,18 +216,16 @@ pub async fn run_import(cmd: ImportCommand) -> Result<()> {
     for seg in &segs {
         let at = segment_time(seg).or_else(|| last.map(|l| l + Duration::microseconds(1)));
         last = at;
-        let text = std::str::from_utf8(&bytes[seg.range.clone()])
-            .map_err(|e| Error::invalid("file", format!("not UTF-8: {e}")))?;
         let req = CheckpointRequest {
             session_id: session_of(seg.session_id.as_deref()),
             machine: a.machine.clone(),
             // Without any entry time the server's clock is used (and a
             // second import makes new commits).
             created_at: at,
-            format: format.clone(),
             ..segment_request(
                 seg,
-                text,
+                &bytes[seg.range.clone()],
+                format.clone(),
                 parent,
                 Trigger::TurnBoundary,
                 &principal,
@@ -310,19 +309,27 @@ pub async fn run_import(cmd: ImportCommand) -> Result<()> {
 /// the Claude Code hook cut them: a compaction commit for a compaction
 /// segment (unless it would be a root), else a delta with `trigger`; its
 /// time is the segment's newest entry's.
+///
+/// `bytes` go as text, or as `delta_base64` when they are not UTF-8 (a
+/// log's bad write, which its format keeps as written or refuses).
 pub(crate) fn segment_request(
     seg: &Segment,
-    text: &str,
+    bytes: &[u8],
+    format: FormatId,
     parent: Option<CommitId>,
     trigger: Trigger,
     principal: &Principal,
     template: &str,
 ) -> CheckpointRequest {
     let compaction = seg.kind == SegmentKind::Compaction && parent.is_some();
-    let format: FormatId = "claude-code-v1"
-        .parse()
-        .expect("claude-code-v1 is a format id");
-    CheckpointRequest {
+    let (text, b64) = match std::str::from_utf8(bytes) {
+        Ok(text) => (text, None),
+        Err(_) => (
+            "",
+            Some(base64::engine::general_purpose::STANDARD.encode(bytes)),
+        ),
+    };
+    let mut req = CheckpointRequest {
         parent,
         commit_type: if compaction {
             CommitType::Compaction
@@ -336,7 +343,12 @@ pub(crate) fn segment_request(
         },
         created_at: segment_time(seg),
         ..CheckpointRequest::new(principal.clone(), template, format, text)
+    };
+    if let Some(b64) = b64 {
+        req.delta = None;
+        req.delta_base64 = Some(b64.into());
     }
+    req
 }
 
 /// The time of a segment's newest entry, if it has one.

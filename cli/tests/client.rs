@@ -445,12 +445,12 @@ async fn server_errors_name_the_flag_or_file_the_user_gave() {
     let base = serve().await;
     let dir = tempfile::tempdir().unwrap();
     let bad = dir.path().join("bad.jsonl");
-    // A Codex rollout keeps any record (stored as written), but not bytes
-    // that are not UTF-8 (a Claude Code transcript keeps those too).
-    std::fs::write(&bad, b"{}\n\xff\n").unwrap();
+    // A Messages API array refuses bytes that are not UTF-8 (a log format
+    // keeps them as written); they go as delta_base64.
+    std::fs::write(&bad, b"[{\"role\":\"user\",\"content\":\"\xff\"}]").unwrap();
     let conn = ["--server", base.as_str(), "--token", TOKEN];
     let mut args = vec!["checkpoint", bad.to_str().unwrap(), "--principal", "a"];
-    args.extend(["--format", "codex-rollout-v1"]);
+    args.extend(["--format", "anthropic-messages-v1"]);
     args.extend(conn);
     let (code, err) = ctx_in(dir.path(), &args).await;
     assert_eq!(code, 2, "{err}");

@@ -2,7 +2,6 @@
 //! checkpointed onto the session's ref, with per-session progress kept
 //! under the data directory and pending lines retried.
 
-use base64::Engine as _;
 use std::collections::HashSet;
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -601,28 +600,24 @@ async fn append(
     let segs = segments(lines)?;
     let mut parent = tip;
     for (i, seg) in segs.iter().enumerate() {
-        let bytes = &lines[seg.range.clone()];
         // A line that is not UTF-8 is stored as written too (the format
-        // keeps it, read as no entry): such a segment goes as base64.
-        let (text, b64) = match std::str::from_utf8(bytes) {
-            Ok(text) => (text, None),
-            Err(_) => (
-                "",
-                Some(base64::engine::general_purpose::STANDARD.encode(bytes)),
-            ),
-        };
-        let mut req = CheckpointRequest {
+        // keeps it, read as no entry).
+        let req = CheckpointRequest {
             session_id: session.cloned(),
             ref_move: (i + 1 == segs.len()).then(|| RefMove {
                 name: name.clone(),
                 expected: tip,
             }),
-            ..segment_request(seg, text, parent, trigger, principal, template)
+            ..segment_request(
+                seg,
+                &lines[seg.range.clone()],
+                CLAUDE_CODE.parse().expect("claude-code-v1 is a format id"),
+                parent,
+                trigger,
+                principal,
+                template,
+            )
         };
-        if let Some(b64) = b64 {
-            req.delta = None;
-            req.delta_base64 = Some(b64.into());
-        }
         parent = Some(client.checkpoint(&req).await?.commit.id);
     }
     Ok((parent.expect("segments cover non-empty lines"), segs.len()))

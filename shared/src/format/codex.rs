@@ -21,7 +21,7 @@
 //! The rollout is the runtime's own log: a line this format cannot read
 //! (not JSON, a record type it does not know, an item missing a field) is
 //! stored as written, read as no message and reported ([`Checked::kept`]),
-//! never refused; only bytes that are not UTF-8 are.
+//! never refused, bytes that are not UTF-8 included.
 //!
 //! Translation: the `response_item` records are what the model saw, read
 //! as `openai-responses-v1` reads items (a run of assistant items is one
@@ -183,7 +183,7 @@ fn decode(bytes: &[u8]) -> Result<Decoded> {
     };
     let mut calls: BTreeSet<String> = BTreeSet::new();
     let mut last_run = Run::Alone;
-    each_record(ID, bytes, |r: Record| {
+    each_record(bytes, |r: Record| {
         // A message's origin is its line, from 0 (what `place` names).
         let i = r.number - 1;
         let here = at(r.offset, r.number);
@@ -402,12 +402,13 @@ impl Codec for CodexCodec {
 /// older rollout).
 ///
 /// # Errors
-/// `Invalid` (field `delta`) when the bytes are not UTF-8.
+/// None today (a record it cannot read is kept in its segment); the
+/// `Result` is the segment functions' common shape.
 pub fn codex_segments(bytes: &[u8]) -> Result<Vec<Segment>> {
     let mut cuts: Vec<(usize, Option<String>)> = Vec::new();
     let mut session: Option<String> = None;
     let mut model_spoke = false;
-    each_record(ID, bytes, |r: Record| {
+    each_record(bytes, |r: Record| {
         let Some(v) = &r.value else {
             return Ok(());
         };
@@ -519,13 +520,9 @@ mod tests {
             let b = Bytes::from(t.clone());
             assert_eq!(CodexCodec.concat(&[b.clone(), b]).unwrap(), t.repeat(2));
         }
-        assert!(
-            CodexCodec
-                .validate(b"\xff\n")
-                .unwrap_err()
-                .message
-                .contains("not UTF-8")
-        );
+        // Bytes that are not UTF-8 are kept as written too.
+        let c = CodexCodec.validate(b"\xff\n").unwrap();
+        assert_eq!(c.kept.len(), 1, "{:?}", c.kept);
     }
 
     #[test]

@@ -24,7 +24,7 @@
 //! The file is the runtime's own log: a record this format cannot read (not
 //! JSON, a message of a type it does not know, a part missing a field) is
 //! stored as written, read as no message and reported ([`Checked::kept`]),
-//! never refused; only bytes that are not UTF-8 are. `info`, `error` and
+//! never refused, bytes that are not UTF-8 included. `info`, `error` and
 //! `warning` messages are the CLI's notices, never sent to the model: no
 //! message.
 //!
@@ -466,7 +466,7 @@ fn decode(bytes: &[u8]) -> Result<(Conversation, Vec<String>)> {
     let mut session = Session::default();
     let mut ids = CallIds::default();
     let mut kept = Vec::new();
-    each_record(ID, bytes, |r: Record| {
+    each_record(bytes, |r: Record| {
         let here = at(r.offset, r.number);
         let mut problems: Vec<String> = r.problem.into_iter().collect();
         let mut read_ok = false;
@@ -764,14 +764,15 @@ fn push(record: &mut Value, key: &str, v: Value) {
 /// its session is the file's `sessionId`.
 ///
 /// # Errors
-/// `Invalid` (field `delta`) when the bytes are not UTF-8.
+/// None today (a record it cannot read is kept in its segment); the
+/// `Result` is the segment functions' common shape.
 pub fn gemini_segments(bytes: &[u8]) -> Result<Vec<Segment>> {
     let mut cuts: Vec<(usize, Option<String>)> = vec![(0, None)];
     let mut session: Option<String> = None;
     let mut model_spoke = false;
     let mut seen: BTreeMap<String, usize> = BTreeMap::new();
     let mut whole = false;
-    each_record(ID, bytes, |r: Record| {
+    each_record(bytes, |r: Record| {
         let Some(Value::Object(obj)) = &r.value else {
             return Ok(());
         };

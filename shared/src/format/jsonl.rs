@@ -5,11 +5,11 @@
 //! so a record written one per line (JSON Lines) and a whole document
 //! pretty-printed over many lines (an older Gemini CLI session file) read
 //! alike. What is not JSON is kept as written and reported, from where it
-//! starts to the end of its line; only bytes that are not UTF-8 are refused.
+//! starts to the end of its line, bytes that are not UTF-8 too (a runtime's
+//! bad write): nothing is refused.
 
 use serde_json::Value;
 
-use super::bad;
 use crate::error::Result;
 
 /// One record of a log.
@@ -32,18 +32,8 @@ pub(super) fn at(offset: usize, number: usize) -> String {
 /// Hands each record of `bytes` to `f`, in order.
 ///
 /// # Errors
-/// `Invalid` (field `delta`, naming `format`) when the bytes are not UTF-8;
-/// whatever `f` returns.
-pub(super) fn each_record(
-    format: &str,
-    bytes: &[u8],
-    mut f: impl FnMut(Record) -> Result<()>,
-) -> Result<()> {
-    if let Err(e) = std::str::from_utf8(bytes) {
-        let offset = e.valid_up_to();
-        let number = bytes[..offset].iter().filter(|&&b| b == b'\n').count() + 1;
-        return Err(bad(format, at(offset, number), "the bytes are not UTF-8"));
-    }
+/// Whatever `f` returns.
+pub(super) fn each_record(bytes: &[u8], mut f: impl FnMut(Record) -> Result<()>) -> Result<()> {
     let lines = |range: &[u8]| range.iter().filter(|&&b| b == b'\n').count();
     let mut pos = 0;
     let mut number = 1;
@@ -108,7 +98,7 @@ mod tests {
 
     fn records(bytes: &[u8]) -> Vec<(usize, usize, bool, Option<String>)> {
         let mut out = Vec::new();
-        each_record("x", bytes, |r| {
+        each_record(bytes, |r| {
             out.push((r.offset, r.number, r.value.is_some(), r.problem));
             Ok(())
         })
@@ -126,7 +116,11 @@ mod tests {
         assert!(got[2].3.as_deref().unwrap().starts_with("not JSON"));
         assert_eq!((got[3].1, got[3].2), (7, true));
         assert!(got[3].3.as_deref().unwrap().contains("without a newline"));
-        assert!(each_record("x", b"{}\n\xff", |_| Ok(())).is_err());
+        // Bytes that are not UTF-8 are a record that is not JSON, kept.
+        let got = records(b"{}\n{\"a\":\"\xff\"}\n{}\n");
+        assert_eq!(got.len(), 3, "{got:?}");
+        assert_eq!((got[1].0, got[1].1, got[1].2), (3, 2, false));
+        assert!(got[1].3.as_deref().unwrap().starts_with("not JSON"));
         assert!(records(b"  \n ").is_empty());
         let got = records(b"2026-11-21 started\n{} {}\n{}\n");
         assert_eq!(got.len(), 3, "{got:?}");
