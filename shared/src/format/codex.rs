@@ -46,7 +46,7 @@ use super::canonical::{Block, Conversation, Message, Role};
 use super::claude_code::{append_lines, uuid};
 use super::jsonl::{Record, at, each_record, kind};
 use super::openai_responses::{Item, ItemShape, Run, item, items_of, string};
-use super::{Carries, Checked, Codec, Encoded, FormatId, OpenResult, Segment, SegmentKind};
+use super::{Carries, Checked, Codec, Counts, Encoded, FormatId, OpenResult, Segment, SegmentKind};
 use crate::error::Result;
 
 const ID: &str = "codex-rollout-v1";
@@ -304,8 +304,8 @@ impl Codec for CodexCodec {
         let d = decode(delta)?;
         Ok(Checked {
             open_results: d.open,
+            counts: Counts::of(&d.conv),
             kept: d.kept,
-            ..Checked::of(&d.conv, |_| String::new())
         })
     }
 
@@ -437,10 +437,12 @@ pub fn codex_segments(bytes: &[u8]) -> Result<Vec<Segment>> {
                 model_spoke = true;
             }
         }
-        if at.is_some() {
+        // A segment's time is its newest record's, as the other logs'.
+        if let Some(at) = at {
             match cuts.last_mut() {
-                Some(last) => last.1 = at,
-                None => cuts.push((0, at)),
+                Some(last) if last.1.as_deref().is_some_and(|old| old >= at.as_str()) => {}
+                Some(last) => last.1 = Some(at),
+                None => cuts.push((0, Some(at))),
             }
         }
         Ok(())
@@ -596,5 +598,25 @@ mod tests {
         assert!(
             matches!(&conv.messages[0].content[0], Block::Text { text } if text.ends_with("fixed divide"))
         );
+    }
+}
+
+#[cfg(test)]
+mod segment_time {
+    use super::*;
+
+    #[test]
+    fn a_segments_time_is_its_newest_records() {
+        // A record written late with an earlier time (a clock step back)
+        // does not make the turn older.
+        let rollout = concat!(
+            r#"{"timestamp":"2026-01-01T00:00:05Z","type":"response_item","payload":{"type":"message","role":"user","content":[{"type":"input_text","text":"hi"}]}}"#,
+            "\n",
+            r#"{"timestamp":"2026-01-01T00:00:03Z","type":"response_item","payload":{"type":"message","role":"assistant","content":[{"type":"output_text","text":"hello"}]}}"#,
+            "\n",
+        );
+        let segs = codex_segments(rollout.as_bytes()).unwrap();
+        assert_eq!(segs.len(), 1);
+        assert_eq!(segs[0].timestamp.as_deref(), Some("2026-01-01T00:00:05Z"));
     }
 }

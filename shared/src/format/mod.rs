@@ -344,7 +344,8 @@ pub trait Codec: Send + Sync + 'static {
     /// transcript, a bureau agent's message log) holds such results after
     /// interrupted tool calls, rewinds and resumed sessions: it is stored as
     /// written, with a warning, and repaired only when translated into a
-    /// format that refuses them (the `narrative` tier).
+    /// format that refuses them: carried as text saying what they are, as
+    /// are tool calls without their result (`translate`).
     fn pairs_tool_results(&self) -> bool {
         true
     }

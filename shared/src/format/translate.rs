@@ -22,7 +22,7 @@
 //! A tool result the target would refuse where it stands (its call is not
 //! in the context, after a compaction, a rewind or an imported fragment)
 //! does not degrade the conversation: it is carried as text saying what it
-//! is ([`canonical::carry_orphans_as_text`]) and every other message stays
+//! is ([`canonical::Orphans::carry_as_text`]) and every other message stays
 //! as it was, in the cross-runtime tier. What a translation did not carry
 //! as it was is its [`Fidelity`] report.
 
