@@ -87,7 +87,10 @@ pub fn excerpt(input: &SummaryInput, max_tokens: u64) -> String {
     )
 }
 
-fn floor_boundary(s: &str, mut i: usize) -> usize {
+/// The largest character boundary of `s` at or before byte `i` (at most
+/// `s.len()`).
+pub(crate) fn floor_boundary(s: &str, i: usize) -> usize {
+    let mut i = i.min(s.len());
     while !s.is_char_boundary(i) {
         i -= 1;
     }

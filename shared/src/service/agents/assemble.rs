@@ -13,6 +13,7 @@ use chrono::{DateTime, Utc};
 
 use super::super::Service;
 use super::processes::running;
+use super::window::WindowCommits;
 use crate::agent::{
     AgentDocs, AssembledContext, AssembledConversation, BranchActivity, DocFile, OmittedDoc,
     RunningProcess, StatusPreamble, ThreadActivity,
@@ -79,7 +80,22 @@ impl Service {
             Some(ws) => self.agent_docs(tenant, &ws.parse()?).await?,
             None => AgentDocs::default(),
         };
-        let all = self.window_commits(tenant, agent, None).await?;
+        // One read of the record and of the window, for the status of
+        // every thread and this thread's window both.
+        let all = self.window_commits_of(tenant, agent, &rec, None).await?;
+        let this_thread = WindowCommits {
+            commits: all
+                .commits
+                .iter()
+                .filter(|c| c.thread_id.as_deref() == Some(thread))
+                .cloned()
+                .collect(),
+            since: all.since,
+            reason: all.reason,
+            until: all.until,
+            truncated: all.truncated,
+            windows: all.windows.clone(),
+        };
         let now = self.clock.now();
         let mut status = self.status_preamble(tenant, thread, &all.commits).await?;
         let mut procs: Vec<RunningProcess> = running(&rec, now)
@@ -94,8 +110,8 @@ impl Service {
         }
         status.processes = procs;
         status.text = status_text(&status);
-        let window = self
-            .context_window(tenant, agent, Some(thread), format.clone())
+        let (window, window_bytes) = self
+            .window_from(tenant, agent, this_thread, format.clone())
             .await?;
         let format = format
             .or_else(|| window.format.clone())
@@ -104,10 +120,6 @@ impl Service {
         prefix.extend(system_prompt.clone());
         prefix.extend(docs_text(&docs));
         prefix.extend(status.text.clone());
-        let window_bytes = match &window.artifact_ref {
-            Some(a) => Some(self.download_artifact(tenant, a).await?),
-            None => None,
-        };
         let conversation = self.conversation(
             &format,
             &prefix,
@@ -167,7 +179,8 @@ impl Service {
                 docs.omitted.push(omit("not UTF-8 text".to_owned()));
                 continue;
             };
-            let keep = head(text, MAX_DOC_BYTES.min(budget));
+            let keep =
+                &text[..crate::summarize::excerpt::floor_boundary(text, MAX_DOC_BYTES.min(budget))];
             budget -= keep.len();
             docs.files.push(DocFile {
                 path: entry.path.clone(),
@@ -324,19 +337,6 @@ impl Service {
             lost,
         })
     }
-}
-
-/// The longest head of `s` of at most `max` bytes ending on a character
-/// boundary.
-fn head(s: &str, max: usize) -> &str {
-    if s.len() <= max {
-        return s;
-    }
-    let mut end = max;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    &s[..end]
 }
 
 /// The docs as the context's text (none when there are no files).

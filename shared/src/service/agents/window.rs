@@ -2,6 +2,7 @@
 //! max(last_clear, now - window_seconds), and the clear marker that moves
 //! its start.
 
+use bytes::Bytes;
 use chrono::{DateTime, Utc};
 
 use super::super::Service;
@@ -77,6 +78,17 @@ impl Service {
             .get_agent(tenant, agent)
             .await?
             .unwrap_or_default();
+        self.window_commits_of(tenant, agent, &rec, thread).await
+    }
+
+    /// [`Service::window_commits`] of an agent whose record is `rec`.
+    pub(super) async fn window_commits_of(
+        &self,
+        tenant: &TenantId,
+        agent: &Principal,
+        rec: &AgentRecord,
+        thread: Option<&str>,
+    ) -> Result<WindowCommits> {
         let now = self.clock.now();
         let window = rec.window_seconds.unwrap_or(DEFAULT_WINDOW_SECONDS);
         let by_window = now - chrono::Duration::seconds(window);
@@ -106,7 +118,7 @@ impl Service {
             until: now,
             commits,
             truncated,
-            windows: rec.windows.unwrap_or_default(),
+            windows: rec.windows.clone().unwrap_or_default(),
         })
     }
 
@@ -125,6 +137,19 @@ impl Service {
         thread: Option<&str>,
         format: Option<FormatId>,
     ) -> Result<ContextWindow> {
+        let wc = self.window_commits(tenant, agent, thread).await?;
+        Ok(self.window_from(tenant, agent, wc, format).await?.0)
+    }
+
+    /// The window of `wc`'s commits joined in `format` (as
+    /// [`Service::context_window`]), and the joined bytes.
+    pub(super) async fn window_from(
+        &self,
+        tenant: &TenantId,
+        agent: &Principal,
+        wc: WindowCommits,
+        format: Option<FormatId>,
+    ) -> Result<(ContextWindow, Option<Bytes>)> {
         let WindowCommits {
             since,
             reason,
@@ -132,18 +157,24 @@ impl Service {
             commits,
             truncated,
             windows,
-        } = self.window_commits(tenant, agent, thread).await?;
+        } = wc;
         let format = format.or_else(|| default_format(&commits));
-        let (artifact_ref, message_count, token_count) = match (&format, commits.is_empty()) {
+        let (artifact_ref, message_count, token_count, bytes) = match (&format, commits.is_empty())
+        {
             (Some(f), false) => {
-                let (m, _) = self.join_commits(tenant, &commits, f).await?;
+                let (m, bytes) = self.join_commits(tenant, &commits, f).await?;
                 self.remember_window(tenant, agent, windows, m.artifact_ref)
                     .await?;
-                (Some(m.artifact_ref), m.message_count, m.token_count)
+                (
+                    Some(m.artifact_ref),
+                    m.message_count,
+                    m.token_count,
+                    Some(bytes),
+                )
             }
-            _ => (None, 0, 0),
+            _ => (None, 0, 0, None),
         };
-        Ok(ContextWindow {
+        let window = ContextWindow {
             since,
             reason,
             until,
@@ -153,7 +184,8 @@ impl Service {
             token_count,
             artifact_ref,
             truncated,
-        })
+        };
+        Ok((window, bytes))
     }
 
     /// Remembers a joined window handed out in `agent`'s record (whose
