@@ -18,7 +18,6 @@ use crate::agent::{
     AgentDocs, AssembledContext, AssembledConversation, BranchActivity, DocFile, OmittedDoc,
     RunningProcess, StatusPreamble, ThreadActivity,
 };
-use crate::branch::BranchStatus;
 use crate::commit::Commit;
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::FormatId;
@@ -237,27 +236,23 @@ impl Service {
             status.truncated = true;
         }
         status.threads = threads;
-        if let Some(f) = self.branching() {
+        if self.branching().is_some() {
             if sessions.len() > MAX_STATUS_ITEMS {
                 sessions.truncate(MAX_STATUS_ITEMS);
                 status.truncated = true;
             }
             let mut branches = Vec::new();
             for s in sessions {
-                for a in f.store.active_branches(tenant, s).await? {
-                    if let Some(b) = f.store.get_branch(tenant, &a.id).await?
-                        && b.status == BranchStatus::Active
-                    {
-                        branches.push(BranchActivity {
-                            branch_id: b.id,
-                            session_id: b.session_id,
-                            description: b.description,
-                            depth: b.depth,
-                            budget: b.budget,
-                            tokens_used: b.tokens_used,
-                            deadline: b.deadline,
-                        });
-                    }
+                for b in self.active_branch_records(tenant, s).await? {
+                    branches.push(BranchActivity {
+                        branch_id: b.id,
+                        session_id: b.session_id,
+                        description: b.description,
+                        depth: b.depth,
+                        budget: b.budget,
+                        tokens_used: b.tokens_used,
+                        deadline: b.deadline,
+                    });
                 }
             }
             branches.sort_by(|a, b| b.depth.cmp(&a.depth).then(a.branch_id.cmp(&b.branch_id)));
