@@ -9,8 +9,9 @@
 use ctx_tests::{Http, Server};
 use serde_json::{Value, json};
 
-async fn say(c: &Http, agent: &str, thread: &str, parent: Option<&str>, text: &str) -> String {
-    let mut body = json!({
+/// The checkpoint of one user message in `thread` of `agent`.
+fn message_body(agent: &str, thread: &str, text: &str) -> Value {
+    json!({
         "commit_type": "delta",
         "format": "openai-chat-v1",
         "delta": json!([{ "role": "user", "content": text }]).to_string(),
@@ -18,7 +19,11 @@ async fn say(c: &Http, agent: &str, thread: &str, parent: Option<&str>, text: &s
         "principal": agent,
         "checkpoint": "turn_boundary",
         "thread_id": thread,
-    });
+    })
+}
+
+async fn say(c: &Http, agent: &str, thread: &str, parent: Option<&str>, text: &str) -> String {
+    let mut body = message_body(agent, thread, text);
     if let Some(p) = parent {
         body["parent"] = json!(p);
     }
@@ -523,15 +528,7 @@ async fn say_at(
     created_at: Option<&str>,
     session: Option<&str>,
 ) -> Value {
-    let mut body = json!({
-        "commit_type": "delta",
-        "format": "openai-chat-v1",
-        "delta": json!([{ "role": "user", "content": text }]).to_string(),
-        "template": "tpl",
-        "principal": agent,
-        "checkpoint": "turn_boundary",
-        "thread_id": thread,
-    });
+    let mut body = message_body(agent, thread, text);
     if let Some(t) = created_at {
         body["created_at"] = json!(t);
     }
