@@ -44,7 +44,7 @@ use serde_json::{Map, Value, json};
 
 use super::canonical::{Block, Conversation, Message, Role};
 use super::claude_code::{append_lines, uuid};
-use super::jsonl::{Record, at, each_record, kind};
+use super::jsonl::{Record, at, each_record, kind, write_line};
 use super::openai_responses::{Item, ItemShape, Run, item, items_of, string};
 use super::{Carries, Checked, Codec, Counts, Encoded, FormatId, OpenResult, Segment, SegmentKind};
 use crate::error::Result;
@@ -277,11 +277,6 @@ const SHAPE: ItemShape = ItemShape {
     },
     image_detail: false,
 };
-
-fn write_line(out: &mut Vec<u8>, v: &Value) {
-    serde_json::to_writer(&mut *out, v).expect("a JSON value always serializes");
-    out.push(b'\n');
-}
 
 impl Codec for CodexCodec {
     fn id(&self) -> FormatId {

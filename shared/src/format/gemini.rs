@@ -47,7 +47,8 @@ use serde_json::{Map, Value, json};
 
 use super::canonical::{Block, Conversation, ImageSource, Message, Role};
 use super::claude_code::{append_lines, uuid};
-use super::jsonl::{Record, at, each_record, kind};
+use super::jsonl::{Record, at, each_record, kind, write_line};
+use super::openai_responses::string;
 use super::{Carries, Checked, Codec, Encoded, FormatId, Segment};
 use crate::error::Result;
 
@@ -59,17 +60,6 @@ const GEMINI: &str = "gemini";
 /// `gemini-cli-v1`.
 #[derive(Debug, Default)]
 pub struct GeminiCodec;
-
-fn str_field<'a>(obj: &'a Map<String, Value>, key: &str, what: &str) -> Result<&'a str, String> {
-    match obj.get(key) {
-        Some(Value::String(s)) => Ok(s),
-        Some(other) => Err(format!(
-            "{what} field {key:?} is {}, not a string",
-            kind(other)
-        )),
-        None => Err(format!("{what} has no {key:?}")),
-    }
-}
 
 fn object<'a>(v: &'a Value, what: &str) -> Result<&'a Map<String, Value>, String> {
     v.as_object()
@@ -146,15 +136,15 @@ fn part(v: &Value, what: &str, ids: &mut CallIds) -> Result<Block, String> {
         let d = object(data, &what)?;
         return Ok(Block::Image {
             source: ImageSource::Base64 {
-                media_type: str_field(d, "mimeType", &what)?.to_owned(),
-                data: str_field(d, "data", &what)?.to_owned(),
+                media_type: string(d, "mimeType", &what)?.to_owned(),
+                data: string(d, "data", &what)?.to_owned(),
             },
         });
     }
     if let Some(call) = obj.get("functionCall") {
         let what = format!("{what} functionCall");
         let c = object(call, &what)?;
-        let name = str_field(c, "name", &what)?;
+        let name = string(c, "name", &what)?;
         let id = ids.call(c.get("id").and_then(Value::as_str), name);
         return Ok(Block::ToolUse {
             id,
@@ -165,7 +155,7 @@ fn part(v: &Value, what: &str, ids: &mut CallIds) -> Result<Block, String> {
     if let Some(resp) = obj.get("functionResponse") {
         let what = format!("{what} functionResponse");
         let r = object(resp, &what)?;
-        let name = str_field(r, "name", &what)?;
+        let name = string(r, "name", &what)?;
         let id = ids.response(r.get("id").and_then(Value::as_str), name);
         let (text, is_error) = response_text(r.get("response"));
         return Ok(Block::ToolResult {
@@ -244,7 +234,7 @@ fn result_blocks(v: &Value, what: &str) -> Result<(Vec<Block>, bool), String> {
 /// notices).
 fn message(v: &Value, origin: usize, ids: &mut CallIds) -> Result<Vec<Message>, String> {
     let obj = object(v, "a message")?;
-    let ty = str_field(obj, "type", "a message")?;
+    let ty = string(obj, "type", "a message")?;
     let timestamp = obj
         .get("timestamp")
         .and_then(Value::as_str)
@@ -308,8 +298,8 @@ fn message(v: &Value, origin: usize, ids: &mut CallIds) -> Result<Vec<Message>, 
                     for (i, c) in calls.iter().enumerate() {
                         let what = format!("toolCalls[{i}]");
                         let c = object(c, &what)?;
-                        let id = str_field(c, "id", &what)?;
-                        let name = str_field(c, "name", &what)?;
+                        let id = string(c, "id", &what)?;
+                        let name = string(c, "name", &what)?;
                         let input = match c.get("args") {
                             None | Some(Value::Null) => json!({}),
                             Some(a @ Value::Object(_)) => a.clone(),
@@ -359,7 +349,7 @@ fn message(v: &Value, origin: usize, ids: &mut CallIds) -> Result<Vec<Message>, 
 /// A checkpoint's `Content`: `role` user or model, `parts`.
 fn content(v: &Value, origin: usize, ids: &mut CallIds) -> Result<Message, String> {
     let obj = object(v, "a Content")?;
-    let role = match str_field(obj, "role", "a Content")? {
+    let role = match string(obj, "role", "a Content")? {
         "user" => Role::User,
         "model" => Role::Assistant,
         other => return Err(format!("role {other:?} is not user or model")),
@@ -507,11 +497,6 @@ fn image_part(source: &ImageSource) -> Value {
         }
         ImageSource::Url { url } => json!({"fileData": {"mimeType": mime_of(url), "fileUri": url}}),
     }
-}
-
-fn write_line(out: &mut Vec<u8>, v: &Value) {
-    serde_json::to_writer(&mut *out, v).expect("a JSON value always serializes");
-    out.push(b'\n');
 }
 
 /// Puts a tool result into its call of `gemini` (the record of the

@@ -87,6 +87,12 @@ pub(super) fn each_record(bytes: &[u8], mut f: impl FnMut(Record) -> Result<()>)
     }
 }
 
+/// Writes `v` as one line of a log.
+pub(super) fn write_line(out: &mut Vec<u8>, v: &Value) {
+    serde_json::to_writer(&mut *out, v).expect("a JSON value always serializes");
+    out.push(b'\n');
+}
+
 /// The JSON type of `v`, as an error message names it.
 pub(super) fn kind(v: &Value) -> &'static str {
     super::openai_responses::kind(v)
