@@ -21,7 +21,7 @@ impl crate::store::Agents for SqliteMetaStore {
     async fn get_agent(&self, tenant: &TenantId, agent: &Principal) -> Result<Option<AgentRecord>> {
         let (tenant, agent) = (tenant.clone(), agent.clone());
         self.db
-            .read(move |conn| {
+            .lookup(move |conn| {
                 let body: Option<String> = conn
                     .prepare_cached("SELECT body FROM agents WHERE tenant = ?1 AND agent = ?2")?
                     .query_row(params![tenant.as_str(), agent.as_str()], |r| r.get(0))

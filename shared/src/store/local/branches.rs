@@ -195,7 +195,7 @@ impl BranchStore for SqliteBranchStore {
     async fn get_branch(&self, tenant: &TenantId, id: &BranchId) -> Result<Option<BranchRecord>> {
         let (tenant, id) = (tenant.clone(), *id);
         self.db
-            .read(move |conn| Ok(get_in(conn, &tenant, &id)?))
+            .lookup(move |conn| Ok(get_in(conn, &tenant, &id)?))
             .await
     }
 

@@ -179,7 +179,7 @@ impl crate::store::Commits for SqliteMetaStore {
     async fn get_commit(&self, tenant: &TenantId, id: &CommitId) -> Result<Option<Commit>> {
         let (tenant, id) = (tenant.clone(), *id);
         self.db
-            .read(move |conn| get_commit_in(conn, &tenant, &id))
+            .lookup(move |conn| get_commit_in(conn, &tenant, &id))
             .await
     }
 
@@ -220,7 +220,7 @@ impl crate::store::Commits for SqliteMetaStore {
         let (tenant, principal) = (tenant.clone(), principal.clone());
         let id: Option<String> = self
             .db
-            .read(move |conn| {
+            .lookup(move |conn| {
                 Ok(conn
                     .prepare_cached(
                         "SELECT id FROM timeline WHERE tenant = ?1 AND principal = ?2 AND ts <= ?3

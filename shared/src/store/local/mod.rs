@@ -339,6 +339,31 @@ impl Database {
         })
         .await
     }
+
+    /// Runs `f`, a lookup by key that touches a few pages (a commit, a
+    /// ref, a token, an agent or branch record), on the calling thread
+    /// with a reader connection free at this moment; when every reader is
+    /// busy, as [`Database::read`]. Tens of microseconds on an async
+    /// thread cost less than handing that thread's work to another and
+    /// back: over HTTP a read request took ~25% less time and ~45% less
+    /// CPU, a checkpoint (which makes several lookups) ~10% less CPU, with
+    /// 7 context switches each instead of 11 and 18 (docs/bench.md,
+    /// "Lookups in place").
+    async fn lookup<T: Send + 'static>(
+        self: &Arc<Self>,
+        f: impl FnOnce(&Connection) -> Result<T, LocalError> + Send + 'static,
+    ) -> Result<T> {
+        let n = self.readers.len();
+        let start = self.next_reader.fetch_add(1, Ordering::Relaxed);
+        for i in 0..n {
+            match self.readers[(start + i) % n].try_lock() {
+                Ok(conn) => return Ok(f(&conn)?),
+                Err(std::sync::TryLockError::Poisoned(e)) => return Ok(f(&e.into_inner())?),
+                Err(std::sync::TryLockError::WouldBlock) => {}
+            }
+        }
+        self.read(f).await
+    }
 }
 
 #[cfg(test)]
@@ -383,6 +408,54 @@ mod tests {
         let db = Database::open(off.path(), Durability::Off).unwrap();
         let inside = db.transaction_relaxed(move |tx| sync(tx)).await.unwrap();
         assert_eq!(inside, 0);
+    }
+
+    /// A lookup runs on the calling thread when a reader is free, and
+    /// waits for one (as a read) when every reader is held.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_lookup_runs_in_place_or_waits_for_a_reader() {
+        use std::sync::atomic::AtomicBool;
+        use std::time::Duration;
+        let dir = tempfile::tempdir().unwrap();
+        let db = Database::open(dir.path(), Durability::Full).unwrap();
+        let caller = std::thread::current().id();
+        let (ran_on, one) = db
+            .lookup(|c| {
+                Ok((
+                    std::thread::current().id(),
+                    c.query_row("SELECT 1", [], |r| r.get::<_, i64>(0))?,
+                ))
+            })
+            .await
+            .unwrap();
+        assert_eq!(
+            (ran_on, one),
+            (caller, 1),
+            "in place, on the caller's thread"
+        );
+
+        // Every reader held by another thread for a while.
+        let (held, holding) = std::sync::mpsc::channel();
+        let released = Arc::new(AtomicBool::new(false));
+        let (db2, released2) = (db.clone(), released.clone());
+        let holder = std::thread::spawn(move || {
+            let guards: Vec<_> = db2.readers.iter().map(lock).collect();
+            held.send(()).unwrap();
+            std::thread::sleep(Duration::from_millis(100));
+            released2.store(true, Ordering::SeqCst);
+            drop(guards);
+        });
+        holding.recv().unwrap();
+        let two = db
+            .lookup(|c| Ok(c.query_row("SELECT 2", [], |r| r.get::<_, i64>(0))?))
+            .await
+            .unwrap();
+        assert_eq!(two, 2);
+        assert!(
+            released.load(Ordering::SeqCst),
+            "it waited for a reader to come free"
+        );
+        holder.join().unwrap();
     }
 
     /// A connection closing (the last one of a stopped server, on its

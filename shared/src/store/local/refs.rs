@@ -89,7 +89,7 @@ impl crate::store::Refs for SqliteMetaStore {
         let (tenant, name) = (tenant.clone(), name.clone());
         let row: Option<(String, i64)> = self
             .db
-            .read({
+            .lookup({
                 let name = name.clone();
                 move |conn| {
                     Ok(conn

@@ -41,7 +41,7 @@ impl TokenStore for SqliteMetaStore {
         let hash = *hash;
         let tenant: Option<String> = self
             .db
-            .read(move |conn| {
+            .lookup(move |conn| {
                 Ok(conn
                     .prepare_cached("SELECT tenant FROM tokens WHERE hash = ?1")?
                     .query_row(params![hash.to_hex()], |r| r.get(0))
