@@ -3,6 +3,7 @@ and errors as exceptions of the API's kind."""
 
 from __future__ import annotations
 
+import httpx
 import pytest
 
 from ctx_client import (
@@ -248,3 +249,21 @@ def test_from_env_finds_the_server_as_the_cli_does(
         assert c.list_refs(prefix="none-such/") == []
     monkeypatch.setenv("CTX_TOKEN", "tok-from-env")
     assert AsyncClient.from_env().token == "tok-from-env"
+
+
+@pytest.mark.parametrize("base", ["http://ctx.test", "http://ctx.test/", "http://ctx.test/api/"])
+def test_requests_go_to_the_base_url_with_their_path_and_query(base: str) -> None:
+    seen: list[str] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        seen.append(str(request.url))
+        return httpx.Response(200, json={})
+
+    prefix = base.rstrip("/")
+    with Client(base, transport=httpx.MockTransport(answer)) as c:
+        for _ in range(2):  # the second from the URLs the client keeps
+            c.get_ref("a/b c")
+            c.missing_summaries(limit=5)
+    assert seen[0] == seen[2] == f"{prefix}/v1/refs/a/b%20c"
+    assert seen[1] == seen[3] and seen[1].startswith(f"{prefix}/v1/commits?"), seen[1]
+    assert "limit=5" in seen[1] and "missing_summary=true" in seen[1]

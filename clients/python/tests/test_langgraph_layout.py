@@ -13,7 +13,7 @@ from langgraph.checkpoint.base import empty_checkpoint
 
 from ctx_client import Client
 from ctx_client.langgraph import MAX_SEGMENT, CtxSaver, encode_segment
-from ctx_client.langgraph._names import _unescape
+from ctx_client.langgraph._names import _escape, _unescape
 
 
 @pytest.mark.parametrize(
@@ -26,6 +26,20 @@ def test_segments_are_ref_names_and_round_trip(text: str) -> None:
     assert all(c.isalnum() or c in "._-" for c in seg), seg
     assert ".." not in seg
     assert _unescape(seg) == text
+
+
+@pytest.mark.parametrize(
+    ("text", "escaped"),
+    [
+        ("x_y-Z9", "x_y-Z9"),
+        ("child:abc", "child.3aabc"),
+        ("with space/and slash", "with.20space.2fand.20slash"),
+        ("ünï", ".c3.bcn.c3.af"),
+        ("a.b", "a.2eb"),
+    ],
+)
+def test_escaping_is_the_layout_the_typescript_saver_shares(text: str, escaped: str) -> None:
+    assert _escape(text) == escaped
 
 
 def test_long_segments_are_hashed_and_distinct() -> None:

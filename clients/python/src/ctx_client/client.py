@@ -91,7 +91,20 @@ class _Base:
         self.base_url = (base_url or DEFAULT_URL).rstrip("/")
         self.token = token
         self.retry = retry or RetryPolicy()
+        self._urls: dict[str, httpx.URL] = {}
         return {"base_url": self.base_url, "headers": build_headers(token)}
+
+    def _url(self, path: str) -> httpx.URL:
+        """The absolute URL of ``path`` (an API path, its query apart),
+        parsed once: given the path, httpx parses it and joins it to the
+        base URL on every request, ~40 µs of a ~300 µs request
+        (docs/bench.md, "Lookups in place"). At most 1,024 are kept."""
+        url = self._urls.get(path)
+        if url is None:
+            if len(self._urls) >= 1024:
+                self._urls.clear()
+            url = self._urls[path] = httpx.URL(self.base_url + path)
+        return url
 
 
 class Client(_Base):
@@ -163,7 +176,9 @@ class Client(_Base):
         attempt = 0
         while True:
             try:
-                resp = self._http.request(call.method, call.path, **call.request_kwargs())
+                resp = self._http.request(
+                    call.method, self._url(call.path), **call.request_kwargs()
+                )
             except httpx.ConnectError:
                 if attempt >= self.retry.max_retries:
                     raise
@@ -319,7 +334,9 @@ class AsyncClient(_Base):
         attempt = 0
         while True:
             try:
-                resp = await self._http.request(call.method, call.path, **call.request_kwargs())
+                resp = await self._http.request(
+                    call.method, self._url(call.path), **call.request_kwargs()
+                )
             except httpx.ConnectError:
                 if attempt >= self.retry.max_retries:
                     raise

@@ -7,17 +7,17 @@ import re
 
 # Longest escaped thread id / namespace / run id kept readable in a ref name.
 MAX_SEGMENT = 48
-_PLAIN = re.compile(r"[A-Za-z0-9_-]")
+_NOT_PLAIN = re.compile(r"[^A-Za-z0-9_-]")
+
+
+def _hex_escape(m: re.Match[str]) -> str:
+    return "".join(f".{b:02x}" for b in m.group().encode())
 
 
 def _escape(text: str) -> str:
-    out = []
-    for ch in text:
-        if _PLAIN.fullmatch(ch):
-            out.append(ch)
-        else:
-            out.extend(f".{b:02x}" for b in ch.encode())
-    return "".join(out)
+    """``text`` with every character but ``[A-Za-z0-9_-]`` as ``.xx`` per
+    UTF-8 byte (one regex pass: a saver operation escapes ~10 names)."""
+    return _NOT_PLAIN.sub(_hex_escape, text)
 
 
 def _unescape(seg: str) -> str | None:

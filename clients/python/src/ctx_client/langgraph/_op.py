@@ -51,7 +51,12 @@ def _drive_sync(client: Client, pool: ThreadPoolExecutor, op: Op[R]) -> R:
                     concurrent.futures.wait(request.futures, timeout=WAIT_SECONDS)
                     result: Any = None
                 elif isinstance(request, list):
-                    result = list(pool.map(client.send, request)) if request else []
+                    # One call needs no other thread (a hand-off costs more
+                    # than the request on a small machine).
+                    if len(request) > 1:
+                        result = list(pool.map(client.send, request))
+                    else:
+                        result = [client.send(c) for c in request]
                 else:
                     result = client.send(request)
             except Exception as e:  # noqa: BLE001 - handed to the operation
