@@ -346,9 +346,9 @@ impl Database {
     /// busy, as [`Database::read`]. Tens of microseconds on an async
     /// thread cost less than handing that thread's work to another and
     /// back: over HTTP a read request took ~25% less time and ~45% less
-    /// CPU, a checkpoint (which makes several lookups) ~10% less CPU, with
-    /// 7 context switches each instead of 11 and 18 (docs/bench.md,
-    /// "Lookups in place").
+    /// CPU, a checkpoint (which makes several lookups) ~15% less time and
+    /// ~18% less CPU; their context switches went from 8 to 3 and from 18
+    /// to 11 (docs/bench.md, "Lookups in place").
     async fn lookup<T: Send + 'static>(
         self: &Arc<Self>,
         f: impl FnOnce(&Connection) -> Result<T, LocalError> + Send + 'static,
