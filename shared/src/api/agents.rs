@@ -34,10 +34,16 @@ fn optional_object<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, Er
     if text.is_empty() || text == b"null" {
         return parse_json(b"{}");
     }
-    if text.first() != Some(&b'{') {
+    object(text)
+}
+
+/// A body that must be a JSON object (serde would read a struct from an
+/// array too).
+fn object<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, Error> {
+    if bytes.trim_ascii().first() != Some(&b'{') {
         return Err(Error::invalid("body", "the body must be a JSON object"));
     }
-    parse_json(text)
+    parse_json(bytes)
 }
 
 /// An agent's settings (the defaults for an agent never configured).
@@ -226,10 +232,7 @@ pub(super) async fn put_working_context(
     Body(body): Body,
 ) -> ApiResult<axum::Json<WorkingContextStored>> {
     let a = agent(&a)?;
-    if body.trim_ascii().first() != Some(&b'{') {
-        return Err(Error::invalid("body", "the body must be a JSON object").into());
-    }
-    let req: WorkingContextSnapshot = parse_json(&body)?;
+    let req: WorkingContextSnapshot = object(&body)?;
     let artifact_ref = s
         .service
         .put_working_context(&caller.tenant, &a, &req)
@@ -282,10 +285,7 @@ pub(super) async fn put_process(
 ) -> ApiResult<axum::Json<RunningProcess>> {
     let a = agent(&a)?;
     check_process_id(&id)?;
-    if body.trim_ascii().first() != Some(&b'{') {
-        return Err(Error::invalid("body", "the body must be a JSON object").into());
-    }
-    let req: PutProcessRequest = parse_json(&body)?;
+    let req: PutProcessRequest = object(&body)?;
     let p = s
         .service
         .put_process(
