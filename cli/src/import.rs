@@ -34,7 +34,7 @@ use crate::{Conn, print_json};
 pub enum ImportCommand {
     /// A Claude Code transcript (JSONL): one commit per turn, a compaction
     /// commit per compact_boundary; prints the tip's ctx id.
-    ClaudeCode(ClaudeCodeArgs),
+    ClaudeCode(SessionArgs),
     /// An OpenAI Codex CLI rollout (JSONL), e.g.
     /// ~/.codex/sessions/YYYY/MM/DD/rollout-*.jsonl: one commit per turn;
     /// prints the tip's ctx id.
@@ -45,12 +45,14 @@ pub enum ImportCommand {
     Gemini(SessionArgs),
 }
 
-/// `ctx import codex` and `ctx import gemini`.
+/// `ctx import claude-code`, `ctx import codex` and `ctx import gemini`.
 #[derive(Debug, Args)]
 pub struct SessionArgs {
-    /// The session file.
+    /// The session file (a Claude Code transcript is e.g.
+    /// ~/.claude/projects/<project>/<session>.jsonl).
     file: PathBuf,
-    /// Who the session belongs to (default: the runtime, `codex` or `gemini`).
+    /// Who the session belongs to (default: the runtime: `claude-code`,
+    /// `codex` or `gemini`).
     #[arg(long, env = "CTX_PRINCIPAL", value_parser = crate::parse_principal)]
     principal: Option<String>,
     /// Point this ref at the tip (created, or moved forward if it points at
@@ -68,22 +70,6 @@ pub struct SessionArgs {
     machine: Option<String>,
     #[command(flatten)]
     conn: Conn,
-}
-
-impl From<ClaudeCodeArgs> for Plan {
-    fn from(a: ClaudeCodeArgs) -> Self {
-        Plan {
-            file: a.file,
-            principal: a.principal,
-            ref_name: a.ref_name,
-            parent: a.parent,
-            template: a.template,
-            machine: a.machine,
-            conn: a.conn,
-            format: "claude-code-v1",
-            cut: segments,
-        }
-    }
 }
 
 impl SessionArgs {
@@ -116,31 +102,6 @@ struct Plan {
     conn: Conn,
     format: &'static str,
     cut: Cut,
-}
-
-/// `ctx import claude-code`.
-#[derive(Debug, Args)]
-pub struct ClaudeCodeArgs {
-    /// The transcript, e.g. ~/.claude/projects/<project>/<session>.jsonl.
-    file: PathBuf,
-    /// Who the session belongs to.
-    #[arg(long, env = "CTX_PRINCIPAL", default_value = "claude-code", value_parser = crate::parse_principal)]
-    principal: String,
-    /// Point this ref at the tip (created, or moved forward if it points at
-    /// a commit of this import).
-    #[arg(long = "ref")]
-    ref_name: Option<String>,
-    /// Continue this commit (or ref) instead of starting a new root.
-    #[arg(long)]
-    parent: Option<String>,
-    /// The context template recorded on each commit.
-    #[arg(long, env = "CTX_TEMPLATE", default_value = "claude-code")]
-    template: String,
-    /// The machine the session ran on.
-    #[arg(long)]
-    machine: Option<String>,
-    #[command(flatten)]
-    conn: Conn,
 }
 
 /// `ctx export`.
@@ -183,7 +144,7 @@ struct Imported {
 /// `Invalid` for an unreadable or invalid transcript; the server's errors.
 pub async fn run_import(cmd: ImportCommand) -> Result<()> {
     let a: Plan = match cmd {
-        ImportCommand::ClaudeCode(a) => a.into(),
+        ImportCommand::ClaudeCode(a) => a.plan("claude-code", "claude-code-v1", segments),
         ImportCommand::Codex(a) => a.plan("codex", "codex-rollout-v1", codex_segments),
         ImportCommand::Gemini(a) => a.plan("gemini", "gemini-cli-v1", gemini_segments),
     };
