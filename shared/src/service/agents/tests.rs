@@ -1084,3 +1084,137 @@ async fn persist_refreshes_the_cache_at_turn_ends_and_compactions_with_one_artif
             .contains("counted to three")
     );
 }
+
+// --- The assembled context's limits (seed 001: docs and the answer) ---
+
+impl H {
+    /// Names workspace `docs` as the agent's docs, holding `files`.
+    async fn docs(&self, files: &[(String, Bytes)]) {
+        let ws: crate::workspace::WorkspaceId = "docs".parse().unwrap();
+        for (path, bytes) in files {
+            self.svc
+                .put_file(
+                    &self.tenant,
+                    &ws,
+                    &path.parse().unwrap(),
+                    bytes.clone(),
+                    None,
+                )
+                .await
+                .unwrap();
+        }
+        let patch = AgentPatch {
+            docs_workspace: Some("docs".into()),
+            ..AgentPatch::default()
+        };
+        self.svc
+            .patch_agent(&self.tenant, &self.agent, &patch)
+            .await
+            .unwrap();
+    }
+
+    async fn assembled(&self) -> crate::agent::AssembledContext {
+        self.svc
+            .assemble_context(&self.tenant, &self.agent, "t1", None)
+            .await
+            .unwrap()
+    }
+}
+
+fn paths(files: &[crate::agent::DocFile]) -> Vec<String> {
+    files.iter().map(|f| f.path.to_string()).collect()
+}
+
+#[tokio::test]
+async fn docs_hold_the_first_50_files_by_path_and_name_the_rest() {
+    use crate::service::MAX_DOC_FILES;
+    let h = harness();
+    let files: Vec<(String, Bytes)> = (0..MAX_DOC_FILES + 2)
+        .map(|i| (format!("f{i:03}.md"), Bytes::from(format!("doc {i}"))))
+        .collect();
+    h.docs(&files).await;
+    h.say("t1", "hello").await;
+    let docs = h.assembled().await.docs;
+    assert_eq!(docs.files.len(), MAX_DOC_FILES);
+    assert_eq!(docs.files[0].text, "doc 0");
+    assert_eq!(paths(&docs.files).last().unwrap(), "f049.md");
+    let left: Vec<_> = docs.omitted.iter().map(|o| o.path.to_string()).collect();
+    assert_eq!(left, ["f050.md", "f051.md"]);
+    assert!(
+        docs.omitted[0].reason.contains("50 files"),
+        "{}",
+        docs.omitted[0].reason
+    );
+    assert!(docs.truncated);
+}
+
+#[tokio::test]
+async fn a_long_doc_is_cut_to_its_head_at_a_character_boundary() {
+    use crate::service::MAX_DOC_BYTES;
+    let h = harness();
+    // 'é' is two bytes: the limit falls inside one.
+    let text = format!("a{}", "é".repeat(MAX_DOC_BYTES));
+    h.docs(&[("long.md".into(), Bytes::from(text.clone()))])
+        .await;
+    let docs = h.assembled().await.docs;
+    let f = &docs.files[0];
+    assert!(f.truncated && docs.truncated);
+    assert_eq!(f.size, text.len() as u64, "the whole size is said");
+    assert_eq!(
+        f.text.len(),
+        MAX_DOC_BYTES - 1,
+        "cut before the split character"
+    );
+    assert!(text.starts_with(&f.text));
+}
+
+#[tokio::test]
+async fn docs_stop_at_their_budget_and_leave_out_what_is_not_text() {
+    use crate::service::{MAX_DOC_BYTES, MAX_DOCS_BYTES};
+    let h = harness();
+    let n = MAX_DOCS_BYTES / MAX_DOC_BYTES; // files that fill the budget
+    let mut files: Vec<(String, Bytes)> = vec![(
+        "a-binary.bin".into(),
+        Bytes::from_static(&[0xff, 0xfe, 0x00]),
+    )];
+    files.extend((0..n + 1).map(|i| {
+        (
+            format!("b{i}.md"),
+            Bytes::from("x".repeat(MAX_DOC_BYTES + 10)),
+        )
+    }));
+    files.push(("c-small.md".into(), Bytes::from_static(b"small")));
+    h.docs(&files).await;
+    let docs = h.assembled().await.docs;
+    assert_eq!(docs.files.len(), n, "{:?}", paths(&docs.files));
+    let kept: usize = docs.files.iter().map(|f| f.text.len()).sum();
+    assert_eq!(kept, MAX_DOCS_BYTES);
+    let left: Vec<(String, &str)> = docs
+        .omitted
+        .iter()
+        .map(|o| (o.path.to_string(), o.reason.as_str()))
+        .collect();
+    assert_eq!(left[0], ("a-binary.bin".to_owned(), "not UTF-8 text"));
+    assert_eq!(left[1].0, format!("b{n}.md"));
+    assert_eq!(left[2].0, "c-small.md");
+    assert!(left[1].1.contains("bytes of docs") && left[2].1.contains("bytes of docs"));
+}
+
+#[tokio::test]
+async fn a_context_over_4_mib_is_refused_as_too_large() {
+    let h = harness();
+    for i in 0..5 {
+        h.say("t1", &format!("{i}{}", "w".repeat(1024 * 1024)))
+            .await;
+    }
+    let e = h
+        .svc
+        .assemble_context(&h.tenant, &h.agent, "t1", None)
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind, ErrorKind::TooLarge, "{e}");
+    assert!(
+        e.message.contains("window"),
+        "it says what to read instead: {e}"
+    );
+}
