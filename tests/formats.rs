@@ -639,6 +639,68 @@ async fn a_session_with_an_orphan_tool_result_translates_per_message_with_a_fide
 /// A Codex CLI rollout and a Gemini CLI session file import one commit per
 /// turn, export byte for byte, import again to the same tip, and
 /// materialize for another runtime with their tool calls paired; either
+/// A Codex rollout that compacted imports with a compaction commit at its
+/// `compacted` record: the file still exports byte for byte, and a read
+/// from the latest compaction starts at Codex's summary.
+#[tokio::test]
+async fn a_compacted_codex_rollout_imports_with_a_compaction_commit() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path());
+    let fixture = format!("{}/data/codex-rollout.jsonl", env!("CARGO_MANIFEST_DIR"));
+    let mut rollout = std::fs::read_to_string(&fixture).unwrap();
+    rollout.push_str(concat!(
+        r#"{"timestamp":"2026-11-21T14:05:00.000Z","type":"compacted","payload":{"message":"Fixed divide by zero and added its test."}}"#,
+        "\n",
+        r#"{"timestamp":"2026-11-21T14:05:10.000Z","type":"response_item","payload":{"type":"message","role":"user","content":[{"type":"input_text","text":"Now document it."}]}}"#,
+        "\n",
+        r#"{"timestamp":"2026-11-21T14:05:20.000Z","type":"response_item","payload":{"type":"message","role":"assistant","content":[{"type":"output_text","text":"Documented."}]}}"#,
+        "\n",
+    ));
+    let path = dir.path().join("rollout.jsonl");
+    std::fs::write(&path, &rollout).unwrap();
+    let (code, out) = server.cli(&[
+        "import",
+        "codex",
+        path.to_str().unwrap(),
+        "--ref",
+        "sessions/compacted",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{out:?}");
+    let report = json(&out);
+    assert_eq!(report["compactions"].as_u64(), Some(1), "{report}");
+    assert_eq!(report["deltas"].as_u64(), Some(3), "{report}");
+    let (code, out) = server.cli(&["export", "sessions/compacted"]);
+    assert_eq!(code, 0);
+    assert!(
+        out == rollout.as_bytes(),
+        "the export is the file:\n{}",
+        String::from_utf8_lossy(&out)
+    );
+    let (code, out) = server.cli(&[
+        "materialize",
+        "sessions/compacted",
+        "--stop",
+        "compaction",
+        "--format",
+        "openai-chat-v1",
+    ]);
+    assert_eq!(code, 0);
+    let messages = json(&out);
+    let texts: Vec<String> = messages
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["content"].to_string())
+        .collect();
+    assert_eq!(texts.len(), 3, "{texts:?}");
+    assert!(texts[0].contains("Fixed divide by zero"), "{texts:?}");
+    assert!(texts[2].contains("Documented."), "{texts:?}");
+}
+
+/// A Codex CLI rollout and a Gemini CLI session file import one commit per
+/// turn, export byte for byte, import again to the same tip, and
+/// materialize for another runtime with their tool calls paired; either
 /// file checkpointed whole with `ctx checkpoint --format` is the same bytes.
 #[tokio::test]
 async fn codex_and_gemini_sessions_import_and_export_byte_identical() {

@@ -36,8 +36,8 @@ pub enum ImportCommand {
     /// commit per compact_boundary; prints the tip's ctx id.
     ClaudeCode(SessionArgs),
     /// An OpenAI Codex CLI rollout (JSONL), e.g.
-    /// ~/.codex/sessions/YYYY/MM/DD/rollout-*.jsonl: one commit per turn;
-    /// prints the tip's ctx id.
+    /// ~/.codex/sessions/YYYY/MM/DD/rollout-*.jsonl: one commit per turn, a
+    /// compaction commit per `compacted` record; prints the tip's ctx id.
     Codex(SessionArgs),
     /// A Gemini CLI session file (JSONL), e.g.
     /// ~/.gemini/tmp/<project>/chats/session-*.jsonl: one commit per turn;

@@ -373,6 +373,12 @@ impl Codec for CodexCodec {
         false
     }
 
+    fn compaction_in_history(&self) -> bool {
+        // A rollout records its compactions (`compacted` records), so the
+        // file is its whole history with them.
+        true
+    }
+
     fn compaction_delta(&self, summary: &str, _context: &[u8], at: DateTime<Utc>) -> Result<Bytes> {
         // What Codex writes when it compacts: a `compacted` record holding
         // the summary that stands in for the history before it.
@@ -392,21 +398,31 @@ impl Codec for CodexCodec {
 /// Cuts a rollout into one delta per turn, in order, covering every byte:
 /// a turn starts at a user message item that follows a model item (an
 /// assistant message, a call, reasoning), so each turn's calls stay with
-/// their outputs. Each segment's time is its newest record's `timestamp`;
-/// its session is the `session_meta` id (a bare first line's `id` in an
-/// older rollout).
+/// their outputs. A `compacted` record (the summary that replaced the
+/// history) ends the turn before it and starts a compaction segment, which
+/// the next user message ends: a compaction commit of the record Codex
+/// wrote, as [`Codec::compaction_delta`] writes one. Each segment's time
+/// is its newest record's `timestamp`; its session is the `session_meta`
+/// id (a bare first line's `id` in an older rollout).
 ///
 /// # Errors
 /// None today (a record it cannot read is kept in its segment); the
 /// `Result` is the segment functions' common shape.
 pub fn codex_segments(bytes: &[u8]) -> Result<Vec<Segment>> {
     let mut cuts: Vec<(usize, Option<String>)> = Vec::new();
+    let mut compactions: Vec<usize> = Vec::new();
     let mut session: Option<String> = None;
     let mut model_spoke = false;
     each_record(bytes, |r: Record| {
         let Some(v) = &r.value else {
             return Ok(());
         };
+        if v.get("type").and_then(Value::as_str) == Some("compacted") {
+            cuts.push((r.offset, None));
+            compactions.push(r.offset);
+            // The next user message starts a turn.
+            model_spoke = true;
+        }
         if session.is_none() {
             let meta = match v.get("type").and_then(Value::as_str) {
                 Some("session_meta") => v.get("payload").and_then(|p| p.get("id")),
@@ -445,7 +461,13 @@ pub fn codex_segments(bytes: &[u8]) -> Result<Vec<Segment>> {
     if cuts.first().is_none_or(|c| c.0 != 0) {
         cuts.insert(0, (0, None));
     }
-    Ok(segments_at(bytes.len(), cuts, session))
+    let mut segs = segments_at(bytes.len(), cuts, session);
+    for s in &mut segs {
+        if compactions.contains(&s.range.start) {
+            s.kind = SegmentKind::Compaction;
+        }
+    }
+    Ok(segs)
 }
 
 /// Segments from where each starts and its newest time.
@@ -613,5 +635,48 @@ mod segment_time {
         let segs = codex_segments(rollout.as_bytes()).unwrap();
         assert_eq!(segs.len(), 1);
         assert_eq!(segs[0].timestamp.as_deref(), Some("2026-01-01T00:00:05Z"));
+    }
+
+    /// A `compacted` record ends the turn before it and starts a
+    /// compaction segment (what `compaction_delta` writes), which the next
+    /// user message ends, as Claude Code's `compact_boundary` does.
+    #[test]
+    fn a_compacted_record_starts_a_compaction_segment() {
+        let user = |t: &str| {
+            format!(
+                r#"{{"timestamp":"{t}","type":"response_item","payload":{{"type":"message","role":"user","content":[{{"type":"input_text","text":"hi"}}]}}}}"#
+            )
+        };
+        let model = |t: &str| {
+            format!(
+                r#"{{"timestamp":"{t}","type":"response_item","payload":{{"type":"message","role":"assistant","content":[{{"type":"output_text","text":"hello"}}]}}}}"#
+            )
+        };
+        let compacted = r#"{"timestamp":"2026-01-01T00:00:03Z","type":"compacted","payload":{"message":"the summary"}}"#;
+        let context =
+            r#"{"timestamp":"2026-01-01T00:00:04Z","type":"turn_context","payload":{"cwd":"/w"}}"#;
+        let lines = [
+            user("2026-01-01T00:00:01Z"),
+            model("2026-01-01T00:00:02Z"),
+            compacted.to_owned(),
+            context.to_owned(),
+            user("2026-01-01T00:00:05Z"),
+            model("2026-01-01T00:00:06Z"),
+        ];
+        let rollout: String = lines.iter().map(|l| format!("{l}\n")).collect();
+        let segs = codex_segments(rollout.as_bytes()).unwrap();
+        let kinds: Vec<_> = segs.iter().map(|s| s.kind).collect();
+        assert_eq!(
+            kinds,
+            [
+                SegmentKind::Delta,
+                SegmentKind::Compaction,
+                SegmentKind::Delta
+            ]
+        );
+        let text = |i: usize| &rollout[segs[i].range.clone()];
+        assert!(text(1).starts_with(compacted) && text(1).ends_with(&format!("{context}\n")));
+        assert_eq!(segs[1].timestamp.as_deref(), Some("2026-01-01T00:00:04Z"));
+        assert_eq!(segs.last().unwrap().range.end, rollout.len());
     }
 }
