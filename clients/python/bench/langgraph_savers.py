@@ -12,7 +12,7 @@ latency of loading the latest state and an old state (turn 10) with
 
 Usage (from the repository root, in the venv tests/python/run makes):
     .venv-tests/python/bin/python clients/python/bench/langgraph_savers.py \
-        --ctx target/debug/ctx [--turns 500] [--quick]
+        --ctx target/debug/ctx [--turns 500] [--quick] [--in-memory]
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from typing import Annotated, Any, TypedDict
 from _serve import start_ctx
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
 from langgraph.channels import DeltaChannel
+from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
@@ -143,6 +144,12 @@ def main() -> None:
     ap.add_argument("--loads", type=int, default=30)
     ap.add_argument("--quick", action="store_true", help="20 turns, 5 loads (a smoke run)")
     ap.add_argument("--channels", default="add_messages,DeltaChannel", help="which graphs")
+    ap.add_argument(
+        "--in-memory",
+        action="store_true",
+        help="also LangGraph's InMemorySaver (not durable: the ceiling of a saver that\n"
+        "stores by value; its cold loads use the same saver, it holds nothing else)",
+    )
     args = ap.parse_args()
     if args.quick:
         args.turns, args.loads = 20, 5
@@ -162,6 +169,11 @@ def main() -> None:
             )
             conn.close()  # the WAL is folded into the database on close
             row["bytes"] = _du(Path(tmp))
+            rows.append(row)
+        if args.in_memory:
+            mem = InMemorySaver()
+            row = run(f"InMemorySaver, {label}", schema, lambda m=mem: m, args.turns, args.loads)
+            row["bytes"] = 0  # nothing at rest
             rows.append(row)
         with tempfile.TemporaryDirectory() as tmp:
             data = Path(tmp) / "data"
