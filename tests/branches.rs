@@ -809,3 +809,31 @@ async fn an_idle_session_ends_by_itself() {
     }
     assert!(head_text(&c, "sessions/idle-s").await.contains(&ids[1]));
 }
+
+/// Every branch of an idle session wakes its own timer at the same moment,
+/// and each wake ends all of the session's branches: a wake that ends a
+/// branch stops that branch's timer, which must not cancel the work that
+/// timer's own wake was doing on another branch (it once left a branch
+/// ended without its return on the session's chain).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_sessions_whose_timers_wake_together_return_every_branch() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start_env(dir.path(), &[], &[("CTX_SESSION_IDLE_SECS", "1")]);
+    let c = server.client();
+    let mut ids = Vec::new();
+    for s in 0..12 {
+        for d in 0..3 {
+            let b = c
+                .ok(
+                    "POST",
+                    "/v1/branches",
+                    Some(&json!({"session_id": format!("idle-{s}"), "description": format!("b{d}"), "timeout_seconds": 600})),
+                )
+                .await;
+            ids.push(b["branch_id"].as_str().unwrap().to_owned());
+        }
+    }
+    for id in &ids {
+        poll_status(&c, id, "completed").await;
+    }
+}

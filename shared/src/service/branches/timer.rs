@@ -64,15 +64,28 @@ impl TokioTimer {
                 let now = service.clock().now();
                 let wait = (deadline - now).to_std().unwrap_or_default();
                 tokio::time::sleep(wait).await;
-                match service.branch_wake(&tenant, &branch).await {
-                    Ok(Wake::Later(at)) => deadline = at,
-                    Ok(outcome) => {
+                // The wake runs as a task of its own: a wake may end other
+                // branches of the session, whose ends stop their timers, and
+                // stopping this timer meanwhile (another timer's wake ending
+                // this branch) must cancel only the waiting, never a branch
+                // end half done (ended, its return not yet appended).
+                let wake = tokio::spawn({
+                    let (service, tenant) = (service.clone(), tenant.clone());
+                    async move { service.branch_wake(&tenant, &branch).await }
+                });
+                match wake.await {
+                    Ok(Ok(Wake::Later(at))) => deadline = at,
+                    Ok(Ok(outcome)) => {
                         tracing::info!(%branch, ?outcome, "branch timer");
                         break;
                     }
-                    Err(e) => {
+                    Ok(Err(e)) => {
                         tracing::error!(%branch, error = %e, "branch expiry failed; retrying");
                         tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+                    }
+                    Err(e) => {
+                        tracing::error!(%branch, error = %e, "branch timer's wake panicked");
+                        break;
                     }
                 }
             }
