@@ -409,22 +409,21 @@ impl Codec for CodexCodec {
 /// None today (a record it cannot read is kept in its segment); the
 /// `Result` is the segment functions' common shape.
 pub fn codex_segments(bytes: &[u8]) -> Result<Vec<Segment>> {
-    let mut cuts: Vec<(usize, Option<String>)> = Vec::new();
-    let mut compactions: Vec<usize> = Vec::new();
+    let mut cuts: Vec<Cut> = Vec::new();
     let mut session: Option<String> = None;
     let mut model_spoke = false;
     each_record(bytes, |r: Record| {
         let Some(v) = &r.value else {
             return Ok(());
         };
-        if v.get("type").and_then(Value::as_str) == Some("compacted") {
-            cuts.push((r.offset, None));
-            compactions.push(r.offset);
+        let ty = v.get("type").and_then(Value::as_str);
+        if ty == Some("compacted") {
+            cuts.push((r.offset, None, SegmentKind::Compaction));
             // The next user message starts a turn.
             model_spoke = true;
         }
         if session.is_none() {
-            let meta = match v.get("type").and_then(Value::as_str) {
+            let meta = match ty {
                 Some("session_meta") => v.get("payload").and_then(|p| p.get("id")),
                 None if v.get("role").is_none() => v.get("id"),
                 _ => None,
@@ -442,7 +441,7 @@ pub fn codex_segments(bytes: &[u8]) -> Result<Vec<Segment>> {
                 .and_then(Value::as_str)
                 .is_some_and(|t| t.ends_with("_output"));
             if user && model_spoke {
-                cuts.push((r.offset, None));
+                cuts.push((r.offset, None, SegmentKind::Delta));
                 model_spoke = false;
             } else if !user && !output {
                 model_spoke = true;
@@ -453,35 +452,28 @@ pub fn codex_segments(bytes: &[u8]) -> Result<Vec<Segment>> {
             match cuts.last_mut() {
                 Some(last) if last.1.as_deref().is_some_and(|old| old >= at.as_str()) => {}
                 Some(last) => last.1 = Some(at),
-                None => cuts.push((0, Some(at))),
+                None => cuts.push((0, Some(at), SegmentKind::Delta)),
             }
         }
         Ok(())
     })?;
     if cuts.first().is_none_or(|c| c.0 != 0) {
-        cuts.insert(0, (0, None));
+        cuts.insert(0, (0, None, SegmentKind::Delta));
     }
-    let mut segs = segments_at(bytes.len(), cuts, session);
-    for s in &mut segs {
-        if compactions.contains(&s.range.start) {
-            s.kind = SegmentKind::Compaction;
-        }
-    }
-    Ok(segs)
+    Ok(segments_at(bytes.len(), cuts, session))
 }
 
-/// Segments from where each starts and its newest time.
-pub(super) fn segments_at(
-    len: usize,
-    cuts: Vec<(usize, Option<String>)>,
-    session: Option<String>,
-) -> Vec<Segment> {
+/// Where a segment starts, its newest time, and what it becomes.
+pub(super) type Cut = (usize, Option<String>, SegmentKind);
+
+/// Segments from their cuts.
+pub(super) fn segments_at(len: usize, cuts: Vec<Cut>, session: Option<String>) -> Vec<Segment> {
     let ends: Vec<usize> = cuts.iter().skip(1).map(|c| c.0).chain([len]).collect();
     cuts.into_iter()
         .zip(ends)
-        .filter(|((start, _), end)| start < end)
-        .map(|((start, timestamp), end)| Segment {
-            kind: SegmentKind::Delta,
+        .filter(|((start, _, _), end)| start < end)
+        .map(|((start, timestamp, kind), end)| Segment {
+            kind,
             range: start..end,
             timestamp,
             session_id: session.clone(),

@@ -49,7 +49,7 @@ use super::canonical::{Block, Conversation, ImageSource, Message, Role};
 use super::claude_code::{append_lines, uuid};
 use super::jsonl::{Record, at, each_record, kind, write_line};
 use super::openai_responses::string;
-use super::{Carries, Checked, Codec, Encoded, FormatId, Segment};
+use super::{Carries, Checked, Codec, Encoded, FormatId, Segment, SegmentKind};
 use crate::error::Result;
 
 const ID: &str = "gemini-cli-v1";
@@ -752,7 +752,7 @@ fn push(record: &mut Value, key: &str, v: Value) {
 /// None today (a record it cannot read is kept in its segment); the
 /// `Result` is the segment functions' common shape.
 pub fn gemini_segments(bytes: &[u8]) -> Result<Vec<Segment>> {
-    let mut cuts: Vec<(usize, Option<String>)> = vec![(0, None)];
+    let mut cuts: Vec<super::codex::Cut> = vec![(0, None, SegmentKind::Delta)];
     let mut session: Option<String> = None;
     let mut model_spoke = false;
     let mut seen: BTreeMap<String, usize> = BTreeMap::new();
@@ -769,7 +769,7 @@ pub fn gemini_segments(bytes: &[u8]) -> Result<Vec<Segment>> {
         if let Some(id) = str_of(obj, "id") {
             let ty = obj.get("type").and_then(Value::as_str);
             if ty == Some("user") && model_spoke {
-                cuts.push((r.offset, None));
+                cuts.push((r.offset, None, SegmentKind::Delta));
                 model_spoke = false;
             } else if ty == Some("gemini") {
                 model_spoke = true;
@@ -793,7 +793,7 @@ pub fn gemini_segments(bytes: &[u8]) -> Result<Vec<Segment>> {
     })?;
     if whole {
         let newest = cuts.iter().filter_map(|c| c.1.clone()).max();
-        cuts = vec![(0, newest)];
+        cuts = vec![(0, newest, SegmentKind::Delta)];
     }
     Ok(super::codex::segments_at(bytes.len(), cuts, session))
 }
