@@ -128,41 +128,49 @@ pub(crate) fn pack_as(codec: Codec, bytes: &Bytes) -> (Codec, Bytes) {
 /// One zstd frame of `bytes`, with its content checksum (4 bytes): a
 /// damaged frame is an error here rather than other bytes of the right
 /// length.
-///
-/// Each thread keeps one compression context (and [`unpack`] one
-/// decompression context): making one allocates and clears ~1 MB, which
-/// was a tenth of a durable checkpoint's CPU over HTTP (docs/bench.md).
 fn zstd_frame(bytes: &[u8]) -> std::io::Result<Vec<u8>> {
     thread_local! {
         static COMPRESSOR: RefCell<Option<zstd::bulk::Compressor<'static>>> =
             const { RefCell::new(None) };
     }
-    COMPRESSOR.with_borrow_mut(|slot| {
-        let c = match slot {
-            Some(c) => c,
-            None => {
-                let mut c = zstd::bulk::Compressor::new(LEVEL)?;
-                c.include_checksum(true)?;
-                slot.insert(c)
-            }
-        };
-        c.compress(bytes)
-    })
+    with_context(
+        &COMPRESSOR,
+        || {
+            let mut c = zstd::bulk::Compressor::new(LEVEL)?;
+            c.include_checksum(true)?;
+            Ok(c)
+        },
+        |c| c.compress(bytes),
+    )
 }
 
-/// `block`, one zstd frame, decoded to at most `len` bytes, with this
-/// thread's decompression context.
+/// `block`, one zstd frame, decoded to at most `len` bytes.
 fn zstd_decode(block: &[u8], len: usize) -> std::io::Result<Vec<u8>> {
     thread_local! {
         static DECOMPRESSOR: RefCell<Option<zstd::bulk::Decompressor<'static>>> =
             const { RefCell::new(None) };
     }
-    DECOMPRESSOR.with_borrow_mut(|slot| {
-        let d = match slot {
-            Some(d) => d,
-            None => slot.insert(zstd::bulk::Decompressor::new()?),
-        };
+    with_context(&DECOMPRESSOR, zstd::bulk::Decompressor::new, |d| {
         d.decompress(block, len)
+    })
+}
+
+/// Runs `f` with this thread's zstd context in `slot`, made by `make` the
+/// first time. Each thread keeps one compression and one decompression
+/// context: making one allocates and clears ~1 MB, ~4% of the server's
+/// samples under durable checkpoints over HTTP (docs/bench.md, "Lookups in
+/// place").
+fn with_context<C: 'static, T>(
+    slot: &'static std::thread::LocalKey<RefCell<Option<C>>>,
+    make: impl FnOnce() -> std::io::Result<C>,
+    f: impl FnOnce(&mut C) -> std::io::Result<T>,
+) -> std::io::Result<T> {
+    slot.with_borrow_mut(|slot| {
+        let c = match slot {
+            Some(c) => c,
+            None => slot.insert(make()?),
+        };
+        f(c)
     })
 }
 
