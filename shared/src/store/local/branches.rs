@@ -46,15 +46,14 @@ fn decode_memory(body: &str) -> Result<MemoryRecord> {
 /// Removes memory `id` and its full-text row.
 fn delete_memory_in(conn: &Connection, tenant: &TenantId, id: &str) -> rusqlite::Result<()> {
     let rowid: Option<i64> = conn
-        .query_row(
-            "SELECT rowid FROM memories WHERE tenant = ?1 AND id = ?2",
-            params![tenant.as_str(), id],
-            |r| r.get(0),
-        )
+        .prepare_cached("SELECT rowid FROM memories WHERE tenant = ?1 AND id = ?2")?
+        .query_row(params![tenant.as_str(), id], |r| r.get(0))
         .optional()?;
     if let Some(rowid) = rowid {
-        conn.execute("DELETE FROM memories_fts WHERE rowid = ?1", [rowid])?;
-        conn.execute("DELETE FROM memories WHERE rowid = ?1", [rowid])?;
+        conn.prepare_cached("DELETE FROM memories_fts WHERE rowid = ?1")?
+            .execute([rowid])?;
+        conn.prepare_cached("DELETE FROM memories WHERE rowid = ?1")?
+            .execute([rowid])?;
     }
     Ok(())
 }
@@ -297,7 +296,9 @@ impl BranchStore for SqliteBranchStore {
         self.db
             .read(|conn| {
                 let mut stmt = conn
-                    .prepare("SELECT tenant, id, deadline FROM branches WHERE status = 'active'")
+                    .prepare_cached(
+                        "SELECT tenant, id, deadline FROM branches WHERE status = 'active'",
+                    )
                     .map_err(sql)?;
                 let rows = stmt
                     .query_map([], |r| {
@@ -370,23 +371,28 @@ impl BranchStore for SqliteBranchStore {
             .transaction(move |tx| {
                 let id = m.id.to_string();
                 delete_memory_in(tx, &tenant, &id)?;
-                tx.execute(
+                tx.prepare_cached(
                     "INSERT INTO memories (tenant, id, created, confidence, kind, body)
                      VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                    params![
-                        tenant.as_str(),
-                        id,
-                        m.created_at.timestamp_micros(),
-                        m.confidence,
-                        m.kind.as_str(),
-                        body
-                    ],
-                )?;
-                tx.execute(
+                )?
+                .execute(params![
+                    tenant.as_str(),
+                    id,
+                    m.created_at.timestamp_micros(),
+                    m.confidence,
+                    m.kind.as_str(),
+                    body
+                ])?;
+                tx.prepare_cached(
                     "INSERT INTO memories_fts (rowid, title, description, content, tenant)
                      VALUES (last_insert_rowid(), ?1, ?2, ?3, ?4)",
-                    params![m.title, m.description, m.content, tenant.as_str()],
-                )?;
+                )?
+                .execute(params![
+                    m.title,
+                    m.description,
+                    m.content,
+                    tenant.as_str()
+                ])?;
                 Ok::<_, LocalError>(())
             })
             .await
@@ -398,7 +404,7 @@ impl BranchStore for SqliteBranchStore {
         self.db
             .read(move |conn| {
                 let mut stmt = conn
-                    .prepare(
+                    .prepare_cached(
                         "SELECT body FROM memories WHERE tenant = ?1
                          ORDER BY created DESC, id DESC LIMIT ?2",
                     )
@@ -437,7 +443,7 @@ impl BranchStore for SqliteBranchStore {
         self.db
             .read(move |conn| {
                 let mut stmt = conn
-                    .prepare(
+                    .prepare_cached(
                         "SELECT m.body, -bm25(memories_fts, ?6, ?7, ?8, 0.0) AS score
                          FROM memories_fts JOIN memories m ON m.rowid = memories_fts.rowid
                          WHERE memories_fts MATCH ?1 AND memories_fts.tenant = ?2
