@@ -411,28 +411,32 @@ mod tests {
     }
 
     /// A lookup runs on the calling thread when a reader is free, and
-    /// waits for one (as a read) when every reader is held.
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    /// waits for one as a read does when every reader is held. On a
+    /// current-thread runtime a read runs on the blocking pool, so where
+    /// the closure ran tells the two paths apart.
+    #[tokio::test]
     async fn a_lookup_runs_in_place_or_waits_for_a_reader() {
         use std::sync::atomic::AtomicBool;
         use std::time::Duration;
         let dir = tempfile::tempdir().unwrap();
         let db = Database::open(dir.path(), Durability::Full).unwrap();
         let caller = std::thread::current().id();
-        let (ran_on, one) = db
-            .lookup(|c| {
+        let here = |n: i64| {
+            move |c: &Connection| -> Result<_, LocalError> {
                 Ok((
                     std::thread::current().id(),
-                    c.query_row("SELECT 1", [], |r| r.get::<_, i64>(0))?,
+                    c.query_row(&format!("SELECT {n}"), [], |r| r.get::<_, i64>(0))?,
                 ))
-            })
-            .await
-            .unwrap();
+            }
+        };
+        let (ran_on, one) = db.lookup(here(1)).await.unwrap();
         assert_eq!(
             (ran_on, one),
             (caller, 1),
             "in place, on the caller's thread"
         );
+        let (read_on, _) = db.read(here(1)).await.unwrap();
+        assert_ne!(read_on, caller, "a read goes to the blocking pool");
 
         // Every reader held by another thread for a while.
         let (held, holding) = std::sync::mpsc::channel();
@@ -446,11 +450,9 @@ mod tests {
             drop(guards);
         });
         holding.recv().unwrap();
-        let two = db
-            .lookup(|c| Ok(c.query_row("SELECT 2", [], |r| r.get::<_, i64>(0))?))
-            .await
-            .unwrap();
+        let (waited_on, two) = db.lookup(here(2)).await.unwrap();
         assert_eq!(two, 2);
+        assert_ne!(waited_on, caller, "as a read, off the caller's thread");
         assert!(
             released.load(Ordering::SeqCst),
             "it waited for a reader to come free"
