@@ -4,7 +4,7 @@ import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import puppeteer from "puppeteer-core";
 
-import { client, seed } from "./seed.mjs";
+import { client, localInput, seed } from "./seed.mjs";
 
 const out = process.argv[2];
 const url = process.env.CTX_TEST_URL;
@@ -51,7 +51,7 @@ await shot("compare", `/ui/compare?a=${data.compaction.id}&b=${data.fork.id}`, a
   await page.click("section[aria-label=B] details.added summary");
   await page.waitForSelector("section[aria-label=B] details.added .conversation");
 });
-await shot("travel", `/ui/travel?principal=${data.principal}&at=2026-11-27T09:02:30`);
+await shot("travel", `/ui/travel?principal=${data.principal}&at=${localInput(data.base + 2.5 * 60_000)}`);
 await shot("agent", `/ui/agents/${data.agent}`);
 await shot("workspace", `/ui/workspaces/${data.ws}`);
 await shot("erase", `/ui/commit/${data.commits[0].id}`, async () => {

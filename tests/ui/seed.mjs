@@ -60,11 +60,28 @@ function turn(sid, i, parent, when) {
   return { entries: [user, assistant, result], last: result.uuid };
 }
 
+const MINUTE = 60_000;
+const DAY = 86_400_000;
+
+/**
+ * `t` (a Date or milliseconds) as a `datetime-local` value in this
+ * process's zone, to the second: what a user types into the page, which
+ * reads it in the browser's zone (the same machine's).
+ */
+export function localInput(t) {
+  const d = new Date(t);
+  const p = (n) => String(n).padStart(2, "0");
+  return `${d.getFullYear()}-${p(d.getMonth() + 1)}-${p(d.getDate())}T${p(d.getHours())}:${p(d.getMinutes())}:${p(d.getSeconds())}`;
+}
+
 /**
  * Seeds one tenant. Returns the names and ids the tests look for.
- * `tag` keeps two seeds on one server apart.
+ * `tag` keeps two seeds on one server apart. The turns are dated from
+ * `base` (default: three days before now, on a whole minute), one a
+ * minute; the compaction is dated now by the server. No fixed calendar
+ * date: the data is as old on any day the tests run.
  */
-export async function seed(api, tag, { turns = 4 } = {}) {
+export async function seed(api, tag, { turns = 4, base = Math.floor((Date.now() - 3 * DAY) / MINUTE) * MINUTE } = {}) {
   const sid = `0f6a1c2e-${tag.padEnd(4, "0").slice(0, 4)}-4000-8000-000000000001`;
   const ref = `claude/-home-dev-demo-${tag}/${sid}`;
   const principal = `alice-${tag}`;
@@ -72,7 +89,7 @@ export async function seed(api, tag, { turns = 4 } = {}) {
   let parent = null;
   let prevUuid = null;
   for (let i = 0; i < turns; i++) {
-    const when = (s) => new Date(Date.UTC(2026, 10, 27, 9, i, s)).toISOString();
+    const when = (s) => new Date(base + i * MINUTE + s * 1000).toISOString();
     const t = turn(sid, i, prevUuid, when);
     prevUuid = t.last;
     const c = await api("POST", "/v1/commits", {
@@ -95,14 +112,15 @@ export async function seed(api, tag, { turns = 4 } = {}) {
   const compaction = (await api("POST", `/v1/commits/${parent}/compact`, { ref: { name: ref, expected: parent } })).commit;
   // A fork: another session continues from turn 1.
   const forkRef = `claude/-home-dev-demo-${tag}/fork`;
-  const forkTurn = turn(sid, 9, commits[1].id, (s) => new Date(Date.UTC(2026, 10, 27, 10, 0, s)).toISOString());
+  const forkAt = (s) => new Date(base + 60 * MINUTE + s * 1000).toISOString();
+  const forkTurn = turn(sid, 9, commits[1].id, forkAt);
   const fork = await api("POST", "/v1/commits", {
     commit_type: "delta",
     format: "claude-code-v1",
     template: "claude-code",
     principal: `bob-${tag}`,
     checkpoint: "turn_boundary",
-    created_at: new Date(Date.UTC(2026, 10, 27, 10, 0, 5)).toISOString(),
+    created_at: forkAt(5),
     delta: forkTurn.entries.map((e) => JSON.stringify(e) + "\n").join(""),
     parent: commits[1].id,
     session_id: `${sid}-fork`,
@@ -115,5 +133,5 @@ export async function seed(api, tag, { turns = 4 } = {}) {
   await api("POST", `/v1/agents/${agent}/saves`, { description: "before the refactor" });
   const ws = `ws-${tag}`;
   await api("PUT", `/v1/workspaces/${ws}/files/notes/brief.md`, "# Brief\nShip the retry fix.\n", "application/octet-stream");
-  return { sid, ref, forkRef, principal, commits, compaction, fork, agent, ws };
+  return { sid, ref, forkRef, principal, commits, compaction, fork, agent, ws, base };
 }

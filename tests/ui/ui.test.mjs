@@ -9,7 +9,7 @@ import { createRequire } from "node:module";
 import { after, before, describe, test } from "node:test";
 import puppeteer from "puppeteer-core";
 
-import { client, seed } from "./seed.mjs";
+import { client, localInput, seed } from "./seed.mjs";
 
 const URL_ = process.env.CTX_TEST_URL;
 const TOKEN = process.env.CTX_TEST_TOKEN;
@@ -225,22 +225,34 @@ describe("the context browser", () => {
     await page.close();
   });
 
-  test("time travel: what a principal knew at a time, and the timeline", async () => {
-    const at = "2026-11-27T09:01:30";
-    const page = await open(`/ui/travel?principal=${data.principal}&at=${at}`);
+  test("time travel: an instant older than a day names what was known then, and the timeline scrubs to what is known now", async () => {
+    // A session of its own, so that its newest commit (the compaction, dated
+    // now by the server) is written just before the page opens.
+    const api = client(URL_, TOKEN);
+    const d = await seed(api, "trvl", { turns: 3 });
+    // Two days ago, half a minute off the page's minute grid: a timeline that
+    // starts there and steps by whole minutes has no stop in the last half
+    // minute before now, where the compaction is.
+    const at = localInput(Date.now() - 2 * 86_400_000 - 30_000);
+    assert.ok(Date.parse(at) < Date.now() - 86_400_000, "an instant older than a day");
+    const page = await open(`/ui/travel?principal=${d.principal}&at=${at}`);
     // The page reads the time in the browser's zone, as Node does on this machine:
-    // it names the commit the API resolves for that instant, written before it.
+    // it names the commit the API resolves for that instant, the last turn before it.
     const instant = new Date(at).toISOString();
-    const want = (await client(URL_, TOKEN)("GET", `/v1/resolve?principal=${data.principal}&at=${encodeURIComponent(instant)}`)).id;
-    const known = await text(page, "#known");
-    assert.match(known, new RegExp(`${data.principal} knew ${want}`));
-    assert.ok(data.commits.some((c) => c.id === want), "a commit of the seeded session");
-    // Scrubbing the timeline to its end answers what the principal knows now: the compaction.
+    const want = (await api("GET", `/v1/resolve?principal=${d.principal}&at=${encodeURIComponent(instant)}`)).id;
+    assert.equal(want, d.commits.at(-1).id, "the seeded session's last turn");
+    assert.match(await text(page, "#known"), new RegExp(`${d.principal} knew ${want}`));
+    // The timeline starts at the instant asked for and reaches now.
+    const [min, max] = await page.$eval("input.timeline", (el) => [Number(el.min), Number(el.max)]);
+    assert.equal(min, Date.parse(at));
+    assert.ok(max >= Date.parse(d.compaction.created_at), "the timeline's end is at or after the newest commit");
+    // Scrubbing to its end answers what the principal knows now: the compaction.
     await page.$eval("input.timeline", (el) => {
       el.value = el.max;
       el.dispatchEvent(new Event("input"));
     });
-    await page.waitForFunction((id) => document.querySelector("#known").textContent.includes(id), {}, data.compaction.id);
+    await page.waitForFunction((id) => document.querySelector("#known").textContent.includes(id), {}, d.compaction.id);
+    assert.match(await text(page, "#known"), new RegExp(`At now, ${d.principal} knew ${d.compaction.id}`));
     await accessible(page, "travel");
     await page.close();
   });

@@ -769,14 +769,21 @@ async function travelView(params) {
     }
   };
   await resolve(at ? Date.parse(at) : null);
-  // The timeline: the last day up to now, scrubbed a minute at a time.
-  const end = Date.now();
-  const start = at ? Math.min(Date.parse(at), end - 86_400_000) : end - 86_400_000;
-  const scrub = h("input.timeline", { type: "range", min: String(start), max: String(end), step: "60000", value: String(at ? Date.parse(at) : end), "aria-label": "Scrub through time" });
+  // The timeline: from the instant asked for (or a day ago) up to now,
+  // scrubbed a minute at a time. A range input only takes min + k·step, so
+  // its max is the first step at or past now, and that last stop reads as
+  // "now": the end always reaches what the principal knows now, however old
+  // the start.
+  const step = 60_000;
+  const now = Date.now();
+  const start = at ? Math.min(Date.parse(at), now - 86_400_000) : now - 86_400_000;
+  const end = start + Math.ceil((now - start) / step) * step;
+  const scrub = h("input.timeline", { type: "range", min: String(start), max: String(end), step: String(step), value: String(at ? Date.parse(at) : end), "aria-label": "Scrub through time" });
   let pending = null;
   scrub.addEventListener("input", () => {
     clearTimeout(pending);
-    pending = setTimeout(() => resolve(Number(scrub.value)), 150);
+    const t = Number(scrub.value);
+    pending = setTimeout(() => resolve(t >= end ? null : t), 150);
   });
   const erasedBox = h("div", { role: "status" });
   out.push(answer, h("h2", {}, "Timeline"), scrub, h("h2", {}, "Operator actions"), h("div.toolbar", {}, eraser(`Erase everything of ${principal}…`, `principal ${principal}`, `/v1/principals/${enc(principal)}`, erasedBox)), erasedBox);
