@@ -149,7 +149,7 @@ async fn every_method_against_the_real_router() {
     let c = Client::new(&format!("{base}/"), Some(TOKEN.to_owned()));
 
     assert_eq!(c.healthz().await.unwrap(), "ok");
-    assert_eq!(c.openapi().await.unwrap()["openapi"], "3.1.0");
+    assert_eq!(c.openapi_json().await.unwrap()["openapi"], "3.1.0");
 
     let up = c.upload_artifact(b"user: hi\n".to_vec()).await.unwrap();
     assert!(up.created);
@@ -210,7 +210,7 @@ async fn every_method_against_the_real_router() {
         .unwrap()
         .commit;
 
-    assert_eq!(c.show(&root.id).await.unwrap(), root);
+    assert_eq!(c.get_commit(&root.id).await.unwrap(), root);
     let updated = c
         .update_metadata(
             &root.id,
@@ -342,12 +342,12 @@ async fn every_method_against_the_real_router() {
     // Errors carry the body's kind.
     let missing = "ctx-0123456789abcdef0123456789abcdef".parse().unwrap();
     assert_eq!(
-        c.show(&missing).await.unwrap_err().kind,
+        c.get_commit(&missing).await.unwrap_err().kind,
         ErrorKind::NotFound
     );
     let stranger = Client::new(&base, Some("nope".to_owned()));
     assert_eq!(
-        stranger.show(&root.id).await.unwrap_err().kind,
+        stranger.get_commit(&root.id).await.unwrap_err().kind,
         ErrorKind::Unauthenticated
     );
     let unreachable = Client::new("http://127.0.0.1:9", None);
@@ -490,7 +490,7 @@ async fn a_conflict_names_the_current_tip_once() {
     }
     let c = Client::new(&base, Some(TOKEN.into()));
     let tip = c.get_ref(&"r".parse().unwrap()).await.unwrap().target;
-    let stale = c.show(&tip).await.unwrap().parent;
+    let stale = c.get_commit(&tip).await.unwrap().parent;
     let stale = stale.expect("the second commit has a parent").to_string();
     let tip = tip.to_string();
     // Other bytes: the same ones would be an idempotent retry of the tip.
@@ -515,7 +515,7 @@ async fn cat_writes_an_artifact_to_stdout() {
     assert_eq!(code, 0, "{err}");
     let c = Client::new(&base, Some(TOKEN.into()));
     let tip = c.resolve(&"a".parse().unwrap(), None).await.unwrap().id;
-    let art = c.show(&tip).await.unwrap().artifact_ref.to_string();
+    let art = c.get_commit(&tip).await.unwrap().artifact_ref.to_string();
     let mut args = vec!["cat", art.as_str()];
     args.extend(conn);
     let out = ctx_output(dir.path(), &args).await;

@@ -11,7 +11,7 @@
 //!   the working-context snapshot ([`WorkingContextSnapshot`]), which are
 //!   also request and response bodies (re-exported by `crate::wire`).
 //! - the values the operations take and return: [`AgentPatch`],
-//!   [`Settings`], [`ContextWindow`], [`RestoreOptions`],
+//!   [`Settings`], [`LiveContext`], [`RestoreOptions`],
 //!   [`RestoredContext`]; their bodies are `crate::wire::agents`.
 
 use std::collections::BTreeMap;
@@ -429,7 +429,7 @@ pub struct Settings {
 /// An agent's live context: the window's bounds, its commits and their
 /// messages joined into one artifact.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ContextWindow {
+pub struct LiveContext {
     /// The lower bound (exclusive): max(last_clear, now - window).
     pub since: DateTime<Utc>,
     /// Which of the two it is.
@@ -763,7 +763,7 @@ pub struct AssembledContext {
     /// 3. The thread and process status.
     pub status: StatusPreamble,
     /// 4. The thread's rolling window.
-    pub window: ContextWindow,
+    pub window: LiveContext,
     /// All four as one conversation.
     pub conversation: AssembledConversation,
 }

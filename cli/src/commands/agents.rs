@@ -269,7 +269,7 @@ pub(crate) async fn run_context(command: ContextCommand) -> Result<()> {
                 .await?,
         ),
         ContextCommand::History { agent: a, remote } => {
-            print_json(&remote.client()?.context_history(&agent(&a)?).await?)
+            print_json(&remote.client()?.list_saves(&agent(&a)?).await?)
         }
         ContextCommand::Show {
             agent: a,
@@ -278,7 +278,7 @@ pub(crate) async fn run_context(command: ContextCommand) -> Result<()> {
         } => print_json(
             &remote
                 .client()?
-                .context_save_file(&agent(&a)?, &save_id(&id)?)
+                .get_save(&agent(&a)?, &save_id(&id)?)
                 .await?,
         ),
         ContextCommand::Restore {
@@ -301,7 +301,7 @@ pub(crate) async fn run_context(command: ContextCommand) -> Result<()> {
 pub(crate) async fn run_agent(command: AgentCommand) -> Result<()> {
     match command {
         AgentCommand::Show { agent: a, remote } => {
-            print_json(&remote.client()?.agent(&agent(&a)?).await?)
+            print_json(&remote.client()?.get_agent(&agent(&a)?).await?)
         }
         AgentCommand::Set {
             agent: a,

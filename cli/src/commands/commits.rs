@@ -15,7 +15,7 @@ use crate::{Conn, print_json};
 /// The server's errors.
 pub(crate) async fn show(r: &str, conn: &Conn) -> Result<()> {
     let c = conn.client()?;
-    let commit = c.show(&rev(&c, r).await?).await?;
+    let commit = c.get_commit(&rev(&c, r).await?).await?;
     if conn.json {
         print_json(&commit)
     } else {

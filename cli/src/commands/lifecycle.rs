@@ -133,7 +133,12 @@ pub(crate) async fn run_pin(command: PinCommand) -> Result<()> {
 
 async fn set(kind: &str, name: &str, pinned: bool, conn: &Conn) -> Result<()> {
     let pin = Pin::parse(kind, name)?;
-    let r = conn.client()?.set_pin(&pin, pinned).await?;
+    let client = conn.client()?;
+    let r = if pinned {
+        client.set_pin(&pin).await?
+    } else {
+        client.delete_pin(&pin).await?
+    };
     if conn.json {
         return print_json(&r);
     }

@@ -347,7 +347,7 @@ export class Client {
 
   /** `GET /v1/commits/{ctx}`. */
   show(commit: string): Promise<Commit> {
-    return this.call("show", { path: { ctx: commit } });
+    return this.call("get_commit", { path: { ctx: commit } });
   }
 
   /** `GET /v1/refs/{name}`; `null` when there is no such ref. */

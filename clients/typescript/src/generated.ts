@@ -60,7 +60,7 @@ export interface paths {
          * Moves the agent's clear marker to now: every thread's window starts
          *     there. Deletes nothing.
          */
-        post: operations["clear"];
+        post: operations["clear_context"];
         delete?: never;
         options?: never;
         head?: never;
@@ -82,7 +82,7 @@ export interface paths {
          *     its running processes) and the thread's rolling window; as sections
          *     and as one conversation in `format`.
          */
-        get: operations["assemble"];
+        get: operations["assemble_context"];
         put?: never;
         post?: never;
         delete?: never;
@@ -145,7 +145,7 @@ export interface paths {
          *     configured summarizer's; `(summary generation failed)` when it fails).
          *     Does not clear.
          */
-        post: operations["save"];
+        post: operations["save_context"];
         delete?: never;
         options?: never;
         head?: never;
@@ -201,7 +201,7 @@ export interface paths {
          *     max(last_clear, now - window_seconds), for one thread or all, oldest
          *     first, joined in `format`.
          */
-        get: operations["window"];
+        get: operations["context_window"];
         put?: never;
         post?: never;
         delete?: never;
@@ -413,7 +413,7 @@ export interface paths {
             cookie?: never;
         };
         /** One commit. */
-        get: operations["show"];
+        get: operations["get_commit"];
         put?: never;
         post?: never;
         delete?: never;
@@ -2765,7 +2765,7 @@ export interface operations {
             };
         };
     };
-    clear: {
+    clear_context: {
         parameters: {
             query?: never;
             header?: never;
@@ -2816,7 +2816,7 @@ export interface operations {
             };
         };
     };
-    assemble: {
+    assemble_context: {
         parameters: {
             query: {
                 /** @description The thread: 1 to 256 bytes, no control characters but tab and newline */
@@ -3099,7 +3099,7 @@ export interface operations {
             };
         };
     };
-    save: {
+    save_context: {
         parameters: {
             query?: never;
             header?: never;
@@ -3276,7 +3276,7 @@ export interface operations {
             };
         };
     };
-    window: {
+    context_window: {
         parameters: {
             query?: {
                 /** @description One thread (default: every thread): 1 to 256 bytes, no control characters but tab and newline */
@@ -4115,7 +4115,7 @@ export interface operations {
             };
         };
     };
-    show: {
+    get_commit: {
         parameters: {
             query?: never;
             header?: never;
@@ -5980,16 +5980,16 @@ export const routes = {
   healthz: { method: "GET", path: "/healthz", slashes: [], body: "none", answer: "text", auth: false },
   get_agent: { method: "GET", path: "/v1/agents/{agent}", slashes: [], body: "none", answer: "json", auth: true },
   patch_agent: { method: "PATCH", path: "/v1/agents/{agent}", slashes: [], body: "json", answer: "json", auth: true },
-  clear: { method: "POST", path: "/v1/agents/{agent}/clear", slashes: [], body: "none", answer: "json", auth: true },
-  assemble: { method: "GET", path: "/v1/agents/{agent}/context", slashes: [], body: "none", answer: "json", auth: true },
+  clear_context: { method: "POST", path: "/v1/agents/{agent}/clear", slashes: [], body: "none", answer: "json", auth: true },
+  assemble_context: { method: "GET", path: "/v1/agents/{agent}/context", slashes: [], body: "none", answer: "json", auth: true },
   list_processes: { method: "GET", path: "/v1/agents/{agent}/processes", slashes: [], body: "none", answer: "json", auth: true },
   put_process: { method: "PUT", path: "/v1/agents/{agent}/processes/{process_id}", slashes: [], body: "json", answer: "json", auth: true },
   delete_process: { method: "DELETE", path: "/v1/agents/{agent}/processes/{process_id}", slashes: [], body: "none", answer: "none", auth: true },
   list_saves: { method: "GET", path: "/v1/agents/{agent}/saves", slashes: [], body: "none", answer: "json", auth: true },
-  save: { method: "POST", path: "/v1/agents/{agent}/saves", slashes: [], body: "json", answer: "json", auth: true },
+  save_context: { method: "POST", path: "/v1/agents/{agent}/saves", slashes: [], body: "json", answer: "json", auth: true },
   get_save: { method: "GET", path: "/v1/agents/{agent}/saves/{save_id}", slashes: [], body: "none", answer: "json", auth: true },
   restore_save: { method: "POST", path: "/v1/agents/{agent}/saves/{save_id}/restore", slashes: [], body: "none", answer: "json", auth: true },
-  window: { method: "GET", path: "/v1/agents/{agent}/window", slashes: [], body: "none", answer: "json", auth: true },
+  context_window: { method: "GET", path: "/v1/agents/{agent}/window", slashes: [], body: "none", answer: "json", auth: true },
   put_working_context: { method: "PUT", path: "/v1/agents/{agent}/working-context", slashes: [], body: "json", answer: "json", auth: true },
   restore_working_context: { method: "POST", path: "/v1/agents/{agent}/working-context/restore", slashes: [], body: "json", answer: "json", auth: true },
   upload_artifact: { method: "POST", path: "/v1/artifacts", slashes: [], body: "bytes", answer: "json", auth: true },
@@ -6001,7 +6001,7 @@ export const routes = {
   branch_return: { method: "POST", path: "/v1/branches/{br}/return", slashes: [], body: "json", answer: "json", auth: true },
   missing_summaries: { method: "GET", path: "/v1/commits", slashes: [], body: "none", answer: "json", auth: true },
   checkpoint: { method: "POST", path: "/v1/commits", slashes: [], body: "json", answer: "json", auth: true },
-  show: { method: "GET", path: "/v1/commits/{ctx}", slashes: [], body: "none", answer: "json", auth: true },
+  get_commit: { method: "GET", path: "/v1/commits/{ctx}", slashes: [], body: "none", answer: "json", auth: true },
   update_metadata: { method: "PATCH", path: "/v1/commits/{ctx}", slashes: [], body: "json", answer: "json", auth: true },
   compact: { method: "POST", path: "/v1/commits/{ctx}/compact", slashes: [], body: "json", answer: "json", auth: true },
   history: { method: "GET", path: "/v1/commits/{ctx}/history", slashes: [], body: "none", answer: "json", auth: true },

@@ -6,21 +6,41 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 
-use super::error::ErrorBody;
 use super::extract::{Body, Path, Query, parse_json, path_id};
 use super::{ApiResult, AppState};
-use crate::agent::{SaveId, SaveRecord, check_process_id};
+use crate::agent::{SaveId, check_process_id};
 use crate::auth::Caller;
 use crate::commit::{check_text, limits};
 use crate::error::Error;
 use crate::format::FormatId;
 use crate::id::Principal;
 use crate::service::NewProcess;
+use crate::wire;
 use crate::wire::{
     AgentSettings, AssembledContextResponse, Cleared, PatchAgentRequest, ProcessList,
     PutProcessRequest, RestoreRequest, RestoreResponse, Restored, RunningProcess, SaveList,
     SaveRequest, SessionFile, Window, WorkingContextSnapshot, WorkingContextStored,
 };
+
+/// This family's routes.
+pub(super) fn routes() -> Vec<super::RouteDef> {
+    vec![
+        super::route::<wire::GetAgent, _>(get_agent),
+        super::route::<wire::PatchAgent, _>(patch_agent),
+        super::route::<wire::ClearContext, _>(clear),
+        super::route::<wire::ContextWindow, _>(window),
+        super::route::<wire::SaveContext, _>(save),
+        super::route::<wire::ListSaves, _>(list_saves),
+        super::route::<wire::GetSave, _>(get_save),
+        super::route::<wire::RestoreSave, _>(restore_save),
+        super::route::<wire::PutWorkingContext, _>(put_working_context),
+        super::route::<wire::RestoreWorkingContext, _>(restore_working_context),
+        super::route::<wire::ListProcesses, _>(list_processes),
+        super::route::<wire::PutProcess, _>(put_process),
+        super::route::<wire::DeleteProcess, _>(delete_process),
+        super::route::<wire::AssembleContext, _>(assemble),
+    ]
+}
 
 fn agent(s: &str) -> Result<Principal, Error> {
     path_id("agent", s)
@@ -46,12 +66,7 @@ fn object<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, Error> {
     parse_json(bytes)
 }
 
-/// An agent's settings (the defaults for an agent never configured).
-#[utoipa::path(get, path = "/v1/agents/{agent}", tag = "agents",
-    params(("agent" = Principal, Path)),
-    responses((status = 200, description = "The settings", body = AgentSettings),
-        (status = 400, description = "`agent` is not a principal", body = ErrorBody)),
-    security(("bearer" = [])))]
+/// Serves [`GetAgent`](crate::wire::GetAgent).
 pub(super) async fn get_agent(
     State(s): State<AppState>,
     caller: Caller,
@@ -63,14 +78,7 @@ pub(super) async fn get_agent(
     ))
 }
 
-/// Changes an agent's settings: the rolling window's length, whether its
-/// working-context cache is refreshed at safe boundaries, the system prompt
-/// and the docs workspace of its assembled context.
-#[utoipa::path(patch, path = "/v1/agents/{agent}", tag = "agents", request_body = Option<PatchAgentRequest>,
-    params(("agent" = Principal, Path)),
-    responses((status = 200, description = "The settings as changed", body = AgentSettings),
-        (status = 400, description = "`window_seconds` not positive or over ten years, `system_prompt` over 64 KiB or with control characters, `docs_workspace` not a workspace id, or a malformed request (nothing written)", body = ErrorBody)),
-    security(("bearer" = [])))]
+/// Serves [`PatchAgent`](crate::wire::PatchAgent).
 pub(super) async fn patch_agent(
     State(s): State<AppState>,
     caller: Caller,
@@ -87,13 +95,7 @@ pub(super) async fn patch_agent(
     ))
 }
 
-/// Moves the agent's clear marker to now: every thread's window starts
-/// there. Deletes nothing.
-#[utoipa::path(post, path = "/v1/agents/{agent}/clear", tag = "agents",
-    params(("agent" = Principal, Path)),
-    responses((status = 200, description = "The new marker", body = Cleared),
-        (status = 400, description = "`agent` is not a principal", body = ErrorBody)),
-    security(("bearer" = [])))]
+/// Serves [`ClearContext`](crate::wire::ClearContext).
 pub(super) async fn clear(
     State(s): State<AppState>,
     caller: Caller,
@@ -105,17 +107,7 @@ pub(super) async fn clear(
     }))
 }
 
-/// The agent's live context: the messages of its commits created after
-/// max(last_clear, now - window_seconds), for one thread or all, oldest
-/// first, joined in `format`.
-#[utoipa::path(get, path = "/v1/agents/{agent}/window", tag = "agents",
-    params(("agent" = Principal, Path),
-        ("thread_id" = Option<String>, Query, min_length = 1, max_length = 256, pattern = r"^[^\x00-\x08\x0b-\x1f\x7f-\x9f]*$",
-            description = "One thread (default: every thread): 1 to 256 bytes, no control characters but tab and newline"),
-        ("format" = Option<FormatId>, Query, description = "Default: the newest commit's")),
-    responses((status = 200, description = "The window", body = Window),
-        (status = 400, description = "A malformed `thread_id` or `format`, or commits that cannot be turned into it", body = ErrorBody)),
-    security(("bearer" = [])))]
+/// Serves [`ContextWindow`](crate::wire::ContextWindow).
 pub(super) async fn window(
     State(s): State<AppState>,
     caller: Caller,
@@ -138,14 +130,7 @@ pub(super) async fn window(
     ))
 }
 
-/// Saves every thread's window as a session file with a summary (the
-/// configured summarizer's; `(summary generation failed)` when it fails).
-/// Does not clear.
-#[utoipa::path(post, path = "/v1/agents/{agent}/saves", tag = "agents", request_body = Option<SaveRequest>,
-    params(("agent" = Principal, Path)),
-    responses((status = 201, description = "The save", body = SaveRecord),
-        (status = 400, description = "A malformed `description`", body = ErrorBody)),
-    security(("bearer" = [])))]
+/// Serves [`SaveContext`](crate::wire::SaveContext).
 pub(super) async fn save(
     State(s): State<AppState>,
     caller: Caller,
@@ -161,12 +146,7 @@ pub(super) async fn save(
     Ok((StatusCode::CREATED, axum::Json(rec)).into_response())
 }
 
-/// The agent's saves, newest first.
-#[utoipa::path(get, path = "/v1/agents/{agent}/saves", tag = "agents",
-    params(("agent" = Principal, Path)),
-    responses((status = 200, description = "The saves", body = SaveList),
-        (status = 400, description = "`agent` is not a principal", body = ErrorBody)),
-    security(("bearer" = [])))]
+/// Serves [`ListSaves`](crate::wire::ListSaves).
 pub(super) async fn list_saves(
     State(s): State<AppState>,
     caller: Caller,
@@ -178,13 +158,7 @@ pub(super) async fn list_saves(
     }))
 }
 
-/// One save's session file (the messages included).
-#[utoipa::path(get, path = "/v1/agents/{agent}/saves/{save_id}", tag = "agents",
-    params(("agent" = Principal, Path), ("save_id" = SaveId, Path)),
-    responses((status = 200, description = "The session file", body = SessionFile),
-        (status = 400, description = "`save_id` is not a save id", body = ErrorBody),
-        (status = 404, description = "No such save", body = ErrorBody)),
-    security(("bearer" = [])))]
+/// Serves [`GetSave`](crate::wire::GetSave).
 pub(super) async fn get_save(
     State(s): State<AppState>,
     caller: Caller,
@@ -197,14 +171,7 @@ pub(super) async fn get_save(
     ))
 }
 
-/// Loads a save's messages back into the window: one commit per thread at
-/// the current time, tagged `restored_from`.
-#[utoipa::path(post, path = "/v1/agents/{agent}/saves/{save_id}/restore", tag = "agents",
-    params(("agent" = Principal, Path), ("save_id" = SaveId, Path)),
-    responses((status = 200, description = "The commits written", body = Restored),
-        (status = 400, description = "`save_id` is not a save id", body = ErrorBody),
-        (status = 404, description = "No such save", body = ErrorBody)),
-    security(("bearer" = [])))]
+/// Serves [`RestoreSave`](crate::wire::RestoreSave).
 pub(super) async fn restore_save(
     State(s): State<AppState>,
     caller: Caller,
@@ -218,13 +185,7 @@ pub(super) async fn restore_save(
     }))
 }
 
-/// Stores a working-context snapshot as the agent's cache.
-#[utoipa::path(put, path = "/v1/agents/{agent}/working-context", tag = "agents", request_body = WorkingContextSnapshot,
-    params(("agent" = Principal, Path)),
-    responses((status = 200, description = "Stored", body = WorkingContextStored),
-        (status = 400, description = "A wrong `schema_version`, an `agent_id` that is not the route's agent, or malformed `messages` (nothing written)", body = ErrorBody),
-        (status = 413, description = "Over the artifact limit", body = ErrorBody)),
-    security(("bearer" = [])))]
+/// Serves [`PutWorkingContext`](crate::wire::PutWorkingContext).
 pub(super) async fn put_working_context(
     State(s): State<AppState>,
     caller: Caller,
@@ -243,14 +204,7 @@ pub(super) async fn put_working_context(
     }))
 }
 
-/// Restores the agent's working context: the cache when it is valid, else
-/// a rebuild from its memory (system prompt, episodic, semantic, raw tail),
-/// stored as the new cache, with the reason the cache was rejected.
-#[utoipa::path(post, path = "/v1/agents/{agent}/working-context/restore", tag = "agents", request_body = Option<RestoreRequest>,
-    params(("agent" = Principal, Path)),
-    responses((status = 200, description = "The working context and where it came from", body = RestoreResponse),
-        (status = 400, description = "An option out of range", body = ErrorBody)),
-    security(("bearer" = [])))]
+/// Serves [`RestoreWorkingContext`](crate::wire::RestoreWorkingContext).
 pub(super) async fn restore_working_context(
     State(s): State<AppState>,
     caller: Caller,
@@ -267,16 +221,7 @@ pub(super) async fn restore_working_context(
     ))
 }
 
-/// Registers (or replaces) a process running for the agent: the status
-/// preamble of its assembled context lists it until it is removed or
-/// expires.
-#[utoipa::path(put, path = "/v1/agents/{agent}/processes/{process_id}", tag = "agents", request_body = PutProcessRequest,
-    params(("agent" = Principal, Path),
-        ("process_id" = String, Path, min_length = 1, max_length = 128, pattern = r"^[A-Za-z0-9._:-]+$",
-            description = "The caller's id for it: 1 to 128 of A-Z, a-z, 0-9, '.', '_', ':' and '-'")),
-    responses((status = 200, description = "The process as registered", body = RunningProcess),
-        (status = 400, description = "A bad `process_id`, `description`, `thread_id` or `expires_at`, or `processes` when 64 others run (nothing written)", body = ErrorBody)),
-    security(("bearer" = [])))]
+/// Serves [`PutProcess`](crate::wire::PutProcess).
 pub(super) async fn put_process(
     State(s): State<AppState>,
     caller: Caller,
@@ -303,14 +248,7 @@ pub(super) async fn put_process(
     Ok(axum::Json(RunningProcess::new(id, p)))
 }
 
-/// Removes a registered process.
-#[utoipa::path(delete, path = "/v1/agents/{agent}/processes/{process_id}", tag = "agents",
-    params(("agent" = Principal, Path),
-        ("process_id" = String, Path, min_length = 1, max_length = 128, pattern = r"^[A-Za-z0-9._:-]+$")),
-    responses((status = 204, description = "Removed"),
-        (status = 400, description = "A bad `process_id`", body = ErrorBody),
-        (status = 404, description = "No such process (or it expired)", body = ErrorBody)),
-    security(("bearer" = [])))]
+/// Serves [`DeleteProcess`](crate::wire::DeleteProcess).
 pub(super) async fn delete_process(
     State(s): State<AppState>,
     caller: Caller,
@@ -321,12 +259,7 @@ pub(super) async fn delete_process(
     Ok(StatusCode::NO_CONTENT)
 }
 
-/// The processes registered for the agent and still running, by id.
-#[utoipa::path(get, path = "/v1/agents/{agent}/processes", tag = "agents",
-    params(("agent" = Principal, Path)),
-    responses((status = 200, description = "The processes", body = ProcessList),
-        (status = 400, description = "`agent` is not a principal", body = ErrorBody)),
-    security(("bearer" = [])))]
+/// Serves [`ListProcesses`](crate::wire::ListProcesses).
 pub(super) async fn list_processes(
     State(s): State<AppState>,
     caller: Caller,
@@ -343,21 +276,7 @@ pub(super) async fn list_processes(
     Ok(axum::Json(ProcessList { processes }))
 }
 
-/// The context of an LLM call for the agent and a thread, in seed 001's
-/// order: the system prompt, the agent's docs (its docs workspace's files,
-/// bounded; what was cut is said), a thread and process status preamble
-/// (its other active threads, the active folded branches of its sessions,
-/// its running processes) and the thread's rolling window; as sections
-/// and as one conversation in `format`.
-#[utoipa::path(get, path = "/v1/agents/{agent}/context", tag = "agents",
-    params(("agent" = Principal, Path),
-        ("thread_id" = String, Query, min_length = 1, max_length = 256, pattern = r"^[^\x00-\x08\x0b-\x1f\x7f-\x9f]*$",
-            description = "The thread: 1 to 256 bytes, no control characters but tab and newline"),
-        ("format" = Option<FormatId>, Query, description = "The conversation's format (default: the window's, else openai-chat-v1)")),
-    responses((status = 200, description = "The assembled context", body = AssembledContextResponse),
-        (status = 400, description = "A missing or malformed `thread_id`, an unknown `format`, or a window that cannot be turned into it", body = ErrorBody),
-        (status = 413, description = "The conversation is over 4 MiB (read the window's artifact instead)", body = ErrorBody)),
-    security(("bearer" = [])))]
+/// Serves [`AssembleContext`](crate::wire::AssembleContext).
 pub(super) async fn assemble(
     State(s): State<AppState>,
     caller: Caller,

@@ -6,28 +6,30 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 
-use super::error::ErrorBody;
 use super::extract::{Json, Path, Query, path_id};
 use super::{ApiResult, AppState};
 use crate::auth::Caller;
 use crate::branch::memories::{MemoryKind, MemoryQuery};
 use crate::id::{BranchId, SessionId};
+use crate::wire;
 use crate::wire::{
     BranchCreateRequest, BranchCreated, BranchReturnRequest, BranchReturned, BranchStatusResponse,
     MemorySearchResponse, SessionEnded,
 };
 
-/// Creates an isolated branch of a session: its chain holds only the
-/// description and the prompt. 429 with Retry-After past a creation limit.
-#[utoipa::path(post, path = "/v1/branches", tag = "branches", request_body = BranchCreateRequest,
-    responses((status = 201, description = "The new branch", body = BranchCreated),
-        (status = 400, description = "A malformed request, or a branch nested too deep", body = ErrorBody),
-        (status = 404, description = "The session or parent branch belongs to another caller, or does not exist", body = ErrorBody),
-        (status = 409, description = "The parent branch ended", body = ErrorBody),
-        (status = 413, description = "A body over the JSON limit", body = ErrorBody),
-        (status = 429, description = "Past a creation limit; retry after `Retry-After`", body = ErrorBody,
-            headers(("retry-after" = u64, description = "Seconds to wait before retrying")))),
-    security(("bearer" = [])))]
+/// This family's routes.
+pub(super) fn routes() -> Vec<super::RouteDef> {
+    vec![
+        super::route::<wire::BranchCreate, _>(branch_create),
+        super::route::<wire::BranchStatusOfSession, _>(branch_status_of_session),
+        super::route::<wire::GetBranchStatus, _>(branch_status),
+        super::route::<wire::BranchReturn, _>(branch_return),
+        super::route::<wire::SessionEnd, _>(session_end),
+        super::route::<wire::MemorySearch, _>(memory_search),
+    ]
+}
+
+/// Serves [`BranchCreate`](crate::wire::BranchCreate).
 pub(super) async fn branch_create(
     State(s): State<AppState>,
     caller: Caller,
@@ -37,15 +39,7 @@ pub(super) async fn branch_create(
     Ok((StatusCode::CREATED, axum::Json(created)).into_response())
 }
 
-/// The active branches of a session (`session_id`): the deepest in the
-/// top-level fields and every one, deepest first, in `active_branches`; or
-/// `{branch_id: null, status: "No active branch found"}`.
-#[utoipa::path(get, path = "/v1/branches", tag = "branches",
-    params(("session_id" = SessionId, Query)),
-    responses((status = 200, description = "The deepest active branch and every active branch, or none", body = BranchStatusResponse),
-        (status = 400, description = "No `session_id`, one that is not a session id, or a malformed query string", body = ErrorBody),
-        (status = 404, description = "The session belongs to another caller", body = ErrorBody)),
-    security(("bearer" = [])))]
+/// Serves [`BranchStatusOfSession`](crate::wire::BranchStatusOfSession).
 pub(super) async fn branch_status_of_session(
     State(s): State<AppState>,
     caller: Caller,
@@ -68,13 +62,7 @@ pub(super) async fn branch_status_of_session(
     )))
 }
 
-/// A branch's status, depth, budget and times.
-#[utoipa::path(get, path = "/v1/branches/{br}", tag = "branches",
-    params(("br" = BranchId, Path)),
-    responses((status = 200, description = "The branch", body = BranchStatusResponse),
-        (status = 400, description = "`br` is not a branch id", body = ErrorBody),
-        (status = 404, description = "No such branch of this caller", body = ErrorBody)),
-    security(("bearer" = [])))]
+/// Serves [`GetBranchStatus`](crate::wire::GetBranchStatus).
 pub(super) async fn branch_status(
     State(s): State<AppState>,
     caller: Caller,
@@ -86,18 +74,7 @@ pub(super) async fn branch_status(
     ))
 }
 
-/// Returns a branch: its active children first (deepest first), then its
-/// scrubbed message is appended to the parent's chain. With `status:
-/// failed` and an `error` the agent ends it early as failed, and the
-/// parent gets the error context. 409 when it already ended.
-#[utoipa::path(post, path = "/v1/branches/{br}/return", tag = "branches", request_body = BranchReturnRequest,
-    params(("br" = BranchId, Path)),
-    responses((status = 200, description = "Returned", body = BranchReturned),
-        (status = 400, description = "A malformed request", body = ErrorBody),
-        (status = 404, description = "No such branch of this caller", body = ErrorBody),
-        (status = 409, description = "The branch already ended", body = ErrorBody),
-        (status = 413, description = "A body over the JSON limit", body = ErrorBody)),
-    security(("bearer" = [])))]
+/// Serves [`BranchReturn`](crate::wire::BranchReturn).
 pub(super) async fn branch_return(
     State(s): State<AppState>,
     caller: Caller,
@@ -116,14 +93,7 @@ pub(super) async fn branch_return(
     Ok(axum::Json(returned.into()))
 }
 
-/// Ends a session: force-returns its active branches within a bounded
-/// time; what does not finish is marked failed.
-#[utoipa::path(post, path = "/v1/sessions/{id}/end", tag = "branches",
-    params(("id" = SessionId, Path, description = "the session id")),
-    responses((status = 200, description = "Its branches, returned or failed", body = SessionEnded),
-        (status = 400, description = "`id` is not a session id", body = ErrorBody),
-        (status = 404, description = "The session belongs to another caller", body = ErrorBody)),
-    security(("bearer" = [])))]
+/// Serves [`SessionEnd`](crate::wire::SessionEnd).
 pub(super) async fn session_end(
     State(s): State<AppState>,
     caller: Caller,
@@ -135,20 +105,7 @@ pub(super) async fn session_end(
     ))
 }
 
-/// The tenant's memories of ended branches matching `q` (any of its
-/// words; SQLite FTS5 embedded, BM25 over the newest 2,000 on AWS), best
-/// first: strategies from completed branches, anti-patterns from failed
-/// or timed-out ones, each with its provenance.
-#[utoipa::path(get, path = "/v1/memories", tag = "branches",
-    params(
-        ("q" = String, Query, min_length = 1, max_length = 1000, pattern = r"[^\s\x00-\x1f\x7f-\x9f]",
-            description = "What to look for: words, any of which may match (1 to 1,000 characters)"),
-        ("limit" = Option<u32>, Query, minimum = 1, maximum = 100, description = "At most this many (default 10)"),
-        ("min_confidence" = Option<f64>, Query, minimum = 0, maximum = 1, description = "Only memories at least this confident (default 0)"),
-        ("kind" = Option<MemoryKind>, Query, description = "Only this kind")),
-    responses((status = 200, description = "Best first", body = MemorySearchResponse),
-        (status = 400, description = "No `q`, a blank or over-long one, or `limit`, `min_confidence` or `kind` out of range (the field named)", body = ErrorBody)),
-    security(("bearer" = [])))]
+/// Serves [`MemorySearch`](crate::wire::MemorySearch).
 pub(super) async fn memory_search(
     State(s): State<AppState>,
     caller: Caller,

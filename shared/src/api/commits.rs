@@ -7,7 +7,6 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 
-use super::error::ErrorBody;
 use super::extract::{Json, Path, Query, path_id};
 use super::{ApiResult, AppState};
 use crate::auth::Caller;
@@ -20,12 +19,30 @@ use crate::service::{
     NewRefMove, ReadOf, ReadTarget, RefTarget, Service,
 };
 use crate::store::check_batch_size;
+use crate::wire;
 use crate::wire::{
     BatchRequest, BatchResponse, CheckpointRequest, CompactRequest, CompactResponse,
     HistoryResponse, MaterializeRequest, MaterializeResponse, MissingSummaryList,
     READ_CONTENT_BYTES, ReadRequest, ReadResponse, ResolveResponse, SummarizeRequest,
     UpdateMetadataRequest,
 };
+
+/// This family's routes.
+pub(super) fn routes() -> Vec<super::RouteDef> {
+    vec![
+        super::route::<wire::Checkpoint, _>(checkpoint),
+        super::route::<wire::Batch, _>(batch),
+        super::route::<wire::GetCommit, _>(show),
+        super::route::<wire::UpdateMetadata, _>(update_metadata),
+        super::route::<wire::History, _>(history),
+        super::route::<wire::MissingSummaries, _>(missing_summaries),
+        super::route::<wire::Summarize, _>(summarize),
+        super::route::<wire::Compact, _>(compact),
+        super::route::<wire::Materialize, _>(materialize),
+        super::route::<wire::Read, _>(read),
+        super::route::<wire::Resolve, _>(resolve),
+    ]
+}
 
 /// The response header a checkpoint into a branch carries from 80% of its
 /// budget (and when it exhausted it).
@@ -123,21 +140,7 @@ fn new_commit(req: CheckpointRequest, limits: &Limits) -> Result<NewCommit, Erro
     })
 }
 
-/// Records a checkpoint: 201 with the new commit, or 200 with the stored one
-/// when the same checkpoint (same `created_at`) was recorded before. Into a
-/// branch's chain (`ref: branches/br-…`) it counts against the budget: the
-/// `ctx-budget-warning` header from 80%, a forced return at 100%, then 409.
-/// A `ctx-warning` header per thing stored as written although it looks
-/// wrong (a runtime transcript's tool result answering no tool use).
-#[utoipa::path(post, path = "/v1/commits", tag = "commits", request_body = CheckpointRequest,
-    responses((status = 201, description = "Recorded", body = Commit,
-            headers(("ctx-budget-warning" = String, description = "Into a branch at 80% of its budget or more"))),
-        (status = 200, description = "Recorded before", body = Commit),
-        (status = 400, description = "A malformed request, or a parent, artifact or format that does not exist", body = ErrorBody),
-        (status = 404, description = "The branch of the ref does not exist", body = ErrorBody),
-        (status = 409, description = "The ref moved (`current` says where to), or the branch ended", body = ErrorBody),
-        (status = 413, description = "The delta or the body over its limit", body = ErrorBody)),
-    security(("bearer" = [])))]
+/// Serves [`Checkpoint`](crate::wire::Checkpoint).
 pub(super) async fn checkpoint(
     State(s): State<AppState>,
     caller: Caller,
@@ -300,22 +303,7 @@ fn decode_base64(field: &str, b64: BodyText, limits: &Limits) -> Result<bytes::B
         .map_err(|e| Error::invalid(field, format!("{field} is not valid base64: {e}")))
 }
 
-/// Writes a batch: the commits (each as a checkpoint, its parent an
-/// existing commit or an earlier one of the batch), the artifacts they and
-/// the caller name (inline, each by its hash) and the ref moves (each by
-/// compare-and-swap), as ONE atomic write: a 4xx writes nothing. At most
-/// 14 commits, and 7 × commits + refs at most 100 (one DynamoDB
-/// transaction), on every backend. 201 when a commit was new; 200 when
-/// every commit existed (a retry: nothing is written twice, and a ref
-/// already at its target is left alone) or for ref moves alone.
-#[utoipa::path(post, path = "/v1/batch", tag = "commits", request_body = BatchRequest,
-    responses((status = 201, description = "Written; at least one commit is new", body = BatchResponse,
-            headers(("ctx-budget-warning" = String, description = "A commit into a branch at 80% of its budget or more"))),
-        (status = 200, description = "Written with no new commit: a retry, or ref moves alone", body = BatchResponse),
-        (status = 400, description = "A malformed request naming the field (`artifacts[i].ref`, `commits[i].…`, `refs[i].…`), or a parent, artifact, ref target or format that does not exist", body = ErrorBody),
-        (status = 409, description = "A ref moved (`field` is `refs[i].expected`, `current` says where it points), or a branch ended; nothing is written", body = ErrorBody),
-        (status = 413, description = "Too many commits or refs for one transaction, an artifact over its limit, or the body over its limit", body = ErrorBody)),
-    security(("bearer" = [])))]
+/// Serves [`Batch`](crate::wire::Batch).
 pub(super) async fn batch(
     State(s): State<AppState>,
     caller: Caller,
@@ -343,13 +331,7 @@ pub(super) async fn batch(
     Ok(resp)
 }
 
-/// One commit.
-#[utoipa::path(get, path = "/v1/commits/{ctx}", tag = "commits",
-    params(("ctx" = CommitId, Path)),
-    responses((status = 200, description = "The commit", body = Commit),
-        (status = 400, description = "`ctx` is not a commit id", body = ErrorBody),
-        (status = 404, description = "No such commit", body = ErrorBody)),
-    security(("bearer" = [])))]
+/// Serves [`GetCommit`](crate::wire::GetCommit).
 pub(super) async fn show(
     State(s): State<AppState>,
     caller: Caller,
@@ -359,14 +341,7 @@ pub(super) async fn show(
     Ok(axum::Json(s.service.show(&caller.tenant, &id).await?))
 }
 
-/// Changes a commit's summary (null clears it) and replaces its tags.
-#[utoipa::path(patch, path = "/v1/commits/{ctx}", tag = "commits", request_body = UpdateMetadataRequest,
-    params(("ctx" = CommitId, Path)),
-    responses((status = 200, description = "The commit as changed", body = Commit),
-        (status = 400, description = "A malformed request", body = ErrorBody),
-        (status = 404, description = "No such commit", body = ErrorBody),
-        (status = 413, description = "A body over the JSON limit", body = ErrorBody)),
-    security(("bearer" = [])))]
+/// Serves [`UpdateMetadata`](crate::wire::UpdateMetadata).
 pub(super) async fn update_metadata(
     State(s): State<AppState>,
     caller: Caller,
@@ -381,14 +356,7 @@ pub(super) async fn update_metadata(
     ))
 }
 
-/// The commits from `ctx` towards the root, newest first.
-#[utoipa::path(get, path = "/v1/commits/{ctx}/history", tag = "commits",
-    params(("ctx" = CommitId, Path),
-        ("depth" = Option<u64>, Query, minimum = 1, maximum = 1000, description = "How many commits (default 50, at most 1000)")),
-    responses((status = 200, description = "The commits, newest first", body = HistoryResponse),
-        (status = 400, description = "`ctx` is not a commit id, or `depth` is out of range", body = ErrorBody),
-        (status = 404, description = "No such commit", body = ErrorBody)),
-    security(("bearer" = [])))]
+/// Serves [`History`](crate::wire::History).
 pub(super) async fn history(
     State(s): State<AppState>,
     caller: Caller,
@@ -401,15 +369,7 @@ pub(super) async fn history(
     Ok(axum::Json(HistoryResponse { commits }))
 }
 
-/// Commits lacking a summary, oldest first, with their summary queue state
-/// (claimed, failed, retry time). Only `missing_summary=true` is listed.
-#[utoipa::path(get, path = "/v1/commits", tag = "commits",
-    params(("missing_summary" = crate::wire::MissingSummaryFilter, Query, description = "`true`: the commits lacking a summary (the only listing there is)"),
-        ("limit" = Option<u64>, Query, minimum = 1, maximum = 1000, description = "How many commits (default 100, at most 1000)"),
-        ("cursor" = Option<String>, Query, pattern = r"^-?[0-9]{1,18}\.ctx-[0-9a-f]{32}$", description = "The `next_cursor` of the previous page")),
-    responses((status = 200, description = "The commits, oldest first", body = MissingSummaryList),
-        (status = 400, description = "`missing_summary` is not true, or `limit` or `cursor` is malformed", body = ErrorBody)),
-    security(("bearer" = [])))]
+/// Serves [`MissingSummaries`](crate::wire::MissingSummaries).
 pub(super) async fn missing_summaries(
     State(s): State<AppState>,
     caller: Caller,
@@ -434,16 +394,7 @@ pub(super) async fn missing_summaries(
     Ok(axum::Json(page.into()))
 }
 
-/// Summarizes one commit now (its back-off ignored) and returns it.
-#[utoipa::path(post, path = "/v1/commits/{ctx}/summarize", tag = "commits", request_body = SummarizeRequest,
-    params(("ctx" = CommitId, Path)),
-    responses((status = 200, description = "The commit with its new summary", body = Commit),
-        (status = 400, description = "A malformed request", body = ErrorBody),
-        (status = 404, description = "No such commit", body = ErrorBody),
-        (status = 409, description = "It has a summary and `force` is not set, or another run is summarizing it", body = ErrorBody),
-        (status = 413, description = "A body over the JSON limit", body = ErrorBody),
-        (status = 503, description = "No summarizer is configured, or it failed (recorded as `summary_error`)", body = ErrorBody)),
-    security(("bearer" = [])))]
+/// Serves [`Summarize`](crate::wire::Summarize).
 pub(super) async fn summarize(
     State(s): State<AppState>,
     caller: Caller,
@@ -458,20 +409,7 @@ pub(super) async fn summarize(
     ))
 }
 
-/// Re-compacts the context at `ctx`: summarizes it (from its nearest
-/// compaction) and records the summary as a compaction commit whose parent
-/// is `ctx`, in the chain's format; a materialize of the new commit starts
-/// at the summary, `stop: root` still reaches the original history.
-#[utoipa::path(post, path = "/v1/commits/{ctx}/compact", tag = "commits", request_body = CompactRequest,
-    params(("ctx" = CommitId, Path)),
-    responses((status = 201, description = "The compaction was recorded", body = CompactResponse),
-        (status = 200, description = "The same compaction was recorded before", body = CompactResponse),
-        (status = 400, description = "A malformed request or an unknown summarizer", body = ErrorBody),
-        (status = 404, description = "No such commit", body = ErrorBody),
-        (status = 409, description = "The ref moved", body = ErrorBody),
-        (status = 413, description = "A body over the JSON limit", body = ErrorBody),
-        (status = 503, description = "The summarizer failed; nothing was recorded", body = ErrorBody)),
-    security(("bearer" = [])))]
+/// Serves [`Compact`](crate::wire::Compact).
 pub(super) async fn compact(
     State(s): State<AppState>,
     caller: Caller,
@@ -497,14 +435,7 @@ pub(super) async fn compact(
     Ok((status, axum::Json(body)).into_response())
 }
 
-/// Rebuilds the context at `ctx` from its stop point; cached per (commit, stop, format).
-#[utoipa::path(post, path = "/v1/commits/{ctx}/materialize", tag = "commits", request_body = MaterializeRequest,
-    params(("ctx" = CommitId, Path)),
-    responses((status = 200, description = "The context", body = MaterializeResponse),
-        (status = 400, description = "A malformed request, a stop that is not an ancestor, or a format that cannot be produced", body = ErrorBody),
-        (status = 404, description = "No such commit", body = ErrorBody),
-        (status = 413, description = "A body over the JSON limit", body = ErrorBody)),
-    security(("bearer" = [])))]
+/// Serves [`Materialize`](crate::wire::Materialize).
 pub(super) async fn materialize(
     State(s): State<AppState>,
     caller: Caller,
@@ -525,18 +456,7 @@ pub(super) async fn materialize(
     ))
 }
 
-/// Reads the context at a ref's tip (or at a commit) in one request: the
-/// commit, its materialization (as `POST /v1/commits/{ctx}/materialize`
-/// makes it; with `delta`, the commit's own artifact instead) and, up to
-/// 1 MiB, its bytes inline; a larger context is downloaded from
-/// `artifact_ref`.
-#[utoipa::path(post, path = "/v1/read", tag = "commits", request_body = ReadRequest,
-    responses((status = 200, description = "The context", body = ReadResponse),
-        (status = 400, description = "Neither or both of `ref` and `commit`, a stop that is not an ancestor, a format that cannot be produced, a delta read with a format, or a depth out of range or on a context read", body = ErrorBody),
-        (status = 404, description = "No such ref or commit", body = ErrorBody),
-        (status = 410, description = "A delta the read needs was evicted: the message names the compaction to read from", body = ErrorBody),
-        (status = 413, description = "A body over the JSON limit", body = ErrorBody)),
-    security(("bearer" = [])))]
+/// Serves [`Read`](crate::wire::Read).
 pub(super) async fn read(
     State(s): State<AppState>,
     caller: Caller,
@@ -586,14 +506,7 @@ pub(super) async fn read(
     }))
 }
 
-/// What did `principal` know at `at`: the newest commit at or before it.
-#[utoipa::path(get, path = "/v1/resolve", tag = "commits",
-    params(("principal" = Principal, Query),
-        ("at" = Option<chrono::DateTime<chrono::Utc>>, Query, description = "RFC 3339; default now")),
-    responses((status = 200, description = "The commit", body = ResolveResponse),
-        (status = 400, description = "`principal` or `at` missing or malformed", body = ErrorBody),
-        (status = 404, description = "No commit of `principal` at or before `at`", body = ErrorBody)),
-    security(("bearer" = [])))]
+/// Serves [`Resolve`](crate::wire::Resolve).
 pub(super) async fn resolve(
     State(s): State<AppState>,
     caller: Caller,

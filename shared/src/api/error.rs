@@ -4,12 +4,10 @@
 //! the body ([`Error::from`] an [`ErrorBody`]); [`kind_of`] a status is
 //! only for responses that are not ctx's (a proxy's 502).
 
+use crate::error::{Error, ErrorKind};
+pub use crate::wire::{ErrorBody, ErrorDetail};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use serde::{Deserialize, Serialize};
-use utoipa::ToSchema;
-
-use crate::error::{Error, ErrorKind};
 
 /// The status of each kind.
 pub fn status_of(kind: ErrorKind) -> StatusCode {
@@ -39,54 +37,6 @@ pub fn kind_of(status: StatusCode) -> ErrorKind {
         429 => ErrorKind::RateLimited,
         502..=504 => ErrorKind::Unavailable,
         _ => ErrorKind::Internal,
-    }
-}
-
-/// The body of an error response.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-pub struct ErrorBody {
-    /// What went wrong.
-    pub error: ErrorDetail,
-    /// For a lost compare-and-swap on a ref: where it points now (absent if
-    /// the ref does not exist).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub current: Option<String>,
-}
-
-/// The error itself.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-pub struct ErrorDetail {
-    /// `invalid`, `unauthenticated`, `not_found`, `conflict`, `gone`,
-    /// `too_large`, `rate_limited`, `unavailable` or `internal`.
-    pub kind: ErrorKind,
-    /// What was wrong, with the offending value.
-    pub message: String,
-    /// The request field at fault.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub field: Option<String>,
-}
-
-impl From<&Error> for ErrorBody {
-    fn from(e: &Error) -> Self {
-        ErrorBody {
-            error: ErrorDetail {
-                kind: e.kind,
-                message: e.message.clone(),
-                field: e.field.clone(),
-            },
-            current: e.current.clone(),
-        }
-    }
-}
-
-/// The error a response's body describes: kind, message, field and
-/// `current` as the server had them (no source, no `Retry-After`).
-impl From<ErrorBody> for Error {
-    fn from(b: ErrorBody) -> Self {
-        let mut e = Error::new(b.error.kind, b.error.message);
-        e.field = b.error.field;
-        e.current = b.current;
-        e
     }
 }
 

@@ -5,30 +5,30 @@ use axum::extract::{Request, State};
 use axum::http::Method;
 use axum::middleware::Next;
 use axum::response::Response;
+use axum::routing::MethodRouter;
 
-use super::error::ErrorBody;
 use super::extract::{Json, Path, Query, path_id};
 use super::{ApiResult, AppState};
 use crate::auth::Caller;
 use crate::error::Error;
 use crate::id::{Principal, RefName, SessionId};
 use crate::store::Pin;
+use crate::wire;
 use crate::wire::{Erased, EvictRequest, Evicted, PinChanged, PinList};
 
-/// Erases a session: its commits, their artifacts (unless a commit or
-/// cache entry outside the erase uses the same bytes), timeline entries,
-/// cache entries and cached artifacts, and the refs pointing into it.
-/// Commits of other sessions descending from it make it a 409 listing
-/// them, unless `cascade=true` erases them too. Re-run after an
-/// interruption, it finishes.
-#[utoipa::path(delete, path = "/v1/sessions/{id}", tag = "lifecycle",
-    params(("id" = SessionId, Path, description = "the session id"),
-        ("cascade" = Option<bool>, Query, description = "Erase descendant commits of other sessions too (default false)")),
-    responses((status = 200, description = "What was removed", body = Erased),
-        (status = 400, description = "`id` is not a session id, or `cascade` not a boolean", body = ErrorBody),
-        (status = 404, description = "No commit of the session (also another tenant's)", body = ErrorBody),
-        (status = 409, description = "Other sessions forked from it; nothing was removed", body = ErrorBody)),
-    security(("bearer" = [])))]
+/// This family's routes.
+pub(super) fn routes() -> Vec<super::RouteDef> {
+    vec![
+        super::route::<wire::EvictRef, _>(evict_ref).wrap(suffix_guarded),
+        super::route::<wire::EraseSession, _>(erase_session),
+        super::route::<wire::ErasePrincipal, _>(erase_principal),
+        super::route::<wire::ListPins, _>(list_pins),
+        super::route::<wire::SetPin, _>(set_pin),
+        super::route::<wire::DeletePin, _>(delete_pin),
+    ]
+}
+
+/// Serves [`EraseSession`](crate::wire::EraseSession).
 pub(super) async fn erase_session(
     State(s): State<AppState>,
     caller: Caller,
@@ -46,19 +46,7 @@ pub(super) async fn erase_session(
     ))
 }
 
-/// Erases a principal: every commit on its timeline (with what a session
-/// erase removes with a commit), its agent saves, working-context snapshot
-/// and agent record. Commits of other principals descending from its
-/// commits make it a 409 listing them, unless `cascade=true` erases them
-/// too. Re-run after an interruption, it finishes.
-#[utoipa::path(delete, path = "/v1/principals/{principal}", tag = "lifecycle",
-    params(("principal" = Principal, Path, description = "the principal (an agent or user id; percent-encode '/')"),
-        ("cascade" = Option<bool>, Query, description = "Erase descendant commits of other principals too (default false)")),
-    responses((status = 200, description = "What was removed", body = Erased),
-        (status = 400, description = "`principal` is malformed, or `cascade` not a boolean", body = ErrorBody),
-        (status = 404, description = "Nothing of the principal (also another tenant's)", body = ErrorBody),
-        (status = 409, description = "Other principals' commits descend from its commits; nothing was removed", body = ErrorBody)),
-    security(("bearer" = [])))]
+/// Serves [`ErasePrincipal`](crate::wire::ErasePrincipal).
 pub(super) async fn erase_principal(
     State(s): State<AppState>,
     caller: Caller,
@@ -76,30 +64,24 @@ pub(super) async fn erase_principal(
     ))
 }
 
-/// Evicts the delta artifacts of the commits older than `before` (a
-/// compaction or snapshot on the ref's path), keeping every commit's
-/// metadata and summary and the deltas a fork below `before` needs.
-/// Materializing across an evicted delta then answers 410 naming the
-/// commit; the default materialize (from the nearest compaction) and the
-/// history still work. Re-run after an interruption, it finishes.
-#[utoipa::path(post, path = "/v1/refs/{name}/evict", tag = "lifecycle", request_body = EvictRequest,
-    params(("name" = RefName, Path, description = "may contain '/'")),
-    responses((status = 200, description = "What was evicted", body = Evicted),
-        (status = 400, description = "`name` is not a ref name; `before` is malformed, unknown, not a compaction or snapshot, or not on the ref's path", body = ErrorBody),
-        (status = 404, description = "No such ref (also another tenant's)", body = ErrorBody),
-        (status = 413, description = "A body over the JSON limit", body = ErrorBody)),
-    security(("bearer" = [])))]
+/// Serves [`EvictRef`](crate::wire::EvictRef).
 pub(super) async fn evict_ref(
     State(s): State<AppState>,
     caller: Caller,
     Path(path): Path<String>,
     Json(req): Json<EvictRequest>,
 ) -> ApiResult<axum::Json<Evicted>> {
-    // Served on the greedy `/v1/refs/{*name}`: the name is what precedes
-    // the `/evict` suffix.
-    let Some(name) = path.strip_suffix("/evict") else {
+    // Served on the route of the greedy `{*name}`: the name is what
+    // precedes the suffix.
+    let op = <wire::EvictRef as wire::Operation>::INFO;
+    let suffix = op
+        .suffix()
+        .expect("eviction's path goes on after the ref's name");
+    let Some(name) = path.strip_suffix(suffix) else {
         return Err(Error::not_found(format!(
-            "route POST /v1/refs/{path} (POST a ref's /v1/refs/{{name}}/evict)"
+            "route POST {}{path} (POST a ref's {})",
+            refs_prefix(),
+            op.openapi_path()
         ))
         .into());
     };
@@ -109,25 +91,42 @@ pub(super) async fn evict_ref(
     ))
 }
 
-/// The guard of every route on `/v1/refs/{*name}`: the path with the
-/// suffix `/evict` takes only POST (eviction), every other one only GET,
+/// Where the paths of refs by name start (`GetRef`'s path up to its
+/// `{*name}`).
+fn refs_prefix() -> &'static str {
+    let path = <wire::GetRef as wire::Operation>::PATH;
+    path.strip_suffix("{*name}")
+        .expect("a ref's path ends with its name")
+}
+
+/// Whether `path` is eviction's: a ref's path with eviction's suffix.
+fn is_evict(path: &str) -> bool {
+    let op = <wire::EvictRef as wire::Operation>::INFO;
+    op.suffix().is_some_and(|s| path.ends_with(s))
+}
+
+/// `m` behind the guard of every route on the refs' greedy path: the path
+/// with eviction's suffix takes only POST, every other one only GET,
 /// PUT and DELETE (the ref), so each answers 405 for the other's methods
-/// before its body is read. (A ref whose last segment is `evict` is
-/// therefore not reachable by name over HTTP; `GET /v1/refs` lists it.)
-pub(super) async fn refs_suffix_guard(req: Request, next: Next) -> Response {
-    let evict = req.uri().path().ends_with("/evict");
-    if evict != (req.method() == Method::POST) {
+/// before its body is read. (A ref whose last segment is the suffix is
+/// therefore not reachable by name over HTTP; `list_refs` lists it.)
+pub(super) fn suffix_guarded(m: MethodRouter<AppState>) -> MethodRouter<AppState> {
+    m.route_layer(axum::middleware::from_fn(refs_suffix_guard))
+}
+
+async fn refs_suffix_guard(req: Request, next: Next) -> Response {
+    if is_evict(req.uri().path()) != (req.method() == Method::POST) {
         return super::method_not_allowed(req.method().clone(), req.uri().clone()).await;
     }
     next.run(req).await
 }
 
-/// The `Allow` header of a path under `/v1/refs/{*name}`, where one axum
+/// The `Allow` header of a path on the refs' greedy route, where one axum
 /// route serves two documented paths: the ref's methods, or POST alone for
-/// its `/evict` suffix.
+/// eviction.
 pub(super) fn refs_allow(path: &str) -> Option<&'static str> {
-    match path.strip_prefix("/v1/refs/") {
-        Some(name) if !name.is_empty() => Some(if path.ends_with("/evict") {
+    match path.strip_prefix(refs_prefix()) {
+        Some(name) if !name.is_empty() => Some(if is_evict(path) {
             "POST"
         } else {
             "GET,HEAD,PUT,DELETE"
@@ -136,10 +135,7 @@ pub(super) fn refs_allow(path: &str) -> Option<&'static str> {
     }
 }
 
-/// The tenant's pins.
-#[utoipa::path(get, path = "/v1/pins", tag = "lifecycle",
-    responses((status = 200, description = "The pins, sorted", body = PinList)),
-    security(("bearer" = [])))]
+/// Serves [`ListPins`](crate::wire::ListPins).
 pub(super) async fn list_pins(
     State(s): State<AppState>,
     caller: Caller,
@@ -160,26 +156,7 @@ fn pin_of(kind: &str, name: &str) -> crate::error::Result<Pin> {
     })
 }
 
-/// What a pin names, as its route's `kind` says it (a schema only: the
-/// handlers read the path themselves, refusing another kind with a 400).
-#[derive(utoipa::ToSchema)]
-#[schema(rename_all = "lowercase")]
-#[allow(dead_code)]
-enum PinKind {
-    /// A session id.
-    Session,
-    /// A ref name.
-    Ref,
-}
-
-/// Pins a session (`kind` `session`) or a ref (`ref`): retention never
-/// erases the session, or the session the ref's target belongs to.
-#[utoipa::path(put, path = "/v1/pins/{kind}/{name}", tag = "lifecycle",
-    params(("kind" = inline(PinKind), Path, description = "`session` or `ref`"),
-        ("name" = RefName, Path, description = "the session id (at most 191 bytes) or ref name; may contain '/'")),
-    responses((status = 200, description = "Pinned", body = PinChanged),
-        (status = 400, description = "An unknown kind, or a malformed name", body = ErrorBody)),
-    security(("bearer" = [])))]
+/// Serves [`SetPin`](crate::wire::SetPin).
 pub(super) async fn set_pin(
     State(s): State<AppState>,
     caller: Caller,
@@ -194,13 +171,7 @@ pub(super) async fn set_pin(
     }))
 }
 
-/// Unpins a session or ref.
-#[utoipa::path(delete, path = "/v1/pins/{kind}/{name}", tag = "lifecycle",
-    params(("kind" = inline(PinKind), Path, description = "`session` or `ref`"),
-        ("name" = RefName, Path, description = "the session id (at most 191 bytes) or ref name; may contain '/'")),
-    responses((status = 200, description = "Unpinned", body = PinChanged),
-        (status = 400, description = "An unknown kind, or a malformed name", body = ErrorBody)),
-    security(("bearer" = [])))]
+/// Serves [`DeletePin`](crate::wire::DeletePin).
 pub(super) async fn delete_pin(
     State(s): State<AppState>,
     caller: Caller,

@@ -3,24 +3,26 @@
 
 use axum::extract::State;
 
-use super::error::ErrorBody;
 use super::extract::{Json, Path, Query, path_id};
 use super::{ApiResult, AppState};
 use crate::auth::Caller;
 use crate::error::Error;
 use crate::id::{CommitId, RefName};
 use crate::store::RefRecord;
+use crate::wire;
 use crate::wire::{RefList, SetRefRequest};
 
-/// Refs whose names start with `prefix`, by name, a page at a time: a full
-/// page names its last ref in `next`, which `after` takes for the next.
-#[utoipa::path(get, path = "/v1/refs", tag = "refs",
-    params(("prefix" = Option<String>, Query, description = "Only names that start with it"),
-        ("after" = Option<RefName>, Query, description = "Only names after it: the `next` of the previous page"),
-        ("limit" = Option<u64>, Query, minimum = 1, maximum = 1000, description = "default 100, at most 1000")),
-    responses((status = 200, description = "The refs, by name", body = RefList),
-        (status = 400, description = "`limit` out of range, `after` not a ref name, or a malformed query string", body = ErrorBody)),
-    security(("bearer" = [])))]
+/// This family's routes.
+pub(super) fn routes() -> Vec<super::RouteDef> {
+    vec![
+        super::route::<wire::ListRefs, _>(list_refs),
+        super::route::<wire::GetRef, _>(get_ref).wrap(super::lifecycle::suffix_guarded),
+        super::route::<wire::SetRef, _>(set_ref).wrap(super::lifecycle::suffix_guarded),
+        super::route::<wire::DeleteRef, _>(delete_ref).wrap(super::lifecycle::suffix_guarded),
+    ]
+}
+
+/// Serves [`ListRefs`](crate::wire::ListRefs).
 pub(super) async fn list_refs(
     State(s): State<AppState>,
     caller: Caller,
@@ -43,13 +45,7 @@ pub(super) async fn list_refs(
     Ok(axum::Json(RefList { refs, next }))
 }
 
-/// A ref.
-#[utoipa::path(get, path = "/v1/refs/{name}", tag = "refs",
-    params(("name" = RefName, Path, description = "may contain '/'")),
-    responses((status = 200, description = "The ref", body = RefRecord),
-        (status = 400, description = "`name` is not a ref name", body = ErrorBody),
-        (status = 404, description = "No such ref", body = ErrorBody)),
-    security(("bearer" = [])))]
+/// Serves [`GetRef`](crate::wire::GetRef).
 pub(super) async fn get_ref(
     State(s): State<AppState>,
     caller: Caller,
@@ -59,15 +55,7 @@ pub(super) async fn get_ref(
     Ok(axum::Json(s.service.get_ref(&caller.tenant, &name).await?))
 }
 
-/// Creates a ref (no `expected`) or moves it by compare-and-swap; 409 with
-/// `current` when `expected` is stale.
-#[utoipa::path(put, path = "/v1/refs/{name}", tag = "refs", request_body = SetRefRequest,
-    params(("name" = RefName, Path, description = "may contain '/'")),
-    responses((status = 200, description = "The ref as set", body = RefRecord),
-        (status = 400, description = "A malformed request, or a target that does not exist", body = ErrorBody),
-        (status = 409, description = "`expected` is stale (`current` says where the ref points)", body = ErrorBody),
-        (status = 413, description = "A body over the JSON limit", body = ErrorBody)),
-    security(("bearer" = [])))]
+/// Serves [`SetRef`](crate::wire::SetRef).
 pub(super) async fn set_ref(
     State(s): State<AppState>,
     caller: Caller,
@@ -82,17 +70,7 @@ pub(super) async fn set_ref(
     ))
 }
 
-/// Removes the ref alone; its commits and artifacts stay (erasing those is
-/// the session and principal erase). With `expected`, only while the ref
-/// still points there.
-#[utoipa::path(delete, path = "/v1/refs/{name}", tag = "refs",
-    params(("name" = RefName, Path, description = "may contain '/'"),
-        ("expected" = Option<CommitId>, Query, description = "Delete only while the ref points at this commit")),
-    responses((status = 200, description = "The ref as it was when removed", body = RefRecord),
-        (status = 400, description = "`name` is not a ref name, or `expected` is not a commit id", body = ErrorBody),
-        (status = 404, description = "No such ref", body = ErrorBody),
-        (status = 409, description = "`expected` is stale (`current` says where the ref points)", body = ErrorBody)),
-    security(("bearer" = [])))]
+/// Serves [`DeleteRef`](crate::wire::DeleteRef).
 pub(super) async fn delete_ref(
     State(s): State<AppState>,
     caller: Caller,

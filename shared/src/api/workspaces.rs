@@ -8,16 +8,30 @@ use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
-use super::error::{ApiError, ErrorBody};
+use super::error::ApiError;
 use super::extract::{Body, Path, Query, path_id};
 use super::{ApiResult, AppState};
 use crate::auth::Caller;
 use crate::error::{Error, ErrorKind};
 use crate::id::CommitId;
 use crate::service::FileVersion;
+use crate::wire;
 use crate::wire::FileList;
 use crate::workspace::context::Context;
 use crate::workspace::{FilePath, WorkspaceId};
+
+/// This family's routes.
+pub(super) fn routes(limits: &crate::service::Limits) -> Vec<super::RouteDef> {
+    vec![
+        super::route::<wire::ListFiles, _>(list_files),
+        super::route::<wire::GetFile, _>(get_file),
+        super::route::<wire::PutFile, _>(put_file).wrap(|m| m.layer(super::upload_limit(limits))),
+        super::route::<wire::DeleteFile, _>(delete_file),
+        super::route::<wire::AppendFile, _>(append_file)
+            .wrap(|m| m.layer(super::upload_limit(limits))),
+        super::route::<wire::ReadContext, _>(read_context),
+    ]
+}
 
 fn ids(ws: &str, path: &str) -> Result<(WorkspaceId, FilePath), Error> {
     Ok((path_id("ws", ws)?, path_id("path", path)?))
@@ -66,17 +80,7 @@ fn written(v: FileVersion) -> Response {
     resp
 }
 
-/// Writes a file's whole content (raw body) as its new version; with
-/// `If-Match` only over that version.
-#[utoipa::path(put, path = "/v1/workspaces/{ws}/files/{path}", tag = "workspaces",
-    params(("ws" = WorkspaceId, Path), ("path" = FilePath, Path, description = "may contain '/'"),
-        ("If-Match" = Option<String>, Header, nullable = false, pattern = r#"^(W/)?"?ctx-[0-9a-f]{32}"?$"#, description = "The version the writer read (a ctx-… id, quoted or not)")),
-    request_body(content = Vec<u8>, content_type = "application/octet-stream"),
-    responses((status = 200, description = "Written", body = FileVersion),
-        (status = 400, description = "A bad workspace, path or If-Match", body = ErrorBody),
-        (status = 412, description = "`If-Match` is not the current version (`current` says which is)", body = ErrorBody),
-        (status = 413, description = "Larger than the artifact limit", body = ErrorBody)),
-    security(("bearer" = [])))]
+/// Serves [`PutFile`](crate::wire::PutFile).
 pub(super) async fn put_file(
     State(s): State<AppState>,
     caller: Caller,
@@ -97,14 +101,7 @@ pub(super) async fn put_file(
     }
 }
 
-/// A file's bytes at its current version (`ETag`).
-#[utoipa::path(get, path = "/v1/workspaces/{ws}/files/{path}", tag = "workspaces",
-    params(("ws" = WorkspaceId, Path), ("path" = FilePath, Path, description = "may contain '/'")),
-    responses((status = 200, description = "The bytes", content_type = "application/octet-stream", body = Vec<u8>,
-            headers(("etag" = String, description = "The version, quoted"))),
-        (status = 400, description = "A bad workspace or path", body = ErrorBody),
-        (status = 404, description = "No such file", body = ErrorBody)),
-    security(("bearer" = [])))]
+/// Serves [`GetFile`](crate::wire::GetFile).
 pub(super) async fn get_file(
     State(s): State<AppState>,
     caller: Caller,
@@ -123,16 +120,7 @@ pub(super) async fn get_file(
     Ok(resp)
 }
 
-/// Removes a file (its versions stay in history); with `If-Match` only
-/// from that version.
-#[utoipa::path(delete, path = "/v1/workspaces/{ws}/files/{path}", tag = "workspaces",
-    params(("ws" = WorkspaceId, Path), ("path" = FilePath, Path, description = "may contain '/'"),
-        ("If-Match" = Option<String>, Header, nullable = false, pattern = r#"^(W/)?"?ctx-[0-9a-f]{32}"?$"#, description = "The version the caller read (a ctx-… id, quoted or not)")),
-    responses((status = 204, description = "Removed"),
-        (status = 400, description = "A bad workspace, path or If-Match", body = ErrorBody),
-        (status = 404, description = "No such file", body = ErrorBody),
-        (status = 412, description = "`If-Match` is not the current version", body = ErrorBody)),
-    security(("bearer" = [])))]
+/// Serves [`DeleteFile`](crate::wire::DeleteFile).
 pub(super) async fn delete_file(
     State(s): State<AppState>,
     caller: Caller,
@@ -152,13 +140,7 @@ pub(super) async fn delete_file(
     }
 }
 
-/// The files of a workspace whose paths start with `prefix`, by path.
-#[utoipa::path(get, path = "/v1/workspaces/{ws}/files", tag = "workspaces",
-    params(("ws" = WorkspaceId, Path),
-        ("prefix" = Option<String>, Query, description = "Only paths that start with it")),
-    responses((status = 200, description = "The files, by path", body = FileList),
-        (status = 400, description = "A bad workspace or query", body = ErrorBody)),
-    security(("bearer" = [])))]
+/// Serves [`ListFiles`](crate::wire::ListFiles).
 pub(super) async fn list_files(
     State(s): State<AppState>,
     caller: Caller,
@@ -173,15 +155,7 @@ pub(super) async fn list_files(
     Ok(axum::Json(FileList { files }))
 }
 
-/// Appends JSONL lines (each one JSON value) to a file as one version;
-/// concurrent appends all land, each line whole.
-#[utoipa::path(post, path = "/v1/workspaces/{ws}/append/{path}", tag = "workspaces",
-    params(("ws" = WorkspaceId, Path), ("path" = FilePath, Path, description = "may contain '/'")),
-    request_body(content = String, content_type = "text/plain", description = "JSONL: one JSON value per line"),
-    responses((status = 200, description = "Appended (`size`: the bytes appended)", body = FileVersion),
-        (status = 400, description = "A bad workspace or path, or a line that is not one JSON value", body = ErrorBody),
-        (status = 413, description = "Larger than the artifact limit", body = ErrorBody)),
-    security(("bearer" = [])))]
+/// Serves [`AppendFile`](crate::wire::AppendFile).
 pub(super) async fn append_file(
     State(s): State<AppState>,
     caller: Caller,
@@ -196,13 +170,7 @@ pub(super) async fn append_file(
     Ok(written(v))
 }
 
-/// The first-turn context of a workspace (docs/workspaces.md): tastes, brief, notes,
-/// recent log, recent gaps, in that order. Missing files give empty parts.
-#[utoipa::path(get, path = "/v1/workspaces/{ws}/context", tag = "workspaces",
-    params(("ws" = WorkspaceId, Path)),
-    responses((status = 200, description = "The context", body = Context),
-        (status = 400, description = "A bad workspace", body = ErrorBody)),
-    security(("bearer" = [])))]
+/// Serves [`ReadContext`](crate::wire::ReadContext).
 pub(super) async fn read_context(
     State(s): State<AppState>,
     caller: Caller,

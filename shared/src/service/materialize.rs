@@ -77,7 +77,7 @@ pub enum ReadOf {
 
 /// A context read in one step: [`Service::read`].
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Read {
+pub struct ContextRead {
     /// The commit read (the ref's tip).
     pub commit: CommitId,
     /// On a delta read, the parent of the first commit joined (the
@@ -105,7 +105,7 @@ impl Service {
         target: ReadTarget,
         of: ReadOf,
         content_limit: u64,
-    ) -> Result<Read> {
+    ) -> Result<ContextRead> {
         let (commit, field) = match target {
             ReadTarget::Commit(id) => (id, "commit"),
             ReadTarget::Ref(name) => (
@@ -222,7 +222,7 @@ impl Service {
                     Err(e) => return Err(e),
                 }
             };
-            return Ok(Read {
+            return Ok(ContextRead {
                 commit,
                 parent,
                 materialization,

@@ -72,7 +72,7 @@ pub use compact::{COMPACTED_BY, Compacted};
 pub use evict::Evicted;
 pub use gc::{GcOptions, GcReport, Lifecycle};
 pub use lifecycle::{Erased, RetentionReport};
-pub use materialize::{Materialization, Read, ReadOf, ReadTarget};
+pub use materialize::{ContextRead, Materialization, ReadOf, ReadTarget};
 pub use summaries::{BatchOptions, BatchReport, retry_delay};
 pub use tenant_erase::{BLOB_BATCH, META_BATCH, TenantErased};
 pub use workspaces::{FileContent, FileEntry, FileVersion, check_jsonl};

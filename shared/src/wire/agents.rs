@@ -8,14 +8,15 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use crate::agent::{
-    AgentPatch, AssembledContext, ContextWindow, RestoreOptions, RestoredContext, SaveId,
-    SaveRecord, Settings,
+    AgentPatch, AssembledContext, LiveContext, RestoreOptions, RestoredContext, SaveId, SaveRecord,
+    Settings,
 };
 use crate::commit::Commit;
 use crate::format::FormatId;
 use crate::id::{ArtifactRef, Principal};
 use crate::workspace::WorkspaceId;
 
+use super::{ErrorBody, operations};
 pub use crate::agent::{
     AgentDocs, AssembledConversation, BranchActivity, DocFile, OmittedDoc, RestoreSource,
     RunningProcess, SessionFile, SessionMessage, SessionThread, StatusPreamble, ThreadActivity,
@@ -298,8 +299,8 @@ impl From<PatchAgentRequest> for AgentPatch {
     }
 }
 
-impl From<ContextWindow> for Window {
-    fn from(w: ContextWindow) -> Self {
+impl From<LiveContext> for Window {
+    fn from(w: LiveContext) -> Self {
         Window {
             since: w.since,
             reason: w.reason,
@@ -334,5 +335,160 @@ impl From<RestoredContext> for RestoreResponse {
             snapshot: r.snapshot,
             artifact_ref: r.artifact_ref,
         }
+    }
+}
+
+operations! { AGENT_OPERATIONS;
+    /// An agent's settings (the defaults for an agent never configured).
+    GetAgent = get_agent: get "/v1/agents/{agent}" in Agents,
+        none => AgentSettings {
+        tag = "agents",
+            params(("agent" = Principal, Path)),
+            responses((status = 200, description = "The settings", body = AgentSettings),
+                (status = 400, description = "`agent` is not a principal", body = ErrorBody)),
+            security(("bearer" = []))
+    }
+    /// Changes an agent's settings: the rolling window's length, whether its
+    /// working-context cache is refreshed at safe boundaries, the system prompt
+    /// and the docs workspace of its assembled context.
+    PatchAgent = patch_agent: patch "/v1/agents/{agent}" in Agents,
+        optional PatchAgentRequest => AgentSettings {
+        tag = "agents", params(("agent" = Principal, Path)),
+            responses((status = 200, description = "The settings as changed", body = AgentSettings),
+                (status = 400, description = "`window_seconds` not positive or over ten years, `system_prompt` over 64 KiB or with control characters, `docs_workspace` not a workspace id, or a malformed request (nothing written)", body = ErrorBody)),
+            security(("bearer" = []))
+    }
+    /// Moves the agent's clear marker to now: every thread's window starts
+    /// there. Deletes nothing.
+    ClearContext = clear_context: post "/v1/agents/{agent}/clear" in Agents,
+        none => Cleared {
+        tag = "agents",
+            params(("agent" = Principal, Path)),
+            responses((status = 200, description = "The new marker", body = Cleared),
+                (status = 400, description = "`agent` is not a principal", body = ErrorBody)),
+            security(("bearer" = []))
+    }
+    /// The agent's live context: the messages of its commits created after
+    /// max(last_clear, now - window_seconds), for one thread or all, oldest
+    /// first, joined in `format`.
+    ContextWindow = context_window: get "/v1/agents/{agent}/window" in Agents,
+        none => Window {
+        tag = "agents",
+            params(("agent" = Principal, Path),
+                ("thread_id" = Option<String>, Query, min_length = 1, max_length = 256, pattern = r"^[^\x00-\x08\x0b-\x1f\x7f-\x9f]*$",
+                    description = "One thread (default: every thread): 1 to 256 bytes, no control characters but tab and newline"),
+                ("format" = Option<FormatId>, Query, description = "Default: the newest commit's")),
+            responses((status = 200, description = "The window", body = Window),
+                (status = 400, description = "A malformed `thread_id` or `format`, or commits that cannot be turned into it", body = ErrorBody)),
+            security(("bearer" = []))
+    }
+    /// Saves every thread's window as a session file with a summary (the
+    /// configured summarizer's; `(summary generation failed)` when it fails).
+    /// Does not clear.
+    SaveContext = save_context: post "/v1/agents/{agent}/saves" in Agents,
+        optional SaveRequest => SaveRecord {
+        tag = "agents", params(("agent" = Principal, Path)),
+            responses((status = 201, description = "The save", body = SaveRecord),
+                (status = 400, description = "A malformed `description`", body = ErrorBody)),
+            security(("bearer" = []))
+    }
+    /// The agent's saves, newest first.
+    ListSaves = list_saves: get "/v1/agents/{agent}/saves" in Agents,
+        none => SaveList {
+        tag = "agents",
+            params(("agent" = Principal, Path)),
+            responses((status = 200, description = "The saves", body = SaveList),
+                (status = 400, description = "`agent` is not a principal", body = ErrorBody)),
+            security(("bearer" = []))
+    }
+    /// One save's session file (the messages included).
+    GetSave = get_save: get "/v1/agents/{agent}/saves/{save_id}" in Agents,
+        none => SessionFile {
+        tag = "agents",
+            params(("agent" = Principal, Path), ("save_id" = SaveId, Path)),
+            responses((status = 200, description = "The session file", body = SessionFile),
+                (status = 400, description = "`save_id` is not a save id", body = ErrorBody),
+                (status = 404, description = "No such save", body = ErrorBody)),
+            security(("bearer" = []))
+    }
+    /// Loads a save's messages back into the window: one commit per thread at
+    /// the current time, tagged `restored_from`.
+    RestoreSave = restore_save: post "/v1/agents/{agent}/saves/{save_id}/restore" in Agents,
+        none => Restored {
+        tag = "agents",
+            params(("agent" = Principal, Path), ("save_id" = SaveId, Path)),
+            responses((status = 200, description = "The commits written", body = Restored),
+                (status = 400, description = "`save_id` is not a save id", body = ErrorBody),
+                (status = 404, description = "No such save", body = ErrorBody)),
+            security(("bearer" = []))
+    }
+    /// Stores a working-context snapshot as the agent's cache.
+    PutWorkingContext = put_working_context: put "/v1/agents/{agent}/working-context" in Agents,
+        json WorkingContextSnapshot => WorkingContextStored {
+        tag = "agents", params(("agent" = Principal, Path)),
+            responses((status = 200, description = "Stored", body = WorkingContextStored),
+                (status = 400, description = "A wrong `schema_version`, an `agent_id` that is not the route's agent, or malformed `messages` (nothing written)", body = ErrorBody),
+                (status = 413, description = "Over the artifact limit", body = ErrorBody)),
+            security(("bearer" = []))
+    }
+    /// Restores the agent's working context: the cache when it is valid, else
+    /// a rebuild from its memory (system prompt, episodic, semantic, raw tail),
+    /// stored as the new cache, with the reason the cache was rejected.
+    RestoreWorkingContext = restore_working_context: post "/v1/agents/{agent}/working-context/restore" in Agents,
+        optional RestoreRequest => RestoreResponse {
+        tag = "agents", params(("agent" = Principal, Path)),
+            responses((status = 200, description = "The working context and where it came from", body = RestoreResponse),
+                (status = 400, description = "An option out of range", body = ErrorBody)),
+            security(("bearer" = []))
+    }
+    /// Registers (or replaces) a process running for the agent: the status
+    /// preamble of its assembled context lists it until it is removed or
+    /// expires.
+    PutProcess = put_process: put "/v1/agents/{agent}/processes/{process_id}" in Agents,
+        json PutProcessRequest => RunningProcess {
+        tag = "agents", params(("agent" = Principal, Path),
+                ("process_id" = String, Path, min_length = 1, max_length = 128, pattern = r"^[A-Za-z0-9._:-]+$",
+                    description = "The caller's id for it: 1 to 128 of A-Z, a-z, 0-9, '.', '_', ':' and '-'")),
+            responses((status = 200, description = "The process as registered", body = RunningProcess),
+                (status = 400, description = "A bad `process_id`, `description`, `thread_id` or `expires_at`, or `processes` when 64 others run (nothing written)", body = ErrorBody)),
+            security(("bearer" = []))
+    }
+    /// Removes a registered process.
+    DeleteProcess = delete_process: delete "/v1/agents/{agent}/processes/{process_id}" in Agents,
+        none => () {
+        tag = "agents",
+            params(("agent" = Principal, Path),
+                ("process_id" = String, Path, min_length = 1, max_length = 128, pattern = r"^[A-Za-z0-9._:-]+$")),
+            responses((status = 204, description = "Removed"),
+                (status = 400, description = "A bad `process_id`", body = ErrorBody),
+                (status = 404, description = "No such process (or it expired)", body = ErrorBody)),
+            security(("bearer" = []))
+    }
+    /// The processes registered for the agent and still running, by id.
+    ListProcesses = list_processes: get "/v1/agents/{agent}/processes" in Agents,
+        none => ProcessList {
+        tag = "agents",
+            params(("agent" = Principal, Path)),
+            responses((status = 200, description = "The processes", body = ProcessList),
+                (status = 400, description = "`agent` is not a principal", body = ErrorBody)),
+            security(("bearer" = []))
+    }
+    /// The context of an LLM call for the agent and a thread, in seed 001's
+    /// order: the system prompt, the agent's docs (its docs workspace's files,
+    /// bounded; what was cut is said), a thread and process status preamble
+    /// (its other active threads, the active folded branches of its sessions,
+    /// its running processes) and the thread's rolling window; as sections
+    /// and as one conversation in `format`.
+    AssembleContext = assemble_context: get "/v1/agents/{agent}/context" in Agents,
+        none => AssembledContextResponse {
+        tag = "agents",
+            params(("agent" = Principal, Path),
+                ("thread_id" = String, Query, min_length = 1, max_length = 256, pattern = r"^[^\x00-\x08\x0b-\x1f\x7f-\x9f]*$",
+                    description = "The thread: 1 to 256 bytes, no control characters but tab and newline"),
+                ("format" = Option<FormatId>, Query, description = "The conversation's format (default: the window's, else openai-chat-v1)")),
+            responses((status = 200, description = "The assembled context", body = AssembledContextResponse),
+                (status = 400, description = "A missing or malformed `thread_id`, an unknown `format`, or a window that cannot be turned into it", body = ErrorBody),
+                (status = 413, description = "The conversation is over 4 MiB (read the window's artifact instead)", body = ErrorBody)),
+            security(("bearer" = []))
     }
 }

@@ -4,7 +4,10 @@
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
+use super::{Bytes, ErrorBody, operations};
 use crate::id::ArtifactRef;
+use crate::service::GcReport;
+use crate::store::{PresignedDownload, PresignedUpload};
 
 /// An artifact reference and size.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
@@ -45,4 +48,53 @@ pub struct GcRequest {
     #[serde(default, deserialize_with = "crate::number::optional_whole")]
     #[schema(minimum = 1, maximum = 10_000)]
     pub limit: Option<u32>,
+}
+
+operations! { ARTIFACT_OPERATIONS;
+    /// Stores raw bytes as an artifact: 201 when new, 200 when already stored.
+    UploadArtifact = upload_artifact: post "/v1/artifacts" in Artifacts,
+        bytes => ArtifactInfo {
+        tag = "artifacts",
+            responses((status = 201, description = "Stored", body = ArtifactInfo),
+                (status = 200, description = "Already stored", body = ArtifactInfo),
+                (status = 400, description = "The body is empty or cannot be read", body = ErrorBody),
+                (status = 413, description = "Larger than the artifact limit (64 MiB by default)", body = ErrorBody)),
+            security(("bearer" = []))
+    }
+    /// A URL to PUT a large artifact to directly (AWS mode; bodies beyond the
+    /// API's limits). Then checkpoint with `artifact_ref`: the bytes are
+    /// re-hashed before the commit references them.
+    UploadUrl = upload_url: post "/v1/uploads" in Artifacts,
+        json UploadRequest => PresignedUpload {
+        tag = "artifacts", responses((status = 201, description = "Where to PUT the bytes", body = PresignedUpload),
+                (status = 400, description = "A malformed request, or storage that takes no direct uploads (embedded mode)", body = ErrorBody),
+                (status = 413, description = "`size` over the direct-upload limit, or a body over the JSON limit", body = ErrorBody)),
+            security(("bearer" = []))
+    }
+    /// An artifact's bytes, verified against their hash; or, for one larger
+    /// than `CTX_DOWNLOAD_URL_BYTES` where the store hands out URLs (aws), 303
+    /// to a presigned GET of them: fetch the `Location` without this API's
+    /// `Authorization` and check the bytes against the ref.
+    DownloadArtifact = download_artifact: get "/v1/artifacts/{art}" in Artifacts,
+        none => Bytes {
+        tag = "artifacts",
+            params(("art" = ArtifactRef, Path)),
+            responses((status = 200, description = "The bytes", content_type = "application/octet-stream", body = Vec<u8>),
+                (status = 303, description = "Larger than `CTX_DOWNLOAD_URL_BYTES` on a store that hands out URLs: GET the `Location` (valid 15 minutes; send no `Authorization`) and check the bytes' BLAKE3 against the ref", body = PresignedDownload,
+                    headers(("location" = String, description = "The presigned GET URL"))),
+                (status = 400, description = "`art` is not an artifact ref", body = ErrorBody),
+                (status = 404, description = "No such artifact", body = ErrorBody)),
+            security(("bearer" = []))
+    }
+    /// Collects garbage: one page of the caller's artifacts that no commit,
+    /// cache entry or pending upload needs and that are older than the grace
+    /// period (`CTX_GC_GRACE_SECS`) are removed (or, with `dry_run`, listed).
+    /// Call again with `cursor` set to the report's `next` until it is absent.
+    Gc = gc: post "/v1/gc" in Artifacts,
+        optional GcRequest => GcReport {
+        tag = "artifacts", responses((status = 200, description = "What this page removed (or would remove)", body = GcReport),
+                (status = 400, description = "A malformed request, a cursor no call handed out, or a limit out of range", body = ErrorBody),
+                (status = 413, description = "A body over the JSON limit", body = ErrorBody)),
+            security(("bearer" = []))
+    }
 }

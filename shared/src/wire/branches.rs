@@ -8,6 +8,8 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
+use super::{ErrorBody, operations};
+use crate::branch::memories::MemoryKind;
 use crate::branch::memories::{BlockedMemory, InjectedMemory, MemoryRecord, ScoredMemory};
 use crate::branch::{BranchState, CreatedBranch, EndedSession, NewBranch, ReturnedBranch};
 use crate::id::{BranchId, CommitId, SessionId};
@@ -382,5 +384,85 @@ impl From<Vec<ScoredMemory>> for MemorySearchResponse {
                 })
                 .collect(),
         }
+    }
+}
+
+operations! { BRANCH_OPERATIONS;
+    /// Creates an isolated branch of a session: its chain holds only the
+    /// description and the prompt. 429 with Retry-After past a creation limit.
+    BranchCreate = branch_create: post "/v1/branches" in Branches,
+        json BranchCreateRequest => BranchCreated {
+        tag = "branches", responses((status = 201, description = "The new branch", body = BranchCreated),
+                (status = 400, description = "A malformed request, or a branch nested too deep", body = ErrorBody),
+                (status = 404, description = "The session or parent branch belongs to another caller, or does not exist", body = ErrorBody),
+                (status = 409, description = "The parent branch ended", body = ErrorBody),
+                (status = 413, description = "A body over the JSON limit", body = ErrorBody),
+                (status = 429, description = "Past a creation limit; retry after `Retry-After`", body = ErrorBody,
+                    headers(("retry-after" = u64, description = "Seconds to wait before retrying")))),
+            security(("bearer" = []))
+    }
+    /// The active branches of a session (`session_id`): the deepest in the
+    /// top-level fields and every one, deepest first, in `active_branches`; or
+    /// `{branch_id: null, status: "No active branch found"}`.
+    BranchStatusOfSession = branch_status_of_session: get "/v1/branches" in Branches,
+        none => BranchStatusResponse {
+        tag = "branches",
+            params(("session_id" = SessionId, Query)),
+            responses((status = 200, description = "The deepest active branch and every active branch, or none", body = BranchStatusResponse),
+                (status = 400, description = "No `session_id`, one that is not a session id, or a malformed query string", body = ErrorBody),
+                (status = 404, description = "The session belongs to another caller", body = ErrorBody)),
+            security(("bearer" = []))
+    }
+    /// A branch's status, depth, budget and times.
+    GetBranchStatus = branch_status: get "/v1/branches/{br}" in Branches,
+        none => BranchStatusResponse {
+        tag = "branches",
+            params(("br" = BranchId, Path)),
+            responses((status = 200, description = "The branch", body = BranchStatusResponse),
+                (status = 400, description = "`br` is not a branch id", body = ErrorBody),
+                (status = 404, description = "No such branch of this caller", body = ErrorBody)),
+            security(("bearer" = []))
+    }
+    /// Returns a branch: its active children first (deepest first), then its
+    /// scrubbed message is appended to the parent's chain. With `status:
+    /// failed` and an `error` the agent ends it early as failed, and the
+    /// parent gets the error context. 409 when it already ended.
+    BranchReturn = branch_return: post "/v1/branches/{br}/return" in Branches,
+        json BranchReturnRequest => BranchReturned {
+        tag = "branches", params(("br" = BranchId, Path)),
+            responses((status = 200, description = "Returned", body = BranchReturned),
+                (status = 400, description = "A malformed request", body = ErrorBody),
+                (status = 404, description = "No such branch of this caller", body = ErrorBody),
+                (status = 409, description = "The branch already ended", body = ErrorBody),
+                (status = 413, description = "A body over the JSON limit", body = ErrorBody)),
+            security(("bearer" = []))
+    }
+    /// Ends a session: force-returns its active branches within a bounded
+    /// time; what does not finish is marked failed.
+    SessionEnd = session_end: post "/v1/sessions/{id}/end" in Branches,
+        none => SessionEnded {
+        tag = "branches",
+            params(("id" = SessionId, Path, description = "the session id")),
+            responses((status = 200, description = "Its branches, returned or failed", body = SessionEnded),
+                (status = 400, description = "`id` is not a session id", body = ErrorBody),
+                (status = 404, description = "The session belongs to another caller", body = ErrorBody)),
+            security(("bearer" = []))
+    }
+    /// The tenant's memories of ended branches matching `q` (any of its
+    /// words; SQLite FTS5 embedded, BM25 over the newest 2,000 on AWS), best
+    /// first: strategies from completed branches, anti-patterns from failed
+    /// or timed-out ones, each with its provenance.
+    MemorySearch = memory_search: get "/v1/memories" in Branches,
+        none => MemorySearchResponse {
+        tag = "branches",
+            params(
+                ("q" = String, Query, min_length = 1, max_length = 1000, pattern = r"[^\s\x00-\x1f\x7f-\x9f]",
+                    description = "What to look for: words, any of which may match (1 to 1,000 characters)"),
+                ("limit" = Option<u32>, Query, minimum = 1, maximum = 100, description = "At most this many (default 10)"),
+                ("min_confidence" = Option<f64>, Query, minimum = 0, maximum = 1, description = "Only memories at least this confident (default 0)"),
+                ("kind" = Option<MemoryKind>, Query, description = "Only this kind")),
+            responses((status = 200, description = "Best first", body = MemorySearchResponse),
+                (status = 400, description = "No `q`, a blank or over-long one, or `limit`, `min_confidence` or `kind` out of range (the field named)", body = ErrorBody)),
+            security(("bearer" = []))
     }
 }

@@ -5,6 +5,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use utoipa::ToSchema;
 
+use super::{ErrorBody, operations};
 use crate::body_text::BodyText;
 use crate::commit::{Commit, CommitType, Tags, Trigger};
 use crate::error::Result;
@@ -731,5 +732,149 @@ mod read_tests {
                 "{bytes:?}: {field}"
             );
         }
+    }
+}
+
+operations! { COMMIT_OPERATIONS;
+    /// Records a checkpoint: 201 with the new commit, or 200 with the stored one
+    /// when the same checkpoint (same `created_at`) was recorded before. Into a
+    /// branch's chain (`ref: branches/br-…`) it counts against the budget: the
+    /// `ctx-budget-warning` header from 80%, a forced return at 100%, then 409.
+    /// A `ctx-warning` header per thing stored as written although it looks
+    /// wrong (a runtime transcript's tool result answering no tool use).
+    Checkpoint = checkpoint: post "/v1/commits" in Checkpoint,
+        json CheckpointRequest => Commit {
+        tag = "commits", responses((status = 201, description = "Recorded", body = Commit,
+                    headers(("ctx-budget-warning" = String, description = "Into a branch at 80% of its budget or more"))),
+                (status = 200, description = "Recorded before", body = Commit),
+                (status = 400, description = "A malformed request, or a parent, artifact or format that does not exist", body = ErrorBody),
+                (status = 404, description = "The branch of the ref does not exist", body = ErrorBody),
+                (status = 409, description = "The ref moved (`current` says where to), or the branch ended", body = ErrorBody),
+                (status = 413, description = "The delta or the body over its limit", body = ErrorBody)),
+            security(("bearer" = []))
+    }
+    /// Writes a batch: the commits (each as a checkpoint, its parent an
+    /// existing commit or an earlier one of the batch), the artifacts they and
+    /// the caller name (inline, each by its hash) and the ref moves (each by
+    /// compare-and-swap), as ONE atomic write: a 4xx writes nothing. At most
+    /// 14 commits, and 7 × commits + refs at most 100 (one DynamoDB
+    /// transaction), on every backend. 201 when a commit was new; 200 when
+    /// every commit existed (a retry: nothing is written twice, and a ref
+    /// already at its target is left alone) or for ref moves alone.
+    Batch = batch: post "/v1/batch" in Checkpoint,
+        json BatchRequest => BatchResponse {
+        tag = "commits", responses((status = 201, description = "Written; at least one commit is new", body = BatchResponse,
+                    headers(("ctx-budget-warning" = String, description = "A commit into a branch at 80% of its budget or more"))),
+                (status = 200, description = "Written with no new commit: a retry, or ref moves alone", body = BatchResponse),
+                (status = 400, description = "A malformed request naming the field (`artifacts[i].ref`, `commits[i].…`, `refs[i].…`), or a parent, artifact, ref target or format that does not exist", body = ErrorBody),
+                (status = 409, description = "A ref moved (`field` is `refs[i].expected`, `current` says where it points), or a branch ended; nothing is written", body = ErrorBody),
+                (status = 413, description = "Too many commits or refs for one transaction, an artifact over its limit, or the body over its limit", body = ErrorBody)),
+            security(("bearer" = []))
+    }
+    /// One commit.
+    GetCommit = get_commit: get "/v1/commits/{ctx}" in History,
+        none => Commit {
+        tag = "commits",
+            params(("ctx" = CommitId, Path)),
+            responses((status = 200, description = "The commit", body = Commit),
+                (status = 400, description = "`ctx` is not a commit id", body = ErrorBody),
+                (status = 404, description = "No such commit", body = ErrorBody)),
+            security(("bearer" = []))
+    }
+    /// Changes a commit's summary (null clears it) and replaces its tags.
+    UpdateMetadata = update_metadata: patch "/v1/commits/{ctx}" in History,
+        json UpdateMetadataRequest => Commit {
+        tag = "commits", params(("ctx" = CommitId, Path)),
+            responses((status = 200, description = "The commit as changed", body = Commit),
+                (status = 400, description = "A malformed request", body = ErrorBody),
+                (status = 404, description = "No such commit", body = ErrorBody),
+                (status = 413, description = "A body over the JSON limit", body = ErrorBody)),
+            security(("bearer" = []))
+    }
+    /// The commits from `ctx` towards the root, newest first.
+    History = history: get "/v1/commits/{ctx}/history" in History,
+        none => HistoryResponse {
+        tag = "commits",
+            params(("ctx" = CommitId, Path),
+                ("depth" = Option<u64>, Query, minimum = 1, maximum = 1000, description = "How many commits (default 50, at most 1000)")),
+            responses((status = 200, description = "The commits, newest first", body = HistoryResponse),
+                (status = 400, description = "`ctx` is not a commit id, or `depth` is out of range", body = ErrorBody),
+                (status = 404, description = "No such commit", body = ErrorBody)),
+            security(("bearer" = []))
+    }
+    /// Commits lacking a summary, oldest first, with their summary queue state
+    /// (claimed, failed, retry time). Only `missing_summary=true` is listed.
+    MissingSummaries = missing_summaries: get "/v1/commits" in History,
+        none => MissingSummaryList {
+        tag = "commits",
+            params(("missing_summary" = crate::wire::MissingSummaryFilter, Query, description = "`true`: the commits lacking a summary (the only listing there is)"),
+                ("limit" = Option<u64>, Query, minimum = 1, maximum = 1000, description = "How many commits (default 100, at most 1000)"),
+                ("cursor" = Option<String>, Query, pattern = r"^-?[0-9]{1,18}\.ctx-[0-9a-f]{32}$", description = "The `next_cursor` of the previous page")),
+            responses((status = 200, description = "The commits, oldest first", body = MissingSummaryList),
+                (status = 400, description = "`missing_summary` is not true, or `limit` or `cursor` is malformed", body = ErrorBody)),
+            security(("bearer" = []))
+    }
+    /// Summarizes one commit now (its back-off ignored) and returns it.
+    Summarize = summarize: post "/v1/commits/{ctx}/summarize" in History,
+        json SummarizeRequest => Commit {
+        tag = "commits", params(("ctx" = CommitId, Path)),
+            responses((status = 200, description = "The commit with its new summary", body = Commit),
+                (status = 400, description = "A malformed request", body = ErrorBody),
+                (status = 404, description = "No such commit", body = ErrorBody),
+                (status = 409, description = "It has a summary and `force` is not set, or another run is summarizing it", body = ErrorBody),
+                (status = 413, description = "A body over the JSON limit", body = ErrorBody),
+                (status = 503, description = "No summarizer is configured, or it failed (recorded as `summary_error`)", body = ErrorBody)),
+            security(("bearer" = []))
+    }
+    /// Re-compacts the context at `ctx`: summarizes it (from its nearest
+    /// compaction) and records the summary as a compaction commit whose parent
+    /// is `ctx`, in the chain's format; a materialize of the new commit starts
+    /// at the summary, `stop: root` still reaches the original history.
+    Compact = compact: post "/v1/commits/{ctx}/compact" in Checkpoint,
+        json CompactRequest => CompactResponse {
+        tag = "commits", params(("ctx" = CommitId, Path)),
+            responses((status = 201, description = "The compaction was recorded", body = CompactResponse),
+                (status = 200, description = "The same compaction was recorded before", body = CompactResponse),
+                (status = 400, description = "A malformed request or an unknown summarizer", body = ErrorBody),
+                (status = 404, description = "No such commit", body = ErrorBody),
+                (status = 409, description = "The ref moved", body = ErrorBody),
+                (status = 413, description = "A body over the JSON limit", body = ErrorBody),
+                (status = 503, description = "The summarizer failed; nothing was recorded", body = ErrorBody)),
+            security(("bearer" = []))
+    }
+    /// Rebuilds the context at `ctx` from its stop point; cached per (commit, stop, format).
+    Materialize = materialize: post "/v1/commits/{ctx}/materialize" in Materialize,
+        json MaterializeRequest => MaterializeResponse {
+        tag = "commits", params(("ctx" = CommitId, Path)),
+            responses((status = 200, description = "The context", body = MaterializeResponse),
+                (status = 400, description = "A malformed request, a stop that is not an ancestor, or a format that cannot be produced", body = ErrorBody),
+                (status = 404, description = "No such commit", body = ErrorBody),
+                (status = 413, description = "A body over the JSON limit", body = ErrorBody)),
+            security(("bearer" = []))
+    }
+    /// Reads the context at a ref's tip (or at a commit) in one request: the
+    /// commit, its materialization (as `POST /v1/commits/{ctx}/materialize`
+    /// makes it; with `delta`, the commit's own artifact instead) and, up to
+    /// 1 MiB, its bytes inline; a larger context is downloaded from
+    /// `artifact_ref`.
+    Read = read: post "/v1/read" in Materialize,
+        json ReadRequest => ReadResponse {
+        tag = "commits", responses((status = 200, description = "The context", body = ReadResponse),
+                (status = 400, description = "Neither or both of `ref` and `commit`, a stop that is not an ancestor, a format that cannot be produced, a delta read with a format, or a depth out of range or on a context read", body = ErrorBody),
+                (status = 404, description = "No such ref or commit", body = ErrorBody),
+                (status = 410, description = "A delta the read needs was evicted: the message names the compaction to read from", body = ErrorBody),
+                (status = 413, description = "A body over the JSON limit", body = ErrorBody)),
+            security(("bearer" = []))
+    }
+    /// What did `principal` know at `at`: the newest commit at or before it.
+    Resolve = resolve: get "/v1/resolve" in Resolve,
+        none => ResolveResponse {
+        tag = "commits",
+            params(("principal" = Principal, Query),
+                ("at" = Option<chrono::DateTime<chrono::Utc>>, Query, description = "RFC 3339; default now")),
+            responses((status = 200, description = "The commit", body = ResolveResponse),
+                (status = 400, description = "`principal` or `at` missing or malformed", body = ErrorBody),
+                (status = 404, description = "No commit of `principal` at or before `at`", body = ErrorBody)),
+            security(("bearer" = []))
     }
 }

@@ -10,6 +10,10 @@
 //! here, by `From` impls the handlers call.
 //!
 //! # Layout
+//! - [`ops`]: every operation, declared once (the [`Operation`] trait, the
+//!   [`operations!`] macro, [`Group`], [`all`]); each family's declarations
+//!   are in its own file below.
+//! - [`error`]: the body of every error response.
 //! - [`commits`]: checkpoint, show, update-metadata, history, the summary
 //!   queue, summarize, compact, materialize, resolve.
 //! - [`artifacts`]: uploads, direct uploads, garbage collection.
@@ -23,7 +27,9 @@ pub mod agents;
 pub mod artifacts;
 pub mod branches;
 pub mod commits;
+pub mod error;
 pub mod lifecycle;
+pub mod ops;
 pub mod refs;
 pub mod workspaces;
 
@@ -31,7 +37,9 @@ pub use agents::*;
 pub use artifacts::*;
 pub use branches::*;
 pub use commits::*;
+pub use error::*;
 pub use lifecycle::*;
+pub use ops::*;
 pub use refs::*;
 pub use workspaces::*;
 

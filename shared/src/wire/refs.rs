@@ -3,6 +3,7 @@
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
+use super::{ErrorBody, operations};
 use crate::id::{CommitId, RefName};
 use crate::store::RefRecord;
 
@@ -27,4 +28,54 @@ pub struct RefList {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<String>)]
     pub next: Option<RefName>,
+}
+
+operations! { REF_OPERATIONS;
+    /// Refs whose names start with `prefix`, by name, a page at a time: a full
+    /// page names its last ref in `next`, which `after` takes for the next.
+    ListRefs = list_refs: get "/v1/refs" in Refs,
+        none => RefList {
+        tag = "refs",
+            params(("prefix" = Option<String>, Query, description = "Only names that start with it"),
+                ("after" = Option<RefName>, Query, description = "Only names after it: the `next` of the previous page"),
+                ("limit" = Option<u64>, Query, minimum = 1, maximum = 1000, description = "default 100, at most 1000")),
+            responses((status = 200, description = "The refs, by name", body = RefList),
+                (status = 400, description = "`limit` out of range, `after` not a ref name, or a malformed query string", body = ErrorBody)),
+            security(("bearer" = []))
+    }
+    /// A ref.
+    GetRef = get_ref: get "/v1/refs/{*name}" in Refs,
+        none => RefRecord {
+        tag = "refs",
+            params(("name" = RefName, Path, description = "may contain '/'")),
+            responses((status = 200, description = "The ref", body = RefRecord),
+                (status = 400, description = "`name` is not a ref name", body = ErrorBody),
+                (status = 404, description = "No such ref", body = ErrorBody)),
+            security(("bearer" = []))
+    }
+    /// Creates a ref (no `expected`) or moves it by compare-and-swap; 409 with
+    /// `current` when `expected` is stale.
+    SetRef = set_ref: put "/v1/refs/{*name}" in Refs,
+        json SetRefRequest => RefRecord {
+        tag = "refs", params(("name" = RefName, Path, description = "may contain '/'")),
+            responses((status = 200, description = "The ref as set", body = RefRecord),
+                (status = 400, description = "A malformed request, or a target that does not exist", body = ErrorBody),
+                (status = 409, description = "`expected` is stale (`current` says where the ref points)", body = ErrorBody),
+                (status = 413, description = "A body over the JSON limit", body = ErrorBody)),
+            security(("bearer" = []))
+    }
+    /// Removes the ref alone; its commits and artifacts stay (erasing those is
+    /// the session and principal erase). With `expected`, only while the ref
+    /// still points there.
+    DeleteRef = delete_ref: delete "/v1/refs/{*name}" in Refs,
+        none => RefRecord {
+        tag = "refs",
+            params(("name" = RefName, Path, description = "may contain '/'"),
+                ("expected" = Option<CommitId>, Query, description = "Delete only while the ref points at this commit")),
+            responses((status = 200, description = "The ref as it was when removed", body = RefRecord),
+                (status = 400, description = "`name` is not a ref name, or `expected` is not a commit id", body = ErrorBody),
+                (status = 404, description = "No such ref", body = ErrorBody),
+                (status = 409, description = "`expected` is stale (`current` says where the ref points)", body = ErrorBody)),
+            security(("bearer" = []))
+    }
 }

@@ -147,16 +147,16 @@ OPERATIONS = {
     "healthz": ("GET", "/healthz"),
     "get_agent": ("GET", "/v1/agents/{agent}"),
     "patch_agent": ("PATCH", "/v1/agents/{agent}"),
-    "clear": ("POST", "/v1/agents/{agent}/clear"),
-    "assemble": ("GET", "/v1/agents/{agent}/context"),
+    "clear_context": ("POST", "/v1/agents/{agent}/clear"),
+    "assemble_context": ("GET", "/v1/agents/{agent}/context"),
     "list_processes": ("GET", "/v1/agents/{agent}/processes"),
     "put_process": ("PUT", "/v1/agents/{agent}/processes/{process_id}"),
     "delete_process": ("DELETE", "/v1/agents/{agent}/processes/{process_id}"),
     "list_saves": ("GET", "/v1/agents/{agent}/saves"),
-    "save": ("POST", "/v1/agents/{agent}/saves"),
+    "save_context": ("POST", "/v1/agents/{agent}/saves"),
     "get_save": ("GET", "/v1/agents/{agent}/saves/{save_id}"),
     "restore_save": ("POST", "/v1/agents/{agent}/saves/{save_id}/restore"),
-    "window": ("GET", "/v1/agents/{agent}/window"),
+    "context_window": ("GET", "/v1/agents/{agent}/window"),
     "put_working_context": ("PUT", "/v1/agents/{agent}/working-context"),
     "restore_working_context": ("POST", "/v1/agents/{agent}/working-context/restore"),
     "upload_artifact": ("POST", "/v1/artifacts"),
@@ -168,7 +168,7 @@ OPERATIONS = {
     "branch_return": ("POST", "/v1/branches/{br}/return"),
     "missing_summaries": ("GET", "/v1/commits"),
     "checkpoint": ("POST", "/v1/commits"),
-    "show": ("GET", "/v1/commits/{ctx}"),
+    "get_commit": ("GET", "/v1/commits/{ctx}"),
     "update_metadata": ("PATCH", "/v1/commits/{ctx}"),
     "compact": ("POST", "/v1/commits/{ctx}/compact"),
     "history": ("GET", "/v1/commits/{ctx}/history"),
@@ -1856,7 +1856,7 @@ def append_file(ws: WorkspaceId, path: FilePath, body: str | bytes) -> Call[File
     )
 
 
-def assemble(
+def assemble_context(
     agent: Principal, *, thread_id: str, format: FormatId | None = None
 ) -> Call[AssembledContextResponse]:
     """``GET /v1/agents/{agent}/context``: The context of an LLM call for the agent and a thread,
@@ -1930,7 +1930,7 @@ def checkpoint(body: CheckpointRequest) -> Call[Commit]:
     return Call("POST", "/v1/commits", parse_json, json_body=body, has_json=True)
 
 
-def clear(agent: Principal) -> Call[Cleared]:
+def clear_context(agent: Principal) -> Call[Cleared]:
     """``POST /v1/agents/{agent}/clear``: Moves the agent's clear marker to now: every thread's
     window starts
     there. Deletes nothing.
@@ -1947,6 +1947,22 @@ def compact(ctx: CommitId, body: CompactRequest) -> Call[CompactResponse]:
     """
     return Call(
         "POST", f"/v1/commits/{seg(ctx)}/compact", parse_json, json_body=body, has_json=True
+    )
+
+
+def context_window(
+    agent: Principal, *, thread_id: str | None = None, format: FormatId | None = None
+) -> Call[Window]:
+    """``GET /v1/agents/{agent}/window``: The agent's live context: the messages of its commits
+    created after
+    max(last_clear, now - window_seconds), for one thread or all, oldest
+    first, joined in `format`.
+    """
+    return Call(
+        "GET",
+        f"/v1/agents/{seg(agent)}/window",
+        parse_json,
+        params=query({"thread_id": thread_id, "format": format}),
     )
 
 
@@ -2047,6 +2063,11 @@ def get_agent(agent: Principal) -> Call[AgentSettings]:
     configured).
     """
     return Call("GET", f"/v1/agents/{seg(agent)}", parse_json)
+
+
+def get_commit(ctx: CommitId) -> Call[Commit]:
+    """``GET /v1/commits/{ctx}``: One commit."""
+    return Call("GET", f"/v1/commits/{seg(ctx)}", parse_json)
 
 
 def get_file(ws: WorkspaceId, path: FilePath) -> Call[bytes]:
@@ -2268,7 +2289,7 @@ def restore_working_context(
     )
 
 
-def save(agent: Principal, body: SaveRequest | None = None) -> Call[SaveRecord]:
+def save_context(agent: Principal, body: SaveRequest | None = None) -> Call[SaveRecord]:
     """``POST /v1/agents/{agent}/saves``: Saves every thread's window as a session file with a
     summary (the
     configured summarizer's; `(summary generation failed)` when it fails).
@@ -2307,11 +2328,6 @@ def set_ref(name: RefName, body: SetRefRequest) -> Call[RefRecord]:
     return Call("PUT", f"/v1/refs/{name_path(name)}", parse_json, json_body=body, has_json=True)
 
 
-def show(ctx: CommitId) -> Call[Commit]:
-    """``GET /v1/commits/{ctx}``: One commit."""
-    return Call("GET", f"/v1/commits/{seg(ctx)}", parse_json)
-
-
 def summarize(ctx: CommitId, body: SummarizeRequest) -> Call[Commit]:
     """``POST /v1/commits/{ctx}/summarize``: Summarizes one commit now (its back-off ignored) and
     returns it.
@@ -2342,19 +2358,3 @@ def upload_url(body: UploadRequest) -> Call[PresignedUpload]:
     re-hashed before the commit references them.
     """
     return Call("POST", "/v1/uploads", parse_json, json_body=body, has_json=True)
-
-
-def window(
-    agent: Principal, *, thread_id: str | None = None, format: FormatId | None = None
-) -> Call[Window]:
-    """``GET /v1/agents/{agent}/window``: The agent's live context: the messages of its commits
-    created after
-    max(last_clear, now - window_seconds), for one thread or all, oldest
-    first, joined in `format`.
-    """
-    return Call(
-        "GET",
-        f"/v1/agents/{seg(agent)}/window",
-        parse_json,
-        params=query({"thread_id": thread_id, "format": format}),
-    )

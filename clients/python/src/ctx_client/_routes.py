@@ -254,7 +254,7 @@ def _batch_commit(c: Mapping[str, Any], at: str) -> BatchCommitRequest:
 
 def get_commit(ctx_id: str) -> Call[Commit]:
     """``GET /v1/commits/{ctx}``."""
-    return api.show(ctx_id)
+    return api.get_commit(ctx_id)
 
 
 def update_metadata(ctx_id: str, *, summary: Any = UNSET, tags: Any = UNSET) -> Call[Commit]:
@@ -524,7 +524,7 @@ def assemble_context(
     the agent and a thread, in seed 001's order (system prompt, docs,
     thread and process status, the thread's window), as sections and as
     one conversation in ``format``."""
-    return api.assemble(agent, thread_id=thread_id, format=format)
+    return api.assemble_context(agent, thread_id=thread_id, format=format)
 
 
 def list_processes(agent: str) -> Call[ProcessList]:
@@ -561,7 +561,7 @@ def delete_process(agent: str, process_id: str) -> Call[None]:
 
 def clear_context(agent: str) -> Call[Cleared]:
     """``POST /v1/agents/{agent}/clear``: a marker; deletes nothing."""
-    return api.clear(agent)
+    return api.clear_context(agent)
 
 
 def context_window(
@@ -569,12 +569,12 @@ def context_window(
 ) -> Call[Window]:
     """``GET /v1/agents/{agent}/window``: the messages since
     max(last clear, now - window)."""
-    return api.window(agent, thread_id=thread_id, format=format)
+    return api.context_window(agent, thread_id=thread_id, format=format)
 
 
 def save_context(agent: str, description: str | None = None) -> Call[SaveRecord]:
     """``POST /v1/agents/{agent}/saves``: snapshots every thread's window."""
-    return api.save(agent, _drop_none(SaveRequest(description=description)))
+    return api.save_context(agent, _drop_none(SaveRequest(description=description)))
 
 
 def list_saves(agent: str) -> Call[SaveList]:

@@ -6,9 +6,7 @@ use bytes::Bytes;
 use chrono::{DateTime, Utc};
 
 use super::super::Service;
-use crate::agent::{
-    AgentRecord, ContextWindow, DEFAULT_WINDOW_SECONDS, WINDOWS_KEPT, WindowReason,
-};
+use crate::agent::{AgentRecord, DEFAULT_WINDOW_SECONDS, LiveContext, WINDOWS_KEPT, WindowReason};
 use crate::commit::{Commit, CommitType};
 use crate::error::Result;
 use crate::format::FormatId;
@@ -136,7 +134,7 @@ impl Service {
         agent: &Principal,
         thread: Option<&str>,
         format: Option<FormatId>,
-    ) -> Result<ContextWindow> {
+    ) -> Result<LiveContext> {
         let wc = self.window_commits(tenant, agent, thread).await?;
         Ok(self.window_from(tenant, agent, wc, format).await?.0)
     }
@@ -149,7 +147,7 @@ impl Service {
         agent: &Principal,
         wc: WindowCommits,
         format: Option<FormatId>,
-    ) -> Result<(ContextWindow, Option<Bytes>)> {
+    ) -> Result<(LiveContext, Option<Bytes>)> {
         let WindowCommits {
             since,
             reason,
@@ -174,7 +172,7 @@ impl Service {
             }
             _ => (None, 0, 0, None),
         };
-        let window = ContextWindow {
+        let window = LiveContext {
             since,
             reason,
             until,
