@@ -12,9 +12,9 @@
 use chrono::{DateTime, SecondsFormat, Utc};
 use ctx_core::api::error::{ErrorBody, kind_of};
 use ctx_core::api::{BUDGET_WARNING, CHECKPOINT_WARNING};
-use ctx_core::service::FileVersion;
-use ctx_core::store::{Pin, PresignedUpload, RefRecord};
-use ctx_core::wire::{self, Operation};
+use ctx_core::wire::{
+    self, Commit, Context, FileVersion, Operation, Pin, PresignedUpload, RefRecord,
+};
 use ctx_core::wire::{
     AgentSettings, AssembledContextResponse, Cleared, PatchAgentRequest, ProcessList,
     PutProcessRequest, RestoreRequest, RestoreResponse, Restored, RunningProcess, SaveId, SaveList,
@@ -28,11 +28,9 @@ use ctx_core::wire::{
     ReadRequest, ReadResponse, RefList, ResolveResponse, SessionEnded, SetRefRequest,
     SummarizeRequest, UpdateMetadataRequest, UploadRequest,
 };
-use ctx_core::workspace::context::Context;
 use ctx_core::workspace::{FilePath, WorkspaceId};
 use ctx_core::{
-    ArtifactRef, BranchId, Commit, CommitId, Error, ErrorKind, Principal, RefName, Result,
-    SessionId,
+    ArtifactRef, BranchId, CommitId, Error, ErrorKind, Principal, RefName, Result, SessionId,
 };
 use reqwest::{Method, StatusCode};
 use serde::Serialize;
@@ -371,7 +369,7 @@ impl Client {
     ///
     /// # Errors
     /// `Invalid` for a cursor no call handed out; as [`Client::healthz`].
-    pub async fn gc(&self, req: &ctx_core::wire::GcRequest) -> Result<ctx_core::service::GcReport> {
+    pub async fn gc(&self, req: &ctx_core::wire::GcRequest) -> Result<ctx_core::wire::GcReport> {
         self.json(Req::<wire::Gc>::new(&[]), Body::json(req)?).await
     }
 

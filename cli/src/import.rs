@@ -22,7 +22,8 @@ use chrono::{DateTime, Duration, Utc};
 use clap::{Args, Subcommand};
 use ctx_core::format::{FormatId, Segment, SegmentKind, codex_segments, gemini_segments, segments};
 use ctx_core::wire::{CheckpointRequest, SetRefRequest};
-use ctx_core::{CommitId, CommitType, Error, ErrorKind, Principal, Result, Trigger};
+use ctx_core::wire::{CommitType, Trigger};
+use ctx_core::{CommitId, Error, ErrorKind, Principal, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 

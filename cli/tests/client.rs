@@ -11,14 +11,14 @@ use ctx_core::branch::{BranchConfig, Branching, NoTimer, RuleScrubber};
 use ctx_core::format::FormatId;
 use ctx_core::store::memory::MemoryBranchStore;
 use ctx_core::store::memory::{MemoryBlobStore, MemoryMetaStore};
-use ctx_core::store::{RefMove, Stores, TokenStore};
+use ctx_core::store::{Stores, TokenStore};
 use ctx_core::wire::{
     BatchRequest, BranchCreateRequest, BranchReturnRequest, CheckpointRequest, MaterializeRequest,
     SetRefRequest, UpdateMetadataRequest, UploadRequest,
 };
+use ctx_core::wire::{CommitType, RefMove};
 use ctx_core::{
-    Clock as _, CommitType, ErrorKind, ManualClock, OsRandom, Principal, RefName, Service,
-    SessionId,
+    Clock as _, ErrorKind, ManualClock, OsRandom, Principal, RefName, Service, SessionId,
 };
 
 const TOKEN: &str = "token-alice";

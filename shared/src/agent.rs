@@ -20,7 +20,6 @@ use std::str::FromStr;
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
-use utoipa::ToSchema;
 
 use crate::commit::Commit;
 use crate::error::{Error, Result};
@@ -55,7 +54,7 @@ pub fn check_window_seconds(v: i64) -> Result<()> {
 }
 
 /// Where an agent's cached working context is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WorkingContextRef {
     /// The artifact holding the snapshot JSON.
     pub artifact_ref: ArtifactRef,
@@ -111,7 +110,7 @@ pub const MAX_PROCESS_DESCRIPTION_BYTES: usize = 1024;
 /// A process the caller registered as running for an agent, listed in the
 /// status preamble of its assembled context until it is removed or
 /// expires.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ProcessRecord {
     /// What it is doing.
     pub description: String,
@@ -310,20 +309,9 @@ impl<'de> Deserialize<'de> for SaveId {
     }
 }
 
-impl utoipa::PartialSchema for SaveId {
-    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
-        utoipa::openapi::schema::ObjectBuilder::new()
-            .schema_type(utoipa::openapi::schema::Type::String)
-            .pattern(Some("^sav-[0-9a-f]{32}$"))
-            .description(Some("A save id."))
-            .into()
-    }
-}
-impl ToSchema for SaveId {}
-
 /// A saved snapshot of an agent's window (a save's metadata:
 /// docs/http-api.md, "Saves").
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SaveRecord {
     /// Its id.
     pub save_id: SaveId,
@@ -481,7 +469,7 @@ pub struct RestoredContext {
 }
 
 /// Why the window starts where it does.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum WindowReason {
     /// At the latest clear (more recent than now - window).
@@ -491,7 +479,7 @@ pub enum WindowReason {
 }
 
 /// One message of a session file.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SessionMessage {
     /// The thread it belongs to.
     pub thread_id: Option<String>,
@@ -501,13 +489,12 @@ pub struct SessionMessage {
     pub content: String,
     /// The message in the canonical model, for structured formats.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<Object>)]
     pub message: Option<serde_json::Value>,
 }
 
 /// One thread of a session file: its messages as one artifact, what
 /// restore writes back.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SessionThread {
     /// The thread (absent for commits without one).
     pub thread_id: Option<String>,
@@ -522,12 +509,11 @@ pub struct SessionThread {
 }
 
 /// `GET /v1/agents/{agent}/saves/{save_id}`: a save's session file.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SessionFile {
     /// The save's id.
     pub session_id: SaveId,
     /// The agent.
-    #[schema(value_type = String)]
     pub agent: Principal,
     /// When it was saved.
     pub timestamp: DateTime<Utc>,
@@ -548,7 +534,7 @@ pub struct SessionFile {
 }
 
 /// One message of a working-context snapshot.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct WorkingMessage {
     /// `system`, `user`, `assistant` or `tool`.
@@ -561,41 +547,24 @@ pub struct WorkingMessage {
     pub reasoning_content: Option<String>,
     /// Tool calls or results (a JSON object).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<Object>)]
     pub tool_payload: Option<serde_json::Value>,
     /// Media by URL.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub media_urls: Option<Vec<String>>,
 }
 
-/// The schema of a snapshot's `epoch_id`: any unsigned 64-bit value
-/// (no `int64` format, which would cap it at 2^63 - 1).
-fn epoch_schema() -> utoipa::openapi::schema::Object {
-    use utoipa::openapi::schema::{ObjectBuilder, Type};
-    ObjectBuilder::new()
-        .schema_type(Type::Integer)
-        .minimum(Some(0))
-        .maximum(Some(utoipa::Number::UInt(u64::MAX as usize)))
-        .description(Some(
-            "The snapshot's epoch (a rebuild stores the previous + 1).",
-        ))
-        .build()
-}
-
 /// A working-context snapshot (the cache file of docs/http-api.md,
 /// "Working context").
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct WorkingContextSnapshot {
     /// Must be 1.
     #[serde(deserialize_with = "crate::number::whole")]
-    #[schema(minimum = 1, maximum = 1)]
     pub schema_version: u32,
     /// Must be the agent of the route.
     pub agent_id: String,
     /// The snapshot's epoch (a rebuild stores the previous + 1).
     #[serde(deserialize_with = "crate::number::whole")]
-    #[schema(schema_with = epoch_schema)]
     pub epoch_id: u64,
     /// The time of the compaction it starts from, in seconds since the
     /// epoch.
@@ -606,7 +575,7 @@ pub struct WorkingContextSnapshot {
 }
 
 /// Where a restored working context came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RestoreSource {
     /// The cache was valid.
@@ -616,7 +585,7 @@ pub enum RestoreSource {
 }
 
 /// One of an agent's docs in an assembled context.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DocFile {
     /// Its path in the docs workspace.
     pub path: crate::workspace::FilePath,
@@ -631,7 +600,7 @@ pub struct DocFile {
 }
 
 /// A doc left out of an assembled context, and why.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OmittedDoc {
     /// Its path in the docs workspace.
     pub path: crate::workspace::FilePath,
@@ -640,7 +609,7 @@ pub struct OmittedDoc {
 }
 
 /// The agent's docs: the files of its docs workspace, by path, bounded.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AgentDocs {
     /// The docs workspace (absent when the agent names none).
     pub workspace: Option<crate::workspace::WorkspaceId>,
@@ -653,7 +622,7 @@ pub struct AgentDocs {
 }
 
 /// Another thread of the agent with messages in its window.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ThreadActivity {
     /// The thread.
     pub thread_id: String,
@@ -666,7 +635,7 @@ pub struct ThreadActivity {
 }
 
 /// An active folded branch of one of the agent's sessions.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BranchActivity {
     /// The branch.
     pub branch_id: crate::id::BranchId,
@@ -685,7 +654,7 @@ pub struct BranchActivity {
 }
 
 /// A registered process still running.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RunningProcess {
     /// Its id.
     pub process_id: String,
@@ -716,7 +685,7 @@ impl RunningProcess {
 }
 
 /// The thread and process status preamble of an assembled context.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StatusPreamble {
     /// The agent's other threads with messages in its window, most
     /// recently active first.
@@ -734,7 +703,7 @@ pub struct StatusPreamble {
 }
 
 /// The assembled context as one conversation in a format.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AssembledConversation {
     /// Its format.
     pub format: FormatId,

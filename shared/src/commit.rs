@@ -5,14 +5,13 @@ use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
-use utoipa::ToSchema;
 
 use crate::error::{Error, Result};
 use crate::format::FormatId;
 use crate::id::{ArtifactRef, CommitId, Principal};
 
 /// What a commit's artifact holds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum CommitType {
     /// What the agent saw and said since its parent.
@@ -35,7 +34,7 @@ impl CommitType {
 }
 
 /// Why the wrapper checkpointed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Trigger {
     /// The end of a user/assistant turn.
@@ -70,7 +69,7 @@ impl Trigger {
 pub type Tags = BTreeMap<String, String>;
 
 /// A commit, with every field of the data model.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Commit {
     /// Derived from (tenant, parent, artifact, created_at, template).
     pub id: CommitId,
@@ -124,7 +123,6 @@ pub struct Commit {
     /// [`Lifecycle::clear_inline`](crate::store::Lifecycle::clear_inline)).
     /// Never part of the commit's JSON.
     #[serde(skip)]
-    #[schema(ignore)]
     pub inline: Option<bytes::Bytes>,
 }
 

@@ -8,9 +8,7 @@ use std::fmt;
 
 /// What a caller can do about an error. On the wire (the `kind` of an
 /// error body) it is the snake_case name, as `as_str` gives it.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize, utoipa::ToSchema,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum ErrorKind {

@@ -8,8 +8,6 @@ use std::fmt;
 use std::str::FromStr;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
-use utoipa::openapi::RefOr;
-use utoipa::openapi::schema::{ObjectBuilder, Schema, Type};
 
 use crate::error::{Error, Result};
 
@@ -111,25 +109,26 @@ fn parse_lower_hex<const N: usize>(s: &str) -> Option<[u8; N]> {
     Some(out)
 }
 
-fn string_schema(pattern: &str, description: &str) -> RefOr<Schema> {
-    ObjectBuilder::new()
-        .schema_type(Type::String)
-        .pattern(Some(pattern))
-        .description(Some(description))
-        .into()
+/// What a validated name accepts, as a pattern and a length: what its
+/// schema on the wire states. JSON Schema counts characters where the rule
+/// counts bytes; the description says which.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NameRule {
+    /// A regular expression the whole name matches.
+    pub pattern: String,
+    /// At most this many bytes.
+    pub max_bytes: usize,
+    /// The rule in words.
+    pub description: &'static str,
 }
 
-/// The schema of a validated name: what `check_name` and the type's rule
-/// accept, as a pattern and a length. JSON Schema counts characters where
-/// the rule counts bytes; the description says which.
-pub(crate) fn name_schema(pattern: &str, max_bytes: usize, description: &str) -> RefOr<Schema> {
-    ObjectBuilder::new()
-        .schema_type(Type::String)
-        .pattern(Some(pattern))
-        .min_length(Some(1))
-        .max_length(Some(max_bytes))
-        .description(Some(description))
-        .into()
+/// A [`NameRule`].
+pub(crate) fn name_rule(pattern: &str, max_bytes: usize, description: &'static str) -> NameRule {
+    NameRule {
+        pattern: pattern.to_owned(),
+        max_bytes,
+        description,
+    }
 }
 
 /// Declares a `prefix-<hex>` id newtype over `N` bytes.
@@ -142,6 +141,9 @@ macro_rules! prefixed_id {
         impl $name {
             /// The id's prefix, with its dash.
             pub const PREFIX: &'static str = $prefix;
+
+            /// How many bytes it holds (twice as many hex digits).
+            pub const BYTES: usize = $n;
 
             /// Wraps raw bytes.
             pub fn from_bytes(bytes: [u8; $n]) -> Self {
@@ -203,17 +205,6 @@ macro_rules! prefixed_id {
             }
         }
 
-        impl utoipa::PartialSchema for $name {
-            fn schema() -> RefOr<Schema> {
-                // Two hex digits a byte: the pattern counts digits, not bytes.
-                string_schema(
-                    &format!("^{}[0-9a-f]{{{}}}$", $prefix, $n * 2),
-                    &format!("An id: `{}` and {} lower-case hex digits.", $prefix, $n * 2),
-                )
-            }
-        }
-
-        impl utoipa::ToSchema for $name {}
     };
 }
 
@@ -334,17 +325,6 @@ impl<'de> Deserialize<'de> for ArtifactRef {
     }
 }
 
-impl utoipa::PartialSchema for ArtifactRef {
-    fn schema() -> RefOr<Schema> {
-        string_schema(
-            "^art-[0-9a-f]{64}$",
-            "An artifact: `art-` and the BLAKE3 hash of its bytes in lower-case hex.",
-        )
-    }
-}
-
-impl utoipa::ToSchema for ArtifactRef {}
-
 /// Checks a name against a character rule and a length limit.
 fn check_name(
     field: &str,
@@ -376,7 +356,7 @@ fn check_name(
 
 /// Declares a validated string newtype.
 macro_rules! name_type {
-    ($(#[$doc:meta])* $name:ident, $field:literal, $check:expr, schema: $schema:expr) => {
+    ($(#[$doc:meta])* $name:ident, $field:literal, $check:expr, rule: $rule:expr) => {
         $(#[$doc])*
         #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
         #[serde(transparent)]
@@ -417,13 +397,12 @@ macro_rules! name_type {
             }
         }
 
-        impl utoipa::PartialSchema for $name {
-            fn schema() -> RefOr<Schema> {
-                $schema
+        impl $name {
+            /// What the name accepts.
+            pub fn rule() -> $crate::id::NameRule {
+                $rule
             }
         }
-
-        impl utoipa::ToSchema for $name {}
     };
 }
 pub(crate) use name_type;
@@ -436,7 +415,7 @@ name_type!(
     |s| check_name("tenant", s, 64, "use a-z, 0-9, - and _, starting with a letter or digit", |i, c| {
         c.is_ascii_lowercase() || c.is_ascii_digit() || (i > 0 && (c == '-' || c == '_'))
     }),
-    schema: name_schema(
+    rule: name_rule(
         "^[a-z0-9][a-z0-9_-]*$",
         64,
         "A tenant: 1 to 64 of a-z, 0-9, '-' and '_', starting with a letter or digit.",
@@ -457,7 +436,7 @@ name_type!(
         "use A-Z, a-z, 0-9, '.', '_', '-', '/', '@', ':' and '+'",
         |_, c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | '/' | '@' | ':' | '+'),
     ),
-    schema: name_schema(
+    rule: name_rule(
         PRINCIPAL_PATTERN,
         256,
         "Who checkpointed: 1 to 256 of A-Z, a-z, 0-9, '.', '_', '-', '/', '@', ':' and '+'.",
@@ -484,7 +463,7 @@ name_type!(
         }
         Ok(())
     },
-    schema: name_schema(
+    rule: name_rule(
         REF_NAME_PATTERN,
         200,
         "A ref name: 1 to 200 of A-Z, a-z, 0-9, '.', '_', '-' and '/'; no empty segment, no '..', no leading or trailing '/'.",
@@ -512,7 +491,7 @@ name_type!(
         }
         Ok(())
     },
-    schema: name_schema(
+    rule: name_rule(
         REF_NAME_PATTERN,
         191,
         "A session: what can follow `sessions/` in a ref name; 1 to 191 of A-Z, a-z, 0-9, '.', '_', '-' and '/'; no empty segment, no '..', no leading or trailing '/'.",

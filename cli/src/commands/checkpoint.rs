@@ -4,8 +4,8 @@
 use std::io::Read;
 
 use base64::Engine as _;
-use ctx_core::store::RefMove;
 use ctx_core::wire::CheckpointRequest;
+use ctx_core::wire::RefMove;
 use ctx_core::{Error, ErrorKind, Result};
 
 use super::{ref_name, rev, wire_value};

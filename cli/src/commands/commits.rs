@@ -3,8 +3,9 @@
 
 use chrono::{DateTime, Utc};
 use ctx_core::store::{TAG_SUMMARIZING, TAG_SUMMARY_ERROR};
+use ctx_core::wire::Commit;
 use ctx_core::wire::UpdateMetadataRequest;
-use ctx_core::{Clock, Commit, Result, SystemClock};
+use ctx_core::{Clock, Result, SystemClock};
 
 use super::rev;
 use crate::{Conn, print_json};

@@ -3,8 +3,8 @@
 //! compaction commit whose parent is REV; `--ref` moves a ref from REV to
 //! it by compare-and-swap.
 
-use ctx_core::store::RefMove;
 use ctx_core::wire::CompactRequest;
+use ctx_core::wire::RefMove;
 use ctx_core::{RefName, Result};
 
 use super::rev;

@@ -1,9 +1,7 @@
 //! `ctx gc`: garbage collection through the server, page by page
 //! (`POST /v1/gc`), with a progress indicator of the artifacts looked at.
 
-use ctx_core::service::GcReport;
-use ctx_core::store::BlobArea;
-use ctx_core::wire::GcRequest;
+use ctx_core::wire::{BlobArea, GcReport, GcRequest};
 use ctx_core::{Error, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 
@@ -33,7 +31,7 @@ pub(crate) async fn run(dry_run: bool, conn: &Conn) -> Result<()> {
         let page = c.gc(&req).await?;
         bar.inc(page.scanned);
         let next = page.next.clone();
-        total.absorb(page);
+        absorb(&mut total, page);
         bar.set_message(format!("({} to remove)", total.removed.len()));
         match next {
             Some(n) => req.cursor = Some(n),
@@ -67,4 +65,15 @@ pub(crate) async fn run(dry_run: bool, conn: &Conn) -> Result<()> {
         }
     );
     Ok(())
+}
+
+/// Adds a later page's counts to `total`.
+fn absorb(total: &mut GcReport, page: GcReport) {
+    total.scanned += page.scanned;
+    total.referenced += page.referenced;
+    total.young += page.young;
+    total.removed.extend(page.removed);
+    total.removed_bytes += page.removed_bytes;
+    total.compacted_bytes += page.compacted_bytes;
+    total.next = page.next;
 }

@@ -2,8 +2,8 @@
 //! erasing a session or a principal, and the pins retention respects.
 
 use clap::Subcommand;
-use ctx_core::service::Erased;
 use ctx_core::store::Pin;
+use ctx_core::wire::Erased;
 use ctx_core::{Principal, Result, SessionId};
 
 use crate::{Conn, print_json};
@@ -132,7 +132,7 @@ pub(crate) async fn run_pin(command: PinCommand) -> Result<()> {
 }
 
 async fn set(kind: &str, name: &str, pinned: bool, conn: &Conn) -> Result<()> {
-    let pin = Pin::parse(kind, name)?;
+    let pin: ctx_core::wire::Pin = Pin::parse(kind, name)?.into();
     let client = conn.client()?;
     let r = if pinned {
         client.set_pin(&pin).await?

@@ -2,7 +2,7 @@
 //! compare-and-swap, and evicting the old deltas of their history.
 
 use ctx_core::Result;
-use ctx_core::store::RefRecord;
+use ctx_core::wire::RefRecord;
 use ctx_core::wire::{EvictRequest, Evicted, RefList, SetRefRequest};
 
 use super::{ref_name, rev};

@@ -9,9 +9,9 @@
 //! or snapshot.
 
 use base64::Engine as _;
-use ctx_core::store::RefMove;
 use ctx_core::wire::{CheckpointRequest, MaterializeRequest};
-use ctx_core::{Commit, CommitId, CommitType, Error, ErrorKind, RefName, Result, Trigger};
+use ctx_core::wire::{Commit, CommitType, RefMove, Trigger};
+use ctx_core::{CommitId, Error, ErrorKind, RefName, Result};
 use serde::Serialize;
 
 use super::{ref_name, rev};

@@ -6,7 +6,8 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 use clap::Subcommand;
-use ctx_core::workspace::context::{Context, assemble};
+use ctx_core::wire::Context;
+use ctx_core::workspace::context::assemble;
 use ctx_core::workspace::dir::{DirSource, list_files};
 use ctx_core::workspace::{FilePath, WorkspaceId};
 use ctx_core::{Error, ErrorKind, Result};
@@ -131,7 +132,7 @@ pub(crate) async fn run(command: WorkspaceCommand) -> Result<()> {
             }
             for commit in h.commits {
                 let what = match commit.commit_type {
-                    ctx_core::CommitType::Snapshot => "write",
+                    ctx_core::wire::CommitType::Snapshot => "write",
                     _ => "append",
                 };
                 println!(
@@ -248,7 +249,9 @@ pub(crate) async fn read_context(
                     format!("{} is not a directory", d.display()),
                 ));
             }
-            assemble(&DirSource::new(d, tastes.map(Path::to_path_buf))).await?
+            assemble(&DirSource::new(d, tastes.map(Path::to_path_buf)))
+                .await?
+                .into()
         }
         _ => {
             return Err(Error::invalid(

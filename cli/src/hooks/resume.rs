@@ -6,9 +6,9 @@ use std::path::PathBuf;
 
 use ctx_core::clock::{Clock, IdSource, OsRandom, SystemClock};
 use ctx_core::format::FormatId;
-use ctx_core::store::RefMove;
 use ctx_core::wire::CheckpointRequest;
-use ctx_core::{CommitId, CommitType, Error, Principal, Result, Trigger};
+use ctx_core::wire::{CommitType, RefMove, Trigger};
+use ctx_core::{CommitId, Error, Principal, Result};
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 

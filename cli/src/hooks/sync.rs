@@ -7,9 +7,9 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use ctx_core::format::segments;
-use ctx_core::store::RefMove;
 use ctx_core::wire::{CheckpointRequest, MaterializeRequest};
-use ctx_core::{CommitId, Error, ErrorKind, Principal, RefName, Result, SessionId, Trigger};
+use ctx_core::wire::{RefMove, Trigger};
+use ctx_core::{CommitId, Error, ErrorKind, Principal, RefName, Result, SessionId};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 

@@ -873,6 +873,7 @@ async fn every_aws_call_of_every_function_is_allowed_by_its_policy() {
 
 /// A Bedrock summarizer whose endpoint is a fake Converse API on
 /// 127.0.0.1 answering every call with a summary.
+#[allow(clippy::disallowed_methods)] // a fake model API, not ctx's
 async fn fake_bedrock() -> Arc<dyn ctx_core::summarize::Summarizer> {
     use aws_sdk_bedrockruntime::config::{BehaviorVersion, Credentials, Region};
     use ctx_core::config::{SummarizerConfig, SummarizerKind};

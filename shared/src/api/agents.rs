@@ -7,7 +7,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 
 use super::extract::{Body, Path, Query, parse_json, path_id};
-use super::{ApiResult, AppState};
+use super::{ApiResult, AppState, Reply};
 use crate::agent::{SaveId, check_process_id};
 use crate::auth::Caller;
 use crate::commit::{check_text, limits};
@@ -71,9 +71,9 @@ pub(super) async fn get_agent(
     State(s): State<AppState>,
     caller: Caller,
     Path(a): Path<String>,
-) -> ApiResult<axum::Json<AgentSettings>> {
+) -> ApiResult<Reply<AgentSettings>> {
     let a = agent(&a)?;
-    Ok(axum::Json(
+    Ok(Reply(
         s.service.agent_settings(&caller.tenant, &a).await?.into(),
     ))
 }
@@ -84,10 +84,10 @@ pub(super) async fn patch_agent(
     caller: Caller,
     Path(a): Path<String>,
     Body(body): Body,
-) -> ApiResult<axum::Json<AgentSettings>> {
+) -> ApiResult<Reply<AgentSettings>> {
     let a = agent(&a)?;
     let req: PatchAgentRequest = optional_object(&body)?;
-    Ok(axum::Json(
+    Ok(Reply(
         s.service
             .patch_agent(&caller.tenant, &a, &req.into())
             .await?
@@ -100,9 +100,9 @@ pub(super) async fn clear(
     State(s): State<AppState>,
     caller: Caller,
     Path(a): Path<String>,
-) -> ApiResult<axum::Json<Cleared>> {
+) -> ApiResult<Reply<Cleared>> {
     let a = agent(&a)?;
-    Ok(axum::Json(Cleared {
+    Ok(Reply(Cleared {
         last_clear: s.service.clear_context(&caller.tenant, &a).await?,
     }))
 }
@@ -113,7 +113,7 @@ pub(super) async fn window(
     caller: Caller,
     Path(a): Path<String>,
     q: Query,
-) -> ApiResult<axum::Json<Window>> {
+) -> ApiResult<Reply<Window>> {
     let a = agent(&a)?;
     let thread = q.optional_with("thread_id", |v| {
         Ok::<_, std::convert::Infallible>(v.to_owned())
@@ -122,7 +122,7 @@ pub(super) async fn window(
         check_text("thread_id", t, limits::SHORT_TEXT)?;
     }
     let format: Option<FormatId> = q.optional("format")?;
-    Ok(axum::Json(
+    Ok(Reply(
         s.service
             .context_window(&caller.tenant, &a, thread.as_deref(), format)
             .await?
@@ -143,7 +143,7 @@ pub(super) async fn save(
         .service
         .save_context(&caller.tenant, &a, req.description)
         .await?;
-    Ok((StatusCode::CREATED, axum::Json(rec)).into_response())
+    Ok((StatusCode::CREATED, Reply(wire::SaveRecord::from(rec))).into_response())
 }
 
 /// Serves [`ListSaves`](crate::wire::ListSaves).
@@ -151,10 +151,16 @@ pub(super) async fn list_saves(
     State(s): State<AppState>,
     caller: Caller,
     Path(a): Path<String>,
-) -> ApiResult<axum::Json<SaveList>> {
+) -> ApiResult<Reply<SaveList>> {
     let a = agent(&a)?;
-    Ok(axum::Json(SaveList {
-        saves: s.service.context_history(&caller.tenant, &a).await?,
+    Ok(Reply(SaveList {
+        saves: s
+            .service
+            .context_history(&caller.tenant, &a)
+            .await?
+            .into_iter()
+            .map(Into::into)
+            .collect(),
     }))
 }
 
@@ -163,11 +169,14 @@ pub(super) async fn get_save(
     State(s): State<AppState>,
     caller: Caller,
     Path((a, id)): Path<(String, String)>,
-) -> ApiResult<axum::Json<SessionFile>> {
+) -> ApiResult<Reply<SessionFile>> {
     let a = agent(&a)?;
     let id: SaveId = path_id("save_id", &id)?;
-    Ok(axum::Json(
-        s.service.context_save_file(&caller.tenant, &a, &id).await?,
+    Ok(Reply(
+        s.service
+            .context_save_file(&caller.tenant, &a, &id)
+            .await?
+            .into(),
     ))
 }
 
@@ -176,12 +185,18 @@ pub(super) async fn restore_save(
     State(s): State<AppState>,
     caller: Caller,
     Path((a, id)): Path<(String, String)>,
-) -> ApiResult<axum::Json<Restored>> {
+) -> ApiResult<Reply<Restored>> {
     let a = agent(&a)?;
     let id: SaveId = path_id("save_id", &id)?;
-    Ok(axum::Json(Restored {
+    Ok(Reply(Restored {
         save_id: id,
-        commits: s.service.restore_save(&caller.tenant, &a, &id).await?,
+        commits: s
+            .service
+            .restore_save(&caller.tenant, &a, &id)
+            .await?
+            .into_iter()
+            .map(Into::into)
+            .collect(),
     }))
 }
 
@@ -191,15 +206,16 @@ pub(super) async fn put_working_context(
     caller: Caller,
     Path(a): Path<String>,
     Body(body): Body,
-) -> ApiResult<axum::Json<WorkingContextStored>> {
+) -> ApiResult<Reply<WorkingContextStored>> {
     let a = agent(&a)?;
     let req: WorkingContextSnapshot = object(&body)?;
+    let epoch_id = req.epoch_id;
     let artifact_ref = s
         .service
-        .put_working_context(&caller.tenant, &a, &req)
+        .put_working_context(&caller.tenant, &a, &req.into())
         .await?;
-    Ok(axum::Json(WorkingContextStored {
-        epoch_id: req.epoch_id,
+    Ok(Reply(WorkingContextStored {
+        epoch_id,
         artifact_ref,
     }))
 }
@@ -210,10 +226,10 @@ pub(super) async fn restore_working_context(
     caller: Caller,
     Path(a): Path<String>,
     Body(body): Body,
-) -> ApiResult<axum::Json<RestoreResponse>> {
+) -> ApiResult<Reply<RestoreResponse>> {
     let a = agent(&a)?;
     let req: RestoreRequest = optional_object(&body)?;
-    Ok(axum::Json(
+    Ok(Reply(
         s.service
             .restore_working_context(&caller.tenant, &a, &req.into())
             .await?
@@ -227,7 +243,7 @@ pub(super) async fn put_process(
     caller: Caller,
     Path((a, id)): Path<(String, String)>,
     Body(body): Body,
-) -> ApiResult<axum::Json<RunningProcess>> {
+) -> ApiResult<Reply<RunningProcess>> {
     let a = agent(&a)?;
     check_process_id(&id)?;
     let req: PutProcessRequest = object(&body)?;
@@ -245,7 +261,9 @@ pub(super) async fn put_process(
             },
         )
         .await?;
-    Ok(axum::Json(RunningProcess::new(id, p)))
+    Ok(Reply(RunningProcess::from(
+        crate::agent::RunningProcess::new(id, p),
+    )))
 }
 
 /// Serves [`DeleteProcess`](crate::wire::DeleteProcess).
@@ -264,16 +282,16 @@ pub(super) async fn list_processes(
     State(s): State<AppState>,
     caller: Caller,
     Path(a): Path<String>,
-) -> ApiResult<axum::Json<ProcessList>> {
+) -> ApiResult<Reply<ProcessList>> {
     let a = agent(&a)?;
     let processes = s
         .service
         .list_processes(&caller.tenant, &a)
         .await?
         .into_iter()
-        .map(|(id, p)| RunningProcess::new(id, p))
+        .map(|(id, p)| RunningProcess::from(crate::agent::RunningProcess::new(id, p)))
         .collect();
-    Ok(axum::Json(ProcessList { processes }))
+    Ok(Reply(ProcessList { processes }))
 }
 
 /// Serves [`AssembleContext`](crate::wire::AssembleContext).
@@ -282,7 +300,7 @@ pub(super) async fn assemble(
     caller: Caller,
     Path(a): Path<String>,
     q: Query,
-) -> ApiResult<axum::Json<AssembledContextResponse>> {
+) -> ApiResult<Reply<AssembledContextResponse>> {
     let a = agent(&a)?;
     let thread = q
         .optional_with("thread_id", |v| {
@@ -291,7 +309,7 @@ pub(super) async fn assemble(
         .ok_or_else(|| Error::invalid("thread_id", "the query parameter thread_id is required"))?;
     check_text("thread_id", &thread, limits::SHORT_TEXT)?;
     let format: Option<FormatId> = q.optional("format")?;
-    Ok(axum::Json(
+    Ok(Reply(
         s.service
             .assemble_context(&caller.tenant, &a, &thread, format)
             .await?

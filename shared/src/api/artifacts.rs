@@ -7,14 +7,15 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
 use super::extract::{Body, Json, Path, path_id};
-use super::{ApiResult, AppState};
+use super::{ApiResult, AppState, Reply};
 use crate::auth::Caller;
 use crate::error::Error;
 use crate::id::ArtifactRef;
-use crate::service::GcReport;
 use crate::store::Fetched;
 use crate::wire;
-use crate::wire::{ArtifactInfo, GcRequest, UploadRequest};
+use crate::wire::{
+    ArtifactInfo, GcReport, GcRequest, PresignedDownload, PresignedUpload, UploadRequest,
+};
 
 /// This family's routes.
 pub(super) fn routes(limits: &crate::service::Limits) -> Vec<super::RouteDef> {
@@ -50,7 +51,7 @@ pub(super) async fn upload_artifact(
     };
     Ok((
         status,
-        axum::Json(ArtifactInfo {
+        Reply(ArtifactInfo {
             artifact_ref: put.artifact,
             size: put.size,
         }),
@@ -68,7 +69,7 @@ pub(super) async fn upload_url(
         .service
         .upload_url(&caller.tenant, &req.artifact_ref, req.size)
         .await?;
-    Ok((StatusCode::CREATED, axum::Json(up)).into_response())
+    Ok((StatusCode::CREATED, Reply(PresignedUpload::from(up))).into_response())
 }
 
 /// Serves [`DownloadArtifact`](crate::wire::DownloadArtifact).
@@ -86,7 +87,7 @@ pub(super) async fn download_artifact(
             Fetched::Url(d) => (
                 StatusCode::SEE_OTHER,
                 [(header::LOCATION, d.url.clone())],
-                axum::Json(d),
+                Reply(PresignedDownload::from(d)),
             )
                 .into_response(),
         },
@@ -98,7 +99,7 @@ pub(super) async fn gc(
     State(s): State<AppState>,
     caller: Caller,
     Json(req): Json<Option<GcRequest>>,
-) -> ApiResult<axum::Json<GcReport>> {
+) -> ApiResult<Reply<GcReport>> {
     // The body is optional: absent, empty or `null` is the default.
     let req = req.unwrap_or_default();
     let opts = crate::service::GcOptions {
@@ -106,5 +107,5 @@ pub(super) async fn gc(
         cursor: req.cursor,
         limit: req.limit.map(|l| l as usize),
     };
-    Ok(axum::Json(s.service.gc(&caller.tenant, &opts).await?))
+    Ok(Reply(s.service.gc(&caller.tenant, &opts).await?.into()))
 }

@@ -7,7 +7,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 
 use super::extract::{Json, Path, Query, path_id};
-use super::{ApiResult, AppState};
+use super::{ApiResult, AppState, Reply};
 use crate::auth::Caller;
 use crate::branch::memories::{MemoryKind, MemoryQuery};
 use crate::id::{BranchId, SessionId};
@@ -36,7 +36,7 @@ pub(super) async fn branch_create(
     Json(req): Json<BranchCreateRequest>,
 ) -> ApiResult<Response> {
     let created: BranchCreated = s.service.branch_create(&caller, req.into()).await?.into();
-    Ok((StatusCode::CREATED, axum::Json(created)).into_response())
+    Ok((StatusCode::CREATED, Reply(created)).into_response())
 }
 
 /// Serves [`BranchStatusOfSession`](crate::wire::BranchStatusOfSession).
@@ -44,7 +44,7 @@ pub(super) async fn branch_status_of_session(
     State(s): State<AppState>,
     caller: Caller,
     q: Query,
-) -> ApiResult<axum::Json<BranchStatusResponse>> {
+) -> ApiResult<Reply<BranchStatusResponse>> {
     let session = q
         .optional_with("session_id", str::parse::<SessionId>)?
         .ok_or_else(|| {
@@ -57,9 +57,7 @@ pub(super) async fn branch_status_of_session(
         .service
         .branch_status_of_session(&caller, &session)
         .await?;
-    Ok(axum::Json(BranchStatusResponse::of_session(
-        &session, active,
-    )))
+    Ok(Reply(BranchStatusResponse::of_session(&session, active)))
 }
 
 /// Serves [`GetBranchStatus`](crate::wire::GetBranchStatus).
@@ -67,11 +65,9 @@ pub(super) async fn branch_status(
     State(s): State<AppState>,
     caller: Caller,
     Path(id): Path<String>,
-) -> ApiResult<axum::Json<BranchStatusResponse>> {
+) -> ApiResult<Reply<BranchStatusResponse>> {
     let id: BranchId = path_id("br", &id)?;
-    Ok(axum::Json(
-        s.service.branch_status(&caller, &id).await?.into(),
-    ))
+    Ok(Reply(s.service.branch_status(&caller, &id).await?.into()))
 }
 
 /// Serves [`BranchReturn`](crate::wire::BranchReturn).
@@ -80,7 +76,7 @@ pub(super) async fn branch_return(
     caller: Caller,
     Path(id): Path<String>,
     Json(req): Json<BranchReturnRequest>,
-) -> ApiResult<axum::Json<BranchReturned>> {
+) -> ApiResult<Reply<BranchReturned>> {
     let id: BranchId = path_id("br", &id)?;
     let returned = match req.failure()? {
         None => s.service.branch_return(&caller, &id, &req.message).await?,
@@ -90,7 +86,7 @@ pub(super) async fn branch_return(
                 .await?
         }
     };
-    Ok(axum::Json(returned.into()))
+    Ok(Reply(returned.into()))
 }
 
 /// Serves [`SessionEnd`](crate::wire::SessionEnd).
@@ -98,11 +94,9 @@ pub(super) async fn session_end(
     State(s): State<AppState>,
     caller: Caller,
     Path(id): Path<String>,
-) -> ApiResult<axum::Json<SessionEnded>> {
+) -> ApiResult<Reply<SessionEnded>> {
     let id: SessionId = id.parse()?;
-    Ok(axum::Json(
-        s.service.session_end(&caller, &id).await?.into(),
-    ))
+    Ok(Reply(s.service.session_end(&caller, &id).await?.into()))
 }
 
 /// Serves [`MemorySearch`](crate::wire::MemorySearch).
@@ -110,7 +104,7 @@ pub(super) async fn memory_search(
     State(s): State<AppState>,
     caller: Caller,
     q: Query,
-) -> ApiResult<axum::Json<MemorySearchResponse>> {
+) -> ApiResult<Reply<MemorySearchResponse>> {
     let text = q
         .optional_with("q", |v| Ok::<_, std::convert::Infallible>(v.to_owned()))?
         .ok_or_else(|| crate::error::Error::invalid("q", "the query parameter q is required"))?;
@@ -139,7 +133,7 @@ pub(super) async fn memory_search(
             },
         )
         .await?;
-    Ok(axum::Json(found.into()))
+    Ok(Reply(found.into()))
 }
 
 #[cfg(test)]

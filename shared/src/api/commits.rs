@@ -8,10 +8,9 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 
 use super::extract::{Json, Path, Query, path_id};
-use super::{ApiResult, AppState};
+use super::{ApiResult, AppState, Reply};
 use crate::auth::Caller;
 use crate::body_text::BodyText;
-use crate::commit::Commit;
 use crate::error::Error;
 use crate::id::{BranchId, CommitId, Principal};
 use crate::service::{
@@ -21,7 +20,7 @@ use crate::service::{
 use crate::store::check_batch_size;
 use crate::wire;
 use crate::wire::{
-    BatchRequest, BatchResponse, CheckpointRequest, CompactRequest, CompactResponse,
+    BatchRequest, BatchResponse, CheckpointRequest, Commit, CompactRequest, CompactResponse,
     HistoryResponse, MaterializeRequest, MaterializeResponse, MissingSummaryList,
     READ_CONTENT_BYTES, ReadRequest, ReadResponse, ResolveResponse, SummarizeRequest,
     UpdateMetadataRequest,
@@ -120,14 +119,14 @@ fn new_commit(req: CheckpointRequest, limits: &Limits) -> Result<NewCommit, Erro
         });
     Ok(NewCommit {
         parent: req.parent,
-        commit_type: req.commit_type,
+        commit_type: req.commit_type.into(),
         format: req.format,
         delta,
         template: req.template,
         principal: req.principal,
         machine: req.machine,
         session_id: req.session_id.map(|s| s.as_str().to_owned()),
-        checkpoint: req.checkpoint,
+        checkpoint: req.checkpoint.into(),
         ticket_id: req.ticket_id,
         thread_id: req.thread_id,
         summary: req.summary,
@@ -135,7 +134,7 @@ fn new_commit(req: CheckpointRequest, limits: &Limits) -> Result<NewCommit, Erro
         token_count: req.token_count,
         created_at: req.created_at,
         tags: req.tags,
-        ref_move: req.ref_move,
+        ref_move: req.ref_move.map(Into::into),
         branch,
     })
 }
@@ -158,7 +157,7 @@ pub(super) async fn checkpoint(
     } else {
         StatusCode::OK
     };
-    let mut resp = (status, axum::Json(commit)).into_response();
+    let mut resp = (status, Reply(Commit::from(commit))).into_response();
     add_notices(&mut resp, notice.as_ref(), &warnings);
     Ok(resp)
 }
@@ -323,10 +322,10 @@ pub(super) async fn batch(
         .flat_map(|(i, c)| c.warnings.iter().map(move |w| format!("commits[{i}]: {w}")))
         .collect();
     let body = BatchResponse {
-        commits: done.commits.into_iter().map(|c| c.commit).collect(),
-        refs: done.refs,
+        commits: done.commits.into_iter().map(|c| c.commit.into()).collect(),
+        refs: done.refs.into_iter().map(Into::into).collect(),
     };
-    let mut resp = (status, axum::Json(body)).into_response();
+    let mut resp = (status, Reply(body)).into_response();
     add_notices(&mut resp, budget.as_ref(), &warnings);
     Ok(resp)
 }
@@ -336,9 +335,9 @@ pub(super) async fn show(
     State(s): State<AppState>,
     caller: Caller,
     Path(id): Path<String>,
-) -> ApiResult<axum::Json<Commit>> {
+) -> ApiResult<Reply<Commit>> {
     let id: CommitId = path_id("ctx", &id)?;
-    Ok(axum::Json(s.service.show(&caller.tenant, &id).await?))
+    Ok(Reply(s.service.show(&caller.tenant, &id).await?.into()))
 }
 
 /// Serves [`UpdateMetadata`](crate::wire::UpdateMetadata).
@@ -347,12 +346,13 @@ pub(super) async fn update_metadata(
     caller: Caller,
     Path(id): Path<String>,
     Json(req): Json<UpdateMetadataRequest>,
-) -> ApiResult<axum::Json<Commit>> {
+) -> ApiResult<Reply<Commit>> {
     let id: CommitId = path_id("ctx", &id)?;
-    Ok(axum::Json(
+    Ok(Reply(
         s.service
             .update_metadata(&caller.tenant, &id, req.summary, req.tags)
-            .await?,
+            .await?
+            .into(),
     ))
 }
 
@@ -362,11 +362,13 @@ pub(super) async fn history(
     caller: Caller,
     Path(id): Path<String>,
     q: Query,
-) -> ApiResult<axum::Json<HistoryResponse>> {
+) -> ApiResult<Reply<HistoryResponse>> {
     let id: CommitId = path_id("ctx", &id)?;
     let depth = q.optional_with("depth", str::parse::<usize>)?.unwrap_or(50);
     let commits = s.service.history(&caller.tenant, &id, depth).await?;
-    Ok(axum::Json(HistoryResponse { commits }))
+    Ok(Reply(HistoryResponse {
+        commits: commits.into_iter().map(Into::into).collect(),
+    }))
 }
 
 /// Serves [`MissingSummaries`](crate::wire::MissingSummaries).
@@ -374,7 +376,7 @@ pub(super) async fn missing_summaries(
     State(s): State<AppState>,
     caller: Caller,
     q: Query,
-) -> ApiResult<axum::Json<MissingSummaryList>> {
+) -> ApiResult<Reply<MissingSummaryList>> {
     let missing = q.optional_with("missing_summary", str::parse::<bool>)?;
     if missing != Some(true) {
         return Err(Error::invalid(
@@ -391,7 +393,7 @@ pub(super) async fn missing_summaries(
         .service
         .missing_summaries(&caller.tenant, cursor.as_ref(), limit)
         .await?;
-    Ok(axum::Json(page.into()))
+    Ok(Reply(page.into()))
 }
 
 /// Serves [`Summarize`](crate::wire::Summarize).
@@ -400,12 +402,13 @@ pub(super) async fn summarize(
     caller: Caller,
     Path(id): Path<String>,
     Json(req): Json<SummarizeRequest>,
-) -> ApiResult<axum::Json<Commit>> {
+) -> ApiResult<Reply<Commit>> {
     let id: CommitId = path_id("ctx", &id)?;
-    Ok(axum::Json(
+    Ok(Reply(
         s.service
             .summarize_one(&caller.tenant, &id, req.force)
-            .await?,
+            .await?
+            .into(),
     ))
 }
 
@@ -420,7 +423,12 @@ pub(super) async fn compact(
     let summarizer = s.service.summarizer_named(req.summarizer.as_deref())?;
     let done = s
         .service
-        .compact(&caller.tenant, &id, summarizer.as_ref(), req.ref_move)
+        .compact(
+            &caller.tenant,
+            &id,
+            summarizer.as_ref(),
+            req.ref_move.map(Into::into),
+        )
         .await?;
     let status = if done.created {
         StatusCode::CREATED
@@ -428,11 +436,11 @@ pub(super) async fn compact(
         StatusCode::OK
     };
     let body = CompactResponse {
-        commit: done.commit,
+        commit: done.commit.into(),
         replaced_messages: done.replaced_messages,
         replaced_tokens: done.replaced_tokens,
     };
-    Ok((status, axum::Json(body)).into_response())
+    Ok((status, Reply(body)).into_response())
 }
 
 /// Serves [`Materialize`](crate::wire::Materialize).
@@ -441,9 +449,9 @@ pub(super) async fn materialize(
     caller: Caller,
     Path(id): Path<String>,
     Json(req): Json<MaterializeRequest>,
-) -> ApiResult<axum::Json<MaterializeResponse>> {
+) -> ApiResult<Reply<MaterializeResponse>> {
     let id: CommitId = path_id("ctx", &id)?;
-    Ok(axum::Json(
+    Ok(Reply(
         s.service
             .materialize(
                 &caller.tenant,
@@ -461,7 +469,7 @@ pub(super) async fn read(
     State(s): State<AppState>,
     caller: Caller,
     Json(req): Json<ReadRequest>,
-) -> ApiResult<axum::Json<ReadResponse>> {
+) -> ApiResult<Reply<ReadResponse>> {
     let target = match (req.ref_name, req.commit) {
         (Some(name), None) => ReadTarget::Ref(name),
         (None, Some(id)) => ReadTarget::Commit(id),
@@ -496,10 +504,10 @@ pub(super) async fn read(
         .bytes
         .as_deref()
         .map_or((None, None), ReadResponse::content_fields);
-    Ok(axum::Json(ReadResponse {
+    Ok(Reply(ReadResponse {
         commit: read.commit,
         parent: read.parent,
-        result: read.materialization.result,
+        result: read.materialization.result.into(),
         cached: read.materialization.cached,
         content,
         content_base64,
@@ -511,13 +519,13 @@ pub(super) async fn resolve(
     State(s): State<AppState>,
     caller: Caller,
     q: Query,
-) -> ApiResult<axum::Json<ResolveResponse>> {
+) -> ApiResult<Reply<ResolveResponse>> {
     let principal: Principal = q.required("principal")?;
     let at = q.optional_with("at", |v| {
         chrono::DateTime::parse_from_rfc3339(v).map(|t| t.with_timezone(&chrono::Utc))
     })?;
     let id = s.service.resolve(&caller.tenant, &principal, at).await?;
-    Ok(axum::Json(ResolveResponse { id }))
+    Ok(Reply(ResolveResponse { id }))
 }
 
 #[cfg(test)]

@@ -6,6 +6,8 @@
 
 use crate::error::{Error, ErrorKind};
 pub use crate::wire::{ErrorBody, ErrorDetail};
+
+use super::Reply;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
@@ -78,7 +80,7 @@ impl IntoResponse for ApiError {
             }
             None => {}
         }
-        let mut resp = (status, axum::Json(ErrorBody::from(&e))).into_response();
+        let mut resp = (status, Reply(ErrorBody::from(&e))).into_response();
         if e.kind.is_retryable() {
             let secs = e.retry_after.unwrap_or(1).max(1);
             resp.headers_mut()

@@ -8,11 +8,10 @@ use axum::response::Response;
 use axum::routing::MethodRouter;
 
 use super::extract::{Json, Path, Query, path_id};
-use super::{ApiResult, AppState};
+use super::{ApiResult, AppState, Reply};
 use crate::auth::Caller;
 use crate::error::Error;
 use crate::id::{Principal, RefName, SessionId};
-use crate::store::Pin;
 use crate::wire;
 use crate::wire::{Erased, EvictRequest, Evicted, PinChanged, PinList};
 
@@ -34,15 +33,16 @@ pub(super) async fn erase_session(
     caller: Caller,
     Path(id): Path<String>,
     q: Query,
-) -> ApiResult<axum::Json<Erased>> {
+) -> ApiResult<Reply<Erased>> {
     let id: SessionId = path_id("id", &id)?;
     let cascade = q
         .optional_with("cascade", str::parse::<bool>)?
         .unwrap_or(false);
-    Ok(axum::Json(
+    Ok(Reply(
         s.service
             .erase_session(&caller.tenant, &id, cascade)
-            .await?,
+            .await?
+            .into(),
     ))
 }
 
@@ -52,15 +52,16 @@ pub(super) async fn erase_principal(
     caller: Caller,
     Path(principal): Path<String>,
     q: Query,
-) -> ApiResult<axum::Json<Erased>> {
+) -> ApiResult<Reply<Erased>> {
     let principal: Principal = path_id("principal", &principal)?;
     let cascade = q
         .optional_with("cascade", str::parse::<bool>)?
         .unwrap_or(false);
-    Ok(axum::Json(
+    Ok(Reply(
         s.service
             .erase_principal(&caller.tenant, &principal, cascade)
-            .await?,
+            .await?
+            .into(),
     ))
 }
 
@@ -70,7 +71,7 @@ pub(super) async fn evict_ref(
     caller: Caller,
     Path(path): Path<String>,
     Json(req): Json<EvictRequest>,
-) -> ApiResult<axum::Json<Evicted>> {
+) -> ApiResult<Reply<Evicted>> {
     // Served on the route of the greedy `{*name}`: the name is what
     // precedes the suffix.
     let op = <wire::EvictRef as wire::Operation>::INFO;
@@ -86,8 +87,11 @@ pub(super) async fn evict_ref(
         .into());
     };
     let name: RefName = path_id("name", name)?;
-    Ok(axum::Json(
-        s.service.evict(&caller.tenant, &name, &req.before).await?,
+    Ok(Reply(
+        s.service
+            .evict(&caller.tenant, &name, &req.before)
+            .await?
+            .into(),
     ))
 }
 
@@ -139,14 +143,20 @@ pub(super) fn refs_allow(path: &str) -> Option<&'static str> {
 pub(super) async fn list_pins(
     State(s): State<AppState>,
     caller: Caller,
-) -> ApiResult<axum::Json<PinList>> {
-    Ok(axum::Json(PinList {
-        pins: s.service.pins(&caller.tenant).await?,
+) -> ApiResult<Reply<PinList>> {
+    Ok(Reply(PinList {
+        pins: s
+            .service
+            .pins(&caller.tenant)
+            .await?
+            .into_iter()
+            .map(Into::into)
+            .collect(),
     }))
 }
 
-fn pin_of(kind: &str, name: &str) -> crate::error::Result<Pin> {
-    Pin::parse(kind, name).map_err(|e| {
+fn pin_of(kind: &str, name: &str) -> crate::error::Result<crate::store::Pin> {
+    crate::store::Pin::parse(kind, name).map_err(|e| {
         let field = if e.field.as_deref() == Some("kind") {
             "kind"
         } else {
@@ -161,11 +171,11 @@ pub(super) async fn set_pin(
     State(s): State<AppState>,
     caller: Caller,
     Path((kind, name)): Path<(String, String)>,
-) -> ApiResult<axum::Json<PinChanged>> {
+) -> ApiResult<Reply<PinChanged>> {
     let pin = pin_of(&kind, &name)?;
     let changed = s.service.set_pin(&caller.tenant, &pin, true).await?;
-    Ok(axum::Json(PinChanged {
-        pin,
+    Ok(Reply(PinChanged {
+        pin: pin.into(),
         pinned: true,
         changed,
     }))
@@ -176,11 +186,11 @@ pub(super) async fn delete_pin(
     State(s): State<AppState>,
     caller: Caller,
     Path((kind, name)): Path<(String, String)>,
-) -> ApiResult<axum::Json<PinChanged>> {
+) -> ApiResult<Reply<PinChanged>> {
     let pin = pin_of(&kind, &name)?;
     let changed = s.service.set_pin(&caller.tenant, &pin, false).await?;
-    Ok(axum::Json(PinChanged {
-        pin,
+    Ok(Reply(PinChanged {
+        pin: pin.into(),
         pinned: false,
         changed,
     }))

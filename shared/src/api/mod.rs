@@ -156,6 +156,19 @@ async fn method_not_allowed(method: Method, uri: axum::http::Uri) -> Response {
 }
 
 type ApiResult<T> = Result<T, ApiError>;
+
+/// A JSON response body. Handlers answer JSON through it alone (clippy
+/// refuses `axum::Json`), and it takes only types with a schema: `wire`
+/// types, the only ones that have one. So every response body is a `wire`
+/// type, and a domain value must be converted into one first.
+pub struct Reply<T>(pub T);
+
+impl<T: serde::Serialize + utoipa::ToSchema> IntoResponse for Reply<T> {
+    #[allow(clippy::disallowed_methods)] // the one place it is used
+    fn into_response(self) -> Response {
+        axum::Json(self.0).into_response()
+    }
+}
 /// Serves [`Healthz`](crate::wire::Healthz).
 async fn healthz() -> &'static str {
     "ok"
@@ -264,7 +277,7 @@ impl utoipa::Modify for BearerAuth {
 #[openapi(
     info(title = "ctx", description = "A git for AI-agent context."),
     components(schemas(
-        ErrorBody, error::ErrorDetail, crate::store::RefMove, ArtifactRef, CommitId,
+        ErrorBody, error::ErrorDetail, crate::wire::RefMove, ArtifactRef, CommitId,
         crate::id::BranchId, Principal, RefName, crate::wire::MissingSummaryFilter,
         crate::workspace::WorkspaceId, crate::workspace::FilePath, crate::agent::SaveId,
         crate::id::MemoryId

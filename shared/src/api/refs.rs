@@ -4,13 +4,12 @@
 use axum::extract::State;
 
 use super::extract::{Json, Path, Query, path_id};
-use super::{ApiResult, AppState};
+use super::{ApiResult, AppState, Reply};
 use crate::auth::Caller;
 use crate::error::Error;
 use crate::id::{CommitId, RefName};
-use crate::store::RefRecord;
 use crate::wire;
-use crate::wire::{RefList, SetRefRequest};
+use crate::wire::{RefList, RefRecord, SetRefRequest};
 
 /// This family's routes.
 pub(super) fn routes() -> Vec<super::RouteDef> {
@@ -27,7 +26,7 @@ pub(super) async fn list_refs(
     State(s): State<AppState>,
     caller: Caller,
     q: Query,
-) -> ApiResult<axum::Json<RefList>> {
+) -> ApiResult<Reply<RefList>> {
     let prefix: String = q
         .optional_with("prefix", |v| Ok::<_, Error>(v.to_owned()))?
         .unwrap_or_default();
@@ -42,7 +41,10 @@ pub(super) async fn list_refs(
     let next = (refs.len() == limit)
         .then(|| refs.last().map(|r| r.name.clone()))
         .flatten();
-    Ok(axum::Json(RefList { refs, next }))
+    Ok(Reply(RefList {
+        refs: refs.into_iter().map(Into::into).collect(),
+        next,
+    }))
 }
 
 /// Serves [`GetRef`](crate::wire::GetRef).
@@ -50,9 +52,11 @@ pub(super) async fn get_ref(
     State(s): State<AppState>,
     caller: Caller,
     Path(name): Path<String>,
-) -> ApiResult<axum::Json<RefRecord>> {
+) -> ApiResult<Reply<RefRecord>> {
     let name: RefName = path_id("name", &name)?;
-    Ok(axum::Json(s.service.get_ref(&caller.tenant, &name).await?))
+    Ok(Reply(
+        s.service.get_ref(&caller.tenant, &name).await?.into(),
+    ))
 }
 
 /// Serves [`SetRef`](crate::wire::SetRef).
@@ -61,12 +65,13 @@ pub(super) async fn set_ref(
     caller: Caller,
     Path(name): Path<String>,
     Json(req): Json<SetRefRequest>,
-) -> ApiResult<axum::Json<RefRecord>> {
+) -> ApiResult<Reply<RefRecord>> {
     let name: RefName = path_id("name", &name)?;
-    Ok(axum::Json(
+    Ok(Reply(
         s.service
             .set_ref(&caller.tenant, &name, &req.target, req.expected.as_ref())
-            .await?,
+            .await?
+            .into(),
     ))
 }
 
@@ -76,12 +81,13 @@ pub(super) async fn delete_ref(
     caller: Caller,
     Path(name): Path<String>,
     q: Query,
-) -> ApiResult<axum::Json<RefRecord>> {
+) -> ApiResult<Reply<RefRecord>> {
     let name: RefName = path_id("name", &name)?;
     let expected = q.optional_with("expected", str::parse::<CommitId>)?;
-    Ok(axum::Json(
+    Ok(Reply(
         s.service
             .delete_ref(&caller.tenant, &name, expected.as_ref())
-            .await?,
+            .await?
+            .into(),
     ))
 }

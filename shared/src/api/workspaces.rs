@@ -10,14 +10,12 @@ use axum::response::{IntoResponse, Response};
 
 use super::error::ApiError;
 use super::extract::{Body, Path, Query, path_id};
-use super::{ApiResult, AppState};
+use super::{ApiResult, AppState, Reply};
 use crate::auth::Caller;
 use crate::error::{Error, ErrorKind};
 use crate::id::CommitId;
-use crate::service::FileVersion;
 use crate::wire;
-use crate::wire::FileList;
-use crate::workspace::context::Context;
+use crate::wire::{Context, FileList, FileVersion};
 use crate::workspace::{FilePath, WorkspaceId};
 
 /// This family's routes.
@@ -72,9 +70,10 @@ fn etag(version: &CommitId) -> Option<HeaderValue> {
     HeaderValue::from_str(&format!("\"{version}\"")).ok()
 }
 
-fn written(v: FileVersion) -> Response {
-    let mut resp = axum::Json(&v).into_response();
-    if let Some(tag) = etag(&v.version) {
+fn written(v: crate::service::FileVersion) -> Response {
+    let tag = etag(&v.version);
+    let mut resp = Reply(FileVersion::from(v)).into_response();
+    if let Some(tag) = tag {
         resp.headers_mut().insert(header::ETAG, tag);
     }
     resp
@@ -146,13 +145,15 @@ pub(super) async fn list_files(
     caller: Caller,
     Path(ws): Path<String>,
     q: Query,
-) -> ApiResult<axum::Json<FileList>> {
+) -> ApiResult<Reply<FileList>> {
     let ws: WorkspaceId = path_id("ws", &ws)?;
     let prefix: String = q
         .optional_with("prefix", |v| Ok::<_, Error>(v.to_owned()))?
         .unwrap_or_default();
     let files = s.service.list_files(&caller.tenant, &ws, &prefix).await?;
-    Ok(axum::Json(FileList { files }))
+    Ok(Reply(FileList {
+        files: files.into_iter().map(Into::into).collect(),
+    }))
 }
 
 /// Serves [`AppendFile`](crate::wire::AppendFile).
@@ -175,9 +176,9 @@ pub(super) async fn read_context(
     State(s): State<AppState>,
     caller: Caller,
     Path(ws): Path<String>,
-) -> ApiResult<axum::Json<Context>> {
+) -> ApiResult<Reply<Context>> {
     let ws: WorkspaceId = path_id("ws", &ws)?;
-    Ok(axum::Json(
-        s.service.read_context(&caller.tenant, &ws).await?,
+    Ok(Reply(
+        s.service.read_context(&caller.tenant, &ws).await?.into(),
     ))
 }

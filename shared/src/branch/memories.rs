@@ -29,7 +29,6 @@ use std::str::FromStr;
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
-use utoipa::ToSchema;
 
 use crate::error::{Error, Result};
 use crate::id::{BranchId, CommitId, TenantId};
@@ -51,7 +50,7 @@ impl MemoryId {
 }
 
 /// What a memory teaches.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum MemoryKind {
     /// How a task was done (from a completed branch).
@@ -91,7 +90,7 @@ impl FromStr for MemoryKind {
 }
 
 /// Where a memory came from.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Provenance {
     /// The session of the branch.
     pub session_id: String,
@@ -104,7 +103,7 @@ pub struct Provenance {
 }
 
 /// A memory: what one ended branch teaches.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MemoryRecord {
     /// Its id (derived from the branch).
     pub id: MemoryId,
@@ -265,7 +264,7 @@ fn terms_with_repeats(text: &str) -> Vec<String> {
 }
 
 /// What to do with a memory that looks like a prompt injection (SEC-005).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Guard {
     /// Log it and leave it out of the injection.
@@ -366,7 +365,7 @@ impl Default for MemoryConfig {
 }
 
 /// A memory injected into a new branch, as its creation reports it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct InjectedMemory {
     /// The memory.
     pub id: MemoryId,
@@ -389,7 +388,7 @@ pub struct InjectedMemory {
 
 /// A memory left out of an injection because it matched a prompt-injection
 /// pattern (SEC-005, `CTX_MEMORY_INJECTION_GUARD=block`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BlockedMemory {
     /// The memory.
     pub id: MemoryId,

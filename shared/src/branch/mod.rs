@@ -39,7 +39,6 @@ use std::time::Duration;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
-use utoipa::ToSchema;
 
 use crate::clock::IdSource;
 use crate::error::{Error, Result};
@@ -54,7 +53,7 @@ pub use scrub::{RuleScrubber, Scrubbed, Scrubber};
 pub use timer::{BranchTimer, NoTimer};
 
 /// Where a branch is in its life.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum BranchStatus {
     /// Recorded, not yet running (never stored by this implementation: a

@@ -39,8 +39,6 @@ use std::sync::Arc;
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Deserializer, Serialize};
-use utoipa::openapi::RefOr;
-use utoipa::openapi::schema::{ObjectBuilder, Schema, Type};
 
 use crate::error::{Error, Result};
 
@@ -104,18 +102,6 @@ impl<'de> Deserialize<'de> for FormatId {
             .map_err(|e: Error| serde::de::Error::custom(e.message))
     }
 }
-
-impl utoipa::PartialSchema for FormatId {
-    fn schema() -> RefOr<Schema> {
-        ObjectBuilder::new()
-            .schema_type(Type::String)
-            .pattern(Some("^[a-z0-9][a-z0-9._-]{0,63}$"))
-            .description(Some("A format id such as `raw`."))
-            .into()
-    }
-}
-
-impl utoipa::ToSchema for FormatId {}
 
 mod anthropic;
 mod bureau_v1;

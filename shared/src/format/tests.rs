@@ -757,7 +757,7 @@ fn request(
 ) -> CheckpointRequest {
     CheckpointRequest {
         parent,
-        commit_type: kind,
+        commit_type: kind.into(),
         delta: None,
         delta_base64: Some(
             base64::engine::general_purpose::STANDARD

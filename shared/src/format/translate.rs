@@ -38,17 +38,7 @@ use crate::error::{Error, Result};
 /// How a materialization was produced; on the wire its kebab-case name
 /// (`native`, `field-level`, `cross-runtime`, `narrative`, `raw`).
 #[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    PartialOrd,
-    Ord,
-    Hash,
-    serde::Serialize,
-    serde::Deserialize,
-    utoipa::ToSchema,
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
 )]
 #[serde(rename_all = "kebab-case")]
 pub enum Tier {
@@ -94,9 +84,7 @@ const MAX_REASON_CHARS: usize = 300;
 /// dropped, and each change with its reason. Messages are those ctx read
 /// from the chain (the canonical conversation: a Claude Code transcript's
 /// file snapshots and titles are none).
-#[derive(
-    Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize, utoipa::ToSchema,
-)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Fidelity {
     /// Messages carried as they were.
     pub kept: u64,
@@ -117,14 +105,12 @@ pub struct Fidelity {
     pub unlisted: u64,
 }
 
-fn is_zero(n: &u64) -> bool {
+pub(crate) fn is_zero(n: &u64) -> bool {
     *n == 0
 }
 
 /// Whether a message was carried in another form or left out.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize, utoipa::ToSchema,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum FidelityChangeKind {
     /// Carried in another form.
@@ -143,7 +129,7 @@ impl std::fmt::Display for FidelityChangeKind {
 }
 
 /// One message a translation did not carry as it was.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct FidelityChange {
     /// Converted or dropped.
     pub kind: FidelityChangeKind,

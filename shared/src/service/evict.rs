@@ -40,7 +40,6 @@
 use std::collections::{BTreeMap, HashSet};
 
 use serde::{Deserialize, Serialize};
-use utoipa::ToSchema;
 
 use super::Service;
 use super::lifecycle::{Doomed, Erased};
@@ -50,10 +49,9 @@ use crate::id::{ArtifactRef, CommitId, RefName, TenantId};
 use crate::store::MaterializeKey;
 
 /// What an eviction did.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Evicted {
     /// The compaction or snapshot evicted before: what to materialize from.
-    #[schema(value_type = String)]
     pub before: CommitId,
     /// Delta commits whose delta is evicted (by this call or an earlier one
     /// with the same `before`); their metadata stays.
@@ -62,7 +60,6 @@ pub struct Evicted {
     pub marked: u64,
     /// Delta commits older than `before` whose delta is kept because a fork
     /// off the path below `before` still needs it, oldest first.
-    #[schema(value_type = Vec<String>)]
     pub kept: Vec<CommitId>,
     /// Artifacts deleted (evicted deltas and cached results built on them).
     pub artifacts: u64,

@@ -21,7 +21,6 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
-use utoipa::ToSchema;
 
 use super::Service;
 use crate::error::{Error, ErrorKind, Result};
@@ -102,7 +101,7 @@ pub struct GcOptions {
 }
 
 /// One artifact a collection removed (or would remove).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GcRemoved {
     /// The artifact.
     pub artifact: ArtifactRef,
@@ -113,7 +112,7 @@ pub struct GcRemoved {
 }
 
 /// What a collection call did.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GcReport {
     /// Nothing was removed: `removed` is what would have been.
     pub dry_run: bool,

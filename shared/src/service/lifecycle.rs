@@ -42,7 +42,6 @@ use std::sync::Mutex;
 use chrono::{DateTime, Duration, Utc};
 use futures::stream::{self, StreamExt, TryStreamExt};
 use serde::{Deserialize, Serialize};
-use utoipa::ToSchema;
 
 use super::Service;
 use crate::agent::AgentRecord;
@@ -105,7 +104,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 /// What an erase removed (only what was there to remove: a re-run after a
 /// finished erase removes nothing).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Erased {
     /// Commits removed (each with its timeline entry).
     pub commits: u64,
@@ -157,16 +156,13 @@ impl Erased {
 }
 
 /// What a retention pass did for one tenant.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RetentionReport {
     /// Sessions erased, by id.
-    #[schema(value_type = Vec<String>)]
     pub erased: Vec<SessionId>,
     /// Idle sessions kept because they (or a ref into them) are pinned.
-    #[schema(value_type = Vec<String>)]
     pub pinned: Vec<SessionId>,
     /// Idle sessions kept because another session forked from them.
-    #[schema(value_type = Vec<String>)]
     pub forked: Vec<SessionId>,
     /// What the erases removed, summed.
     pub removed: Erased,

@@ -70,7 +70,7 @@ pub use branches::{
 pub use checkpoint::{Checkpointed, Delta, NewCommit};
 pub use compact::{COMPACTED_BY, Compacted};
 pub use evict::Evicted;
-pub use gc::{GcOptions, GcReport, Lifecycle};
+pub use gc::{GcOptions, GcRemoved, GcReport, Lifecycle};
 pub use lifecycle::{Erased, RetentionReport};
 pub use materialize::{ContextRead, Materialization, ReadOf, ReadTarget};
 pub use summaries::{BatchOptions, BatchReport, retry_delay};

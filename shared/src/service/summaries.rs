@@ -16,7 +16,6 @@ use chrono::{DateTime, Duration, Utc};
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
 use serde::{Deserialize, Serialize};
-use utoipa::ToSchema;
 
 use super::Service;
 use crate::commit::Commit;
@@ -62,7 +61,7 @@ impl Default for BatchOptions {
 }
 
 /// What one batch did.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BatchReport {
     /// Summaries written.
     pub summarized: u64,

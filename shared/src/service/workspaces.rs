@@ -15,7 +15,6 @@ use bytes::Bytes;
 use chrono::{DateTime, Utc};
 use futures::stream::{self, StreamExt, TryStreamExt};
 use serde::{Deserialize, Serialize};
-use utoipa::ToSchema;
 
 use super::{Delta, NewCommit, Service};
 use crate::commit::{Commit, CommitType, Trigger};
@@ -34,7 +33,7 @@ const FETCH_CONCURRENCY: usize = 16;
 const TEMPLATE: &str = "workspace";
 
 /// A written version of a file.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FileVersion {
     /// The version: the file's tip commit (send it as `If-Match`).
     pub version: CommitId,
@@ -44,7 +43,7 @@ pub struct FileVersion {
 }
 
 /// A file of a workspace listing.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FileEntry {
     /// Its path in the workspace.
     pub path: FilePath,

@@ -5,7 +5,6 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
-use utoipa::ToSchema;
 
 use crate::error::{Error, Result};
 use crate::id::{ArtifactRef, Hash, TenantId};
@@ -239,9 +238,7 @@ pub trait BlobStore: Send + Sync + 'static {
 }
 
 /// Where in a [`BlobStore`] an artifact lives: its lifecycle policy.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, ToSchema,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum BlobArea {
     /// Deltas, compactions and snapshots: kept while a commit names them
@@ -287,7 +284,7 @@ pub fn durable_remove_refused() -> Error {
 }
 
 /// A presigned direct upload.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PresignedUpload {
     /// Where to send the bytes.
     pub url: String,
@@ -310,7 +307,7 @@ pub enum Fetched {
 
 /// A presigned direct download: `GET` the URL with no other credentials,
 /// then check the bytes against the artifact's reference.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PresignedDownload {
     /// Where to GET the bytes (also the `Location` header of the 303).
     pub url: String,

@@ -5,7 +5,6 @@
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
-use utoipa::ToSchema;
 
 use crate::commit::Stop;
 use crate::error::{Error, ErrorKind, Result};
@@ -109,7 +108,7 @@ pub struct MaterializeKey {
 }
 
 /// A cached materialization.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Materialized {
     /// The artifact holding the materialized context.
     pub artifact_ref: ArtifactRef,

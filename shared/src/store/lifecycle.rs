@@ -5,7 +5,6 @@
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
-use utoipa::ToSchema;
 
 use super::MaterializeKey;
 use crate::error::{Error, Result};
@@ -197,7 +196,7 @@ pub struct References {
 }
 
 /// What one [`Lifecycle::erase_tenant`] call removed, by kind.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TenantRecords {
     /// Commits.
     pub commits: u64,
@@ -243,7 +242,7 @@ pub enum ArtifactUser {
 
 /// What retention never erases: a session, or the session a ref's target
 /// belongs to.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(tag = "kind", content = "name", rename_all = "snake_case")]
 pub enum Pin {
     /// A session.

@@ -4,7 +4,6 @@
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
-use utoipa::ToSchema;
 
 use crate::error::{Error, Result};
 use crate::id::{CommitId, RefName, TenantId};
@@ -63,11 +62,10 @@ pub trait Refs: Send + Sync + 'static {
 
 /// A ref move requested together with a checkpoint (the `ref` of a
 /// checkpoint request, so unknown fields are refused like any request's).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RefMove {
     /// The ref to move to the new commit.
-    #[schema(value_type = String)]
     pub name: RefName,
     /// The tip the caller believes the ref has; absent means the ref must
     /// not exist yet.
@@ -75,10 +73,9 @@ pub struct RefMove {
 }
 
 /// A named, mutable pointer to a commit.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RefRecord {
     /// The ref's name.
-    #[schema(value_type = String)]
     pub name: RefName,
     /// The commit it points at.
     pub target: CommitId,

@@ -5,7 +5,6 @@
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
-use utoipa::ToSchema;
 
 use crate::commit::Commit;
 use crate::error::{Error, Result};
@@ -147,7 +146,7 @@ impl std::str::FromStr for SummaryCursor {
 }
 
 /// Where a commit stands in the summary queue.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SummaryState {
     /// A summarizer holds it until then.
     pub claimed_until: Option<DateTime<Utc>>,

@@ -3,25 +3,19 @@
 //! formats, defined with the agent records (`crate::agent`) and re-exported
 //! here.
 
+use super::Commit;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use crate::agent::{
-    AgentPatch, AssembledContext, LiveContext, RestoreOptions, RestoredContext, SaveId, SaveRecord,
-    Settings,
+    AgentPatch, AssembledContext, LiveContext, RestoreOptions, RestoredContext, SaveId, Settings,
 };
-use crate::commit::Commit;
 use crate::format::FormatId;
 use crate::id::{ArtifactRef, Principal};
 use crate::workspace::WorkspaceId;
 
 use super::{ErrorBody, operations};
-pub use crate::agent::{
-    AgentDocs, AssembledConversation, BranchActivity, DocFile, OmittedDoc, RestoreSource,
-    RunningProcess, SessionFile, SessionMessage, SessionThread, StatusPreamble, ThreadActivity,
-    WindowReason, WorkingContextSnapshot, WorkingMessage,
-};
 
 /// `GET`/`PATCH /v1/agents/{agent}`: an agent's settings.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
@@ -143,10 +137,10 @@ impl From<AssembledContext> for AssembledContextResponse {
             agent: a.agent,
             thread_id: a.thread_id,
             system_prompt: a.system_prompt,
-            docs: a.docs,
-            status: a.status,
+            docs: a.docs.into(),
+            status: a.status.into(),
             window: a.window.into(),
-            conversation: a.conversation,
+            conversation: a.conversation.into(),
         }
     }
 }
@@ -303,9 +297,9 @@ impl From<LiveContext> for Window {
     fn from(w: LiveContext) -> Self {
         Window {
             since: w.since,
-            reason: w.reason,
+            reason: w.reason.into(),
             until: w.until,
-            commits: w.commits,
+            commits: w.commits.into_iter().map(Into::into).collect(),
             message_count: w.message_count,
             token_count: w.token_count,
             artifact_ref: w.artifact_ref,
@@ -330,10 +324,523 @@ impl From<RestoreRequest> for RestoreOptions {
 impl From<RestoredContext> for RestoreResponse {
     fn from(r: RestoredContext) -> Self {
         RestoreResponse {
-            source: r.source,
+            source: r.source.into(),
             reason: r.reason,
-            snapshot: r.snapshot,
+            snapshot: r.snapshot.into(),
             artifact_ref: r.artifact_ref,
+        }
+    }
+}
+
+/// The agent's docs: the files of its docs workspace, by path, bounded.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct AgentDocs {
+    /// The docs workspace (absent when the agent names none).
+    pub workspace: Option<crate::workspace::WorkspaceId>,
+    /// The files in the context, by path.
+    pub files: Vec<DocFile>,
+    /// The files left out, by path.
+    pub omitted: Vec<OmittedDoc>,
+    /// True when a file was cut or left out.
+    pub truncated: bool,
+}
+
+impl From<crate::agent::AgentDocs> for AgentDocs {
+    fn from(v: crate::agent::AgentDocs) -> Self {
+        AgentDocs {
+            workspace: v.workspace,
+            files: v.files.into_iter().map(Into::into).collect(),
+            omitted: v.omitted.into_iter().map(Into::into).collect(),
+            truncated: v.truncated,
+        }
+    }
+}
+
+/// The assembled context as one conversation in a format.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct AssembledConversation {
+    /// Its format.
+    pub format: FormatId,
+    /// Messages in it (the prefix's and the window's).
+    pub message_count: u64,
+    /// Its bytes, when they are UTF-8 (JSON, JSONL, text).
+    pub text: Option<String>,
+    /// Its bytes in base64, when they are not UTF-8 (CBOR).
+    pub base64: Option<String>,
+    /// What the format could not hold (empty when nothing was lost).
+    pub lost: Vec<String>,
+}
+
+impl From<crate::agent::AssembledConversation> for AssembledConversation {
+    fn from(v: crate::agent::AssembledConversation) -> Self {
+        AssembledConversation {
+            format: v.format,
+            message_count: v.message_count,
+            text: v.text,
+            base64: v.base64,
+            lost: v.lost,
+        }
+    }
+}
+
+/// An active folded branch of one of the agent's sessions.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct BranchActivity {
+    /// The branch.
+    pub branch_id: crate::id::BranchId,
+    /// Its session.
+    pub session_id: String,
+    /// What it is for.
+    pub description: String,
+    /// Its depth (1 under the session).
+    pub depth: u32,
+    /// Tokens it may use.
+    pub budget: u64,
+    /// Tokens it has used.
+    pub tokens_used: u64,
+    /// When it times out.
+    pub deadline: DateTime<Utc>,
+}
+
+impl From<crate::agent::BranchActivity> for BranchActivity {
+    fn from(v: crate::agent::BranchActivity) -> Self {
+        BranchActivity {
+            branch_id: v.branch_id,
+            session_id: v.session_id,
+            description: v.description,
+            depth: v.depth,
+            budget: v.budget,
+            tokens_used: v.tokens_used,
+            deadline: v.deadline,
+        }
+    }
+}
+
+/// One of an agent's docs in an assembled context.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct DocFile {
+    /// Its path in the docs workspace.
+    pub path: crate::workspace::FilePath,
+    /// Its version (the file's tip commit).
+    pub version: crate::id::CommitId,
+    /// Its whole size in bytes.
+    pub size: u64,
+    /// Its text (the head only when `truncated`).
+    pub text: String,
+    /// Whether only the head of the file is in `text`.
+    pub truncated: bool,
+}
+
+impl From<crate::agent::DocFile> for DocFile {
+    fn from(v: crate::agent::DocFile) -> Self {
+        DocFile {
+            path: v.path,
+            version: v.version,
+            size: v.size,
+            text: v.text,
+            truncated: v.truncated,
+        }
+    }
+}
+
+/// A doc left out of an assembled context, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct OmittedDoc {
+    /// Its path in the docs workspace.
+    pub path: crate::workspace::FilePath,
+    /// Why: not UTF-8 text, over the file count, or over the docs budget.
+    pub reason: String,
+}
+
+impl From<crate::agent::OmittedDoc> for OmittedDoc {
+    fn from(v: crate::agent::OmittedDoc) -> Self {
+        OmittedDoc {
+            path: v.path,
+            reason: v.reason,
+        }
+    }
+}
+
+/// Where a restored working context came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum RestoreSource {
+    /// The cache was valid.
+    Cache,
+    /// Rebuilt from the agent's memory (and stored as the new cache).
+    Rebuilt,
+}
+
+impl From<crate::agent::RestoreSource> for RestoreSource {
+    fn from(v: crate::agent::RestoreSource) -> Self {
+        match v {
+            crate::agent::RestoreSource::Cache => RestoreSource::Cache,
+            crate::agent::RestoreSource::Rebuilt => RestoreSource::Rebuilt,
+        }
+    }
+}
+
+impl From<RestoreSource> for crate::agent::RestoreSource {
+    fn from(v: RestoreSource) -> Self {
+        match v {
+            RestoreSource::Cache => crate::agent::RestoreSource::Cache,
+            RestoreSource::Rebuilt => crate::agent::RestoreSource::Rebuilt,
+        }
+    }
+}
+
+/// A registered process still running.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct RunningProcess {
+    /// Its id.
+    pub process_id: String,
+    /// What it is doing.
+    pub description: String,
+    /// When it started.
+    pub started_at: DateTime<Utc>,
+    /// The thread it works for, if one.
+    pub thread_id: Option<String>,
+    /// When it stops being listed, if ever.
+    pub expires_at: Option<DateTime<Utc>>,
+    /// When it was registered or last changed.
+    pub updated_at: DateTime<Utc>,
+}
+
+impl From<crate::agent::RunningProcess> for RunningProcess {
+    fn from(v: crate::agent::RunningProcess) -> Self {
+        RunningProcess {
+            process_id: v.process_id,
+            description: v.description,
+            started_at: v.started_at,
+            thread_id: v.thread_id,
+            expires_at: v.expires_at,
+            updated_at: v.updated_at,
+        }
+    }
+}
+
+/// A saved snapshot of an agent's window (a save's metadata:
+/// docs/http-api.md, "Saves").
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct SaveRecord {
+    /// Its id.
+    pub save_id: SaveId,
+    /// When it was saved.
+    pub timestamp: DateTime<Utc>,
+    /// What the caller called it.
+    pub description: Option<String>,
+    /// The summarizer's summary, or `(summary generation failed)`.
+    pub summary: String,
+    /// Messages saved.
+    pub message_count: u64,
+    /// The window's lower bound (exclusive).
+    pub window_start: DateTime<Utc>,
+    /// The window's upper bound (the time of the save).
+    pub window_end: DateTime<Utc>,
+    /// The session file: the artifact holding this record and the messages.
+    pub artifact_ref: ArtifactRef,
+    /// Each thread's joined window, durable (a restore checkpoints them).
+    #[serde(default)]
+    pub thread_artifacts: Vec<ArtifactRef>,
+}
+
+impl From<crate::agent::SaveRecord> for SaveRecord {
+    fn from(v: crate::agent::SaveRecord) -> Self {
+        SaveRecord {
+            save_id: v.save_id,
+            timestamp: v.timestamp,
+            description: v.description,
+            summary: v.summary,
+            message_count: v.message_count,
+            window_start: v.window_start,
+            window_end: v.window_end,
+            artifact_ref: v.artifact_ref,
+            thread_artifacts: v.thread_artifacts,
+        }
+    }
+}
+
+/// `GET /v1/agents/{agent}/saves/{save_id}`: a save's session file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct SessionFile {
+    /// The save's id.
+    pub session_id: SaveId,
+    /// The agent.
+    #[schema(value_type = String)]
+    pub agent: Principal,
+    /// When it was saved.
+    pub timestamp: DateTime<Utc>,
+    /// What the caller called it.
+    pub description: Option<String>,
+    /// The summary.
+    pub summary: String,
+    /// Messages saved.
+    pub message_count: u64,
+    /// The window's lower bound.
+    pub window_start: DateTime<Utc>,
+    /// The window's upper bound.
+    pub window_end: DateTime<Utc>,
+    /// Every thread's messages, oldest first within a thread.
+    pub messages: Vec<SessionMessage>,
+    /// Per thread, what restore writes back.
+    pub threads: Vec<SessionThread>,
+}
+
+impl From<crate::agent::SessionFile> for SessionFile {
+    fn from(v: crate::agent::SessionFile) -> Self {
+        SessionFile {
+            session_id: v.session_id,
+            agent: v.agent,
+            timestamp: v.timestamp,
+            description: v.description,
+            summary: v.summary,
+            message_count: v.message_count,
+            window_start: v.window_start,
+            window_end: v.window_end,
+            messages: v.messages.into_iter().map(Into::into).collect(),
+            threads: v.threads.into_iter().map(Into::into).collect(),
+        }
+    }
+}
+
+/// One message of a session file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct SessionMessage {
+    /// The thread it belongs to.
+    pub thread_id: Option<String>,
+    /// `system`, `user`, `assistant`, or `raw` for opaque bytes.
+    pub role: String,
+    /// Its text.
+    pub content: String,
+    /// The message in the canonical model, for structured formats.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub message: Option<serde_json::Value>,
+}
+
+impl From<crate::agent::SessionMessage> for SessionMessage {
+    fn from(v: crate::agent::SessionMessage) -> Self {
+        SessionMessage {
+            thread_id: v.thread_id,
+            role: v.role,
+            content: v.content,
+            message: v.message,
+        }
+    }
+}
+
+/// One thread of a session file: its messages as one artifact, what
+/// restore writes back.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct SessionThread {
+    /// The thread (absent for commits without one).
+    pub thread_id: Option<String>,
+    /// The format of `artifact_ref`.
+    pub format: FormatId,
+    /// The thread's window messages, joined.
+    pub artifact_ref: ArtifactRef,
+    /// Messages in it.
+    pub message_count: u64,
+    /// The commits they came from.
+    pub commits: Vec<crate::id::CommitId>,
+}
+
+impl From<crate::agent::SessionThread> for SessionThread {
+    fn from(v: crate::agent::SessionThread) -> Self {
+        SessionThread {
+            thread_id: v.thread_id,
+            format: v.format,
+            artifact_ref: v.artifact_ref,
+            message_count: v.message_count,
+            commits: v.commits,
+        }
+    }
+}
+
+/// The thread and process status preamble of an assembled context.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct StatusPreamble {
+    /// The agent's other threads with messages in its window, most
+    /// recently active first.
+    pub threads: Vec<ThreadActivity>,
+    /// The active folded branches of the agent's sessions in its window,
+    /// deepest first.
+    pub branches: Vec<BranchActivity>,
+    /// The processes registered as running, by id.
+    pub processes: Vec<RunningProcess>,
+    /// True when a list was cut at its bound (the most recent are kept).
+    pub truncated: bool,
+    /// The preamble as the context's text (absent when all three lists
+    /// are empty).
+    pub text: Option<String>,
+}
+
+impl From<crate::agent::StatusPreamble> for StatusPreamble {
+    fn from(v: crate::agent::StatusPreamble) -> Self {
+        StatusPreamble {
+            threads: v.threads.into_iter().map(Into::into).collect(),
+            branches: v.branches.into_iter().map(Into::into).collect(),
+            processes: v.processes.into_iter().map(Into::into).collect(),
+            truncated: v.truncated,
+            text: v.text,
+        }
+    }
+}
+
+/// Another thread of the agent with messages in its window.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct ThreadActivity {
+    /// The thread.
+    pub thread_id: String,
+    /// Its newest commit's time.
+    pub last_activity: DateTime<Utc>,
+    /// Its commits in the window.
+    pub commit_count: u64,
+    /// Its messages in the window (as the commits count them).
+    pub message_count: u64,
+}
+
+impl From<crate::agent::ThreadActivity> for ThreadActivity {
+    fn from(v: crate::agent::ThreadActivity) -> Self {
+        ThreadActivity {
+            thread_id: v.thread_id,
+            last_activity: v.last_activity,
+            commit_count: v.commit_count,
+            message_count: v.message_count,
+        }
+    }
+}
+
+/// Why the window starts where it does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum WindowReason {
+    /// At the latest clear (more recent than now - window).
+    Clear,
+    /// At now - window_seconds.
+    Window,
+}
+
+impl From<crate::agent::WindowReason> for WindowReason {
+    fn from(v: crate::agent::WindowReason) -> Self {
+        match v {
+            crate::agent::WindowReason::Clear => WindowReason::Clear,
+            crate::agent::WindowReason::Window => WindowReason::Window,
+        }
+    }
+}
+
+impl From<WindowReason> for crate::agent::WindowReason {
+    fn from(v: WindowReason) -> Self {
+        match v {
+            WindowReason::Clear => crate::agent::WindowReason::Clear,
+            WindowReason::Window => crate::agent::WindowReason::Window,
+        }
+    }
+}
+
+/// The schema of a snapshot's `epoch_id`: any unsigned 64-bit value
+/// (no `int64` format, which would cap it at 2^63 - 1).
+fn epoch_schema() -> utoipa::openapi::schema::Object {
+    use utoipa::openapi::schema::{ObjectBuilder, Type};
+    ObjectBuilder::new()
+        .schema_type(Type::Integer)
+        .minimum(Some(0))
+        .maximum(Some(utoipa::Number::UInt(u64::MAX as usize)))
+        .description(Some(
+            "The snapshot's epoch (a rebuild stores the previous + 1).",
+        ))
+        .build()
+}
+
+/// A working-context snapshot (the cache file of docs/http-api.md,
+/// "Working context").
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WorkingContextSnapshot {
+    /// Must be 1.
+    #[serde(deserialize_with = "crate::number::whole")]
+    #[schema(minimum = 1, maximum = 1)]
+    pub schema_version: u32,
+    /// Must be the agent of the route.
+    pub agent_id: String,
+    /// The snapshot's epoch (a rebuild stores the previous + 1).
+    #[serde(deserialize_with = "crate::number::whole")]
+    #[schema(schema_with = epoch_schema)]
+    pub epoch_id: u64,
+    /// The time of the compaction it starts from, in seconds since the
+    /// epoch.
+    #[serde(default)]
+    pub last_compaction_ts: Option<f64>,
+    /// The messages, in order.
+    pub messages: Vec<WorkingMessage>,
+}
+
+impl From<crate::agent::WorkingContextSnapshot> for WorkingContextSnapshot {
+    fn from(v: crate::agent::WorkingContextSnapshot) -> Self {
+        WorkingContextSnapshot {
+            schema_version: v.schema_version,
+            agent_id: v.agent_id,
+            epoch_id: v.epoch_id,
+            last_compaction_ts: v.last_compaction_ts,
+            messages: v.messages.into_iter().map(Into::into).collect(),
+        }
+    }
+}
+
+/// One message of a working-context snapshot.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WorkingMessage {
+    /// `system`, `user`, `assistant` or `tool`.
+    pub role: String,
+    /// Its text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content: Option<String>,
+    /// The model's reasoning.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_content: Option<String>,
+    /// Tool calls or results (a JSON object).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub tool_payload: Option<serde_json::Value>,
+    /// Media by URL.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub media_urls: Option<Vec<String>>,
+}
+
+impl From<crate::agent::WorkingMessage> for WorkingMessage {
+    fn from(v: crate::agent::WorkingMessage) -> Self {
+        WorkingMessage {
+            role: v.role,
+            content: v.content,
+            reasoning_content: v.reasoning_content,
+            tool_payload: v.tool_payload,
+            media_urls: v.media_urls,
+        }
+    }
+}
+
+impl From<WorkingContextSnapshot> for crate::agent::WorkingContextSnapshot {
+    fn from(v: WorkingContextSnapshot) -> Self {
+        crate::agent::WorkingContextSnapshot {
+            schema_version: v.schema_version,
+            agent_id: v.agent_id,
+            epoch_id: v.epoch_id,
+            last_compaction_ts: v.last_compaction_ts,
+            messages: v.messages.into_iter().map(Into::into).collect(),
+        }
+    }
+}
+
+impl From<WorkingMessage> for crate::agent::WorkingMessage {
+    fn from(v: WorkingMessage) -> Self {
+        crate::agent::WorkingMessage {
+            role: v.role,
+            content: v.content,
+            reasoning_content: v.reasoning_content,
+            tool_payload: v.tool_payload,
+            media_urls: v.media_urls,
         }
     }
 }

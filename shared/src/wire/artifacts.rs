@@ -1,13 +1,12 @@
 //! `/v1/artifacts…`, `/v1/uploads` and `/v1/gc`: artifact bytes and their
 //! collection.
 
+use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::{Bytes, ErrorBody, operations};
 use crate::id::ArtifactRef;
-use crate::service::GcReport;
-use crate::store::{PresignedDownload, PresignedUpload};
 
 /// An artifact reference and size.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
@@ -48,6 +47,148 @@ pub struct GcRequest {
     #[serde(default, deserialize_with = "crate::number::optional_whole")]
     #[schema(minimum = 1, maximum = 10_000)]
     pub limit: Option<u32>,
+}
+
+/// One artifact a collection removed (or would remove).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct GcRemoved {
+    /// The artifact.
+    pub artifact: ArtifactRef,
+    /// Where it was.
+    pub area: BlobArea,
+    /// Its size in bytes.
+    pub size: u64,
+}
+
+impl From<crate::service::GcRemoved> for GcRemoved {
+    fn from(v: crate::service::GcRemoved) -> Self {
+        GcRemoved {
+            artifact: v.artifact,
+            area: v.area.into(),
+            size: v.size,
+        }
+    }
+}
+
+/// What a collection call did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct GcReport {
+    /// Nothing was removed: `removed` is what would have been.
+    pub dry_run: bool,
+    /// Artifacts looked at.
+    pub scanned: u64,
+    /// Kept because a commit or cache entry names them.
+    pub referenced: u64,
+    /// Kept because they are younger than the grace period.
+    pub young: u64,
+    /// Removed (or, in a dry run, to be removed).
+    pub removed: Vec<GcRemoved>,
+    /// Their bytes.
+    pub removed_bytes: u64,
+    /// Bytes the metadata store gave back to the filesystem afterwards
+    /// (SQLite's incremental vacuum, after the last page).
+    pub compacted_bytes: u64,
+    /// Where the next call continues; absent after the last page.
+    pub next: Option<String>,
+}
+
+impl From<crate::service::GcReport> for GcReport {
+    fn from(v: crate::service::GcReport) -> Self {
+        GcReport {
+            dry_run: v.dry_run,
+            scanned: v.scanned,
+            referenced: v.referenced,
+            young: v.young,
+            removed: v.removed.into_iter().map(Into::into).collect(),
+            removed_bytes: v.removed_bytes,
+            compacted_bytes: v.compacted_bytes,
+            next: v.next,
+        }
+    }
+}
+
+/// Where in a [`BlobStore`] an artifact lives: its lifecycle policy.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, ToSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum BlobArea {
+    /// Deltas, compactions and snapshots: kept while a commit names them
+    /// (S3 `cas/`, local `cas/`).
+    Durable,
+    /// Materialized and translated results: ephemeral, evicted by the
+    /// embedded LRU budget or an S3 lifecycle rule, rebuilt on demand (S3
+    /// `cache/`, local `cache/`).
+    Cache,
+    /// Direct uploads waiting for the checkpoint that names them (S3
+    /// `uploads/`; the embedded store takes no direct uploads).
+    Staged,
+}
+
+impl From<crate::store::BlobArea> for BlobArea {
+    fn from(v: crate::store::BlobArea) -> Self {
+        match v {
+            crate::store::BlobArea::Durable => BlobArea::Durable,
+            crate::store::BlobArea::Cache => BlobArea::Cache,
+            crate::store::BlobArea::Staged => BlobArea::Staged,
+        }
+    }
+}
+
+impl From<BlobArea> for crate::store::BlobArea {
+    fn from(v: BlobArea) -> Self {
+        match v {
+            BlobArea::Durable => crate::store::BlobArea::Durable,
+            BlobArea::Cache => crate::store::BlobArea::Cache,
+            BlobArea::Staged => crate::store::BlobArea::Staged,
+        }
+    }
+}
+
+/// A presigned direct download: `GET` the URL with no other credentials,
+/// then check the bytes against the artifact's reference.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct PresignedDownload {
+    /// Where to GET the bytes (also the `Location` header of the 303).
+    pub url: String,
+    /// How many bytes it holds.
+    pub size: u64,
+    /// When the URL stops working.
+    pub expires_at: DateTime<Utc>,
+}
+
+impl From<crate::store::PresignedDownload> for PresignedDownload {
+    fn from(v: crate::store::PresignedDownload) -> Self {
+        PresignedDownload {
+            url: v.url,
+            size: v.size,
+            expires_at: v.expires_at,
+        }
+    }
+}
+
+/// A presigned direct upload.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct PresignedUpload {
+    /// Where to send the bytes.
+    pub url: String,
+    /// The method to use (`PUT`).
+    pub method: String,
+    /// Headers the request must carry exactly.
+    pub headers: std::collections::BTreeMap<String, String>,
+    /// When the URL stops working.
+    pub expires_at: DateTime<Utc>,
+}
+
+impl From<crate::store::PresignedUpload> for PresignedUpload {
+    fn from(v: crate::store::PresignedUpload) -> Self {
+        PresignedUpload {
+            url: v.url,
+            method: v.method,
+            headers: v.headers,
+            expires_at: v.expires_at,
+        }
+    }
 }
 
 operations! { ARTIFACT_OPERATIONS;

@@ -4,13 +4,13 @@
 
 use std::collections::BTreeMap;
 
+use crate::id::MemoryId;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::{ErrorBody, operations};
-use crate::branch::memories::MemoryKind;
-use crate::branch::memories::{BlockedMemory, InjectedMemory, MemoryRecord, ScoredMemory};
+use crate::branch::memories::ScoredMemory;
 use crate::branch::{BranchState, CreatedBranch, EndedSession, NewBranch, ReturnedBranch};
 use crate::id::{BranchId, CommitId, SessionId};
 
@@ -266,8 +266,8 @@ impl From<CreatedBranch> for BranchCreated {
             deadline: b.deadline,
             root_commit: b.root_commit,
             chain_ref: b.chain_ref,
-            memories: b.memories,
-            memories_blocked: b.memories_blocked,
+            memories: b.memories.into_iter().map(Into::into).collect(),
+            memories_blocked: b.memories_blocked.into_iter().map(Into::into).collect(),
         }
     }
 }
@@ -380,10 +380,170 @@ impl From<Vec<ScoredMemory>> for MemorySearchResponse {
                 .into_iter()
                 .map(|s| FoundMemory {
                     score: s.score,
-                    memory: s.memory,
+                    memory: s.memory.into(),
                 })
                 .collect(),
         }
+    }
+}
+
+/// A memory left out of an injection because it matched a prompt-injection
+/// pattern (SEC-005, `CTX_MEMORY_INJECTION_GUARD=block`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct BlockedMemory {
+    /// The memory.
+    pub id: MemoryId,
+    /// The patterns it matched.
+    pub patterns: Vec<String>,
+    /// From another principal or session than the new branch's.
+    pub untrusted: bool,
+    /// Where it came from.
+    pub provenance: Provenance,
+}
+
+impl From<crate::branch::memories::BlockedMemory> for BlockedMemory {
+    fn from(v: crate::branch::memories::BlockedMemory) -> Self {
+        BlockedMemory {
+            id: v.id,
+            patterns: v.patterns,
+            untrusted: v.untrusted,
+            provenance: v.provenance.into(),
+        }
+    }
+}
+
+/// A memory injected into a new branch, as its creation reports it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct InjectedMemory {
+    /// The memory.
+    pub id: MemoryId,
+    /// Strategy or anti-pattern.
+    pub kind: MemoryKind,
+    /// Its title.
+    pub title: String,
+    /// Its confidence.
+    pub confidence: f64,
+    /// From another principal or session than the new branch's (SEC-005).
+    pub untrusted: bool,
+    /// The injection patterns it matched, injected anyway because
+    /// `CTX_MEMORY_INJECTION_GUARD` is `log` (empty otherwise).
+    pub patterns: Vec<String>,
+    /// Its block's estimated tokens.
+    pub tokens: u64,
+    /// Where it came from.
+    pub provenance: Provenance,
+}
+
+impl From<crate::branch::memories::InjectedMemory> for InjectedMemory {
+    fn from(v: crate::branch::memories::InjectedMemory) -> Self {
+        InjectedMemory {
+            id: v.id,
+            kind: v.kind.into(),
+            title: v.title,
+            confidence: v.confidence,
+            untrusted: v.untrusted,
+            patterns: v.patterns,
+            tokens: v.tokens,
+            provenance: v.provenance.into(),
+        }
+    }
+}
+
+/// What a memory teaches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum MemoryKind {
+    /// How a task was done (from a completed branch).
+    Strategy,
+    /// What did not work (from a failed or timed-out branch).
+    AntiPattern,
+}
+
+impl From<crate::branch::memories::MemoryKind> for MemoryKind {
+    fn from(v: crate::branch::memories::MemoryKind) -> Self {
+        match v {
+            crate::branch::memories::MemoryKind::Strategy => MemoryKind::Strategy,
+            crate::branch::memories::MemoryKind::AntiPattern => MemoryKind::AntiPattern,
+        }
+    }
+}
+
+impl From<MemoryKind> for crate::branch::memories::MemoryKind {
+    fn from(v: MemoryKind) -> Self {
+        match v {
+            MemoryKind::Strategy => crate::branch::memories::MemoryKind::Strategy,
+            MemoryKind::AntiPattern => crate::branch::memories::MemoryKind::AntiPattern,
+        }
+    }
+}
+
+/// A memory: what one ended branch teaches.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct MemoryRecord {
+    /// Its id (derived from the branch).
+    pub id: MemoryId,
+    /// Strategy or anti-pattern.
+    pub kind: MemoryKind,
+    /// The branch's task (its description).
+    pub title: String,
+    /// One line (or a few sentences) on what happened, by the summarizer.
+    pub description: String,
+    /// What the next branch should know: task, outcome, result or error,
+    /// the last work (scrubbed of secrets).
+    pub content: String,
+    /// How much the extraction trusts it, 0 to 1 (see `docs/folding.md`).
+    pub confidence: f64,
+    /// Where it came from.
+    pub provenance: Provenance,
+    /// When it was extracted.
+    pub created_at: DateTime<Utc>,
+    /// Who wrote `description` (`extractive:v1`, `openai:<model>`, ...).
+    pub extracted_by: String,
+}
+
+impl From<crate::branch::memories::MemoryRecord> for MemoryRecord {
+    fn from(v: crate::branch::memories::MemoryRecord) -> Self {
+        MemoryRecord {
+            id: v.id,
+            kind: v.kind.into(),
+            title: v.title,
+            description: v.description,
+            content: v.content,
+            confidence: v.confidence,
+            provenance: v.provenance.into(),
+            created_at: v.created_at,
+            extracted_by: v.extracted_by,
+        }
+    }
+}
+
+/// Where a memory came from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct Provenance {
+    /// The session of the branch.
+    pub session_id: String,
+    /// The principal that owned the session ("" when unknown).
+    pub principal: String,
+    /// The branch.
+    pub branch_id: BranchId,
+    /// The commit its end appended to its parent's chain.
+    pub commit: CommitId,
+}
+
+impl From<crate::branch::memories::Provenance> for Provenance {
+    fn from(v: crate::branch::memories::Provenance) -> Self {
+        Provenance {
+            session_id: v.session_id,
+            principal: v.principal,
+            branch_id: v.branch_id,
+            commit: v.commit,
+        }
+    }
+}
+
+impl std::fmt::Display for MemoryKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        crate::branch::memories::MemoryKind::from(*self).fmt(f)
     }
 }
 

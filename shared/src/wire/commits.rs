@@ -1,18 +1,18 @@
 //! `/v1/commits…` and `/v1/resolve`: checkpoint, show, update-metadata,
 //! history, the summary queue, summarize, compact, materialize, resolve.
 
+use super::{RefMove, RefRecord};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use utoipa::ToSchema;
 
 use super::{ErrorBody, operations};
 use crate::body_text::BodyText;
-use crate::commit::{Commit, CommitType, Tags, Trigger};
+use crate::commit::Tags;
 use crate::error::Result;
 use crate::format::FormatId;
 use crate::id::{ArtifactRef, CommitId, Principal, RefName, SessionId};
 use crate::service::{Materialization, NewCommit, Stop};
-use crate::store::{Materialized, RefMove, RefRecord};
 
 /// Calls `$then!` with the fields every commit request has, a
 /// checkpoint's (`POST /v1/commits`) and a batch commit's alike: written
@@ -191,7 +191,7 @@ impl CheckpointRequest {
         } = NewCommit::new(principal, template, format, bytes::Bytes::new());
         CheckpointRequest {
             parent,
-            commit_type,
+            commit_type: commit_type.into(),
             format,
             artifact_ref: None,
             delta: Some(BodyText::from(delta.into())),
@@ -200,7 +200,7 @@ impl CheckpointRequest {
             principal,
             machine,
             session_id: None,
-            checkpoint,
+            checkpoint: checkpoint.into(),
             ticket_id,
             thread_id,
             summary,
@@ -208,7 +208,7 @@ impl CheckpointRequest {
             token_count,
             created_at,
             tags,
-            ref_move,
+            ref_move: ref_move.map(Into::into),
         }
     }
 }
@@ -351,7 +351,7 @@ pub struct MaterializeResponse {
 impl From<Materialization> for MaterializeResponse {
     fn from(m: Materialization) -> Self {
         MaterializeResponse {
-            result: m.result,
+            result: m.result.into(),
             cached: m.cached,
         }
     }
@@ -626,7 +626,7 @@ pub struct MissingSummary {
     #[serde(flatten)]
     pub commit: Commit,
     /// Its summary queue state.
-    pub summary_state: crate::store::SummaryState,
+    pub summary_state: SummaryState,
 }
 
 /// A page of commits lacking a summary, oldest first.
@@ -646,8 +646,8 @@ impl From<crate::store::MissingPage> for MissingSummaryList {
                 .items
                 .into_iter()
                 .map(|m| MissingSummary {
-                    commit: m.commit,
-                    summary_state: m.state,
+                    commit: m.commit.into(),
+                    summary_state: m.state.into(),
                 })
                 .collect(),
             next_cursor: page.next.map(|c| c.to_string()),
@@ -732,6 +732,399 @@ mod read_tests {
                 "{bytes:?}: {field}"
             );
         }
+    }
+}
+
+/// A commit, with every field of the data model.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct Commit {
+    /// Derived from (tenant, parent, artifact, created_at, template).
+    pub id: CommitId,
+    /// The previous commit; none for a root.
+    pub parent: Option<CommitId>,
+    /// What the artifact holds.
+    pub commit_type: CommitType,
+    /// The delta, summary or snapshot.
+    pub artifact_ref: ArtifactRef,
+    /// The artifact's size in bytes.
+    pub artifact_size: u64,
+    /// How the artifact's bytes are encoded and concatenate.
+    pub format: FormatId,
+    /// The context template the wrapper used.
+    pub template: String,
+    /// Who checkpointed.
+    pub principal: Principal,
+    /// The machine it ran on.
+    pub machine: Option<String>,
+    /// The wrapper's session.
+    pub session_id: Option<String>,
+    /// Why it checkpointed.
+    pub checkpoint: Trigger,
+    /// A ticket the work belongs to.
+    pub ticket_id: Option<String>,
+    /// A conversation thread the work belongs to.
+    pub thread_id: Option<String>,
+    /// A human-readable summary; mutable.
+    pub summary: Option<String>,
+    /// Messages in this commit's artifact.
+    pub message_count: u64,
+    /// Tokens in this commit's artifact.
+    pub token_count: u64,
+    /// When the wrapper checkpointed (RFC 3339, UTC, µs precision).
+    pub created_at: DateTime<Utc>,
+    /// Free-form labels; mutable.
+    #[serde(default)]
+    pub tags: Tags,
+    /// Distance from the root (a root has depth 0).
+    pub depth: u64,
+    /// The linear run this commit is stored in: the id of the run's first
+    /// commit. A child continues its parent's run unless the parent already
+    /// has a child there (a fork), in which case it starts its own.
+    pub lineage: CommitId,
+    /// The run the parent is stored in (equal to `lineage` inside a run).
+    pub parent_lineage: Option<CommitId>,
+}
+
+impl From<crate::commit::Commit> for Commit {
+    fn from(v: crate::commit::Commit) -> Self {
+        Commit {
+            id: v.id,
+            parent: v.parent,
+            commit_type: v.commit_type.into(),
+            artifact_ref: v.artifact_ref,
+            artifact_size: v.artifact_size,
+            format: v.format,
+            template: v.template,
+            principal: v.principal,
+            machine: v.machine,
+            session_id: v.session_id,
+            checkpoint: v.checkpoint.into(),
+            ticket_id: v.ticket_id,
+            thread_id: v.thread_id,
+            summary: v.summary,
+            message_count: v.message_count,
+            token_count: v.token_count,
+            created_at: v.created_at,
+            tags: v.tags,
+            depth: v.depth,
+            lineage: v.lineage,
+            parent_lineage: v.parent_lineage,
+        }
+    }
+}
+
+/// What a commit's artifact holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum CommitType {
+    /// What the agent saw and said since its parent.
+    Delta,
+    /// A summary that replaces everything before it.
+    Compaction,
+    /// A full materialized context.
+    Snapshot,
+}
+
+impl From<crate::commit::CommitType> for CommitType {
+    fn from(v: crate::commit::CommitType) -> Self {
+        match v {
+            crate::commit::CommitType::Delta => CommitType::Delta,
+            crate::commit::CommitType::Compaction => CommitType::Compaction,
+            crate::commit::CommitType::Snapshot => CommitType::Snapshot,
+        }
+    }
+}
+
+impl From<CommitType> for crate::commit::CommitType {
+    fn from(v: CommitType) -> Self {
+        match v {
+            CommitType::Delta => crate::commit::CommitType::Delta,
+            CommitType::Compaction => crate::commit::CommitType::Compaction,
+            CommitType::Snapshot => crate::commit::CommitType::Snapshot,
+        }
+    }
+}
+
+/// Why the wrapper checkpointed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Trigger {
+    /// The end of a user/assistant turn.
+    TurnBoundary,
+    /// After a tool call.
+    ToolCall,
+    /// The runtime compacted its context.
+    Compaction,
+    /// The session ended.
+    SessionEnd,
+    /// Someone asked for it.
+    Explicit,
+    /// A context-folding branch returned its result.
+    BranchReturn,
+}
+
+impl From<crate::commit::Trigger> for Trigger {
+    fn from(v: crate::commit::Trigger) -> Self {
+        match v {
+            crate::commit::Trigger::TurnBoundary => Trigger::TurnBoundary,
+            crate::commit::Trigger::ToolCall => Trigger::ToolCall,
+            crate::commit::Trigger::Compaction => Trigger::Compaction,
+            crate::commit::Trigger::SessionEnd => Trigger::SessionEnd,
+            crate::commit::Trigger::Explicit => Trigger::Explicit,
+            crate::commit::Trigger::BranchReturn => Trigger::BranchReturn,
+        }
+    }
+}
+
+impl From<Trigger> for crate::commit::Trigger {
+    fn from(v: Trigger) -> Self {
+        match v {
+            Trigger::TurnBoundary => crate::commit::Trigger::TurnBoundary,
+            Trigger::ToolCall => crate::commit::Trigger::ToolCall,
+            Trigger::Compaction => crate::commit::Trigger::Compaction,
+            Trigger::SessionEnd => crate::commit::Trigger::SessionEnd,
+            Trigger::Explicit => crate::commit::Trigger::Explicit,
+            Trigger::BranchReturn => crate::commit::Trigger::BranchReturn,
+        }
+    }
+}
+
+/// What a translation did not carry as it was: messages kept, converted and
+/// dropped, and each change with its reason. Messages are those ctx read
+/// from the chain (the canonical conversation: a Claude Code transcript's
+/// file snapshots and titles are none).
+#[derive(
+    Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize, utoipa::ToSchema,
+)]
+pub struct Fidelity {
+    /// Messages carried as they were.
+    pub kept: u64,
+    /// Messages carried in another form: a tool result as text, a message
+    /// without its thinking, every message of a narrative.
+    pub converted: u64,
+    /// Messages left out: the target holds nothing of what they are.
+    pub dropped: u64,
+    /// Why the tier is not a better one (empty when nothing forced it).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub note: String,
+    /// The changes, in message order, at most 32 (`unlisted` counts the
+    /// rest).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub changes: Vec<FidelityChange>,
+    /// Changes not listed.
+    #[serde(default, skip_serializing_if = "crate::format::translate::is_zero")]
+    pub unlisted: u64,
+}
+
+impl From<crate::format::translate::Fidelity> for Fidelity {
+    fn from(v: crate::format::translate::Fidelity) -> Self {
+        Fidelity {
+            kept: v.kept,
+            converted: v.converted,
+            dropped: v.dropped,
+            note: v.note,
+            changes: v.changes.into_iter().map(Into::into).collect(),
+            unlisted: v.unlisted,
+        }
+    }
+}
+
+/// One message a translation did not carry as it was.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize, utoipa::ToSchema)]
+pub struct FidelityChange {
+    /// Converted or dropped.
+    pub kind: FidelityChangeKind,
+    /// The message's position in the chain's conversation, from 0.
+    pub message: u64,
+    /// Where it was stored: the commit and the line or index in its delta.
+    pub at: String,
+    /// The tool call a converted tool result names.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_use_id: Option<String>,
+    /// Why, and what became of it.
+    pub reason: String,
+}
+
+impl From<crate::format::translate::FidelityChange> for FidelityChange {
+    fn from(v: crate::format::translate::FidelityChange) -> Self {
+        FidelityChange {
+            kind: v.kind.into(),
+            message: v.message,
+            at: v.at,
+            tool_use_id: v.tool_use_id,
+            reason: v.reason,
+        }
+    }
+}
+
+/// Whether a message was carried in another form or left out.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize, utoipa::ToSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum FidelityChangeKind {
+    /// Carried in another form.
+    Converted,
+    /// Left out.
+    Dropped,
+}
+
+impl From<crate::format::translate::FidelityChangeKind> for FidelityChangeKind {
+    fn from(v: crate::format::translate::FidelityChangeKind) -> Self {
+        match v {
+            crate::format::translate::FidelityChangeKind::Converted => {
+                FidelityChangeKind::Converted
+            }
+            crate::format::translate::FidelityChangeKind::Dropped => FidelityChangeKind::Dropped,
+        }
+    }
+}
+
+impl From<FidelityChangeKind> for crate::format::translate::FidelityChangeKind {
+    fn from(v: FidelityChangeKind) -> Self {
+        match v {
+            FidelityChangeKind::Converted => {
+                crate::format::translate::FidelityChangeKind::Converted
+            }
+            FidelityChangeKind::Dropped => crate::format::translate::FidelityChangeKind::Dropped,
+        }
+    }
+}
+
+/// How a materialization was produced; on the wire its kebab-case name
+/// (`native`, `field-level`, `cross-runtime`, `narrative`, `raw`).
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    serde::Serialize,
+    serde::Deserialize,
+    utoipa::ToSchema,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum Tier {
+    /// Every part was in the target format.
+    Native,
+    /// Mapped field by field between versions of one runtime's format.
+    FieldLevel,
+    /// Translated faithfully through the canonical model.
+    CrossRuntime,
+    /// Rendered as a narrative of the conversation.
+    Narrative,
+    /// Raw bytes with a description of their format.
+    Raw,
+}
+
+impl From<crate::format::translate::Tier> for Tier {
+    fn from(v: crate::format::translate::Tier) -> Self {
+        match v {
+            crate::format::translate::Tier::Native => Tier::Native,
+            crate::format::translate::Tier::FieldLevel => Tier::FieldLevel,
+            crate::format::translate::Tier::CrossRuntime => Tier::CrossRuntime,
+            crate::format::translate::Tier::Narrative => Tier::Narrative,
+            crate::format::translate::Tier::Raw => Tier::Raw,
+        }
+    }
+}
+
+impl From<Tier> for crate::format::translate::Tier {
+    fn from(v: Tier) -> Self {
+        match v {
+            Tier::Native => crate::format::translate::Tier::Native,
+            Tier::FieldLevel => crate::format::translate::Tier::FieldLevel,
+            Tier::CrossRuntime => crate::format::translate::Tier::CrossRuntime,
+            Tier::Narrative => crate::format::translate::Tier::Narrative,
+            Tier::Raw => crate::format::translate::Tier::Raw,
+        }
+    }
+}
+
+/// A cached materialization.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct Materialized {
+    /// The artifact holding the materialized context.
+    pub artifact_ref: ArtifactRef,
+    /// Its size in bytes.
+    pub size: u64,
+    /// Messages in it.
+    pub message_count: u64,
+    /// Tokens in it.
+    pub token_count: u64,
+    /// How it was produced.
+    pub tier: Tier,
+    /// What a translation through the canonical model did not carry as it
+    /// was: messages kept, converted and dropped, with the reasons. Absent
+    /// when every message was carried as it was (tiers `native` and
+    /// `field-level`) and for a target ctx cannot write.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fidelity: Option<Fidelity>,
+}
+
+impl From<crate::store::Materialized> for Materialized {
+    fn from(v: crate::store::Materialized) -> Self {
+        Materialized {
+            artifact_ref: v.artifact_ref,
+            size: v.size,
+            message_count: v.message_count,
+            token_count: v.token_count,
+            tier: v.tier.into(),
+            fidelity: v.fidelity.map(Into::into),
+        }
+    }
+}
+
+/// Where a commit stands in the summary queue.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct SummaryState {
+    /// A summarizer holds it until then.
+    pub claimed_until: Option<DateTime<Utc>>,
+    /// Failed attempts so far.
+    pub attempts: u32,
+    /// The last failure.
+    pub last_error: Option<String>,
+    /// Not retried before then.
+    pub retry_at: Option<DateTime<Utc>>,
+}
+
+impl From<crate::store::SummaryState> for SummaryState {
+    fn from(v: crate::store::SummaryState) -> Self {
+        SummaryState {
+            claimed_until: v.claimed_until,
+            attempts: v.attempts,
+            last_error: v.last_error,
+            retry_at: v.retry_at,
+        }
+    }
+}
+
+impl CommitType {
+    /// Its name on the wire (`delta`, `compaction`, `snapshot`).
+    pub fn as_str(self) -> &'static str {
+        crate::commit::CommitType::from(self).as_str()
+    }
+}
+
+impl Trigger {
+    /// Its name on the wire (`turn_boundary`, ...).
+    pub fn as_str(self) -> &'static str {
+        crate::commit::Trigger::from(self).as_str()
+    }
+}
+
+impl std::fmt::Display for Tier {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        crate::format::translate::Tier::from(*self).fmt(f)
+    }
+}
+
+impl std::fmt::Display for FidelityChangeKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        crate::format::translate::FidelityChangeKind::from(*self).fmt(f)
     }
 }
 

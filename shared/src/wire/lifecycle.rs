@@ -1,6 +1,7 @@
 //! Lifecycle: `POST /v1/refs/{name}/evict`, the session and principal
 //! erases and `/v1/pins…`.
 
+use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
@@ -8,7 +9,7 @@ use crate::id::CommitId;
 
 use super::{ErrorBody, operations};
 use crate::id::{Principal, RefName, SessionId};
-pub use crate::service::{Erased, Evicted, RetentionReport};
+pub use crate::service::RetentionReport;
 
 /// `POST /v1/refs/{name}/evict`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
@@ -23,7 +24,7 @@ pub struct EvictRequest {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct PinList {
     /// The pins, sorted.
-    pub pins: Vec<crate::store::Pin>,
+    pub pins: Vec<Pin>,
 }
 
 /// `PUT`/`DELETE /v1/pins/{kind}/{name}`: the pin and whether that
@@ -31,7 +32,7 @@ pub struct PinList {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct PinChanged {
     /// The pin.
-    pub pin: crate::store::Pin,
+    pub pin: Pin,
     /// Whether it is pinned now.
     pub pinned: bool,
     /// False when it already was (or was not) pinned.
@@ -47,6 +48,146 @@ pub enum PinKind {
     Session,
     /// A ref name.
     Ref,
+}
+
+/// What retention never erases: a session, or the session a ref's target
+/// belongs to.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, ToSchema)]
+#[serde(tag = "kind", content = "name", rename_all = "snake_case")]
+pub enum Pin {
+    /// A session.
+    Session(SessionId),
+    /// A ref.
+    Ref(RefName),
+}
+
+impl From<crate::store::Pin> for Pin {
+    fn from(v: crate::store::Pin) -> Self {
+        match v {
+            crate::store::Pin::Session(s) => Pin::Session(s),
+            crate::store::Pin::Ref(r) => Pin::Ref(r),
+        }
+    }
+}
+
+/// What an erase removed (only what was there to remove: a re-run after a
+/// finished erase removes nothing).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct Erased {
+    /// Commits removed (each with its timeline entry).
+    pub commits: u64,
+    /// Artifacts deleted (deltas and cached results no one else uses).
+    pub artifacts: u64,
+    /// Artifacts kept because a commit or cache entry outside the erase
+    /// uses the same bytes.
+    pub artifacts_shared: u64,
+    /// Refs removed (those pointing into the erased commits).
+    pub refs: u64,
+    /// Materialization cache entries removed.
+    pub cache: u64,
+    /// Commits of other sessions (of a session's erase) or of other
+    /// principals (of a principal's) erased with it (`cascade`).
+    pub cascaded: u64,
+    /// Agent saves removed (record and file): those whose window held an
+    /// erased commit, or every save of an erased principal.
+    pub saves: u64,
+    /// Working-context snapshots removed (rebuilt on the next restore).
+    pub working_contexts: u64,
+    /// Agent records removed (a principal's erase).
+    pub agents: u64,
+    /// Branch records removed (a session's erase: its context-folding
+    /// branches, whose chains are erased with it).
+    pub branches: u64,
+    /// Until when the deployment's backups still hold what was erased
+    /// (`CTX_BACKUP_RETENTION_DAYS` after the erase: on AWS, DynamoDB's
+    /// point-in-time recovery keeps deleted items for 35 days; S3 keeps
+    /// no version of an erased object). Absent where nothing keeps a
+    /// backup (embedded mode).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backups_until: Option<DateTime<Utc>>,
+}
+
+impl From<crate::service::Erased> for Erased {
+    fn from(v: crate::service::Erased) -> Self {
+        Erased {
+            commits: v.commits,
+            artifacts: v.artifacts,
+            artifacts_shared: v.artifacts_shared,
+            refs: v.refs,
+            cache: v.cache,
+            cascaded: v.cascaded,
+            saves: v.saves,
+            working_contexts: v.working_contexts,
+            agents: v.agents,
+            branches: v.branches,
+            backups_until: v.backups_until,
+        }
+    }
+}
+
+/// What an eviction did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct Evicted {
+    /// The compaction or snapshot evicted before: what to materialize from.
+    #[schema(value_type = String)]
+    pub before: CommitId,
+    /// Delta commits whose delta is evicted (by this call or an earlier one
+    /// with the same `before`); their metadata stays.
+    pub commits: u64,
+    /// Eviction markers this call set (0 on a re-run).
+    pub marked: u64,
+    /// Delta commits older than `before` whose delta is kept because a fork
+    /// off the path below `before` still needs it, oldest first.
+    #[schema(value_type = Vec<String>)]
+    pub kept: Vec<CommitId>,
+    /// Artifacts deleted (evicted deltas and cached results built on them).
+    pub artifacts: u64,
+    /// Artifacts kept because a commit or cache entry outside the eviction
+    /// uses the same bytes.
+    pub artifacts_shared: u64,
+    /// Materialization cache entries removed.
+    pub cache: u64,
+}
+
+impl From<crate::service::Evicted> for Evicted {
+    fn from(v: crate::service::Evicted) -> Self {
+        Evicted {
+            before: v.before,
+            commits: v.commits,
+            marked: v.marked,
+            kept: v.kept,
+            artifacts: v.artifacts,
+            artifacts_shared: v.artifacts_shared,
+            cache: v.cache,
+        }
+    }
+}
+
+impl From<Pin> for crate::store::Pin {
+    fn from(v: Pin) -> Self {
+        match v {
+            Pin::Session(s) => crate::store::Pin::Session(s),
+            Pin::Ref(r) => crate::store::Pin::Ref(r),
+        }
+    }
+}
+
+impl Pin {
+    /// `session` or `ref`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Pin::Session(_) => "session",
+            Pin::Ref(_) => "ref",
+        }
+    }
+
+    /// The session id or ref name.
+    pub fn name(&self) -> &str {
+        match self {
+            Pin::Session(s) => s.as_str(),
+            Pin::Ref(r) => r.as_str(),
+        }
+    }
 }
 
 operations! { LIFECYCLE_OPERATIONS;

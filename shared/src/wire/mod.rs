@@ -14,6 +14,7 @@
 //!   [`operations!`] macro, [`Group`], [`all`]); each family's declarations
 //!   are in its own file below.
 //! - [`error`]: the body of every error response.
+//! - `ids`: the schemas of the ids and names (their parsers' rules).
 //! - [`commits`]: checkpoint, show, update-metadata, history, the summary
 //!   queue, summarize, compact, materialize, resolve.
 //! - [`artifacts`]: uploads, direct uploads, garbage collection.
@@ -28,6 +29,7 @@ pub mod artifacts;
 pub mod branches;
 pub mod commits;
 pub mod error;
+mod ids;
 pub mod lifecycle;
 pub mod ops;
 pub mod refs;
@@ -43,4 +45,4 @@ pub use ops::*;
 pub use refs::*;
 pub use workspaces::*;
 
-pub use crate::agent::{SaveId, SaveRecord};
+pub use crate::agent::SaveId;

@@ -1,11 +1,11 @@
 //! `/v1/refs…`: compare-and-swap pointers to tips.
 
+use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::{ErrorBody, operations};
 use crate::id::{CommitId, RefName};
-use crate::store::RefRecord;
 
 /// `PUT /v1/refs/{name}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
@@ -28,6 +28,50 @@ pub struct RefList {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<String>)]
     pub next: Option<RefName>,
+}
+
+/// A ref move requested together with a checkpoint (the `ref` of a
+/// checkpoint request, so unknown fields are refused like any request's).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RefMove {
+    /// The ref to move to the new commit.
+    #[schema(value_type = String)]
+    pub name: RefName,
+    /// The tip the caller believes the ref has; absent means the ref must
+    /// not exist yet.
+    pub expected: Option<CommitId>,
+}
+
+impl From<crate::store::RefMove> for RefMove {
+    fn from(v: crate::store::RefMove) -> Self {
+        RefMove {
+            name: v.name,
+            expected: v.expected,
+        }
+    }
+}
+
+/// A named, mutable pointer to a commit.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct RefRecord {
+    /// The ref's name.
+    #[schema(value_type = String)]
+    pub name: RefName,
+    /// The commit it points at.
+    pub target: CommitId,
+    /// When it last moved.
+    pub updated_at: DateTime<Utc>,
+}
+
+impl From<crate::store::RefRecord> for RefRecord {
+    fn from(v: crate::store::RefRecord) -> Self {
+        RefRecord {
+            name: v.name,
+            target: v.target,
+            updated_at: v.updated_at,
+        }
+    }
 }
 
 operations! { REF_OPERATIONS;
@@ -77,5 +121,14 @@ operations! { REF_OPERATIONS;
                 (status = 404, description = "No such ref", body = ErrorBody),
                 (status = 409, description = "`expected` is stale (`current` says where the ref points)", body = ErrorBody)),
             security(("bearer" = []))
+    }
+}
+
+impl From<RefMove> for crate::store::RefMove {
+    fn from(v: RefMove) -> Self {
+        crate::store::RefMove {
+            name: v.name,
+            expected: v.expected,
+        }
     }
 }

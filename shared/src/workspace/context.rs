@@ -12,7 +12,6 @@ use std::collections::BTreeMap;
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
-use utoipa::ToSchema;
 
 use super::FilePath;
 use crate::error::Result;
@@ -69,7 +68,7 @@ pub trait FileSource: Send + Sync {
 }
 
 /// The whole first-turn context, in loading order.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Context {
     /// `_default.md` and the genres the brief names.
     pub tastes: Tastes,
@@ -85,7 +84,7 @@ pub struct Context {
 
 /// Tastes: the default file, the genre files the brief declares, and lines
 /// two or more genre files share.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Tastes {
     /// `_default.md` (empty when missing).
     pub default: String,
@@ -96,7 +95,7 @@ pub struct Tastes {
 }
 
 /// A line present in two or more genre files, for the agent to mediate.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Conflict {
     /// The line (trimmed).
     pub point: String,
@@ -105,7 +104,7 @@ pub struct Conflict {
 }
 
 /// The brief, parsed for its `Tastes:` line.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Brief {
     /// The whole file.
     pub raw: String,
@@ -116,7 +115,7 @@ pub struct Brief {
 }
 
 /// The notes, or their head and tail with an elision marker.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Notes {
     /// The notes when at most [`NOTES_TRUNCATION_THRESHOLD`] lines; else
     /// the first [`NOTES_HEAD_LINES`], `\n\n... [N lines elided] ...\n\n`
@@ -127,7 +126,7 @@ pub struct Notes {
 }
 
 /// An entry of `log.jsonl`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct LogEntry {
     /// When (as written).
     #[serde(default)]
@@ -137,21 +136,20 @@ pub struct LogEntry {
     pub op: String,
     /// Its details.
     #[serde(default = "empty_object")]
-    #[schema(value_type = Object)]
     pub details: serde_json::Map<String, serde_json::Value>,
 }
 
-fn empty_object() -> serde_json::Map<String, serde_json::Value> {
+pub(crate) fn empty_object() -> serde_json::Map<String, serde_json::Value> {
     serde_json::Map::new()
 }
 
-fn uncategorized() -> String {
+pub(crate) fn uncategorized() -> String {
     "uncategorized".to_owned()
 }
 
 /// A record of `vocabulary_gaps.jsonl`: every field present, defaulted when
 /// the line lacks it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct GapRecord {
     /// When (as written).
     #[serde(default)]
@@ -185,7 +183,6 @@ pub struct GapRecord {
     pub vocabulary_used: Vec<String>,
     /// How satisfied (a number as written, or null).
     #[serde(default)]
-    #[schema(value_type = Option<f64>)]
     pub satisfaction: Option<serde_json::Number>,
     /// Free notes.
     #[serde(default)]

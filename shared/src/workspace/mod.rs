@@ -23,11 +23,9 @@ use std::fmt;
 use std::str::FromStr;
 
 use serde::{Deserialize, Deserializer, Serialize};
-use utoipa::openapi::RefOr;
-use utoipa::openapi::schema::Schema;
 
 use crate::error::{Error, Result};
-use crate::id::{RefName, name_schema, name_type};
+use crate::id::{RefName, name_rule, name_type};
 
 #[cfg(any(test, feature = "conformance"))]
 pub mod cases;
@@ -110,7 +108,7 @@ name_type!(
         check_len("ws", s, MAX_WORKSPACE_ID)?;
         check_segment("ws", s, s)
     },
-    schema: name_schema(
+    rule: name_rule(
         &format!("^{SEGMENT}$"),
         MAX_WORKSPACE_ID,
         "A workspace: 1 to 64 of A-Z, a-z, 0-9, '.', '_' and '-'; not '.', no '..'.",
@@ -139,7 +137,7 @@ name_type!(
             .iter()
             .try_for_each(|seg| check_segment("path", s, seg))
     },
-    schema: name_schema(
+    rule: name_rule(
         &format!("^{SEGMENT}(?:/{SEGMENT}){{0,7}}$"),
         MAX_PATH,
         "A file path: 1 to 120 bytes, at most 8 '/'-separated segments of A-Z, a-z, 0-9, '.', '_' and '-'; no empty, '.' or '..' segment, no leading '/'.",
