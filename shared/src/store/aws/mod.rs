@@ -12,8 +12,8 @@
 //! - [`DynamoMetaStore`] (`meta`): commits, timelines, refs, the cache; it
 //!   is the `TokenStore` too (`tokens`).
 //! - [`DynamoBranchStore`] (`branches`): branch records and limits.
-//! - [`keys`]: every S3 and DynamoDB key, built and parsed in one place;
-//!   `items`: DynamoDB plumbing the stores share; `retry`:
+//! - [`table`]: the DynamoDB table in one place: every key (the S3 keys
+//!   too), the items and the DynamoDB plumbing the stores share; `retry`:
 //!   `TransactWriteItems` with named cancellation reasons and the one retry
 //!   policy.
 //! - `testing` (tests and the `conformance` feature): the request counter
@@ -41,8 +41,6 @@ mod cache;
 pub mod calls;
 mod commits;
 mod erase_tenant;
-mod items;
-pub mod keys;
 mod lifecycle;
 mod meta;
 mod refs;
@@ -52,6 +50,7 @@ mod retry;
 mod s3;
 pub mod sfn;
 mod summaries;
+pub mod table;
 #[cfg(any(test, feature = "conformance"))]
 pub mod testing;
 mod tokens;

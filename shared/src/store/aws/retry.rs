@@ -14,7 +14,7 @@ use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{CancellationReason, TransactWriteItem};
 
-use super::items::Item;
+use super::table::Item;
 use crate::clock::IdSource;
 
 /// Why DynamoDB cancelled a `TransactWriteItems` (nothing was written).

@@ -14,10 +14,9 @@ use chrono::{DateTime, Utc};
 
 use std::collections::HashMap;
 
-use super::items::{Item, batch_get, build, key, n, s};
-use super::meta::{CommitItem, commit_item};
 use super::retry::{Cancellation, Transact, transact_once};
-use super::{DynamoMetaStore, keys, sdk_error};
+use super::table::{self, CommitItem, Item, batch_get, build, commit_item, key, n, s};
+use super::{DynamoMetaStore, sdk_error};
 use crate::clock::micros_to_time;
 use crate::commit::Commit;
 use crate::error::{Error, Result};
@@ -53,15 +52,15 @@ impl DynamoMetaStore {
         };
         let by_id = f(
             base(
-                keys::commit_pk(tenant, &commit.id),
-                keys::COMMIT_SK.to_owned(),
+                table::commit_pk(tenant, &commit.id),
+                table::COMMIT_SK.to_owned(),
             ),
             true,
         );
         let in_run = f(
             base(
-                keys::lineage_pk(tenant, &commit.lineage),
-                keys::depth_sk(commit.depth),
+                table::lineage_pk(tenant, &commit.lineage),
+                table::depth_sk(commit.depth),
             )
             .condition_expression("attribute_exists(pk)"),
             false,
@@ -137,8 +136,8 @@ impl DynamoMetaStore {
             .client()
             .query()
             .table_name(self.table())
-            .index_name(keys::SUMMARY_INDEX)
-            .expression_attribute_values(":q", s(keys::summary_queue_key(tenant, shard)))
+            .index_name(table::SUMMARY_INDEX)
+            .expression_attribute_values(":q", s(table::summary_queue_key(tenant, shard)))
             .scan_index_forward(true)
             .limit(i32::try_from(limit.saturating_add(1)).unwrap_or(i32::MAX));
         let q = match after {
@@ -188,7 +187,7 @@ impl crate::store::SummaryQueue for DynamoMetaStore {
     ) -> Result<MissingPage> {
         let limit = limit.max(1);
         let shards = futures::future::try_join_all(
-            (0..keys::SUMMARY_SHARDS).map(|shard| self.shard_page(tenant, shard, after, limit)),
+            (0..table::SUMMARY_SHARDS).map(|shard| self.shard_page(tenant, shard, after, limit)),
         )
         .await?;
         let mut more = shards.iter().any(|p| p.more);
@@ -201,7 +200,7 @@ impl crate::store::SummaryQueue for DynamoMetaStore {
         }
         let wanted = positions
             .iter()
-            .map(|p| key(keys::commit_pk(tenant, &p.id), keys::COMMIT_SK))
+            .map(|p| key(table::commit_pk(tenant, &p.id), table::COMMIT_SK))
             .collect();
         let mut found: HashMap<CommitId, CommitItem> = HashMap::new();
         for item in batch_get(self.client(), self.table(), wanted).await? {
@@ -344,7 +343,7 @@ impl crate::store::SummaryQueue for DynamoMetaStore {
             .query()
             .table_name(self.table())
             .key_condition_expression("pk = :pk")
-            .expression_attribute_values(":pk", s(keys::TENANTS_PK))
+            .expression_attribute_values(":pk", s(table::TENANTS_PK))
             .into_paginator()
             .items()
             .send();
