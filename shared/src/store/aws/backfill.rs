@@ -14,7 +14,7 @@ use aws_sdk_dynamodb::types::{AttributeValue, ConditionCheck, TransactWriteItem}
 
 use super::branches::record_of;
 use super::meta::DynamoMetaStore;
-use super::retry::{Cancellation, Transact};
+use super::retry::{Written, transact};
 use super::sdk_error;
 use super::table::{
     self, INLINE_ATTRS, IndexItems, Item, build, commit_item, index_items, key, put_item, s,
@@ -111,13 +111,10 @@ impl DynamoMetaStore {
         for entry in entries {
             items.push(put_item(self.table(), entry)?);
         }
-        match self.transact(items).await {
-            Ok(Transact::Done) => Ok(true),
-            Ok(Transact::Cancelled(Cancellation::ConditionalCheckFailed { .. })) => Ok(false),
-            Ok(Transact::Cancelled(c)) => Err(Error::unavailable(format!(
-                "a backfill write was cancelled ({c}); run the backfill again"
-            ))),
-            Err(e) => Err(sdk_error("DynamoDB TransactWriteItems", e)),
+        let what = format!("backfilling the index entries of {pk}");
+        match transact(&self.client, &*self.ids, &what, items).await? {
+            Written::Done => Ok(true),
+            Written::ConditionFailed { .. } => Ok(false),
         }
     }
 

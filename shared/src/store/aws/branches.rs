@@ -12,7 +12,7 @@ use async_trait::async_trait;
 use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, TransactWriteItem, Update};
 use chrono::{DateTime, Utc};
 
-use super::retry::{Cancellation, Transact, transact};
+use super::retry::{Written, transact};
 use super::table::{self, Item, build, consistent_get, key, n, s};
 use super::{conditional, sdk_error};
 use crate::branch::memories::{MemoryId, MemoryRecord};
@@ -54,33 +54,10 @@ pub(super) fn record_of(mut item: Item) -> Result<BranchRecord> {
         .map_err(|e| Error::internal(format!("a stored branch does not decode: {e}")))
 }
 
-/// How a transaction ended.
-enum Outcome {
-    Done,
-    /// The condition of item `i` failed.
-    Failed(usize),
-}
-
 impl DynamoBranchStore {
     /// A store over `table`, the jitter of its retries drawn from `ids`.
     pub fn new(client: aws_sdk_dynamodb::Client, table: String, ids: Arc<dyn IdSource>) -> Self {
         DynamoBranchStore { client, table, ids }
-    }
-
-    /// Sends a transaction under the stores' retry policy
-    /// ([`super::retry::transact`]); a cancellation other than a failed
-    /// condition is `Unavailable`.
-    async fn transact(&self, what: &str, items: Vec<TransactWriteItem>) -> Result<Outcome> {
-        match transact(&self.client, &*self.ids, items).await {
-            Ok(Transact::Done) => Ok(Outcome::Done),
-            Ok(Transact::Cancelled(Cancellation::ConditionalCheckFailed { index, .. })) => {
-                Ok(Outcome::Failed(index))
-            }
-            Ok(Transact::Cancelled(c)) => Err(Error::unavailable(format!(
-                "{what}: concurrent transactions kept cancelling it ({c}); retry"
-            ))),
-            Err(e) => Err(sdk_error(what, e)),
-        }
     }
 
     /// The items of a session's partition (those whose sort key starts
@@ -238,15 +215,19 @@ impl BranchStore for DynamoBranchStore {
                 .put(build(member.build())?)
                 .build(),
         ];
-        match self
-            .transact("DynamoDB TransactWriteItems (branch create)", items)
-            .await?
-        {
-            Outcome::Done => Ok(()),
-            Outcome::Failed(0) => Err(branch_exists(&rec.id)),
-            Outcome::Failed(2) => Err(over_limit(Limit::ActivePerSession, rec, limits, None)),
-            Outcome::Failed(3) => Err(over_limit(Limit::ActivePerTenant, rec, limits, None)),
-            Outcome::Failed(_) => Err(over_limit(Limit::CreationsPerMinute, rec, limits, None)),
+        let what = format!("creating branch {}", rec.id);
+        match transact(&self.client, &*self.ids, &what, items).await? {
+            Written::Done => Ok(()),
+            Written::ConditionFailed { index: 0 } => Err(branch_exists(&rec.id)),
+            Written::ConditionFailed { index: 2 } => {
+                Err(over_limit(Limit::ActivePerSession, rec, limits, None))
+            }
+            Written::ConditionFailed { index: 3 } => {
+                Err(over_limit(Limit::ActivePerTenant, rec, limits, None))
+            }
+            Written::ConditionFailed { .. } => {
+                Err(over_limit(Limit::CreationsPerMinute, rec, limits, None))
+            }
         }
     }
 
@@ -384,16 +365,16 @@ impl BranchStore for DynamoBranchStore {
                 )?)
                 .build(),
         ];
-        match self
-            .transact("DynamoDB TransactWriteItems (branch finish)", items)
-            .await?
-        {
-            Outcome::Done => self
+        let what = format!("finishing branch {id}");
+        match transact(&self.client, &*self.ids, &what, items).await? {
+            Written::Done => self
                 .get_branch(tenant, id)
                 .await?
                 .ok_or_else(|| Error::internal(format!("branch {id} vanished as it finished"))),
-            Outcome::Failed(0) => Err(self.not_active_or_missing(tenant, id).await),
-            Outcome::Failed(i) => Err(Error::internal(format!(
+            Written::ConditionFailed { index: 0 } => {
+                Err(self.not_active_or_missing(tenant, id).await)
+            }
+            Written::ConditionFailed { index: i } => Err(Error::internal(format!(
                 "branch {id}: an active count was already zero (item {i}); the counts are corrupt"
             ))),
         }

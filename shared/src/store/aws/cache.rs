@@ -1,8 +1,8 @@
 //! The DynamoDB store's the materialization cache ([`MaterializationCache`](crate::store::MaterializationCache)).
 
-use super::retry::{Cancellation, Transact};
+use super::DynamoMetaStore;
+use super::retry::{Written, transact};
 use super::table::{self, MaterializedItem, build, delete_item, from_item, put_item, to_item};
-use super::{DynamoMetaStore, sdk_error};
 use crate::error::{Error, Result};
 use crate::id::{CommitId, TenantId};
 use crate::store::{MaterializeKey, Materialized};
@@ -58,16 +58,10 @@ impl crate::store::MaterializationCache for DynamoMetaStore {
                 .condition_check(build(commit)?)
                 .build(),
         ];
-        match self.transact(items).await {
-            Ok(Transact::Done) => Ok(()),
-            Ok(Transact::Cancelled(Cancellation::ConditionalCheckFailed { .. })) => {
-                Err(crate::store::gone_commit(&key.commit))
-            }
-            Ok(Transact::Cancelled(c)) => Err(Error::unavailable(format!(
-                "caching a materialization of commit {} was cancelled ({c}); retry",
-                key.commit
-            ))),
-            Err(e) => Err(sdk_error("DynamoDB TransactWriteItems", e)),
+        let what = format!("caching a materialization of commit {}", key.commit);
+        match transact(&self.client, &*self.ids, &what, items).await? {
+            Written::Done => Ok(()),
+            Written::ConditionFailed { .. } => Err(crate::store::gone_commit(&key.commit)),
         }
     }
 
@@ -111,12 +105,12 @@ impl crate::store::MaterializationCache for DynamoMetaStore {
                 table::user_cached_sk(&k.commit, &k.stop.to_string(), &k.format),
             )?,
         ];
-        self.client()
-            .transact_write_items()
-            .set_transact_items(Some(items))
-            .send()
-            .await
-            .map_err(|e| sdk_error("DynamoDB TransactWriteItems", e))?;
-        Ok(true)
+        let what = format!("deleting a materialization of commit {}", k.commit);
+        match transact(&self.client, &*self.ids, &what, items).await? {
+            Written::Done => Ok(true),
+            Written::ConditionFailed { index } => Err(Error::internal(format!(
+                "{what}: unconditional item {index} failed a condition"
+            ))),
+        }
     }
 }

@@ -1,6 +1,6 @@
 //! The DynamoDB store's commits, their runs and the timelines ([`Commits`](crate::store::Commits)).
 
-use super::retry::{Cancellation, Transact};
+use super::retry::{Written, transact};
 use super::table::{
     self, batch_get, build, commit_item, commit_items, delete_item, key, parse_ids, ref_put, s,
 };
@@ -210,17 +210,11 @@ impl crate::store::Commits for DynamoMetaStore {
             if items.is_empty() {
                 return Ok(batched(stored, &existing, moves, &settled, now));
             }
-            let failed = match self.transact(items).await {
-                Ok(Transact::Done) => return Ok(batched(stored, &existing, moves, &settled, now)),
-                Ok(Transact::Cancelled(Cancellation::ConditionalCheckFailed { index, .. })) => {
+            let failed = match transact(&self.client, &*self.ids, "writing a batch", items).await? {
+                Written::Done => return Ok(batched(stored, &existing, moves, &settled, now)),
+                Written::ConditionFailed { index } => {
                     roles.get(index).copied().unwrap_or(Role::Index)
                 }
-                Ok(Transact::Cancelled(c)) => {
-                    return Err(Error::unavailable(format!(
-                        "the batch transaction was cancelled ({c}); retry"
-                    )));
-                }
-                Err(e) => return Err(sdk_error("DynamoDB TransactWriteItems", e)),
             };
             match failed {
                 Role::ById => {
@@ -397,13 +391,12 @@ impl crate::store::Commits for DynamoMetaStore {
                 false,
             )?,
         ];
-        self.client
-            .transact_write_items()
-            .set_transact_items(Some(items))
-            .send()
-            .await
-            .map_err(|e| sdk_error("DynamoDB TransactWriteItems", e))?;
-        Ok(Some(commit))
+        let what = format!("updating the metadata of commit {id}");
+        match transact(&self.client, &*self.ids, &what, items).await? {
+            Written::Done => Ok(Some(commit)),
+            // Deleted since it was read.
+            Written::ConditionFailed { .. } => Ok(None),
+        }
     }
 
     async fn timeline_range(
@@ -525,14 +518,10 @@ impl crate::store::Commits for DynamoMetaStore {
                 c.id.to_string(),
             )?);
         }
-        match self.transact(items).await {
-            Ok(Transact::Done) => Ok(true),
-            Ok(Transact::Cancelled(Cancellation::ConditionalCheckFailed { .. })) => Ok(false),
-            Ok(Transact::Cancelled(why)) => Err(Error::unavailable(format!(
-                "deleting commit {} was cancelled ({why}); retry",
-                c.id
-            ))),
-            Err(e) => Err(sdk_error("DynamoDB TransactWriteItems", e)),
+        let what = format!("deleting commit {}", c.id);
+        match transact(&self.client, &*self.ids, &what, items).await? {
+            Written::Done => Ok(true),
+            Written::ConditionFailed { .. } => Ok(false),
         }
     }
 }

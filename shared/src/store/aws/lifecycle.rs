@@ -16,7 +16,7 @@ use aws_sdk_dynamodb::types::{AttributeValue, TransactWriteItem};
 use chrono::{DateTime, Utc};
 
 use super::meta::DynamoMetaStore;
-use super::retry::{Cancellation, Transact};
+use super::retry::{Written, transact};
 use super::table::{
     self, INLINE_ATTR, Item, PACKED_ATTR, Range, ZSTD_ATTR, batch_get, build, key, n, s,
 };
@@ -424,13 +424,10 @@ impl crate::store::Lifecycle for DynamoMetaStore {
                 "attribute_exists(pk)",
             )?,
         ];
-        match self.transact(items).await {
-            Ok(Transact::Done) => Ok(true),
-            Ok(Transact::Cancelled(Cancellation::ConditionalCheckFailed { .. })) => Ok(false),
-            Ok(Transact::Cancelled(c)) => Err(Error::unavailable(format!(
-                "clearing inline bytes was cancelled ({c}); retry"
-            ))),
-            Err(e) => Err(sdk_error("DynamoDB TransactWriteItems", e)),
+        let what = format!("clearing the inline bytes of commit {commit}");
+        match transact(&self.client, &*self.ids, &what, items).await? {
+            Written::Done => Ok(true),
+            Written::ConditionFailed { .. } => Ok(false),
         }
     }
 

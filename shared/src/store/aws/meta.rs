@@ -6,12 +6,7 @@
 
 use std::sync::Arc;
 
-use aws_sdk_dynamodb::error::SdkError;
-use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
-use aws_sdk_dynamodb::types::TransactWriteItem;
-
 use super::DynamoBranchStore;
-use super::retry::Transact;
 use crate::clock::{IdSource, OsRandom};
 use crate::error::Result;
 use crate::id::{CommitId, RefName, TenantId};
@@ -55,15 +50,6 @@ impl DynamoMetaStore {
     /// The store's source of randomness.
     pub fn ids(&self) -> &Arc<dyn IdSource> {
         &self.ids
-    }
-
-    /// Sends a `TransactWriteItems` under the stores' retry policy
-    /// ([`super::retry::transact`]).
-    pub(super) async fn transact(
-        &self,
-        items: Vec<TransactWriteItem>,
-    ) -> std::result::Result<Transact, SdkError<TransactWriteItemsError>> {
-        super::retry::transact(&self.client, &*self.ids, items).await
     }
 
     /// The SDK client.

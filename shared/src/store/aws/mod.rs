@@ -14,8 +14,8 @@
 //! - [`DynamoBranchStore`] (`branches`): branch records and limits.
 //! - [`table`]: the DynamoDB table in one place: every key (the S3 keys
 //!   too), the items and the DynamoDB plumbing the stores share; `retry`:
-//!   `TransactWriteItems` with named cancellation reasons and the one retry
-//!   policy.
+//!   every `TransactWriteItems`, under the one retry policy, its end
+//!   (cancellation reasons read by name) mapped to an error in one place.
 //! - `testing` (tests and the `conformance` feature): the request counter
 //!   and the fault-injecting HTTP client; `report`: the request-count
 //!   report built on them; [`calls`]: every SDK call as the IAM action and

@@ -14,7 +14,7 @@ use chrono::{DateTime, Utc};
 
 use std::collections::HashMap;
 
-use super::retry::{Cancellation, Transact, transact_once};
+use super::retry::{Written, transact, transact_once};
 use super::table::{self, CommitItem, Item, batch_get, build, commit_item, key, n, s};
 use super::{DynamoMetaStore, sdk_error};
 use crate::clock::micros_to_time;
@@ -79,19 +79,23 @@ impl DynamoMetaStore {
             TransactWriteItem::builder().update(pair.by_id).build(),
             TransactWriteItem::builder().update(pair.in_run).build(),
         ];
-        match self.transact(items).await {
-            Ok(Transact::Done) => Ok(true),
-            Ok(Transact::Cancelled(Cancellation::ConditionalCheckFailed { index: 0, .. })) => {
-                Ok(false)
-            }
-            Ok(Transact::Cancelled(Cancellation::ConditionalCheckFailed { .. })) => Err(
-                Error::internal(format!("{what}: the commit's copy in its run is missing")),
-            ),
-            Ok(Transact::Cancelled(c)) => Err(Error::unavailable(format!(
-                "{what}: the write kept colliding with others on the same commit ({c}); retry"
-            ))),
-            Err(e) => Err(sdk_error("DynamoDB TransactWriteItems", e)),
-        }
+        let written = transact(&self.client, &*self.ids, what, items).await?;
+        pair_written(what, written)
+    }
+}
+
+/// Whether a pair was written: false when the by-id item's condition
+/// failed (item 0).
+///
+/// # Errors
+/// `Internal` when the copy in the run (item 1) is missing.
+fn pair_written(what: &str, written: Written) -> Result<bool> {
+    match written {
+        Written::Done => Ok(true),
+        Written::ConditionFailed { index: 0 } => Ok(false),
+        Written::ConditionFailed { .. } => Err(Error::internal(format!(
+            "{what}: the commit's copy in its run is missing"
+        ))),
     }
 }
 
@@ -268,16 +272,10 @@ impl crate::store::SummaryQueue for DynamoMetaStore {
             TransactWriteItem::builder().update(pair.by_id).build(),
             TransactWriteItem::builder().update(pair.in_run).build(),
         ];
-        match transact_once(self.client(), items).await {
-            Ok(Transact::Done) => Ok(true),
-            Ok(Transact::Cancelled(Cancellation::ConditionalCheckFailed { index: 0, .. })) => {
-                Ok(false)
-            }
-            Ok(Transact::Cancelled(Cancellation::ConditionalCheckFailed { .. })) => Err(
-                Error::internal("claim: the commit's copy in its run is missing"),
-            ),
-            Ok(Transact::Cancelled(_)) => Ok(false),
-            Err(e) => Err(sdk_error("DynamoDB TransactWriteItems", e)),
+        match transact_once(&self.client, "claim", items).await? {
+            Some(written) => pair_written("claim", written),
+            // Another transaction on the commit: a concurrent claim.
+            None => Ok(false),
         }
     }
 
