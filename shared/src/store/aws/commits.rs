@@ -8,7 +8,7 @@ use super::{DynamoMetaStore, sdk_error};
 use crate::commit::Commit;
 use crate::error::{Error, Result};
 use crate::id::{CommitId, Principal, SessionId, TenantId};
-use crate::store::commits::{batch_move_settled, continuing};
+use crate::store::commits::{batch_move_settled, continuing, timeline_micros};
 use crate::store::{BatchCommit, BatchRefMove, Batched, RefRecord, Refs};
 use crate::store::{MetadataPatch, PutCommit, RefMove};
 use async_trait::async_trait;
@@ -408,15 +408,11 @@ impl crate::store::Commits for DynamoMetaStore {
         limit: usize,
         newest_first: bool,
     ) -> Result<Vec<Commit>> {
-        // Everything after `after`: above the largest key at `after`.
-        let lo = after.map_or_else(
-            || "TS#".to_owned(),
-            |a| table::timeline_upper_bound(a.timestamp_micros()),
-        );
-        let hi = table::timeline_upper_bound(until.timestamp_micros());
-        if lo >= hi || limit == 0 {
+        let Some(micros) = timeline_micros(after, until, limit) else {
             return Ok(Vec::new());
-        }
+        };
+        let lo = table::timeline_lower_bound(*micros.start());
+        let hi = table::timeline_upper_bound(*micros.end());
         // The stream is lazy: no page is asked for once `limit` are read.
         let mut items = self
             .client()
@@ -445,7 +441,6 @@ impl crate::store::Commits for DynamoMetaStore {
                 Some(AttributeValue::S(sk)) => sk.clone(),
                 _ => return Err(Error::internal("a timeline item has no string sort key")),
             };
-            // `lo` itself (the bound at `after`) is no entry's key.
             let (_, id) = table::parse_timeline_sk(&sk)
                 .ok_or_else(|| Error::internal(format!("timeline sort key {sk:?} is malformed")))?;
             ids.push(id);

@@ -206,6 +206,12 @@ pub fn timeline_sk(micros: i64, id: &CommitId) -> String {
     format!("TS#{:020}#{id}", order_preserving(micros))
 }
 
+/// A sort key below every entry at or after `micros` and above every
+/// entry before it (no entry's key).
+pub fn timeline_lower_bound(micros: i64) -> String {
+    format!("TS#{:020}#", order_preserving(micros))
+}
+
 /// The largest sort key of any entry at or before `micros`.
 pub fn timeline_upper_bound(micros: i64) -> String {
     // '~' sorts after every character of a ctx id.
@@ -1069,8 +1075,10 @@ mod tests {
             prop_assert_eq!(parse_timeline_sk(&timeline_sk(a, &ix)), Some((a, ix)));
             prop_assert_eq!(timeline_sk(a, &ix).cmp(&timeline_sk(b, &iy)), (a, ix).cmp(&(b, iy)));
             prop_assert!(timeline_sk(a, &ix) <= timeline_upper_bound(a));
+            prop_assert!(timeline_lower_bound(a) < timeline_sk(a, &ix));
             if a < b {
                 prop_assert!(timeline_upper_bound(a) < timeline_sk(b, &iy));
+                prop_assert!(timeline_sk(a, &ix) < timeline_lower_bound(b));
             }
         }
 
