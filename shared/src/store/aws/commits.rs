@@ -2,7 +2,8 @@
 
 use super::retry::{Written, transact};
 use super::table::{
-    self, batch_get, build, commit_item, commit_items, delete_item, key, parse_ids, ref_put, s,
+    self, batch_get, build, commit_item, commit_items, delete_item, key, parse_ids, ref_check,
+    ref_put, s,
 };
 use super::{DynamoMetaStore, sdk_error};
 use crate::commit::Commit;
@@ -12,7 +13,7 @@ use crate::store::commits::{batch_move_settled, continuing, timeline_micros};
 use crate::store::{BatchCommit, BatchRefMove, Batched, RefRecord, Refs};
 use crate::store::{MetadataPatch, PutCommit, RefMove};
 use async_trait::async_trait;
-use aws_sdk_dynamodb::types::{AttributeValue, ConditionCheck, Delete, TransactWriteItem, Update};
+use aws_sdk_dynamodb::types::{AttributeValue, Delete, TransactWriteItem, Update};
 use chrono::{DateTime, Utc};
 
 /// What an item of a batch's transaction is, to read a failed condition.
@@ -126,17 +127,7 @@ impl DynamoMetaStore {
         }
         for (i, mv) in moves.iter().enumerate() {
             let item = match &settled[i] {
-                Some(_) => TransactWriteItem::builder()
-                    .condition_check(build(
-                        ConditionCheck::builder()
-                            .table_name(&self.table)
-                            .set_key(Some(key(table::ref_pk(tenant, &mv.name), table::REF_SK)))
-                            .condition_expression("#target = :target")
-                            .expression_attribute_names("#target", "target")
-                            .expression_attribute_values(":target", s(mv.target.to_string()))
-                            .build(),
-                    )?)
-                    .build(),
+                Some(_) => ref_check(&self.table, tenant, &mv.name, &mv.target)?,
                 None => ref_put(
                     &self.table,
                     tenant,

@@ -8,7 +8,7 @@
 //! # Layout
 //! In order: the keys (table, indexes, bucket); attribute values and item
 //! encoding (`Item`); the item types (`CommitItem`, `RefItem`, …); the
-//! write builders (`commit_items`, `index_items`, `ref_put`, `put_item`,
+//! write builders (`commit_items`, `index_items`, `ref_put`, `ref_check`, `put_item`,
 //! `delete_item`); the reads (`consistent_get`, `batch_get`, and the
 //! store's `sort_keys`, `range_after`, `commits_by_id`).
 //!
@@ -62,7 +62,8 @@
 use std::collections::HashMap;
 
 use aws_sdk_dynamodb::types::{
-    AttributeValue, Delete, Put, ReturnValuesOnConditionCheckFailure, TransactWriteItem,
+    AttributeValue, ConditionCheck, Delete, Put, ReturnValuesOnConditionCheckFailure,
+    TransactWriteItem,
 };
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -771,6 +772,25 @@ pub(super) fn ref_put(
     };
     Ok(TransactWriteItem::builder()
         .put(build(put.build())?)
+        .build())
+}
+
+/// A check, in a transaction, that ref `name` still points at `target`
+/// (a move that finds the ref already there leaves it alone).
+pub(super) fn ref_check(
+    table: &str,
+    tenant: &TenantId,
+    name: &RefName,
+    target: &CommitId,
+) -> Result<TransactWriteItem> {
+    let check = ConditionCheck::builder()
+        .table_name(table)
+        .set_key(Some(key(ref_pk(tenant, name), REF_SK)))
+        .condition_expression("#target = :target")
+        .expression_attribute_names("#target", "target")
+        .expression_attribute_values(":target", s(target.to_string()));
+    Ok(TransactWriteItem::builder()
+        .condition_check(build(check.build())?)
         .build())
 }
 
