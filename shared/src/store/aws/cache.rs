@@ -98,11 +98,13 @@ impl crate::store::MaterializationCache for DynamoMetaStore {
         };
         let m = from_item::<MaterializedItem>(item)?.m;
         let items = vec![
-            delete_item(self.table(), pk, sk)?,
+            delete_item(self.table(), table::key(pk, sk))?,
             delete_item(
                 self.table(),
-                table::artifact_users_pk(tenant, &m.artifact_ref),
-                table::user_cached_sk(&k.commit, &k.stop.to_string(), &k.format),
+                table::key(
+                    table::artifact_users_pk(tenant, &m.artifact_ref),
+                    table::user_cached_sk(&k.commit, &k.stop.to_string(), &k.format),
+                ),
             )?,
         ];
         let what = format!("deleting a materialization of commit {}", k.commit);

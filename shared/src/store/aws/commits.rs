@@ -2,7 +2,7 @@
 
 use super::retry::{Written, transact};
 use super::table::{
-    self, batch_get, build, commit_item, commit_items, delete_item, key, parse_ids, ref_check,
+    self, batch_get, build, commit_deletes, commit_item, commit_items, key, parse_ids, ref_check,
     ref_put, s,
 };
 use super::{DynamoMetaStore, sdk_error};
@@ -13,7 +13,7 @@ use crate::store::commits::{batch_move_settled, continuing, timeline_micros};
 use crate::store::{BatchCommit, BatchRefMove, Batched, RefRecord, Refs};
 use crate::store::{MetadataPatch, PutCommit, RefMove};
 use async_trait::async_trait;
-use aws_sdk_dynamodb::types::{AttributeValue, Delete, TransactWriteItem, Update};
+use aws_sdk_dynamodb::types::{AttributeValue, TransactWriteItem, Update};
 use chrono::{DateTime, Utc};
 
 /// What an item of a batch's transaction is, to read a failed condition.
@@ -466,44 +466,7 @@ impl crate::store::Commits for DynamoMetaStore {
         let Some(c) = crate::store::Commits::get_commit(self, tenant, &commit.id).await? else {
             return Ok(false);
         };
-        let table = self.table();
-        let by_id = Delete::builder()
-            .table_name(table)
-            .set_key(Some(key(table::commit_pk(tenant, &c.id), table::COMMIT_SK)))
-            .condition_expression("attribute_exists(pk)")
-            .build();
-        let mut items = vec![
-            TransactWriteItem::builder().delete(build(by_id)?).build(),
-            delete_item(
-                table,
-                table::lineage_pk(tenant, &c.lineage),
-                table::depth_sk(c.depth),
-            )?,
-            delete_item(
-                table,
-                table::timeline_pk(tenant, &c.principal),
-                table::timeline_sk(c.created_at.timestamp_micros(), &c.id),
-            )?,
-            delete_item(
-                table,
-                table::artifact_users_pk(tenant, &c.artifact_ref),
-                table::user_commit_sk(&c.id),
-            )?,
-        ];
-        if let Some(session) = &c.session_id {
-            items.push(delete_item(
-                table,
-                table::session_commits_pk(tenant, session),
-                c.id.to_string(),
-            )?);
-        }
-        if let Some(parent) = &c.parent {
-            items.push(delete_item(
-                table,
-                table::children_pk(tenant, parent),
-                c.id.to_string(),
-            )?);
-        }
+        let items = commit_deletes(&self.table, tenant, &c)?;
         let what = format!("deleting commit {}", c.id);
         match transact(&self.client, &*self.ids, &what, items).await? {
             Written::Done => Ok(true),

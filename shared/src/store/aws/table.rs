@@ -8,7 +8,8 @@
 //! # Layout
 //! In order: the keys (table, indexes, bucket); attribute values and item
 //! encoding (`Item`); the item types (`CommitItem`, `RefItem`, …); the
-//! write builders (`commit_items`, `index_items`, `ref_put`, `ref_check`, `put_item`,
+//! write builders (`commit_items`, `index_items`, `commit_deletes`, `ref_put`,
+//! `ref_check`, `put_item`,
 //! `delete_item`); the reads (`consistent_get`, `batch_get`, and the
 //! store's `sort_keys`, `range_after`, `commits_by_id`).
 //!
@@ -730,13 +731,13 @@ fn put_new_item(table: &str, item: Item) -> Result<TransactWriteItem> {
         .build())
 }
 
-/// An unconditional delete of the item at (`pk`, `sk`).
-pub(super) fn delete_item(table: &str, pk: String, sk: String) -> Result<TransactWriteItem> {
+/// An unconditional delete of the item at `key` (an item's [`key`]).
+pub(super) fn delete_item(table: &str, key: Item) -> Result<TransactWriteItem> {
     Ok(TransactWriteItem::builder()
         .delete(build(
             Delete::builder()
                 .table_name(table)
-                .set_key(Some(key(pk, sk)))
+                .set_key(Some(key))
                 .build(),
         )?)
         .build())
@@ -933,6 +934,44 @@ fn index_puts(
         .map(|item| put_item(table, item))
         .collect::<Result<_>>()?;
     Ok((entries, last.map(|i| put_item(table, i)).transpose()?))
+}
+
+/// The deletes that remove `commit` (as stored: its run is where it
+/// is) and every index entry of it, the items [`commit_items`] wrote: its
+/// by-id item first, on condition that it exists, then its slot in its
+/// run, its timeline entry and its [`index_items`] entries. Its session's
+/// last write stays (`Lifecycle::forget_session` removes it with the
+/// session's last commit), and so does the tenant registry.
+pub(super) fn commit_deletes(
+    table: &str,
+    tenant: &TenantId,
+    commit: &Commit,
+) -> Result<Vec<TransactWriteItem>> {
+    let by_id = Delete::builder()
+        .table_name(table)
+        .set_key(Some(key(commit_pk(tenant, &commit.id), COMMIT_SK)))
+        .condition_expression("attribute_exists(pk)");
+    let mut items = vec![
+        TransactWriteItem::builder()
+            .delete(build(by_id.build())?)
+            .build(),
+        delete_item(
+            table,
+            key(lineage_pk(tenant, &commit.lineage), depth_sk(commit.depth)),
+        )?,
+        delete_item(
+            table,
+            key(
+                timeline_pk(tenant, &commit.principal),
+                timeline_sk(commit.created_at.timestamp_micros(), &commit.id),
+            ),
+        )?,
+    ];
+    // Keys-only items: each is its own key.
+    for entry in index_items(tenant, commit).keys {
+        items.push(delete_item(table, entry)?);
+    }
+    Ok(items)
 }
 
 // The reads.
