@@ -903,8 +903,8 @@ async fn fake_bedrock() -> Arc<dyn ctx_core::summarize::Summarizer> {
         .endpoint_url(url)
         .credentials_provider(Credentials::new("AKIDTEST", "secret", None, None, "test"))
         .http_client(ctx_core::store::aws::https_client())
-        .retry_config(Bedrock::retry_config(&cfg))
-        .timeout_config(Bedrock::timeout_config(&cfg));
+        .retry_config(Bedrock::sdk_policy(&cfg).retry_config())
+        .timeout_config(Bedrock::sdk_policy(&cfg).timeout_config());
     sdk.push_interceptor(CallLog::interceptor().expect("the call log is installed"));
     Arc::new(Bedrock::with_client(
         aws_sdk_bedrockruntime::Client::from_conf(sdk.build()),

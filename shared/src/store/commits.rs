@@ -91,6 +91,9 @@ pub trait Commits: Send + Sync + 'static {
     /// timeline (on DynamoDB a Query plus a batch read of those commits):
     /// its cost follows the range, not the length of the timeline.
     ///
+    /// Every backend starts with [`timeline_micros`], which says which
+    /// instants the range holds and answers an empty one for it.
+    ///
     /// # Errors
     /// `Unavailable`.
     async fn timeline_range(
@@ -307,6 +310,21 @@ pub fn check_batch(commits: &[BatchCommit], moves: &[BatchRefMove]) -> Result<()
     Ok(())
 }
 
+/// The instants (µs) a timeline range (`after`, `until`] holds, both ends
+/// included (`after` is left out; `None` is the beginning of time):
+/// `None` when the range holds none or `limit` is 0, so that
+/// [`Commits::timeline_range`] answers empty without reading. The one
+/// check of its arguments, every backend's first step.
+pub(crate) fn timeline_micros(
+    after: Option<DateTime<Utc>>,
+    until: DateTime<Utc>,
+    limit: usize,
+) -> Option<std::ops::RangeInclusive<i64>> {
+    let first = after.map_or(i64::MIN, |a| a.timestamp_micros().saturating_add(1));
+    let last = until.timestamp_micros();
+    (limit > 0 && first <= last).then_some(first..=last)
+}
+
 /// `commit`, continuing the run of `parent` as stored: how every backend
 /// takes an in-batch parent's run (which a fork may have changed).
 pub(crate) fn continuing(mut commit: Commit, parent: &Commit) -> Commit {
@@ -339,6 +357,21 @@ pub(crate) fn batch_move_settled(
 #[cfg(test)]
 mod batch_tests {
     use super::*;
+
+    #[test]
+    fn a_timeline_range_holds_the_instants_after_after_up_to_until() {
+        let t = |micros: i64| DateTime::<Utc>::from_timestamp_micros(micros).unwrap();
+        assert_eq!(timeline_micros(Some(t(10)), t(20), 5), Some(11..=20));
+        assert_eq!(timeline_micros(None, t(20), 5), Some(i64::MIN..=20));
+        assert_eq!(timeline_micros(Some(t(19)), t(20), 1), Some(20..=20));
+        assert_eq!(timeline_micros(Some(t(20)), t(20), 5), None, "empty");
+        assert_eq!(timeline_micros(Some(t(21)), t(20), 5), None, "reversed");
+        assert_eq!(timeline_micros(Some(t(10)), t(20), 0), None, "no limit");
+        // Below a microsecond: the instants of the stored times.
+        let half = t(20) + chrono::Duration::nanoseconds(500);
+        assert_eq!(timeline_micros(Some(t(20)), half, 5), None);
+        assert_eq!(timeline_micros(Some(t(19)), half, 5), Some(20..=20));
+    }
 
     #[test]
     fn a_batch_fits_by_its_actions() {

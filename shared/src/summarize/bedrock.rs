@@ -5,9 +5,6 @@
 //! backoff); what is left is classified into [`Failure`]s.
 
 use async_trait::async_trait;
-use aws_config::BehaviorVersion;
-use aws_config::retry::RetryConfig;
-use aws_config::timeout::TimeoutConfig;
 use aws_sdk_bedrockruntime::Client;
 use aws_sdk_bedrockruntime::error::{DisplayErrorContext, SdkError};
 use aws_sdk_bedrockruntime::operation::converse::ConverseError;
@@ -19,6 +16,7 @@ use tokio::sync::OnceCell;
 
 use super::{Failure, PROMPT, Summarizer, Summary, SummaryInput, summary_text, user_message};
 use crate::config::SummarizerConfig;
+use crate::store::aws::SdkPolicy;
 
 /// The Converse API summarizer (`bedrock:<model-id>`).
 #[derive(Debug)]
@@ -47,30 +45,23 @@ impl Bedrock {
         }
     }
 
-    /// The SDK's retry policy for `config`: `retries` after the first
-    /// attempt, backoff from `backoff` up to `max_backoff`.
-    pub fn retry_config(config: &SummarizerConfig) -> RetryConfig {
-        RetryConfig::standard()
-            .with_max_attempts(config.retries.saturating_add(1))
-            .with_initial_backoff(config.backoff)
-            .with_max_backoff(config.max_backoff)
-    }
-
-    /// The SDK's time limit for `config`: `timeout` per attempt.
-    pub fn timeout_config(config: &SummarizerConfig) -> TimeoutConfig {
-        TimeoutConfig::builder()
-            .operation_attempt_timeout(config.timeout)
-            .build()
+    /// The SDK's policy for `config` (the one shape of every AWS client,
+    /// [`SdkPolicy`]): `retries` after the first attempt, backoff from
+    /// `backoff` up to `max_backoff`, `timeout` per attempt.
+    pub fn sdk_policy(config: &SummarizerConfig) -> SdkPolicy {
+        SdkPolicy {
+            attempts: config.retries.saturating_add(1),
+            backoff: Some((config.backoff, config.max_backoff)),
+            attempt_timeout: config.timeout,
+            operation_timeout: None,
+        }
     }
 
     async fn client(&self) -> &Client {
         self.client
             .get_or_init(|| async {
-                let sdk = aws_config::defaults(BehaviorVersion::latest())
-                    .http_client(crate::store::aws::https_client())
-                    .retry_config(Self::retry_config(&self.config))
-                    .timeout_config(Self::timeout_config(&self.config))
-                    .load()
+                let sdk = Self::sdk_policy(&self.config)
+                    .load(crate::store::aws::https_client())
                     .await;
                 #[allow(unused_mut)] // Only the tests' call log adds to it.
                 let mut config = aws_sdk_bedrockruntime::config::Builder::from(&sdk);

@@ -11,8 +11,8 @@ use std::collections::{BTreeMap, HashMap};
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
 use serde::{Deserialize, Serialize};
 
-use super::items::{Item, consistent_get, from_item, key, n, s, to_item};
-use super::{DynamoMetaStore, conditional, keys, sdk_error};
+use super::table::{self, Item, consistent_get, from_item, key, n, s, to_item};
+use super::{DynamoMetaStore, conditional, sdk_error};
 use crate::agent::{AgentRecord, ProcessRecord, SaveId, SaveRecord, WorkingContextRef};
 use crate::clock::micros_to_time;
 use crate::error::{Error, Result};
@@ -90,7 +90,7 @@ impl DynamoMetaStore {
             .client()
             .update_item()
             .table_name(self.table())
-            .set_key(Some(key(keys::agent_pk(tenant, agent), keys::AGENT_SK)))
+            .set_key(Some(key(table::agent_pk(tenant, agent), table::AGENT_SK)))
             .update_expression(expr)
             .set_expression_attribute_values((!values.is_empty()).then_some(values))
             .set_expression_attribute_names(names)
@@ -123,8 +123,8 @@ impl crate::store::Agents for DynamoMetaStore {
         let item = consistent_get(
             self.client(),
             self.table(),
-            keys::agent_pk(tenant, agent),
-            keys::AGENT_SK,
+            table::agent_pk(tenant, agent),
+            table::AGENT_SK,
         )
         .await?;
         item.map(|i| from_item::<AgentItem>(i).map(AgentRecord::from))
@@ -234,8 +234,8 @@ impl crate::store::Agents for DynamoMetaStore {
         save: &SaveRecord,
     ) -> Result<()> {
         let item = to_item(&SaveItem {
-            pk: keys::agent_pk(tenant, agent),
-            sk: keys::save_sk(&save.save_id),
+            pk: table::agent_pk(tenant, agent),
+            sk: table::save_sk(&save.save_id),
             s: save.clone(),
         })?;
         // A save already stored under its id is left as it is.
@@ -264,8 +264,8 @@ impl crate::store::Agents for DynamoMetaStore {
             .query()
             .table_name(self.table())
             .key_condition_expression("pk = :pk AND begins_with(sk, :prefix)")
-            .expression_attribute_values(":pk", s(keys::agent_pk(tenant, agent)))
-            .expression_attribute_values(":prefix", s(keys::SAVE_SK_PREFIX))
+            .expression_attribute_values(":pk", s(table::agent_pk(tenant, agent)))
+            .expression_attribute_values(":prefix", s(table::SAVE_SK_PREFIX))
             .scan_index_forward(false)
             .consistent_read(true)
             .limit(i32::try_from(limit).unwrap_or(i32::MAX))
@@ -295,8 +295,8 @@ impl crate::store::Agents for DynamoMetaStore {
         let item = consistent_get(
             self.client(),
             self.table(),
-            keys::agent_pk(tenant, agent),
-            keys::save_sk(id),
+            table::agent_pk(tenant, agent),
+            table::save_sk(id),
         )
         .await?;
         item.map(|i| from_item::<SaveItem>(i).map(|s| s.s))
@@ -304,7 +304,7 @@ impl crate::store::Agents for DynamoMetaStore {
     }
 
     async fn delete_save(&self, tenant: &TenantId, agent: &Principal, id: &SaveId) -> Result<bool> {
-        self.delete_key(key(keys::agent_pk(tenant, agent), keys::save_sk(id)))
+        self.delete_key(key(table::agent_pk(tenant, agent), table::save_sk(id)))
             .await
     }
 
@@ -318,7 +318,7 @@ impl crate::store::Agents for DynamoMetaStore {
             .client()
             .update_item()
             .table_name(self.table())
-            .set_key(Some(key(keys::agent_pk(tenant, agent), keys::AGENT_SK)))
+            .set_key(Some(key(table::agent_pk(tenant, agent), table::AGENT_SK)))
             .update_expression("REMOVE wc")
             .condition_expression("wc.artifact_ref = :a")
             .expression_attribute_values(":a", s(artifact.to_string()))
@@ -328,7 +328,7 @@ impl crate::store::Agents for DynamoMetaStore {
     }
 
     async fn delete_agent(&self, tenant: &TenantId, agent: &Principal) -> Result<bool> {
-        self.delete_key(key(keys::agent_pk(tenant, agent), keys::AGENT_SK))
+        self.delete_key(key(table::agent_pk(tenant, agent), table::AGENT_SK))
             .await
     }
 }

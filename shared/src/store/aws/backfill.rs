@@ -13,11 +13,12 @@ use std::collections::HashSet;
 use aws_sdk_dynamodb::types::{AttributeValue, ConditionCheck, TransactWriteItem};
 
 use super::branches::record_of;
-use super::items::{Item, build, key, s};
-use super::lifecycle::{IndexItems, index_items, put_item};
-use super::meta::{DynamoMetaStore, INLINE_ATTRS, commit_item};
-use super::retry::{Cancellation, Transact};
-use super::{keys, sdk_error};
+use super::meta::DynamoMetaStore;
+use super::retry::{Written, transact};
+use super::sdk_error;
+use super::table::{
+    self, INLINE_ATTRS, IndexItems, Item, build, commit_item, index_items, key, put_item, s,
+};
 use crate::error::{Error, Result};
 use crate::id::TenantId;
 use crate::store::Backfilled;
@@ -32,8 +33,8 @@ impl DynamoMetaStore {
             .client()
             .scan()
             .table_name(self.table())
-            .expression_attribute_values(":c", s(keys::COMMIT_SK))
-            .expression_attribute_values(":b", s(keys::BRANCH_SK));
+            .expression_attribute_values(":c", s(table::COMMIT_SK))
+            .expression_attribute_values(":b", s(table::BRANCH_SK));
         let scan = match tenant {
             Some(t) => scan
                 .filter_expression("(sk = :c OR sk = :b) AND begins_with(pk, :t)")
@@ -51,8 +52,8 @@ impl DynamoMetaStore {
             else {
                 continue;
             };
-            let (entries, last) = if sk == keys::COMMIT_SK {
-                let Some((tenant, _)) = keys::parse_commit_pk(&pk) else {
+            let (entries, last) = if sk == table::COMMIT_SK {
+                let Some((tenant, _)) = table::parse_commit_pk(&pk) else {
                     continue;
                 };
                 // The bytes are not needed: leave them undecoded.
@@ -71,14 +72,14 @@ impl DynamoMetaStore {
                 }
                 (entries, last)
             } else {
-                let Some((tenant, _)) = keys::parse_branch_pk(&pk) else {
+                let Some((tenant, _)) = table::parse_branch_pk(&pk) else {
                     continue;
                 };
                 let rec = record_of(item)?;
                 out.branches += 1;
                 let member = key(
-                    keys::session_pk(&tenant, &rec.session_id),
-                    keys::member_sk(&rec.id),
+                    table::session_pk(&tenant, &rec.session_id),
+                    table::member_sk(&rec.id),
                 );
                 (vec![member], None)
             };
@@ -110,13 +111,10 @@ impl DynamoMetaStore {
         for entry in entries {
             items.push(put_item(self.table(), entry)?);
         }
-        match self.transact(items).await {
-            Ok(Transact::Done) => Ok(true),
-            Ok(Transact::Cancelled(Cancellation::ConditionalCheckFailed { .. })) => Ok(false),
-            Ok(Transact::Cancelled(c)) => Err(Error::unavailable(format!(
-                "a backfill write was cancelled ({c}); run the backfill again"
-            ))),
-            Err(e) => Err(sdk_error("DynamoDB TransactWriteItems", e)),
+        let what = format!("backfilling the index entries of {pk}");
+        match transact(&self.client, &*self.ids, &what, items).await? {
+            Written::Done => Ok(true),
+            Written::ConditionFailed { .. } => Ok(false),
         }
     }
 
@@ -160,8 +158,8 @@ impl DynamoMetaStore {
             .put_item()
             .table_name(self.table())
             .set_item(Some(key(
-                keys::TENANTS_PK.to_owned(),
-                keys::tenant_sk(tenant),
+                table::TENANTS_PK.to_owned(),
+                table::tenant_sk(tenant),
             )))
             .send()
             .await

@@ -1,5 +1,5 @@
 //! The DynamoDB [`BranchStore`] of AWS mode, in the metadata table (keys in
-//! `store::aws::keys`). Creation is one `TransactWriteItems` whose
+//! `store::aws::table`). Creation is one `TransactWriteItems` whose
 //! conditional updates check and bump the session's and the tenant's
 //! active counts and the session's minute window together with the record,
 //! so the limits hold across concurrent Lambdas; finishing is one
@@ -12,9 +12,9 @@ use async_trait::async_trait;
 use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, TransactWriteItem, Update};
 use chrono::{DateTime, Utc};
 
-use super::items::{Item, build, consistent_get, key, n, s};
-use super::retry::{Cancellation, Transact, transact};
-use super::{conditional, keys, sdk_error};
+use super::retry::{Written, transact};
+use super::table::{self, Item, build, consistent_get, key, n, s};
+use super::{conditional, sdk_error};
 use crate::branch::memories::{MemoryId, MemoryRecord};
 use crate::branch::{
     ActiveBranch, BranchRecord, BranchStatus, BranchStore, Finish, Limit, RateLimits,
@@ -54,33 +54,10 @@ pub(super) fn record_of(mut item: Item) -> Result<BranchRecord> {
         .map_err(|e| Error::internal(format!("a stored branch does not decode: {e}")))
 }
 
-/// How a transaction ended.
-enum Outcome {
-    Done,
-    /// The condition of item `i` failed.
-    Failed(usize),
-}
-
 impl DynamoBranchStore {
     /// A store over `table`, the jitter of its retries drawn from `ids`.
     pub fn new(client: aws_sdk_dynamodb::Client, table: String, ids: Arc<dyn IdSource>) -> Self {
         DynamoBranchStore { client, table, ids }
-    }
-
-    /// Sends a transaction under the stores' retry policy
-    /// ([`super::retry::transact`]); a cancellation other than a failed
-    /// condition is `Unavailable`.
-    async fn transact(&self, what: &str, items: Vec<TransactWriteItem>) -> Result<Outcome> {
-        match transact(&self.client, &*self.ids, items).await {
-            Ok(Transact::Done) => Ok(Outcome::Done),
-            Ok(Transact::Cancelled(Cancellation::ConditionalCheckFailed { index, .. })) => {
-                Ok(Outcome::Failed(index))
-            }
-            Ok(Transact::Cancelled(c)) => Err(Error::unavailable(format!(
-                "{what}: concurrent transactions kept cancelling it ({c}); retry"
-            ))),
-            Err(e) => Err(sdk_error(what, e)),
-        }
     }
 
     /// The items of a session's partition (those whose sort key starts
@@ -95,7 +72,7 @@ impl DynamoBranchStore {
             .client
             .query()
             .table_name(&self.table)
-            .expression_attribute_values(":pk", s(keys::session_pk(tenant, session)));
+            .expression_attribute_values(":pk", s(table::session_pk(tenant, session)));
         let query = match prefix {
             Some(p) => query
                 .key_condition_expression("pk = :pk AND begins_with(sk, :prefix)")
@@ -162,7 +139,7 @@ impl BranchStore for DynamoBranchStore {
         rec: &BranchRecord,
         limits: &RateLimits,
     ) -> Result<()> {
-        let mut item = key(keys::branch_pk(tenant, &rec.id), keys::BRANCH_SK);
+        let mut item = key(table::branch_pk(tenant, &rec.id), table::BRANCH_SK);
         item.insert("r".into(), record_value(rec)?);
         item.insert("status".into(), s(rec.status.as_str()));
         let put = Put::builder()
@@ -170,8 +147,8 @@ impl BranchStore for DynamoBranchStore {
             .set_item(Some(item))
             .condition_expression("attribute_not_exists(pk)");
         let mut active = key(
-            keys::session_pk(tenant, &rec.session_id),
-            keys::active_sk(&rec.id),
+            table::session_pk(tenant, &rec.session_id),
+            table::active_sk(&rec.id),
         );
         active.insert("depth".into(), n(rec.depth));
         if let Some(p) = &rec.parent_branch {
@@ -189,23 +166,23 @@ impl BranchStore for DynamoBranchStore {
                 .expression_attribute_values(":max", n(max))
         };
         let session = count(
-            keys::session_pk(tenant, &rec.session_id),
-            keys::SESSION_META_SK,
+            table::session_pk(tenant, &rec.session_id),
+            table::SESSION_META_SK,
             limits.active_per_session,
         )
         .update_expression("SET active = if_not_exists(active, :zero) + :one, #owner = if_not_exists(#owner, :owner)")
         .expression_attribute_names("#owner", "owner")
         .expression_attribute_values(":owner", s(rec.owner.clone()));
         let tenant_count = count(
-            keys::tenant_branches_pk(tenant),
-            keys::TENANT_ACTIVE_SK,
+            table::tenant_branches_pk(tenant),
+            table::TENANT_ACTIVE_SK,
             limits.active_per_tenant,
         );
         let window = minute_window(rec.created_at);
         let window_update = self
             .update(
-                keys::session_pk(tenant, &rec.session_id),
-                keys::window_sk(window),
+                table::session_pk(tenant, &rec.session_id),
+                table::window_sk(window),
             )
             .update_expression("SET n = if_not_exists(n, :zero) + :one, expires_at = :ttl")
             .condition_expression("attribute_not_exists(n) OR n < :max")
@@ -214,8 +191,8 @@ impl BranchStore for DynamoBranchStore {
             .expression_attribute_values(":max", n(limits.creations_per_minute))
             .expression_attribute_values(":ttl", n(window + 3600));
         let member = Put::builder().table_name(&self.table).set_item(Some(key(
-            keys::session_pk(tenant, &rec.session_id),
-            keys::member_sk(&rec.id),
+            table::session_pk(tenant, &rec.session_id),
+            table::member_sk(&rec.id),
         )));
         let items = vec![
             TransactWriteItem::builder()
@@ -238,34 +215,40 @@ impl BranchStore for DynamoBranchStore {
                 .put(build(member.build())?)
                 .build(),
         ];
-        match self
-            .transact("DynamoDB TransactWriteItems (branch create)", items)
-            .await?
-        {
-            Outcome::Done => Ok(()),
-            Outcome::Failed(0) => Err(branch_exists(&rec.id)),
-            Outcome::Failed(2) => Err(over_limit(Limit::ActivePerSession, rec, limits, None)),
-            Outcome::Failed(3) => Err(over_limit(Limit::ActivePerTenant, rec, limits, None)),
-            Outcome::Failed(_) => Err(over_limit(Limit::CreationsPerMinute, rec, limits, None)),
+        let what = format!("creating branch {}", rec.id);
+        match transact(&self.client, &*self.ids, &what, items).await? {
+            Written::Done => Ok(()),
+            Written::ConditionFailed { index: 0 } => Err(branch_exists(&rec.id)),
+            Written::ConditionFailed { index: 2 } => {
+                Err(over_limit(Limit::ActivePerSession, rec, limits, None))
+            }
+            Written::ConditionFailed { index: 3 } => {
+                Err(over_limit(Limit::ActivePerTenant, rec, limits, None))
+            }
+            Written::ConditionFailed { .. } => {
+                Err(over_limit(Limit::CreationsPerMinute, rec, limits, None))
+            }
         }
     }
 
     async fn get_branch(&self, tenant: &TenantId, id: &BranchId) -> Result<Option<BranchRecord>> {
-        self.get(keys::branch_pk(tenant, id), keys::BRANCH_SK)
+        self.get(table::branch_pk(tenant, id), table::BRANCH_SK)
             .await?
             .map(record_of)
             .transpose()
     }
 
     async fn active_branches(&self, tenant: &TenantId, session: &str) -> Result<Vec<ActiveBranch>> {
-        self.session_items(tenant, session, Some(keys::ACTIVE_PREFIX))
+        self.session_items(tenant, session, Some(table::ACTIVE_PREFIX))
             .await?
             .into_iter()
             .map(|item| {
                 let sk = item.get("sk").and_then(|v| v.as_s().ok());
-                let id = sk.and_then(|sk| keys::parse_active_sk(sk)).ok_or_else(|| {
-                    Error::internal(format!("a stored active-branch key {sk:?} is malformed"))
-                })?;
+                let id = sk
+                    .and_then(|sk| table::parse_active_sk(sk))
+                    .ok_or_else(|| {
+                        Error::internal(format!("a stored active-branch key {sk:?} is malformed"))
+                    })?;
                 let depth = item
                     .get("depth")
                     .and_then(|v| v.as_n().ok())
@@ -286,7 +269,7 @@ impl BranchStore for DynamoBranchStore {
 
     async fn session_owner(&self, tenant: &TenantId, session: &str) -> Result<Option<String>> {
         Ok(self
-            .get(keys::session_pk(tenant, session), keys::SESSION_META_SK)
+            .get(table::session_pk(tenant, session), table::SESSION_META_SK)
             .await?
             .and_then(|i| i.get("owner").and_then(|o| o.as_s().ok()).cloned()))
     }
@@ -301,7 +284,7 @@ impl BranchStore for DynamoBranchStore {
             .client
             .update_item()
             .table_name(&self.table)
-            .set_key(Some(key(keys::branch_pk(tenant, id), keys::BRANCH_SK)))
+            .set_key(Some(key(table::branch_pk(tenant, id), table::BRANCH_SK)))
             .update_expression("SET r.tokens_used = r.tokens_used + :n")
             .condition_expression("attribute_exists(pk) AND #status = :active")
             .expression_attribute_names("#status", "status")
@@ -335,7 +318,7 @@ impl BranchStore for DynamoBranchStore {
             None => AttributeValue::Null(true),
         };
         let status = self
-            .update(keys::branch_pk(tenant, id), keys::BRANCH_SK)
+            .update(table::branch_pk(tenant, id), table::BRANCH_SK)
             .update_expression(
                 "SET #status = :status, r.#status = :status, r.completed_at = :at, r.reason = :reason",
             )
@@ -361,8 +344,8 @@ impl BranchStore for DynamoBranchStore {
                     Delete::builder()
                         .table_name(&self.table)
                         .set_key(Some(key(
-                            keys::session_pk(tenant, &rec.session_id),
-                            keys::active_sk(id),
+                            table::session_pk(tenant, &rec.session_id),
+                            table::active_sk(id),
                         )))
                         .build(),
                 )?)
@@ -370,28 +353,28 @@ impl BranchStore for DynamoBranchStore {
             TransactWriteItem::builder()
                 .update(build(
                     release(
-                        keys::session_pk(tenant, &rec.session_id),
-                        keys::SESSION_META_SK,
+                        table::session_pk(tenant, &rec.session_id),
+                        table::SESSION_META_SK,
                     )
                     .build(),
                 )?)
                 .build(),
             TransactWriteItem::builder()
                 .update(build(
-                    release(keys::tenant_branches_pk(tenant), keys::TENANT_ACTIVE_SK).build(),
+                    release(table::tenant_branches_pk(tenant), table::TENANT_ACTIVE_SK).build(),
                 )?)
                 .build(),
         ];
-        match self
-            .transact("DynamoDB TransactWriteItems (branch finish)", items)
-            .await?
-        {
-            Outcome::Done => self
+        let what = format!("finishing branch {id}");
+        match transact(&self.client, &*self.ids, &what, items).await? {
+            Written::Done => self
                 .get_branch(tenant, id)
                 .await?
                 .ok_or_else(|| Error::internal(format!("branch {id} vanished as it finished"))),
-            Outcome::Failed(0) => Err(self.not_active_or_missing(tenant, id).await),
-            Outcome::Failed(i) => Err(Error::internal(format!(
+            Written::ConditionFailed { index: 0 } => {
+                Err(self.not_active_or_missing(tenant, id).await)
+            }
+            Written::ConditionFailed { index: i } => Err(Error::internal(format!(
                 "branch {id}: an active count was already zero (item {i}); the counts are corrupt"
             ))),
         }
@@ -409,7 +392,7 @@ impl BranchStore for DynamoBranchStore {
             .client
             .update_item()
             .table_name(&self.table)
-            .set_key(Some(key(keys::branch_pk(tenant, id), keys::BRANCH_SK)))
+            .set_key(Some(key(table::branch_pk(tenant, id), table::BRANCH_SK)))
             .condition_expression("attribute_exists(pk)");
         if let Some(t) = timer {
             sets.push("r.timer = :timer");
@@ -440,10 +423,10 @@ impl BranchStore for DynamoBranchStore {
 
     async fn session_branches(&self, tenant: &TenantId, session: &str) -> Result<Vec<BranchId>> {
         let items = self
-            .session_items(tenant, session, Some(keys::MEMBER_PREFIX))
+            .session_items(tenant, session, Some(table::MEMBER_PREFIX))
             .await?;
         Self::sort_keys(&items)
-            .filter_map(|sk| sk.strip_prefix(keys::MEMBER_PREFIX))
+            .filter_map(|sk| sk.strip_prefix(table::MEMBER_PREFIX))
             .map(|id| {
                 id.parse()
                     .map_err(|_| Error::internal(format!("a stored branch id {id:?} is malformed")))
@@ -456,20 +439,20 @@ impl BranchStore for DynamoBranchStore {
             return Ok(false);
         };
         // The session's items first, then the record that names them.
-        for sk in [keys::member_sk(id), keys::active_sk(id)] {
-            self.delete(keys::session_pk(tenant, &rec.session_id), sk)
+        for sk in [table::member_sk(id), table::active_sk(id)] {
+            self.delete(table::session_pk(tenant, &rec.session_id), sk)
                 .await?;
         }
         // Its memory is keyed by the time it ended (`put_memory`).
         if let Some(at) = rec.completed_at {
             let memory = MemoryId::of_branch(tenant, id);
             self.delete(
-                keys::memory_pk(tenant),
-                keys::memory_sk(at.timestamp_micros(), &memory),
+                table::memory_pk(tenant),
+                table::memory_sk(at.timestamp_micros(), &memory),
             )
             .await?;
         }
-        self.delete(keys::branch_pk(tenant, id), keys::BRANCH_SK.to_owned())
+        self.delete(table::branch_pk(tenant, id), table::BRANCH_SK.to_owned())
             .await?;
         Ok(true)
     }
@@ -481,10 +464,10 @@ impl BranchStore for DynamoBranchStore {
             .put_item()
             .table_name(&self.table)
             .set_item(Some(Item::from([
-                ("pk".to_owned(), s(keys::memory_pk(tenant))),
+                ("pk".to_owned(), s(table::memory_pk(tenant))),
                 (
                     "sk".to_owned(),
-                    s(keys::memory_sk(
+                    s(table::memory_sk(
                         memory.created_at.timestamp_micros(),
                         &memory.id,
                     )),
@@ -504,7 +487,7 @@ impl BranchStore for DynamoBranchStore {
             .query()
             .table_name(&self.table)
             .key_condition_expression("pk = :pk")
-            .expression_attribute_values(":pk", s(keys::memory_pk(tenant)))
+            .expression_attribute_values(":pk", s(table::memory_pk(tenant)))
             .scan_index_forward(false)
             .limit(i32::try_from(max.clamp(1, 1000)).unwrap_or(1000))
             .into_paginator()
@@ -534,7 +517,7 @@ impl BranchStore for DynamoBranchStore {
     async fn forget_session(&self, tenant: &TenantId, session: &str) -> Result<bool> {
         let items = self.session_items(tenant, session, None).await?;
         for sk in Self::sort_keys(&items) {
-            self.delete(keys::session_pk(tenant, session), sk.to_owned())
+            self.delete(table::session_pk(tenant, session), sk.to_owned())
                 .await?;
         }
         Ok(!items.is_empty())

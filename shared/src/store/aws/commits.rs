@@ -1,18 +1,19 @@
 //! The DynamoDB store's commits, their runs and the timelines ([`Commits`](crate::store::Commits)).
 
-use super::items::{batch_get, build, key, s};
-use super::lifecycle::delete_item;
-use super::meta::commit_item;
-use super::retry::{Cancellation, Transact};
-use super::{DynamoMetaStore, keys, sdk_error};
+use super::retry::{Written, transact};
+use super::table::{
+    self, batch_get, build, commit_deletes, commit_item, commit_items, key, parse_ids, ref_check,
+    ref_put, s,
+};
+use super::{DynamoMetaStore, sdk_error};
 use crate::commit::Commit;
 use crate::error::{Error, Result};
 use crate::id::{CommitId, Principal, SessionId, TenantId};
-use crate::store::commits::{batch_move_settled, continuing};
+use crate::store::commits::{batch_move_settled, continuing, timeline_micros};
 use crate::store::{BatchCommit, BatchRefMove, Batched, RefRecord, Refs};
 use crate::store::{MetadataPatch, PutCommit, RefMove};
 use async_trait::async_trait;
-use aws_sdk_dynamodb::types::{AttributeValue, ConditionCheck, Delete, TransactWriteItem, Update};
+use aws_sdk_dynamodb::types::{AttributeValue, TransactWriteItem, Update};
 use chrono::{DateTime, Utc};
 
 /// What an item of a batch's transaction is, to read a failed condition.
@@ -108,7 +109,7 @@ impl DynamoMetaStore {
                 commit.lineage = commit.id;
             }
             slots.insert((commit.lineage, commit.depth));
-            let w = self.commit_items(tenant, &commit)?;
+            let w = commit_items(&self.table, tenant, &commit)?;
             let [by_id, in_run, timeline] = w.own;
             items.extend([by_id, in_run, timeline]);
             roles.extend([Role::ById, Role::Slot(k), Role::Index]);
@@ -126,18 +127,9 @@ impl DynamoMetaStore {
         }
         for (i, mv) in moves.iter().enumerate() {
             let item = match &settled[i] {
-                Some(_) => TransactWriteItem::builder()
-                    .condition_check(build(
-                        ConditionCheck::builder()
-                            .table_name(&self.table)
-                            .set_key(Some(key(keys::ref_pk(tenant, &mv.name), keys::REF_SK)))
-                            .condition_expression("#target = :target")
-                            .expression_attribute_names("#target", "target")
-                            .expression_attribute_values(":target", s(mv.target.to_string()))
-                            .build(),
-                    )?)
-                    .build(),
-                None => self.ref_put(
+                Some(_) => ref_check(&self.table, tenant, &mv.name, &mv.target)?,
+                None => ref_put(
+                    &self.table,
                     tenant,
                     &RefMove {
                         name: mv.name.clone(),
@@ -169,7 +161,7 @@ impl DynamoMetaStore {
 #[async_trait]
 impl crate::store::Commits for DynamoMetaStore {
     /// One `TransactWriteItems`: each new commit's items
-    /// ([`DynamoMetaStore::commit_items`]; the tenant registry and a
+    /// ([`commit_items`]; the tenant registry and a
     /// session's last-activity item once per batch, DynamoDB refusing two
     /// actions on one item), each ref move's conditional put (or, when the
     /// ref already points at its target, a condition check that it still
@@ -209,17 +201,11 @@ impl crate::store::Commits for DynamoMetaStore {
             if items.is_empty() {
                 return Ok(batched(stored, &existing, moves, &settled, now));
             }
-            let failed = match self.transact(items).await {
-                Ok(Transact::Done) => return Ok(batched(stored, &existing, moves, &settled, now)),
-                Ok(Transact::Cancelled(Cancellation::ConditionalCheckFailed { index, .. })) => {
+            let failed = match transact(&self.client, &*self.ids, "writing a batch", items).await? {
+                Written::Done => return Ok(batched(stored, &existing, moves, &settled, now)),
+                Written::ConditionFailed { index } => {
                     roles.get(index).copied().unwrap_or(Role::Index)
                 }
-                Ok(Transact::Cancelled(c)) => {
-                    return Err(Error::unavailable(format!(
-                        "the batch transaction was cancelled ({c}); retry"
-                    )));
-                }
-                Err(e) => return Err(sdk_error("DynamoDB TransactWriteItems", e)),
             };
             match failed {
                 Role::ById => {
@@ -227,7 +213,7 @@ impl crate::store::Commits for DynamoMetaStore {
                         .iter()
                         .zip(&existing)
                         .filter(|(_, e)| e.is_none())
-                        .map(|(c, _)| key(keys::commit_pk(tenant, &c.commit.id), keys::COMMIT_SK))
+                        .map(|(c, _)| key(table::commit_pk(tenant, &c.commit.id), table::COMMIT_SK))
                         .collect();
                     for item in batch_get(&self.client, &self.table, wanted).await? {
                         let found = commit_item(item)?.c;
@@ -264,7 +250,7 @@ impl crate::store::Commits for DynamoMetaStore {
 
     async fn get_commit(&self, tenant: &TenantId, id: &CommitId) -> Result<Option<Commit>> {
         let item = self
-            .get_item(keys::commit_pk(tenant, id), keys::COMMIT_SK.to_owned())
+            .get_item(table::commit_pk(tenant, id), table::COMMIT_SK.to_owned())
             .await?;
         item.map(|i| commit_item(i).map(|c| c.c)).transpose()
     }
@@ -282,9 +268,9 @@ impl crate::store::Commits for DynamoMetaStore {
             .query()
             .table_name(&self.table)
             .key_condition_expression("pk = :pk AND sk BETWEEN :lo AND :hi")
-            .expression_attribute_values(":pk", s(keys::lineage_pk(tenant, lineage)))
-            .expression_attribute_values(":lo", s(keys::depth_sk(0)))
-            .expression_attribute_values(":hi", s(keys::depth_sk(max_depth)))
+            .expression_attribute_values(":pk", s(table::lineage_pk(tenant, lineage)))
+            .expression_attribute_values(":lo", s(table::depth_sk(0)))
+            .expression_attribute_values(":hi", s(table::depth_sk(max_depth)))
             .scan_index_forward(false)
             .consistent_read(true)
             .limit(i32::try_from(limit).unwrap_or(i32::MAX))
@@ -316,10 +302,10 @@ impl crate::store::Commits for DynamoMetaStore {
             .query()
             .table_name(&self.table)
             .key_condition_expression("pk = :pk AND sk <= :hi")
-            .expression_attribute_values(":pk", s(keys::timeline_pk(tenant, principal)))
+            .expression_attribute_values(":pk", s(table::timeline_pk(tenant, principal)))
             .expression_attribute_values(
                 ":hi",
-                s(keys::timeline_upper_bound(at.timestamp_micros())),
+                s(table::timeline_upper_bound(at.timestamp_micros())),
             )
             .scan_index_forward(false)
             .consistent_read(true)
@@ -334,7 +320,7 @@ impl crate::store::Commits for DynamoMetaStore {
             Some(AttributeValue::S(sk)) => sk.clone(),
             _ => return Err(Error::internal("a timeline item has no string sort key")),
         };
-        keys::parse_timeline_sk(&sk)
+        table::parse_timeline_sk(&sk)
             .map(|(_, id)| Some(id))
             .ok_or_else(|| Error::internal(format!("timeline sort key {sk:?} is malformed")))
     }
@@ -376,7 +362,7 @@ impl crate::store::Commits for DynamoMetaStore {
                     expr.push_str(", nosum = :tenant");
                     u = u.expression_attribute_values(
                         ":tenant",
-                        s(keys::summary_queue_key_of(tenant, id)),
+                        s(table::summary_queue_key_of(tenant, id)),
                     );
                 }
             }
@@ -386,23 +372,22 @@ impl crate::store::Commits for DynamoMetaStore {
         };
         let items = vec![
             update(
-                keys::commit_pk(tenant, id),
-                keys::COMMIT_SK.to_owned(),
+                table::commit_pk(tenant, id),
+                table::COMMIT_SK.to_owned(),
                 true,
             )?,
             update(
-                keys::lineage_pk(tenant, &commit.lineage),
-                keys::depth_sk(commit.depth),
+                table::lineage_pk(tenant, &commit.lineage),
+                table::depth_sk(commit.depth),
                 false,
             )?,
         ];
-        self.client
-            .transact_write_items()
-            .set_transact_items(Some(items))
-            .send()
-            .await
-            .map_err(|e| sdk_error("DynamoDB TransactWriteItems", e))?;
-        Ok(Some(commit))
+        let what = format!("updating the metadata of commit {id}");
+        match transact(&self.client, &*self.ids, &what, items).await? {
+            Written::Done => Ok(Some(commit)),
+            // Deleted since it was read.
+            Written::ConditionFailed { .. } => Ok(None),
+        }
     }
 
     async fn timeline_range(
@@ -414,22 +399,18 @@ impl crate::store::Commits for DynamoMetaStore {
         limit: usize,
         newest_first: bool,
     ) -> Result<Vec<Commit>> {
-        // Everything after `after`: above the largest key at `after`.
-        let lo = after.map_or_else(
-            || "TS#".to_owned(),
-            |a| keys::timeline_upper_bound(a.timestamp_micros()),
-        );
-        let hi = keys::timeline_upper_bound(until.timestamp_micros());
-        if lo >= hi || limit == 0 {
+        let Some(micros) = timeline_micros(after, until, limit) else {
             return Ok(Vec::new());
-        }
+        };
+        let lo = table::timeline_lower_bound(*micros.start());
+        let hi = table::timeline_upper_bound(*micros.end());
         // The stream is lazy: no page is asked for once `limit` are read.
         let mut items = self
             .client()
             .query()
             .table_name(self.table())
             .key_condition_expression("pk = :pk AND sk BETWEEN :lo AND :hi")
-            .expression_attribute_values(":pk", s(keys::timeline_pk(tenant, principal)))
+            .expression_attribute_values(":pk", s(table::timeline_pk(tenant, principal)))
             .expression_attribute_values(":lo", s(lo))
             .expression_attribute_values(":hi", s(hi))
             .scan_index_forward(!newest_first)
@@ -451,8 +432,7 @@ impl crate::store::Commits for DynamoMetaStore {
                 Some(AttributeValue::S(sk)) => sk.clone(),
                 _ => return Err(Error::internal("a timeline item has no string sort key")),
             };
-            // `lo` itself (the bound at `after`) is no entry's key.
-            let (_, id) = keys::parse_timeline_sk(&sk)
+            let (_, id) = table::parse_timeline_sk(&sk)
                 .ok_or_else(|| Error::internal(format!("timeline sort key {sk:?} is malformed")))?;
             ids.push(id);
         }
@@ -462,22 +442,22 @@ impl crate::store::Commits for DynamoMetaStore {
     async fn session_commits(&self, tenant: &TenantId, session: &SessionId) -> Result<Vec<Commit>> {
         let rows: Vec<_> = self
             .sort_keys(
-                keys::session_commits_pk(tenant, session.as_str()),
+                table::session_commits_pk(tenant, session.as_str()),
                 usize::MAX,
             )
             .await?
             .into_iter()
             // The session's last-write item shares its partition.
-            .filter(|(sk, _)| sk != keys::SESSION_LAST_SK)
+            .filter(|(sk, _)| sk != table::SESSION_LAST_SK)
             .collect();
-        self.commits_by_id(tenant, &Self::parse_ids(rows)?).await
+        self.commits_by_id(tenant, &parse_ids(rows)?).await
     }
 
     async fn child_commits(&self, tenant: &TenantId, parent: &CommitId) -> Result<Vec<Commit>> {
         let rows = self
-            .sort_keys(keys::children_pk(tenant, parent), usize::MAX)
+            .sort_keys(table::children_pk(tenant, parent), usize::MAX)
             .await?;
-        self.commits_by_id(tenant, &Self::parse_ids(rows)?).await
+        self.commits_by_id(tenant, &parse_ids(rows)?).await
     }
 
     async fn delete_commit(&self, tenant: &TenantId, commit: &Commit) -> Result<bool> {
@@ -486,52 +466,11 @@ impl crate::store::Commits for DynamoMetaStore {
         let Some(c) = crate::store::Commits::get_commit(self, tenant, &commit.id).await? else {
             return Ok(false);
         };
-        let table = self.table();
-        let by_id = Delete::builder()
-            .table_name(table)
-            .set_key(Some(key(keys::commit_pk(tenant, &c.id), keys::COMMIT_SK)))
-            .condition_expression("attribute_exists(pk)")
-            .build();
-        let mut items = vec![
-            TransactWriteItem::builder().delete(build(by_id)?).build(),
-            delete_item(
-                table,
-                keys::lineage_pk(tenant, &c.lineage),
-                keys::depth_sk(c.depth),
-            )?,
-            delete_item(
-                table,
-                keys::timeline_pk(tenant, &c.principal),
-                keys::timeline_sk(c.created_at.timestamp_micros(), &c.id),
-            )?,
-            delete_item(
-                table,
-                keys::artifact_users_pk(tenant, &c.artifact_ref),
-                keys::user_commit_sk(&c.id),
-            )?,
-        ];
-        if let Some(session) = &c.session_id {
-            items.push(delete_item(
-                table,
-                keys::session_commits_pk(tenant, session),
-                c.id.to_string(),
-            )?);
-        }
-        if let Some(parent) = &c.parent {
-            items.push(delete_item(
-                table,
-                keys::children_pk(tenant, parent),
-                c.id.to_string(),
-            )?);
-        }
-        match self.transact(items).await {
-            Ok(Transact::Done) => Ok(true),
-            Ok(Transact::Cancelled(Cancellation::ConditionalCheckFailed { .. })) => Ok(false),
-            Ok(Transact::Cancelled(why)) => Err(Error::unavailable(format!(
-                "deleting commit {} was cancelled ({why}); retry",
-                c.id
-            ))),
-            Err(e) => Err(sdk_error("DynamoDB TransactWriteItems", e)),
+        let items = commit_deletes(&self.table, tenant, &c)?;
+        let what = format!("deleting commit {}", c.id);
+        match transact(&self.client, &*self.ids, &what, items).await? {
+            Written::Done => Ok(true),
+            Written::ConditionFailed { .. } => Ok(false),
         }
     }
 }

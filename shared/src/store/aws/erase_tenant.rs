@@ -1,5 +1,5 @@
 //! The operator's tenant erase on DynamoDB: every item of a tenant lives
-//! under a partition key starting `T#<tenant>#` (layout in [`super::keys`];
+//! under a partition key starting `T#<tenant>#` (layout in [`super::table`];
 //! the GSIs are projections of those items and go with them), plus the
 //! tenant's entry in the `TENANTS` registry. Tokens (`TOKENS`) are the
 //! token store's. A paginated Scan filtered on the prefix finds the keys;
@@ -8,10 +8,10 @@
 
 use aws_sdk_dynamodb::types::{AttributeValue, DeleteRequest, WriteRequest};
 
-use super::items::{build, key, s};
 use super::meta::DynamoMetaStore;
 use super::retry::POLICY;
-use super::{keys, sdk_error};
+use super::sdk_error;
+use super::table::{self, build, key, s};
 use crate::error::{Error, Result};
 use crate::store::TenantRecords;
 
@@ -21,9 +21,9 @@ pub(super) const BATCH_WRITE: usize = 25;
 /// Counts the item with partition `pk` (under `prefix`) and sort key `sk`.
 pub(super) fn count(r: &mut TenantRecords, prefix: &str, pk: &str, sk: &str) {
     let rest = pk.strip_prefix(prefix).unwrap_or(pk);
-    if rest.starts_with("C#") && sk == keys::COMMIT_SK {
+    if rest.starts_with("C#") && sk == table::COMMIT_SK {
         r.commits += 1;
-    } else if rest.starts_with("REF#") && sk == keys::REF_SK {
+    } else if rest.starts_with("REF#") && sk == table::REF_SK {
         r.refs += 1;
     } else if rest.starts_with("M#") {
         r.cache += 1;

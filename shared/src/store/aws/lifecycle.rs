@@ -1,251 +1,31 @@
 //! The lifecycle queries of the DynamoDB [`MetaStore`](crate::store::MetaStore)
 //! over the index items a checkpoint writes in its own transaction (a
 //! session's commits, the session's last write, a commit's children, an
-//! artifact's users; layout in [`super::keys`]): each listing is one
+//! artifact's users; layout in [`super::table`]): each listing is one
 //! paginated Query, followed by a BatchGetItem of the commits it names.
 //! Deleting a commit removes its items and every index item of it in one
 //! transaction.
 
 use super::erase_tenant::{BATCH_WRITE, count};
-use super::meta::{INLINE_ATTR, PACKED_ATTR, ZSTD_ATTR};
 use crate::store::References;
 use async_trait::async_trait;
 use aws_sdk_dynamodb::types::{ReturnValue, Update};
 use std::collections::HashMap;
 
-use aws_sdk_dynamodb::types::{AttributeValue, ConditionCheck, Delete, Put, TransactWriteItem};
+use aws_sdk_dynamodb::types::{AttributeValue, TransactWriteItem};
 use chrono::{DateTime, Utc};
 
-use super::items::{Item, batch_get, build, key, n, s};
-use super::meta::{DynamoMetaStore, commit_item};
-use super::retry::{Cancellation, Transact};
-use super::{conditional, keys, sdk_error};
-use crate::commit::Commit;
+use super::meta::DynamoMetaStore;
+use super::retry::{Written, transact};
+use super::table::{
+    self, INLINE_ATTR, Item, PACKED_ATTR, Range, ZSTD_ATTR, batch_get, build, key, n, s,
+};
+use super::{conditional, sdk_error};
 use crate::error::{Error, Result};
 use crate::id::{ArtifactRef, CommitId, SessionId, TenantId};
 use crate::store::{ArtifactUser, Commits, MaterializeKey, Pin, TenantRecords};
 
-pub(super) fn put_item(table: &str, item: Item) -> Result<TransactWriteItem> {
-    Ok(TransactWriteItem::builder()
-        .put(build(
-            Put::builder()
-                .table_name(table)
-                .set_item(Some(item))
-                .build(),
-        )?)
-        .build())
-}
-
-pub(super) fn delete_item(table: &str, pk: String, sk: String) -> Result<TransactWriteItem> {
-    Ok(TransactWriteItem::builder()
-        .delete(build(
-            Delete::builder()
-                .table_name(table)
-                .set_key(Some(key(pk, sk)))
-                .build(),
-        )?)
-        .build())
-}
-
-/// Where [`DynamoMetaStore::range_after`] reads: the table by (`pk`, `sk`),
-/// or the keys-only listing index by (`lk`, `ls`).
-#[derive(Debug, Clone, Copy)]
-enum Range {
-    Table,
-    Listing,
-}
-
-/// The lifecycle index items of one commit.
-pub(super) struct IndexItems {
-    /// Keys-only items: the commit in its session, as a child of its
-    /// parent, as a user of its artifact.
-    pub(super) keys: Vec<Item>,
-    /// Its session's last write (`last`: the commit's time, µs), when it
-    /// has a session.
-    pub(super) last: Option<Item>,
-}
-
-/// The lifecycle index items of `commit` (layout in [`super::keys`]).
-pub(super) fn index_items(tenant: &TenantId, commit: &Commit) -> IndexItems {
-    let mut entries = Vec::new();
-    let mut last = None;
-    if let Some(session) = &commit.session_id {
-        entries.push(key(
-            keys::session_commits_pk(tenant, session),
-            commit.id.to_string(),
-        ));
-        // On the session's own partition; its `listing` keys are the same
-        // on every write, so rewriting it writes no index entry.
-        let mut item = key(
-            keys::session_commits_pk(tenant, session),
-            keys::SESSION_LAST_SK,
-        );
-        item.insert("last".into(), n(commit.created_at.timestamp_micros()));
-        item.insert("lk".into(), s(keys::sessions_list_key(tenant)));
-        item.insert("ls".into(), s(session.clone()));
-        last = Some(item);
-    }
-    if let Some(parent) = &commit.parent {
-        entries.push(key(
-            keys::children_pk(tenant, parent),
-            commit.id.to_string(),
-        ));
-    }
-    entries.push(key(
-        keys::artifact_users_pk(tenant, &commit.artifact_ref),
-        keys::user_commit_sk(&commit.id),
-    ));
-    IndexItems {
-        keys: entries,
-        last,
-    }
-}
-
 impl DynamoMetaStore {
-    /// The index items a checkpoint of `commit` writes with it: the
-    /// keys-only entries, and its session's last-activity item.
-    pub(super) fn index_puts(
-        &self,
-        tenant: &TenantId,
-        commit: &Commit,
-    ) -> Result<(Vec<TransactWriteItem>, Option<TransactWriteItem>)> {
-        let IndexItems {
-            keys: entries,
-            last,
-        } = index_items(tenant, commit);
-        let entries = entries
-            .into_iter()
-            .map(|item| put_item(self.table(), item))
-            .collect::<Result<_>>()?;
-        Ok((
-            entries,
-            last.map(|i| put_item(self.table(), i)).transpose()?,
-        ))
-    }
-
-    /// Every sort key of partition `pk` (paginated Query, keys only).
-    pub(super) async fn sort_keys(&self, pk: String, limit: usize) -> Result<Vec<(String, Item)>> {
-        self.range_after(Range::Table, pk, None, limit).await
-    }
-
-    /// Up to `limit` entries of one partition of `on` from the first range
-    /// key above `after`, in order, each with its range key (a lazy
-    /// paginated Query: no page past `limit` is asked for). The table is
-    /// read strongly consistent; an index cannot be.
-    async fn range_after(
-        &self,
-        on: Range,
-        hash: String,
-        after: Option<&str>,
-        limit: usize,
-    ) -> Result<Vec<(String, Item)>> {
-        let (hash_attr, range_attr, index) = match on {
-            Range::Table => ("pk", "sk", None),
-            Range::Listing => ("lk", "ls", Some(keys::LISTING_INDEX)),
-        };
-        let query = self
-            .client()
-            .query()
-            .table_name(self.table())
-            .set_index_name(index.map(str::to_owned))
-            .set_consistent_read(index.is_none().then_some(true))
-            .expression_attribute_values(":h", s(hash));
-        let query = match after {
-            Some(a) => query
-                .key_condition_expression(format!("{hash_attr} = :h AND {range_attr} > :after"))
-                .expression_attribute_values(":after", s(a.to_owned())),
-            None => query.key_condition_expression(format!("{hash_attr} = :h")),
-        };
-        let mut items = query
-            .limit(i32::try_from(limit).unwrap_or(i32::MAX))
-            .into_paginator()
-            .items()
-            .send();
-        let mut out = Vec::new();
-        while out.len() < limit {
-            let Some(item) = items
-                .try_next()
-                .await
-                .map_err(|e| sdk_error("DynamoDB Query", e))?
-            else {
-                break;
-            };
-            if let Some(AttributeValue::S(range)) = item.get(range_attr) {
-                out.push((range.clone(), item));
-            }
-        }
-        Ok(out)
-    }
-
-    /// The commits named, by BatchGetItem (strongly consistent), in the
-    /// order of `ids`; ids with no commit are left out.
-    pub(super) async fn commits_by_id(
-        &self,
-        tenant: &TenantId,
-        ids: &[CommitId],
-    ) -> Result<Vec<Commit>> {
-        let keys = ids
-            .iter()
-            .map(|id| key(keys::commit_pk(tenant, id), keys::COMMIT_SK))
-            .collect();
-        let mut found: HashMap<CommitId, Commit> = HashMap::with_capacity(ids.len());
-        for item in super::items::batch_get(self.client(), self.table(), keys).await? {
-            let c = commit_item(item)?.c;
-            found.insert(c.id, c);
-        }
-        Ok(ids.iter().filter_map(|id| found.remove(id)).collect())
-    }
-
-    pub(super) fn parse_ids(rows: Vec<(String, Item)>) -> Result<Vec<CommitId>> {
-        rows.into_iter()
-            .map(|(sk, _)| {
-                sk.parse()
-                    .map_err(|_| Error::internal(format!("an index item names {sk:?}")))
-            })
-            .collect()
-    }
-
-    /// The cache entry write: the entry and its artifact-user item, on
-    /// the condition that the commit's item exists (`NotFound` if not).
-    pub(super) async fn write_cache_entry(
-        &self,
-        item: Item,
-        key_: &MaterializeKey,
-        tenant: &TenantId,
-        artifact: &ArtifactRef,
-    ) -> Result<()> {
-        let user = key(
-            keys::artifact_users_pk(tenant, artifact),
-            keys::user_cached_sk(&key_.commit, &key_.stop.to_string(), &key_.format),
-        );
-        let commit = ConditionCheck::builder()
-            .table_name(self.table())
-            .set_key(Some(key(
-                keys::commit_pk(tenant, &key_.commit),
-                keys::COMMIT_SK,
-            )))
-            .condition_expression("attribute_exists(pk)")
-            .build();
-        let items = vec![
-            put_item(self.table(), item)?,
-            put_item(self.table(), user)?,
-            TransactWriteItem::builder()
-                .condition_check(build(commit)?)
-                .build(),
-        ];
-        match self.transact(items).await {
-            Ok(Transact::Done) => Ok(()),
-            Ok(Transact::Cancelled(Cancellation::ConditionalCheckFailed { .. })) => {
-                Err(crate::store::gone_commit(&key_.commit))
-            }
-            Ok(Transact::Cancelled(c)) => Err(Error::unavailable(format!(
-                "caching a materialization of commit {} was cancelled ({c}); retry",
-                key_.commit
-            ))),
-            Err(e) => Err(sdk_error("DynamoDB TransactWriteItems", e)),
-        }
-    }
-
     /// Up to `limit` sessions of `tenant` after `after` in name order (the
     /// keys-only `listing` index, one Query page), each with its
     /// last-write item as it is now (a BatchGetItem; empty if gone).
@@ -258,7 +38,7 @@ impl DynamoMetaStore {
         let sessions: Vec<String> = self
             .range_after(
                 Range::Listing,
-                keys::sessions_list_key(tenant),
+                table::sessions_list_key(tenant),
                 after,
                 limit,
             )
@@ -270,8 +50,8 @@ impl DynamoMetaStore {
             .iter()
             .map(|session| {
                 key(
-                    keys::session_commits_pk(tenant, session),
-                    keys::SESSION_LAST_SK,
+                    table::session_commits_pk(tenant, session),
+                    table::SESSION_LAST_SK,
                 )
             })
             .collect();
@@ -339,8 +119,8 @@ impl DynamoMetaStore {
             .delete_item()
             .table_name(self.table())
             .set_key(Some(key(
-                keys::session_commits_pk(tenant, session),
-                keys::SESSION_LAST_SK,
+                table::session_commits_pk(tenant, session),
+                table::SESSION_LAST_SK,
             )))
             .condition_expression("#last = :last")
             .expression_attribute_names("#last", "last")
@@ -369,7 +149,7 @@ impl DynamoMetaStore {
             .client()
             .update_item()
             .table_name(self.table())
-            .set_key(Some(key(keys::commit_pk(tenant, &id), keys::COMMIT_SK)))
+            .set_key(Some(key(table::commit_pk(tenant, &id), table::COMMIT_SK)))
             .update_expression("SET #ev = :b")
             .condition_expression(
                 "attribute_exists(pk) AND (attribute_not_exists(#ev) OR #ev <> :b)",
@@ -396,12 +176,12 @@ impl crate::store::Lifecycle for DynamoMetaStore {
         // The session's partition holds a key per commit and the last
         // write: two rows read tell whether any commit is left.
         let rows = self
-            .sort_keys(keys::session_commits_pk(tenant, session), 2)
+            .sort_keys(table::session_commits_pk(tenant, session), 2)
             .await?;
         let [(sk, item)] = rows.as_slice() else {
             return Ok(());
         };
-        if sk != keys::SESSION_LAST_SK {
+        if sk != table::SESSION_LAST_SK {
             return Ok(());
         }
         match item.get("last") {
@@ -429,9 +209,9 @@ impl crate::store::Lifecycle for DynamoMetaStore {
                  wc.artifact_ref",
             )
             .expression_attribute_names("#s", "s")
-            .expression_attribute_values(":c", s(keys::commit_pk_prefix(tenant)))
-            .expression_attribute_values(":m", s(keys::materialized_pk_prefix(tenant)))
-            .expression_attribute_values(":ag", s(keys::agent_pk_prefix(tenant)))
+            .expression_attribute_values(":c", s(table::commit_pk_prefix(tenant)))
+            .expression_attribute_values(":m", s(table::materialized_pk_prefix(tenant)))
+            .expression_attribute_values(":ag", s(table::agent_pk_prefix(tenant)))
             .consistent_read(true)
             .into_paginator()
             .items()
@@ -475,14 +255,14 @@ impl crate::store::Lifecycle for DynamoMetaStore {
         limit: usize,
     ) -> Result<Vec<ArtifactUser>> {
         let rows = self
-            .sort_keys(keys::artifact_users_pk(tenant, artifact), limit)
+            .sort_keys(table::artifact_users_pk(tenant, artifact), limit)
             .await?;
         rows.into_iter()
             .map(|(sk, _)| {
                 let bad = || Error::internal(format!("artifact user {sk:?} is malformed"));
-                Ok(match keys::parse_user_sk(&sk).ok_or_else(bad)? {
-                    keys::UserSk::Commit(id) => ArtifactUser::Commit(id),
-                    keys::UserSk::Cached(commit, stop, format) => {
+                Ok(match table::parse_user_sk(&sk).ok_or_else(bad)? {
+                    table::UserSk::Commit(id) => ArtifactUser::Commit(id),
+                    table::UserSk::Cached(commit, stop, format) => {
                         ArtifactUser::Cached(MaterializeKey {
                             commit,
                             stop: stop.parse().map_err(|_| bad())?,
@@ -525,7 +305,10 @@ impl crate::store::Lifecycle for DynamoMetaStore {
     }
 
     async fn set_pin(&self, tenant: &TenantId, pin: &Pin, pinned: bool) -> Result<bool> {
-        let k = key(keys::pins_pk(tenant), keys::pin_sk(pin.kind(), pin.name()));
+        let k = key(
+            table::pins_pk(tenant),
+            table::pin_sk(pin.kind(), pin.name()),
+        );
         if pinned {
             let r = self
                 .client()
@@ -543,7 +326,7 @@ impl crate::store::Lifecycle for DynamoMetaStore {
 
     async fn pins(&self, tenant: &TenantId) -> Result<Vec<Pin>> {
         let mut pins: Vec<Pin> = self
-            .sort_keys(keys::pins_pk(tenant), usize::MAX)
+            .sort_keys(table::pins_pk(tenant), usize::MAX)
             .await?
             .into_iter()
             .map(|(sk, _)| {
@@ -559,7 +342,7 @@ impl crate::store::Lifecycle for DynamoMetaStore {
 
     async fn commit_tenants(&self) -> Result<Vec<TenantId>> {
         let rows = self
-            .sort_keys(keys::TENANTS_PK.to_owned(), usize::MAX)
+            .sort_keys(table::TENANTS_PK.to_owned(), usize::MAX)
             .await?;
         let mut seen: HashMap<String, ()> = HashMap::new();
         let mut out = Vec::new();
@@ -593,8 +376,8 @@ impl crate::store::Lifecycle for DynamoMetaStore {
                 .delete_item()
                 .table_name(self.table())
                 .set_key(Some(key(
-                    keys::TENANTS_PK.to_owned(),
-                    keys::tenant_sk(tenant),
+                    table::TENANTS_PK.to_owned(),
+                    table::tenant_sk(tenant),
                 )))
                 .return_values(ReturnValue::AllOld)
                 .send()
@@ -631,23 +414,20 @@ impl crate::store::Lifecycle for DynamoMetaStore {
         };
         let items = vec![
             remove(
-                keys::commit_pk(tenant, commit),
-                keys::COMMIT_SK.to_owned(),
+                table::commit_pk(tenant, commit),
+                table::COMMIT_SK.to_owned(),
                 "attribute_exists(#d) OR attribute_exists(#z) OR attribute_exists(#y)",
             )?,
             remove(
-                keys::lineage_pk(tenant, &c.lineage),
-                keys::depth_sk(c.depth),
+                table::lineage_pk(tenant, &c.lineage),
+                table::depth_sk(c.depth),
                 "attribute_exists(pk)",
             )?,
         ];
-        match self.transact(items).await {
-            Ok(Transact::Done) => Ok(true),
-            Ok(Transact::Cancelled(Cancellation::ConditionalCheckFailed { .. })) => Ok(false),
-            Ok(Transact::Cancelled(c)) => Err(Error::unavailable(format!(
-                "clearing inline bytes was cancelled ({c}); retry"
-            ))),
-            Err(e) => Err(sdk_error("DynamoDB TransactWriteItems", e)),
+        let what = format!("clearing the inline bytes of commit {commit}");
+        match transact(&self.client, &*self.ids, &what, items).await? {
+            Written::Done => Ok(true),
+            Written::ConditionFailed { .. } => Ok(false),
         }
     }
 
@@ -674,7 +454,10 @@ impl crate::store::Lifecycle for DynamoMetaStore {
             .client()
             .get_item()
             .table_name(self.table())
-            .set_key(Some(key(keys::commit_pk(tenant, commit), keys::COMMIT_SK)))
+            .set_key(Some(key(
+                table::commit_pk(tenant, commit),
+                table::COMMIT_SK,
+            )))
             .projection_expression("#ev")
             .expression_attribute_names("#ev", EVICTED_ATTR)
             .consistent_read(true)

@@ -12,10 +12,10 @@
 //! - [`DynamoMetaStore`] (`meta`): commits, timelines, refs, the cache; it
 //!   is the `TokenStore` too (`tokens`).
 //! - [`DynamoBranchStore`] (`branches`): branch records and limits.
-//! - [`keys`]: every S3 and DynamoDB key, built and parsed in one place;
-//!   `items`: DynamoDB plumbing the stores share; `retry`:
-//!   `TransactWriteItems` with named cancellation reasons and the one retry
-//!   policy.
+//! - [`table`]: the DynamoDB table in one place: every key (the S3 keys
+//!   too), the items and the DynamoDB plumbing the stores share; `retry`:
+//!   every `TransactWriteItems`, under the one retry policy, its end
+//!   (cancellation reasons read by name) mapped to an error in one place.
 //! - `testing` (tests and the `conformance` feature): the request counter
 //!   and the fault-injecting HTTP client; `report`: the request-count
 //!   report built on them; [`calls`]: every SDK call as the IAM action and
@@ -23,9 +23,9 @@
 
 use std::time::Duration;
 
-use aws_config::BehaviorVersion;
 use aws_config::retry::RetryConfig;
 use aws_config::timeout::TimeoutConfig;
+use aws_config::{BehaviorVersion, SdkConfig};
 use aws_smithy_runtime_api::client::http::SharedHttpClient;
 use aws_smithy_runtime_api::client::interceptors::SharedInterceptor;
 use aws_smithy_runtime_api::client::orchestrator::HttpResponse;
@@ -41,8 +41,6 @@ mod cache;
 pub mod calls;
 mod commits;
 mod erase_tenant;
-mod items;
-pub mod keys;
 mod lifecycle;
 mod meta;
 mod refs;
@@ -52,6 +50,7 @@ mod retry;
 mod s3;
 pub mod sfn;
 mod summaries;
+pub mod table;
 #[cfg(any(test, feature = "conformance"))]
 pub mod testing;
 mod tokens;
@@ -97,6 +96,63 @@ pub fn https_client() -> SharedHttpClient {
         .build_https()
 }
 
+/// How an AWS SDK client retries and how long it waits: one shape for
+/// every client (S3, DynamoDB, Step Functions, Bedrock), turned into the
+/// SDK's configuration by [`SdkPolicy::retry_config`], the one place a
+/// `RetryConfig` is built. The SDK's standard mode retries throttling, 5xx
+/// and network errors with exponential backoff and jitter; what it leaves
+/// is [`sdk_error`]'s to classify. (DynamoDB transactions cancelled by a
+/// conflict are retried on top of it by `retry`'s policy.)
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SdkPolicy {
+    /// Attempts of one call in all, the first included.
+    pub attempts: u32,
+    /// The first backoff and the largest; the SDK's defaults when `None`.
+    pub backoff: Option<(Duration, Duration)>,
+    /// The limit of one attempt.
+    pub attempt_timeout: Duration,
+    /// The limit of one call, its retries included; none when `None`.
+    pub operation_timeout: Option<Duration>,
+}
+
+impl SdkPolicy {
+    /// The store clients' (S3, DynamoDB, Step Functions): 5 attempts with
+    /// the SDK's backoff, 10 s each, 30 s in all.
+    pub const STORES: SdkPolicy = SdkPolicy {
+        attempts: 5,
+        backoff: None,
+        attempt_timeout: Duration::from_secs(10),
+        operation_timeout: Some(Duration::from_secs(30)),
+    };
+
+    /// The SDK's standard retry mode under this policy.
+    pub fn retry_config(&self) -> RetryConfig {
+        let retry = RetryConfig::standard().with_max_attempts(self.attempts);
+        match self.backoff {
+            Some((first, most)) => retry.with_initial_backoff(first).with_max_backoff(most),
+            None => retry,
+        }
+    }
+
+    /// The SDK's time limits under this policy.
+    pub fn timeout_config(&self) -> TimeoutConfig {
+        let mut limits = TimeoutConfig::builder().operation_attempt_timeout(self.attempt_timeout);
+        limits.set_operation_timeout(self.operation_timeout);
+        limits.build()
+    }
+
+    /// The SDK configuration from the environment (credentials, region,
+    /// `AWS_ENDPOINT_URL`) under this policy, over `http`.
+    pub async fn load(&self, http: SharedHttpClient) -> SdkConfig {
+        aws_config::defaults(BehaviorVersion::latest())
+            .http_client(http)
+            .retry_config(self.retry_config())
+            .timeout_config(self.timeout_config())
+            .load()
+            .await
+    }
+}
+
 /// Builds both stores from the environment's SDK configuration.
 ///
 /// # Errors
@@ -111,23 +167,11 @@ pub async fn connect(
     if let Some(plan) = &hooks.faults {
         http = SharedHttpClient::new(FaultyHttpClient::new(http, plan.clone()));
     }
-    let sdk = aws_config::defaults(BehaviorVersion::latest())
-        .http_client(http)
-        .retry_config({
-            let r = RetryConfig::standard().with_max_attempts(5);
-            match hooks.initial_backoff {
-                Some(d) => r.with_initial_backoff(d).with_max_backoff(d * 8),
-                None => r,
-            }
-        })
-        .timeout_config(
-            TimeoutConfig::builder()
-                .operation_attempt_timeout(Duration::from_secs(10))
-                .operation_timeout(Duration::from_secs(30))
-                .build(),
-        )
-        .load()
-        .await;
+    let policy = SdkPolicy {
+        backoff: hooks.initial_backoff.map(|d| (d, d * 8)),
+        ..SdkPolicy::STORES
+    };
+    let sdk = policy.load(http).await;
     let mut s3 = aws_sdk_s3::config::Builder::from(&sdk).force_path_style(config.path_style);
     let mut ddb = aws_sdk_dynamodb::config::Builder::from(&sdk);
     if let Some(i) = &hooks.interceptor {
@@ -231,6 +275,36 @@ where
 
 #[cfg(test)]
 pub(crate) mod tests;
+
+#[cfg(test)]
+mod policy_tests {
+    use std::time::Duration;
+
+    use super::SdkPolicy;
+
+    #[test]
+    fn the_sdk_policy_is_what_the_clients_get() {
+        let stores = SdkPolicy::STORES.retry_config();
+        assert_eq!(stores.max_attempts(), 5);
+        let timeouts = SdkPolicy::STORES.timeout_config();
+        assert_eq!(
+            (
+                timeouts.operation_attempt_timeout(),
+                timeouts.operation_timeout()
+            ),
+            (Some(Duration::from_secs(10)), Some(Duration::from_secs(30)))
+        );
+        let d = Duration::from_millis(5);
+        let short = SdkPolicy {
+            backoff: Some((d, d * 8)),
+            operation_timeout: None,
+            ..SdkPolicy::STORES
+        };
+        let retry = short.retry_config();
+        assert_eq!((retry.initial_backoff(), retry.max_backoff()), (d, d * 8));
+        assert_eq!(short.timeout_config().operation_timeout(), None);
+    }
+}
 
 #[cfg(test)]
 mod classify_tests {

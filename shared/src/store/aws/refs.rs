@@ -3,9 +3,8 @@
 //! there; listing by prefix reads the keys-only `listing` index (so it is
 //! eventually consistent) and then the refs it names.
 
-use super::items::{batch_get, from_item, key, s};
-use super::meta::{RefItem, ref_record};
-use super::{DynamoMetaStore, conditional, keys, sdk_error};
+use super::table::{self, RefItem, batch_get, from_item, key, ref_put, ref_record, s};
+use super::{DynamoMetaStore, conditional, sdk_error};
 use crate::error::{Error, Result};
 use crate::id::{CommitId, RefName, TenantId};
 use crate::store::{RefMove, RefRecord, ref_conflict};
@@ -16,7 +15,7 @@ use chrono::{DateTime, Utc};
 impl crate::store::Refs for DynamoMetaStore {
     async fn get_ref(&self, tenant: &TenantId, name: &RefName) -> Result<Option<RefRecord>> {
         let item = self
-            .get_item(keys::ref_pk(tenant, name), keys::REF_SK.to_owned())
+            .get_item(table::ref_pk(tenant, name), table::REF_SK.to_owned())
             .await?;
         item.map(|i| from_item::<RefItem>(i).and_then(ref_record))
             .transpose()
@@ -37,7 +36,7 @@ impl crate::store::Refs for DynamoMetaStore {
         let mut nonce = [0u8; 16];
         self.ids.fill(&mut nonce);
         let nonce = hex::encode(nonce);
-        let put = self.ref_put(tenant, &mv, target, now, Some(nonce.clone()))?;
+        let put = ref_put(&self.table, tenant, &mv, target, now, Some(nonce.clone()))?;
         let put = put.put.expect("ref_put builds a put");
         let result = self
             .client
@@ -57,7 +56,7 @@ impl crate::store::Refs for DynamoMetaStore {
             }),
             None => {
                 let item = self
-                    .get_item(keys::ref_pk(tenant, name), keys::REF_SK.to_owned())
+                    .get_item(table::ref_pk(tenant, name), table::REF_SK.to_owned())
                     .await?;
                 let item = item.map(from_item::<RefItem>).transpose()?;
                 let current = match item {
@@ -81,7 +80,7 @@ impl crate::store::Refs for DynamoMetaStore {
             .client
             .delete_item()
             .table_name(&self.table)
-            .set_key(Some(key(keys::ref_pk(tenant, name), keys::REF_SK)))
+            .set_key(Some(key(table::ref_pk(tenant, name), table::REF_SK)))
             .condition_expression("#target = :expected")
             .expression_attribute_names("#target", "target")
             .expression_attribute_values(":expected", s(expected.to_string()))
@@ -122,17 +121,17 @@ impl crate::store::Refs for DynamoMetaStore {
             a => a,
         };
         let start = after.map(|a| {
-            let mut k = key(keys::ref_pk(tenant, a), keys::REF_SK);
-            k.insert("lk".to_owned(), s(keys::refs_list_key(tenant)));
-            k.insert("ls".to_owned(), s(keys::ref_list_sk(a)));
+            let mut k = key(table::ref_pk(tenant, a), table::REF_SK);
+            k.insert("lk".to_owned(), s(table::refs_list_key(tenant)));
+            k.insert("ls".to_owned(), s(table::ref_list_sk(a)));
             k
         });
         let q = self
             .client
             .query()
             .table_name(&self.table)
-            .index_name(keys::LISTING_INDEX)
-            .expression_attribute_values(":lk", s(keys::refs_list_key(tenant)))
+            .index_name(table::LISTING_INDEX)
+            .expression_attribute_values(":lk", s(table::refs_list_key(tenant)))
             .limit(i32::try_from(limit.clamp(1, BATCH)).unwrap_or(i32::MAX))
             .set_exclusive_start_key(start);
         let q = if prefix.is_empty() {
@@ -167,7 +166,7 @@ impl crate::store::Refs for DynamoMetaStore {
             }
             let wanted = names
                 .iter()
-                .map(|n| key(keys::ref_pk(tenant, n), keys::REF_SK))
+                .map(|n| key(table::ref_pk(tenant, n), table::REF_SK))
                 .collect();
             let mut found = std::collections::HashMap::new();
             for item in batch_get(&self.client, &self.table, wanted).await? {

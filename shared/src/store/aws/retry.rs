@@ -6,6 +6,12 @@
 //! [`transact`] under [`POLICY`]: bounded attempts, exponential backoff with
 //! full jitter drawn from the store's [`IdSource`]. Unprocessed
 //! `BatchWriteItem` requests back off under the same policy.
+//!
+//! Every `TransactWriteItems` of the aws stores is sent here ([`transact`],
+//! or [`transact_once`] for a claim), and its end is mapped to the crate's
+//! error in one place ([`written`]): a failed condition is an answer the
+//! caller reads ([`Written::ConditionFailed`], naming the item), anything
+//! else an error.
 
 use std::fmt;
 use std::time::Duration;
@@ -14,12 +20,14 @@ use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{CancellationReason, TransactWriteItem};
 
-use super::items::Item;
+use super::sdk_error;
+use super::table::Item;
 use crate::clock::IdSource;
+use crate::error::{Error, Result};
 
 /// Why DynamoDB cancelled a `TransactWriteItems` (nothing was written).
 #[derive(Debug, Clone, PartialEq)]
-pub(super) enum Cancellation {
+enum Cancellation {
     /// The condition of item `index` failed. `old` is that item as it was,
     /// when its write asked for it (`ReturnValuesOnConditionCheckFailure`)
     /// and it existed.
@@ -112,12 +120,52 @@ impl fmt::Display for Cancellation {
 
 /// How a `TransactWriteItems` ended, when DynamoDB answered.
 #[derive(Debug)]
-pub(super) enum Transact {
+enum Transact {
     /// Every write was made.
     Done,
-    /// Nothing was written, for this reason (after the policy's retries
-    /// when it was transient).
+    /// Nothing was written, for this reason.
     Cancelled(Cancellation),
+}
+
+/// What a `TransactWriteItems` did, when that is not an error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Written {
+    /// Every write was made.
+    Done,
+    /// Nothing was written: the condition of item `index` (its place in
+    /// the transaction) failed.
+    ConditionFailed { index: usize },
+}
+
+/// The one mapping of a transaction's end, `what` naming the write (e.g.
+/// "deleting commit ctx-…"): a failed condition is the caller's to read;
+/// a cancellation that trying again may fix, once the policy has given up,
+/// is `Unavailable`; one it cannot fix (a validation error, an item
+/// collection over its size) is `Internal`; an SDK failure is classified
+/// by [`sdk_error`].
+///
+/// # Errors
+/// As above.
+fn written(
+    what: &str,
+    end: std::result::Result<Transact, SdkError<TransactWriteItemsError>>,
+) -> Result<Written> {
+    match end {
+        Ok(Transact::Done) => Ok(Written::Done),
+        Ok(Transact::Cancelled(Cancellation::ConditionalCheckFailed { index, .. })) => {
+            Ok(Written::ConditionFailed { index })
+        }
+        Ok(Transact::Cancelled(c)) if c.is_transient() => Err(Error::unavailable(format!(
+            "{what}: DynamoDB cancelled the transaction ({c}); retry"
+        ))),
+        Ok(Transact::Cancelled(c)) => Err(Error::internal(format!(
+            "{what}: DynamoDB cancelled the transaction ({c})"
+        ))),
+        Err(e) => Err(sdk_error(
+            &format!("DynamoDB TransactWriteItems ({what})"),
+            e,
+        )),
+    }
 }
 
 /// Bounded attempts with exponential backoff and full jitter: before
@@ -161,39 +209,55 @@ impl Policy {
     }
 }
 
-/// Sends one `TransactWriteItems`, retrying a transient cancellation (and
-/// `TransactionInProgressException`) under [`POLICY`]. The SDK itself
-/// retries what it retries (network errors, throttled requests).
+/// Sends one `TransactWriteItems`, `what` naming it in errors, retrying a
+/// transient cancellation (and `TransactionInProgressException`) under
+/// [`POLICY`]. The SDK itself retries what it retries (network errors,
+/// throttled requests).
 ///
 /// # Errors
-/// The SDK's error for anything but a cancellation.
+/// As [`written`]: `Unavailable` when the policy gave up on a transient
+/// cancellation, or for a transient SDK failure; `Internal` otherwise.
 pub(super) async fn transact(
     client: &aws_sdk_dynamodb::Client,
     ids: &dyn IdSource,
+    what: &str,
     items: Vec<TransactWriteItem>,
-) -> Result<Transact, SdkError<TransactWriteItemsError>> {
+) -> Result<Written> {
     let mut failed = 0;
     loop {
         let last = failed + 1 >= POLICY.attempts;
-        match transact_once(client, items.clone()).await {
+        match send(client, items.clone()).await {
             Ok(Transact::Cancelled(c)) if c.is_transient() && !last => {}
             Err(e) if !last && in_progress(&e) => {}
-            done => return done,
+            end => return written(what, end),
         }
         failed += 1;
         POLICY.sleep(failed, ids).await;
     }
 }
 
-/// Sends one `TransactWriteItems` once: for a write that must not be tried
-/// again (a claim that lost a race has lost it).
+/// Sends one `TransactWriteItems` once, for a write that must not be tried
+/// again (a claim that lost a race has lost it): `None` when a concurrent
+/// transaction (or throttling) cancelled it.
 ///
 /// # Errors
-/// The SDK's error for anything but a cancellation.
+/// As [`written`].
 pub(super) async fn transact_once(
     client: &aws_sdk_dynamodb::Client,
+    what: &str,
     items: Vec<TransactWriteItem>,
-) -> Result<Transact, SdkError<TransactWriteItemsError>> {
+) -> Result<Option<Written>> {
+    match send(client, items).await {
+        Ok(Transact::Cancelled(c)) if c.is_transient() => Ok(None),
+        end => written(what, end).map(Some),
+    }
+}
+
+/// One attempt: the transaction's end as DynamoDB told it.
+async fn send(
+    client: &aws_sdk_dynamodb::Client,
+    items: Vec<TransactWriteItem>,
+) -> std::result::Result<Transact, SdkError<TransactWriteItemsError>> {
     let e = match client
         .transact_write_items()
         .set_transact_items(Some(items))
@@ -282,6 +346,30 @@ mod tests {
         assert!(c(&[Some("ThrottlingError")]).is_transient());
         assert!(!c(&[Some("ValidationError")]).is_transient());
         assert!(!c(&[Some("ConditionalCheckFailed")]).is_transient());
+    }
+
+    #[test]
+    fn a_cancellation_maps_to_one_error_by_its_reason() {
+        let end = |codes: &[Option<&str>]| {
+            written(
+                "deleting commit x",
+                Ok(Transact::Cancelled(Cancellation::from_reasons(&reasons(
+                    codes,
+                )))),
+            )
+        };
+        assert_eq!(
+            end(&[Some("None"), Some("ConditionalCheckFailed")]).unwrap(),
+            Written::ConditionFailed { index: 1 }
+        );
+        for transient in ["TransactionConflict", "ThrottlingError"] {
+            let e = end(&[Some(transient)]).unwrap_err();
+            assert_eq!(e.kind, crate::ErrorKind::Unavailable, "{e}");
+            assert!(e.message.starts_with("deleting commit x: "), "{e}");
+        }
+        let e = end(&[Some("ValidationError")]).unwrap_err();
+        assert_eq!(e.kind, crate::ErrorKind::Internal, "{e}");
+        assert_eq!(written("x", Ok(Transact::Done)).unwrap(), Written::Done);
     }
 
     #[test]

@@ -15,7 +15,8 @@ use aws_sdk_s3::types::{Delete, ObjectIdentifier};
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
 
-use super::{keys, sdk_error};
+use super::sdk_error;
+use super::table;
 use crate::error::Result;
 use crate::id::{ArtifactRef, TenantId};
 use crate::store::{
@@ -76,7 +77,7 @@ impl S3BlobStore {
             .client
             .put_object()
             .bucket(&self.bucket)
-            .key(keys::area_key(tenant, area, &artifact))
+            .key(table::area_key(tenant, area, &artifact))
             .if_none_match("*")
             .content_type("application/octet-stream")
             .body(ByteStream::from(bytes))
@@ -140,7 +141,7 @@ impl S3BlobStore {
             .client
             .head_object()
             .bucket(&self.bucket)
-            .key(keys::area_key(tenant, area, artifact))
+            .key(table::area_key(tenant, area, artifact))
             .send()
             .await;
         match result {
@@ -165,7 +166,7 @@ impl S3BlobStore {
         area: BlobArea,
         artifact: &ArtifactRef,
     ) -> Result<bool> {
-        let key = keys::area_key(tenant, area, artifact);
+        let key = table::area_key(tenant, area, artifact);
         let (ids, objects) = self.versions(&key, usize::MAX).await?;
         for id in ids {
             self.client
@@ -259,7 +260,7 @@ impl BlobStore for S3BlobStore {
     ) -> Result<Option<Bytes>> {
         for area in areas {
             if let Some(b) = self
-                .read_key(&keys::area_key(tenant, *area, artifact), artifact)
+                .read_key(&table::area_key(tenant, *area, artifact), artifact)
                 .await?
             {
                 return Ok(Some(b));
@@ -280,7 +281,7 @@ impl BlobStore for S3BlobStore {
             .client
             .put_object()
             .bucket(&self.bucket)
-            .key(keys::upload_key(tenant, artifact))
+            .key(table::upload_key(tenant, artifact))
             .content_length(i64::try_from(size).unwrap_or(i64::MAX))
             .content_type("application/octet-stream")
             .presigned(config)
@@ -307,7 +308,7 @@ impl BlobStore for S3BlobStore {
         expires_in: std::time::Duration,
     ) -> Result<Option<Fetched>> {
         for area in BlobArea::READABLE {
-            let key = keys::area_key(tenant, *area, artifact);
+            let key = table::area_key(tenant, *area, artifact);
             let Some(out) = self.get_object(&key).await? else {
                 continue;
             };
@@ -347,7 +348,7 @@ impl BlobStore for S3BlobStore {
         tenant: &TenantId,
         artifact: &ArtifactRef,
     ) -> Result<Option<u64>> {
-        let staged = keys::upload_key(tenant, artifact);
+        let staged = table::upload_key(tenant, artifact);
         let Some(out) = self.get_object(&staged).await? else {
             return Ok(None);
         };
@@ -377,7 +378,7 @@ impl BlobStore for S3BlobStore {
             .copy_object()
             .bucket(&self.bucket)
             .copy_source(format!("{}/{staged}", self.bucket))
-            .key(keys::blob_key(tenant, artifact))
+            .key(table::blob_key(tenant, artifact))
             .send()
             .await
             .map_err(|e| sdk_error("S3 CopyObject", e))?;
@@ -431,8 +432,8 @@ impl BlobStore for S3BlobStore {
             .client
             .list_objects_v2()
             .bucket(&self.bucket)
-            .prefix(keys::area_prefix(tenant, area))
-            .set_start_after(after.map(|a| keys::area_key(tenant, area, a)))
+            .prefix(table::area_prefix(tenant, area))
+            .set_start_after(after.map(|a| table::area_key(tenant, area, a)))
             .max_keys(i32::try_from(limit.min(1000)).unwrap_or(1000))
             .into_paginator()
             .send();
@@ -445,7 +446,7 @@ impl BlobStore for S3BlobStore {
                 let Some(key) = o.key() else { continue };
                 // Anything under the prefix that is not an artifact's key
                 // is not ours.
-                let Some(artifact) = keys::parse_area_key(tenant, area, key) else {
+                let Some(artifact) = table::parse_area_key(tenant, area, key) else {
                     continue;
                 };
                 out.push(BlobInfo {
@@ -467,7 +468,7 @@ impl BlobStore for S3BlobStore {
     async fn touch(&self, tenant: &TenantId, artifact: &ArtifactRef) -> Result<Option<u64>> {
         // A copy onto itself, with its metadata replaced, is what gives an
         // S3 object a new LastModified.
-        let key = keys::blob_key(tenant, artifact);
+        let key = table::blob_key(tenant, artifact);
         let result = self
             .client
             .copy_object()
@@ -521,7 +522,7 @@ impl BlobStore for S3BlobStore {
         let mut removed = 0u64;
         for area in BlobArea::ALL {
             // Every key under the tenant's prefix goes, artifact or not.
-            let prefix = keys::area_prefix(tenant, area);
+            let prefix = table::area_prefix(tenant, area);
             loop {
                 let want = limit
                     .saturating_sub(usize::try_from(removed).unwrap_or(usize::MAX))

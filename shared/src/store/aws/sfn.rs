@@ -4,16 +4,11 @@
 //! then invoke the `branch-expire` function with the execution's input,
 //! [`TimerInput`]. A normal return stops the execution.
 
-use std::time::Duration;
-
 use async_trait::async_trait;
-use aws_config::BehaviorVersion;
-use aws_config::retry::RetryConfig;
-use aws_config::timeout::TimeoutConfig;
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde::{Deserialize, Serialize};
 
-use super::{https_client, sdk_error};
+use super::{SdkPolicy, https_client, sdk_error};
 use crate::branch::BranchTimer;
 use crate::error::{Error, Result};
 use crate::id::{BranchId, TenantId};
@@ -78,17 +73,7 @@ impl SfnTimer {
     /// (by the AWS SDK's own variables: credentials, region,
     /// `AWS_ENDPOINT_URL` for an emulator).
     pub async fn sdk_client() -> aws_sdk_sfn::Client {
-        let sdk = aws_config::defaults(BehaviorVersion::latest())
-            .http_client(https_client())
-            .retry_config(RetryConfig::standard().with_max_attempts(5))
-            .timeout_config(
-                TimeoutConfig::builder()
-                    .operation_attempt_timeout(Duration::from_secs(10))
-                    .operation_timeout(Duration::from_secs(30))
-                    .build(),
-            )
-            .load()
-            .await;
+        let sdk = SdkPolicy::STORES.load(https_client()).await;
         #[allow(unused_mut)] // Only the tests' call log adds to it.
         let mut config = aws_sdk_sfn::config::Builder::from(&sdk);
         #[cfg(any(test, feature = "conformance"))]

@@ -14,10 +14,9 @@ use chrono::{DateTime, Utc};
 
 use std::collections::HashMap;
 
-use super::items::{Item, batch_get, build, key, n, s};
-use super::meta::{CommitItem, commit_item};
-use super::retry::{Cancellation, Transact, transact_once};
-use super::{DynamoMetaStore, keys, sdk_error};
+use super::retry::{Written, transact, transact_once};
+use super::table::{self, CommitItem, Item, batch_get, build, commit_item, key, n, s};
+use super::{DynamoMetaStore, sdk_error};
 use crate::clock::micros_to_time;
 use crate::commit::Commit;
 use crate::error::{Error, Result};
@@ -53,15 +52,15 @@ impl DynamoMetaStore {
         };
         let by_id = f(
             base(
-                keys::commit_pk(tenant, &commit.id),
-                keys::COMMIT_SK.to_owned(),
+                table::commit_pk(tenant, &commit.id),
+                table::COMMIT_SK.to_owned(),
             ),
             true,
         );
         let in_run = f(
             base(
-                keys::lineage_pk(tenant, &commit.lineage),
-                keys::depth_sk(commit.depth),
+                table::lineage_pk(tenant, &commit.lineage),
+                table::depth_sk(commit.depth),
             )
             .condition_expression("attribute_exists(pk)"),
             false,
@@ -80,19 +79,23 @@ impl DynamoMetaStore {
             TransactWriteItem::builder().update(pair.by_id).build(),
             TransactWriteItem::builder().update(pair.in_run).build(),
         ];
-        match self.transact(items).await {
-            Ok(Transact::Done) => Ok(true),
-            Ok(Transact::Cancelled(Cancellation::ConditionalCheckFailed { index: 0, .. })) => {
-                Ok(false)
-            }
-            Ok(Transact::Cancelled(Cancellation::ConditionalCheckFailed { .. })) => Err(
-                Error::internal(format!("{what}: the commit's copy in its run is missing")),
-            ),
-            Ok(Transact::Cancelled(c)) => Err(Error::unavailable(format!(
-                "{what}: the write kept colliding with others on the same commit ({c}); retry"
-            ))),
-            Err(e) => Err(sdk_error("DynamoDB TransactWriteItems", e)),
-        }
+        let written = transact(&self.client, &*self.ids, what, items).await?;
+        pair_written(what, written)
+    }
+}
+
+/// Whether a pair was written: false when the by-id item's condition
+/// failed (item 0).
+///
+/// # Errors
+/// `Internal` when the copy in the run (item 1) is missing.
+fn pair_written(what: &str, written: Written) -> Result<bool> {
+    match written {
+        Written::Done => Ok(true),
+        Written::ConditionFailed { index: 0 } => Ok(false),
+        Written::ConditionFailed { .. } => Err(Error::internal(format!(
+            "{what}: the commit's copy in its run is missing"
+        ))),
     }
 }
 
@@ -137,8 +140,8 @@ impl DynamoMetaStore {
             .client()
             .query()
             .table_name(self.table())
-            .index_name(keys::SUMMARY_INDEX)
-            .expression_attribute_values(":q", s(keys::summary_queue_key(tenant, shard)))
+            .index_name(table::SUMMARY_INDEX)
+            .expression_attribute_values(":q", s(table::summary_queue_key(tenant, shard)))
             .scan_index_forward(true)
             .limit(i32::try_from(limit.saturating_add(1)).unwrap_or(i32::MAX));
         let q = match after {
@@ -188,7 +191,7 @@ impl crate::store::SummaryQueue for DynamoMetaStore {
     ) -> Result<MissingPage> {
         let limit = limit.max(1);
         let shards = futures::future::try_join_all(
-            (0..keys::SUMMARY_SHARDS).map(|shard| self.shard_page(tenant, shard, after, limit)),
+            (0..table::SUMMARY_SHARDS).map(|shard| self.shard_page(tenant, shard, after, limit)),
         )
         .await?;
         let mut more = shards.iter().any(|p| p.more);
@@ -201,7 +204,7 @@ impl crate::store::SummaryQueue for DynamoMetaStore {
         }
         let wanted = positions
             .iter()
-            .map(|p| key(keys::commit_pk(tenant, &p.id), keys::COMMIT_SK))
+            .map(|p| key(table::commit_pk(tenant, &p.id), table::COMMIT_SK))
             .collect();
         let mut found: HashMap<CommitId, CommitItem> = HashMap::new();
         for item in batch_get(self.client(), self.table(), wanted).await? {
@@ -269,16 +272,10 @@ impl crate::store::SummaryQueue for DynamoMetaStore {
             TransactWriteItem::builder().update(pair.by_id).build(),
             TransactWriteItem::builder().update(pair.in_run).build(),
         ];
-        match transact_once(self.client(), items).await {
-            Ok(Transact::Done) => Ok(true),
-            Ok(Transact::Cancelled(Cancellation::ConditionalCheckFailed { index: 0, .. })) => {
-                Ok(false)
-            }
-            Ok(Transact::Cancelled(Cancellation::ConditionalCheckFailed { .. })) => Err(
-                Error::internal("claim: the commit's copy in its run is missing"),
-            ),
-            Ok(Transact::Cancelled(_)) => Ok(false),
-            Err(e) => Err(sdk_error("DynamoDB TransactWriteItems", e)),
+        match transact_once(&self.client, "claim", items).await? {
+            Some(written) => pair_written("claim", written),
+            // Another transaction on the commit: a concurrent claim.
+            None => Ok(false),
         }
     }
 
@@ -344,7 +341,7 @@ impl crate::store::SummaryQueue for DynamoMetaStore {
             .query()
             .table_name(self.table())
             .key_condition_expression("pk = :pk")
-            .expression_attribute_values(":pk", s(keys::TENANTS_PK))
+            .expression_attribute_values(":pk", s(table::TENANTS_PK))
             .into_paginator()
             .items()
             .send();

@@ -61,7 +61,7 @@ fn a_batch_commit_takes_at_most_the_actions_the_batch_limit_counts() {
     root.session_id = Some("s".into());
     let mut child = conformance::commit(&tenant, Some(&root), conformance::t(1), "p", b"c");
     child.session_id = Some("s".into());
-    let actions = |c| meta.commit_items(&tenant, c).unwrap().len();
+    let actions = |c| table::commit_items(meta.table(), &tenant, c).unwrap().len();
     assert_eq!(actions(&root), BATCH_COMMIT_ACTIONS);
     assert_eq!(actions(&child), BATCH_COMMIT_ACTIONS);
     assert!(actions(&bare_root) < BATCH_COMMIT_ACTIONS);
@@ -137,7 +137,7 @@ async fn a_summary_batch_costs_one_page_per_hundred_commits() {
     };
     assert_eq!(
         delta("dynamodb", "Query"),
-        2 * u64::from(keys::SUMMARY_SHARDS),
+        2 * u64::from(table::SUMMARY_SHARDS),
         "{after:?}"
     );
     assert_eq!(delta("dynamodb", "BatchGetItem"), 2, "{after:?}");
@@ -471,7 +471,7 @@ async fn run_with_faults(config: &AwsConfig, one_in: u64, ops: u32) -> usize {
         .key_condition_expression("pk = :pk")
         .expression_attribute_values(
             ":pk",
-            aws_sdk_dynamodb::types::AttributeValue::S(keys::timeline_pk(&tenant, &principal)),
+            aws_sdk_dynamodb::types::AttributeValue::S(table::timeline_pk(&tenant, &principal)),
         )
         .send()
         .await
@@ -486,7 +486,7 @@ async fn run_with_faults(config: &AwsConfig, one_in: u64, ops: u32) -> usize {
         let Some(aws_sdk_dynamodb::types::AttributeValue::S(sk)) = e.get("sk") else {
             panic!("timeline item without a sort key")
         };
-        let (_, id) = keys::parse_timeline_sk(sk).expect("well-formed");
+        let (_, id) = table::parse_timeline_sk(sk).expect("well-formed");
         assert!(
             meta.get_commit(&tenant, &id).await.unwrap().is_some(),
             "timeline entry {id} has its commit"
@@ -554,7 +554,7 @@ async fn gc_sweeps_every_area_of_a_tenant_on_s3() {
         .client()
         .put_object()
         .bucket(blobs.bucket())
-        .key(keys::upload_key(&tenant, &staged))
+        .key(table::upload_key(&tenant, &staged))
         .body(Bytes::from_static(b"staged").into())
         .send()
         .await
@@ -922,11 +922,11 @@ async fn a_ref_writes_nonce_comes_from_the_stores_id_source() {
     meta.cas_ref(&tenant, &name, None, &target, conformance::t(0))
         .await
         .unwrap();
-    let item = super::items::consistent_get(
+    let item = super::table::consistent_get(
         meta.client(),
         &config.table,
-        keys::ref_pk(&tenant, &name),
-        keys::REF_SK,
+        table::ref_pk(&tenant, &name),
+        table::REF_SK,
     )
     .await
     .unwrap()
@@ -948,7 +948,7 @@ async fn a_ref_writes_nonce_comes_from_the_stores_id_source() {
 /// time whatever order the scan reads the commits in.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_backfill_makes_commits_older_than_the_index_erasable() {
-    use super::lifecycle::{IndexItems, index_items};
+    use super::table::{IndexItems, index_items};
     use crate::service::NewCommit;
     use crate::store::Stores;
 
@@ -1004,7 +1004,7 @@ async fn a_backfill_makes_commits_older_than_the_index_erasable() {
         commits.push(c);
     }
     // As before issue 11: no index items, no registry entry.
-    let delete = |item: super::items::Item| {
+    let delete = |item: super::table::Item| {
         let (ddb, table) = (ddb.clone(), table.clone());
         async move {
             ddb.delete_item()
@@ -1025,9 +1025,9 @@ async fn a_backfill_makes_commits_older_than_the_index_erasable() {
             delete(item).await;
         }
     }
-    delete(super::items::key(
-        keys::TENANTS_PK.to_owned(),
-        keys::tenant_sk(&tenant),
+    delete(super::table::key(
+        table::TENANTS_PK.to_owned(),
+        table::tenant_sk(&tenant),
     ))
     .await;
     // A branch of the session, from before its member item existed.
@@ -1035,9 +1035,9 @@ async fn a_backfill_makes_commits_older_than_the_index_erasable() {
     crate::branch::BranchStore::create_branch(&branches, &tenant, &rec, &limits)
         .await
         .unwrap();
-    delete(super::items::key(
-        keys::session_pk(&tenant, "old"),
-        keys::member_sk(&rec.id),
+    delete(super::table::key(
+        table::session_pk(&tenant, "old"),
+        table::member_sk(&rec.id),
     ))
     .await;
     let listed = crate::branch::BranchStore::session_branches(&branches, &tenant, "old");
@@ -1070,9 +1070,9 @@ async fn a_backfill_makes_commits_older_than_the_index_erasable() {
     let last = ddb
         .get_item()
         .table_name(&table)
-        .set_key(Some(super::items::key(
-            keys::session_commits_pk(&tenant, "old"),
-            keys::SESSION_LAST_SK,
+        .set_key(Some(super::table::key(
+            table::session_commits_pk(&tenant, "old"),
+            table::SESSION_LAST_SK,
         )))
         .consistent_read(true)
         .send()
@@ -1080,7 +1080,7 @@ async fn a_backfill_makes_commits_older_than_the_index_erasable() {
         .unwrap();
     assert_eq!(
         last.item().and_then(|i| i.get("last")),
-        Some(&super::items::n(conformance::t(2).timestamp_micros())),
+        Some(&super::table::n(conformance::t(2).timestamp_micros())),
         "the newest commit's time"
     );
     assert!(meta.commit_tenants().await.unwrap().contains(&tenant));
@@ -1098,7 +1098,7 @@ async fn a_backfill_makes_commits_older_than_the_index_erasable() {
     // The tenant's count of active branches (a number, not the session's)
     // stays with the tenant.
     left.retain(|(pk, sk)| {
-        (pk.as_str(), sk.as_str()) != (&keys::tenant_branches_pk(&tenant), keys::TENANT_ACTIVE_SK)
+        (pk.as_str(), sk.as_str()) != (&table::tenant_branches_pk(&tenant), table::TENANT_ACTIVE_SK)
     });
     assert!(left.is_empty(), "items left: {left:?}");
     let idle = meta
@@ -1204,19 +1204,19 @@ async fn a_checkpoint_writes_no_listing_entry_once_its_ref_and_session_exist() {
     assert_eq!(seen.len(), 3, "one transaction per checkpoint: {seen:?}");
     let units = |i: usize, index: &str| seen[i].get(index).copied().unwrap_or(0.0);
     // The first: the ref's and the session's listing entries.
-    assert!(units(0, keys::LISTING_INDEX) > 0.0, "{seen:?}");
+    assert!(units(0, table::LISTING_INDEX) > 0.0, "{seen:?}");
     for i in 1..3 {
         assert_eq!(
-            units(i, keys::LISTING_INDEX),
+            units(i, table::LISTING_INDEX),
             0.0,
             "checkpoint {i}: {seen:?}"
         );
     }
     // One queue entry each, whatever the delta's size.
-    assert!(units(1, keys::SUMMARY_INDEX) > 0.0, "{seen:?}");
+    assert!(units(1, table::SUMMARY_INDEX) > 0.0, "{seen:?}");
     assert_eq!(
-        units(1, keys::SUMMARY_INDEX),
-        units(2, keys::SUMMARY_INDEX),
+        units(1, table::SUMMARY_INDEX),
+        units(2, table::SUMMARY_INDEX),
         "a 4 KB and an 8-byte delta: {seen:?}"
     );
     // The listings still answer.

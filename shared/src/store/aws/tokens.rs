@@ -1,5 +1,5 @@
 //! The DynamoDB [`TokenStore`]: token hashes in the metadata table, one
-//! partition (`TOKENS`, see [`super::keys`]) so that listing them is one
+//! partition (`TOKENS`, see [`super::table`]) so that listing them is one
 //! Query and a lookup by hash one GetItem.
 
 use async_trait::async_trait;
@@ -7,8 +7,8 @@ use aws_sdk_dynamodb::types::ReturnValue;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use super::items::{consistent_get, from_item, key, s, to_item};
-use super::{DynamoMetaStore, keys, sdk_error};
+use super::table::{self, consistent_get, from_item, key, s, to_item};
+use super::{DynamoMetaStore, sdk_error};
 use crate::clock::micros_to_time;
 use crate::error::Result;
 use crate::id::{Hash, TenantId};
@@ -43,7 +43,7 @@ impl DynamoMetaStore {
             .client()
             .query()
             .table_name(self.table())
-            .expression_attribute_values(":pk", s(keys::TOKENS_PK))
+            .expression_attribute_values(":pk", s(table::TOKENS_PK))
             .consistent_read(true);
         let q = if prefix.is_empty() {
             q.key_condition_expression("pk = :pk")
@@ -73,8 +73,8 @@ impl TokenStore for DynamoMetaStore {
         now: DateTime<Utc>,
     ) -> Result<TokenRecord> {
         let item = TokenItem {
-            pk: keys::TOKENS_PK.to_owned(),
-            sk: keys::token_sk(hash),
+            pk: table::TOKENS_PK.to_owned(),
+            sk: table::token_sk(hash),
             id: token_id(hash),
             tenant: tenant.clone(),
             created_at: now.timestamp_micros(),
@@ -93,8 +93,8 @@ impl TokenStore for DynamoMetaStore {
         let item = consistent_get(
             self.client(),
             self.table(),
-            keys::TOKENS_PK.to_owned(),
-            keys::token_sk(hash),
+            table::TOKENS_PK.to_owned(),
+            table::token_sk(hash),
         )
         .await?;
         Ok(item
@@ -115,7 +115,7 @@ impl TokenStore for DynamoMetaStore {
     }
 
     async fn revoke_token(&self, id: &str) -> Result<bool> {
-        let Some(prefix) = keys::token_id_prefix(id) else {
+        let Some(prefix) = table::token_id_prefix(id) else {
             return Ok(false);
         };
         let mut revoked = false;

@@ -14,8 +14,6 @@ fn encode<T: serde::Serialize>(v: &T) -> Result<String> {
     serde_json::to_string(v).map_err(|e| Error::internal(format!("cannot encode a record: {e}")))
 }
 
-impl SqliteMetaStore {}
-
 #[async_trait]
 impl crate::store::Agents for SqliteMetaStore {
     async fn get_agent(&self, tenant: &TenantId, agent: &Principal) -> Result<Option<AgentRecord>> {

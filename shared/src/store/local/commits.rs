@@ -6,7 +6,7 @@ use super::{LocalError, SqliteMetaStore, sql};
 use crate::commit::Commit;
 use crate::error::{Error, Result};
 use crate::id::{CommitId, Principal, SessionId, TenantId};
-use crate::store::commits::{batch_move_settled, continuing};
+use crate::store::commits::{batch_move_settled, continuing, timeline_micros};
 use crate::store::{BatchCommit, BatchRefMove, Batched, MetadataPatch, PutCommit, packed};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -286,9 +286,11 @@ impl crate::store::Commits for SqliteMetaStore {
         limit: usize,
         newest_first: bool,
     ) -> Result<Vec<Commit>> {
+        let Some(micros) = timeline_micros(after, until, limit) else {
+            return Ok(Vec::new());
+        };
+        let (lower, upper) = micros.into_inner();
         let (tenant, principal) = (tenant.clone(), principal.clone());
-        let lower = after.map_or(i64::MIN, |a| a.timestamp_micros().saturating_add(1));
-        let upper = until.timestamp_micros();
         let sql_text = if newest_first {
             select_commit!(
                 "d.bytes, d.codec FROM timeline t JOIN commits c ON c.tenant = t.tenant AND c.id = t.id

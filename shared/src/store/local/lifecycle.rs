@@ -44,8 +44,6 @@ fn tenant_tables(conn: &Connection) -> Result<Vec<String>, LocalError> {
     Ok(names.collect::<Result<_, _>>()?)
 }
 
-impl SqliteMetaStore {}
-
 /// Free pages (4 KiB each by default) below which a compaction leaves the
 /// file as it is: 1 MiB.
 pub(super) const VACUUM_MIN_PAGES: i64 = 256;

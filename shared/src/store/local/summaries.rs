@@ -22,8 +22,6 @@ use crate::store::{
 /// A row of the queue: the commit, lease, tries, err, retry.
 type QueueRow = (CommitRow, Option<i64>, i64, Option<String>, Option<i64>);
 
-impl SqliteMetaStore {}
-
 /// The commit if it exists and lacks a summary, to have its body
 /// rewritten (its inline bytes are not read: they stay as they are).
 fn missing_in(conn: &Connection, tenant: &TenantId, id: &CommitId) -> Result<Option<Stored>> {

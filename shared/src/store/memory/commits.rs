@@ -1,11 +1,10 @@
 //! The in-memory store's commits, their runs and the timelines ([`Commits`](crate::store::Commits)).
 
-use super::meta::lower_above_upper;
 use super::{MemoryMetaStore, lock};
 use crate::commit::Commit;
 use crate::error::Result;
 use crate::id::{CommitId, Principal, SessionId, TenantId};
-use crate::store::commits::{batch_move_settled, continuing};
+use crate::store::commits::{batch_move_settled, continuing, timeline_micros};
 use crate::store::{BatchCommit, BatchRefMove, Batched, MetadataPatch, PutCommit};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -124,20 +123,16 @@ impl crate::store::Commits for MemoryMetaStore {
         limit: usize,
         newest_first: bool,
     ) -> Result<Vec<Commit>> {
-        use std::ops::Bound;
+        let Some(micros) = timeline_micros(after, until, limit) else {
+            return Ok(Vec::new());
+        };
         let m = lock(&self.meta);
         let Some(t) = m.timelines.get(&(tenant.clone(), principal.clone())) else {
             return Ok(Vec::new());
         };
-        let lower = match after {
-            Some(a) => Bound::Excluded((a.timestamp_micros(), CommitId::from_bytes([0xff; 16]))),
-            None => Bound::Unbounded,
-        };
-        let upper = Bound::Included((until.timestamp_micros(), CommitId::from_bytes([0xff; 16])));
-        if lower_above_upper(after, until) {
-            return Ok(Vec::new());
-        }
-        let range = t.range((lower, upper)).map(|((_, id), _)| *id);
+        let first = (*micros.start(), CommitId::from_bytes([0; 16]));
+        let last = (*micros.end(), CommitId::from_bytes([0xff; 16]));
+        let range = t.range(first..=last).map(|((_, id), _)| *id);
         let ids: Vec<CommitId> = if newest_first {
             range.rev().take(limit).collect()
         } else {

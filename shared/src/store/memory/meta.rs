@@ -113,9 +113,3 @@ impl MemoryMetaStore {
         Self::default()
     }
 }
-
-/// Whether the range (`after`, `until`] is empty (a `BTreeMap` range
-/// panics on bounds in the wrong order).
-pub(super) fn lower_above_upper(after: Option<DateTime<Utc>>, until: DateTime<Utc>) -> bool {
-    after.is_some_and(|a| a >= until)
-}

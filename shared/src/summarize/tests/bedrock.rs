@@ -29,8 +29,8 @@ fn bedrock(url: &str, retries: u32) -> Bedrock {
         .endpoint_url(url)
         .credentials_provider(Credentials::new("AKIDTEST", "secret", None, None, "test"))
         .http_client(crate::store::aws::https_client())
-        .retry_config(Bedrock::retry_config(&cfg))
-        .timeout_config(Bedrock::timeout_config(&cfg))
+        .retry_config(Bedrock::sdk_policy(&cfg).retry_config())
+        .timeout_config(Bedrock::sdk_policy(&cfg).timeout_config())
         .build();
     Bedrock::with_client(aws_sdk_bedrockruntime::Client::from_conf(sdk), &cfg)
 }

@@ -1,6 +1,21 @@
-//! Every S3 key and DynamoDB key of the aws backends, built and parsed here
-//! and nowhere else. Numbers are zero-padded so that string order is
-//! numeric order; times are shifted so that negative ones sort too.
+//! The DynamoDB table of the aws backends, in one place: every key (and
+//! the bucket's S3 keys, so that every key is built and parsed in one
+//! module), the items and their encoding, the writes a commit takes (its
+//! items and its index entries) and the reads the stores share. Sending a
+//! `TransactWriteItems` under the one retry policy is [`super::retry`]'s:
+//! a checkpoint goes `commits` → here → `retry`, and nowhere else.
+//!
+//! # Layout
+//! In order: the keys (table, indexes, bucket); attribute values and item
+//! encoding (`Item`); the item types (`CommitItem`, `RefItem`, …); the
+//! write builders (`commit_items`, `index_items`, `commit_deletes`, `ref_put`,
+//! `ref_check`, `put_item`,
+//! `delete_item`); the reads (`consistent_get`, `batch_get`, and the
+//! store's `sort_keys`, `range_after`, `commits_by_id`).
+//!
+//! Keys are built and parsed here and nowhere else. Numbers are zero-padded
+//! so that string order is numeric order; times are shifted so that
+//! negative ones sort too.
 //!
 //! Table layout (one table, string `pk` / `sk`; see docs/adr/0004):
 //!
@@ -45,10 +60,26 @@
 //! keys-only index is written only when an item's key attributes change:
 //! when a ref or a session first appears, or goes).
 
+use std::collections::HashMap;
+
+use aws_sdk_dynamodb::types::{
+    AttributeValue, ConditionCheck, Delete, Put, ReturnValuesOnConditionCheckFailure,
+    TransactWriteItem,
+};
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use super::{DynamoMetaStore, sdk_error};
 use crate::agent::SaveId;
+use crate::clock::micros_to_time;
+use crate::commit::Commit;
+use crate::error::{Error, Result};
 use crate::format::FormatId;
 use crate::id::{ArtifactRef, BranchId, CommitId, Hash, Principal, RefName, TenantId};
-use crate::store::BlobArea;
+use crate::store::packed::{self, Codec};
+use crate::store::{BlobArea, Materialized, RefMove, RefRecord};
+
+// The keys.
 
 /// The S3 key of an artifact: `cas/<tenant>/<2 hex>/<64 hex>`.
 pub fn blob_key(tenant: &TenantId, artifact: &ArtifactRef) -> String {
@@ -175,6 +206,12 @@ fn order_preserving(micros: i64) -> u64 {
 /// The sort key of a timeline entry.
 pub fn timeline_sk(micros: i64, id: &CommitId) -> String {
     format!("TS#{:020}#{id}", order_preserving(micros))
+}
+
+/// A sort key below every entry at or after `micros` and above every
+/// entry before it (no entry's key).
+pub fn timeline_lower_bound(micros: i64) -> String {
+    format!("TS#{:020}#", order_preserving(micros))
 }
 
 /// The largest sort key of any entry at or before `micros`.
@@ -384,6 +421,663 @@ pub fn token_id_prefix(id: &str) -> Option<&str> {
     (hex.len() == 12 && hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))).then_some(hex)
 }
 
+// Attribute values, items and the plumbing the stores share.
+
+/// A DynamoDB item.
+pub(super) type Item = HashMap<String, AttributeValue>;
+
+/// A string attribute.
+pub(super) fn s(v: impl Into<String>) -> AttributeValue {
+    AttributeValue::S(v.into())
+}
+
+/// A number attribute.
+pub(super) fn n(v: impl ToString) -> AttributeValue {
+    AttributeValue::N(v.to_string())
+}
+
+/// The primary key of an item.
+pub(super) fn key(pk: String, sk: impl Into<String>) -> Item {
+    HashMap::from([("pk".to_owned(), s(pk)), ("sk".to_owned(), s(sk))])
+}
+
+/// Maps an SDK builder error (a missing required field: a bug).
+pub(super) fn build<T, E: std::fmt::Display>(r: Result<T, E>) -> Result<T> {
+    r.map_err(|e| Error::internal(format!("cannot build a DynamoDB request: {e}")))
+}
+
+/// Encodes an item.
+pub(super) fn to_item<T: Serialize>(v: &T) -> Result<Item> {
+    serde_dynamo::to_item(v)
+        .map_err(|e| Error::internal(format!("cannot encode a DynamoDB item: {e}")))
+}
+
+/// Decodes an item.
+pub(super) fn from_item<T: for<'de> Deserialize<'de>>(item: Item) -> Result<T> {
+    serde_dynamo::from_item(item)
+        .map_err(|e| Error::internal(format!("a stored DynamoDB item does not decode: {e}")))
+}
+
+/// One item by key, strongly consistent.
+///
+/// # Errors
+/// `Unavailable` when DynamoDB fails.
+pub(super) async fn consistent_get(
+    client: &aws_sdk_dynamodb::Client,
+    table: &str,
+    pk: String,
+    sk: impl Into<String>,
+) -> Result<Option<Item>> {
+    let out = client
+        .get_item()
+        .table_name(table)
+        .set_key(Some(key(pk, sk)))
+        .consistent_read(true)
+        .send()
+        .await
+        .map_err(|e| sdk_error("DynamoDB GetItem", e))?;
+    Ok(out.item)
+}
+
+/// Keys one BatchGetItem may ask for.
+const BATCH_GET: usize = 100;
+
+/// The items at `keys` (strongly consistent BatchGetItems of up to 100
+/// keys, unprocessed keys asked again), in no particular order; keys with
+/// no item are left out.
+///
+/// # Errors
+/// `Unavailable` when DynamoDB fails.
+pub(super) async fn batch_get(
+    client: &aws_sdk_dynamodb::Client,
+    table: &str,
+    keys: Vec<Item>,
+) -> Result<Vec<Item>> {
+    use aws_sdk_dynamodb::types::KeysAndAttributes;
+    let mut out = Vec::with_capacity(keys.len());
+    for chunk in keys.chunks(BATCH_GET) {
+        let mut pending = chunk.to_vec();
+        while !pending.is_empty() {
+            let ka = build(
+                KeysAndAttributes::builder()
+                    .set_keys(Some(std::mem::take(&mut pending)))
+                    .consistent_read(true)
+                    .build(),
+            )?;
+            let res = client
+                .batch_get_item()
+                .request_items(table, ka)
+                .send()
+                .await
+                .map_err(|e| sdk_error("DynamoDB BatchGetItem", e))?;
+            if let Some(mut responses) = res.responses {
+                out.extend(responses.remove(table).unwrap_or_default());
+            }
+            if let Some(ka) = res.unprocessed_keys.and_then(|mut left| left.remove(table)) {
+                pending = ka.keys;
+            }
+        }
+    }
+    Ok(out)
+}
+
+// The items.
+
+/// A commit item (by id, or in its run).
+#[derive(Debug, Serialize, Deserialize)]
+pub(super) struct CommitItem {
+    pub(super) pk: String,
+    pub(super) sk: String,
+    /// The commit.
+    pub(super) c: Commit,
+    /// Set while the commit has no summary, to the tenant's queue shard of
+    /// the commit ([`summary_queue_key_of`]): the key of the sparse,
+    /// keys-only `missing_summary` index. By-id items only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) nosum: Option<String>,
+    /// `created_at` in µs: the sort key of that index.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) ts: Option<i64>,
+    /// Summary queue state (by-id items only): claimed until (µs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) lease: Option<i64>,
+    /// Failed summary attempts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) tries: Option<u32>,
+    /// The last summary failure.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) err: Option<String>,
+    /// No summary retry before then (µs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) retry: Option<i64>,
+}
+
+/// The attribute of a commit item holding the commit's inline artifact
+/// bytes ([`Commit::inline`]) as they are, binary, on both the by-id item
+/// and the copy in its run (so the lineage Query returns them); absent
+/// when the bytes are in S3 or packed. Kept outside `c` so that updates of
+/// `c`'s fields leave it. Items written before packing existed hold their
+/// bytes here.
+pub(super) const INLINE_ATTR: &str = "d";
+
+/// The attribute holding the inline bytes LZ4-packed (`store::packed`),
+/// as versions before zstd wrote them: read, no longer written.
+pub(super) const PACKED_ATTR: &str = "z";
+
+/// The attribute holding the inline bytes zstd-packed (`store::packed`),
+/// instead of [`INLINE_ATTR`], when that saves at least an eighth.
+pub(super) const ZSTD_ATTR: &str = "y";
+
+/// Every attribute that may hold a commit item's inline bytes, with the
+/// codec of its value: an item has one of them or none.
+pub(super) const INLINE_ATTRS: [(&str, Codec); 3] = [
+    (INLINE_ATTR, Codec::Raw),
+    (PACKED_ATTR, Codec::Lz4),
+    (ZSTD_ATTR, Codec::Zstd),
+];
+
+/// The binary value of an inline-bytes attribute.
+fn binary(v: AttributeValue) -> Result<bytes::Bytes> {
+    match v {
+        AttributeValue::B(b) => Ok(bytes::Bytes::from(b.into_inner())),
+        other => Err(Error::internal(format!(
+            "a commit item's inline bytes are not binary: {other:?}"
+        ))),
+    }
+}
+
+/// Decodes a commit item, its inline bytes (unpacked) put back into the
+/// commit.
+pub(super) fn commit_item(mut item: Item) -> Result<CommitItem> {
+    let mut inline = None;
+    for (attr, codec) in INLINE_ATTRS {
+        if let Some(v) = item.remove(attr) {
+            if inline.is_some() {
+                return Err(Error::internal(
+                    "a commit item holds its inline bytes twice, under two codecs",
+                ));
+            }
+            inline = Some(packed::unpack(codec, binary(v)?)?);
+        }
+    }
+    let mut i: CommitItem = from_item(item)?;
+    i.c.inline = inline;
+    Ok(i)
+}
+
+/// The attribute that holds inline bytes as stored: packed when that
+/// saves an eighth (computed once per checkpoint, for both its items).
+fn inline_attr(bytes: &bytes::Bytes) -> (&'static str, AttributeValue) {
+    let (codec, at_rest) = packed::pack(bytes);
+    let attr = INLINE_ATTRS
+        .iter()
+        .find(|(_, c)| *c == codec)
+        .map_or(INLINE_ATTR, |(attr, _)| attr);
+    (
+        attr,
+        AttributeValue::B(aws_sdk_dynamodb::primitives::Blob::new(Vec::from(at_rest))),
+    )
+}
+
+/// Encodes a commit item, with the commit's inline bytes as `inline`
+/// stores them ([`inline_attr`] of `i.c.inline`).
+fn encode_commit_item(
+    i: &CommitItem,
+    inline: Option<&(&'static str, AttributeValue)>,
+) -> Result<Item> {
+    let mut item = to_item(i)?;
+    if let Some((attr, value)) = inline {
+        item.insert((*attr).to_owned(), value.clone());
+    }
+    Ok(item)
+}
+
+impl CommitItem {
+    /// The item of `commit` at (`pk`, `sk`), without queue state.
+    fn new(
+        pk: String,
+        sk: String,
+        commit: &Commit,
+        nosum: Option<String>,
+        ts: Option<i64>,
+    ) -> Self {
+        CommitItem {
+            pk,
+            sk,
+            c: commit.clone(),
+            nosum,
+            ts,
+            lease: None,
+            tries: None,
+            err: None,
+            retry: None,
+        }
+    }
+}
+
+/// A tenant registry item.
+#[derive(Debug, Serialize, Deserialize)]
+pub(super) struct TenantItem {
+    pub(super) pk: String,
+    pub(super) sk: String,
+}
+
+/// A ref item.
+#[derive(Debug, Serialize, Deserialize)]
+pub(super) struct RefItem {
+    pub(super) pk: String,
+    pub(super) sk: String,
+    pub(super) target: CommitId,
+    pub(super) updated_at: i64,
+    /// The `listing` index's partition key ([`refs_list_key`]): the
+    /// same on every write of the ref, so a move writes no index entry.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) lk: Option<String>,
+    /// The `listing` index's sort key: the ref's name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) ls: Option<String>,
+    /// A nonce of the write that set the ref: when a response is lost and
+    /// the retry fails its condition, finding our own nonce means the first
+    /// attempt landed.
+    #[serde(default)]
+    pub(super) w: Option<String>,
+}
+
+/// A cached materialization item.
+#[derive(Debug, Serialize, Deserialize)]
+pub(super) struct MaterializedItem {
+    pub(super) pk: String,
+    pub(super) sk: String,
+    pub(super) m: Materialized,
+}
+
+/// The ref a ref item holds.
+///
+/// # Errors
+/// `Internal` for a malformed stored name.
+pub(super) fn ref_record(item: RefItem) -> Result<RefRecord> {
+    let name = item.ls.as_deref().unwrap_or_default();
+    Ok(RefRecord {
+        name: name
+            .parse()
+            .map_err(|_| Error::internal(format!("stored ref name {name:?} is malformed")))?,
+        target: item.target,
+        updated_at: micros_to_time(item.updated_at),
+    })
+}
+
+// The writes: every item of a commit and its index entries.
+
+/// An unconditional put of `item`.
+pub(super) fn put_item(table: &str, item: Item) -> Result<TransactWriteItem> {
+    Ok(TransactWriteItem::builder()
+        .put(build(
+            Put::builder()
+                .table_name(table)
+                .set_item(Some(item))
+                .build(),
+        )?)
+        .build())
+}
+
+/// A put of `item` on condition that no item has its key.
+fn put_new_item(table: &str, item: Item) -> Result<TransactWriteItem> {
+    let put = Put::builder()
+        .table_name(table)
+        .set_item(Some(item))
+        .condition_expression("attribute_not_exists(pk)");
+    Ok(TransactWriteItem::builder()
+        .put(build(put.build())?)
+        .build())
+}
+
+/// An unconditional delete of the item at `key` (an item's [`key`]).
+pub(super) fn delete_item(table: &str, key: Item) -> Result<TransactWriteItem> {
+    Ok(TransactWriteItem::builder()
+        .delete(build(
+            Delete::builder()
+                .table_name(table)
+                .set_key(Some(key))
+                .build(),
+        )?)
+        .build())
+}
+
+/// The put of ref `mv.name` at `target`, by compare-and-swap from
+/// `mv.expected` (`None`: the ref must not exist), stamped `now` and, when
+/// given, with the write's `nonce` ([`RefItem::w`]).
+pub(super) fn ref_put(
+    table: &str,
+    tenant: &TenantId,
+    mv: &RefMove,
+    target: &CommitId,
+    now: DateTime<Utc>,
+    nonce: Option<String>,
+) -> Result<TransactWriteItem> {
+    let item = to_item(&RefItem {
+        pk: ref_pk(tenant, &mv.name),
+        sk: REF_SK.to_owned(),
+        target: *target,
+        updated_at: now.timestamp_micros(),
+        lk: Some(refs_list_key(tenant)),
+        ls: Some(ref_list_sk(&mv.name)),
+        w: nonce,
+    })?;
+    let mut put = Put::builder().table_name(table).set_item(Some(item));
+    put = match &mv.expected {
+        None => put.condition_expression("attribute_not_exists(pk)"),
+        Some(e) => put
+            .condition_expression("#target = :expected")
+            .expression_attribute_names("#target", "target")
+            .expression_attribute_values(":expected", s(e.to_string())),
+    };
+    Ok(TransactWriteItem::builder()
+        .put(build(put.build())?)
+        .build())
+}
+
+/// A check, in a transaction, that ref `name` still points at `target`
+/// (a move that finds the ref already there leaves it alone).
+pub(super) fn ref_check(
+    table: &str,
+    tenant: &TenantId,
+    name: &RefName,
+    target: &CommitId,
+) -> Result<TransactWriteItem> {
+    let check = ConditionCheck::builder()
+        .table_name(table)
+        .set_key(Some(key(ref_pk(tenant, name), REF_SK)))
+        .condition_expression("#target = :target")
+        .expression_attribute_names("#target", "target")
+        .expression_attribute_values(":target", s(target.to_string()));
+    Ok(TransactWriteItem::builder()
+        .condition_check(build(check.build())?)
+        .build())
+}
+
+/// The items of one new commit's write ([`commit_items`]).
+pub(super) struct CommitItems {
+    /// The commit by id (on condition that it does not exist, asking the
+    /// old item back), its slot in its run (on condition that it is free),
+    /// its timeline entry.
+    pub(super) own: [TransactWriteItem; 3],
+    /// The tenant registry item, for a root.
+    pub(super) registry: Option<TransactWriteItem>,
+    /// The lifecycle index entries: in its session, among its parent's
+    /// children, among its artifact's users.
+    pub(super) index: Vec<TransactWriteItem>,
+    /// Its session's last-activity item, when it has a session.
+    pub(super) last: Option<TransactWriteItem>,
+}
+
+#[cfg(test)]
+impl CommitItems {
+    /// How many actions they are.
+    pub(super) fn len(&self) -> usize {
+        self.own.len()
+            + usize::from(self.registry.is_some())
+            + self.index.len()
+            + usize::from(self.last.is_some())
+    }
+}
+
+/// The items that write a new `commit` of `tenant`: the one builder of a
+/// commit's items, for a checkpoint and a batch alike.
+pub(super) fn commit_items(table: &str, tenant: &TenantId, commit: &Commit) -> Result<CommitItems> {
+    let by_id = CommitItem::new(
+        commit_pk(tenant, &commit.id),
+        COMMIT_SK.to_owned(),
+        commit,
+        commit
+            .summary
+            .is_none()
+            .then(|| summary_queue_key_of(tenant, &commit.id)),
+        Some(commit.created_at.timestamp_micros()),
+    );
+    let in_run = CommitItem::new(
+        lineage_pk(tenant, &commit.lineage),
+        depth_sk(commit.depth),
+        commit,
+        None,
+        None,
+    );
+    let timeline = key(
+        timeline_pk(tenant, &commit.principal),
+        timeline_sk(commit.created_at.timestamp_micros(), &commit.id),
+    );
+    let inline = commit.inline.as_ref().map(inline_attr);
+    let by_id = Put::builder()
+        .table_name(table)
+        .set_item(Some(encode_commit_item(&by_id, inline.as_ref())?))
+        .condition_expression("attribute_not_exists(pk)")
+        .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld);
+    let own = [
+        TransactWriteItem::builder()
+            .put(build(by_id.build())?)
+            .build(),
+        put_new_item(table, encode_commit_item(&in_run, inline.as_ref())?)?,
+        put_item(table, timeline)?,
+    ];
+    // A root: the tenant joins the registry (idempotent).
+    let registry = match commit.parent {
+        None => Some(put_item(
+            table,
+            to_item(&TenantItem {
+                pk: TENANTS_PK.to_owned(),
+                sk: tenant_sk(tenant),
+            })?,
+        )?),
+        Some(_) => None,
+    };
+    let (index, last) = index_puts(table, tenant, commit)?;
+    Ok(CommitItems {
+        own,
+        registry,
+        index,
+        last,
+    })
+}
+
+/// The lifecycle index items of one commit.
+pub(super) struct IndexItems {
+    /// Keys-only items: the commit in its session, as a child of its
+    /// parent, as a user of its artifact.
+    pub(super) keys: Vec<Item>,
+    /// Its session's last write (`last`: the commit's time, µs), when it
+    /// has a session.
+    pub(super) last: Option<Item>,
+}
+
+/// The lifecycle index items of `commit` (layout above).
+pub(super) fn index_items(tenant: &TenantId, commit: &Commit) -> IndexItems {
+    let mut entries = Vec::new();
+    let mut last = None;
+    if let Some(session) = &commit.session_id {
+        entries.push(key(
+            session_commits_pk(tenant, session),
+            commit.id.to_string(),
+        ));
+        // On the session's own partition; its `listing` keys are the same
+        // on every write, so rewriting it writes no index entry.
+        let mut item = key(session_commits_pk(tenant, session), SESSION_LAST_SK);
+        item.insert("last".into(), n(commit.created_at.timestamp_micros()));
+        item.insert("lk".into(), s(sessions_list_key(tenant)));
+        item.insert("ls".into(), s(session.clone()));
+        last = Some(item);
+    }
+    if let Some(parent) = &commit.parent {
+        entries.push(key(children_pk(tenant, parent), commit.id.to_string()));
+    }
+    entries.push(key(
+        artifact_users_pk(tenant, &commit.artifact_ref),
+        user_commit_sk(&commit.id),
+    ));
+    IndexItems {
+        keys: entries,
+        last,
+    }
+}
+
+/// The index items a checkpoint of `commit` writes with it: the keys-only
+/// entries, and its session's last-activity item.
+fn index_puts(
+    table: &str,
+    tenant: &TenantId,
+    commit: &Commit,
+) -> Result<(Vec<TransactWriteItem>, Option<TransactWriteItem>)> {
+    let IndexItems {
+        keys: entries,
+        last,
+    } = index_items(tenant, commit);
+    let entries = entries
+        .into_iter()
+        .map(|item| put_item(table, item))
+        .collect::<Result<_>>()?;
+    Ok((entries, last.map(|i| put_item(table, i)).transpose()?))
+}
+
+/// The deletes that remove `commit` (as stored: its run is where it
+/// is) and every index entry of it, the items [`commit_items`] wrote: its
+/// by-id item first, on condition that it exists, then its slot in its
+/// run, its timeline entry and its [`index_items`] entries. Its session's
+/// last write stays (`Lifecycle::forget_session` removes it with the
+/// session's last commit), and so does the tenant registry.
+pub(super) fn commit_deletes(
+    table: &str,
+    tenant: &TenantId,
+    commit: &Commit,
+) -> Result<Vec<TransactWriteItem>> {
+    let by_id = Delete::builder()
+        .table_name(table)
+        .set_key(Some(key(commit_pk(tenant, &commit.id), COMMIT_SK)))
+        .condition_expression("attribute_exists(pk)");
+    let mut items = vec![
+        TransactWriteItem::builder()
+            .delete(build(by_id.build())?)
+            .build(),
+        delete_item(
+            table,
+            key(lineage_pk(tenant, &commit.lineage), depth_sk(commit.depth)),
+        )?,
+        delete_item(
+            table,
+            key(
+                timeline_pk(tenant, &commit.principal),
+                timeline_sk(commit.created_at.timestamp_micros(), &commit.id),
+            ),
+        )?,
+    ];
+    // Keys-only items: each is its own key.
+    for entry in index_items(tenant, commit).keys {
+        items.push(delete_item(table, entry)?);
+    }
+    Ok(items)
+}
+
+// The reads.
+
+/// Where [`DynamoMetaStore::range_after`] reads: the table by (`pk`, `sk`),
+/// or the keys-only listing index by (`lk`, `ls`).
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Range {
+    Table,
+    Listing,
+}
+
+/// The commit ids an index partition's sort keys name (a session's
+/// commits, a commit's children).
+///
+/// # Errors
+/// `Internal` for a sort key that is no commit id.
+pub(super) fn parse_ids(rows: Vec<(String, Item)>) -> Result<Vec<CommitId>> {
+    rows.into_iter()
+        .map(|(sk, _)| {
+            sk.parse()
+                .map_err(|_| Error::internal(format!("an index item names {sk:?}")))
+        })
+        .collect()
+}
+
+impl DynamoMetaStore {
+    /// One item by key, strongly consistent ([`consistent_get`]).
+    pub(super) async fn get_item(&self, pk: String, sk: String) -> Result<Option<Item>> {
+        consistent_get(&self.client, &self.table, pk, sk).await
+    }
+
+    /// Every sort key of partition `pk` (paginated Query, keys only).
+    pub(super) async fn sort_keys(&self, pk: String, limit: usize) -> Result<Vec<(String, Item)>> {
+        self.range_after(Range::Table, pk, None, limit).await
+    }
+
+    /// Up to `limit` entries of one partition of `on` from the first range
+    /// key above `after`, in order, each with its range key (a lazy
+    /// paginated Query: no page past `limit` is asked for). The table is
+    /// read strongly consistent; an index cannot be.
+    pub(super) async fn range_after(
+        &self,
+        on: Range,
+        hash: String,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<(String, Item)>> {
+        let (hash_attr, range_attr, index) = match on {
+            Range::Table => ("pk", "sk", None),
+            Range::Listing => ("lk", "ls", Some(LISTING_INDEX)),
+        };
+        let query = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .set_index_name(index.map(str::to_owned))
+            .set_consistent_read(index.is_none().then_some(true))
+            .expression_attribute_values(":h", s(hash));
+        let query = match after {
+            Some(a) => query
+                .key_condition_expression(format!("{hash_attr} = :h AND {range_attr} > :after"))
+                .expression_attribute_values(":after", s(a.to_owned())),
+            None => query.key_condition_expression(format!("{hash_attr} = :h")),
+        };
+        let mut items = query
+            .limit(i32::try_from(limit).unwrap_or(i32::MAX))
+            .into_paginator()
+            .items()
+            .send();
+        let mut out = Vec::new();
+        while out.len() < limit {
+            let Some(item) = items
+                .try_next()
+                .await
+                .map_err(|e| sdk_error("DynamoDB Query", e))?
+            else {
+                break;
+            };
+            if let Some(AttributeValue::S(range)) = item.get(range_attr) {
+                out.push((range.clone(), item));
+            }
+        }
+        Ok(out)
+    }
+
+    /// The commits named, by BatchGetItem (strongly consistent), in the
+    /// order of `ids`; ids with no commit are left out.
+    pub(super) async fn commits_by_id(
+        &self,
+        tenant: &TenantId,
+        ids: &[CommitId],
+    ) -> Result<Vec<Commit>> {
+        let wanted = ids
+            .iter()
+            .map(|id| key(commit_pk(tenant, id), COMMIT_SK))
+            .collect();
+        let mut found: HashMap<CommitId, Commit> = HashMap::with_capacity(ids.len());
+        for item in batch_get(&self.client, &self.table, wanted).await? {
+            let c = commit_item(item)?.c;
+            found.insert(c.id, c);
+        }
+        Ok(ids.iter().filter_map(|id| found.remove(id)).collect())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -440,8 +1134,10 @@ mod tests {
             prop_assert_eq!(parse_timeline_sk(&timeline_sk(a, &ix)), Some((a, ix)));
             prop_assert_eq!(timeline_sk(a, &ix).cmp(&timeline_sk(b, &iy)), (a, ix).cmp(&(b, iy)));
             prop_assert!(timeline_sk(a, &ix) <= timeline_upper_bound(a));
+            prop_assert!(timeline_lower_bound(a) < timeline_sk(a, &ix));
             if a < b {
                 prop_assert!(timeline_upper_bound(a) < timeline_sk(b, &iy));
+                prop_assert!(timeline_sk(a, &ix) < timeline_lower_bound(b));
             }
         }
 
