@@ -98,7 +98,7 @@ def test_openapi_paths_are_covered(client: Client) -> None:
     }
     served = {
         (method, path)
-        for path, item in client.openapi()["paths"].items()
+        for path, item in client.openapi_json()["paths"].items()
         for method in item
         if method in ("get", "put", "post", "patch", "delete")
     }
@@ -151,7 +151,7 @@ def test_branches(client: Client, unique: str) -> None:
     b = client.branch_create(session, "look something up", budget=1000, timeout_seconds=600)
     assert b["branch_id"].startswith("br-") and b["depth"] == 1
     assert client.branch_status(b["branch_id"])["status"] in ("created", "active")
-    assert client.branches_of_session(session)
+    assert client.branch_status_of_session(session)
     r = client.branch_return(b["branch_id"], "found it")
     assert r["success"] and r["message"] == "found it"
     with pytest.raises(ConflictError):
@@ -169,14 +169,14 @@ def test_memories(client: Client, unique: str) -> None:
     session = f"m-{unique}"
     first = client.branch_create(session, f"render the {unique} charts")
     client.branch_fail(first["branch_id"], "matplotlib ran out of memory on 2M points")
-    found = client.search_memories(f"{unique} charts", kind="anti_pattern")["memories"]
+    found = client.memory_search(f"{unique} charts", kind="anti_pattern")["memories"]
     assert [m["provenance"]["branch_id"] for m in found] == [first["branch_id"]]
     assert found[0]["confidence"] == 0.8 and found[0]["score"] > 0
     assert "ran out of memory" in found[0]["content"]
     again = client.branch_create(session, f"render the {unique} charts", inject_memories=True)
     assert [m["id"] for m in again["memories"]] == [found[0]["id"]]
     with pytest.raises(InvalidError) as bad:
-        client.search_memories(" ")
+        client.memory_search(" ")
     assert bad.value.field == "q"
 
 
@@ -201,7 +201,7 @@ def test_workspaces(client: Client, unique: str) -> None:
 
 
 def test_direct_uploads_are_refused_in_embedded_mode_with_the_field(client: Client) -> None:
-    art = client.put_artifact(b"x")["ref"]
+    art = client.upload_artifact(b"x")["ref"]
     try:
         up = client.upload_url(art, 1)
     except InvalidError as e:  # embedded storage takes no direct uploads
@@ -211,7 +211,7 @@ def test_direct_uploads_are_refused_in_embedded_mode_with_the_field(client: Clie
 
 
 def test_gc_pages_report_and_keep_what_is_young(client: Client) -> None:
-    client.put_artifact(b"an orphan, but a young one")
+    client.upload_artifact(b"an orphan, but a young one")
     report = client.gc(dry_run=True, limit=1000)
     assert report["dry_run"] is True
     assert report["removed"] == [], "nothing younger than the grace period goes"
@@ -224,9 +224,9 @@ def test_erase_and_pins(client: Client) -> None:
     tip = client.checkpoint(
         delta="doomed turn\n", principal="py", template="t", format="raw", session_id="py-doomed"
     )["id"]
-    client.pin("session", "py-doomed")
+    client.set_pin("session", "py-doomed")
     assert {"kind": "session", "name": "py-doomed"} in client.list_pins()["pins"]
-    client.unpin("session", "py-doomed")
+    client.delete_pin("session", "py-doomed")
     erased = client.erase_session("py-doomed")
     assert erased["commits"] == 1
     with pytest.raises(NotFoundError):
@@ -250,7 +250,7 @@ def test_a_principal_erase(client: Client) -> None:
 def test_an_agents_live_context(client: Client) -> None:
     agent = "py-agent"
     assert client.context_window(agent)["message_count"] == 0, "a fresh agent: empty"
-    client.set_agent(agent, window_seconds=3600)
+    client.patch_agent(agent, window_seconds=3600)
     assert client.get_agent(agent)["window_seconds"] == 3600
     client.checkpoint(
         delta='[{"role":"user","content":"hello"}]',
@@ -275,7 +275,7 @@ def test_an_agents_live_context(client: Client) -> None:
 def test_an_agents_assembled_context(client: Client) -> None:
     agent = "py-assembler"
     client.put_file("py-docs", "guide.md", b"Read the guide.")
-    settings = client.set_agent(agent, system_prompt="You are tested.", docs_workspace="py-docs")
+    settings = client.patch_agent(agent, system_prompt="You are tested.", docs_workspace="py-docs")
     assert settings["system_prompt"] == "You are tested."
     assert settings["docs_workspace"] == "py-docs"
     for thread, text in [("t1", "hello"), ("t2", "elsewhere")]:
