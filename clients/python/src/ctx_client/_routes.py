@@ -1,11 +1,14 @@
-"""Every route of the API as the clients offer it: a function per route,
-named by its operationId (but for conveniences over one, ``branch_fail``),
-that builds its :class:`~ctx_client._core.Call`. The clients only send them.
+"""The routes of the API the clients shape: a function per operation,
+named by its operationId, that builds its :class:`~ctx_client._core.Call`.
+The clients only send them.
 
 The routes themselves (method, path, parameters, bodies and answers) are
 generated from the OpenAPI document into :mod:`ctx_client._generated`;
 what is written here is what the document cannot say: the clients'
-arguments, their defaults, and how they become a request body.
+arguments, their defaults, and how they become a request body. An
+operation with no function here is sent as generated
+(:func:`ctx_client.client.every_operation`). A function named by no
+operation (``branch_fail``) is a convenience over the one it sends.
 """
 
 from __future__ import annotations

@@ -1,10 +1,14 @@
 """The clients: :class:`Client` (blocking) and :class:`AsyncClient`
-(asyncio), both on httpx, with one method per route of the API, named by
-its operationId.
+(asyncio), both on httpx, with one method per operation of the API, named
+by its operationId.
 
-Each method is the route function of :mod:`ctx_client._routes` of the same
-name, sent: the arguments and return types are the same in both clients
-(the async ones return awaitables). Errors raise the
+Each such method sends the function of :mod:`ctx_client._routes` of that
+name, or, for an operation ``_routes`` does not shape, the generated one of
+:mod:`ctx_client._generated` as it is: every operation of the document is
+a method of both clients by construction (:func:`every_operation`). The
+arguments and return types are the same in both clients (the async ones
+return awaitables). A few conveniences over an operation (``branch_fail``,
+``read_bytes``) are methods too, under names of their own. Errors raise the
 :class:`~ctx_client.errors.CtxError` subclass of the API's error kind; 503
 and 429 are retried as :class:`~ctx_client._core.RetryPolicy` says,
 honouring ``Retry-After``.
@@ -20,6 +24,7 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 import anyio
 import httpx
 
+from . import _generated as api
 from . import _routes
 from ._core import (
     DEFAULT_URL,
@@ -56,6 +61,37 @@ def _async(route: Callable[P, Call[T]]) -> Callable[Concatenate[AsyncClient, P],
         return await self.send(route(*args, **kwargs))
 
     return method
+
+
+def route_of(op: str) -> Callable[..., Call[Any]]:
+    """The function that builds operation ``op``'s call: the one
+    :mod:`ctx_client._routes` writes when it shapes ``op`` (the clients'
+    arguments and defaults), else the generated one."""
+    route: Callable[..., Call[Any]] = getattr(_routes, op, None) or getattr(api, op)
+    return route
+
+
+C = TypeVar("C", bound=type)
+
+
+def every_operation(
+    wrap: Callable[[Callable[..., Call[Any]]], Callable[..., Any]],
+) -> Callable[[C], C]:
+    """A class decorator: each operation of
+    :data:`ctx_client._generated.OPERATIONS` that the class body does not
+    define becomes a method named by its operationId, ``wrap`` of
+    :func:`route_of`. An operation added to the server is then a method of
+    both clients once ``_generated`` is regenerated, with no hand-written
+    Python; the class bodies define the operations ``_routes`` shapes, so
+    that type checkers see them."""
+
+    def add(cls: C) -> C:
+        for op in api.OPERATIONS:
+            if op not in vars(cls):
+                setattr(cls, op, wrap(route_of(op)))
+        return cls
+
+    return add
 
 
 def storage_request(
@@ -108,6 +144,7 @@ class _Base:
         return url
 
 
+@every_operation(_sync)
 class Client(_Base):
     """A blocking client.
 
@@ -192,6 +229,8 @@ class Client(_Base):
                 continue
             return call.parse(resp)
 
+    # The operations _routes shapes (the others: every_operation), and
+    # branch_fail, a failed branch_return.
     healthz = _sync(_routes.healthz)
     openapi_json = _sync(_routes.openapi_json)
     upload_artifact = _sync(_routes.upload_artifact)
@@ -269,6 +308,7 @@ class Client(_Base):
         return self.read_bytes(commit=ctx_id, stop=stop, format=format)
 
 
+@every_operation(_async)
 class AsyncClient(_Base):
     """An asyncio client with the same methods as :class:`Client`, awaitable.
 
@@ -350,6 +390,8 @@ class AsyncClient(_Base):
                 continue
             return call.parse(resp)
 
+    # The operations _routes shapes (the others: every_operation), and
+    # branch_fail, a failed branch_return.
     healthz = _async(_routes.healthz)
     openapi_json = _async(_routes.openapi_json)
     upload_artifact = _async(_routes.upload_artifact)
