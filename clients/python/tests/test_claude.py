@@ -184,7 +184,7 @@ async def test_a_line_that_is_not_json_in_the_transcript_is_skipped_on_load(
         commit_type="delta",
         checkpoint="turn_boundary",
     )
-    await aclient.put_ref(store.ref_name(key), commit["id"])
+    await aclient.set_ref(store.ref_name(key), commit["id"])
     assert await store.load(key) == [first, second]
     await store.append(key, [{"type": "x", "uuid": "u-2"}])
     assert await store.load(key) == [first, second, {"type": "x", "uuid": "u-2"}]

@@ -63,7 +63,7 @@ def test_batch_writes_commits_artifacts_and_refs_at_once(client: Client, unique:
     assert [r["target"] for r in done["refs"]] == [first["id"], second["id"]]
     assert client.get_ref(ref)["target"] == first["id"]
     assert client.get_ref(thread)["target"] == second["id"]
-    assert client.get_artifact(artifact_ref_of(loose)) == loose
+    assert client.download_artifact(artifact_ref_of(loose)) == loose
     _, data = client.materialize_bytes(first["id"], stop="root")
     assert data.decode() == "".join(TRANSCRIPT)
     # Sent again with the same times: the same answer, nothing written twice.
@@ -116,17 +116,17 @@ async def test_async_batch(aclient: AsyncClient, unique: str) -> None:
 
 def test_health_and_openapi(client: Client) -> None:
     assert client.healthz() == "ok"
-    doc = client.openapi()
+    doc = client.openapi_json()
     assert doc["openapi"].startswith("3.1")
     assert "/v1/commits" in doc["paths"]
 
 
 def test_artifacts_round_trip(client: Client, unique: str) -> None:
     data = f"bytes of {unique}\x00\xff".encode("latin-1")
-    info = client.put_artifact(data)
+    info = client.upload_artifact(data)
     assert info["ref"].startswith("art-") and info["size"] == len(data)
-    assert client.put_artifact(data) == info
-    assert client.get_artifact(info["ref"]) == data
+    assert client.upload_artifact(data) == info
+    assert client.download_artifact(info["ref"]) == data
 
 
 def test_checkpoint_chain_materialize_history_refs(client: Client, unique: str) -> None:
@@ -168,9 +168,9 @@ def test_checkpoint_chain_materialize_history_refs(client: Client, unique: str) 
 
     # A stale compare-and-swap: 409 with where the ref points now.
     with pytest.raises(ConflictError) as e:
-        client.put_ref(ref, first["id"], expected=first["id"])
+        client.set_ref(ref, first["id"], expected=first["id"])
     assert e.value.status == 409 and e.value.current == second["id"]
-    assert client.put_ref(ref, first["id"], expected=second["id"])["target"] == first["id"]
+    assert client.set_ref(ref, first["id"], expected=second["id"])["target"] == first["id"]
 
     changed = client.update_metadata(first["id"], summary="greeting")
     assert changed["summary"] == "greeting"

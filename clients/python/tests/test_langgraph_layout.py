@@ -91,7 +91,7 @@ def test_unchanged_values_are_one_artifact_and_copies_share_commits(client: Clie
     def doc(thread: str, checkpoint_id: str) -> dict:
         tip = client.get_ref(names.checkpoint(thread, "", checkpoint_id))["target"]
         commit = client.get_commit(tip)
-        return json.loads(client.get_artifact(commit["artifact_ref"]))
+        return json.loads(client.download_artifact(commit["artifact_ref"]))
 
     d1, d2 = doc("src", first_id), doc("src", cp["id"])
     assert d1["values"]["big"][1] == d2["values"]["big"][1]
@@ -135,7 +135,7 @@ def test_an_appended_list_is_a_delta_on_its_parents_chain(client: Client) -> Non
     def stored(checkpoint_id: str) -> tuple[dict, dict]:
         tip = client.get_ref(names.checkpoint("lists", "", checkpoint_id))["target"]
         commit = client.get_commit(tip)
-        return commit, json.loads(client.get_artifact(commit["artifact_ref"]))
+        return commit, json.loads(client.download_artifact(commit["artifact_ref"]))
 
     docs = [stored(cid) for _, cid in steps]
     slots = [doc["values"]["msgs"][1] for _, doc in docs]
@@ -209,7 +209,7 @@ def test_writes_are_deltas_of_their_own_lines(client: Client) -> None:
     chain = client.history(tip, depth=10)["commits"]
     assert [c["commit_type"] for c in chain] == ["delta", "delta", "delta", "snapshot"]
     assert [c["checkpoint"] for c in chain] == ["tool_call"] * 3 + ["turn_boundary"]
-    last = client.get_artifact(chain[0]["artifact_ref"])
+    last = client.download_artifact(chain[0]["artifact_ref"])
     assert last.count(b"\n") == 1 and json.loads(last)[0] == "task-2"
     fresh = CtxSaver(client, prefix=names.prefix)
     got = fresh.get_tuple(stored)
@@ -224,7 +224,7 @@ def test_documents_of_version_2_still_read(client: Client) -> None:
     names = saver._core.names
     stored, cid = _put(saver, "old", {"n": 1})
     tip = client.get_ref(names.checkpoint("old", "", cid))["target"]
-    doc = json.loads(client.get_artifact(client.get_commit(tip)["artifact_ref"]))
+    doc = json.loads(client.download_artifact(client.get_commit(tip)["artifact_ref"]))
     typ, data = saver.serde.dumps_typed("old write")
     doc["v"] = 2
     doc["writes"] = [["task-1", 0, "ch", typ, base64.b64encode(data).decode(), ""]]
@@ -237,7 +237,7 @@ def test_documents_of_version_2_still_read(client: Client) -> None:
         commit_type="snapshot",
         checkpoint="tool_call",
     )
-    client.put_ref(names.checkpoint("old", "", cid), old["id"], tip)
+    client.set_ref(names.checkpoint("old", "", cid), old["id"], tip)
     got = CtxSaver(client, prefix=names.prefix).get_tuple(stored)
     assert got is not None and got.pending_writes == [("task-1", "ch", "old write")]
 

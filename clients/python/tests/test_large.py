@@ -92,6 +92,6 @@ async def test_the_async_client_takes_the_same_route(
         commit = await c.checkpoint(
             principal=f"large-{unique}", template="t", format="raw", delta=data
         )
-        got = await c.get_artifact(commit["artifact_ref"])
+        got = await c.download_artifact(commit["artifact_ref"])
     assert got == data
     check_route(rec.seen, origin(server_url))

@@ -145,7 +145,7 @@ async def test_ctx_session_store_requests_per_operation(
     resumed = CtxSessionStore(client, namespace=namespace)
     assert await sent(t, lambda: resumed.append(key, entries(4))) == [
         "read",
-        "show",
+        "get_commit",
         "download_artifact",
         "batch",
     ]

@@ -86,7 +86,7 @@ def test_other_errors_are_not_retried() -> None:
         sleep=lambda s: pytest.fail("slept"),
     ) as c:
         with pytest.raises(InvalidError) as e:
-            c.put_ref("x", "ctx-1")
+            c.set_ref("x", "ctx-1")
     assert e.value.field == "target" and len(seen) == 1
 
 

@@ -1,12 +1,15 @@
 """The rest of the API through the client: summaries, compaction, branches
-(context folding), workspaces, direct uploads. One method per route; each
-is exercised here or in test_client.py."""
+(context folding), workspaces, direct uploads. One method per operation,
+named by its operationId; each is exercised here or in test_client.py."""
 
 from __future__ import annotations
 
 import inspect
 import json
+from typing import Any
 
+import anyio
+import httpx
 import pytest
 
 from ctx_client import (
@@ -17,8 +20,11 @@ from ctx_client import (
     GoneError,
     InvalidError,
     NotFoundError,
+    _generated,
     _routes,
 )
+from ctx_client._core import Call, parse_json, query
+from ctx_client.client import _async, _sync, every_operation, route_of
 
 TURN = (
     '{"type":"user","message":{"role":"user","content":"Fix the flaky test"}}\n'
@@ -40,69 +46,66 @@ def test_every_route_function_is_a_method_of_both_clients() -> None:
         assert inspect.iscoroutinefunction(getattr(AsyncClient, name)), name
 
 
-def test_openapi_paths_are_covered(client: Client) -> None:
-    covered = {
-        ("get", "/healthz"),
-        ("get", "/v1/openapi.json"),
-        ("post", "/v1/artifacts"),
-        ("get", "/v1/artifacts/{art}"),
-        ("post", "/v1/uploads"),
-        ("post", "/v1/commits"),
-        ("post", "/v1/batch"),
-        ("get", "/v1/commits"),
-        ("get", "/v1/commits/{ctx}"),
-        ("patch", "/v1/commits/{ctx}"),
-        ("get", "/v1/commits/{ctx}/history"),
-        ("post", "/v1/commits/{ctx}/summarize"),
-        ("post", "/v1/commits/{ctx}/compact"),
-        ("post", "/v1/commits/{ctx}/materialize"),
-        ("post", "/v1/read"),
-        ("get", "/v1/resolve"),
-        ("get", "/v1/refs"),
-        ("get", "/v1/refs/{name}"),
-        ("put", "/v1/refs/{name}"),
-        ("delete", "/v1/refs/{name}"),
-        ("post", "/v1/refs/{name}/evict"),
-        ("post", "/v1/branches"),
-        ("get", "/v1/branches"),
-        ("get", "/v1/branches/{br}"),
-        ("post", "/v1/branches/{br}/return"),
-        ("post", "/v1/sessions/{id}/end"),
-        ("get", "/v1/workspaces/{ws}/files"),
-        ("get", "/v1/workspaces/{ws}/files/{path}"),
-        ("put", "/v1/workspaces/{ws}/files/{path}"),
-        ("delete", "/v1/workspaces/{ws}/files/{path}"),
-        ("post", "/v1/workspaces/{ws}/append/{path}"),
-        ("get", "/v1/workspaces/{ws}/context"),
-        ("post", "/v1/gc"),
-        ("delete", "/v1/sessions/{id}"),
-        ("delete", "/v1/principals/{principal}"),
-        ("get", "/v1/pins"),
-        ("put", "/v1/pins/{kind}/{name}"),
-        ("delete", "/v1/pins/{kind}/{name}"),
-        ("get", "/v1/agents/{agent}"),
-        ("patch", "/v1/agents/{agent}"),
-        ("post", "/v1/agents/{agent}/clear"),
-        ("get", "/v1/agents/{agent}/window"),
-        ("post", "/v1/agents/{agent}/saves"),
-        ("get", "/v1/agents/{agent}/saves"),
-        ("get", "/v1/agents/{agent}/saves/{save_id}"),
-        ("post", "/v1/agents/{agent}/saves/{save_id}/restore"),
-        ("put", "/v1/agents/{agent}/working-context"),
-        ("post", "/v1/agents/{agent}/working-context/restore"),
-        ("get", "/v1/agents/{agent}/processes"),
-        ("put", "/v1/agents/{agent}/processes/{process_id}"),
-        ("delete", "/v1/agents/{agent}/processes/{process_id}"),
-        ("get", "/v1/agents/{agent}/context"),
-        ("get", "/v1/memories"),
-    }
+# The methods made from a route that are not an operation: each is a
+# convenience over the operation named, not a second name for it.
+CONVENIENCES = {"branch_fail": "branch_return"}
+
+
+def test_every_operation_of_the_document_is_a_method_of_both_clients(client: Client) -> None:
     served = {
-        (method, path)
-        for path, item in client.openapi()["paths"].items()
-        for method in item
-        if method in ("get", "put", "post", "patch", "delete")
+        op["operationId"]
+        for item in client.openapi_json()["paths"].values()
+        for op in item.values()
+        if isinstance(op, dict) and "operationId" in op
     }
-    assert served - covered == set(), "routes the client has no method for"
+    assert len(served) >= 50
+    for op in served:
+        for cls in (Client, AsyncClient):
+            method = vars(cls).get(op)
+            assert method is not None, f"{cls.__name__} has no method {op}"
+            assert method.__wrapped__ is route_of(op), f"{cls.__name__}.{op} sends another route"
+        assert inspect.iscoroutinefunction(vars(AsyncClient)[op]), op
+        shaped = getattr(_routes, op, None)
+        if shaped is not None:
+            assert f"api.{op}(" in inspect.getsource(shaped), (
+                f"_routes.{op} sends another operation"
+            )
+    for cls in (Client, AsyncClient):
+        made = {
+            name
+            for name, m in vars(cls).items()
+            if inspect.isfunction(m) and hasattr(m, "__wrapped__")
+        }
+        assert made - served == set(CONVENIENCES), f"{cls.__name__}: methods named by no operation"
+    for name, op in CONVENIENCES.items():
+        assert f"api.{op}(" in inspect.getsource(getattr(_routes, name)), name
+
+
+def test_an_operation_routes_does_not_shape_is_a_method_sent_as_generated(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def probe_things(name: str, *, limit: int | None = None) -> Call[Any]:
+        return Call("GET", f"/v1/probe/{name}", parse_json, params=query({"limit": limit}))
+
+    monkeypatch.setitem(_generated.OPERATIONS, "probe_things", ("GET", "/v1/probe/{name}"))
+    monkeypatch.setattr(_generated, "probe_things", probe_things, raising=False)
+    seen: list[tuple[str, str, str]] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        seen.append((request.method, request.url.path, request.url.query.decode()))
+        return httpx.Response(200, json={"things": []})
+
+    sync = every_operation(_sync)(type("Probed", (Client,), {}))
+    with sync("http://ctx.test", transport=httpx.MockTransport(answer)) as c:
+        assert c.probe_things("a", limit=2) == {"things": []}
+
+    async def via_async() -> None:
+        aclient = every_operation(_async)(type("AsyncProbed", (AsyncClient,), {}))
+        async with aclient("http://ctx.test", transport=httpx.MockTransport(answer)) as c:
+            assert await c.probe_things("b") == {"things": []}
+
+    anyio.run(via_async)
+    assert seen == [("GET", "/v1/probe/a", "limit=2"), ("GET", "/v1/probe/b", "")]
 
 
 def test_summaries_and_compaction(client: Client, unique: str) -> None:
@@ -151,7 +154,7 @@ def test_branches(client: Client, unique: str) -> None:
     b = client.branch_create(session, "look something up", budget=1000, timeout_seconds=600)
     assert b["branch_id"].startswith("br-") and b["depth"] == 1
     assert client.branch_status(b["branch_id"])["status"] in ("created", "active")
-    assert client.branches_of_session(session)
+    assert client.branch_status_of_session(session)
     r = client.branch_return(b["branch_id"], "found it")
     assert r["success"] and r["message"] == "found it"
     with pytest.raises(ConflictError):
@@ -169,14 +172,14 @@ def test_memories(client: Client, unique: str) -> None:
     session = f"m-{unique}"
     first = client.branch_create(session, f"render the {unique} charts")
     client.branch_fail(first["branch_id"], "matplotlib ran out of memory on 2M points")
-    found = client.search_memories(f"{unique} charts", kind="anti_pattern")["memories"]
+    found = client.memory_search(f"{unique} charts", kind="anti_pattern")["memories"]
     assert [m["provenance"]["branch_id"] for m in found] == [first["branch_id"]]
     assert found[0]["confidence"] == 0.8 and found[0]["score"] > 0
     assert "ran out of memory" in found[0]["content"]
     again = client.branch_create(session, f"render the {unique} charts", inject_memories=True)
     assert [m["id"] for m in again["memories"]] == [found[0]["id"]]
     with pytest.raises(InvalidError) as bad:
-        client.search_memories(" ")
+        client.memory_search(" ")
     assert bad.value.field == "q"
 
 
@@ -201,7 +204,7 @@ def test_workspaces(client: Client, unique: str) -> None:
 
 
 def test_direct_uploads_are_refused_in_embedded_mode_with_the_field(client: Client) -> None:
-    art = client.put_artifact(b"x")["ref"]
+    art = client.upload_artifact(b"x")["ref"]
     try:
         up = client.upload_url(art, 1)
     except InvalidError as e:  # embedded storage takes no direct uploads
@@ -211,7 +214,7 @@ def test_direct_uploads_are_refused_in_embedded_mode_with_the_field(client: Clie
 
 
 def test_gc_pages_report_and_keep_what_is_young(client: Client) -> None:
-    client.put_artifact(b"an orphan, but a young one")
+    client.upload_artifact(b"an orphan, but a young one")
     report = client.gc(dry_run=True, limit=1000)
     assert report["dry_run"] is True
     assert report["removed"] == [], "nothing younger than the grace period goes"
@@ -224,9 +227,9 @@ def test_erase_and_pins(client: Client) -> None:
     tip = client.checkpoint(
         delta="doomed turn\n", principal="py", template="t", format="raw", session_id="py-doomed"
     )["id"]
-    client.pin("session", "py-doomed")
+    client.set_pin("session", "py-doomed")
     assert {"kind": "session", "name": "py-doomed"} in client.list_pins()["pins"]
-    client.unpin("session", "py-doomed")
+    client.delete_pin("session", "py-doomed")
     erased = client.erase_session("py-doomed")
     assert erased["commits"] == 1
     with pytest.raises(NotFoundError):
@@ -250,7 +253,7 @@ def test_a_principal_erase(client: Client) -> None:
 def test_an_agents_live_context(client: Client) -> None:
     agent = "py-agent"
     assert client.context_window(agent)["message_count"] == 0, "a fresh agent: empty"
-    client.set_agent(agent, window_seconds=3600)
+    client.patch_agent(agent, window_seconds=3600)
     assert client.get_agent(agent)["window_seconds"] == 3600
     client.checkpoint(
         delta='[{"role":"user","content":"hello"}]',
@@ -275,7 +278,7 @@ def test_an_agents_live_context(client: Client) -> None:
 def test_an_agents_assembled_context(client: Client) -> None:
     agent = "py-assembler"
     client.put_file("py-docs", "guide.md", b"Read the guide.")
-    settings = client.set_agent(agent, system_prompt="You are tested.", docs_workspace="py-docs")
+    settings = client.patch_agent(agent, system_prompt="You are tested.", docs_workspace="py-docs")
     assert settings["system_prompt"] == "You are tested."
     assert settings["docs_workspace"] == "py-docs"
     for thread, text in [("t1", "hello"), ("t2", "elsewhere")]:

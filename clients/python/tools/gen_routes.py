@@ -5,7 +5,8 @@ document (``GET /v1/openapi.json``, built from the Rust types): a
 function per operation that builds its :class:`ctx_client._core.Call`
 (method, path, query, headers, body and how to read the answer).
 
-The public methods of the clients (``ctx_client._routes``) call these; the
+Each operation is a method of both clients named by its operationId,
+sending this function or the one ``ctx_client._routes`` shapes; the
 test ``tests/test_generated.py`` regenerates the module from a live
 server's document and fails on any difference from the checked-in file.
 

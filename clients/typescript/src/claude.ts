@@ -234,10 +234,10 @@ export class CtxSessionStore implements SessionStore {
 
   /** The summary at `commit`: the one its tag names, or folded over the whole transcript. */
   private async summaryAt(key: SessionKey, commit: string, entries?: Entry[]): Promise<SessionSummaryEntry> {
-    const tags = (await this.client.show(commit)).tags ?? {};
+    const tags = (await this.client.getCommit(commit)).tags ?? {};
     const art = tags[TAG_SUMMARY];
     if (art) {
-      const stored = JSON.parse(new TextDecoder().decode(await this.client.getArtifact(art))) as {
+      const stored = JSON.parse(new TextDecoder().decode(await this.client.downloadArtifact(art))) as {
         sessionId: string;
         data: Record<string, unknown>;
       };
@@ -305,7 +305,7 @@ export class CtxSessionStore implements SessionStore {
           });
           commit = done.commits[0]!;
         } else {
-          if (summarized !== undefined) await this.client.putArtifact(summarized.text);
+          if (summarized !== undefined) await this.client.uploadArtifact(summarized.text);
           commit = await this.client.checkpoint({ ...fields, ref: { name: ref, expected: tip.commit } });
         }
       } catch (e) {

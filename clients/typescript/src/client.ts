@@ -1,6 +1,8 @@
 // The v1 API over `fetch`: every operation of the OpenAPI document by its
 // operationId (`client.call("get_ref", { path: { name } })`, typed from
-// src/generated.ts), and named methods for what the adapters use.
+// src/generated.ts), and methods for what the adapters use, each named by
+// its operationId in camelCase (`getRef`), but for the conveniences over
+// one (`readBytes`, `listAllRefs`).
 //
 // Node's `fetch` keeps connections alive. A 503 or 429 is retried after
 // its `Retry-After` (a connection that could not be opened too: nothing
@@ -276,7 +278,7 @@ export class Client {
   }
 
   /** `POST /v1/artifacts`: raw bytes, idempotent. */
-  putArtifact(data: Uint8Array | string): Promise<Schemas["ArtifactInfo"]> {
+  uploadArtifact(data: Uint8Array | string): Promise<Schemas["ArtifactInfo"]> {
     return this.call("upload_artifact", { body: data });
   }
 
@@ -284,7 +286,7 @@ export class Client {
    * `GET /v1/artifacts/{art}`, the bytes checked against the ref (a large
    * artifact comes straight from storage, by a 303 followed).
    */
-  async getArtifact(artifactRef: string): Promise<Uint8Array> {
+  async downloadArtifact(artifactRef: string): Promise<Uint8Array> {
     const data = await this.call("download_artifact", { path: { art: artifactRef } });
     const got = artifactRefOf(data);
     if (got !== artifactRef) {
@@ -341,12 +343,12 @@ export class Client {
     let bytes: Uint8Array;
     if (typeof got.content === "string") bytes = new TextEncoder().encode(got.content);
     else if (typeof got.content_base64 === "string") bytes = Uint8Array.from(Buffer.from(got.content_base64, "base64"));
-    else bytes = await this.getArtifact(got.artifact_ref);
+    else bytes = await this.downloadArtifact(got.artifact_ref);
     return { ...got, bytes };
   }
 
   /** `GET /v1/commits/{ctx}`. */
-  show(commit: string): Promise<Commit> {
+  getCommit(commit: string): Promise<Commit> {
     return this.call("get_commit", { path: { ctx: commit } });
   }
 

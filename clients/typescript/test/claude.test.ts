@@ -97,7 +97,7 @@ describe("CtxSessionStore requests", () => {
     expect(loaded).toEqual([...entries(0), ...entries(1)]);
     // A store in a new process reads the transcript, the tip and its summary, then appends.
     const resumed = new CtxSessionStore(c, { namespace: ns });
-    expect(await sent(() => resumed.append(key, entries(4)))).toEqual(["read", "show", "download_artifact", "batch"]);
+    expect(await sent(() => resumed.append(key, entries(4)))).toEqual(["read", "get_commit", "download_artifact", "batch"]);
     // A key never written: the read's 404 is the answer.
     expect(await sent(() => store.load({ projectKey: "p", sessionId: randomUUID() }))).toEqual(["read"]);
   });

@@ -108,7 +108,7 @@ describe("the client", () => {
     });
     expect(got.commits[1]!.parent).toBe(got.commits[0]!.id);
     expect(got.refs[0]!.target).toBe(got.commits[1]!.id);
-    expect(await c.getArtifact(artifactRefOf(loose))).toEqual(loose);
+    expect(await c.downloadArtifact(artifactRefOf(loose))).toEqual(loose);
 
     // A stale ref: a 409 naming the field, and nothing of the batch written.
     const stale = await c
@@ -131,7 +131,7 @@ describe("the client", () => {
     expect((bad as CtxError).status).toBe(400);
     expect((bad as CtxError).field).toBe("principal");
 
-    const missing = await c.show(`ctx-${"0".repeat(32)}`).catch((e: unknown) => e);
+    const missing = await c.getCommit(`ctx-${"0".repeat(32)}`).catch((e: unknown) => e);
     expect(missing).toBeInstanceOf(NotFoundError);
     expect((missing as CtxError).kind).toBe("not_found");
 
@@ -143,7 +143,7 @@ describe("the client", () => {
     }
 
     // A missing path parameter is the client's own 'invalid', before any request.
-    await expect(c.show("")).rejects.toMatchObject({ kind: "invalid", field: "ctx" });
+    await expect(c.getCommit("")).rejects.toMatchObject({ kind: "invalid", field: "ctx" });
   });
 
   test("a ref name's slashes stay in its path", async () => {

@@ -108,7 +108,7 @@ describe("CtxSaver requests per operation", () => {
     // The document's commit sits on its new link: a snapshot of the two messages, not a delta.
     const linkOf = async (id: string) => {
       const state = await c.client.read({ ref: saver.names.checkpoint(thread.configurable.thread_id, "", id), delta: true, stop: "compaction" });
-      return c.client.show(String(state.parent));
+      return c.client.getCommit(String(state.parent));
     };
     const link2 = await linkOf(removed.id);
     expect([link2.commit_type, link2.message_count]).toEqual(["snapshot", 2]);

@@ -1,8 +1,9 @@
 """ctx-client: a typed Python client for ctx, a git for AI-agent context.
 
 ``Client`` (blocking) and ``AsyncClient`` (asyncio) have one method per
-route of the HTTP API; an error raises the :class:`CtxError` subclass of
-its kind; 503 and 429 are retried honouring ``Retry-After``.
+operation of the HTTP API, named by its operationId; an error raises the
+:class:`CtxError` subclass of its kind; 503 and 429 are retried honouring
+``Retry-After``.
 
 Framework adapters live in submodules and need the matching extra:
 ``ctx_client.claude`` (``[claude]``: the Claude Agent SDK's SessionStore),

@@ -4,7 +4,8 @@ response becomes a value or an exception, and when to retry.
 A route is generated once from the OpenAPI document, in
 :mod:`ctx_client._generated`, as a function that returns a :class:`Call`
 (with the helpers below for its path, query and headers);
-:mod:`ctx_client._routes` gives it the clients' name and arguments;
+:mod:`ctx_client._routes` may give it the clients' arguments (the name
+stays its operationId);
 :class:`ctx_client.Client` sends it with ``httpx.Client`` and
 :class:`ctx_client.AsyncClient` with ``httpx.AsyncClient``.
 """

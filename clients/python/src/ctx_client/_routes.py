@@ -1,10 +1,14 @@
-"""Every route of the API as the clients offer it: a function per route
-that builds its :class:`~ctx_client._core.Call`. The clients only send them.
+"""The routes of the API the clients shape: a function per operation,
+named by its operationId, that builds its :class:`~ctx_client._core.Call`.
+The clients only send them.
 
 The routes themselves (method, path, parameters, bodies and answers) are
 generated from the OpenAPI document into :mod:`ctx_client._generated`;
-what is written here is what the document cannot say: the clients' names
-and arguments, their defaults, and how they become a request body.
+what is written here is what the document cannot say: the clients'
+arguments, their defaults, and how they become a request body. An
+operation with no function here is sent as generated
+(:func:`ctx_client.client.every_operation`). A function named by no
+operation (``branch_fail``) is a convenience over the one it sends.
 """
 
 from __future__ import annotations
@@ -114,7 +118,7 @@ def healthz() -> Call[str]:
     return api.healthz()
 
 
-def openapi() -> Call[dict[str, Any]]:
+def openapi_json() -> Call[dict[str, Any]]:
     """``GET /v1/openapi.json``."""
     return api.openapi_json()
 
@@ -122,12 +126,12 @@ def openapi() -> Call[dict[str, Any]]:
 # --- artifacts -------------------------------------------------------------
 
 
-def put_artifact(data: bytes) -> Call[ArtifactInfo]:
+def upload_artifact(data: bytes) -> Call[ArtifactInfo]:
     """``POST /v1/artifacts``: raw bytes, idempotent."""
     return api.upload_artifact(data)
 
 
-def get_artifact(artifact_ref: str) -> Call[bytes]:
+def download_artifact(artifact_ref: str) -> Call[bytes]:
     """``GET /v1/artifacts/{art}``, the bytes checked against the ref (a
     large artifact comes straight from storage, by a 303 followed)."""
     return api.download_artifact(artifact_ref).then(lambda data: verified(artifact_ref, data))
@@ -370,7 +374,7 @@ def get_ref(name: str) -> Call[RefRecord]:
     return api.get_ref(name)
 
 
-def put_ref(name: str, target: str, expected: str | None = None) -> Call[RefRecord]:
+def set_ref(name: str, target: str, expected: str | None = None) -> Call[RefRecord]:
     """``PUT /v1/refs/{name}``: create (``expected=None``) or compare-and-swap."""
     return api.set_ref(name, _drop_none(SetRefRequest(target=target, expected=expected)))
 
@@ -425,7 +429,7 @@ def branch_status(branch_id: str) -> Call[BranchStatusResponse]:
     return api.branch_status(branch_id)
 
 
-def branches_of_session(session_id: str) -> Call[BranchStatusResponse]:
+def branch_status_of_session(session_id: str) -> Call[BranchStatusResponse]:
     """``GET /v1/branches?session_id=``."""
     return api.branch_status_of_session(session_id=session_id)
 
@@ -442,7 +446,7 @@ def branch_fail(branch_id: str, error: str, message: str = "") -> Call[BranchRet
     return api.branch_return(branch_id, {"status": "failed", "error": error, "message": message})
 
 
-def search_memories(
+def memory_search(
     q: str,
     *,
     limit: int | None = None,
@@ -479,12 +483,12 @@ def list_pins() -> Call[PinList]:
     return api.list_pins()
 
 
-def pin(kind: str, name: str) -> Call[PinChanged]:
+def set_pin(kind: str, name: str) -> Call[PinChanged]:
     """``PUT /v1/pins/{kind}/{name}``: ``kind`` is ``session`` or ``ref``."""
     return api.set_pin(cast(Any, kind), name)
 
 
-def unpin(kind: str, name: str) -> Call[PinChanged]:
+def delete_pin(kind: str, name: str) -> Call[PinChanged]:
     """``DELETE /v1/pins/{kind}/{name}``."""
     return api.delete_pin(cast(Any, kind), name)
 
@@ -497,7 +501,7 @@ def get_agent(agent: str) -> Call[AgentSettings]:
     return api.get_agent(agent)
 
 
-def set_agent(
+def patch_agent(
     agent: str,
     window_seconds: int | None = None,
     persist_working_context: bool | None = None,

@@ -231,7 +231,7 @@ class CtxSessionStore(SessionStore):
         tags = (await self.client.get_commit(commit)).get("tags", {})
         art = tags.get(TAG_SUMMARY)
         if art:
-            stored = json.loads(await self.client.get_artifact(art))
+            stored = json.loads(await self.client.download_artifact(art))
             return {"session_id": stored["session_id"], "mtime": 0, "data": stored["data"]}
         if entries is None:
             entries = await self._entries_at(commit)
@@ -295,7 +295,7 @@ class CtxSessionStore(SessionStore):
                     if summarized is not None:
                         # A large append: the summary first, then the
                         # checkpoint (which uploads a large delta itself).
-                        await self.client.put_artifact(summarized[4])
+                        await self.client.upload_artifact(summarized[4])
                     commit = await self.client.checkpoint(**fields, ref=ref, expected=tip.commit)
             except ConflictError:
                 # Another writer moved the ref (or removed it), or an

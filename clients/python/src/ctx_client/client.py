@@ -1,9 +1,14 @@
 """The clients: :class:`Client` (blocking) and :class:`AsyncClient`
-(asyncio), both on httpx, with one method per route of the API.
+(asyncio), both on httpx, with one method per operation of the API, named
+by its operationId.
 
-Each method is the route function of :mod:`ctx_client._routes` of the same
-name, sent: the arguments and return types are the same in both clients
-(the async ones return awaitables). Errors raise the
+Each such method sends the function of :mod:`ctx_client._routes` of that
+name, or, for an operation ``_routes`` does not shape, the generated one of
+:mod:`ctx_client._generated` as it is: every operation of the document is
+a method of both clients by construction (:func:`every_operation`). The
+arguments and return types are the same in both clients (the async ones
+return awaitables). A few conveniences over an operation (``branch_fail``,
+``read_bytes``) are methods too, under names of their own. Errors raise the
 :class:`~ctx_client.errors.CtxError` subclass of the API's error kind; 503
 and 429 are retried as :class:`~ctx_client._core.RetryPolicy` says,
 honouring ``Retry-After``.
@@ -19,6 +24,7 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 import anyio
 import httpx
 
+from . import _generated as api
 from . import _routes
 from ._core import (
     DEFAULT_URL,
@@ -55,6 +61,37 @@ def _async(route: Callable[P, Call[T]]) -> Callable[Concatenate[AsyncClient, P],
         return await self.send(route(*args, **kwargs))
 
     return method
+
+
+def route_of(op: str) -> Callable[..., Call[Any]]:
+    """The function that builds operation ``op``'s call: the one
+    :mod:`ctx_client._routes` writes when it shapes ``op`` (the clients'
+    arguments and defaults), else the generated one."""
+    route: Callable[..., Call[Any]] = getattr(_routes, op, None) or getattr(api, op)
+    return route
+
+
+C = TypeVar("C", bound=type)
+
+
+def every_operation(
+    wrap: Callable[[Callable[..., Call[Any]]], Callable[..., Any]],
+) -> Callable[[C], C]:
+    """A class decorator: each operation of
+    :data:`ctx_client._generated.OPERATIONS` that the class body does not
+    define becomes a method named by its operationId, ``wrap`` of
+    :func:`route_of`. An operation added to the server is then a method of
+    both clients once ``_generated`` is regenerated, with no hand-written
+    Python; the class bodies define the operations ``_routes`` shapes, so
+    that type checkers see them."""
+
+    def add(cls: C) -> C:
+        for op in api.OPERATIONS:
+            if op not in vars(cls):
+                setattr(cls, op, wrap(route_of(op)))
+        return cls
+
+    return add
 
 
 def storage_request(
@@ -107,6 +144,7 @@ class _Base:
         return url
 
 
+@every_operation(_sync)
 class Client(_Base):
     """A blocking client.
 
@@ -191,10 +229,12 @@ class Client(_Base):
                 continue
             return call.parse(resp)
 
+    # The operations _routes shapes (the others: every_operation), and
+    # branch_fail, a failed branch_return.
     healthz = _sync(_routes.healthz)
-    openapi = _sync(_routes.openapi)
-    put_artifact = _sync(_routes.put_artifact)
-    get_artifact = _sync(_routes.get_artifact)
+    openapi_json = _sync(_routes.openapi_json)
+    upload_artifact = _sync(_routes.upload_artifact)
+    download_artifact = _sync(_routes.download_artifact)
     upload_url = _sync(_routes.upload_url)
     checkpoint = _sync(_routes.checkpoint)
     batch = _sync(_routes.batch)
@@ -206,10 +246,10 @@ class Client(_Base):
     erase_session = _sync(_routes.erase_session)
     erase_principal = _sync(_routes.erase_principal)
     list_pins = _sync(_routes.list_pins)
-    pin = _sync(_routes.pin)
-    unpin = _sync(_routes.unpin)
+    set_pin = _sync(_routes.set_pin)
+    delete_pin = _sync(_routes.delete_pin)
     get_agent = _sync(_routes.get_agent)
-    set_agent = _sync(_routes.set_agent)
+    patch_agent = _sync(_routes.patch_agent)
     clear_context = _sync(_routes.clear_context)
     context_window = _sync(_routes.context_window)
     assemble_context = _sync(_routes.assemble_context)
@@ -229,15 +269,15 @@ class Client(_Base):
     resolve = _sync(_routes.resolve)
     list_refs = _sync(_routes.list_refs)
     get_ref = _sync(_routes.get_ref)
-    put_ref = _sync(_routes.put_ref)
+    set_ref = _sync(_routes.set_ref)
     delete_ref = _sync(_routes.delete_ref)
     evict_ref = _sync(_routes.evict_ref)
     branch_create = _sync(_routes.branch_create)
     branch_status = _sync(_routes.branch_status)
-    branches_of_session = _sync(_routes.branches_of_session)
+    branch_status_of_session = _sync(_routes.branch_status_of_session)
     branch_return = _sync(_routes.branch_return)
     branch_fail = _sync(_routes.branch_fail)
-    search_memories = _sync(_routes.search_memories)
+    memory_search = _sync(_routes.memory_search)
     session_end = _sync(_routes.session_end)
     list_files = _sync(_routes.list_files)
     get_file = _sync(_routes.get_file)
@@ -258,7 +298,7 @@ class Client(_Base):
         request, and a download when it is too large to come inline."""
         r = self.read(ref, commit=commit, stop=stop, format=format)
         data = _routes.content_of(r)
-        return r, data if data is not None else self.get_artifact(r["artifact_ref"])
+        return r, data if data is not None else self.download_artifact(r["artifact_ref"])
 
     def materialize_bytes(
         self, ctx_id: str, *, stop: str | None = None, format: str | None = None
@@ -268,6 +308,7 @@ class Client(_Base):
         return self.read_bytes(commit=ctx_id, stop=stop, format=format)
 
 
+@every_operation(_async)
 class AsyncClient(_Base):
     """An asyncio client with the same methods as :class:`Client`, awaitable.
 
@@ -349,10 +390,12 @@ class AsyncClient(_Base):
                 continue
             return call.parse(resp)
 
+    # The operations _routes shapes (the others: every_operation), and
+    # branch_fail, a failed branch_return.
     healthz = _async(_routes.healthz)
-    openapi = _async(_routes.openapi)
-    put_artifact = _async(_routes.put_artifact)
-    get_artifact = _async(_routes.get_artifact)
+    openapi_json = _async(_routes.openapi_json)
+    upload_artifact = _async(_routes.upload_artifact)
+    download_artifact = _async(_routes.download_artifact)
     upload_url = _async(_routes.upload_url)
     checkpoint = _async(_routes.checkpoint)
     batch = _async(_routes.batch)
@@ -364,10 +407,10 @@ class AsyncClient(_Base):
     erase_session = _async(_routes.erase_session)
     erase_principal = _async(_routes.erase_principal)
     list_pins = _async(_routes.list_pins)
-    pin = _async(_routes.pin)
-    unpin = _async(_routes.unpin)
+    set_pin = _async(_routes.set_pin)
+    delete_pin = _async(_routes.delete_pin)
     get_agent = _async(_routes.get_agent)
-    set_agent = _async(_routes.set_agent)
+    patch_agent = _async(_routes.patch_agent)
     clear_context = _async(_routes.clear_context)
     context_window = _async(_routes.context_window)
     assemble_context = _async(_routes.assemble_context)
@@ -387,15 +430,15 @@ class AsyncClient(_Base):
     resolve = _async(_routes.resolve)
     list_refs = _async(_routes.list_refs)
     get_ref = _async(_routes.get_ref)
-    put_ref = _async(_routes.put_ref)
+    set_ref = _async(_routes.set_ref)
     delete_ref = _async(_routes.delete_ref)
     evict_ref = _async(_routes.evict_ref)
     branch_create = _async(_routes.branch_create)
     branch_status = _async(_routes.branch_status)
-    branches_of_session = _async(_routes.branches_of_session)
+    branch_status_of_session = _async(_routes.branch_status_of_session)
     branch_return = _async(_routes.branch_return)
     branch_fail = _async(_routes.branch_fail)
-    search_memories = _async(_routes.search_memories)
+    memory_search = _async(_routes.memory_search)
     session_end = _async(_routes.session_end)
     list_files = _async(_routes.list_files)
     get_file = _async(_routes.get_file)
@@ -416,7 +459,7 @@ class AsyncClient(_Base):
         request, and a download when it is too large to come inline."""
         r = await self.read(ref, commit=commit, stop=stop, format=format)
         data = _routes.content_of(r)
-        return r, data if data is not None else await self.get_artifact(r["artifact_ref"])
+        return r, data if data is not None else await self.download_artifact(r["artifact_ref"])
 
     async def materialize_bytes(
         self, ctx_id: str, *, stop: str | None = None, format: str | None = None

@@ -231,9 +231,9 @@ class CtxSession:
             try:
                 delta: list[Any] | None = None
                 if commit["commit_type"] == "delta" and commit["format"] == FORMAT:
-                    delta = json.loads(await self.client.get_artifact(commit["artifact_ref"]))
+                    delta = json.loads(await self.client.download_artifact(commit["artifact_ref"]))
                 if delta and len(delta) == 1 and commit["parent"] is not None:
-                    await self.client.put_ref(self.ref, commit["parent"], expected=tip)
+                    await self.client.set_ref(self.ref, commit["parent"], expected=tip)
                     self._saw(commit["parent"])
                 elif delta and len(delta) > 1:
                     rest = [_unwrap(i) for i in delta[:-1]]

@@ -39,17 +39,18 @@ export class Api {
     return { commit: got.commit, parent: got.parent ?? null, bytes: got.bytes };
   }
 
-  getArtifact(ref: string): Promise<Uint8Array> {
-    return this.client.getArtifact(ref);
+  /** `GET /v1/artifacts/{art}`: the artifact's bytes, checked against its ref. */
+  downloadArtifact(ref: string): Promise<Uint8Array> {
+    return this.client.downloadArtifact(ref);
   }
 
   /** `POST /v1/artifacts`: the artifact's ref. */
-  async putArtifact(data: Uint8Array): Promise<string> {
-    return (await this.client.putArtifact(data)).ref;
+  async uploadArtifact(data: Uint8Array): Promise<string> {
+    return (await this.client.uploadArtifact(data)).ref;
   }
 
   /** `POST /v1/commits`: the new commit's id. */
-  async commit(commit: BatchCommit): Promise<string> {
+  async checkpoint(commit: BatchCommit): Promise<string> {
     const { created_at, ...rest } = commit;
     const done = await this.client.checkpoint({ ...rest, created_at: created_at ?? undefined });
     return done.id;

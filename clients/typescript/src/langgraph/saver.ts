@@ -397,7 +397,7 @@ export class CtxSaver extends BaseCheckpointSaver {
     if (ref.startsWith(INLINE)) return this.serde.loadsTyped(typ, unb64(ref.slice(INLINE.length)));
     let data = ref ? this.blobs.get(ref) : new Uint8Array();
     if (data === undefined) {
-      data = await this.api.getArtifact(ref);
+      data = await this.api.downloadArtifact(ref);
       this.blobs.put(ref, data, data.length);
     }
     return this.serde.loadsTyped(typ, data);
@@ -817,12 +817,12 @@ export class CtxSaver extends BaseCheckpointSaver {
     }
     await Promise.all([
       ...grown.map(async ([ch, link]) => {
-        const id = await this.api.commit(this.linkCommit(threadId, link));
+        const id = await this.api.checkpoint(this.linkCommit(threadId, link));
         this.linked(id, link);
         entries[ch] = [LIST_KIND, id, versions[ch] ?? null];
       }),
       ...(budget >= 0 ? [] : uploads).map(async ([ch, typ, data]) => {
-        const ref = await this.api.putArtifact(data);
+        const ref = await this.api.uploadArtifact(data);
         this.blobs.put(ref, data, data.length);
         entries[ch] = [typ, ref, versions[ch] ?? null];
       }),

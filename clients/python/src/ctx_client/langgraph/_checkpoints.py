@@ -280,7 +280,7 @@ class _Checkpoints(_Values):
                 inline.append(data)
                 self.blobs.put(ref, data, len(data))
         elif uploads:
-            infos = yield [routes.put_artifact(data) for _, _, data in uploads]
+            infos = yield [routes.upload_artifact(data) for _, _, data in uploads]
             for (ch, typ, data), info in zip(uploads, infos, strict=True):
                 entries[ch] = [typ, info["ref"], versions.get(ch)]
                 self.blobs.put(info["ref"], data, len(data))

@@ -199,7 +199,7 @@ class _DeltaHistory(_Values):
         while True:
             data = routes.content_of(read)
             if data is None:
-                data = yield routes.get_artifact(read["artifact_ref"])
+                data = yield routes.download_artifact(read["artifact_ref"])
             page = _groups(data)
             if page is None:
                 return None

@@ -38,7 +38,7 @@ class _Refs(_State):
             expected = self.tips.get(name)
         for _ in range(20):
             try:
-                yield routes.put_ref(name, target, expected)
+                yield routes.set_ref(name, target, expected)
                 self.saw(name, target)
                 return
             except ConflictError as e:

@@ -47,7 +47,7 @@ class _Values(_Refs):
         it was too large to come inline; cached by its commit."""
         data = routes.content_of(read)
         if data is None:
-            data = yield routes.get_artifact(read["artifact_ref"])
+            data = yield routes.download_artifact(read["artifact_ref"])
         doc = _state_of(data, read.get("parent"))
         self.docs.put(read["commit"], doc, len(data))
         return doc
@@ -76,7 +76,7 @@ class _Values(_Refs):
         read = yield routes.read(commit=commit_id)
         data = routes.content_of(read)
         if data is None:
-            data = yield routes.get_artifact(read["artifact_ref"])
+            data = yield routes.download_artifact(read["artifact_ref"])
         elements = _decode_records(data)
         self.links.put(commit_id, elements, len(data))
         return elements
@@ -135,7 +135,7 @@ class _Values(_Refs):
         ]
         missing = list(dict.fromkeys(missing))
         if missing:
-            datas = yield [routes.get_artifact(ref) for ref in missing]
+            datas = yield [routes.download_artifact(ref) for ref in missing]
             for ref, data in zip(missing, datas, strict=True):
                 self.blobs.put(ref, data, len(data))
         out = {}
@@ -149,7 +149,7 @@ class _Values(_Refs):
                 continue
             data = self.blobs.get(ref) if ref else b""
             if data is None:
-                data = yield routes.get_artifact(ref)
+                data = yield routes.download_artifact(ref)
             out[ch] = self.serde.loads_typed((typ, data))
         return out
 
