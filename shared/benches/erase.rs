@@ -79,7 +79,7 @@ async fn main() {
                     &tenant,
                     NewCommit {
                         parent: tip,
-                        session_id: Some(format!("s{s}")),
+                        session_id: Some(format!("s{s}").parse().expect("a session id")),
                         ..NewCommit::new(
                             "agent".parse().expect("principal"),
                             "bench",

@@ -8,7 +8,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::error::{Error, Result};
 use crate::format::FormatId;
-use crate::id::{ArtifactRef, CommitId, Principal};
+use crate::id::{ArtifactRef, CommitId, Principal, SessionId};
 
 /// What a commit's artifact holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -90,7 +90,7 @@ pub struct Commit {
     /// The machine it ran on.
     pub machine: Option<String>,
     /// The wrapper's session.
-    pub session_id: Option<String>,
+    pub session_id: Option<SessionId>,
     /// Why it checkpointed.
     pub checkpoint: Trigger,
     /// A ticket the work belongs to.

@@ -130,9 +130,10 @@ fn print_commit(c: &Commit) {
     println!("created    {}", c.created_at.to_rfc3339());
     println!("trigger    {}", c.checkpoint.as_str());
     println!("template   {}", c.template);
+    let session = c.session_id.as_ref().map(ToString::to_string);
     for (k, v) in [
         ("machine", &c.machine),
-        ("session", &c.session_id),
+        ("session", &session),
         ("ticket", &c.ticket_id),
         ("thread", &c.thread_id),
     ] {

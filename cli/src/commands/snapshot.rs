@@ -85,7 +85,7 @@ async fn snapshot(c: &Client, from: &Commit, name: Option<&RefName>) -> Result<C
         checkpoint: Trigger::Explicit,
         delta: None,
         delta_base64,
-        session_id: from.session_id.as_deref().and_then(|s| s.parse().ok()),
+        session_id: from.session_id.clone(),
         thread_id: from.thread_id.clone(),
         ticket_id: from.ticket_id.clone(),
         machine: from.machine.clone(),

@@ -1434,8 +1434,7 @@ export interface components {
             parent_lineage?: null | components["schemas"]["CommitId"];
             /** @description Who checkpointed. */
             principal: components["schemas"]["Principal"];
-            /** @description The wrapper's session. */
-            session_id?: string | null;
+            session_id?: null | components["schemas"]["SessionId"];
             /** @description A human-readable summary; mutable. */
             summary?: string | null;
             /** @description Free-form labels; mutable. */

@@ -125,7 +125,7 @@ fn new_commit(req: CheckpointRequest, limits: &Limits) -> Result<NewCommit, Erro
         template: req.template,
         principal: req.principal,
         machine: req.machine,
-        session_id: req.session_id.map(|s| s.as_str().to_owned()),
+        session_id: req.session_id,
         checkpoint: req.checkpoint.into(),
         ticket_id: req.ticket_id,
         thread_id: req.thread_id,

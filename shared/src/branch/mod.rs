@@ -505,7 +505,7 @@ pub trait BranchStore: Send + Sync + 'static {
     ///
     /// # Errors
     /// `Unavailable`.
-    async fn forget_session(&self, tenant: &TenantId, session: &str) -> Result<bool>;
+    async fn forget_session(&self, tenant: &TenantId, session: &SessionId) -> Result<bool>;
 
     /// Stores a memory, replacing the one of its id. `delete_branch` of its
     /// branch removes it (its `created_at` is the branch's `completed_at`,

@@ -12,7 +12,7 @@ use crate::clock::truncate_to_micros;
 use crate::commit::{self, Commit, CommitType, Tags, Trigger, limits};
 use crate::error::{Error, Result};
 use crate::format::{Checked, Counts, FormatId};
-use crate::id::{ArtifactRef, BranchId, CommitId, Principal, TenantId};
+use crate::id::{ArtifactRef, BranchId, CommitId, Principal, SessionId, TenantId};
 use crate::store::{BlobArea, BlobStoreExt, PutCommit, RefMove};
 
 /// Where a new commit's bytes are.
@@ -52,7 +52,7 @@ pub struct NewCommit {
     /// The machine it runs on.
     pub machine: Option<String>,
     /// The wrapper's session.
-    pub session_id: Option<String>,
+    pub session_id: Option<SessionId>,
     /// Why it checkpoints.
     pub checkpoint: Trigger,
     /// A ticket the work belongs to.
@@ -485,7 +485,6 @@ pub(super) fn check_fields(new: &NewCommit) -> Result<()> {
     commit::check_text("template", &new.template, limits::SHORT_TEXT)?;
     for (field, value) in [
         ("machine", &new.machine),
-        ("session_id", &new.session_id),
         ("ticket_id", &new.ticket_id),
         ("thread_id", &new.thread_id),
     ] {

@@ -226,7 +226,7 @@ impl Service {
                     report.branches += 1;
                 }
             }
-            f.store.forget_session(tenant, session.as_str()).await?;
+            f.store.forget_session(tenant, session).await?;
         }
         meta.reclaim_space().await?;
         report.backups_until = self.backups_until();
@@ -493,9 +493,9 @@ impl Service {
         }
         // Last, what the store keeps of a session beside its commits, for
         // each session left with none.
-        let sessions: BTreeSet<&str> = commits
+        let sessions: BTreeSet<&SessionId> = commits
             .values()
-            .filter_map(|c| c.session_id.as_deref())
+            .filter_map(|c| c.session_id.as_ref())
             .collect();
         for session in sessions {
             meta.forget_session(tenant, session).await?;
@@ -776,7 +776,7 @@ impl Service {
                         Some(r) => self.stores.meta.get_commit(tenant, &r.target).await?,
                         None => None,
                     };
-                    if let Some(Ok(s)) = commit.and_then(|c| c.session_id).map(|s| s.parse()) {
+                    if let Some(s) = commit.and_then(|c| c.session_id) {
                         protected.insert(s);
                     }
                 }

@@ -165,7 +165,7 @@ pub trait Lifecycle: Send + Sync + 'static {
     ///
     /// # Errors
     /// `Unavailable`.
-    async fn forget_session(&self, tenant: &TenantId, session: &str) -> Result<()> {
+    async fn forget_session(&self, tenant: &TenantId, session: &SessionId) -> Result<()> {
         let _ = (tenant, session);
         Ok(())
     }

@@ -757,7 +757,7 @@ pub struct Commit {
     /// The machine it ran on.
     pub machine: Option<String>,
     /// The wrapper's session.
-    pub session_id: Option<String>,
+    pub session_id: Option<SessionId>,
     /// Why it checkpointed.
     pub checkpoint: Trigger,
     /// A ticket the work belongs to.

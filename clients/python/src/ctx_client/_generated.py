@@ -717,7 +717,7 @@ class Commit(TypedDict):
     """The run the parent is stored in (equal to `lineage` inside a run)."""
     principal: Principal
     """Who checkpointed."""
-    session_id: NotRequired[str | None]
+    session_id: NotRequired[SessionId | None]
     """The wrapper's session."""
     summary: NotRequired[str | None]
     """A human-readable summary; mutable."""

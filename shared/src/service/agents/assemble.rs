@@ -22,7 +22,7 @@ use crate::commit::Commit;
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::FormatId;
 use crate::format::canonical::{Block, Conversation, Message, Role};
-use crate::id::{Principal, TenantId};
+use crate::id::{Principal, SessionId, TenantId};
 use crate::workspace::WorkspaceId;
 
 /// Docs files read into one context (the first by path).
@@ -207,7 +207,7 @@ impl Service {
         let mut sessions: Vec<&str> = Vec::new();
         let mut seen = BTreeSet::new();
         for c in commits.iter().rev() {
-            if let Some(s) = c.session_id.as_deref()
+            if let Some(s) = c.session_id.as_ref().map(SessionId::as_str)
                 && seen.insert(s)
             {
                 sessions.push(s);

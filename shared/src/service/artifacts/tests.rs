@@ -71,7 +71,7 @@ async fn chain(svc: &Service, deltas: &[Vec<u8>]) -> Vec<CommitId> {
     for (i, d) in deltas.iter().enumerate() {
         let new = NewCommit {
             parent: ids.last().copied(),
-            session_id: Some("s1".into()),
+            session_id: Some("s1".parse().expect("a session id")),
             created_at: Some(t(i as i64)),
             ..NewCommit::new(
                 "agent".parse().unwrap(),
@@ -166,7 +166,7 @@ async fn a_reference_to_inline_bytes_outlives_their_commit(stores: Stores) {
     let first = chain(&svc, &[b"small and inline".to_vec()]).await[0];
     let art = ArtifactRef::of(b"small and inline");
     let named = NewCommit {
-        session_id: Some("s2".into()),
+        session_id: Some("s2".parse().expect("a session id")),
         delta: Delta::Stored(art),
         created_at: Some(t(100)),
         ..NewCommit::new("agent".parse().unwrap(), "tpl", FormatId::raw(), "")

@@ -111,7 +111,7 @@ impl Service {
             .record(
                 tenant,
                 NewCommit {
-                    session_id: Some(id.to_string()),
+                    session_id: Some(id.to_string().parse()?),
                     checkpoint: Trigger::Explicit,
                     summary: Some(description.clone()),
                     created_at: Some(now),

@@ -477,6 +477,7 @@ impl Service {
             Some(p) => (branch_ref(p), p.to_string()),
             None => (session_ref(&rec.session_id)?, rec.session_id.clone()),
         };
+        let session_of_commit: SessionId = session_of_commit.parse()?;
         let principal = branch_principal();
         let mut last = None;
         for _ in 0..APPEND_ATTEMPTS {

@@ -83,7 +83,7 @@ impl Fixture {
         let new = NewCommit {
             parent,
             commit_type: kind,
-            session_id: Some(session.to_owned()),
+            session_id: Some(session.parse().expect("a session id")),
             created_at: Some(t(at)),
             summary: Some(format!("summary of {text}")),
             ref_move: Some(RefMove { name, expected }),

@@ -309,7 +309,7 @@ mod service {
             for (i, d) in deltas.iter().enumerate() {
                 let new = NewCommit {
                     parent: ids.last().copied(),
-                    session_id: Some("s".into()),
+                    session_id: Some("s".parse().expect("a session id")),
                     created_at: Some(t(i as i64)),
                     ..NewCommit::new("agent".parse().unwrap(), "tpl", format.clone(), d.clone())
                 };

@@ -78,7 +78,7 @@ impl Fixture {
             .map(|r| r.target);
         let new = NewCommit {
             parent,
-            session_id: Some(session.to_owned()),
+            session_id: Some(session.parse().expect("a session id")),
             created_at: Some(t(at)),
             ref_move: Some(RefMove { name, expected }),
             ..NewCommit::new(

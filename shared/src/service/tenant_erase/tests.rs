@@ -56,7 +56,7 @@ async fn fill(f: &Fixture, tenant: &TenantId, text: &str) -> CommitId {
         let name: RefName = "sessions/s".parse().unwrap();
         let new = NewCommit {
             parent,
-            session_id: Some("s".into()),
+            session_id: Some("s".parse().expect("a session id")),
             created_at: Some(t(i as i64)),
             ref_move: Some(RefMove {
                 name,

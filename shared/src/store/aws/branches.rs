@@ -22,7 +22,7 @@ use crate::branch::{
 };
 use crate::clock::IdSource;
 use crate::error::{Error, Result};
-use crate::id::{BranchId, CommitId, TenantId};
+use crate::id::{BranchId, CommitId, SessionId, TenantId};
 
 /// Branches in the DynamoDB metadata table.
 #[derive(Clone)]
@@ -514,7 +514,8 @@ impl BranchStore for DynamoBranchStore {
         Ok(out)
     }
 
-    async fn forget_session(&self, tenant: &TenantId, session: &str) -> Result<bool> {
+    async fn forget_session(&self, tenant: &TenantId, session: &SessionId) -> Result<bool> {
+        let session = session.as_str();
         let items = self.session_items(tenant, session, None).await?;
         for sk in Self::sort_keys(&items) {
             self.delete(table::session_pk(tenant, session), sk.to_owned())

@@ -117,10 +117,10 @@ impl DynamoMetaStore {
             index.extend(w.index);
             if let (Some(session), Some(last)) = (&commit.session_id, w.last) {
                 let newer = lasts
-                    .get(session)
+                    .get(session.as_str())
                     .is_none_or(|(at, _)| *at <= commit.created_at);
                 if newer {
-                    lasts.insert(session.clone(), (commit.created_at, last));
+                    lasts.insert(session.to_string(), (commit.created_at, last));
                 }
             }
             stored.push(commit);

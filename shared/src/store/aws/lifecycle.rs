@@ -172,11 +172,11 @@ const EVICT_CONCURRENCY: usize = 16;
 
 #[async_trait]
 impl crate::store::Lifecycle for DynamoMetaStore {
-    async fn forget_session(&self, tenant: &TenantId, session: &str) -> Result<()> {
+    async fn forget_session(&self, tenant: &TenantId, session: &SessionId) -> Result<()> {
         // The session's partition holds a key per commit and the last
         // write: two rows read tell whether any commit is left.
         let rows = self
-            .sort_keys(table::session_commits_pk(tenant, session), 2)
+            .sort_keys(table::session_commits_pk(tenant, session.as_str()), 2)
             .await?;
         let [(sk, item)] = rows.as_slice() else {
             return Ok(());
@@ -186,7 +186,7 @@ impl crate::store::Lifecycle for DynamoMetaStore {
         }
         match item.get("last") {
             Some(AttributeValue::N(v)) => match v.parse() {
-                Ok(last) => self.delete_last_write(tenant, session, last).await,
+                Ok(last) => self.delete_last_write(tenant, session.as_str(), last).await,
                 Err(_) => Ok(()),
             },
             _ => Ok(()),

@@ -307,7 +307,7 @@ async fn session_to_erase(
             .checkpoint(
                 &tenant,
                 NewCommit {
-                    session_id: Some(session.to_string()),
+                    session_id: Some(session.to_string().parse().expect("a session id")),
                     ..request(tip, i, "eraser")
                 },
             )

@@ -894,15 +894,18 @@ pub(super) fn index_items(tenant: &TenantId, commit: &Commit) -> IndexItems {
     let mut last = None;
     if let Some(session) = &commit.session_id {
         entries.push(key(
-            session_commits_pk(tenant, session),
+            session_commits_pk(tenant, session.as_str()),
             commit.id.to_string(),
         ));
         // On the session's own partition; its `listing` keys are the same
         // on every write, so rewriting it writes no index entry.
-        let mut item = key(session_commits_pk(tenant, session), SESSION_LAST_SK);
+        let mut item = key(
+            session_commits_pk(tenant, session.as_str()),
+            SESSION_LAST_SK,
+        );
         item.insert("last".into(), n(commit.created_at.timestamp_micros()));
         item.insert("lk".into(), s(sessions_list_key(tenant)));
-        item.insert("ls".into(), s(session.clone()));
+        item.insert("ls".into(), s(session.to_string()));
         last = Some(item);
     }
     if let Some(parent) = &commit.parent {

@@ -58,9 +58,9 @@ fn a_batch_commit_takes_at_most_the_actions_the_batch_limit_counts() {
     let mut root = conformance::commit(&tenant, None, conformance::t(0), "p", b"r");
     let bare_child = conformance::commit(&tenant, Some(&root), conformance::t(1), "p", b"c");
     let bare_root = root.clone();
-    root.session_id = Some("s".into());
+    root.session_id = Some("s".parse().expect("a session id"));
     let mut child = conformance::commit(&tenant, Some(&root), conformance::t(1), "p", b"c");
-    child.session_id = Some("s".into());
+    child.session_id = Some("s".parse().expect("a session id"));
     let actions = |c| table::commit_items(meta.table(), &tenant, c).unwrap().len();
     assert_eq!(actions(&root), BATCH_COMMIT_ACTIONS);
     assert_eq!(actions(&child), BATCH_COMMIT_ACTIONS);
@@ -648,7 +648,7 @@ async fn an_erase_under_faults_finishes_when_re_run_and_leaves_nothing() {
                 &tenant,
                 NewCommit {
                     parent: tip,
-                    session_id: Some(session.into()),
+                    session_id: Some(session.parse().expect("a session id")),
                     created_at: Some(conformance::t(i64::from(i))),
                     ref_move: Some(RefMove { name, expected }),
                     ..NewCommit::new(
@@ -785,7 +785,7 @@ async fn an_erased_session_leaves_no_byte_in_s3_or_dynamodb() {
                 &tenant,
                 NewCommit {
                     parent: tip,
-                    session_id: Some(session.into()),
+                    session_id: Some(session.parse().expect("a session id")),
                     created_at: Some(conformance::t(i as i64)),
                     ..NewCommit::new(
                         "p".parse().unwrap(),
@@ -988,7 +988,7 @@ async fn a_backfill_makes_commits_older_than_the_index_erasable() {
                 &tenant,
                 NewCommit {
                     parent: commits.last().map(|c: &crate::commit::Commit| c.id),
-                    session_id: Some("old".into()),
+                    session_id: Some("old".parse().expect("a session id")),
                     created_at: Some(conformance::t(i)),
                     ..NewCommit::new(
                         "p".parse().unwrap(),
@@ -1191,7 +1191,7 @@ async fn a_checkpoint_writes_no_listing_entry_once_its_ref_and_session_exist() {
             "p",
             &body,
         );
-        c.session_id = Some("s-hot".into());
+        c.session_id = Some("s-hot".parse().expect("a session id"));
         c.inline = Some(bytes::Bytes::from(body));
         let mv = RefMove {
             name: name.clone(),

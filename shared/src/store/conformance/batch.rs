@@ -329,11 +329,11 @@ pub async fn a_batch_shares_a_session_and_roots(meta: &dyn MetaStore) {
     let a = fresh_tenant("batch-session");
     let s: SessionId = "s-1".parse().expect("valid session");
     let mut r0 = commit(&a, None, t(1), "p", b"r0");
-    r0.session_id = Some(s.as_str().to_owned());
+    r0.session_id = Some(s.clone());
     let mut c1 = commit(&a, Some(&r0), t(2), "p", b"c1");
-    c1.session_id = Some(s.as_str().to_owned());
+    c1.session_id = Some(s.clone());
     let mut r1 = commit(&a, None, t(3), "p", b"r1");
-    r1.session_id = Some(s.as_str().to_owned());
+    r1.session_id = Some(s.clone());
     meta.put_batch(
         &a,
         &[

@@ -8,7 +8,7 @@ use crate::branch::memories::{MemoryId, MemoryKind, MemoryQuery, MemoryRecord, P
 use crate::branch::{BranchRecord, BranchStatus, BranchStore, Finish, RateLimits};
 use crate::clock::{IdSource, OsRandom};
 use crate::error::ErrorKind;
-use crate::id::{BranchId, CommitId, TenantId};
+use crate::id::{BranchId, CommitId, SessionId, TenantId};
 
 /// Runs every behaviour the store's capabilities call for.
 pub async fn run_all(store: &dyn BranchStore, caps: Capabilities) {
@@ -374,8 +374,9 @@ pub async fn a_sessions_branches_are_listed_and_removed(store: &dyn BranchStore)
             .expect("list")
             .is_empty()
     );
-    assert!(store.forget_session(&a, "doomed").await.expect("forget"));
-    assert!(!store.forget_session(&a, "doomed").await.expect("again"));
+    let doomed: SessionId = "doomed".parse().expect("a session id");
+    assert!(store.forget_session(&a, &doomed).await.expect("forget"));
+    assert!(!store.forget_session(&a, &doomed).await.expect("again"));
     assert_eq!(
         store.session_owner(&a, "doomed").await.expect("owner"),
         None

@@ -24,7 +24,7 @@ fn session(s: &str) -> SessionId {
 /// A commit of `session`.
 fn in_session(tenant: &TenantId, parent: Option<&Commit>, at: i64, s: &str, body: &[u8]) -> Commit {
     let mut c = commit(tenant, parent, t(at), "p", body);
-    c.session_id = Some(s.to_owned());
+    c.session_id = Some(s.parse().expect("a session id"));
     c
 }
 

@@ -24,7 +24,7 @@ pub async fn run_all(meta: &dyn MetaStore) {
 /// A commit of session `s1` whose bytes `body` are inline.
 fn inline(tenant: &crate::id::TenantId, parent: Option<&Commit>, at: i64, body: &[u8]) -> Commit {
     let mut c = commit(tenant, parent, t(at), "p", body);
-    c.session_id = Some("s1".to_owned());
+    c.session_id = Some("s1".parse().expect("a session id"));
     c.inline = Some(Bytes::copy_from_slice(body));
     c
 }
@@ -49,7 +49,7 @@ pub async fn every_read_returns_the_inline_bytes(meta: &dyn MetaStore) {
     let root = put(meta, &a, &inline(&a, None, 0, b"r")).await;
     let mid = put(meta, &a, &inline(&a, Some(&root), 1, &big)).await;
     let mut plain = commit(&a, Some(&mid), t(2), "p", b"in the blob store");
-    plain.session_id = Some("s1".to_owned());
+    plain.session_id = Some("s1".parse().expect("a session id"));
     let plain = put(meta, &a, &plain).await;
     assert_eq!(root.inline.as_deref(), Some(&b"r"[..]));
     assert_eq!(mid.inline.as_deref(), Some(&big[..]));

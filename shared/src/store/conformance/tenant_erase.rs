@@ -65,7 +65,7 @@ pub async fn populate(backend: &Backend<'_>, caps: Capabilities, label: &str) ->
             _ => Some(&commits[0]),
         };
         let mut c = commit(&tenant, parent, t(i as i64), "agent", body.as_bytes());
-        c.session_id = Some(session().to_string());
+        c.session_id = Some(session());
         commits.push(put(meta, &tenant, &c).await);
     }
     meta.claim_summary(&tenant, &commits[1], t(10), t(70), true)

@@ -20,7 +20,7 @@ use crate::branch::{
 };
 use crate::clock::micros_to_time;
 use crate::error::{Error, Result};
-use crate::id::{BranchId, CommitId, TenantId};
+use crate::id::{BranchId, CommitId, SessionId, TenantId};
 
 /// Branches in `ctx.db`.
 #[derive(Debug, Clone)]
@@ -207,7 +207,7 @@ impl BranchStore for SqliteBranchStore {
                 )
                 .map_err(sql)?;
             let bodies = stmt
-                .query_map(params![tenant.as_str(), session], |r| r.get::<_, String>(0))
+                .query_map(params![tenant.as_str(), session.as_str()], |r| r.get::<_, String>(0))
                 .map_err(sql)?
                 .collect::<Result<Vec<_>, _>>()
                 .map_err(sql)?;
@@ -232,7 +232,7 @@ impl BranchStore for SqliteBranchStore {
             .read(move |conn| {
                 conn.query_row(
                     "SELECT owner FROM branch_sessions WHERE tenant = ?1 AND session = ?2",
-                    params![tenant.as_str(), session],
+                    params![tenant.as_str(), session.as_str()],
                     |r| r.get::<_, String>(0),
                 )
                 .optional()
@@ -337,7 +337,8 @@ impl BranchStore for SqliteBranchStore {
             .read(move |conn| {
                 let mut stmt = conn
                     .prepare_cached("SELECT id FROM branches WHERE tenant = ?1 AND session = ?2")?;
-                let rows = stmt.query_map(params![tenant.as_str(), session], |r| r.get(0))?;
+                let rows =
+                    stmt.query_map(params![tenant.as_str(), session.as_str()], |r| r.get(0))?;
                 Ok::<_, LocalError>(rows.collect::<Result<_, _>>()?)
             })
             .await?;
@@ -478,16 +479,16 @@ impl BranchStore for SqliteBranchStore {
             .await
     }
 
-    async fn forget_session(&self, tenant: &TenantId, session: &str) -> Result<bool> {
+    async fn forget_session(&self, tenant: &TenantId, session: &SessionId) -> Result<bool> {
         let (tenant, session) = (tenant.clone(), session.to_owned());
         self.db
             .transaction(move |tx| {
                 let n = tx.execute(
                     "DELETE FROM branch_sessions WHERE tenant = ?1 AND session = ?2",
-                    params![tenant.as_str(), session],
+                    params![tenant.as_str(), session.as_str()],
                 )? + tx.execute(
                     "DELETE FROM branch_windows WHERE tenant = ?1 AND session = ?2",
-                    params![tenant.as_str(), session],
+                    params![tenant.as_str(), session.as_str()],
                 )?;
                 Ok::<_, LocalError>(n > 0)
             })

@@ -109,7 +109,7 @@ fn insert_commit_in(
             body,
             stored.created_at.timestamp_micros(),
             stored.summary,
-            stored.session_id,
+            stored.session_id.as_ref().map(SessionId::as_str),
             stored.parent.map(|p| p.to_string()),
             stored.artifact_ref.to_string(),
             delta

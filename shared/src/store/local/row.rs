@@ -18,7 +18,7 @@ use crate::clock::micros_to_time;
 use crate::commit::{Commit, CommitType, Tags, Trigger};
 use crate::error::{Error, Result};
 use crate::format::FormatId;
-use crate::id::{ArtifactRef, CommitId, Principal};
+use crate::id::{ArtifactRef, CommitId, Principal, SessionId};
 use crate::store::packed::{self, Codec};
 
 /// `SELECT` of a whole commit from `commits c`: its columns (indexes 0–8,
@@ -117,7 +117,11 @@ impl CommitRow {
             lineage: parse_id("lineage", &self.lineage)?,
             depth: u64::try_from(self.depth).map_err(|_| malformed("depth", self.depth))?,
             created_at: micros_to_time(self.ts),
-            session: self.session,
+            session: self
+                .session
+                .as_deref()
+                .map(|s| s.parse().map_err(|_| malformed("session", s)))
+                .transpose()?,
             summary: self.summary,
             artifact: self
                 .artifact
@@ -221,7 +225,7 @@ struct Columns {
     lineage: CommitId,
     depth: u64,
     created_at: DateTime<Utc>,
-    session: Option<String>,
+    session: Option<SessionId>,
     summary: Option<String>,
     artifact: Option<ArtifactRef>,
 }
@@ -258,7 +262,7 @@ struct Body {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     machine: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    session_id: Option<String>,
+    session_id: Option<SessionId>,
     checkpoint: Trigger,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     ticket_id: Option<String>,
@@ -384,7 +388,7 @@ mod tests {
             lineage: c.lineage.to_string(),
             depth: c.depth as i64,
             ts: c.created_at.timestamp_micros(),
-            session: c.session_id.clone(),
+            session: c.session_id.as_ref().map(ToString::to_string),
             summary: c.summary.clone(),
             artifact: Some(c.artifact_ref.to_string()),
             delta: (None, None),
@@ -397,7 +401,7 @@ mod tests {
         let root = conformance::commit(&tenant, None, t(0), "p", b"one");
         let mut child = conformance::commit(&tenant, Some(&root), t(1), "p", b"two");
         child.summary = Some("a summary".into());
-        child.session_id = Some("s-1".into());
+        child.session_id = Some("s-1".parse().expect("a session id"));
         for c in [&root, &child] {
             let body = encode(c).unwrap();
             for field in [

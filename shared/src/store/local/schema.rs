@@ -630,7 +630,7 @@ mod tests {
                     "p",
                     format!("turn {i}").as_bytes(),
                 );
-                c.session_id = Some(format!("s{}", i / 100));
+                c.session_id = Some(format!("s{}", i / 100).parse().expect("a session id"));
                 if i % 7 == 0 {
                     c.summary = Some(format!("summary {i}"));
                 }
@@ -660,7 +660,7 @@ mod tests {
                         serde_json::to_string(c).unwrap(),
                         c.created_at.timestamp_micros(),
                         c.summary,
-                        c.session_id,
+                        c.session_id.as_ref().map(|s| s.as_str()),
                         c.parent.map(|p| p.to_string()),
                         c.artifact_ref.to_string()
                     ],

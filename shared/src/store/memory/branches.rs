@@ -13,7 +13,7 @@ use crate::branch::{
     branch_not_found, check_limits, minute_window, not_active,
 };
 use crate::error::Result;
-use crate::id::{BranchId, CommitId, TenantId};
+use crate::id::{BranchId, CommitId, SessionId, TenantId};
 
 #[derive(Debug, Default)]
 struct State {
@@ -211,15 +211,15 @@ impl BranchStore for MemoryBranchStore {
         Ok(out)
     }
 
-    async fn forget_session(&self, tenant: &TenantId, session: &str) -> Result<bool> {
+    async fn forget_session(&self, tenant: &TenantId, session: &SessionId) -> Result<bool> {
         let mut s = self.lock();
         let owner = s
             .owners
-            .remove(&(tenant.clone(), session.to_owned()))
+            .remove(&(tenant.clone(), session.to_string()))
             .is_some();
         let before = s.windows.len();
         s.windows
-            .retain(|(t, sess, _), _| !(t == tenant && sess == session));
+            .retain(|(t, sess, _), _| !(t == tenant && sess == session.as_str()));
         Ok(owner || s.windows.len() < before)
     }
 }

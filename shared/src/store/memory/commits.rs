@@ -148,7 +148,7 @@ impl crate::store::Commits for MemoryMetaStore {
         Ok(lock(&self.meta)
             .commits
             .iter()
-            .filter(|((t, _), c)| t == tenant && c.session_id.as_deref() == Some(session.as_str()))
+            .filter(|((t, _), c)| t == tenant && c.session_id.as_ref() == Some(session))
             .map(|(_, c)| c.clone())
             .collect())
     }

@@ -75,7 +75,7 @@ impl crate::store::Lifecycle for MemoryMetaStore {
         let after = after.map(SessionId::as_str);
         let mut newest: BTreeMap<&str, DateTime<Utc>> = BTreeMap::new();
         for ((t, _), c) in &m.commits {
-            if let (true, Some(s)) = (t == tenant, c.session_id.as_deref()) {
+            if let (true, Some(s)) = (t == tenant, c.session_id.as_ref().map(SessionId::as_str)) {
                 let e = newest.entry(s).or_insert(c.created_at);
                 *e = (*e).max(c.created_at);
             }
