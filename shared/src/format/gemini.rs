@@ -47,8 +47,8 @@ use serde_json::{Map, Value, json};
 
 use super::canonical::{Block, Conversation, ImageSource, Message, Role};
 use super::claude_code::{append_lines, uuid};
-use super::jsonl::{Record, at, each_record, kind, write_line};
-use super::openai_responses::string;
+use super::json_array::{kind, string};
+use super::jsonl::{Record, at, each_record, write_line};
 use super::{Carries, Checked, Codec, Encoded, FormatId, Segment, SegmentKind};
 use crate::error::Result;
 

@@ -93,11 +93,6 @@ pub(super) fn write_line(out: &mut Vec<u8>, v: &Value) {
     out.push(b'\n');
 }
 
-/// The JSON type of `v`, as an error message names it.
-pub(super) fn kind(v: &Value) -> &'static str {
-    super::openai_responses::kind(v)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

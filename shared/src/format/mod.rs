@@ -28,6 +28,10 @@
 //! - `gemini`: `gemini-cli-v1`, a Gemini CLI session file (JSONL of
 //!   metadata, message, `$set` and `$rewindTo` records).
 //! - `jsonl`: the lenient record reader those two share.
+//! - `json_array`: what the JSON array formats (`anthropic`, `openai`,
+//!   `openai_responses`) share: each says only what differs (a
+//!   `JsonArray`), and their `Codec` is written once there; also the JSON
+//!   helpers and the fold of items into messages that `codex` uses too.
 //! - [`translate`]: the translation tiers (native, field-level,
 //!   cross-runtime, narrative, raw).
 
@@ -110,6 +114,7 @@ pub mod canonical;
 mod claude_code;
 mod codex;
 mod gemini;
+mod json_array;
 mod jsonl;
 mod openai;
 mod openai_responses;
