@@ -47,7 +47,9 @@ use super::claude_code::{append_lines, uuid};
 use super::json_array::{Fold, Item, Run, kind, string};
 use super::jsonl::{Record, at, each_record, write_line};
 use super::openai_responses::{ItemShape, item, items_of};
-use super::{Carries, Checked, Codec, Counts, Encoded, FormatId, OpenResult, Segment, SegmentKind};
+use super::{
+    Carries, Checked, Codec, Counts, Encoded, FormatId, OpenResult, Segment, SegmentKind, at_line,
+};
 use crate::error::Result;
 
 const ID: &str = "codex-rollout-v1";
@@ -336,7 +338,7 @@ impl Codec for CodexCodec {
     }
 
     fn place(&self, origin: usize) -> String {
-        format!("line {}", origin + 1)
+        at_line(origin)
     }
 
     fn pairs_tool_results(&self) -> bool {

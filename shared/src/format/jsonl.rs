@@ -1,5 +1,7 @@
 //! Reading a runtime's log of JSON records, one per line, leniently: what
-//! the `codex-rollout-v1` and `gemini-cli-v1` codecs share.
+//! the `codex-rollout-v1` and `gemini-cli-v1` codecs share (`claude-code-v1`
+//! reads its own way, strictly one entry a line, and shares how a place is
+//! named and how a line is written).
 //!
 //! The bytes are read as a sequence of JSON values separated by whitespace,
 //! so a record written one per line (JSON Lines) and a whole document

@@ -201,6 +201,12 @@ pub(crate) fn at_index(i: usize) -> String {
     format!("index {i}")
 }
 
+/// `line n`, how log formats name the place of the message whose origin
+/// is line `origin` counted from 0.
+pub(crate) fn at_line(origin: usize) -> String {
+    format!("line {}", origin + 1)
+}
+
 /// What a format can hold beyond messages, text, images and tool calls.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Carries {
