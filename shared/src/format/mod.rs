@@ -258,10 +258,15 @@ pub trait Codec: Send + Sync + 'static {
 
     /// Checks that `delta` is a valid delta of this format.
     ///
+    /// The default decodes it ([`Codec::to_canonical`]) and reports what it
+    /// holds ([`Checked::of`]), each place named by [`Codec::place`].
+    ///
     /// # Errors
     /// `Invalid` on field `delta`, naming the format, the byte offset or
     /// array index, and what was wrong.
-    fn validate(&self, delta: &[u8]) -> Result<Checked>;
+    fn validate(&self, delta: &[u8]) -> Result<Checked> {
+        Ok(Checked::of(&self.to_canonical(delta)?, |i| self.place(i)))
+    }
 
     /// Joins the deltas of a chain, oldest first, into one context.
     ///
