@@ -13,11 +13,10 @@
 
 use std::collections::BTreeSet;
 
-use bytes::Bytes;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
-use super::canonical::{Block, Conversation, ImageSource, Message, Role};
-use super::{Checked, Codec, Encoded, FormatId, at_index, bad};
+use super::canonical::{Block, Conversation, ImageSource, Role};
+use super::json_array::{Item, JsonArray, Run, kind, string};
 use crate::error::Result;
 
 const ID: &str = "anthropic-messages-v1";
@@ -29,138 +28,30 @@ pub(crate) const ANTHROPIC: &str = "anthropic";
 #[derive(Debug, Default)]
 pub struct AnthropicCodec;
 
-fn kind(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
-}
-
-/// The byte offset of serde_json's (line, column) in `bytes`.
-pub(crate) fn json_offset(bytes: &[u8], line: usize, column: usize) -> usize {
-    let mut offset = 0;
-    for (i, l) in bytes.split(|&b| b == b'\n').enumerate() {
-        if i + 1 == line {
-            return (offset + column.saturating_sub(1)).min(bytes.len());
-        }
-        offset += l.len() + 1;
-    }
-    bytes.len()
-}
-
-/// Parses a whole JSON document, naming the byte offset of a syntax error.
-pub(crate) fn parse_json(format: &str, bytes: &[u8]) -> Result<Value> {
-    serde_json::from_slice(bytes).map_err(|e| {
-        bad(
-            format,
-            format!("byte offset {}", json_offset(bytes, e.line(), e.column())),
-            format!("not JSON: {e}"),
-        )
-    })
-}
-
-/// Hands `f` each element of a JSON array of messages with its index, in
-/// order, parsed one at a time: only one element is a JSON tree at any
-/// moment, never the whole array. The first error wins: a syntax error
-/// (naming its byte offset), or what `f` returned. Bytes that are not an
-/// array give the error naming what they are instead.
-pub(crate) fn each_element(
-    format: &str,
-    bytes: &[u8],
-    mut f: impl FnMut(usize, Value) -> Result<()>,
-) -> Result<()> {
-    use serde::Deserializer as _;
-    use serde::de::{Error as _, SeqAccess, Visitor};
-
-    struct Elements<'a, F> {
-        f: &'a mut F,
-        failed: &'a mut Option<crate::error::Error>,
-    }
-    impl<'de, F: FnMut(usize, Value) -> Result<()>> Visitor<'de> for Elements<'_, F> {
-        type Value = ();
-        fn expecting(&self, out: &mut std::fmt::Formatter) -> std::fmt::Result {
-            out.write_str("a JSON array of messages")
-        }
-        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
-            let mut i = 0;
-            while let Some(v) = seq.next_element::<Value>()? {
-                if let Err(e) = (self.f)(i, v) {
-                    *self.failed = Some(e);
-                    return Err(A::Error::custom("stopped by the element's error"));
-                }
-                i += 1;
-            }
-            Ok(())
-        }
-    }
-
-    if bytes.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'[') {
-        let other = parse_json(format, bytes)?;
-        return Err(bad(
-            format,
-            "byte offset 0",
-            format!("expected a JSON array of messages, found {}", kind(&other)),
-        ));
-    }
-    let mut de = serde_json::Deserializer::from_slice(bytes);
-    let mut failed = None;
-    let parsed = de
-        .deserialize_seq(Elements {
-            f: &mut f,
-            failed: &mut failed,
-        })
-        .and_then(|()| de.end());
-    if let Some(e) = failed {
-        return Err(e);
-    }
-    parsed.map_err(|e| {
-        bad(
-            format,
-            format!("byte offset {}", json_offset(bytes, e.line(), e.column())),
-            format!("not JSON: {e}"),
-        )
-    })
-}
-
-fn str_field<'a>(obj: &'a Map<String, Value>, key: &str, what: &str) -> Result<&'a str, String> {
-    match obj.get(key) {
-        Some(Value::String(s)) => Ok(s),
-        Some(other) => Err(format!(
-            "{what} field {key:?} is {}, not a string",
-            kind(other)
-        )),
-        None => Err(format!("{what} has no {key:?}")),
-    }
-}
-
 /// One Messages API content block.
 pub(crate) fn parse_block(v: &Value) -> Result<Block, String> {
     let obj = v
         .as_object()
         .ok_or_else(|| format!("a content block is {}, not an object", kind(v)))?;
-    let ty = str_field(obj, "type", "a content block")?;
+    let ty = string(obj, "type", "a content block")?;
     let what = format!("a {ty} block");
     Ok(match ty {
-        "text" => Block::text(str_field(obj, "text", &what)?),
+        "text" => Block::text(string(obj, "text", &what)?),
         "image" => {
             let src = obj
                 .get("source")
                 .and_then(Value::as_object)
                 .ok_or_else(|| format!("{what} has no \"source\" object"))?;
-            match str_field(src, "type", "an image source")? {
+            match string(src, "type", "an image source")? {
                 "base64" => Block::Image {
                     source: ImageSource::Base64 {
-                        media_type: str_field(src, "media_type", "an image source")?.to_owned(),
-                        data: str_field(src, "data", "an image source")?.to_owned(),
+                        media_type: string(src, "media_type", "an image source")?.to_owned(),
+                        data: string(src, "data", "an image source")?.to_owned(),
                     },
                 },
                 "url" => Block::Image {
                     source: ImageSource::Url {
-                        url: str_field(src, "url", "an image source")?.to_owned(),
+                        url: string(src, "url", "an image source")?.to_owned(),
                     },
                 },
                 _ => Block::Other {
@@ -177,8 +68,8 @@ pub(crate) fn parse_block(v: &Value) -> Result<Block, String> {
                 return Err(format!("{what}'s input is {}, not an object", kind(input)));
             }
             Block::ToolUse {
-                id: str_field(obj, "id", &what)?.to_owned(),
-                name: str_field(obj, "name", &what)?.to_owned(),
+                id: string(obj, "id", &what)?.to_owned(),
+                name: string(obj, "name", &what)?.to_owned(),
                 input: input.clone(),
             }
         }
@@ -198,13 +89,13 @@ pub(crate) fn parse_block(v: &Value) -> Result<Block, String> {
                 }
             };
             Block::ToolResult {
-                tool_use_id: str_field(obj, "tool_use_id", &what)?.to_owned(),
+                tool_use_id: string(obj, "tool_use_id", &what)?.to_owned(),
                 content,
                 is_error,
             }
         }
         "thinking" => Block::Thinking {
-            thinking: str_field(obj, "thinking", &what)?.to_owned(),
+            thinking: string(obj, "thinking", &what)?.to_owned(),
             signature: match obj.get("signature") {
                 None | Some(Value::Null) => None,
                 Some(Value::String(s)) => Some(s.clone()),
@@ -217,7 +108,7 @@ pub(crate) fn parse_block(v: &Value) -> Result<Block, String> {
             },
         },
         "redacted_thinking" => Block::RedactedThinking {
-            data: str_field(obj, "data", &what)?.to_owned(),
+            data: string(obj, "data", &what)?.to_owned(),
         },
         _ => Block::Other {
             api: ANTHROPIC.into(),
@@ -400,73 +291,37 @@ pub(crate) fn messages_api_losses(conv: &Conversation) -> Vec<String> {
     lost
 }
 
-impl Codec for AnthropicCodec {
-    fn id(&self) -> FormatId {
-        FormatId(ID.to_owned())
+impl JsonArray for AnthropicCodec {
+    const ID: &'static str = ID;
+    const RUNTIME: &'static str = "anthropic-messages";
+    const VERSION: u32 = 1;
+    const DESCRIBE: &'static str = "a JSON array of Anthropic Messages API messages (system prompts as leading role \"system\" elements)";
+
+    fn item(v: &Value) -> Result<Item, String> {
+        let obj = v
+            .as_object()
+            .ok_or_else(|| format!("a message is {}, not an object", kind(v)))?;
+        let role = match string(obj, "role", "a message")? {
+            "user" => Role::User,
+            "assistant" => Role::Assistant,
+            "system" => Role::System,
+            other => {
+                return Err(format!(
+                    "role {other:?} is not one of user, assistant, system"
+                ));
+            }
+        };
+        let content = obj.get("content").ok_or("a message has no \"content\"")?;
+        let blocks = parse_content(content)?;
+        check_roles(role, &blocks)?;
+        Ok(Item {
+            role,
+            blocks,
+            run: Run::Alone,
+        })
     }
 
-    fn runtime(&self) -> &'static str {
-        "anthropic-messages"
-    }
-
-    fn version(&self) -> u32 {
-        1
-    }
-
-    fn describe(&self) -> &'static str {
-        "a JSON array of Anthropic Messages API messages (system prompts as leading role \"system\" elements)"
-    }
-
-    fn validate(&self, delta: &[u8]) -> Result<Checked> {
-        let conv = self.to_canonical(delta)?;
-        Ok(Checked::of(&conv, at_index))
-    }
-
-    fn concat(&self, parts: &[Bytes]) -> Result<Bytes> {
-        join_arrays(ID, parts)
-    }
-
-    fn to_canonical(&self, bytes: &[u8]) -> Result<Conversation> {
-        let mut messages = Vec::new();
-        each_element(ID, bytes, |i, item| {
-            let item = &item;
-            let at = format!("index {i}");
-            let obj = item.as_object().ok_or_else(|| {
-                bad(
-                    ID,
-                    &at,
-                    format!("a message is {}, not an object", kind(item)),
-                )
-            })?;
-            let role = match str_field(obj, "role", "a message").map_err(|e| bad(ID, &at, e))? {
-                "user" => Role::User,
-                "assistant" => Role::Assistant,
-                "system" => Role::System,
-                other => {
-                    return Err(bad(
-                        ID,
-                        &at,
-                        format!("role {other:?} is not one of user, assistant, system"),
-                    ));
-                }
-            };
-            let content = obj
-                .get("content")
-                .ok_or_else(|| bad(ID, &at, "a message has no \"content\""))?;
-            let content = parse_content(content).map_err(|e| bad(ID, &at, e))?;
-            check_roles(role, &content).map_err(|e| bad(ID, &at, e))?;
-            messages.push(Message {
-                role,
-                content,
-                timestamp: None,
-                origin: i,
-            });
-            Ok(())
-        })?;
-        Ok(Conversation { messages })
-    }
-
-    fn encode_canonical(&self, conv: &Conversation) -> Result<Encoded> {
+    fn elements(conv: &Conversation) -> (Vec<Value>, Vec<String>) {
         let mut system = Vec::new();
         let mut items = Vec::new();
         for m in &conv.messages {
@@ -484,48 +339,14 @@ impl Codec for AnthropicCodec {
                 json!({"role": "system", "content": content_json(&system)}),
             );
         }
-        let bytes =
-            serde_json::to_vec(&Value::Array(items)).expect("a JSON value always serializes");
-        Ok(Encoded {
-            bytes: bytes.into(),
-            lost: messages_api_losses(conv),
-        })
+        (items, messages_api_losses(conv))
     }
-}
-
-/// Joins JSON arrays without re-encoding their elements: the first part's
-/// opening bracket, every part's elements separated by commas, one closing
-/// bracket.
-pub(crate) fn join_arrays(format: &str, parts: &[Bytes]) -> Result<Bytes> {
-    let mut out = Vec::with_capacity(parts.iter().map(Bytes::len).sum::<usize>() + 2);
-    out.push(b'[');
-    let mut any = false;
-    for (i, p) in parts.iter().enumerate() {
-        let inner =
-            array_inner(p).ok_or_else(|| bad(format, format!("part {i}"), "not a JSON array"))?;
-        if inner.iter().all(u8::is_ascii_whitespace) {
-            continue;
-        }
-        if any {
-            out.push(b',');
-        }
-        out.extend_from_slice(inner);
-        any = true;
-    }
-    out.push(b']');
-    Ok(out.into())
-}
-
-fn array_inner(p: &[u8]) -> Option<&[u8]> {
-    let start = p.iter().position(|b| !b.is_ascii_whitespace())?;
-    let end = p.iter().rposition(|b| !b.is_ascii_whitespace())?;
-    (p[start] == b'[' && p[end] == b']' && start < end).then(|| &p[start + 1..end])
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::format::OpenResult;
+    use crate::format::{Codec, OpenResult};
 
     fn err(bytes: &[u8]) -> String {
         AnthropicCodec.validate(bytes).unwrap_err().message
@@ -560,16 +381,5 @@ mod tests {
                 at: "index 0".into()
             }]
         );
-    }
-
-    #[test]
-    fn arrays_join_without_reencoding() {
-        let parts = [
-            Bytes::from_static(b" [1, 2] "),
-            Bytes::from_static(b"[]"),
-            Bytes::from_static(b"[3]"),
-        ];
-        assert_eq!(&join_arrays(ID, &parts).unwrap()[..], b"[1, 2,3]");
-        assert_eq!(&join_arrays(ID, &[]).unwrap()[..], b"[]");
     }
 }

@@ -16,7 +16,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use super::canonical::{Block, Conversation, ImageSource, Message, Role};
-use super::{Checked, Codec, Encoded, FormatId, at_index, bad};
+use super::{Codec, Encoded, FormatId, at_index, bad};
 use crate::error::Result;
 
 const ID: &str = "bureau-agent-v1";
@@ -199,11 +199,7 @@ pub(crate) fn decode_messages<T: DeserializeOwned>(format: &str, bytes: &[u8]) -
         .map(|(i, v)| {
             v.deserialized::<T>().map_err(|e| {
                 let ciborium::value::Error::Custom(why) = e;
-                bad(
-                    format,
-                    format!("index {i}"),
-                    format!("not a message: {why}"),
-                )
+                bad(format, at_index(i), format!("not a message: {why}"))
             })
         })
         .collect()
@@ -300,7 +296,7 @@ pub(crate) fn concat_arrays(format: &str, parts: &[Bytes]) -> Result<Bytes> {
 /// Structural checks a schema cannot express.
 pub(crate) fn check_messages(format: &str, msgs: &[MessageV1]) -> Result<()> {
     for (i, m) in msgs.iter().enumerate() {
-        let at = format!("index {i}");
+        let at = at_index(i);
         if !m.tool_calls.is_empty() && m.role != RoleV1::Assistant {
             return Err(bad(format, &at, "only assistant messages make tool calls"));
         }
@@ -518,10 +514,6 @@ impl Codec for BureauV1Codec {
     fn pairs_tool_results(&self) -> bool {
         // The runtime's own log: stored as written.
         false
-    }
-
-    fn validate(&self, delta: &[u8]) -> Result<Checked> {
-        Ok(Checked::of(&to_canonical(decode(delta)?), at_index))
     }
 
     fn concat(&self, parts: &[Bytes]) -> Result<Bytes> {

@@ -17,7 +17,7 @@ use super::bureau_v1::{
     decode_messages, encode,
 };
 use super::canonical::Conversation;
-use super::{Checked, Codec, Encoded, FormatId, at_index, bad};
+use super::{Codec, Encoded, FormatId, at_index, bad};
 use crate::error::Result;
 
 pub(crate) const ID: &str = "bureau-agent-v2";
@@ -176,7 +176,7 @@ fn decode(bytes: &[u8]) -> Result<Vec<MessageV1>> {
         {
             return Err(bad(
                 ID,
-                format!("index {i}"),
+                at_index(i),
                 format!("at {at} is not a representable time"),
             ));
         }
@@ -206,11 +206,6 @@ impl Codec for BureauV2Codec {
     fn pairs_tool_results(&self) -> bool {
         // The runtime's own log: stored as written.
         false
-    }
-
-    fn validate(&self, delta: &[u8]) -> Result<Checked> {
-        let conv = bureau_v1::to_canonical(decode(delta)?);
-        Ok(Checked::of(&conv, at_index))
     }
 
     fn concat(&self, parts: &[Bytes]) -> Result<Bytes> {

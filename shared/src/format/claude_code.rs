@@ -32,7 +32,8 @@ use serde_json::{Value, json};
 
 use super::anthropic::{block_json, check_roles, content_json, messages_api_losses, parse_content};
 use super::canonical::{Conversation, Message, Role};
-use super::{Carries, Checked, Codec, Encoded, FormatId, bad};
+use super::jsonl::{at, write_line};
+use super::{Carries, Checked, Codec, Encoded, FormatId, at_line, bad};
 use crate::error::Result;
 
 const ID: &str = "claude-code-v1";
@@ -50,10 +51,6 @@ struct Line {
     value: Value,
     /// Why the line is no entry this format reads, when it is not.
     problem: Option<String>,
-}
-
-fn at(offset: usize, number: usize) -> String {
-    format!("byte offset {offset} (line {number})")
 }
 
 /// Every line of `bytes`, parsed and checked (lines that are no entry are
@@ -363,8 +360,7 @@ impl Codec for ClaudeCodeCodec {
                 "uuid": id,
                 "timestamp": timestamp,
             });
-            serde_json::to_writer(&mut out, &entry).expect("a JSON value always serializes");
-            out.push(b'\n');
+            write_line(&mut out, &entry);
             parent = Some(id);
         }
         Ok(Encoded {
@@ -384,7 +380,7 @@ impl Codec for ClaudeCodeCodec {
     }
 
     fn place(&self, origin: usize) -> String {
-        format!("line {}", origin + 1)
+        at_line(origin)
     }
 
     fn pairs_tool_results(&self) -> bool {
@@ -460,8 +456,7 @@ impl Codec for ClaudeCodeCodec {
         });
         let mut out = Vec::new();
         for v in [boundary, entry] {
-            serde_json::to_writer(&mut out, &v).expect("a JSON value always serializes");
-            out.push(b'\n');
+            write_line(&mut out, &v);
         }
         Ok(out.into())
     }

@@ -42,11 +42,14 @@ use bytes::Bytes;
 use chrono::{DateTime, Utc};
 use serde_json::{Map, Value, json};
 
-use super::canonical::{Block, Conversation, Message, Role};
+use super::canonical::{Block, Conversation, Role};
 use super::claude_code::{append_lines, uuid};
-use super::jsonl::{Record, at, each_record, kind, write_line};
-use super::openai_responses::{Item, ItemShape, Run, item, items_of, string};
-use super::{Carries, Checked, Codec, Counts, Encoded, FormatId, OpenResult, Segment, SegmentKind};
+use super::json_array::{Fold, Item, Run, kind, string};
+use super::jsonl::{Record, at, each_record, write_line};
+use super::openai_responses::{ItemShape, item, items_of};
+use super::{
+    Carries, Checked, Codec, Counts, Encoded, FormatId, OpenResult, Segment, SegmentKind, at_line,
+};
 use crate::error::Result;
 
 const ID: &str = "codex-rollout-v1";
@@ -176,13 +179,8 @@ struct Decoded {
 }
 
 fn decode(bytes: &[u8]) -> Result<Decoded> {
-    let mut out = Decoded {
-        conv: Conversation::default(),
-        open: Vec::new(),
-        kept: Vec::new(),
-    };
-    let mut calls: BTreeSet<String> = BTreeSet::new();
-    let mut last_run = Run::Alone;
+    let mut fold = Fold::default();
+    let mut kept = Vec::new();
     each_record(bytes, |r: Record| {
         // A message's origin is its line, from 0 (what `place` names).
         let i = r.number - 1;
@@ -204,7 +202,7 @@ fn decode(bytes: &[u8]) -> Result<Decoded> {
                     let ty = it.get("type").and_then(Value::as_str).unwrap_or("");
                     match it.as_object().and_then(|obj| codex_item(obj, ty)) {
                         Some(decoded) => decoded?,
-                        None => item(it, &mut calls)?.0,
+                        None => item(it)?,
                     }
                 }
             };
@@ -212,35 +210,7 @@ fn decode(bytes: &[u8]) -> Result<Decoded> {
         });
         let read_ok = matches!(read, Some(Ok(_)));
         match read {
-            Some(Ok(Some((it, timestamp)))) => {
-                for b in &it.blocks {
-                    match b {
-                        Block::ToolUse { id, .. } => {
-                            calls.insert(id.clone());
-                        }
-                        Block::ToolResult { tool_use_id, .. } if !calls.contains(tool_use_id) => {
-                            out.open.push(OpenResult {
-                                tool_use_id: tool_use_id.clone(),
-                                at: here.clone(),
-                            });
-                        }
-                        _ => {}
-                    }
-                }
-                let messages = &mut out.conv.messages;
-                match messages.last_mut() {
-                    Some(prev) if it.run != Run::Alone && it.run == last_run => {
-                        prev.content.extend(it.blocks);
-                    }
-                    _ => messages.push(Message {
-                        role: it.role,
-                        content: it.blocks,
-                        timestamp,
-                        origin: i,
-                    }),
-                }
-                last_run = it.run;
-            }
+            Some(Ok(Some((it, timestamp)))) => fold.push(it, i, &here, timestamp),
             Some(Ok(None)) => {}
             Some(Err(e)) => problems.push(e),
             None => {}
@@ -251,12 +221,15 @@ fn decode(bytes: &[u8]) -> Result<Decoded> {
             } else {
                 "read as no message"
             };
-            out.kept
-                .push(format!("at {here}: {}: {read}", problems.join("; ")));
+            kept.push(format!("at {here}: {}: {read}", problems.join("; ")));
         }
         Ok(())
     })?;
-    Ok(out)
+    Ok(Decoded {
+        conv: fold.conv,
+        open: fold.open,
+        kept,
+    })
 }
 
 /// Codex's shapes of the Responses items: typed `message` items, a system
@@ -365,7 +338,7 @@ impl Codec for CodexCodec {
     }
 
     fn place(&self, origin: usize) -> String {
-        format!("line {}", origin + 1)
+        at_line(origin)
     }
 
     fn pairs_tool_results(&self) -> bool {

@@ -47,9 +47,9 @@ use serde_json::{Map, Value, json};
 
 use super::canonical::{Block, Conversation, ImageSource, Message, Role};
 use super::claude_code::{append_lines, uuid};
-use super::jsonl::{Record, at, each_record, kind, write_line};
-use super::openai_responses::string;
-use super::{Carries, Checked, Codec, Encoded, FormatId, Segment, SegmentKind};
+use super::json_array::{kind, string};
+use super::jsonl::{Record, at, each_record, write_line};
+use super::{Carries, Checked, Codec, Encoded, FormatId, Segment, SegmentKind, at_line};
 use crate::error::Result;
 
 const ID: &str = "gemini-cli-v1";
@@ -565,7 +565,7 @@ impl Codec for GeminiCodec {
         let (conv, kept) = decode(delta)?;
         Ok(Checked {
             kept,
-            ..Checked::of(&conv, |origin| format!("line {}", origin + 1))
+            ..Checked::of(&conv, at_line)
         })
     }
 
@@ -723,7 +723,7 @@ impl Codec for GeminiCodec {
     }
 
     fn place(&self, origin: usize) -> String {
-        format!("line {}", origin + 1)
+        at_line(origin)
     }
 
     fn pairs_tool_results(&self) -> bool {

@@ -1,5 +1,7 @@
 //! Reading a runtime's log of JSON records, one per line, leniently: what
-//! the `codex-rollout-v1` and `gemini-cli-v1` codecs share.
+//! the `codex-rollout-v1` and `gemini-cli-v1` codecs share (`claude-code-v1`
+//! reads its own way, strictly one entry a line, and shares how a place is
+//! named and how a line is written).
 //!
 //! The bytes are read as a sequence of JSON values separated by whitespace,
 //! so a record written one per line (JSON Lines) and a whole document
@@ -91,11 +93,6 @@ pub(super) fn each_record(bytes: &[u8], mut f: impl FnMut(Record) -> Result<()>)
 pub(super) fn write_line(out: &mut Vec<u8>, v: &Value) {
     serde_json::to_writer(&mut *out, v).expect("a JSON value always serializes");
     out.push(b'\n');
-}
-
-/// The JSON type of `v`, as an error message names it.
-pub(super) fn kind(v: &Value) -> &'static str {
-    super::openai_responses::kind(v)
 }
 
 #[cfg(test)]

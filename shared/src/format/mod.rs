@@ -28,6 +28,10 @@
 //! - `gemini`: `gemini-cli-v1`, a Gemini CLI session file (JSONL of
 //!   metadata, message, `$set` and `$rewindTo` records).
 //! - `jsonl`: the lenient record reader those two share.
+//! - `json_array`: what the JSON array formats (`anthropic`, `openai`,
+//!   `openai_responses`) share: each says only what differs (a
+//!   `JsonArray`), and their `Codec` is written once there; also the JSON
+//!   helpers and the fold of items into messages that `codex` uses too.
 //! - [`translate`]: the translation tiers (native, field-level,
 //!   cross-runtime, narrative, raw).
 
@@ -110,6 +114,7 @@ pub mod canonical;
 mod claude_code;
 mod codex;
 mod gemini;
+mod json_array;
 mod jsonl;
 mod openai;
 mod openai_responses;
@@ -196,6 +201,12 @@ pub(crate) fn at_index(i: usize) -> String {
     format!("index {i}")
 }
 
+/// `line n`, how log formats name the place of the message whose origin
+/// is line `origin` counted from 0.
+pub(crate) fn at_line(origin: usize) -> String {
+    format!("line {}", origin + 1)
+}
+
 /// What a format can hold beyond messages, text, images and tool calls.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Carries {
@@ -247,10 +258,15 @@ pub trait Codec: Send + Sync + 'static {
 
     /// Checks that `delta` is a valid delta of this format.
     ///
+    /// The default decodes it ([`Codec::to_canonical`]) and reports what it
+    /// holds ([`Checked::of`]), each place named by [`Codec::place`].
+    ///
     /// # Errors
     /// `Invalid` on field `delta`, naming the format, the byte offset or
     /// array index, and what was wrong.
-    fn validate(&self, delta: &[u8]) -> Result<Checked>;
+    fn validate(&self, delta: &[u8]) -> Result<Checked> {
+        Ok(Checked::of(&self.to_canonical(delta)?, |i| self.place(i)))
+    }
 
     /// Joins the deltas of a chain, oldest first, into one context.
     ///

@@ -10,12 +10,12 @@
 
 use std::collections::BTreeSet;
 
-use bytes::Bytes;
 use serde_json::{Map, Value, json};
 
-use super::anthropic::{each_element, join_arrays};
-use super::canonical::{Block, Conversation, ERROR_PREFIX, ImageSource, Message, Role};
-use super::{Carries, Checked, Codec, Counts, Encoded, FormatId, OpenResult, bad};
+use super::Carries;
+use super::canonical::{Block, Conversation, ERROR_PREFIX, Role};
+use super::json_array::{Item, JsonArray, Run};
+use super::openai_responses::{image, image_url, text_of};
 use crate::error::Result;
 
 const ID: &str = "openai-chat-v1";
@@ -43,18 +43,7 @@ fn part(v: &Value, allow_images: bool) -> Result<Block, String> {
                 .get("image_url")
                 .and_then(Value::as_object)
                 .ok_or("an image_url part has no \"image_url\" object")?;
-            let url = string(url, "url", "an image_url")?;
-            Ok(Block::Image {
-                source: match parse_data_url(url) {
-                    Some((media_type, data)) => ImageSource::Base64 {
-                        media_type: media_type.to_owned(),
-                        data: data.to_owned(),
-                    },
-                    None => ImageSource::Url {
-                        url: url.to_owned(),
-                    },
-                },
-            })
+            Ok(image(string(url, "url", "an image_url")?))
         }
         "image_url" => Err("an image_url part is only allowed in user messages".into()),
         _ if allow_images => Ok(Block::Other {
@@ -65,12 +54,6 @@ fn part(v: &Value, allow_images: bool) -> Result<Block, String> {
             "a {other} part is not allowed here; use text parts"
         )),
     }
-}
-
-fn parse_data_url(url: &str) -> Option<(&str, &str)> {
-    let rest = url.strip_prefix("data:")?;
-    let (media_type, data) = rest.split_once(";base64,")?;
-    Some((media_type, data))
 }
 
 fn content(v: Option<&Value>, allow_images: bool, allow_null: bool) -> Result<Vec<Block>, String> {
@@ -121,54 +104,39 @@ fn tool_calls(v: Option<&Value>) -> Result<Vec<Block>, String> {
     Ok(out)
 }
 
-/// Decodes, with the index of each tool message whose call is not earlier
-/// in the array, and the counts of the array.
-fn decode(bytes: &[u8]) -> Result<(Conversation, Vec<OpenResult>, Counts)> {
-    let mut messages: Vec<Message> = Vec::new();
-    let mut open = Vec::new();
-    let mut calls: BTreeSet<String> = BTreeSet::new();
-    let mut last_was_tool = false;
-    let mut items = 0;
-    each_element(ID, bytes, |i, item| {
-        let item = &item;
-        items = i + 1;
-        let at = format!("index {i}");
-        let obj = item
-            .as_object()
-            .ok_or_else(|| bad(ID, &at, "a message is not an object"))?;
-        let role = string(obj, "role", "a message").map_err(|e| bad(ID, &at, e))?;
-        let is_tool = role == "tool";
-        let (role, blocks) = match role {
+impl JsonArray for OpenAiCodec {
+    const ID: &'static str = ID;
+    const RUNTIME: &'static str = "openai-chat";
+    const VERSION: u32 = 1;
+    const DESCRIBE: &'static str = "a JSON array of OpenAI Chat Completions messages";
+    const CARRIES: Carries = Carries {
+        system: true,
+        thinking: false,
+        tool_errors: false,
+    };
+
+    fn item(v: &Value) -> Result<Item, String> {
+        let obj = v.as_object().ok_or("a message is not an object")?;
+        let (role, blocks, run) = match string(obj, "role", "a message")? {
             "system" | "developer" => (
                 Role::System,
-                content(obj.get("content"), false, false).map_err(|e| bad(ID, &at, e))?,
+                content(obj.get("content"), false, false)?,
+                Run::Alone,
             ),
             "user" => (
                 Role::User,
-                content(obj.get("content"), true, false).map_err(|e| bad(ID, &at, e))?,
+                content(obj.get("content"), true, false)?,
+                Run::Alone,
             ),
             "assistant" => {
-                let mut b =
-                    content(obj.get("content"), false, true).map_err(|e| bad(ID, &at, e))?;
-                let uses = tool_calls(obj.get("tool_calls")).map_err(|e| bad(ID, &at, e))?;
-                for u in &uses {
-                    if let Block::ToolUse { id, .. } = u {
-                        calls.insert(id.clone());
-                    }
-                }
-                b.extend(uses);
-                (Role::Assistant, b)
+                let mut b = content(obj.get("content"), false, true)?;
+                b.extend(tool_calls(obj.get("tool_calls"))?);
+                (Role::Assistant, b, Run::Alone)
             }
+            // A run of tool messages is one canonical message.
             "tool" => {
-                let id =
-                    string(obj, "tool_call_id", "a tool message").map_err(|e| bad(ID, &at, e))?;
-                if !calls.contains(id) {
-                    open.push(OpenResult {
-                        tool_use_id: id.to_owned(),
-                        at: at.clone(),
-                    });
-                }
-                let c = content(obj.get("content"), false, false).map_err(|e| bad(ID, &at, e))?;
+                let id = string(obj, "tool_call_id", "a tool message")?;
+                let c = content(obj.get("content"), false, false)?;
                 (
                     Role::User,
                     vec![Block::ToolResult {
@@ -176,97 +144,19 @@ fn decode(bytes: &[u8]) -> Result<(Conversation, Vec<OpenResult>, Counts)> {
                         content: c,
                         is_error: false,
                     }],
+                    Run::Results,
                 )
             }
             other => {
-                return Err(bad(
-                    ID,
-                    &at,
-                    format!(
-                        "role {other:?} is not one of system, developer, user, assistant, tool"
-                    ),
+                return Err(format!(
+                    "role {other:?} is not one of system, developer, user, assistant, tool"
                 ));
             }
         };
-        match messages.last_mut() {
-            Some(prev) if is_tool && last_was_tool => prev.content.extend(blocks),
-            _ => messages.push(Message {
-                role,
-                content: blocks,
-                timestamp: None,
-                origin: i,
-            }),
-        }
-        last_was_tool = is_tool;
-        Ok(())
-    })?;
-    let conv = Conversation { messages };
-    // The array's messages are its items: the canonical model folds a run
-    // of `tool` messages into one message, which is not what was sent or
-    // what is returned.
-    let counts = Counts {
-        messages: Some(items as u64),
-        tokens: conv.estimate_tokens(),
-    };
-    Ok((conv, open, counts))
-}
-
-fn text_of(blocks: &[Block]) -> Option<String> {
-    let mut s = String::new();
-    for b in blocks {
-        match b {
-            Block::Text { text } => s.push_str(text),
-            _ => return None,
-        }
-    }
-    Some(s)
-}
-
-impl Codec for OpenAiCodec {
-    fn id(&self) -> FormatId {
-        FormatId(ID.to_owned())
+        Ok(Item { role, blocks, run })
     }
 
-    fn runtime(&self) -> &'static str {
-        "openai-chat"
-    }
-
-    fn version(&self) -> u32 {
-        1
-    }
-
-    fn describe(&self) -> &'static str {
-        "a JSON array of OpenAI Chat Completions messages"
-    }
-
-    fn validate(&self, delta: &[u8]) -> Result<Checked> {
-        let (_, open_results, counts) = decode(delta)?;
-        Ok(Checked {
-            open_results,
-            counts,
-            kept: Vec::new(),
-        })
-    }
-
-    fn count(&self, delta: &[u8]) -> Counts {
-        match decode(delta) {
-            Ok((_, _, counts)) => counts,
-            Err(_) => Counts {
-                messages: None,
-                tokens: super::estimate_tokens(delta.len()),
-            },
-        }
-    }
-
-    fn concat(&self, parts: &[Bytes]) -> Result<Bytes> {
-        join_arrays(ID, parts)
-    }
-
-    fn to_canonical(&self, bytes: &[u8]) -> Result<Conversation> {
-        Ok(decode(bytes)?.0)
-    }
-
-    fn encode_canonical(&self, conv: &Conversation) -> Result<Encoded> {
+    fn elements(conv: &Conversation) -> (Vec<Value>, Vec<String>) {
         let mut lost = Vec::new();
         let mut system = Vec::new();
         let mut items = Vec::new();
@@ -315,15 +205,9 @@ impl Codec for OpenAiCodec {
                             Block::Text { text } => {
                                 parts.push(json!({"type": "text", "text": text}))
                             }
-                            Block::Image { source } => {
-                                let url = match source {
-                                    ImageSource::Base64 { media_type, data } => {
-                                        format!("data:{media_type};base64,{data}")
-                                    }
-                                    ImageSource::Url { url } => url.clone(),
-                                };
-                                parts.push(json!({"type": "image_url", "image_url": {"url": url}}));
-                            }
+                            Block::Image { source } => parts.push(
+                                json!({"type": "image_url", "image_url": {"url": image_url(source)}}),
+                            ),
                             Block::Other { api, value } if api == OPENAI => {
                                 parts.push(value.clone())
                             }
@@ -383,26 +267,14 @@ impl Codec for OpenAiCodec {
             }
         }
         system.extend(items);
-        let bytes =
-            serde_json::to_vec(&Value::Array(system)).expect("a JSON value always serializes");
-        Ok(Encoded {
-            bytes: bytes.into(),
-            lost,
-        })
-    }
-
-    fn carries(&self) -> Carries {
-        Carries {
-            system: true,
-            thinking: false,
-            tool_errors: false,
-        }
+        (system, lost)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::format::Codec;
 
     fn err(bytes: &[u8]) -> String {
         OpenAiCodec.validate(bytes).unwrap_err().message

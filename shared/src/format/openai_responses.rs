@@ -26,12 +26,11 @@
 
 use std::collections::BTreeSet;
 
-use bytes::Bytes;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
-use super::anthropic::{each_element, join_arrays};
+use super::Carries;
 use super::canonical::{Block, Conversation, ERROR_PREFIX, ImageSource, Message, Role};
-use super::{Carries, Checked, Codec, Counts, Encoded, FormatId, OpenResult, bad};
+use super::json_array::{Item, JsonArray, Run, kind, string};
 use crate::error::Result;
 
 const ID: &str = "openai-responses-v1";
@@ -46,38 +45,13 @@ pub(super) const ITEMS: &str = "openai-responses-item";
 #[derive(Debug, Default)]
 pub struct OpenAiResponsesCodec;
 
-pub(super) fn kind(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
-}
-
-pub(super) fn string<'a>(
-    obj: &'a Map<String, Value>,
-    key: &str,
-    what: &str,
-) -> Result<&'a str, String> {
-    match obj.get(key) {
-        Some(Value::String(s)) => Ok(s),
-        Some(other) => Err(format!(
-            "{what} field {key:?} is {}, not a string",
-            kind(other)
-        )),
-        None => Err(format!("{what} has no {key:?}")),
-    }
-}
-
 fn parse_data_url(url: &str) -> Option<(&str, &str)> {
     let rest = url.strip_prefix("data:")?;
     rest.split_once(";base64,")
 }
 
-fn image(url: &str) -> Block {
+/// An image part's URL as a block: a `data:` URL's bytes inline, else the URL.
+pub(super) fn image(url: &str) -> Block {
     Block::Image {
         source: match parse_data_url(url) {
             Some((media_type, data)) => ImageSource::Base64 {
@@ -142,31 +116,8 @@ pub(super) fn parts(v: Option<&Value>, what: &str, key: &str) -> Result<Vec<Bloc
     }
 }
 
-/// A decoded item: content of one role, and the run it belongs to.
-pub(super) struct Item {
-    /// Whose content it is.
-    pub(super) role: Role,
-    /// The content.
-    pub(super) blocks: Vec<Block>,
-    /// The run it belongs to.
-    pub(super) run: Run,
-}
-
-/// Items of one run (but `Alone`) next to each other are one message.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(super) enum Run {
-    /// Assistant messages, function calls, reasoning.
-    Assistant,
-    /// Function call outputs.
-    Results,
-    /// Everything else: a message of its own.
-    Alone,
-}
-
-pub(super) fn item(
-    v: &Value,
-    calls: &mut BTreeSet<String>,
-) -> Result<(Item, Option<String>), String> {
+/// One Responses API item (a Codex rollout's items too).
+pub(super) fn item(v: &Value) -> Result<Item, String> {
     let obj = v
         .as_object()
         .ok_or_else(|| format!("an item is {}, not an object", kind(v)))?;
@@ -206,7 +157,7 @@ pub(super) fn item(
                 }
             };
             let blocks = parts(obj.get("content"), "a message", "content")?;
-            Ok((Item { role, blocks, run }, None))
+            Ok(Item { role, blocks, run })
         }
         Some("function_call") => {
             let what = "a function_call";
@@ -220,37 +171,29 @@ pub(super) fn item(
                     format!("{what} field \"arguments\" is not a JSON document: {e}")
                 })?
             };
-            calls.insert(id.to_owned());
-            Ok((
-                Item {
-                    role: Role::Assistant,
-                    blocks: vec![Block::ToolUse {
-                        id: id.to_owned(),
-                        name: name.to_owned(),
-                        input,
-                    }],
-                    run: Run::Assistant,
-                },
-                None,
-            ))
+            Ok(Item {
+                role: Role::Assistant,
+                blocks: vec![Block::ToolUse {
+                    id: id.to_owned(),
+                    name: name.to_owned(),
+                    input,
+                }],
+                run: Run::Assistant,
+            })
         }
         Some("function_call_output") => {
             let what = "a function_call_output";
             let id = string(obj, "call_id", what)?;
             let content = parts(obj.get("output"), what, "output")?;
-            let open = (!calls.contains(id)).then(|| id.to_owned());
-            Ok((
-                Item {
-                    role: Role::User,
-                    blocks: vec![Block::ToolResult {
-                        tool_use_id: id.to_owned(),
-                        content,
-                        is_error: false,
-                    }],
-                    run: Run::Results,
-                },
-                open,
-            ))
+            Ok(Item {
+                role: Role::User,
+                blocks: vec![Block::ToolResult {
+                    tool_use_id: id.to_owned(),
+                    content,
+                    is_error: false,
+                }],
+                run: Run::Results,
+            })
         }
         Some("reasoning") => {
             let what = "a reasoning item";
@@ -279,17 +222,14 @@ pub(super) fn item(
                     }
                 }
             }
-            Ok((
-                Item {
-                    role: Role::Assistant,
-                    blocks: vec![Block::Thinking {
-                        thinking: text,
-                        signature: None,
-                    }],
-                    run: Run::Assistant,
-                },
-                None,
-            ))
+            Ok(Item {
+                role: Role::Assistant,
+                blocks: vec![Block::Thinking {
+                    thinking: text,
+                    signature: None,
+                }],
+                run: Run::Assistant,
+            })
         }
         Some(other) => {
             // Outputs of hosted and custom tools answer what the user side
@@ -299,61 +239,19 @@ pub(super) fn item(
             } else {
                 (Role::Assistant, Run::Assistant)
             };
-            Ok((
-                Item {
-                    role,
-                    blocks: vec![Block::Other {
-                        api: ITEMS.into(),
-                        value: v.clone(),
-                    }],
-                    run,
-                },
-                None,
-            ))
+            Ok(Item {
+                role,
+                blocks: vec![Block::Other {
+                    api: ITEMS.into(),
+                    value: v.clone(),
+                }],
+                run,
+            })
         }
     }
 }
 
-/// Decodes, with the function_call_outputs whose call is not earlier in the
-/// array, and the counts of the array (its items).
-fn decode(bytes: &[u8]) -> Result<(Conversation, Vec<OpenResult>, Counts)> {
-    let mut messages: Vec<Message> = Vec::new();
-    let mut open = Vec::new();
-    let mut calls = BTreeSet::new();
-    let mut last_run = Run::Alone;
-    let mut items = 0;
-    each_element(ID, bytes, |i, v| {
-        let v = &v;
-        items = i + 1;
-        let at = format!("index {i}");
-        let (Item { role, blocks, run }, unanswered) =
-            item(v, &mut calls).map_err(|e| bad(ID, &at, e))?;
-        if let Some(tool_use_id) = unanswered {
-            open.push(OpenResult {
-                tool_use_id,
-                at: at.clone(),
-            });
-        }
-        match messages.last_mut() {
-            Some(prev) if run != Run::Alone && run == last_run => prev.content.extend(blocks),
-            _ => messages.push(Message {
-                role,
-                content: blocks,
-                timestamp: None,
-                origin: i,
-            }),
-        }
-        last_run = run;
-        Ok(())
-    })?;
-    let conv = Conversation { messages };
-    let counts = Counts {
-        messages: Some(items as u64),
-        tokens: conv.estimate_tokens(),
-    };
-    Ok((conv, open, counts))
-}
-
+/// The text of `blocks` when they are all text.
 pub(super) fn text_of(blocks: &[Block]) -> Option<String> {
     let mut s = String::new();
     for b in blocks {
@@ -365,6 +263,7 @@ pub(super) fn text_of(blocks: &[Block]) -> Option<String> {
     Some(s)
 }
 
+/// An image's URL: a `data:` URL of its bytes when it holds them.
 pub(super) fn image_url(source: &ImageSource) -> String {
     match source {
         ImageSource::Base64 { media_type, data } => format!("data:{media_type};base64,{data}"),
@@ -527,51 +426,24 @@ pub(super) fn items_of(
     items
 }
 
-impl Codec for OpenAiResponsesCodec {
-    fn id(&self) -> FormatId {
-        FormatId(ID.to_owned())
+impl JsonArray for OpenAiResponsesCodec {
+    const ID: &'static str = ID;
+    const RUNTIME: &'static str = "openai-responses";
+    const VERSION: u32 = 1;
+    const DESCRIBE: &'static str =
+        "a JSON array of OpenAI Responses API input items (an OpenAI Agents SDK session)";
+    const CARRIES: Carries = Carries {
+        system: true,
+        thinking: false,
+        tool_errors: false,
+    };
+    const PAIRS_TOOL_RESULTS: bool = false;
+
+    fn item(v: &Value) -> Result<Item, String> {
+        item(v)
     }
 
-    fn runtime(&self) -> &'static str {
-        "openai-responses"
-    }
-
-    fn version(&self) -> u32 {
-        1
-    }
-
-    fn describe(&self) -> &'static str {
-        "a JSON array of OpenAI Responses API input items (an OpenAI Agents SDK session)"
-    }
-
-    fn validate(&self, delta: &[u8]) -> Result<Checked> {
-        let (_, open_results, counts) = decode(delta)?;
-        Ok(Checked {
-            open_results,
-            counts,
-            kept: Vec::new(),
-        })
-    }
-
-    fn count(&self, delta: &[u8]) -> Counts {
-        match decode(delta) {
-            Ok((_, _, counts)) => counts,
-            Err(_) => Counts {
-                messages: None,
-                tokens: super::estimate_tokens(delta.len()),
-            },
-        }
-    }
-
-    fn concat(&self, parts: &[Bytes]) -> Result<Bytes> {
-        join_arrays(ID, parts)
-    }
-
-    fn to_canonical(&self, bytes: &[u8]) -> Result<Conversation> {
-        Ok(decode(bytes)?.0)
-    }
-
-    fn encode_canonical(&self, conv: &Conversation) -> Result<Encoded> {
+    fn elements(conv: &Conversation) -> (Vec<Value>, Vec<String>) {
         let mut lost = Vec::new();
         let mut items = Vec::new();
         let mut pending: BTreeSet<String> = BTreeSet::new();
@@ -579,30 +451,14 @@ impl Codec for OpenAiResponsesCodec {
             let at = format!("message {i}");
             items.extend(items_of(m, &at, &mut pending, &mut lost, &RESPONSES));
         }
-        let bytes =
-            serde_json::to_vec(&Value::Array(items)).expect("a JSON value always serializes");
-        Ok(Encoded {
-            bytes: bytes.into(),
-            lost,
-        })
-    }
-
-    fn carries(&self) -> Carries {
-        Carries {
-            system: true,
-            thinking: false,
-            tool_errors: false,
-        }
-    }
-
-    fn pairs_tool_results(&self) -> bool {
-        false
+        (items, lost)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::format::Codec;
 
     fn err(bytes: &str) -> String {
         OpenAiResponsesCodec

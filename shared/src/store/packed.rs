@@ -1,6 +1,6 @@
 //! Inline deltas at rest: how a backend stores a commit's inline artifact
 //! bytes ([`Commit::inline`](crate::commit::Commit::inline)): zstd-packed
-//! when that saves at least an eighth, raw otherwise, with a [`Codec`]
+//! when that saves at least an eighth, raw otherwise, with a [`Compression`]
 //! marker saying which. Values LZ4-packed by earlier versions stay
 //! readable. Shared by the SQLite and DynamoDB backends (the memory backend
 //! keeps the bytes as they are).
@@ -23,7 +23,7 @@ use crate::error::{Error, Result};
 
 /// How inline bytes are stored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Codec {
+pub enum Compression {
     /// As they are (and every value written before compression existed).
     Raw,
     /// The uncompressed length, then one LZ4 block (written before zstd;
@@ -36,25 +36,25 @@ pub enum Codec {
 // The markers are SQLite's (the aws store tells the codecs apart by
 // attribute name): a build without the local store has no use for them.
 #[cfg(feature = "local")]
-impl Codec {
+impl Compression {
     /// The marker stored beside the bytes (SQLite's `deltas.codec`).
     pub fn code(self) -> u8 {
         match self {
-            Codec::Raw => 0,
-            Codec::Lz4 => 1,
-            Codec::Zstd => 2,
+            Compression::Raw => 0,
+            Compression::Lz4 => 1,
+            Compression::Zstd => 2,
         }
     }
 
-    /// The codec of a stored marker.
+    /// The compression of a stored marker.
     ///
     /// # Errors
     /// `Internal` for a marker this build does not know.
     pub fn from_code(code: i64) -> Result<Self> {
         match code {
-            0 => Ok(Codec::Raw),
-            1 => Ok(Codec::Lz4),
-            2 => Ok(Codec::Zstd),
+            0 => Ok(Compression::Raw),
+            1 => Ok(Compression::Lz4),
+            2 => Ok(Compression::Zstd),
             other => Err(Error::internal(format!(
                 "an inline delta has unknown codec {other}"
             ))),
@@ -73,24 +73,24 @@ const LEVEL: i32 = 3;
 /// expands to at most 255 bytes per input byte), and zstd's (a run-length
 /// block of up to 128 KiB from a few bytes). A length prefix above this
 /// bound is corrupt and is refused before allocating for it.
-fn max_ratio(codec: Codec) -> usize {
+fn max_ratio(codec: Compression) -> usize {
     match codec {
-        Codec::Lz4 => 255,
-        Codec::Zstd => 128 * 1024,
-        Codec::Raw => 1,
+        Compression::Lz4 => 255,
+        Compression::Zstd => 128 * 1024,
+        Compression::Raw => 1,
     }
 }
 
 /// `bytes` as stored: zstd-packed when that saves at least an eighth of
 /// them, as they are otherwise (random or already compressed bytes).
-pub fn pack(bytes: &Bytes) -> (Codec, Bytes) {
-    pack_as(Codec::Zstd, bytes)
+pub fn pack(bytes: &Bytes) -> (Compression, Bytes) {
+    pack_as(Compression::Zstd, bytes)
 }
 
 /// `bytes` packed with `codec` when that saves at least an eighth, as
 /// they are otherwise (tests write LZ4 with it, as earlier versions did).
-pub(crate) fn pack_as(codec: Codec, bytes: &Bytes) -> (Codec, Bytes) {
-    let raw = || (Codec::Raw, bytes.clone());
+pub(crate) fn pack_as(codec: Compression, bytes: &Bytes) -> (Compression, Bytes) {
+    let raw = || (Compression::Raw, bytes.clone());
     let Ok(len) = u32::try_from(bytes.len()) else {
         return raw();
     };
@@ -100,8 +100,8 @@ pub(crate) fn pack_as(codec: Codec, bytes: &Bytes) -> (Codec, Bytes) {
     }
     let mut out = len.to_le_bytes().to_vec();
     let packed = match codec {
-        Codec::Raw => return raw(),
-        Codec::Lz4 => {
+        Compression::Raw => return raw(),
+        Compression::Lz4 => {
             out.resize(
                 LEN + lz4_flex::block::get_maximum_output_size(bytes.len()),
                 0,
@@ -110,7 +110,7 @@ pub(crate) fn pack_as(codec: Codec, bytes: &Bytes) -> (Codec, Bytes) {
                 .map(|n| out.truncate(LEN + n))
                 .is_ok()
         }
-        Codec::Zstd => match zstd_frame(bytes) {
+        Compression::Zstd => match zstd_frame(bytes) {
             Ok(frame) => {
                 out.extend_from_slice(&frame);
                 true
@@ -180,8 +180,8 @@ fn with_context<C: 'static, T>(
 /// `Internal` when a packed value is corrupt: a short or implausible length
 /// prefix, a block or frame that does not decode, or one that decodes to
 /// another length.
-pub fn unpack(codec: Codec, stored: Bytes) -> Result<Bytes> {
-    if codec == Codec::Raw {
+pub fn unpack(codec: Compression, stored: Bytes) -> Result<Bytes> {
+    if codec == Compression::Raw {
         return Ok(stored);
     }
     let corrupt = |what: String| {
@@ -201,15 +201,15 @@ pub fn unpack(codec: Codec, stored: Bytes) -> Result<Bytes> {
         )));
     }
     let out = match codec {
-        Codec::Raw => unreachable!("returned above"),
-        Codec::Lz4 => {
+        Compression::Raw => unreachable!("returned above"),
+        Compression::Lz4 => {
             let mut out = vec![0u8; len];
             let n = lz4_flex::block::decompress_into(block, &mut out)
                 .map_err(|e| corrupt(e.to_string()))?;
             out.truncate(n);
             out
         }
-        Codec::Zstd => zstd_decode(block, len).map_err(|e| corrupt(e.to_string()))?,
+        Compression::Zstd => zstd_decode(block, len).map_err(|e| corrupt(e.to_string()))?,
     };
     if out.len() != len {
         return Err(corrupt(format!(
@@ -251,7 +251,7 @@ mod tests {
     fn compressible_bytes_are_packed_and_come_back() {
         let t = text(5_500);
         let (codec, packed) = pack(&Bytes::from(t.clone()));
-        assert_eq!(codec, Codec::Zstd);
+        assert_eq!(codec, Compression::Zstd);
         assert!(packed.len() < t.len() / 4, "{} bytes", packed.len());
         assert_eq!(unpack(codec, packed).unwrap(), t);
     }
@@ -272,7 +272,7 @@ mod tests {
         let packed: Vec<_> = values.iter().map(pack).collect();
         for round in 0..2 {
             for (v, (codec, stored)) in values.iter().zip(&packed).rev() {
-                assert_eq!(*codec, Codec::Zstd, "round {round}");
+                assert_eq!(*codec, Compression::Zstd, "round {round}");
                 assert_eq!(&unpack(*codec, stored.clone()).unwrap()[..], &v[..]);
             }
         }
@@ -285,16 +285,16 @@ mod tests {
     #[test]
     fn values_packed_with_lz4_by_earlier_versions_still_read() {
         let t = text(5_500);
-        let (codec, packed) = pack_as(Codec::Lz4, &Bytes::from(t.clone()));
-        assert_eq!(codec, Codec::Lz4);
-        assert_eq!(unpack(Codec::Lz4, packed).unwrap(), t);
+        let (codec, packed) = pack_as(Compression::Lz4, &Bytes::from(t.clone()));
+        assert_eq!(codec, Compression::Lz4);
+        assert_eq!(unpack(Compression::Lz4, packed).unwrap(), t);
     }
 
     #[test]
     fn incompressible_and_tiny_bytes_stay_raw() {
         for b in [noise(5_500), noise(1), Vec::new(), text(4)] {
             let (codec, stored) = pack(&Bytes::from(b.clone()));
-            assert_eq!(codec, Codec::Raw, "{} bytes", b.len());
+            assert_eq!(codec, Compression::Raw, "{} bytes", b.len());
             assert_eq!(stored, b);
             assert_eq!(unpack(codec, stored).unwrap(), b);
         }
@@ -305,24 +305,24 @@ mod tests {
         // Mostly noise: no codec saves an eighth of it.
         let mut b = noise(4_000);
         b.extend(text(400));
-        for codec in [Codec::Lz4, Codec::Zstd] {
-            assert_eq!(pack_as(codec, &Bytes::from(b.clone())).0, Codec::Raw);
+        for codec in [Compression::Lz4, Compression::Zstd] {
+            assert_eq!(pack_as(codec, &Bytes::from(b.clone())).0, Compression::Raw);
         }
         let mut b = noise(1_000);
         b.extend(text(4_000));
-        for codec in [Codec::Lz4, Codec::Zstd] {
+        for codec in [Compression::Lz4, Compression::Zstd] {
             assert_eq!(pack_as(codec, &Bytes::from(b.clone())).0, codec);
         }
     }
 
     #[test]
     fn a_corrupt_packed_delta_is_an_error_not_other_bytes() {
-        for codec in [Codec::Lz4, Codec::Zstd] {
+        for codec in [Compression::Lz4, Compression::Zstd] {
             corrupt_values_are_errors(codec);
         }
     }
 
-    fn corrupt_values_are_errors(codec: Codec) {
+    fn corrupt_values_are_errors(codec: Compression) {
         let t = text(5_500);
         let (_, packed) = pack_as(codec, &Bytes::from(t.clone()));
         let mut cases: Vec<(&str, Vec<u8>)> = vec![
@@ -339,12 +339,12 @@ mod tests {
         let mut huge = packed.to_vec();
         huge[..LEN].copy_from_slice(&u32::MAX.to_le_bytes());
         cases.push(("implausible length", huge));
-        if codec == Codec::Lz4 {
+        if codec == Compression::Lz4 {
             // A period of 8: the first sequence is 8 literals, then a match
             // whose offset (the two bytes after them) is made to point
             // before the start of the output.
-            let (c, short) = pack_as(Codec::Lz4, &Bytes::from(b"abcdefgh".repeat(100)));
-            assert_eq!(c, Codec::Lz4);
+            let (c, short) = pack_as(Compression::Lz4, &Bytes::from(b"abcdefgh".repeat(100)));
+            assert_eq!(c, Compression::Lz4);
             let mut offset = short.to_vec();
             assert_eq!(offset[LEN] >> 4, 8, "8 literals first");
             offset[LEN + 9] = 0xFF;
@@ -368,12 +368,12 @@ mod tests {
     #[test]
     fn markers_round_trip_and_an_unknown_one_is_refused() {
         assert_eq!(
-            Codec::from_code(7).unwrap_err().kind,
+            Compression::from_code(7).unwrap_err().kind,
             ErrorKind::Internal,
             "an unknown marker"
         );
-        for c in [Codec::Raw, Codec::Lz4, Codec::Zstd] {
-            assert_eq!(Codec::from_code(c.code().into()).unwrap(), c);
+        for c in [Compression::Raw, Compression::Lz4, Compression::Zstd] {
+            assert_eq!(Compression::from_code(c.code().into()).unwrap(), c);
         }
     }
 }

@@ -76,7 +76,7 @@ use crate::commit::Commit;
 use crate::error::{Error, Result};
 use crate::format::FormatId;
 use crate::id::{ArtifactRef, BranchId, CommitId, Hash, Principal, RefName, TenantId};
-use crate::store::packed::{self, Codec};
+use crate::store::packed::{self, Compression};
 use crate::store::{BlobArea, Materialized, RefMove, RefRecord};
 
 // The keys.
@@ -570,10 +570,10 @@ pub(super) const ZSTD_ATTR: &str = "y";
 
 /// Every attribute that may hold a commit item's inline bytes, with the
 /// codec of its value: an item has one of them or none.
-pub(super) const INLINE_ATTRS: [(&str, Codec); 3] = [
-    (INLINE_ATTR, Codec::Raw),
-    (PACKED_ATTR, Codec::Lz4),
-    (ZSTD_ATTR, Codec::Zstd),
+pub(super) const INLINE_ATTRS: [(&str, Compression); 3] = [
+    (INLINE_ATTR, Compression::Raw),
+    (PACKED_ATTR, Compression::Lz4),
+    (ZSTD_ATTR, Compression::Zstd),
 ];
 
 /// The binary value of an inline-bytes attribute.

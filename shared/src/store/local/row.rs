@@ -19,7 +19,7 @@ use crate::commit::{Commit, CommitType, Tags, Trigger};
 use crate::error::{Error, Result};
 use crate::format::FormatId;
 use crate::id::{ArtifactRef, CommitId, Principal, SessionId};
-use crate::store::packed::{self, Codec};
+use crate::store::packed::{self, Compression};
 
 /// `SELECT` of a whole commit from `commits c`: its columns (indexes 0–8,
 /// read by [`CommitRow::read`]), then `$rest`, which starts with the two
@@ -210,7 +210,7 @@ fn with_inline(mut c: Commit, delta: StoredDelta) -> Result<Commit, LocalError> 
 fn unpack(delta: StoredDelta) -> Result<Option<bytes::Bytes>, LocalError> {
     Ok(match delta {
         (Some(bytes), codec) => Some(packed::unpack(
-            Codec::from_code(codec.unwrap_or(0))?,
+            Compression::from_code(codec.unwrap_or(0))?,
             bytes::Bytes::from(bytes),
         )?),
         (None, _) => None,

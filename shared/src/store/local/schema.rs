@@ -603,7 +603,7 @@ mod tests {
         assert_eq!(rows[0], (old.len() as i64, 0), "the old row as it was");
         assert_eq!(
             rows[1].1,
-            i64::from(crate::store::packed::Codec::Zstd.code()),
+            i64::from(crate::store::packed::Compression::Zstd.code()),
             "the new row packed"
         );
         assert!(rows[1].0 < old.len() as i64 / 4, "{rows:?}");
