@@ -62,7 +62,7 @@ pub struct Uploaded {
 
 /// What [`Checkpoint`](wire::Checkpoint) answered.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Checkpointed {
+pub struct CheckpointReply {
     /// The new commit, or the one recorded before by the same request.
     pub commit: Commit,
     /// False when the same checkpoint was recorded before (200, not 201).
@@ -244,7 +244,7 @@ impl Client {
     /// A delta over [`DIRECT_UPLOAD_BYTES`] leaves the JSON: where the
     /// server hands out upload URLs (aws) it is PUT straight to storage
     /// and the checkpoint names it.
-    pub async fn checkpoint(&self, req: &CheckpointRequest) -> Result<Checkpointed> {
+    pub async fn checkpoint(&self, req: &CheckpointRequest) -> Result<CheckpointReply> {
         let direct;
         let req = match self.upload_large_delta(req).await? {
             Some(artifact_ref) => {
@@ -277,7 +277,7 @@ impl Client {
             .filter_map(|v| v.to_str().ok())
             .map(str::to_owned)
             .collect();
-        Ok(Checkpointed {
+        Ok(CheckpointReply {
             commit: decode(resp).await?,
             created,
             budget_warning,

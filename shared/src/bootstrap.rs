@@ -85,7 +85,7 @@ pub struct Backends {
     max_artifact_bytes: usize,
     inline_delta_bytes: usize,
     download_url_bytes: u64,
-    lifecycle: crate::service::Lifecycle,
+    lifecycle: crate::service::LifecycleSettings,
     hot_cache_bytes: u64,
     /// What writes missing summaries and compactions (`CTX_SUMMARIZER`).
     pub summarizer: Arc<dyn Summarizer>,
@@ -181,7 +181,7 @@ impl Backends {
             max_artifact_bytes: config.max_artifact_bytes,
             inline_delta_bytes: config.inline_limit(),
             download_url_bytes: config.download_url_bytes,
-            lifecycle: crate::service::Lifecycle {
+            lifecycle: crate::service::LifecycleSettings {
                 // S3's cached artifacts expire by lifecycle rule instead.
                 cache_budget: (config.store != StoreKind::Aws && config.cache_bytes > 0)
                     .then_some(config.cache_bytes),

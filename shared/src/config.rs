@@ -48,6 +48,9 @@ pub enum StoreKind {
 }
 
 impl StoreKind {
+    /// Every kind.
+    pub const ALL: [StoreKind; 3] = [StoreKind::Local, StoreKind::Memory, StoreKind::Aws];
+
     /// Its name, as `--store` takes it.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -55,6 +58,35 @@ impl StoreKind {
             StoreKind::Memory => "memory",
             StoreKind::Aws => "aws",
         }
+    }
+
+    /// What it is, in a line (`ctx serve --help`).
+    pub fn describe(self) -> &'static str {
+        match self {
+            StoreKind::Local => "Filesystem CAS + SQLite under the data directory (durable)",
+            StoreKind::Memory => "Everything in memory; lost when the server stops",
+            StoreKind::Aws => {
+                "S3 + DynamoDB as configured by the environment (CTX_BUCKET, CTX_TABLE, the AWS \
+                 SDK's variables); tokens stay in the data directory. Needs a build with the \
+                 `aws` feature"
+            }
+        }
+    }
+}
+
+impl std::str::FromStr for StoreKind {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<Self> {
+        StoreKind::ALL
+            .into_iter()
+            .find(|k| k.as_str() == s)
+            .ok_or_else(|| {
+                Error::invalid(
+                    "store",
+                    format!("store {s:?} is none of local, memory and aws"),
+                )
+            })
     }
 }
 

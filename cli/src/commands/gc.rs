@@ -58,8 +58,8 @@ pub(crate) async fn run(dry_run: bool, conn: &Conn) -> Result<()> {
         total.scanned,
         total.referenced,
         total.young,
-        if total.compacted_bytes > 0 {
-            format!("; the database gave back {} bytes", total.compacted_bytes)
+        if total.reclaimed_bytes > 0 {
+            format!("; the database gave back {} bytes", total.reclaimed_bytes)
         } else {
             String::new()
         }
@@ -74,6 +74,6 @@ fn absorb(total: &mut GcReport, page: GcReport) {
     total.young += page.young;
     total.removed.extend(page.removed);
     total.removed_bytes += page.removed_bytes;
-    total.compacted_bytes += page.compacted_bytes;
+    total.reclaimed_bytes += page.reclaimed_bytes;
     total.next = page.next;
 }

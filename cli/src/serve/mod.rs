@@ -35,28 +35,17 @@ use conn::{ConnState, OpenConns, connection_cap, serve_connection, take_slot};
 pub use tokens::{DEFAULT_TENANT, add_token, list_tokens, revoke_token, token_file};
 use tokens::{FirstToken, ensure_first_token};
 
-/// Which backends `ctx serve` runs on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum StoreKind {
-    /// Filesystem CAS + SQLite under the data directory (durable).
-    Local,
-    /// Everything in memory; lost when the server stops.
-    Memory,
-    /// S3 + DynamoDB as configured by the environment (`CTX_BUCKET`,
-    /// `CTX_TABLE`, the AWS SDK's variables); tokens stay in the data
-    /// directory. Needs a build with the `aws` feature (a build without it
-    /// says how to make one).
-    Aws,
-}
-
-impl From<StoreKind> for config::StoreKind {
-    fn from(kind: StoreKind) -> Self {
-        match kind {
-            StoreKind::Local => config::StoreKind::Local,
-            StoreKind::Memory => config::StoreKind::Memory,
-            StoreKind::Aws => config::StoreKind::Aws,
-        }
-    }
+/// `--store`'s parser: the names of [`config::StoreKind`], each with what
+/// it is for `--help`.
+fn store_kind() -> impl clap::builder::TypedValueParser<Value = config::StoreKind> {
+    use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser as _};
+    PossibleValuesParser::new(
+        config::StoreKind::ALL.map(|k| PossibleValue::new(k.as_str()).help(k.describe())),
+    )
+    .map(|s| {
+        s.parse::<config::StoreKind>()
+            .expect("clap passes only the possible values")
+    })
 }
 
 /// The flags of `ctx serve`; each ends in the [`Config`] (see
@@ -71,8 +60,8 @@ pub struct ServeArgs {
     #[arg(long = config::CTX_ADDR.long(), env = config::CTX_ADDR.var, default_value = config::DEFAULT_ADDR)]
     pub addr: SocketAddr,
     /// The storage backend.
-    #[arg(long, value_enum, default_value = "local")]
-    pub store: StoreKind,
+    #[arg(long, value_parser = store_kind(), default_value = "local")]
+    pub store: config::StoreKind,
     /// Who may touch a session's branches: strict (the tenant and
     /// principal, i.e. token, that own the session) or permissive (any
     /// token of the tenant; single-user use).
@@ -110,7 +99,7 @@ impl ServeArgs {
     pub fn over(self, mut config: Config) -> Result<Config> {
         config.data = self.data;
         config.addr = self.addr;
-        config.store = self.store.into();
+        config.store = self.store;
         config.branching.validation = Config::parse_validation(
             flag(config::CTX_SESSION_VALIDATION),
             &self.session_validation,
@@ -587,7 +576,7 @@ mod tests {
 
     #[test]
     fn the_flags_defaults_are_the_configs() {
-        use clap::{CommandFactory as _, ValueEnum as _};
+        use clap::CommandFactory as _;
         let cmd = Serve::command();
         let default = |id: &str| {
             let arg = cmd
@@ -603,8 +592,8 @@ mod tests {
             Config::parse_validation("", &default("session_validation")).unwrap(),
             c.branching.validation
         );
-        let store = StoreKind::from_str(&default("store"), false).unwrap();
-        assert_eq!(config::StoreKind::from(store), c.store);
+        let store: config::StoreKind = default("store").parse().unwrap();
+        assert_eq!(store, c.store);
     }
 
     /// The settings table's flags are `ctx serve`'s: each setting with a

@@ -1808,16 +1808,16 @@ export interface components {
         };
         /** @description What a collection call did. */
         GcReport: {
+            /** @description Nothing was removed: `removed` is what would have been. */
+            dry_run: boolean;
+            /** @description Where the next call continues; absent after the last page. */
+            next?: string | null;
             /**
              * Format: int64
              * @description Bytes the metadata store gave back to the filesystem afterwards
              *     (SQLite's incremental vacuum, after the last page).
              */
-            compacted_bytes: number;
-            /** @description Nothing was removed: `removed` is what would have been. */
-            dry_run: boolean;
-            /** @description Where the next call continues; absent after the last page. */
-            next?: string | null;
+            reclaimed_bytes: number;
             /**
              * Format: int64
              * @description Kept because a commit or cache entry names them.

@@ -14,8 +14,8 @@ use crate::body_text::BodyText;
 use crate::error::Error;
 use crate::id::{BranchId, CommitId, Principal};
 use crate::service::{
-    BatchArtifact, BatchDone, BatchEntry, BudgetNotice, Delta, Limits, NewBatch, NewCommit,
-    NewRefMove, ReadOf, ReadTarget, RefTarget, Service,
+    BatchDone, BatchEntry, BudgetNotice, Delta, Limits, NewBatch, NewCommit, NewRefMove, ReadOf,
+    ReadTarget, RefTarget, Service,
 };
 use crate::store::check_batch_size;
 use crate::wire;
@@ -226,7 +226,7 @@ pub async fn submit_batch(
                 ));
             }
         };
-        batch.artifacts.push(BatchArtifact {
+        batch.artifacts.push(crate::service::ClaimedArtifact {
             artifact_ref: a.artifact_ref,
             bytes,
         });

@@ -26,7 +26,7 @@ use crate::store::{
 /// An artifact given with a batch, addressed by the hash the caller
 /// claims for it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BatchArtifact {
+pub struct ClaimedArtifact {
     /// The hash claimed; refused unless the bytes hash to it.
     pub artifact_ref: ArtifactRef,
     /// The bytes.
@@ -70,7 +70,7 @@ pub struct NewBatch {
     /// Artifacts given inline, each named by its hash: a commit's
     /// `artifact_ref` may name one, and those no commit names are stored
     /// as blobs.
-    pub artifacts: Vec<BatchArtifact>,
+    pub artifacts: Vec<ClaimedArtifact>,
     /// The commits, in order.
     pub commits: Vec<BatchEntry>,
     /// The ref moves.

@@ -29,7 +29,7 @@ use crate::store::{BlobArea, BlobInfo, MaterializeKey, References};
 
 /// The cache budget and the collector's grace period.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Lifecycle {
+pub struct LifecycleSettings {
     /// Bytes of cached materializations the store keeps (least recently
     /// used evicted past it); `None` for no budget (the aws store, whose
     /// cached artifacts expire by an S3 lifecycle rule).
@@ -42,9 +42,9 @@ pub struct Lifecycle {
     pub backup_retention: Option<Duration>,
 }
 
-impl Default for Lifecycle {
+impl Default for LifecycleSettings {
     fn default() -> Self {
-        Lifecycle {
+        LifecycleSettings {
             cache_budget: None,
             gc_grace: Duration::from_secs(crate::config::DEFAULT_GC_GRACE_SECS),
             backup_retention: None,
@@ -128,7 +128,7 @@ pub struct GcReport {
     pub removed_bytes: u64,
     /// Bytes the metadata store gave back to the filesystem afterwards
     /// (SQLite's incremental vacuum, after the last page).
-    pub compacted_bytes: u64,
+    pub reclaimed_bytes: u64,
     /// Where the next call continues; absent after the last page.
     pub next: Option<String>,
 }
@@ -141,7 +141,7 @@ impl GcReport {
         self.young += page.young;
         self.removed.extend(page.removed);
         self.removed_bytes += page.removed_bytes;
-        self.compacted_bytes += page.compacted_bytes;
+        self.reclaimed_bytes += page.reclaimed_bytes;
         self.next = page.next;
     }
 }
@@ -295,7 +295,7 @@ impl Service {
         };
         report.next = next.map(Cursor::render);
         if report.next.is_none() && !opts.dry_run {
-            report.compacted_bytes = self.stores.meta.reclaim_space().await?;
+            report.reclaimed_bytes = self.stores.meta.reclaim_space().await?;
         }
         Ok(report)
     }

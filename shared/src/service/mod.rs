@@ -62,7 +62,7 @@ pub use agents::{
     MAX_DOC_BYTES, MAX_DOC_FILES, MAX_DOCS_BYTES, MAX_SAVES, MAX_STATUS_ITEMS, MAX_WINDOW_COMMITS,
     NewProcess, RESTORED_FROM, WORKING_CONTEXT_SCHEMA, check_snapshot,
 };
-pub use batch::{BatchArtifact, BatchDone, BatchEntry, NewBatch, NewRefMove, RefTarget};
+pub use batch::{BatchDone, BatchEntry, ClaimedArtifact, NewBatch, NewRefMove, RefTarget};
 pub use branches::{
     BudgetNotice, Expired, MAX_DESCRIPTION, MAX_ERROR, MAX_MESSAGE, MAX_PROMPT, Sweep, TokioTimer,
     WARN_PERCENT, Wake,
@@ -70,7 +70,7 @@ pub use branches::{
 pub use checkpoint::{Checkpointed, Delta, NewCommit};
 pub use compact::{COMPACTED_BY, Compacted};
 pub use evict::Evicted;
-pub use gc::{GcOptions, GcRemoved, GcReport, Lifecycle};
+pub use gc::{GcOptions, GcRemoved, GcReport, LifecycleSettings};
 pub use lifecycle::{Erased, RetentionReport};
 pub use materialize::{ContextRead, Materialization, ReadOf, ReadTarget};
 pub use summaries::{BatchOptions, BatchReport, retry_delay};
@@ -173,7 +173,7 @@ pub struct Service {
     limits: Limits,
     branching: Option<Arc<Branching>>,
     summarizer: Option<Arc<dyn crate::summarize::Summarizer>>,
-    lifecycle: Lifecycle,
+    lifecycle: LifecycleSettings,
     cache_stamps: Arc<gc::CacheStamps>,
     hot: Arc<hot::HotCache>,
     /// Commits an erase works on at once.
@@ -190,7 +190,7 @@ impl Service {
             limits: Limits::default(),
             branching: None,
             summarizer: None,
-            lifecycle: Lifecycle::default(),
+            lifecycle: LifecycleSettings::default(),
             cache_stamps: Arc::default(),
             hot: Arc::new(hot::HotCache::new(crate::config::DEFAULT_HOT_CACHE_BYTES)),
             erase_concurrency: ERASE_CONCURRENCY,
@@ -211,7 +211,7 @@ impl Service {
     }
 
     /// Replaces the cache budget and the garbage collector's grace period.
-    pub fn with_lifecycle(mut self, lifecycle: Lifecycle) -> Self {
+    pub fn with_lifecycle(mut self, lifecycle: LifecycleSettings) -> Self {
         self.lifecycle = lifecycle;
         self
     }

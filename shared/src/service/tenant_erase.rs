@@ -46,7 +46,7 @@ pub struct TenantErased {
     /// Stored objects removed: artifacts, cached results, staged uploads.
     pub blobs: u64,
     /// Bytes the metadata store gave back to the filesystem.
-    pub compacted_bytes: u64,
+    pub reclaimed_bytes: u64,
 }
 
 impl TenantErased {
@@ -77,7 +77,7 @@ impl Service {
             tokens: 0,
             records: TenantRecords::default(),
             blobs: 0,
-            compacted_bytes: 0,
+            reclaimed_bytes: 0,
         };
         if let Some(tokens) = tokens {
             out.tokens = tokens.revoke_tenant(tenant).await?;
@@ -106,7 +106,7 @@ impl Service {
                 Ok(())
             })
             .await?;
-        out.compacted_bytes = self.stores.meta.reclaim_space().await?;
+        out.reclaimed_bytes = self.stores.meta.reclaim_space().await?;
         Ok(out)
     }
 }

@@ -87,7 +87,7 @@ pub struct GcReport {
     pub removed_bytes: u64,
     /// Bytes the metadata store gave back to the filesystem afterwards
     /// (SQLite's incremental vacuum, after the last page).
-    pub compacted_bytes: u64,
+    pub reclaimed_bytes: u64,
     /// Where the next call continues; absent after the last page.
     pub next: Option<String>,
 }
@@ -101,7 +101,7 @@ impl From<crate::service::GcReport> for GcReport {
             young: v.young,
             removed: v.removed.into_iter().map(Into::into).collect(),
             removed_bytes: v.removed_bytes,
-            compacted_bytes: v.compacted_bytes,
+            reclaimed_bytes: v.reclaimed_bytes,
             next: v.next,
         }
     }

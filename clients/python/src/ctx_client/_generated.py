@@ -1080,14 +1080,14 @@ class GcRemoved(TypedDict):
 class GcReport(TypedDict):
     """What a collection call did."""
 
-    compacted_bytes: int
-    """Bytes the metadata store gave back to the filesystem afterwards
-    (SQLite's incremental vacuum, after the last page).
-    """
     dry_run: bool
     """Nothing was removed: `removed` is what would have been."""
     next: NotRequired[str | None]
     """Where the next call continues; absent after the last page."""
+    reclaimed_bytes: int
+    """Bytes the metadata store gave back to the filesystem afterwards
+    (SQLite's incremental vacuum, after the last page).
+    """
     referenced: int
     """Kept because a commit or cache entry names them."""
     removed: list[GcRemoved]

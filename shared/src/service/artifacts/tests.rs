@@ -14,7 +14,7 @@ use crate::clock::{Clock, ManualClock};
 use crate::commit::Stop;
 use crate::format::FormatId;
 use crate::id::{ArtifactRef, CommitId, SessionId, TenantId};
-use crate::service::{Delta, GcOptions, Lifecycle, Limits, NewCommit, Service};
+use crate::service::{Delta, GcOptions, LifecycleSettings, Limits, NewCommit, Service};
 use crate::store::conformance::t;
 use crate::store::memory::{MemoryBlobStore, MemoryMetaStore};
 use crate::store::{BlobArea, Stores};
@@ -30,10 +30,10 @@ fn service(stores: Stores, limit: usize) -> Service {
             inline_delta_bytes: limit,
             ..Limits::default()
         })
-        .with_lifecycle(Lifecycle {
+        .with_lifecycle(LifecycleSettings {
             cache_budget: None,
             gc_grace: Duration::ZERO,
-            ..Lifecycle::default()
+            ..LifecycleSettings::default()
         })
 }
 

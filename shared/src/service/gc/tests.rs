@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-use super::{GcOptions, Lifecycle};
+use super::{GcOptions, LifecycleSettings};
 use crate::clock::{Clock, ManualClock, SystemClock};
 use crate::commit::{CommitType, Stop};
 use crate::error::ErrorKind;
@@ -38,10 +38,10 @@ fn fixture(cache_budget: Option<u64>) -> Fixture {
     // Deltas in the blob store: collection is about blobs (inline deltas
     // are never in it; see service::artifacts' tests).
     let svc = Service::new(stores, clock.clone())
-        .with_lifecycle(Lifecycle {
+        .with_lifecycle(LifecycleSettings {
             cache_budget,
             gc_grace: Duration::from_secs(3600),
-            ..Lifecycle::default()
+            ..LifecycleSettings::default()
         })
         // The stored cache's budget and collection: a result held in
         // memory would answer a repeat before the store is asked (the hot
@@ -427,10 +427,10 @@ async fn gc_racing_checkpoints_never_sweeps_what_a_commit_names() {
         blobs: blobs.clone(),
         meta: Arc::new(SqliteMetaStore::open(dir.path()).unwrap()),
     };
-    let svc = Service::new(stores, Arc::new(SystemClock)).with_lifecycle(Lifecycle {
+    let svc = Service::new(stores, Arc::new(SystemClock)).with_lifecycle(LifecycleSettings {
         cache_budget: Some(4096),
         gc_grace: Duration::from_secs(3600),
-        ..Lifecycle::default()
+        ..LifecycleSettings::default()
     });
     let tenant: TenantId = "race".parse().unwrap();
     // Old artifacts: half are orphans nobody will name, half will be

@@ -672,10 +672,13 @@ async fn an_erase_states_until_when_backups_hold_what_it_removed() {
     assert!(json.get("backups_until").is_none(), "{json}");
 
     let f = Fixture {
-        svc: f.svc.clone().with_lifecycle(crate::service::Lifecycle {
-            backup_retention: Some(std::time::Duration::from_secs(35 * 86_400)),
-            ..crate::service::Lifecycle::default()
-        }),
+        svc: f
+            .svc
+            .clone()
+            .with_lifecycle(crate::service::LifecycleSettings {
+                backup_retention: Some(std::time::Duration::from_secs(35 * 86_400)),
+                ..crate::service::LifecycleSettings::default()
+            }),
         ..f
     };
     f.commit("pitr", None, 2, "in a backup for 35 days\n").await;

@@ -155,7 +155,7 @@ async fn erasing_a_tenant_removes_everything_of_it_and_nothing_else() {
             tokens: 0,
             records: TenantRecords::default(),
             blobs: 0,
-            compacted_bytes: 0,
+            reclaimed_bytes: 0,
         }
     );
 }
@@ -202,14 +202,14 @@ async fn the_report_is_flat_json_with_every_count() {
             other: 7,
         },
         blobs: 8,
-        compacted_bytes: 9,
+        reclaimed_bytes: 9,
     };
     let v = serde_json::to_value(&r).unwrap();
     assert_eq!(
         v,
         serde_json::json!({
             "tenant": "acme", "tokens": 1, "commits": 2, "refs": 3, "cache": 4,
-            "agents": 5, "branches": 6, "other": 7, "blobs": 8, "compacted_bytes": 9
+            "agents": 5, "branches": 6, "other": 7, "blobs": 8, "reclaimed_bytes": 9
         })
     );
     assert_eq!(serde_json::from_value::<TenantErased>(v).unwrap(), r);
