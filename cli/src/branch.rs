@@ -232,7 +232,7 @@ pub(crate) async fn run_branch(command: BranchCommand) -> Result<()> {
                 .map(|k| k.parse().map_err(|e: ctx_core::Error| e.with_field("kind")))
                 .transpose()?;
             let found = c
-                .memory_search(&crate::client::MemoryQuery {
+                .memory_search(&crate::client::MemorySearchParams {
                     text: &query,
                     limit,
                     min_confidence,

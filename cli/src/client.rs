@@ -668,7 +668,7 @@ impl Client {
     ///
     /// # Errors
     /// `Invalid` naming the parameter; as [`Client::healthz`].
-    pub async fn memory_search(&self, q: &MemoryQuery<'_>) -> Result<MemorySearchResponse> {
+    pub async fn memory_search(&self, q: &MemorySearchParams<'_>) -> Result<MemorySearchResponse> {
         let req = Req::<wire::MemorySearch>::new(&[])
             .query("q", q.text)
             .query_opt("limit", q.limit)
@@ -1090,7 +1090,7 @@ async fn decode<T: DeserializeOwned>(resp: reqwest::Response) -> Result<T> {
 /// A memory search ([`MemorySearch`](wire::MemorySearch)): the server's defaults where
 /// `None`.
 #[derive(Debug, Clone, Copy)]
-pub struct MemoryQuery<'a> {
+pub struct MemorySearchParams<'a> {
     /// What to look for.
     pub text: &'a str,
     /// At most this many (default 10).

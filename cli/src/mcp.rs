@@ -432,7 +432,7 @@ pub async fn call_tool(
                     )
                 })?),
             };
-            let q = crate::client::MemoryQuery {
+            let q = crate::client::MemorySearchParams {
                 text: str_arg(args, "q")?,
                 limit: opt_u64(args, "limit")?.map(|d| usize::try_from(d).unwrap_or(usize::MAX)),
                 min_confidence,

@@ -35,34 +35,28 @@ pub(super) async fn erase_session(
     q: Query,
 ) -> ApiResult<Reply<Erased>> {
     let id: SessionId = path_id("id", &id)?;
-    let cascade = q
-        .optional_with("cascade", str::parse::<bool>)?
-        .unwrap_or(false);
-    Ok(Reply(
-        s.service
-            .erase_session(&caller.tenant, &id, cascade)
-            .await?
-            .into(),
-    ))
+    let erased = s.service.erase_session(&caller.tenant, &id, cascade(&q)?);
+    Ok(Reply(erased.await?.into()))
 }
 
 /// Serves [`ErasePrincipal`](crate::wire::ErasePrincipal).
 pub(super) async fn erase_principal(
     State(s): State<AppState>,
     caller: Caller,
-    Path(principal): Path<String>,
+    Path(who): Path<String>,
     q: Query,
 ) -> ApiResult<Reply<Erased>> {
-    let principal: Principal = path_id("principal", &principal)?;
-    let cascade = q
-        .optional_with("cascade", str::parse::<bool>)?
-        .unwrap_or(false);
-    Ok(Reply(
-        s.service
-            .erase_principal(&caller.tenant, &principal, cascade)
-            .await?
-            .into(),
-    ))
+    let who: Principal = path_id("principal", &who)?;
+    let erased = s
+        .service
+        .erase_principal(&caller.tenant, &who, cascade(&q)?);
+    Ok(Reply(erased.await?.into()))
+}
+
+/// An erase's `cascade` parameter (default false).
+fn cascade(q: &Query) -> crate::error::Result<bool> {
+    Ok(q.optional_with("cascade", str::parse::<bool>)?
+        .unwrap_or(false))
 }
 
 /// Serves [`EvictRef`](crate::wire::EvictRef).
@@ -172,13 +166,7 @@ pub(super) async fn set_pin(
     caller: Caller,
     Path((kind, name)): Path<(String, String)>,
 ) -> ApiResult<Reply<PinChanged>> {
-    let pin = pin_of(&kind, &name)?;
-    let changed = s.service.set_pin(&caller.tenant, &pin, true).await?;
-    Ok(Reply(PinChanged {
-        pin: pin.into(),
-        pinned: true,
-        changed,
-    }))
+    pin(&s, &caller, &kind, &name, true).await
 }
 
 /// Serves [`DeletePin`](crate::wire::DeletePin).
@@ -187,11 +175,22 @@ pub(super) async fn delete_pin(
     caller: Caller,
     Path((kind, name)): Path<(String, String)>,
 ) -> ApiResult<Reply<PinChanged>> {
-    let pin = pin_of(&kind, &name)?;
-    let changed = s.service.set_pin(&caller.tenant, &pin, false).await?;
+    pin(&s, &caller, &kind, &name, false).await
+}
+
+/// Pins (or unpins) the session or ref `kind`/`name`.
+async fn pin(
+    s: &AppState,
+    caller: &Caller,
+    kind: &str,
+    name: &str,
+    pinned: bool,
+) -> ApiResult<Reply<PinChanged>> {
+    let pin = pin_of(kind, name)?;
+    let changed = s.service.set_pin(&caller.tenant, &pin, pinned).await?;
     Ok(Reply(PinChanged {
         pin: pin.into(),
-        pinned: false,
+        pinned,
         changed,
     }))
 }
