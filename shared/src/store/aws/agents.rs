@@ -258,8 +258,7 @@ impl crate::store::Agents for DynamoMetaStore {
         agent: &Principal,
         limit: usize,
     ) -> Result<Vec<SaveRecord>> {
-        // The stream is lazy: no page is asked for once `limit` are read.
-        let mut items = self
+        let query = self
             .client()
             .query()
             .table_name(self.table())
@@ -267,23 +266,12 @@ impl crate::store::Agents for DynamoMetaStore {
             .expression_attribute_values(":pk", s(table::agent_pk(tenant, agent)))
             .expression_attribute_values(":prefix", s(table::SAVE_SK_PREFIX))
             .scan_index_forward(false)
-            .consistent_read(true)
-            .limit(i32::try_from(limit).unwrap_or(i32::MAX))
-            .into_paginator()
-            .items()
-            .send();
-        let mut out = Vec::new();
-        while out.len() < limit {
-            let Some(item) = items
-                .try_next()
-                .await
-                .map_err(|e| sdk_error("DynamoDB Query", e))?
-            else {
-                break;
-            };
-            out.push(from_item::<SaveItem>(item)?.s);
-        }
-        Ok(out)
+            .consistent_read(true);
+        table::first_items(query, limit)
+            .await?
+            .into_iter()
+            .map(|item| Ok(from_item::<SaveItem>(item)?.s))
+            .collect()
     }
 
     async fn get_save(

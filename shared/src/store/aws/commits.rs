@@ -262,8 +262,7 @@ impl crate::store::Commits for DynamoMetaStore {
         max_depth: u64,
         limit: usize,
     ) -> Result<Vec<Commit>> {
-        // The stream is lazy: no page is asked for once `limit` are read.
-        let mut items = self
+        let query = self
             .client
             .query()
             .table_name(&self.table)
@@ -272,23 +271,12 @@ impl crate::store::Commits for DynamoMetaStore {
             .expression_attribute_values(":lo", s(table::depth_sk(0)))
             .expression_attribute_values(":hi", s(table::depth_sk(max_depth)))
             .scan_index_forward(false)
-            .consistent_read(true)
-            .limit(i32::try_from(limit).unwrap_or(i32::MAX))
-            .into_paginator()
-            .items()
-            .send();
-        let mut out = Vec::new();
-        while out.len() < limit {
-            let Some(item) = items
-                .try_next()
-                .await
-                .map_err(|e| sdk_error("DynamoDB Query", e))?
-            else {
-                break;
-            };
-            out.push(commit_item(item)?.c);
-        }
-        Ok(out)
+            .consistent_read(true);
+        table::first_items(query, limit)
+            .await?
+            .into_iter()
+            .map(|item| Ok(commit_item(item)?.c))
+            .collect()
     }
 
     async fn resolve(

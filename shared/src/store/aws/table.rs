@@ -1001,6 +1001,34 @@ pub(super) fn parse_ids(rows: Vec<(String, Item)>) -> Result<Vec<CommitId>> {
         .collect()
 }
 
+/// The first `limit` items `query` answers, in its order: a lazy paginated
+/// Query, so no page past `limit` is asked for.
+///
+/// # Errors
+/// As the SDK's error says when a page fails.
+pub(super) async fn first_items(
+    query: aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder,
+    limit: usize,
+) -> Result<Vec<Item>> {
+    let mut items = query
+        .limit(i32::try_from(limit).unwrap_or(i32::MAX))
+        .into_paginator()
+        .items()
+        .send();
+    let mut out = Vec::new();
+    while out.len() < limit {
+        let Some(item) = items
+            .try_next()
+            .await
+            .map_err(|e| sdk_error("DynamoDB Query", e))?
+        else {
+            break;
+        };
+        out.push(item);
+    }
+    Ok(out)
+}
+
 impl DynamoMetaStore {
     /// One item by key, strongly consistent ([`consistent_get`]).
     pub(super) async fn get_item(&self, pk: String, sk: String) -> Result<Option<Item>> {
@@ -1040,25 +1068,14 @@ impl DynamoMetaStore {
                 .expression_attribute_values(":after", s(a.to_owned())),
             None => query.key_condition_expression(format!("{hash_attr} = :h")),
         };
-        let mut items = query
-            .limit(i32::try_from(limit).unwrap_or(i32::MAX))
-            .into_paginator()
-            .items()
-            .send();
-        let mut out = Vec::new();
-        while out.len() < limit {
-            let Some(item) = items
-                .try_next()
-                .await
-                .map_err(|e| sdk_error("DynamoDB Query", e))?
-            else {
-                break;
-            };
-            if let Some(AttributeValue::S(range)) = item.get(range_attr) {
-                out.push((range.clone(), item));
-            }
-        }
-        Ok(out)
+        let items = first_items(query, limit).await?;
+        Ok(items
+            .into_iter()
+            .filter_map(|item| match item.get(range_attr) {
+                Some(AttributeValue::S(range)) => Some((range.clone(), item)),
+                _ => None,
+            })
+            .collect())
     }
 
     /// The commits named, by BatchGetItem (strongly consistent), in the
