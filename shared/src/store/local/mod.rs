@@ -45,7 +45,6 @@ mod group;
 mod lifecycle;
 mod meta;
 mod refs;
-mod row;
 pub mod schema;
 mod summaries;
 mod tokens;

@@ -195,7 +195,7 @@ ALTER TABLE deltas ADD COLUMN codec INTEGER NOT NULL DEFAULT 0;
 /// columns hold (id, parent, lineage, depth, time, session, summary,
 /// artifact: ~0.35 KB of ~0.65), see `row`; each existing body is
 /// rewritten without the fields its columns reproduce exactly.
-const SLIM: Step = Step::Code(super::row::slim_bodies);
+const SLIM: Step = Step::Code(super::commits::slim_bodies);
 
 /// A commit's children without an index of every commit by parent: a
 /// child that continues its parent's run is the row after it in

@@ -8,7 +8,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use rusqlite::{Connection, OptionalExtension, params};
 
-use super::row::{CommitRow, Stored, select_commit};
+use super::commits::{CommitRow, Stored, select_commit};
 use super::{SqliteMetaStore, sql};
 use crate::clock::micros_to_time;
 use crate::commit::Commit;
