@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use crate::api::Group;
+use crate::wire::Group;
 use crate::branch::{BranchStore, BranchTimer, Branching, NoTimer, RuleScrubber};
 use crate::clock::{Clock, OsRandom};
 use crate::config::{self, Config, StoreKind};

@@ -258,3 +258,31 @@ fn the_reader_sees_what_it_must() {
     ]));
     assert!(!gated_to_tests(&["#[cfg(feature = \"aws\")]"]));
 }
+
+#[test]
+fn only_the_edge_names_the_wire_contract_and_the_router() {
+    // The layers, lowest first: the domain (ids, commits, formats, ...),
+    // the stores, the service; above them the edge: `wire` (the contract),
+    // `api` (the router), and what assembles a process (`bootstrap`, `ui`).
+    // Nothing below the edge names `wire` or `api`, and `wire` does not name
+    // `api`: the service takes and returns domain values, and only the edge
+    // knows the wire types.
+    let edge = ["wire", "api", "bootstrap", "ui"];
+    let deps = graph(&modules(&src_root()));
+    for (from, to) in &deps {
+        if edge.contains(&from.as_str()) {
+            continue;
+        }
+        for above in ["wire", "api"] {
+            assert!(!to.contains(above), "{from} names crate::{above}");
+        }
+    }
+    assert!(
+        !deps.get("wire").is_some_and(|to| to.contains("api")),
+        "wire names crate::api"
+    );
+    // Not trivially true: the router names the contract, and the contract
+    // the domain values it converts.
+    assert!(deps["api"].contains("wire"), "{deps:?}");
+    assert!(deps["wire"].contains("commit"), "{deps:?}");
+}
