@@ -8,8 +8,8 @@
 //!   the stored record and a patch of it.
 //! - [`SaveRecord`] and [`SaveId`]: a named snapshot of the window.
 //! - the stored formats: the session file of a save ([`SessionFile`]) and
-//!   the working-context snapshot ([`WorkingContextSnapshot`]), which are
-//!   also request and response bodies (re-exported by `crate::wire`).
+//!   the working-context snapshot ([`WorkingContextSnapshot`]); their
+//!   bodies on the wire are `crate::wire::agents`' mirrors of them.
 //! - the values the operations take and return: [`AgentPatch`],
 //!   [`Settings`], [`LiveContext`], [`RestoreOptions`],
 //!   [`RestoredContext`]; their bodies are `crate::wire::agents`.

@@ -6,7 +6,6 @@
 
 use std::sync::Arc;
 
-use crate::wire::Group;
 use crate::branch::{BranchStore, BranchTimer, Branching, NoTimer, RuleScrubber};
 use crate::clock::{Clock, OsRandom};
 use crate::config::{self, Config, StoreKind};
@@ -15,6 +14,7 @@ use crate::service::Service;
 use crate::service::TokioTimer;
 use crate::store::{Stores, TokenStore};
 use crate::summarize::Summarizer;
+use crate::wire::Group;
 
 /// What a process uses of the backends beside the commit stores.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

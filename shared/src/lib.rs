@@ -37,20 +37,24 @@
 //!   shares, settings, [`branch::scrub`] and [`branch::timer`] (the
 //!   deadline timer trait; AWS mode's Step Functions timer is
 //!   `store::aws::sfn`).
-//! - [`wire`]: every request and response body of the HTTP API, one file
-//!   per route family, shared by the server, the CLI's client and the MCP
-//!   tools, with the conversions of the service's values into responses
-//!   (requests become domain values in `api`);
+//! - [`wire`]: the contract. Every operation declared once
+//!   ([`wire::Operation`], the `operations!` block of each family file:
+//!   verb, path, group, request, response, what the document says), every
+//!   request and response body, the ids' schemas, and the conversions of
+//!   the service's values into responses; shared by the server, the CLI's
+//!   client and the MCP tools. Only `wire` types have a schema.
 //!   [`body_text`]: large text fields of a request body that share its
-//!   buffer;
-//!   [`number`]: whole numbers written as floats (`51.0`) read as integers.
-//! - [`api`]: the one axum router (its route table and the OpenAPI
-//!   document), one private file of handlers per route family
-//!   (`artifacts`, `commits`, `refs`, `branches`, `lifecycle`,
-//!   `workspaces`, `agents`), [`api::extract`] (strict JSON and query
-//!   parsing), [`api::error`] (kind → status), [`api::limits`] (the
-//!   request-body bytes in flight), `api::testing` (the tables every host
-//!   of the router is held to; feature `conformance`).
+//!   buffer; [`number`]: whole numbers written as floats (`51.0`) read as
+//!   integers.
+//! - [`api`]: the one axum router: the route table (each family's handlers
+//!   registered by their operations), the OpenAPI document built from the
+//!   declarations, one private file of handlers per family (`artifacts`,
+//!   `commits`, `refs`, `branches`, `lifecycle`, `workspaces`, `agents`),
+//!   [`api::Reply`] (the only JSON answer: a `wire` type),
+//!   [`api::extract`] (strict JSON and query parsing), [`api::error`] (kind
+//!   → status), [`api::limits`] (the request-body bytes in flight),
+//!   `api::testing` (the tables every host of the router is held to;
+//!   feature `conformance`).
 //! - [`auth`]: credentials → tenant.
 //! - [`clock`]: time and randomness, injected.
 //! - [`config`]: every `CTX_*` setting, read once into one `Config`.
@@ -60,8 +64,9 @@
 //! - [`workspace`]: workspace ids and file paths, and the read_context
 //!   assembly over a file source (the store, or local directories).
 //!
-//! The guides in docs/ (linked from the README) describe what these do
-//! for a user; docs/adr/ records why they are built this way.
+//! The layers, what each may name, and the walk of one request are in
+//! docs/architecture.md; the guides in docs/ describe what these do for a
+//! user; docs/adr/ records why they are built this way.
 
 pub mod agent;
 pub mod api;

@@ -1107,7 +1107,7 @@ export interface components {
             refs: components["schemas"]["RefRecord"][];
         };
         /**
-         * @description Where in a [`BlobStore`] an artifact lives: its lifecycle policy.
+         * @description Where in a `BlobStore` an artifact lives: its lifecycle policy.
          * @enum {string}
          */
         BlobArea: "durable" | "cache" | "staged";
@@ -1999,9 +1999,9 @@ export interface components {
         /** @description The notes, or their head and tail with an elision marker. */
         Notes: {
             /**
-             * @description The notes when at most [`NOTES_TRUNCATION_THRESHOLD`] lines; else
-             *     the first [`NOTES_HEAD_LINES`], `\n\n... [N lines elided] ...\n\n`
-             *     and the last [`NOTES_TAIL_LINES`].
+             * @description The notes when at most `NOTES_TRUNCATION_THRESHOLD` lines; else
+             *     the first `NOTES_HEAD_LINES`, `\n\n... [N lines elided] ...\n\n`
+             *     and the last `NOTES_TAIL_LINES`.
              */
             summary: string;
             /** @description Whether lines were elided. */

@@ -478,7 +478,10 @@ const OTHER_DOCS: &[(&str, &str)] = &[
         "docs/http-api.md",
         include_str!("../../../docs/http-api.md"),
     ),
-    ("docs/layout.md", include_str!("../../../docs/layout.md")),
+    (
+        "docs/architecture.md",
+        include_str!("../../../docs/architecture.md"),
+    ),
     (
         "docs/lifecycle.md",
         include_str!("../../../docs/lifecycle.md"),

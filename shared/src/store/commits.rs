@@ -91,7 +91,7 @@ pub trait Commits: Send + Sync + 'static {
     /// timeline (on DynamoDB a Query plus a batch read of those commits):
     /// its cost follows the range, not the length of the timeline.
     ///
-    /// Every backend starts with [`timeline_micros`], which says which
+    /// Every backend starts with `timeline_micros`, which says which
     /// instants the range holds and answers an empty one for it.
     ///
     /// # Errors

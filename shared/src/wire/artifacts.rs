@@ -107,7 +107,7 @@ impl From<crate::service::GcReport> for GcReport {
     }
 }
 
-/// Where in a [`BlobStore`] an artifact lives: its lifecycle policy.
+/// Where in a `BlobStore` an artifact lives: its lifecycle policy.
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, ToSchema,
 )]

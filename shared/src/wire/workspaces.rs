@@ -212,9 +212,9 @@ impl From<crate::workspace::context::LogEntry> for LogEntry {
 /// The notes, or their head and tail with an elision marker.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct Notes {
-    /// The notes when at most [`NOTES_TRUNCATION_THRESHOLD`] lines; else
-    /// the first [`NOTES_HEAD_LINES`], `\n\n... [N lines elided] ...\n\n`
-    /// and the last [`NOTES_TAIL_LINES`].
+    /// The notes when at most `NOTES_TRUNCATION_THRESHOLD` lines; else
+    /// the first `NOTES_HEAD_LINES`, `\n\n... [N lines elided] ...\n\n`
+    /// and the last `NOTES_TAIL_LINES`.
     pub summary: String,
     /// Whether lines were elided.
     pub truncated: bool,

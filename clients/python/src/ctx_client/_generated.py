@@ -432,7 +432,7 @@ class BatchResponse(TypedDict):
     """The refs as they are after the batch, in the request's order."""
 
 
-# Where in a [`BlobStore`] an artifact lives: its lifecycle policy.
+# Where in a `BlobStore` an artifact lives: its lifecycle policy.
 BlobArea: TypeAlias = Literal["durable", "cache", "staged"]
 
 
@@ -1234,9 +1234,9 @@ class Notes(TypedDict):
     """The notes, or their head and tail with an elision marker."""
 
     summary: str
-    """The notes when at most [`NOTES_TRUNCATION_THRESHOLD`] lines; else
-    the first [`NOTES_HEAD_LINES`], `\\n\\n... [N lines elided] ...\\n\\n`
-    and the last [`NOTES_TAIL_LINES`].
+    """The notes when at most `NOTES_TRUNCATION_THRESHOLD` lines; else
+    the first `NOTES_HEAD_LINES`, `\\n\\n... [N lines elided] ...\\n\\n`
+    and the last `NOTES_TAIL_LINES`.
     """
     truncated: bool
     """Whether lines were elided."""
