@@ -1,8 +1,9 @@
 # Sourced by the suites that run against a live `ctx serve` (tests/python/run,
 # tests/typescript/run, tests/ui/run, tests/schemathesis/run). `ctx_serve STORE CTX WORK PREFIX` starts the server
 # on a free port of 127.0.0.1 with its data in WORK/data, waits until it
-# listens, and exports CTX_TEST_URL, CTX_TEST_TOKEN, CTX_TEST_STORE and
-# CTX_SERVE_PID. On the aws store the emulator must be running (CTX_TABLE
+# listens, and exports CTX_TEST_URL, CTX_TEST_TOKEN, CTX_TEST_STORE,
+# CTX_TEST_DATA (its data directory, which ctx in the process can open
+# beside it) and CTX_SERVE_PID. On the aws store the emulator must be running (CTX_TABLE
 # and the endpoints in the environment); the server then runs as the
 # Lambdas do, with no hot cache (a large download always answers 303 to
 # S3), and the token is for a tenant of this run alone (the emulator's
@@ -28,7 +29,7 @@ ctx_serve() {
     sleep 0.1
   done
   if [ -z "$url" ]; then echo "$prefix: ctx serve did not start listening" >&2; return 1; fi
-  export CTX_TEST_URL="$url" CTX_TEST_STORE="$store"
+  export CTX_TEST_URL="$url" CTX_TEST_STORE="$store" CTX_TEST_DATA="$work/data"
   if [ "$store" = aws ]; then
     CTX_TEST_TOKEN="$("$ctx" tokens add "$prefix-$$-$(date +%s%N)" --data "$work/data")"
   else

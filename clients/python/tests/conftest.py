@@ -1,5 +1,12 @@
 """Fixtures: a live ctx server (started by tests/python/run, which exports
-CTX_TEST_URL and CTX_TEST_TOKEN) and clients of it.
+CTX_TEST_URL, CTX_TEST_TOKEN and CTX_TEST_DATA) and clients of it.
+
+With ``CTX_TEST_TRANSPORT=embedded`` the clients are ctx in this process
+(:class:`~ctx_client.Embedded` and :class:`~ctx_client.AsyncEmbedded`)
+over the server's own data directory, the same tenant: every suite that
+takes its client from here (the adapters' and the frameworks' own) runs on
+both. Tests of HTTP itself (request counts, retries, transports) build an
+HTTP client of their own.
 
 Without the server the tests fail rather than skip, and a run in which any
 test was skipped fails too: every suite here must really run.
@@ -13,7 +20,10 @@ from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
-from ctx_client import AsyncClient, Client
+from ctx_client import AsyncClient, AsyncEmbedded, Client, Embedded
+
+TRANSPORT = os.environ.get("CTX_TEST_TRANSPORT", "http")
+"""``http`` (the live server) or ``embedded`` (ctx in this process)."""
 
 
 def _env(name: str) -> str:
@@ -35,17 +45,31 @@ def token() -> str:
     return _env("CTX_TEST_TOKEN")
 
 
+def open_client(server_url: str, token: str) -> Client:
+    """A blocking client of the live server's data, by ``TRANSPORT``."""
+    if TRANSPORT == "embedded":
+        return Embedded(_env("CTX_TEST_DATA"))
+    return Client(server_url, token=token)
+
+
+def open_aclient(server_url: str, token: str) -> AsyncClient:
+    """An async client of the live server's data, by ``TRANSPORT``."""
+    if TRANSPORT == "embedded":
+        return AsyncEmbedded(_env("CTX_TEST_DATA"))
+    return AsyncClient(server_url, token=token)
+
+
 @pytest.fixture
 def client(server_url: str, token: str) -> Iterator[Client]:
-    """A blocking client of the live server."""
-    with Client(server_url, token=token) as c:
+    """A blocking client of the live server's data."""
+    with open_client(server_url, token) as c:
         yield c
 
 
 @pytest.fixture
 async def aclient(server_url: str, token: str) -> AsyncIterator[AsyncClient]:
-    """An async client of the live server."""
-    async with AsyncClient(server_url, token=token) as c:
+    """An async client of the live server's data."""
+    async with open_aclient(server_url, token) as c:
         yield c
 
 

@@ -105,11 +105,11 @@ async def test_the_sdk_conformance_suite_all_14_contracts(
     assert len(made) == 1 + 14
     from importlib.metadata import version
 
-    from conftest import SUMMARY_LINES
+    from conftest import SUMMARY_LINES, TRANSPORT
 
     SUMMARY_LINES.append(
         f"claude-agent-sdk {version('claude-agent-sdk')} run_session_store_conformance"
-        f" on CtxSessionStore: {len(made) - 1}/14 contracts passed, 0 skipped"
+        f" on CtxSessionStore ({TRANSPORT}): {len(made) - 1}/14 contracts passed, 0 skipped"
     )
 
 

@@ -7,11 +7,11 @@ from __future__ import annotations
 import uuid
 
 import pytest
+from conftest import TRANSPORT, open_aclient, open_client
 from langgraph.checkpoint.conformance import checkpointer_test, validate
 from langgraph.checkpoint.conformance.capabilities import ALL_CAPABILITIES
 from langgraph.checkpoint.conformance.report import ProgressCallbacks
 
-from ctx_client import AsyncClient, Client
 from ctx_client.langgraph import AsyncCtxSaver, CtxSaver
 
 # What langgraph-checkpoint-conformance 0.0.2 runs over all 8 capabilities.
@@ -43,9 +43,9 @@ def _check(report) -> None:
 async def test_ctx_saver_passes_the_conformance_suite(server_url: str, token: str) -> None:
     # Each capability gets a fresh saver over its own prefix, so one
     # suite's threads never meet another's.
-    @checkpointer_test(name="CtxSaver")
+    @checkpointer_test(name=f"CtxSaver ({TRANSPORT})")
     async def factory():
-        with Client(server_url, token=token) as client:
+        with open_client(server_url, token) as client:
             yield CtxSaver(client, prefix=f"lgconf-{uuid.uuid4().hex[:8]}")
 
     _check(await validate(factory, progress=ProgressCallbacks.default()))
@@ -53,9 +53,9 @@ async def test_ctx_saver_passes_the_conformance_suite(server_url: str, token: st
 
 @pytest.mark.asyncio
 async def test_async_ctx_saver_passes_the_conformance_suite(server_url: str, token: str) -> None:
-    @checkpointer_test(name="AsyncCtxSaver")
+    @checkpointer_test(name=f"AsyncCtxSaver ({TRANSPORT})")
     async def factory():
-        async with AsyncClient(server_url, token=token) as client:
+        async with open_aclient(server_url, token) as client:
             yield AsyncCtxSaver(client, prefix=f"lgconf-{uuid.uuid4().hex[:8]}")
 
     _check(await validate(factory, progress=ProgressCallbacks.default()))

@@ -55,7 +55,7 @@ def test_test_only_packages_are_in_no_extra() -> None:
         name(r) for rs in PYPROJECT["project"]["optional-dependencies"].values() for r in rs
     }
     groups = PYPROJECT["dependency-groups"]
-    test_only = {name(r) for g in ("conformance", "lint") for r in groups[g]}
+    test_only = {name(r) for g in ("conformance", "lint", "native") for r in groups[g]}
     test_only |= {name(r) for r in groups["test"] if isinstance(r, str)}
     assert not (in_extras & test_only)
     assert {"langgraph-checkpoint-sqlite", "langgraph-checkpoint-conformance"} <= test_only

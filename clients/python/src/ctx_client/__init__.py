@@ -3,7 +3,9 @@
 ``Client`` (blocking) and ``AsyncClient`` (asyncio) have one method per
 operation of the HTTP API, named by its operationId; an error raises the
 :class:`CtxError` subclass of its kind; 503 and 429 are retried honouring
-``Retry-After``.
+``Retry-After``. ``Embedded`` and ``AsyncEmbedded`` are the same clients
+over a data directory opened in this process, with no server (ctx's
+native module: ``pip install ./clients/python/native``).
 
 Framework adapters live in submodules and need the matching extra:
 ``ctx_client.claude`` (``[claude]``: the Claude Agent SDK's SessionStore),
@@ -16,6 +18,7 @@ from ._core import VERSION as __version__
 from ._core import RetryPolicy
 from ._routes import UNSET
 from .client import AsyncClient, Client
+from .embedded import AsyncEmbedded, Embedded
 from .errors import (
     ConflictError,
     CtxError,
@@ -33,7 +36,9 @@ __all__ = [
     "__version__",
     "UNSET",
     "AsyncClient",
+    "AsyncEmbedded",
     "Client",
+    "Embedded",
     "ConflictError",
     "GoneError",
     "CtxError",

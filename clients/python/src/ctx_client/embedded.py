@@ -1,0 +1,230 @@
+"""ctx inside this process: :class:`Embedded` (blocking) and
+:class:`AsyncEmbedded` (asyncio) open a data directory (the one ``ctx
+serve`` opens, ``.ctx`` by default) with no server. They are a
+:class:`~ctx_client.Client` and an :class:`~ctx_client.AsyncClient`: the
+same methods, named by operationId, the same answers and errors, so every
+adapter takes either (``CtxSaver(Embedded(".ctx"))``).
+
+Each call is the client's own generated call, answered by ctx's router in
+memory (the native module ``ctx_native``, built on the facade crate
+``ctx-embedded``): no socket, no HTTP parsing, no thread hand-off. The
+interpreter's lock is released while ctx works; an async call runs on
+ctx's own runtime and never blocks the event loop. Several processes may
+open one directory at once (an API and a worker, and ``ctx serve`` for the
+browser). A process that forks after opening keeps working in the child:
+the child opens the directory again on its first call.
+
+The native module (the package ``ctx-native``, built from
+``clients/python/native`` with Rust) is imported when a directory is
+opened; the HTTP clients never need it. Without it, from a ctx checkout:
+``pip install ./clients/python/native``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import Awaitable, Callable
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, TypeVar
+from urllib.parse import quote, urlencode
+
+import anyio
+import httpx
+
+from ._core import Call, RetryPolicy
+from .client import AsyncClient, Client
+
+if TYPE_CHECKING:
+    from ctx_native import Native
+
+T = TypeVar("T")
+
+INSTALL = "pip install ./clients/python/native"
+"""The one command that installs the native module (from a ctx checkout)."""
+
+DEFAULT_DATA = ".ctx"
+
+__all__ = ["AsyncEmbedded", "DEFAULT_DATA", "Embedded", "INSTALL"]
+
+
+def _native() -> ModuleType:
+    """The native module, imported on first use."""
+    try:
+        import ctx_native
+    except ImportError as e:
+        raise ImportError(
+            f"ctx_client.Embedded runs ctx in this process and needs ctx's native module "
+            f"(ctx_native), which is not installed: {INSTALL}"
+        ) from e
+    return ctx_native
+
+
+def _request(call: Call[Any]) -> tuple[str, list[tuple[str, str]], bytes]:
+    """The target (path and query), headers and body of ``call``, as HTTP
+    would carry them."""
+    kw = call.request_kwargs()
+    target = call.path
+    params = kw.get("params")
+    if params:
+        target += "?" + urlencode(params, quote_via=quote, safe="")
+    headers = list(kw["headers"].items())
+    return target, headers, kw.get("content") or b""
+
+
+def _response(
+    call: Call[Any], status: int, headers: list[tuple[str, str]], body: bytes
+) -> httpx.Response:
+    """The answer as the clients' parsers read it."""
+    return httpx.Response(
+        status, headers=headers, content=body, request=httpx.Request(call.method, call.path)
+    )
+
+
+def _open(path: str | os.PathLike[str] | None, tenant: str | None) -> Native:
+    native: Native = _native().Native(os.fspath(path if path is not None else DEFAULT_DATA), tenant)
+    return native
+
+
+class Embedded(Client):
+    """A data directory opened in this process, with :class:`Client`'s
+    methods. ``Embedded(".ctx")``; ``tenant`` is the directory's first
+    tenant (``default``, whose token ``ctx serve`` writes) unless given.
+    Settings (a summarizer, limits) come from the environment as ``ctx
+    serve`` reads them."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str] | None = None,
+        *,
+        tenant: str | None = None,
+        retry: RetryPolicy | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self._native = _open(path, tenant)
+        self.base_url = f"file:{self._native.data}"
+        self.token = None
+        self.retry = retry or RetryPolicy()
+        self._sleep = sleep
+
+    @classmethod
+    def from_env(cls, **kwargs: Any) -> Embedded:
+        """The data directory the ``ctx`` CLI would use (``CTX_DATA``,
+        default ``.ctx``)."""
+        return cls(os.environ.get("CTX_DATA") or DEFAULT_DATA, **kwargs)
+
+    @property
+    def data(self) -> str:
+        """The data directory."""
+        return str(self._native.data)
+
+    @property
+    def tenant(self) -> str:
+        """The tenant it acts as."""
+        return str(self._native.tenant)
+
+    def __enter__(self) -> Embedded:
+        return self
+
+    def close(self) -> None:
+        """Waits for cached results still being written."""
+        self._native.flush()
+
+    def send(self, call: Call[T]) -> T:
+        """Answers one call in this process; 503 and 429 are retried as
+        :class:`RetryPolicy` says (the database busy past its wait)."""
+        target, headers, body = _request(call)
+        attempt = 0
+        while True:
+            status, got, data = self._native.call(call.method, target, headers, body)
+            if status in self.retry.statuses and attempt < self.retry.max_retries:
+                self._sleep(self.retry.delay(attempt, _retry_after(got)))
+                attempt += 1
+                continue
+            return call.parse(_response(call, status, got, data))
+
+    def __repr__(self) -> str:
+        return f"Embedded({self.data!r}, tenant={self.tenant!r})"
+
+
+def _retry_after(headers: list[tuple[str, str]]) -> float | None:
+    for k, v in headers:
+        if k.lower() == "retry-after":
+            try:
+                return max(float(v), 0.0)
+            except ValueError:
+                return None
+    return None
+
+
+def _done(
+    future: asyncio.Future[tuple[int, list[tuple[str, str]], bytes]],
+    status: int,
+    headers: list[tuple[str, str]],
+    body: bytes,
+) -> None:
+    """Run on the event loop when ctx answered."""
+    if not future.done():
+        future.set_result((status, headers, body))
+
+
+class AsyncEmbedded(AsyncClient):
+    """A data directory opened in this process, with :class:`AsyncClient`'s
+    methods, awaitable on asyncio: a call runs on ctx's own runtime, and
+    its answer comes back to the event loop, which never waits."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str] | None = None,
+        *,
+        tenant: str | None = None,
+        retry: RetryPolicy | None = None,
+        sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
+    ) -> None:
+        self._native = _open(path, tenant)
+        self.base_url = f"file:{self._native.data}"
+        self.token = None
+        self.retry = retry or RetryPolicy()
+        self._sleep = sleep
+
+    @classmethod
+    def from_env(cls, **kwargs: Any) -> AsyncEmbedded:
+        """As :meth:`Embedded.from_env`."""
+        return cls(os.environ.get("CTX_DATA") or DEFAULT_DATA, **kwargs)
+
+    @property
+    def data(self) -> str:
+        """The data directory."""
+        return str(self._native.data)
+
+    @property
+    def tenant(self) -> str:
+        """The tenant it acts as."""
+        return str(self._native.tenant)
+
+    async def __aenter__(self) -> AsyncEmbedded:
+        return self
+
+    async def aclose(self) -> None:
+        """Waits for cached results still being written."""
+        await anyio.to_thread.run_sync(self._native.flush)
+
+    async def send(self, call: Call[T]) -> T:
+        """Answers one call on ctx's runtime; 503 and 429 are retried as
+        :class:`RetryPolicy` says."""
+        target, headers, body = _request(call)
+        loop = asyncio.get_running_loop()
+        attempt = 0
+        while True:
+            answer: asyncio.Future[tuple[int, list[tuple[str, str]], bytes]] = loop.create_future()
+            self._native.call_async(call.method, target, headers, body, loop, _done, answer)
+            status, got, data = await answer
+            if status in self.retry.statuses and attempt < self.retry.max_retries:
+                await self._sleep(self.retry.delay(attempt, _retry_after(got)))
+                attempt += 1
+                continue
+            return call.parse(_response(call, status, got, data))
+
+    def __repr__(self) -> str:
+        return f"AsyncEmbedded({self.data!r}, tenant={self.tenant!r})"
