@@ -1,6 +1,7 @@
 """Side-by-side bench: the same N-turn LangGraph chat run with LangGraph's
 SqliteSaver and with CtxSaver (over a `ctx serve` on embedded storage that
-this script starts in a temporary directory).
+this script starts in a temporary directory; with --embedded also on ctx
+in this process, `CtxSaver(Embedded(dir))`, the native module).
 
 For each saver and each messages channel (`add_messages`, the whole list
 per checkpoint; `DeltaChannel`, per-step writes and a snapshot every 100
@@ -12,7 +13,10 @@ latency of loading the latest state and an old state (turn 10) with
 
 Usage (from the repository root, in the venv tests/python/run makes):
     .venv-tests/python/bin/python clients/python/bench/langgraph_savers.py \
-        --ctx target/debug/ctx [--turns 500] [--quick] [--in-memory]
+        --ctx target/debug/ctx [--turns 500] [--quick] [--in-memory] [--embedded]
+The last column is each saver's checkpoints/s over SqliteSaver's in the
+same run. Quote numbers of a release build (`cargo build --release -p
+ctx-cli` and, in clients/python/native, `maturin develop --release`).
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 
-from ctx_client import Client
+from ctx_client import Client, Embedded
 from ctx_client.langgraph import CtxSaver
 
 TEXT = (
@@ -150,6 +154,11 @@ def main() -> None:
         help="also LangGraph's InMemorySaver (not durable: the ceiling of a saver that\n"
         "stores by value; its cold loads use the same saver, it holds nothing else)",
     )
+    ap.add_argument(
+        "--embedded",
+        action="store_true",
+        help="also CtxSaver(Embedded(dir)): ctx in this process, no server",
+    )
     args = ap.parse_args()
     if args.quick:
         args.turns, args.loads = 20, 5
@@ -195,18 +204,38 @@ def main() -> None:
             (Path(tmp) / "serve.out").unlink()
             row["bytes"] = _du(Path(tmp))
             rows.append(row)
+        if args.embedded:
+            with tempfile.TemporaryDirectory() as tmp:
+                # One open directory, as an application holds; a cold load
+                # is a new saver over it (as SqliteSaver's is over its
+                # connection).
+                db = Embedded(Path(tmp) / "data")
+                row = run(
+                    f"CtxSaver(Embedded), {label}",
+                    schema,
+                    functools.partial(CtxSaver, db, prefix="bench"),
+                    args.turns,
+                    args.loads,
+                )
+                db.close()
+                del db
+                row["bytes"] = _du(Path(tmp))
+                rows.append(row)
     print(f"{args.turns} turns (2 messages each, ~1.1 KB per turn), {args.loads} loads per latency")
     print()
     print(
         "| saver | storage bytes | checkpoints | checkpoints/s | turns/s "
-        "| latest warm ms p50 / p99 | latest cold | old (turn 10) warm | old cold |"
+        "| latest warm ms p50 / p99 | latest cold | old (turn 10) warm | old cold "
+        "| checkpoints/s ÷ SqliteSaver's |"
     )
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    base = {r["name"].split(", ")[1]: r["cps"] for r in rows if r["name"].startswith("SqliteSaver")}
     for r in rows:
+        ratio = r["cps"] / base[r["name"].split(", ")[1]]
         print(
             f"| {r['name']} | {r['bytes']:,} | {r['checkpoints']} | {r['cps']:.0f} "
             f"| {r['turns_s']:.1f} | {r['latest_warm']} | {r['latest_cold']} "
-            f"| {r['old_warm']} | {r['old_cold']} |"
+            f"| {r['old_warm']} | {r['old_cold']} | {ratio:.2f}x |"
         )
 
 
