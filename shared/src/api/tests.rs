@@ -1047,6 +1047,46 @@ async fn gc_takes_an_absent_or_null_body() {
     assert_eq!(status, StatusCode::BAD_REQUEST);
 }
 
+/// A body whose fields are all optional may be absent, JSON whitespace or
+/// `null`; anything else must be a JSON object, so a byte that is
+/// whitespace to ASCII but not to JSON (a form feed) is refused naming
+/// `body`, as `parse_json` refuses it, on every such route.
+#[tokio::test]
+async fn an_optional_body_is_empty_only_when_it_is_json_whitespace() {
+    let h = harness().await;
+    for (method, uri) in [
+        ("POST", "/v1/agents/ag/working-context/restore"),
+        ("PATCH", "/v1/agents/ag"),
+        ("POST", "/v1/agents/ag/saves"),
+        ("POST", "/v1/gc"),
+    ] {
+        for body in [&b""[..], b" \t\r\n", b"null", b" null\n", b"{}"] {
+            let (status, v) = h.raw(method, uri, Some(TOKEN_A), body.to_vec()).await;
+            assert!(
+                status.is_success(),
+                "{method} {uri} {body:?}: {status} {}",
+                String::from_utf8_lossy(&v)
+            );
+        }
+        for body in [
+            &b"\x0c"[..],
+            b" \x0c ",
+            b"\x0b",
+            b"\x0cnull",
+            b"[]",
+            b"\xff",
+        ] {
+            let (status, v) = h.raw(method, uri, Some(TOKEN_A), body.to_vec()).await;
+            let v: Value = serde_json::from_slice(&v).unwrap();
+            assert_eq!(
+                (status, v["error"]["field"].as_str()),
+                (StatusCode::BAD_REQUEST, Some("body")),
+                "{method} {uri} {body:?}: {v}"
+            );
+        }
+    }
+}
+
 /// `POST /v1/read`: a ref's tip in one request, its bytes inline as text,
 /// or as base64 when they are not UTF-8; the same as materialize answers.
 #[tokio::test]
