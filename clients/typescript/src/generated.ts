@@ -3625,7 +3625,7 @@ export interface operations {
                     "application/json": components["schemas"]["BatchResponse"];
                 };
             };
-            /** @description A malformed request naming the field (`artifacts[i].ref`, `commits[i].…`, `refs[i].…`), or a parent, artifact, ref target or format that does not exist */
+            /** @description A malformed request naming the field (`artifacts[i].ref`, `commits[i].…`, `refs[i].…`) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -3636,6 +3636,15 @@ export interface operations {
             };
             /** @description No bearer token, or one that is not known */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A parent, artifact or ref target that does not exist (`field` names it: `commits[i].parent`, `commits[i].artifact_ref`, `refs[i].target`); nothing is written */
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -4056,7 +4065,7 @@ export interface operations {
                     "application/json": components["schemas"]["Commit"];
                 };
             };
-            /** @description A malformed request, or a parent, artifact or format that does not exist */
+            /** @description A malformed request, or a delta that is not in its format */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -4074,7 +4083,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description The branch of the ref does not exist */
+            /** @description A parent or artifact that does not exist (`field` names it), or the branch of the ref */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -4441,7 +4450,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description No such commit */
+            /** @description No such commit, or a `stop` that does not exist */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -4951,7 +4960,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description No such ref or commit */
+            /** @description No such ref or commit, or a `stop` that does not exist */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -5133,7 +5142,7 @@ export interface operations {
                     "application/json": components["schemas"]["RefRecord"];
                 };
             };
-            /** @description A malformed request, or a target that does not exist */
+            /** @description A malformed request */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -5144,6 +5153,15 @@ export interface operations {
             };
             /** @description No bearer token, or one that is not known */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A `target` that does not exist */
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -5280,7 +5298,7 @@ export interface operations {
                     "application/json": components["schemas"]["Evicted"];
                 };
             };
-            /** @description `name` is not a ref name; `before` is malformed, unknown, not a compaction or snapshot, or not on the ref's path */
+            /** @description `name` is not a ref name; `before` is malformed, not a compaction or snapshot, or not on the ref's path */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -5298,7 +5316,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description No such ref (also another tenant's) */
+            /** @description No such ref, or a `before` that does not exist (also another tenant's) */
             404: {
                 headers: {
                     [name: string]: unknown;

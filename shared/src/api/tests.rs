@@ -171,7 +171,8 @@ async fn other_tenants_data_answers_404() {
     }
     let (_, list) = h.call("GET", "/v1/refs", Some(TOKEN_B), None).await;
     assert_eq!(list["refs"], json!([]));
-    // A checkpoint naming another tenant's commit as parent is refused.
+    // A checkpoint naming another tenant's commit as parent is refused:
+    // that commit is not found, as one that does not exist.
     let (status, v) = h
         .call(
             "POST",
@@ -182,7 +183,7 @@ async fn other_tenants_data_answers_404() {
         .await;
     assert_eq!(
         (status, v["error"]["field"].as_str()),
-        (StatusCode::BAD_REQUEST, Some("parent"))
+        (StatusCode::NOT_FOUND, Some("parent"))
     );
 }
 
@@ -1045,6 +1046,96 @@ async fn gc_takes_an_absent_or_null_body() {
     }
     let (status, _) = h.raw("POST", "/v1/gc", Some(TOKEN_A), b"[]".to_vec()).await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
+}
+
+/// A request naming a commit or artifact that does not exist (a ref's
+/// target, an eviction's `before`, a parent, a stop, an `artifact_ref`) is
+/// a 404 naming the field, as for any other missing thing; nothing is
+/// written.
+#[tokio::test]
+async fn naming_a_commit_or_artifact_that_does_not_exist_is_404_naming_the_field() {
+    let h = harness().await;
+    let root = h
+        .ok("POST", "/v1/commits", checkpoint_body("a\n", None))
+        .await;
+    let root_id = root["id"].as_str().unwrap();
+    h.ok("PUT", "/v1/refs/main", json!({"target": root_id}))
+        .await;
+    let missing = "ctx-00000000000000000000000000000000";
+    let nowhere = crate::ArtifactRef::of(b"nowhere").to_string();
+    let mut stored = checkpoint_body("b\n", None);
+    stored.as_object_mut().unwrap().remove("delta");
+    stored["artifact_ref"] = json!(nowhere);
+    let cases = [
+        (
+            "PUT",
+            "/v1/refs/other".to_owned(),
+            json!({"target": missing}),
+            "target",
+        ),
+        (
+            "POST",
+            "/v1/refs/main/evict".to_owned(),
+            json!({"before": missing}),
+            "before",
+        ),
+        (
+            "POST",
+            "/v1/commits".to_owned(),
+            checkpoint_body("b\n", Some(missing)),
+            "parent",
+        ),
+        (
+            "POST",
+            "/v1/commits".to_owned(),
+            stored.clone(),
+            "artifact_ref",
+        ),
+        (
+            "POST",
+            format!("/v1/commits/{root_id}/materialize"),
+            json!({"stop": missing}),
+            "stop",
+        ),
+        (
+            "POST",
+            "/v1/read".to_owned(),
+            json!({"commit": root_id, "delta": true, "stop": missing}),
+            "stop",
+        ),
+        (
+            "POST",
+            "/v1/batch".to_owned(),
+            json!({"commits": [checkpoint_body("c\n", Some(missing))]}),
+            "commits[0].parent",
+        ),
+        (
+            "POST",
+            "/v1/batch".to_owned(),
+            json!({"commits": [stored], "refs": []}),
+            "commits[0].artifact_ref",
+        ),
+        (
+            "POST",
+            "/v1/batch".to_owned(),
+            json!({"refs": [{"name": "other", "target": missing}]}),
+            "refs[0].target",
+        ),
+    ];
+    for (method, uri, body, field) in cases {
+        let (status, v) = h.call(method, &uri, Some(TOKEN_A), Some(body)).await;
+        assert_eq!(
+            (
+                status,
+                v["error"]["kind"].as_str(),
+                v["error"]["field"].as_str()
+            ),
+            (StatusCode::NOT_FOUND, Some("not_found"), Some(field)),
+            "{method} {uri}: {v}"
+        );
+    }
+    let (status, _) = h.call("GET", "/v1/refs/other", Some(TOKEN_A), None).await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "a ref was written");
 }
 
 /// A body whose fields are all optional may be absent, JSON whitespace or

@@ -1140,8 +1140,8 @@ operations! { COMMIT_OPERATIONS;
         tag = "commits", responses((status = 201, description = "Recorded", body = Commit,
                     headers(("ctx-budget-warning" = String, description = "Into a branch at 80% of its budget or more"))),
                 (status = 200, description = "Recorded before", body = Commit),
-                (status = 400, description = "A malformed request, or a parent, artifact or format that does not exist", body = ErrorBody),
-                (status = 404, description = "The branch of the ref does not exist", body = ErrorBody),
+                (status = 400, description = "A malformed request, or a delta that is not in its format", body = ErrorBody),
+                (status = 404, description = "A parent or artifact that does not exist (`field` names it), or the branch of the ref", body = ErrorBody),
                 (status = 409, description = "The ref moved (`current` says where to), or the branch ended", body = ErrorBody),
                 (status = 413, description = "The delta or the body over its limit", body = ErrorBody)),
             security(("bearer" = []))
@@ -1159,7 +1159,8 @@ operations! { COMMIT_OPERATIONS;
         tag = "commits", responses((status = 201, description = "Written; at least one commit is new", body = BatchResponse,
                     headers(("ctx-budget-warning" = String, description = "A commit into a branch at 80% of its budget or more"))),
                 (status = 200, description = "Written with no new commit: a retry, or ref moves alone", body = BatchResponse),
-                (status = 400, description = "A malformed request naming the field (`artifacts[i].ref`, `commits[i].…`, `refs[i].…`), or a parent, artifact, ref target or format that does not exist", body = ErrorBody),
+                (status = 400, description = "A malformed request naming the field (`artifacts[i].ref`, `commits[i].…`, `refs[i].…`)", body = ErrorBody),
+                (status = 404, description = "A parent, artifact or ref target that does not exist (`field` names it: `commits[i].parent`, `commits[i].artifact_ref`, `refs[i].target`); nothing is written", body = ErrorBody),
                 (status = 409, description = "A ref moved (`field` is `refs[i].expected`, `current` says where it points), or a branch ended; nothing is written", body = ErrorBody),
                 (status = 413, description = "Too many commits or refs for one transaction, an artifact over its limit, or the body over its limit", body = ErrorBody)),
             security(("bearer" = []))
@@ -1241,7 +1242,7 @@ operations! { COMMIT_OPERATIONS;
         tag = "commits", params(("ctx" = CommitId, Path)),
             responses((status = 200, description = "The context", body = MaterializeResponse),
                 (status = 400, description = "A malformed request, a stop that is not an ancestor, or a format that cannot be produced", body = ErrorBody),
-                (status = 404, description = "No such commit", body = ErrorBody),
+                (status = 404, description = "No such commit, or a `stop` that does not exist", body = ErrorBody),
                 (status = 413, description = "A body over the JSON limit", body = ErrorBody)),
             security(("bearer" = []))
     }
@@ -1254,7 +1255,7 @@ operations! { COMMIT_OPERATIONS;
         json ReadRequest => ReadResponse {
         tag = "commits", responses((status = 200, description = "The context", body = ReadResponse),
                 (status = 400, description = "Neither or both of `ref` and `commit`, a stop that is not an ancestor, a format that cannot be produced, a delta read with a format, or a depth out of range or on a context read", body = ErrorBody),
-                (status = 404, description = "No such ref or commit", body = ErrorBody),
+                (status = 404, description = "No such ref or commit, or a `stop` that does not exist", body = ErrorBody),
                 (status = 410, description = "A delta the read needs was evicted: the message names the compaction to read from", body = ErrorBody),
                 (status = 413, description = "A body over the JSON limit", body = ErrorBody)),
             security(("bearer" = []))

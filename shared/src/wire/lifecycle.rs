@@ -234,8 +234,8 @@ operations! { LIFECYCLE_OPERATIONS;
         json EvictRequest => Evicted {
         tag = "lifecycle", params(("name" = RefName, Path, description = "may contain '/'")),
             responses((status = 200, description = "What was evicted", body = Evicted),
-                (status = 400, description = "`name` is not a ref name; `before` is malformed, unknown, not a compaction or snapshot, or not on the ref's path", body = ErrorBody),
-                (status = 404, description = "No such ref (also another tenant's)", body = ErrorBody),
+                (status = 400, description = "`name` is not a ref name; `before` is malformed, not a compaction or snapshot, or not on the ref's path", body = ErrorBody),
+                (status = 404, description = "No such ref, or a `before` that does not exist (also another tenant's)", body = ErrorBody),
                 (status = 413, description = "A body over the JSON limit", body = ErrorBody)),
             security(("bearer" = []))
     }

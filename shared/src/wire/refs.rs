@@ -103,7 +103,8 @@ operations! { REF_OPERATIONS;
         json SetRefRequest => RefRecord {
         tag = "refs", params(("name" = RefName, Path, description = "may contain '/'")),
             responses((status = 200, description = "The ref as set", body = RefRecord),
-                (status = 400, description = "A malformed request, or a target that does not exist", body = ErrorBody),
+                (status = 400, description = "A malformed request", body = ErrorBody),
+                (status = 404, description = "A `target` that does not exist", body = ErrorBody),
                 (status = 409, description = "`expected` is stale (`current` says where the ref points)", body = ErrorBody),
                 (status = 413, description = "A body over the JSON limit", body = ErrorBody)),
             security(("bearer" = []))
