@@ -1035,7 +1035,7 @@ export interface components {
             /** @description Free-form labels: key to value. */
             tags?: {
                 [key: string]: string;
-            };
+            } | null;
             /**
              * @description The context template the wrapper used (1 to 256 bytes, no control
              *     characters but tab and newline).
@@ -1067,7 +1067,7 @@ export interface components {
         BatchRefRequest: {
             expected?: null | components["schemas"]["CommitId"];
             /** @description The ref. */
-            name: string;
+            name: components["schemas"]["RefName"];
             target?: null | components["schemas"]["CommitId"];
             /**
              * @description The index of the batch's commit to point the ref at; not with
@@ -1358,7 +1358,7 @@ export interface components {
             /** @description Free-form labels: key to value. */
             tags?: {
                 [key: string]: string;
-            };
+            } | null;
             /**
              * @description The context template the wrapper used (1 to 256 bytes, no control
              *     characters but tab and newline).
@@ -2155,15 +2155,7 @@ export interface components {
             ref?: components["schemas"]["RefName"];
             /** @description `compaction` (default), `root`, or a `ctx-…` ancestor. */
             stop?: string | null;
-        } & (Record<string, unknown> | Record<string, unknown>) & ({
-            /** @enum {boolean} */
-            delta?: false;
-            depth?: null;
-        } | {
-            /** @enum {boolean} */
-            delta: true;
-            format?: null;
-        });
+        };
         /**
          * @description A context read in one request: the commit, its materialization (or,
          *     for a `delta` read, its own artifact) and, when it is at most
@@ -2206,7 +2198,7 @@ export interface components {
         RefMove: {
             expected?: null | components["schemas"]["CommitId"];
             /** @description The ref to move to the new commit. */
-            name: string;
+            name: components["schemas"]["RefName"];
         };
         /** @description A ref name: 1 to 200 of A-Z, a-z, 0-9, '.', '_', '-' and '/'; no empty segment, no '..', no leading or trailing '/'. */
         RefName: string;
@@ -2530,7 +2522,7 @@ export interface components {
             /** @description Free-form labels: key to value. */
             tags?: {
                 [key: string]: string;
-            };
+            } | null;
         };
         /** @description `POST /v1/uploads`: the artifact the bytes will hash to, and their size. */
         UploadRequest: {

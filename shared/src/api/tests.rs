@@ -626,6 +626,52 @@ fn every_request_schema_refuses_unknown_fields() {
     );
 }
 
+/// Every rule (`wire::rules`) constrains fields its type has: a rule
+/// naming a field the type lacks would hold of every body and say nothing.
+/// A type with rules is `allOf` its fields and its rules in the document.
+#[test]
+fn every_rule_names_fields_of_its_type() {
+    use utoipa::OpenApi as _;
+    let doc = serde_json::to_value(ApiDoc::openapi()).unwrap();
+    let schemas = &doc["components"]["schemas"];
+    fn named(rule: &Value, out: &mut Vec<String>) {
+        for item in ["oneOf", "anyOf"]
+            .iter()
+            .filter_map(|k| rule[k].as_array())
+            .flatten()
+        {
+            if let Some(props) = item["properties"].as_object() {
+                out.extend(props.keys().cloned());
+            }
+            out.extend(
+                item["required"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|f| f.as_str().map(str::to_owned)),
+            );
+        }
+    }
+    for (name, rules) in crate::wire::rules::all() {
+        let schema = &schemas[name.as_ref()];
+        let parts = schema["allOf"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{name}: {schema}"));
+        assert_eq!(parts.len(), rules.len() + 1, "{name}");
+        assert_eq!(&parts[1..], &rules[..], "{name}");
+        let fields = parts[0]["properties"].as_object().expect("the fields");
+        let mut used = Vec::new();
+        rules.iter().for_each(|r| named(r, &mut used));
+        assert!(!used.is_empty(), "{name}: its rules name no field");
+        for f in used {
+            assert!(
+                fields.contains_key(&f),
+                "{name}: a rule names {f:?}, not a field"
+            );
+        }
+    }
+}
+
 /// A misspelt `expected` in a checkpoint's ref move is refused, not read as
 /// "create only".
 #[tokio::test]
@@ -685,8 +731,15 @@ fn real_ids_match_the_documents_patterns() {
         ),
         // What `POST /v1/gc` hands out as `next` after its first page.
         ("gc cursor", "cache.".to_owned()),
+        // What a checkpoint's `delta_base64` (and a batch artifact's
+        // `base64`) takes.
+        (
+            "base64 field",
+            base64::Engine::encode(&base64::engine::general_purpose::STANDARD, b"x"),
+        ),
     ];
-    for (name, id) in ids.iter().filter(|(n, _)| !n.ends_with("cursor")) {
+    let fields = |n: &&str| n.ends_with("cursor") || n.ends_with("field");
+    for (name, id) in ids.iter().filter(|(n, _)| !fields(n)) {
         let pattern = schemas[name]["pattern"]
             .as_str()
             .unwrap_or_else(|| panic!("{name} has no pattern: {}", schemas[name]));

@@ -36,7 +36,6 @@ pub struct RefList {
 #[serde(deny_unknown_fields)]
 pub struct RefMove {
     /// The ref to move to the new commit.
-    #[schema(value_type = String)]
     pub name: RefName,
     /// The tip the caller believes the ref has; absent means the ref must
     /// not exist yet.

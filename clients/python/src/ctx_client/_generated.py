@@ -358,7 +358,7 @@ class BatchCommitRequest(TypedDict):
     """
     summary: NotRequired[str | None]
     """A human-readable summary (at most 16 KiB)."""
-    tags: NotRequired[dict[str, str]]
+    tags: NotRequired[dict[str, str] | None]
     """Free-form labels: key to value."""
     template: str
     """The context template the wrapper used (1 to 256 bytes, no control
@@ -391,7 +391,7 @@ class BatchRefRequest(TypedDict):
     not exist yet. A stale one is a 409 naming `refs[i].expected`, and
     nothing of the batch is written.
     """
-    name: str
+    name: RefName
     """The ref."""
     target: NotRequired[CommitId | None]
     """An existing commit to point the ref at; not with `target_in_batch`."""
@@ -654,7 +654,7 @@ class CheckpointRequest(TypedDict):
     """
     summary: NotRequired[str | None]
     """A human-readable summary (at most 16 KiB)."""
-    tags: NotRequired[dict[str, str]]
+    tags: NotRequired[dict[str, str] | None]
     """Free-form labels: key to value."""
     template: str
     """The context template the wrapper used (1 to 256 bytes, no control
@@ -1449,7 +1449,7 @@ class RefMove(TypedDict):
     """The tip the caller believes the ref has; absent means the ref must
     not exist yet.
     """
-    name: str
+    name: RefName
     """The ref to move to the new commit."""
 
 
@@ -1750,7 +1750,7 @@ class UpdateMetadataRequest(TypedDict):
 
     summary: NotRequired[str | None]
     """A new summary; `null` clears it."""
-    tags: NotRequired[dict[str, str]]
+    tags: NotRequired[dict[str, str] | None]
     """Free-form labels: key to value."""
 
 
