@@ -1893,6 +1893,11 @@ export interface components {
             /** @description From another principal or session than the new branch's (SEC-005). */
             untrusted: boolean;
         };
+        /**
+         * @description A format this server has a codec for.
+         * @enum {string}
+         */
+        KnownFormat: "anthropic-messages-v1" | "bureau-agent-v1" | "bureau-agent-v2" | "claude-code-v1" | "codex-rollout-v1" | "gemini-cli-v1" | "openai-chat-v1" | "openai-responses-v1" | "raw";
         /** @description An entry of `log.jsonl`. */
         LogEntry: {
             /** @description Its details. */
@@ -2813,7 +2818,7 @@ export interface operations {
                 /** @description The thread: 1 to 256 bytes, no control characters but tab and newline */
                 thread_id: string;
                 /** @description The conversation's format (default: the window's, else openai-chat-v1) */
-                format?: components["schemas"]["FormatId"];
+                format?: components["schemas"]["KnownFormat"];
             };
             header?: never;
             path: {

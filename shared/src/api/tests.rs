@@ -672,6 +672,52 @@ fn every_rule_names_fields_of_its_type() {
     }
 }
 
+/// The assembled context takes exactly the formats the document lists as
+/// `KnownFormat`, and refuses any other naming `format`.
+#[tokio::test]
+async fn the_assembled_context_takes_the_known_formats_the_document_lists() {
+    use utoipa::OpenApi as _;
+    let h = harness().await;
+    let doc = serde_json::to_value(ApiDoc::openapi()).unwrap();
+    let param = doc["paths"]["/v1/agents/{agent}/context"]["get"]["parameters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "format")
+        .unwrap()
+        .clone();
+    assert_eq!(
+        param["schema"]["$ref"], "#/components/schemas/KnownFormat",
+        "{param}"
+    );
+    let known = doc["components"]["schemas"]["KnownFormat"]["enum"]
+        .as_array()
+        .unwrap()
+        .clone();
+    assert!(known.len() > 1, "{known:?}");
+    for f in &known {
+        let uri = format!(
+            "/v1/agents/ag/context?thread_id=t&format={}",
+            f.as_str().unwrap()
+        );
+        let (status, v) = h.call("GET", &uri, Some(TOKEN_A), None).await;
+        assert_eq!(status, StatusCode::OK, "{f}: {v}");
+    }
+    let (status, v) = h
+        .call(
+            "GET",
+            "/v1/agents/ag/context?thread_id=t&format=zzz",
+            Some(TOKEN_A),
+            None,
+        )
+        .await;
+    assert_eq!(
+        (status, v["error"]["field"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("format")),
+        "{v}"
+    );
+}
+
 /// A misspelt `expected` in a checkpoint's ref move is refused, not read as
 /// "create only".
 #[tokio::test]

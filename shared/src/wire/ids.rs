@@ -41,6 +41,24 @@ fn name_schema(rule: NameRule) -> RefOr<Schema> {
         .into()
 }
 
+/// A format this server has a codec for (a schema only: the parameter is
+/// a [`FormatId`] that [`crate::format::Formats::is_known`] holds of): where
+/// the server refuses any other format, the document lists them.
+pub struct KnownFormat;
+
+impl PartialSchema for KnownFormat {
+    fn schema() -> RefOr<Schema> {
+        let formats = crate::format::Formats::default();
+        ObjectBuilder::new()
+            .schema_type(Type::String)
+            .enum_values(Some(formats.ids().map(FormatId::as_str)))
+            .description(Some("A format this server has a codec for."))
+            .into()
+    }
+}
+
+impl ToSchema for KnownFormat {}
+
 macro_rules! schemas {
     ($($t:ty => $schema:expr;)*) => {
         $(

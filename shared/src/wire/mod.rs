@@ -43,6 +43,7 @@ pub use artifacts::*;
 pub use branches::*;
 pub use commits::*;
 pub use error::*;
+pub use ids::KnownFormat;
 pub use lifecycle::*;
 pub use ops::*;
 pub use refs::*;

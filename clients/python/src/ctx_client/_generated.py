@@ -78,6 +78,7 @@ __all__ = [
     "GcRequest",
     "HistoryResponse",
     "InjectedMemory",
+    "KnownFormat",
     "LogEntry",
     "MaterializeRequest",
     "MaterializeResponse",
@@ -1146,6 +1147,20 @@ class InjectedMemory(TypedDict):
     """From another principal or session than the new branch's (SEC-005)."""
 
 
+# A format this server has a codec for.
+KnownFormat: TypeAlias = Literal[
+    "anthropic-messages-v1",
+    "bureau-agent-v1",
+    "bureau-agent-v2",
+    "claude-code-v1",
+    "codex-rollout-v1",
+    "gemini-cli-v1",
+    "openai-chat-v1",
+    "openai-responses-v1",
+    "raw",
+]
+
+
 class LogEntry(TypedDict):
     """An entry of `log.jsonl`."""
 
@@ -1857,7 +1872,7 @@ def append_file(ws: WorkspaceId, path: FilePath, body: str | bytes) -> Call[File
 
 
 def assemble_context(
-    agent: Principal, *, thread_id: str, format: FormatId | None = None
+    agent: Principal, *, thread_id: str, format: KnownFormat | None = None
 ) -> Call[AssembledContextResponse]:
     """``GET /v1/agents/{agent}/context``: The context of an LLM call for the agent and a thread,
     in seed 001's
