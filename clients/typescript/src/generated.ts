@@ -2072,6 +2072,8 @@ export interface components {
             /** @description The pins, sorted. */
             pins: components["schemas"]["Pin"][];
         };
+        /** @description A pin's name: a session id, or a ref name of at most 191 bytes (a session id's limit); may contain '/'. */
+        PinName: string;
         /**
          * @description A presigned direct download: `GET` the URL with no other credentials,
          *     then check the bytes against the artifact's reference.
@@ -4743,8 +4745,8 @@ export interface operations {
             path: {
                 /** @description `session` or `ref` */
                 kind: "session" | "ref";
-                /** @description the session id (at most 191 bytes) or ref name; may contain '/' */
-                name: components["schemas"]["RefName"];
+                /** @description the session id or ref name (at most 191 bytes); may contain '/' */
+                name: components["schemas"]["PinName"];
             };
             cookie?: never;
         };
@@ -4759,7 +4761,7 @@ export interface operations {
                     "application/json": components["schemas"]["PinChanged"];
                 };
             };
-            /** @description An unknown kind, or a malformed name */
+            /** @description An unknown kind, or a malformed name (a ref name over 191 bytes among them) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -4797,8 +4799,8 @@ export interface operations {
             path: {
                 /** @description `session` or `ref` */
                 kind: "session" | "ref";
-                /** @description the session id (at most 191 bytes) or ref name; may contain '/' */
-                name: components["schemas"]["RefName"];
+                /** @description the session id or ref name (at most 191 bytes); may contain '/' */
+                name: components["schemas"]["PinName"];
             };
             cookie?: never;
         };
@@ -4813,7 +4815,7 @@ export interface operations {
                     "application/json": components["schemas"]["PinChanged"];
                 };
             };
-            /** @description An unknown kind, or a malformed name */
+            /** @description An unknown kind, or a malformed name (a ref name over 191 bytes among them) */
             400: {
                 headers: {
                     [name: string]: unknown;

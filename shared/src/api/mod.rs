@@ -289,7 +289,7 @@ impl utoipa::Modify for BearerAuth {
         ErrorBody, error::ErrorDetail, crate::wire::RefMove, ArtifactRef, CommitId,
         crate::id::BranchId, Principal, RefName, crate::wire::MissingSummaryFilter,
         crate::workspace::WorkspaceId, crate::workspace::FilePath, crate::agent::SaveId,
-        crate::id::MemoryId, crate::wire::KnownFormat
+        crate::id::MemoryId, crate::wire::KnownFormat, crate::wire::PinName
     )),
     modifiers(&Operations, &BearerAuth, &CommonErrors)
 )]

@@ -59,6 +59,31 @@ impl PartialSchema for KnownFormat {
 
 impl ToSchema for KnownFormat {}
 
+/// A pin's name (a schema only: the handlers read the path themselves): a
+/// session id, or a ref name of at most as many bytes, whichever the
+/// route's `kind` says; the limit holds of both kinds because a schema
+/// cannot make one path parameter depend on the other.
+pub struct PinName;
+
+impl PinName {
+    /// The most bytes a pin's name has: a session id's limit.
+    pub fn max_bytes() -> usize {
+        SessionId::rule().max_bytes
+    }
+}
+
+impl PartialSchema for PinName {
+    fn schema() -> RefOr<Schema> {
+        name_schema(NameRule {
+            description: "A pin's name: a session id, or a ref name of at most 191 bytes \
+                          (a session id's limit); may contain '/'.",
+            ..SessionId::rule()
+        })
+    }
+}
+
+impl ToSchema for PinName {}
+
 macro_rules! schemas {
     ($($t:ty => $schema:expr;)*) => {
         $(

@@ -43,7 +43,7 @@ pub use artifacts::*;
 pub use branches::*;
 pub use commits::*;
 pub use error::*;
-pub use ids::KnownFormat;
+pub use ids::{KnownFormat, PinName};
 pub use lifecycle::*;
 pub use ops::*;
 pub use refs::*;

@@ -96,6 +96,7 @@ __all__ = [
     "Pin",
     "PinChanged",
     "PinList",
+    "PinName",
     "PinRef",
     "PinSession",
     "PresignedDownload",
@@ -1325,6 +1326,11 @@ class PinList(TypedDict):
     """The pins, sorted."""
 
 
+# A pin's name: a session id, or a ref name of at most 191 bytes (a session id's limit); may
+# contain '/'.
+PinName: TypeAlias = str
+
+
 class PresignedDownload(TypedDict):
     """A presigned direct download: `GET` the URL with no other credentials,
     then check the bytes against the artifact's reference.
@@ -1994,7 +2000,7 @@ def delete_file(ws: WorkspaceId, path: FilePath, *, if_match: str | None = None)
     )
 
 
-def delete_pin(kind: Literal["session", "ref"], name: RefName) -> Call[PinChanged]:
+def delete_pin(kind: Literal["session", "ref"], name: PinName) -> Call[PinChanged]:
     """``DELETE /v1/pins/{kind}/{name}``: Unpins a session or ref."""
     return Call("DELETE", f"/v1/pins/{seg(kind)}/{name_path(name)}", parse_json)
 
@@ -2327,7 +2333,7 @@ def session_end(id: SessionId) -> Call[SessionEnded]:
     return Call("POST", f"/v1/sessions/{seg(id)}/end", parse_json)
 
 
-def set_pin(kind: Literal["session", "ref"], name: RefName) -> Call[PinChanged]:
+def set_pin(kind: Literal["session", "ref"], name: PinName) -> Call[PinChanged]:
     """``PUT /v1/pins/{kind}/{name}``: Pins a session (`kind` `session`) or a ref (`ref`):
     retention never
     erases the session, or the session the ref's target belongs to.
