@@ -1893,6 +1893,8 @@ export interface components {
             /** @description From another principal or session than the new branch's (SEC-005). */
             untrusted: boolean;
         };
+        /** @description JSONL: one JSON value per line */
+        JsonLines: string;
         /**
          * @description A format this server has a codec for.
          * @enum {string}
@@ -5615,10 +5617,9 @@ export interface operations {
             };
             cookie?: never;
         };
-        /** @description JSONL: one JSON value per line */
         requestBody: {
             content: {
-                "text/plain": string;
+                "text/plain": components["schemas"]["JsonLines"];
             };
         };
         responses: {

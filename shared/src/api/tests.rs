@@ -718,6 +718,53 @@ async fn the_assembled_context_takes_the_known_formats_the_document_lists() {
     );
 }
 
+/// An append's body is JSONL, as the document's `JsonLines` says: at least
+/// one character that is not JSON's whitespace; a body without one is
+/// refused naming `body`, and nothing is appended.
+#[tokio::test]
+async fn an_append_holds_a_json_value() {
+    use utoipa::OpenApi as _;
+    let doc = serde_json::to_value(ApiDoc::openapi()).unwrap();
+    let schema = &doc["components"]["schemas"]["JsonLines"];
+    let pattern = regex_lite::Regex::new(schema["pattern"].as_str().unwrap()).unwrap();
+    assert_eq!(schema["minLength"], 1);
+    let h = harness().await;
+    let uri = "/v1/workspaces/w/append/log.jsonl";
+    for body in ["", " ", "\n", "\t\r\n", "\r\n"] {
+        assert!(!pattern.is_match(body), "{body:?}");
+        let (status, v) = h
+            .raw("POST", uri, Some(TOKEN_A), body.as_bytes().to_vec())
+            .await;
+        let v: Value = serde_json::from_slice(&v).unwrap();
+        assert_eq!(
+            (status, v["error"]["field"].as_str()),
+            (StatusCode::BAD_REQUEST, Some("body")),
+            "{body:?}: {v}"
+        );
+    }
+    let (status, _) = h
+        .call(
+            "GET",
+            "/v1/workspaces/w/files/log.jsonl",
+            Some(TOKEN_A),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "something was appended");
+    for body in ["1", "{\"a\": 1}\n", " 2 \n"] {
+        assert!(pattern.is_match(body), "{body:?}");
+        let (status, v) = h
+            .raw("POST", uri, Some(TOKEN_A), body.as_bytes().to_vec())
+            .await;
+        assert_eq!(
+            status,
+            StatusCode::OK,
+            "{body:?}: {}",
+            String::from_utf8_lossy(&v)
+        );
+    }
+}
+
 /// A misspelt `expected` in a checkpoint's ref move is refused, not read as
 /// "create only".
 #[tokio::test]

@@ -78,6 +78,7 @@ __all__ = [
     "GcRequest",
     "HistoryResponse",
     "InjectedMemory",
+    "JsonLines",
     "KnownFormat",
     "LogEntry",
     "MaterializeRequest",
@@ -1146,6 +1147,10 @@ class InjectedMemory(TypedDict):
     """Its block's estimated tokens."""
     untrusted: bool
     """From another principal or session than the new branch's (SEC-005)."""
+
+
+# JSONL: one JSON value per line
+JsonLines: TypeAlias = str
 
 
 # A format this server has a codec for.
