@@ -385,8 +385,13 @@ async fn direct_uploads_are_verified_before_they_are_referenced() {
         (400, Some("artifact_ref")),
         "{v}"
     );
-    let (status, _) = http.call("POST", "/v1/commits", Some(&body)).await.unwrap();
-    assert_eq!(status, 400, "the bad upload was discarded, not kept");
+    // The upload was discarded, not kept: the artifact does not exist.
+    let (status, v) = http.call("POST", "/v1/commits", Some(&body)).await.unwrap();
+    assert_eq!(
+        (status, v["error"]["field"].as_str()),
+        (404, Some("artifact_ref")),
+        "{v}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -267,7 +267,11 @@ fn documented<'d>(doc: &'d Value, op: &OperationInfo) -> &'d Value {
     documented
 }
 
-/// The schema of the JSON body of `op` in `doc`, refs inlined.
+/// The schema of the JSON body of `op` in `doc`, refs inlined: its
+/// fields. A body with rules between its fields (`allOf` its fields and
+/// the rules, such as an `error` only with `status: failed`) gives its
+/// fields alone, as the typed clients do: the server checks the rules, and
+/// a tool's input schema stays a plain object.
 fn body_schema(doc: &Value, op: &OperationInfo) -> Value {
     let op = documented(doc, op);
     let schema = &op["requestBody"]["content"]["application/json"]["schema"];
@@ -276,7 +280,17 @@ fn body_schema(doc: &Value, op: &OperationInfo) -> Value {
         .as_array()
         .and_then(|v| v.iter().find(|s| s.get("$ref").is_some()))
         .unwrap_or(schema);
-    inline(body, &doc["components"]["schemas"])
+    let body = inline(body, &doc["components"]["schemas"]);
+    match body["allOf"].as_array().and_then(|parts| parts.first()) {
+        Some(fields) => {
+            let mut fields = fields.clone();
+            if let (Some(d), Value::Object(m)) = (body.get("description"), &mut fields) {
+                m.entry("description").or_insert_with(|| d.clone());
+            }
+            fields
+        }
+        None => body,
+    }
 }
 
 /// Per tool with a body, the body's fields: the arguments [`body_of`]

@@ -83,12 +83,12 @@ def test_batch_writes_commits_artifacts_and_refs_at_once(client: Client, unique:
         )
     assert e.value.field == "refs[0].expected" and e.value.current == second["id"]
     assert client.resolve(principal) == second["id"]
-    # A hash that is not the bytes': 400 naming it.
-    with pytest.raises(InvalidError) as bad:
+    # An artifact that is not stored (nor in the batch): 404 naming it.
+    with pytest.raises(NotFoundError) as missing:
         client.batch(
             [{**commits[0], "artifact_ref": artifact_ref_of(b"other")}],
         )
-    assert bad.value.field == "commits[0].artifact_ref"
+    assert missing.value.field == "commits[0].artifact_ref"
 
 
 async def test_async_batch(aclient: AsyncClient, unique: str) -> None:

@@ -1035,7 +1035,7 @@ export interface components {
             /** @description Free-form labels: key to value. */
             tags?: {
                 [key: string]: string;
-            };
+            } | null;
             /**
              * @description The context template the wrapper used (1 to 256 bytes, no control
              *     characters but tab and newline).
@@ -1067,7 +1067,7 @@ export interface components {
         BatchRefRequest: {
             expected?: null | components["schemas"]["CommitId"];
             /** @description The ref. */
-            name: string;
+            name: components["schemas"]["RefName"];
             target?: null | components["schemas"]["CommitId"];
             /**
              * @description The index of the batch's commit to point the ref at; not with
@@ -1358,7 +1358,7 @@ export interface components {
             /** @description Free-form labels: key to value. */
             tags?: {
                 [key: string]: string;
-            };
+            } | null;
             /**
              * @description The context template the wrapper used (1 to 256 bytes, no control
              *     characters but tab and newline).
@@ -1893,6 +1893,13 @@ export interface components {
             /** @description From another principal or session than the new branch's (SEC-005). */
             untrusted: boolean;
         };
+        /** @description JSONL: one JSON value per line */
+        JsonLines: string;
+        /**
+         * @description A format this server has a codec for.
+         * @enum {string}
+         */
+        KnownFormat: "anthropic-messages-v1" | "bureau-agent-v1" | "bureau-agent-v2" | "claude-code-v1" | "codex-rollout-v1" | "gemini-cli-v1" | "openai-chat-v1" | "openai-responses-v1" | "raw";
         /** @description An entry of `log.jsonl`. */
         LogEntry: {
             /** @description Its details. */
@@ -2067,6 +2074,8 @@ export interface components {
             /** @description The pins, sorted. */
             pins: components["schemas"]["Pin"][];
         };
+        /** @description A pin's name: a session id, or a ref name of at most 191 bytes (a session id's limit); may contain '/'. */
+        PinName: string;
         /**
          * @description A presigned direct download: `GET` the URL with no other credentials,
          *     then check the bytes against the artifact's reference.
@@ -2155,15 +2164,7 @@ export interface components {
             ref?: components["schemas"]["RefName"];
             /** @description `compaction` (default), `root`, or a `ctx-…` ancestor. */
             stop?: string | null;
-        } & (Record<string, unknown> | Record<string, unknown>) & ({
-            /** @enum {boolean} */
-            delta?: false;
-            depth?: null;
-        } | {
-            /** @enum {boolean} */
-            delta: true;
-            format?: null;
-        });
+        };
         /**
          * @description A context read in one request: the commit, its materialization (or,
          *     for a `delta` read, its own artifact) and, when it is at most
@@ -2206,7 +2207,7 @@ export interface components {
         RefMove: {
             expected?: null | components["schemas"]["CommitId"];
             /** @description The ref to move to the new commit. */
-            name: string;
+            name: components["schemas"]["RefName"];
         };
         /** @description A ref name: 1 to 200 of A-Z, a-z, 0-9, '.', '_', '-' and '/'; no empty segment, no '..', no leading or trailing '/'. */
         RefName: string;
@@ -2530,7 +2531,7 @@ export interface components {
             /** @description Free-form labels: key to value. */
             tags?: {
                 [key: string]: string;
-            };
+            } | null;
         };
         /** @description `POST /v1/uploads`: the artifact the bytes will hash to, and their size. */
         UploadRequest: {
@@ -2821,7 +2822,7 @@ export interface operations {
                 /** @description The thread: 1 to 256 bytes, no control characters but tab and newline */
                 thread_id: string;
                 /** @description The conversation's format (default: the window's, else openai-chat-v1) */
-                format?: components["schemas"]["FormatId"];
+                format?: components["schemas"]["KnownFormat"];
             };
             header?: never;
             path: {
@@ -3625,7 +3626,7 @@ export interface operations {
                     "application/json": components["schemas"]["BatchResponse"];
                 };
             };
-            /** @description A malformed request naming the field (`artifacts[i].ref`, `commits[i].…`, `refs[i].…`), or a parent, artifact, ref target or format that does not exist */
+            /** @description A malformed request naming the field (`artifacts[i].ref`, `commits[i].…`, `refs[i].…`) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -3636,6 +3637,15 @@ export interface operations {
             };
             /** @description No bearer token, or one that is not known */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A parent, artifact or ref target that does not exist (`field` names it: `commits[i].parent`, `commits[i].artifact_ref`, `refs[i].target`); nothing is written */
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -4056,7 +4066,7 @@ export interface operations {
                     "application/json": components["schemas"]["Commit"];
                 };
             };
-            /** @description A malformed request, or a parent, artifact or format that does not exist */
+            /** @description A malformed request, or a delta that is not in its format */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -4074,7 +4084,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description The branch of the ref does not exist */
+            /** @description A parent or artifact that does not exist (`field` names it), or the branch of the ref */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -4441,7 +4451,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description No such commit */
+            /** @description No such commit, or a `stop` that does not exist */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -4737,8 +4747,8 @@ export interface operations {
             path: {
                 /** @description `session` or `ref` */
                 kind: "session" | "ref";
-                /** @description the session id (at most 191 bytes) or ref name; may contain '/' */
-                name: components["schemas"]["RefName"];
+                /** @description the session id or ref name (at most 191 bytes); may contain '/' */
+                name: components["schemas"]["PinName"];
             };
             cookie?: never;
         };
@@ -4753,7 +4763,7 @@ export interface operations {
                     "application/json": components["schemas"]["PinChanged"];
                 };
             };
-            /** @description An unknown kind, or a malformed name */
+            /** @description An unknown kind, or a malformed name (a ref name over 191 bytes among them) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -4791,8 +4801,8 @@ export interface operations {
             path: {
                 /** @description `session` or `ref` */
                 kind: "session" | "ref";
-                /** @description the session id (at most 191 bytes) or ref name; may contain '/' */
-                name: components["schemas"]["RefName"];
+                /** @description the session id or ref name (at most 191 bytes); may contain '/' */
+                name: components["schemas"]["PinName"];
             };
             cookie?: never;
         };
@@ -4807,7 +4817,7 @@ export interface operations {
                     "application/json": components["schemas"]["PinChanged"];
                 };
             };
-            /** @description An unknown kind, or a malformed name */
+            /** @description An unknown kind, or a malformed name (a ref name over 191 bytes among them) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -4951,7 +4961,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description No such ref or commit */
+            /** @description No such ref or commit, or a `stop` that does not exist */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -5133,7 +5143,7 @@ export interface operations {
                     "application/json": components["schemas"]["RefRecord"];
                 };
             };
-            /** @description A malformed request, or a target that does not exist */
+            /** @description A malformed request */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -5144,6 +5154,15 @@ export interface operations {
             };
             /** @description No bearer token, or one that is not known */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A `target` that does not exist */
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -5280,7 +5299,7 @@ export interface operations {
                     "application/json": components["schemas"]["Evicted"];
                 };
             };
-            /** @description `name` is not a ref name; `before` is malformed, unknown, not a compaction or snapshot, or not on the ref's path */
+            /** @description `name` is not a ref name; `before` is malformed, not a compaction or snapshot, or not on the ref's path */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -5298,7 +5317,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description No such ref (also another tenant's) */
+            /** @description No such ref, or a `before` that does not exist (also another tenant's) */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -5598,10 +5617,9 @@ export interface operations {
             };
             cookie?: never;
         };
-        /** @description JSONL: one JSON value per line */
         requestBody: {
             content: {
-                "text/plain": string;
+                "text/plain": components["schemas"]["JsonLines"];
             };
         };
         responses: {

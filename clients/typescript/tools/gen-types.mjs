@@ -83,8 +83,35 @@ export function routesOf(doc) {
   return lines.join("\n");
 }
 
+/**
+ * The document without its schemas' rules: an `allOf` part that is one
+ * `oneOf` or `anyOf` is a constraint between fields (exactly one of `delta`,
+ * `delta_base64` and `artifact_ref`; an `error` only with `status: failed`),
+ * which the server checks. Like tools/gen_routes.py's TypedDicts, the types
+ * keep the fields alone: typed, such a rule would refuse the objects callers
+ * build field by field.
+ */
+function withoutRules(doc) {
+  const schemas = doc.components?.schemas ?? {};
+  const isRule = (part) => {
+    const keys = Object.keys(part);
+    return keys.length === 1 && (keys[0] === "oneOf" || keys[0] === "anyOf");
+  };
+  const out = {};
+  for (const [name, s] of Object.entries(schemas)) {
+    if (!Array.isArray(s.allOf) || !s.allOf.some(isRule)) {
+      out[name] = s;
+      continue;
+    }
+    const parts = s.allOf.filter((p) => !isRule(p));
+    const { allOf: _rules, ...rest } = s;
+    out[name] = parts.length === 1 && !("$ref" in parts[0]) ? { ...parts[0], ...rest } : { ...rest, allOf: parts };
+  }
+  return { ...doc, components: { ...doc.components, schemas: out } };
+}
+
 export async function generate(doc) {
-  const ast = await openapiTS(doc, { alphabetize: false, exportType: false, emptyObjectsUnknown: true });
+  const ast = await openapiTS(withoutRules(doc), { alphabetize: false, exportType: false, emptyObjectsUnknown: true });
   return `${HEADER}\n${astToString(ast)}\n${routesOf(doc)}`;
 }
 

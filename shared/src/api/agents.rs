@@ -46,21 +46,37 @@ fn agent(s: &str) -> Result<Principal, Error> {
     path_id("agent", s)
 }
 
-/// A body whose fields are all optional: absent, empty or `null` is `{}`;
-/// anything else must be a JSON object (serde would read a struct from an
-/// array too).
+/// A body whose fields are all optional: absent, JSON whitespace or `null`
+/// is `{}`; anything else must be a JSON object (serde would read a struct
+/// from an array too). Only JSON's whitespace counts: a form feed, which
+/// is whitespace to ASCII, is not, and such a body is refused.
 fn optional_object<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, Error> {
-    let text = bytes.trim_ascii();
+    let text = trim_json_whitespace(bytes);
     if text.is_empty() || text == b"null" {
         return parse_json(b"{}");
     }
-    object(text)
+    object(bytes)
+}
+
+/// `bytes` without JSON's whitespace (space, tab, newline, carriage
+/// return) at either end.
+fn trim_json_whitespace(bytes: &[u8]) -> &[u8] {
+    let json_space = |b: &u8| matches!(b, b' ' | b'\t' | b'\n' | b'\r');
+    let start = bytes
+        .iter()
+        .position(|b| !json_space(b))
+        .unwrap_or(bytes.len());
+    let end = bytes
+        .iter()
+        .rposition(|b| !json_space(b))
+        .map_or(start, |i| i + 1);
+    &bytes[start..end]
 }
 
 /// A body that must be a JSON object (serde would read a struct from an
 /// array too).
 fn object<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, Error> {
-    if bytes.trim_ascii().first() != Some(&b'{') {
+    if trim_json_whitespace(bytes).first() != Some(&b'{') {
         return Err(Error::invalid("body", "the body must be a JSON object"));
     }
     parse_json(bytes)

@@ -341,7 +341,7 @@ async fn every_bad_batch_names_its_field_and_writes_nothing() {
         (
             "an unknown artifact_ref",
             json!({"artifacts": [{"ref": loose_art, "text": loose}], "commits": [with(with(ok("2026-11-22T11:00:00Z"), "delta", Value::Null), "artifact_ref", json!(art(b"nowhere")))]}),
-            400,
+            404,
             "commits[0].artifact_ref",
         ),
         (
@@ -359,7 +359,7 @@ async fn every_bad_batch_names_its_field_and_writes_nothing() {
         (
             "a parent that does not exist",
             json!({"commits": [with(ok("2026-11-22T11:00:00Z"), "parent", json!("ctx-00000000000000000000000000000000"))]}),
-            400,
+            404,
             "commits[0].parent",
         ),
         (
@@ -398,7 +398,7 @@ async fn every_bad_batch_names_its_field_and_writes_nothing() {
         (
             "a target that does not exist",
             json!({"commits": [ok("2026-11-22T11:00:00Z")], "refs": [{"name": "threads/x", "target": "ctx-00000000000000000000000000000000"}]}),
-            400,
+            404,
             "refs[0].target",
         ),
         (

@@ -149,15 +149,30 @@ pub(super) async fn list_pins(
     }))
 }
 
+/// The pin a route names. Its name is at most [`wire::PinName::max_bytes`]
+/// of either kind, as the document says (`PinName`): a schema cannot make
+/// the name's limit depend on the kind.
 fn pin_of(kind: &str, name: &str) -> crate::error::Result<crate::store::Pin> {
-    crate::store::Pin::parse(kind, name).map_err(|e| {
+    let pin = crate::store::Pin::parse(kind, name).map_err(|e| {
         let field = if e.field.as_deref() == Some("kind") {
             "kind"
         } else {
             "name"
         };
         e.with_field(field)
-    })
+    })?;
+    let max = wire::PinName::max_bytes();
+    if name.len() > max {
+        return Err(Error::invalid(
+            "name",
+            format!(
+                "a pin's name is at most {max} bytes (a session id's limit), of either kind; \
+                 this {kind} name is {}",
+                name.len()
+            ),
+        ));
+    }
+    Ok(pin)
 }
 
 /// Serves [`SetPin`](crate::wire::SetPin).
@@ -390,6 +405,43 @@ mod tests {
         assert_eq!((st, &p["changed"]), (200, &json!(true)));
         let (_, p) = call(&app, "DELETE", "/v1/pins/session/s-1", A, None).await;
         assert_eq!(p["changed"], false);
+    }
+
+    /// A pin's name is at most 191 bytes of either kind (a session id's
+    /// limit), as the document's `PinName` says: a longer ref name is
+    /// refused naming `name`, to pin and to unpin alike.
+    #[tokio::test]
+    async fn a_pins_name_is_at_most_191_bytes_of_either_kind() {
+        let app = app().await;
+        let name = |n: usize| format!("r/{}", "x".repeat(n - 2));
+        for kind in ["session", "ref"] {
+            for method in ["PUT", "DELETE"] {
+                let (st, p) = call(
+                    &app,
+                    method,
+                    &format!("/v1/pins/{kind}/{}", name(191)),
+                    A,
+                    None,
+                )
+                .await;
+                assert_eq!(st, 200, "{method} {kind}: {p}");
+                let (st, p) = call(
+                    &app,
+                    method,
+                    &format!("/v1/pins/{kind}/{}", name(192)),
+                    A,
+                    None,
+                )
+                .await;
+                assert_eq!(
+                    (st, p["error"]["field"].as_str()),
+                    (400, Some("name")),
+                    "{method} {kind}: {p}"
+                );
+            }
+        }
+        let (_, l) = call(&app, "GET", "/v1/pins", A, None).await;
+        assert_eq!(l["pins"], json!([]));
     }
 
     #[tokio::test]

@@ -203,6 +203,15 @@ impl utoipa::Modify for Operations {
         for (name, schema) in schemas {
             components.schemas.entry(name).or_insert(schema);
         }
+        // What a schema says beyond its fields (`wire::rules`).
+        for (name, rules) in crate::wire::rules::all() {
+            if let Some(schema) = components.schemas.remove(name.as_ref()) {
+                components.schemas.insert(
+                    name.into_owned(),
+                    crate::wire::rules::with_rules(schema, &rules),
+                );
+            }
+        }
     }
 }
 
@@ -280,7 +289,7 @@ impl utoipa::Modify for BearerAuth {
         ErrorBody, error::ErrorDetail, crate::wire::RefMove, ArtifactRef, CommitId,
         crate::id::BranchId, Principal, RefName, crate::wire::MissingSummaryFilter,
         crate::workspace::WorkspaceId, crate::workspace::FilePath, crate::agent::SaveId,
-        crate::id::MemoryId
+        crate::id::MemoryId, crate::wire::KnownFormat, crate::wire::PinName
     )),
     modifiers(&Operations, &BearerAuth, &CommonErrors)
 )]

@@ -171,7 +171,8 @@ async fn other_tenants_data_answers_404() {
     }
     let (_, list) = h.call("GET", "/v1/refs", Some(TOKEN_B), None).await;
     assert_eq!(list["refs"], json!([]));
-    // A checkpoint naming another tenant's commit as parent is refused.
+    // A checkpoint naming another tenant's commit as parent is refused:
+    // that commit is not found, as one that does not exist.
     let (status, v) = h
         .call(
             "POST",
@@ -182,7 +183,7 @@ async fn other_tenants_data_answers_404() {
         .await;
     assert_eq!(
         (status, v["error"]["field"].as_str()),
-        (StatusCode::BAD_REQUEST, Some("parent"))
+        (StatusCode::NOT_FOUND, Some("parent"))
     );
 }
 
@@ -625,6 +626,145 @@ fn every_request_schema_refuses_unknown_fields() {
     );
 }
 
+/// Every rule (`wire::rules`) constrains fields its type has: a rule
+/// naming a field the type lacks would hold of every body and say nothing.
+/// A type with rules is `allOf` its fields and its rules in the document.
+#[test]
+fn every_rule_names_fields_of_its_type() {
+    use utoipa::OpenApi as _;
+    let doc = serde_json::to_value(ApiDoc::openapi()).unwrap();
+    let schemas = &doc["components"]["schemas"];
+    fn named(rule: &Value, out: &mut Vec<String>) {
+        for item in ["oneOf", "anyOf"]
+            .iter()
+            .filter_map(|k| rule[k].as_array())
+            .flatten()
+        {
+            if let Some(props) = item["properties"].as_object() {
+                out.extend(props.keys().cloned());
+            }
+            out.extend(
+                item["required"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|f| f.as_str().map(str::to_owned)),
+            );
+        }
+    }
+    for (name, rules) in crate::wire::rules::all() {
+        let schema = &schemas[name.as_ref()];
+        let parts = schema["allOf"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{name}: {schema}"));
+        assert_eq!(parts.len(), rules.len() + 1, "{name}");
+        assert_eq!(&parts[1..], &rules[..], "{name}");
+        let fields = parts[0]["properties"].as_object().expect("the fields");
+        let mut used = Vec::new();
+        rules.iter().for_each(|r| named(r, &mut used));
+        assert!(!used.is_empty(), "{name}: its rules name no field");
+        for f in used {
+            assert!(
+                fields.contains_key(&f),
+                "{name}: a rule names {f:?}, not a field"
+            );
+        }
+    }
+}
+
+/// The assembled context takes exactly the formats the document lists as
+/// `KnownFormat`, and refuses any other naming `format`.
+#[tokio::test]
+async fn the_assembled_context_takes_the_known_formats_the_document_lists() {
+    use utoipa::OpenApi as _;
+    let h = harness().await;
+    let doc = serde_json::to_value(ApiDoc::openapi()).unwrap();
+    let param = doc["paths"]["/v1/agents/{agent}/context"]["get"]["parameters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "format")
+        .unwrap()
+        .clone();
+    assert_eq!(
+        param["schema"]["$ref"], "#/components/schemas/KnownFormat",
+        "{param}"
+    );
+    let known = doc["components"]["schemas"]["KnownFormat"]["enum"]
+        .as_array()
+        .unwrap()
+        .clone();
+    assert!(known.len() > 1, "{known:?}");
+    for f in &known {
+        let uri = format!(
+            "/v1/agents/ag/context?thread_id=t&format={}",
+            f.as_str().unwrap()
+        );
+        let (status, v) = h.call("GET", &uri, Some(TOKEN_A), None).await;
+        assert_eq!(status, StatusCode::OK, "{f}: {v}");
+    }
+    let (status, v) = h
+        .call(
+            "GET",
+            "/v1/agents/ag/context?thread_id=t&format=zzz",
+            Some(TOKEN_A),
+            None,
+        )
+        .await;
+    assert_eq!(
+        (status, v["error"]["field"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("format")),
+        "{v}"
+    );
+}
+
+/// An append's body is JSONL, as the document's `JsonLines` says: at least
+/// one character that is not JSON's whitespace; a body without one is
+/// refused naming `body`, and nothing is appended.
+#[tokio::test]
+async fn an_append_holds_a_json_value() {
+    use utoipa::OpenApi as _;
+    let doc = serde_json::to_value(ApiDoc::openapi()).unwrap();
+    let schema = &doc["components"]["schemas"]["JsonLines"];
+    let pattern = regex_lite::Regex::new(schema["pattern"].as_str().unwrap()).unwrap();
+    assert_eq!(schema["minLength"], 1);
+    let h = harness().await;
+    let uri = "/v1/workspaces/w/append/log.jsonl";
+    for body in ["", " ", "\n", "\t\r\n", "\r\n"] {
+        assert!(!pattern.is_match(body), "{body:?}");
+        let (status, v) = h
+            .raw("POST", uri, Some(TOKEN_A), body.as_bytes().to_vec())
+            .await;
+        let v: Value = serde_json::from_slice(&v).unwrap();
+        assert_eq!(
+            (status, v["error"]["field"].as_str()),
+            (StatusCode::BAD_REQUEST, Some("body")),
+            "{body:?}: {v}"
+        );
+    }
+    let (status, _) = h
+        .call(
+            "GET",
+            "/v1/workspaces/w/files/log.jsonl",
+            Some(TOKEN_A),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "something was appended");
+    for body in ["1", "{\"a\": 1}\n", " 2 \n"] {
+        assert!(pattern.is_match(body), "{body:?}");
+        let (status, v) = h
+            .raw("POST", uri, Some(TOKEN_A), body.as_bytes().to_vec())
+            .await;
+        assert_eq!(
+            status,
+            StatusCode::OK,
+            "{body:?}: {}",
+            String::from_utf8_lossy(&v)
+        );
+    }
+}
+
 /// A misspelt `expected` in a checkpoint's ref move is refused, not read as
 /// "create only".
 #[tokio::test]
@@ -684,8 +824,15 @@ fn real_ids_match_the_documents_patterns() {
         ),
         // What `POST /v1/gc` hands out as `next` after its first page.
         ("gc cursor", "cache.".to_owned()),
+        // What a checkpoint's `delta_base64` (and a batch artifact's
+        // `base64`) takes.
+        (
+            "base64 field",
+            base64::Engine::encode(&base64::engine::general_purpose::STANDARD, b"x"),
+        ),
     ];
-    for (name, id) in ids.iter().filter(|(n, _)| !n.ends_with("cursor")) {
+    let fields = |n: &&str| n.ends_with("cursor") || n.ends_with("field");
+    for (name, id) in ids.iter().filter(|(n, _)| !fields(n)) {
         let pattern = schemas[name]["pattern"]
             .as_str()
             .unwrap_or_else(|| panic!("{name} has no pattern: {}", schemas[name]));
@@ -1045,6 +1192,136 @@ async fn gc_takes_an_absent_or_null_body() {
     }
     let (status, _) = h.raw("POST", "/v1/gc", Some(TOKEN_A), b"[]".to_vec()).await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
+}
+
+/// A request naming a commit or artifact that does not exist (a ref's
+/// target, an eviction's `before`, a parent, a stop, an `artifact_ref`) is
+/// a 404 naming the field, as for any other missing thing; nothing is
+/// written.
+#[tokio::test]
+async fn naming_a_commit_or_artifact_that_does_not_exist_is_404_naming_the_field() {
+    let h = harness().await;
+    let root = h
+        .ok("POST", "/v1/commits", checkpoint_body("a\n", None))
+        .await;
+    let root_id = root["id"].as_str().unwrap();
+    h.ok("PUT", "/v1/refs/main", json!({"target": root_id}))
+        .await;
+    let missing = "ctx-00000000000000000000000000000000";
+    let nowhere = crate::ArtifactRef::of(b"nowhere").to_string();
+    let mut stored = checkpoint_body("b\n", None);
+    stored.as_object_mut().unwrap().remove("delta");
+    stored["artifact_ref"] = json!(nowhere);
+    let cases = [
+        (
+            "PUT",
+            "/v1/refs/other".to_owned(),
+            json!({"target": missing}),
+            "target",
+        ),
+        (
+            "POST",
+            "/v1/refs/main/evict".to_owned(),
+            json!({"before": missing}),
+            "before",
+        ),
+        (
+            "POST",
+            "/v1/commits".to_owned(),
+            checkpoint_body("b\n", Some(missing)),
+            "parent",
+        ),
+        (
+            "POST",
+            "/v1/commits".to_owned(),
+            stored.clone(),
+            "artifact_ref",
+        ),
+        (
+            "POST",
+            format!("/v1/commits/{root_id}/materialize"),
+            json!({"stop": missing}),
+            "stop",
+        ),
+        (
+            "POST",
+            "/v1/read".to_owned(),
+            json!({"commit": root_id, "delta": true, "stop": missing}),
+            "stop",
+        ),
+        (
+            "POST",
+            "/v1/batch".to_owned(),
+            json!({"commits": [checkpoint_body("c\n", Some(missing))]}),
+            "commits[0].parent",
+        ),
+        (
+            "POST",
+            "/v1/batch".to_owned(),
+            json!({"commits": [stored], "refs": []}),
+            "commits[0].artifact_ref",
+        ),
+        (
+            "POST",
+            "/v1/batch".to_owned(),
+            json!({"refs": [{"name": "other", "target": missing}]}),
+            "refs[0].target",
+        ),
+    ];
+    for (method, uri, body, field) in cases {
+        let (status, v) = h.call(method, &uri, Some(TOKEN_A), Some(body)).await;
+        assert_eq!(
+            (
+                status,
+                v["error"]["kind"].as_str(),
+                v["error"]["field"].as_str()
+            ),
+            (StatusCode::NOT_FOUND, Some("not_found"), Some(field)),
+            "{method} {uri}: {v}"
+        );
+    }
+    let (status, _) = h.call("GET", "/v1/refs/other", Some(TOKEN_A), None).await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "a ref was written");
+}
+
+/// A body whose fields are all optional may be absent, JSON whitespace or
+/// `null`; anything else must be a JSON object, so a byte that is
+/// whitespace to ASCII but not to JSON (a form feed) is refused naming
+/// `body`, as `parse_json` refuses it, on every such route.
+#[tokio::test]
+async fn an_optional_body_is_empty_only_when_it_is_json_whitespace() {
+    let h = harness().await;
+    for (method, uri) in [
+        ("POST", "/v1/agents/ag/working-context/restore"),
+        ("PATCH", "/v1/agents/ag"),
+        ("POST", "/v1/agents/ag/saves"),
+        ("POST", "/v1/gc"),
+    ] {
+        for body in [&b""[..], b" \t\r\n", b"null", b" null\n", b"{}"] {
+            let (status, v) = h.raw(method, uri, Some(TOKEN_A), body.to_vec()).await;
+            assert!(
+                status.is_success(),
+                "{method} {uri} {body:?}: {status} {}",
+                String::from_utf8_lossy(&v)
+            );
+        }
+        for body in [
+            &b"\x0c"[..],
+            b" \x0c ",
+            b"\x0b",
+            b"\x0cnull",
+            b"[]",
+            b"\xff",
+        ] {
+            let (status, v) = h.raw(method, uri, Some(TOKEN_A), body.to_vec()).await;
+            let v: Value = serde_json::from_slice(&v).unwrap();
+            assert_eq!(
+                (status, v["error"]["field"].as_str()),
+                (StatusCode::BAD_REQUEST, Some("body")),
+                "{method} {uri} {body:?}: {v}"
+            );
+        }
+    }
 }
 
 /// `POST /v1/read`: a ref's tip in one request, its bytes inline as text,

@@ -306,10 +306,7 @@ impl Service {
         if let Some(bytes) = self.unfiled_copy(tenant, artifact).await? {
             return Ok(blobs.put(tenant, bytes).await?.size);
         }
-        Err(Error::invalid(
-            "artifact_ref",
-            format!("artifact {artifact} does not exist"),
-        ))
+        Err(super::checkpoint::missing_artifact(artifact))
     }
 
     /// A URL to PUT a large artifact to directly (AWS mode), valid for

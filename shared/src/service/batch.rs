@@ -114,7 +114,9 @@ impl Service {
     ///
     /// # Errors
     /// `Invalid` naming the field (`artifacts[i].ref` for a hash that is not
-    /// the bytes' or given twice, `commits[i].…`, `refs[i].…`); `TooLarge`
+    /// the bytes' or given twice, `commits[i].…`, `refs[i].…`); `NotFound`
+    /// naming `commits[i].parent`, `commits[i].artifact_ref` or
+    /// `refs[i].target` when what it names does not exist; `TooLarge`
     /// naming `commits`, `refs` or an artifact over its limit; `Conflict`
     /// naming `refs[i].expected` with the current tip when a ref moved, or
     /// for a branch that has ended.
@@ -246,12 +248,7 @@ impl Service {
                         .meta
                         .get_commit(tenant, id)
                         .await?
-                        .ok_or_else(|| {
-                            of_commit(
-                                i,
-                                Error::invalid("parent", format!("parent {id} does not exist")),
-                            )
-                        })?,
+                        .ok_or_else(|| of_commit(i, super::missing_commit("parent", id)))?,
                 ),
                 (None, None) => None,
             };
@@ -292,10 +289,8 @@ impl Service {
                     if !ids.contains(&id)
                         && self.stores.meta.get_commit(tenant, &id).await?.is_none()
                     {
-                        return Err(Error::invalid(
-                            format!("refs[{i}].target"),
-                            format!("target {id} does not exist"),
-                        ));
+                        return Err(super::missing_commit("target", &id)
+                            .with_field(format!("refs[{i}].target")));
                     }
                     id
                 }

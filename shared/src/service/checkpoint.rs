@@ -10,7 +10,7 @@ use super::Service;
 use super::branches::BudgetNotice;
 use crate::clock::truncate_to_micros;
 use crate::commit::{self, Commit, CommitType, Tags, Trigger, limits};
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::format::{Checked, Counts, FormatId};
 use crate::id::{ArtifactRef, BranchId, CommitId, Principal, SessionId, TenantId};
 use crate::store::{BlobArea, BlobStoreExt, PutCommit, RefMove};
@@ -160,8 +160,9 @@ impl Service {
     ///
     /// # Errors
     /// `Invalid` naming the field for bad input (nothing is written);
-    /// `Conflict` with the current tip when the ref moved, or for a branch
-    /// that has ended; `TooLarge`.
+    /// `NotFound` naming `parent` or `artifact_ref` when what it names does
+    /// not exist; `Conflict` with the current tip when the ref moved, or
+    /// for a branch that has ended; `TooLarge`.
     pub async fn checkpoint(&self, tenant: &TenantId, new: NewCommit) -> Result<Checkpointed> {
         let branch = self.budget_guard(tenant, new.branch.as_ref()).await?;
         let Recorded {
@@ -198,13 +199,16 @@ impl Service {
         if let Delta::Inline(bytes) = &new.delta {
             self.limits.check_artifact_size(field, bytes.len())?;
         }
-        let parent =
-            match &new.parent {
-                Some(id) => Some(self.stores.meta.get_commit(tenant, id).await?.ok_or_else(
-                    || Error::invalid("parent", format!("parent {id} does not exist")),
-                )?),
-                None => None,
-            };
+        let parent = match &new.parent {
+            Some(id) => Some(
+                self.stores
+                    .meta
+                    .get_commit(tenant, id)
+                    .await?
+                    .ok_or_else(|| super::missing_commit("parent", id))?,
+            ),
+            None => None,
+        };
         let key = self.commit_key(tenant, &new, parent.as_ref());
         if let Some(mv) = &new.ref_move {
             // Refuse a stale expectation before storing anything (unless this
@@ -513,11 +517,14 @@ pub(super) fn check_fields(new: &NewCommit) -> Result<()> {
     Ok(())
 }
 
-fn missing_artifact(artifact: &ArtifactRef) -> Error {
-    Error::invalid(
-        "artifact_ref",
+/// The error of an `artifact_ref` naming an artifact that is not stored:
+/// `NotFound`, naming the field.
+pub(super) fn missing_artifact(artifact: &ArtifactRef) -> Error {
+    Error::new(
+        ErrorKind::NotFound,
         format!("artifact {artifact} does not exist"),
     )
+    .with_field("artifact_ref")
 }
 
 /// `bytes` validated by `codec` (and as a compaction when `compaction`):

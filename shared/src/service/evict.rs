@@ -75,9 +75,10 @@ impl Service {
     /// (see the module documentation).
     ///
     /// # Errors
-    /// `NotFound` for the ref (also another tenant's); `Invalid` (field
-    /// `before`) when `before` does not exist, is not a compaction or
-    /// snapshot, or is not on the ref target's path; `Unavailable`.
+    /// `NotFound` for the ref (also another tenant's), or naming `before`
+    /// when that commit does not exist; `Invalid` (field `before`) when it
+    /// is not a compaction or snapshot, or is not on the ref target's
+    /// path; `Unavailable`.
     pub async fn evict(
         &self,
         tenant: &TenantId,
@@ -89,7 +90,7 @@ impl Service {
         let b = meta
             .get_commit(tenant, before)
             .await?
-            .ok_or_else(|| Error::invalid("before", format!("commit {before} does not exist")))?;
+            .ok_or_else(|| super::missing_commit("before", before))?;
         if !matches!(b.commit_type, CommitType::Compaction | CommitType::Snapshot) {
             return Err(Error::invalid(
                 "before",

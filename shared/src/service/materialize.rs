@@ -236,8 +236,9 @@ impl Service {
     /// the result as an artifact and caches it per (commit, stop, format).
     ///
     /// # Errors
-    /// `NotFound` for the commit; `Invalid` for a stop that is not an
-    /// ancestor, or a format the chain cannot be turned into.
+    /// `NotFound` for the commit, or naming `stop` when that commit does
+    /// not exist; `Invalid` for a stop that is not an ancestor, or a format
+    /// the chain cannot be turned into.
     pub async fn materialize(
         &self,
         tenant: &TenantId,
@@ -749,9 +750,7 @@ impl Service {
                     .meta
                     .get_commit(tenant, &ancestor)
                     .await?
-                    .ok_or_else(|| {
-                        Error::invalid("stop", format!("stop {ancestor} does not exist"))
-                    })?;
+                    .ok_or_else(|| super::missing_commit("stop", &ancestor))?;
                 if a.depth > tip.depth {
                     return Err(not_an_ancestor(&ancestor, &tip.id));
                 }

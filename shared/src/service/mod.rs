@@ -77,6 +77,13 @@ pub use summaries::{BatchOptions, BatchReport, retry_delay};
 pub use tenant_erase::{BLOB_BATCH, META_BATCH, TenantErased};
 pub use workspaces::{FileContent, FileEntry, FileVersion, check_jsonl};
 
+/// The error of a request whose `field` names a commit that does not exist
+/// (or is another tenant's): `NotFound`, as for any other missing thing,
+/// naming the field.
+pub(crate) fn missing_commit(field: &str, id: &crate::id::CommitId) -> Error {
+    Error::new(ErrorKind::NotFound, format!("{field} {id} does not exist")).with_field(field)
+}
+
 /// Size limits the service enforces.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {

@@ -1,6 +1,6 @@
 //! Refs: named pointers to tips, moved by compare-and-swap.
 
-use super::Service;
+use super::{Service, missing_commit};
 use crate::error::{Error, Result};
 use crate::id::{CommitId, RefName, TenantId};
 use crate::store::RefRecord;
@@ -22,8 +22,8 @@ impl Service {
     /// compare-and-swap.
     ///
     /// # Errors
-    /// `Invalid` when the target does not exist; `Conflict` with the
-    /// current tip when `expected` is stale.
+    /// `NotFound` (field `target`) when the target does not exist;
+    /// `Conflict` with the current tip when `expected` is stale.
     pub async fn set_ref(
         &self,
         tenant: &TenantId,
@@ -32,10 +32,7 @@ impl Service {
         expected: Option<&CommitId>,
     ) -> Result<RefRecord> {
         if self.stores.meta.get_commit(tenant, target).await?.is_none() {
-            return Err(Error::invalid(
-                "target",
-                format!("target {target} does not exist"),
-            ));
+            return Err(missing_commit("target", target));
         }
         self.stores
             .meta

@@ -992,7 +992,7 @@ operations! { AGENT_OPERATIONS;
             params(("agent" = Principal, Path),
                 ("thread_id" = String, Query, min_length = 1, max_length = 256, pattern = r"^[^\x00-\x08\x0b-\x1f\x7f-\x9f]*$",
                     description = "The thread: 1 to 256 bytes, no control characters but tab and newline"),
-                ("format" = Option<FormatId>, Query, description = "The conversation's format (default: the window's, else openai-chat-v1)")),
+                ("format" = Option<super::KnownFormat>, Query, description = "The conversation's format (default: the window's, else openai-chat-v1)")),
             responses((status = 200, description = "The assembled context", body = AssembledContextResponse),
                 (status = 400, description = "A missing or malformed `thread_id`, an unknown `format`, or a window that cannot be turned into it", body = ErrorBody),
                 (status = 413, description = "The conversation is over 4 MiB (read the window's artifact instead)", body = ErrorBody)),

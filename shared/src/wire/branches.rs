@@ -152,6 +152,34 @@ impl BranchReturnRequest {
     }
 }
 
+impl super::rules::Rules for BranchReturnRequest {
+    /// `error` goes with `status: failed`, and only with it.
+    fn rules() -> Vec<serde_json::Value> {
+        vec![serde_json::json!({
+            "anyOf": [
+                {
+                    "type": "object",
+                    "properties": {
+                        "status": {
+                            "type": ["string", "null"],
+                            "enum": [ReturnStatus::Completed, null],
+                        },
+                        "error": {"type": "null"},
+                    },
+                },
+                {
+                    "type": "object",
+                    "required": ["status", "error"],
+                    "properties": {
+                        "status": {"type": "string", "enum": [ReturnStatus::Failed]},
+                        "error": {"type": "string"},
+                    },
+                },
+            ],
+        })]
+    }
+}
+
 /// How the agent ends its branch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "snake_case")]

@@ -6,6 +6,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use utoipa::ToSchema;
 
+use super::rules::{self, Rules};
 use super::{ErrorBody, operations};
 use crate::body_text::BodyText;
 use crate::commit::Tags;
@@ -37,7 +38,10 @@ macro_rules! with_commit_fields {
     pub delta: Option<BodyText>,
     /// The delta inline, base64-encoded (standard alphabet, padded).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<String>)]
+    #[schema(
+        value_type = Option<String>,
+        pattern = "^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/][AQgw]==|[A-Za-z0-9+/]{2}[AEIMQUYcgkosw048]=)?$"
+    )]
     pub delta_base64: Option<BodyText>,
     /// The context template the wrapper used (1 to 256 bytes, no control
     /// characters but tab and newline).
@@ -250,7 +254,10 @@ pub struct BatchArtifact {
     pub text: Option<BodyText>,
     /// The bytes, base64-encoded (standard alphabet, padded).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<String>)]
+    #[schema(
+        value_type = Option<String>,
+        pattern = "^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/][AQgw]==|[A-Za-z0-9+/]{2}[AEIMQUYcgkosw048]=)?$"
+    )]
     pub base64: Option<BodyText>,
 }
 
@@ -298,7 +305,6 @@ impl BatchCommitRequest {
 #[serde(deny_unknown_fields)]
 pub struct BatchRefRequest {
     /// The ref.
-    #[schema(value_type = String)]
     pub name: RefName,
     /// The tip the caller believes the ref has; absent or null: the ref must
     /// not exist yet. A stale one is a 409 naming `refs[i].expected`, and
@@ -323,6 +329,121 @@ pub struct BatchResponse {
     pub commits: Vec<Commit>,
     /// The refs as they are after the batch, in the request's order.
     pub refs: Vec<RefRecord>,
+}
+
+/// The fields that carry a commit's delta: exactly one is given.
+const DELTA_FIELDS: &[(&str, &str)] = &[
+    ("delta", "string"),
+    ("delta_base64", "string"),
+    ("artifact_ref", "string"),
+];
+
+impl Rules for CheckpointRequest {
+    /// Exactly one of `delta`, `delta_base64` and `artifact_ref`; a
+    /// compaction names its parent.
+    fn rules() -> Vec<serde_json::Value> {
+        vec![
+            rules::exactly_one(DELTA_FIELDS),
+            rules::compaction_has_a_parent(&[("parent", "string")]),
+        ]
+    }
+}
+
+impl Rules for BatchCommitRequest {
+    /// Exactly one of `delta`, `delta_base64` and `artifact_ref`; not both
+    /// `parent` and `parent_in_batch`; a compaction names its parent by
+    /// either.
+    fn rules() -> Vec<serde_json::Value> {
+        vec![
+            rules::exactly_one(DELTA_FIELDS),
+            rules::not_both("parent", "parent_in_batch"),
+            rules::compaction_has_a_parent(&[("parent", "string"), ("parent_in_batch", "integer")]),
+        ]
+    }
+}
+
+impl Rules for BatchArtifact {
+    /// Exactly one of `text` and `base64`.
+    fn rules() -> Vec<serde_json::Value> {
+        vec![rules::exactly_one(&[
+            ("text", "string"),
+            ("base64", "string"),
+        ])]
+    }
+}
+
+impl Rules for BatchRefRequest {
+    /// Exactly one of `target` and `target_in_batch`.
+    fn rules() -> Vec<serde_json::Value> {
+        vec![rules::exactly_one(&[
+            ("target", "string"),
+            ("target_in_batch", "integer"),
+        ])]
+    }
+}
+
+impl Rules for BatchRequest {
+    /// One rule, a case per number of commits `c` (0 to 14): at least one
+    /// commit or ref move; `BATCH_COMMIT_ACTIONS` × commits + refs at most
+    /// `TRANSACTION_ACTIONS` (one DynamoDB transaction); each commit's
+    /// `parent_in_batch` an earlier commit's index, each ref's
+    /// `target_in_batch` one of the `c` commits'.
+    fn rules() -> Vec<serde_json::Value> {
+        use crate::store::{BATCH_COMMIT_ACTIONS, BATCH_REF_ACTIONS, TRANSACTION_ACTIONS};
+        use serde_json::json;
+        let most = TRANSACTION_ACTIONS / BATCH_COMMIT_ACTIONS;
+        let cases = (0..=most).map(|c| {
+            let refs = (TRANSACTION_ACTIONS - c * BATCH_COMMIT_ACTIONS) / BATCH_REF_ACTIONS;
+            let target = if c == 0 {
+                json!({"type": "null"})
+            } else {
+                json!({"type": ["integer", "null"], "maximum": c - 1})
+            };
+            let refs = json!({
+                "type": "array",
+                "items": {"type": "object", "properties": {"target_in_batch": target}},
+                "maxItems": refs,
+            });
+            if c == 0 {
+                // Ref moves alone: at least one.
+                let mut refs = refs;
+                refs["minItems"] = json!(1);
+                return json!({
+                    "type": "object",
+                    "required": ["refs"],
+                    "properties": {
+                        "commits": {"type": "array", "items": {"type": "object"}, "maxItems": 0},
+                        "refs": refs,
+                    },
+                });
+            }
+            let earlier = (0..c)
+                .map(|k| {
+                    let parent = if k == 0 {
+                        json!({"type": "null"})
+                    } else {
+                        json!({"type": ["integer", "null"], "maximum": k - 1})
+                    };
+                    json!({"type": "object", "properties": {"parent_in_batch": parent}})
+                })
+                .collect::<Vec<_>>();
+            json!({
+                "type": "object",
+                "required": ["commits"],
+                "properties": {
+                    "commits": {
+                        "type": "array",
+                        "items": {"type": "object"},
+                        "prefixItems": earlier,
+                        "minItems": c,
+                        "maxItems": c,
+                    },
+                    "refs": refs,
+                },
+            })
+        });
+        vec![json!({ "anyOf": cases.collect::<Vec<_>>() })]
+    }
 }
 
 /// `POST /v1/commits/{ctx}/materialize`.
@@ -572,11 +693,11 @@ pub struct UpdateMetadataRequest {
 
 /// The schema of [`Tags`] as checked on the way in: at most 64, keys of
 /// 1 to 128 bytes without control characters but tab and newline, values
-/// of at most 1024 bytes.
+/// of at most 1024 bytes; or null, which is as if they were left out.
 fn tags_schema() -> utoipa::openapi::schema::Object {
-    use utoipa::openapi::schema::{AdditionalProperties, ObjectBuilder, Type};
+    use utoipa::openapi::schema::{AdditionalProperties, ObjectBuilder, SchemaType, Type};
     ObjectBuilder::new()
-        .schema_type(Type::Object)
+        .schema_type(SchemaType::from_iter([Type::Object, Type::Null]))
         .max_properties(Some(crate::commit::limits::TAGS))
         .property_names(Some(
             ObjectBuilder::new()
@@ -594,6 +715,14 @@ fn tags_schema() -> utoipa::openapi::schema::Object {
         .description(Some("Free-form labels: key to value."))
         .build()
 }
+
+/// What base64 in a request is (the standard alphabet, padded, as
+/// `base64`'s `STANDARD` engine decodes it): whole quanta, the last one
+/// padded to four characters, its unused bits zero. The fields that take
+/// base64 spell it out (utoipa takes a literal); a test holds them to it.
+#[cfg(test)]
+const BASE64_PATTERN: &str =
+    "^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/][AQgw]==|[A-Za-z0-9+/]{2}[AEIMQUYcgkosw048]=)?$";
 
 /// What a short text field allows: no control characters but tab and
 /// newline.
@@ -704,6 +833,63 @@ pub struct CompactResponse {
 pub struct ResolveResponse {
     /// The newest commit at or before the time.
     pub id: CommitId,
+}
+
+#[cfg(test)]
+mod base64_tests {
+    use base64::Engine as _;
+    use base64::engine::general_purpose::STANDARD;
+
+    /// The document's base64 pattern matches exactly what the server
+    /// decodes: every padded last quantum, with and without its unused
+    /// bits zero, after whole quanta or alone.
+    #[test]
+    fn the_base64_pattern_is_what_the_decoder_takes() {
+        let pattern = regex_lite::Regex::new(super::BASE64_PATTERN).unwrap();
+        let alphabet = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+        let mut cases = vec![
+            String::new(),
+            "A".into(),
+            "AB".into(),
+            "ABC".into(),
+            "A===".into(),
+            "AB=C".into(),
+            "ABCD=".into(),
+            "AB==CDEF".into(),
+            " ABCD".into(),
+            "AB-_".into(),
+        ];
+        for &a in alphabet {
+            for &b in alphabet {
+                let (a, b) = (a as char, b as char);
+                cases.push(format!("{a}{b}=="));
+                cases.push(format!("Q{a}{b}="));
+                cases.push(format!("wxyz{a}{b}Q="));
+            }
+        }
+        for n in 0..20 {
+            cases.push(STANDARD.encode(vec![0xa5u8; n]));
+        }
+        for c in cases {
+            assert_eq!(pattern.is_match(&c), STANDARD.decode(&c).is_ok(), "{c:?}");
+        }
+    }
+
+    /// Every field that takes base64 says it with the pattern above.
+    #[test]
+    fn base64_fields_give_the_pattern() {
+        use utoipa::PartialSchema;
+        fn pattern_of<T: PartialSchema>(field: &str) -> serde_json::Value {
+            serde_json::to_value(T::schema()).unwrap()["properties"][field]["pattern"].clone()
+        }
+        for got in [
+            pattern_of::<super::CheckpointRequest>("delta_base64"),
+            pattern_of::<super::BatchCommitRequest>("delta_base64"),
+            pattern_of::<super::BatchArtifact>("base64"),
+        ] {
+            assert_eq!(got, super::BASE64_PATTERN);
+        }
+    }
 }
 
 #[cfg(test)]
@@ -1140,8 +1326,8 @@ operations! { COMMIT_OPERATIONS;
         tag = "commits", responses((status = 201, description = "Recorded", body = Commit,
                     headers(("ctx-budget-warning" = String, description = "Into a branch at 80% of its budget or more"))),
                 (status = 200, description = "Recorded before", body = Commit),
-                (status = 400, description = "A malformed request, or a parent, artifact or format that does not exist", body = ErrorBody),
-                (status = 404, description = "The branch of the ref does not exist", body = ErrorBody),
+                (status = 400, description = "A malformed request, or a delta that is not in its format", body = ErrorBody),
+                (status = 404, description = "A parent or artifact that does not exist (`field` names it), or the branch of the ref", body = ErrorBody),
                 (status = 409, description = "The ref moved (`current` says where to), or the branch ended", body = ErrorBody),
                 (status = 413, description = "The delta or the body over its limit", body = ErrorBody)),
             security(("bearer" = []))
@@ -1159,7 +1345,8 @@ operations! { COMMIT_OPERATIONS;
         tag = "commits", responses((status = 201, description = "Written; at least one commit is new", body = BatchResponse,
                     headers(("ctx-budget-warning" = String, description = "A commit into a branch at 80% of its budget or more"))),
                 (status = 200, description = "Written with no new commit: a retry, or ref moves alone", body = BatchResponse),
-                (status = 400, description = "A malformed request naming the field (`artifacts[i].ref`, `commits[i].…`, `refs[i].…`), or a parent, artifact, ref target or format that does not exist", body = ErrorBody),
+                (status = 400, description = "A malformed request naming the field (`artifacts[i].ref`, `commits[i].…`, `refs[i].…`)", body = ErrorBody),
+                (status = 404, description = "A parent, artifact or ref target that does not exist (`field` names it: `commits[i].parent`, `commits[i].artifact_ref`, `refs[i].target`); nothing is written", body = ErrorBody),
                 (status = 409, description = "A ref moved (`field` is `refs[i].expected`, `current` says where it points), or a branch ended; nothing is written", body = ErrorBody),
                 (status = 413, description = "Too many commits or refs for one transaction, an artifact over its limit, or the body over its limit", body = ErrorBody)),
             security(("bearer" = []))
@@ -1241,7 +1428,7 @@ operations! { COMMIT_OPERATIONS;
         tag = "commits", params(("ctx" = CommitId, Path)),
             responses((status = 200, description = "The context", body = MaterializeResponse),
                 (status = 400, description = "A malformed request, a stop that is not an ancestor, or a format that cannot be produced", body = ErrorBody),
-                (status = 404, description = "No such commit", body = ErrorBody),
+                (status = 404, description = "No such commit, or a `stop` that does not exist", body = ErrorBody),
                 (status = 413, description = "A body over the JSON limit", body = ErrorBody)),
             security(("bearer" = []))
     }
@@ -1254,7 +1441,7 @@ operations! { COMMIT_OPERATIONS;
         json ReadRequest => ReadResponse {
         tag = "commits", responses((status = 200, description = "The context", body = ReadResponse),
                 (status = 400, description = "Neither or both of `ref` and `commit`, a stop that is not an ancestor, a format that cannot be produced, a delta read with a format, or a depth out of range or on a context read", body = ErrorBody),
-                (status = 404, description = "No such ref or commit", body = ErrorBody),
+                (status = 404, description = "No such ref or commit, or a `stop` that does not exist", body = ErrorBody),
                 (status = 410, description = "A delta the read needs was evicted: the message names the compaction to read from", body = ErrorBody),
                 (status = 413, description = "A body over the JSON limit", body = ErrorBody)),
             security(("bearer" = []))

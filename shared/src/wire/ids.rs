@@ -41,6 +41,49 @@ fn name_schema(rule: NameRule) -> RefOr<Schema> {
         .into()
 }
 
+/// A format this server has a codec for (a schema only: the parameter is
+/// a [`FormatId`] that [`crate::format::Formats::is_known`] holds of): where
+/// the server refuses any other format, the document lists them.
+pub struct KnownFormat;
+
+impl PartialSchema for KnownFormat {
+    fn schema() -> RefOr<Schema> {
+        let formats = crate::format::Formats::default();
+        ObjectBuilder::new()
+            .schema_type(Type::String)
+            .enum_values(Some(formats.ids().map(FormatId::as_str)))
+            .description(Some("A format this server has a codec for."))
+            .into()
+    }
+}
+
+impl ToSchema for KnownFormat {}
+
+/// A pin's name (a schema only: the handlers read the path themselves): a
+/// session id, or a ref name of at most as many bytes, whichever the
+/// route's `kind` says; the limit holds of both kinds because a schema
+/// cannot make one path parameter depend on the other.
+pub struct PinName;
+
+impl PinName {
+    /// The most bytes a pin's name has: a session id's limit.
+    pub fn max_bytes() -> usize {
+        SessionId::rule().max_bytes
+    }
+}
+
+impl PartialSchema for PinName {
+    fn schema() -> RefOr<Schema> {
+        name_schema(NameRule {
+            description: "A pin's name: a session id, or a ref name of at most 191 bytes \
+                          (a session id's limit); may contain '/'.",
+            ..SessionId::rule()
+        })
+    }
+}
+
+impl ToSchema for PinName {}
+
 macro_rules! schemas {
     ($($t:ty => $schema:expr;)*) => {
         $(

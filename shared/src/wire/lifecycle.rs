@@ -234,8 +234,8 @@ operations! { LIFECYCLE_OPERATIONS;
         json EvictRequest => Evicted {
         tag = "lifecycle", params(("name" = RefName, Path, description = "may contain '/'")),
             responses((status = 200, description = "What was evicted", body = Evicted),
-                (status = 400, description = "`name` is not a ref name; `before` is malformed, unknown, not a compaction or snapshot, or not on the ref's path", body = ErrorBody),
-                (status = 404, description = "No such ref (also another tenant's)", body = ErrorBody),
+                (status = 400, description = "`name` is not a ref name; `before` is malformed, not a compaction or snapshot, or not on the ref's path", body = ErrorBody),
+                (status = 404, description = "No such ref, or a `before` that does not exist (also another tenant's)", body = ErrorBody),
                 (status = 413, description = "A body over the JSON limit", body = ErrorBody)),
             security(("bearer" = []))
     }
@@ -252,9 +252,9 @@ operations! { LIFECYCLE_OPERATIONS;
         none => PinChanged {
         tag = "lifecycle",
             params(("kind" = inline(PinKind), Path, description = "`session` or `ref`"),
-                ("name" = RefName, Path, description = "the session id (at most 191 bytes) or ref name; may contain '/'")),
+                ("name" = super::PinName, Path, description = "the session id or ref name (at most 191 bytes); may contain '/'")),
             responses((status = 200, description = "Pinned", body = PinChanged),
-                (status = 400, description = "An unknown kind, or a malformed name", body = ErrorBody)),
+                (status = 400, description = "An unknown kind, or a malformed name (a ref name over 191 bytes among them)", body = ErrorBody)),
             security(("bearer" = []))
     }
     /// Unpins a session or ref.
@@ -262,9 +262,9 @@ operations! { LIFECYCLE_OPERATIONS;
         none => PinChanged {
         tag = "lifecycle",
             params(("kind" = inline(PinKind), Path, description = "`session` or `ref`"),
-                ("name" = RefName, Path, description = "the session id (at most 191 bytes) or ref name; may contain '/'")),
+                ("name" = super::PinName, Path, description = "the session id or ref name (at most 191 bytes); may contain '/'")),
             responses((status = 200, description = "Unpinned", body = PinChanged),
-                (status = 400, description = "An unknown kind, or a malformed name", body = ErrorBody)),
+                (status = 400, description = "An unknown kind, or a malformed name (a ref name over 191 bytes among them)", body = ErrorBody)),
             security(("bearer" = []))
     }
 }

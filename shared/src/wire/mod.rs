@@ -14,6 +14,8 @@
 //!   [`operations!`] macro, [`Group`], [`all`]); each family's declarations
 //!   are in its own file below.
 //! - [`error`]: the body of every error response.
+//! - `rules`: what a request's schema says beyond its fields (which fields
+//!   go together), written beside each type.
 //! - `ids`: the schemas of the ids and names (their parsers' rules).
 //! - [`commits`]: checkpoint, show, update-metadata, history, the summary
 //!   queue, summarize, compact, materialize, resolve.
@@ -33,6 +35,7 @@ mod ids;
 pub mod lifecycle;
 pub mod ops;
 pub mod refs;
+pub(crate) mod rules;
 pub mod workspaces;
 
 pub use agents::*;
@@ -40,6 +43,7 @@ pub use artifacts::*;
 pub use branches::*;
 pub use commits::*;
 pub use error::*;
+pub use ids::{KnownFormat, PinName};
 pub use lifecycle::*;
 pub use ops::*;
 pub use refs::*;

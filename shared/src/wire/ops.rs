@@ -278,10 +278,10 @@ pub fn by_id(id: &str) -> Option<&'static OperationInfo> {
 /// ```
 ///
 /// The request is `json T`, `optional T` (a JSON body that may be absent),
-/// `bytes` (`application/octet-stream`), `text "content/type"` (a text
-/// body; its description goes in the braces), or `none`. The braces hold
-/// the rest of what `#[utoipa::path]` takes: tag, params, responses,
-/// security.
+/// `bytes` (`application/octet-stream`), `text "content/type" as S` (a text
+/// body, `String` to the handler, whose schema, description included, is
+/// `S`'s), or `none`. The braces hold the rest of what `#[utoipa::path]`
+/// takes: tag, params, responses, security.
 #[macro_export]
 #[doc(hidden)]
 macro_rules! __operations {
@@ -323,11 +323,11 @@ macro_rules! __operations {
     (@list $list:ident [$($done:ident)*]
         $(#[doc = $doc:literal])*
         $name:ident = $id:ident: $verb:ident $path:literal in $group:ident,
-        text $ctype:literal ($desc:literal) => $resp:ty { $($attr:tt)* }
+        text $ctype:literal as $schema:ty => $resp:ty { $($attr:tt)* }
         $($rest:tt)*
     ) => {
         $crate::__operations!(@op [$(#[doc = $doc])*] $name $id $verb $path $group
-            [request_body(content = String, content_type = $ctype, description = $desc),]
+            [request_body(content = $schema, content_type = $ctype),]
             String; $resp; $($attr)*);
         $crate::__operations!(@list $list [$($done)* $name] $($rest)*);
     };

@@ -36,7 +36,6 @@ pub struct RefList {
 #[serde(deny_unknown_fields)]
 pub struct RefMove {
     /// The ref to move to the new commit.
-    #[schema(value_type = String)]
     pub name: RefName,
     /// The tip the caller believes the ref has; absent means the ref must
     /// not exist yet.
@@ -103,7 +102,8 @@ operations! { REF_OPERATIONS;
         json SetRefRequest => RefRecord {
         tag = "refs", params(("name" = RefName, Path, description = "may contain '/'")),
             responses((status = 200, description = "The ref as set", body = RefRecord),
-                (status = 400, description = "A malformed request, or a target that does not exist", body = ErrorBody),
+                (status = 400, description = "A malformed request", body = ErrorBody),
+                (status = 404, description = "A `target` that does not exist", body = ErrorBody),
                 (status = 409, description = "`expected` is stale (`current` says where the ref points)", body = ErrorBody),
                 (status = 413, description = "A body over the JSON limit", body = ErrorBody)),
             security(("bearer" = []))

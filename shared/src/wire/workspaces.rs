@@ -251,6 +251,27 @@ impl From<crate::workspace::context::Tastes> for Tastes {
     }
 }
 
+/// The body of an append (a schema only: the handler takes the bytes):
+/// JSONL, one JSON value per line, so not empty and not only whitespace.
+/// That each line is one JSON value is more than a text schema can say;
+/// the server refuses a line that is not with 400 naming `body`.
+pub struct JsonLines;
+
+impl utoipa::PartialSchema for JsonLines {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        use utoipa::openapi::schema::{ObjectBuilder, Type};
+        ObjectBuilder::new()
+            .schema_type(Type::String)
+            .min_length(Some(1))
+            // A JSON value has a character that is not JSON's whitespace.
+            .pattern(Some(r"[^\t\n\r ]"))
+            .description(Some("JSONL: one JSON value per line"))
+            .into()
+    }
+}
+
+impl ToSchema for JsonLines {}
+
 operations! { WORKSPACE_OPERATIONS;
     /// Writes a file's whole content (raw body) as its new version; with
     /// `If-Match` only over that version.
@@ -302,7 +323,7 @@ operations! { WORKSPACE_OPERATIONS;
     /// Appends JSONL lines (each one JSON value) to a file as one version;
     /// concurrent appends all land, each line whole.
     AppendFile = append_file: post "/v1/workspaces/{ws}/append/{*path}" in Workspaces,
-        text "text/plain" ("JSONL: one JSON value per line") => FileVersion {
+        text "text/plain" as JsonLines => FileVersion {
         tag = "workspaces",
             params(("ws" = WorkspaceId, Path), ("path" = FilePath, Path, description = "may contain '/'")),
             responses((status = 200, description = "Appended (`size`: the bytes appended)", body = FileVersion),

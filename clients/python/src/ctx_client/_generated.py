@@ -78,6 +78,8 @@ __all__ = [
     "GcRequest",
     "HistoryResponse",
     "InjectedMemory",
+    "JsonLines",
+    "KnownFormat",
     "LogEntry",
     "MaterializeRequest",
     "MaterializeResponse",
@@ -95,6 +97,7 @@ __all__ = [
     "Pin",
     "PinChanged",
     "PinList",
+    "PinName",
     "PinRef",
     "PinSession",
     "PresignedDownload",
@@ -358,7 +361,7 @@ class BatchCommitRequest(TypedDict):
     """
     summary: NotRequired[str | None]
     """A human-readable summary (at most 16 KiB)."""
-    tags: NotRequired[dict[str, str]]
+    tags: NotRequired[dict[str, str] | None]
     """Free-form labels: key to value."""
     template: str
     """The context template the wrapper used (1 to 256 bytes, no control
@@ -391,7 +394,7 @@ class BatchRefRequest(TypedDict):
     not exist yet. A stale one is a 409 naming `refs[i].expected`, and
     nothing of the batch is written.
     """
-    name: str
+    name: RefName
     """The ref."""
     target: NotRequired[CommitId | None]
     """An existing commit to point the ref at; not with `target_in_batch`."""
@@ -654,7 +657,7 @@ class CheckpointRequest(TypedDict):
     """
     summary: NotRequired[str | None]
     """A human-readable summary (at most 16 KiB)."""
-    tags: NotRequired[dict[str, str]]
+    tags: NotRequired[dict[str, str] | None]
     """Free-form labels: key to value."""
     template: str
     """The context template the wrapper used (1 to 256 bytes, no control
@@ -1146,6 +1149,24 @@ class InjectedMemory(TypedDict):
     """From another principal or session than the new branch's (SEC-005)."""
 
 
+# JSONL: one JSON value per line
+JsonLines: TypeAlias = str
+
+
+# A format this server has a codec for.
+KnownFormat: TypeAlias = Literal[
+    "anthropic-messages-v1",
+    "bureau-agent-v1",
+    "bureau-agent-v2",
+    "claude-code-v1",
+    "codex-rollout-v1",
+    "gemini-cli-v1",
+    "openai-chat-v1",
+    "openai-responses-v1",
+    "raw",
+]
+
+
 class LogEntry(TypedDict):
     """An entry of `log.jsonl`."""
 
@@ -1310,6 +1331,11 @@ class PinList(TypedDict):
     """The pins, sorted."""
 
 
+# A pin's name: a session id, or a ref name of at most 191 bytes (a session id's limit); may
+# contain '/'.
+PinName: TypeAlias = str
+
+
 class PresignedDownload(TypedDict):
     """A presigned direct download: `GET` the URL with no other credentials,
     then check the bytes against the artifact's reference.
@@ -1449,7 +1475,7 @@ class RefMove(TypedDict):
     """The tip the caller believes the ref has; absent means the ref must
     not exist yet.
     """
-    name: str
+    name: RefName
     """The ref to move to the new commit."""
 
 
@@ -1750,7 +1776,7 @@ class UpdateMetadataRequest(TypedDict):
 
     summary: NotRequired[str | None]
     """A new summary; `null` clears it."""
-    tags: NotRequired[dict[str, str]]
+    tags: NotRequired[dict[str, str] | None]
     """Free-form labels: key to value."""
 
 
@@ -1857,7 +1883,7 @@ def append_file(ws: WorkspaceId, path: FilePath, body: str | bytes) -> Call[File
 
 
 def assemble_context(
-    agent: Principal, *, thread_id: str, format: FormatId | None = None
+    agent: Principal, *, thread_id: str, format: KnownFormat | None = None
 ) -> Call[AssembledContextResponse]:
     """``GET /v1/agents/{agent}/context``: The context of an LLM call for the agent and a thread,
     in seed 001's
@@ -1979,7 +2005,7 @@ def delete_file(ws: WorkspaceId, path: FilePath, *, if_match: str | None = None)
     )
 
 
-def delete_pin(kind: Literal["session", "ref"], name: RefName) -> Call[PinChanged]:
+def delete_pin(kind: Literal["session", "ref"], name: PinName) -> Call[PinChanged]:
     """``DELETE /v1/pins/{kind}/{name}``: Unpins a session or ref."""
     return Call("DELETE", f"/v1/pins/{seg(kind)}/{name_path(name)}", parse_json)
 
@@ -2312,7 +2338,7 @@ def session_end(id: SessionId) -> Call[SessionEnded]:
     return Call("POST", f"/v1/sessions/{seg(id)}/end", parse_json)
 
 
-def set_pin(kind: Literal["session", "ref"], name: RefName) -> Call[PinChanged]:
+def set_pin(kind: Literal["session", "ref"], name: PinName) -> Call[PinChanged]:
     """``PUT /v1/pins/{kind}/{name}``: Pins a session (`kind` `session`) or a ref (`ref`):
     retention never
     erases the session, or the session the ref's target belongs to.

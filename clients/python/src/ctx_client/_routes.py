@@ -522,7 +522,7 @@ def patch_agent(
 
 
 def assemble_context(
-    agent: str, thread_id: str, format: str | None = None
+    agent: str, thread_id: str, format: api.KnownFormat | None = None
 ) -> Call[AssembledContextResponse]:
     """``GET /v1/agents/{agent}/context``: the context of an LLM call for
     the agent and a thread, in seed 001's order (system prompt, docs,

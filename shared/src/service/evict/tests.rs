@@ -253,7 +253,8 @@ async fn bad_input_names_the_field_and_writes_nothing() {
         let err = f.svc.evict(&f.tenant, &name, &before).await.unwrap_err();
         assert_eq!((err.kind, err.field.as_deref()), (kind, field), "{err}");
     }
-    // A snapshot of another tenant is unknown here.
+    // A snapshot of another tenant is unknown here: not found, as a commit
+    // that does not exist.
     let other: TenantId = "other".parse().unwrap();
     let theirs = f
         .svc
@@ -276,7 +277,7 @@ async fn bad_input_names_the_field_and_writes_nothing() {
     let err = f.svc.evict(&f.tenant, &rn("s"), &theirs).await.unwrap_err();
     assert_eq!(
         (err.kind, err.field.as_deref()),
-        (ErrorKind::Invalid, Some("before")),
+        (ErrorKind::NotFound, Some("before")),
         "{err}"
     );
     // Another tenant's ref is not found.
