@@ -329,6 +329,9 @@ async fn direct_uploads_are_verified_before_they_are_referenced() {
         return;
     };
     let http = server.client();
+    // Over S3 the server's own document has direct uploads.
+    let doc = http.ok("GET", "/v1/openapi.json", None).await;
+    assert!(doc["paths"].get("/v1/uploads").is_some());
     let bytes: Vec<u8> = (0..200_000u32).flat_map(|i| i.to_le_bytes()).collect();
     let art = ctx_core::ArtifactRef::of(&bytes).to_string();
     let up = http
@@ -416,6 +419,9 @@ async fn embedded_mode_says_to_post_bytes_instead_of_presigning() {
             .contains("/v1/artifacts"),
         "{v}"
     );
+    // And its document leaves them out.
+    let doc = server.client().ok("GET", "/v1/openapi.json", None).await;
+    assert!(doc["paths"].get("/v1/uploads").is_none());
 }
 
 /// A 50 MB context by the CLI on the AWS backends, the server holding

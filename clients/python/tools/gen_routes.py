@@ -466,7 +466,7 @@ def render(doc: dict[str, Any]) -> str:
 
 
 def fetch(url: str, token: str | None) -> dict[str, Any]:
-    req = urllib.request.Request(url.rstrip("/") + "/v1/openapi.json")
+    req = urllib.request.Request(url.rstrip("/") + "/v1/openapi.json?all=true")
     if token:
         req.add_header("authorization", f"Bearer {token}")
     with urllib.request.urlopen(req, timeout=30) as resp:

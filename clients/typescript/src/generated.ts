@@ -547,7 +547,13 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** This document. */
+        /**
+         * This server's document.
+         * @description The operations its configuration serves and the names it takes: a
+         *     server over embedded storage serves no direct uploads, and a
+         *     compaction's summarizers are the ones it has. With `all`, the whole
+         *     contract, which the clients are generated from.
+         */
         get: operations["openapi_json"];
         put?: never;
         post?: never;
@@ -4684,7 +4690,10 @@ export interface operations {
     };
     openapi_json: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description The whole contract, every operation of every configuration (default: false, this server's own) */
+                all?: boolean;
+            };
             header?: never;
             path?: never;
             cookie?: never;
@@ -4697,6 +4706,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content?: never;
+            };
+            /** @description An `all` that is not true or false */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
             };
         };
     };

@@ -28,7 +28,7 @@ describe("the client", () => {
   test("health and the OpenAPI document", async () => {
     const c = client();
     expect(await c.healthz()).toBe("ok");
-    const doc = await c.call("openapi_json");
+    const doc = await c.call("openapi_json", { query: { all: true } });
     const ids = Object.values((doc as { paths: Record<string, Record<string, { operationId: string }>> }).paths).flatMap(
       (item) => Object.values(item).map((op) => op.operationId),
     );

@@ -120,7 +120,7 @@ export async function documentOf(ctx) {
   const data = mkdtempSync(join(tmpdir(), "ctx-gen-"));
   const { proc, url } = await startServe(ctx, join(data, "d"));
   try {
-    return await (await fetch(`${url}/v1/openapi.json`)).json();
+    return await (await fetch(`${url}/v1/openapi.json?all=true`)).json();
   } finally {
     await stopServe(proc);
     rmSync(data, { recursive: true, force: true });
@@ -132,7 +132,7 @@ async function main(argv) {
   const args = argv.filter((a) => a !== "--check");
   let doc;
   if (args[0] === "--ctx" && args[1]) doc = await documentOf(args[1]);
-  else if (args[0] === "--url" && args[1]) doc = await (await fetch(`${args[1]}/v1/openapi.json`)).json();
+  else if (args[0] === "--url" && args[1]) doc = await (await fetch(`${args[1]}/v1/openapi.json?all=true`)).json();
   else if (args[0]) doc = JSON.parse(readFileSync(args[0], "utf8"));
   else {
     console.error("usage: gen-types.mjs (--ctx PATH | --url URL | openapi.json) [--check]");

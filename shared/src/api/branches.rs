@@ -1,6 +1,6 @@
 //! The context-folding routes (group [`super::Group::Branches`]):
-//! `/v1/branches…`, `POST /v1/sessions/{id}/end` and the memories of ended
-//! branches, `GET /v1/memories`.
+//! a branch's creation, status and return, a session's end, and the
+//! memories of ended branches ([`wire::MemorySearch`](crate::wire::MemorySearch)).
 
 use axum::extract::State;
 use axum::http::StatusCode;

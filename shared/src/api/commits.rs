@@ -52,7 +52,7 @@ pub const BUDGET_WARNING: &str = "ctx-budget-warning";
 /// no tool use in the chain).
 pub const CHECKPOINT_WARNING: &str = "ctx-warning";
 
-/// Records `req` as `POST /v1/commits` does: converted by `new_commit`,
+/// Records `req` as [`Checkpoint`](crate::wire::Checkpoint) does: converted by `new_commit`,
 /// errors about the delta naming the field it was sent in.
 ///
 /// # Errors
@@ -189,7 +189,7 @@ fn add_notices(resp: &mut Response, budget: Option<&BudgetNotice>, warnings: &[S
     }
 }
 
-/// Records `req` as `POST /v1/batch` does: each commit converted as a
+/// Records `req` as [`Batch`](crate::wire::Batch) does: each commit converted as a
 /// checkpoint's is (errors naming `commits[i].<field>`, the field its
 /// delta was sent in), each artifact decoded, each ref move's target
 /// taken from `target` or `target_in_batch`.

@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use axum::Router;
-use axum::extract::DefaultBodyLimit;
+use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodFilter, MethodRouter, on};
@@ -175,12 +175,18 @@ async fn healthz() -> &'static str {
 }
 
 /// Serves [`OpenapiJson`](crate::wire::OpenapiJson).
-async fn openapi_json() -> Response {
-    (
+async fn openapi_json(State(s): State<AppState>, q: extract::Query) -> ApiResult<Response> {
+    let all = q.optional_with("all", str::parse::<bool>)?;
+    let doc = if all == Some(true) {
+        ApiDoc::openapi()
+    } else {
+        ApiDoc::of(&s.service)
+    };
+    Ok((
         [(header::CONTENT_TYPE, "application/json")],
-        ApiDoc::openapi().to_json().unwrap_or_default(),
+        doc.to_json().unwrap_or_default(),
     )
-        .into_response()
+        .into_response())
 }
 
 struct BearerAuth;
@@ -296,11 +302,36 @@ impl utoipa::Modify for BearerAuth {
 pub struct ApiDoc;
 
 impl ApiDoc {
-    /// The document as JSON, as `GET /v1/openapi.json` serves it: what the
-    /// contract's other forms (the MCP tools' input schemas, the clients'
-    /// routes) are derived from or checked against.
+    /// The whole contract as JSON, as `GET /v1/openapi.json?all=true` serves
+    /// it: what the contract's other forms (the MCP tools' input schemas,
+    /// the clients' routes) are derived from or checked against.
     pub fn json() -> serde_json::Value {
         serde_json::to_value(Self::openapi()).expect("the OpenAPI document is JSON")
+    }
+
+    /// The document of one server, as `GET /v1/openapi.json` serves it: the
+    /// contract without the operations its configuration does not serve
+    /// (direct uploads, unless its blob store hands out URLs), and a
+    /// compaction's `summarizer` as the names it takes.
+    pub fn of(service: &Service) -> utoipa::openapi::OpenApi {
+        let mut doc = Self::openapi();
+        if !service.takes_direct_uploads() {
+            let uploads = <wire::UploadUrl as wire::Operation>::INFO.openapi_path();
+            doc.paths.paths.remove(&uploads);
+        }
+        let names = service.summarizer_names();
+        if let Some(utoipa::openapi::RefOr::T(utoipa::openapi::Schema::Object(compact))) = doc
+            .components
+            .as_mut()
+            .and_then(|c| c.schemas.get_mut("CompactRequest"))
+            && let Some(utoipa::openapi::RefOr::T(utoipa::openapi::Schema::Object(field))) =
+                compact.properties.get_mut("summarizer")
+        {
+            // Absent or null: the configured one.
+            let names = names.into_iter().map(Into::into);
+            field.enum_values = Some(names.chain([serde_json::Value::Null]).collect());
+        }
+        doc
     }
 }
 

@@ -79,7 +79,7 @@ use testing::checkpoint_body;
 #[tokio::test]
 async fn openapi_lists_exactly_the_routes_served() {
     let h = harness().await;
-    let (status, doc) = h.call("GET", "/v1/openapi.json", None, None).await;
+    let (status, doc) = h.call("GET", "/v1/openapi.json?all=true", None, None).await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(doc["openapi"], "3.1.0");
     let mut documented: Vec<(String, String)> = Vec::new();
@@ -97,6 +97,41 @@ async fn openapi_lists_exactly_the_routes_served() {
         .collect();
     served.sort();
     assert_eq!(documented, served);
+}
+
+/// A server's own document leaves out what its configuration does not
+/// serve: over storage that hands out no URLs, direct uploads (the route
+/// still answers, with a 400 that says to POST the bytes); and a
+/// compaction's `summarizer` is the names this server takes. `all=true` is
+/// the whole contract; an `all` that is not a bool is a 400 naming it.
+#[tokio::test]
+async fn a_servers_document_is_its_configurations() {
+    let h = harness().await;
+    let (status, own) = h.call("GET", "/v1/openapi.json", None, None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(
+        own["paths"].get("/v1/uploads").is_none(),
+        "{}",
+        own["paths"]
+    );
+    assert!(own["paths"].get("/v1/artifacts").is_some());
+    let summarizer = &own["components"]["schemas"]["CompactRequest"]["properties"]["summarizer"];
+    assert_eq!(
+        summarizer["enum"],
+        json!(["extractive", "extractive:v1", null]),
+        "{summarizer}"
+    );
+
+    let (status, all) = h.call("GET", "/v1/openapi.json?all=true", None, None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(all["paths"].get("/v1/uploads").is_some());
+    let summarizer = &all["components"]["schemas"]["CompactRequest"]["properties"]["summarizer"];
+    assert!(summarizer.get("enum").is_none(), "{summarizer}");
+    assert_eq!(all, ApiDoc::json());
+
+    let (status, e) = h.call("GET", "/v1/openapi.json?all=yes", None, None).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(e["error"]["field"], "all", "{e}");
 }
 
 /// The whole OpenAPI document, byte for byte as `GET /v1/openapi.json`

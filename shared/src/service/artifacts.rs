@@ -309,6 +309,12 @@ impl Service {
         Err(super::checkpoint::missing_artifact(artifact))
     }
 
+    /// Whether this server serves direct uploads ([`Service::upload_url`]):
+    /// only over a store that hands out URLs (S3).
+    pub fn takes_direct_uploads(&self) -> bool {
+        self.stores.blobs.takes_direct_uploads()
+    }
+
     /// A URL to PUT a large artifact to directly (AWS mode), valid for
     /// fifteen minutes. Checkpointing with `artifact_ref` afterwards verifies
     /// the bytes' hash and moves them into place.

@@ -73,6 +73,13 @@ pub trait BlobStore: Send + Sync + 'static {
     /// `Unavailable` when the storage cannot be written.
     async fn delete(&self, tenant: &TenantId, artifact: &ArtifactRef) -> Result<bool>;
 
+    /// Whether [`BlobStore::presign_upload`] hands out URLs (S3): a server
+    /// over a store that does not serves no direct uploads, and its
+    /// document leaves them out.
+    fn takes_direct_uploads(&self) -> bool {
+        false
+    }
+
     /// A URL the caller can PUT an artifact's bytes to directly (for bodies
     /// too large for the API), or `None` when the store cannot hand one
     /// out. The bytes land in a staging area until [`BlobStore::promote_upload`].

@@ -57,6 +57,9 @@ impl<B> CountingBlobs<B> {
 
 #[async_trait]
 impl<B: BlobStore> BlobStore for CountingBlobs<B> {
+    fn takes_direct_uploads(&self) -> bool {
+        self.inner.takes_direct_uploads()
+    }
     async fn put(&self, tenant: &TenantId, bytes: Bytes) -> Result<PutBlob> {
         self.puts.fetch_add(1, Ordering::SeqCst);
         self.inner.put(tenant, bytes).await

@@ -396,9 +396,18 @@ operations! { META_OPERATIONS;
     Healthz = healthz: get "/healthz" in Meta, none => String {
         tag = "meta", responses((status = 200, description = "The server is up", body = String))
     }
-    /// This document.
+    /// This server's document.
+    ///
+    /// The operations its configuration serves and the names it takes: a
+    /// server over embedded storage serves no direct uploads, and a
+    /// compaction's summarizers are the ones it has. With `all`, the whole
+    /// contract, which the clients are generated from.
     OpenapiJson = openapi_json: get "/v1/openapi.json" in Meta, none => serde_json::Value {
-        tag = "meta", responses((status = 200, description = "The OpenAPI 3.1 document"))
+        tag = "meta",
+            params(("all" = Option<bool>, Query,
+                description = "The whole contract, every operation of every configuration (default: false, this server's own)")),
+            responses((status = 200, description = "The OpenAPI 3.1 document"),
+                (status = 400, description = "An `all` that is not true or false", body = crate::wire::ErrorBody))
     }
 }
 

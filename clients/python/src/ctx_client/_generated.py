@@ -2209,9 +2209,9 @@ def missing_summaries(
     )
 
 
-def openapi_json() -> Call[Any]:
-    """``GET /v1/openapi.json``: This document."""
-    return Call("GET", "/v1/openapi.json", parse_json)
+def openapi_json(*, all: bool | None = None) -> Call[Any]:
+    """``GET /v1/openapi.json``: This server's document."""
+    return Call("GET", "/v1/openapi.json", parse_json, params=query({"all": all}))
 
 
 def patch_agent(agent: Principal, body: PatchAgentRequest | None = None) -> Call[AgentSettings]:

@@ -114,31 +114,32 @@ def _drop_none(body: B) -> B:
 
 
 def healthz() -> Call[str]:
-    """``GET /healthz``."""
+    """:func:`~ctx_client._generated.healthz`."""
     return api.healthz()
 
 
-def openapi_json() -> Call[dict[str, Any]]:
-    """``GET /v1/openapi.json``."""
-    return api.openapi_json()
+def openapi_json(*, all: bool | None = None) -> Call[dict[str, Any]]:
+    """This server's document; with ``all``, the whole contract (what the
+    clients are generated from)."""
+    return api.openapi_json(all=all)
 
 
 # --- artifacts -------------------------------------------------------------
 
 
 def upload_artifact(data: bytes) -> Call[ArtifactInfo]:
-    """``POST /v1/artifacts``: raw bytes, idempotent."""
+    """Raw bytes, idempotent."""
     return api.upload_artifact(data)
 
 
 def download_artifact(artifact_ref: str) -> Call[bytes]:
-    """``GET /v1/artifacts/{art}``, the bytes checked against the ref (a
+    """:func:`~ctx_client._generated.download_artifact`, the bytes checked against the ref (a
     large artifact comes straight from storage, by a 303 followed)."""
     return api.download_artifact(artifact_ref).then(lambda data: verified(artifact_ref, data))
 
 
 def upload_url(artifact_ref: str, size: int) -> Call[PresignedUpload]:
-    """``POST /v1/uploads``: where to PUT a large artifact (AWS mode)."""
+    """Where to PUT a large artifact (AWS mode)."""
     return api.upload_url({"artifact_ref": artifact_ref, "size": size})
 
 
@@ -167,7 +168,7 @@ def checkpoint(
     ref: str | None = None,
     expected: str | None = None,
 ) -> Call[Commit]:
-    """``POST /v1/commits``.
+    """:func:`~ctx_client._generated.checkpoint`.
 
     ``delta`` as ``str`` is sent as UTF-8 text, as ``bytes`` base64-encoded.
     ``created_at`` defaults to now, taken once, so a retried request is the
@@ -209,7 +210,7 @@ def batch(
     refs: Sequence[BatchRefRequest] = (),
     artifacts: Sequence[bytes | str] = (),
 ) -> Call[BatchResponse]:
-    """``POST /v1/batch``: commits, artifacts and ref moves as one atomic
+    """Commits, artifacts and ref moves as one atomic
     write (a 4xx or 409 writes nothing).
 
     Each commit takes the fields of :func:`checkpoint`'s body (not ``ref``)
@@ -257,12 +258,13 @@ def _batch_commit(c: Mapping[str, Any], at: str) -> BatchCommitRequest:
 
 
 def get_commit(ctx_id: str) -> Call[Commit]:
-    """``GET /v1/commits/{ctx}``."""
+    """:func:`~ctx_client._generated.get_commit`."""
     return api.get_commit(ctx_id)
 
 
 def update_metadata(ctx_id: str, *, summary: Any = UNSET, tags: Any = UNSET) -> Call[Commit]:
-    """``PATCH /v1/commits/{ctx}``: ``summary=None`` clears it; ``tags`` replaces all."""
+    """:func:`~ctx_client._generated.update_metadata`: ``summary=None`` clears it;
+    ``tags`` replaces all."""
     body: UpdateMetadataRequest = {}
     if summary is not UNSET:
         body["summary"] = summary
@@ -272,26 +274,26 @@ def update_metadata(ctx_id: str, *, summary: Any = UNSET, tags: Any = UNSET) -> 
 
 
 def history(ctx_id: str, depth: int | None = None) -> Call[HistoryResponse]:
-    """``GET /v1/commits/{ctx}/history``: newest first."""
+    """Newest first."""
     return api.history(ctx_id, depth=depth)
 
 
 def missing_summaries(
     limit: int | None = None, cursor: str | None = None
 ) -> Call[MissingSummaryList]:
-    """``GET /v1/commits?missing_summary=true``: oldest first, paged."""
+    """Oldest first, paged."""
     return api.missing_summaries(missing_summary="true", limit=limit, cursor=cursor)
 
 
 def gc(
     dry_run: bool = False, cursor: str | None = None, limit: int | None = None
 ) -> Call[GcReport]:
-    """``POST /v1/gc``: one page of garbage collection (``next`` continues)."""
+    """One page of garbage collection (``next`` continues)."""
     return api.gc(_drop_none(GcRequest(dry_run=dry_run, cursor=cursor, limit=limit)))
 
 
 def summarize(ctx_id: str, force: bool = False) -> Call[Commit]:
-    """``POST /v1/commits/{ctx}/summarize``."""
+    """:func:`~ctx_client._generated.summarize`."""
     return api.summarize(ctx_id, {"force": force})
 
 
@@ -302,7 +304,7 @@ def compact(
     ref: str | None = None,
     expected: str | None = None,
 ) -> Call[CompactResponse]:
-    """``POST /v1/commits/{ctx}/compact``."""
+    """:func:`~ctx_client._generated.compact`."""
     body = _drop_none(CompactRequest(summarizer=summarizer))
     if ref is not None:
         body["ref"] = {"name": ref, "expected": expected}
@@ -312,7 +314,7 @@ def compact(
 def materialize(
     ctx_id: str, *, stop: str | None = None, format: str | None = None
 ) -> Call[MaterializeResponse]:
-    """``POST /v1/commits/{ctx}/materialize``: ``stop`` is ``compaction``
+    """:func:`~ctx_client._generated.materialize`: ``stop`` is ``compaction``
     (default), ``root`` or a ``ctx-…`` ancestor."""
     return api.materialize(ctx_id, _drop_none(MaterializeRequest(stop=stop, format=format)))
 
@@ -326,7 +328,7 @@ def read(
     delta: bool = False,
     depth: int | None = None,
 ) -> Call[ReadResponse]:
-    """``POST /v1/read``: the context at ``ref``'s tip (or at ``commit``) in
+    """The context at ``ref``'s tip (or at ``commit``) in
     one request: the commit, its materialization (with ``delta``, the
     commit's own artifact instead, or with a ``stop`` too the deltas from
     the stop joined, at most ``depth`` commits of them, and ``parent``, the
@@ -352,7 +354,7 @@ def content_of(read: ReadResponse) -> bytes | None:
 
 
 def resolve(principal: str, at: datetime | str | None = None) -> Call[str]:
-    """``GET /v1/resolve``: the id of the newest commit at or before ``at``."""
+    """The id of the newest commit at or before ``at``."""
     call = api.resolve(principal=principal, at=rfc3339(at) if at is not None else None)
     return call.then(lambda body: body["id"])
 
@@ -363,30 +365,30 @@ def resolve(principal: str, at: datetime | str | None = None) -> Call[str]:
 def list_refs(
     prefix: str | None = None, limit: int | None = None, after: str | None = None
 ) -> Call[list[RefRecord]]:
-    """``GET /v1/refs``: refs whose names start with ``prefix``, by name, at
+    """Refs whose names start with ``prefix``, by name, at
     most ``limit``; with ``after`` (the last name of a full page), the next
     page."""
     return api.list_refs(prefix=prefix, limit=limit, after=after).then(lambda body: body["refs"])
 
 
 def get_ref(name: str) -> Call[RefRecord]:
-    """``GET /v1/refs/{name}``."""
+    """:func:`~ctx_client._generated.get_ref`."""
     return api.get_ref(name)
 
 
 def set_ref(name: str, target: str, expected: str | None = None) -> Call[RefRecord]:
-    """``PUT /v1/refs/{name}``: create (``expected=None``) or compare-and-swap."""
+    """Create (``expected=None``) or compare-and-swap."""
     return api.set_ref(name, _drop_none(SetRefRequest(target=target, expected=expected)))
 
 
 def delete_ref(name: str, expected: str | None = None) -> Call[RefRecord]:
-    """``DELETE /v1/refs/{name}``: the ref as it was; with ``expected``, only
+    """The ref as it was; with ``expected``, only
     while it still points there (409 otherwise). Its commits stay."""
     return api.delete_ref(name, expected=expected)
 
 
 def evict_ref(name: str, before: str) -> Call[Evicted]:
-    """``POST /v1/refs/{name}/evict``: drops the deltas of the commits older
+    """Drops the deltas of the commits older
     than ``before`` (a compaction or snapshot on the ref's path), keeping
     their metadata and summaries; materializing across them then raises
     :class:`~ctx_client.errors.GoneError` (410). Answers the counts."""
@@ -406,7 +408,7 @@ def branch_create(
     parent_branch: str | None = None,
     inject_memories: bool = False,
 ) -> Call[BranchCreated]:
-    """``POST /v1/branches``. With ``inject_memories`` the memories relevant
+    """:func:`~ctx_client._generated.branch_create`. With ``inject_memories`` the memories relevant
     to ``description`` (strategies and anti-patterns of earlier branches,
     marked as data with their provenance) are prepended to its root; the
     answer's ``memories`` lists them."""
@@ -425,22 +427,22 @@ def branch_create(
 
 
 def branch_status(branch_id: str) -> Call[BranchStatusResponse]:
-    """``GET /v1/branches/{br}``."""
+    """:func:`~ctx_client._generated.branch_status`."""
     return api.branch_status(branch_id)
 
 
 def branch_status_of_session(session_id: str) -> Call[BranchStatusResponse]:
-    """``GET /v1/branches?session_id=``."""
+    """:func:`~ctx_client._generated.branch_status_of_session`."""
     return api.branch_status_of_session(session_id=session_id)
 
 
 def branch_return(branch_id: str, message: str) -> Call[BranchReturned]:
-    """``POST /v1/branches/{br}/return``."""
+    """:func:`~ctx_client._generated.branch_return`."""
     return api.branch_return(branch_id, {"message": message})
 
 
 def branch_fail(branch_id: str, error: str, message: str = "") -> Call[BranchReturned]:
-    """``POST /v1/branches/{br}/return`` with ``status: failed``: the branch
+    """:func:`~ctx_client._generated.branch_return` with ``status: failed``: the branch
     ends as failed and its parent gets ``error`` (scrubbed) with
     ``message``."""
     return api.branch_return(branch_id, {"status": "failed", "error": error, "message": message})
@@ -453,25 +455,25 @@ def memory_search(
     min_confidence: float | None = None,
     kind: MemoryKind | None = None,
 ) -> Call[MemorySearchResponse]:
-    """``GET /v1/memories``: memories of ended branches matching ``q`` (any
+    """Memories of ended branches matching ``q`` (any
     of its words), best first, each with its provenance and score."""
     return api.memory_search(q=q, limit=limit, min_confidence=min_confidence, kind=kind)
 
 
 def session_end(session_id: str) -> Call[SessionEnded]:
-    """``POST /v1/sessions/{id}/end``: force-returns the session's active branches."""
+    """Force-returns the session's active branches."""
     return api.session_end(session_id)
 
 
 def erase_session(session_id: str, cascade: bool = False) -> Call[Erased]:
-    """``DELETE /v1/sessions/{id}``: erases the session for good (its
+    """Erases the session for good (its
     commits, deltas, cached results and refs); forks in other sessions are a
     409 unless ``cascade``."""
     return api.erase_session(session_id, cascade=cascade)
 
 
 def erase_principal(principal: str, cascade: bool = False) -> Call[Erased]:
-    """``DELETE /v1/principals/{principal}``: erases a principal for good
+    """Erases a principal for good
     (every commit on its timeline with its deltas, cached results and refs,
     its agent saves, working-context snapshot and record); other principals'
     commits descending from its commits are a 409 unless ``cascade``."""
@@ -479,17 +481,17 @@ def erase_principal(principal: str, cascade: bool = False) -> Call[Erased]:
 
 
 def list_pins() -> Call[PinList]:
-    """``GET /v1/pins``: what retention never erases."""
+    """What retention never erases."""
     return api.list_pins()
 
 
 def set_pin(kind: str, name: str) -> Call[PinChanged]:
-    """``PUT /v1/pins/{kind}/{name}``: ``kind`` is ``session`` or ``ref``."""
+    """:func:`~ctx_client._generated.set_pin`: ``kind`` is ``session`` or ``ref``."""
     return api.set_pin(cast(Any, kind), name)
 
 
 def delete_pin(kind: str, name: str) -> Call[PinChanged]:
-    """``DELETE /v1/pins/{kind}/{name}``."""
+    """:func:`~ctx_client._generated.delete_pin`."""
     return api.delete_pin(cast(Any, kind), name)
 
 
@@ -497,7 +499,7 @@ def delete_pin(kind: str, name: str) -> Call[PinChanged]:
 
 
 def get_agent(agent: str) -> Call[AgentSettings]:
-    """``GET /v1/agents/{agent}``: settings and clear marker."""
+    """Settings and clear marker."""
     return api.get_agent(agent)
 
 
@@ -508,7 +510,7 @@ def patch_agent(
     system_prompt: str | None = None,
     docs_workspace: str | None = None,
 ) -> Call[AgentSettings]:
-    """``PATCH /v1/agents/{agent}``: sets the fields given (an empty
+    """Sets the fields given (an empty
     ``system_prompt`` or ``docs_workspace`` clears it)."""
     body = _drop_none(
         PatchAgentRequest(
@@ -524,7 +526,7 @@ def patch_agent(
 def assemble_context(
     agent: str, thread_id: str, format: api.KnownFormat | None = None
 ) -> Call[AssembledContextResponse]:
-    """``GET /v1/agents/{agent}/context``: the context of an LLM call for
+    """The context of an LLM call for
     the agent and a thread, in seed 001's order (system prompt, docs,
     thread and process status, the thread's window), as sections and as
     one conversation in ``format``."""
@@ -532,7 +534,7 @@ def assemble_context(
 
 
 def list_processes(agent: str) -> Call[ProcessList]:
-    """``GET /v1/agents/{agent}/processes``: those still running, by id."""
+    """Those still running, by id."""
     return api.list_processes(agent)
 
 
@@ -544,7 +546,7 @@ def put_process(
     thread_id: str | None = None,
     expires_at: datetime | str | None = None,
 ) -> Call[RunningProcess]:
-    """``PUT /v1/agents/{agent}/processes/{process_id}``: registers (or
+    """Registers (or
     replaces) a running process, listed in the agent's assembled context
     until removed or expired."""
     body = _drop_none(
@@ -559,45 +561,45 @@ def put_process(
 
 
 def delete_process(agent: str, process_id: str) -> Call[None]:
-    """``DELETE /v1/agents/{agent}/processes/{process_id}``."""
+    """:func:`~ctx_client._generated.delete_process`."""
     return api.delete_process(agent, process_id)
 
 
 def clear_context(agent: str) -> Call[Cleared]:
-    """``POST /v1/agents/{agent}/clear``: a marker; deletes nothing."""
+    """A marker; deletes nothing."""
     return api.clear_context(agent)
 
 
 def context_window(
     agent: str, thread_id: str | None = None, format: str | None = None
 ) -> Call[Window]:
-    """``GET /v1/agents/{agent}/window``: the messages since
+    """The messages since
     max(last clear, now - window)."""
     return api.context_window(agent, thread_id=thread_id, format=format)
 
 
 def save_context(agent: str, description: str | None = None) -> Call[SaveRecord]:
-    """``POST /v1/agents/{agent}/saves``: snapshots every thread's window."""
+    """Snapshots every thread's window."""
     return api.save_context(agent, _drop_none(SaveRequest(description=description)))
 
 
 def list_saves(agent: str) -> Call[SaveList]:
-    """``GET /v1/agents/{agent}/saves``: newest first."""
+    """Newest first."""
     return api.list_saves(agent)
 
 
 def get_save(agent: str, save_id: str) -> Call[SessionFile]:
-    """``GET /v1/agents/{agent}/saves/{save_id}``: the session file."""
+    """The session file."""
     return api.get_save(agent, save_id)
 
 
 def restore_save(agent: str, save_id: str) -> Call[Restored]:
-    """``POST /v1/agents/{agent}/saves/{save_id}/restore``."""
+    """:func:`~ctx_client._generated.restore_save`."""
     return api.restore_save(agent, save_id)
 
 
 def put_working_context(agent: str, snapshot: dict[str, Any]) -> Call[WorkingContextStored]:
-    """``PUT /v1/agents/{agent}/working-context``: the cache, validated."""
+    """The cache, validated."""
     return api.put_working_context(agent, cast(WorkingContextSnapshot, snapshot))
 
 
@@ -608,7 +610,7 @@ def restore_working_context(
     max_semantic: int | None = None,
     raw_tail_turns: int | None = None,
 ) -> Call[RestoreResponse]:
-    """``POST /v1/agents/{agent}/working-context/restore``: from the cache
+    """From the cache
     when it is good, rebuilt from the agent's memory when not."""
     body = _drop_none(
         RestoreRequest(
@@ -625,32 +627,32 @@ def restore_working_context(
 
 
 def list_files(workspace: str, prefix: str | None = None) -> Call[FileList]:
-    """``GET /v1/workspaces/{ws}/files``."""
+    """:func:`~ctx_client._generated.list_files`."""
     return api.list_files(workspace, prefix=prefix)
 
 
 def get_file(workspace: str, path: str) -> Call[bytes]:
-    """``GET /v1/workspaces/{ws}/files/{path}``."""
+    """:func:`~ctx_client._generated.get_file`."""
     return api.get_file(workspace, path)
 
 
 def put_file(
     workspace: str, path: str, data: bytes, if_match: str | None = None
 ) -> Call[FileVersion]:
-    """``PUT /v1/workspaces/{ws}/files/{path}`` (412 when ``if_match`` is stale)."""
+    """:func:`~ctx_client._generated.put_file` (412 when ``if_match`` is stale)."""
     return api.put_file(workspace, path, data, if_match=if_match)
 
 
 def delete_file(workspace: str, path: str, if_match: str | None = None) -> Call[None]:
-    """``DELETE /v1/workspaces/{ws}/files/{path}``."""
+    """:func:`~ctx_client._generated.delete_file`."""
     return api.delete_file(workspace, path, if_match=if_match)
 
 
 def append_file(workspace: str, path: str, jsonl: str | bytes) -> Call[FileVersion]:
-    """``POST /v1/workspaces/{ws}/append/{path}``: JSONL, one JSON value per line."""
+    """JSONL, one JSON value per line."""
     return api.append_file(workspace, path, jsonl)
 
 
 def read_context(workspace: str) -> Call[Context]:
-    """``GET /v1/workspaces/{ws}/context``."""
+    """:func:`~ctx_client._generated.read_context`."""
     return api.read_context(workspace)

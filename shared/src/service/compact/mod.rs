@@ -43,10 +43,7 @@ impl Service {
     /// none is configured and none is named.
     pub fn summarizer_named(&self, name: Option<&str>) -> Result<Arc<dyn Summarizer>> {
         let configured = self.summarizer().cloned();
-        let matches = |s: &Arc<dyn Summarizer>, n: &str| {
-            let id = s.id();
-            id == n || id.split(':').next() == Some(n)
-        };
+        let matches = |s: &Arc<dyn Summarizer>, n: &str| names_of(&**s).contains(&n.to_owned());
         match (name, configured) {
             (None, Some(s)) => Ok(s),
             (None, None) => Err(Error::unavailable(
@@ -70,6 +67,19 @@ impl Service {
                 ))
             }
         }
+    }
+
+    /// Every name [`Service::summarizer_named`] takes on this server:
+    /// `extractive` and the configured summarizer's, each by its id and by
+    /// the part before its `:` (its kind).
+    pub fn summarizer_names(&self) -> Vec<String> {
+        let mut names = names_of(&Extractive);
+        if let Some(s) = self.summarizer() {
+            names.extend(names_of(&**s));
+        }
+        names.sort();
+        names.dedup();
+        names
     }
 
     /// Summarizes the context at `id` (from its nearest compaction) with
@@ -166,3 +176,11 @@ fn later_than(now: DateTime<Utc>, parent: DateTime<Utc>) -> DateTime<Utc> {
 
 #[cfg(test)]
 mod tests;
+
+/// The names a summarizer answers to: its id (`openai:gpt-4o-mini`) and
+/// its kind, the part before the `:` (`openai`).
+fn names_of(s: &dyn Summarizer) -> Vec<String> {
+    let id = s.id();
+    let kind = id.split(':').next().unwrap_or_default().to_owned();
+    if kind == id { vec![id] } else { vec![id, kind] }
+}

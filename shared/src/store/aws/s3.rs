@@ -247,6 +247,10 @@ fn time(t: &aws_sdk_s3::primitives::DateTime) -> Result<DateTime<Utc>> {
 
 #[async_trait]
 impl BlobStore for S3BlobStore {
+    fn takes_direct_uploads(&self) -> bool {
+        true
+    }
+
     async fn put(&self, tenant: &TenantId, bytes: Bytes) -> Result<PutBlob> {
         self.put_in(tenant, BlobArea::Durable, ArtifactRef::of(&bytes), bytes)
             .await
