@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
@@ -12,6 +12,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from ._op import Op
 from ._operations import _Core
+from ._serde import AllowedType, StrictSerializer
 
 LIST_BATCH = 16
 
@@ -24,11 +25,20 @@ class _Saver(BaseCheckpointSaver[str]):
         self,
         *,
         serde: SerializerProtocol | None,
+        allowed_types: Iterable[AllowedType],
         prefix: str,
         principal: str,
         cache_bytes: int,
         list_deltas: bool,
     ) -> None:
+        allowed_types = list(allowed_types)
+        if serde is None:
+            serde = StrictSerializer(allowed_types)
+        elif allowed_types:
+            raise ValueError(
+                "allowed_types extends the saver's own serializer; "
+                "with serde=..., allow types in that serializer"
+            )
         super().__init__(serde=serde)
         self._core = _Core(
             self.serde,
