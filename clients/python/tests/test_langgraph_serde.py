@@ -341,6 +341,12 @@ def test_a_saver_reads_the_types_it_is_given(client: Client) -> None:
     # ... and one that does reads it back.
     tup = CtxSaver(client, prefix=prefix, allowed_types=[Note, Point]).get_tuple(conf)
     assert tup is not None and tup.checkpoint["channel_values"]["v"] == value
+    # LangGraph's own API (BaseCheckpointSaver.with_allowlist) on the saver.
+    more = CtxSaver(client, prefix=prefix).with_allowlist(
+        [(Note.__module__, "Note"), (Point.__module__, "Point")]
+    )
+    tup = more.get_tuple(conf)
+    assert tup is not None and tup.checkpoint["channel_values"]["v"] == value
 
 
 async def test_an_async_saver_reads_the_types_it_is_given(

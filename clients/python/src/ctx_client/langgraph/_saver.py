@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import copy
 import random
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
@@ -47,6 +48,19 @@ class _Saver(BaseCheckpointSaver[str]):
             cache_bytes=cache_bytes,
             list_deltas=list_deltas,
         )
+
+    def with_allowlist(
+        self, extra_allowlist: Collection[tuple[str, ...]]
+    ) -> BaseCheckpointSaver[str]:
+        """LangGraph's way to allow more types (a graph's schema types,
+        under ``LANGGRAPH_STRICT_MSGPACK``): a copy whose operations use the
+        extended serializer and share this saver's caches and state."""
+        clone = super().with_allowlist(extra_allowlist)
+        if clone is self or not isinstance(clone, _Saver):
+            return clone
+        clone._core = copy.copy(self._core)
+        clone._core.serde = clone.serde
+        return clone
 
     def get_next_version(self, current: str | None, channel: None) -> str:
         """Versions as LangGraph's own savers make them: a zero-padded
