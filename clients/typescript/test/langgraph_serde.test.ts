@@ -42,6 +42,18 @@ const CRAFTED = {
 };
 const CRAFTED_NAME = "langchain_core.prompts.PromptTemplate";
 
+/** A type of the user's own: a LangChain Serializable, so its records name it (`my_app.notes.Note`). */
+class Note extends Serializable {
+  override lc_namespace = ["my_app", "notes"];
+  override lc_serializable = true;
+  readonly text: string;
+
+  constructor(fields: { text: string }) {
+    super(fields);
+    this.text = fields.text;
+  }
+}
+
 function constructions() {
   return vi.spyOn(Serializable.prototype, "lc_serializable_keys", "get");
 }
@@ -124,6 +136,33 @@ describe("StrictSerializer", () => {
     expect(await serde.loadsTyped(t, d)).toEqual({ s: new Set([1]), m: new Map([["k", 2]]) });
   });
 
+  it("reads back a type of the user's own, given as its class, and constructs no other", async () => {
+    const value = { note: new Note({ text: "n" }), message: new HumanMessage({ content: "h", additional_kwargs: { note: new Note({ text: "m" }) } }) };
+    const [t, d] = await new JsonPlusSerializer().dumpsTyped(value);
+    // LangGraph's own serializer cannot: LangChain's `load` constructs only its own classes.
+    await expect(new JsonPlusSerializer().loadsTyped(t, d)).rejects.toThrow(/Invalid namespace/);
+    await expect(new StrictSerializer().loadsTyped(t, d)).rejects.toThrow(
+      expect.objectContaining({ name: "DisallowedTypeError", typeName: "my_app.notes.Note" }) as Error,
+    );
+    const back = (await new StrictSerializer([Note]).loadsTyped(t, d)) as typeof value;
+    expect(back.note).toBeInstanceOf(Note);
+    expect(back.note.text).toBe("n");
+    expect(back.message).toBeInstanceOf(HumanMessage);
+    expect(back.message.additional_kwargs.note).toBeInstanceOf(Note);
+    // The class is known by its name; whatever namespace a record gives it, only the class given is constructed.
+    const elsewhere = { lc: 1, type: "constructor", id: ["langchain_core", "prompts", "Note"], kwargs: { text: "x" } };
+    expect(await new StrictSerializer([Note]).loadsTyped("json", JSON.stringify(elsewhere))).toBeInstanceOf(Note);
+    // A class that no record names is not a type to allow.
+    expect(() => new StrictSerializer([class Plain {}])).toThrow(/Plain/);
+  });
+
+  it("refuses an id that only joins to an allowed name", async () => {
+    for (const id of [["langchain_core.messages", "HumanMessage"], ["langchain_core", "messages.HumanMessage"], ["langchain_core", "messages", 7]]) {
+      const blob = { lc: 1, type: "constructor", id, kwargs: { content: "x" } };
+      await expect(new StrictSerializer([Note]).loadsTyped("json", JSON.stringify(blob))).rejects.toThrow(DisallowedTypeError);
+    }
+  });
+
   it.each([
     ["json", text("{not json"), "cannot be decoded"],
     ["json", new Uint8Array([0x22, 0xff, 0x22]), "cannot be decoded"],
@@ -137,6 +176,8 @@ describe("StrictSerializer", () => {
       text(JSON.stringify({ lc: 1, type: "constructor", id: ["langchain_core", "messages", "NoSuchMessage"], kwargs: {} })),
       "NoSuchMessage",
     ],
+    // An allowed message with no arguments: LangChain's `load` would keep it as a plain object.
+    ["json", text(JSON.stringify({ lc: 1, type: "constructor", id: ["langchain_core", "messages", "HumanMessage"] })), "cannot rebuild"],
     ["json", text(JSON.stringify({ lc: 1, type: "secret", id: ["OPENAI_API_KEY"] })), "OPENAI_API_KEY"],
   ])("a %s blob that cannot be read back is an error (%#)", async (type, data, says) => {
     const serde = new StrictSerializer(["Set", "Date", "langchain_core.messages.NoSuchMessage"]);
@@ -219,6 +260,16 @@ describe("CtxSaver's default serializer", () => {
     // ... and one that does reads it back.
     const tuple = await new CtxSaver(liveClient(), { prefix, allowedTypes: [Set] }).getTuple(conf);
     expect(tuple?.checkpoint.channel_values.v).toEqual({ seen: new Set(["a"]) });
+    // A class of one's own, the same.
+    const noted = await new CtxSaver(liveClient(), { prefix }).put(
+      { configurable: { thread_id: "n", checkpoint_ns: "" } },
+      { ...cp, channel_values: { v: [new HumanMessage("h"), new Note({ text: "n" })] } },
+      { source: "loop", step: 0, parents: {} },
+      { v: 1 },
+    );
+    await expect(new CtxSaver(liveClient(), { prefix }).getTuple(noted)).rejects.toThrow(/my_app\.notes\.Note/);
+    const notes = await new CtxSaver(liveClient(), { prefix, allowedTypes: [Note] }).getTuple(noted);
+    expect((notes?.checkpoint.channel_values.v as unknown[])[1]).toEqual(new Note({ text: "n" }));
   });
 
   it("takes allowedTypes only for its own serializer", () => {
