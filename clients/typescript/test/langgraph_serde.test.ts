@@ -71,6 +71,25 @@ describe("StrictSerializer", () => {
     expect(spy).toHaveBeenCalled();
   });
 
+  // More of what LangGraph's own serializer constructs from data: a tracer
+  // that sends every run to LangSmith (from the environment's key), and a
+  // class that is not even Serializable (`load` calls `new` on any export).
+  const DANGEROUS: [string[], string][] = [
+    [["langchain_core", "tracers", "tracer_langchain", "LangChainTracer"], "LangChainTracer"],
+    [["langchain_core", "utils", "async_caller", "AsyncCaller"], "AsyncCaller"],
+  ];
+
+  it.each(DANGEROUS)("LangGraph's own serializer constructs %j; refused by name, nothing revived", async (id, cls) => {
+    const blob = JSON.stringify({ v: { lc: 1, type: "constructor", id, kwargs: { project_name: "p" } } });
+    const value = (await new JsonPlusSerializer().loadsTyped("json", blob)) as { v: object };
+    expect(value.v.constructor.name).toBe(cls);
+    const revived = vi.spyOn(StrictSerializer.prototype as unknown as { revive: () => unknown }, "revive");
+    await expect(new StrictSerializer().loadsTyped("json", blob)).rejects.toThrow(
+      expect.objectContaining({ name: "DisallowedTypeError", typeName: id.join(".") }) as Error,
+    );
+    expect(revived).not.toHaveBeenCalled();
+  });
+
   it("refuses a blob naming a class it does not allow, and constructs nothing", async () => {
     const blobs = [CRAFTED, { a: [1, { b: CRAFTED }] }, [new HumanMessage("hi").toJSON(), CRAFTED]];
     // Inside an allowed message's arguments, the same.
