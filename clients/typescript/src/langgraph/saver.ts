@@ -61,6 +61,7 @@ import {
   type WriteEntry,
 } from "./document.js";
 import { Names, parseThreadRef, unescapeSegment } from "./names.js";
+import { StrictSerializer, type AllowedType } from "./serde.js";
 
 /** The most bytes of list records a put sends inside its batch. */
 const BATCH_VALUE_BYTES = 1024 * 1024;
@@ -76,8 +77,14 @@ const ATTEMPTS = 50;
 
 /** Options of {@link CtxSaver}. */
 export interface CtxSaverOptions {
-  /** LangGraph's serializer; JsonPlusSerializer by default. */
+  /**
+   * The serializer; by default a {@link StrictSerializer}, which reads back
+   * plain data, LangChain's messages, LangGraph's own records and
+   * `allowedTypes`, and throws on any other type a stored blob names.
+   */
   serde?: SerializerProtocol;
+  /** Types the default serializer reads back beside those (e.g. `[Set, Map]`). */
+  allowedTypes?: Iterable<AllowedType>;
   /** The first segment(s) of every ref the saver writes (default `lg`). */
   prefix?: string;
   /** The principal of the commits (default `langgraph`). */
@@ -202,7 +209,11 @@ export class CtxSaver extends BaseCheckpointSaver {
   private readonly writing = new Map<string, Set<Promise<void>>>();
 
   constructor(client: ConstructorParameters<typeof Api>[0], options: CtxSaverOptions = {}) {
-    super(options.serde);
+    const allowedTypes = [...(options.allowedTypes ?? [])];
+    if (options.serde !== undefined && allowedTypes.length > 0) {
+      throw new Error("allowedTypes extends the saver's own serializer; with serde, allow types in that serializer");
+    }
+    super(options.serde ?? new StrictSerializer(allowedTypes));
     this.api = new Api(client);
     this.names = new Names(options.prefix ?? "lg");
     this.principal = options.principal ?? "langgraph";
@@ -386,10 +397,11 @@ export class CtxSaver extends BaseCheckpointSaver {
   private async loadValue([typ, ref]: ValueEntry): Promise<unknown> {
     if (typ === LIST_KIND) {
       const elements = await this.linkElements(ref);
-      if (Object.getPrototypeOf(this.serde) === JsonPlusSerializer.prototype && elements.every(([t]) => t === "json")) {
-        // LangGraph's own serializer (not a subclass, which may load
-        // otherwise) revives an array element by element: the elements
-        // joined as one JSON array load in one call, not one each.
+      const proto: unknown = Object.getPrototypeOf(this.serde);
+      if ((proto === JsonPlusSerializer.prototype || proto === StrictSerializer.prototype) && elements.every(([t]) => t === "json")) {
+        // LangGraph's own serializer and the strict one (not a subclass,
+        // which may load otherwise) revive an array element by element: the
+        // elements joined as one JSON array load in one call, not one each.
         return this.serde.loadsTyped("json", joinJson(elements.map(([, d]) => d)));
       }
       return Promise.all(elements.map(([t, d]) => this.serde.loadsTyped(t, d)));

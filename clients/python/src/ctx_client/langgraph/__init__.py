@@ -19,6 +19,12 @@ How checkpoints map onto commits, artifacts and refs is decided in
   ``{prefix}/r/{run}/{thread}/{ns}/{id}`` (by run id) make checkpoints
   visible; deleting, pruning and copying move refs only.
 
+Checkpoints are read back by :class:`StrictSerializer` unless the saver
+is given a ``serde``: plain data, LangChain's messages, LangGraph's own
+types and the ``allowed_types`` given to the saver; any other type a blob
+names is refused (:class:`DisallowedTypeError`) before its module is
+imported, and a blob that cannot be decoded is :class:`CheckpointDecodeError`.
+
 Every operation is written once, as a generator that yields the API calls
 it needs (a list of calls is sent concurrently) and receives their
 results; :class:`CtxSaver` and :class:`AsyncCtxSaver` only drive it.
@@ -29,12 +35,21 @@ operations by concern (``_state``, ``_refs``, ``_values`` (documents and
 channel values), ``_checkpoints`` (get, put, list), ``_writes``,
 ``_delta`` (DeltaChannel's history), ``_threads`` (delete, copy, prune)),
 all in ``_operations``' ``_Core``; ``_saver`` (what both savers share),
-``_sync`` (:class:`CtxSaver`) and ``_async`` (:class:`AsyncCtxSaver`).
+``_sync`` (:class:`CtxSaver`) and ``_async`` (:class:`AsyncCtxSaver`);
+``_serde`` (the default serializer).
 """
 
 from ._async import AsyncCtxSaver
 from ._names import MAX_SEGMENT as MAX_SEGMENT
 from ._names import encode_segment as encode_segment
+from ._serde import CheckpointDecodeError, DisallowedTypeError, StrictSerializer
+from ._serde import default_allowed_types as default_allowed_types
 from ._sync import CtxSaver
 
-__all__ = ["AsyncCtxSaver", "CtxSaver"]
+__all__ = [
+    "AsyncCtxSaver",
+    "CheckpointDecodeError",
+    "CtxSaver",
+    "DisallowedTypeError",
+    "StrictSerializer",
+]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
@@ -19,6 +19,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from ..client import AsyncClient
 from ._op import Op, R, _drive_async
 from ._saver import LIST_BATCH, _Saver
+from ._serde import AllowedType
 
 
 class AsyncCtxSaver(_Saver):
@@ -27,6 +28,7 @@ class AsyncCtxSaver(_Saver):
 
     The blocking methods work from threads other than the event loop's
     (as LangGraph's own async savers do) and refuse to run on it.
+    ``allowed_types`` and ``serde`` are :class:`CtxSaver`'s.
     """
 
     def __init__(
@@ -34,6 +36,7 @@ class AsyncCtxSaver(_Saver):
         client: AsyncClient,
         *,
         serde: SerializerProtocol | None = None,
+        allowed_types: Iterable[AllowedType] = (),
         prefix: str = "lg",
         principal: str = "langgraph",
         cache_bytes: int = 64 * 1024 * 1024,
@@ -41,6 +44,7 @@ class AsyncCtxSaver(_Saver):
     ) -> None:
         super().__init__(
             serde=serde,
+            allowed_types=allowed_types,
             prefix=prefix,
             principal=principal,
             cache_bytes=cache_bytes,

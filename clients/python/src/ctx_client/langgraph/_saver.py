@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import copy
 import random
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
@@ -12,6 +13,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from ._op import Op
 from ._operations import _Core
+from ._serde import AllowedType, StrictSerializer
 
 LIST_BATCH = 16
 
@@ -24,11 +26,20 @@ class _Saver(BaseCheckpointSaver[str]):
         self,
         *,
         serde: SerializerProtocol | None,
+        allowed_types: Iterable[AllowedType],
         prefix: str,
         principal: str,
         cache_bytes: int,
         list_deltas: bool,
     ) -> None:
+        allowed_types = list(allowed_types)
+        if serde is None:
+            serde = StrictSerializer(allowed_types)
+        elif allowed_types:
+            raise ValueError(
+                "allowed_types extends the saver's own serializer; "
+                "with serde=..., allow types in that serializer"
+            )
         super().__init__(serde=serde)
         self._core = _Core(
             self.serde,
@@ -37,6 +48,19 @@ class _Saver(BaseCheckpointSaver[str]):
             cache_bytes=cache_bytes,
             list_deltas=list_deltas,
         )
+
+    def with_allowlist(
+        self, extra_allowlist: Collection[tuple[str, ...]]
+    ) -> BaseCheckpointSaver[str]:
+        """LangGraph's way to allow more types (a graph's schema types,
+        under ``LANGGRAPH_STRICT_MSGPACK``): a copy whose operations use the
+        extended serializer and share this saver's caches and state."""
+        clone = super().with_allowlist(extra_allowlist)
+        if clone is self or not isinstance(clone, _Saver):
+            return clone
+        clone._core = copy.copy(self._core)
+        clone._core.serde = clone.serde
+        return clone
 
     def get_next_version(self, current: str | None, channel: None) -> str:
         """Versions as LangGraph's own savers make them: a zero-padded

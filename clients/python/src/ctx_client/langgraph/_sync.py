@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -20,6 +20,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from ..client import Client
 from ._op import Op, R, _drive_sync
 from ._saver import _Saver
+from ._serde import AllowedType
 
 
 class CtxSaver(_Saver):
@@ -29,6 +30,12 @@ class CtxSaver(_Saver):
     ``prefix`` is the first segment of every ref the saver writes (one
     saver per prefix sees only its own threads); ``principal`` names the
     commits' author. The async methods run the blocking ones in a thread.
+
+    Checkpoints are read back by :class:`StrictSerializer`: plain data,
+    LangChain's messages, LangGraph's own types and ``allowed_types``
+    (classes, or ``(module, name)`` as stored); any other type a stored
+    blob names raises :class:`DisallowedTypeError` and nothing of it is
+    imported or called. ``serde`` replaces that serializer.
 
     Example::
 
@@ -43,6 +50,7 @@ class CtxSaver(_Saver):
         client: Client,
         *,
         serde: SerializerProtocol | None = None,
+        allowed_types: Iterable[AllowedType] = (),
         prefix: str = "lg",
         principal: str = "langgraph",
         cache_bytes: int = 64 * 1024 * 1024,
@@ -51,6 +59,7 @@ class CtxSaver(_Saver):
     ) -> None:
         super().__init__(
             serde=serde,
+            allowed_types=allowed_types,
             prefix=prefix,
             principal=principal,
             cache_bytes=cache_bytes,
