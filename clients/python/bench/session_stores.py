@@ -1,6 +1,9 @@
 """Side-by-side bench of the two session adapters against their SDKs' own
 stores, over a `ctx serve` on embedded storage that this script starts in
-a temporary directory (a new one for each run, so bytes are one run's):
+a temporary directory (a new one for each run, so bytes are one run's),
+and with ``--embedded`` also over ctx in this process
+(``AsyncEmbedded(dir)``, the native module; one per run, on a fresh
+directory, shared by the run's sessions as an application shares it):
 
 - OpenAI Agents SDK: ``ctx_client.openai_agents.CtxSession`` against the
   SDK's ``SQLiteSession`` on a database file in a temporary directory on
@@ -31,16 +34,23 @@ assistant message (~900 bytes), as the SDKs store them.
 
 Bytes at rest are taken after the sequential run: the SQLite file and its
 WAL after the session closes; the JSONL files; ctx's whole data
-directory (CAS + SQLite) after the server stops.
+directory (CAS + SQLite + cache/) after the server stops or the
+``AsyncEmbedded`` is flushed and dropped.
 
 The requests each ctx operation sends are counted by an httpx transport
-(tests/request_counting.py; tests/test_request_counts.py pins them) and
-printed per operation. Both adapters are async only (the SDKs' session
-protocols are async), so there is no blocking variant to run.
+(tests/request_counting.py; tests/test_request_counts.py pins them), an
+``AsyncEmbedded``'s calls by a wrapper of its native handle, and printed
+per operation with the bytes answered. Both adapters are async only (the
+SDKs' session protocols are async), so there is no blocking variant to
+run. A second table gives each row's rates over the SDK's durable
+store's (SQLiteSession, the JSONL file) and its concurrent rate over its
+own sequential one.
 
 Usage (from the repository root, in the venv tests/python/run makes):
     .venv-tests/python/bin/python clients/python/bench/session_stores.py \
-        --ctx target/debug/ctx [--turns 500] [--quick]
+        --ctx target/debug/ctx [--turns 500] [--quick] [--embedded]
+Quote numbers of release builds (`cargo build --release -p ctx-cli` and,
+in clients/python/native, `maturin develop --release`).
 """
 
 from __future__ import annotations
@@ -48,6 +58,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import functools
+import gc
 import json
 import os
 import statistics
@@ -65,9 +76,9 @@ from claude_agent_sdk.types import SessionKey, SessionStoreEntry
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from _serve import start_ctx  # noqa: E402
-from request_counting import CountingTransport  # noqa: E402
+from request_counting import CountingEmbedded, CountingTransport  # noqa: E402
 
-from ctx_client import AsyncClient  # noqa: E402
+from ctx_client import AsyncClient, AsyncEmbedded  # noqa: E402
 from ctx_client.claude import CtxSessionStore  # noqa: E402
 from ctx_client.openai_agents import CtxSession  # noqa: E402
 
@@ -200,10 +211,11 @@ class JsonlFileStore:
 class Ops:
     """Calls of each operation: their times and, on ctx, their requests."""
 
-    def __init__(self, counter: CountingTransport | None) -> None:
+    def __init__(self, counter: CountingTransport | CountingEmbedded | None) -> None:
         self.counter = counter
         self.times: dict[str, list[float]] = {}
         self.requests: dict[str, list[int]] = {}
+        self.received: dict[str, list[int]] = {}
         self.routes: dict[str, list[str]] = {}
 
     def rate(self, op: str) -> float:
@@ -219,6 +231,7 @@ class Ops:
         if self.counter:
             sent = self.counter.since(mark)
             self.requests.setdefault(op, []).append(len(sent))
+            self.received.setdefault(op, []).append(self.counter.bytes_since(mark))
             self.routes[op] = sent  # the last call's: the steady state
         return out
 
@@ -237,29 +250,48 @@ def _p50_ms(samples: list[float]) -> float:
     return statistics.median(samples) * 1000
 
 
-class Ctx:
-    """A `ctx serve` in a temporary directory and a counted async client of it."""
+HTTP, EMBEDDED = "ctx serve, embedded", "AsyncEmbedded, in the process"
+"""The two ways to ctx, as the rows name them: a `ctx serve --store local`
+over HTTP, and the same storage opened in this process."""
 
-    def __init__(self, ctx: str) -> None:
+
+class Ctx:
+    """A fresh data directory in a temporary directory and a counted async
+    client of it: a `ctx serve` on it (``HTTP``) or an ``AsyncEmbedded``
+    (``EMBEDDED``)."""
+
+    def __init__(self, ctx: str, way: str = HTTP) -> None:
         self.tmp = tempfile.TemporaryDirectory()
         self.data = Path(self.tmp.name) / "data"
-        self.proc, url, token = start_ctx(ctx, self.data)
-        self.counter = CountingTransport()
-        self.client = AsyncClient(url, token=token, transport=self.counter)
+        self.proc = None
+        self.counter: CountingTransport | CountingEmbedded
+        if way == EMBEDDED:
+            embedded = AsyncEmbedded(self.data)
+            self.counter = CountingEmbedded(embedded)
+            self.client: AsyncClient = embedded
+        else:
+            self.proc, url, token = start_ctx(ctx, self.data)
+            self.counter = CountingTransport()
+            self.client = AsyncClient(url, token=token, transport=self.counter)
 
     async def stop(self) -> dict[str, int]:
-        """Stops the server (a clean stop truncates its WAL): the data
+        """Stops the server (a clean stop truncates its WAL) or flushes
+        and drops the ``AsyncEmbedded`` (closing its database): the data
         directory's bytes, in all and by area (``cas/``: artifacts too
         large to keep inline; ``cache/``: materializations and
         translations, evicted past ``CTX_CACHE_BYTES``; the rest: the
         SQLite database with its WAL, the token)."""
         await self.client.aclose()
-        self.proc.terminate()
-        self.proc.wait()
+        if self.proc is not None:
+            self.proc.terminate()
+            self.proc.wait()
+        del self.client, self.counter
+        gc.collect()
         sizes = {
             "total": _du(self.data),
             "cas": _du(self.data / "cas"),
             "cache": _du(self.data / "cache"),
+            "wal": sum(f.stat().st_size for f in self.data.glob("*-wal")),
         }
         self.tmp.cleanup()
         return sizes
@@ -313,7 +345,7 @@ async def openai_concurrent(sessions: list[Any], turns: int, reads: int) -> dict
     return {"turns/s": len(sessions) * turns / w, "get_items/s": len(sessions) * reads / r}
 
 
-async def bench_openai(args: argparse.Namespace) -> tuple[list[dict[str, Any]], Ops]:
+async def bench_openai(args: argparse.Namespace) -> list[dict[str, Any]]:
     rows = []
     per = max(args.turns // args.sessions, 1)
     with tempfile.TemporaryDirectory() as tmp:
@@ -328,25 +360,26 @@ async def bench_openai(args: argparse.Namespace) -> tuple[list[dict[str, Any]], 
             s.close()
     rows.append({"name": "SQLiteSession (file, WAL, synchronous=FULL)", **row})
 
-    ctx = Ctx(args.ctx)
-    ops = Ops(ctx.counter)
-    try:
-        row = await openai_sequential(
-            CtxSession("bench-0", ctx.client), args.turns, args.reads, ops
-        )
-    finally:
-        sizes = await ctx.stop()
-    row["bytes"], row["areas"] = sizes["total"], sizes
-    ctx = Ctx(args.ctx)
-    try:
-        mark = ctx.counter.mark()
-        sessions = [CtxSession(f"bench-{k}", ctx.client) for k in range(args.sessions)]
-        row["concurrent"] = await openai_concurrent(sessions, per, args.reads)
-        row["concurrent requests"] = len(ctx.counter.since(mark))
-    finally:
-        await ctx.stop()
-    rows.append({"name": "CtxSession (ctx serve, embedded)", **row})
-    return rows, ops
+    for way in args.ways:
+        ctx = Ctx(args.ctx, way)
+        ops = Ops(ctx.counter)
+        try:
+            row = await openai_sequential(
+                CtxSession("bench-0", ctx.client), args.turns, args.reads, ops
+            )
+        finally:
+            sizes = await ctx.stop()
+        row["bytes"], row["areas"], row["ops"] = sizes["total"], sizes, ops
+        ctx = Ctx(args.ctx, way)
+        try:
+            mark = ctx.counter.mark()
+            sessions = [CtxSession(f"bench-{k}", ctx.client) for k in range(args.sessions)]
+            row["concurrent"] = await openai_concurrent(sessions, per, args.reads)
+            row["concurrent requests"] = len(ctx.counter.since(mark))
+        finally:
+            await ctx.stop()
+        rows.append({"name": f"CtxSession ({way})", **row})
+    return rows
 
 
 # --- Claude Agent SDK -----------------------------------------------------------
@@ -393,7 +426,7 @@ async def claude_concurrent(store: Any, sessions: int, turns: int, reads: int) -
     return {"append/s": sessions * turns / w, "load/s": sessions * reads / r}
 
 
-async def bench_claude(args: argparse.Namespace) -> tuple[list[dict[str, Any]], Ops]:
+async def bench_claude(args: argparse.Namespace) -> list[dict[str, Any]]:
     rows = []
     per = max(args.turns // args.sessions, 1)
     mem = await claude_sequential(InMemorySessionStore(), args.turns, args.reads, Ops(None))
@@ -412,24 +445,25 @@ async def bench_claude(args: argparse.Namespace) -> tuple[list[dict[str, Any]], 
         )
     rows.append({"name": "JSONL file, fsync per append", **row})
 
-    ctx = Ctx(args.ctx)
-    ops = Ops(ctx.counter)
-    try:
-        row = await claude_sequential(CtxSessionStore(ctx.client), args.turns, args.reads, ops)
-    finally:
-        sizes = await ctx.stop()
-    row["bytes"], row["areas"] = sizes["total"], sizes
-    ctx = Ctx(args.ctx)
-    try:
-        mark = ctx.counter.mark()
-        row["concurrent"] = await claude_concurrent(
-            CtxSessionStore(ctx.client), args.sessions, per, args.reads
-        )
-        row["concurrent requests"] = len(ctx.counter.since(mark))
-    finally:
-        await ctx.stop()
-    rows.append({"name": "CtxSessionStore (ctx serve, embedded)", **row})
-    return rows, ops
+    for way in args.ways:
+        ctx = Ctx(args.ctx, way)
+        ops = Ops(ctx.counter)
+        try:
+            row = await claude_sequential(CtxSessionStore(ctx.client), args.turns, args.reads, ops)
+        finally:
+            sizes = await ctx.stop()
+        row["bytes"], row["areas"], row["ops"] = sizes["total"], sizes, ops
+        ctx = Ctx(args.ctx, way)
+        try:
+            mark = ctx.counter.mark()
+            row["concurrent"] = await claude_concurrent(
+                CtxSessionStore(ctx.client), args.sessions, per, args.reads
+            )
+            row["concurrent requests"] = len(ctx.counter.since(mark))
+        finally:
+            await ctx.stop()
+        rows.append({"name": f"CtxSessionStore ({way})", **row})
+    return rows
 
 
 # --- output -----------------------------------------------------------------------
@@ -446,8 +480,9 @@ def _areas(row: dict[str, Any]) -> str:
     a, raw = row["areas"], row["raw"]
     rest = a["total"] - a["cas"] - a["cache"]
     return (
-        f"{row['name']}: raw {raw:,} bytes; SQLite and token {rest:,}, cas/ {a['cas']:,}, "
-        f"cache/ {a['cache']:,}; without cache/ {(rest + a['cas']) / raw:.2f}× raw"
+        f"{row['name']}: raw {raw:,} bytes; SQLite and token {rest:,} (of which WAL "
+        f"{a['wal']:,}), cas/ {a['cas']:,}, cache/ {a['cache']:,}; "
+        f"without cache/ {(rest + a['cas']) / raw:.2f}× raw"
     )
 
 
@@ -456,21 +491,37 @@ def _requests(adapter: str, ops: Ops) -> list[str]:
     for op, counts in ops.requests.items():
         lo, hi = min(counts), max(counts)
         spread = f"{lo}" if lo == hi else f"{lo}–{hi}"
+        got = ops.received[op]
         lines.append(
             f"| {adapter} | {op} | {spread} | {sum(counts) / len(counts):.2f} "
-            f"| {len(counts)} | {', '.join(ops.routes[op])} |"
+            f"| {got[-1]:,} | {len(counts)} | {', '.join(ops.routes[op])} |"
         )
+    return lines
+
+
+def _ratios(rows: list[dict[str, Any]], base: dict[str, Any], cols: list[str]) -> list[str]:
+    """Each row's rates over ``base``'s (its SDK's durable store), and its
+    concurrent rate over its own sequential one."""
+    lines = []
+    for r in rows:
+        c, b = r["concurrent"], base["concurrent"]
+        cells = [f"{r[k] / base[k]:.2f}×" for k in cols]
+        cells += [f"{c[k] / b[k]:.2f}×" for k in c]
+        first = next(iter(c))
+        own = r["turns/s"] if first == "turns/s" else r[first]
+        lines.append(f"| {r['name']} | {' | '.join(cells)} | {c[first] / own:.2f}× |")
     return lines
 
 
 async def amain(args: argparse.Namespace) -> None:
     t0 = time.perf_counter()
-    openai, openai_ops = await bench_openai(args)
-    claude, claude_ops = await bench_claude(args)
+    openai = await bench_openai(args)
+    claude = await bench_claude(args)
     per = max(args.turns // args.sessions, 1)
+    n = args.sessions
     print(
         f"{args.turns} turns of 2 items (~1.2 KB of text a turn), {args.reads} reads; "
-        f"concurrent: {args.sessions} sessions × {per} turns, {args.reads} reads each"
+        f"concurrent: {n} sessions × {per} turns, {args.reads} reads each"
     )
     print()
     print("OpenAI Agents SDK sessions")
@@ -478,7 +529,7 @@ async def amain(args: argparse.Namespace) -> None:
     print(
         "| session | turns/s | add_items/s | add_items p50 ms | get_items/s, each turn "
         f"| get_items/s, last state | get_items(limit={LIMIT})/s | bytes at rest "
-        f"| {args.sessions} sessions: turns/s | get_items/s |"
+        f"| {n} sessions: turns/s | get_items/s |"
     )
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in openai:
@@ -489,13 +540,25 @@ async def amain(args: argparse.Namespace) -> None:
             f"| {_bytes(r)} | {c['turns/s']:,.0f} | {c['get_items/s']:,.0f} |"
         )
     print()
-    print(_areas(openai[-1]))
+    print(
+        "| ÷ SQLiteSession's | turns/s | add_items/s | get_items/s, each turn "
+        f"| get_items/s, last state | get_items(limit={LIMIT})/s | {n} sessions: turns/s "
+        f"| get_items/s | {n} sessions' turns/s ÷ one's |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    cols = ["turns/s", "add_items/s", "turn read/s", "get_items/s", "limit/s"]
+    for line in _ratios(openai, openai[0], cols):
+        print(line)
+    print()
+    for r in openai:
+        if "areas" in r:
+            print(_areas(r))
     print()
     print("Claude Agent SDK session stores")
     print()
     print(
         f"| store | append/s | append p50 ms | load/s | bytes at rest "
-        f"| {args.sessions} sessions: append/s | load/s |"
+        f"| {n} sessions: append/s | load/s |"
     )
     print("|---|---:|---:|---:|---:|---:|---:|")
     for r in claude:
@@ -505,20 +568,39 @@ async def amain(args: argparse.Namespace) -> None:
             f"| {_bytes(r)} | {c['append/s']:,.0f} | {c['load/s']:,.0f} |"
         )
     print()
-    print(_areas(claude[-1]))
-    print()
-    print("HTTP requests per operation (sequential run, counted at the client's transport)")
-    print()
-    print("| adapter | operation | requests per call | mean | calls | the last call's requests |")
-    print("|---|---|---:|---:|---:|---|")
-    for line in _requests("CtxSession", openai_ops) + _requests("CtxSessionStore", claude_ops):
+    print(
+        f"| ÷ the JSONL file's | append/s | load/s | {n} sessions: append/s | load/s "
+        f"| {n} sessions' append/s ÷ one's |"
+    )
+    print("|---|---:|---:|---:|---:|---:|")
+    for line in _ratios(claude, claude[1], ["append/s", "load/s"]):
         print(line)
     print()
-    for r in (openai[-1], claude[-1]):
-        print(
-            f"{r['name']}, concurrent run: {r['concurrent requests']:,} requests in all "
-            f"({args.sessions} sessions)"
-        )
+    for r in claude:
+        if "areas" in r:
+            print(_areas(r))
+    print()
+    print(
+        "Requests per operation (sequential run; HTTP counted at the client's transport, "
+        "AsyncEmbedded at its native handle)"
+    )
+    print()
+    print(
+        "| adapter | operation | requests per call | mean | bytes answered, the last call "
+        "| calls | the last call's requests |"
+    )
+    print("|---|---|---:|---:|---:|---:|---|")
+    for r in openai + claude:
+        if "ops" in r:
+            for line in _requests(r["name"], r["ops"]):
+                print(line)
+    print()
+    for r in openai + claude:
+        if "concurrent requests" in r:
+            print(
+                f"{r['name']}, concurrent run: {r['concurrent requests']:,} requests in all "
+                f"({n} sessions)"
+            )
     print(f"(bench wall time {time.perf_counter() - t0:.1f} s)")
 
 
@@ -529,7 +611,13 @@ def main() -> None:
     ap.add_argument("--reads", type=int, default=50, help="calls of each read per session")
     ap.add_argument("--sessions", type=int, default=8, help="sessions of the concurrent run")
     ap.add_argument("--quick", action="store_true", help="20 turns, 5 reads, 4 sessions")
+    ap.add_argument(
+        "--embedded",
+        action="store_true",
+        help="also the adapters over AsyncEmbedded(dir): ctx in this process, no server",
+    )
     args = ap.parse_args()
+    args.ways = [HTTP, EMBEDDED] if args.embedded else [HTTP]
     if args.quick:
         args.turns, args.reads, args.sessions = 20, 5, 4
     asyncio.run(amain(args))

@@ -227,6 +227,27 @@ async def test_get_items_limit_returns_the_newest_in_order(make: Make) -> None:
     assert await s.get_items(limit=None) == items
 
 
+async def test_get_items_limit_after_a_clear_and_a_pop(make: Make) -> None:
+    s = make("limit-clear")
+    items = [{"role": "user", "content": f"Message {i}"} for i in range(9)]
+    for i in range(0, 6, 2):
+        await s.add_items(items[i : i + 2])
+    await s.clear_session()
+    assert await s.get_items(limit=3) == []
+    await s.add_items(items[6:7])
+    await s.add_items(items[7:9])
+    assert await s.get_items(limit=1) == items[8:]
+    assert await s.get_items(limit=2) == items[7:]
+    assert await s.get_items(limit=5) == items[6:]
+    assert (await s.pop_item()) == items[8]
+    assert await s.get_items(limit=5) == items[6:8]
+    assert (await s.pop_item()) == items[7]
+    assert (await s.pop_item()) == items[6]
+    assert await s.get_items(limit=5) == []
+    await s.add_items(items[:1])
+    assert await s.get_items(limit=5) == items[:1]
+
+
 async def test_session_settings_limit_is_the_default_and_an_explicit_limit_wins(
     make: Make,
 ) -> None:

@@ -108,6 +108,35 @@ async def test_ctx_session_requests_per_operation(
     assert got == [m(i) for i in range(4) for m in (_user, _assistant)]
 
 
+async def test_ctx_session_limit_reads_only_the_tail(
+    counted: tuple[AsyncClient, CountingTransport], unique: str
+) -> None:
+    client, t = counted
+    s = CtxSession(f"{unique}-tail", client)
+    for i in range(20):
+        await s.add_items([_user(i), _assistant(i)])
+    got: list[Any] = []
+
+    async def get(limit: int | None) -> None:
+        got[:] = await s.get_items(limit=limit)
+
+    mark = t.mark()
+    await get(None)
+    whole = t.bytes_since(mark)
+    # get_items(limit=n): the newest n commits' deltas, one request, a
+    # tenth of the session's bytes here (2 of 20 commits).
+    mark = t.mark()
+    assert await sent(t, lambda: get(3)) == ["read"]
+    assert got == [_assistant(18), _user(19), _assistant(19)]
+    assert 0 < t.bytes_since(mark) < whole / 5
+    # After a clear, fewer items than the limit since the snapshot: the
+    # tail cannot tell the snapshot from a cut, so the whole is read too.
+    await s.clear_session()
+    await s.add_items([_user(20)])
+    assert await sent(t, lambda: get(3)) == ["read", "read"]
+    assert got == [_user(20)]
+
+
 async def test_ctx_session_store_requests_per_operation(
     counted: tuple[AsyncClient, CountingTransport], unique: str
 ) -> None:

@@ -293,10 +293,13 @@ class Client(_Base):
         commit: str | None = None,
         stop: str | None = None,
         format: str | None = None,
+        delta: bool = False,
+        depth: int | None = None,
     ) -> tuple[ReadResponse, bytes]:
         """The context at ``ref``'s tip (or ``commit``) and its bytes: one
-        request, and a download when it is too large to come inline."""
-        r = self.read(ref, commit=commit, stop=stop, format=format)
+        request, and a download when it is too large to come inline.
+        ``delta`` and ``depth`` as for :meth:`read`."""
+        r = self.read(ref, commit=commit, stop=stop, format=format, delta=delta, depth=depth)
         data = _routes.content_of(r)
         return r, data if data is not None else self.download_artifact(r["artifact_ref"])
 
@@ -454,10 +457,13 @@ class AsyncClient(_Base):
         commit: str | None = None,
         stop: str | None = None,
         format: str | None = None,
+        delta: bool = False,
+        depth: int | None = None,
     ) -> tuple[ReadResponse, bytes]:
         """The context at ``ref``'s tip (or ``commit``) and its bytes: one
-        request, and a download when it is too large to come inline."""
-        r = await self.read(ref, commit=commit, stop=stop, format=format)
+        request, and a download when it is too large to come inline.
+        ``delta`` and ``depth`` as for :meth:`read`."""
+        r = await self.read(ref, commit=commit, stop=stop, format=format, delta=delta, depth=depth)
         data = _routes.content_of(r)
         return r, data if data is not None else await self.download_artifact(r["artifact_ref"])
 

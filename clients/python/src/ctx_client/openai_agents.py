@@ -15,7 +15,11 @@ The mapping:
   ``{"type": "ctx-verbatim", "item": ...}`` and unwrapped on the way out, so
   the session keeps what the SDK gave it.
 - ``get_items`` materializes the tip from its nearest snapshot (the default
-  stop) and returns the newest ``limit`` items, deep-equal to what was added.
+  stop), deep-equal to what was added. With a ``limit`` it reads only the
+  tail: the newest ``limit`` commits' own deltas joined (``delta``,
+  ``depth``; each commit holds at least one item), back to the nearest
+  snapshot at most, and materializes the whole only when that gave fewer
+  items and the chain goes on (a snapshot after a clear or a pop).
 - ``pop_item`` moves the ref back to the parent when the tip's delta holds
   only the popped item, commits the tip's delta minus its last item on the
   parent when it holds more, and otherwise commits a snapshot of the items
@@ -51,6 +55,8 @@ log = logging.getLogger(__name__)
 FORMAT = "openai-responses-v1"
 # ctx's limit on a ref name.
 MAX_REF = 200
+# ctx's limit on the commits a delta read joins.
+MAX_DEPTH = 1000
 # An item the server refused is stored wrapped in this and unwrapped by
 # get_items (an item whose own type is this one is always wrapped, so
 # unwrapping is exact).
@@ -192,14 +198,39 @@ class CtxSession:
 
     # --- the Session protocol -------------------------------------------------
 
+    async def _read_tail(self, n: int) -> list[Any] | None:
+        """At least the newest ``n`` items, in one request, from the newest
+        ``n`` commits' deltas; ``None`` when those hold fewer and the chain
+        goes on past them (the whole must be read)."""
+        try:
+            read, data = await self.client.read_bytes(
+                self.ref, delta=True, stop="compaction", depth=min(n, MAX_DEPTH)
+            )
+        except NotFoundError as e:
+            if e.field != "ref":
+                raise
+            self._saw(None)
+            return []
+        self._saw(read["commit"])
+        items = [_unwrap(i) for i in json.loads(data)]
+        if len(items) < n and read.get("parent") is not None:
+            return None
+        return items
+
     async def get_items(self, limit: int | None = None) -> list[TResponseInputItem]:
         """The session's items, oldest first: the newest ``limit`` of them
         (default ``session_settings.limit``; ``None`` or negative: all)."""
         n = resolve_session_limit(limit, self.session_settings)
+        if n == 0:
+            return []
+        if n is not None and n > 0:
+            tail = await self._read_tail(n)
+            if tail is not None:
+                return tail[-n:]
         _, items = await self._read()
         if n is None or n < 0:
             return items
-        return items[-n:] if n > 0 else []
+        return items[-n:]
 
     async def add_items(self, items: list[TResponseInputItem]) -> None:
         """Appends ``items`` as one commit on the session's ref."""
