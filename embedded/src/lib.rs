@@ -247,14 +247,7 @@ fn open(config: &Config, tenant: &TenantId) -> Result<Opened> {
     let service = runtime.block_on(async {
         let backends = Backends::build(config, needs).await?;
         let service = backends.into_service(Arc::new(SystemClock));
-        let sweep = service.branch_sweep().await?;
-        if sweep.expired + sweep.rearmed > 0 {
-            tracing::info!(
-                expired = sweep.expired,
-                rearmed = sweep.rearmed,
-                "branch deadlines on open"
-            );
-        }
+        service.branch_sweep().await?;
         Ok::<_, Error>(Arc::new(service))
     })?;
     let auth: Arc<dyn Authenticator> = Arc::new(InProcess {

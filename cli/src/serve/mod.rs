@@ -164,14 +164,7 @@ pub async fn prepare(config: &Config) -> Result<Server> {
         _ => None,
     };
     let service = backends.into_service(clock);
-    let sweep = service.branch_sweep().await?;
-    if sweep.expired + sweep.rearmed > 0 {
-        tracing::info!(
-            expired = sweep.expired,
-            rearmed = sweep.rearmed,
-            "branch deadlines after restart"
-        );
-    }
+    service.branch_sweep().await?;
     let service = Arc::new(service);
     let summarize = match config.summarize_every {
         Some(every) if service.summarizer().is_some() => Some(every),

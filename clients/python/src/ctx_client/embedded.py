@@ -27,7 +27,7 @@ import os
 import time
 from collections.abc import Awaitable, Callable
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Self, TypeVar
 from urllib.parse import quote, urlencode
 
 import anyio
@@ -87,7 +87,34 @@ def _open(path: str | os.PathLike[str] | None, tenant: str | None) -> Native:
     return native
 
 
-class Embedded(Client):
+class _Opened:
+    """What both clients in the process have: the directory and tenant
+    they opened, and the constructor from the environment."""
+
+    _native: Native
+
+    if TYPE_CHECKING:
+
+        def __init__(self, path: str | os.PathLike[str] | None = None, **kwargs: Any) -> None: ...
+
+    @classmethod
+    def from_env(cls, **kwargs: Any) -> Self:
+        """The data directory the ``ctx`` CLI would use (``CTX_DATA``,
+        default ``.ctx``)."""
+        return cls(os.environ.get("CTX_DATA") or DEFAULT_DATA, **kwargs)
+
+    @property
+    def data(self) -> str:
+        """The data directory."""
+        return str(self._native.data)
+
+    @property
+    def tenant(self) -> str:
+        """The tenant it acts as."""
+        return str(self._native.tenant)
+
+
+class Embedded(_Opened, Client):
     """A data directory opened in this process, with :class:`Client`'s
     methods. ``Embedded(".ctx")``; ``tenant`` is the directory's first
     tenant (``default``, whose token ``ctx serve`` writes) unless given.
@@ -107,22 +134,6 @@ class Embedded(Client):
         self.token = None
         self.retry = retry or RetryPolicy()
         self._sleep = sleep
-
-    @classmethod
-    def from_env(cls, **kwargs: Any) -> Embedded:
-        """The data directory the ``ctx`` CLI would use (``CTX_DATA``,
-        default ``.ctx``)."""
-        return cls(os.environ.get("CTX_DATA") or DEFAULT_DATA, **kwargs)
-
-    @property
-    def data(self) -> str:
-        """The data directory."""
-        return str(self._native.data)
-
-    @property
-    def tenant(self) -> str:
-        """The tenant it acts as."""
-        return str(self._native.tenant)
 
     def __enter__(self) -> Embedded:
         return self
@@ -169,7 +180,7 @@ def _done(
         future.set_result((status, headers, body))
 
 
-class AsyncEmbedded(AsyncClient):
+class AsyncEmbedded(_Opened, AsyncClient):
     """A data directory opened in this process, with :class:`AsyncClient`'s
     methods, awaitable on asyncio: a call runs on ctx's own runtime, and
     its answer comes back to the event loop, which never waits."""
@@ -187,21 +198,6 @@ class AsyncEmbedded(AsyncClient):
         self.token = None
         self.retry = retry or RetryPolicy()
         self._sleep = sleep
-
-    @classmethod
-    def from_env(cls, **kwargs: Any) -> AsyncEmbedded:
-        """As :meth:`Embedded.from_env`."""
-        return cls(os.environ.get("CTX_DATA") or DEFAULT_DATA, **kwargs)
-
-    @property
-    def data(self) -> str:
-        """The data directory."""
-        return str(self._native.data)
-
-    @property
-    def tenant(self) -> str:
-        """The tenant it acts as."""
-        return str(self._native.tenant)
 
     async def __aenter__(self) -> AsyncEmbedded:
         return self

@@ -319,7 +319,7 @@ impl Service {
 
     /// The embedded server's start-up sweep: expires every branch whose
     /// deadline passed while it was down, and re-arms the timers of the
-    /// rest.
+    /// rest. Logs what it did.
     ///
     /// # Errors
     /// `Unavailable` when storage fails.
@@ -341,6 +341,13 @@ impl Service {
                     .await?;
                 sweep.rearmed += 1;
             }
+        }
+        if sweep.expired + sweep.rearmed > 0 {
+            tracing::info!(
+                expired = sweep.expired,
+                rearmed = sweep.rearmed,
+                "branch deadlines on open"
+            );
         }
         Ok(sweep)
     }
