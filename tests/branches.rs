@@ -71,7 +71,7 @@ async fn branch_flow(server: &Server) {
     assert!(id.starts_with("br-"), "{id}");
     assert_eq!(
         head_text(&c, &format!("branches/{id}")).await,
-        "explore the parser\n\nread parser.rs",
+        "explore the parser\n\nread parser.rs\n",
         "the branch sees only its description and prompt"
     );
     let (code, _) = server.cli(&[
@@ -518,7 +518,7 @@ async fn the_memory_loop_runs_through_mcp() {
         assert!(root.contains(&format!("branch=\"{b}\"")), "{root}");
     }
     assert!(
-        root.ends_with("make the upload test pass without timeouts"),
+        root.ends_with("make the upload test pass without timeouts\n"),
         "{root}"
     );
     let found = v["search"]["memories"].as_array().unwrap();

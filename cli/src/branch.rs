@@ -146,7 +146,7 @@ pub(crate) async fn run_branch(command: BranchCommand) -> Result<()> {
             if conn.json {
                 return print_json(&b);
             }
-            println!("{}", b.branch_id);
+            outln!("{}", b.branch_id);
             eprintln!(
                 "depth {}, budget {} tokens, times out in {} s; checkpoint into it with --ref {}",
                 b.depth, b.budget_allocated, b.timeout_seconds, b.chain_ref
@@ -206,7 +206,7 @@ pub(crate) async fn run_branch(command: BranchCommand) -> Result<()> {
             if conn.json {
                 return print_json(&r);
             }
-            println!("{}", r.commit);
+            outln!("{}", r.commit);
             eprintln!(
                 "{} {branch}: {} tokens used, {} secrets scrubbed{}",
                 if r.success { "returned" } else { "failed" },
@@ -245,7 +245,7 @@ pub(crate) async fn run_branch(command: BranchCommand) -> Result<()> {
             for f in &found.memories {
                 let m = &f.memory;
                 let p = &m.provenance;
-                println!(
+                outln!(
                     "{} {} {:.2} {}\n  from session {} ({}), branch {}, commit {}\n  {}",
                     m.id,
                     m.kind,
@@ -282,14 +282,14 @@ pub(crate) async fn run_branch(command: BranchCommand) -> Result<()> {
                 return print_json(&s);
             }
             if s.branch_id.is_none() {
-                println!("{}", s.status);
+                outln!("{}", s.status);
                 return Ok(());
             }
             if s.active_branches.len() > 1 {
                 // By session, several active: every one, deepest first.
-                println!("{} active branches, deepest first", s.active_branches.len());
+                outln!("{} active branches, deepest first", s.active_branches.len());
                 for b in &s.active_branches {
-                    println!();
+                    outln!();
                     print_status(b);
                 }
             } else {
@@ -303,32 +303,32 @@ pub(crate) async fn run_branch(command: BranchCommand) -> Result<()> {
 /// One branch's status as `ctx branch status` prints it.
 fn print_status(s: &BranchStatusResponse) {
     if let Some(id) = s.branch_id {
-        println!("branch      {id}");
+        outln!("branch      {id}");
     }
-    println!("status      {}", s.status);
+    outln!("status      {}", s.status);
     if let Some(d) = s.depth {
-        println!("depth       {d}");
+        outln!("depth       {d}");
     }
     if let Some(p) = s.parent_branch {
-        println!("parent      {p}");
+        outln!("parent      {p}");
     }
     if let (Some(u), Some(t)) = (s.budget_used, s.budget_total) {
-        println!("budget      {u} / {t} tokens");
+        outln!("budget      {u} / {t} tokens");
     }
     if let Some(d) = &s.description {
-        println!("description {d}");
+        outln!("description {d}");
     }
     if let Some(t) = s.created_at {
-        println!("created     {}", t.to_rfc3339());
+        outln!("created     {}", t.to_rfc3339());
     }
     if let Some(t) = s.completed_at {
-        println!("completed   {}", t.to_rfc3339());
+        outln!("completed   {}", t.to_rfc3339());
     }
     if let Some(r) = &s.reason {
-        println!("reason      {r}");
+        outln!("reason      {r}");
     }
     if let Some(w) = &s.warning {
-        println!("warning     {w}");
+        outln!("warning     {w}");
     }
 }
 
@@ -344,7 +344,7 @@ pub(crate) async fn run_session(command: SessionCommand) -> Result<()> {
             if conn.json {
                 return print_json(&e);
             }
-            println!(
+            outln!(
                 "session {}: {} branches returned, {} failed",
                 e.session_id,
                 e.returned.len(),

@@ -262,7 +262,7 @@ pub async fn run_import(cmd: ImportCommand) -> Result<()> {
             "imported {} bytes as {deltas} deltas and {compactions} compactions",
             bytes.len()
         );
-        println!("{tip}");
+        outln!("{tip}");
         Ok(())
     }
 }

@@ -14,13 +14,18 @@
 //!   `ctx resume`.
 //! - [`branch`]: `ctx branch create|return|status`, `ctx session end`.
 //! - [`mcp`]: `ctx mcp`, the MCP server of the context-folding tools.
+//! - `out`: a command's output on stdout; a reader that went away ends
+//!   the command quietly, by SIGPIPE, as it ends git.
 //! - this file: the command line, dispatch, exit codes, `ctx serve` and
 //!   `ctx tokens`.
 //!
 //! Exit codes: 0 success, 1 internal error, 2 usage or invalid input,
 //! 3 not found, 4 conflict, 5 unauthenticated, 6 server unreachable or
 //! unavailable, 7 gone (an evicted delta: materialize from the compaction
-//! the message names).
+//! the message names). A closed stdout ends a command by SIGPIPE (141 in
+//! a shell), as it ends git.
+
+#![deny(clippy::print_stdout)]
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -28,6 +33,9 @@ use std::process::ExitCode;
 use clap::{Args, Parser, Subcommand};
 use ctx_core::{Error, ErrorKind, Result, TenantId};
 use serde_json::json;
+
+#[macro_use]
+mod out;
 
 pub mod branch;
 pub mod client;
@@ -655,7 +663,7 @@ pub(crate) fn say_reading_stdin(what: &str) {
 
 pub(crate) fn print_json(v: &impl serde::Serialize) -> Result<()> {
     let s = serde_json::to_string_pretty(v).map_err(|e| Error::internal(e.to_string()))?;
-    println!("{s}");
+    outln!("{s}");
     Ok(())
 }
 
@@ -788,7 +796,7 @@ async fn run_tokens(command: TokensCommand) -> Result<()> {
             if json {
                 print_json(&json!({"id": rec.id, "tenant": rec.tenant, "token": token}))
             } else {
-                println!("{token}");
+                outln!("{token}");
                 eprintln!(
                     "added {} for tenant {}; the token is shown only now",
                     rec.id, rec.tenant
@@ -802,7 +810,7 @@ async fn run_tokens(command: TokensCommand) -> Result<()> {
                 return print_json(&all);
             }
             for t in all {
-                println!("{}  {}  {}", t.id, t.tenant, t.created_at.to_rfc3339());
+                outln!("{}  {}  {}", t.id, t.tenant, t.created_at.to_rfc3339());
             }
             Ok(())
         }

@@ -447,3 +447,63 @@ fn a_cleanly_stopped_server_leaves_no_write_ahead_log() {
         "the WAL is checkpointed and truncated on a clean stop"
     );
 }
+
+/// Issue 46: a reader that goes away (`ctx log X | head -1`) ends the
+/// command quietly, as it ends git: by SIGPIPE, the shell's status 141,
+/// with nothing on stderr (no panic, no "unavailable"). Each command runs
+/// with stdout a pipe whose reading end is closed before it starts.
+#[test]
+fn a_closed_stdout_ends_each_command_quietly_by_sigpipe() {
+    use std::os::unix::process::ExitStatusExt as _;
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().to_str().unwrap();
+    let (mut server, url, _stdout) = serve(data);
+    for line in ["user: hello\n", "assistant: hi\n"] {
+        let mut checkpoint = Command::new(env!("CARGO_BIN_EXE_ctx"))
+            .args(["checkpoint", "--principal", "alice", "--ref", "sessions/s"])
+            .args(["--server", &url, "--data", data])
+            .env_remove("CTX_TOKEN")
+            .env_remove("CTX_SERVER")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        {
+            use std::io::Write as _;
+            let mut stdin = checkpoint.stdin.take().unwrap();
+            stdin.write_all(line.as_bytes()).unwrap();
+        }
+        assert!(checkpoint.wait_with_output().unwrap().status.success());
+    }
+    let mut failures = Vec::new();
+    for args in [
+        &["log", "sessions/s"][..],
+        &["show", "sessions/s"],
+        &["ref", "list"],
+        &["gc", "--json"],
+        &["materialize", "sessions/s"],
+    ] {
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let out = Command::new(env!("CARGO_BIN_EXE_ctx"))
+            .args(args)
+            .args(["--server", &url, "--data", data])
+            .env_remove("CTX_TOKEN")
+            .env_remove("CTX_SERVER")
+            .stdout(writer)
+            .stderr(std::process::Stdio::piped())
+            .output()
+            .expect("ctx runs");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        if out.status.signal() != Some(libc::SIGPIPE) || !stderr.is_empty() {
+            failures.push(format!(
+                "ctx {}: {:?}: {stderr}",
+                args.join(" "),
+                out.status
+            ));
+        }
+    }
+    let _ = server.kill();
+    let _ = server.wait();
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}

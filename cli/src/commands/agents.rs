@@ -3,8 +3,6 @@
 //! clear marker, saves and settings: docs/http-api.md) and its
 //! working-context restore. Each prints the server's JSON answer.
 
-use std::io::Write as _;
-
 use base64::Engine as _;
 use chrono::{DateTime, Utc};
 use clap::Subcommand;
@@ -251,9 +249,7 @@ pub(crate) async fn run_context(command: ContextCommand) -> Result<()> {
                     .map_err(|e| Error::internal(format!("the server sent bad base64: {e}")))?,
                 (None, None) => Vec::new(),
             };
-            std::io::stdout()
-                .write_all(&bytes)
-                .map_err(|e| Error::unavailable(format!("writing to stdout failed: {e}")))
+            crate::out::write(&bytes)
         }
         ContextCommand::Clear { agent: a, remote } => {
             print_json(&remote.client()?.clear_context(&agent(&a)?).await?)

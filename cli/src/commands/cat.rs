@@ -1,7 +1,5 @@
 //! `ctx cat`: an artifact's bytes, to stdout.
 
-use std::io::Write as _;
-
 use ctx_core::{ArtifactRef, Error, Result};
 
 use crate::Remote;
@@ -15,8 +13,5 @@ use crate::Remote;
 pub(crate) async fn run(art: &str, remote: &Remote) -> Result<()> {
     let art: ArtifactRef = art.parse().map_err(|e: Error| e.with_field("art"))?;
     let bytes = remote.client()?.download_artifact(&art).await?;
-    let mut out = std::io::stdout().lock();
-    out.write_all(&bytes)
-        .and_then(|()| out.flush())
-        .map_err(|e| Error::unavailable(format!("cannot write to stdout: {e}")))
+    crate::out::write(&bytes)
 }

@@ -125,7 +125,7 @@ pub(crate) async fn run(a: CheckpointArgs) -> Result<()> {
         } else {
             " (already recorded)"
         };
-        println!("{}{note}", done.commit.id);
+        outln!("{}{note}", done.commit.id);
         Ok(())
     }
 }

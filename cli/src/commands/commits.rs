@@ -48,7 +48,7 @@ pub(crate) async fn log(r: &str, max_count: u64, conn: &Conn) -> Result<()> {
         return print_json(&h);
     }
     for commit in &h.commits {
-        println!("{}", oneline(commit));
+        outln!("{}", oneline(commit));
     }
     Ok(())
 }
@@ -79,7 +79,7 @@ pub(crate) async fn update_metadata(
     if conn.json {
         print_json(&commit)
     } else {
-        println!("{}", oneline(&commit));
+        outln!("{}", oneline(&commit));
         Ok(())
     }
 }
@@ -117,19 +117,21 @@ pub(crate) fn summary_line(c: &Commit, now: DateTime<Utc>) -> &str {
 }
 
 fn print_commit(c: &Commit) {
-    println!("commit     {}", c.id);
+    outln!("commit     {}", c.id);
     if let Some(p) = &c.parent {
-        println!("parent     {p}");
+        outln!("parent     {p}");
     }
-    println!("type       {}", c.commit_type.as_str());
-    println!(
+    outln!("type       {}", c.commit_type.as_str());
+    outln!(
         "artifact   {} ({} bytes, {})",
-        c.artifact_ref, c.artifact_size, c.format
+        c.artifact_ref,
+        c.artifact_size,
+        c.format
     );
-    println!("principal  {}", c.principal);
-    println!("created    {}", c.created_at.to_rfc3339());
-    println!("trigger    {}", c.checkpoint.as_str());
-    println!("template   {}", c.template);
+    outln!("principal  {}", c.principal);
+    outln!("created    {}", c.created_at.to_rfc3339());
+    outln!("trigger    {}", c.checkpoint.as_str());
+    outln!("template   {}", c.template);
     let session = c.session_id.as_ref().map(ToString::to_string);
     for (k, v) in [
         ("machine", &c.machine),
@@ -138,19 +140,20 @@ fn print_commit(c: &Commit) {
         ("thread", &c.thread_id),
     ] {
         if let Some(v) = v {
-            println!("{k:<10} {v}");
+            outln!("{k:<10} {v}");
         }
     }
-    println!(
+    outln!(
         "counts     {} messages, {} tokens",
-        c.message_count, c.token_count
+        c.message_count,
+        c.token_count
     );
-    println!("depth      {}", c.depth);
+    outln!("depth      {}", c.depth);
     for (k, v) in &c.tags {
-        println!("tag        {k}={v}");
+        outln!("tag        {k}={v}");
     }
     if let Some(s) = &c.summary {
-        println!("\n    {}", s.replace('\n', "\n    "));
+        outln!("\n    {}", s.replace('\n', "\n    "));
     }
 }
 

@@ -35,7 +35,7 @@ pub(crate) async fn run(
         return print_json(&done);
     }
     let commit = &done.commit;
-    println!(
+    outln!(
         "{} compacts {} ({} messages, {} tokens) by {}",
         commit.id,
         id,
@@ -47,7 +47,7 @@ pub(crate) async fn run(
             .map_or("?", String::as_str)
     );
     if let Some(s) = &commit.summary {
-        println!("{s}");
+        outln!("{s}");
     }
     Ok(())
 }

@@ -49,9 +49,9 @@ pub(crate) async fn run(dry_run: bool, conn: &Conn) -> Result<()> {
             BlobArea::Cache => "cache",
             BlobArea::Staged => "staged upload",
         };
-        println!("{verb} {} ({area}, {} bytes)", r.artifact, r.size);
+        outln!("{verb} {} ({area}, {} bytes)", r.artifact, r.size);
     }
-    println!(
+    outln!(
         "{verb} {} artifacts ({} bytes) of {} looked at; kept {} referenced, {} younger than the grace period{}",
         total.removed.len(),
         total.removed_bytes,

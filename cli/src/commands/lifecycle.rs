@@ -73,7 +73,7 @@ pub(crate) async fn run_principal(command: PrincipalCommand) -> Result<()> {
     if conn.json {
         return print_json(&e);
     }
-    println!("principal {principal} erased: {}", counts(&e, "principals"));
+    outln!("principal {principal} erased: {}", counts(&e, "principals"));
     Ok(())
 }
 
@@ -106,7 +106,7 @@ pub(crate) async fn erase(session: &str, cascade: bool, conn: &Conn) -> Result<(
     if conn.json {
         return print_json(&e);
     }
-    println!("session {session} erased: {}", counts(&e, "sessions"));
+    outln!("session {session} erased: {}", counts(&e, "sessions"));
     Ok(())
 }
 
@@ -124,7 +124,7 @@ pub(crate) async fn run_pin(command: PinCommand) -> Result<()> {
                 return print_json(&l);
             }
             for p in l.pins {
-                println!("{}  {}", p.kind(), p.name());
+                outln!("{}  {}", p.kind(), p.name());
             }
             Ok(())
         }
@@ -144,6 +144,6 @@ async fn set(kind: &str, name: &str, pinned: bool, conn: &Conn) -> Result<()> {
     }
     let what = if pinned { "pinned" } else { "unpinned" };
     let note = if r.changed { "" } else { " (already)" };
-    println!("{} {} {what}{note}", pin.kind(), pin.name());
+    outln!("{} {} {what}{note}", pin.kind(), pin.name());
     Ok(())
 }

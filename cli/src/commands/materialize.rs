@@ -1,6 +1,5 @@
 //! `ctx materialize`: the context at a commit, to stdout or a file.
 
-use std::io::Write;
 use std::path::PathBuf;
 
 use ctx_core::wire::{MaterializeRequest, MaterializeResponse};
@@ -94,9 +93,7 @@ pub(crate) fn emit(
         });
     }
     if output.is_none() {
-        std::io::stdout()
-            .write_all(bytes)
-            .map_err(|e| Error::unavailable(format!("cannot write to stdout: {e}")))?;
+        crate::out::write(bytes)?;
     }
     eprintln!(
         "{}: {} bytes, {} messages, {} tokens ({}{})",

@@ -78,14 +78,19 @@ pub(crate) async fn run(command: RefCommand) -> Result<()> {
         RefOutput::Many(l) if conn.json => print_json(&l),
         RefOutput::Evicted(e) if conn.json => print_json(&e),
         RefOutput::Evicted(e) => {
-            println!(
+            outln!(
                 "evicted the deltas of {} commit(s) before {} ({} newly marked): \
                  {} artifact(s) deleted, {} kept (shared), {} cache entr(ies) removed",
-                e.commits, e.before, e.marked, e.artifacts, e.artifacts_shared, e.cache
+                e.commits,
+                e.before,
+                e.marked,
+                e.artifacts,
+                e.artifacts_shared,
+                e.cache
             );
             if !e.kept.is_empty() {
                 let kept: Vec<String> = e.kept.iter().map(ToString::to_string).collect();
-                println!(
+                outln!(
                     "kept {} delta(s) a fork still needs: {}",
                     kept.len(),
                     kept.join(", ")
@@ -94,12 +99,12 @@ pub(crate) async fn run(command: RefCommand) -> Result<()> {
             Ok(())
         }
         RefOutput::One(r) => {
-            println!("{}  {}", r.target, r.name);
+            outln!("{}  {}", r.target, r.name);
             Ok(())
         }
         RefOutput::Many(l) => {
             for r in l.refs {
-                println!("{}  {}", r.target, r.name);
+                outln!("{}  {}", r.target, r.name);
             }
             Ok(())
         }

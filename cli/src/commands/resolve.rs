@@ -19,7 +19,7 @@ pub(crate) async fn run(principal: &str, at: Option<&str>, conn: &Conn) -> Resul
     if conn.json {
         print_json(&r)
     } else {
-        println!("{}", r.id);
+        outln!("{}", r.id);
         Ok(())
     }
 }

@@ -124,7 +124,7 @@ pub(crate) async fn run_one(r: &str, name: Option<RefName>, conn: &Conn) -> Resu
     if conn.json {
         return print_json(&out);
     }
-    println!("{made}");
+    outln!("{made}");
     Ok(())
 }
 
@@ -181,14 +181,17 @@ pub(crate) async fn run_batch(b: Batch, conn: &Conn) -> Result<()> {
             }
             if !conn.json {
                 match (&s.snapshot, &s.skipped) {
-                    (Some(id), _) => println!(
+                    (Some(id), _) => outln!(
                         "{} {} <- {} ({depth} commits, {bytes} bytes)",
-                        r.name, id, r.target
+                        r.name,
+                        id,
+                        r.target
                     ),
                     (None, Some(why)) => eprintln!("{}: skipped: {why}", r.name),
-                    (None, None) => println!(
+                    (None, None) => outln!(
                         "{} would be snapshotted at {} ({depth} commits, {bytes} bytes)",
-                        r.name, r.target
+                        r.name,
+                        r.target
                     ),
                 }
             }

@@ -43,7 +43,7 @@ pub(crate) async fn run(
         return if conn.json {
             print_json(&done)
         } else {
-            println!("{} {}", done.id, done.summary.as_deref().unwrap_or(""));
+            outln!("{} {}", done.id, done.summary.as_deref().unwrap_or(""));
             Ok(())
         };
     }
@@ -95,9 +95,11 @@ pub(crate) async fn run(
     if conn.json {
         print_json(&out)?;
     } else {
-        println!(
+        outln!(
             "summarized {}, skipped {}, failed {}",
-            out.summarized, out.skipped, out.failed
+            out.summarized,
+            out.skipped,
+            out.failed
         );
         for e in &out.errors {
             eprintln!("failed: {e}");

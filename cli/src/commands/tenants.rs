@@ -139,7 +139,7 @@ async fn erase(tenant: &str, data: PathBuf, aws: bool, yes: bool, json: bool) ->
     if json {
         return print_json(&erased);
     }
-    println!("{}", describe(&erased));
+    outln!("{}", describe(&erased));
     Ok(())
 }
 
@@ -158,9 +158,12 @@ async fn backfill_index(tenant: Option<String>, json: bool) -> Result<()> {
     if json {
         return print_json(&done);
     }
-    println!(
+    outln!(
         "read {} commits and {} branch records; wrote {} index entries; {} deleted meanwhile",
-        done.commits, done.branches, done.entries, done.gone
+        done.commits,
+        done.branches,
+        done.entries,
+        done.gone
     );
     Ok(())
 }

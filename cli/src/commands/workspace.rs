@@ -2,7 +2,6 @@
 //! and the first-turn context, from the server or (`--dir`) from local
 //! files with the same assembly code.
 
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 use clap::Subcommand;
@@ -96,10 +95,7 @@ pub(crate) async fn run(command: WorkspaceCommand) -> Result<()> {
                 .client()?
                 .get_file(&ws_id(&workspace)?, &file_path(&path)?)
                 .await?;
-            let mut out = std::io::stdout().lock();
-            out.write_all(&bytes)
-                .and_then(|()| out.flush())
-                .map_err(|e| Error::unavailable(format!("cannot write to stdout: {e}")))
+            crate::out::write(&bytes)
         }
         WorkspaceCommand::Ls {
             workspace,
@@ -114,7 +110,7 @@ pub(crate) async fn run(command: WorkspaceCommand) -> Result<()> {
                 return print_json(&list);
             }
             for f in list.files {
-                println!("{}  {}  {}", f.version, f.updated_at.to_rfc3339(), f.path);
+                outln!("{}  {}  {}", f.version, f.updated_at.to_rfc3339(), f.path);
             }
             Ok(())
         }
@@ -135,7 +131,7 @@ pub(crate) async fn run(command: WorkspaceCommand) -> Result<()> {
                     ctx_core::wire::CommitType::Snapshot => "write",
                     _ => "append",
                 };
-                println!(
+                outln!(
                     "{}  {}  {what:<6}  {} bytes",
                     commit.id,
                     commit.created_at.to_rfc3339(),
@@ -219,7 +215,7 @@ async fn push(dir: &Path, workspace: &str, tastes: Option<&Path>, conn: &Conn) -
         return print_json(&json!({"written": done.written, "unchanged": done.unchanged}));
     }
     for w in &done.written {
-        println!("wrote {w}");
+        outln!("wrote {w}");
     }
     eprintln!(
         "pushed {} file(s); {} unchanged",
@@ -263,7 +259,7 @@ pub(crate) async fn read_context(
     if conn.json {
         return print_json(&ctx);
     }
-    print!("{}", pretty(&ctx));
+    out!("{}", pretty(&ctx));
     Ok(())
 }
 

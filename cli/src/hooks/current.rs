@@ -124,6 +124,6 @@ pub async fn run_current(a: CurrentArgs) -> Result<()> {
             );
         }
     }
-    println!("{}", c.context_id);
+    outln!("{}", c.context_id);
     Ok(())
 }

@@ -137,7 +137,7 @@ pub async fn run_resume(a: ResumeArgs) -> Result<()> {
             "wrote {entries} entries of {from} to {}; continue with: claude --resume {session}",
             path.display()
         );
-        println!("{session}");
+        outln!("{session}");
         Ok(())
     }
 }

@@ -377,23 +377,21 @@ async fn retain_every(service: Arc<Service>, policy: config::Retention, every: D
 /// # Errors
 /// As [`ServeArgs::config`] and [`prepare`]; when serving fails.
 pub async fn run(args: ServeArgs) -> Result<()> {
-    use std::io::Write as _;
     let config = args.config()?;
     let _lock = crate::datadir::lock(&config.data)?;
     let server = prepare(&config).await?;
     if let Some(token) = &server.new_token {
-        println!(
+        outln!(
             "created a token for tenant {DEFAULT_TENANT} (saved in {}):\n{token}",
             token_file(&config.data).display()
         );
     } else if server.reused_token {
-        println!(
+        outln!(
             "reusing the token in {} for tenant {DEFAULT_TENANT} (a memory store starts empty)",
             token_file(&config.data).display()
         );
     }
-    println!("ctx listening on http://{}", server.addr);
-    let _ = std::io::stdout().flush();
+    outln!("ctx listening on http://{}", server.addr);
     server
         .run(shutdown_signal())
         .await

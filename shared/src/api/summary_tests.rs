@@ -236,7 +236,8 @@ async fn compact_records_a_compaction_the_new_tip_materializes_from() {
     .await;
     assert_eq!(st, StatusCode::CONFLICT);
 
-    // From the new tip: the summary alone; from the root: the original.
+    // From the new tip: the summary alone, ending its line; from the root:
+    // the original.
     let (_, latest) = call(
         &app,
         "POST",
@@ -246,7 +247,7 @@ async fn compact_records_a_compaction_the_new_tip_materializes_from() {
     .await;
     assert_eq!(
         download(&app, &latest).await,
-        done["commit"]["summary"].as_str().unwrap().as_bytes()
+        format!("{}\n", done["commit"]["summary"].as_str().unwrap()).as_bytes()
     );
     let (_, root) = call(
         &app,

@@ -372,7 +372,8 @@ pub trait Codec: Send + Sync + 'static {
     /// The delta of a compaction commit that stands in for `context` (a
     /// context of this format, from its nearest compaction) with `summary`:
     /// one user message opening with [`COMPACTION_PREAMBLE`] in a
-    /// structured format, the summary's text in an opaque one. A format
+    /// structured format, the summary's text ending its line in an opaque
+    /// one (as every delta of lines that ctx writes does). A format
     /// whose runtime records compactions in its own log writes what the
     /// runtime writes. `at` is when the compaction happened.
     ///
@@ -385,7 +386,9 @@ pub trait Codec: Send + Sync + 'static {
         _at: DateTime<Utc>,
     ) -> Result<Bytes> {
         if !self.structured() {
-            return Ok(Bytes::from(summary.to_owned()));
+            // Opaque bytes join by byte append: the summary ends its line,
+            // or the delta after it would continue it.
+            return Ok(Bytes::from(end_line(summary)));
         }
         let conv = Conversation {
             messages: vec![canonical::Message::new(
@@ -403,6 +406,18 @@ pub trait Codec: Send + Sync + 'static {
 /// compaction, so a model reading it knows what it is.
 pub const COMPACTION_PREAMBLE: &str = "This session is being continued from a previous \
 conversation that ran out of context. The conversation is summarized below:";
+
+/// `text` ending its line: with a `\n` added unless it has one. What ctx
+/// writes into a context of lines (opaque bytes, joined by byte append)
+/// ends so, so that the next delta starts on a line of its own.
+pub(crate) fn end_line(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 1);
+    out.push_str(text);
+    if !out.ends_with('\n') {
+        out.push('\n');
+    }
+    out
+}
 
 /// The chars/4 heuristic on bytes, rounded up.
 pub fn estimate_tokens(bytes: usize) -> u64 {

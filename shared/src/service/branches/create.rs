@@ -107,6 +107,9 @@ impl Service {
         } else {
             format!("{block}\n\n{task}")
         };
+        // The root is raw text: it ends its line, so the branch's first
+        // checkpoint starts on a line of its own.
+        let text = crate::format::end_line(&text);
         let (root, _) = self
             .record(
                 tenant,

@@ -228,7 +228,7 @@ async fn a_raw_chain_compacts_to_the_summary_text() {
         .await
         .unwrap();
     let latest = bytes_at(&svc, &tenant, &done.commit.id, Stop::Compaction).await;
-    assert_eq!(&latest[..], SUMMARY.as_bytes());
+    assert_eq!(&latest[..], format!("{SUMMARY}\n").as_bytes());
     let root = bytes_at(&svc, &tenant, &done.commit.id, Stop::Root).await;
     assert_eq!(&root[..], b"line one\nline two\n");
 }
@@ -307,4 +307,84 @@ fn every_format_writes_a_valid_compaction_holding_the_summary() {
         };
         assert!(text.contains(SUMMARY), "{id}: {text}");
     }
+}
+
+/// The README's step 6 (issue 46): after `ctx compact`, the next turn
+/// checkpointed on the session starts on a line of its own.
+#[tokio::test]
+async fn the_turn_after_a_raw_compaction_starts_its_own_line() {
+    let (svc, tenant) = service();
+    let ids = chain(
+        &svc,
+        &tenant,
+        "raw",
+        &[
+            (CommitType::Delta, b"user: find the bug in parser.rs\n"),
+            (
+                CommitType::Compaction,
+                b"summary: off-by-one at parser.rs:42\n",
+            ),
+            (CommitType::Delta, b"user: fix it\n"),
+        ],
+    )
+    .await;
+    let done = svc
+        .compact(&tenant, &ids[2], &crate::summarize::Extractive, None)
+        .await
+        .unwrap();
+    let next = NewCommit {
+        parent: Some(done.commit.id),
+        created_at: Some(t(20_000)),
+        ..NewCommit::new(
+            "alice".parse().unwrap(),
+            "tpl",
+            fid("raw"),
+            Bytes::from_static(b"user: and now the tests\n"),
+        )
+    };
+    let next = svc.checkpoint(&tenant, next).await.unwrap().commit.id;
+    let text = bytes_at(&svc, &tenant, &next, Stop::Compaction).await;
+    let text = String::from_utf8_lossy(&text);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.last(), Some(&"user: and now the tests"), "{text:?}");
+    assert!(lines.len() >= 2, "{text:?}");
+    assert!(lines[0].starts_with("summary: off-by-one"), "{text:?}");
+}
+
+/// Every format whose context is lines (raw, a format no codec claims,
+/// the runtime logs) writes a compaction that ends its line, so the delta
+/// after it is not glued to the summary; the others are whole values their
+/// `concat` joins.
+#[test]
+fn a_compaction_in_a_format_of_lines_ends_its_line() {
+    let (svc, _) = service();
+    let mut ids: Vec<FormatId> = svc.formats().ids().cloned().collect();
+    ids.push(fid("somebody-elses-v1"));
+    let mut line_based = Vec::new();
+    for id in &ids {
+        let codec = svc.formats().codec(id);
+        // A log's empty context is no bytes; an array's is `[]`.
+        if !svc.formats().empty(id).unwrap().is_empty() {
+            continue;
+        }
+        line_based.push(id.as_str().to_owned());
+        let context: &[u8] = if id.as_str() == "claude-code-v1" {
+            TRANSCRIPT
+        } else {
+            b""
+        };
+        let delta = codec.compaction_delta(SUMMARY, context, t(1)).unwrap();
+        assert_eq!(delta.last(), Some(&b'\n'), "{id}: {delta:?}");
+    }
+    assert_eq!(
+        line_based,
+        [
+            "claude-code-v1",
+            "codex-rollout-v1",
+            "gemini-cli-v1",
+            "raw",
+            "somebody-elses-v1"
+        ],
+        "the formats of lines"
+    );
 }

@@ -211,7 +211,7 @@ async fn materialize_for_the_latest_compaction_reuses_nothing_across_a_compactio
     let ids = make(&svc, &tenant, &linear(&svc, "raw", &[D, D, C, D])).await;
     plant(&svc, &tenant, ids[1], Stop::Compaction, "raw", b"PLANTED\n").await;
     let (b, _) = bytes_of(&svc, &tenant, ids[3], Stop::Compaction, "raw").await;
-    assert_eq!(b, b"summary 2raw part 3\n");
+    assert_eq!(b, b"summary 2\nraw part 3\n");
     // The compaction itself is where the stop is: its cache is reused.
     plant(&svc, &tenant, ids[2], Stop::Compaction, "raw", b"PLANTED\n").await;
     let (svc2, _) = service();

@@ -121,7 +121,7 @@ async fn what_session_end_cannot_finish_in_time_is_marked_failed() {
         parent.contains("failed") && parent.contains("stuck"),
         "{parent}"
     );
-    assert_eq!(h.text_of(&b.chain_ref).await, "stuck");
+    assert_eq!(h.text_of(&b.chain_ref).await, "stuck\n");
 }
 
 /// With `CTX_SESSION_IDLE_SECS`, a branch's timer first wakes when its

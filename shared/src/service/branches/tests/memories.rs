@@ -198,7 +198,10 @@ async fn injected_memories_come_first_marked_as_data_within_the_ratio() {
         "branch=\"{}\"",
         b.memories[0].provenance.branch_id
     )));
-    assert!(root.ends_with("fix the flaky parser test again"), "{root}");
+    assert!(
+        root.ends_with("\n\nfix the flaky parser test again\n"),
+        "{root}"
+    );
     // They count against the branch's budget.
     assert_eq!(h.status(&b.branch_id).await.budget_used, Some(total));
 
@@ -207,7 +210,7 @@ async fn injected_memories_come_first_marked_as_data_within_the_ratio() {
     assert!(plain.memories.is_empty());
     assert_eq!(
         h.text_of(&plain.chain_ref).await,
-        "fix the flaky parser test once more"
+        "fix the flaky parser test once more\n"
     );
 
     // A small budget leaves out what does not fit.

@@ -176,6 +176,22 @@ impl H {
         (String::from_utf8_lossy(&bytes).into_owned(), m.tier)
     }
 
+    /// The deltas of the chain at ref `name` as stored, joined from `stop`
+    /// (its tip's own delta without one): `POST /v1/read {delta: true}`.
+    async fn deltas(&self, name: &str, stop: Option<Stop>) -> String {
+        let r = self
+            .svc
+            .read(
+                &self.alice.tenant,
+                crate::service::ReadTarget::Ref(name.parse().unwrap()),
+                crate::service::ReadOf::Delta { stop, depth: None },
+                1 << 20,
+            )
+            .await
+            .unwrap();
+        String::from_utf8_lossy(&r.bytes.expect("small enough to answer inline")).into_owned()
+    }
+
     /// A branch's status as `GET /v1/branches/{br}` answers it.
     async fn status(&self, id: &BranchId) -> BranchStatusResponse {
         self.svc
@@ -202,7 +218,7 @@ async fn a_branch_sees_only_its_description_and_prompt() {
     assert_eq!(b.chain_ref, format!("branches/{}", b.branch_id));
     assert_eq!(
         h.text_of(&b.chain_ref).await,
-        "explore the parser\n\nread src/parser.rs\nand report"
+        "explore the parser\n\nread src/parser.rs\nand report\n"
     );
     let s = h.status(&b.branch_id).await;
     assert_eq!(s.status, "active");
@@ -462,8 +478,7 @@ async fn a_childs_budget_is_independent_of_its_parents() {
         .branch_return(&h.alice, &inner.branch_id, &"s".repeat(40))
         .await
         .unwrap();
-    // 40 bytes on a line of their own (the chain's root "outer" does not
-    // end its line): 42 bytes, 11 tokens.
+    // 40 bytes ending their line: 41 bytes, 11 tokens.
     assert_eq!(h.status(&outer.branch_id).await.budget_used, Some(11));
 }
 
@@ -539,3 +554,114 @@ async fn erasing_a_session_erases_its_branches_chains_and_records() {
 }
 
 mod memories;
+
+/// docs/folding.md's example (issue 46): the branch's root, the checkpoint
+/// after it and the return each on lines of their own, read as the branch's
+/// deltas from its root and as the session's context.
+#[tokio::test]
+async fn the_folding_example_keeps_each_turn_on_its_own_line() {
+    let h = harness();
+    h.append("sessions/demo", "user: find the bug in parser.rs\n")
+        .await
+        .unwrap();
+    let mut req = create("demo", "find the off-by-one");
+    req.prompt = Some("read parser.rs".into());
+    let b = h.svc.branch_create(&h.alice, req).await.unwrap();
+    h.append(
+        &b.chain_ref,
+        "tool: parser.rs:42 indexes one past the end\n",
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        h.deltas(&b.chain_ref, Some(Stop::Root)).await,
+        "find the off-by-one\n\nread parser.rs\ntool: parser.rs:42 indexes one past the end\n"
+    );
+    h.ret(&b.branch_id, "off-by-one at parser.rs:42").await;
+    h.append("sessions/demo", "user: and now the tests\n")
+        .await
+        .unwrap();
+    assert_eq!(
+        h.text_of("sessions/demo").await,
+        "user: find the bug in parser.rs\noff-by-one at parser.rs:42\nuser: and now the tests\n"
+    );
+}
+
+/// Every delta ctx composes itself in a chain of lines ends its line, so
+/// the turn after it starts on its own (issue 46): a branch's root (its
+/// description; with a prompt; with memories), a return, a failed return,
+/// a forced end, and a compaction.
+#[tokio::test]
+async fn every_delta_ctx_writes_ends_its_line() {
+    let h = harness();
+    let tenant = h.alice.tenant.clone();
+    let mut refs: Vec<(&str, String)> = Vec::new();
+    // A failed return (onto sessions/m), which leaves a memory to inject.
+    h.append("sessions/m", "user: go\n").await.unwrap();
+    let failed = h.create("m", "fix the flaky parser test").await;
+    h.append(&failed.chain_ref, "tool: raised the timeout")
+        .await
+        .unwrap();
+    h.svc
+        .branch_fail(&h.alice, &failed.branch_id, "it still times out", "")
+        .await
+        .unwrap();
+    refs.push(("a failed return", "sessions/m".into()));
+    let plain = h.create("a", "explore").await;
+    refs.push(("a root", plain.chain_ref.clone()));
+    let mut req = create("b", "find the off-by-one");
+    req.prompt = Some("read parser.rs".into());
+    let prompted = h.svc.branch_create(&h.alice, req).await.unwrap();
+    refs.push(("a root with a prompt", prompted.chain_ref.clone()));
+    let mut req = create("c", "fix the flaky parser test again");
+    req.inject_memories = true;
+    let injected = h.svc.branch_create(&h.alice, req).await.unwrap();
+    assert!(!injected.memories.is_empty(), "a memory is injected");
+    refs.push(("a root with memories", injected.chain_ref.clone()));
+    // A return onto a session, then that session compacted.
+    h.append("sessions/d", "user: go\n").await.unwrap();
+    let returned = h.create("d", "look around").await;
+    h.ret(&returned.branch_id, "found it").await;
+    refs.push(("a return", "sessions/d".into()));
+    // A forced end whose latest checkpoint does not end its line.
+    h.append("sessions/e", "user: go\n").await.unwrap();
+    let forced = h.create("e", "keep going").await;
+    h.append(&forced.chain_ref, "tool: half a line")
+        .await
+        .unwrap();
+    let ended = h.svc.session_end(&h.alice, &sid("e")).await.unwrap();
+    assert_eq!(ended.returned, vec![forced.branch_id]);
+    refs.push(("a forced end", "sessions/e".into()));
+    h.append("sessions/f", "user: go\nassistant: done\n")
+        .await
+        .unwrap();
+    let name: RefName = "sessions/f".parse().unwrap();
+    let tip = h.svc.get_ref(&tenant, &name).await.unwrap().target;
+    h.svc
+        .compact(
+            &tenant,
+            &tip,
+            &crate::summarize::Extractive,
+            Some(crate::store::RefMove {
+                name,
+                expected: Some(tip),
+            }),
+        )
+        .await
+        .unwrap();
+    refs.push(("a compaction", "sessions/f".into()));
+
+    for (what, name) in refs {
+        let own = h.deltas(&name, None).await;
+        assert!(own.ends_with('\n'), "{what} does not end its line: {own:?}");
+        h.append(&name, "user: next turn\n").await.unwrap();
+        let all = h.deltas(&name, Some(Stop::Root)).await;
+        assert_eq!(
+            all.lines()
+                .filter(|l| l.contains("next turn"))
+                .collect::<Vec<_>>(),
+            ["user: next turn"],
+            "{what}: {all:?}"
+        );
+    }
+}
