@@ -218,6 +218,27 @@ fn serve(
 
 /// Starts `ctx serve` on `data` with `extra` arguments, returns what it
 /// printed before saying where it listens, and stops it.
+/// `ctx checkpoint` of `delta` on stdin into alice's `sessions/s`, through
+/// the server at `url` with the token of `data`; it must succeed.
+fn checkpoint(url: &str, data: &str, delta: &str) {
+    use std::io::Write as _;
+    let mut run = Command::new(env!("CARGO_BIN_EXE_ctx"))
+        .args(["checkpoint", "--principal", "alice", "--ref", "sessions/s"])
+        .args(["--server", url, "--data", data])
+        .env_remove("CTX_TOKEN")
+        .env_remove("CTX_SERVER")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    run.stdin
+        .take()
+        .unwrap()
+        .write_all(delta.as_bytes())
+        .unwrap();
+    assert!(run.wait_with_output().unwrap().status.success());
+}
+
 fn serve_banner(data: &str, extra: &[&str]) -> Vec<String> {
     use std::io::{BufRead, BufReader};
     let mut child = Command::new(env!("CARGO_BIN_EXE_ctx"))
@@ -352,19 +373,7 @@ fn summarize_fills_in_a_summary_and_log_shows_it() {
     let out = String::from_utf8_lossy(&empty.stdout);
     assert_eq!(empty.status.code(), Some(0), "{out}");
     assert!(out.contains("summarized 0, skipped 0, failed 0"), "{out}");
-    let mut checkpoint = Command::new(env!("CARGO_BIN_EXE_ctx"))
-        .args(["checkpoint", "--principal", "alice", "--ref", "sessions/s"])
-        .args(["--server", &url, "--data", data])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    {
-        use std::io::Write as _;
-        let mut stdin = checkpoint.stdin.take().unwrap();
-        stdin.write_all(b"user: hello\n").unwrap();
-    }
-    assert!(checkpoint.wait_with_output().unwrap().status.success());
+    checkpoint(&url, data, "user: hello\n");
     let log = client(&["log", "sessions/s"]);
     assert!(
         String::from_utf8_lossy(&log.stdout).contains("(no summary)"),
@@ -413,21 +422,7 @@ fn a_cleanly_stopped_server_leaves_no_write_ahead_log() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().to_str().unwrap();
     let (mut server, url, _stdout) = serve(data);
-    let mut checkpoint = Command::new(env!("CARGO_BIN_EXE_ctx"))
-        .args(["checkpoint", "--principal", "alice", "--ref", "sessions/s"])
-        .args(["--server", &url, "--data", data])
-        .env_remove("CTX_TOKEN")
-        .env_remove("CTX_SERVER")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    {
-        use std::io::Write as _;
-        let mut stdin = checkpoint.stdin.take().unwrap();
-        stdin.write_all(b"user: hello\n").unwrap();
-    }
-    assert!(checkpoint.wait_with_output().unwrap().status.success());
+    checkpoint(&url, data, "user: hello\n");
     let wal = dir.path().join("ctx.db-wal");
     assert!(
         std::fs::metadata(&wal).unwrap().len() > 0,
@@ -459,21 +454,7 @@ fn a_closed_stdout_ends_each_command_quietly_by_sigpipe() {
     let data = dir.path().to_str().unwrap();
     let (mut server, url, _stdout) = serve(data);
     for line in ["user: hello\n", "assistant: hi\n"] {
-        let mut checkpoint = Command::new(env!("CARGO_BIN_EXE_ctx"))
-            .args(["checkpoint", "--principal", "alice", "--ref", "sessions/s"])
-            .args(["--server", &url, "--data", data])
-            .env_remove("CTX_TOKEN")
-            .env_remove("CTX_SERVER")
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        {
-            use std::io::Write as _;
-            let mut stdin = checkpoint.stdin.take().unwrap();
-            stdin.write_all(line.as_bytes()).unwrap();
-        }
-        assert!(checkpoint.wait_with_output().unwrap().status.success());
+        checkpoint(&url, data, line);
     }
     let mut failures = Vec::new();
     for args in [
