@@ -186,8 +186,11 @@ async fn claude_code_transcript_imports_and_exports_byte_identical() {
     ]);
     assert_eq!(json(&out)["cached"], true);
 
-    // A format ctx has no codec for: the raw fallback, never a guess.
-    let (code, out) = server.cli(&[
+    // A format ctx has no codec for, which this context is not in: refused
+    // as invalid input (exit 2, the server's 400 naming `format` and the
+    // formats it knows: issue 46), never a guess and never a fallback that
+    // a mistyped id would get silently.
+    let (code, _) = server.cli(&[
         "materialize",
         &tip,
         "--stop",
@@ -198,10 +201,23 @@ async fn claude_code_transcript_imports_and_exports_byte_identical() {
         path.to_str().unwrap(),
         "--json",
     ]);
+    assert_eq!(code, 2);
+    // Raw, which every server has, takes the context as stored.
+    let (code, out) = server.cli(&[
+        "materialize",
+        &tip,
+        "--stop",
+        "root",
+        "--format",
+        "raw",
+        "-o",
+        path.to_str().unwrap(),
+        "--json",
+    ]);
     assert_eq!(code, 0);
     assert_eq!(json(&out)["tier"], "raw");
     let raw = std::fs::read(&path).unwrap();
-    assert!(raw.starts_with(b"ctx raw fallback: ctx cannot write gemini-contents-v9"));
+    assert!(raw.starts_with(b"ctx raw fallback: ctx cannot write raw"));
     assert!(
         raw.windows(original.len().min(200))
             .any(|w| w == &original[..original.len().min(200)])

@@ -1362,6 +1362,31 @@ async fn an_optional_body_is_empty_only_when_it_is_json_whitespace() {
 /// `POST /v1/read`: a ref's tip in one request, its bytes inline as text,
 /// or as base64 when they are not UTF-8; the same as materialize answers.
 #[tokio::test]
+async fn a_read_in_a_format_this_server_does_not_know_is_a_400_naming_format() {
+    let h = harness().await;
+    let a = h
+        .ok("POST", "/v1/commits", checkpoint_body("one\n", None))
+        .await;
+    let a_id = a["id"].as_str().unwrap();
+    for (path, body) in [
+        (
+            "/v1/read".to_owned(),
+            json!({"commit": a_id, "format": "bogus"}),
+        ),
+        (
+            format!("/v1/commits/{a_id}/materialize"),
+            json!({"format": "openai-chat"}),
+        ),
+    ] {
+        let (status, e) = h.call("POST", &path, Some(TOKEN_A), Some(body)).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{path}: {e}");
+        assert_eq!(e["error"]["field"], "format", "{path}: {e}");
+        let message = e["error"]["message"].as_str().unwrap();
+        assert!(message.contains("openai-chat-v1"), "{path}: {message}");
+    }
+}
+
+#[tokio::test]
 async fn read_answers_a_refs_context_and_its_bytes_in_one_request() {
     let h = harness().await;
     let a = h

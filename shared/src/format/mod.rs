@@ -489,6 +489,21 @@ impl Formats {
     pub fn ids(&self) -> impl Iterator<Item = &FormatId> {
         self.codecs.keys()
     }
+
+    /// The error for a context asked for in `format`, which no codec
+    /// claims: `Invalid` naming `format` and the formats this server knows
+    /// (a mistyped `openai-chat` is told `openai-chat-v1`).
+    pub fn unknown(&self, format: &FormatId) -> Error {
+        let mut known: Vec<&str> = self.ids().map(FormatId::as_str).collect();
+        known.sort_unstable();
+        Error::invalid(
+            "format",
+            format!(
+                "format {format} is not one this server knows; it knows {}",
+                known.join(", ")
+            ),
+        )
+    }
 }
 
 #[cfg(test)]

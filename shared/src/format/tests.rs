@@ -722,6 +722,30 @@ fn unknown_formats_are_handed_over_raw_with_a_description() {
     assert!(out.bytes.windows(8).any(|w| w == b"\xff\x00binary"));
 }
 
+/// Issue 46: a mistyped target (`openai-chat` for `openai-chat-v1`) that
+/// no part of the context is in is refused naming `format` and the formats
+/// this server knows, not answered with the raw fallback; a target no codec
+/// claims that the context itself is in still reads as stored (above).
+#[test]
+fn an_unknown_target_no_part_is_in_is_refused_naming_the_known_formats() {
+    let f = Formats::default();
+    let parts = [Part {
+        origin: "commit ctx-a".into(),
+        format: fid("raw"),
+        bytes: Bytes::from_static(b"user: hi\n"),
+    }];
+    let e = translate(&f, parts.to_vec(), &fid("openai-chat")).unwrap_err();
+    assert_eq!(e.kind, crate::ErrorKind::Invalid, "{e:?}");
+    assert_eq!(e.field.as_deref(), Some("format"), "{e:?}");
+    assert!(e.message.contains("openai-chat-v1"), "{}", e.message);
+    assert!(e.message.contains("claude-code-v1"), "{}", e.message);
+    // Raw, which every server knows, still takes any context.
+    assert_eq!(
+        translate(&f, parts.to_vec(), &fid("raw")).unwrap().tier,
+        Tier::Native
+    );
+}
+
 #[test]
 fn cbor_deltas_merge_into_one_array() {
     let r = reference();

@@ -251,10 +251,16 @@ fn undecodable(p: &Part, e: &Error) -> Error {
 /// held in more forms at once than the check needs.
 ///
 /// # Errors
-/// `Internal` when a stored part does not decode as its own format (it was
-/// validated when it was checkpointed).
+/// `Invalid` naming `format` for a target no codec claims and no part is
+/// in ([`Formats::unknown`]: a context in a format ctx has no codec for
+/// still reads in its own format, as stored); `Internal` when a stored
+/// part does not decode as its own format (it was validated when it was
+/// checkpointed).
 pub fn translate(formats: &Formats, parts: Vec<Part>, target: &FormatId) -> Result<Translated> {
     let tcodec = formats.codec(target);
+    if !formats.is_known(target) && !parts.iter().any(|p| &p.format == target) {
+        return Err(formats.unknown(target));
+    }
     if parts.iter().all(|p| &p.format == target) {
         let bytes: Vec<Bytes> = parts.into_iter().map(|p| p.bytes).collect();
         return Ok(Translated {

@@ -63,10 +63,7 @@ impl Service {
         if let Some(f) = &format
             && !self.formats.is_known(f)
         {
-            return Err(Error::invalid(
-                "format",
-                format!("format {f} is not one this server knows"),
-            ));
+            return Err(self.formats.unknown(f));
         }
         let rec = self
             .stores
