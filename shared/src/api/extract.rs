@@ -125,7 +125,55 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T> {
         (p, None) => p.to_owned(),
     };
     // serde_json appends " at line L column C"; keep it, it helps find the spot.
+    let message = in_json_terms(&message);
     Err(Error::invalid(field.clone(), format!("{field}: {message}")))
+}
+
+/// serde's message in JSON's terms, not Rust's: what a client sent and
+/// what the field takes as JSON says them (`expected struct RefMove` is
+/// `expected an object`, `invalid type: map` is `invalid type: object`,
+/// `u64` a non-negative integer).
+fn in_json_terms(message: &str) -> String {
+    /// Rust's words as serde writes them, and JSON's.
+    const WORDS: [(&str, &str); 13] = [
+        ("invalid type: map", "invalid type: object"),
+        ("invalid type: sequence", "invalid type: array"),
+        ("invalid type: unit value", "invalid type: null"),
+        ("expected a map", "expected an object"),
+        ("expected a sequence", "expected an array"),
+        ("expected a borrowed string", "expected a string"),
+        ("expected u8", "expected an integer from 0 to 255"),
+        ("expected u16", "expected an integer from 0 to 65535"),
+        ("expected u32", "expected a non-negative integer"),
+        ("expected u64", "expected a non-negative integer"),
+        ("expected usize", "expected a non-negative integer"),
+        ("expected i64", "expected an integer"),
+        ("expected f64", "expected a number"),
+    ];
+    let mut out = message.to_owned();
+    for (rust, json) in WORDS {
+        out = out.replace(rust, json);
+    }
+    // `expected struct Name`, `expected tuple struct Name`, `expected unit
+    // struct Name`: an object (or null) whose name is Rust's alone.
+    for kind in [
+        "expected struct ",
+        "expected tuple struct ",
+        "expected unit struct ",
+    ] {
+        while let Some(at) = out.find(kind) {
+            let name_end = out[at + kind.len()..]
+                .find(|c: char| !(c.is_alphanumeric() || c == '_'))
+                .map_or(out.len(), |n| at + kind.len() + n);
+            let word = if kind == "expected struct " {
+                "expected an object"
+            } else {
+                "expected a value of this field's type"
+            };
+            out.replace_range(at..name_end, word);
+        }
+    }
+    out
 }
 
 /// Query-string parameters, parsed one by one so errors name the parameter.
@@ -332,6 +380,29 @@ mod tests {
         );
         assert_eq!(field_of("not json"), "body");
         assert_eq!(field_of("{\"count\": 1"), "body");
+    }
+
+    fn message_of(json: &str) -> String {
+        parse_json::<Outer>(json.as_bytes()).unwrap_err().message
+    }
+
+    /// Issue 46: a string for an object field answered `expected struct
+    /// RefMove`, a Rust type's name. Errors say what JSON takes.
+    #[test]
+    fn json_errors_are_worded_in_json_terms() {
+        let m = message_of("{\"count\": 1, \"ref\": \"sessions/x\"}");
+        assert!(m.contains("expected an object"), "{m}");
+        assert!(!m.contains("struct"), "{m}");
+        let m = message_of("{\"count\": \"one\"}");
+        assert!(m.contains("expected a non-negative integer"), "{m}");
+        assert!(!m.contains("u64"), "{m}");
+        let m = message_of("{\"count\": {}}");
+        assert!(m.contains("invalid type: object"), "{m}");
+        let m = message_of("{\"count\": [1]}");
+        assert!(m.contains("invalid type: array"), "{m}");
+        let m = message_of("{\"count\": 1, \"ref\": {\"expected\": 1.5}}");
+        assert!(m.contains("ref.expected"), "{m}");
+        assert!(!m.contains("u64"), "{m}");
     }
 
     #[test]
