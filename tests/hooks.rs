@@ -664,7 +664,10 @@ async fn current_context_stores_the_turn_in_progress_and_answers_it() {
     // silently another session's commit.
     let out = server.cli_output(&["current", "--session", "nope", "--data", data_arg]);
     assert_eq!(out.status.code(), Some(3), "{out:?}");
-    assert!(String::from_utf8_lossy(&out.stderr).contains("never recorded"));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("never recorded"), "{stderr}");
+    // One sentence (issue 46: "… never recorded it not found").
+    assert!(!stderr.contains("recorded it not found"), "{stderr}");
 
     // Without a session: every recorded session's pending lines, then the
     // principal's newest commit.

@@ -7,7 +7,7 @@
 use std::path::Path;
 
 use clap::Args;
-use ctx_core::{CommitId, Error, Principal, RefName, Result};
+use ctx_core::{CommitId, Error, ErrorKind, Principal, RefName, Result};
 use serde::Serialize;
 
 use super::Writes;
@@ -79,7 +79,9 @@ pub async fn current(
         .find(|f| f.session_id == session)
         .map(|f| f.ref_name.clone())
     else {
-        return Err(Error::not_found(match data {
+        // The message is a sentence of its own: not_found would append
+        // "not found" to it.
+        return Err(Error::new(ErrorKind::NotFound, match data {
             Some(d) => format!(
                 "session {session:?}: the Claude Code hooks under {} never recorded it",
                 d.display()
