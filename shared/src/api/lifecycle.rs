@@ -315,10 +315,12 @@ mod tests {
         }
         let (st, e) = call(&app, "DELETE", "/v1/sessions/s-a", A, None).await;
         assert_eq!(st, 409, "{e}");
-        assert!(
-            e["error"]["message"].as_str().unwrap().contains(&fork),
-            "{e}"
-        );
+        let message = e["error"]["message"].as_str().unwrap();
+        assert!(message.contains(&fork), "{e}");
+        // It says how to go on in the API's words and the CLI's (issue 46:
+        // CLI users were told "cascade=true").
+        assert!(message.contains("?cascade=true"), "{message}");
+        assert!(message.contains("--cascade"), "{message}");
         let (st, _) = call(&app, "GET", &format!("/v1/commits/{a0}"), A, None).await;
         assert_eq!(st, 200, "nothing removed");
 

@@ -396,7 +396,7 @@ impl Service {
             return Err(Error::conflict(
                 format!(
                     "{what} has {} descendant commit(s) outside it: {}; \
-                     erase with cascade=true to erase them too",
+                     erase with cascade to erase them too (`?cascade=true`; the CLI's `--cascade`)",
                     foreign.len(),
                     list.join(", ")
                 ),
