@@ -392,8 +392,8 @@ impl crate::store::Commits for DynamoMetaStore {
         };
         let lo = table::timeline_lower_bound(*micros.start());
         let hi = table::timeline_upper_bound(*micros.end());
-        // The stream is lazy: no page is asked for once `limit` are read.
-        let mut items = self
+        // A lazy paginated Query: no page is asked for once `limit` are read.
+        let query = self
             .client()
             .query()
             .table_name(self.table())
@@ -402,28 +402,22 @@ impl crate::store::Commits for DynamoMetaStore {
             .expression_attribute_values(":lo", s(lo))
             .expression_attribute_values(":hi", s(hi))
             .scan_index_forward(!newest_first)
-            .consistent_read(true)
-            .limit(i32::try_from(limit).unwrap_or(i32::MAX))
-            .into_paginator()
-            .items()
-            .send();
-        let mut ids: Vec<CommitId> = Vec::new();
-        while ids.len() < limit {
-            let Some(item) = items
-                .try_next()
-                .await
-                .map_err(|e| sdk_error("DynamoDB Query", e))?
-            else {
-                break;
-            };
-            let sk = match item.get("sk") {
-                Some(AttributeValue::S(sk)) => sk.clone(),
-                _ => return Err(Error::internal("a timeline item has no string sort key")),
-            };
-            let (_, id) = table::parse_timeline_sk(&sk)
-                .ok_or_else(|| Error::internal(format!("timeline sort key {sk:?} is malformed")))?;
-            ids.push(id);
-        }
+            .consistent_read(true);
+        let ids = table::first_items(query, limit)
+            .await?
+            .iter()
+            .map(|item| {
+                let sk = match item.get("sk") {
+                    Some(AttributeValue::S(sk)) => sk,
+                    _ => return Err(Error::internal("a timeline item has no string sort key")),
+                };
+                table::parse_timeline_sk(sk)
+                    .map(|(_, id)| id)
+                    .ok_or_else(|| {
+                        Error::internal(format!("timeline sort key {sk:?} is malformed"))
+                    })
+            })
+            .collect::<Result<Vec<CommitId>>>()?;
         self.commits_by_id(tenant, &ids).await
     }
 
