@@ -92,10 +92,24 @@ class _Opened:
     they opened, and the constructor from the environment."""
 
     _native: Native
+    base_url: str
+    token: str | None
+    retry: RetryPolicy
 
     if TYPE_CHECKING:
 
         def __init__(self, path: str | os.PathLike[str] | None = None, **kwargs: Any) -> None: ...
+
+    def _open(
+        self,
+        path: str | os.PathLike[str] | None,
+        tenant: str | None,
+        retry: RetryPolicy | None,
+    ) -> None:
+        self._native = _open(path, tenant)
+        self.base_url = f"file:{self._native.data}"
+        self.token = None
+        self.retry = retry or RetryPolicy()
 
     @classmethod
     def from_env(cls, **kwargs: Any) -> Self:
@@ -129,10 +143,7 @@ class Embedded(_Opened, Client):
         retry: RetryPolicy | None = None,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
-        self._native = _open(path, tenant)
-        self.base_url = f"file:{self._native.data}"
-        self.token = None
-        self.retry = retry or RetryPolicy()
+        self._open(path, tenant, retry)
         self._sleep = sleep
 
     def __enter__(self) -> Embedded:
@@ -193,10 +204,7 @@ class AsyncEmbedded(_Opened, AsyncClient):
         retry: RetryPolicy | None = None,
         sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
     ) -> None:
-        self._native = _open(path, tenant)
-        self.base_url = f"file:{self._native.data}"
-        self.token = None
-        self.retry = retry or RetryPolicy()
+        self._open(path, tenant, retry)
         self._sleep = sleep
 
     async def __aenter__(self) -> AsyncEmbedded:
