@@ -149,17 +149,21 @@ async fn claude_code_transcript_imports_and_exports_byte_identical() {
 
     // Another runtime's format: translated through the canonical model.
     let path = dir.path().join("openai.json");
-    let (code, out) = server.cli(&[
-        "materialize",
-        &tip,
-        "--stop",
-        "root",
-        "--format",
-        "openai-chat-v1",
-        "-o",
-        path.to_str().unwrap(),
-        "--json",
-    ]);
+    // The whole history in `format`, written to `path`, with --json.
+    let in_format = |format: &str| {
+        server.cli(&[
+            "materialize",
+            &tip,
+            "--stop",
+            "root",
+            "--format",
+            format,
+            "-o",
+            path.to_str().unwrap(),
+            "--json",
+        ])
+    };
+    let (code, out) = in_format("openai-chat-v1");
     assert_eq!(code, 0);
     let m = json(&out);
     assert_eq!(m["tier"], "cross-runtime");
@@ -173,47 +177,17 @@ async fn claude_code_transcript_imports_and_exports_byte_identical() {
         .collect();
     assert_eq!(tools, ["toolu_01Read", "toolu_01Grep", "toolu_01Edit"]);
     // The same request again is served from the cache.
-    let (_, out) = server.cli(&[
-        "materialize",
-        &tip,
-        "--stop",
-        "root",
-        "--format",
-        "openai-chat-v1",
-        "-o",
-        path.to_str().unwrap(),
-        "--json",
-    ]);
+    let (_, out) = in_format("openai-chat-v1");
     assert_eq!(json(&out)["cached"], true);
 
     // A format ctx has no codec for, which this context is not in: refused
     // as invalid input (exit 2, the server's 400 naming `format` and the
     // formats it knows: issue 46), never a guess and never a fallback that
     // a mistyped id would get silently.
-    let (code, _) = server.cli(&[
-        "materialize",
-        &tip,
-        "--stop",
-        "root",
-        "--format",
-        "gemini-contents-v9",
-        "-o",
-        path.to_str().unwrap(),
-        "--json",
-    ]);
+    let (code, _) = in_format("gemini-contents-v9");
     assert_eq!(code, 2);
     // Raw, which every server has, takes the context as stored.
-    let (code, out) = server.cli(&[
-        "materialize",
-        &tip,
-        "--stop",
-        "root",
-        "--format",
-        "raw",
-        "-o",
-        path.to_str().unwrap(),
-        "--json",
-    ]);
+    let (code, out) = in_format("raw");
     assert_eq!(code, 0);
     assert_eq!(json(&out)["tier"], "raw");
     let raw = std::fs::read(&path).unwrap();
