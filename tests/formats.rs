@@ -793,3 +793,35 @@ async fn codex_and_gemini_sessions_import_and_export_byte_identical() {
         );
     }
 }
+
+/// A session file imported as another runtime's (a Codex rollout through
+/// `ctx import claude-code`) holds no message of that runtime: the import
+/// says so, names the runtime that reads it, exits 2 and writes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_file_imported_as_another_runtime_is_refused_naming_the_right_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path());
+    let files = [
+        ("claude-code", "claude-code-session.jsonl"),
+        ("codex", "codex-rollout.jsonl"),
+        ("gemini", "gemini-cli-session.jsonl"),
+    ];
+    for (runtime, file) in files {
+        let path = format!("{}/data/{file}", env!("CARGO_MANIFEST_DIR"));
+        for (wrong, _) in files.iter().filter(|(r, _)| *r != runtime) {
+            let reference = format!("sessions/{wrong}-{runtime}");
+            let out = server.cli_output(&["import", wrong, &path, "--ref", &reference]);
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{file} as {wrong}: {stderr}");
+            assert!(
+                stderr.contains("nothing was imported")
+                    && stderr.contains(&format!("ctx import {runtime} {path}")),
+                "{file} as {wrong} names the runtime that reads it: {stderr}"
+            );
+            let (code, _) = server.cli(&["ref", "get", &reference]);
+            assert_eq!(code, 3, "{file} as {wrong}: no ref written");
+            let (code, _) = server.cli(&["resolve", "--principal", wrong]);
+            assert_eq!(code, 3, "{file} as {wrong}: no commit written");
+        }
+    }
+}

@@ -20,7 +20,9 @@ use std::path::PathBuf;
 
 use chrono::{DateTime, Duration, Utc};
 use clap::{Args, Subcommand};
-use ctx_core::format::{FormatId, Segment, SegmentKind, codex_segments, gemini_segments, segments};
+use ctx_core::format::{
+    FormatId, Formats, Segment, SegmentKind, codex_segments, gemini_segments, segments,
+};
 use ctx_core::wire::{CheckpointRequest, SetRefRequest};
 use ctx_core::wire::{CommitType, Trigger};
 use ctx_core::{CommitId, Error, ErrorKind, Principal, Result};
@@ -74,7 +76,7 @@ pub struct SessionArgs {
 }
 
 impl SessionArgs {
-    fn plan(self, runtime: &str, format: &'static str, cut: Cut) -> Plan {
+    fn plan(self, (runtime, format): (&str, &'static str), cut: Cut) -> Plan {
         Plan {
             file: self.file,
             principal: self.principal.unwrap_or_else(|| runtime.to_owned()),
@@ -86,6 +88,58 @@ impl SessionArgs {
             format,
             cut,
         }
+    }
+}
+
+/// The runtimes `ctx import` reads: each subcommand and its format.
+const RUNTIMES: [(&str, &str); 3] = [
+    ("claude-code", "claude-code-v1"),
+    ("codex", "codex-rollout-v1"),
+    ("gemini", "gemini-cli-v1"),
+];
+
+/// How many messages `format`'s codec reads in `bytes` (0 when it refuses
+/// them).
+fn messages_in(formats: &Formats, format: &str, bytes: &[u8]) -> u64 {
+    format
+        .parse::<FormatId>()
+        .ok()
+        .and_then(|id| formats.codec(&id).validate(bytes).ok())
+        .and_then(|checked| checked.counts.messages)
+        .unwrap_or(0)
+}
+
+/// Refuses, before anything is written, a file that is not a session of
+/// the plan's runtime: one in which its format reads no message (every
+/// line kept as written), or fewer than another runtime's format reads
+/// (Codex's reads an unknown log's lines as one message of opaque items).
+/// The error names the import that reads the file, when one does.
+///
+/// # Errors
+/// `Invalid` on `file`.
+fn refuse_without_messages(a: &Plan, bytes: &[u8]) -> Result<()> {
+    let formats = Formats::default();
+    let own = messages_in(&formats, a.format, bytes);
+    let better = RUNTIMES
+        .iter()
+        .filter(|(_, f)| *f != a.format)
+        .map(|&(cmd, f)| (cmd, f, messages_in(&formats, f, bytes)))
+        .filter(|&(_, _, n)| n > own)
+        .max_by_key(|&(_, _, n)| n);
+    let file = a.file.display();
+    let format = a.format;
+    match better {
+        None if own > 0 => Ok(()),
+        None => Err(Error::invalid(
+            "file",
+            format!("{file} holds no message of {format}, so nothing was imported"),
+        )),
+        Some((cmd, f, n)) => Err(Error::invalid(
+            "file",
+            format!(
+                "{file} is not a {format} session: that format reads {own} message(s) in it, {f} reads {n}, so nothing was imported; import it with ctx import {cmd} {file}"
+            ),
+        )),
     }
 }
 
@@ -144,10 +198,11 @@ struct Imported {
 /// # Errors
 /// `Invalid` for an unreadable or invalid transcript; the server's errors.
 pub async fn run_import(cmd: ImportCommand) -> Result<()> {
+    let [claude, codex, gemini] = RUNTIMES;
     let a: Plan = match cmd {
-        ImportCommand::ClaudeCode(a) => a.plan("claude-code", "claude-code-v1", segments),
-        ImportCommand::Codex(a) => a.plan("codex", "codex-rollout-v1", codex_segments),
-        ImportCommand::Gemini(a) => a.plan("gemini", "gemini-cli-v1", gemini_segments),
+        ImportCommand::ClaudeCode(a) => a.plan(claude, segments),
+        ImportCommand::Codex(a) => a.plan(codex, codex_segments),
+        ImportCommand::Gemini(a) => a.plan(gemini, gemini_segments),
     };
     let format: FormatId = a.format.parse()?;
     let bytes = std::fs::read(&a.file)
@@ -160,6 +215,7 @@ pub async fn run_import(cmd: ImportCommand) -> Result<()> {
             format!("{} holds no {} records", a.file.display(), a.format),
         ));
     }
+    refuse_without_messages(&a, &bytes)?;
     let c = a.conn.client()?;
     let mut parent = match &a.parent {
         Some(p) => Some(rev(&c, p).await?),
