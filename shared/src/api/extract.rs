@@ -7,6 +7,7 @@ use std::str::FromStr;
 
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::StatusCode;
+use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
 use axum::response::IntoResponse;
 use bytes::Bytes;
@@ -329,6 +330,16 @@ impl FromRequestParts<AppState> for Caller {
         parts: &mut Parts,
         state: &AppState,
     ) -> Result<Self, Self::Rejection> {
+        // One credential per request, whichever authenticator reads it: a
+        // proxy in front may read another of several.
+        let n = parts.headers.get_all(AUTHORIZATION).iter().count();
+        if n > 1 {
+            return Err(ApiError(Error::invalid(
+                "authorization",
+                format!("the request has {n} Authorization headers; send exactly one"),
+            ))
+            .into_response());
+        }
         state
             .auth
             .authenticate(parts)

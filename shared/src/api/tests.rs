@@ -1523,3 +1523,31 @@ async fn a_delta_read_from_a_stop_joins_the_deltas_and_names_the_first_ones_pare
     assert_eq!(m["cached"], json!(false));
     assert_eq!(m["artifact_ref"], joined["artifact_ref"]);
 }
+
+/// A request with two `Authorization` headers is refused (a proxy in front
+/// may read the other one), whichever of them is valid, and writes nothing.
+#[tokio::test]
+async fn two_authorization_headers_are_a_400_naming_authorization() {
+    let h = harness().await;
+    for (first, second) in [(TOKEN_A, "nope"), ("nope", TOKEN_A), (TOKEN_A, TOKEN_B)] {
+        let body = serde_json::to_vec(&testing::checkpoint_body("two", None)).unwrap();
+        let req = Request::builder()
+            .method("POST")
+            .uri("/v1/commits")
+            .header("content-type", "application/json")
+            .header("authorization", format!("Bearer {first}"))
+            .header("authorization", format!("Bearer {second}"))
+            .body(AxBody::from(body))
+            .unwrap();
+        let resp = h.app.clone().oneshot(req).await.unwrap();
+        let status = resp.status();
+        let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+        let v: Value = serde_json::from_slice(&bytes).unwrap();
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{first}, {second}: {v}");
+        assert_eq!(v["error"]["field"], "authorization", "{v}");
+    }
+    let (status, v) = h
+        .call("GET", "/v1/resolve?principal=alice", Some(TOKEN_A), None)
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "nothing was written: {v}");
+}
