@@ -410,6 +410,9 @@ pub async fn run(args: ServeArgs) -> Result<()> {
             token_file(&config.data).display()
         );
     }
+    // Where this server listens, for hooks that follow it across restarts
+    // (an --addr with port 0 gets another port each time).
+    crate::datadir::write_server(&config.data, &format!("http://{}", server.addr))?;
     outln!("ctx listening on http://{}", server.addr);
     server
         .run(shutdown_signal())
