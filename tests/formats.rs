@@ -267,8 +267,11 @@ async fn a_transcript_with_an_unpaired_tool_result_imports_with_a_warning() {
 
 /// `ctx import claude-code PATH --principal P --json`, which must succeed:
 /// its report.
+/// Each warning it prints on stderr says once that the lines were stored
+/// as written (issue 46, item 10: the server's text said so and the CLI
+/// added it again).
 fn imported(server: &Server, path: &std::path::Path, principal: &str) -> Value {
-    let (code, out) = server.cli(&[
+    let out = server.cli_output(&[
         "import",
         "claude-code",
         path.to_str().unwrap(),
@@ -276,8 +279,12 @@ fn imported(server: &Server, path: &std::path::Path, principal: &str) -> Value {
         principal,
         "--json",
     ]);
-    assert_eq!(code, 0, "{}", String::from_utf8_lossy(&out));
-    json(&out)
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    for line in err.lines().filter(|l| l.contains("warning")) {
+        assert_eq!(line.matches("(stored as written)").count(), 1, "{line}");
+    }
+    json(&out.stdout)
 }
 
 /// A third-party transcript is a log: a line that is no entry Claude

@@ -342,9 +342,20 @@ fn a_hook_with_bad_input_warns_and_exits_0() {
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains("warning"), "{input}: {err}");
     }
+    // Input naming no usable session leaves no session state, only the
+    // run's warning, for `ctx hooks doctor` (Claude Code hides stderr).
+    let hooks = dir.path().join("hooks/claude-code");
+    let left: Vec<_> = std::fs::read_dir(&hooks)
+        .expect("the warning is recorded")
+        .flatten()
+        .map(|e| e.file_name().into_string().unwrap())
+        .collect();
+    assert_eq!(left, ["last-warning.json"]);
+    let w: Value =
+        serde_json::from_slice(&std::fs::read(hooks.join("last-warning.json")).unwrap()).unwrap();
     assert!(
-        !dir.path().join("hooks").exists(),
-        "input naming no usable session leaves no state"
+        w["warnings"][0].as_str().unwrap().contains("session_id"),
+        "the last run's warning: {w}"
     );
 }
 
@@ -883,4 +894,139 @@ async fn hooks_checkpoint_as_often_as_told_and_session_end_returns_branches() {
         serde_json::from_slice(&std::fs::read(project.join(".claude/settings.json")).unwrap())
             .unwrap();
     assert!(settings.get("hooks").is_none(), "{settings}");
+}
+
+/// `ctx hooks install` with (`extra` flags and) `--project PROJECT --data
+/// DATA --server SERVER`: its exit code and stderr.
+fn try_install(project: &Path, data: &Path, server: &str) -> (i32, String) {
+    let out = Command::new(ctx_bin())
+        .args(["hooks", "install", "claude-code", "--project"])
+        .arg(project)
+        .args(["--server", server, "--data"])
+        .arg(data)
+        .env_remove("CTX_TOKEN")
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// `ctx hooks doctor --project PROJECT`: its exit code and stdout.
+fn doctor(project: &Path) -> (i32, String) {
+    let out = Command::new(ctx_bin())
+        .args(["hooks", "doctor", "claude-code", "--project"])
+        .arg(project)
+        .env_remove("CTX_TOKEN")
+        .env_remove("CTX_SERVER")
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
+}
+
+/// `ctx hooks install` refuses what would leave a hook that cannot work
+/// (issue 46, item 8), writing nothing: a project directory that does not
+/// exist, a data directory without a token, no server at `--server`, a
+/// server that refuses the token. A hook installed against the data
+/// directory's own `ctx serve` follows it to another port after a restart,
+/// and `ctx hooks doctor` says what is wrong later, with the warning the
+/// hook recorded.
+#[tokio::test]
+async fn install_checks_what_the_hook_needs_and_doctor_says_what_is_wrong() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let project = dir.path().join("proj");
+    let settings = project.join(".claude/settings.json");
+
+    // No such project: exit 2 naming --project, nothing made.
+    let (code, err) = try_install(&project, &data, "http://127.0.0.1:9");
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--project"), "{err}");
+    assert!(!project.exists(), "the project was not created");
+    std::fs::create_dir_all(&project).unwrap();
+
+    // A data directory with no token: exit 2 naming the token file.
+    let (code, err) = try_install(&project, &data, "http://127.0.0.1:9");
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("token"), "{err}");
+    assert!(!settings.exists(), "nothing written: {err}");
+
+    // No server at --server: exit 6, naming where the data directory's
+    // server listens.
+    let server = Server::start(&data);
+    let (code, err) = try_install(&project, &data, "http://127.0.0.1:9");
+    assert_eq!(code, 6, "{err}");
+    assert!(err.contains(&server.url), "{err}");
+    assert!(!settings.exists(), "nothing written: {err}");
+
+    // A token the server does not accept: exit 5.
+    let other = dir.path().join("other");
+    std::fs::create_dir_all(&other).unwrap();
+    std::fs::write(other.join("token"), "ctx_not-a-token\n").unwrap();
+    let (code, err) = try_install(&project, &other, &server.url);
+    assert_eq!(code, 5, "{err}");
+    assert!(err.contains("refused the token"), "{err}");
+    assert!(!settings.exists(), "nothing written: {err}");
+
+    // The data directory's own server: the hook reads its address there.
+    let (code, err) = try_install(&project, &data, &server.url);
+    assert_eq!(code, 0, "{err}");
+    let hook = installed_command(&project, "Stop");
+    assert!(hook.contains("--server-from-data"), "{hook}");
+    assert!(!hook.contains(&server.url), "no port pinned: {hook}");
+    let (code, out) = doctor(&project);
+    assert_eq!(code, 0, "{out}");
+    assert!(!out.contains("PROBLEM"), "{out}");
+
+    // Restarted on another port: the installed hook still checkpoints.
+    let old_url = server.url.clone();
+    server.kill();
+    let server = Server::start(&data);
+    assert_ne!(server.url, old_url, "port 0 gives another port");
+    let pdir = dir.path().join("claude/projects/-tmp-proj");
+    std::fs::create_dir_all(&pdir).unwrap();
+    let transcript = pdir.join(format!("{SESSION}.jsonl"));
+    std::fs::write(&transcript, first_lines(&fixture(), 2)).unwrap();
+    let (code, err) = run_hook(&hook, SESSION, &transcript, "Stop");
+    assert_eq!(code, 0, "{err}");
+    assert!(!err.contains("warning"), "{err}");
+    let name = format!("claude/-tmp-proj/{SESSION}");
+    assert!(tip(&server, &name).await.is_some(), "checkpointed: {err}");
+
+    // The server is down: the hook warns where nobody sees it; doctor
+    // says so, with the warning the hook recorded, and exits non-zero.
+    server.kill();
+    std::fs::write(&transcript, first_lines(&fixture(), 3)).unwrap();
+    let (code, err) = run_hook(&hook, SESSION, &transcript, "Stop");
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("warning"), "{err}");
+    let (code, out) = doctor(&project);
+    assert_ne!(code, 0, "{out}");
+    for needle in [
+        "PROBLEM server",
+        "PROBLEM last run",
+        "PROBLEM pending",
+        SESSION,
+    ] {
+        assert!(out.contains(needle), "{needle}: {out}");
+    }
+
+    // Back up: the next hook run stores the lines and clears the warning.
+    let server = Server::start(&data);
+    let (code, err) = run_hook(&hook, SESSION, &transcript, "Stop");
+    assert_eq!(code, 0, "{err}");
+    let (code, out) = doctor(&project);
+    assert_eq!(code, 0, "{out}");
+    drop(server);
+
+    // A project without the hooks: doctor says to install them.
+    let bare = dir.path().join("bare");
+    std::fs::create_dir_all(&bare).unwrap();
+    let (code, out) = doctor(&bare);
+    assert_eq!(code, 2, "{out}");
+    assert!(out.contains("ctx hooks install"), "{out}");
 }

@@ -60,3 +60,28 @@ pub fn existing(data: &Path) -> Result<()> {
         ),
     ))
 }
+
+/// The file where `ctx serve` records the URL it listens on, under its data
+/// directory: a hook installed with `--server-from-data` reads it at every
+/// run, so it follows a server restarted on another port.
+pub fn server_file(data: &Path) -> std::path::PathBuf {
+    data.join("server")
+}
+
+/// Records `url` as where the data directory's server listens.
+///
+/// # Errors
+/// `Unavailable` when the file cannot be written.
+pub fn write_server(data: &Path, url: &str) -> Result<()> {
+    let path = server_file(data);
+    std::fs::write(&path, format!("{url}\n"))
+        .map_err(|e| Error::unavailable(format!("cannot write {}: {e}", path.display())))
+}
+
+/// The URL the data directory's server last recorded, if any.
+pub fn read_server(data: &Path) -> Option<String> {
+    std::fs::read_to_string(server_file(data))
+        .ok()
+        .map(|s| s.trim().trim_end_matches('/').to_owned())
+        .filter(|s| !s.is_empty())
+}

@@ -263,7 +263,7 @@ pub async fn run_import(cmd: ImportCommand) -> Result<()> {
             e
         })?;
         for w in &commit.warnings {
-            bar.suspend(|| eprintln!("ctx: warning: {w} (stored as written)"));
+            bar.suspend(|| eprintln!("ctx: warning: {w}"));
             warnings.push(w.clone());
         }
         if compaction {

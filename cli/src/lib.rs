@@ -291,7 +291,7 @@ enum Command {
     /// on stdout with the response fields and `content`, `content_base64`
     /// or `output`.
     Export(Box<import::ExportArgs>),
-    /// Install or remove ctx's hooks in a runtime (Claude Code).
+    /// Install, remove or check ctx's hooks in a runtime (Claude Code).
     Hooks {
         #[command(subcommand)]
         command: hooks::HooksCommand,
@@ -761,7 +761,7 @@ async fn run(cli: Cli) -> Result<()> {
         Command::Principal { command } => commands::lifecycle::run_principal(command).await,
         Command::Import { command } => import::run_import(command).await,
         Command::Export(args) => import::run_export(*args).await,
-        Command::Hooks { command } => hooks::run_hooks(command),
+        Command::Hooks { command } => hooks::run_hooks(command).await,
         Command::Hook { command } => hooks::run_hook(command).await,
         Command::Resume(args) => hooks::run_resume(*args).await,
         Command::Workspace { command } => commands::workspace::run(command).await,

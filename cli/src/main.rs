@@ -1,6 +1,7 @@
-//! The `ctx` binary: logging to stderr (`CTX_LOG`, default `warn`), then
-//! the command line.
+//! The `ctx` binary: logging to stderr (`CTX_LOG`, default `warn`; in
+//! colour only when stderr is a terminal), then the command line.
 
+use std::io::IsTerminal as _;
 use std::process::ExitCode;
 
 use tracing_subscriber::EnvFilter;
@@ -18,6 +19,8 @@ async fn main() -> ExitCode {
     };
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
+        // A pipe, a file or a journal gets no escape codes.
+        .with_ansi(std::io::stderr().is_terminal())
         .with_env_filter(filter)
         .init();
     if let Some(bad) = bad {

@@ -1,62 +1,61 @@
 //! `ctx hooks install|uninstall`: ctx's command hooks merged into (or
-//! taken out of) a project's `.claude/settings.json`.
+//! taken out of) a project's `.claude/settings.json`, after checking that
+//! they can work (the project, the token, a live server that accepts it).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-use ctx_core::{Error, Result};
+use ctx_core::{Error, ErrorKind, Result};
 use serde_json::{Map, Value, json};
 
-use super::{HOOK_EVENTS, HooksCommand, Runtime, TOOL_EVENT};
+use super::{HOOK_EVENTS, HooksCommand, InstallArgs, Runtime, TOOL_EVENT};
+use crate::client::Client;
 use crate::print_json;
 
-/// Runs `ctx hooks install|uninstall`.
+/// Runs `ctx hooks install|uninstall|doctor`.
 ///
 /// # Errors
 /// `Invalid` (field `settings`) when the settings file is not a JSON
-/// object; `Unavailable` when it cannot be read or written.
-pub fn run_hooks(cmd: HooksCommand) -> Result<()> {
+/// object; `Unavailable` when it cannot be read or written; for `install`,
+/// what [`check_install`] finds; for `doctor`, the first problem found.
+pub async fn run_hooks(cmd: HooksCommand) -> Result<()> {
     let (a, install) = match cmd {
         HooksCommand::Install(a) => (a, true),
         HooksCommand::Uninstall(a) => (a, false),
+        HooksCommand::Doctor(d) => return super::doctor::run_doctor(d).await,
     };
     let Runtime::ClaudeCode = a.runtime;
     let path = a.project.join(".claude").join("settings.json");
-    let mut settings = match std::fs::read(&path) {
-        Ok(b) if b.iter().all(u8::is_ascii_whitespace) => Value::Object(Map::new()),
-        Ok(b) => serde_json::from_slice(&b).map_err(|e| {
-            Error::invalid(
-                "settings",
-                format!("{} is not JSON: {e}; fix it first", path.display()),
-            )
-        })?,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Value::Object(Map::new()),
-        Err(e) => {
-            return Err(Error::unavailable(format!(
-                "cannot read {}: {e}",
-                path.display()
-            )));
-        }
-    };
-    let command = if install {
-        let exe = std::env::current_exe()
-            .map_err(|e| Error::unavailable(format!("where is this ctx binary? {e}")))?;
-        let data = std::path::absolute(&a.data)
-            .map_err(|e| Error::invalid("data", format!("{}: {e}", a.data.display())))?;
-        let mut cmd = format!(
-            "{} hook claude-code --server {} --data {}",
-            shell_quote(&exe.to_string_lossy()),
-            shell_quote(&a.server),
-            shell_quote(&data.to_string_lossy())
-        );
-        if let Some(n) = a.every {
-            cmd.push_str(&format!(" --every {n}"));
-        }
-        if a.significant_only {
-            cmd.push_str(" --significant-only");
-        }
-        Some(cmd)
+    // Checked before anything is written: a hook that cannot work fails
+    // only in warnings Claude Code does not show.
+    let checked = if install {
+        Some(check_install(&a).await?)
     } else {
         None
+    };
+    let mut settings = read_settings(&path)?;
+    let command = match &checked {
+        Some(c) => {
+            let exe = std::env::current_exe()
+                .map_err(|e| Error::unavailable(format!("where is this ctx binary? {e}")))?;
+            let server = if c.from_data {
+                "--server-from-data".to_owned()
+            } else {
+                format!("--server {}", shell_quote(&a.server))
+            };
+            let mut cmd = format!(
+                "{} hook claude-code {server} --data {}",
+                shell_quote(&exe.to_string_lossy()),
+                shell_quote(&c.data.to_string_lossy())
+            );
+            if let Some(n) = a.every {
+                cmd.push_str(&format!(" --every {n}"));
+            }
+            if a.significant_only {
+                cmd.push_str(" --significant-only");
+            }
+            Some(cmd)
+        }
+        None => None,
     };
     let events: Vec<&str> = HOOK_EVENTS
         .iter()
@@ -79,6 +78,8 @@ pub fn run_hooks(cmd: HooksCommand) -> Result<()> {
             "changed": changed,
             "events": events,
             "command": command,
+            "server": checked.as_ref().map(|c| &c.server),
+            "server_from_data": checked.as_ref().map(|c| c.from_data),
         }))
     } else {
         let what = match (install, changed) {
@@ -88,12 +89,135 @@ pub fn run_hooks(cmd: HooksCommand) -> Result<()> {
             (false, false) => "there were no ctx hooks in",
         };
         eprintln!("{what} {} ({})", path.display(), events.join(", "));
+        if let Some(c) = checked.as_ref().filter(|c| c.from_data) {
+            eprintln!(
+                "the hook reads the server's address from {} at every run, so it follows `ctx serve --data {}` to another port",
+                crate::datadir::server_file(&c.data).display(),
+                c.data.display()
+            );
+        }
         Ok(())
     }
 }
 
+/// A project's settings: an empty object when the file is missing or
+/// blank.
+///
+/// # Errors
+/// `Invalid` (field `settings`) when it is not JSON; `Unavailable` when it
+/// cannot be read.
+pub(super) fn read_settings(path: &Path) -> Result<Value> {
+    match std::fs::read(path) {
+        Ok(b) if b.iter().all(u8::is_ascii_whitespace) => Ok(Value::Object(Map::new())),
+        Ok(b) => serde_json::from_slice(&b).map_err(|e| {
+            Error::invalid(
+                "settings",
+                format!("{} is not JSON: {e}; fix it first", path.display()),
+            )
+        }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Value::Object(Map::new())),
+        Err(e) => Err(Error::unavailable(format!(
+            "cannot read {}: {e}",
+            path.display()
+        ))),
+    }
+}
+
+/// What `install` checked.
+struct Checked {
+    /// The data directory, absolute.
+    data: PathBuf,
+    /// The server's URL.
+    server: String,
+    /// Whether it is the data directory's own `ctx serve`, whose address
+    /// the hook reads from `<data>/server` at every run.
+    from_data: bool,
+}
+
+/// What an installed hook needs, checked: the project directory exists,
+/// the data directory holds a token file (the hook reads its token there),
+/// and a server answers at `--server` and accepts that token.
+///
+/// # Errors
+/// `Invalid` naming `project` or `data`; as [`check_server`].
+async fn check_install(a: &InstallArgs) -> Result<Checked> {
+    if !a.project.is_dir() {
+        return Err(Error::invalid(
+            "project",
+            format!(
+                "there is no project directory {}: pass --project the directory Claude Code runs in (it must exist; its .claude/settings.json gets the hooks)",
+                a.project.display()
+            ),
+        ));
+    }
+    let data = std::path::absolute(&a.data)
+        .map_err(|e| Error::invalid("data", format!("{}: {e}", a.data.display())))?;
+    let Some(token) = crate::read_token_file(&data) else {
+        return Err(Error::invalid(
+            "data",
+            format!(
+                "there is no token file {}: the hook reads its token there; pass --data the directory `ctx serve` was started with (it writes the token), or write one made by `ctx tokens add TENANT --data DIR` there",
+                crate::serve::token_file(&data).display()
+            ),
+        ));
+    };
+    let server = a.server.trim_end_matches('/').to_owned();
+    let recorded = crate::datadir::read_server(&data);
+    check_server(&server, &token, &data, recorded.as_deref()).await?;
+    Ok(Checked {
+        from_data: recorded.as_deref() == Some(server.as_str()),
+        data,
+        server,
+    })
+}
+
+/// How long a check of the server may take.
+const CHECK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Checks that a ctx server answers at `server` and accepts `token` (the
+/// one in `data`'s token file); `recorded` is where the data directory's
+/// own server last said it listens.
+///
+/// # Errors
+/// `Unavailable` when nothing answers (with `--server` and where the data
+/// directory's server listens); `Unauthenticated` when the token is
+/// refused.
+pub(super) async fn check_server(
+    server: &str,
+    token: &str,
+    data: &Path,
+    recorded: Option<&str>,
+) -> Result<()> {
+    let client = Client::new(server, Some(token.to_owned()))
+        .with_timeout(CHECK_TIMEOUT)
+        .map_err(|e| Error::internal(format!("HTTP client: {e}")))?;
+    // Any call that needs the token: one ref of the hooks' prefix.
+    match client.list_refs("claude/", Some(1)).await {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind == ErrorKind::Unauthenticated => Err(Error::new(
+            ErrorKind::Unauthenticated,
+            format!(
+                "the server at {server} refused the token in {}: pass --data the directory of the `ctx serve` at that address, or --server the server that data directory belongs to",
+                crate::serve::token_file(data).display()
+            ),
+        )),
+        Err(e) => {
+            let hint = match recorded {
+                Some(r) if r != server => format!(
+                    "; the data directory's `ctx serve` last listened on {r}: install the hooks with --server {r}"
+                ),
+                _ => format!(
+                    "; start it first (`ctx serve --data {}`), or install the hooks with --server the address of a running one",
+                    data.display()
+                ),
+            };
+            Err(Error::unavailable(format!("{}{hint}", e.message)))
+        }
+    }
+}
+
 /// Whether a hook command is one `install` wrote.
-fn is_ours(command: &str) -> bool {
+pub(super) fn is_ours(command: &str) -> bool {
     command.contains(" hook claude-code")
 }
 
@@ -163,7 +287,7 @@ fn merge_hooks(settings: &mut Value, command: Option<&str>, events: &[&str]) -> 
 }
 
 /// `s` as one POSIX shell word.
-fn shell_quote(s: &str) -> String {
+pub(super) fn shell_quote(s: &str) -> String {
     if !s.is_empty()
         && s.bytes()
             .all(|b| b.is_ascii_alphanumeric() || b"/._-:@+=,".contains(&b))

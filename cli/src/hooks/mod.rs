@@ -13,6 +13,10 @@
 //!   writer's entries) drops the lines whose `uuid` the chain holds. It
 //!   never fails Claude Code: any error is a warning on stderr, exit 0, and
 //!   the lines stay pending for the next hook of any session to retry.
+//! - **doctor** checks what an installed hook needs (its settings, the
+//!   data directory's token, a live server that accepts it) and shows the
+//!   warnings of the newest hook run, which the hook records under
+//!   `<data>/hooks/claude-code/` since Claude Code does not show them.
 //! - **resume** writes the transcript at any commit as a new Claude Code
 //!   session file (fresh session id and entry uuids, `forkedFrom` naming
 //!   the originals, as Claude Code's own fork does), records it as a
@@ -32,6 +36,7 @@ use ctx_core::ArtifactRef;
 use crate::{Conn, Remote};
 
 mod current;
+mod doctor;
 mod install;
 mod resume;
 mod sync;
@@ -78,6 +83,25 @@ pub enum HooksCommand {
     Install(InstallArgs),
     /// Remove the hooks `install` added, keeping every other hook.
     Uninstall(InstallArgs),
+    /// Say what keeps the installed hooks from working: the hooks in the
+    /// project's settings, the data directory and its token, the server
+    /// (reachable, token accepted), the newest hook run's warnings and the
+    /// sessions whose lines wait. Exits non-zero when something is wrong.
+    Doctor(DoctorArgs),
+}
+
+/// Which project's hooks `ctx hooks doctor` checks.
+#[derive(Debug, Args)]
+pub struct DoctorArgs {
+    /// The runtime.
+    #[arg(default_value = "claude-code")]
+    runtime: Runtime,
+    /// The project directory whose `.claude/settings.json` holds the hooks.
+    #[arg(long, default_value = ".")]
+    project: PathBuf,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    json: bool,
 }
 
 /// Where to install and which server the hook talks to.
@@ -132,6 +156,11 @@ pub struct HookArgs {
     /// plain turn end.
     #[arg(long, conflicts_with = "every")]
     significant_only: bool,
+    /// Read the server's URL at every run from `<data>/server`, which
+    /// `ctx serve` writes when it starts, instead of `--server`: the hook
+    /// follows a server restarted on another port.
+    #[arg(long)]
+    server_from_data: bool,
     #[command(flatten)]
     writes: Writes,
     #[command(flatten)]

@@ -82,42 +82,95 @@ impl HookState {
 }
 
 /// Runs `ctx hook claude-code`: always `Ok` (exit 0), reporting failures
-/// as warnings.
+/// as warnings on stderr (which Claude Code does not show) and recording
+/// the run's warnings in [`LAST_WARNING`] for `ctx hooks doctor`; a run
+/// without one removes that record.
 ///
 /// # Errors
 /// None: a hook must not fail Claude Code.
 pub async fn run_hook(cmd: HookCommand) -> Result<()> {
     let HookCommand::ClaudeCode(a) = cmd;
+    let state_dir = state_dir(&a.remote.data);
+    let mut warnings = Vec::new();
+    hook_run(&a, &state_dir, &mut warnings).await;
+    for w in &warnings {
+        eprintln!("ctx hook: warning: {w}");
+    }
+    record_warnings(&a.remote.data, &state_dir, &warnings);
+    Ok(())
+}
+
+/// The hook's run: its warnings pushed onto `warnings`.
+async fn hook_run(a: &HookArgs, state_dir: &Path, warnings: &mut Vec<String>) {
     let mut input = String::new();
     if let Err(e) = std::io::stdin().read_to_string(&mut input) {
-        eprintln!("ctx hook: warning: cannot read the hook's input: {e}");
-        return Ok(());
+        warnings.push(format!("cannot read the hook's input: {e}"));
+        return;
     }
-    let w = match Writer::of(&a) {
+    let w = match Writer::of(a) {
         Ok(w) => w,
         Err(e) => {
-            eprintln!("ctx hook: warning: {}", e.message);
-            return Ok(());
+            warnings.push(e.message);
+            return;
         }
     };
-    let state_dir = state_dir(&a.remote.data);
-    let current = match hook_once(&w, &state_dir, &input).await {
+    let current = match hook_once(&w, state_dir, &input, warnings).await {
         Ok(path) => Some(path),
         Err((path, e)) => {
-            eprintln!(
-                "ctx hook: warning: {}{}",
+            warnings.push(format!(
+                "{}{}",
                 e.message,
                 if path.is_some() {
                     " (the lines are kept; the next hook retries them)"
                 } else {
                     ""
                 }
-            );
+            ));
             path
         }
     };
-    retry_pending(&w, &state_dir, current.as_deref()).await;
-    Ok(())
+    retry_pending(&w, state_dir, current.as_deref(), warnings).await;
+}
+
+/// The file, under the hooks' state directory, holding the warnings of the
+/// newest hook run that had any (`ctx hooks doctor` shows it).
+pub(super) const LAST_WARNING: &str = "last-warning.json";
+
+/// What [`LAST_WARNING`] holds.
+#[derive(Debug, Serialize, Deserialize)]
+pub(super) struct LastWarning {
+    /// When the run warned.
+    pub(super) at: chrono::DateTime<chrono::Utc>,
+    /// Its warnings, in order.
+    pub(super) warnings: Vec<String>,
+}
+
+/// Records a run's warnings for `ctx hooks doctor` (an existing data
+/// directory only: a hook never makes one), or removes the record of an
+/// earlier run when this one had none.
+fn record_warnings(data: &Path, dir: &Path, warnings: &[String]) {
+    use ctx_core::Clock as _;
+    let path = dir.join(LAST_WARNING);
+    if warnings.is_empty() {
+        let _ = std::fs::remove_file(&path);
+        return;
+    }
+    if !data.is_dir() {
+        return;
+    }
+    let record = LastWarning {
+        at: ctx_core::SystemClock.now(),
+        warnings: warnings.to_vec(),
+    };
+    let written = std::fs::create_dir_all(dir)
+        .map_err(|e| Error::unavailable(format!("cannot create {}: {e}", dir.display())))
+        .and_then(|()| {
+            serde_json::to_vec_pretty(&record).map_err(|e| Error::internal(e.to_string()))
+        })
+        .and_then(|bytes| write_atomically(&path, &bytes));
+    if let Err(e) = written {
+        eprintln!("ctx hook: warning: {}", e.message);
+    }
 }
 
 /// Who a hook's commits are written as, and the server they go to.
@@ -132,7 +185,25 @@ pub(crate) struct Writer {
 impl Writer {
     /// The writer of a hook run.
     fn of(a: &HookArgs) -> Result<Self> {
-        let mut w = Self::new(a.remote.client()?, &a.writes)?;
+        let client = if a.server_from_data {
+            let server = crate::datadir::read_server(&a.remote.data).ok_or_else(|| {
+                let file = crate::datadir::server_file(&a.remote.data);
+                Error::unavailable(format!(
+                    "there is no server address in {} (this hook reads it there, --server-from-data): start `ctx serve --data {}`",
+                    file.display(),
+                    a.remote.data.display()
+                ))
+            })?;
+            crate::Remote {
+                server,
+                token: a.remote.token.clone(),
+                data: a.remote.data.clone(),
+            }
+            .client()?
+        } else {
+            a.remote.client()?
+        };
+        let mut w = Self::new(client, &a.writes)?;
         w.every = if a.significant_only { 0 } else { a.every };
         Ok(w)
     }
@@ -180,6 +251,7 @@ async fn hook_once(
     w: &Writer,
     dir: &Path,
     input: &str,
+    warnings: &mut Vec<String>,
 ) -> std::result::Result<PathBuf, (Option<PathBuf>, Error)> {
     let hook: HookInput = serde_json::from_str(input).map_err(|e| {
         (
@@ -232,7 +304,7 @@ async fn hook_once(
         return Err((None, e));
     }
     if state.event == "SessionEnd" {
-        end_session(w, &state.session_id).await;
+        warnings.extend(end_session(w, &state.session_id).await);
     }
     result.map(|_| path.clone()).map_err(|e| (Some(path), e))
 }
@@ -240,28 +312,28 @@ async fn hook_once(
 /// The session ended: its context-folding branches are force-returned
 /// (`POST /v1/sessions/{id}/end`, FR-010), as `ctx session end` would.
 /// A session with no branch, or a server without context folding, has
-/// nothing to end; any other failure is a warning.
-async fn end_session(w: &Writer, session: &str) {
+/// nothing to end; any other failure is the warning returned.
+async fn end_session(w: &Writer, session: &str) -> Option<String> {
     let Ok(id) = session.parse::<SessionId>() else {
-        return;
+        return None;
     };
     match w.client.session_end(&id).await {
-        Ok(ended) if !ended.failed.is_empty() => eprintln!(
-            "ctx hook: warning: session {session}: {} branch(es) could not return and ended as failed",
+        Ok(ended) if !ended.failed.is_empty() => Some(format!(
+            "session {session}: {} branch(es) could not return and ended as failed",
             ended.failed.len()
-        ),
-        Ok(_) => {}
-        Err(e) if matches!(e.kind, ErrorKind::NotFound | ErrorKind::Unavailable) => {}
-        Err(e) => eprintln!(
-            "ctx hook: warning: session {session}: its branches were not returned: {}",
+        )),
+        Ok(_) => None,
+        Err(e) if matches!(e.kind, ErrorKind::NotFound | ErrorKind::Unavailable) => None,
+        Err(e) => Some(format!(
+            "session {session}: its branches were not returned: {}",
             e.message
-        ),
+        )),
     }
 }
 
 /// Retries other sessions whose lines are pending, quietly but for a
 /// warning per failure.
-async fn retry_pending(w: &Writer, dir: &Path, current: Option<&Path>) {
+async fn retry_pending(w: &Writer, dir: &Path, current: Option<&Path>, warnings: &mut Vec<String>) {
     let Ok(projects) = std::fs::read_dir(dir) else {
         return;
     };
@@ -288,15 +360,15 @@ async fn retry_pending(w: &Writer, dir: &Path, current: Option<&Path>) {
             match sync(w, &mut state).await {
                 Ok(_) => {}
                 Err(e) => {
-                    eprintln!(
-                        "ctx hook: warning: session {} still pending: {}",
+                    warnings.push(format!(
+                        "session {} still pending: {}",
                         state.session_id, e.message
-                    );
+                    ));
                     state.failed(&e);
                 }
             }
             if let Err(e) = write_state(&path, &state) {
-                eprintln!("ctx hook: warning: {}", e.message);
+                warnings.push(e.message);
             }
         }
     }

@@ -141,16 +141,37 @@ pub struct Server {
     service: Arc<Service>,
 }
 
+/// Binds `config.addr`, then [`prepare_on`] it.
+///
+/// # Errors
+/// As [`bind`] and [`prepare_on`].
+pub async fn prepare(config: &Config) -> Result<Server> {
+    prepare_on(config, bind(config.addr).await?).await
+}
+
+/// Listens on `addr`: done first, so a busy address is refused before
+/// anything (a data directory, a token) is made.
+///
+/// # Errors
+/// `Unavailable` naming the address when it cannot be bound.
+pub async fn bind(addr: SocketAddr) -> Result<tokio::net::TcpListener> {
+    tokio::net::TcpListener::bind(addr).await.map_err(|e| {
+        Error::unavailable(format!(
+            "cannot listen on {addr}: {e} (is another server on it? stop it, or pass another --addr)"
+        ))
+    })
+}
+
 /// Builds the backends `config` names (with context folding: branches
 /// beside the commits, deadlines as tokio timers or, with the aws store and
 /// `CTX_BRANCH_TIMER_ARN`, Step Functions executions), makes the first
 /// token if there is none, expires the branches whose deadline passed while
-/// the server was down (re-arming the rest), and binds `config.addr`.
+/// the server was down (re-arming the rest), and serves on `listener`.
 ///
 /// # Errors
-/// When the configuration is incomplete, or the data directory, a store or
-/// the address cannot be used.
-pub async fn prepare(config: &Config) -> Result<Server> {
+/// When the configuration is incomplete, or the data directory or a store
+/// cannot be used.
+pub async fn prepare_on(config: &Config, listener: tokio::net::TcpListener) -> Result<Server> {
     let backends = Backends::build(config, Needs::SERVER).await?;
     let tokens = backends
         .tokens
@@ -187,10 +208,6 @@ pub async fn prepare(config: &Config) -> Result<Server> {
         service: service.clone(),
         auth: auth.clone(),
     };
-    let addr = config.addr;
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .map_err(|e| Error::unavailable(format!("cannot listen on {addr}: {e}")))?;
     let addr = listener
         .local_addr()
         .map_err(|e| Error::unavailable(format!("cannot read the bound address: {e}")))?;
@@ -378,8 +395,10 @@ async fn retain_every(service: Arc<Service>, policy: config::Retention, every: D
 /// As [`ServeArgs::config`] and [`prepare`]; when serving fails.
 pub async fn run(args: ServeArgs) -> Result<()> {
     let config = args.config()?;
+    // The address first: a busy one leaves no data directory behind.
+    let listener = bind(config.addr).await?;
     let _lock = crate::datadir::lock(&config.data)?;
-    let server = prepare(&config).await?;
+    let server = prepare_on(&config, listener).await?;
     if let Some(token) = &server.new_token {
         outln!(
             "created a token for tenant {DEFAULT_TENANT} (saved in {}):\n{token}",
@@ -391,6 +410,9 @@ pub async fn run(args: ServeArgs) -> Result<()> {
             token_file(&config.data).display()
         );
     }
+    // Where this server listens, for hooks that follow it across restarts
+    // (an --addr with port 0 gets another port each time).
+    crate::datadir::write_server(&config.data, &format!("http://{}", server.addr))?;
     outln!("ctx listening on http://{}", server.addr);
     server
         .run(shutdown_signal())

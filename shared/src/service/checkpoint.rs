@@ -346,8 +346,12 @@ impl Service {
                     if codec.pairs_tool_results() {
                         return Err(Error::invalid(field, first.clone()));
                     }
-                    // A runtime's own log is stored as it wrote it.
-                    warnings = unpaired;
+                    // A runtime's own log is stored as it wrote it; each
+                    // warning says so itself, as the ones below do.
+                    warnings = unpaired
+                        .into_iter()
+                        .map(|w| format!("{w} (stored as written)"))
+                        .collect();
                 }
                 warnings.extend(
                     checked
