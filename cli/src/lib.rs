@@ -160,9 +160,9 @@ enum Command {
         /// Who (A-Z a-z 0-9 . _ - / @ : +).
         #[arg(long, env = "CTX_PRINCIPAL", value_parser = parse_principal)]
         principal: String,
-        /// When (RFC 3339); default now.
-        #[arg(long)]
-        at: Option<String>,
+        /// When (RFC 3339, e.g. 2026-01-02T03:04:05Z); default now.
+        #[arg(long, value_parser = parse_time)]
+        at: Option<chrono::DateTime<chrono::Utc>>,
         #[command(flatten)]
         conn: Conn,
     },
@@ -400,24 +400,42 @@ enum RefCommand {
         conn: Conn,
     },
     /// Create a ref, or move it by compare-and-swap with --expected.
+    ///
+    /// One rule for `ref set` and `ref delete`: without --expected neither
+    /// changes an existing ref (set creates one that does not exist yet;
+    /// on an existing ref both exit 4 naming its tip); --expected TIP
+    /// changes it only while it points at TIP; --force changes it wherever
+    /// it points.
     Set {
         /// The ref name.
         name: String,
         /// The commit (or ref) to point at.
         target: String,
         /// The commit the ref must point at now; omit to create the ref.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "force")]
         expected: Option<String>,
+        /// Move the ref wherever it points now (or create it).
+        #[arg(long)]
+        force: bool,
         #[command(flatten)]
         conn: Conn,
     },
-    /// Remove a ref alone (its commits stay), by compare-and-swap with --expected.
+    /// Remove a ref alone (its commits stay), by compare-and-swap with
+    /// --expected.
+    ///
+    /// One rule for `ref set` and `ref delete`: without --expected neither
+    /// changes an existing ref (delete exits 4 naming its tip); --expected
+    /// TIP changes it only while it points at TIP; --force changes it
+    /// wherever it points.
     Delete {
         /// The ref name.
         name: String,
         /// Delete only while the ref points at this commit (or ref).
-        #[arg(long)]
+        #[arg(long, conflicts_with = "force")]
         expected: Option<String>,
+        /// Delete the ref wherever it points.
+        #[arg(long)]
+        force: bool,
         #[command(flatten)]
         conn: Conn,
     },
@@ -496,8 +514,9 @@ struct CheckpointArgs {
     /// Tokens in the delta (estimated by the server when omitted).
     #[arg(long)]
     token_count: Option<u64>,
-    /// The checkpoint time (RFC 3339); send the same one to retry idempotently.
-    #[arg(long)]
+    /// The checkpoint time (RFC 3339, e.g. 2026-01-02T03:04:05Z); send the
+    /// same one to retry idempotently.
+    #[arg(long, value_parser = parse_time_text)]
     created_at: Option<String>,
     /// KEY=VALUE labels.
     #[arg(long = "tag", value_parser = parse_tag)]
@@ -566,6 +585,23 @@ pub(crate) fn parse_stop(s: &str) -> Result<String, String> {
         .map_err(|e| e.message)
 }
 
+/// A time flag's value: RFC 3339.
+pub(crate) fn parse_time(s: &str) -> Result<chrono::DateTime<chrono::Utc>, String> {
+    chrono::DateTime::parse_from_rfc3339(s)
+        .map(|t| t.with_timezone(&chrono::Utc))
+        .map_err(|_| {
+            format!(
+                "{s:?} is not a time: give RFC 3339, a date, 'T', a time and an offset, \
+                 e.g. 2026-01-02T03:04:05Z or 2026-01-02T04:04:05+01:00"
+            )
+        })
+}
+
+/// A time flag's value checked as RFC 3339 and kept as written.
+fn parse_time_text(s: &str) -> Result<String, String> {
+    parse_time(s).map(|_| s.to_owned())
+}
+
 fn parse_tag(s: &str) -> Result<(String, String), String> {
     match s.split_once('=') {
         Some(("", _)) => Err(format!("{s:?} has an empty key: give KEY=VALUE")),
@@ -576,7 +612,11 @@ fn parse_tag(s: &str) -> Result<(String, String), String> {
 
 /// Parses the arguments and runs the command.
 pub async fn main_with(args: impl IntoIterator<Item = String>) -> ExitCode {
-    let cli = match Cli::try_parse_from(args) {
+    use clap::{CommandFactory as _, FromArgMatches as _};
+    let parsed = Cli::command()
+        .try_get_matches_from(args)
+        .and_then(|m| Ok((Cli::from_arg_matches(&m)?, wants_json(&m))));
+    let (cli, json) = match parsed {
         Ok(c) => c,
         Err(e) => {
             let _ = e.print();
@@ -585,6 +625,15 @@ pub async fn main_with(args: impl IntoIterator<Item = String>) -> ExitCode {
     };
     match run(cli).await {
         Ok(()) => ExitCode::SUCCESS,
+        Err(e) if json => {
+            // The HTTP error body's shape, on one line.
+            let body = ctx_core::wire::ErrorBody::from(&e);
+            match serde_json::to_string(&body) {
+                Ok(s) => eprintln!("{s}"),
+                Err(_) => eprintln!("ctx: {}: {}", e.kind, e.message),
+            }
+            ExitCode::from(exit_code(e.kind))
+        }
         Err(e) => {
             let field = e
                 .field
@@ -601,6 +650,15 @@ pub async fn main_with(args: impl IntoIterator<Item = String>) -> ExitCode {
             eprintln!("ctx: {}{field}: {}{current}", e.kind, e.message);
             ExitCode::from(exit_code(e.kind))
         }
+    }
+}
+
+/// Whether the command given asked for `--json` (the innermost
+/// subcommand's flag).
+fn wants_json(m: &clap::ArgMatches) -> bool {
+    match m.subcommand() {
+        Some((_, sub)) => wants_json(sub),
+        None => matches!(m.try_get_one::<bool>("json"), Ok(Some(true))),
     }
 }
 
@@ -748,7 +806,7 @@ async fn run(cli: Cli) -> Result<()> {
             principal,
             at,
             conn,
-        } => commands::resolve::run(&principal, at.as_deref(), &conn).await,
+        } => commands::resolve::run(&principal, at, &conn).await,
         Command::UpdateMetadata {
             rev,
             summary,
