@@ -529,7 +529,13 @@ fn a_json_error_is_one_json_object_on_stderr() {
 fn a_time_flag_names_itself_and_the_form_it_takes() {
     for args in [
         vec!["resolve", "--principal", "a", "--at", "yesterday"],
-        vec!["checkpoint", "--principal", "a", "--created-at", "yesterday"],
+        vec![
+            "checkpoint",
+            "--principal",
+            "a",
+            "--created-at",
+            "yesterday",
+        ],
     ] {
         let out = ctx(&args);
         let err = String::from_utf8_lossy(&out.stderr);
@@ -537,7 +543,10 @@ fn a_time_flag_names_itself_and_the_form_it_takes() {
         let flag = args[3];
         assert!(err.contains(flag), "{args:?} names {flag}: {err}");
         assert!(err.contains("RFC 3339"), "{args:?}: {err}");
-        assert!(err.contains("2026-01-02T03:04:05Z"), "{args:?}: an example: {err}");
+        assert!(
+            err.contains("2026-01-02T03:04:05Z"),
+            "{args:?}: an example: {err}"
+        );
         assert!(!err.contains("premature end of input"), "{args:?}: {err}");
         assert!(!err.contains("cannot reach"), "{args:?}: {err}");
     }
@@ -575,10 +584,15 @@ fn ref_set_and_delete_follow_one_compare_and_swap_rule() {
         "{err}"
     );
     assert_eq!(
-        at(&["ref", "set", "keep", &new, "--expected", &tip]).status.code(),
+        at(&["ref", "set", "keep", &new, "--expected", &tip])
+            .status
+            .code(),
         Some(0)
     );
-    assert_eq!(at(&["ref", "set", "keep", &tip, "--force"]).status.code(), Some(0));
+    assert_eq!(
+        at(&["ref", "set", "keep", &tip, "--force"]).status.code(),
+        Some(0)
+    );
     let now = String::from_utf8(at(&["ref", "get", "keep"]).stdout).unwrap();
     assert!(now.starts_with(&tip), "{now}");
 
@@ -590,27 +604,91 @@ fn ref_set_and_delete_follow_one_compare_and_swap_rule() {
         err.contains(&format!("--expected {tip}")) && err.contains("--force"),
         "{err}"
     );
-    assert_eq!(at(&["ref", "get", "keep"]).status.code(), Some(0), "still there");
     assert_eq!(
-        at(&["ref", "delete", "keep", "--expected", &new]).status.code(),
+        at(&["ref", "get", "keep"]).status.code(),
+        Some(0),
+        "still there"
+    );
+    assert_eq!(
+        at(&["ref", "delete", "keep", "--expected", &new])
+            .status
+            .code(),
         Some(4),
         "a stale --expected"
     );
     assert_eq!(
-        at(&["ref", "delete", "keep", "--expected", &tip]).status.code(),
+        at(&["ref", "delete", "keep", "--expected", &tip])
+            .status
+            .code(),
         Some(0)
     );
     assert_eq!(at(&["ref", "set", "keep", &tip]).status.code(), Some(0));
-    assert_eq!(at(&["ref", "delete", "keep", "--force"]).status.code(), Some(0));
-    assert_eq!(at(&["ref", "get", "keep"]).status.code(), Some(3));
-    assert_eq!(at(&["ref", "delete", "keep"]).status.code(), Some(3), "no such ref");
     assert_eq!(
-        ctx(&["ref", "set", "k", &tip, "--expected", &tip, "--force"]).status.code(),
+        at(&["ref", "delete", "keep", "--force"]).status.code(),
+        Some(0)
+    );
+    assert_eq!(at(&["ref", "get", "keep"]).status.code(), Some(3));
+    assert_eq!(
+        at(&["ref", "delete", "keep"]).status.code(),
+        Some(3),
+        "no such ref"
+    );
+    assert_eq!(
+        ctx(&["ref", "set", "k", &tip, "--expected", &tip, "--force"])
+            .status
+            .code(),
         Some(2),
         "--force and --expected exclude each other"
     );
     let help = String::from_utf8(ctx(&["ref", "set", "--help"]).stdout).unwrap();
     assert!(help.contains("--force"), "{help}");
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// `ctx read-context WS` on a workspace with no file (a mistyped name, or
+/// a fresh workspace, which seed 002 requires to work) prints the empty
+/// context, as the server answers it, and says on stderr that WS has no
+/// file; a workspace with files gets no such note.
+#[test]
+fn read_context_of_a_workspace_without_files_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().to_str().unwrap();
+    let (mut child, url, _stdout) = serve(data);
+    let at = |args: &[&str]| {
+        let mut all: Vec<&str> = args.to_vec();
+        all.extend(["--server", &url, "--data", data]);
+        ctx(&all)
+    };
+    let out = at(&["read-context", "no-such-ws"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains("no-such-ws") && err.contains("no file") && err.contains("ctx workspace ls"),
+        "{err}"
+    );
+    let ws = dir.path().join("ws");
+    std::fs::create_dir(&ws).unwrap();
+    std::fs::write(ws.join("brief.md"), "# B\n\nTastes: x\n\nDo it.\n").unwrap();
+    let push = at(&[
+        "workspace",
+        "push",
+        ws.to_str().unwrap(),
+        "--workspace",
+        "real",
+    ]);
+    assert!(
+        push.status.success(),
+        "{}",
+        String::from_utf8_lossy(&push.stderr)
+    );
+    let out = at(&["read-context", "real"]);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let _ = child.kill();
     let _ = child.wait();
 }

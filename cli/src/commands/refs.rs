@@ -1,9 +1,9 @@
 //! `ctx ref get|set|delete|list|evict`: reading refs, moving them by
 //! compare-and-swap, and evicting the old deltas of their history.
 
-use ctx_core::{Error, ErrorKind, RefName, Result};
 use ctx_core::wire::RefRecord;
 use ctx_core::wire::{EvictRequest, Evicted, RefList, SetRefRequest};
+use ctx_core::{Error, ErrorKind, RefName, Result};
 
 use super::{ref_name, rev};
 use crate::{Conn, RefCommand, print_json};
@@ -43,12 +43,15 @@ pub(crate) async fn run(command: RefCommand) -> Result<()> {
             };
             let creating = expected.is_none() && !*force;
             let req = SetRefRequest { target, expected };
-            let set = c.set_ref(&name, &req).await.map_err(|e| match e.current.clone() {
-                Some(tip) if creating && e.kind == ErrorKind::Conflict => {
-                    exists(&name, &tip, "move it from there")
-                }
-                _ => e,
-            })?;
+            let set = c
+                .set_ref(&name, &req)
+                .await
+                .map_err(|e| match e.current.clone() {
+                    Some(tip) if creating && e.kind == ErrorKind::Conflict => {
+                        exists(&name, &tip, "move it from there")
+                    }
+                    _ => e,
+                })?;
             (conn, RefOutput::One(set))
         }
         RefCommand::Delete {
