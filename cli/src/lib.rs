@@ -143,11 +143,10 @@ enum Command {
         /// compaction (default), root, or a ctx-… ancestor.
         #[arg(long, value_parser = parse_stop)]
         stop: Option<String>,
-        /// The format wanted (default: the commit's); a different one is
-        /// translated (see the tier printed). Known: raw, claude-code-v1,
-        /// anthropic-messages-v1, openai-chat-v1, openai-responses-v1,
-        /// bureau-agent-v1, bureau-agent-v2.
-        #[arg(long, value_parser = parse_format)]
+        #[arg(long, value_parser = parse_format, help = known_formats(
+            "The format wanted (default: the commit's); a different one is \
+             translated (see the tier printed)."
+        ))]
         format: Option<String>,
         /// Write the context here instead of stdout.
         #[arg(short, long)]
@@ -479,11 +478,9 @@ struct CheckpointArgs {
     #[arg(long = "type", default_value = "delta",
           value_parser = ["delta", "compaction", "snapshot"])]
     commit_type: String,
-    /// The delta's format: raw, claude-code-v1, codex-rollout-v1,
-    /// gemini-cli-v1, anthropic-messages-v1, openai-chat-v1,
-    /// openai-responses-v1, bureau-agent-v1, bureau-agent-v2, or any other
-    /// format id (stored as opaque bytes).
-    #[arg(long, default_value = "raw", value_parser = parse_format)]
+    #[arg(long, default_value = "raw", value_parser = parse_format, help = known_formats(
+        "The delta's format; any other format id is stored as opaque bytes."
+    ))]
     format: String,
     /// The context template.
     #[arg(long, env = "CTX_TEMPLATE", default_value = "default")]
@@ -540,6 +537,15 @@ pub(crate) fn parse_format(s: &str) -> Result<String, String> {
     s.parse::<ctx_core::format::FormatId>()
         .map(|_| s.to_owned())
         .map_err(|e| e.message)
+}
+
+/// A `--format` flag's help: `lead`, then every format the codecs know
+/// (the registry the server uses), so the list never falls behind.
+pub(crate) fn known_formats(lead: &str) -> String {
+    let formats = ctx_core::format::Formats::default();
+    let mut ids: Vec<&str> = formats.ids().map(|f| f.as_str()).collect();
+    ids.sort_unstable();
+    format!("{lead} Known: {}.", ids.join(", "))
 }
 
 /// A count of at least 1.

@@ -692,3 +692,19 @@ fn read_context_of_a_workspace_without_files_says_so() {
     let _ = child.kill();
     let _ = child.wait();
 }
+
+/// `ctx materialize --help` (and `export`, `checkpoint`) list every format
+/// the server's codecs know, from the same registry.
+#[test]
+fn format_help_lists_every_known_format() {
+    let formats = ctx_core::format::Formats::default();
+    for cmd in ["materialize", "export", "checkpoint"] {
+        let help = String::from_utf8(ctx(&[cmd, "--help"]).stdout).unwrap();
+        for id in formats.ids() {
+            assert!(
+                help.contains(id.as_str()),
+                "{cmd} --help lists {id}: {help}"
+            );
+        }
+    }
+}
