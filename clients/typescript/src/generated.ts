@@ -1267,7 +1267,7 @@ export interface components {
              *     (the top-level fields describe the first); `[]` when there is none.
              *     Absent by branch id.
              */
-            active_branches?: components["schemas"]["BranchStatusResponse"][] | null;
+            active_branches?: components["schemas"]["BranchStatusResponse"][];
             branch_id?: null | components["schemas"]["BranchId"];
             /**
              * Format: int64

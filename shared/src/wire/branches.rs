@@ -256,7 +256,7 @@ pub struct BranchStatusResponse {
     /// (the top-level fields describe the first); `[]` when there is none.
     /// Absent by branch id.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(no_recursion)]
+    #[schema(no_recursion, nullable = false)]
     pub active_branches: Option<Vec<BranchStatusResponse>>,
 }
 

@@ -567,7 +567,7 @@ class BranchReturned(TypedDict):
 class BranchStatusResponse(TypedDict):
     """What `branch_status` answers (docs/adr/0005-context-folding.md)."""
 
-    active_branches: NotRequired[list[BranchStatusResponse] | None]
+    active_branches: NotRequired[list[BranchStatusResponse]]
     """By session only: every active branch of the session, deepest first
     (the top-level fields describe the first); `[]` when there is none.
     Absent by branch id.
