@@ -159,8 +159,9 @@ enum Command {
         /// Who (A-Z a-z 0-9 . _ - / @ : +).
         #[arg(long, env = "CTX_PRINCIPAL", value_parser = parse_principal)]
         principal: String,
-        /// When (RFC 3339, e.g. 2026-01-02T03:04:05Z); default now.
-        #[arg(long, value_parser = parse_time)]
+        /// When: RFC 3339 (e.g. 2026-01-02T03:04:05Z), or a time ago as a
+        /// whole number and a unit (90s, 30m, 2h, 1d, 1w); default now.
+        #[arg(long, value_parser = parse_at)]
         at: Option<chrono::DateTime<chrono::Utc>>,
         #[command(flatten)]
         conn: Conn,
@@ -603,6 +604,39 @@ pub(crate) fn parse_time(s: &str) -> Result<chrono::DateTime<chrono::Utc>, Strin
         })
 }
 
+/// `--at`: RFC 3339, or a time ago (`90s`, `30m`, `2h`, `1d`, `1w`).
+fn parse_at(s: &str) -> Result<chrono::DateTime<chrono::Utc>, String> {
+    use ctx_core::Clock as _;
+    at_or_ago(s, ctx_core::clock::SystemClock.now())
+}
+
+/// [`parse_at`] with "now" given.
+fn at_or_ago(
+    s: &str,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Result<chrono::DateTime<chrono::Utc>, String> {
+    let unit = |c: char| match c {
+        's' => Some(1),
+        'm' => Some(60),
+        'h' => Some(3_600),
+        'd' => Some(86_400),
+        'w' => Some(604_800),
+        _ => None,
+    };
+    let ago = s.char_indices().last().and_then(|(i, c)| {
+        let n: i64 = s[..i].parse().ok().filter(|n| *n >= 0)?;
+        chrono::Duration::try_seconds(n.checked_mul(unit(c)?)?)
+    });
+    match ago {
+        Some(d) => now
+            .checked_sub_signed(d)
+            .ok_or_else(|| format!("{s:?} is too long ago")),
+        None => parse_time(s).map_err(|e| {
+            format!("{e}; or a time ago: a whole number and s, m, h, d or w (90s, 30m, 2h, 1d, 1w)")
+        }),
+    }
+}
+
 /// A time flag's value checked as RFC 3339 and kept as written.
 fn parse_time_text(s: &str) -> Result<String, String> {
     parse_time(s).map(|_| s.to_owned())
@@ -885,6 +919,50 @@ async fn run_tokens(command: TokensCommand) -> Result<()> {
             } else {
                 Err(Error::not_found(format!("token {id}")))
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn at_takes_rfc_3339_or_a_time_ago() {
+        let now = chrono::DateTime::parse_from_rfc3339("2026-01-10T12:00:00Z")
+            .unwrap()
+            .with_timezone(&chrono::Utc);
+        for (given, want) in [
+            ("90s", "2026-01-10T11:58:30Z"),
+            ("30m", "2026-01-10T11:30:00Z"),
+            ("2h", "2026-01-10T10:00:00Z"),
+            ("1d", "2026-01-09T12:00:00Z"),
+            ("1w", "2026-01-03T12:00:00Z"),
+            ("0s", "2026-01-10T12:00:00Z"),
+            ("2026-01-02T03:04:05+01:00", "2026-01-02T02:04:05Z"),
+        ] {
+            assert_eq!(
+                at_or_ago(given, now).unwrap().to_rfc3339(),
+                chrono::DateTime::parse_from_rfc3339(want)
+                    .unwrap()
+                    .to_rfc3339(),
+                "{given}"
+            );
+        }
+        for bad in [
+            "yesterday",
+            "2y",
+            "-1d",
+            "d",
+            "",
+            "1.5h",
+            "99999999999999999w",
+        ] {
+            let e = at_or_ago(bad, now).unwrap_err();
+            assert!(
+                e.contains("RFC 3339") || e.contains("too long ago"),
+                "{bad}: {e}"
+            );
         }
     }
 }

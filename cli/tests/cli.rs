@@ -550,6 +550,26 @@ fn a_time_flag_names_itself_and_the_form_it_takes() {
         assert!(!err.contains("premature end of input"), "{args:?}: {err}");
         assert!(!err.contains("cannot reach"), "{args:?}: {err}");
     }
+    // --at also takes a time ago (`30m`, `2h`, `1d`, `1w`): accepted, so
+    // the command goes on to the (unreachable) server.
+    for ago in ["90s", "30m", "2h", "1d", "1w"] {
+        let out = ctx(&[
+            "resolve",
+            "--principal",
+            "a",
+            "--at",
+            ago,
+            "--server",
+            "http://127.0.0.1:9",
+            "--token",
+            "t",
+        ]);
+        assert_eq!(out.status.code(), Some(6), "--at {ago}");
+    }
+    let out = ctx(&["resolve", "--principal", "a", "--at", "2y"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("2h"), "names the relative forms: {err}");
 }
 
 /// `ctx ref set` and `ctx ref delete` follow one rule: without
