@@ -129,6 +129,36 @@ async fn branch_flow(server: &Server) {
     assert_eq!(s["budget_used"], 85);
     let (code, out) = server.cli(&["branch", "status", "--session", "demo"]);
     assert_eq!((code, text(&out).as_str()), (0, "No active branch found"));
+    // The JSON keeps seed 004's null answer and lists no branch, as the
+    // non-empty case lists them.
+    let (code, out) = server.cli(&["branch", "status", "--session", "demo", "--json"]);
+    assert_eq!(code, 0);
+    let s: Value = serde_json::from_slice(&out).unwrap();
+    assert_eq!(
+        (&s["branch_id"], &s["active_branches"]),
+        (&Value::Null, &json!([])),
+        "{s}"
+    );
+    // A timeout past the limit is refused naming the flag's field and the
+    // limit; nothing is created.
+    let out = server.cli_output(&[
+        "branch",
+        "create",
+        "--session",
+        "demo",
+        "--description",
+        "too long",
+        "--timeout",
+        "5000",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("timeout_seconds") && err.contains("600"),
+        "{err}"
+    );
+    let (_, out) = server.cli(&["branch", "status", "--session", "demo"]);
+    assert_eq!(text(&out), "No active branch found");
 }
 
 /// FR-008: an agent returns its own branch as failed (CLI and HTTP); the

@@ -301,3 +301,90 @@ async fn an_erased_principal_leaves_no_byte_behind() {
     let out = server.cli_output(&["principal", "erase", "team/leaver"]);
     assert!(!out.status.success(), "nothing left: not found");
 }
+
+/// The pins left after an erase: `pin list --json` as (kind, name), sorted.
+fn pins(server: &Server) -> Vec<(String, String)> {
+    let (code, out) = server.cli(&["pin", "list", "--json"]);
+    assert_eq!(code, 0);
+    let v: Value = serde_json::from_slice(&out).expect("JSON");
+    let mut all: Vec<(String, String)> = v["pins"]
+        .as_array()
+        .expect("pins")
+        .iter()
+        .map(|p| {
+            (
+                p["kind"].as_str().expect("kind").to_owned(),
+                p["name"].as_str().expect("name").to_owned(),
+            )
+        })
+        .collect();
+    all.sort();
+    all
+}
+
+/// Erasing a pinned session, or the principal of a pinned session,
+/// removes the pins of what it erased (the session's and those of the refs
+/// it deleted) and keeps the others; on each backend the server runs
+/// (SQLite, memory, and aws on the emulator when expected).
+async fn an_erase_removes_the_pins_of_what_it_erased(server: &Server) {
+    let http = server.client();
+    let run = |args: &[&str]| {
+        let (code, out) = server.cli(args);
+        assert_eq!(code, 0, "{args:?}");
+        out
+    };
+    let a = checkpoint(&http, "pinned-a", None, "user: a\n", 1).await;
+    checkpoint(&http, "kept-b", None, "user: b\n", 2).await;
+    let c = http
+        .ok(
+            "POST",
+            "/v1/commits",
+            Some(&json!({
+                "commit_type": "delta", "format": "raw", "template": "t",
+                "principal": "leaver", "checkpoint": "turn_boundary",
+                "session_id": "pinned-c", "delta": "user: c\n",
+            })),
+        )
+        .await;
+    let c = c["id"].as_str().expect("id").to_owned();
+    run(&["ref", "set", "keep/a", &a]);
+    run(&["ref", "set", "keep/c", &c]);
+    for (kind, name) in [
+        ("session", "pinned-a"),
+        ("ref", "keep/a"),
+        ("session", "kept-b"),
+        ("session", "pinned-c"),
+        ("ref", "keep/c"),
+    ] {
+        run(&["pin", "add", kind, name]);
+    }
+    run(&["session", "erase", "pinned-a"]);
+    let want = |v: &[(&str, &str)]| -> Vec<(String, String)> {
+        v.iter()
+            .map(|(k, n)| ((*k).to_owned(), (*n).to_owned()))
+            .collect()
+    };
+    assert_eq!(
+        pins(server),
+        want(&[
+            ("ref", "keep/c"),
+            ("session", "kept-b"),
+            ("session", "pinned-c")
+        ])
+    );
+    run(&["principal", "erase", "leaver"]);
+    assert_eq!(pins(server), want(&[("session", "kept-b")]));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_erase_removes_the_pins_of_what_it_erased_on_every_backend() {
+    let dir = tempfile::tempdir().unwrap();
+    an_erase_removes_the_pins_of_what_it_erased(&Server::start(dir.path())).await;
+    let dir = tempfile::tempdir().unwrap();
+    let memory = Server::start_with(dir.path(), &["--store", "memory"]);
+    an_erase_removes_the_pins_of_what_it_erased(&memory).await;
+    let dir = tempfile::tempdir().unwrap();
+    if let Some(aws) = Server::start_aws(dir.path()) {
+        an_erase_removes_the_pins_of_what_it_erased(&aws).await;
+    }
+}

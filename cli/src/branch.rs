@@ -29,7 +29,8 @@ pub(crate) enum BranchCommand {
         /// Token budget (default 8192, capped at 32768).
         #[arg(long)]
         budget: Option<u64>,
-        /// Seconds until it times out (default 300, capped at 600).
+        /// Seconds until it times out (default 300, at most 600: more is
+        /// refused).
         #[arg(long)]
         timeout: Option<u64>,
         /// Nest under this active branch.
@@ -285,10 +286,11 @@ pub(crate) async fn run_branch(command: BranchCommand) -> Result<()> {
                 outln!("{}", s.status);
                 return Ok(());
             }
-            if s.active_branches.len() > 1 {
+            let active = s.active_branches.as_deref().unwrap_or_default();
+            if active.len() > 1 {
                 // By session, several active: every one, deepest first.
-                outln!("{} active branches, deepest first", s.active_branches.len());
-                for b in &s.active_branches {
+                outln!("{} active branches, deepest first", active.len());
+                for b in active {
                     outln!();
                     print_status(b);
                 }

@@ -164,8 +164,8 @@ struct Plan {
 pub struct ExportArgs {
     /// The commit or ref.
     rev: String,
-    /// The format wanted (default: the commit's), e.g. claude-code-v1.
-    #[arg(long, value_parser = crate::parse_format)]
+    #[arg(long, value_parser = crate::parse_format,
+          help = crate::known_formats("The format wanted (default: the commit's)."))]
     format: Option<String>,
     /// root (default: the whole history), compaction, or a ctx-… ancestor.
     #[arg(long, default_value = "root", value_parser = crate::parse_stop)]

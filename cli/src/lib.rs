@@ -143,11 +143,10 @@ enum Command {
         /// compaction (default), root, or a ctx-… ancestor.
         #[arg(long, value_parser = parse_stop)]
         stop: Option<String>,
-        /// The format wanted (default: the commit's); a different one is
-        /// translated (see the tier printed). Known: raw, claude-code-v1,
-        /// anthropic-messages-v1, openai-chat-v1, openai-responses-v1,
-        /// bureau-agent-v1, bureau-agent-v2.
-        #[arg(long, value_parser = parse_format)]
+        #[arg(long, value_parser = parse_format, help = known_formats(
+            "The format wanted (default: the commit's); a different one is \
+             translated (see the tier printed)."
+        ))]
         format: Option<String>,
         /// Write the context here instead of stdout.
         #[arg(short, long)]
@@ -160,9 +159,10 @@ enum Command {
         /// Who (A-Z a-z 0-9 . _ - / @ : +).
         #[arg(long, env = "CTX_PRINCIPAL", value_parser = parse_principal)]
         principal: String,
-        /// When (RFC 3339); default now.
-        #[arg(long)]
-        at: Option<String>,
+        /// When: RFC 3339 (e.g. 2026-01-02T03:04:05Z), or a time ago as a
+        /// whole number and a unit (90s, 30m, 2h, 1d, 1w); default now.
+        #[arg(long, value_parser = parse_at)]
+        at: Option<chrono::DateTime<chrono::Utc>>,
         #[command(flatten)]
         conn: Conn,
     },
@@ -400,24 +400,42 @@ enum RefCommand {
         conn: Conn,
     },
     /// Create a ref, or move it by compare-and-swap with --expected.
+    ///
+    /// One rule for `ref set` and `ref delete`: without --expected neither
+    /// changes an existing ref (set creates one that does not exist yet;
+    /// on an existing ref both exit 4 naming its tip); --expected TIP
+    /// changes it only while it points at TIP; --force changes it wherever
+    /// it points.
     Set {
         /// The ref name.
         name: String,
         /// The commit (or ref) to point at.
         target: String,
         /// The commit the ref must point at now; omit to create the ref.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "force")]
         expected: Option<String>,
+        /// Move the ref wherever it points now (or create it).
+        #[arg(long)]
+        force: bool,
         #[command(flatten)]
         conn: Conn,
     },
-    /// Remove a ref alone (its commits stay), by compare-and-swap with --expected.
+    /// Remove a ref alone (its commits stay), by compare-and-swap with
+    /// --expected.
+    ///
+    /// One rule for `ref set` and `ref delete`: without --expected neither
+    /// changes an existing ref (delete exits 4 naming its tip); --expected
+    /// TIP changes it only while it points at TIP; --force changes it
+    /// wherever it points.
     Delete {
         /// The ref name.
         name: String,
         /// Delete only while the ref points at this commit (or ref).
-        #[arg(long)]
+        #[arg(long, conflicts_with = "force")]
         expected: Option<String>,
+        /// Delete the ref wherever it points.
+        #[arg(long)]
+        force: bool,
         #[command(flatten)]
         conn: Conn,
     },
@@ -461,11 +479,9 @@ struct CheckpointArgs {
     #[arg(long = "type", default_value = "delta",
           value_parser = ["delta", "compaction", "snapshot"])]
     commit_type: String,
-    /// The delta's format: raw, claude-code-v1, codex-rollout-v1,
-    /// gemini-cli-v1, anthropic-messages-v1, openai-chat-v1,
-    /// openai-responses-v1, bureau-agent-v1, bureau-agent-v2, or any other
-    /// format id (stored as opaque bytes).
-    #[arg(long, default_value = "raw", value_parser = parse_format)]
+    #[arg(long, default_value = "raw", value_parser = parse_format, help = known_formats(
+        "The delta's format; any other format id is stored as opaque bytes."
+    ))]
     format: String,
     /// The context template.
     #[arg(long, env = "CTX_TEMPLATE", default_value = "default")]
@@ -496,8 +512,9 @@ struct CheckpointArgs {
     /// Tokens in the delta (estimated by the server when omitted).
     #[arg(long)]
     token_count: Option<u64>,
-    /// The checkpoint time (RFC 3339); send the same one to retry idempotently.
-    #[arg(long)]
+    /// The checkpoint time (RFC 3339, e.g. 2026-01-02T03:04:05Z); send the
+    /// same one to retry idempotently.
+    #[arg(long, value_parser = parse_time_text)]
     created_at: Option<String>,
     /// KEY=VALUE labels.
     #[arg(long = "tag", value_parser = parse_tag)]
@@ -521,6 +538,15 @@ pub(crate) fn parse_format(s: &str) -> Result<String, String> {
     s.parse::<ctx_core::format::FormatId>()
         .map(|_| s.to_owned())
         .map_err(|e| e.message)
+}
+
+/// A `--format` flag's help: `lead`, then every format the codecs know
+/// (the registry the server uses), so the list never falls behind.
+pub(crate) fn known_formats(lead: &str) -> String {
+    let formats = ctx_core::format::Formats::default();
+    let mut ids: Vec<&str> = formats.ids().map(|f| f.as_str()).collect();
+    ids.sort_unstable();
+    format!("{lead} Known: {}.", ids.join(", "))
 }
 
 /// A count of at least 1.
@@ -566,6 +592,56 @@ pub(crate) fn parse_stop(s: &str) -> Result<String, String> {
         .map_err(|e| e.message)
 }
 
+/// A time flag's value: RFC 3339.
+pub(crate) fn parse_time(s: &str) -> Result<chrono::DateTime<chrono::Utc>, String> {
+    chrono::DateTime::parse_from_rfc3339(s)
+        .map(|t| t.with_timezone(&chrono::Utc))
+        .map_err(|_| {
+            format!(
+                "{s:?} is not a time: give RFC 3339, a date, 'T', a time and an offset, \
+                 e.g. 2026-01-02T03:04:05Z or 2026-01-02T04:04:05+01:00"
+            )
+        })
+}
+
+/// `--at`: RFC 3339, or a time ago (`90s`, `30m`, `2h`, `1d`, `1w`).
+fn parse_at(s: &str) -> Result<chrono::DateTime<chrono::Utc>, String> {
+    use ctx_core::Clock as _;
+    at_or_ago(s, ctx_core::clock::SystemClock.now())
+}
+
+/// [`parse_at`] with "now" given.
+fn at_or_ago(
+    s: &str,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Result<chrono::DateTime<chrono::Utc>, String> {
+    let unit = |c: char| match c {
+        's' => Some(1),
+        'm' => Some(60),
+        'h' => Some(3_600),
+        'd' => Some(86_400),
+        'w' => Some(604_800),
+        _ => None,
+    };
+    let ago = s.char_indices().last().and_then(|(i, c)| {
+        let n: i64 = s[..i].parse().ok().filter(|n| *n >= 0)?;
+        chrono::Duration::try_seconds(n.checked_mul(unit(c)?)?)
+    });
+    match ago {
+        Some(d) => now
+            .checked_sub_signed(d)
+            .ok_or_else(|| format!("{s:?} is too long ago")),
+        None => parse_time(s).map_err(|e| {
+            format!("{e}; or a time ago: a whole number and s, m, h, d or w (90s, 30m, 2h, 1d, 1w)")
+        }),
+    }
+}
+
+/// A time flag's value checked as RFC 3339 and kept as written.
+fn parse_time_text(s: &str) -> Result<String, String> {
+    parse_time(s).map(|_| s.to_owned())
+}
+
 fn parse_tag(s: &str) -> Result<(String, String), String> {
     match s.split_once('=') {
         Some(("", _)) => Err(format!("{s:?} has an empty key: give KEY=VALUE")),
@@ -576,7 +652,11 @@ fn parse_tag(s: &str) -> Result<(String, String), String> {
 
 /// Parses the arguments and runs the command.
 pub async fn main_with(args: impl IntoIterator<Item = String>) -> ExitCode {
-    let cli = match Cli::try_parse_from(args) {
+    use clap::{CommandFactory as _, FromArgMatches as _};
+    let parsed = Cli::command()
+        .try_get_matches_from(args)
+        .and_then(|m| Ok((Cli::from_arg_matches(&m)?, wants_json(&m))));
+    let (cli, json) = match parsed {
         Ok(c) => c,
         Err(e) => {
             let _ = e.print();
@@ -585,6 +665,15 @@ pub async fn main_with(args: impl IntoIterator<Item = String>) -> ExitCode {
     };
     match run(cli).await {
         Ok(()) => ExitCode::SUCCESS,
+        Err(e) if json => {
+            // The HTTP error body's shape, on one line.
+            let body = ctx_core::wire::ErrorBody::from(&e);
+            match serde_json::to_string(&body) {
+                Ok(s) => eprintln!("{s}"),
+                Err(_) => eprintln!("ctx: {}: {}", e.kind, e.message),
+            }
+            ExitCode::from(exit_code(e.kind))
+        }
         Err(e) => {
             let field = e
                 .field
@@ -601,6 +690,15 @@ pub async fn main_with(args: impl IntoIterator<Item = String>) -> ExitCode {
             eprintln!("ctx: {}{field}: {}{current}", e.kind, e.message);
             ExitCode::from(exit_code(e.kind))
         }
+    }
+}
+
+/// Whether the command given asked for `--json` (the innermost
+/// subcommand's flag).
+fn wants_json(m: &clap::ArgMatches) -> bool {
+    match m.subcommand() {
+        Some((_, sub)) => wants_json(sub),
+        None => matches!(m.try_get_one::<bool>("json"), Ok(Some(true))),
     }
 }
 
@@ -748,7 +846,7 @@ async fn run(cli: Cli) -> Result<()> {
             principal,
             at,
             conn,
-        } => commands::resolve::run(&principal, at.as_deref(), &conn).await,
+        } => commands::resolve::run(&principal, at, &conn).await,
         Command::UpdateMetadata {
             rev,
             summary,
@@ -821,6 +919,50 @@ async fn run_tokens(command: TokensCommand) -> Result<()> {
             } else {
                 Err(Error::not_found(format!("token {id}")))
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn at_takes_rfc_3339_or_a_time_ago() {
+        let now = chrono::DateTime::parse_from_rfc3339("2026-01-10T12:00:00Z")
+            .unwrap()
+            .with_timezone(&chrono::Utc);
+        for (given, want) in [
+            ("90s", "2026-01-10T11:58:30Z"),
+            ("30m", "2026-01-10T11:30:00Z"),
+            ("2h", "2026-01-10T10:00:00Z"),
+            ("1d", "2026-01-09T12:00:00Z"),
+            ("1w", "2026-01-03T12:00:00Z"),
+            ("0s", "2026-01-10T12:00:00Z"),
+            ("2026-01-02T03:04:05+01:00", "2026-01-02T02:04:05Z"),
+        ] {
+            assert_eq!(
+                at_or_ago(given, now).unwrap().to_rfc3339(),
+                chrono::DateTime::parse_from_rfc3339(want)
+                    .unwrap()
+                    .to_rfc3339(),
+                "{given}"
+            );
+        }
+        for bad in [
+            "yesterday",
+            "2y",
+            "-1d",
+            "d",
+            "",
+            "1.5h",
+            "99999999999999999w",
+        ] {
+            let e = at_or_ago(bad, now).unwrap_err();
+            assert!(
+                e.contains("RFC 3339") || e.contains("too long ago"),
+                "{bad}: {e}"
+            );
         }
     }
 }

@@ -488,3 +488,243 @@ fn a_closed_stdout_ends_each_command_quietly_by_sigpipe() {
     let _ = server.wait();
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// With `--json`, an error is one JSON object on stderr, shaped as the
+/// HTTP error body (`{"error": {"kind", "message", "field"?}}`), with the
+/// same exit code as the text form.
+#[test]
+fn a_json_error_is_one_json_object_on_stderr() {
+    let out = ctx(&[
+        "show",
+        "ctx-00000000000000000000000000000000",
+        "--server",
+        "http://127.0.0.1:9",
+        "--token",
+        "t",
+        "--json",
+    ]);
+    assert_eq!(out.status.code(), Some(6));
+    let err = String::from_utf8_lossy(&out.stderr);
+    let v: serde_json::Value = serde_json::from_str(err.trim())
+        .unwrap_or_else(|e| panic!("stderr is not one JSON object ({e}): {err}"));
+    assert_eq!(v["error"]["kind"], "unavailable", "{v}");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("cannot reach the ctx server")),
+        "{v}"
+    );
+    // An invalid value names its field there; without --json it stays text.
+    let out = ctx(&["ref", "get", "bad name", "--json", "--token", "t"]);
+    assert_eq!(out.status.code(), Some(2));
+    let v: serde_json::Value = serde_json::from_slice(&out.stderr).expect("JSON");
+    assert_eq!(v["error"]["kind"], "invalid", "{v}");
+    let out = ctx(&["ref", "get", "bad name", "--token", "t"]);
+    assert!(String::from_utf8_lossy(&out.stderr).starts_with("ctx: invalid"));
+}
+
+/// A time flag that is not RFC 3339 is refused before anything is sent,
+/// naming the flag and the form it takes.
+#[test]
+fn a_time_flag_names_itself_and_the_form_it_takes() {
+    for args in [
+        vec!["resolve", "--principal", "a", "--at", "yesterday"],
+        vec![
+            "checkpoint",
+            "--principal",
+            "a",
+            "--created-at",
+            "yesterday",
+        ],
+    ] {
+        let out = ctx(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        let flag = args[3];
+        assert!(err.contains(flag), "{args:?} names {flag}: {err}");
+        assert!(err.contains("RFC 3339"), "{args:?}: {err}");
+        assert!(
+            err.contains("2026-01-02T03:04:05Z"),
+            "{args:?}: an example: {err}"
+        );
+        assert!(!err.contains("premature end of input"), "{args:?}: {err}");
+        assert!(!err.contains("cannot reach"), "{args:?}: {err}");
+    }
+    // --at also takes a time ago (`30m`, `2h`, `1d`, `1w`): accepted, so
+    // the command goes on to the (unreachable) server.
+    for ago in ["90s", "30m", "2h", "1d", "1w"] {
+        let out = ctx(&[
+            "resolve",
+            "--principal",
+            "a",
+            "--at",
+            ago,
+            "--server",
+            "http://127.0.0.1:9",
+            "--token",
+            "t",
+        ]);
+        assert_eq!(out.status.code(), Some(6), "--at {ago}");
+    }
+    let out = ctx(&["resolve", "--principal", "a", "--at", "2y"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("2h"), "names the relative forms: {err}");
+}
+
+/// `ctx ref set` and `ctx ref delete` follow one rule: without
+/// `--expected` neither changes an existing ref (set creates, delete
+/// refuses), each naming the current tip and `--expected`/`--force`;
+/// `--expected TIP` is compare-and-swap; `--force` is unconditional.
+#[test]
+fn ref_set_and_delete_follow_one_compare_and_swap_rule() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().to_str().unwrap();
+    let (mut child, url, _stdout) = serve(data);
+    checkpoint(&url, data, "user: one\n");
+    let at = |args: &[&str]| {
+        let mut all: Vec<&str> = args.to_vec();
+        all.extend(["--server", &url, "--data", data]);
+        ctx(&all)
+    };
+    let tip = String::from_utf8(at(&["ref", "get", "sessions/s"]).stdout).unwrap();
+    let tip = tip.split_whitespace().next().unwrap().to_owned();
+    checkpoint(&url, data, "user: two\n");
+    let new = String::from_utf8(at(&["ref", "get", "sessions/s"]).stdout).unwrap();
+    let new = new.split_whitespace().next().unwrap().to_owned();
+
+    // set: creates without --expected; on an existing ref it is exit 4
+    // naming the tip and both ways to move it.
+    assert_eq!(at(&["ref", "set", "keep", &tip]).status.code(), Some(0));
+    let out = at(&["ref", "set", "keep", &new]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "{err}");
+    assert!(
+        err.contains(&tip) && err.contains(&format!("--expected {tip}")) && err.contains("--force"),
+        "{err}"
+    );
+    assert_eq!(
+        at(&["ref", "set", "keep", &new, "--expected", &tip])
+            .status
+            .code(),
+        Some(0)
+    );
+    assert_eq!(
+        at(&["ref", "set", "keep", &tip, "--force"]).status.code(),
+        Some(0)
+    );
+    let now = String::from_utf8(at(&["ref", "get", "keep"]).stdout).unwrap();
+    assert!(now.starts_with(&tip), "{now}");
+
+    // delete: the same rule.
+    let out = at(&["ref", "delete", "keep"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "{err}");
+    assert!(
+        err.contains(&format!("--expected {tip}")) && err.contains("--force"),
+        "{err}"
+    );
+    assert_eq!(
+        at(&["ref", "get", "keep"]).status.code(),
+        Some(0),
+        "still there"
+    );
+    assert_eq!(
+        at(&["ref", "delete", "keep", "--expected", &new])
+            .status
+            .code(),
+        Some(4),
+        "a stale --expected"
+    );
+    assert_eq!(
+        at(&["ref", "delete", "keep", "--expected", &tip])
+            .status
+            .code(),
+        Some(0)
+    );
+    assert_eq!(at(&["ref", "set", "keep", &tip]).status.code(), Some(0));
+    assert_eq!(
+        at(&["ref", "delete", "keep", "--force"]).status.code(),
+        Some(0)
+    );
+    assert_eq!(at(&["ref", "get", "keep"]).status.code(), Some(3));
+    assert_eq!(
+        at(&["ref", "delete", "keep"]).status.code(),
+        Some(3),
+        "no such ref"
+    );
+    assert_eq!(
+        ctx(&["ref", "set", "k", &tip, "--expected", &tip, "--force"])
+            .status
+            .code(),
+        Some(2),
+        "--force and --expected exclude each other"
+    );
+    let help = String::from_utf8(ctx(&["ref", "set", "--help"]).stdout).unwrap();
+    assert!(help.contains("--force"), "{help}");
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// `ctx read-context WS` on a workspace with no file (a mistyped name, or
+/// a fresh workspace, which seed 002 requires to work) prints the empty
+/// context, as the server answers it, and says on stderr that WS has no
+/// file; a workspace with files gets no such note.
+#[test]
+fn read_context_of_a_workspace_without_files_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().to_str().unwrap();
+    let (mut child, url, _stdout) = serve(data);
+    let at = |args: &[&str]| {
+        let mut all: Vec<&str> = args.to_vec();
+        all.extend(["--server", &url, "--data", data]);
+        ctx(&all)
+    };
+    let out = at(&["read-context", "no-such-ws"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains("no-such-ws") && err.contains("no file") && err.contains("ctx workspace ls"),
+        "{err}"
+    );
+    let ws = dir.path().join("ws");
+    std::fs::create_dir(&ws).unwrap();
+    std::fs::write(ws.join("brief.md"), "# B\n\nTastes: x\n\nDo it.\n").unwrap();
+    let push = at(&[
+        "workspace",
+        "push",
+        ws.to_str().unwrap(),
+        "--workspace",
+        "real",
+    ]);
+    assert!(
+        push.status.success(),
+        "{}",
+        String::from_utf8_lossy(&push.stderr)
+    );
+    let out = at(&["read-context", "real"]);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// `ctx materialize --help` (and `export`, `checkpoint`) list every format
+/// the server's codecs know, from the same registry.
+#[test]
+fn format_help_lists_every_known_format() {
+    let formats = ctx_core::format::Formats::default();
+    for cmd in ["materialize", "export", "checkpoint"] {
+        let help = String::from_utf8(ctx(&[cmd, "--help"]).stdout).unwrap();
+        for id in formats.ids() {
+            assert!(
+                help.contains(id.as_str()),
+                "{cmd} --help lists {id}: {help}"
+            );
+        }
+    }
+}

@@ -155,13 +155,13 @@ pub(crate) enum AgentCommand {
         #[arg(long)]
         description: String,
         /// When it started (RFC 3339; default now).
-        #[arg(long)]
+        #[arg(long, value_parser = crate::parse_time)]
         started_at: Option<DateTime<Utc>>,
         /// The thread it works for.
         #[arg(long)]
         thread: Option<String>,
         /// When to stop listing it (RFC 3339).
-        #[arg(long)]
+        #[arg(long, value_parser = crate::parse_time)]
         expires_at: Option<DateTime<Utc>>,
         #[command(flatten)]
         remote: Remote,

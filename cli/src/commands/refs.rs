@@ -1,9 +1,9 @@
 //! `ctx ref get|set|delete|list|evict`: reading refs, moving them by
 //! compare-and-swap, and evicting the old deltas of their history.
 
-use ctx_core::Result;
 use ctx_core::wire::RefRecord;
 use ctx_core::wire::{EvictRequest, Evicted, RefList, SetRefRequest};
+use ctx_core::{Error, ErrorKind, RefName, Result};
 
 use super::{ref_name, rev};
 use crate::{Conn, RefCommand, print_json};
@@ -11,8 +11,10 @@ use crate::{Conn, RefCommand, print_json};
 /// Runs `ctx ref …`.
 ///
 /// # Errors
-/// `Invalid` for a malformed ref name; the server's errors (`Conflict` with
-/// the current tip when `--expected` is stale).
+/// `Invalid` for a malformed ref name; `Conflict` naming the tip for a
+/// `set` or `delete` of an existing ref without `--expected` or `--force`;
+/// the server's errors (`Conflict` with the current tip when `--expected`
+/// is stale).
 pub(crate) async fn run(command: RefCommand) -> Result<()> {
     let (conn, result): (&Conn, RefOutput) = match &command {
         RefCommand::Get { name, conn } => {
@@ -23,33 +25,54 @@ pub(crate) async fn run(command: RefCommand) -> Result<()> {
             name,
             target,
             expected,
+            force,
             conn,
         } => {
             let c = conn.client()?;
+            let name = ref_name(name)?;
             let target = rev(&c, target).await?;
             let expected = match expected {
                 Some(e) => Some(rev(&c, e).await?),
+                // Wherever it points now (compare-and-swap on what was read).
+                None if *force => match c.get_ref(&name).await {
+                    Ok(r) => Some(r.target),
+                    Err(e) if e.kind == ErrorKind::NotFound => None,
+                    Err(e) => return Err(e),
+                },
                 None => None,
             };
+            let creating = expected.is_none() && !*force;
             let req = SetRefRequest { target, expected };
-            (
-                conn,
-                RefOutput::One(c.set_ref(&ref_name(name)?, &req).await?),
-            )
+            let set = c
+                .set_ref(&name, &req)
+                .await
+                .map_err(|e| match e.current.clone() {
+                    Some(tip) if creating && e.kind == ErrorKind::Conflict => {
+                        exists(&name, &tip, "move it from there")
+                    }
+                    _ => e,
+                })?;
+            (conn, RefOutput::One(set))
         }
         RefCommand::Delete {
             name,
             expected,
+            force,
             conn,
         } => {
             let c = conn.client()?;
+            let name = ref_name(name)?;
             let expected = match expected {
                 Some(e) => Some(rev(&c, e).await?),
-                None => None,
+                None if *force => None,
+                None => {
+                    let tip = c.get_ref(&name).await?.target.to_string();
+                    return Err(exists(&name, &tip, "delete it at that tip"));
+                }
             };
             (
                 conn,
-                RefOutput::One(c.delete_ref(&ref_name(name)?, expected.as_ref()).await?),
+                RefOutput::One(c.delete_ref(&name, expected.as_ref()).await?),
             )
         }
         RefCommand::Evict { name, before, conn } => {
@@ -109,6 +132,19 @@ pub(crate) async fn run(command: RefCommand) -> Result<()> {
             Ok(())
         }
     }
+}
+
+/// The refusal of `ref set`/`ref delete` without `--expected` or
+/// `--force` on a ref that exists: it names the tip and both ways on.
+fn exists(name: &RefName, tip: &str, to: &str) -> Error {
+    Error::conflict(
+        format!(
+            "ref {name} exists and points at {tip}; give --expected {tip} to {to} \
+             (compare-and-swap), or --force to change it wherever it points"
+        ),
+        Some(tip.to_owned()),
+    )
+    .with_field("expected")
 }
 
 enum RefOutput {

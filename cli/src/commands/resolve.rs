@@ -5,16 +5,16 @@ use ctx_core::{Error, Principal, Result};
 
 use crate::{Conn, print_json};
 
-/// Runs `ctx resolve --principal P [--at RFC3339]`.
+/// Runs `ctx resolve --principal P [--at RFC3339]` (`--at` checked by
+/// [`crate::parse_time`]).
 ///
 /// # Errors
-/// `Invalid` for a malformed principal or time; the server's errors.
-pub(crate) async fn run(principal: &str, at: Option<&str>, conn: &Conn) -> Result<()> {
+/// `Invalid` for a malformed principal; the server's errors.
+pub(crate) async fn run(principal: &str, at: Option<DateTime<Utc>>, conn: &Conn) -> Result<()> {
     let c = conn.client()?;
     let principal: Principal = principal
         .parse()
         .map_err(|e: Error| e.with_field("principal"))?;
-    let at = at.map(parse_at).transpose()?;
     let r = c.resolve(&principal, at).await?;
     if conn.json {
         print_json(&r)
@@ -22,11 +22,4 @@ pub(crate) async fn run(principal: &str, at: Option<&str>, conn: &Conn) -> Resul
         outln!("{}", r.id);
         Ok(())
     }
-}
-
-/// An RFC 3339 time, failing as the server does for its `at` parameter.
-fn parse_at(v: &str) -> Result<DateTime<Utc>> {
-    DateTime::parse_from_rfc3339(v)
-        .map(|t| t.with_timezone(&Utc))
-        .map_err(|e| Error::invalid("at", format!("at {v:?}: {e}")))
 }

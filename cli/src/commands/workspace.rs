@@ -237,7 +237,21 @@ pub(crate) async fn read_context(
     conn: &Conn,
 ) -> Result<()> {
     let ctx = match (workspace, dir) {
-        (Some(ws), None) => conn.client()?.read_context(&ws_id(ws)?).await?,
+        (Some(ws), None) => {
+            let (c, ws) = (conn.client()?, ws_id(ws)?);
+            let ctx = c.read_context(&ws).await?;
+            // A workspace exists by its files; one without any reads as a
+            // fresh workspace (seed 002: the first turn must work there),
+            // so a mistyped name is only told, not refused.
+            if c.list_files(&ws, "").await?.files.is_empty() {
+                eprintln!(
+                    "ctx: workspace {ws} has no file, so its context is empty: a fresh \
+                     workspace, or a mistyped name? (`ctx workspace ls WS` lists a \
+                     workspace's files, `ctx workspace push DIR --workspace WS` adds them)"
+                );
+            }
+            ctx
+        }
         (None, Some(d)) => {
             if !d.is_dir() {
                 return Err(Error::invalid(

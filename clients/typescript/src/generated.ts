@@ -323,7 +323,7 @@ export interface paths {
         /**
          * The active branches of a session (`session_id`): the deepest in the
          *     top-level fields and every one, deepest first, in `active_branches`; or
-         *     `{branch_id: null, status: "No active branch found"}`.
+         *     `{branch_id: null, status: "No active branch found", active_branches: []}`.
          */
         get: operations["branch_status_of_session"];
         put?: never;
@@ -1264,8 +1264,8 @@ export interface components {
         BranchStatusResponse: {
             /**
              * @description By session only: every active branch of the session, deepest first
-             *     (the top-level fields describe the first). Absent when there is
-             *     none, and by branch id.
+             *     (the top-level fields describe the first); `[]` when there is none.
+             *     Absent by branch id.
              */
             active_branches?: components["schemas"]["BranchStatusResponse"][];
             branch_id?: null | components["schemas"]["BranchId"];

@@ -323,8 +323,18 @@ mod tests {
         .await;
         assert_eq!(
             s,
-            json!({"branch_id": null, "status": "No active branch found", "session_id": "s1"})
+            json!({"branch_id": null, "status": "No active branch found", "session_id": "s1",
+                   "active_branches": []})
         );
+        let (_, _, one) = call(
+            &app,
+            ALICE,
+            "GET",
+            &format!("/v1/branches/{id}"),
+            Value::Null,
+        )
+        .await;
+        assert!(one.get("active_branches").is_none(), "by branch id: {one}");
     }
 
     #[tokio::test]
@@ -365,6 +375,14 @@ mod tests {
                 "budget",
             ),
             (
+                json!({"session_id": "s", "description": "d", "timeout_seconds": 0}),
+                "timeout_seconds",
+            ),
+            (
+                json!({"session_id": "s", "description": "d", "timeout_seconds": 5000}),
+                "timeout_seconds",
+            ),
+            (
                 json!({"session_id": "s", "description": "d", "colour": 1}),
                 "colour",
             ),
@@ -380,6 +398,19 @@ mod tests {
                 "{body} → {e}"
             );
         }
+        let (_, _, e) = call(
+            &app,
+            ALICE,
+            "POST",
+            "/v1/branches",
+            json!({"session_id": "s", "description": "d", "timeout_seconds": 5000}),
+        )
+        .await;
+        let message = e["error"]["message"].as_str().unwrap_or_default();
+        assert!(
+            message.contains("5000") && message.contains("600"),
+            "names the value and the limit: {e}"
+        );
         let (st, _, _) = call(&app, ALICE, "GET", "/v1/branches/br-nope", Value::Null).await;
         assert_eq!(st, 400);
         let (st, _, _) = call(&app, ALICE, "GET", "/v1/branches", Value::Null).await;

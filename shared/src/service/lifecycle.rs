@@ -4,7 +4,9 @@
 //!
 //! # Erase order (crash safety)
 //! An erase first removes the refs that point into the commits it erases
-//! (so nothing new is written on top of them), then the agent files built
+//! (so nothing new is written on top of them), each with its pin (an
+//! erase interrupted between the two leaves the pin of a ref that no
+//! longer exists, which protects nothing), then the agent files built
 //! from those commits: every save whose window holds one of them (the
 //! file, then the record) and the working-context snapshot of each agent
 //! whose commits it erases (rebuilt on demand). Then the commits: first
@@ -22,7 +24,7 @@
 //! that removes the file it wrote). An artifact is deleted only when no
 //! commit or cache entry outside the erase still uses it. Then each
 //! session left without a commit loses what the store keeps of it beside
-//! its commits (its last-write record on DynamoDB; an erase interrupted
+//! its commits (its pin; its last-write record on DynamoDB; an erase interrupted
 //! just before leaves that to the idle-session sweep, which removes the
 //! record of a session with no commit). A principal's erase ends with the
 //! agent's record.
@@ -431,7 +433,12 @@ impl Service {
         for r in meta.list_refs(tenant, "", None, usize::MAX).await? {
             if commits.contains_key(&r.target) {
                 match meta.delete_ref(tenant, &r.name, &r.target).await {
-                    Ok(()) => refs_total += 1,
+                    Ok(()) => {
+                        refs_total += 1;
+                        // Its pin protected what is erased now: it goes too.
+                        meta.set_pin(tenant, &Pin::Ref(r.name.clone()), false)
+                            .await?;
+                    }
                     // Moved meanwhile: not ours to remove any more.
                     Err(e) if e.kind == ErrorKind::Conflict => {}
                     Err(e) => return Err(e),
@@ -499,6 +506,11 @@ impl Service {
             .collect();
         for session in sessions {
             meta.forget_session(tenant, session).await?;
+            // A pin of a session with no commit left pins nothing.
+            if meta.session_commits(tenant, session).await?.is_empty() {
+                meta.set_pin(tenant, &Pin::Session(session.clone()), false)
+                    .await?;
+            }
         }
         Ok(report)
     }

@@ -36,7 +36,8 @@ pub struct BranchCreateRequest {
     )]
     #[schema(schema_with = capped_count)]
     pub budget: Option<u64>,
-    /// Seconds until it times out (default 300, capped at 600).
+    /// Seconds until it times out (default 300, at most 600: more is a 400
+    /// naming `timeout_seconds`).
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",
@@ -252,11 +253,11 @@ pub struct BranchStatusResponse {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub warning: Option<String>,
     /// By session only: every active branch of the session, deepest first
-    /// (the top-level fields describe the first). Absent when there is
-    /// none, and by branch id.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schema(no_recursion)]
-    pub active_branches: Vec<BranchStatusResponse>,
+    /// (the top-level fields describe the first); `[]` when there is none.
+    /// Absent by branch id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(no_recursion, nullable = false)]
+    pub active_branches: Option<Vec<BranchStatusResponse>>,
 }
 
 /// What session end answers.
@@ -345,7 +346,7 @@ impl From<BranchState> for BranchStatusResponse {
             reason: rec.reason,
             return_commit: rec.return_commit,
             warning,
-            active_branches: Vec::new(),
+            active_branches: None,
         }
     }
 }
@@ -354,7 +355,8 @@ impl BranchStatusResponse {
     /// The status of `session` from its active branches, deepest first:
     /// the deepest in the top-level fields and all of them in
     /// `active_branches`; or `{branch_id: null, status: "No active branch
-    /// found"}`.
+    /// found", active_branches: []}` (seed 004's answer, with the empty
+    /// list).
     pub fn of_session(session: &SessionId, active: Vec<BranchState>) -> Self {
         let all: Vec<BranchStatusResponse> = active.into_iter().map(Into::into).collect();
         let Some(deepest) = all.first() else {
@@ -373,11 +375,11 @@ impl BranchStatusResponse {
                 reason: None,
                 return_commit: None,
                 warning: None,
-                active_branches: Vec::new(),
+                active_branches: Some(Vec::new()),
             };
         };
         BranchStatusResponse {
-            active_branches: all.clone(),
+            active_branches: Some(all.clone()),
             ..deepest.clone()
         }
     }
@@ -591,7 +593,7 @@ operations! { BRANCH_OPERATIONS;
     }
     /// The active branches of a session (`session_id`): the deepest in the
     /// top-level fields and every one, deepest first, in `active_branches`; or
-    /// `{branch_id: null, status: "No active branch found"}`.
+    /// `{branch_id: null, status: "No active branch found", active_branches: []}`.
     BranchStatusOfSession = branch_status_of_session: get "/v1/branches" in Branches,
         none => BranchStatusResponse {
         tag = "branches",

@@ -569,8 +569,8 @@ class BranchStatusResponse(TypedDict):
 
     active_branches: NotRequired[list[BranchStatusResponse]]
     """By session only: every active branch of the session, deepest first
-    (the top-level fields describe the first). Absent when there is
-    none, and by branch id.
+    (the top-level fields describe the first); `[]` when there is none.
+    Absent by branch id.
     """
     branch_id: NotRequired[BranchId | None]
     """The branch; null when a session has no active branch."""
@@ -1939,7 +1939,7 @@ def branch_status(br: BranchId) -> Call[BranchStatusResponse]:
 def branch_status_of_session(*, session_id: SessionId) -> Call[BranchStatusResponse]:
     """``GET /v1/branches``: The active branches of a session (`session_id`): the deepest in the
     top-level fields and every one, deepest first, in `active_branches`; or
-    `{branch_id: null, status: "No active branch found"}`.
+    `{branch_id: null, status: "No active branch found", active_branches: []}`.
     """
     return Call("GET", "/v1/branches", parse_json, params=query({"session_id": session_id}))
 

@@ -44,7 +44,21 @@ impl Service {
                     "timeout_seconds must be at least 1",
                 ));
             }
-            Some(t) => t.min(cfg.max_timeout_secs),
+            // Refused rather than clamped: a caller asking for more
+            // must not be left believing it got it.
+            Some(t) if t > cfg.max_timeout_secs => {
+                return Err(Error::invalid(
+                    "timeout_seconds",
+                    format!(
+                        "timeout_seconds {t} is over the limit of {} seconds: give 1 to {} \
+                         (default {})",
+                        cfg.max_timeout_secs,
+                        cfg.max_timeout_secs,
+                        cfg.default_timeout_secs.min(cfg.max_timeout_secs)
+                    ),
+                ));
+            }
+            Some(t) => t,
             None => cfg.default_timeout_secs.min(cfg.max_timeout_secs),
         };
         self.check_session_owner(caller, &session).await?;
