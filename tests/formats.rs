@@ -433,9 +433,13 @@ async fn an_openai_agents_session_checkpoints_and_translates_through_the_cli() {
     .unwrap();
     let out = checkpoint(bad.to_str().unwrap());
     assert_eq!(out.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&out.stderr);
+    // With --json the error is one JSON object on stderr.
+    let err = json(&out.stderr);
+    assert_eq!(err["error"]["field"], "file", "{err}");
     assert!(
-        err.contains("openai-responses-v1 delta: at index 0: a function_call has no \"arguments\""),
+        err["error"]["message"].as_str().is_some_and(|m| m.contains(
+            "openai-responses-v1 delta: at index 0: a function_call has no \"arguments\""
+        )),
         "{err}"
     );
     let (_, tip) = server.cli(&["ref", "get", "openai-agents/oslo", "--json"]);
