@@ -747,3 +747,95 @@ async fn log_says_where_it_stopped_and_all_pages_to_the_root() {
     assert_eq!(all["commits"].as_array().unwrap().len(), 4, "{all}");
     assert!(all.get("next").is_none(), "{all}");
 }
+
+/// The MCP tools as a client calls them: `log` pages with `next` and
+/// `cursor`; `show`, `log` and `materialize` take a ref name as the CLI
+/// does; `checkpoint` writes a delta onto a ref.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_tools_page_take_ref_names_and_checkpoint() {
+    use ctx_cli::mcp::call_tool;
+    use serde_json::json;
+    let base = serve().await;
+    let dir = tempfile::tempdir().unwrap();
+    let ids = chain_on_ref(&base, dir.path(), "sessions/mcp", 3).await;
+    let c = Client::new(&base, Some(TOKEN.into()));
+    let call = |name: &'static str, args: serde_json::Value| {
+        let c = &c;
+        async move { call_tool(c, None, name, &args).await }
+    };
+    let page = call("log", json!({"ctx": "sessions/mcp", "depth": 2}))
+        .await
+        .unwrap();
+    assert_eq!(page["commits"][0]["id"], ids[0].as_str(), "{page}");
+    assert_eq!(page["next"], ids[2].as_str(), "{page}");
+    let rest = call(
+        "log",
+        json!({"ctx": "sessions/mcp", "depth": 2, "cursor": page["next"]}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(rest["commits"].as_array().unwrap().len(), 1, "{rest}");
+    assert_eq!(rest["commits"][0]["id"], ids[2].as_str());
+    assert!(rest.get("next").is_none(), "{rest}");
+    let bad = call("log", json!({"ctx": "sessions/mcp", "cursor": "nope"}))
+        .await
+        .unwrap_err();
+    assert_eq!(bad.field.as_deref(), Some("cursor"), "{bad:?}");
+
+    let shown = call("show", json!({"ctx": "sessions/mcp"})).await.unwrap();
+    assert_eq!(shown["id"], ids[0].as_str(), "{shown}");
+    let m = call(
+        "materialize",
+        json!({"ctx": "sessions/mcp", "stop": "root"}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(m["commit"], ids[0].as_str(), "{m}");
+    assert_eq!(
+        m["excerpt"], "user: turn 0\nuser: turn 1\nuser: turn 2\n",
+        "{m}"
+    );
+    let missing = call("show", json!({"ctx": "sessions/none"}))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        (missing.kind, missing.field.as_deref()),
+        (ErrorKind::NotFound, Some("ctx")),
+        "{missing:?}"
+    );
+
+    // A checkpoint onto the ref continues its tip and moves it.
+    let made = call(
+        "checkpoint",
+        json!({"ref": {"name": "sessions/mcp"}, "delta": "user: turn 3\n",
+               "principal": "a", "commit_type": "delta", "format": "raw",
+               "template": "t", "checkpoint": "turn_boundary"}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(made["parent"], ids[0].as_str(), "{made}");
+    let tip = c.get_ref(&"sessions/mcp".parse().unwrap()).await.unwrap();
+    assert_eq!(json!(tip.target), made["id"]);
+    // Onto a new ref: a root commit.
+    let root = call(
+        "checkpoint",
+        json!({"ref": {"name": "sessions/mcp-new"}, "delta": "user: hi\n",
+               "principal": "a", "commit_type": "delta", "format": "raw",
+               "template": "t", "checkpoint": "turn_boundary"}),
+    )
+    .await
+    .unwrap();
+    assert!(root["parent"].is_null(), "{root}");
+    // The server's validation, naming the field; nothing written.
+    let bad = call(
+        "checkpoint",
+        json!({"ref": {"name": "sessions/mcp"}, "delta": "x\n", "principal": "a b",
+               "commit_type": "delta", "format": "raw", "template": "t",
+               "checkpoint": "turn_boundary"}),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(bad.field.as_deref(), Some("principal"), "{bad:?}");
+    let still = c.get_ref(&"sessions/mcp".parse().unwrap()).await.unwrap();
+    assert_eq!(still.target, tip.target);
+}
