@@ -707,6 +707,7 @@ fn check_mcp_run(v: &Value) {
             "branch_create",
             "branch_return",
             "branch_status",
+            "checkpoint",
             "context_assemble",
             "context_clear",
             "context_history",
@@ -732,6 +733,21 @@ fn check_mcp_run(v: &Value) {
         ),
         (json!(1), json!(1000))
     );
+    // The instructions name the tool that checkpoints into a branch, and
+    // it continued the chain from its root and moved the chain's ref.
+    assert!(
+        v["instructions"]
+            .as_str()
+            .unwrap()
+            .contains("checkpoint with ref: {name: chain_ref}"),
+        "{v}"
+    );
+    assert_eq!(
+        v["checkpoint"]["parent"], v["created"]["root_commit"],
+        "{v}"
+    );
+    assert_eq!(v["checkpoint"]["created"], true, "{v}");
+    assert_eq!(v["chain_tip"], v["checkpoint"]["id"], "{v}");
     let id = v["created"]["branch_id"].as_str().unwrap();
     assert_eq!(v["active"]["branch_id"], json!(id));
     assert_eq!(v["returned"]["success"], true);

@@ -730,6 +730,7 @@ async fn current_context_stores_the_turn_in_progress_and_answers_it() {
         "ref_get",
         "ref_list",
         "current_context",
+        "checkpoint",
     ] {
         assert!(
             v["tools"].as_array().unwrap().contains(&json!(tool)),
@@ -747,6 +748,13 @@ async fn current_context_stores_the_turn_in_progress_and_answers_it() {
     assert_eq!(v["show"]["session_id"], SESSION);
     assert_eq!(v["log"]["commits"].as_array().unwrap().len(), 2, "{v}");
     assert_eq!(v["log"]["commits"][0]["id"], t4.as_str());
+    // The chain is longer than 2: the page names where the next starts,
+    // and the next page (asked by the ref's name) starts there.
+    let next = v["log"]["next"].as_str().expect("a next page");
+    assert_eq!(Some(next), v["log"]["commits"][1]["parent"].as_str(), "{v}");
+    assert_eq!(v["log_next"]["commits"][0]["id"], next, "{v}");
+    assert_eq!(v["show_ref"]["id"], t4.as_str(), "{v}");
+    assert_eq!(v["materialize_ref"]["commit"], t4.as_str(), "{v}");
     let m = &v["materialize"];
     assert_eq!(m["commit"], t4.as_str(), "{m}");
     assert_eq!(m["truncated"], false, "{m}");

@@ -327,8 +327,24 @@ impl Client {
     /// # Errors
     /// `NotFound`, `Invalid` (depth); as [`Client::healthz`].
     pub async fn history(&self, id: &CommitId, depth: Option<usize>) -> Result<HistoryResponse> {
+        self.history_page(id, depth, None).await
+    }
+
+    /// [`History`](wire::History) from `cursor` on (the `next` of an
+    /// earlier page of `id`'s history), or from `id` without one.
+    ///
+    /// # Errors
+    /// `NotFound`, `Invalid` (depth, cursor); as [`Client::healthz`].
+    pub async fn history_page(
+        &self,
+        id: &CommitId,
+        depth: Option<usize>,
+        cursor: Option<&CommitId>,
+    ) -> Result<HistoryResponse> {
         self.json(
-            Req::<wire::History>::new(&[id]).query_opt("depth", depth),
+            Req::<wire::History>::new(&[id])
+                .query_opt("depth", depth)
+                .query_opt("cursor", cursor),
             Body::Empty,
         )
         .await

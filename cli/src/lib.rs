@@ -118,13 +118,21 @@ enum Command {
         remote: Remote,
     },
     /// One line per commit, newest first.
+    ///
+    /// Stops after -n commits; when the root is not reached yet, stderr
+    /// says how to go on (`ctx log <next> -n N`), and `--json` gives the
+    /// same commit as `next`. `--all` goes on to the root.
     Log {
         /// The commit or ref to start from.
         rev: String,
-        /// How many commits (at least 1; the server allows up to 1000).
+        /// How many commits (at least 1; the server allows up to 1000);
+        /// with --all, how many each request fetches.
         #[arg(short = 'n', long, default_value_t = 50,
               value_parser = parse_count)]
         max_count: u64,
+        /// Every commit to the root, fetched -n at a time.
+        #[arg(long)]
+        all: bool,
         #[command(flatten)]
         conn: Conn,
     },
@@ -786,8 +794,9 @@ async fn run(cli: Cli) -> Result<()> {
         Command::Log {
             rev,
             max_count,
+            all,
             conn,
-        } => commands::commits::log(&rev, max_count, &conn).await,
+        } => commands::commits::log(&rev, max_count, all, &conn).await,
         Command::Gc { dry_run, conn } => commands::gc::run(dry_run, &conn).await,
         Command::Snapshot {
             rev,

@@ -8,11 +8,13 @@
 //! `branch_status`), `read_context` (the first-turn context of a
 //! workspace), and an agent's live context (`context_window`,
 //! `context_clear`, `context_save`, `context_history`, `context_restore`,
-//! `working_context_restore`, `context_assemble`), and the core's: `show`, `log`,
-//! `materialize` (a bounded excerpt and the artifact; without a commit the
-//! empty context), `resolve`, `ref_get`, `ref_list` and `current_context`
+//! `working_context_restore`, `context_assemble`), and the core's: `show`, `log`
+//! (a page; `next` and `cursor` go on), `materialize` (a bounded excerpt and
+//! the artifact; without a commit the empty context), `checkpoint`,
+//! `resolve`, `ref_get`, `ref_list` and `current_context`
 //! (stores the turn in progress the hooks have not, then answers the
-//! current commit). A tool's arguments are read as the route's request type
+//! current commit). Where a tool takes a commit (`show`, `log`,
+//! `materialize`), a ref name names its tip, as on the command line. A tool's arguments are read as the route's request type
 //! (`ctx_core::wire`) exactly as the server would read them, and its
 //! result is the typed response, serialized; a tool's failure is a result
 //! with `isError`, so the model sees it. A tool's input schema is its
@@ -43,12 +45,14 @@ enum Arg {
     Body(OperationInfo),
     /// The path or query parameter `param` of the operation, as the tool's
     /// argument `name`; required as the document says, or never when
-    /// `optional`.
+    /// `optional`. A `rev` parameter (a commit id in the document) also
+    /// takes a ref name, as the CLI's `REV` does.
     Param {
         op: OperationInfo,
         param: &'static str,
         name: &'static str,
         optional: bool,
+        rev: bool,
     },
 }
 
@@ -70,6 +74,20 @@ const fn renamed<O: Operation>(param: &'static str, name: &'static str) -> Arg {
         param,
         name,
         optional: false,
+        rev: false,
+    }
+}
+
+/// The commit id parameter `param` of operation `O`, which the tool also
+/// takes as a ref name (its tip), as the CLI's `REV`; never required when
+/// `optional`.
+const fn rev<O: Operation>(param: &'static str, optional: bool) -> Arg {
+    Arg::Param {
+        op: O::INFO,
+        param,
+        name: param,
+        optional,
+        rev: true,
     }
 }
 
@@ -81,6 +99,7 @@ const fn optional<O: Operation>(param: &'static str, name: &'static str) -> Arg 
         param,
         name,
         optional: true,
+        rev: false,
     }
 }
 
@@ -96,7 +115,7 @@ struct ToolSpec {
 const TOOLS: &[ToolSpec] = &[
     ToolSpec {
         name: "branch_create",
-        description: "Start an isolated context branch for a subtask. The branch sees only its description and prompt; only the result you return with branch_return goes back to the main context. Returns {branch_id, budget_allocated, depth}.",
+        description: "Start an isolated context branch for a subtask. The branch sees only its description and prompt; only the result you return with branch_return goes back to the main context. Returns {branch_id, budget_allocated, depth, timeout_seconds, deadline, root_commit, chain_ref, memories}: checkpoint the branch's work with the checkpoint tool and ref: {name: chain_ref}.",
         args: &[body::<wire::BranchCreate>()],
     },
     ToolSpec {
@@ -176,23 +195,29 @@ const TOOLS: &[ToolSpec] = &[
     ToolSpec {
         name: "show",
         description: "One commit's metadata: id, parent, commit_type, artifact (art-…), format, message and token counts, principal, machine, session_id, ticket_id, thread_id, trigger, timestamp, summary, tags.",
-        args: &[param::<wire::GetCommit>("ctx")],
+        args: &[rev::<wire::GetCommit>("ctx", false)],
     },
     ToolSpec {
         name: "log",
-        description: "A commit and its ancestors, newest first (default 50, at most 1000): {commits: [{id, parent, commit_type, summary, timestamp, ...}], next} — `next` is where the next page starts.",
+        description: "A commit (ctx: a ctx-… id or a ref name) and its ancestors, newest first, depth at a time (default 50, at most 1000): {commits: [{id, parent, commit_type, summary, timestamp, ...}], next}. `next` is present when the root was not reached: pass it as cursor (with the same ctx) for the next page.",
         args: &[
-            param::<wire::History>("ctx"),
+            rev::<wire::History>("ctx", false),
             param::<wire::History>("depth"),
+            param::<wire::History>("cursor"),
         ],
     },
     ToolSpec {
         name: "materialize",
         description: "The context at a commit (from its nearest compaction, or stop: root / a ctx-… ancestor), in a format (translated when it differs). Returns {commit, artifact_ref, size, message_count, token_count, tier, cached, excerpt, truncated}: the excerpt is the context's first 16 KiB at most; the whole is the artifact (`ctx cat art-…`). Without ctx (no context yet): the empty context in the format.",
         args: &[
-            optional::<wire::Materialize>("ctx", "ctx"),
+            rev::<wire::Materialize>("ctx", true),
             body::<wire::Materialize>(),
         ],
+    },
+    ToolSpec {
+        name: "checkpoint",
+        description: "Record a delta (the new turns, as text in `delta`, or bytes in `delta_base64`) as a commit onto a parent or a ref, as `ctx checkpoint` does; the server checks it as POST /v1/commits. With ref: {name} and no ref.expected, the ref's tip is the parent and the ref moves to the new commit (a ref that does not exist yet starts with a root commit); with parent and no ref.expected, the ref must be at parent. Checkpoint a branch's work into its chain_ref this way. Returns the commit ({id, parent, ...}) with created (false when the same checkpoint was recorded before) and warnings.",
+        args: &[body::<wire::Checkpoint>()],
     },
     ToolSpec {
         name: "resolve",
@@ -234,6 +259,39 @@ const TOOLS: &[ToolSpec] = &[
         ],
     },
 ];
+
+/// Where a tool reads a field otherwise than the route does: (tool, the
+/// field, what the tool's schema says of it instead).
+const TOOL_NOTES: &[(&str, &str, &str)] = &[(
+    "checkpoint",
+    "expected",
+    "The tip the caller believes the ref has. Absent: the ref's tip now (the parent, unless parent is given; then the ref must be at parent), or a new ref when it does not exist.",
+)];
+
+/// Sets the description of every property `key` within `schema` (and only
+/// there: not on the branches of its `oneOf`).
+fn describe(schema: &mut Value, key: &str, text: &str) {
+    match schema {
+        Value::Object(m) => {
+            if let Some(Value::Object(props)) = m.get_mut("properties")
+                && let Some(Value::Object(field)) = props.get_mut(key)
+            {
+                // The route's own words, on a branch of a `oneOf`, go.
+                for branch in field.values_mut().filter_map(Value::as_array_mut).flatten() {
+                    if let Value::Object(b) = branch {
+                        b.remove("description");
+                    }
+                }
+                field.insert("description".into(), text.into());
+            }
+            for v in m.values_mut() {
+                describe(v, key, text);
+            }
+        }
+        Value::Array(a) => a.iter_mut().for_each(|v| describe(v, key, text)),
+        _ => {}
+    }
+}
 
 /// `schema` with every `$ref` into the document's components replaced by
 /// the component (keys beside a `$ref` win), so that a tool's input schema
@@ -344,6 +402,7 @@ pub fn tools() -> Value {
                         param,
                         name,
                         optional,
+                        rev,
                     } => {
                         let p = documented(&doc, op)["parameters"]
                             .as_array()
@@ -355,10 +414,23 @@ pub fn tools() -> Value {
                         if let (Some(d), Value::Object(m)) = (p.get("description"), &mut schema) {
                             m.insert("description".into(), d.clone());
                         }
+                        if *rev {
+                            schema = json!({
+                                "description": "A commit: its ctx-… id, or a ref name (the ref's tip)",
+                                "anyOf": [schema, inline(&components["RefName"], components)],
+                            });
+                        }
                         properties.insert((*name).to_owned(), schema);
                         if p["required"] == true && !optional {
                             required.push(Value::from(*name));
                         }
+                    }
+                }
+            }
+            for (t, key, text) in TOOL_NOTES {
+                if *t == tool.name {
+                    for v in properties.values_mut() {
+                        describe(v, key, text);
                     }
                 }
             }
@@ -489,11 +561,21 @@ pub async fn call_tool(
                     .await?,
             )
         }
-        "show" => to_value(&client.get_commit(&commit_arg(args, "ctx")?).await?),
+        "show" => to_value(
+            &client
+                .get_commit(&rev_arg(client, args, "ctx").await?)
+                .await?,
+        ),
         "log" => {
             let depth = opt_u64(args, "depth")?.map(|d| usize::try_from(d).unwrap_or(usize::MAX));
-            to_value(&client.history(&commit_arg(args, "ctx")?, depth).await?)
+            let cursor = match args.get("cursor").filter(|v| !v.is_null()) {
+                None => None,
+                Some(_) => Some(commit_arg(args, "cursor")?),
+            };
+            let tip = rev_arg(client, args, "ctx").await?;
+            to_value(&client.history_page(&tip, depth, cursor.as_ref()).await?)
         }
+        "checkpoint" => checkpoint(client, args).await,
         "materialize" => materialize(client, args).await,
         "resolve" => {
             let principal = principal_arg(args, "principal")?;
@@ -564,11 +646,13 @@ async fn materialize(client: &Client, args: &Value) -> Result<Value> {
             "truncated": false,
         }));
     };
-    let commit: ctx_core::CommitId = ctx
-        .as_str()
-        .ok_or_else(|| Error::invalid("ctx", "ctx must be a ctx-… commit id"))?
-        .parse()
-        .map_err(|e: Error| e.with_field("ctx"))?;
+    if !ctx.is_string() {
+        return Err(Error::invalid(
+            "ctx",
+            "ctx must be a ctx-… commit id or a ref name",
+        ));
+    }
+    let commit = rev_arg(client, args, "ctx").await?;
     let r = client
         .read(&ctx_core::wire::ReadRequest {
             commit: Some(commit),
@@ -607,6 +691,70 @@ fn excerpt_end(text: &str, max: usize) -> usize {
         .unwrap_or(0)
 }
 
+/// The `checkpoint` tool: the body read as the server reads it; a ref
+/// move without `expected` continues the ref's tip (or, with `parent`,
+/// expects the ref there), as `ctx checkpoint --ref` does.
+async fn checkpoint(client: &Client, args: &Value) -> Result<Value> {
+    let mut req: wire::CheckpointRequest = body_of("checkpoint", args)?;
+    let expected_given = args
+        .get("ref")
+        .and_then(|r| r.get("expected"))
+        .is_some_and(|v| !v.is_null());
+    if let Some(m) = req.ref_move.as_mut().filter(|_| !expected_given) {
+        if let Some(parent) = req.parent {
+            m.expected = Some(parent);
+        } else {
+            match client.get_ref(&m.name).await {
+                Ok(r) => {
+                    m.expected = Some(r.target);
+                    req.parent = Some(r.target);
+                }
+                Err(e) if e.kind == ctx_core::ErrorKind::NotFound => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+    let done = client.checkpoint(&req).await?;
+    let mut out = to_value(&done.commit)?;
+    out["created"] = json!(done.created);
+    out["warnings"] = json!(
+        done.budget_warning
+            .iter()
+            .chain(&done.warnings)
+            .collect::<Vec<_>>()
+    );
+    Ok(out)
+}
+
+/// The commit `name` names: a `ctx-…` id, or a ref name (its tip), as the
+/// CLI's `REV`.
+async fn rev_arg(client: &Client, args: &Value, name: &str) -> Result<ctx_core::CommitId> {
+    let s = str_arg(args, name)?;
+    if s.starts_with("ctx-") {
+        return commit_arg(args, name);
+    }
+    let r: ctx_core::RefName = s.parse().map_err(|e: Error| {
+        Error::invalid(
+            name,
+            format!(
+                "{name} {s:?} is neither a ctx-… commit id nor a ref name: {}",
+                e.message
+            ),
+        )
+    })?;
+    match client.get_ref(&r).await {
+        Ok(r) => Ok(r.target),
+        Err(e) if e.kind == ctx_core::ErrorKind::NotFound => Err(Error::new(
+            ctx_core::ErrorKind::NotFound,
+            format!(
+                "{name} {s:?}: there is no ref {s}; give a ctx-… commit id or an existing ref name"
+            ),
+        )
+        .with_field(name)),
+        Err(e) => Err(e),
+    }
+}
+
 fn commit_arg(args: &Value, name: &str) -> Result<ctx_core::CommitId> {
     str_arg(args, name)?
         .parse()
@@ -630,7 +778,7 @@ fn opt_u64(args: &Value, name: &str) -> Result<Option<u64>> {
 }
 
 /// What the model is told on `initialize`.
-const INSTRUCTIONS: &str = "On the first turn, read_context(image_id) gives the workspace's tastes, brief, notes, recent log and gaps. Context folding: run a subtask in a branch (branch_create), checkpoint its work into the branch's chain_ref, and hand back only a short result (branch_return).";
+const INSTRUCTIONS: &str = "On the first turn, read_context(image_id) gives the workspace's tastes, brief, notes, recent log and gaps. Context folding: run a subtask in a branch (branch_create), checkpoint its work into the branch's chain_ref (checkpoint with ref: {name: chain_ref}), and hand back only a short result (branch_return).";
 
 /// Where a tool call's [`Client`] comes from.
 #[derive(Clone)]
@@ -907,6 +1055,26 @@ mod tests {
         assert_eq!(create["required"], json!(["session_id", "description"]));
         assert_eq!(schema("read_context")["required"], json!(["image_id"]));
         assert!(schema("branch_status").get("required").is_none());
+        // A commit argument takes a ctx-… id or a ref name; log pages.
+        for tool in ["show", "log", "materialize"] {
+            let ctx = &schema(tool)["properties"]["ctx"];
+            assert_eq!(
+                ctx["anyOf"].as_array().map(Vec::len),
+                Some(2),
+                "{tool}: {ctx}"
+            );
+        }
+        assert!(schema("log")["properties"]["cursor"].is_object());
+        assert_eq!(
+            schema("checkpoint")["required"],
+            json!([
+                "commit_type",
+                "format",
+                "template",
+                "principal",
+                "checkpoint"
+            ])
+        );
         assert!(!tools.to_string().contains("$ref"), "{tools}");
     }
 

@@ -677,3 +677,165 @@ async fn gc_prints_what_it_would_remove_then_removes_it() {
         "the commit's bytes stay"
     );
 }
+
+/// A chain of `n` raw commits on ref `r`, written by `ctx checkpoint`;
+/// their ids, newest first.
+async fn chain_on_ref(base: &str, dir: &std::path::Path, r: &str, n: usize) -> Vec<String> {
+    let conn = ["--server", base, "--token", TOKEN];
+    let delta = dir.join("turn.txt");
+    for i in 0..n {
+        std::fs::write(&delta, format!("user: turn {i}\n")).unwrap();
+        let mut args = vec!["checkpoint", delta.to_str().unwrap(), "--principal", "a"];
+        args.extend(["--ref", r]);
+        args.extend(conn);
+        let (code, err) = ctx_in(dir, &args).await;
+        assert_eq!(code, 0, "{err}");
+    }
+    let c = Client::new(base, Some(TOKEN.into()));
+    let tip = c.get_ref(&r.parse().unwrap()).await.unwrap().target;
+    let h = c.history(&tip, None).await.unwrap();
+    assert_eq!(h.commits.len(), n);
+    h.commits.iter().map(|c| c.id.to_string()).collect()
+}
+
+/// `ctx log` says on stderr where it stopped before the root, `--json`
+/// carries `next`, and `--all` pages on to the root.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn log_says_where_it_stopped_and_all_pages_to_the_root() {
+    let base = serve().await;
+    let dir = tempfile::tempdir().unwrap();
+    let ids = chain_on_ref(&base, dir.path(), "sessions/paged", 4).await;
+    let conn = ["--server", base.as_str(), "--token", TOKEN];
+    let log = |extra: &[&str]| {
+        let mut args = vec!["log", "sessions/paged"];
+        args.extend(extra);
+        args.extend(conn);
+        let args: Vec<String> = args.into_iter().map(str::to_owned).collect();
+        let dir = dir.path().to_owned();
+        async move {
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            let out = ctx_output(&dir, &args).await;
+            assert!(out.status.success(), "{args:?}: {out:?}");
+            (
+                String::from_utf8(out.stdout).unwrap(),
+                String::from_utf8(out.stderr).unwrap(),
+            )
+        }
+    };
+    let first = |out: &str| -> Vec<String> {
+        out.lines()
+            .map(|l| l.split(' ').next().unwrap().to_owned())
+            .collect()
+    };
+    let (out, err) = log(&["-n", "3"]).await;
+    assert_eq!(first(&out), ids[..3]);
+    assert!(
+        err.contains(&format!("ctx log {} -n 3", ids[3])),
+        "says how to go on: {err}"
+    );
+    let (out, err) = log(&["-n", "4"]).await;
+    assert_eq!(first(&out), ids);
+    assert!(err.is_empty(), "at the root, nothing to add: {err}");
+    let (out, _) = log(&["-n", "3", "--json"]).await;
+    let page: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(page["next"], ids[3].as_str(), "{page}");
+    let (out, err) = log(&["--all", "-n", "3"]).await;
+    assert_eq!(first(&out), ids);
+    assert!(err.is_empty(), "{err}");
+    let (out, _) = log(&["--all", "-n", "3", "--json"]).await;
+    let all: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(all["commits"].as_array().unwrap().len(), 4, "{all}");
+    assert!(all.get("next").is_none(), "{all}");
+}
+
+/// The MCP tools as a client calls them: `log` pages with `next` and
+/// `cursor`; `show`, `log` and `materialize` take a ref name as the CLI
+/// does; `checkpoint` writes a delta onto a ref.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_tools_page_take_ref_names_and_checkpoint() {
+    use ctx_cli::mcp::call_tool;
+    use serde_json::json;
+    let base = serve().await;
+    let dir = tempfile::tempdir().unwrap();
+    let ids = chain_on_ref(&base, dir.path(), "sessions/mcp", 3).await;
+    let c = Client::new(&base, Some(TOKEN.into()));
+    let call = |name: &'static str, args: serde_json::Value| {
+        let c = &c;
+        async move { call_tool(c, None, name, &args).await }
+    };
+    let page = call("log", json!({"ctx": "sessions/mcp", "depth": 2}))
+        .await
+        .unwrap();
+    assert_eq!(page["commits"][0]["id"], ids[0].as_str(), "{page}");
+    assert_eq!(page["next"], ids[2].as_str(), "{page}");
+    let rest = call(
+        "log",
+        json!({"ctx": "sessions/mcp", "depth": 2, "cursor": page["next"]}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(rest["commits"].as_array().unwrap().len(), 1, "{rest}");
+    assert_eq!(rest["commits"][0]["id"], ids[2].as_str());
+    assert!(rest.get("next").is_none(), "{rest}");
+    let bad = call("log", json!({"ctx": "sessions/mcp", "cursor": "nope"}))
+        .await
+        .unwrap_err();
+    assert_eq!(bad.field.as_deref(), Some("cursor"), "{bad:?}");
+
+    let shown = call("show", json!({"ctx": "sessions/mcp"})).await.unwrap();
+    assert_eq!(shown["id"], ids[0].as_str(), "{shown}");
+    let m = call(
+        "materialize",
+        json!({"ctx": "sessions/mcp", "stop": "root"}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(m["commit"], ids[0].as_str(), "{m}");
+    assert_eq!(
+        m["excerpt"], "user: turn 0\nuser: turn 1\nuser: turn 2\n",
+        "{m}"
+    );
+    let missing = call("show", json!({"ctx": "sessions/none"}))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        (missing.kind, missing.field.as_deref()),
+        (ErrorKind::NotFound, Some("ctx")),
+        "{missing:?}"
+    );
+
+    // A checkpoint onto the ref continues its tip and moves it.
+    let made = call(
+        "checkpoint",
+        json!({"ref": {"name": "sessions/mcp"}, "delta": "user: turn 3\n",
+               "principal": "a", "commit_type": "delta", "format": "raw",
+               "template": "t", "checkpoint": "turn_boundary"}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(made["parent"], ids[0].as_str(), "{made}");
+    let tip = c.get_ref(&"sessions/mcp".parse().unwrap()).await.unwrap();
+    assert_eq!(json!(tip.target), made["id"]);
+    // Onto a new ref: a root commit.
+    let root = call(
+        "checkpoint",
+        json!({"ref": {"name": "sessions/mcp-new"}, "delta": "user: hi\n",
+               "principal": "a", "commit_type": "delta", "format": "raw",
+               "template": "t", "checkpoint": "turn_boundary"}),
+    )
+    .await
+    .unwrap();
+    assert!(root["parent"].is_null(), "{root}");
+    // The server's validation, naming the field; nothing written.
+    let bad = call(
+        "checkpoint",
+        json!({"ref": {"name": "sessions/mcp"}, "delta": "x\n", "principal": "a b",
+               "commit_type": "delta", "format": "raw", "template": "t",
+               "checkpoint": "turn_boundary"}),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(bad.field.as_deref(), Some("principal"), "{bad:?}");
+    let still = c.get_ref(&"sessions/mcp".parse().unwrap()).await.unwrap();
+    assert_eq!(still.target, tip.target);
+}

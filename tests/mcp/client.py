@@ -1,8 +1,9 @@
 """A real MCP client (the `mcp` package) against `ctx mcp` on stdio, or with
 the argument `http` against `ctx serve`'s /mcp over streamable HTTP.
 
-Lists the tools, then runs branch_create -> checkpoint (over HTTP, into the
-branch's chain) -> branch_return -> branch_status, and prints what it saw as
+Lists the tools, then runs branch_create -> checkpoint (the tool, into the
+branch's chain_ref, as the server's instructions say) -> branch_return ->
+branch_status, and prints what it saw as
 one JSON object for the Rust test to check.
 
 Environment: CTX_BIN (the ctx binary), CTX_SERVER, CTX_TOKEN.
@@ -54,11 +55,14 @@ async def main():
                 "session_id": "mcp-session", "description": "read the parser",
                 "prompt": "find the off-by-one", "budget": 1000}))
             out["created"] = created
-            http("POST", "/v1/commits", {
-                "parent": created["root_commit"], "commit_type": "delta", "format": "raw",
+            out["instructions"] = init.instructions
+            # ref: {name} alone continues the chain's tip (its root).
+            out["checkpoint"] = payload(await session.call_tool("checkpoint", {
+                "commit_type": "delta", "format": "raw",
                 "delta": "tool: parser.rs line 42 indexes one past the end\n" * 20,
                 "template": "t", "principal": "mcp-agent", "checkpoint": "tool_call",
-                "ref": {"name": created["chain_ref"], "expected": created["root_commit"]}})
+                "ref": {"name": created["chain_ref"]}}))
+            out["chain_tip"] = http("GET", "/v1/refs/" + created["chain_ref"])["target"]
             out["active"] = payload(await session.call_tool(
                 "branch_status", {"session_id": "mcp-session"}))
             out["returned"] = payload(await session.call_tool("branch_return", {

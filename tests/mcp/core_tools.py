@@ -1,7 +1,8 @@
 """A real MCP client (the `mcp` package's stdio client) calling `ctx mcp`'s
 core tools (and that closing the session returns the branches it left
 open): current_context (which stores the turn in progress the hooks
-under CTX_DATA have not), show, log, materialize (translated, empty without
+under CTX_DATA have not), show, log (two pages), show and materialize of a
+ref name, materialize (translated, empty without
 a commit, a large context as a bounded excerpt), resolve, ref_get and
 ref_list; prints what it saw as one JSON object for tests/hooks.rs.
 
@@ -27,6 +28,11 @@ async def main():
             ctx = cur["context_id"]
             out["show"] = await call(session, "show", {"ctx": ctx})
             out["log"] = await call(session, "log", {"ctx": ctx, "depth": 2})
+            # The next page, from the ref's name: where the first one stopped.
+            out["log_next"] = await call(
+                session, "log", {"ctx": env["REF"], "depth": 2, "cursor": out["log"]["next"]})
+            out["show_ref"] = await call(session, "show", {"ctx": env["REF"]})
+            out["materialize_ref"] = await call(session, "materialize", {"ctx": env["REF"]})
             out["materialize"] = await call(
                 session, "materialize",
                 {"ctx": ctx, "stop": "root", "format": "anthropic-messages-v1"})

@@ -3,8 +3,8 @@
 
 use chrono::{DateTime, Utc};
 use ctx_core::store::{TAG_SUMMARIZING, TAG_SUMMARY_ERROR};
-use ctx_core::wire::Commit;
 use ctx_core::wire::UpdateMetadataRequest;
+use ctx_core::wire::{Commit, HistoryResponse};
 use ctx_core::{Clock, Result, SystemClock};
 
 use super::rev;
@@ -25,30 +25,51 @@ pub(crate) async fn show(r: &str, conn: &Conn) -> Result<()> {
     }
 }
 
-/// Runs `ctx log REV -n N`.
+/// Runs `ctx log REV -n N [--all]`: one page of `-n` commits, saying on
+/// stderr where the next starts when the root is not reached; with
+/// `all`, page after page to the root.
 ///
 /// # Errors
 /// The server's errors.
-pub(crate) async fn log(r: &str, max_count: u64, conn: &Conn) -> Result<()> {
+pub(crate) async fn log(r: &str, max_count: u64, all: bool, conn: &Conn) -> Result<()> {
     let c = conn.client()?;
     let n = usize::try_from(max_count).unwrap_or(usize::MAX);
-    let h = c
-        .history(&rev(&c, r).await?, Some(n))
-        .await
-        .map_err(|e| match e.field.as_deref() {
-            // The server calls -n `depth`.
-            Some("depth") => {
-                let mut e = e;
-                e.message = e.message.replacen("depth is", "-n is", 1);
-                e.with_field("-n")
+    let tip = rev(&c, r).await?;
+    let mut cursor = None;
+    let mut listed = HistoryResponse {
+        commits: Vec::new(),
+        next: None,
+    };
+    loop {
+        let h = c
+            .history_page(&tip, Some(n), cursor.as_ref())
+            .await
+            .map_err(|e| match e.field.as_deref() {
+                // The server calls -n `depth`.
+                Some("depth") => {
+                    let mut e = e;
+                    e.message = e.message.replacen("depth is", "-n is", 1);
+                    e.with_field("-n")
+                }
+                _ => e,
+            })?;
+        if !conn.json {
+            for commit in &h.commits {
+                outln!("{}", oneline(commit));
             }
-            _ => e,
-        })?;
-    if conn.json {
-        return print_json(&h);
+        }
+        listed.commits.extend(h.commits);
+        listed.next = h.next;
+        match listed.next {
+            Some(next) if all => cursor = Some(next),
+            _ => break,
+        }
     }
-    for commit in &h.commits {
-        outln!("{}", oneline(commit));
+    if let Some(next) = &listed.next {
+        eprintln!("ctx: stopped after {n} commits, before the root; more: ctx log {next} -n {n}");
+    }
+    if conn.json {
+        return print_json(&listed);
     }
     Ok(())
 }

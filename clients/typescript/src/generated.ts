@@ -452,7 +452,11 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** The commits from `ctx` towards the root, newest first. */
+        /**
+         * The commits from `ctx` towards the root, newest first, a page at a time.
+         * @description A page that stops before the root names in `next` the commit the next
+         *     page starts at; pass it as `cursor` for that page.
+         */
         get: operations["history"];
         put?: never;
         post?: never;
@@ -1866,10 +1870,11 @@ export interface components {
              */
             limit?: number | null;
         };
-        /** @description A list of commits, newest first. */
+        /** @description A page of commits, newest first. */
         HistoryResponse: {
             /** @description The commits. */
             commits: components["schemas"]["Commit"][];
+            next?: null | components["schemas"]["CommitId"];
         };
         /** @description A memory injected into a new branch, as its creation reports it. */
         InjectedMemory: {
@@ -4357,6 +4362,8 @@ export interface operations {
             query?: {
                 /** @description How many commits (default 50, at most 1000) */
                 depth?: number;
+                /** @description The `next` of the previous page: the page starts there */
+                cursor?: components["schemas"]["CommitId"];
             };
             header?: never;
             path: {
@@ -4366,7 +4373,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The commits, newest first */
+            /** @description The commits, newest first; `next` when the root was not reached */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -4375,7 +4382,7 @@ export interface operations {
                     "application/json": components["schemas"]["HistoryResponse"];
                 };
             };
-            /** @description `ctx` is not a commit id, or `depth` is out of range */
+            /** @description `ctx` is not a commit id, `depth` is out of range, or `cursor` is not the `next` of a page of this history */
             400: {
                 headers: {
                     [name: string]: unknown;

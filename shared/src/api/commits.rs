@@ -365,9 +365,14 @@ pub(super) async fn history(
 ) -> ApiResult<Reply<HistoryResponse>> {
     let id: CommitId = path_id("ctx", &id)?;
     let depth = q.optional_with("depth", str::parse::<usize>)?.unwrap_or(50);
-    let commits = s.service.history(&caller.tenant, &id, depth).await?;
+    let cursor: Option<CommitId> = q.optional("cursor")?;
+    let (commits, next) = s
+        .service
+        .history_page(&caller.tenant, &id, cursor.as_ref(), depth)
+        .await?;
     Ok(Reply(HistoryResponse {
         commits: commits.into_iter().map(Into::into).collect(),
+        next,
     }))
 }
 

@@ -387,6 +387,74 @@ async fn refs_are_listed_a_page_at_a_time() {
     assert_eq!(seen, ["r/a", "r/b", "r/c", "r/d", "r/e"]);
 }
 
+/// History comes a page at a time: `next` names where the next page
+/// starts (absent once the root is listed), `cursor` continues from it,
+/// and a cursor that is not one is a 400 naming `cursor`.
+#[tokio::test]
+async fn history_is_paged_with_a_cursor_to_the_root() {
+    let h = harness().await;
+    let mut ids: Vec<String> = Vec::new();
+    for i in 0..5 {
+        let parent = ids.last().map(String::as_str);
+        let c = h
+            .ok(
+                "POST",
+                "/v1/commits",
+                checkpoint_body(&format!("turn {i}\n"), parent),
+            )
+            .await;
+        ids.push(c["id"].as_str().unwrap().to_owned());
+    }
+    ids.reverse();
+    let tip = &ids[0];
+    let mut seen = Vec::new();
+    let mut url = format!("/v1/commits/{tip}/history?depth=2");
+    let mut pages = 0;
+    loop {
+        let page = h.ok("GET", &url, json!(null)).await;
+        pages += 1;
+        let commits = page["commits"].as_array().unwrap();
+        seen.extend(commits.iter().map(|c| c["id"].as_str().unwrap().to_owned()));
+        let Some(next) = page.get("next").and_then(Value::as_str) else {
+            assert!(commits.last().unwrap()["parent"].is_null(), "{page}");
+            break;
+        };
+        assert_eq!(
+            Some(next),
+            commits.last().unwrap()["parent"].as_str(),
+            "next is where the next page starts"
+        );
+        url = format!("/v1/commits/{tip}/history?depth=2&cursor={next}");
+    }
+    assert_eq!(seen, ids);
+    assert_eq!(pages, 3);
+    // A page that ends at the root has no next.
+    let all = h
+        .ok(
+            "GET",
+            &format!("/v1/commits/{tip}/history?depth=5"),
+            json!(null),
+        )
+        .await;
+    assert!(all.get("next").is_none(), "{all}");
+    let missing = "ctx-00000000000000000000000000000000";
+    for cursor in ["nope", missing] {
+        let (status, v) = h
+            .call(
+                "GET",
+                &format!("/v1/commits/{tip}/history?cursor={cursor}"),
+                Some(TOKEN_A),
+                None,
+            )
+            .await;
+        assert_eq!(
+            (status, v["error"]["field"].as_str()),
+            (StatusCode::BAD_REQUEST, Some("cursor")),
+            "{cursor}: {v}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn artifacts_upload_once_and_download_verified() {
     let h = harness().await;

@@ -57,6 +57,29 @@ impl Service {
         id: &CommitId,
         depth: usize,
     ) -> Result<Vec<Commit>> {
+        Ok(self.history_page(tenant, id, None, depth).await?.0)
+    }
+
+    /// A page of `id`'s history: at most `depth` commits from `cursor` (the
+    /// `next` of the page before) or from `id`, newest first, and the
+    /// `next` of this page: the parent of its last commit when the root
+    /// was not reached.
+    ///
+    /// The cursor is the id of the commit the page starts at, so a page
+    /// costs what the first one does, on every store. It must be `id` or
+    /// older than `id` (a smaller depth); a commit the tenant does not have
+    /// is not a cursor.
+    ///
+    /// # Errors
+    /// `NotFound` for `id`; `Invalid` for a depth of 0 or over the limit,
+    /// and for a cursor that is no commit or not older than `id`.
+    pub async fn history_page(
+        &self,
+        tenant: &TenantId,
+        id: &CommitId,
+        cursor: Option<&CommitId>,
+        depth: usize,
+    ) -> Result<(Vec<Commit>, Option<CommitId>)> {
         if depth == 0 || depth > self.limits.max_history {
             return Err(Error::invalid(
                 "depth",
@@ -64,12 +87,38 @@ impl Service {
             ));
         }
         let tip = self.show(tenant, id).await?;
+        let start = match cursor {
+            None => tip,
+            Some(c) if *c == tip.id => tip,
+            Some(c) => {
+                let at = self.stores.meta.get_commit(tenant, c).await?.ok_or_else(|| {
+                    Error::invalid(
+                        "cursor",
+                        format!(
+                            "cursor {c} is no commit; pass the `next` of a page of {id}'s history"
+                        ),
+                    )
+                })?;
+                if at.depth >= tip.depth {
+                    return Err(Error::invalid(
+                        "cursor",
+                        format!(
+                            "cursor {c} is not older than {id}; pass the `next` of a page of its history"
+                        ),
+                    ));
+                }
+                at
+            }
+        };
         let mut n = 0;
-        self.walk(tenant, tip, Some(depth), |_| {
-            n += 1;
-            n >= depth
-        })
-        .await
+        let commits = self
+            .walk(tenant, start, Some(depth), |_| {
+                n += 1;
+                n >= depth
+            })
+            .await?;
+        let next = commits.last().and_then(|c| c.parent);
+        Ok((commits, next))
     }
 
     /// The newest commit of `principal` at or before `at` (default: now).

@@ -741,11 +741,16 @@ fn nullable<S: Serializer>(v: &Option<Option<String>>, s: S) -> Result<S::Ok, S:
     }
 }
 
-/// A list of commits, newest first.
+/// A page of commits, newest first.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct HistoryResponse {
     /// The commits.
     pub commits: Vec<Commit>,
+    /// Present when the page stopped before the root: where the next page
+    /// starts. Pass it as `cursor` (it is that commit's id, so its own
+    /// history is the same page); absent once the root is listed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next: Option<CommitId>,
 }
 
 /// A commit lacking a summary, with where it stands in the summary queue.
@@ -1371,14 +1376,18 @@ operations! { COMMIT_OPERATIONS;
                 (status = 413, description = "A body over the JSON limit", body = ErrorBody)),
             security(("bearer" = []))
     }
-    /// The commits from `ctx` towards the root, newest first.
+    /// The commits from `ctx` towards the root, newest first, a page at a time.
+    ///
+    /// A page that stops before the root names in `next` the commit the next
+    /// page starts at; pass it as `cursor` for that page.
     History = history: get "/v1/commits/{ctx}/history" in History,
         none => HistoryResponse {
         tag = "commits",
             params(("ctx" = CommitId, Path),
-                ("depth" = Option<u64>, Query, minimum = 1, maximum = 1000, description = "How many commits (default 50, at most 1000)")),
-            responses((status = 200, description = "The commits, newest first", body = HistoryResponse),
-                (status = 400, description = "`ctx` is not a commit id, or `depth` is out of range", body = ErrorBody),
+                ("depth" = Option<u64>, Query, minimum = 1, maximum = 1000, description = "How many commits (default 50, at most 1000)"),
+                ("cursor" = Option<CommitId>, Query, description = "The `next` of the previous page: the page starts there")),
+            responses((status = 200, description = "The commits, newest first; `next` when the root was not reached", body = HistoryResponse),
+                (status = 400, description = "`ctx` is not a commit id, `depth` is out of range, or `cursor` is not the `next` of a page of this history", body = ErrorBody),
                 (status = 404, description = "No such commit", body = ErrorBody)),
             security(("bearer" = []))
     }

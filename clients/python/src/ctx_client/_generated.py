@@ -1120,10 +1120,15 @@ class GcRequest(TypedDict):
 
 
 class HistoryResponse(TypedDict):
-    """A list of commits, newest first."""
+    """A page of commits, newest first."""
 
     commits: list[Commit]
     """The commits."""
+    next: NotRequired[CommitId | None]
+    """Present when the page stopped before the root: where the next page
+    starts. Pass it as `cursor` (it is that commit's id, so its own
+    history is the same page); absent once the root is listed.
+    """
 
 
 class InjectedMemory(TypedDict):
@@ -2118,10 +2123,17 @@ def healthz() -> Call[str]:
     return Call("GET", "/healthz", parse_text)
 
 
-def history(ctx: CommitId, *, depth: int | None = None) -> Call[HistoryResponse]:
-    """``GET /v1/commits/{ctx}/history``: The commits from `ctx` towards the root, newest first."""
+def history(
+    ctx: CommitId, *, depth: int | None = None, cursor: CommitId | None = None
+) -> Call[HistoryResponse]:
+    """``GET /v1/commits/{ctx}/history``: The commits from `ctx` towards the root, newest first,
+    a page at a time.
+    """
     return Call(
-        "GET", f"/v1/commits/{seg(ctx)}/history", parse_json, params=query({"depth": depth})
+        "GET",
+        f"/v1/commits/{seg(ctx)}/history",
+        parse_json,
+        params=query({"depth": depth, "cursor": cursor}),
     )
 
 

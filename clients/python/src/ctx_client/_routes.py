@@ -273,9 +273,13 @@ def update_metadata(ctx_id: str, *, summary: Any = UNSET, tags: Any = UNSET) -> 
     return api.update_metadata(ctx_id, body)
 
 
-def history(ctx_id: str, depth: int | None = None) -> Call[HistoryResponse]:
-    """Newest first."""
-    return api.history(ctx_id, depth=depth)
+def history(
+    ctx_id: str, depth: int | None = None, cursor: str | None = None
+) -> Call[HistoryResponse]:
+    """Newest first, a page at a time: a page that stops before the root
+    names in ``next`` the commit the next page starts at; pass it as
+    ``cursor``."""
+    return api.history(ctx_id, depth=depth, cursor=cursor)
 
 
 def missing_summaries(

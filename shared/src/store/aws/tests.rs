@@ -74,6 +74,13 @@ fn a_batch_commit_takes_at_most_the_actions_the_batch_limit_counts() {
     assert!(!batch_fits(most + 1, 0));
 }
 
+#[tokio::test]
+async fn aws_history_pages_across_lineage_runs() {
+    let Some(config) = emulator() else { return };
+    let (blobs, meta) = connect(&config, AwsHooks::default()).await.unwrap();
+    conformance::history::history_pages_across_lineage_runs(Arc::new(blobs), Arc::new(meta)).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn aws_two_summary_batches_summarize_each_commit_once() {
     let Some(config) = emulator() else { return };

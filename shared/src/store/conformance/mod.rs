@@ -16,6 +16,8 @@
 //! - [`meta`]: commits, lineages, resolve, metadata and the cache.
 //! - [`erase`]: sessions, children, artifact users, deletes, idle
 //!   sessions and pins (lifecycle).
+//! - [`history`]: history a page at a time across lineage runs, through
+//!   the service.
 //! - [`evict`]: eviction markers (a commit's delta dropped, its metadata
 //!   kept).
 //! - [`refs`]: refs, checkpoint ref moves and the retry rule.
@@ -46,6 +48,7 @@ pub mod branches;
 pub mod erase;
 pub mod evict;
 pub mod gc;
+pub mod history;
 pub mod inline;
 pub mod meta;
 pub mod refs;

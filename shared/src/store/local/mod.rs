@@ -531,6 +531,16 @@ mod tests {
         .await;
     }
 
+    #[tokio::test]
+    async fn local_history_pages_across_lineage_runs() {
+        let dir = tempfile::tempdir().unwrap();
+        conformance::history::history_pages_across_lineage_runs(
+            Arc::new(LocalBlobStore::open(dir.path()).unwrap()),
+            Arc::new(SqliteMetaStore::open(dir.path()).unwrap()),
+        )
+        .await;
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
     async fn local_two_summary_batches_summarize_each_commit_once() {
         let dir = tempfile::tempdir().unwrap();

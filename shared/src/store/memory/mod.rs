@@ -265,6 +265,15 @@ mod tests {
         .await;
     }
 
+    #[tokio::test]
+    async fn memory_history_pages_across_lineage_runs() {
+        conformance::history::history_pages_across_lineage_runs(
+            std::sync::Arc::new(MemoryBlobStore::new()),
+            std::sync::Arc::new(MemoryMetaStore::new()),
+        )
+        .await;
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
     async fn memory_two_summary_batches_summarize_each_commit_once() {
         conformance::summary_batch::two_batches_summarize_each_commit_once(
