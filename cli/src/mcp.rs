@@ -128,7 +128,7 @@ const TOOLS: &[ToolSpec] = &[
     },
     ToolSpec {
         name: "branch_status",
-        description: "A branch's status (created | active | completed | timeout | failed), depth, budget used / total, description, created_at, completed_at. With session_id instead: the session's active branch, or {branch_id: null, status: \"No active branch found\"}.",
+        description: "A branch's status (created | active | completed | timeout | failed), depth, budget used / total, description, created_at, completed_at. With session_id instead: the session's deepest active branch, and every active one (deepest first) in active_branches; or {branch_id: null, status: \"No active branch found\", active_branches: []}.",
         args: &[
             optional::<wire::GetBranchStatus>("br", "branch_id"),
             optional::<wire::BranchStatusOfSession>("session_id", "session_id"),
