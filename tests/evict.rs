@@ -238,3 +238,120 @@ async fn snapshots_on_the_aws_backends() {
     };
     snapshots_are_where_materialize_starts(&server).await;
 }
+
+/// Runs `ctx checkpoint` with `text` on stdin.
+fn checkpoint(server: &Server, principal: &str, name: &str, text: &str) {
+    use std::io::Write;
+    let mut child = std::process::Command::new(ctx_tests::ctx_bin())
+        .args(["checkpoint", "--principal", principal, "--ref", name])
+        .env("CTX_SERVER", &server.url)
+        .env("CTX_TOKEN", &server.token)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("ctx runs");
+    child
+        .stdin
+        .take()
+        .expect("piped stdin")
+        .write_all(text.as_bytes())
+        .expect("stdin written");
+    assert!(
+        child.wait().expect("ctx ends").success(),
+        "checkpoint {text}"
+    );
+}
+
+/// Issue 46, item 3: after an eviction, `ctx summarize` (and `--limit N`)
+/// makes progress and exits 0: the evicted commits, whose deltas are gone,
+/// are not in the queue it works through.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn summarize_after_an_eviction_exits_0_and_makes_progress() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path());
+    let http = server.client();
+    // Three turns without a summary, compacted, evicted behind the
+    // compaction, then four more turns.
+    let name = "sessions/s-evict";
+    for i in 1..4 {
+        checkpoint(&server, "agent", name, &format!("user: turn {i}\n"));
+    }
+    let tip = http.ok("GET", &format!("/v1/refs/{name}"), None).await;
+    let tip = tip["target"].as_str().unwrap().to_owned();
+    let log = http
+        .ok("GET", &format!("/v1/commits/{tip}/history"), None)
+        .await;
+    let mut ids: Vec<String> = log["commits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["id"].as_str().unwrap().to_owned())
+        .collect();
+    ids.reverse();
+    assert_eq!(ids.len(), 3, "{log}");
+    let (code, _) = server.cli(&["compact", name, "--ref", name]);
+    assert_eq!(code, 0, "ctx compact");
+    let out = server.cli_output(&["ref", "evict", name, "--before", name]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    // The summaries an eviction writes are not what this tests: clear them,
+    // so the evicted commits lack a summary as they did before issue 46.
+    for id in &ids[..3] {
+        http.ok(
+            "PATCH",
+            &format!("/v1/commits/{id}"),
+            Some(&json!({"summary": null})),
+        )
+        .await;
+    }
+    for i in 4..8 {
+        checkpoint(&server, "agent", name, &format!("user: turn {i}\n"));
+    }
+    let missing = |v: &Value| -> Vec<String> {
+        v["commits"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["id"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let listed = http
+        .ok("GET", "/v1/commits?missing_summary=true&limit=100", None)
+        .await;
+    let listed = missing(&listed);
+    let n = listed.len();
+    assert!(n >= 4, "at least the four new turns: {listed:?}");
+    assert!(
+        ids[..3].iter().all(|id| !listed.contains(id)),
+        "evicted commits are not listed: {listed:?}"
+    );
+
+    let out = server.cli_output(&["summarize", "--limit", "2", "--json"]);
+    assert_eq!(out.status.code(), Some(0), "--limit 2: {out:?}");
+    let done: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(done["summarized"], 2, "{done}");
+    let left = http
+        .ok("GET", "/v1/commits?missing_summary=true&limit=100", None)
+        .await;
+    assert_eq!(
+        missing(&left).len(),
+        n - 2,
+        "--limit 2 made progress: {left}"
+    );
+
+    let out = server.cli_output(&["summarize", "--json"]);
+    assert_eq!(out.status.code(), Some(0), "summarize: {out:?}");
+    let done: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (&done["summarized"], &done["failed"]),
+        (&json!(n - 2), &json!(0)),
+        "{done}"
+    );
+    let left = http
+        .ok("GET", "/v1/commits?missing_summary=true&limit=100", None)
+        .await;
+    assert_eq!(
+        missing(&left),
+        Vec::<String>::new(),
+        "nothing is left: {left}"
+    );
+}
