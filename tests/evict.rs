@@ -59,6 +59,7 @@ async fn evicted_deltas_answer_gone_while_log_and_the_default_still_work() {
         "sessions/s-evict",
         "--before",
         compaction,
+        "--force",
         "--json",
     ]);
     assert_eq!(out.status.code(), Some(0), "{out:?}");
@@ -241,9 +242,15 @@ async fn snapshots_on_the_aws_backends() {
 
 /// Runs `ctx checkpoint` with `text` on stdin.
 fn checkpoint(server: &Server, principal: &str, name: &str, text: &str) {
+    checkpoint_with(server, &["--principal", principal, "--ref", name], text);
+}
+
+/// Runs `ctx checkpoint ARGS` with `text` on stdin.
+fn checkpoint_with(server: &Server, args: &[&str], text: &str) {
     use std::io::Write;
     let mut child = std::process::Command::new(ctx_tests::ctx_bin())
-        .args(["checkpoint", "--principal", principal, "--ref", name])
+        .arg("checkpoint")
+        .args(args)
         .env("CTX_SERVER", &server.url)
         .env("CTX_TOKEN", &server.token)
         .stdin(std::process::Stdio::piped())
@@ -354,4 +361,66 @@ async fn summarize_after_an_eviction_exits_0_and_makes_progress() {
         Vec::<String>::new(),
         "nothing is left: {left}"
     );
+}
+
+/// Issue 46, item 2 (the repro): three raw turns, `ctx compact`, `ctx ref
+/// evict`: the compaction stands for every turn, so the eviction needs no
+/// `--force` and the turns are still in the context. Behind a compaction
+/// written by hand the eviction exits 4, names `--force` and what would be
+/// lost, and evicts nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compact_then_evict_keeps_every_turn_and_a_hand_compaction_asks_for_force() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path());
+    let name = "sessions/s-7";
+    for i in 1..4 {
+        checkpoint(&server, "f", name, &format!("user: turn {i}\n"));
+    }
+    let (code, _) = server.cli(&["compact", name, "--ref", name]);
+    assert_eq!(code, 0, "ctx compact");
+    let out = server.cli_output(&["ref", "evict", name, "--before", name, "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let e: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (&e["commits"], &e["summarized"]),
+        (&json!(3), &json!(3)),
+        "{e}"
+    );
+    let (code, text) = server.cli(&["materialize", name]);
+    assert_eq!(code, 0);
+    let text = String::from_utf8(text).unwrap();
+    for i in 1..4 {
+        assert!(
+            text.contains(&format!("user: turn {i}")),
+            "turn {i}: {text:?}"
+        );
+    }
+    let (code, log) = server.cli(&["log", name]);
+    assert_eq!(code, 0);
+    let log = String::from_utf8(log).unwrap();
+    assert!(!log.contains("(no summary)"), "{log}");
+
+    // A compaction written by hand, then an eviction behind it.
+    let name = "sessions/s-8";
+    checkpoint(&server, "f", name, "user: keep me\n");
+    checkpoint_with(
+        &server,
+        &["--principal", "f", "--ref", name, "--type", "compaction"],
+        "summary: by hand\n",
+    );
+    let out = server.cli_output(&["ref", "evict", name, "--before", name]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "{stderr}");
+    assert!(
+        stderr.contains("--force") && stderr.contains("user: keep me"),
+        "{stderr}"
+    );
+    let (code, text) = server.cli(&["materialize", name, "--stop", "root"]);
+    assert_eq!(
+        (code, text),
+        (0, b"user: keep me\n".to_vec()),
+        "nothing evicted"
+    );
+    let out = server.cli_output(&["ref", "evict", name, "--before", name, "--force"]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
 }
