@@ -246,6 +246,7 @@ operations! { LIFECYCLE_OPERATIONS;
             responses((status = 200, description = "What was evicted", body = Evicted),
                 (status = 400, description = "`name` is not a ref name; `before` is malformed, not a compaction or snapshot, or not on the ref's path", body = ErrorBody),
                 (status = 404, description = "No such ref, or a `before` that does not exist (also another tenant's)", body = ErrorBody),
+                (status = 409, description = "A compaction does not cover the deltas (one written by hand): the message lists what would be lost, nothing is written; `force: true` evicts anyway", body = ErrorBody),
                 (status = 413, description = "A body over the JSON limit", body = ErrorBody)),
             security(("bearer" = []))
     }
