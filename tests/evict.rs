@@ -59,6 +59,7 @@ async fn evicted_deltas_answer_gone_while_log_and_the_default_still_work() {
         "sessions/s-evict",
         "--before",
         compaction,
+        "--force",
         "--json",
     ]);
     assert_eq!(out.status.code(), Some(0), "{out:?}");
@@ -237,4 +238,189 @@ async fn snapshots_on_the_aws_backends() {
         return;
     };
     snapshots_are_where_materialize_starts(&server).await;
+}
+
+/// Runs `ctx checkpoint` with `text` on stdin.
+fn checkpoint(server: &Server, principal: &str, name: &str, text: &str) {
+    checkpoint_with(server, &["--principal", principal, "--ref", name], text);
+}
+
+/// Runs `ctx checkpoint ARGS` with `text` on stdin.
+fn checkpoint_with(server: &Server, args: &[&str], text: &str) {
+    use std::io::Write;
+    let mut child = std::process::Command::new(ctx_tests::ctx_bin())
+        .arg("checkpoint")
+        .args(args)
+        .env("CTX_SERVER", &server.url)
+        .env("CTX_TOKEN", &server.token)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("ctx runs");
+    child
+        .stdin
+        .take()
+        .expect("piped stdin")
+        .write_all(text.as_bytes())
+        .expect("stdin written");
+    assert!(
+        child.wait().expect("ctx ends").success(),
+        "checkpoint {text}"
+    );
+}
+
+/// Issue 46, item 3: after an eviction, `ctx summarize` (and `--limit N`)
+/// makes progress and exits 0: the evicted commits, whose deltas are gone,
+/// are not in the queue it works through.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn summarize_after_an_eviction_exits_0_and_makes_progress() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path());
+    let http = server.client();
+    // Three turns without a summary, compacted, evicted behind the
+    // compaction, then four more turns.
+    let name = "sessions/s-evict";
+    for i in 1..4 {
+        checkpoint(&server, "agent", name, &format!("user: turn {i}\n"));
+    }
+    let tip = http.ok("GET", &format!("/v1/refs/{name}"), None).await;
+    let tip = tip["target"].as_str().unwrap().to_owned();
+    let log = http
+        .ok("GET", &format!("/v1/commits/{tip}/history"), None)
+        .await;
+    let mut ids: Vec<String> = log["commits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["id"].as_str().unwrap().to_owned())
+        .collect();
+    ids.reverse();
+    assert_eq!(ids.len(), 3, "{log}");
+    let (code, _) = server.cli(&["compact", name, "--ref", name]);
+    assert_eq!(code, 0, "ctx compact");
+    let out = server.cli_output(&["ref", "evict", name, "--before", name]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    // The summaries an eviction writes are not what this tests: clear them,
+    // so the evicted commits lack a summary as they did before issue 46.
+    for id in &ids[..3] {
+        http.ok(
+            "PATCH",
+            &format!("/v1/commits/{id}"),
+            Some(&json!({"summary": null})),
+        )
+        .await;
+    }
+    for i in 4..8 {
+        checkpoint(&server, "agent", name, &format!("user: turn {i}\n"));
+    }
+    let missing = |v: &Value| -> Vec<String> {
+        v["commits"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["id"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let listed = http
+        .ok("GET", "/v1/commits?missing_summary=true&limit=100", None)
+        .await;
+    let listed = missing(&listed);
+    let n = listed.len();
+    assert!(n >= 4, "at least the four new turns: {listed:?}");
+    assert!(
+        ids[..3].iter().all(|id| !listed.contains(id)),
+        "evicted commits are not listed: {listed:?}"
+    );
+
+    let out = server.cli_output(&["summarize", "--limit", "2", "--json"]);
+    assert_eq!(out.status.code(), Some(0), "--limit 2: {out:?}");
+    let done: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(done["summarized"], 2, "{done}");
+    let left = http
+        .ok("GET", "/v1/commits?missing_summary=true&limit=100", None)
+        .await;
+    assert_eq!(
+        missing(&left).len(),
+        n - 2,
+        "--limit 2 made progress: {left}"
+    );
+
+    let out = server.cli_output(&["summarize", "--json"]);
+    assert_eq!(out.status.code(), Some(0), "summarize: {out:?}");
+    let done: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (&done["summarized"], &done["failed"]),
+        (&json!(n - 2), &json!(0)),
+        "{done}"
+    );
+    let left = http
+        .ok("GET", "/v1/commits?missing_summary=true&limit=100", None)
+        .await;
+    assert_eq!(
+        missing(&left),
+        Vec::<String>::new(),
+        "nothing is left: {left}"
+    );
+}
+
+/// Issue 46, item 2 (the repro): three raw turns, `ctx compact`, `ctx ref
+/// evict`: the compaction stands for every turn, so the eviction needs no
+/// `--force` and the turns are still in the context. Behind a compaction
+/// written by hand the eviction exits 4, names `--force` and what would be
+/// lost, and evicts nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compact_then_evict_keeps_every_turn_and_a_hand_compaction_asks_for_force() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path());
+    let name = "sessions/s-7";
+    for i in 1..4 {
+        checkpoint(&server, "f", name, &format!("user: turn {i}\n"));
+    }
+    let (code, _) = server.cli(&["compact", name, "--ref", name]);
+    assert_eq!(code, 0, "ctx compact");
+    let out = server.cli_output(&["ref", "evict", name, "--before", name, "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let e: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (&e["commits"], &e["summarized"]),
+        (&json!(3), &json!(3)),
+        "{e}"
+    );
+    let (code, text) = server.cli(&["materialize", name]);
+    assert_eq!(code, 0);
+    let text = String::from_utf8(text).unwrap();
+    for i in 1..4 {
+        assert!(
+            text.contains(&format!("user: turn {i}")),
+            "turn {i}: {text:?}"
+        );
+    }
+    let (code, log) = server.cli(&["log", name]);
+    assert_eq!(code, 0);
+    let log = String::from_utf8(log).unwrap();
+    assert!(!log.contains("(no summary)"), "{log}");
+
+    // A compaction written by hand, then an eviction behind it.
+    let name = "sessions/s-8";
+    checkpoint(&server, "f", name, "user: keep me\n");
+    checkpoint_with(
+        &server,
+        &["--principal", "f", "--ref", name, "--type", "compaction"],
+        "summary: by hand\n",
+    );
+    let out = server.cli_output(&["ref", "evict", name, "--before", name]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "{stderr}");
+    assert!(
+        stderr.contains("--force") && stderr.contains("user: keep me"),
+        "{stderr}"
+    );
+    let (code, text) = server.cli(&["materialize", name, "--stop", "root"]);
+    assert_eq!(
+        (code, text),
+        (0, b"user: keep me\n".to_vec()),
+        "nothing evicted"
+    );
+    let out = server.cli_output(&["ref", "evict", name, "--before", name, "--force"]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
 }

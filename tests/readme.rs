@@ -58,6 +58,17 @@ fn the_readme_walkthrough_runs_as_written() {
             "missing {expected:?} in:\n{stdout}"
         );
     }
+    // Step 6's compaction keeps the pending turn: `ctx materialize` after
+    // it still ends with `user: fix it` (issue 46, item 2).
+    let step6 = stdout
+        .find(" compacts ")
+        .map(|i| &stdout[i..])
+        .expect("ctx compact reports what it compacted");
+    let pending = "summary: off-by-one at parser.rs:42\nuser: fix it\n";
+    assert!(
+        step6.contains(&format!("{pending}{{\"artifact_ref\"")),
+        "ctx materialize after step 6 still ends with `user: fix it`:\n{step6}"
+    );
     let log: Vec<&str> = stdout
         .lines()
         .filter(|l| l.starts_with("ctx-") && l.contains("T"))

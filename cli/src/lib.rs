@@ -456,6 +456,11 @@ enum RefCommand {
         /// The compaction or snapshot commit (or ref) to keep history from.
         #[arg(long)]
         before: String,
+        /// Evict even the deltas that no compaction made by `ctx compact`
+        /// covers (behind a compaction written by hand): without it, such an
+        /// eviction lists what would be lost and changes nothing.
+        #[arg(long)]
+        force: bool,
         #[command(flatten)]
         conn: Conn,
     },

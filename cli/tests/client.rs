@@ -277,7 +277,13 @@ async fn every_method_against_the_real_router() {
     assert!(c.list_refs("", None).await.unwrap().refs.len() == 1);
     // Evicting before a delta: the server's kind and field come back.
     let e = c
-        .evict_ref(&name, &ctx_core::wire::EvictRequest { before: root.id })
+        .evict_ref(
+            &name,
+            &ctx_core::wire::EvictRequest {
+                before: root.id,
+                force: false,
+            },
+        )
         .await
         .unwrap_err();
     assert_eq!(

@@ -75,10 +75,18 @@ pub(crate) async fn run(command: RefCommand) -> Result<()> {
                 RefOutput::One(c.delete_ref(&name, expected.as_ref()).await?),
             )
         }
-        RefCommand::Evict { name, before, conn } => {
+        RefCommand::Evict {
+            name,
+            before,
+            force,
+            conn,
+        } => {
             let c = conn.client()?;
             let before = rev(&c, before).await?;
-            let req = EvictRequest { before };
+            let req = EvictRequest {
+                before,
+                force: *force,
+            };
             (
                 conn,
                 RefOutput::Evicted(c.evict_ref(&ref_name(name)?, &req).await?),
@@ -111,6 +119,12 @@ pub(crate) async fn run(command: RefCommand) -> Result<()> {
                 e.artifacts_shared,
                 e.cache
             );
+            if e.summarized > 0 {
+                outln!(
+                    "gave {} evicted commit(s) without a summary the extractive one",
+                    e.summarized
+                );
+            }
             if !e.kept.is_empty() {
                 let kept: Vec<String> = e.kept.iter().map(ToString::to_string).collect();
                 outln!(

@@ -1635,6 +1635,12 @@ export interface components {
              *     the commits older than it are dropped (their metadata is kept).
              */
             before: components["schemas"]["CommitId"];
+            /**
+             * @description Evict even what the compaction does not cover (a compaction not
+             *     made by `compact` from the context it replaces): without it such an
+             *     eviction answers 409 naming `force` and what would be lost.
+             */
+            force?: boolean;
         };
         /** @description What an eviction did. */
         Evicted: {
@@ -1672,6 +1678,12 @@ export interface components {
              * @description Eviction markers this call set (0 on a re-run).
              */
             marked: number;
+            /**
+             * Format: int64
+             * @description Evicted commits that had no summary and were given the extractive
+             *     one before their delta went (so `ctx log` still reads them).
+             */
+            summarized?: number;
         };
         /**
          * @description What a translation did not carry as it was: messages kept, converted and
@@ -5344,6 +5356,15 @@ export interface operations {
             };
             /** @description No such ref, or a `before` that does not exist (also another tenant's) */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A compaction does not cover the deltas (one written by hand): the message lists what would be lost, nothing is written; `force: true` evicts anyway */
+            409: {
                 headers: {
                     [name: string]: unknown;
                 };

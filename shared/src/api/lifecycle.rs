@@ -83,7 +83,7 @@ pub(super) async fn evict_ref(
     let name: RefName = path_id("name", name)?;
     Ok(Reply(
         s.service
-            .evict(&caller.tenant, &name, &req.before)
+            .evict(&caller.tenant, &name, &req.before, req.force)
             .await?
             .into(),
     ))
@@ -567,12 +567,28 @@ mod tests {
         let (st, m) = call(&app, "POST", &uri, A, Some(root.clone())).await;
         assert_eq!(st, 200, "nothing evicted yet: {m}");
 
+        // The compaction was written by hand: it may not stand for d0 and
+        // d1, so the eviction asks for `force` and writes nothing.
         let (st, r) = call(
             &app,
             "POST",
             "/v1/refs/sessions/s-e/evict",
             A,
             Some(json!({"before": c})),
+        )
+        .await;
+        assert_eq!((st, &r["error"]["field"]), (409, &json!("force")), "{r}");
+        let msg = r["error"]["message"].as_str().unwrap();
+        assert!(msg.contains(&d0) && msg.contains(&d1), "{msg}");
+        let (st, m) = call(&app, "POST", &uri, A, Some(root.clone())).await;
+        assert_eq!(st, 200, "nothing evicted by the 409: {m}");
+
+        let (st, r) = call(
+            &app,
+            "POST",
+            "/v1/refs/sessions/s-e/evict",
+            A,
+            Some(json!({"before": c, "force": true})),
         )
         .await;
         assert_eq!(st, 200, "{r}");

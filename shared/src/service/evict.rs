@@ -46,7 +46,9 @@ use super::lifecycle::{Doomed, Erased};
 use crate::commit::{Commit, CommitType, Stop};
 use crate::error::{Error, Result};
 use crate::id::{ArtifactRef, CommitId, RefName, TenantId};
+use crate::service::compact::COVERS;
 use crate::store::MaterializeKey;
+use crate::summarize::{Extractive, Summarizer, SummaryInput, clip_summary};
 
 /// What an eviction did.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -68,6 +70,49 @@ pub struct Evicted {
     pub artifacts_shared: u64,
     /// Materialization cache entries removed.
     pub cache: u64,
+    /// Evicted commits that had no summary and were given the extractive
+    /// one before their delta went.
+    pub summarized: u64,
+}
+
+/// Whether compaction or snapshot `c` stands for the context it replaces:
+/// a snapshot holds it whole; a compaction was made by `compact` from the
+/// whole context at its parent (the tag [`COVERS`] names the parent). A
+/// compaction written by hand may say anything.
+fn covers(c: &Commit) -> bool {
+    match c.commit_type {
+        CommitType::Snapshot => true,
+        CommitType::Compaction => c
+            .parent
+            .is_some_and(|p| c.tags.get(COVERS).is_some_and(|t| *t == p.to_string())),
+        CommitType::Delta => false,
+    }
+}
+
+/// The most lost commits an eviction's 409 lists.
+const LOST_SHOWN: usize = 5;
+
+/// The 409 for an eviction that would lose what no compaction covers:
+/// what would be lost (the first [`LOST_SHOWN`] of `total` commits, each
+/// with its summary or its delta's first line).
+fn not_covered(before: &CommitId, lost: &[(CommitId, String)], total: usize) -> Error {
+    let mut list: Vec<String> = lost
+        .iter()
+        .map(|(id, what)| format!("{id} ({what})"))
+        .collect();
+    if total > lost.len() {
+        list.push(format!("and {} more", total - lost.len()));
+    }
+    Error::conflict(
+        format!(
+            "evicting before {before} would lose {total} turn(s) that no compaction made by \
+             `compact` covers (a compaction written by hand may not stand for them): {}; \
+             compact the ref first (`ctx compact`), or pass force (`--force`) to evict anyway",
+            list.join(", ")
+        ),
+        None,
+    )
+    .with_field("force")
 }
 
 impl Service {
@@ -84,6 +129,7 @@ impl Service {
         tenant: &TenantId,
         name: &RefName,
         before: &CommitId,
+        force: bool,
     ) -> Result<Evicted> {
         let meta = &self.stores.meta;
         let target = self.get_ref(tenant, name).await?.target;
@@ -142,8 +188,49 @@ impl Service {
             .map(|c| c.id)
             .collect();
         kept.reverse();
+        // What no compaction stands for: each evicted delta's nearest
+        // compaction or snapshot above it (from `before` down) must cover it.
+        let mut uncovered: Vec<&Commit> = Vec::new();
+        let mut covering = covers(&b);
+        for c in older {
+            match c.commit_type {
+                CommitType::Compaction | CommitType::Snapshot => covering = covers(c),
+                CommitType::Delta if !covering && evicted.contains_key(&c.id) => {
+                    uncovered.push(c);
+                }
+                _ => {}
+            }
+        }
+        if !uncovered.is_empty() && !force {
+            // What would be lost, oldest first: each commit's summary, or
+            // the extractive line of its delta.
+            let mut lost = Vec::with_capacity(uncovered.len().min(LOST_SHOWN));
+            for c in uncovered.iter().rev().take(LOST_SHOWN) {
+                let what = match &c.summary {
+                    Some(s) => s.clone(),
+                    None => self.extractive_line(tenant, c).await?.unwrap_or_default(),
+                };
+                lost.push((c.id, what));
+            }
+            return Err(not_covered(before, &lost, uncovered.len()));
+        }
+        // The commits evicted without a summary get the extractive one
+        // while their delta is still there, so that the log still reads.
+        let mut summarized = 0;
+        for c in evicted.values().filter(|c| c.summary.is_none()) {
+            let Some(line) = self.extractive_line(tenant, c).await? else {
+                continue;
+            };
+            if meta
+                .write_summary(tenant, c, clip_summary(&line), &Extractive.id())
+                .await?
+            {
+                summarized += 1;
+            }
+        }
         let ids: Vec<CommitId> = evicted.keys().copied().collect();
         let mut report = Evicted {
+            summarized,
             before: *before,
             commits: ids.len() as u64,
             marked: 0,
@@ -206,6 +293,19 @@ impl Service {
             })
             .await?;
         Ok(report)
+    }
+
+    /// The extractive summary line of commit `c`'s delta; `None` when its
+    /// bytes are gone.
+    async fn extractive_line(&self, tenant: &TenantId, c: &Commit) -> Result<Option<String>> {
+        let Some(bytes) = self
+            .stored_bytes(tenant, c.id, c.artifact_ref, c.inline.clone())
+            .await?
+        else {
+            return Ok(None);
+        };
+        let input = SummaryInput::decode(&self.formats, c.commit_type, &c.format, &bytes);
+        Ok(Some(crate::summarize::extractive::line(&input)))
     }
 
     /// The error for commit `id`'s missing artifact `art`: `Gone` naming

@@ -382,7 +382,7 @@ impl Service {
     ///
     /// # Errors
     /// `NotFound`; `Conflict` when it has a summary and `force` is not set,
-    /// or another run holds it; `Unavailable` when no summarizer is
+    /// or another run holds it; `Gone` when an eviction dropped its delta; `Unavailable` when no summarizer is
     /// configured or the summarizer failed (the failure is recorded on the
     /// commit).
     pub async fn summarize_one(
@@ -411,6 +411,15 @@ impl Service {
             .claim_summary(tenant, &commit, now, now + lease, false)
             .await?
         {
+            if let Some(before) = self.stores.meta.evicted_by(tenant, id).await? {
+                return Err(Error::new(
+                    crate::error::ErrorKind::Gone,
+                    format!(
+                        "the delta of commit {id} was evicted (before {before}); it cannot be \
+                         summarized any more: write its summary by hand (update-metadata)"
+                    ),
+                ));
+            }
             let current = self.show(tenant, id).await?;
             if current.summary.is_some() && !force {
                 return Err(Error::conflict(

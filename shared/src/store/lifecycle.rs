@@ -103,8 +103,11 @@ pub trait Lifecycle: Send + Sync + 'static {
     /// compaction or snapshot to materialize from instead): their delta
     /// artifacts may be gone, their metadata stays. The marker is durable,
     /// goes with the commit when it is deleted, and a later eviction
-    /// replaces it; commits that do not exist are skipped. Returns how many
-    /// markers were set or changed.
+    /// replaces it; commits that do not exist are skipped. A marked commit
+    /// leaves the summary queue for good (no summarizer can read its
+    /// delta): [`SummaryQueue::missing_summaries`](crate::store::SummaryQueue::missing_summaries)
+    /// no longer lists it and a claim on it fails, even if its summary is
+    /// cleared later. Returns how many markers were set or changed.
     ///
     /// # Errors
     /// `Unavailable`.

@@ -41,6 +41,76 @@ impl Summarizer for Extractive {
             output_tokens: 0,
         })
     }
+
+    async fn summarize_context(&self, input: &SummaryInput) -> Result<Summary, Failure> {
+        Ok(Summary {
+            text: digest(input),
+            input_tokens: 0,
+            output_tokens: 0,
+        })
+    }
+}
+
+/// The extractive summary of a whole context (what a compaction replaces):
+/// one line per turn, so that it stands for every turn, each at most
+/// [`MAX_CHARS`] characters. A turn of opaque text starts at a line
+/// beginning `user:` ([`raw_turns`]), its line its meaningful lines joined
+/// by ` / `; a turn of a conversation starts at each user message, its
+/// line `ask → [tools] → answer`.
+pub fn digest(input: &SummaryInput) -> String {
+    let lines: Vec<String> = match &input.content {
+        Content::Text(t) => raw_turns(t)
+            .into_iter()
+            .map(|turn| {
+                let parts: Vec<String> = turn
+                    .lines()
+                    .map(|l| one_line(l.trim()))
+                    .filter(|l| l.chars().any(char::is_alphanumeric))
+                    .collect();
+                truncate(&parts.join(" / "), MAX_CHARS)
+            })
+            .filter(|l| !l.is_empty())
+            .collect(),
+        Content::Conversation(c) => {
+            let mut turns: Vec<Conversation> = Vec::new();
+            for m in &c.messages {
+                if m.role == Role::User || turns.is_empty() {
+                    turns.push(Conversation {
+                        messages: Vec::new(),
+                    });
+                }
+                if let Some(last) = turns.last_mut() {
+                    last.messages.push(m.clone());
+                }
+            }
+            turns.iter().map(turn).filter(|l| !l.is_empty()).collect()
+        }
+    };
+    if lines.is_empty() {
+        EMPTY.to_owned()
+    } else {
+        lines.join("\n")
+    }
+}
+
+/// Opaque text cut into turns, in order, covering every byte: a turn
+/// starts at a line beginning `user:` (what comes before the first one
+/// is a turn of its own).
+pub fn raw_turns(text: &str) -> Vec<&str> {
+    let mut starts: Vec<usize> = vec![0];
+    let mut at = 0;
+    for line in text.split_inclusive('\n') {
+        if at > 0 && line.trim_start().starts_with("user:") {
+            starts.push(at);
+        }
+        at += line.len();
+    }
+    starts.push(text.len());
+    starts
+        .windows(2)
+        .map(|w| &text[w[0]..w[1]])
+        .filter(|t| !t.is_empty())
+        .collect()
 }
 
 /// The extractive summary of `input`, at most [`MAX_CHARS`] characters.

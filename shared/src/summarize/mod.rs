@@ -147,6 +147,17 @@ pub trait Summarizer: Send + Sync + 'static {
     /// # Errors
     /// A [`Failure`] saying whether a later run should try again.
     async fn summarize(&self, input: &SummaryInput) -> Result<Summary, Failure>;
+
+    /// Summarizes a whole context a compaction replaces: the summary must
+    /// stand for every turn of it. By default the same as
+    /// [`Summarizer::summarize`] (a model reads the whole context); the
+    /// extractive summarizer writes a line per turn.
+    ///
+    /// # Errors
+    /// A [`Failure`] saying whether a later run should try again.
+    async fn summarize_context(&self, input: &SummaryInput) -> Result<Summary, Failure> {
+        self.summarize(input).await
+    }
 }
 
 /// The backend `config` chooses.

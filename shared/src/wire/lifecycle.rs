@@ -18,6 +18,11 @@ pub struct EvictRequest {
     /// A compaction or snapshot commit on the ref's path: the deltas of
     /// the commits older than it are dropped (their metadata is kept).
     pub before: CommitId,
+    /// Evict even what the compaction does not cover (a compaction not
+    /// made by `compact` from the context it replaces): without it such an
+    /// eviction answers 409 naming `force` and what would be lost.
+    #[serde(default)]
+    pub force: bool,
 }
 
 /// `GET /v1/pins`: what retention never erases.
@@ -147,6 +152,10 @@ pub struct Evicted {
     pub artifacts_shared: u64,
     /// Materialization cache entries removed.
     pub cache: u64,
+    /// Evicted commits that had no summary and were given the extractive
+    /// one before their delta went (so `ctx log` still reads them).
+    #[serde(default)]
+    pub summarized: u64,
 }
 
 impl From<crate::service::Evicted> for Evicted {
@@ -158,6 +167,7 @@ impl From<crate::service::Evicted> for Evicted {
             kept: v.kept,
             artifacts: v.artifacts,
             artifacts_shared: v.artifacts_shared,
+            summarized: v.summarized,
             cache: v.cache,
         }
     }
@@ -236,6 +246,7 @@ operations! { LIFECYCLE_OPERATIONS;
             responses((status = 200, description = "What was evicted", body = Evicted),
                 (status = 400, description = "`name` is not a ref name; `before` is malformed, not a compaction or snapshot, or not on the ref's path", body = ErrorBody),
                 (status = 404, description = "No such ref, or a `before` that does not exist (also another tenant's)", body = ErrorBody),
+                (status = 409, description = "A compaction does not cover the deltas (one written by hand): the message lists what would be lost, nothing is written; `force: true` evicts anyway", body = ErrorBody),
                 (status = 413, description = "A body over the JSON limit", body = ErrorBody)),
             security(("bearer" = []))
     }

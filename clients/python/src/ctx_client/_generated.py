@@ -895,6 +895,11 @@ class EvictRequest(TypedDict):
     """A compaction or snapshot commit on the ref's path: the deltas of
     the commits older than it are dropped (their metadata is kept).
     """
+    force: NotRequired[bool]
+    """Evict even what the compaction does not cover (a compaction not
+    made by `compact` from the context it replaces): without it such an
+    eviction answers 409 naming `force` and what would be lost.
+    """
 
 
 class Evicted(TypedDict):
@@ -920,6 +925,10 @@ class Evicted(TypedDict):
     """
     marked: int
     """Eviction markers this call set (0 on a re-run)."""
+    summarized: NotRequired[int]
+    """Evicted commits that had no summary and were given the extractive
+    one before their delta went (so `ctx log` still reads them).
+    """
 
 
 class Fidelity(TypedDict):

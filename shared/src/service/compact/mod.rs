@@ -20,6 +20,11 @@ use crate::summarize::{Extractive, Failure, Summarizer, SummaryInput, clip_summa
 /// Tag naming the summarizer that wrote a compaction (`<backend>:<model>`).
 pub const COMPACTED_BY: &str = "compacted_by";
 
+/// Tag of a compaction made from the whole context it replaces: the id of
+/// the commit it compacted (its parent). An eviction behind a compaction
+/// without it asks for `force` (see `Service::evict`).
+pub const COVERS: &str = "covers";
+
 /// What a re-compaction recorded.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Compacted {
@@ -108,9 +113,24 @@ impl Service {
                     .await?
             }
         };
-        let input = SummaryInput::decode(&self.formats, CommitType::Delta, &tip.format, &bytes);
+        // Opaque text keeps its last turns verbatim after the summary (the
+        // raw tail); the summary stands for the turns before them.
+        let structured = self.formats.codec(&tip.format).structured();
+        let (head, tail) = if structured {
+            (&bytes[..], &[][..])
+        } else {
+            split_tail(&bytes)
+        };
+        let whole = SummaryInput::decode(&self.formats, CommitType::Delta, &tip.format, &bytes);
+        // When every turn is in the tail, the summary (the log's line) is
+        // of the whole context.
+        let input = if head.iter().all(u8::is_ascii_whitespace) {
+            whole
+        } else {
+            SummaryInput::decode(&self.formats, CommitType::Delta, &tip.format, head)
+        };
         let summary = summarizer
-            .summarize(&input)
+            .summarize_context(&input)
             .await
             .map_err(|f| summarizer_failed(&summarizer.id(), &f))?;
         let text = summary.text.trim();
@@ -121,12 +141,23 @@ impl Service {
             )));
         }
         let at = later_than(self.clock.now(), tip.created_at);
-        let delta = self
-            .formats
-            .codec(&tip.format)
-            .compaction_delta(text, &bytes, at)?;
+        let delta = if head.iter().all(u8::is_ascii_whitespace) && !tail.is_empty() {
+            bytes::Bytes::copy_from_slice(tail)
+        } else {
+            let summary = self
+                .formats
+                .codec(&tip.format)
+                .compaction_delta(text, head, at)?;
+            let mut d = summary.to_vec();
+            if !tail.is_empty() && !d.ends_with(b"\n") {
+                d.push(b'\n');
+            }
+            d.extend_from_slice(tail);
+            bytes::Bytes::from(d)
+        };
         let mut tags = Tags::new();
         tags.insert(COMPACTED_BY.to_owned(), summarizer.id());
+        tags.insert(COVERS.to_owned(), id.to_string());
         let new = NewCommit {
             parent: Some(*id),
             commit_type: CommitType::Compaction,
@@ -155,6 +186,27 @@ impl Service {
             replaced_tokens: context.token_count,
         })
     }
+}
+
+/// Turns of opaque text a compaction keeps verbatim after its summary (as
+/// seed 003's raw tail does).
+pub const TAIL_TURNS: usize = 2;
+
+/// Opaque text cut into what the summary stands for and the last
+/// [`TAIL_TURNS`] turns ([`raw_turns`](crate::summarize::extractive::raw_turns)),
+/// kept verbatim. Bytes that are not UTF-8, and text of at most
+/// [`TAIL_TURNS`] turns, are all summarized.
+fn split_tail(bytes: &[u8]) -> (&[u8], &[u8]) {
+    let Ok(text) = std::str::from_utf8(bytes) else {
+        return (bytes, &[]);
+    };
+    let turns = crate::summarize::extractive::raw_turns(text);
+    if turns.len() <= TAIL_TURNS {
+        // Nothing before the tail: the summary stands for all of it.
+        return (bytes, &[]);
+    }
+    let tail: usize = turns.iter().rev().take(TAIL_TURNS).map(|t| t.len()).sum();
+    bytes.split_at(bytes.len() - tail)
 }
 
 /// The error for a summarizer that wrote nothing.

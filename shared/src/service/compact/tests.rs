@@ -388,3 +388,52 @@ fn a_compaction_in_a_format_of_lines_ends_its_line() {
         "the formats of lines"
     );
 }
+
+/// Issue 46, item 2: on a raw chain the default (extractive) compaction
+/// stands for every turn it replaces, and keeps the last turns verbatim
+/// after its summary (seed 003's raw tail); it records that it covers
+/// the context at its parent.
+#[tokio::test]
+async fn an_extractive_compaction_stands_for_every_turn_and_keeps_the_tail() {
+    let (svc, tenant) = service();
+    let texts: Vec<String> = (1..=5)
+        .map(|i| format!("user: turn {i}\nassistant: answer {i}\n"))
+        .collect();
+    let parts: Vec<(CommitType, &[u8])> = texts
+        .iter()
+        .map(|t| (CommitType::Delta, t.as_bytes()))
+        .collect();
+    let ids = chain(&svc, &tenant, "raw", &parts).await;
+    let tip = *ids.last().unwrap();
+    let done = svc
+        .compact(&tenant, &tip, &crate::summarize::Extractive, None)
+        .await
+        .unwrap();
+    let c = done.commit;
+    assert_eq!(
+        c.tags.get(super::COVERS).map(String::as_str),
+        Some(tip.to_string().as_str()),
+        "{c:?}"
+    );
+    let text = String::from_utf8(
+        bytes_at(&svc, &tenant, &c.id, Stop::Compaction)
+            .await
+            .to_vec(),
+    )
+    .unwrap();
+    for i in 1..=3 {
+        assert!(
+            text.contains(&format!("user: turn {i}")) && text.contains(&format!("answer {i}")),
+            "turn {i} is summarized: {text:?}"
+        );
+    }
+    assert!(
+        text.ends_with("\nuser: turn 4\nassistant: answer 4\nuser: turn 5\nassistant: answer 5\n"),
+        "the last two turns verbatim after the summary: {text:?}"
+    );
+    let summary = c.summary.as_deref().unwrap();
+    assert!(
+        summary.contains("turn 1") && summary.contains("turn 3"),
+        "{summary:?}"
+    );
+}

@@ -154,7 +154,7 @@ async fn evicted_deltas_answer_gone_while_the_default_and_the_log_still_work() {
     assert_eq!(f.text(&d1, Stop::Compaction).await.unwrap(), "d0 d1 ");
     assert_eq!(f.text(&d2, Stop::Compaction).await.unwrap(), "SUMMARY d2 ");
 
-    let e = f.svc.evict(&f.tenant, &rn("s"), &c).await.unwrap();
+    let e = f.svc.evict(&f.tenant, &rn("s"), &c, true).await.unwrap();
     assert_eq!(e.before, c);
     assert_eq!((e.commits, e.marked), (2, 2));
     assert!(e.kept.is_empty());
@@ -196,7 +196,7 @@ async fn evicted_deltas_answer_gone_while_the_default_and_the_log_still_work() {
     assert_eq!(log[2].summary.as_deref(), Some("summary of d1 "));
 
     // Idempotent: a re-run finds nothing left to do.
-    let again = f.svc.evict(&f.tenant, &rn("s"), &c).await.unwrap();
+    let again = f.svc.evict(&f.tenant, &rn("s"), &c, true).await.unwrap();
     assert_eq!(
         (again.commits, again.marked, again.artifacts, again.cache),
         (2, 0, 0, 0),
@@ -211,7 +211,7 @@ async fn a_fork_below_the_compaction_keeps_the_deltas_it_needs() {
     // Another session forked off d0.
     let fork = f.delta("other", Some(d0), 4, "fork ").await;
 
-    let e = f.svc.evict(&f.tenant, &rn("s"), &c).await.unwrap();
+    let e = f.svc.evict(&f.tenant, &rn("s"), &c, true).await.unwrap();
     assert_eq!(e.commits, 1, "only d1: {e:?}");
     assert_eq!(e.kept, vec![d0]);
     assert!(f.blob_exists("d0 ").await && !f.blob_exists("d1 ").await);
@@ -229,7 +229,7 @@ async fn bytes_another_commit_uses_are_kept() {
         .put("s", Some(d0), 1, CommitType::Snapshot, "shared whole ")
         .await;
     let _b = f.delta("b", None, 2, "shared ").await;
-    let e = f.svc.evict(&f.tenant, &rn("s"), &c).await.unwrap();
+    let e = f.svc.evict(&f.tenant, &rn("s"), &c, true).await.unwrap();
     assert_eq!((e.commits, e.artifacts, e.artifacts_shared), (1, 0, 1));
     assert!(f.blob_exists("shared ").await);
     // The bytes are there: d0 still reads (it is only marked).
@@ -250,7 +250,11 @@ async fn bad_input_names_the_field_and_writes_nothing() {
         (rn("s"), oc, ErrorKind::Invalid, Some("before")),
     ];
     for (name, before, kind, field) in cases {
-        let err = f.svc.evict(&f.tenant, &name, &before).await.unwrap_err();
+        let err = f
+            .svc
+            .evict(&f.tenant, &name, &before, true)
+            .await
+            .unwrap_err();
         assert_eq!((err.kind, err.field.as_deref()), (kind, field), "{err}");
     }
     // A snapshot of another tenant is unknown here: not found, as a commit
@@ -274,14 +278,18 @@ async fn bad_input_names_the_field_and_writes_nothing() {
         .unwrap()
         .commit
         .id;
-    let err = f.svc.evict(&f.tenant, &rn("s"), &theirs).await.unwrap_err();
+    let err = f
+        .svc
+        .evict(&f.tenant, &rn("s"), &theirs, true)
+        .await
+        .unwrap_err();
     assert_eq!(
         (err.kind, err.field.as_deref()),
         (ErrorKind::NotFound, Some("before")),
         "{err}"
     );
     // Another tenant's ref is not found.
-    let err = f.svc.evict(&other, &rn("s"), &c).await.unwrap_err();
+    let err = f.svc.evict(&other, &rn("s"), &c, true).await.unwrap_err();
     assert_eq!(err.kind, ErrorKind::NotFound);
     for id in [d0, o0] {
         assert_eq!(f.meta.evicted_by(&f.tenant, &id).await.unwrap(), None);
@@ -313,7 +321,7 @@ async fn an_interrupted_eviction_answers_gone_and_finishes_when_run_again() {
     let err = f.text(&c, Stop::Compaction).await.unwrap_err();
     assert_eq!(err.kind, ErrorKind::Internal, "{err}");
 
-    let e = f.svc.evict(&f.tenant, &rn("s"), &c).await.unwrap();
+    let e = f.svc.evict(&f.tenant, &rn("s"), &c, true).await.unwrap();
     assert_eq!((e.commits, e.marked, e.artifacts), (2, 0, 1), "{e:?}");
     assert!(!f.blob_exists("d0 ").await);
 }
@@ -326,7 +334,7 @@ async fn deltas_inline_with_their_commits_are_evicted_too() {
     let d1 = f.delta("s", Some(c), 2, "d1 ").await;
     let stored = f.meta.get_commit(&f.tenant, &d0).await.unwrap().unwrap();
     assert!(stored.inline.is_some(), "a small delta is inline");
-    let e = f.svc.evict(&f.tenant, &rn("s"), &c).await.unwrap();
+    let e = f.svc.evict(&f.tenant, &rn("s"), &c, true).await.unwrap();
     assert_eq!((e.commits, e.artifacts), (1, 1), "{e:?}");
     let stored = f.meta.get_commit(&f.tenant, &d0).await.unwrap().unwrap();
     assert_eq!(stored.inline, None, "the bytes left the commit's row");
@@ -352,7 +360,7 @@ async fn an_eviction_drops_results_held_in_memory_and_stops_their_pending_writes
     let gate = f.svc.hot.gate.write().await;
     let at_d2 = f.svc.materialize(&f.tenant, &d2, Stop::Root, None).await;
     let at_d2 = at_d2.unwrap().result;
-    f.svc.evict(&f.tenant, &rn("s"), &c).await.unwrap();
+    f.svc.evict(&f.tenant, &rn("s"), &c, true).await.unwrap();
     drop(gate);
     f.svc.flush_cache_writes().await;
     for (id, m) in [(d1, at_d1), (d2, at_d2)] {
@@ -391,7 +399,7 @@ async fn a_delta_read_of_an_evicted_commit_answers_gone() {
     use crate::service::{ReadOf, ReadTarget};
     for f in [fixture(), fixture_inline(16 * 1024)] {
         let [d0, _, c, _] = f.compacted_session("s").await;
-        f.svc.evict(&f.tenant, &rn("s"), &c).await.unwrap();
+        f.svc.evict(&f.tenant, &rn("s"), &c, true).await.unwrap();
         for content_limit in [1 << 20, 1] {
             let err = f
                 .svc
@@ -409,5 +417,118 @@ async fn a_delta_read_of_an_evicted_commit_answers_gone() {
             assert_eq!(err.kind, ErrorKind::Gone, "{content_limit}: {err}");
             assert!(err.message.contains(&c.to_string()), "{}", err.message);
         }
+    }
+}
+
+/// Commits `texts` as raw deltas without a summary on session `s`,
+/// moving its ref; the ids, oldest first.
+async fn turns(f: &Fixture, s: &str, texts: &[&str]) -> Vec<CommitId> {
+    let mut ids: Vec<CommitId> = Vec::new();
+    for (i, text) in texts.iter().enumerate() {
+        let name = rn(s);
+        let new = NewCommit {
+            parent: ids.last().copied(),
+            session_id: Some(s.parse().expect("a session id")),
+            created_at: Some(t(i as i64)),
+            ref_move: Some(RefMove {
+                name,
+                expected: ids.last().copied(),
+            }),
+            ..NewCommit::new(
+                "agent".parse().unwrap(),
+                "tpl",
+                FormatId::raw(),
+                Bytes::from(text.to_string()),
+            )
+        };
+        ids.push(f.svc.checkpoint(&f.tenant, new).await.unwrap().commit.id);
+    }
+    ids
+}
+
+/// Issue 46, item 2: behind a compaction written by hand (not made by
+/// `ctx compact` from the context it replaces), an eviction says what
+/// would be lost and asks for `force`; nothing is written. With `force`
+/// it evicts.
+#[tokio::test]
+async fn an_eviction_behind_a_compaction_that_does_not_cover_asks_for_force() {
+    let f = fixture();
+    let [d0, d1, c, _] = f.compacted_session("s").await;
+    let err = f
+        .svc
+        .evict(&f.tenant, &rn("s"), &c, false)
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind, ErrorKind::Conflict, "{err}");
+    assert_eq!(err.field.as_deref(), Some("force"), "{err}");
+    for lost in [d0, d1] {
+        assert!(
+            err.message.contains(&lost.to_string()),
+            "names {lost}: {err}"
+        );
+    }
+    assert!(
+        err.message.contains("summary of d0"),
+        "says what is lost: {err}"
+    );
+    assert_eq!(f.meta.evicted_by(&f.tenant, &d0).await.unwrap(), None);
+    assert!(f.blob_exists("d0 ").await, "nothing is deleted");
+    let e = f.svc.evict(&f.tenant, &rn("s"), &c, true).await.unwrap();
+    assert_eq!(e.commits, 2, "{e:?}");
+}
+
+/// Issue 46, item 2 (the repro): three raw turns, `ctx compact` with the
+/// default extractive summarizer, then an eviction behind it. The
+/// compaction stands for every turn, so no `force` is needed; the evicted
+/// commits, which had no summary, get one (`ctx log` still reads them).
+#[tokio::test]
+async fn an_eviction_behind_ctx_compact_needs_no_force_and_summarizes_what_it_evicts() {
+    let f = fixture();
+    let ids = turns(
+        &f,
+        "s-7",
+        &["user: turn 1\n", "user: turn 2\n", "user: turn 3\n"],
+    )
+    .await;
+    let tip = *ids.last().unwrap();
+    let c = f
+        .svc
+        .compact(
+            &f.tenant,
+            &tip,
+            &crate::summarize::Extractive,
+            Some(RefMove {
+                name: rn("s-7"),
+                expected: Some(tip),
+            }),
+        )
+        .await
+        .unwrap()
+        .commit;
+    let e = f
+        .svc
+        .evict(&f.tenant, &rn("s-7"), &c.id, false)
+        .await
+        .unwrap();
+    assert_eq!(e.commits, 3, "{e:?}");
+    // Every turn is still there, in the compaction's context.
+    let text = f.text(&c.id, Stop::Compaction).await.unwrap();
+    for turn in ["turn 1", "turn 2", "turn 3"] {
+        assert!(text.contains(turn), "{turn} in {text:?}");
+    }
+    let log = f.svc.history(&f.tenant, &c.id, 10).await.unwrap();
+    for (commit, n) in log[1..].iter().zip([3, 2, 1]) {
+        assert_eq!(
+            commit.summary.as_deref(),
+            Some(format!("user: turn {n}").as_str()),
+            "{commit:?}"
+        );
+        assert_eq!(
+            commit
+                .tags
+                .get(crate::store::TAG_SUMMARY_BY)
+                .map(String::as_str),
+            Some("extractive:v1")
+        );
     }
 }

@@ -232,3 +232,24 @@ async fn one_shot_failure_is_recorded_and_answered_unavailable() {
         .unwrap_err();
     assert_eq!(e.kind, ErrorKind::Unavailable);
 }
+
+/// A commit whose delta an eviction dropped cannot be summarized: asked
+/// for it, the one-shot answers `Gone` naming the compaction, not that
+/// another run holds it (issue 46, item 3).
+#[tokio::test]
+async fn summarizing_an_evicted_commit_answers_gone() {
+    let (service, tenant, commits, _) = setup(2).await;
+    let service = service.with_summarizer(Arc::new(CountingSummarizer::default()));
+    service
+        .stores
+        .meta
+        .mark_evicted(&tenant, &commits[1].id, &[commits[0].id])
+        .await
+        .unwrap();
+    let e = service
+        .summarize_one(&tenant, &commits[0].id, false)
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Gone, "{e}");
+    assert!(e.message.contains(&commits[1].id.to_string()), "{e}");
+}

@@ -150,7 +150,7 @@ impl DynamoMetaStore {
             .update_item()
             .table_name(self.table())
             .set_key(Some(key(table::commit_pk(tenant, &id), table::COMMIT_SK)))
-            .update_expression("SET #ev = :b")
+            .update_expression("SET #ev = :b REMOVE nosum")
             .condition_expression(
                 "attribute_exists(pk) AND (attribute_not_exists(#ev) OR #ev <> :b)",
             )
@@ -432,7 +432,9 @@ impl crate::store::Lifecycle for DynamoMetaStore {
     }
 
     /// Sets the `evicted` attribute of each commit's by-id item to `before`
-    /// (one conditional UpdateItem per commit, a few at once).
+    /// and removes `nosum`, its entry in the summary queue (one conditional
+    /// UpdateItem per commit, a few at once). A summary cleared later sets
+    /// `nosum` again; the listing and the claim skip items with `evicted`.
     async fn mark_evicted(
         &self,
         tenant: &TenantId,

@@ -218,7 +218,7 @@ impl crate::store::SummaryQueue for DynamoMetaStore {
             let Some(i) = found.remove(&p.id) else {
                 continue;
             };
-            if i.c.summary.is_some() || i.nosum.is_none() {
+            if i.c.summary.is_some() || i.nosum.is_none() || i.evicted.is_some() {
                 continue;
             }
             items.push(Missing {
@@ -248,8 +248,9 @@ impl crate::store::SummaryQueue for DynamoMetaStore {
         until: DateTime<Utc>,
         respect_backoff: bool,
     ) -> Result<bool> {
-        let mut condition =
-            "attribute_exists(nosum) AND (attribute_not_exists(lease) OR lease <= :now)".to_owned();
+        let mut condition = "attribute_exists(nosum) AND attribute_not_exists(evicted) \
+             AND (attribute_not_exists(lease) OR lease <= :now)"
+            .to_owned();
         if respect_backoff {
             condition.push_str(" AND (attribute_not_exists(retry) OR retry <= :now)");
         }

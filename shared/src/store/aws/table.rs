@@ -550,6 +550,11 @@ pub(super) struct CommitItem {
     /// No summary retry before then (µs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(super) retry: Option<i64>,
+    /// The compaction or snapshot an eviction dropped the commit's delta
+    /// in favour of (by-id items only; written by `mark_evicted`, which
+    /// also removes `nosum`: an evicted commit leaves the summary queue).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) evicted: Option<String>,
 }
 
 /// The attribute of a commit item holding the commit's inline artifact
@@ -651,6 +656,7 @@ impl CommitItem {
             tries: None,
             err: None,
             retry: None,
+            evicted: None,
         }
     }
 }

@@ -4,12 +4,15 @@
 //! removed with the commit.
 
 use super::{commit, fresh_tenant, put, t};
+use chrono::Duration;
+
 use crate::store::{MetaStore, MetadataPatch};
 
 /// Runs every behaviour.
 pub async fn run_all(meta: &dyn MetaStore) {
     markers_are_set_read_and_replaced(meta).await;
     markers_survive_metadata_writes_and_go_with_the_commit(meta).await;
+    evicted_commits_leave_the_summary_queue(meta).await;
 }
 
 /// `mark_evicted` marks exactly the named commits of the tenant (skipping
@@ -100,4 +103,58 @@ pub async fn markers_survive_metadata_writes_and_go_with_the_commit(meta: &dyn M
         None,
         "the marker goes with the commit"
     );
+}
+
+/// A commit marked evicted leaves the summary queue for good: its delta is
+/// gone, so no summarizer can read it, and listing it would put it first
+/// in every backfill (issue 46, item 3). It is not listed, not claimable,
+/// and stays out even when its summary is cleared later; the commits not
+/// marked stay listed and claimable.
+pub async fn evicted_commits_leave_the_summary_queue(meta: &dyn MetaStore) {
+    let a = fresh_tenant("evict-queue");
+    let r = put(meta, &a, &commit(&a, None, t(0), "p", b"r")).await;
+    let c1 = put(meta, &a, &commit(&a, Some(&r), t(1), "p", b"c1")).await;
+    let c2 = put(meta, &a, &commit(&a, Some(&c1), t(2), "p", b"c2")).await;
+    let listed = |page: crate::store::MissingPage| -> Vec<_> {
+        page.items.into_iter().map(|m| m.commit.id).collect()
+    };
+    let before = listed(meta.missing_summaries(&a, None, 10).await.expect("list"));
+    assert_eq!(before, [r.id, c1.id, c2.id], "all three lack a summary");
+    assert_eq!(
+        meta.mark_evicted(&a, &c2.id, &[r.id, c1.id])
+            .await
+            .expect("mark"),
+        2
+    );
+    let after = listed(meta.missing_summaries(&a, None, 10).await.expect("list"));
+    assert_eq!(after, [c2.id], "evicted commits are no longer listed");
+    let page = meta.missing_summaries(&a, None, 1).await.expect("page");
+    assert_eq!(listed(page), [c2.id], "a page of one lists the live commit");
+    let now = t(10);
+    assert!(
+        !meta
+            .claim_summary(&a, &r, now, now + Duration::minutes(5), false)
+            .await
+            .expect("claim evicted"),
+        "an evicted commit cannot be claimed"
+    );
+    assert!(
+        meta.claim_summary(&a, &c2, now, now + Duration::minutes(5), false)
+            .await
+            .expect("claim live"),
+        "a live commit still can"
+    );
+    // A summary written and cleared again by hand does not bring it back.
+    for summary in [Some("by hand".to_owned()), None] {
+        let patch = MetadataPatch {
+            summary: Some(summary),
+            tags: None,
+        };
+        meta.update_metadata(&a, &c1.id, &patch)
+            .await
+            .expect("patch")
+            .expect("exists");
+    }
+    let again = listed(meta.missing_summaries(&a, None, 10).await.expect("list"));
+    assert_eq!(again, [c2.id], "a cleared summary does not requeue it");
 }

@@ -1,6 +1,8 @@
 //! The summary queue in `ctx.db`: commits lacking a summary are the rows
 //! `summary IS NULL` (the partial index `commits_missing_summary` on
-//! `(tenant, ts, id)`); their queue state is in the columns `lease`,
+//! `(tenant, ts, id)`) and not evicted (`evicted_by IS NULL`: their delta
+//! is gone, no summarizer can read it; an eviction summarizes the commits
+//! it evicts first, so few such rows are left to skip); their queue state is in the columns `lease`,
 //! `tries`, `err` and `retry`, and the tags the queue sets are in the
 //! commit's body. Each step is one `BEGIN IMMEDIATE` transaction.
 
@@ -55,7 +57,8 @@ impl crate::store::SummaryQueue for SqliteMetaStore {
                 let mut stmt = conn.prepare_cached(select_commit!(
                     "d.bytes, d.codec, c.lease, c.tries, c.err, c.retry
                      FROM commits c LEFT JOIN deltas d ON d.rowid = c.delta
-                     WHERE c.tenant = ?1 AND c.summary IS NULL AND (c.ts, c.id) > (?2, ?3)
+                     WHERE c.tenant = ?1 AND c.summary IS NULL AND c.evicted_by IS NULL
+                       AND (c.ts, c.id) > (?2, ?3)
                      ORDER BY c.ts, c.id LIMIT ?4"
                 ))?;
                 let rows = stmt.query_map(
@@ -115,7 +118,8 @@ impl crate::store::SummaryQueue for SqliteMetaStore {
                     .query_row(
                         select_commit!(
                             "NULL, NULL, c.lease, c.retry FROM commits c
-                             WHERE c.tenant = ?1 AND c.id = ?2 AND c.summary IS NULL"
+                             WHERE c.tenant = ?1 AND c.id = ?2 AND c.summary IS NULL
+                               AND c.evicted_by IS NULL"
                         ),
                         params![tenant.as_str(), id.to_string()],
                         |r| Ok((CommitRow::read(r)?, r.get(11)?, r.get(12)?)),

@@ -23,7 +23,7 @@ impl crate::store::SummaryQueue for MemoryMetaStore {
         let mut missing: Vec<(SummaryCursor, &Commit)> = m
             .commits
             .iter()
-            .filter(|((t, _), c)| t == tenant && c.summary.is_none())
+            .filter(|(k, c)| &k.0 == tenant && c.summary.is_none() && !m.evicted.contains_key(k))
             .map(|(_, c)| (SummaryCursor::after(c), c))
             .filter(|(k, _)| after.is_none_or(|a| k > a))
             .collect();
@@ -60,7 +60,7 @@ impl crate::store::SummaryQueue for MemoryMetaStore {
         let id = &commit.id;
         let mut m = lock(&self.meta);
         let key = (tenant.clone(), *id);
-        if m.commits.get(&key).is_none_or(|c| c.summary.is_some()) {
+        if m.commits.get(&key).is_none_or(|c| c.summary.is_some()) || m.evicted.contains_key(&key) {
             return Ok(false);
         }
         let state = m.summary_states.entry(key.clone()).or_default();
