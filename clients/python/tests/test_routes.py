@@ -141,6 +141,32 @@ def test_summaries_and_compaction(client: Client, unique: str) -> None:
     assert client.materialize(compacted["commit"]["id"])["artifact_ref"]
     log = client.history(compacted["commit"]["id"])["commits"]
     assert log[1]["id"] == c["id"] and log[1]["summary"]
+    # Behind a compaction written by hand, which covers nothing it did not
+    # say: a 409 naming force, until force.
+    hand = client.checkpoint(
+        parent=compacted["commit"]["id"],
+        principal="alice",
+        template="t",
+        format="raw",
+        delta="user: more\n",
+        ref=ref,
+        expected=compacted["commit"]["id"],
+    )
+    top = client.checkpoint(
+        parent=hand["id"],
+        principal="alice",
+        template="t",
+        format="raw",
+        delta="summary: written by hand\n",
+        commit_type="compaction",
+        ref=ref,
+        expected=hand["id"],
+    )
+    with pytest.raises(ConflictError) as refused:
+        client.evict_ref(ref, top["id"])
+    assert refused.value.field == "force"
+    assert client.evict_ref(ref, top["id"], force=True)["commits"] >= 1
+    compacted = {"commit": top}
     gone = client.delete_ref(ref, expected=compacted["commit"]["id"])
     assert gone["target"] == compacted["commit"]["id"]
     with pytest.raises(NotFoundError):

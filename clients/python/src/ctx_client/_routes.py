@@ -42,6 +42,7 @@ from .models import (
     Context,
     Erased,
     Evicted,
+    EvictRequest,
     FileList,
     FileVersion,
     GcReport,
@@ -391,12 +392,18 @@ def delete_ref(name: str, expected: str | None = None) -> Call[RefRecord]:
     return api.delete_ref(name, expected=expected)
 
 
-def evict_ref(name: str, before: str) -> Call[Evicted]:
+def evict_ref(name: str, before: str, force: bool = False) -> Call[Evicted]:
     """Drops the deltas of the commits older
     than ``before`` (a compaction or snapshot on the ref's path), keeping
     their metadata and summaries; materializing across them then raises
-    :class:`~ctx_client.errors.GoneError` (410). Answers the counts."""
-    return api.evict_ref(name, {"before": before})
+    :class:`~ctx_client.errors.GoneError` (410). Answers the counts.
+    Behind a compaction that does not cover them (one not made by
+    ``compact``) it raises :class:`~ctx_client.errors.ConflictError` naming
+    ``force`` and what would be lost, unless ``force``."""
+    body = EvictRequest(before=before)
+    if force:
+        body["force"] = True
+    return api.evict_ref(name, body)
 
 
 # --- branches (context folding) --------------------------------------------
