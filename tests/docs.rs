@@ -230,8 +230,8 @@ struct Request {
     body: Vec<String>,
 }
 
-/// Every request named in a code span of the docs and the README.
-fn requests() -> Vec<Request> {
+/// docs/*.md and the README, in order.
+fn doc_files() -> Vec<std::path::PathBuf> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let mut files: Vec<_> = std::fs::read_dir(root.join("docs"))
         .unwrap()
@@ -240,6 +240,12 @@ fn requests() -> Vec<Request> {
         .collect();
     files.push(root.join("README.md"));
     files.sort();
+    files
+}
+
+/// Every request named in a code span of the docs and the README.
+fn requests() -> Vec<Request> {
+    let files = doc_files();
     let request = Regex::new(r"`(GET|POST|PUT|DELETE|PATCH) (/[^` ]*)(?: (\{[^`]*\}))?`").unwrap();
     let key = Regex::new(r"[{,]\s*([a-z_]+)\??\s*(?::|,|\})").unwrap();
     let mut found = Vec::new();
@@ -551,7 +557,9 @@ fn examples() -> Vec<(&'static str, &'static str, Example)> {
             "lifecycle.md",
             "ctx compact sessions/s-7",
             Run {
-                setup: "for i in 1 2 3; do echo \"user: turn $i\" | ctx checkpoint --principal f --ref sessions/s-7; done",
+                setup: "for i in 1 2 3; do echo \"user: turn $i\" | ctx checkpoint --principal f --ref sessions/s-7; done\n\
+                    echo 'user: turn 1' | ctx checkpoint --principal f --ref sessions/s-8\n\
+                    echo 'summary: by hand' | ctx checkpoint --principal f --ref sessions/s-8 --type compaction",
                 subs: none,
                 serve: &[],
             },
@@ -590,14 +598,7 @@ fn examples() -> Vec<(&'static str, &'static str, Example)> {
 
 /// Every ` ```sh ` block of the docs and the README: (file, body).
 fn sh_blocks() -> Vec<(String, String)> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let mut files: Vec<_> = std::fs::read_dir(root.join("docs"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "md"))
-        .collect();
-    files.push(root.join("README.md"));
-    files.sort();
+    let files = doc_files();
     let mut blocks = Vec::new();
     for file in files {
         let name = file.file_name().unwrap().to_string_lossy().into_owned();
