@@ -591,6 +591,10 @@ pub struct BranchConfig {
     pub memory: memories::MemoryConfig,
 }
 
+/// The longest timeout a branch may ask for, in seconds (what the API's
+/// document says of `timeout_seconds`).
+pub const MAX_TIMEOUT_SECS: u64 = 600;
+
 impl Default for BranchConfig {
     fn default() -> Self {
         BranchConfig {
@@ -598,7 +602,7 @@ impl Default for BranchConfig {
             default_budget: 8192,
             max_budget: 32768,
             default_timeout_secs: 300,
-            max_timeout_secs: 600,
+            max_timeout_secs: MAX_TIMEOUT_SECS,
             limits: RateLimits::default(),
             validation: Validation::Strict,
             session_end_timeout: Duration::from_secs(30),

@@ -43,7 +43,7 @@ pub struct BranchCreateRequest {
         skip_serializing_if = "Option::is_none",
         deserialize_with = "crate::number::optional_whole"
     )]
-    #[schema(schema_with = capped_count)]
+    #[schema(schema_with = timeout_range)]
     pub timeout_seconds: Option<u64>,
     /// The active branch to nest under (default: the session itself).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -66,6 +66,18 @@ fn capped_count() -> utoipa::openapi::schema::Object {
         .schema_type(SchemaType::from_iter([Type::Integer, Type::Null]))
         .minimum(Some(1))
         .maximum(Some(utoipa::Number::UInt(u64::MAX as usize)))
+        .build()
+}
+
+/// `timeout_seconds`: 1 to the longest timeout, or null (the default).
+fn timeout_range() -> utoipa::openapi::schema::Object {
+    use utoipa::openapi::schema::{ObjectBuilder, SchemaType, Type};
+    ObjectBuilder::new()
+        .schema_type(SchemaType::from_iter([Type::Integer, Type::Null]))
+        .minimum(Some(1))
+        .maximum(Some(utoipa::Number::UInt(
+            crate::branch::MAX_TIMEOUT_SECS as usize,
+        )))
         .build()
 }
 
