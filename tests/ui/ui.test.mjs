@@ -199,9 +199,14 @@ describe("the context browser", () => {
     await page.waitForFunction(() => /tier/.test(document.querySelector("section[aria-label='The whole context']").textContent));
     const after = await page.$$eval("section[aria-label='The whole context'] .turn", (t) => t.map((x) => x.textContent));
     assert.ok(after.length > 0 && after.length < turns, `${after.length} turns after turn 2`);
-    // Turn 3 and the compaction on it; none of turns 0-2 (the compaction's summary names turn 3's words only).
-    assert.ok(after.some((t) => /Question 3:/.test(t)), after.join(" | "));
-    assert.ok(after.every((t) => !/\(turn [012]\)/.test(t)), after.join(" | "));
+    // Turn 3 and the compaction on it; none of turns 0-2 themselves. The
+    // compaction's summary stands for every turn it replaces, 0 to 3.
+    const summary = after.filter((t) => /being continued from a previous conversation/.test(t));
+    const rest = after.filter((t) => !summary.includes(t));
+    assert.equal(summary.length, 1, after.join(" | "));
+    assert.ok([0, 1, 2, 3].every((i) => summary[0].includes(`(turn ${i})`)), summary[0]);
+    assert.ok(rest.some((t) => /Question 3:/.test(t)), after.join(" | "));
+    assert.ok(rest.every((t) => !/\(turn [012]\)/.test(t)), after.join(" | "));
     await page.$eval("#stop-at", (el) => (el.value = ""));
     await page.select("#stop", "compaction");
     await page.select("#format", "openai-chat-v1");
