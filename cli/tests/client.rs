@@ -109,13 +109,15 @@ async fn a_batch_through_the_client() {
             expected: None,
             target: None,
             target_in_batch: Some(1),
+            on_stale: Default::default(),
         }],
         ..BatchRequest::default()
     };
     let done = c.batch(&req).await.unwrap();
     assert_eq!(done.commits[1].parent, Some(done.commits[0].id));
-    assert_eq!(done.refs[0].target, done.commits[1].id);
-    assert_eq!(c.get_ref(&name).await.unwrap(), done.refs[0]);
+    let moved = done.refs[0].clone().expect("a moved ref exists");
+    assert_eq!(moved.target, done.commits[1].id);
+    assert_eq!(c.get_ref(&name).await.unwrap(), moved);
     assert_eq!(
         c.batch(&req).await.unwrap(),
         done,
@@ -128,6 +130,7 @@ async fn a_batch_through_the_client() {
                 expected: Some(done.commits[0].id),
                 target: Some(done.commits[0].id),
                 target_in_batch: None,
+                on_stale: Default::default(),
             }],
             ..BatchRequest::default()
         })

@@ -1078,6 +1078,12 @@ export interface components {
             expected?: null | components["schemas"]["CommitId"];
             /** @description The ref. */
             name: components["schemas"]["RefName"];
+            /**
+             * @description What to do when the ref is not at `expected`: refuse the batch
+             *     (`conflict`, the default), leave this ref where it is and write the
+             *     rest (`skip`), or move it wherever it points (`overwrite`).
+             */
+            on_stale?: components["schemas"]["OnStale"];
             target?: null | components["schemas"]["CommitId"];
             /**
              * @description The index of the batch's commit to point the ref at; not with
@@ -1113,8 +1119,11 @@ export interface components {
              *     already, as it was).
              */
             commits: components["schemas"]["Commit"][];
-            /** @description The refs as they are after the batch, in the request's order. */
-            refs: components["schemas"]["RefRecord"][];
+            /**
+             * @description The refs as they are after the batch, in the request's order; null
+             *     for a move skipped (`on_stale: skip`) whose ref does not exist.
+             */
+            refs: (null | components["schemas"]["RefRecord"])[];
         };
         /**
          * @description Where in a `BlobStore` an artifact lives: its lifecycle policy.
@@ -2044,6 +2053,12 @@ export interface components {
             /** @description Why: not UTF-8 text, over the file count, or over the docs budget. */
             reason: string;
         };
+        /**
+         * @description What a batch's ref move does when the ref is not where its `expected`
+         *     says.
+         * @enum {string}
+         */
+        OnStale: "conflict" | "skip" | "overwrite";
         /** @description `PATCH /v1/agents/{agent}`. */
         PatchAgentRequest: {
             /**

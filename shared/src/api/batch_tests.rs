@@ -272,6 +272,97 @@ async fn a_stale_ref_is_a_409_with_the_tip_and_writes_nothing() {
     );
 }
 
+/// `on_stale`: a `skip` move whose ref moved leaves it as it is and the
+/// rest is written; an `overwrite` move moves its ref wherever it was; a
+/// `conflict` move (the default) still refuses the batch, naming its own
+/// index among all the moves, skipped ones counted.
+#[tokio::test]
+async fn a_stale_move_may_skip_or_overwrite_instead_of_refusing_the_batch() {
+    let app = app().await;
+    let post = |body: Value| {
+        let app = app.clone();
+        async move { call(&app, "POST", "/v1/commits", Some(body)).await.1 }
+    };
+    let a = post(checkpoint_body("a\n", None)).await;
+    let b = post(checkpoint_body("b\n", a["id"].as_str())).await;
+    for name in ["threads/head", "threads/w", "threads/c"] {
+        let (s, _) = call(
+            &app,
+            "PUT",
+            &format!("/v1/refs/{name}"),
+            Some(json!({"target": b["id"]})),
+        )
+        .await;
+        assert_eq!(s, StatusCode::OK);
+    }
+    // Every move expects `a`, but each ref is at `b` (and `gone` is none).
+    let stale = |name: &str, mode: Option<&str>| {
+        let mut m = json!({"name": name, "expected": a["id"], "target_in_batch": 0});
+        if let Some(mode) = mode {
+            m["on_stale"] = json!(mode);
+        }
+        m
+    };
+    let refused = json!({
+        "commits": [batch_commit("x\n", "2026-11-22T11:00:00Z")],
+        "refs": [stale("threads/w", Some("skip")), stale("threads/c", None)],
+    });
+    let (s, e) = call(&app, "POST", "/v1/batch", Some(refused)).await;
+    assert_eq!(s, StatusCode::CONFLICT, "{e}");
+    assert_eq!(e["error"]["field"], "refs[1].expected", "{e}");
+    assert_eq!(e["current"], b["id"]);
+    let unmoved = |app: Router| async move {
+        let mut at = Vec::new();
+        for name in ["threads/head", "threads/w", "threads/c"] {
+            let (_, r) = call(&app, "GET", &format!("/v1/refs/{name}"), None).await;
+            at.push(r["target"].clone());
+        }
+        at
+    };
+    assert_eq!(unmoved(app.clone()).await, vec![b["id"].clone(); 3]);
+
+    let body = json!({
+        "commits": [batch_commit("y\n", "2026-11-22T11:00:01Z")],
+        "refs": [
+            stale("threads/w", Some("skip")),
+            stale("threads/head", Some("overwrite")),
+            stale("threads/gone", Some("skip")),
+            {"name": "threads/new", "target_in_batch": 0, "on_stale": "overwrite"},
+            stale("threads/c", Some("conflict")),
+        ],
+    });
+    let (s, e) = call(&app, "POST", "/v1/batch", Some(body.clone())).await;
+    assert_eq!(
+        s,
+        StatusCode::CONFLICT,
+        "an explicit conflict move still refuses: {e}"
+    );
+    assert_eq!(e["error"]["field"], "refs[4].expected", "{e}");
+    let mut body = body;
+    body["refs"].as_array_mut().unwrap().pop();
+    let (s, done) = call(&app, "POST", "/v1/batch", Some(body.clone())).await;
+    assert_eq!(s, StatusCode::CREATED, "{done}");
+    let y = done["commits"][0]["id"].clone();
+    let refs = done["refs"].as_array().unwrap();
+    assert_eq!(refs.len(), 4, "{done}");
+    assert_eq!(refs[0]["name"], "threads/w");
+    assert_eq!(refs[0]["target"], b["id"], "skipped: where it was");
+    assert_eq!(refs[1]["target"], y, "overwritten");
+    assert_eq!(refs[2], Value::Null, "skipped, and it does not exist");
+    assert_eq!(refs[3]["target"], y, "overwrite creates");
+    assert_eq!(
+        unmoved(app.clone()).await,
+        vec![y.clone(), b["id"].clone(), b["id"].clone()]
+    );
+    let (s, _) = call(&app, "GET", "/v1/refs/threads/gone", None).await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+    // The same batch again is a retry: the skip move still skips, the
+    // others already point at their target.
+    let (s, again) = call(&app, "POST", "/v1/batch", Some(body)).await;
+    assert_eq!(s, StatusCode::OK, "{again}");
+    assert_eq!(again["refs"], done["refs"]);
+}
+
 /// Each refusal: its status, the field it names, and nothing written (no
 /// commit on the batch's principal, no ref moved or made, no artifact
 /// stored).

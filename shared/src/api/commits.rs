@@ -266,6 +266,7 @@ pub async fn submit_batch(
             name: r.name,
             expected: r.expected,
             target,
+            on_stale: r.on_stale.into(),
         });
     }
     service.batch(tenant, batch).await.map_err(|e| {
@@ -323,7 +324,7 @@ pub(super) async fn batch(
         .collect();
     let body = BatchResponse {
         commits: done.commits.into_iter().map(|c| c.commit.into()).collect(),
-        refs: done.refs.into_iter().map(Into::into).collect(),
+        refs: done.refs.into_iter().map(|r| r.map(Into::into)).collect(),
     };
     let mut resp = (status, Reply(body)).into_response();
     add_notices(&mut resp, budget.as_ref(), &warnings);

@@ -62,7 +62,28 @@ pub struct NewRefMove {
     pub expected: Option<CommitId>,
     /// Where to point it.
     pub target: RefTarget,
+    /// What to do when the ref is not at `expected`.
+    pub on_stale: OnStale,
 }
+
+/// What a batch's ref move does when the ref is not at its `expected`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum OnStale {
+    /// Refuse the batch with a conflict naming `refs[i].expected`.
+    #[default]
+    Conflict,
+    /// Leave the ref as it is and write the rest of the batch: a move
+    /// that follows a ref only where it still was (writes that carry a
+    /// head along only if it pointed at their checkpoint).
+    Skip,
+    /// Move it wherever it points: a ref whose newest writer wins.
+    Overwrite,
+}
+
+/// How often a batch with `skip` or `overwrite` moves is written again
+/// after a ref it read moved before the write (each time it reads the
+/// refs anew); a move that kept losing that race is a conflict.
+const STALE_RETRIES: usize = 8;
 
 /// A batch: what one framework operation writes.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -83,8 +104,16 @@ pub struct BatchDone {
     /// Each commit as stored, in the batch's order (`created` false for
     /// one that existed: a retry).
     pub commits: Vec<Checkpointed>,
-    /// Each ref as it is after the batch, in the batch's order.
-    pub refs: Vec<RefRecord>,
+    /// Each ref as it is after the batch, in the batch's order (`None`: a
+    /// skipped move whose ref does not exist).
+    pub refs: Vec<Option<RefRecord>>,
+}
+
+/// Where each move of a batch went: written (at this index of the moves
+/// the store writes), or skipped, the ref as it was.
+enum Slot {
+    Written(usize),
+    Skipped(Option<RefRecord>),
 }
 
 /// `e` with its field (if it names one) as the field of commit `i`.
@@ -282,6 +311,7 @@ impl Service {
 
         let ids: HashSet<CommitId> = built.iter().map(|b| b.commit.id).collect();
         let mut moves = Vec::with_capacity(refs.len());
+        let mut modes = Vec::with_capacity(refs.len());
         for (i, r) in refs.into_iter().enumerate() {
             let target = match r.target {
                 RefTarget::InBatch(k) => built[k].commit.id,
@@ -300,20 +330,13 @@ impl Service {
                 expected: r.expected,
                 target,
             });
+            modes.push(r.on_stale);
         }
         check_batch(&entries, &moves)?;
         // Refuse a stale expectation before storing any bytes (unless the
         // ref already points at the target: a retry). The store checks
         // again atomically.
-        for (i, mv) in moves.iter().enumerate() {
-            let current = self
-                .stores
-                .meta
-                .get_ref(tenant, &mv.name)
-                .await?
-                .map(|r| r.target);
-            crate::store::batch_move_settled(i, mv, current.as_ref())?;
-        }
+        let (mut written, mut slots) = self.stale_moves(tenant, &moves, &modes).await?;
         let mut guarded: HashMap<BranchId, Option<BranchId>> = HashMap::new();
         for (b, field) in branches.iter().flatten() {
             if !guarded.contains_key(b) {
@@ -333,11 +356,45 @@ impl Service {
                 self.stores.blobs.put(tenant, bytes).await?;
             }
         }
-        let done = self
-            .stores
-            .meta
-            .put_batch(tenant, &entries, &moves, self.clock.now())
-            .await?;
+        let mut tries = 0;
+        let done = loop {
+            match self
+                .stores
+                .meta
+                .put_batch(tenant, &entries, &written, self.clock.now())
+                .await
+            {
+                Ok(done) => break done,
+                Err(e) => {
+                    // The store names the move by its index among those it
+                    // wrote: the caller's index is its slot's.
+                    let Some(j) = stale_index(&e) else {
+                        return Err(e);
+                    };
+                    let i = slots
+                        .iter()
+                        .position(|s| matches!(s, Slot::Written(k) if *k == j))
+                        .unwrap_or(j);
+                    tries += 1;
+                    if modes.get(i).copied().unwrap_or_default() == OnStale::Conflict
+                        || tries > STALE_RETRIES
+                    {
+                        return Err(e.with_field(format!("refs[{i}].expected")));
+                    }
+                    // A `skip` or `overwrite` move's ref moved after it was
+                    // read: read them again (nothing was written).
+                    (written, slots) = self.stale_moves(tenant, &moves, &modes).await?;
+                }
+            }
+        };
+        let mut stored = done.refs.into_iter().map(Some);
+        let refs = slots
+            .into_iter()
+            .map(|s| match s {
+                Slot::Written(_) => stored.next().flatten(),
+                Slot::Skipped(r) => r,
+            })
+            .collect();
 
         let mut out = Vec::with_capacity(done.commits.len());
         for ((put, b), branch) in done.commits.into_iter().zip(built).zip(branches) {
@@ -361,11 +418,63 @@ impl Service {
                 warnings: b.warnings,
             });
         }
-        Ok(BatchDone {
-            commits: out,
-            refs: done.refs,
-        })
+        Ok(BatchDone { commits: out, refs })
     }
+
+    /// The moves of a batch as the store writes them, read against where
+    /// each ref points now: a `conflict` move whose ref is elsewhere is
+    /// refused (unless it already points at the target: a retry), an
+    /// `overwrite` move expects where the ref is, a `skip` move whose ref
+    /// is elsewhere is left out. With each move's slot.
+    ///
+    /// # Errors
+    /// `Conflict` naming `refs[i].expected` for a stale `conflict` move.
+    async fn stale_moves(
+        &self,
+        tenant: &TenantId,
+        moves: &[BatchRefMove],
+        modes: &[OnStale],
+    ) -> Result<(Vec<BatchRefMove>, Vec<Slot>)> {
+        let mut written = Vec::with_capacity(moves.len());
+        let mut slots = Vec::with_capacity(moves.len());
+        for (i, (mv, mode)) in moves.iter().zip(modes).enumerate() {
+            let record = self.stores.meta.get_ref(tenant, &mv.name).await?;
+            let current = record.as_ref().map(|r| r.target);
+            let fresh = current == mv.expected || current == Some(mv.target);
+            let mv = match mode {
+                OnStale::Conflict => {
+                    crate::store::batch_move_settled(i, mv, current.as_ref())?;
+                    mv.clone()
+                }
+                OnStale::Skip if !fresh => {
+                    slots.push(Slot::Skipped(record));
+                    continue;
+                }
+                OnStale::Skip => mv.clone(),
+                OnStale::Overwrite if fresh => mv.clone(),
+                OnStale::Overwrite => BatchRefMove {
+                    expected: current,
+                    ..mv.clone()
+                },
+            };
+            slots.push(Slot::Written(written.len()));
+            written.push(mv);
+        }
+        Ok((written, slots))
+    }
+}
+
+/// The index of the move a store's conflict names (`refs[j].expected`).
+fn stale_index(e: &Error) -> Option<usize> {
+    if e.kind != crate::error::ErrorKind::Conflict {
+        return None;
+    }
+    e.field
+        .as_deref()?
+        .strip_prefix("refs[")?
+        .strip_suffix("].expected")?
+        .parse()
+        .ok()
 }
 
 #[cfg(test)]

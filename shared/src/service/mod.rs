@@ -62,7 +62,7 @@ pub use agents::{
     MAX_DOC_BYTES, MAX_DOC_FILES, MAX_DOCS_BYTES, MAX_SAVES, MAX_STATUS_ITEMS, MAX_WINDOW_COMMITS,
     NewProcess, RESTORED_FROM, WORKING_CONTEXT_SCHEMA, check_snapshot,
 };
-pub use batch::{BatchDone, BatchEntry, ClaimedArtifact, NewBatch, NewRefMove, RefTarget};
+pub use batch::{BatchDone, BatchEntry, ClaimedArtifact, NewBatch, NewRefMove, OnStale, RefTarget};
 pub use branches::{
     BudgetNotice, Expired, MAX_DESCRIPTION, MAX_ERROR, MAX_MESSAGE, MAX_PROMPT, Sweep, TokioTimer,
     WARN_PERCENT, Wake,

@@ -319,6 +319,44 @@ pub struct BatchRefRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(minimum = 0, maximum = 13)]
     pub target_in_batch: Option<usize>,
+    /// What to do when the ref is not at `expected`: refuse the batch
+    /// (`conflict`, the default), leave this ref where it is and write the
+    /// rest (`skip`), or move it wherever it points (`overwrite`).
+    #[serde(default, skip_serializing_if = "OnStale::is_conflict")]
+    pub on_stale: OnStale,
+}
+
+/// What a batch's ref move does when the ref is not where its `expected`
+/// says.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum OnStale {
+    /// Refuse the whole batch: 409 naming `refs[i].expected`, nothing
+    /// written.
+    #[default]
+    Conflict,
+    /// Leave this ref as it is (its entry of the answer's `refs` says
+    /// where it points, null when it does not exist) and write the rest.
+    Skip,
+    /// Move it wherever it points, or create it.
+    Overwrite,
+}
+
+impl OnStale {
+    /// Whether it is the default, `conflict`.
+    pub fn is_conflict(&self) -> bool {
+        *self == OnStale::Conflict
+    }
+}
+
+impl From<OnStale> for crate::service::OnStale {
+    fn from(v: OnStale) -> Self {
+        match v {
+            OnStale::Conflict => crate::service::OnStale::Conflict,
+            OnStale::Skip => crate::service::OnStale::Skip,
+            OnStale::Overwrite => crate::service::OnStale::Overwrite,
+        }
+    }
 }
 
 /// What a batch wrote.
@@ -327,8 +365,9 @@ pub struct BatchResponse {
     /// The commits as stored, in the request's order (one that existed
     /// already, as it was).
     pub commits: Vec<Commit>,
-    /// The refs as they are after the batch, in the request's order.
-    pub refs: Vec<RefRecord>,
+    /// The refs as they are after the batch, in the request's order; null
+    /// for a move skipped (`on_stale: skip`) whose ref does not exist.
+    pub refs: Vec<Option<RefRecord>>,
 }
 
 /// The fields that carry a commit's delta: exactly one is given.

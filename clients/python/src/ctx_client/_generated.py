@@ -93,6 +93,7 @@ __all__ = [
     "MissingSummaryList",
     "Notes",
     "OmittedDoc",
+    "OnStale",
     "PatchAgentRequest",
     "Pin",
     "PinChanged",
@@ -396,6 +397,11 @@ class BatchRefRequest(TypedDict):
     """
     name: RefName
     """The ref."""
+    on_stale: NotRequired[OnStale]
+    """What to do when the ref is not at `expected`: refuse the batch
+    (`conflict`, the default), leave this ref where it is and write the
+    rest (`skip`), or move it wherever it points (`overwrite`).
+    """
     target: NotRequired[CommitId | None]
     """An existing commit to point the ref at; not with `target_in_batch`."""
     target_in_batch: NotRequired[int | None]
@@ -431,8 +437,10 @@ class BatchResponse(TypedDict):
     """The commits as stored, in the request's order (one that existed
     already, as it was).
     """
-    refs: list[RefRecord]
-    """The refs as they are after the batch, in the request's order."""
+    refs: list[RefRecord | None]
+    """The refs as they are after the batch, in the request's order; null
+    for a move skipped (`on_stale: skip`) whose ref does not exist.
+    """
 
 
 # Where in a `BlobStore` an artifact lives: its lifecycle policy.
@@ -1284,6 +1292,11 @@ class OmittedDoc(TypedDict):
     """Its path in the docs workspace."""
     reason: str
     """Why: not UTF-8 text, over the file count, or over the docs budget."""
+
+
+# What a batch's ref move does when the ref is not where its `expected`
+# says.
+OnStale: TypeAlias = Literal["conflict", "skip", "overwrite"]
 
 
 class PatchAgentRequest(TypedDict):
