@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import base64
 import json
+import threading
 import uuid
+from typing import Any
 
 import pytest
 from langgraph.checkpoint.base import empty_checkpoint
@@ -215,6 +217,51 @@ def test_writes_are_deltas_of_their_own_lines(client: Client) -> None:
     got = fresh.get_tuple(stored)
     assert got is not None
     assert got.pending_writes == [(f"task-{k}", "ch", f"v{k}") for k in range(3)]
+
+
+def test_a_put_does_not_wait_for_its_parents_writes_and_keeps_the_head(client: Client) -> None:
+    # ADR 0008 v4: LangGraph sends a checkpoint's writes and the next put
+    # from background threads. The put goes at once, the writes still on
+    # their way; they land on the parent's ref and leave the head where the
+    # put moved it (their head move is `skip`, the put's `overwrite`).
+    saver = _saver(client)
+    names = saver._core.names
+    stored, c1 = _put(saver, "no wait", {"n": 1})
+    held, release = threading.Event(), threading.Event()
+    send = client.send
+
+    def held_send(call: Any) -> Any:
+        if threading.current_thread().name == "writes" and call.path == "/v1/batch":
+            held.set()
+            assert release.wait(60)
+        return send(call)
+
+    client.send = held_send  # type: ignore[method-assign]
+    writes = threading.Thread(
+        name="writes", target=saver.put_writes, args=(stored, [("ch", "late")], "task-1")
+    )
+    writes.start()
+    assert held.wait(30), "the writes reached the client"
+    put: dict[str, Any] = {}
+    child = threading.Thread(
+        target=lambda: put.update(done=_put(saver, "no wait", {"n": 2}, parent=c1))
+    )
+    child.start()
+    child.join(10)
+    ended = not child.is_alive()
+    release.set()
+    writes.join(30)
+    child.join(30)
+    assert ended, "the put waited for its parent's writes"
+    _, c2 = put["done"]
+    head = client.get_ref(names.head("no wait", ""))["target"]
+    assert head == client.get_ref(names.checkpoint("no wait", "", c2))["target"]
+    fresh = CtxSaver(client, prefix=names.prefix)
+    latest = fresh.get_tuple({"configurable": {"thread_id": "no wait", "checkpoint_ns": ""}})
+    assert latest is not None and latest.config["configurable"]["checkpoint_id"] == c2
+    assert latest.checkpoint["channel_values"] == {"n": 2}
+    parent = fresh.get_tuple(stored)
+    assert parent is not None and parent.pending_writes == [("task-1", "ch", "late")]
 
 
 def test_documents_of_version_2_still_read(client: Client) -> None:

@@ -15,7 +15,7 @@ import { Client } from "../src/client.js";
 import { CtxSaver } from "../src/langgraph/index.js";
 import { dropPrefix } from "./langgraph_initializer.mjs";
 import { counted, type Counted } from "./counting.js";
-import { live } from "./live.js";
+import { client, live } from "./live.js";
 
 async function requests<T>(c: Counted, op: () => Promise<T>): Promise<[string[], T]> {
   const mark = c.mark();
@@ -200,6 +200,38 @@ describe("CtxSaver requests per operation", () => {
     const latest = await fresh.getTuple(thread);
     expect(latest?.checkpoint.id).toBe(cp2.id);
     expect(latest?.pendingWrites).toEqual([["task-b", "topic", "z"]]);
+  });
+
+  it("a put does not wait for its parent's putWrites, and the writes leave the head on it (ADR 0008 v4)", async () => {
+    // Writes held on their way (a batch of tool_call commits), as when
+    // LangGraph sends them beside the next put.
+    let release: () => void = () => {};
+    const released = new Promise<void>((r) => (release = r));
+    let held: () => void = () => {};
+    const holding = new Promise<void>((r) => (held = r));
+    const slow: typeof fetch = async (input, init) => {
+      if (typeof init?.body === "string" && init.body.includes('"checkpoint":"tool_call"')) {
+        held();
+        await released;
+      }
+      return fetch(input, init);
+    };
+    const saver = new CtxSaver(client({ fetch: slow }), { prefix });
+    const threadId = `w-${randomUUID()}`;
+    const thread = { configurable: { thread_id: threadId, checkpoint_ns: "" } };
+    const cfg1 = await saver.put(thread, checkpoint({ n: 1 }, { n: 1 }), meta(0), { n: 1 });
+    const writes = saver.putWrites(cfg1, [["ch", "late"]], "task-1", "~t");
+    await holding;
+    const cp2 = checkpoint({ n: 2 }, { n: 2 });
+    const put = saver.put(cfg1, cp2, meta(1), { n: 2 });
+    const first = await Promise.race([put.then(() => "put"), new Promise((r) => setTimeout(() => r("waited"), 10_000))]);
+    release();
+    await Promise.all([writes, put]);
+    expect(first).toBe("put");
+    const fresh = new CtxSaver(new Client(live()), { prefix });
+    const latest = await fresh.getTuple(thread);
+    expect(latest?.checkpoint.id).toBe(cp2.id);
+    expect((await fresh.getTuple(cfg1))?.pendingWrites).toEqual([["task-1", "ch", "late"]]);
   });
 
   it("parallel tasks' writes to one checkpoint all land", async () => {

@@ -73,13 +73,11 @@ def _request(call: Call[Any]) -> tuple[str, list[tuple[str, str]], bytes]:
     return target, headers, kw.get("content") or b""
 
 
-def _response(
-    call: Call[Any], status: int, headers: list[tuple[str, str]], body: bytes
-) -> httpx.Response:
-    """The answer as the clients' parsers read it."""
-    return httpx.Response(
-        status, headers=headers, content=body, request=httpx.Request(call.method, call.path)
-    )
+def _response(status: int, headers: list[tuple[str, str]], body: bytes) -> httpx.Response:
+    """The answer as the clients' parsers read it (which read its status,
+    headers and body, never its request: making one parses a URL, a cost
+    an in-process call need not pay)."""
+    return httpx.Response(status, headers=headers, content=body)
 
 
 def _open(path: str | os.PathLike[str] | None, tenant: str | None) -> Native:
@@ -164,7 +162,7 @@ class Embedded(_Opened, Client):
                 self._sleep(self.retry.delay(attempt, _retry_after(got)))
                 attempt += 1
                 continue
-            return call.parse(_response(call, status, got, data))
+            return call.parse(_response(status, got, data))
 
     def __repr__(self) -> str:
         return f"Embedded({self.data!r}, tenant={self.tenant!r})"
@@ -228,7 +226,7 @@ class AsyncEmbedded(_Opened, AsyncClient):
                 await self._sleep(self.retry.delay(attempt, _retry_after(got)))
                 attempt += 1
                 continue
-            return call.parse(_response(call, status, got, data))
+            return call.parse(_response(status, got, data))
 
     def __repr__(self) -> str:
         return f"AsyncEmbedded({self.data!r}, tenant={self.tenant!r})"

@@ -56,10 +56,17 @@ export class Api {
     return done.id;
   }
 
-  /** `POST /v1/batch`: the ids of its commits, in order. */
-  async batch(request: { commits: BatchCommit[]; refs: BatchRef[]; artifacts?: BatchArtifact[] }): Promise<string[]> {
+  /**
+   * `POST /v1/batch`: the ids of its commits, in order, and where each ref
+   * it moved points after it (`null`: a skipped move whose ref does not exist).
+   */
+  async batch(request: {
+    commits: BatchCommit[];
+    refs: BatchRef[];
+    artifacts?: BatchArtifact[];
+  }): Promise<{ commits: string[]; refs: (string | null)[] }> {
     const done = await this.client.batch(request);
-    return done.commits.map((c) => c.id);
+    return { commits: done.commits.map((c) => c.id), refs: done.refs.map((r) => r?.target ?? null) };
   }
 
   /** A ref's target, `null` when there is no such ref. */

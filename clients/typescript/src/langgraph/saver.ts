@@ -112,8 +112,12 @@ interface Found {
   tip: string;
 }
 
-/** A ref move of a batch: the ref and where the saver expects it. */
-type Move = [name: string, expected: string | null];
+/**
+ * A ref move of a batch: the ref, where the saver expects it, and what the
+ * server does when it is elsewhere (`conflict`: refuse the batch; `skip`:
+ * leave it; `overwrite`: move it anyway).
+ */
+type Move = [name: string, expected: string | null, onStale: "conflict" | "skip" | "overwrite"];
 
 /** JSON texts as the bytes of one JSON array of them. */
 function joinJson(texts: Uint8Array[]): Uint8Array {
@@ -532,13 +536,18 @@ export class CtxSaver extends BaseCheckpointSaver {
     const at = commits.length - 1;
     const done = await this.api.batch({
       commits,
-      refs: moves.map(([name, expected]) => ({ name, expected, target_in_batch: at })),
+      refs: moves.map(([name, expected, onStale]) => ({
+        name,
+        expected,
+        target_in_batch: at,
+        ...(onStale === "conflict" ? {} : { on_stale: onStale }),
+      })),
       artifacts: args.artifacts?.length ? args.artifacts : undefined,
     });
-    const tip = done[at];
-    const linkId = done[0];
+    const tip = done.commits[at];
+    const linkId = done.commits[0];
     if (tip === undefined || linkId === undefined) {
-      throw new Error(`the batch answered ${done.length} commits for ${commits.length}`);
+      throw new Error(`the batch answered ${done.commits.length} commits for ${commits.length}`);
     }
     if (this.parentOf.size > 100_000) this.parentOf.clear();
     // The commit it follows (on a link: the LangGraph parent's tip, `pt`).
@@ -553,7 +562,8 @@ export class CtxSaver extends BaseCheckpointSaver {
       size = 2048 + doc.writes.reduce((n, w) => n + w[4].length, 0);
     }
     if (doc !== undefined) this.docs.put(tip, doc, size);
-    for (const [name] of moves) this.saw(name, tip);
+    // Where each ref is now: at the tip, or where a skipped move left it.
+    moves.forEach(([name], i) => this.saw(name, done.refs[i] ?? null));
     return tip;
   }
 
@@ -733,13 +743,12 @@ export class CtxSaver extends BaseCheckpointSaver {
     const name = this.names.checkpoint(threadId, ns, checkpoint.id);
     const parentId = (conf.checkpoint_id as string | undefined) || undefined;
     // Writes of this checkpoint that came first (their placeholder is then
-    // known, and taken over in the batch), and the parent's put and writes
-    // (the parent's tip and the head are then where this saver saw them).
+    // known, and taken over in the batch), and the parent's put (whose tip
+    // this one goes on). Not the parent's writes (ADR 0008, v4): the head
+    // goes to this checkpoint wherever they left it (`overwrite`), and
+    // writes still on their way land on the parent's ref beside it.
     const after: [Map<string, Set<Promise<void>>>, string][] = [[this.writing, name]];
-    if (parentId) {
-      const parent = this.names.checkpoint(threadId, ns, parentId);
-      after.push([this.putting, parent], [this.writing, parent]);
-    }
+    if (parentId) after.push([this.putting, this.names.checkpoint(threadId, ns, parentId)]);
     const { end, before } = this.begin(this.putting, name, after);
     try {
       await CtxSaver.wait(before);
@@ -865,8 +874,8 @@ export class CtxSaver extends BaseCheckpointSaver {
     if (expected) doc.writes = (await this.doc(expected)).writes;
     const head = this.names.head(threadId, ns);
     const moves: Move[] = [
-      [name, expected],
-      [head, this.tips.get(head) ?? null],
+      [name, expected, "conflict"],
+      [head, this.tips.get(head) ?? null, "overwrite"],
     ];
     const when = createdAt(checkpoint.ts);
     for (let attempt = 0; attempt < ATTEMPTS; attempt++) {
@@ -884,7 +893,7 @@ export class CtxSaver extends BaseCheckpointSaver {
         return;
       } catch (e) {
         const { k, name: moved, current } = lostMove(e, moves);
-        moves[k] = [moved, current];
+        moves[k] = [moved, current, moves[k]?.[2] ?? "conflict"];
         this.saw(moved, current);
         if (k === 0) {
           // The checkpoint's ref exists: writes that arrived before the
@@ -940,7 +949,6 @@ export class CtxSaver extends BaseCheckpointSaver {
     const head = this.names.head(threadId, ns);
     // A checkpoint this saver never saw is taken not to exist yet; a 409 says otherwise.
     let tip = this.tips.get(name) ?? null;
-    let withHead = true;
     for (let attempt = 0; attempt < ATTEMPTS; attempt++) {
       let doc: CheckpointDoc | undefined;
       let fresh: WriteEntry[] | undefined;
@@ -953,8 +961,11 @@ export class CtxSaver extends BaseCheckpointSaver {
         fresh = doc ? freshWrites(doc.writes, entries) : entries;
         if (fresh.length === 0) return;
       }
-      const moves: Move[] = [[name, tip]];
-      if (tip !== null && withHead && (this.tips.get(head) ?? tip) === tip) moves.push([head, tip]);
+      const moves: Move[] = [[name, tip, "conflict"]];
+      // The head follows this checkpoint if it still points at it, and stays
+      // where it is otherwise (a newer checkpoint's put may have landed
+      // first): no guess, and no 409 either way.
+      if (tip !== null) moves.push([head, tip, "skip"]);
       try {
         await this.commitBatch({
           doc,
@@ -967,10 +978,10 @@ export class CtxSaver extends BaseCheckpointSaver {
         });
         return;
       } catch (e) {
-        const { k, name: moved, current } = lostMove(e, moves);
+        const { name: moved, current } = lostMove(e, moves);
         this.saw(moved, current);
-        if (k === 0) tip = current;
-        else withHead = false;
+        // Another task's writes (or the put) landed first: go on its tip.
+        tip = current;
       }
     }
     throw new Error(`writes to checkpoint ${checkpointId} kept conflicting`);

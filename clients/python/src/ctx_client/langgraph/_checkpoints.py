@@ -17,6 +17,7 @@ from langgraph.checkpoint.base import (
 
 from .. import _routes as routes
 from .._core import artifact_ref_of
+from .._generated import BatchRefRequest, OnStale
 from ..errors import ConflictError, NotFoundError
 from ._document import (
     DOC_VERSION,
@@ -36,6 +37,19 @@ from ._document import (
 from ._names import _parse_thread_ref, _unescape
 from ._op import Op, _Wait
 from ._values import _NewLink, _Values, read_state
+
+# A ref move of a batch: the ref, where it is expected, and what to do when
+# it is elsewhere (``conflict``: refuse the batch; ``skip``: leave it;
+# ``overwrite``: move it anyway).
+Move = tuple[str, str | None, OnStale]
+
+
+def _move(name: str, expected: str | None, on_stale: OnStale, at: int) -> BatchRefRequest:
+    move: BatchRefRequest = {"name": name, "expected": expected, "target_in_batch": at}
+    if on_stale != "conflict":
+        move["on_stale"] = on_stale
+    return move
+
 
 # The most bytes of channel values a put sends inside its batch; more are
 # uploaded first, each on its own (a batch is one JSON body, and values
@@ -85,7 +99,7 @@ class _Checkpoints(_Values):
         *,
         thread_id: str,
         parent: str | None,
-        moves: list[tuple[str, str | None]],
+        moves: list[Move],
         trigger: str,
         created_at: str,
         artifacts: Sequence[bytes] = (),
@@ -93,7 +107,8 @@ class _Checkpoints(_Values):
         writes: list[list[Any]] | None = None,
     ) -> Op[str]:
         """Commits a document (a ``snapshot``) as a child of ``parent`` and
-        moves each ref of ``moves`` (name, expected) to it, with
+        moves each ref of ``moves`` (name, expected, and what to do when it
+        is not there: ``conflict``, ``skip`` or ``overwrite``) to it, with
         ``artifacts`` (the values the document names), in one request and
         one atomic write; the new commit's id. With ``writes``, only those
         are committed (a ``delta`` of write lines), and ``doc`` is the state
@@ -127,10 +142,7 @@ class _Checkpoints(_Values):
         at = len(commits) - 1
         done = yield routes.batch(
             commits=commits,
-            refs=[
-                {"name": name, "expected": expected, "target_in_batch": at}
-                for name, expected in moves
-            ],
+            refs=[_move(name, expected, on_stale, at) for name, expected, on_stale in moves],
             artifacts=list(artifacts),
         )
         tip = cast(str, done["commits"][at]["id"])
@@ -144,8 +156,9 @@ class _Checkpoints(_Values):
             size = 2048 + sum(len(w[4]) for w in doc["writes"])
         if doc is not None:
             self.docs.put(tip, doc, size)
-        for name, _ in moves:
-            self.saw(name, tip)
+        # Where each ref is now: at the tip, or where a skipped move left it.
+        for (name, _, _), ref in zip(moves, done["refs"], strict=True):
+            self.saw(name, ref["target"] if ref is not None else None)
         return tip
 
     # -- operations -----------------------------------------------------------
@@ -189,12 +202,15 @@ class _Checkpoints(_Values):
         name = self.names.checkpoint(thread_id, ns, checkpoint["id"])
         after = [(self.writing, name)]
         if parent_id := conf.get("checkpoint_id"):
-            parent = self.names.checkpoint(thread_id, ns, parent_id)
-            after += [(self.putting, parent), (self.writing, parent)]
+            after.append((self.putting, self.names.checkpoint(thread_id, ns, parent_id)))
         # Writes of this checkpoint that came first (their placeholder is
         # then known, and taken over in the batch, not after a 409), and
-        # the parent's put and writes (the parent's tip and the head are
-        # then where this saver saw them).
+        # the parent's put (whose tip this one goes on). Not the parent's
+        # writes (ADR 0008, v4): the head goes to this checkpoint wherever
+        # they left it (`overwrite`), and writes still on their way land on
+        # the parent's ref beside it. LangGraph itself puts a checkpoint
+        # only after the DeltaChannel writes of its parent, which so stay
+        # on its chain.
         mine, before = self.begin(self.putting, name, *after)
         try:
             if before:
@@ -313,11 +329,14 @@ class _Checkpoints(_Values):
             current = yield from self.doc(expected)
             doc["writes"] = current["writes"]
         head = self.names.head(thread_id, ns)
-        moves: list[tuple[str, str | None]] = [(name, expected), (head, self.tips.get(head))]
+        moves: list[Move] = [
+            (name, expected, "conflict"),
+            (head, self.tips.get(head), "overwrite"),
+        ]
         run_id = md.get("run_id")
         if isinstance(run_id, str) and run_id:
             entry = self.names.run_entry(run_id, thread_id, ns, checkpoint_id)
-            moves.append((entry, self.tips.get(entry)))
+            moves.append((entry, self.tips.get(entry), "conflict"))
         for _ in range(20):
             try:
                 yield from self.commit_batch(
@@ -335,7 +354,7 @@ class _Checkpoints(_Values):
                 k = e.stale_move()
                 if k is None:
                     raise
-                moves[k] = (moves[k][0], e.current)
+                moves[k] = (moves[k][0], e.current, moves[k][2])
                 self.saw(moves[k][0], e.current)
                 if k == 0 and e.current is not None:
                     # The checkpoint's ref exists: writes that arrived

@@ -27,8 +27,8 @@ WAIT_SECONDS = 30.0
 @dataclasses.dataclass(frozen=True)
 class _Wait:
     """Operations of this saver in flight that the yielding one follows
-    (the put of a checkpoint its writes attach to, the writes of a parent
-    whose head it moves): the driver waits until they end."""
+    (the put of a checkpoint its writes attach to, a parent's put): the
+    driver waits until they end."""
 
     futures: list[Future[None]]
 

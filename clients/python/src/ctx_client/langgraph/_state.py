@@ -39,9 +39,10 @@ class _State:
         # The puts and the put_writes in flight, by their checkpoint's ref:
         # writes that reach the saver while their checkpoint's put is on
         # its way wait for it (instead of racing it through a placeholder),
-        # and a put waits for its parent's writes (whose head move it
-        # would otherwise find stale). LangGraph sends both from background
-        # threads; writes of parallel tasks still go in parallel.
+        # and a put waits for its parent's put and for its own writes that
+        # came first, never for its parent's writes (ADR 0008, v4).
+        # LangGraph sends both from background threads; writes of parallel
+        # tasks still go in parallel.
         self.putting: dict[str, set[Future[None]]] = {}
         self.writing: dict[str, set[Future[None]]] = {}
         self._inflight = threading.Lock()

@@ -9,7 +9,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import WRITES_IDX_MAP
 
 from ..errors import ConflictError
-from ._checkpoints import _Checkpoints
+from ._checkpoints import Move, _Checkpoints
 from ._document import DOC_VERSION, _b64, _fresh, _merged, _now
 from ._op import Op, _Wait
 
@@ -62,10 +62,6 @@ class _Writes(_Checkpoints):
         # is taken not to exist yet (a checkpoint whose put this saver has
         # not sent), and a 409 says otherwise.
         tip = self.tips.get(name)
-        # The head follows this checkpoint if it pointed at it: moved in the
-        # same batch unless this saver saw it elsewhere (a stale guess costs
-        # one 409, then the writes go without it).
-        with_head = True
         for _ in range(50):
             if tip is None:
                 # The checkpoint's put has not landed yet: keep the writes in a
@@ -86,9 +82,12 @@ class _Writes(_Checkpoints):
                     new = _fresh(doc["writes"], entries)
                     if not new:
                         return None
-            moves: list[tuple[str, str | None]] = [(name, tip)]
-            if tip is not None and with_head and self.tips.get(head, tip) == tip:
-                moves.append((head, tip))
+            moves: list[Move] = [(name, tip, "conflict")]
+            if tip is not None:
+                # The head follows this checkpoint if it still points at it,
+                # and stays where it is otherwise (a newer checkpoint's put
+                # may have landed first): no guess, and no 409 either way.
+                moves.append((head, tip, "skip"))
             try:
                 yield from self.commit_batch(
                     doc,
@@ -104,12 +103,9 @@ class _Writes(_Checkpoints):
                 if k is None:
                     raise
                 self.saw(moves[k][0], e.current)
-                if k == 0:
-                    # Another task's writes (or the put) landed first: go
-                    # on its tip.
-                    tip = e.current
-                else:
-                    with_head = False
+                # Another task's writes (or the put) landed first: go on
+                # its tip.
+                tip = e.current
                 continue
             return None
         raise RuntimeError(f"writes to {checkpoint_id} kept conflicting")
