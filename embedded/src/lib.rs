@@ -89,7 +89,7 @@ impl Authenticator for InProcess {
 /// What one process opened: its runtime and the router over its stores.
 struct Opened {
     pid: u32,
-    runtime: tokio::runtime::Runtime,
+    runtime: Runtime,
     router: Router,
     service: Arc<Service>,
 }
@@ -108,6 +108,33 @@ impl std::fmt::Debug for Embedded {
             .field("data", &self.config.data)
             .field("tenant", &self.tenant)
             .finish_non_exhaustive()
+    }
+}
+
+/// The facade's tokio runtime, shut down without waiting when the last
+/// handle to it goes. That drop may come from an interpreter that holds its
+/// lock (Python collecting an `Embedded` it no longer references) while a
+/// thread of the runtime's blocking pool waits for that same lock to hand
+/// an answer over: a drop that waited for the pool, as dropping a tokio
+/// runtime does, would never end. What is still in flight is abandoned;
+/// none of it was answered, and every write that was is durable.
+struct Runtime(Option<tokio::runtime::Runtime>);
+
+impl std::ops::Deref for Runtime {
+    type Target = tokio::runtime::Runtime;
+
+    fn deref(&self) -> &tokio::runtime::Runtime {
+        self.0
+            .as_ref()
+            .expect("the runtime is taken only when dropped")
+    }
+}
+
+impl Drop for Runtime {
+    fn drop(&mut self) {
+        if let Some(runtime) = self.0.take() {
+            runtime.shutdown_background();
+        }
     }
 }
 
@@ -262,7 +289,7 @@ fn open(config: &Config, tenant: &TenantId) -> Result<Opened> {
     );
     Ok(Opened {
         pid: std::process::id(),
-        runtime,
+        runtime: Runtime(Some(runtime)),
         router,
         service,
     })

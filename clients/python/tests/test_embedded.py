@@ -217,6 +217,42 @@ def test_a_process_that_forks_keeps_working_in_the_child(unique: str) -> None:
     assert data == b"parent\nchild\n"
 
 
+# Run in a process of its own: the interpreter that drops a directory
+# while an answer waits for its lock, as the garbage collector does at any
+# allocation. The switch interval keeps the lock with this thread.
+DROP_WITH_AN_ANSWER_WAITING = """
+import asyncio, gc, sys, time
+import ctx_native
+sys.setswitchinterval(30.0)
+loop = asyncio.new_event_loop()
+for _ in range(5):
+    native = ctx_native.Native(sys.argv[1], None)
+    native.call_async("GET", "/healthz", [], b"", loop, lambda *a: None, loop.create_future())
+    end = time.perf_counter() + 0.05
+    while time.perf_counter() < end:  # the answer is ready, and waits for the lock
+        pass
+    del native
+    gc.collect()
+print("dropped")
+"""
+
+
+def test_dropping_a_directory_while_an_answer_waits_for_the_lock_does_not_hang(
+    tmp_path: Path,
+) -> None:
+    # CI hung here (tests/test_langgraph_conformance.py dropping one
+    # AsyncEmbedded per capability): the runtime's drop, with the lock
+    # held, waited for a blocking-pool thread that waited for the lock.
+    done = subprocess.run(
+        [sys.executable, "-c", DROP_WITH_AN_ANSWER_WAITING, str(tmp_path / "data")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "dropped"
+
+
 def test_without_the_native_module_the_error_names_the_install_command(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
