@@ -221,7 +221,10 @@ def batch(
     microsecond per commit so that the timeline keeps the batch's order; a
     retried batch is the same batch), and a ``delta`` given as ``bytes`` is sent
     base64-encoded. Each ref move is ``{"name", "expected", "target"}`` or
-    ``{"name", "expected", "target_in_batch"}``. Each artifact is sent with
+    ``{"name", "expected", "target_in_batch"}``, and ``"on_stale"`` says what
+    a stale ``expected`` does: ``"conflict"`` (the default: a 409, nothing
+    written), ``"skip"`` (that ref stays, the rest is written) or
+    ``"overwrite"`` (it moves anyway). Each artifact is sent with
     its hash, as text when it is ``str`` and base64 when ``bytes``; a
     commit's ``artifact_ref`` may name it. At most 14 commits, and
     7 × commits + refs at most 100.
