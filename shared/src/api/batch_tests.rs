@@ -361,6 +361,14 @@ async fn a_stale_move_may_skip_or_overwrite_instead_of_refusing_the_batch() {
     let (s, again) = call(&app, "POST", "/v1/batch", Some(body)).await;
     assert_eq!(s, StatusCode::OK, "{again}");
     assert_eq!(again["refs"], done["refs"]);
+    // Ref moves alone, every one skipped: nothing to write, and said so.
+    let alone = json!({"refs": [
+        {"name": "threads/w", "expected": a["id"], "target": a["id"], "on_stale": "skip"},
+    ]});
+    let (s, skipped) = call(&app, "POST", "/v1/batch", Some(alone)).await;
+    assert_eq!(s, StatusCode::OK, "{skipped}");
+    assert_eq!(skipped["commits"], json!([]));
+    assert_eq!(skipped["refs"][0]["target"], b["id"]);
 }
 
 /// Each refusal: its status, the field it names, and nothing written (no

@@ -19,7 +19,7 @@ use super::checkpoint::{Built, Checkpointed, Delta, NewCommit, check_fields};
 use crate::error::{Error, Result};
 use crate::id::{ArtifactRef, BranchId, CommitId, RefName, TenantId};
 use crate::store::{
-    BATCH_INLINE_BYTES, BatchCommit, BatchRefMove, PutCommit, RefRecord, check_batch,
+    BATCH_INLINE_BYTES, BatchCommit, BatchRefMove, Batched, PutCommit, RefRecord, check_batch,
     check_batch_size,
 };
 
@@ -336,7 +336,7 @@ impl Service {
         // Refuse a stale expectation before storing any bytes (unless the
         // ref already points at the target: a retry). The store checks
         // again atomically.
-        let (mut written, mut slots) = self.stale_moves(tenant, &moves, &modes).await?;
+        let resolved = self.stale_moves(tenant, &moves, &modes).await?;
         let mut guarded: HashMap<BranchId, Option<BranchId>> = HashMap::new();
         for (b, field) in branches.iter().flatten() {
             if !guarded.contains_key(b) {
@@ -356,48 +356,12 @@ impl Service {
                 self.stores.blobs.put(tenant, bytes).await?;
             }
         }
-        let mut tries = 0;
-        let done = loop {
-            match self
-                .stores
-                .meta
-                .put_batch(tenant, &entries, &written, self.clock.now())
-                .await
-            {
-                Ok(done) => break done,
-                Err(e) => {
-                    // The store names the move by its index among those it
-                    // wrote: the caller's index is its slot's.
-                    let Some(j) = stale_index(&e) else {
-                        return Err(e);
-                    };
-                    let i = slots
-                        .iter()
-                        .position(|s| matches!(s, Slot::Written(k) if *k == j))
-                        .unwrap_or(j);
-                    tries += 1;
-                    if modes.get(i).copied().unwrap_or_default() == OnStale::Conflict
-                        || tries > STALE_RETRIES
-                    {
-                        return Err(e.with_field(format!("refs[{i}].expected")));
-                    }
-                    // A `skip` or `overwrite` move's ref moved after it was
-                    // read: read them again (nothing was written).
-                    (written, slots) = self.stale_moves(tenant, &moves, &modes).await?;
-                }
-            }
-        };
-        let mut stored = done.refs.into_iter().map(Some);
-        let refs = slots
-            .into_iter()
-            .map(|s| match s {
-                Slot::Written(_) => stored.next().flatten(),
-                Slot::Skipped(r) => r,
-            })
-            .collect();
+        let (commits, refs) = self
+            .put_resolved(tenant, &entries, &moves, &modes, resolved)
+            .await?;
 
-        let mut out = Vec::with_capacity(done.commits.len());
-        for ((put, b), branch) in done.commits.into_iter().zip(built).zip(branches) {
+        let mut out = Vec::with_capacity(commits.len());
+        for ((put, b), branch) in commits.into_iter().zip(built).zip(branches) {
             let (commit, created) = match put {
                 PutCommit::Created(c) => (c, true),
                 PutCommit::Existing(c) => (c, false),
@@ -419,6 +383,72 @@ impl Service {
             });
         }
         Ok(BatchDone { commits: out, refs })
+    }
+
+    /// Writes a batch whose moves [`Service::stale_moves`] resolved; when
+    /// the store finds a `skip` or `overwrite` move's ref moved since, the
+    /// moves are resolved again and the batch written again (nothing was
+    /// written), at most [`STALE_RETRIES`] times. Answers the commits as
+    /// stored, and each ref as it is after the batch in `moves`' order.
+    ///
+    /// # Errors
+    /// The store's; a conflict names `refs[i].expected` by the index in
+    /// `moves`, skipped moves counted.
+    async fn put_resolved(
+        &self,
+        tenant: &TenantId,
+        entries: &[BatchCommit],
+        moves: &[BatchRefMove],
+        modes: &[OnStale],
+        (mut written, mut slots): (Vec<BatchRefMove>, Vec<Slot>),
+    ) -> Result<(Vec<PutCommit>, Vec<Option<RefRecord>>)> {
+        let mut tries = 0;
+        let Batched { commits, refs } = loop {
+            if entries.is_empty() && written.is_empty() {
+                // Ref moves alone, every one skipped: nothing to write.
+                break Batched {
+                    commits: Vec::new(),
+                    refs: Vec::new(),
+                };
+            }
+            match self
+                .stores
+                .meta
+                .put_batch(tenant, entries, &written, self.clock.now())
+                .await
+            {
+                Ok(done) => break done,
+                Err(e) => {
+                    // The store names the move by its index among those it
+                    // wrote: the caller's index is its slot's.
+                    let Some(j) = stale_index(&e) else {
+                        return Err(e);
+                    };
+                    let i = slots
+                        .iter()
+                        .position(|s| matches!(s, Slot::Written(k) if *k == j))
+                        .unwrap_or(j);
+                    tries += 1;
+                    if modes.get(i).copied().unwrap_or_default() == OnStale::Conflict
+                        || tries > STALE_RETRIES
+                    {
+                        return Err(e.with_field(format!("refs[{i}].expected")));
+                    }
+                    // A `skip` or `overwrite` move's ref moved after it was
+                    // read: read them again.
+                    (written, slots) = self.stale_moves(tenant, moves, modes).await?;
+                }
+            }
+        };
+        let mut stored = refs.into_iter().map(Some);
+        let refs = slots
+            .into_iter()
+            .map(|s| match s {
+                Slot::Written(_) => stored.next().flatten(),
+                Slot::Skipped(r) => r,
+            })
+            .collect();
+        Ok((commits, refs))
     }
 
     /// The moves of a batch as the store writes them, read against where
@@ -487,6 +517,95 @@ mod tests {
     use crate::service::Limits;
     use crate::store::memory::{MemoryBlobStore, MemoryMetaStore};
     use crate::store::{BlobArea, BlobStore as _, Stores};
+
+    /// A service on memory stores, and three commits of tenant `acme`.
+    async fn three_commits() -> (Service, TenantId, [CommitId; 3]) {
+        let stores = Stores {
+            blobs: Arc::new(MemoryBlobStore::new()),
+            meta: Arc::new(MemoryMetaStore::new()),
+        };
+        let clock = Arc::new(ManualClock::new(crate::store::conformance::t(0)));
+        let svc = Service::new(stores, clock);
+        let tenant: TenantId = "acme".parse().unwrap();
+        let mut ids = Vec::new();
+        for i in 0..3u8 {
+            let new = NewCommit {
+                created_at: Some(crate::store::conformance::t(i.into())),
+                ..NewCommit::new(
+                    "p".parse().unwrap(),
+                    "t",
+                    FormatId::raw(),
+                    vec![b'a' + i, b'\n'],
+                )
+            };
+            let batch = NewBatch {
+                commits: vec![BatchEntry {
+                    new,
+                    parent_in_batch: None,
+                }],
+                ..NewBatch::default()
+            };
+            ids.push(
+                svc.batch(&tenant, batch).await.unwrap().commits[0]
+                    .commit
+                    .id,
+            );
+        }
+        (svc, tenant, ids.try_into().unwrap())
+    }
+
+    /// A ref that moves after a batch read it (another writer between the
+    /// read and the store's atomic write): an `overwrite` move reads it
+    /// again and moves it, a `skip` move reads it again and leaves it, a
+    /// `conflict` move answers the conflict.
+    #[tokio::test]
+    async fn a_ref_that_moves_between_the_read_and_the_write_is_read_again() {
+        let (svc, tenant, [a, b, c]) = three_commits().await;
+        let name: RefName = "threads/head".parse().unwrap();
+        let now = crate::store::conformance::t(9);
+        for (mode, want) in [
+            (OnStale::Overwrite, Some(c)),
+            (OnStale::Skip, Some(b)),
+            (OnStale::Conflict, None),
+        ] {
+            let meta = &svc.stores.meta;
+            let at = meta
+                .get_ref(&tenant, &name)
+                .await
+                .unwrap()
+                .map(|r| r.target);
+            meta.cas_ref(&tenant, &name, at.as_ref(), &a, now)
+                .await
+                .unwrap();
+            let moves = [BatchRefMove {
+                name: name.clone(),
+                expected: Some(a),
+                target: c,
+            }];
+            let resolved = svc.stale_moves(&tenant, &moves, &[mode]).await.unwrap();
+            // Another writer moves the ref before the batch is written.
+            meta.cas_ref(&tenant, &name, Some(&a), &b, now)
+                .await
+                .unwrap();
+            let got = svc
+                .put_resolved(&tenant, &[], &moves, &[mode], resolved)
+                .await;
+            let head = meta.get_ref(&tenant, &name).await.unwrap().unwrap().target;
+            match want {
+                Some(want) => {
+                    let (_, refs) = got.unwrap_or_else(|e| panic!("{mode:?}: {e}"));
+                    assert_eq!(head, want, "{mode:?}");
+                    assert_eq!(refs[0].as_ref().map(|r| r.target), Some(want), "{mode:?}");
+                }
+                None => {
+                    let e = got.unwrap_err();
+                    assert_eq!(e.kind, crate::error::ErrorKind::Conflict);
+                    assert_eq!(e.field.as_deref(), Some("refs[0].expected"));
+                    assert_eq!(head, b, "nothing written");
+                }
+            }
+        }
+    }
 
     /// Inline deltas up to [`BATCH_INLINE_BYTES`] a batch: past it, a
     /// delta small enough to go inline goes to the blob store instead.
