@@ -478,7 +478,8 @@ pub(super) async fn read(
 ) -> ApiResult<Reply<ReadResponse>> {
     let target = match (req.ref_name, req.commit) {
         (Some(name), None) => ReadTarget::Ref(name),
-        (None, Some(id)) => ReadTarget::Commit(id),
+        (None, Some(Some(id))) => ReadTarget::Commit(id),
+        (None, Some(None)) => ReadTarget::Fresh,
         (Some(_), Some(_)) => {
             return Err(Error::invalid("commit", "give `ref` or `commit`, not both").into());
         }

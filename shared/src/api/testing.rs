@@ -349,11 +349,25 @@ where
             Some(json!({"ref": "main", "commit": root_id})),
         ),
         (
-            "read of an unknown ref",
+            "delta read of a ref with no commit",
             "POST",
             "/v1/read".into(),
             Some(TENANT_A),
-            Some(json!({"ref": "nowhere"})),
+            Some(json!({"ref": "nowhere", "delta": true})),
+        ),
+        (
+            "delta read of a fresh start",
+            "POST",
+            "/v1/read".into(),
+            Some(TENANT_A),
+            Some(json!({"commit": null, "delta": true})),
+        ),
+        (
+            "read of a null ref",
+            "POST",
+            "/v1/read".into(),
+            Some(TENANT_A),
+            Some(json!({"ref": null})),
         ),
         (
             "read of an unknown commit",

@@ -1454,6 +1454,62 @@ async fn a_read_in_a_format_this_server_does_not_know_is_a_400_naming_format() {
     }
 }
 
+/// Seed 000's wrapper, written to the seed: read its context (null on a
+/// fresh start, or a session ref with no commit yet), checkpoint, read
+/// again. The first read is the empty context in the asked format with
+/// `commit` null, not an error; a wrong commit id is still a 404.
+#[tokio::test]
+async fn a_fresh_start_and_a_ref_with_no_commit_read_as_the_empty_context() {
+    let h = harness().await;
+    let fresh = h
+        .ok(
+            "POST",
+            "/v1/read",
+            json!({"commit": null, "format": "anthropic-messages-v1"}),
+        )
+        .await;
+    assert_eq!(fresh["commit"], Value::Null, "{fresh}");
+    assert_eq!(fresh["content"], json!("[]"));
+    assert_eq!(
+        (&fresh["message_count"], &fresh["size"]),
+        (&json!(0), &json!(2))
+    );
+    let first = h
+        .ok("POST", "/v1/read", json!({"ref": "sessions/new"}))
+        .await;
+    assert_eq!(first["commit"], Value::Null, "{first}");
+    assert_eq!(first["content"], json!(""), "raw when no format is asked");
+    assert_eq!(first["message_count"], json!(0));
+    // Nothing was written by the reads.
+    let (status, _) = h
+        .call("GET", "/v1/refs/sessions/new", Some(TOKEN_A), None)
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+
+    let mut body = checkpoint_body("one\n", None);
+    body["ref"] = json!({"name": "sessions/new"});
+    let c = h.ok("POST", "/v1/commits", body).await;
+    let again = h
+        .ok("POST", "/v1/read", json!({"ref": "sessions/new"}))
+        .await;
+    assert_eq!(again["commit"], c["id"], "{again}");
+    assert_eq!(again["content"], json!("one\n"));
+
+    let missing = CommitId::from_bytes([3; 16]).to_string();
+    let (status, e) = h
+        .call(
+            "POST",
+            "/v1/read",
+            Some(TOKEN_A),
+            Some(json!({"commit": missing})),
+        )
+        .await;
+    assert_eq!(
+        (status, &e["error"]["field"]),
+        (StatusCode::NOT_FOUND, &json!("commit"))
+    );
+}
+
 #[tokio::test]
 async fn read_answers_a_refs_context_and_its_bytes_in_one_request() {
     let h = harness().await;

@@ -52,6 +52,9 @@ pub enum ReadTarget {
     Ref(RefName),
     /// A commit.
     Commit(CommitId),
+    /// No context at all (seed 000's `materialize(null)`, a fresh start):
+    /// a context read answers the empty context.
+    Fresh,
 }
 
 /// What [`Service::read`] answers for its target.
@@ -78,8 +81,9 @@ pub enum ReadOf {
 /// A context read in one step: [`Service::read`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ContextRead {
-    /// The commit read (the ref's tip).
-    pub commit: CommitId,
+    /// The commit read (the ref's tip); `None` for the empty context of a
+    /// fresh start or of a ref that has no commit yet.
+    pub commit: Option<CommitId>,
     /// On a delta read, the parent of the first commit joined (the
     /// commit's own parent without a stop); `None` for a root, and for a
     /// context read, which does not look it up.
@@ -97,8 +101,19 @@ impl Service {
     /// gets in three requests (the ref, the materialize or show, the
     /// download).
     ///
+    /// A context read of [`ReadTarget::Fresh`], or of a ref that does not
+    /// exist (a session that has no commit yet), answers the empty context
+    /// in the format asked (`raw` when none), with no commit and its bytes
+    /// always inline: a wrapper written to seed 000 reads, checkpoints and
+    /// reads again with no special first call. A wrong commit id is still
+    /// `NotFound`, and so is a delta read of a ref with no commit (there is
+    /// no delta to answer).
+    ///
     /// # Errors
-    /// `NotFound` naming `ref` or `commit`; else as [`Service::materialize`].
+    /// `NotFound` naming `ref` or `commit`; `Invalid` naming `commit` for
+    /// a delta read of no target, naming `stop` for an ancestor stop on the
+    /// empty context, or naming `format` for an unknown one; else as
+    /// [`Service::materialize`].
     pub async fn read(
         &self,
         tenant: &TenantId,
@@ -108,13 +123,14 @@ impl Service {
     ) -> Result<ContextRead> {
         let (commit, field) = match target {
             ReadTarget::Commit(id) => (id, "commit"),
-            ReadTarget::Ref(name) => (
-                self.get_ref(tenant, &name)
-                    .await
-                    .map_err(|e| e.with_field("ref"))?
-                    .target,
-                "ref",
-            ),
+            ReadTarget::Ref(name) => match self.get_ref(tenant, &name).await {
+                Ok(r) => (r.target, "ref"),
+                Err(e) if e.kind == ErrorKind::NotFound && matches!(of, ReadOf::Context { .. }) => {
+                    return self.empty_read(&of);
+                }
+                Err(e) => return Err(e.with_field("ref")),
+            },
+            ReadTarget::Fresh => return self.empty_read(&of),
         };
         let named = |e: Error| match e.kind {
             ErrorKind::NotFound if e.field.is_none() => e.with_field(field),
@@ -223,12 +239,56 @@ impl Service {
                 }
             };
             return Ok(ContextRead {
-                commit,
+                commit: Some(commit),
                 parent,
                 materialization,
                 bytes,
             });
         }
+    }
+
+    /// The empty context a context read of no commit answers (see
+    /// [`Service::read`]): nothing stored, so `artifact_ref` names bytes
+    /// that are always inline and never downloaded.
+    fn empty_read(&self, of: &ReadOf) -> Result<ContextRead> {
+        let format = match of {
+            ReadOf::Delta { .. } => {
+                return Err(Error::invalid(
+                    "commit",
+                    "a delta read needs a commit or a ref that has one",
+                ));
+            }
+            ReadOf::Context {
+                stop: Stop::After(_),
+                ..
+            } => {
+                return Err(Error::invalid(
+                    "stop",
+                    "there is no commit, so no ancestor to stop after",
+                ));
+            }
+            ReadOf::Context { format, .. } => format.clone().unwrap_or_else(FormatId::raw),
+        };
+        if !self.formats.is_known(&format) {
+            return Err(self.formats.unknown(&format));
+        }
+        let bytes = self.formats.empty(&format)?;
+        Ok(ContextRead {
+            commit: None,
+            parent: None,
+            materialization: Materialization {
+                result: Materialized {
+                    artifact_ref: ArtifactRef::of(&bytes),
+                    size: bytes.len() as u64,
+                    message_count: 0,
+                    token_count: 0,
+                    tier: Tier::Native,
+                    fidelity: None,
+                },
+                cached: false,
+            },
+            bytes: Some(bytes),
+        })
     }
 
     /// Rebuilds the context at `id` from `stop` in `format` (the tip's when

@@ -518,7 +518,10 @@ impl From<Materialization> for MaterializeResponse {
 }
 
 /// `POST /v1/read`: the context at a ref's tip (or at a commit) in one
-/// request; give `ref` or `commit`, not both (neither may be `null`).
+/// request; give `ref` or `commit`, not both. `ref` may not be `null`;
+/// `commit: null` is a fresh start (seed 000's `materialize(null)`), whose
+/// context read answers the empty context, as does a ref with no commit
+/// yet.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ReadRequest {
@@ -530,13 +533,14 @@ pub struct ReadRequest {
         skip_serializing_if = "Option::is_none"
     )]
     pub ref_name: Option<RefName>,
-    /// The commit to read.
+    /// The commit to read; `Some(None)` (`null` on the wire): none, a
+    /// fresh start, read as the empty context.
     #[serde(
         default,
         deserialize_with = "not_null",
         skip_serializing_if = "Option::is_none"
     )]
-    pub commit: Option<CommitId>,
+    pub commit: Option<Option<CommitId>>,
     /// `compaction` (default), `root`, or a `ctx-…` ancestor.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stop: Option<Stop>,
@@ -588,9 +592,17 @@ impl utoipa::PartialSchema for ReadRequest {
         fields
             .properties
             .insert("ref".into(), named("RefName", "The ref whose tip to read."));
-        fields
-            .properties
-            .insert("commit".into(), named("CommitId", "The commit to read."));
+        fields.properties.insert(
+            "commit".into(),
+            OneOfBuilder::new()
+                .item(ObjectBuilder::new().schema_type(Type::Null))
+                .item(named(
+                    "CommitId",
+                    "The commit to read; `null`: none (a fresh start), whose context \
+                     read is the empty context.",
+                ))
+                .into(),
+        );
         fields.properties.insert(
             "delta".into(),
             ObjectBuilder::new()
@@ -637,11 +649,14 @@ impl utoipa::PartialSchema for ReadRequest {
                     .schema_type(Type::Boolean)
                     .enum_values(Some([true])),
             )
-            .property("format", null());
+            .property("format", null())
+            .property("commit", named("CommitId", "A delta read's commit."));
         AllOfBuilder::new()
             .description(Some(
                 "`POST /v1/read`: the context at a ref's tip (or at a commit) in one \
-                 request; give `ref` or `commit`, not both.",
+                 request; give `ref` or `commit`, not both. `commit: null` is a fresh \
+                 start: its context read answers the empty context, as a ref with no \
+                 commit yet does.",
             ))
             .item(fields)
             .item(OneOfBuilder::new().item(one("ref")).item(one("commit")))
@@ -659,8 +674,11 @@ impl utoipa::ToSchema for ReadRequest {}
 /// `artifact_ref` (`GET /v1/artifacts/{art}`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct ReadResponse {
-    /// The commit read (the ref's tip).
-    pub commit: CommitId,
+    /// The commit read (the ref's tip); `null` for the empty context of a
+    /// fresh start or of a ref with no commit yet (nothing stored: its
+    /// bytes always come inline).
+    #[schema(required = true)]
+    pub commit: Option<CommitId>,
     /// On a `delta` read, the parent of the first commit joined (without
     /// `stop`, the commit's own parent); absent for a root and for a
     /// context read.

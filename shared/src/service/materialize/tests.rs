@@ -639,7 +639,7 @@ async fn read_answers_a_refs_tip_with_its_bytes_up_to_the_limit() {
     };
     let read = |target: ReadTarget, limit: u64| svc.read(&tenant, target, context(), limit);
     let fresh = read(ReadTarget::Ref(name.clone()), 1024).await.unwrap();
-    assert_eq!(fresh.commit, ids[1]);
+    assert_eq!(fresh.commit, Some(ids[1]));
     assert!(!fresh.materialization.cached);
     assert_eq!(fresh.bytes.as_deref(), Some(&whole[..]));
     svc.flush_cache_writes().await;
@@ -657,7 +657,7 @@ async fn read_answers_a_refs_tip_with_its_bytes_up_to_the_limit() {
         .read(&tenant, ReadTarget::Ref(name.clone()), OWN_DELTA, 1024)
         .await
         .unwrap();
-    assert_eq!(own.commit, ids[1]);
+    assert_eq!(own.commit, Some(ids[1]));
     assert_eq!(own.bytes.as_deref(), Some(&b"raw part 1\n"[..]));
     assert_eq!(own.materialization.result.size, 11);
     let key = MaterializeKey {
@@ -671,12 +671,6 @@ async fn read_answers_a_refs_tip_with_its_bytes_up_to_the_limit() {
     svc.flush_cache_writes().await;
     assert_eq!(entry(&svc, &tenant, &key).await, None, "nothing was cached");
 
-    let missing: crate::id::RefName = "sessions/none".parse().unwrap();
-    let e = read(ReadTarget::Ref(missing), 1024).await.unwrap_err();
-    assert_eq!(
-        (e.kind, e.field.as_deref()),
-        (crate::error::ErrorKind::NotFound, Some("ref"))
-    );
     let e = read(ReadTarget::Commit(CommitId::from_bytes([9; 16])), 1024)
         .await
         .unwrap_err();
@@ -684,4 +678,113 @@ async fn read_answers_a_refs_tip_with_its_bytes_up_to_the_limit() {
         (e.kind, e.field.as_deref()),
         (crate::error::ErrorKind::NotFound, Some("commit"))
     );
+}
+
+/// Seed 000's fresh start: a context read of no commit (`Fresh`), or of a
+/// ref with no commit yet, answers the empty context in the format asked,
+/// with no commit and nothing written; a wrong commit id and a delta read
+/// of nothing are still errors, each naming its field.
+#[tokio::test]
+async fn a_read_of_no_commit_is_the_empty_context_and_a_wrong_id_is_not_found() {
+    use crate::error::ErrorKind;
+    let (svc, tenant) = service();
+    let context = |format: Option<&str>| ReadOf::Context {
+        stop: Stop::Compaction,
+        format: format.map(fid),
+    };
+    let missing: crate::id::RefName = "sessions/none".parse().unwrap();
+    for target in [ReadTarget::Fresh, ReadTarget::Ref(missing.clone())] {
+        for (format, empty) in [
+            (None, &b""[..]),
+            (Some("raw"), b""),
+            (Some("anthropic-messages-v1"), b"[]"),
+            (Some("claude-code-v1"), b""),
+        ] {
+            let r = svc
+                .read(&tenant, target.clone(), context(format), 1024)
+                .await
+                .unwrap();
+            assert_eq!(r.commit, None, "{target:?} {format:?}");
+            assert_eq!(r.parent, None);
+            assert_eq!(r.bytes.as_deref(), Some(empty), "{target:?} {format:?}");
+            let m = &r.materialization;
+            assert_eq!(
+                (m.result.size, m.result.message_count, m.result.token_count),
+                (empty.len() as u64, 0, 0)
+            );
+            assert_eq!(m.result.artifact_ref, ArtifactRef::of(empty));
+            assert!(!m.cached);
+        }
+        // Even under a content limit of 0: the empty context is inline.
+        let r = svc
+            .read(
+                &tenant,
+                target.clone(),
+                context(Some("anthropic-messages-v1")),
+                0,
+            )
+            .await
+            .unwrap();
+        assert_eq!(r.bytes.as_deref(), Some(&b"[]"[..]));
+        let e = svc
+            .read(
+                &tenant,
+                target.clone(),
+                context(Some("no-such-format")),
+                1024,
+            )
+            .await
+            .unwrap_err();
+        assert_eq!(
+            (e.kind, e.field.as_deref()),
+            (ErrorKind::Invalid, Some("format"))
+        );
+        let after = ReadOf::Context {
+            stop: Stop::After(CommitId::from_bytes([7; 16])),
+            format: None,
+        };
+        let e = svc
+            .read(&tenant, target.clone(), after, 1024)
+            .await
+            .unwrap_err();
+        assert_eq!(
+            (e.kind, e.field.as_deref()),
+            (ErrorKind::Invalid, Some("stop"))
+        );
+    }
+    // A delta read needs a commit: of a ref with none it is the ref's 404,
+    // of nothing a 400 naming `commit`.
+    let e = svc
+        .read(&tenant, ReadTarget::Ref(missing.clone()), OWN_DELTA, 1024)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        (e.kind, e.field.as_deref()),
+        (ErrorKind::NotFound, Some("ref"))
+    );
+    let e = svc
+        .read(&tenant, ReadTarget::Fresh, OWN_DELTA, 1024)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        (e.kind, e.field.as_deref()),
+        (ErrorKind::Invalid, Some("commit"))
+    );
+    // A wrong commit id is not a fresh start.
+    let e = svc
+        .read(
+            &tenant,
+            ReadTarget::Commit(CommitId::from_bytes([9; 16])),
+            context(None),
+            1024,
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(
+        (e.kind, e.field.as_deref()),
+        (ErrorKind::NotFound, Some("commit"))
+    );
+    // Nothing was written: the ref still has no commit, and no blob is kept.
+    let e = svc.get_ref(&tenant, &missing).await.unwrap_err();
+    assert_eq!(e.kind, ErrorKind::NotFound);
 }
