@@ -764,6 +764,13 @@ async fn current_context_stores_the_turn_in_progress_and_answers_it() {
     assert_eq!(v["empty"]["excerpt"], "[]", "no context: the empty context");
     assert_eq!(v["empty"]["message_count"], 0);
     assert_eq!(v["empty_log"]["excerpt"], "");
+    assert_eq!(v["empty"]["commit"], Value::Null);
+    let e = &v["empty_ref"];
+    assert_eq!(
+        (&e["commit"], &e["excerpt"], &e["message_count"]),
+        (&Value::Null, &json!("[]"), &json!(0)),
+        "a ref with no commit yet: the empty context, {e}"
+    );
     let l = &v["large"];
     assert_eq!(l["size"], 100_000, "{l}");
     assert_eq!(l["truncated"], true);

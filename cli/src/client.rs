@@ -429,26 +429,15 @@ impl Client {
             .await
     }
 
-    /// The context at `id` and its bytes: one [`Client::read`], and a
-    /// [`Client::download_artifact`] of the result only when it is too large
-    /// to come inline.
+    /// A [`Client::read`] and its bytes: inline when they came so, else a
+    /// [`Client::download_artifact`] of the result (only when too large to
+    /// come inline).
     ///
     /// # Errors
     /// As both.
-    pub async fn materialize_and_download(
-        &self,
-        id: &CommitId,
-        req: &MaterializeRequest,
-    ) -> Result<(MaterializeResponse, Vec<u8>)> {
-        let r = self
-            .read(&ReadRequest {
-                commit: Some(*id),
-                stop: req.stop,
-                format: req.format.clone(),
-                ..ReadRequest::default()
-            })
-            .await?;
-        let bytes = match (r.content, r.content_base64) {
+    pub async fn read_bytes(&self, req: &ReadRequest) -> Result<(ReadResponse, Vec<u8>)> {
+        let mut r = self.read(req).await?;
+        let bytes = match (r.content.take(), r.content_base64.take()) {
             (Some(text), _) => text.into_bytes(),
             (None, Some(b64)) => {
                 use base64::Engine as _;
@@ -462,6 +451,26 @@ impl Client {
             }
             (None, None) => self.download_artifact(&r.result.artifact_ref).await?,
         };
+        Ok((r, bytes))
+    }
+
+    /// The context at `id` and its bytes: [`Client::read_bytes`] of it.
+    ///
+    /// # Errors
+    /// As [`Client::read_bytes`].
+    pub async fn materialize_and_download(
+        &self,
+        id: &CommitId,
+        req: &MaterializeRequest,
+    ) -> Result<(MaterializeResponse, Vec<u8>)> {
+        let (r, bytes) = self
+            .read_bytes(&ReadRequest {
+                commit: Some(Some(*id)),
+                stop: req.stop,
+                format: req.format.clone(),
+                ..ReadRequest::default()
+            })
+            .await?;
         let m = MaterializeResponse {
             result: r.result,
             cached: r.cached,

@@ -630,35 +630,45 @@ pub const EXCERPT_BYTES: usize = 16 * 1024;
 
 /// The `materialize` tool: the context's figures and an excerpt of at most
 /// [`EXCERPT_BYTES`] (never the whole of a large context: that is the
-/// artifact); without `ctx`, the empty context in the format asked.
+/// artifact); without `ctx`, or for a ref with no commit yet, the empty
+/// context in the format asked (the server's answer, `commit` null).
 async fn materialize(client: &Client, args: &Value) -> Result<Value> {
     let req: ctx_core::wire::MaterializeRequest = body_of("materialize", args)?;
-    let Some(ctx) = args.get("ctx").filter(|v| !v.is_null()) else {
-        let format = req.format.unwrap_or_else(ctx_core::format::FormatId::raw);
-        let empty = ctx_core::format::Formats::default().empty(&format)?;
-        return Ok(json!({
-            "commit": null,
-            "format": format,
-            "size": empty.len(),
-            "message_count": 0,
-            "token_count": 0,
-            "excerpt": String::from_utf8_lossy(&empty),
-            "truncated": false,
-        }));
+    // No `ctx` (or null): a fresh start, which the server answers with the
+    // empty context, as it does a ref with no commit yet.
+    let target = match args.get("ctx").filter(|v| !v.is_null()) {
+        None => ctx_core::wire::ReadRequest {
+            commit: Some(None),
+            ..ctx_core::wire::ReadRequest::default()
+        },
+        Some(Value::String(s)) if s.starts_with("ctx-") => ctx_core::wire::ReadRequest {
+            commit: Some(Some(commit_arg(args, "ctx")?)),
+            ..ctx_core::wire::ReadRequest::default()
+        },
+        Some(Value::String(s)) => ctx_core::wire::ReadRequest {
+            ref_name: Some(s.parse().map_err(|e: Error| {
+                Error::invalid(
+                    "ctx",
+                    format!(
+                        "ctx {s:?} is neither a ctx-… commit id nor a ref name: {}",
+                        e.message
+                    ),
+                )
+            })?),
+            ..ctx_core::wire::ReadRequest::default()
+        },
+        Some(_) => {
+            return Err(Error::invalid(
+                "ctx",
+                "ctx must be a ctx-… commit id or a ref name",
+            ));
+        }
     };
-    if !ctx.is_string() {
-        return Err(Error::invalid(
-            "ctx",
-            "ctx must be a ctx-… commit id or a ref name",
-        ));
-    }
-    let commit = rev_arg(client, args, "ctx").await?;
     let r = client
         .read(&ctx_core::wire::ReadRequest {
-            commit: Some(commit),
             stop: req.stop,
             format: req.format,
-            ..ctx_core::wire::ReadRequest::default()
+            ..target
         })
         .await?;
     let size = usize::try_from(r.result.size).unwrap_or(usize::MAX);

@@ -713,6 +713,51 @@ fn read_context_of_a_workspace_without_files_says_so() {
     let _ = child.wait();
 }
 
+/// Issue 45: `ctx materialize` of a session ref with no commit yet prints
+/// the empty context in the format asked and exits 0, saying so on
+/// stderr; once checkpointed it prints the context; a wrong commit id is
+/// still exit 3 (not found).
+#[test]
+fn materialize_of_a_ref_with_no_commit_is_the_empty_context() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().to_str().unwrap();
+    let (mut child, url, _stdout) = serve(data);
+    let at = |args: &[&str]| {
+        let mut all: Vec<&str> = args.to_vec();
+        all.extend(["--server", &url, "--data", data]);
+        ctx(&all)
+    };
+    let out = at(&[
+        "materialize",
+        "sessions/s",
+        "--format",
+        "anthropic-messages-v1",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "[]");
+    assert!(err.contains("sessions/s has no commit yet"), "{err}");
+    let json = at(&["materialize", "sessions/s", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(
+        (&v["content"], &v["message_count"]),
+        (&serde_json::json!(""), &serde_json::json!(0))
+    );
+    checkpoint(&url, data, "user: hello\n");
+    let out = at(&["materialize", "sessions/s"]);
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "user: hello\n");
+    let out = at(&["materialize", "ctx-00000000000000000000000000000000"]);
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
 /// `ctx materialize --help` (and `export`, `checkpoint`) list every format
 /// the server's codecs know, from the same registry.
 #[test]

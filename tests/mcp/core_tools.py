@@ -2,8 +2,8 @@
 core tools (and that closing the session returns the branches it left
 open): current_context (which stores the turn in progress the hooks
 under CTX_DATA have not), show, log (two pages), show and materialize of a
-ref name, materialize (translated, empty without
-a commit, a large context as a bounded excerpt), resolve, ref_get and
+ref name, materialize (translated, empty without a commit and for a ref
+with no commit yet, a large context as a bounded excerpt), resolve, ref_get and
 ref_list; prints what it saw as one JSON object for tests/hooks.rs.
 
 Environment: CTX_BIN, CTX_SERVER, CTX_TOKEN, CTX_DATA, SESSION, REF, LARGE.
@@ -38,6 +38,8 @@ async def main():
                 {"ctx": ctx, "stop": "root", "format": "anthropic-messages-v1"})
             out["empty"] = await call(session, "materialize", {"format": "anthropic-messages-v1"})
             out["empty_log"] = await call(session, "materialize", {"ctx": None, "format": "claude-code-v1"})
+            out["empty_ref"] = await call(
+                session, "materialize", {"ctx": "sessions/no-commit-yet", "format": "openai-chat-v1"})
             large = await session.call_tool("materialize", {"ctx": env["LARGE"]})
             out["large"] = json.loads(large.content[0].text)
             out["large_bytes"] = len(large.content[0].text.encode())

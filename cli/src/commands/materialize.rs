@@ -2,11 +2,11 @@
 
 use std::path::PathBuf;
 
-use ctx_core::wire::{MaterializeRequest, MaterializeResponse};
+use ctx_core::wire::{MaterializeRequest, MaterializeResponse, ReadRequest};
 use ctx_core::{Error, Result};
 use serde::Serialize;
 
-use super::{rev, wire_value};
+use super::{ref_name, wire_value};
 use crate::{Conn, print_json};
 
 /// The request for `--stop` and `--format` as given on the command line.
@@ -33,11 +33,40 @@ pub(crate) async fn run(
     conn: &Conn,
 ) -> Result<()> {
     let c = conn.client()?;
-    let id = rev(&c, r).await?;
-    let (m, bytes) = c
-        .materialize_and_download(&id, &request(stop, format)?)
-        .await?;
+    let req = request(stop, format)?;
+    let read = ReadRequest {
+        stop: req.stop,
+        format: req.format,
+        ..read_target(r)?
+    };
+    let (got, bytes) = c.read_bytes(&read).await?;
+    if got.commit.is_none() && !conn.json {
+        eprintln!("{r} has no commit yet: the empty context");
+    }
+    let m = MaterializeResponse {
+        result: got.result,
+        cached: got.cached,
+    };
     emit(&m, &bytes, output, conn.json)
+}
+
+/// The read of REV: a `ctx-…` commit, else a ref's tip (the empty context
+/// while the ref has no commit, as the server answers it).
+///
+/// # Errors
+/// `Invalid` naming `name` for a malformed ref name (as the server's).
+pub(crate) fn read_target(r: &str) -> Result<ReadRequest> {
+    Ok(if r.starts_with("ctx-") {
+        ReadRequest {
+            commit: Some(Some(r.parse()?)),
+            ..ReadRequest::default()
+        }
+    } else {
+        ReadRequest {
+            ref_name: Some(ref_name(r)?),
+            ..ReadRequest::default()
+        }
+    })
 }
 
 /// What `--json` prints: the materialize response, and the context itself
