@@ -129,6 +129,48 @@ def test_artifacts_round_trip(client: Client, unique: str) -> None:
     assert client.download_artifact(info["ref"]) == data
 
 
+def test_a_seed_wrapper_starts_fresh_checkpoints_and_reads_again(
+    client: Client, unique: str
+) -> None:
+    """Seed 000's agent wrapper, as written to the seed: it always calls
+    ``materialize(ctx)``, with ``ctx`` null on a fresh start, and reads its
+    session's ref before the first checkpoint; both answer the empty
+    context, not an error. A wrong commit id is still a 404."""
+    ctx = None
+    meta, data = client.materialize_bytes(ctx, format="anthropic-messages-v1")
+    assert (data, meta["message_count"], meta["size"]) == (b"[]", 0, 2)
+    assert client.materialize(ctx)["message_count"] == 0
+    ref = f"sessions/{unique}"
+    read, data = client.read_bytes(ref, format="claude-code-v1")
+    assert (read["commit"], data, read["message_count"]) == (None, b"", 0)
+    with pytest.raises(NotFoundError):  # the read wrote nothing
+        client.get_ref(ref)
+    first = client.checkpoint(
+        principal=f"py-{unique}",
+        template="py-test",
+        format="claude-code-v1",
+        delta=TRANSCRIPT[0],
+        ref=ref,
+        expected=read["commit"],
+    )
+    read, data = client.read_bytes(ref)
+    assert read["commit"] == first["id"] and data.decode() == TRANSCRIPT[0]
+    meta, data = client.materialize_bytes(first["id"])
+    assert data.decode() == TRANSCRIPT[0] and meta["message_count"] == 1
+    with pytest.raises(NotFoundError) as e:
+        client.read(commit="ctx-" + "0" * 32)
+    assert e.value.field == "commit"
+
+
+async def test_an_async_seed_wrapper_starts_fresh(aclient: AsyncClient, unique: str) -> None:
+    """The same first call on the async client: the empty context of a
+    fresh start and of a ref with no commit yet."""
+    meta, data = await aclient.materialize_bytes(None, format="openai-chat-v1")
+    assert (data, meta["message_count"]) == (b"[]", 0)
+    read = await aclient.read(f"sessions/{unique}")
+    assert read["commit"] is None and read["content"] == ""
+
+
 def test_checkpoint_chain_materialize_history_refs(client: Client, unique: str) -> None:
     ref = f"sessions/{unique}"
     principal = f"py-{unique}"

@@ -221,15 +221,10 @@ export class CtxSessionStore implements SessionStore {
     return `${iso.slice(0, -1)}${String(this.lastUs % 1000).padStart(3, "0")}Z`;
   }
 
-  /** The ref's tip and its entries in one request; `null` when the ref does not exist. */
+  /** The ref's tip and its entries in one request; `null` when the ref has no commit (the empty context answered). */
   private async read(ref: string): Promise<{ commit: string; entries: Entry[] } | null> {
-    try {
-      const got = await this.client.readBytes({ ref, stop: "root" });
-      return { commit: got.commit, entries: entriesOf(got.bytes) };
-    } catch (e) {
-      if (e instanceof NotFoundError && e.field === "ref") return null;
-      throw e;
-    }
+    const got = await this.client.readBytes({ ref, stop: "root" });
+    return got.commit === null ? null : { commit: got.commit, entries: entriesOf(got.bytes) };
   }
 
   /** The summary at `commit`: the one its tag names, or folded over the whole transcript. */

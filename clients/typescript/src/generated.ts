@@ -2189,10 +2189,9 @@ export interface components {
             /** @description The thread it works for. */
             thread_id?: string | null;
         };
-        /** @description `POST /v1/read`: the context at a ref's tip (or at a commit) in one request; give `ref` or `commit`, not both. */
+        /** @description `POST /v1/read`: the context at a ref's tip (or at a commit) in one request; give `ref` or `commit`, not both. `commit: null` is a fresh start: its context read answers the empty context, as a ref with no commit yet does. */
         ReadRequest: {
-            /** @description The commit to read. */
-            commit?: components["schemas"]["CommitId"];
+            commit?: null | components["schemas"]["CommitId"];
             /** @description `true`: the commit's own delta (its artifact) rather than the context materialized up to it, or with `stop` the deltas from the stop to it, joined in its format: nothing is cached, and `format` is refused. */
             delta?: boolean;
             /** @description With `delta`: at most this many commits joined, the newest (1 to 1000; default all up to the stop). `parent` then names where to go on. */
@@ -2213,8 +2212,7 @@ export interface components {
         ReadResponse: components["schemas"]["Materialized"] & {
             /** @description Whether it came from the cache. */
             cached: boolean;
-            /** @description The commit read (the ref's tip). */
-            commit: components["schemas"]["CommitId"];
+            commit: null | components["schemas"]["CommitId"];
             /**
              * @description The bytes, as UTF-8 text: when they are UTF-8 and their JSON
              *     string is no longer than their base64.

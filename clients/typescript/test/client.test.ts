@@ -39,6 +39,15 @@ describe("the client", () => {
     const c = client();
     const name = unique();
     const ref = `sessions/${name}`;
+    // Seed 000's fresh start: a read of no commit, and of the session's
+    // ref before its first checkpoint, is the empty context, not a 404.
+    const fresh = await c.readBytes({ commit: null, format: "anthropic-messages-v1" });
+    expect([fresh.commit, new TextDecoder().decode(fresh.bytes), fresh.message_count]).toEqual([null, "[]", 0]);
+    const first = await c.readBytes({ ref });
+    expect([first.commit, first.bytes.length, first.message_count]).toEqual([null, 0, 0]);
+    const wrong = await c.read({ commit: "ctx-00000000000000000000000000000000" }).catch((e: unknown) => e);
+    expect(wrong).toBeInstanceOf(NotFoundError);
+    expect((wrong as NotFoundError).field).toBe("commit");
     const root = await c.checkpoint({
       principal: name,
       template: "ts-test",
@@ -46,7 +55,7 @@ describe("the client", () => {
       commit_type: "delta",
       checkpoint: "turn_boundary",
       delta: TRANSCRIPT[0],
-      ref: { name: ref, expected: null },
+      ref: { name: ref, expected: first.commit },
       session_id: name,
     });
     expect(root.id).toMatch(/^ctx-[0-9a-f]{32}$/);

@@ -1432,11 +1432,12 @@ class PutProcessRequest(TypedDict):
 
 class ReadRequest(TypedDict):
     """`POST /v1/read`: the context at a ref's tip (or at a commit) in one request; give `ref` or
-    `commit`, not both.
+    `commit`, not both. `commit: null` is a fresh start: its context read answers the empty
+    context, as a ref with no commit yet does.
     """
 
-    commit: NotRequired[CommitId]
-    """The commit to read."""
+    commit: NotRequired[CommitId | None]
+    """The commit to read; `null`: none (a fresh start), whose context read is the empty context."""
     delta: NotRequired[bool]
     """`true`: the commit's own delta (its artifact) rather than the context materialized up to
     it, or with `stop` the deltas from the stop to it, joined in its format: nothing is
@@ -1464,8 +1465,11 @@ class ReadResponse(Materialized):
 
     cached: bool
     """Whether it came from the cache."""
-    commit: CommitId
-    """The commit read (the ref's tip)."""
+    commit: CommitId | None
+    """The commit read (the ref's tip); `null` for the empty context of a
+    fresh start or of a ref with no commit yet (nothing stored: its
+    bytes always come inline).
+    """
     content: NotRequired[str | None]
     """The bytes, as UTF-8 text: when they are UTF-8 and their JSON
     string is no longer than their base64.

@@ -320,10 +320,17 @@ def compact(
 
 
 def materialize(
-    ctx_id: str, *, stop: str | None = None, format: str | None = None
+    ctx_id: str | None, *, stop: str | None = None, format: str | None = None
 ) -> Call[MaterializeResponse]:
     """:func:`~ctx_client._generated.materialize`: ``stop`` is ``compaction``
-    (default), ``root`` or a ``ctx-…`` ancestor."""
+    (default), ``root`` or a ``ctx-…`` ancestor. ``ctx_id`` ``None`` is a
+    fresh start (seed 000's ``materialize(null)``): the empty context in
+    ``format`` (``raw`` when absent), from :func:`read`, nothing stored."""
+    if ctx_id is None:
+        keys = MaterializeResponse.__required_keys__ | MaterializeResponse.__optional_keys__
+        return read(stop=stop, format=format).then(
+            lambda r: cast(MaterializeResponse, {k: v for k, v in r.items() if k in keys})
+        )
     return api.materialize(ctx_id, _drop_none(MaterializeRequest(stop=stop, format=format)))
 
 
@@ -341,13 +348,18 @@ def read(
     commit's own artifact instead, or with a ``stop`` too the deltas from
     the stop joined, at most ``depth`` commits of them, and ``parent``, the
     parent of the first) and, up to 1 MiB, its bytes (:func:`content_of`;
-    larger ones are downloaded from ``artifact_ref``)."""
+    larger ones are downloaded from ``artifact_ref``).
+
+    Neither ``ref`` nor ``commit`` is a fresh start (``commit: null``,
+    seed 000's ``materialize(null)``): the empty context in ``format``, as
+    for a ``ref`` that has no commit yet; ``commit`` is then ``None`` in
+    the answer. A wrong commit id still raises :class:`NotFoundError`."""
     body = _drop_none(ReadRequest(stop=stop, format=format, depth=depth))
     if delta:
         body["delta"] = True
     if ref is not None:
         body["ref"] = ref
-    if commit is not None:
+    if commit is not None or ref is None:
         body["commit"] = commit
     return api.read(body)
 

@@ -237,11 +237,8 @@ class CtxSessionService(BaseSessionService):
         """A ref's tip and its chain's lines, in one request (``POST /v1/read``);
         ``(None, [])`` when the ref does not exist. Read from the root: a
         compaction someone committed on the chain is not an ADK line."""
-        try:
-            read, data = await self.client.read_bytes(ref, stop="root")
-        except NotFoundError as e:
-            if e.field != "ref":
-                raise
+        read, data = await self.client.read_bytes(ref, stop="root")
+        if read["commit"] is None:  # no commit yet: the empty context
             return None, []
         return read["commit"], _lines(data)
 

@@ -209,12 +209,9 @@ class CtxSessionStore(SessionStore):
 
     async def _read(self, ref: str) -> tuple[str, list[SessionStoreEntry]] | None:
         """The ref's tip and its entries, in one request (``POST /v1/read``);
-        ``None`` when the ref does not exist."""
-        try:
-            read, data = await self.client.read_bytes(ref, stop="root")
-        except NotFoundError as e:
-            if e.field != "ref":
-                raise
+        ``None`` when the ref has no commit (the empty context answered)."""
+        read, data = await self.client.read_bytes(ref, stop="root")
+        if read["commit"] is None:
             return None
         return read["commit"], _entries_of(data)
 

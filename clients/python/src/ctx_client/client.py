@@ -304,10 +304,11 @@ class Client(_Base):
         return r, data if data is not None else self.download_artifact(r["artifact_ref"])
 
     def materialize_bytes(
-        self, ctx_id: str, *, stop: str | None = None, format: str | None = None
+        self, ctx_id: str | None, *, stop: str | None = None, format: str | None = None
     ) -> tuple[MaterializeResponse, bytes]:
         """Materializes and reads the result: (the response, the bytes), in
-        one request (:meth:`read_bytes`)."""
+        one request (:meth:`read_bytes`); ``ctx_id`` ``None``: a fresh
+        start, the empty context in ``format``."""
         return self.read_bytes(commit=ctx_id, stop=stop, format=format)
 
 
@@ -468,8 +469,9 @@ class AsyncClient(_Base):
         return r, data if data is not None else await self.download_artifact(r["artifact_ref"])
 
     async def materialize_bytes(
-        self, ctx_id: str, *, stop: str | None = None, format: str | None = None
+        self, ctx_id: str | None, *, stop: str | None = None, format: str | None = None
     ) -> tuple[MaterializeResponse, bytes]:
         """Materializes and reads the result: (the response, the bytes), in
-        one request (:meth:`read_bytes`)."""
+        one request (:meth:`read_bytes`); ``ctx_id`` ``None``: a fresh
+        start, the empty context in ``format``."""
         return await self.read_bytes(commit=ctx_id, stop=stop, format=format)

@@ -144,14 +144,10 @@ class CtxSession:
 
     async def _read(self) -> tuple[str | None, list[Any]]:
         """The ref's tip and its items, in one request (``POST /v1/read``)."""
-        try:
-            read, data = await self.client.read_bytes(self.ref, format=FORMAT)
-        except NotFoundError as e:
-            if e.field != "ref":
-                raise
-            self._saw(None)
-            return None, []
+        read, data = await self.client.read_bytes(self.ref, format=FORMAT)
         self._saw(read["commit"])
+        if read["commit"] is None:  # no commit yet: the empty context
+            return None, []
         return read["commit"], [_unwrap(i) for i in json.loads(data)]
 
     async def _commit(

@@ -36,6 +36,9 @@ export class Api {
   /** `POST /v1/read` with its bytes (inline, else downloaded). */
   async read(request: ReadRequest): Promise<ReadAnswer> {
     const got = await this.client.readBytes(request);
+    // Only a context read of no commit answers `commit: null`; the saver's
+    // reads are of a commit, or delta reads (a 404 for a ref with none).
+    if (got.commit === null) throw new CtxError("a read of the saver's answered no commit", { kind: "internal" });
     return { commit: got.commit, parent: got.parent ?? null, bytes: got.bytes };
   }
 

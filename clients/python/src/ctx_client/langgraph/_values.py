@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from .. import _routes as routes
+from ..errors import InternalError
 from ..models import ReadResponse
 from ._document import (
     INLINE,
@@ -45,11 +46,14 @@ class _Values(_Refs):
         """The checkpoint state a :func:`read_state` answered (the
         document's commit and the writes after it, joined), downloaded when
         it was too large to come inline; cached by its commit."""
+        commit = read["commit"]
+        if commit is None:  # a delta read always answers its commit
+            raise InternalError("a read of the saver's answered no commit")
         data = routes.content_of(read)
         if data is None:
             data = yield routes.download_artifact(read["artifact_ref"])
         doc = _state_of(data, read.get("parent"))
-        self.docs.put(read["commit"], doc, len(data))
+        self.docs.put(commit, doc, len(data))
         return doc
 
     def docs_of(self, commit_ids: list[str]) -> Op[list[dict[str, Any]]]:
@@ -74,6 +78,9 @@ class _Values(_Refs):
         if hit is not None:
             return cast(list[tuple[str, bytes]], hit)
         read = yield routes.read(commit=commit_id)
+        commit = read["commit"]
+        if commit is None:  # a delta read always answers its commit
+            raise InternalError("a read of the saver's answered no commit")
         data = routes.content_of(read)
         if data is None:
             data = yield routes.download_artifact(read["artifact_ref"])
