@@ -149,12 +149,20 @@ def _resolve(value, params: dict[str, str]) -> str:
     raise ValueError(f"template.yaml: cannot resolve the environment value {value!r}")
 
 
-def read_template(path: Path = TEMPLATE) -> list[Function]:
-    """Every function of the template with a `BuildProperties.Binary`."""
+def read_template(
+    path: Path = TEMPLATE, overrides: dict[str, str] | None = None
+) -> list[Function]:
+    """Every function of the template with a `BuildProperties.Binary`, its
+    parameters at their defaults but for `overrides` (as `sam deploy
+    --parameter-overrides` gives them)."""
     doc = yaml.load(path.read_text(), Loader=_Loader)
     params = {
         name: str(p.get("Default", "")) for name, p in doc.get("Parameters", {}).items()
     }
+    for name, value in (overrides or {}).items():
+        if name not in params:
+            raise ValueError(f"template.yaml has no parameter {name}")
+        params[name] = value
     glob = doc.get("Globals", {}).get("Function", {})
     genv = glob.get("Environment", {}).get("Variables", {})
     out = []

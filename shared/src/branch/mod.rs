@@ -591,6 +591,11 @@ pub struct BranchConfig {
     pub memory: memories::MemoryConfig,
 }
 
+/// How long a session's active branches may see nothing before they are
+/// force-returned as at session end (`CTX_SESSION_IDLE_SECS`): under the
+/// default branch timeout (300 s), over a turn's usual length.
+pub const DEFAULT_SESSION_IDLE_SECS: u64 = 120;
+
 /// The longest timeout a branch may ask for, in seconds (what the API's
 /// document says of `timeout_seconds`).
 pub const MAX_TIMEOUT_SECS: u64 = 600;
@@ -606,7 +611,7 @@ impl Default for BranchConfig {
             limits: RateLimits::default(),
             validation: Validation::Strict,
             session_end_timeout: Duration::from_secs(30),
-            session_idle: None,
+            session_idle: Some(Duration::from_secs(DEFAULT_SESSION_IDLE_SECS)),
             memory: memories::MemoryConfig::default(),
         }
     }

@@ -161,8 +161,8 @@ settings! {
             },
         }
         CTX_SESSION_IDLE_SECS {
-            default: "0",
-            meaning: "a session whose active branches saw nothing for this long (no checkpoint into their chains, no new branch) has them force-returned as at session end, reason `session idle`; 0: never",
+            default: "120",
+            meaning: "a session whose active branches saw nothing for this long (no checkpoint into their chains, no new branch) has them force-returned as at session end, reason `session idle for N s`, so a session that stops without calling session end still ends; 0: never (each branch waits for its own timeout)",
             read: |c, n, v| {
                 let idle = secs(n, v)?;
                 c.branching.session_idle = (!idle.is_zero()).then_some(idle);

@@ -38,6 +38,10 @@ fn the_documented_defaults_are_the_defaults() {
             branching.session_end_timeout.as_secs(),
         ),
         (
+            "CTX_SESSION_IDLE_SECS",
+            branching.session_idle.map_or(0, |d| d.as_secs()),
+        ),
+        (
             "CTX_MAX_CONNECTIONS",
             c.server.max_connections.try_into().unwrap(),
         ),

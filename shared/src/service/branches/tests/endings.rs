@@ -127,8 +127,8 @@ async fn what_session_end_cannot_finish_in_time_is_marked_failed() {
 /// With `CTX_SESSION_IDLE_SECS`, a branch's timer first wakes when its
 /// session could have been idle that long; activity (a checkpoint into a
 /// branch's chain or the session's) moves the next look later; a session idle past it has
-/// every active branch force-returned, not timed out. Without the setting
-/// the timer only wakes at the deadline.
+/// every active branch force-returned, not timed out. It is on by default;
+/// off, the timer only wakes at the deadline.
 #[tokio::test]
 async fn an_idle_session_ends_its_branches_by_itself() {
     let h = harness_with(
@@ -186,12 +186,34 @@ async fn an_idle_session_ends_its_branches_by_itself() {
         Wake::Expired(Expired::AlreadyEnded)
     );
 
-    // Off by default: the deadline only.
+    // On by default (120 s, under the default 300 s timeout): the first
+    // look comes before the deadline.
     let plain = harness();
     let c = plain.create("busy", "x").await;
+    let created = crate::clock::Clock::now(plain.clock.as_ref());
     let Wake::Later(when) = plain
         .svc
         .branch_wake(&plain.alice.tenant, &c.branch_id)
+        .await
+        .unwrap()
+    else {
+        panic!("not due");
+    };
+    assert_eq!(when, created + chrono::Duration::seconds(120));
+    assert!(when < c.deadline, "{when} {}", c.deadline);
+
+    // Off (`CTX_SESSION_IDLE_SECS=0`): the deadline only.
+    let off = harness_with(
+        BranchConfig {
+            session_idle: None,
+            ..BranchConfig::default()
+        },
+        Arc::new(RuleScrubber::new().unwrap()),
+    );
+    let c = off.create("busy", "x").await;
+    let Wake::Later(when) = off
+        .svc
+        .branch_wake(&off.alice.tenant, &c.branch_id)
         .await
         .unwrap()
     else {
