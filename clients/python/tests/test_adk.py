@@ -508,6 +508,32 @@ async def test_shared_state_writers_lose_nothing(aclient: AsyncClient, unique: s
         assert got is not None and len(got.events) == 4 and got.state["app:n"] == 3
 
 
+async def test_close_ends_the_branches_of_the_sessions_it_wrote(
+    aclient: AsyncClient, unique: str
+) -> None:
+    service = CtxSessionService(aclient, namespace=f"adk-test/{unique}")
+    a = await service.create_session(app_name=APP, user_id="ada", session_id="a/1")
+    b = await service.create_session(app_name=APP, user_id="bob", session_id="b")
+    await service.append_event(a, Event(author="user", invocation_id="i1"))
+    sid_a = service.ctx_session_id(APP, "ada", "a/1")
+    sid_b = service.ctx_session_id(APP, "bob", "b")
+    assert sid_a and sid_b and sid_a != sid_b
+    branches = [
+        (await aclient.branch_create(sid, "look it up"))["branch_id"] for sid in (sid_a, sid_b)
+    ]
+    elsewhere = (await aclient.branch_create(f"{unique}-elsewhere", "x"))["branch_id"]
+    await service.close()
+    for branch in branches:
+        ended = await aclient.branch_status(branch)
+        assert (ended["status"], ended.get("reason")) == ("completed", "session ended")
+    assert (await aclient.branch_status(elsewhere))["status"] == "active"
+    await aclient.session_end(f"{unique}-elsewhere")
+    # The sessions stay and the service goes on.
+    got = await service.get_session(app_name=APP, user_id="ada", session_id="a/1")
+    assert got is not None and len(got.events) == 1
+    assert b.id == "b"
+
+
 async def test_padded_ids_are_trimmed(aclient: AsyncClient, unique: str) -> None:
     service = CtxSessionService(aclient, namespace=f"adk-test/{unique}")
     made = await service.create_session(app_name=APP, user_id="ada", session_id=" s\n")

@@ -554,6 +554,25 @@ async def test_items_the_server_refuses_are_kept_wrapped(
     assert await s.get_items() == odd[:2]
 
 
+async def test_close_ends_the_branches_of_its_session(
+    aclient: AsyncClient, ctx_session: CtxSession
+) -> None:
+    s = ctx_session
+    await s.add_items([{"role": "user", "content": "find the bug"}])
+    branch = await aclient.branch_create(s.ctx_session_id, "read the lexer")
+    other = await aclient.branch_create(s.ctx_session_id + "-other", "elsewhere")
+    assert (await aclient.branch_status(branch["branch_id"]))["status"] == "active"
+    await s.close()
+    ended = await aclient.branch_status(branch["branch_id"])
+    assert (ended["status"], ended.get("reason")) == ("completed", "session ended")
+    assert (await aclient.branch_status(other["branch_id"]))["status"] == "active"
+    # Its items stay, and it goes on; a second close has nothing to end.
+    await s.add_items([{"role": "user", "content": "again"}])
+    assert contents(await s.get_items()) == ["find the bug", "again"]
+    await s.close()
+    await aclient.session_end(s.ctx_session_id + "-other")
+
+
 async def test_the_readme_lines(
     server_url: str, token: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, unique: str
 ) -> None:

@@ -36,6 +36,8 @@ The mapping (docs/adr/0009-adk-sessions.md):
 - ``get_session`` reads the session's chain, its app state and its user
   state: three ``POST /v1/read`` sent at once (one round trip; the server
   has no read of several refs in one request).
+- ``close`` (as ADK's database services have) ends the ctx sessions of the
+  sessions it wrote to: the branches opened under them are force-returned.
 - ``delete_session`` removes the session's ref; its commits stay reachable
   by id until the lifecycle operations erase them (``ctx erase`` with the
   session id the commits carry).
@@ -195,6 +197,9 @@ class CtxSessionService(BaseSessionService):
         # the second on the tip the first left (DatabaseSessionService
         # serializes a process's appends the same way).
         self._locks: dict[str, tuple[asyncio.Lock, int]] = {}
+        # The ctx session ids of the sessions this service wrote to since
+        # it was made or last closed: what close ends.
+        self._written: set[str] = set()
 
     # --- names --------------------------------------------------------------
 
@@ -224,6 +229,11 @@ class CtxSessionService(BaseSessionService):
     def user_state_ref(self, app_name: str, user_id: str) -> str:
         """The ref that holds a user's state in an app."""
         return self._checked(self._app_prefix(app_name) + "u/" + encode_segment(user_id))
+
+    def ctx_session_id(self, app_name: str, user_id: str, session_id: str) -> str | None:
+        """The ctx session of an ADK session: the id its commits carry and
+        its branches' session (``None`` when the name is too long for one)."""
+        return self._commit_session_id(self.session_ref(app_name, user_id, session_id))
 
     def _commit_session_id(self, ref: str) -> str | None:
         """The session id the commits of a session's chain carry (for
@@ -333,6 +343,8 @@ class CtxSessionService(BaseSessionService):
                 continue
             for i, (ref, _) in enumerate(shared, start=1):
                 self._tips[ref] = done["commits"][i]["id"]
+            if (sid := self._commit_session_id(session_ref)) is not None:
+                self._written.add(sid)
             return done["commits"][0], attempt == 0
         raise ConflictError(
             f"the state refs of app {app_name!r} kept moving: gave up after "
@@ -449,6 +461,22 @@ class CtxSessionService(BaseSessionService):
             await self.client.delete_ref(self.session_ref(app_name, user_id, sid))
         except NotFoundError:
             pass
+
+    async def close(self) -> None:
+        """Ends, on ctx's side, the sessions this service created or
+        appended to (ADK's own database services close theirs here): the
+        branches opened under each one's :meth:`ctx_session_id` are
+        force-returned, reason ``session ended``, at most
+        ``read_concurrency`` requests at once. The sessions' events stay,
+        the service can be used again, and the client stays open (it is
+        the caller's). Without a close, the server's idle sweep
+        (``CTX_SESSION_IDLE_SECS``) ends them."""
+        written, self._written = sorted(self._written), set()
+        try:
+            await self._each(self.client.session_end, written)
+        except BaseException:
+            self._written.update(written)
+            raise
 
     async def get_user_state(self, *, app_name: str, user_id: str) -> dict[str, Any]:
         """The user's state in the app, keys without the ``user:`` prefix."""

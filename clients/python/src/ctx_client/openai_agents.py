@@ -26,6 +26,8 @@ The mapping:
   minus the last on the tip.
 - ``clear_session`` commits an empty snapshot on the tip: the session is
   empty, and everything before stays reachable with ``stop: root``.
+- ``close`` (as the SDK's ``SQLiteSession`` has) ends the ctx session of the
+  same id: the branches opened under it are force-returned.
 """
 
 from __future__ import annotations
@@ -94,6 +96,7 @@ class CtxSession:
     """
 
     session_id: str
+    ctx_session_id: str
     session_settings: SessionSettings | None
 
     def __init__(
@@ -115,6 +118,8 @@ class CtxSession:
             else SessionSettings()
         )
         self.ref = f"{namespace.strip('/')}/{encode_segment(session_id)}"
+        # The session id its commits carry, and its branches' session.
+        self.ctx_session_id = encode_segment(session_id)
         if len(self.ref) > MAX_REF:
             raise ValueError(
                 f"the ref name for this session is {len(self.ref)} bytes, over ctx's {MAX_REF}"
@@ -167,7 +172,7 @@ class CtxSession:
                     parent=parent,
                     commit_type=kind,
                     checkpoint="explicit" if kind == "snapshot" else "turn_boundary",
-                    session_id=encode_segment(self.session_id),
+                    session_id=self.ctx_session_id,
                     created_at=self._clock.now(),
                     ref=self.ref,
                     expected=expected,
@@ -274,6 +279,17 @@ class CtxSession:
             f"ref {self.ref} kept moving: gave up after {self.max_attempts} attempts",
             kind="conflict",
         )
+
+    async def close(self) -> None:
+        """Ends the session as the SDK's own sessions' ``close`` does, on
+        ctx's side: the branches opened under its session id
+        (:attr:`ctx_session_id`, the id its commits carry) are
+        force-returned, reason ``session ended`` (``POST
+        /v1/sessions/{id}/end``). Its items stay, the session can be used
+        again, and the client stays open (it is the caller's). Without a
+        close, the server's idle sweep (``CTX_SESSION_IDLE_SECS``) ends
+        them."""
+        await self.client.session_end(self.ctx_session_id)
 
     async def clear_session(self) -> None:
         """Empties the session with an empty snapshot commit on the tip; the
