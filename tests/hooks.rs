@@ -454,6 +454,78 @@ async fn a_poison_line_never_stops_a_session_and_session_end_keeps_the_last_line
     assert_eq!(tip(&server, &name).await.unwrap(), t3);
 }
 
+/// A runtime that dies mid-turn (no `Stop`, no `SessionEnd`) leaves lines
+/// its hooks never stored. While its transcript is fresh (a live session
+/// mid-turn) other sessions' hooks leave it to its own; once it has been
+/// quiet for a minute, the next hook of any session stores its tail, byte
+/// for byte, and the session's own hook, should it come back, has nothing
+/// left to add.
+#[tokio::test]
+async fn the_next_hook_of_any_session_stores_the_tail_a_dead_runtime_left() {
+    let dir = tempfile::tempdir().unwrap();
+    let (server, hook, pdir) = hooked(dir.path());
+    let full = fixture();
+    let lines: Vec<&[u8]> = full.split_inclusive(|&b| b == b'\n').collect();
+    let dead = pdir.join(format!("{SESSION}.jsonl"));
+    let name = format!("claude/-tmp-proj/{SESSION}");
+    std::fs::write(&dead, lines[..3].concat()).unwrap();
+    let (code, err) = run_hook(&hook, SESSION, &dead, "Stop");
+    assert_eq!(code, 0, "{err}");
+    let stored = tip(&server, &name).await.expect("the first turn is stored");
+    // The runtime writes the next turn's lines, then dies.
+    std::fs::write(&dead, &full).unwrap();
+
+    let other = "11111111-2222-4333-8444-555555555555";
+    let other_transcript = pdir.join(format!("{other}.jsonl"));
+    std::fs::write(&other_transcript, lines[..2].concat()).unwrap();
+    let (code, err) = run_hook(&hook, other, &other_transcript, "Stop");
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        tip(&server, &name).await.unwrap(),
+        stored,
+        "a transcript written just now is its own hooks' to store"
+    );
+
+    // Two minutes before it was last written: quiet ever since.
+    let written = std::fs::metadata(&dead).unwrap().modified().unwrap();
+    std::fs::File::options()
+        .write(true)
+        .open(&dead)
+        .unwrap()
+        .set_modified(written - std::time::Duration::from_secs(120))
+        .unwrap();
+    std::fs::write(&other_transcript, lines[..4].concat()).unwrap();
+    let (code, err) = run_hook(&hook, other, &other_transcript, "Stop");
+    assert_eq!(code, 0, "{err}");
+    assert!(!err.contains("warning"), "{err}");
+    let recovered = tip(&server, &name).await.unwrap();
+    assert_ne!(
+        recovered, stored,
+        "the other session's hook stored the tail"
+    );
+    let c = server.client();
+    assert!(
+        c.materialize(&recovered, "root").await == full,
+        "the dead session's transcript, byte for byte"
+    );
+    let commit = c.ok("GET", &format!("/v1/commits/{recovered}"), None).await;
+    assert_eq!(commit["checkpoint"], "explicit", "{commit}");
+    assert!(
+        c.materialize(
+            &tip(&server, &format!("claude/-tmp-proj/{other}"))
+                .await
+                .unwrap(),
+            "root"
+        )
+        .await
+            == lines[..4].concat(),
+        "and its own lines"
+    );
+    let (code, err) = run_hook(&hook, SESSION, &dead, "SessionEnd");
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(tip(&server, &name).await.unwrap(), recovered);
+}
+
 /// Hooks of one session running at once (Claude Code can fire Stop,
 /// PreCompact and SessionEnd together) record the transcript once, byte for
 /// byte: entries without a `uuid` (summaries, file-history snapshots)

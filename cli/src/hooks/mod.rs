@@ -13,6 +13,10 @@
 //!   writer's entries) drops the lines whose `uuid` the chain holds. It
 //!   never fails Claude Code: any error is a warning on stderr, exit 0, and
 //!   the lines stay pending for the next hook of any session to retry.
+//!   The next hook of any session also stores the tail of a session whose
+//!   runtime died mid-turn (its transcript grew past what its hooks stored
+//!   and has been quiet for [`ABANDONED_AFTER`]), so a crash loses no
+//!   line that reached the file.
 //! - **doctor** checks what an installed hook needs (its settings, the
 //!   data directory's token, a live server that accepts it) and shows the
 //!   warnings of the newest hook run, which the hook records under
@@ -58,8 +62,15 @@ pub const TOOL_EVENT: &str = "PostToolUse";
 /// Claude Code up.
 const HOOK_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// At most this many other sessions' pending lines are retried per hook.
+/// At most this many other sessions' pending lines (or abandoned tails)
+/// are stored per hook.
 const RETRY_OTHERS: usize = 8;
+
+/// A transcript that grew past what its hooks stored and has not been
+/// written for this long is a runtime that died mid-turn (a live one's
+/// `Stop` or `SessionEnd` hook would have stored it): the next hook of any
+/// session stores its tail.
+const ABANDONED_AFTER: Duration = Duration::from_secs(60);
 
 /// The longest a ref name may be (as [`RefName`] checks).
 const MAX_REF: usize = 200;

@@ -18,7 +18,10 @@ use crate::commands::wire_value;
 use crate::import::segment_request;
 
 use super::install::write_atomically;
-use super::{HOOK_TIMEOUT, HookArgs, HookCommand, RETRY_OTHERS, Writes, project_key, session_ref};
+use super::{
+    ABANDONED_AFTER, HOOK_TIMEOUT, HookArgs, HookCommand, RETRY_OTHERS, Writes, project_key,
+    session_ref,
+};
 
 /// The JSON a Claude Code hook receives on stdin (the fields ctx uses).
 #[derive(Debug, Deserialize)]
@@ -331,8 +334,9 @@ async fn end_session(w: &Writer, session: &str) -> Option<String> {
     }
 }
 
-/// Retries other sessions whose lines are pending, quietly but for a
-/// warning per failure.
+/// Retries other sessions whose lines are pending, and stores the tails
+/// other sessions' runtimes left when they died ([`abandoned`]), quietly
+/// but for a warning per failure.
 async fn retry_pending(w: &Writer, dir: &Path, current: Option<&Path>, warnings: &mut Vec<String>) {
     let Ok(projects) = std::fs::read_dir(dir) else {
         return;
@@ -353,9 +357,16 @@ async fn retry_pending(w: &Writer, dir: &Path, current: Option<&Path>, warnings:
             // Lines the server refused would be refused again: they are
             // left to their own session's hooks, not retried (and warned
             // of) by every other session's.
-            let Some(mut state) = read_state(&path).filter(|s| s.pending && !s.refused) else {
+            let Some(mut state) = read_state(&path) else {
                 continue;
             };
+            if !state.pending && abandoned(&state) {
+                // Stored as a flush stores it: an explicit checkpoint (the
+                // runtime may yet come back; its next hook goes on from here).
+                state.event = FLUSH_EVENT.to_owned();
+            } else if !state.pending || state.refused {
+                continue;
+            }
             tried += 1;
             match sync(w, &mut state).await {
                 Ok(_) => {}
@@ -372,6 +383,21 @@ async fn retry_pending(w: &Writer, dir: &Path, current: Option<&Path>, warnings:
             }
         }
     }
+}
+
+/// Whether `state`'s transcript holds lines its hooks never stored and has
+/// been quiet for [`ABANDONED_AFTER`]: its runtime died mid-turn.
+fn abandoned(state: &HookState) -> bool {
+    let Ok(meta) = std::fs::metadata(&state.transcript_path) else {
+        return false;
+    };
+    use ctx_core::Clock as _;
+    let quiet = |at: std::time::SystemTime| {
+        (ctx_core::SystemClock.now() - chrono::DateTime::<chrono::Utc>::from(at))
+            .to_std()
+            .is_ok_and(|d| d >= ABANDONED_AFTER)
+    };
+    meta.len() > state.offset && meta.modified().is_ok_and(quiet)
 }
 
 /// The event a flush records: its commits are `explicit` checkpoints.
