@@ -23,10 +23,12 @@ const MAX_SYSTEM_PROMPT: usize = 1024 * 1024;
 
 impl Service {
     /// Rebuilds a working context from the agent's memory: the system
-    /// prompt; episodic memory (the nearest compaction summary, then the
-    /// newest commit summaries, oldest first); semantic memory (the newest
-    /// branch_return results on the latest chain); the raw tail (the last
-    /// turns of the latest chain since its nearest compaction).
+    /// prompt; one user message carrying episodic memory (the nearest
+    /// compaction summary, then the newest commit summaries, oldest first)
+    /// and semantic memory (the newest branch_return results on the latest
+    /// chain), each kind under its marker ([`memory_message`]); the raw
+    /// tail (the last turns of the latest chain since its nearest
+    /// compaction), as its messages.
     pub(super) async fn rebuild(
         &self,
         tenant: &TenantId,
@@ -95,12 +97,6 @@ impl Service {
                     c.summary.as_deref().unwrap_or_default()
                 ));
             }
-            if !episodic.is_empty() {
-                messages.push(text_message(
-                    "system",
-                    format!("Episodic memory:\n- {}", episodic.join("\n- ")),
-                ));
-            }
             // The artifacts of each list are fetched concurrently.
             let returns: Vec<&Commit> = path
                 .iter()
@@ -115,14 +111,8 @@ impl Service {
                 .zip(self.fetch_parts(tenant, returns.iter().copied()).await?)
                 .map(|(c, bytes)| self.text_of_delta(&c.format, &bytes))
                 .collect();
-            if !semantic.is_empty() {
-                messages.push(text_message(
-                    "system",
-                    format!(
-                        "Semantic memory (what subtasks concluded):\n- {}",
-                        semantic.join("\n- ")
-                    ),
-                ));
+            if let Some(memory) = memory_message(&episodic, &semantic) {
+                messages.push(text_message("user", memory));
             }
             let tail: Vec<&Commit> = tail.into_iter().rev().collect();
             for (c, bytes) in tail
@@ -140,6 +130,34 @@ impl Service {
             messages,
         })
     }
+}
+
+/// The one user message that carries a rebuild's memory, as seed 003's
+/// bootstrap writes it: a marked section per kind of memory,
+/// `[MEMORY:EPISODIC]` (numbered, oldest first) then `[MEMORY:SEMANTIC]`
+/// (what subtasks concluded); `None` when there is none. A user message,
+/// not a second system one: the Anthropic Messages API takes one system
+/// prompt, outside the messages.
+fn memory_message(episodic: &[String], semantic: &[String]) -> Option<String> {
+    let mut parts = Vec::new();
+    if !episodic.is_empty() {
+        let items = episodic.iter().enumerate();
+        parts.push(
+            std::iter::once("[MEMORY:EPISODIC]".to_owned())
+                .chain(items.map(|(i, e)| format!("{}) {e}", i + 1)))
+                .collect::<Vec<_>>()
+                .join("\n"),
+        );
+    }
+    if !semantic.is_empty() {
+        parts.push(
+            std::iter::once("[MEMORY:SEMANTIC]".to_owned())
+                .chain(semantic.iter().map(|s| format!("- {s}")))
+                .collect::<Vec<_>>()
+                .join("\n"),
+        );
+    }
+    (!parts.is_empty()).then(|| parts.join("\n\n"))
 }
 
 pub(super) struct RebuildOptions {

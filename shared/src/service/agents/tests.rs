@@ -914,21 +914,36 @@ async fn a_rebuild_orders_system_episodic_semantic_then_the_raw_tail() {
     assert_eq!(r.source, RestoreSource::Rebuilt);
     let m = &r.snapshot.messages;
     let texts: Vec<&str> = m.iter().filter_map(|m| m.content.as_deref()).collect();
-    assert_eq!(texts.len(), 5, "{texts:?}");
+    // Seed 003's shape: [system prompt, one user message carrying the
+    // memory, the raw tail]; one system message only (the Anthropic
+    // Messages API takes no second one).
+    assert_eq!(texts.len(), 4, "{texts:?}");
     assert_eq!(texts[0], "You are the agent.");
-    assert_eq!(m[0].role, "system");
-    assert!(texts[1].starts_with("Episodic memory:"), "{}", texts[1]);
-    let compaction_at = texts[1].find("we fixed the parser").unwrap();
-    let first_at = texts[1].find("set up the repo").unwrap();
-    let second_at = texts[1].find(": fixed the parser").unwrap();
+    let roles: Vec<&str> = m.iter().map(|m| m.role.as_str()).collect();
+    assert_eq!(roles, ["system", "user", "user", "user"], "{texts:?}");
+    let memory = texts[1];
+    let (episodic, semantic) = memory
+        .strip_prefix("[MEMORY:EPISODIC]\n")
+        .and_then(|m| m.split_once("\n\n[MEMORY:SEMANTIC]\n"))
+        .unwrap_or_else(|| panic!("{memory}"));
+    let lines: Vec<&str> = episodic.lines().collect();
+    assert_eq!(lines.len(), 3, "{episodic}");
     assert!(
-        compaction_at < first_at && first_at < second_at,
-        "{}",
-        texts[1]
+        lines[0].starts_with("1) Compaction summary (")
+            && lines[0].ends_with("we fixed the parser"),
+        "{episodic}"
     );
-    assert!(texts[2].starts_with("Semantic memory") && texts[2].contains("subtask: tests pass"));
+    assert!(
+        lines[1].starts_with("2) ") && lines[1].ends_with(": set up the repo"),
+        "{episodic}"
+    );
+    assert!(
+        lines[2].starts_with("3) ") && lines[2].ends_with(": fixed the parser"),
+        "{episodic}"
+    );
+    assert_eq!(semantic, "- subtask: tests pass");
     assert_eq!(
-        &texts[3..],
+        &texts[2..],
         ["third", "fourth"],
         "the raw tail since the compaction, in order"
     );
