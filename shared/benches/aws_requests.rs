@@ -2,7 +2,9 @@
 //! per operation (checkpoint, resolve, show, history(50), materialize cold
 //! and warm) at chain depth 1 / 100 / 1,000, and 1,000 with 3 forks on the
 //! path; and erasing a session of that many commits; with the small deltas
-//! inline with their commits (the default) and in S3. Counts come from an SDK interceptor; they do not depend on speed.
+//! inline with their commits (the default) and in S3; a branch create and
+//! return (SC-002) with that many commits in the branch and memories to
+//! search. Counts come from an SDK interceptor; they do not depend on speed.
 //!
 //! Then the time of one session erase at depth 1,000 (quick: 100) on the
 //! emulator, with the erase working on one commit at a time (as before)
@@ -13,7 +15,9 @@
 //! (`-- --quick` for depths 1 and 100 only).
 
 use ctx_core::config::Config;
-use ctx_core::store::aws::report::{erase_request_counts, erase_times, request_counts};
+use ctx_core::store::aws::report::{
+    branch_request_counts, erase_request_counts, erase_times, request_counts,
+};
 
 #[tokio::main]
 async fn main() {
@@ -44,6 +48,13 @@ async fn main() {
                 .expect("report"),
         );
     }
+    // SC-002 as counts: a branch create and return (the depth is the
+    // branch's commits and the memories there are to search).
+    rows.extend(
+        branch_request_counts(&config, if quick { &[1, 100] } else { &[1, 100, 1000] })
+            .await
+            .expect("report"),
+    );
     println!("| operation | deltas | depth | forks | S3 requests | DynamoDB requests | total |");
     println!("|---|---|---:|---:|---|---|---:|");
     for r in rows {

@@ -18,41 +18,17 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ctx_core::auth::Caller;
-use ctx_core::branch::NewBranch;
-use ctx_core::branch::memories::{MemoryConfig, MemoryQuery};
+use ctx_core::branch::memories::MemoryConfig;
+use ctx_core::branch::scenarios::{Extraction, append, extraction, file, new_branch, task};
 use ctx_core::branch::{BranchConfig, BranchStore, Branching, NoTimer, RateLimits, RuleScrubber};
 use ctx_core::store::Stores;
 use ctx_core::store::local::SqliteBranchStore;
 use ctx_core::store::local::{LocalBlobStore, SqliteMetaStore};
 use ctx_core::store::memory::MemoryBranchStore;
 use ctx_core::store::memory::{MemoryBlobStore, MemoryMetaStore};
-use ctx_core::wire::CheckpointRequest;
 use ctx_core::{OsRandom, Service, SystemClock};
-use serde_json::json;
 
 const SUMMARY: &str = "parser.rs:42 indexes one past the end of `tokens` when the input ends in a comment; lexer.rs and ast.rs are fine; fix: bound the loop by len - 1.";
-
-fn file(i: usize) -> String {
-    // ~1,400 bytes = ~350 tokens per file read, like a 40-line source file.
-    let mut s = format!("tool: read src/module_{i}.rs\n");
-    for line in 0..40 {
-        s.push_str(&format!(
-            "{line:>4} | let value_{line} = compute(input, {i}, {line}); // ...\n"
-        ));
-    }
-    s.truncate(1400);
-    s.push('\n');
-    s
-}
-
-fn checkpoint(name: &str, text: &str, tip: Option<ctx_core::CommitId>) -> CheckpointRequest {
-    serde_json::from_value(json!({
-        "parent": tip, "commit_type": "delta", "format": "raw", "delta": text,
-        "template": "bench", "principal": "agent", "checkpoint": "tool_call",
-        "ref": {"name": name, "expected": tip}
-    }))
-    .expect("a valid checkpoint request")
-}
 
 fn service(stores: Stores, branches: Arc<dyn BranchStore>) -> Service {
     service_with(stores, branches, MemoryConfig::default())
@@ -74,34 +50,6 @@ fn service_with(stores: Stores, branches: Arc<dyn BranchStore>, memory: MemoryCo
             ..BranchConfig::default()
         },
     })
-}
-
-async fn append(svc: &Service, caller: &Caller, name: &str, text: &str) -> u64 {
-    let tip = svc
-        .stores()
-        .meta
-        .get_ref(&caller.tenant, &name.parse().expect("ref"))
-        .await
-        .expect("ref read")
-        .map(|r| r.target);
-    ctx_core::api::submit_checkpoint(svc, &caller.tenant, checkpoint(name, text, tip))
-        .await
-        .expect("checkpoint")
-        .commit
-        .token_count
-}
-
-/// A first-level branch of `session` with the default budget and timeout.
-fn new_branch(session: &str, description: String, prompt: Option<&str>, inject: bool) -> NewBranch {
-    NewBranch {
-        session_id: session.parse().expect("a session id"),
-        description,
-        prompt: prompt.map(str::to_owned),
-        budget: None,
-        timeout_seconds: None,
-        parent_branch: None,
-        inject_memories: inject,
-    }
 }
 
 /// Returns (inline tokens added to main, folded tokens added to main, branch tokens).
@@ -160,31 +108,6 @@ fn pct(v: &mut [Duration], p: f64) -> f64 {
     v[i].as_secs_f64() * 1000.0
 }
 
-/// The task of branch `i`: one of [`TASKS`] on one of [`THINGS`].
-fn task(i: usize) -> String {
-    format!(
-        "{} the {} {}",
-        TASKS[i % TASKS.len()],
-        THINGS[(i / TASKS.len()) % THINGS.len()],
-        AREAS[i % AREAS.len()]
-    )
-}
-
-const TASKS: &[&str] = &["fix", "profile", "document", "refactor", "test"];
-const THINGS: &[&str] = &[
-    "upload",
-    "parser",
-    "scheduler",
-    "billing",
-    "search",
-    "cache",
-    "login",
-    "export",
-    "webhook",
-    "importer",
-];
-const AREAS: &[&str] = &["endpoint", "module", "worker"];
-
 async fn latency(
     svc: &Service,
     caller: &Caller,
@@ -217,85 +140,6 @@ async fn latency(
         pct(&mut ret, 0.95),
         injected,
     )
-}
-
-/// SC-003: `n` completed branches, one in ten returned with nothing and no
-/// work (nothing to learn), the rest with a result and some with work;
-/// then, per task, a later search in other words. Answers (memories
-/// extracted, of them injectable at the default confidence, searches whose
-/// task's memory is in the top 3, searches).
-async fn extraction(svc: &Service, caller: &Caller, n: usize) -> (usize, usize, usize, usize) {
-    let tenant = &caller.tenant;
-    let mut ids = Vec::new();
-    for i in 0..n {
-        let b = svc
-            .branch_create(
-                caller,
-                new_branch(&format!("sc3-{}", i % 7), task(i), None, false),
-            )
-            .await
-            .expect("create");
-        let message = if i % 10 == 9 {
-            String::new()
-        } else {
-            if i % 3 == 0 {
-                append(svc, caller, &b.chain_ref, &file(i)).await;
-            }
-            format!(
-                "{}: done by splitting the work into batches of {}",
-                task(i),
-                10 + i
-            )
-        };
-        svc.branch_return(caller, &b.branch_id, &message)
-            .await
-            .expect("return");
-        ids.push(ctx_core::branch::memories::MemoryId::of_branch(
-            tenant,
-            &b.branch_id,
-        ));
-    }
-    let all = svc
-        .branching()
-        .expect("branching")
-        .store
-        .recent_memories(tenant, usize::MAX)
-        .await
-        .expect("memories");
-    let extracted = all.iter().filter(|m| ids.contains(&m.id)).count();
-    let injectable = all
-        .iter()
-        .filter(|m| ids.contains(&m.id) && m.confidence >= 0.7)
-        .count();
-    // A later search for each distinct task, in other words and order.
-    let distinct = n.min(TASKS.len() * THINGS.len() * AREAS.len());
-    let mut hits = 0;
-    let mut searches = 0;
-    for i in (0..distinct).filter(|i| i % 10 != 9) {
-        let words = format!(
-            "{} {} again, {}",
-            AREAS[i % AREAS.len()],
-            THINGS[(i / TASKS.len()) % THINGS.len()],
-            TASKS[i % TASKS.len()]
-        );
-        let found = svc
-            .memory_search(
-                caller,
-                MemoryQuery {
-                    text: words,
-                    limit: 3,
-                    min_confidence: 0.0,
-                    kind: None,
-                },
-            )
-            .await
-            .expect("search");
-        searches += 1;
-        if found.iter().any(|f| f.memory.title == task(i)) {
-            hits += 1;
-        }
-    }
-    (extracted, injectable, hits, searches)
 }
 
 #[tokio::main]
@@ -391,7 +235,13 @@ async fn main() {
             tenant: format!("sc3-{}", name.len()).parse().expect("tenant"),
             principal: Some("tok-bench".into()),
         };
-        let (extracted, injectable, hits, searches) = extraction(svc, &caller, n).await;
+        let Extraction {
+            extracted,
+            injectable,
+            hits,
+            searches,
+            ..
+        } = extraction(svc, &caller, n).await;
         println!(
             "| {name} | {n} | {extracted} | {:.0} % | {injectable} | {hits} of {searches} |",
             100.0 * extracted as f64 / n as f64

@@ -45,6 +45,8 @@ use crate::error::{Error, Result};
 use crate::id::{BranchId, CommitId, RefName, SessionId, TenantId};
 
 pub mod memories;
+#[cfg(any(test, feature = "conformance"))]
+pub mod scenarios;
 pub mod scrub;
 pub mod timer;
 

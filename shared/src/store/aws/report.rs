@@ -232,6 +232,99 @@ pub async fn request_counts(
     Ok(rows)
 }
 
+/// SC-002's costs as counts: the requests of a branch create, of the
+/// branch's `depth` checkpoints, and of its return (the summary appended
+/// to the parent's chain, the memory extracted), on a service with
+/// branching over the same table; one row each per depth: `branch
+/// create`, `branch create (inject_memories)` (with that depth's memories
+/// of earlier branches to search), `branch return`. The branch timer is
+/// not counted here (on AWS a create adds one Step Functions
+/// `StartExecution` and a return one `StopExecution`).
+///
+/// # Errors
+/// As [`request_counts`].
+pub async fn branch_request_counts(config: &AwsConfig, depths: &[u64]) -> Result<Vec<Row>> {
+    use crate::auth::Caller;
+    use crate::branch::scenarios::{append, new_branch, task};
+    use crate::branch::{BranchConfig, Branching, NoTimer, RateLimits, RuleScrubber};
+    let (counter, _clock, service, ids) = counted(config, true).await?;
+    let branches = {
+        let (_, meta) = connect(
+            config,
+            AwsHooks {
+                interceptor: Some(SharedInterceptor::new(counter.clone())),
+                ..AwsHooks::default()
+            },
+        )
+        .await?;
+        meta.branch_store()
+    };
+    let service = service.with_branching(Branching {
+        store: Arc::new(branches),
+        timer: Arc::new(NoTimer),
+        scrubber: Arc::new(RuleScrubber::new()?),
+        ids: ids.clone(),
+        config: BranchConfig {
+            limits: RateLimits {
+                active_per_session: 1000,
+                active_per_tenant: 100_000,
+                creations_per_minute: 1_000_000,
+            },
+            ..BranchConfig::default()
+        },
+    });
+    let mut rows = Vec::new();
+    for &depth in depths {
+        let caller = Caller {
+            tenant: fresh_tenant(&*ids)?,
+            principal: Some("tok-report".into()),
+        };
+        let mut row = |op: &str, counts| {
+            rows.push(Row {
+                op: op.to_owned(),
+                depth,
+                forks: 0,
+                inline: true,
+                counts,
+            })
+        };
+        // `depth` earlier branches, each with a memory to find.
+        for i in 0..depth as usize {
+            let b = service
+                .branch_create(&caller, new_branch("report", task(i), None, false))
+                .await?;
+            service
+                .branch_return(&caller, &b.branch_id, &format!("{}: done", task(i)))
+                .await?;
+        }
+        counter.reset();
+        let b = service
+            .branch_create(&caller, new_branch("report", task(0), Some("go"), false))
+            .await?;
+        row("branch create", counter.snapshot());
+        for i in 0..depth as usize {
+            append(
+                &service,
+                &caller,
+                &b.chain_ref,
+                &format!("tool: step {i}\n"),
+            )
+            .await;
+        }
+        counter.reset();
+        service
+            .branch_return(&caller, &b.branch_id, "done: the parser bound fixed")
+            .await?;
+        row("branch return", counter.snapshot());
+        counter.reset();
+        service
+            .branch_create(&caller, new_branch("report", task(1), None, true))
+            .await?;
+        row("branch create (inject_memories)", counter.snapshot());
+    }
+    Ok(rows)
+}
+
 /// The requests of erasing one session of `depth + 1` commits whose tip was
 /// materialized (one cache entry, one cached artifact), with no other
 /// session sharing its bytes: one row `erase session` per depth; the

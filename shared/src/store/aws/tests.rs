@@ -1241,3 +1241,71 @@ async fn a_checkpoint_writes_no_listing_entry_once_its_ref_and_session_exist() {
         .unwrap();
     assert_eq!(idle, vec!["s-hot".parse().unwrap()]);
 }
+
+/// SC-002 (branch create and return add < 100 ms) as counts on the aws
+/// backends: each costs a fixed handful of DynamoDB requests and no S3
+/// one beyond its own artifacts, however long the branch or however many
+/// memories there are to search; the timings are the bench's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn branch_create_and_return_cost_a_fixed_number_of_requests() {
+    let Some(config) = emulator() else { return };
+    let rows = report::branch_request_counts(&config, &[1, 20])
+        .await
+        .unwrap();
+    assert_eq!(rows.len(), 6, "{rows:?}");
+    for r in &rows {
+        let ctx = format!(
+            "{} with {} commits or memories: {:?}",
+            r.op, r.depth, r.counts
+        );
+        assert_eq!(
+            r.total("s3"),
+            0,
+            "small roots and summaries go inline: {ctx}"
+        );
+        let want = match r.op.as_str() {
+            // The parent's record, the branch's record, its root commit
+            // and its chain's ref (two transactions).
+            "branch create" => {
+                [("GetItem", 1), ("PutItem", 1), ("TransactWriteItems", 2)].as_slice()
+            }
+            // The same and one memory search.
+            "branch create (inject_memories)" => &[
+                ("GetItem", 1),
+                ("PutItem", 1),
+                ("Query", 1),
+                ("TransactWriteItems", 2),
+            ],
+            // The branch, its chain's tip and the parent's, the summary's
+            // commit, the status, and the memory (one query for the
+            // branch's chain: none per commit).
+            "branch return" => &[
+                ("GetItem", 9),
+                ("PutItem", 1),
+                ("Query", 1),
+                ("TransactWriteItems", 2),
+                ("UpdateItem", 1),
+            ],
+            other => panic!("unexpected row {other}"),
+        };
+        let got: Vec<(&str, u64)> = r
+            .counts
+            .iter()
+            .map(|((_, op), n)| (op.as_str(), *n))
+            .collect();
+        assert_eq!(got, want, "{ctx}");
+    }
+    // Independent of the branch's length and of the memories to search.
+    for op in [
+        "branch create",
+        "branch create (inject_memories)",
+        "branch return",
+    ] {
+        let of = |d| {
+            rows.iter()
+                .find(|r| r.op == op && r.depth == d)
+                .map(|r| &r.counts)
+        };
+        assert_eq!(of(1), of(20), "{op}");
+    }
+}

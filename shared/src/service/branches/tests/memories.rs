@@ -301,6 +301,32 @@ async fn memories_from_another_session_or_principal_are_untrusted_and_injections
     assert!(!root.contains("push to main"), "{root}");
     assert!(root.contains("trust=\"untrusted"), "{root}");
 
+    // Alice's own memory from another of her sessions is untrusted too
+    // (it is not this session's); from the same session it is trusted.
+    h.failing(
+        "alice-old",
+        "rotate the signing key",
+        "tool: kms rotate\n",
+        "the old key was still cached by the gateway",
+    )
+    .await;
+    for (session, untrusted) in [("alice-new", true), ("alice-old", false)] {
+        let mut req = create(session, "rotate the signing key");
+        req.inject_memories = true;
+        let got = h.svc.branch_create(&h.alice, req).await.unwrap();
+        let mine: Vec<_> = got
+            .memories
+            .iter()
+            .filter(|m| m.provenance.session_id == "alice-old")
+            .collect();
+        assert_eq!(mine.len(), 1, "{session}: {:?}", got.memories);
+        assert_eq!(mine[0].untrusted, untrusted, "{session}: {:?}", mine[0]);
+        if untrusted {
+            let root = h.text_of(&got.chain_ref).await;
+            assert!(root.contains("trust=\"untrusted"), "{root}");
+        }
+    }
+
     // With the guard at `log`, it is injected, flagged.
     let config = BranchConfig {
         memory: MemoryConfig {
@@ -346,4 +372,58 @@ async fn a_search_names_its_bad_field() {
     q.limit = 5;
     q.min_confidence = 1.5;
     assert_eq!(bad(q).await.as_deref(), Some("min_confidence"));
+}
+
+/// SC-003 (> 50% of successful branch patterns extractable to memory),
+/// asserted as counts on both embedded memory searches (BM25 in process,
+/// SQLite FTS5): of 60 completed branches the nine in ten that returned
+/// something yield a memory each, injectable at the default confidence,
+/// and a later search in other words finds its task's memory in the top 3
+/// for more than half of the tasks. The timings are the bench's
+/// (`benches/folding.rs`, which runs the same scenario at 200).
+#[tokio::test]
+async fn sc_003_most_completed_branches_yield_a_memory_a_later_search_finds() {
+    use crate::branch::scenarios::{Extraction, extraction};
+    let unlimited = || BranchConfig {
+        limits: crate::branch::RateLimits {
+            active_per_session: 1000,
+            active_per_tenant: 100_000,
+            creations_per_minute: 1_000_000,
+        },
+        ..BranchConfig::default()
+    };
+    let check = |name: &str, e: Extraction| {
+        assert_eq!(e.completed, 60, "{name}");
+        assert_eq!(
+            e.extracted, 54,
+            "{name}: nine in ten had something to learn: {e:?}"
+        );
+        assert!(e.extracted * 2 > e.completed, "{name}: SC-003: {e:?}");
+        assert_eq!(e.injectable, e.extracted, "{name}: {e:?}");
+        assert_eq!(e.searches, 54, "{name}: {e:?}");
+        assert!(e.hits * 2 > e.searches, "{name}: {e:?}");
+    };
+    let h = harness_with(unlimited(), Arc::new(RuleScrubber::new().unwrap()));
+    check("memory", extraction(&h.svc, &h.alice, 60).await);
+
+    #[cfg(feature = "local")]
+    {
+        use crate::store::local::{LocalBlobStore, SqliteBranchStore, SqliteMetaStore};
+        let dir = tempfile::tempdir().unwrap();
+        let svc = Service::new(
+            Stores {
+                blobs: Arc::new(LocalBlobStore::open(dir.path()).unwrap()),
+                meta: Arc::new(SqliteMetaStore::open(dir.path()).unwrap()),
+            },
+            Arc::new(ManualClock::new(crate::store::conformance::t(0))),
+        )
+        .with_branching(Branching {
+            store: Arc::new(SqliteBranchStore::open(dir.path()).unwrap()),
+            timer: Arc::new(RecordingTimer::default()),
+            scrubber: Arc::new(RuleScrubber::new().unwrap()),
+            ids: Arc::new(SeededIds::new(5)),
+            config: unlimited(),
+        });
+        check("local", extraction(&svc, &h.alice, 60).await);
+    }
 }
