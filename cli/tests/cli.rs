@@ -12,6 +12,13 @@ fn ctx(args: &[&str]) -> std::process::Output {
         .expect("ctx runs")
 }
 
+/// `ctx ARGS --server URL --data DATA`.
+fn ctx_at(url: &str, data: &str, args: &[&str]) -> std::process::Output {
+    let mut all: Vec<&str> = args.to_vec();
+    all.extend(["--server", url, "--data", data]);
+    ctx(&all)
+}
+
 #[test]
 fn usage_errors_exit_2_and_help_exits_0() {
     assert_eq!(ctx(&["no-such-command"]).status.code(), Some(2));
@@ -582,11 +589,7 @@ fn ref_set_and_delete_follow_one_compare_and_swap_rule() {
     let data = dir.path().to_str().unwrap();
     let (mut child, url, _stdout) = serve(data);
     checkpoint(&url, data, "user: one\n");
-    let at = |args: &[&str]| {
-        let mut all: Vec<&str> = args.to_vec();
-        all.extend(["--server", &url, "--data", data]);
-        ctx(&all)
-    };
+    let at = |args: &[&str]| ctx_at(&url, data, args);
     let tip = String::from_utf8(at(&["ref", "get", "sessions/s"]).stdout).unwrap();
     let tip = tip.split_whitespace().next().unwrap().to_owned();
     checkpoint(&url, data, "user: two\n");
@@ -675,11 +678,7 @@ fn read_context_of_a_workspace_without_files_says_so() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().to_str().unwrap();
     let (mut child, url, _stdout) = serve(data);
-    let at = |args: &[&str]| {
-        let mut all: Vec<&str> = args.to_vec();
-        all.extend(["--server", &url, "--data", data]);
-        ctx(&all)
-    };
+    let at = |args: &[&str]| ctx_at(&url, data, args);
     let out = at(&["read-context", "no-such-ws"]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{err}");
@@ -722,11 +721,7 @@ fn materialize_of_a_ref_with_no_commit_is_the_empty_context() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().to_str().unwrap();
     let (mut child, url, _stdout) = serve(data);
-    let at = |args: &[&str]| {
-        let mut all: Vec<&str> = args.to_vec();
-        all.extend(["--server", &url, "--data", data]);
-        ctx(&all)
-    };
+    let at = |args: &[&str]| ctx_at(&url, data, args);
     let out = at(&[
         "materialize",
         "sessions/s",
