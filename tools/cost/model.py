@@ -21,6 +21,7 @@ metered in 512 KB increments.
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import sys
 import tomllib
@@ -29,6 +30,8 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
+TIMER_ASL = ROOT / "infra" / "statemachines" / "branch-timer.asl.json"
+IDLE_SETTING = "CTX_SESSION_IDLE_SECS"
 DOC = ROOT / "docs" / "cost.md"
 KB = 1024
 MB = 1024 * 1024
@@ -72,6 +75,7 @@ def load_workload(path: Path) -> dict:
     """workload.toml, with today's inline threshold from the Config table."""
     w = load(path)
     w["delta"]["current_inline_threshold"] = configured_default(INLINE_SETTING)
+    w["branch_timer"]["idle_secs"] = configured_default(IDLE_SETTING)
     return w
 
 
@@ -762,6 +766,50 @@ def table(
     )
     out += ["| " + " | ".join(r) + " |" for r in rows]
     return out
+
+
+def look_transitions(asl: dict) -> tuple[int, int]:
+    """State transitions of one look of the branch timer and of a branch
+    stopped before its first look: a look enters every state from the
+    start to the Choice, then one more (the re-arm or the end); a stopped
+    branch only the first."""
+    states, at, n = asl["States"], asl["StartAt"], 0
+    while states[at]["Type"] != "Choice":
+        n += 1
+        at = states[at]["Next"]
+    return n + 2, 1
+
+
+def timer_looks(timeout: int, idle: int) -> int:
+    """Looks a branch busy until its deadline takes: one at the deadline
+    without the idle sweep (0); with it, one every `idle` seconds, the last
+    at the deadline."""
+    return 1 if idle == 0 else math.ceil(timeout / idle)
+
+
+def timer_rows(p: dict, w: dict) -> list[tuple[str, int, int, float]]:
+    """(case, looks, transitions, dollars per million branches) of the
+    branch timer."""
+    bt = w["branch_timer"]
+    per_look, stopped = look_transitions(json.loads(TIMER_ASL.read_text()))
+    per_transition = p["step_functions"]["standard_per_thousand_transitions"] / 1000
+    expire = lam(bt["memory_mb"], bt["expire_ms"])
+    look_lambda = (
+        expire.lambda_requests * p["lambda"]["requests_per_million"] / MILLION
+        + expire.lambda_gb_s * p["lambda"]["arm64_per_gb_second"]
+    )
+    t, idle = bt["timeout_secs"], bt["idle_secs"]
+    rows = [("returned before its first look", 0, stopped)]
+    for name, i in (
+        (f"busy until its {t} s deadline, idle sweep off (0)", 0),
+        (f"busy until its {t} s deadline, idle sweep at {idle} s (the default)", idle),
+    ):
+        looks = timer_looks(t, i)
+        rows.append((name, looks, looks * per_look))
+    return [
+        (name, looks, n, MILLION * (n * per_transition + looks * look_lambda))
+        for name, looks, n in rows
+    ]
 
 
 def render(m: Model) -> str:
@@ -1537,11 +1585,39 @@ def render(m: Model) -> str:
     add("session under one principal has that column's ceiling.")
     add("")
 
+    add("## Branch timers")
+    add("")
+    add("Each branch has one Standard Step Functions execution")
+    add("(`infra/statemachines/branch-timer.asl.json`) that looks at the branch")
+    add("when it may be due: at its deadline and, with the idle sweep")
+    add(f"(`{IDLE_SETTING}`, template parameter `SessionIdleSecs`), every time")
+    add("its session may have been idle that long. A look is one `branch-expire`")
+    bt = w["branch_timer"]
+    add(
+        f"invocation ({bt['memory_mb']} MB, {bt['expire_ms']} ms: estimate) and its state transitions, at"
+    )
+    add(
+        f"{unit_price(p['step_functions']['standard_per_thousand_transitions'])} per 1,000."
+        " Per million branches, beside the branch's own create and"
+    )
+    add("return requests (docs/bench.md, \"Branch create and return\"):")
+    add("")
+    L.extend(
+        table(
+            ["branch", "looks", "state transitions", "per million branches"],
+            [[c, str(looks), str(n), usd(d)] for c, looks, n, d in timer_rows(p, w)],
+        )
+    )
+    add("")
+    add("A branch returned before its first look (at its deadline without the")
+    add(f"sweep, {bt['idle_secs']} s after its last activity with it) costs one transition; the")
+    add(f"sweep adds looks only to branches that live past {bt['idle_secs']} s.")
+    add("")
+
     add("## Not counted")
     add("")
     add("The retention pass's listing of idle sessions and root commits' `TENANTS`")
-    add("item (per session, not per commit), CloudWatch logs and metrics, the")
-    add("Step Functions branch timers, KMS")
+    add("item (per session, not per commit), CloudWatch logs and metrics, KMS")
     add("requests (the default table and bucket keys are AWS-owned), the free")
     add("tier, S3 versions kept by the bucket's lifecycle rule after a delete (30")
     add("days noncurrent), data transfer out, and the agent's own model calls.")

@@ -144,3 +144,28 @@ class Document(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class BranchTimers(unittest.TestCase):
+    def test_a_look_is_wait_task_choice_and_one_more_state(self):
+        import json
+
+        asl = json.loads(model.TIMER_ASL.read_text())
+        self.assertEqual(model.look_transitions(asl), (4, 1))
+
+    def test_looks_come_every_idle_limit_until_the_deadline(self):
+        self.assertEqual(model.timer_looks(300, 0), 1)
+        self.assertEqual(model.timer_looks(300, 120), 3)
+        self.assertEqual(model.timer_looks(300, 300), 1)
+        self.assertEqual(model.timer_looks(300, 600), 1)
+
+    def test_the_rows_price_transitions_and_invocations(self):
+        m = loaded()
+        rows = model.timer_rows(m.prices, m.w)
+        self.assertEqual([(looks, n) for _, looks, n, _ in rows], [(0, 1), (1, 4), (3, 12)])
+        per_transition = m.prices["step_functions"]["standard_per_thousand_transitions"] / 1000
+        self.assertAlmostEqual(rows[0][3], 1_000_000 * per_transition)
+        # One look: 4 transitions and one 256 MB, 50 ms invocation.
+        lam = 0.20 / 1_000_000 + 0.25 * 0.05 * m.prices["lambda"]["arm64_per_gb_second"]
+        self.assertAlmostEqual(rows[1][3], 1_000_000 * (4 * per_transition + lam))
+
