@@ -646,15 +646,7 @@ async fn materialize(client: &Client, args: &Value) -> Result<Value> {
             ..ctx_core::wire::ReadRequest::default()
         },
         Some(Value::String(s)) => ctx_core::wire::ReadRequest {
-            ref_name: Some(s.parse().map_err(|e: Error| {
-                Error::invalid(
-                    "ctx",
-                    format!(
-                        "ctx {s:?} is neither a ctx-… commit id nor a ref name: {}",
-                        e.message
-                    ),
-                )
-            })?),
+            ref_name: Some(ref_arg(s, "ctx")?),
             ..ctx_core::wire::ReadRequest::default()
         },
         Some(_) => {
@@ -743,15 +735,7 @@ async fn rev_arg(client: &Client, args: &Value, name: &str) -> Result<ctx_core::
     if s.starts_with("ctx-") {
         return commit_arg(args, name);
     }
-    let r: ctx_core::RefName = s.parse().map_err(|e: Error| {
-        Error::invalid(
-            name,
-            format!(
-                "{name} {s:?} is neither a ctx-… commit id nor a ref name: {}",
-                e.message
-            ),
-        )
-    })?;
+    let r = ref_arg(s, name)?;
     match client.get_ref(&r).await {
         Ok(r) => Ok(r.target),
         Err(e) if e.kind == ctx_core::ErrorKind::NotFound => Err(Error::new(
@@ -763,6 +747,20 @@ async fn rev_arg(client: &Client, args: &Value, name: &str) -> Result<ctx_core::
         .with_field(name)),
         Err(e) => Err(e),
     }
+}
+
+/// `s`, argument `name`, as a ref name: the error says it is neither that
+/// nor a `ctx-…` commit id.
+fn ref_arg(s: &str, name: &str) -> Result<ctx_core::RefName> {
+    s.parse().map_err(|e: Error| {
+        Error::invalid(
+            name,
+            format!(
+                "{name} {s:?} is neither a ctx-… commit id nor a ref name: {}",
+                e.message
+            ),
+        )
+    })
 }
 
 fn commit_arg(args: &Value, name: &str) -> Result<ctx_core::CommitId> {

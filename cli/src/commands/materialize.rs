@@ -55,7 +55,7 @@ pub(crate) async fn run(
 ///
 /// # Errors
 /// `Invalid` naming `name` for a malformed ref name (as the server's).
-pub(crate) fn read_target(r: &str) -> Result<ReadRequest> {
+fn read_target(r: &str) -> Result<ReadRequest> {
     Ok(if r.starts_with("ctx-") {
         ReadRequest {
             commit: Some(Some(r.parse()?)),
