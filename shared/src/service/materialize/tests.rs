@@ -784,7 +784,24 @@ async fn a_read_of_no_commit_is_the_empty_context_and_a_wrong_id_is_not_found() 
         (e.kind, e.field.as_deref()),
         (ErrorKind::NotFound, Some("commit"))
     );
-    // Nothing was written: the ref still has no commit, and no blob is kept.
+    // Nothing was written: the ref still has no commit, and no empty
+    // context was stored, in either area.
     let e = svc.get_ref(&tenant, &missing).await.unwrap_err();
     assert_eq!(e.kind, ErrorKind::NotFound);
+    for empty in [&b""[..], b"[]"] {
+        let stored = svc
+            .stores()
+            .blobs
+            .read(
+                &tenant,
+                &[
+                    crate::store::BlobArea::Durable,
+                    crate::store::BlobArea::Cache,
+                ],
+                &ArtifactRef::of(empty),
+            )
+            .await
+            .unwrap();
+        assert_eq!(stored, None, "{empty:?}");
+    }
 }
