@@ -19,8 +19,10 @@ use std::time::{Duration, Instant};
 
 use ctx_core::auth::Caller;
 use ctx_core::branch::memories::MemoryConfig;
-use ctx_core::branch::scenarios::{Extraction, append, extraction, file, new_branch, task};
-use ctx_core::branch::{BranchConfig, BranchStore, Branching, NoTimer, RateLimits, RuleScrubber};
+use ctx_core::branch::scenarios::{
+    Extraction, append, extraction, file, new_branch, task, unthrottled,
+};
+use ctx_core::branch::{BranchConfig, BranchStore, Branching, NoTimer, RuleScrubber};
 use ctx_core::store::Stores;
 use ctx_core::store::local::SqliteBranchStore;
 use ctx_core::store::local::{LocalBlobStore, SqliteMetaStore};
@@ -41,13 +43,8 @@ fn service_with(stores: Stores, branches: Arc<dyn BranchStore>, memory: MemoryCo
         scrubber: Arc::new(RuleScrubber::new().expect("rules compile")),
         ids: Arc::new(OsRandom),
         config: BranchConfig {
-            limits: RateLimits {
-                active_per_session: 1000,
-                active_per_tenant: 100_000,
-                creations_per_minute: 1_000_000,
-            },
             memory,
-            ..BranchConfig::default()
+            ..unthrottled()
         },
     })
 }

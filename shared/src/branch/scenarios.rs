@@ -5,8 +5,8 @@
 
 use crate::api::submit_checkpoint;
 use crate::auth::Caller;
-use crate::branch::NewBranch;
 use crate::branch::memories::{MemoryId, MemoryQuery};
+use crate::branch::{BranchConfig, NewBranch, RateLimits};
 use crate::service::Service;
 use crate::wire::CheckpointRequest;
 
@@ -47,6 +47,20 @@ pub async fn append(svc: &Service, caller: &Caller, name: &str, text: &str) -> u
         .expect("checkpoint")
         .commit
         .token_count
+}
+
+/// The default branch settings with the creation limits out of the way: a
+/// scenario creates its branches as fast as it can, at one instant of a
+/// driven clock.
+pub fn unthrottled() -> BranchConfig {
+    BranchConfig {
+        limits: RateLimits {
+            active_per_session: 1000,
+            active_per_tenant: 100_000,
+            creations_per_minute: 1_000_000,
+        },
+        ..BranchConfig::default()
+    }
 }
 
 /// A first-level branch of `session` with the default budget and timeout.

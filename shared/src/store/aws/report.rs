@@ -116,7 +116,8 @@ fn service(
 
 /// A service over the emulator whose every AWS request `counter` counts,
 /// on a driven clock; the deltas inline, or (`inline` false) in S3. With
-/// it the metadata store's source of randomness, which names fresh tenants.
+/// it the metadata store's source of randomness, which names fresh tenants,
+/// and the branch store of the same table and client.
 async fn counted(
     config: &AwsConfig,
     inline: bool,
@@ -125,6 +126,7 @@ async fn counted(
     Arc<ManualClock>,
     crate::service::Service,
     Arc<dyn IdSource>,
+    super::DynamoBranchStore,
 )> {
     let counter = RequestCounter::new();
     let hooks = AwsHooks {
@@ -136,8 +138,9 @@ async fn counted(
         1_790_000_000_000_000,
     )));
     let ids = meta.ids().clone();
+    let branches = meta.branch_store();
     let service = service(blobs, meta, clock.clone(), inline);
-    Ok((counter, clock, service, ids))
+    Ok((counter, clock, service, ids, branches))
 }
 
 /// A tenant no earlier run used, named from the store's `ids`.
@@ -160,7 +163,7 @@ pub async fn request_counts(
     forks: usize,
     inline: bool,
 ) -> Result<Vec<Row>> {
-    let (counter, clock, service, ids) = counted(config, inline).await?;
+    let (counter, clock, service, ids, _) = counted(config, inline).await?;
     let mut rows = Vec::new();
     for &depth in depths {
         let tenant = fresh_tenant(&*ids)?;
@@ -245,33 +248,15 @@ pub async fn request_counts(
 /// As [`request_counts`].
 pub async fn branch_request_counts(config: &AwsConfig, depths: &[u64]) -> Result<Vec<Row>> {
     use crate::auth::Caller;
-    use crate::branch::scenarios::{append, new_branch, task};
-    use crate::branch::{BranchConfig, Branching, NoTimer, RateLimits, RuleScrubber};
-    let (counter, _clock, service, ids) = counted(config, true).await?;
-    let branches = {
-        let (_, meta) = connect(
-            config,
-            AwsHooks {
-                interceptor: Some(SharedInterceptor::new(counter.clone())),
-                ..AwsHooks::default()
-            },
-        )
-        .await?;
-        meta.branch_store()
-    };
+    use crate::branch::scenarios::{append, new_branch, task, unthrottled};
+    use crate::branch::{Branching, NoTimer, RuleScrubber};
+    let (counter, _clock, service, ids, branches) = counted(config, true).await?;
     let service = service.with_branching(Branching {
         store: Arc::new(branches),
         timer: Arc::new(NoTimer),
         scrubber: Arc::new(RuleScrubber::new()?),
         ids: ids.clone(),
-        config: BranchConfig {
-            limits: RateLimits {
-                active_per_session: 1000,
-                active_per_tenant: 100_000,
-                creations_per_minute: 1_000_000,
-            },
-            ..BranchConfig::default()
-        },
+        config: unthrottled(),
     });
     let mut rows = Vec::new();
     for &depth in depths {
@@ -337,7 +322,7 @@ pub async fn erase_request_counts(
     depths: &[u64],
     inline: bool,
 ) -> Result<Vec<Row>> {
-    let (counter, clock, service, ids) = counted(config, inline).await?;
+    let (counter, clock, service, ids, _) = counted(config, inline).await?;
     let mut rows = Vec::new();
     for &depth in depths {
         let (tenant, session) = session_to_erase(&service, &clock, &*ids, depth).await?;
@@ -367,7 +352,7 @@ pub async fn erase_times(
     depth: u64,
     concurrency: &[usize],
 ) -> Result<Vec<(usize, std::time::Duration, u64)>> {
-    let (counter, clock, service, ids) = counted(config, true).await?;
+    let (counter, clock, service, ids, _) = counted(config, true).await?;
     let mut out = Vec::new();
     for &n in concurrency {
         let service = service.clone().with_erase_concurrency(n);

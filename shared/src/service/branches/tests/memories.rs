@@ -383,15 +383,7 @@ async fn a_search_names_its_bad_field() {
 /// (`benches/folding.rs`, which runs the same scenario at 200).
 #[tokio::test]
 async fn sc_003_most_completed_branches_yield_a_memory_a_later_search_finds() {
-    use crate::branch::scenarios::{Extraction, extraction};
-    let unlimited = || BranchConfig {
-        limits: crate::branch::RateLimits {
-            active_per_session: 1000,
-            active_per_tenant: 100_000,
-            creations_per_minute: 1_000_000,
-        },
-        ..BranchConfig::default()
-    };
+    use crate::branch::scenarios::{Extraction, extraction, unthrottled};
     let check = |name: &str, e: Extraction| {
         assert_eq!(e.completed, 60, "{name}");
         assert_eq!(
@@ -403,7 +395,7 @@ async fn sc_003_most_completed_branches_yield_a_memory_a_later_search_finds() {
         assert_eq!(e.searches, 54, "{name}: {e:?}");
         assert!(e.hits * 2 > e.searches, "{name}: {e:?}");
     };
-    let h = harness_with(unlimited(), Arc::new(RuleScrubber::new().unwrap()));
+    let h = harness_with(unthrottled(), Arc::new(RuleScrubber::new().unwrap()));
     check("memory", extraction(&h.svc, &h.alice, 60).await);
 
     #[cfg(feature = "local")]
@@ -422,7 +414,7 @@ async fn sc_003_most_completed_branches_yield_a_memory_a_later_search_finds() {
             timer: Arc::new(RecordingTimer::default()),
             scrubber: Arc::new(RuleScrubber::new().unwrap()),
             ids: Arc::new(SeededIds::new(5)),
-            config: unlimited(),
+            config: unthrottled(),
         });
         check("local", extraction(&svc, &h.alice, 60).await);
     }
