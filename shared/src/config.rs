@@ -126,6 +126,11 @@ pub struct Config {
     pub tenant_claim: String,
     /// `CTX_LOG`: the log filter; `None` for the binary's default.
     pub log: Option<String>,
+    /// `OTEL_EXPORTER_OTLP_ENDPOINT`: the OpenTelemetry collector spans and
+    /// metrics are exported to (`ctx serve`, the Lambdas); `None`: no
+    /// export. Checked here, read again by the exporter (crate
+    /// `ctx-telemetry`), which also reads the SDK's other `OTEL_` variables.
+    pub otlp_endpoint: Option<String>,
     /// `CTX_SUMMARIZE_EVERY` / `--summarize-every`: the interval of the
     /// embedded summary batch; `None` (the default) for none.
     pub summarize_every: Option<Duration>,
@@ -217,6 +222,7 @@ impl Default for Config {
             branch_timer_arn: None,
             tenant_claim: DEFAULT_TENANT_CLAIM.to_owned(),
             log: None,
+            otlp_endpoint: None,
             summarize_every: None,
             retention: Retention::default(),
             branching: BranchConfig::default(),
@@ -454,6 +460,25 @@ impl Config {
     /// the command it then runs).
     pub fn log_from_env() -> Option<String> {
         env_var(CTX_LOG.var).ok().flatten()
+    }
+
+    /// `OTEL_EXPORTER_OTLP_ENDPOINT` alone, checked as [`Config::from_env`]
+    /// checks it, for a binary that sets up its exporter before it parses
+    /// its command line; `None` when unset or empty.
+    ///
+    /// # Errors
+    /// `Invalid` naming the variable for a value that is not an `http://`
+    /// URL.
+    pub fn otlp_endpoint_from_env() -> Result<Option<String>> {
+        let setting = OTEL_EXPORTER_OTLP_ENDPOINT;
+        let Some(v) = env_var(setting.var)? else {
+            return Ok(None);
+        };
+        let mut c = Config::default();
+        if let Some(read) = setting.read {
+            read(&mut c, setting.var, &v)?;
+        }
+        Ok(c.otlp_endpoint)
     }
 
     /// Where the aws store keeps its data.

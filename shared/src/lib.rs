@@ -84,6 +84,7 @@ pub mod number;
 pub mod service;
 pub mod store;
 pub mod summarize;
+pub mod telemetry;
 pub mod ui;
 pub mod wire;
 pub mod workspace;

@@ -338,26 +338,22 @@ pub async fn summarize(
 }
 
 /// Logs to stdout (CloudWatch), in plain text (CloudWatch shows colour
-/// codes as text), with the filter `CTX_LOG` (default `info`); a filter
-/// that does not parse is said, then the default is used.
-fn init_tracing(config: &Config) {
-    use tracing_subscriber::EnvFilter;
-    let (filter, bad) = match config.log.as_deref().map(|s| (s, EnvFilter::try_new(s))) {
-        Some((_, Ok(filter))) => (filter, None),
-        Some((s, Err(e))) => (
-            EnvFilter::new("info"),
-            Some(format!("{}={s:?}: {e}", ctx_core::config::CTX_LOG)),
-        ),
-        None => (EnvFilter::new("info"), None),
-    };
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(false)
-        .without_time()
-        .init();
-    if let Some(bad) = bad {
-        tracing::warn!("{bad}; logging at info");
-    }
+/// codes as text) with no timestamp (CloudWatch stamps each line), with
+/// the filter `CTX_LOG` (default `info`); spans and metrics over OTLP when
+/// `OTEL_EXPORTER_OTLP_ENDPOINT` is set (the ADOT collector layer's
+/// `http://localhost:4318`), as service `ctx-<function>`.
+fn init_telemetry(function: Function, config: &Config) -> ctx_telemetry::Telemetry {
+    ctx_telemetry::init(
+        &format!("ctx-{}", function.name()),
+        config.log.as_deref(),
+        ctx_telemetry::Logs {
+            default_filter: "info",
+            ansi: false,
+            time: false,
+            stdout: true,
+        },
+        config.otlp_endpoint.as_deref(),
+    )
 }
 
 /// The retention pass the summarizer runs after its batch, on the same
@@ -412,7 +408,8 @@ pub async fn run(function: Function) -> Result<(), lambda_http::Error> {
         hot_cache_bytes: 0,
         ..Config::from_env()?
     };
-    init_tracing(&config);
+    // Exported before each answer: a Lambda is frozen once it answers.
+    let telemetry = Arc::new(init_telemetry(function, &config));
     let backends = Backends::build(&config, function.needs()).await?;
     let service = Arc::new(backends.into_service(Arc::new(SystemClock)));
     if function.is_invoked() {
@@ -421,6 +418,7 @@ pub async fn run(function: Function) -> Result<(), lambda_http::Error> {
             move |event: lambda_http::LambdaEvent<serde_json::Value>| {
                 let service = service.clone();
                 let retention = retention.clone();
+                let telemetry = telemetry.clone();
                 async move {
                     let answer = match function {
                         Function::Summarizer => {
@@ -435,6 +433,7 @@ pub async fn run(function: Function) -> Result<(), lambda_http::Error> {
                         }
                         _ => expire(&service, event.payload).await,
                     };
+                    telemetry.flush().await;
                     answer.map_err(|e| lambda_http::Error::from(e.to_string()))
                 }
             },
@@ -442,5 +441,15 @@ pub async fn run(function: Function) -> Result<(), lambda_http::Error> {
         .await;
     }
     let auth = Arc::new(JwtClaimsAuth::new(config.tenant_claim.clone()));
-    lambda_http::run(app(function, service, auth)).await
+    let app = app(function, service, auth).layer(axum::middleware::from_fn(
+        move |req: axum::extract::Request, next: axum::middleware::Next| {
+            let telemetry = telemetry.clone();
+            async move {
+                let response = next.run(req).await;
+                telemetry.flush().await;
+                response
+            }
+        },
+    ));
+    lambda_http::run(app).await
 }

@@ -340,11 +340,13 @@ impl FromRequestParts<AppState> for Caller {
             ))
             .into_response());
         }
-        state
+        let caller = state
             .auth
             .authenticate(parts)
             .await
-            .map_err(|e| ApiError(e).into_response())
+            .map_err(|e| ApiError(e).into_response())?;
+        super::traced::record_caller(&caller);
+        Ok(caller)
     }
 }
 

@@ -30,6 +30,7 @@ pub mod limits;
 mod refs;
 #[cfg(any(test, feature = "conformance"))]
 pub mod testing;
+mod traced;
 mod workspaces;
 
 pub use commits::{BUDGET_WARNING, CHECKPOINT_WARNING, submit_batch, submit_checkpoint};
@@ -88,7 +89,11 @@ fn route<O: Operation, T: 'static>(handler: impl axum::handler::Handler<T, AppSt
         group: op.group,
         method,
         path: op.route_path(),
-        handler: on(filter, handler),
+        handler: on(filter, handler).layer(axum::middleware::from_fn(
+            move |req: axum::extract::Request, next: axum::middleware::Next| {
+                traced::operation(op.id, req, next)
+            },
+        )),
     }
 }
 

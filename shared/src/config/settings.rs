@@ -409,6 +409,23 @@ settings! {
                 Ok(())
             },
         }
+        OTEL_EXPORTER_OTLP_ENDPOINT {
+            default: "(none: no export)",
+            meaning: "`ctx serve` and the Lambdas export spans (one per operation, its store calls as children; tenant, principal, op and sizes, never content) and metrics (`ctx.checkpoints`, `ctx.operation.duration`, `ctx.materialize.bytes`, `ctx.summarizer.queue_depth`, `ctx.branch.budget.used`) over OTLP/HTTP with protobuf to this collector, e.g. `http://127.0.0.1:4318` (the ADOT Lambda layer's); `http://` only, as the exporter carries no TLS (the collector beside the process forwards over TLS). The SDK's own `OTEL_` variables apply (docs/telemetry.md). On AWS, the template parameter `OtlpEndpoint`",
+            read: |c, n, v| {
+                let rest = v.strip_prefix("http://").ok_or_else(|| {
+                    Error::invalid(
+                        n,
+                        format!("{n}={v:?} is not an http:// URL: the exporter sends plain OTLP/HTTP to a collector beside the process (e.g. http://127.0.0.1:4318), which forwards over TLS itself"),
+                    )
+                })?;
+                if rest.is_empty() || rest.starts_with('/') {
+                    return Err(Error::invalid(n, format!("{n}={v:?} names no host")));
+                }
+                c.otlp_endpoint = Some(v.to_owned());
+                Ok(())
+            },
+        }
         CTX_SUMMARIZER {
             default: "`extractive`",
             meaning: "what writes missing summaries: `extractive` (no model: the user's ask, the tools run, the assistant's conclusion), `openai` (any OpenAI-compatible chat completions endpoint: OpenAI, Ollama, vLLM, llama.cpp, LiteLLM), `anthropic` (Messages API), `bedrock` (Converse API, IAM auth; needs the `aws` feature)",

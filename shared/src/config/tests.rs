@@ -215,6 +215,7 @@ fn every_setting_is_read() {
                 "CTX_BRANCH_TIMER_ARN" => "arn:timer",
                 "CTX_TENANT_CLAIM" => "org",
                 "CTX_LOG" => "debug",
+                "OTEL_EXPORTER_OTLP_ENDPOINT" => "http://127.0.0.1:4318",
                 "CTX_SESSION_VALIDATION" => "permissive",
                 "CTX_SUMMARIZER" => "openai",
                 "CTX_SUMMARIZER_URL" => "http://127.0.0.1:11434/v1/",
@@ -265,6 +266,7 @@ fn every_setting_is_read() {
             branch_timer_arn: Some("arn:timer".into()),
             tenant_claim: "org".into(),
             log: Some("debug".into()),
+            otlp_endpoint: Some("http://127.0.0.1:4318".into()),
             summarize_every: Some(Duration::from_secs(420)),
             retention: crate::config::Retention {
                 keep_days: 7,
@@ -318,7 +320,14 @@ fn every_setting_has_a_reader_and_no_harness_variable_has_one() {
         SETTINGS.len() + HARNESS.len(),
         "a name is declared twice"
     );
-    assert!(names.iter().all(|n| n.starts_with("CTX_")), "{names:?}");
+    // ctx's own, and the one standard variable it reads as a setting
+    // (OpenTelemetry's, whose SDK reads its other variables itself).
+    assert!(
+        names
+            .iter()
+            .all(|n| n.starts_with("CTX_") || *n == OTEL_EXPORTER_OTLP_ENDPOINT.var),
+        "{names:?}"
+    );
     assert_eq!(CTX_SESSION_VALIDATION.long(), "session-validation");
 }
 
@@ -361,6 +370,12 @@ fn a_bad_value_is_an_error_naming_its_variable() {
         ("CTX_RETENTION_DAYS", "7,acme=-1"),
         ("CTX_RETENTION_DAYS", "7,a b=1"),
         ("CTX_RETENTION_EVERY", "5"),
+        (
+            "OTEL_EXPORTER_OTLP_ENDPOINT",
+            "https://collector.example:4318",
+        ),
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", "127.0.0.1:4318"),
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://"),
     ] {
         let e = Config::from_vars(|n| (n == var).then(|| value.to_owned())).unwrap_err();
         assert_eq!(e.kind, crate::ErrorKind::Invalid, "{var}");
@@ -497,6 +512,10 @@ const OTHER_DOCS: &[(&str, &str)] = &[
     (
         "docs/workspaces.md",
         include_str!("../../../docs/workspaces.md"),
+    ),
+    (
+        "docs/telemetry.md",
+        include_str!("../../../docs/telemetry.md"),
     ),
 ];
 

@@ -382,6 +382,10 @@ impl Service {
                 warnings: b.warnings,
             });
         }
+        let created = out.iter().filter(|c| c.created).count() as u64;
+        if created > 0 {
+            crate::telemetry::checkpoints(tenant.as_str(), created);
+        }
         Ok(BatchDone { commits: out, refs })
     }
 

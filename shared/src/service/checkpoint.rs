@@ -171,6 +171,7 @@ impl Service {
             warnings,
         } = self.record_checked(tenant, new).await?;
         if created {
+            crate::telemetry::checkpoints(tenant.as_str(), 1);
             self.after_commit(tenant, &commit).await;
         }
         let budget = match (branch, created) {

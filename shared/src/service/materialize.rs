@@ -323,6 +323,19 @@ impl Service {
         stop: Stop,
         format: Option<FormatId>,
     ) -> Result<(Materialization, Option<Bytes>)> {
+        let done = self.materialize_uncounted(tenant, id, stop, format).await?;
+        crate::telemetry::materialized(done.0.result.size, done.0.cached);
+        Ok(done)
+    }
+
+    /// [`Service::materialize_bytes`] without its metric.
+    async fn materialize_uncounted(
+        &self,
+        tenant: &TenantId,
+        id: &CommitId,
+        stop: Stop,
+        format: Option<FormatId>,
+    ) -> Result<(Materialization, Option<Bytes>)> {
         let tip = self.show(tenant, id).await?;
         let format = format.unwrap_or_else(|| tip.format.clone());
         let key = MaterializeKey {

@@ -113,6 +113,10 @@ struct Queue {
     tenants: VecDeque<TenantId>,
     current: Option<(TenantId, Option<SummaryCursor>)>,
     buffer: VecDeque<(TenantId, Missing)>,
+    /// Entries handed out so far.
+    seen: u64,
+    /// Whether every tenant's queue was read to its end.
+    drained: bool,
 }
 
 impl Queue {
@@ -120,13 +124,17 @@ impl Queue {
     async fn next(&mut self, service: &Service) -> Result<Option<(TenantId, Missing)>> {
         loop {
             if let Some(item) = self.buffer.pop_front() {
+                self.seen += 1;
                 return Ok(Some(item));
             }
             let (tenant, after) = match self.current.take() {
                 Some(c) => c,
                 None => match self.tenants.pop_front() {
                     Some(t) => (t, None),
-                    None => return Ok(None),
+                    None => {
+                        self.drained = true;
+                        return Ok(None);
+                    }
                 },
             };
             let page = service
@@ -202,6 +210,8 @@ impl Service {
             tenants,
             current: None,
             buffer: VecDeque::new(),
+            seen: 0,
+            drained: false,
         };
         let mut report = BatchReport::default();
         let mut claimed = 0usize;
@@ -239,6 +249,7 @@ impl Service {
                 Outcome::Failed(_) => report.failed += 1,
             }
         }
+        crate::telemetry::summary_queue(queue.seen + queue.buffer.len() as u64, queue.drained);
         Ok(report)
     }
 

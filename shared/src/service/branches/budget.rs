@@ -79,6 +79,7 @@ impl Service {
             }
             Err(e) => return Err(e),
         };
+        crate::telemetry::branch_budget(rec.tokens_used, rec.budget);
         if rec.tokens_used >= rec.budget {
             // The budget is spent whatever happens to the children: a child
             // that cannot be ended now is left to its own deadline.

@@ -22,10 +22,13 @@ use bytes::Bytes;
 
 use chrono::{DateTime, Utc};
 
+use tracing::Instrument as _;
+
 use super::{LocalError, blocking, blocking_read};
 use crate::error::Result;
 use crate::id::{ArtifactRef, TenantId};
 use crate::store::{BlobArea, BlobInfo, BlobStore, PutBlob, durable_remove_refused};
+use crate::telemetry::store_span;
 
 /// Artifacts as files: `cas/<tenant>/<2 hex>/<64 hex>`.
 #[derive(Debug)]
@@ -98,6 +101,8 @@ impl LocalBlobStore {
         bytes: Bytes,
     ) -> Result<PutBlob> {
         let size = bytes.len() as u64;
+        let span = store_span("file", "put");
+        span.record("bytes", size);
         let path = self
             .path_in(tenant, area, &artifact)
             .expect("puts go to areas the store has");
@@ -152,6 +157,7 @@ impl LocalBlobStore {
             }
             Ok(true)
         })
+        .instrument(span)
         .await?;
         Ok(PutBlob {
             artifact,
@@ -272,7 +278,8 @@ impl BlobStore for LocalBlobStore {
         artifact: &ArtifactRef,
     ) -> Result<Option<Bytes>> {
         let paths = self.find(tenant, areas, artifact);
-        blocking_read(move || {
+        let span = store_span("file", "read");
+        let read = blocking_read(move || {
             for path in paths {
                 match fs::read(&path) {
                     Ok(b) => return Ok(Some(Bytes::from(b))),
@@ -282,7 +289,12 @@ impl BlobStore for LocalBlobStore {
             }
             Ok(None)
         })
-        .await
+        .instrument(span.clone())
+        .await;
+        if let Ok(Some(b)) = &read {
+            span.record("bytes", b.len() as u64);
+        }
+        read
     }
 
     async fn stat(

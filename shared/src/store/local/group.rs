@@ -30,6 +30,7 @@ use std::sync::{Arc, Mutex};
 
 use rusqlite::Connection;
 use tokio::sync::oneshot;
+use tracing::Instrument as _;
 
 use super::{Database, Durability, LocalError, lock};
 use crate::error::{Error, Result};
@@ -240,9 +241,17 @@ impl Database {
             let db = self.clone();
             tokio::task::spawn_blocking(move || db.lead());
         }
-        answer.await.map_err(|_| {
-            Error::unavailable("local storage failed: the writer stopped before answering")
-        })?
+        let call = if durable {
+            "transaction"
+        } else {
+            "transaction relaxed"
+        };
+        answer
+            .instrument(crate::telemetry::store_span("sqlite", call))
+            .await
+            .map_err(|_| {
+                Error::unavailable("local storage failed: the writer stopped before answering")
+            })?
     }
 
     /// Queues `f`; its answer, and whether the caller must start a leader

@@ -33,8 +33,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use rusqlite::Connection;
+use tracing::Instrument as _;
 
 use crate::error::{Error, Result};
+use crate::telemetry::store_span;
 
 mod agents;
 mod blobs;
@@ -323,6 +325,7 @@ impl Database {
             db.sync_level(&conn, false)?;
             f(&mut conn)
         })
+        .instrument(store_span("sqlite", "write"))
         .await
     }
 
@@ -336,6 +339,7 @@ impl Database {
             let i = db.next_reader.fetch_add(1, Ordering::Relaxed) % db.readers.len();
             f(&lock(&db.readers[i]))
         })
+        .instrument(store_span("sqlite", "read"))
         .await
     }
 
@@ -354,11 +358,14 @@ impl Database {
     ) -> Result<T> {
         let n = self.readers.len();
         let start = self.next_reader.fetch_add(1, Ordering::Relaxed);
-        for i in 0..n {
-            match self.readers[(start + i) % n].try_lock() {
-                Ok(conn) => return Ok(f(&conn)?),
-                Err(std::sync::TryLockError::Poisoned(e)) => return Ok(f(&e.into_inner())?),
-                Err(std::sync::TryLockError::WouldBlock) => {}
+        {
+            let _in = store_span("sqlite", "lookup").entered();
+            for i in 0..n {
+                match self.readers[(start + i) % n].try_lock() {
+                    Ok(conn) => return Ok(f(&conn)?),
+                    Err(std::sync::TryLockError::Poisoned(e)) => return Ok(f(&e.into_inner())?),
+                    Err(std::sync::TryLockError::WouldBlock) => {}
+                }
             }
         }
         self.read(f).await
