@@ -812,6 +812,27 @@ def timer_rows(p: dict, w: dict) -> list[tuple[str, int, int, float]]:
     ]
 
 
+def memory_search_rows(p: dict, w: dict) -> list[tuple[int, int, float, float, float, float]]:
+    """(memories, pages, read units, DynamoDB $, Lambda $, seconds) of one
+    memory search on AWS, per tenant size."""
+    ms = w["memory_search"]
+    per_rru = p["dynamodb"]["on_demand_read_per_million"] / MILLION
+    rows = []
+    for n in ms["tenants_memories"]:
+        total = n * ms["item_bytes"]
+        pages = max(1, math.ceil(total / MB))
+        # Eventually consistent: half a unit per 4 KB read, summed per page
+        # and rounded up; then one strongly consistent unit per result.
+        full, last = divmod(total, MB)
+        units = full * math.ceil(MB / (4 * KB)) / 2 + math.ceil(last / (4 * KB)) / 2
+        units += ms["results"]
+        seconds = pages * ms["page_ms"] / 1000
+        run = lam(ms["memory_mb"], pages * ms["page_ms"])
+        lambda_usd = run.lambda_gb_s * p["lambda"]["arm64_per_gb_second"]
+        rows.append((n, pages, units, units * per_rru, lambda_usd, seconds))
+    return rows
+
+
 def render(m: Model) -> str:
     p, w = m.prices, m.w
     dl = w["delta"]
@@ -1612,6 +1633,41 @@ def render(m: Model) -> str:
     add("A branch returned before its first look (at its deadline without the")
     add(f"sweep, {bt['idle_secs']} s after its last activity with it) costs one transition; the")
     add(f"sweep adds looks only to branches that live past {bt['idle_secs']} s.")
+    add("")
+
+    add("## Memory search")
+    add("")
+    ms = w["memory_search"]
+    add("A search on AWS ranks every memory of the tenant: one Query over its")
+    add("memory partition (eventually consistent, 1 MB pages) streamed past the")
+    add("BM25 ranker, which keeps only statistics and each match's key, then the")
+    add(f"best {ms['results']} read again by GetItem. With {ms['item_bytes']:,}-byte memory items (estimate)")
+    add(f"and {ms['page_ms']} ms of the invocation per page (estimate), dollars per million")
+    add("searches, and the time one search adds:")
+    add("")
+    L.extend(
+        table(
+            ["memories", "pages", "read units", "DynamoDB", "Lambda", "total", "time"],
+            [
+                [
+                    f"{n:,}",
+                    str(pages),
+                    f"{units:,.0f}",
+                    usd(MILLION * ddb),
+                    usd(MILLION * lam_usd),
+                    f"**{usd(MILLION * (ddb + lam_usd))}**",
+                    f"{secs:.2f} s",
+                ]
+                for n, pages, units, ddb, lam_usd, secs in memory_search_rows(p, w)
+            ],
+        )
+    )
+    add("")
+    add("The cost and the time grow with the tenant's memories: at the functions'")
+    reach = 30_000 // ms["page_ms"] * MB // ms["item_bytes"]
+    add(f"30 s timeout a search reads about {round(reach, -4):,} memories at most. Past that it needs")
+    add("an index (term items, or OpenSearch), which is not built. The embedded")
+    add("store searches SQLite's FTS5 index instead and reads only the matches.")
     add("")
 
     add("## Not counted")

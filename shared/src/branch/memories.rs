@@ -23,7 +23,6 @@
 //! `recent_memories`, `search_memories`); their conformance cases are in
 //! `store::conformance::branches`.
 
-use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::str::FromStr;
 
@@ -149,11 +148,6 @@ pub struct ScoredMemory {
     pub memory: MemoryRecord,
 }
 
-/// Memories a search reads at most on a backend that ranks in the process
-/// (DynamoDB: the newest ones, one query's pages), so that a search stays
-/// within one function's time and memory.
-pub const SEARCH_WINDOW: usize = 2000;
-
 /// The longest search text accepted.
 pub const MAX_QUERY_CHARS: usize = 1000;
 
@@ -195,64 +189,142 @@ pub const WEIGHTS: [f64; 3] = [10.0, 2.0, 1.0];
 /// Ranks `memories` for `q` by BM25 (k1 1.2, b 0.75) over [`terms`], each
 /// occurrence weighted by its field ([`WEIGHTS`], as FTS5's `bm25()` with
 /// column weights): memories matching none of the query's terms are left
-/// out; ties go to the newer memory.
+/// out; ties go to the newer memory. [`Ranker`] over a list.
 pub fn rank(q: &MemoryQuery, memories: Vec<MemoryRecord>) -> Vec<ScoredMemory> {
-    let query = terms(&q.text);
-    if query.is_empty() {
-        return Vec::new();
+    let mut ranker = Ranker::new(q);
+    for m in memories {
+        ranker.add(m, |m| m);
     }
-    let docs: Vec<(MemoryRecord, HashMap<String, f64>, usize)> = memories
+    ranker
+        .finish()
         .into_iter()
-        .filter(|m| admits(q, m))
-        .map(|m| {
-            let mut tf = HashMap::new();
-            let mut len = 0;
-            for (text, weight) in [
-                (&m.title, WEIGHTS[0]),
-                (&m.description, WEIGHTS[1]),
-                (&m.content, WEIGHTS[2]),
-            ] {
-                for w in terms_with_repeats(text) {
-                    len += 1;
-                    *tf.entry(w).or_insert(0.0) += weight;
+        .map(|(score, memory)| ScoredMemory { score, memory })
+        .collect()
+}
+
+/// [`rank`] one memory at a time, for a backend that streams every memory
+/// of a tenant past it (DynamoDB: one query's pages): what it keeps of a
+/// memory is the statistics BM25 needs (the corpus's size and length, each
+/// query term's document count) and, for each memory that matches a term,
+/// that term's weighted frequency, its length, its time and its key `K`,
+/// which the caller makes of the memory (the memory itself, or only what
+/// reads it again).
+#[derive(Debug)]
+pub struct Ranker<'q, K> {
+    q: &'q MemoryQuery,
+    query: Vec<String>,
+    /// Memories admitted (the query's filters), and their total length.
+    n: usize,
+    total_len: usize,
+    /// Per query term, the admitted memories holding it.
+    df: Vec<usize>,
+    matches: Vec<Match<K>>,
+}
+
+#[derive(Debug)]
+struct Match<K> {
+    key: K,
+    /// Per query term, its weighted frequency.
+    tf: Vec<f64>,
+    len: usize,
+    created_at: chrono::DateTime<chrono::Utc>,
+}
+
+impl<'q, K> Ranker<'q, K> {
+    /// A ranking for `q`.
+    pub fn new(q: &'q MemoryQuery) -> Self {
+        let query = terms(&q.text);
+        Ranker {
+            q,
+            df: vec![0; query.len()],
+            query,
+            n: 0,
+            total_len: 0,
+            matches: Vec::new(),
+        }
+    }
+
+    /// Whether the query has no term, so that nothing can match (a search
+    /// need read nothing).
+    pub fn is_empty(&self) -> bool {
+        self.query.is_empty()
+    }
+
+    /// Counts `m`; when it matches a term of the query, keeps `key(m)`,
+    /// which [`Ranker::finish`] may answer, and says so.
+    pub fn add(&mut self, m: MemoryRecord, key: impl FnOnce(MemoryRecord) -> K) -> bool {
+        if self.query.is_empty() || !admits(self.q, &m) {
+            return false;
+        }
+        let mut tf = vec![0.0; self.query.len()];
+        let mut len = 0;
+        for (text, weight) in [
+            (&m.title, WEIGHTS[0]),
+            (&m.description, WEIGHTS[1]),
+            (&m.content, WEIGHTS[2]),
+        ] {
+            for w in terms_with_repeats(text) {
+                len += 1;
+                if let Some(i) = self.query.iter().position(|t| *t == w) {
+                    tf[i] += weight;
                 }
             }
-            (m, tf, len)
-        })
-        .collect();
-    let n = docs.len() as f64;
-    let avg = docs.iter().map(|d| d.2).sum::<usize>() as f64 / n.max(1.0);
-    let df: BTreeMap<&str, usize> = query
-        .iter()
-        .map(|t| {
-            (
-                t.as_str(),
-                docs.iter().filter(|d| d.1.contains_key(t)).count(),
-            )
-        })
-        .collect();
-    let (k1, b) = (1.2, 0.75);
-    let mut scored: Vec<ScoredMemory> = docs
-        .into_iter()
-        .filter_map(|(m, tf, len)| {
-            let mut score = 0.0;
-            for t in &query {
-                let Some(&f) = tf.get(t) else { continue };
-                let d = df[t.as_str()] as f64;
-                let idf = ((n - d + 0.5) / (d + 0.5) + 1.0).ln();
-                score +=
-                    idf * f * (k1 + 1.0) / (f + k1 * (1.0 - b + b * len as f64 / avg.max(1.0)));
+        }
+        self.n += 1;
+        self.total_len += len;
+        let mut matched = false;
+        for (i, f) in tf.iter().enumerate() {
+            if *f > 0.0 {
+                self.df[i] += 1;
+                matched = true;
             }
-            (score > 0.0).then_some(ScoredMemory { score, memory: m })
-        })
-        .collect();
-    scored.sort_by(|a, b| {
-        b.score
-            .total_cmp(&a.score)
-            .then(b.memory.created_at.cmp(&a.memory.created_at))
-    });
-    scored.truncate(q.limit);
-    scored
+        }
+        if matched {
+            self.matches.push(Match {
+                created_at: m.created_at,
+                key: key(m),
+                tf,
+                len,
+            });
+        }
+        matched
+    }
+
+    /// The keys of the best [`MemoryQuery::limit`] matches with their
+    /// scores, best first (ties to the newer memory).
+    pub fn finish(self) -> Vec<(f64, K)> {
+        let n = self.n as f64;
+        let avg = self.total_len as f64 / n.max(1.0);
+        let (k1, b) = (1.2, 0.75);
+        let idf: Vec<f64> = self
+            .df
+            .iter()
+            .map(|&d| {
+                let d = d as f64;
+                ((n - d + 0.5) / (d + 0.5) + 1.0).ln()
+            })
+            .collect();
+        let mut scored: Vec<(f64, Match<K>)> = self
+            .matches
+            .into_iter()
+            .filter_map(|m| {
+                let mut score = 0.0;
+                for (i, &f) in m.tf.iter().enumerate() {
+                    if f > 0.0 {
+                        score += idf[i] * f * (k1 + 1.0)
+                            / (f + k1 * (1.0 - b + b * m.len as f64 / avg.max(1.0)));
+                    }
+                }
+                (score > 0.0).then_some((score, m))
+            })
+            .collect();
+        scored.sort_by(|a, b| {
+            b.0.total_cmp(&a.0)
+                .then(b.1.created_at.cmp(&a.1.created_at))
+        });
+        scored.truncate(self.q.limit);
+        scored.into_iter().map(|(s, m)| (s, m.key)).collect()
+    }
 }
 
 /// [`terms`] with every occurrence kept (term frequencies).

@@ -523,8 +523,10 @@ pub trait BranchStore: Send + Sync + 'static {
     /// `Unavailable`.
     async fn recent_memories(&self, tenant: &TenantId, max: usize) -> Result<Vec<MemoryRecord>>;
 
-    /// The memories matching `q`, best first: by default
-    /// [`memories::rank`] over the newest [`memories::SEARCH_WINDOW`].
+    /// The memories matching `q`, best first, among every memory of the
+    /// tenant: by default [`memories::rank`] over all of them (the memory
+    /// store's, which holds them in memory anyway); SQLite asks FTS5, and
+    /// DynamoDB streams them past a [`memories::Ranker`].
     ///
     /// # Errors
     /// `Unavailable`.
@@ -533,9 +535,7 @@ pub trait BranchStore: Send + Sync + 'static {
         tenant: &TenantId,
         q: &MemoryQuery,
     ) -> Result<Vec<ScoredMemory>> {
-        let recent = self
-            .recent_memories(tenant, memories::SEARCH_WINDOW)
-            .await?;
+        let recent = self.recent_memories(tenant, usize::MAX).await?;
         Ok(memories::rank(q, recent))
     }
 }

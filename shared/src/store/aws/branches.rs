@@ -11,11 +11,12 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, TransactWriteItem, Update};
 use chrono::{DateTime, Utc};
+use futures::{StreamExt as _, TryStreamExt as _};
 
 use super::retry::{Written, transact};
 use super::table::{self, Item, build, consistent_get, key, n, s};
 use super::{conditional, sdk_error};
-use crate::branch::memories::{MemoryId, MemoryRecord};
+use crate::branch::memories::{MemoryId, MemoryQuery, MemoryRecord, Ranker, ScoredMemory};
 use crate::branch::{
     ActiveBranch, BranchRecord, BranchStatus, BranchStore, Finish, Limit, RateLimits,
     branch_exists, branch_not_found, minute_window, not_active, over_limit,
@@ -495,23 +496,76 @@ impl BranchStore for DynamoBranchStore {
             .send();
         let mut out = Vec::new();
         while out.len() < max {
-            let Some(mut item) = items
+            let Some(item) = items
                 .try_next()
                 .await
                 .map_err(|e| sdk_error("DynamoDB Query", e))?
             else {
                 break;
             };
-            let r = item
-                .remove("r")
-                .ok_or_else(|| Error::internal("a stored memory item has no record"))?;
-            out.push(
-                serde_dynamo::from_attribute_value(r).map_err(|e| {
-                    Error::internal(format!("a stored memory does not decode: {e}"))
-                })?,
-            );
+            out.push(memory_of(item)?);
         }
         Ok(out)
+    }
+
+    /// Every memory of the tenant streamed past a [`Ranker`] (one Query's
+    /// pages, 1 MB each), which keeps the first [`KEPT_MATCHES`] matching
+    /// memories whole and of the others only their statistics and sort
+    /// key; then those of the best `limit` not kept are read again by key.
+    /// A search costs the read units of the tenant's memories (docs/cost.md,
+    /// "Memory search"), and holds one page and the kept matches at most; a
+    /// tenant with few matches costs one request per page, and no GetItem.
+    async fn search_memories(
+        &self,
+        tenant: &TenantId,
+        q: &MemoryQuery,
+    ) -> Result<Vec<ScoredMemory>> {
+        let mut ranker = Ranker::new(q);
+        if ranker.is_empty() {
+            return Ok(Vec::new());
+        }
+        let pk = table::memory_pk(tenant);
+        let mut kept = 0;
+        let mut items = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .key_condition_expression("pk = :pk")
+            .expression_attribute_values(":pk", s(pk.clone()))
+            .into_paginator()
+            .items()
+            .send();
+        while let Some(mut item) = items
+            .try_next()
+            .await
+            .map_err(|e| sdk_error("DynamoDB Query", e))?
+        {
+            let sk = match item.remove("sk") {
+                Some(AttributeValue::S(sk)) => sk,
+                _ => return Err(Error::internal("a stored memory item has no sort key")),
+            };
+            ranker.add(memory_of(item)?, |m| {
+                kept += 1;
+                (sk, (kept <= KEPT_MATCHES).then_some(m))
+            });
+        }
+        // Those not kept read again, in rank order; one erased meanwhile is
+        // left out.
+        let found: Vec<Option<ScoredMemory>> = futures::stream::iter(ranker.finish())
+            .map(|(score, (sk, memory))| {
+                let pk = pk.clone();
+                async move {
+                    let memory = match memory {
+                        Some(m) => Some(m),
+                        None => self.get(pk, &sk).await?.map(memory_of).transpose()?,
+                    };
+                    Ok::<_, Error>(memory.map(|memory| ScoredMemory { score, memory }))
+                }
+            })
+            .buffered(16)
+            .try_collect()
+            .await?;
+        Ok(found.into_iter().flatten().collect())
     }
 
     async fn forget_session(&self, tenant: &TenantId, session: &SessionId) -> Result<bool> {
@@ -523,4 +577,17 @@ impl BranchStore for DynamoBranchStore {
         }
         Ok(!items.is_empty())
     }
+}
+
+/// Matching memories a search keeps whole while it ranks (about 2 KB
+/// each); the best of the others are read again by key.
+const KEPT_MATCHES: usize = 1000;
+
+/// A stored memory item's record.
+fn memory_of(mut item: Item) -> Result<MemoryRecord> {
+    let r = item
+        .remove("r")
+        .ok_or_else(|| Error::internal("a stored memory item has no record"))?;
+    serde_dynamo::from_attribute_value(r)
+        .map_err(|e| Error::internal(format!("a stored memory does not decode: {e}")))
 }

@@ -19,6 +19,7 @@ pub async fn run_all(store: &dyn BranchStore, caps: Capabilities) {
     tokens_add_up_and_finish_happens_once(store).await;
     a_sessions_branches_are_listed_and_removed(store).await;
     memories_are_searched_per_tenant_and_go_with_their_branch(store).await;
+    a_search_reads_every_memory_not_the_newest_few(store).await;
     if caps.global_branch_listing {
         all_active_lists_every_tenant(store).await;
     }
@@ -445,6 +446,62 @@ fn memory(
         created_at: t(at),
         extracted_by: "extractive:v1".into(),
     }
+}
+
+/// A search ranks every memory of the tenant: the oldest of 2,100 (over
+/// 1 MB of them, so more than one DynamoDB page) is found by its one rare
+/// word, and first among those sharing a common one, before the newest of
+/// those, which tie. The aws store once ranked only the newest 2,000.
+pub async fn a_search_reads_every_memory_not_the_newest_few(store: &dyn BranchStore) {
+    use futures::StreamExt as _;
+    let a = fresh_tenant("mem-all");
+    const N: i64 = 2_100;
+    let filler =
+        "the routine step checked the build, ran the suite and wrote the notes down; ".repeat(8);
+    futures::stream::iter(0..N)
+        .for_each_concurrent(32, |i| {
+            let (a, filler) = (&a, &filler);
+            async move {
+                let b = record("s-mem-all", i);
+                let title = if i == 0 {
+                    "moor the zeppelin at the routine mast".to_owned()
+                } else {
+                    format!("routine task {i:05}")
+                };
+                let m = memory(a, &b, MemoryKind::Strategy, &title, filler, 0.9, i);
+                store.put_memory(a, &m).await.unwrap();
+            }
+        })
+        .await;
+    let search = |text: &str, limit: usize| MemoryQuery {
+        text: text.to_owned(),
+        limit,
+        min_confidence: 0.0,
+        kind: None,
+    };
+    let found = store
+        .search_memories(&a, &search("zeppelin", 10))
+        .await
+        .unwrap();
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!(found[0].memory.created_at, t(0));
+    let found = store
+        .search_memories(&a, &search("routine zeppelin", 3))
+        .await
+        .unwrap();
+    assert_eq!(found.len(), 3);
+    assert_eq!(
+        found[0].memory.created_at,
+        t(0),
+        "{:?}",
+        found[0].memory.title
+    );
+    assert!(found[0].score > found[1].score);
+    // The others tie, so the newest come next: the last read of all (which
+    // a store that keeps only the first matches whole reads again).
+    assert_eq!(found[1].memory.created_at, t(N - 1));
+    assert_eq!(found[2].memory.created_at, t(N - 2));
+    assert_eq!(found[1].memory.content, filler);
 }
 
 /// Memories round-trip, list newest first, are found by lexical search
