@@ -17,7 +17,6 @@ use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value};
 use opentelemetry_proto::tonic::metrics::v1::metric::Data;
 use opentelemetry_proto::tonic::trace::v1::Span;
-use prost::Message as _;
 use serde_json::json;
 
 /// What the collector was sent: (path, body), in order.
@@ -40,24 +39,37 @@ async fn collector() -> (String, Received) {
     (url, got)
 }
 
-/// The exporter's settings: this collector, batches sent at once.
-fn otel_env(url: &str) -> Vec<(&'static str, String)> {
-    vec![
-        ("OTEL_EXPORTER_OTLP_ENDPOINT", url.to_owned()),
-        ("OTEL_BSP_SCHEDULE_DELAY", "50".to_owned()),
-        ("OTEL_METRIC_EXPORT_INTERVAL", "100".to_owned()),
-    ]
+/// A server (`ctx serve` on a new data directory, by `start`) exporting to
+/// a new collector: batches sent at once. `None` when `start` says so (the
+/// emulator is not expected here).
+async fn exporting(
+    start: impl FnOnce(&std::path::Path, &[(&str, &str)]) -> Option<Server>,
+) -> Option<(Server, Received, tempfile::TempDir)> {
+    let (url, got) = collector().await;
+    let dir = tempfile::tempdir().unwrap();
+    let env = [
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", url.as_str()),
+        ("OTEL_BSP_SCHEDULE_DELAY", "50"),
+        ("OTEL_METRIC_EXPORT_INTERVAL", "100"),
+    ];
+    let server = start(&dir.path().join("data"), &env)?;
+    Some((server, got, dir))
 }
 
-fn spans(got: &Received) -> Vec<Span> {
+/// Every export request posted to `path`, decoded.
+fn received<M: prost::Message + Default>(got: &Received, path: &str) -> Vec<M> {
     let got = got.lock().unwrap();
     got.iter()
-        .filter(|(p, _)| p == "/v1/traces")
-        .flat_map(|(_, b)| {
-            ExportTraceServiceRequest::decode(b.clone())
-                .expect("a protobuf ExportTraceServiceRequest")
-                .resource_spans
-        })
+        .filter(|(p, _)| p == path)
+        .map(|(_, b)| M::decode(b.clone()).expect("a protobuf export request"))
+        .collect()
+}
+
+/// Every span received, in order.
+fn spans(got: &Received) -> Vec<Span> {
+    received::<ExportTraceServiceRequest>(got, "/v1/traces")
+        .into_iter()
+        .flat_map(|r| r.resource_spans)
         .flat_map(|r| r.scope_spans)
         .flat_map(|s| s.spans)
         .collect()
@@ -180,11 +192,9 @@ fn assert_operation(root: &Span, principal_known: bool) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_checkpoint_is_one_span_with_its_store_calls_as_children_and_its_metrics() {
-    let (url, got) = collector().await;
-    let dir = tempfile::tempdir().unwrap();
-    let env = otel_env(&url);
-    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    let server = Server::start_env(&dir.path().join("data"), &[], &env);
+    let (server, got, _dir) = exporting(|data, env| Some(Server::start_env(data, &[], env)))
+        .await
+        .expect("a local server");
     let secret = "the-launch-code-is-7781";
     let (root, children) = checkpoint_tree(&server, &got, secret).await;
     assert_operation(&root, true);
@@ -238,11 +248,7 @@ async fn a_checkpoint_is_one_span_with_its_store_calls_as_children_and_its_metri
     .await;
     assert!(spans(&got).iter().any(|s| s.name == "read"));
     let m = metrics(&got);
-    let counted = m
-        .iter()
-        .rfind(|(n, _)| n == "ctx.checkpoints")
-        .map(|(_, d)| d.clone())
-        .unwrap();
+    let counted = latest(&m, "ctx.checkpoints");
     let Some(Data::Sum(sum)) = counted else {
         panic!("ctx.checkpoints is a sum: {counted:?}");
     };
@@ -256,11 +262,7 @@ async fn a_checkpoint_is_one_span_with_its_store_calls_as_children_and_its_metri
         point.value,
         Some(opentelemetry_proto::tonic::metrics::v1::number_data_point::Value::AsInt(1))
     );
-    let durations = m
-        .iter()
-        .rfind(|(n, _)| n == "ctx.operation.duration")
-        .map(|(_, d)| d.clone())
-        .unwrap();
+    let durations = latest(&m, "ctx.operation.duration");
     let Some(Data::Histogram(h)) = durations else {
         panic!("ctx.operation.duration is a histogram: {durations:?}");
     };
@@ -270,11 +272,7 @@ async fn a_checkpoint_is_one_span_with_its_store_calls_as_children_and_its_metri
             .any(|p| attr(&p.attributes, "op").as_deref() == Some("checkpoint") && p.count == 1),
         "{h:?}"
     );
-    let sizes = m
-        .iter()
-        .rfind(|(n, _)| n == "ctx.materialize.bytes")
-        .map(|(_, d)| d.clone())
-        .unwrap();
+    let sizes = latest(&m, "ctx.materialize.bytes");
     let Some(Data::Histogram(h)) = sizes else {
         panic!("ctx.materialize.bytes is a histogram: {sizes:?}");
     };
@@ -284,16 +282,19 @@ async fn a_checkpoint_is_one_span_with_its_store_calls_as_children_and_its_metri
     server.kill();
 }
 
+/// The last data received of metric `name` (cumulative: the latest is the
+/// whole count).
+fn latest(m: &[(String, Option<Data>)], name: &str) -> Option<Data> {
+    m.iter()
+        .rfind(|(n, _)| n == name)
+        .and_then(|(_, d)| d.clone())
+}
+
 /// Every metric received: (name, data), in order.
 fn metrics(got: &Received) -> Vec<(String, Option<Data>)> {
-    let got = got.lock().unwrap();
-    got.iter()
-        .filter(|(p, _)| p == "/v1/metrics")
-        .flat_map(|(_, b)| {
-            ExportMetricsServiceRequest::decode(b.clone())
-                .expect("a protobuf ExportMetricsServiceRequest")
-                .resource_metrics
-        })
+    received::<ExportMetricsServiceRequest>(got, "/v1/metrics")
+        .into_iter()
+        .flat_map(|r| r.resource_metrics)
         .flat_map(|r| r.scope_metrics)
         .flat_map(|s| s.metrics)
         .map(|m| (m.name, m.data))
@@ -330,11 +331,7 @@ async fn without_an_endpoint_nothing_is_exported() {
 /// of each request, children of the operation's span.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_aws_the_sdk_requests_are_the_checkpoint_s_children() {
-    let (url, got) = collector().await;
-    let dir = tempfile::tempdir().unwrap();
-    let env = otel_env(&url);
-    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    let Some(server) = Server::start_aws_env(&dir.path().join("data"), &env) else {
+    let Some((server, got, _dir)) = exporting(Server::start_aws_env).await else {
         return;
     };
     let (root, children) = checkpoint_tree(&server, &got, "aws-secret-4412").await;
