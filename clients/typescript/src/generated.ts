@@ -531,7 +531,7 @@ export interface paths {
         };
         /**
          * The tenant's memories of ended branches matching `q` (any of its
-         *     words; SQLite FTS5 embedded, BM25 over the newest 2,000 on AWS), best
+         *     words; SQLite FTS5 embedded, BM25 over every memory on AWS), best
          *     first: strategies from completed branches, anti-patterns from failed
          *     or timed-out ones, each with its provenance.
          */
