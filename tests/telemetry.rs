@@ -306,18 +306,22 @@ fn metrics(got: &Received) -> Vec<(String, Option<Data>)> {
 async fn without_an_endpoint_nothing_is_exported() {
     let (url, got) = collector().await;
     let dir = tempfile::tempdir().unwrap();
-    // An empty endpoint is none; the SDK's other variables alone do not
-    // switch the export on.
+    // An empty endpoint is none; the SDK's per-signal endpoints, which name
+    // this collector, do not switch the export on by themselves (were they
+    // to, the spans would reach it).
+    let traces = format!("{url}/v1/traces");
+    let metrics = format!("{url}/v1/metrics");
     let server = Server::start_env(
         &dir.path().join("data"),
         &[],
         &[
             ("OTEL_EXPORTER_OTLP_ENDPOINT", ""),
+            ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", traces.as_str()),
+            ("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", metrics.as_str()),
             ("OTEL_BSP_SCHEDULE_DELAY", "50"),
             ("OTEL_METRIC_EXPORT_INTERVAL", "100"),
         ],
     );
-    let _ = url;
     server
         .client()
         .ok("POST", "/v1/commits", Some(&checkpoint_body("quiet")))
