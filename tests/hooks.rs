@@ -1,8 +1,8 @@
-//! Claude Code hooks end to end, against a real `ctx serve`: the installed
-//! hook command (run through the shell, as Claude Code runs it) checkpoints
-//! a transcript's complete new lines onto the session's ref, skips what
-//! another writer already stored, survives a server that is down, and
-//! `ctx resume` forks a session at any commit.
+//! The runtimes' hooks end to end, against a real `ctx serve`: the
+//! installed hook command (run through the shell, as Claude Code, Codex and
+//! Gemini CLI run it) checkpoints a session log's complete new lines onto
+//! the session's ref, skips what another writer already stored, survives a
+//! server that is down, and `ctx resume` forks a session at any commit.
 
 use std::io::Write;
 use std::path::Path;
@@ -1116,4 +1116,325 @@ async fn install_checks_what_the_hook_needs_and_doctor_says_what_is_wrong() {
     let (code, out) = doctor(&bare);
     assert_eq!(code, 2, "{out}");
     assert!(out.contains("ctx hooks install"), "{out}");
+}
+
+/// A hook payload fixture (`tests/data/hooks/NAME.json`, the fields the
+/// runtime sends) pointed at `log` and `cwd`.
+fn payload(name: &str, log: &Path, cwd: &Path) -> Value {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("data/hooks/{name}.json"));
+    let mut v: Value = serde_json::from_slice(&std::fs::read(path).expect("the payload")).unwrap();
+    v["transcript_path"] = json!(log);
+    v["cwd"] = json!(cwd);
+    v
+}
+
+/// Runs `command` through `sh -c` with `input` on stdin, as the runtimes
+/// run a command hook: its exit code, stdout and stderr.
+fn run_hook_with(command: &str, input: &Value) -> (i32, String, String) {
+    let mut child = Command::new("sh")
+        .args(["-c", command])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .env_remove("CTX_TOKEN")
+        .env_remove("CTX_SERVER")
+        .spawn()
+        .expect("sh runs");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.to_string().as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().expect("the hook finishes");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// The ctx hook command for `event` in a hooks settings file.
+fn command_in(settings: &Path, runtime: &str, event: &str) -> String {
+    let s: Value = serde_json::from_slice(&std::fs::read(settings).expect("settings written"))
+        .expect("settings are JSON");
+    s["hooks"][event]
+        .as_array()
+        .unwrap_or_else(|| panic!("no {event} hooks: {s}"))
+        .iter()
+        .flat_map(|g| g["hooks"].as_array().unwrap())
+        .filter_map(|h| h["command"].as_str())
+        .find(|c| c.contains(&format!(" hook {runtime} ")))
+        .unwrap_or_else(|| panic!("no ctx hook for {event}: {s}"))
+        .to_owned()
+}
+
+/// Claude Code's project key of a directory, as the hooks name refs.
+fn key_of(dir: &Path) -> String {
+    std::fs::canonicalize(dir)
+        .unwrap()
+        .to_string_lossy()
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect()
+}
+
+/// A Codex CLI session and a Gemini CLI session, recorded live by the
+/// hooks `ctx hooks install codex|gemini` writes, driven by the payloads
+/// those runtimes send: one commit per turn as each turn ends, the turn in
+/// progress stored by `ctx current` (a ticket's `current_context`), the
+/// tail of a runtime that died stored by the next hook of another
+/// runtime's session, and each session exported byte for byte.
+#[tokio::test]
+async fn codex_and_gemini_sessions_are_recorded_live_turn_by_turn() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let server = Server::start(&data);
+    let project = dir.path().join("proj");
+    std::fs::create_dir_all(project.join(".codex")).unwrap();
+    std::fs::write(
+        project.join(".codex/config.toml"),
+        "model = \"gpt-5-codex\"\n",
+    )
+    .unwrap();
+    let install = |runtime: &str| {
+        let out = Command::new(ctx_bin())
+            .args(["hooks", "install", runtime, "--project"])
+            .arg(&project)
+            .args(["--server", &server.url, "--data"])
+            .arg(&data)
+            .output()
+            .expect("ctx hooks runs");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    install("codex");
+    install("gemini");
+    let config = std::fs::read_to_string(project.join(".codex/config.toml")).unwrap();
+    assert!(config.starts_with("model = \"gpt-5-codex\"\n"), "{config}");
+    assert!(
+        config.contains("[features]\ncodex_hooks = true"),
+        "{config}"
+    );
+    let codex_settings = project.join(".codex/hooks.json");
+    let gemini_settings = project.join(".gemini/settings.json");
+    let once = (
+        std::fs::read(&codex_settings).unwrap(),
+        std::fs::read(&gemini_settings).unwrap(),
+    );
+    install("codex");
+    install("gemini");
+    assert_eq!(
+        (
+            std::fs::read(&codex_settings).unwrap(),
+            std::fs::read(&gemini_settings).unwrap()
+        ),
+        once,
+        "installing twice changes nothing"
+    );
+    let codex_stop = command_in(&codex_settings, "codex", "Stop");
+    assert_eq!(
+        command_in(&codex_settings, "codex", "PreCompact"),
+        codex_stop
+    );
+    let after_agent = command_in(&gemini_settings, "gemini", "AfterAgent");
+    for e in ["PreCompress", "SessionEnd"] {
+        assert_eq!(command_in(&gemini_settings, "gemini", e), after_agent);
+    }
+
+    let key = key_of(&project);
+    let c = server.client();
+    let runs = [
+        (
+            "codex",
+            "codex-rollout.jsonl",
+            "codex-stop",
+            &codex_stop,
+            "0199a3f2-6c1e-7d40-9b1a-3f5e2c8d4a10",
+            ctx_core::format::codex_segments as fn(&[u8]) -> _,
+        ),
+        (
+            "gemini",
+            "gemini-cli-session.jsonl",
+            "gemini-after-agent",
+            &after_agent,
+            "8c1f4e2a-3b7d-4e9a-a1c2-5d6e7f8091ab",
+            ctx_core::format::gemini_segments,
+        ),
+    ];
+    for (runtime, file, turn_end, hook, session, cut) in runs {
+        let full = std::fs::read(
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("data")
+                .join(file),
+        )
+        .unwrap();
+        let turns = cut(&full).unwrap();
+        assert!(turns.len() >= 2, "{runtime}: the fixture has turns");
+        let log = dir.path().join(format!("{runtime}-{file}"));
+        let name = format!("{runtime}/{key}/{session}");
+        let input = payload(turn_end, &log, &project);
+        assert_eq!(input["session_id"], session, "{runtime}");
+        // Turn by turn, as the runtime appends them; its hook at each end.
+        for (i, turn) in turns.iter().enumerate() {
+            std::fs::write(&log, &full[..turn.range.end]).unwrap();
+            let (code, out, err) = run_hook_with(hook, &input);
+            assert_eq!(code, 0, "{runtime}: {err}");
+            assert!(out.is_empty(), "{runtime}: nothing on stdout: {out}");
+            assert!(!err.contains("warning"), "{runtime}: {err}");
+            let t = tip(&server, &name).await.expect("the hook made the ref");
+            assert_eq!(
+                history_len(&server, &t).await,
+                i + 1,
+                "{runtime}: a commit per turn"
+            );
+            assert!(
+                c.materialize(&t, "root").await == full[..turn.range.end],
+                "{runtime}: turn {i}, byte for byte"
+            );
+            let commit = c.ok("GET", &format!("/v1/commits/{t}"), None).await;
+            assert_eq!(commit["principal"], runtime, "{commit}");
+            assert_eq!(commit["format"], turns_format(runtime), "{commit}");
+            assert_eq!(commit["session_id"], session, "{commit}");
+        }
+        let (code, exported) = server.cli(&["export", &name]);
+        assert_eq!(code, 0);
+        assert!(exported == full, "{runtime}: the export is the file");
+    }
+
+    // A turn in progress (its lines written, its turn not ended): `ctx
+    // current` stores it and answers it.
+    let codex_log = dir.path().join("codex-codex-rollout.jsonl");
+    let codex_ref = format!("codex/{key}/0199a3f2-6c1e-7d40-9b1a-3f5e2c8d4a10");
+    let before = tip(&server, &codex_ref).await.unwrap();
+    let mut grown = std::fs::read(&codex_log).unwrap();
+    grown.extend_from_slice(br#"{"timestamp":"2026-11-21T14:04:00.000Z","type":"response_item","payload":{"type":"message","role":"user","content":[{"type":"input_text","text":"Open a ticket for the overflow case."}]}}"#);
+    grown.push(b'\n');
+    std::fs::write(&codex_log, &grown).unwrap();
+    let (code, out) = server.cli(&[
+        "current",
+        "--session",
+        "0199a3f2-6c1e-7d40-9b1a-3f5e2c8d4a10",
+        "--json",
+        "--data",
+        data.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0);
+    let current: Value = serde_json::from_slice(&out).unwrap();
+    assert_eq!(current["by"], "session", "{current}");
+    assert_eq!(current["ref"], codex_ref.as_str(), "{current}");
+    assert_eq!(current["flushed"][0]["runtime"], "codex", "{current}");
+    let now = current["context_id"].as_str().unwrap();
+    assert_ne!(now, before);
+    assert!(
+        c.materialize(now, "root").await == grown,
+        "the turn in progress"
+    );
+
+    // The same over `/mcp` (a runtime's MCP client over HTTP): the turn in
+    // progress is stored for the caller holding the data directory's token,
+    // the one the hooks write with; another tenant's caller gets nothing of
+    // this machine's sessions stored in its name.
+    grown.extend_from_slice(br#"{"timestamp":"2026-11-21T14:04:01.000Z","type":"response_item","payload":{"type":"function_call","name":"shell","arguments":"{}","call_id":"call_T1"}}"#);
+    grown.push(b'\n');
+    std::fs::write(&codex_log, &grown).unwrap();
+    let out = Command::new(ctx_bin())
+        .args(["tokens", "add", "someone-else", "--data"])
+        .arg(&data)
+        .output()
+        .expect("ctx tokens add");
+    assert!(out.status.success());
+    let stranger = String::from_utf8(out.stdout).unwrap().trim().to_owned();
+    let call = json!({"name": "current_context",
+                      "arguments": {"session_id": "0199a3f2-6c1e-7d40-9b1a-3f5e2c8d4a10",
+                                    "principal": "codex"}});
+    let theirs = mcp_over_http(&server.url, &stranger, &call).await;
+    assert_eq!(theirs["isError"], true, "{theirs}");
+    assert!(
+        theirs["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .starts_with("not_found"),
+        "{theirs}"
+    );
+    assert_eq!(
+        tip(&server, &codex_ref).await.unwrap(),
+        now,
+        "nothing stored"
+    );
+    let ours = mcp_over_http(&server.url, &server.token, &call).await;
+    let answer = &ours["structuredContent"];
+    assert_eq!(answer["by"], "session", "{ours}");
+    let via_mcp = answer["context_id"].as_str().unwrap().to_owned();
+    assert_ne!(via_mcp, now);
+    assert!(
+        c.materialize(&via_mcp, "root").await == grown,
+        "/mcp's answer holds the turn that called it"
+    );
+
+    // The Codex runtime dies mid-turn: quiet for two minutes, its tail is
+    // stored by the next hook of any session, here the Gemini one's end.
+    grown.extend_from_slice(br#"{"timestamp":"2026-11-21T14:04:05.000Z","type":"response_item","payload":{"type":"message","role":"assistant","content":[{"type":"output_text","text":"Opened."}]}}"#);
+    grown.push(b'\n');
+    std::fs::write(&codex_log, &grown).unwrap();
+    let written = std::fs::metadata(&codex_log).unwrap().modified().unwrap();
+    std::fs::File::options()
+        .write(true)
+        .open(&codex_log)
+        .unwrap()
+        .set_modified(written - std::time::Duration::from_secs(120))
+        .unwrap();
+    let gemini_log = dir.path().join("gemini-gemini-cli-session.jsonl");
+    let end = payload("gemini-session-end", &gemini_log, &project);
+    let (code, _, err) = run_hook_with(&after_agent, &end);
+    assert_eq!(code, 0, "{err}");
+    assert!(!err.contains("warning"), "{err}");
+    let recovered = tip(&server, &codex_ref).await.unwrap();
+    assert!(
+        c.materialize(&recovered, "root").await == grown,
+        "the dead Codex session's rollout, byte for byte"
+    );
+    for runtime in ["codex", "gemini"] {
+        let out = Command::new(ctx_bin())
+            .args(["hooks", "doctor", runtime, "--project"])
+            .arg(&project)
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{runtime}: {said}");
+        assert!(said.contains("no session has lines waiting"), "{said}");
+    }
+}
+
+/// One `tools/call` of `/mcp` over streamable HTTP as `token`: its result.
+async fn mcp_over_http(url: &str, token: &str, params: &Value) -> Value {
+    let post = |body: Value| {
+        reqwest::Client::new()
+            .post(format!("{url}/mcp"))
+            .header("accept", "application/json, text/event-stream")
+            .bearer_auth(token)
+            .json(&body)
+            .send()
+    };
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                   "clientInfo": {"name": "t", "version": "0"}}});
+    assert_eq!(post(init).await.unwrap().status().as_u16(), 200);
+    let resp = post(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": params}))
+        .await
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 200);
+    let v: Value = resp.json().await.unwrap();
+    v["result"].clone()
+}
+
+/// The format a runtime's hook records.
+fn turns_format(runtime: &str) -> &'static str {
+    match runtime {
+        "codex" => "codex-rollout-v1",
+        _ => "gemini-cli-v1",
+    }
 }

@@ -243,7 +243,7 @@ const TOOLS: &[ToolSpec] = &[
     },
     ToolSpec {
         name: "current_context",
-        description: "Your context now, for a ticket's context_id: stores the turn in progress first (the lines the Claude Code hooks of this machine have not stored yet; `ctx mcp` only), then answers {context_id, by: session|principal, ref, flushed}: with session_id, the tip of that session's ref (an error when this machine's hooks never recorded it), else the principal's newest commit.",
+        description: "Your context now, for a ticket's context_id: stores the turn in progress first (the lines the hooks of this machine, Claude Code's, Codex's or Gemini CLI's, have not stored yet; `ctx mcp`, or `/mcp` called with the token of the server's data directory), then answers {context_id, by: session|principal, ref, flushed}: with session_id, the tip of that session's ref (an error when this machine's hooks never recorded it), else the principal's newest commit.",
         args: &[
             optional::<wire::Resolve>("principal", "principal"),
             optional::<wire::BranchStatusOfSession>("session_id", "session_id"),
@@ -603,7 +603,7 @@ pub async fn call_tool(
         "current_context" => {
             let mut writes = hooks.map_or_else(Writes::default, |h| h.writes.clone());
             if args.get("principal").is_some_and(|v| !v.is_null()) || hooks.is_none() {
-                str_arg(args, "principal")?.clone_into(&mut writes.principal);
+                writes.principal = Some(str_arg(args, "principal")?.to_owned());
             }
             let session = args.get("session_id").and_then(Value::as_str);
             let data = hooks.map(|h| h.data.as_path());
@@ -810,17 +810,19 @@ static TOOL_LIST: std::sync::LazyLock<std::sync::Arc<Vec<Tool>>> = std::sync::La
 pub struct CtxMcp {
     calls: Calls,
     tools: std::sync::Arc<Vec<Tool>>,
-    /// The Claude Code hooks whose pending lines `current_context` stores
-    /// first: `ctx mcp`'s, on the agent's machine. `/mcp` has none: the
-    /// server must not store hook state of another tenant's sessions as
-    /// the caller.
+    /// The hooks (Claude Code's, Codex's, Gemini CLI's) whose pending
+    /// lines `current_context` stores first: `ctx mcp`'s, on the agent's
+    /// machine, and for `/mcp` those under the server's data directory,
+    /// used only for a caller presenting the token the hooks read there
+    /// (the server must not store hook state of one tenant's sessions as
+    /// another caller).
     hooks: Option<std::sync::Arc<Hooks>>,
     /// The sessions this connection created branches in: when the MCP
     /// session closes, their branches are force-returned (FR-010).
     sessions: std::sync::Arc<std::sync::Mutex<std::collections::BTreeSet<ctx_core::SessionId>>>,
 }
 
-/// The Claude Code hooks of this machine, as `current_context` stores
+/// The hooks of this machine, as `current_context` stores
 /// their pending lines: where their state is (`ctx mcp`'s `--data`), and
 /// who they write as (`current_context`'s principal by default).
 #[derive(Debug, Clone)]
@@ -848,23 +850,39 @@ impl CtxMcp {
     }
 
     /// For `/mcp` in `ctx serve`: every call to the server `server` (a
-    /// client without a token) as the HTTP request's bearer.
-    pub fn loopback(server: std::sync::Arc<Client>) -> Self {
-        Self::new(Calls::Loopback(server), None)
+    /// client without a token) as the HTTP request's bearer; the hooks
+    /// under `data` are stored first for the holder of `data`'s token.
+    pub fn loopback(server: std::sync::Arc<Client>, data: std::path::PathBuf) -> Self {
+        let hooks = Hooks {
+            writes: Writes::default(),
+            data,
+        };
+        Self::new(Calls::Loopback(server), Some(hooks))
     }
 
     fn client(&self, context: &RequestContext<RoleServer>) -> std::sync::Arc<Client> {
         match &self.calls {
             Calls::Fixed(c) => c.clone(),
-            Calls::Loopback(server) => {
-                let token = context
-                    .extensions
-                    .get::<axum::http::request::Parts>()
-                    .and_then(|p| p.headers.get(axum::http::header::AUTHORIZATION))
-                    .and_then(|v| v.to_str().ok())
-                    .and_then(|v| v.strip_prefix("Bearer "))
-                    .map(str::to_owned);
-                std::sync::Arc::new(server.with_token(token))
+            Calls::Loopback(server) => std::sync::Arc::new(server.with_token(bearer(context))),
+        }
+    }
+
+    /// The hooks whose pending lines this call's `current_context` stores:
+    /// `ctx mcp`'s; on `/mcp`, the data directory's only when the caller
+    /// presents the token the hooks read there (its own sessions, stored
+    /// as it).
+    fn hooks(&self, context: &RequestContext<RoleServer>) -> Option<&Hooks> {
+        let hooks = self.hooks.as_deref()?;
+        match &self.calls {
+            Calls::Fixed(_) => Some(hooks),
+            Calls::Loopback(_) => {
+                let theirs = bearer(context)?;
+                let ours = crate::read_token_file(&hooks.data)?;
+                // Compared as digests: no timing tells a caller how much of
+                // the data directory's token it guessed.
+                let same = ctx_core::ArtifactRef::of(theirs.as_bytes())
+                    == ctx_core::ArtifactRef::of(ours.as_bytes());
+                same.then_some(hooks)
             }
         }
     }
@@ -910,7 +928,7 @@ impl ServerHandler for CtxMcp {
                 .insert(session);
         }
         Ok(
-            match call_tool(&self.client(&context), self.hooks.as_deref(), name, &args).await {
+            match call_tool(&self.client(&context), self.hooks(&context), name, &args).await {
                 Ok(v) => CallToolResult::structured(v),
                 Err(e) => CallToolResult::error(vec![ContentBlock::text(format!(
                     "{}: {}",
@@ -920,6 +938,17 @@ impl ServerHandler for CtxMcp {
             .into(),
         )
     }
+}
+
+/// The bearer token of an MCP request over HTTP.
+fn bearer(context: &RequestContext<RoleServer>) -> Option<String> {
+    context
+        .extensions
+        .get::<axum::http::request::Parts>()
+        .and_then(|p| p.headers.get(axum::http::header::AUTHORIZATION))
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::to_owned)
 }
 
 /// Serves MCP on stdin/stdout until stdin closes.
@@ -977,6 +1006,7 @@ async fn end_sessions(client: &Client, sessions: std::collections::BTreeSet<ctx_
 pub fn http_service(
     base: String,
     host: String,
+    data: std::path::PathBuf,
 ) -> rmcp::transport::streamable_http_server::StreamableHttpService<
     CtxMcp,
     rmcp::transport::streamable_http_server::session::never::NeverSessionManager,
@@ -991,7 +1021,7 @@ pub fn http_service(
     config.allowed_hosts.push(host);
     let server = std::sync::Arc::new(Client::new(&base, None));
     StreamableHttpService::new(
-        move || Ok(CtxMcp::loopback(server.clone())),
+        move || Ok(CtxMcp::loopback(server.clone(), data.clone())),
         std::sync::Arc::new(NeverSessionManager::default()),
         config,
     )

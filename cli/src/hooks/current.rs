@@ -1,7 +1,7 @@
 //! `ctx current` (and the MCP tool `current_context`): the commit that is
 //! an agent's context *now*, for a ticket's `context_id`. It first stores
-//! what the Claude Code hooks under the data directory have not stored yet
-//! (the lines of the turn in progress), then answers the session's tip, or
+//! what the hooks under the data directory (Claude Code's, Codex's,
+//! Gemini's) have not stored yet (the lines of the turn in progress), then answers the session's tip, or
 //! the principal's newest commit (`GET /v1/resolve` at now).
 
 use std::path::Path;
@@ -10,8 +10,8 @@ use clap::Args;
 use ctx_core::{CommitId, Error, ErrorKind, Principal, RefName, Result};
 use serde::Serialize;
 
-use super::Writes;
 use super::sync::{Flushed, Writer, flush};
+use super::{Runtime, Writes};
 use crate::client::Client;
 use crate::commands::wire_value;
 use crate::{Conn, print_json};
@@ -19,9 +19,10 @@ use crate::{Conn, print_json};
 /// `ctx current`.
 #[derive(Debug, Args)]
 pub struct CurrentArgs {
-    /// The Claude Code session whose context to answer (its hook state is
-    /// under the data directory); without it, the principal's newest
-    /// commit, after storing every recorded session's pending lines.
+    /// The session whose context to answer (a Claude Code, Codex or Gemini
+    /// CLI session whose hook state is under the data directory); without
+    /// it, the principal's newest commit, after storing every recorded
+    /// session's pending lines.
     #[arg(long)]
     session: Option<String>,
     #[command(flatten)]
@@ -60,9 +61,12 @@ pub async fn current(
     writes: &Writes,
     session: Option<&str>,
 ) -> Result<Current> {
-    let who: Principal = wire_value("principal", &writes.principal)?;
+    let who: Principal = wire_value("principal", writes.principal(Runtime::ClaudeCode))?;
     let flushed = match data {
-        Some(data) => flush(&Writer::new(client.clone(), writes)?, data, session).await,
+        Some(data) => {
+            let w = Writer::new(client.clone(), writes, Runtime::ClaudeCode)?;
+            flush(&w, data, session).await
+        }
         None => Vec::new(),
     };
     let Some(session) = session else {
@@ -83,7 +87,7 @@ pub async fn current(
         // "not found" to it.
         return Err(Error::new(ErrorKind::NotFound, match data {
             Some(d) => format!(
-                "session {session:?}: the Claude Code hooks under {} never recorded it",
+                "session {session:?}: the hooks (Claude Code, Codex, Gemini CLI) under {} never recorded it",
                 d.display()
             ),
             None => format!(

@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use super::install::{check_server, is_ours, read_settings};
 use super::sync::{HookState, LAST_WARNING, LastWarning, state_dir};
-use super::{DoctorArgs, HOOK_EVENTS, Runtime};
+use super::{DoctorArgs, Spec};
 use crate::print_json;
 
 /// One thing checked.
@@ -54,8 +54,8 @@ impl Check {
 /// # Errors
 /// The first problem found, as a summary naming how many there are.
 pub async fn run_doctor(a: DoctorArgs) -> Result<()> {
-    let Runtime::ClaudeCode = a.runtime;
-    let checks = checks(&a.project).await;
+    let spec = a.runtime.spec();
+    let checks = checks(spec, &a.project).await;
     if a.json {
         print_json(&serde_json::json!({ "checks": checks }))?;
     } else {
@@ -74,8 +74,9 @@ pub async fn run_doctor(a: DoctorArgs) -> Result<()> {
         Some(first) => Err(Error::new(
             first.kind,
             format!(
-                "{} problem(s) with the Claude Code hooks of {}, the first: {}",
+                "{} problem(s) with the {} hooks of {}, the first: {}",
                 problems.len(),
+                spec.label,
                 a.project.display(),
                 first.detail
             ),
@@ -85,9 +86,10 @@ pub async fn run_doctor(a: DoctorArgs) -> Result<()> {
 
 /// Everything checked, in order; later checks are skipped when what they
 /// need is missing.
-async fn checks(project: &Path) -> Vec<Check> {
+async fn checks(spec: &Spec, project: &Path) -> Vec<Check> {
     let mut out = Vec::new();
-    let path = project.join(".claude").join("settings.json");
+    let path = project.join(spec.settings);
+    let events = spec.installed(false);
     let settings = match read_settings(&path) {
         Ok(s) => s,
         Err(e) => {
@@ -95,9 +97,9 @@ async fn checks(project: &Path) -> Vec<Check> {
             return out;
         }
     };
-    let commands: Vec<(&str, Option<&str>)> = HOOK_EVENTS
+    let commands: Vec<(&str, Option<&str>)> = events
         .iter()
-        .map(|&event| (event, ours(&settings, event)))
+        .map(|&event| (event, ours(spec, &settings, event)))
         .collect();
     let missing: Vec<&str> = commands
         .iter()
@@ -109,8 +111,9 @@ async fn checks(project: &Path) -> Vec<Check> {
             "hooks",
             ErrorKind::Invalid,
             format!(
-                "no ctx hook in {}: run `ctx hooks install claude-code --project {}`",
+                "no ctx hook in {}: run `ctx hooks install {} --project {}`",
                 path.display(),
+                spec.name,
                 project.display()
             ),
         ));
@@ -119,16 +122,17 @@ async fn checks(project: &Path) -> Vec<Check> {
     if missing.is_empty() {
         out.push(Check::ok(
             "hooks",
-            format!("{} in {}", HOOK_EVENTS.join(", "), path.display()),
+            format!("{} in {}", events.join(", "), path.display()),
         ));
     } else {
         out.push(Check::problem(
             "hooks",
             ErrorKind::Invalid,
             format!(
-                "no ctx hook for {} in {}: run `ctx hooks install claude-code` again",
+                "no ctx hook for {} in {}: run `ctx hooks install {}` again",
                 missing.join(", "),
-                path.display()
+                path.display(),
+                spec.name
             ),
         ));
     }
@@ -193,7 +197,7 @@ async fn checks(project: &Path) -> Vec<Check> {
             Err(e) => out.push(Check::problem("server", e.kind, e.message)),
         }
     }
-    let dir = state_dir(&data);
+    let dir = state_dir(&data, spec);
     match std::fs::read(dir.join(LAST_WARNING))
         .ok()
         .and_then(|b| serde_json::from_slice::<LastWarning>(&b).ok())
@@ -223,7 +227,7 @@ async fn checks(project: &Path) -> Vec<Check> {
 }
 
 /// The command of ctx's hook for `event` in `settings`, if there is one.
-fn ours<'a>(settings: &'a Value, event: &str) -> Option<&'a str> {
+fn ours<'a>(spec: &Spec, settings: &'a Value, event: &str) -> Option<&'a str> {
     settings
         .get("hooks")?
         .get(event)?
@@ -232,7 +236,7 @@ fn ours<'a>(settings: &'a Value, event: &str) -> Option<&'a str> {
         .filter_map(|g| g.get("hooks").and_then(Value::as_array))
         .flatten()
         .filter_map(|h| h.get("command").and_then(Value::as_str))
-        .find(|c| is_ours(c))
+        .find(|c| is_ours(spec, c))
 }
 
 /// The sessions whose lines wait, each with why.

@@ -1,13 +1,15 @@
 //! `ctx hooks install|uninstall`: ctx's command hooks merged into (or
-//! taken out of) a project's `.claude/settings.json`, after checking that
-//! they can work (the project, the token, a live server that accepts it).
+//! taken out of) a project's runtime settings (`.claude/settings.json`,
+//! `.codex/hooks.json`, `.gemini/settings.json`: the same `hooks` shape in
+//! all three), after checking that they can work (the project, the token,
+//! a live server that accepts it).
 
 use std::path::{Path, PathBuf};
 
 use ctx_core::{Error, ErrorKind, Result};
 use serde_json::{Map, Value, json};
 
-use super::{HOOK_EVENTS, HooksCommand, InstallArgs, Runtime, TOOL_EVENT};
+use super::{HooksCommand, InstallArgs, Runtime, Spec};
 use crate::client::Client;
 use crate::print_json;
 
@@ -23,10 +25,10 @@ pub async fn run_hooks(cmd: HooksCommand) -> Result<()> {
         HooksCommand::Uninstall(a) => (a, false),
         HooksCommand::Doctor(d) => return super::doctor::run_doctor(d).await,
     };
-    let Runtime::ClaudeCode = a.runtime;
-    let path = a.project.join(".claude").join("settings.json");
+    let spec = a.runtime.spec();
+    let path = a.project.join(spec.settings);
     // Checked before anything is written: a hook that cannot work fails
-    // only in warnings Claude Code does not show.
+    // only in warnings the runtime does not show.
     let checked = if install {
         Some(check_install(&a).await?)
     } else {
@@ -43,8 +45,9 @@ pub async fn run_hooks(cmd: HooksCommand) -> Result<()> {
                 format!("--server {}", shell_quote(&a.server))
             };
             let mut cmd = format!(
-                "{} hook claude-code {server} --data {}",
+                "{} hook {} {server} --data {}",
                 shell_quote(&exe.to_string_lossy()),
+                spec.name,
                 shell_quote(&c.data.to_string_lossy())
             );
             if let Some(n) = a.every {
@@ -57,24 +60,23 @@ pub async fn run_hooks(cmd: HooksCommand) -> Result<()> {
         }
         None => None,
     };
-    let events: Vec<&str> = HOOK_EVENTS
-        .iter()
-        .copied()
-        .chain(a.tool_calls.then_some(TOOL_EVENT))
-        .collect();
-    let changed = merge_hooks(&mut settings, command.as_deref(), &events)?;
+    let events = spec.installed(a.tool_calls);
+    let mut changed = merge_hooks(&mut settings, spec, command.as_deref(), &events)?;
     if changed {
-        let dir = path.parent().expect("settings.json has a parent");
-        std::fs::create_dir_all(dir)
-            .map_err(|e| Error::unavailable(format!("cannot create {}: {e}", dir.display())))?;
         let mut text =
             serde_json::to_string_pretty(&settings).map_err(|e| Error::internal(e.to_string()))?;
         text.push('\n');
-        write_atomically(&path, text.as_bytes())?;
+        write_creating(&path, text.as_bytes())?;
+    }
+    // Codex runs hooks only with its `codex_hooks` feature on.
+    let feature = (install && a.runtime == Runtime::Codex).then(|| a.project.join(CODEX_CONFIG));
+    if let Some(config) = &feature {
+        changed |= enable_codex_hooks(config)?;
     }
     if a.json {
         print_json(&json!({
             "settings": path,
+            "config": feature,
             "changed": changed,
             "events": events,
             "command": command,
@@ -89,6 +91,12 @@ pub async fn run_hooks(cmd: HooksCommand) -> Result<()> {
             (false, false) => "there were no ctx hooks in",
         };
         eprintln!("{what} {} ({})", path.display(), events.join(", "));
+        if let Some(config) = &feature {
+            eprintln!(
+                "[features] codex_hooks = true is set in {}; Codex runs a new hook only once you have reviewed and trusted it (/hooks in Codex)",
+                config.display()
+            );
+        }
         if let Some(c) = checked.as_ref().filter(|c| c.from_data) {
             eprintln!(
                 "the hook reads the server's address from {} at every run, so it follows `ctx serve --data {}` to another port",
@@ -216,20 +224,87 @@ pub(super) async fn check_server(
     }
 }
 
-/// Whether a hook command is one `install` wrote.
-pub(super) fn is_ours(command: &str) -> bool {
-    command.contains(" hook claude-code")
+/// Whether a hook command is one `install` wrote for `spec`'s runtime.
+pub(super) fn is_ours(spec: &Spec, command: &str) -> bool {
+    command.contains(&format!(" hook {}", spec.name))
 }
 
-/// Removes ctx's command hooks from `settings.hooks` for [`HOOK_EVENTS`]
-/// and [`TOOL_EVENT`] (dropping matcher groups and events left empty by
-/// that), then, with a `command`, adds one matcher group running it per
-/// event of `events`. Whether the settings changed.
+/// The Codex configuration file, under the project, whose `[features]`
+/// switch hooks on.
+const CODEX_CONFIG: &str = ".codex/config.toml";
+
+/// Sets `features.codex_hooks = true` in the Codex configuration file at
+/// `path` (made when missing), keeping everything else in it as written.
+/// Whether it changed.
+///
+/// # Errors
+/// `Invalid` (field `config`) when the file is not TOML, or its
+/// `features` not a table; `Unavailable` when it cannot be read or
+/// written.
+fn enable_codex_hooks(path: &Path) -> Result<bool> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+        Err(e) => {
+            return Err(Error::unavailable(format!(
+                "cannot read {}: {e}",
+                path.display()
+            )));
+        }
+    };
+    let mut doc: toml_edit::DocumentMut = text.parse().map_err(|e| {
+        Error::invalid(
+            "config",
+            format!("{} is not TOML: {e}; fix it first", path.display()),
+        )
+    })?;
+    let features = doc
+        .entry("features")
+        .or_insert_with(toml_edit::table)
+        .as_table_like_mut()
+        .ok_or_else(|| {
+            Error::invalid(
+                "config",
+                format!(
+                    "`features` in {} is not a table; fix it first",
+                    path.display()
+                ),
+            )
+        })?;
+    if features
+        .get("codex_hooks")
+        .and_then(toml_edit::Item::as_bool)
+        == Some(true)
+    {
+        return Ok(false);
+    }
+    features.insert("codex_hooks", toml_edit::value(true));
+    write_creating(path, doc.to_string().as_bytes())?;
+    Ok(true)
+}
+
+/// Writes `bytes` to `path` atomically, making its directory first.
+fn write_creating(path: &Path, bytes: &[u8]) -> Result<()> {
+    let dir = path.parent().expect("a settings file has a parent");
+    std::fs::create_dir_all(dir)
+        .map_err(|e| Error::unavailable(format!("cannot create {}: {e}", dir.display())))?;
+    write_atomically(path, bytes)
+}
+
+/// Removes ctx's command hooks from `settings.hooks` for every event
+/// `spec`'s install may have written (dropping matcher groups and events
+/// left empty by that), then, with a `command`, adds one matcher group
+/// running it per event of `events`. Whether the settings changed.
 ///
 /// # Errors
 /// `Invalid` (field `settings`) when the settings or their `hooks` are not
 /// JSON objects, or an event's hooks are not a list.
-fn merge_hooks(settings: &mut Value, command: Option<&str>, events: &[&str]) -> Result<bool> {
+fn merge_hooks(
+    settings: &mut Value,
+    spec: &Spec,
+    command: Option<&str>,
+    events: &[&str],
+) -> Result<bool> {
     let before = settings.clone();
     let not_object = |what: &str| {
         Error::invalid(
@@ -245,7 +320,7 @@ fn merge_hooks(settings: &mut Value, command: Option<&str>, events: &[&str]) -> 
         .or_insert_with(|| Value::Object(Map::new()))
         .as_object_mut()
         .ok_or_else(|| not_object("`hooks`"))?;
-    for event in HOOK_EVENTS.into_iter().chain([TOOL_EVENT]) {
+    for event in spec.all_events() {
         if !(hooks.contains_key(event) || command.is_some() && events.contains(&event)) {
             continue;
         }
@@ -264,7 +339,7 @@ fn merge_hooks(settings: &mut Value, command: Option<&str>, events: &[&str]) -> 
                 list.retain(|h| {
                     !h.get("command")
                         .and_then(Value::as_str)
-                        .is_some_and(is_ours)
+                        .is_some_and(|c| is_ours(spec, c))
                 });
             }
         }
@@ -313,6 +388,9 @@ pub(super) fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
 mod tests {
     use super::*;
 
+    const CLAUDE: &Spec = Runtime::ClaudeCode.spec();
+    const EVENTS: [&str; 3] = ["Stop", "PreCompact", "SessionEnd"];
+
     #[test]
     fn merging_keeps_other_hooks_and_is_idempotent() {
         let mut s = json!({
@@ -323,10 +401,10 @@ mod tests {
             }
         });
         let cmd = "/bin/ctx hook claude-code --server http://127.0.0.1:7878 --data /d";
-        assert!(merge_hooks(&mut s, Some(cmd), &HOOK_EVENTS).unwrap());
+        assert!(merge_hooks(&mut s, CLAUDE, Some(cmd), &EVENTS).unwrap());
         let once = s.clone();
         assert!(
-            !merge_hooks(&mut s, Some(cmd), &HOOK_EVENTS).unwrap(),
+            !merge_hooks(&mut s, CLAUDE, Some(cmd), &EVENTS).unwrap(),
             "a second install changes nothing"
         );
         assert_eq!(s, once);
@@ -339,10 +417,10 @@ mod tests {
         }
         // A reinstall with another server replaces the command, not adds one.
         let other = "/bin/ctx hook claude-code --server http://127.0.0.1:9 --data /d";
-        assert!(merge_hooks(&mut s, Some(other), &HOOK_EVENTS).unwrap());
+        assert!(merge_hooks(&mut s, CLAUDE, Some(other), &EVENTS).unwrap());
         assert_eq!(s["hooks"]["Stop"].as_array().unwrap().len(), 2);
         assert_eq!(s["hooks"]["Stop"][1]["hooks"][0]["command"], other);
-        assert!(merge_hooks(&mut s, None, &HOOK_EVENTS).unwrap());
+        assert!(merge_hooks(&mut s, CLAUDE, None, &EVENTS).unwrap());
         assert_eq!(
             s,
             json!({
@@ -355,9 +433,69 @@ mod tests {
             "uninstall leaves exactly the user's hooks"
         );
         let mut empty = json!({});
-        merge_hooks(&mut empty, Some(cmd), &HOOK_EVENTS).unwrap();
-        merge_hooks(&mut empty, None, &HOOK_EVENTS).unwrap();
+        merge_hooks(&mut empty, CLAUDE, Some(cmd), &EVENTS).unwrap();
+        merge_hooks(&mut empty, CLAUDE, None, &EVENTS).unwrap();
         assert_eq!(empty, json!({}));
+    }
+
+    #[test]
+    fn codex_and_gemini_hooks_merge_into_their_own_events() {
+        let gemini = Runtime::Gemini.spec();
+        let mut s = json!({"hooks": {"AfterAgent": [{"hooks": [{"type": "command", "command": "notify"}]}]}});
+        let cmd = "/bin/ctx hook gemini --server http://127.0.0.1:7878 --data /d";
+        let events = gemini.installed(true);
+        assert_eq!(
+            events,
+            ["AfterAgent", "PreCompress", "SessionEnd", "AfterTool"]
+        );
+        assert!(merge_hooks(&mut s, gemini, Some(cmd), &events).unwrap());
+        assert_eq!(s["hooks"]["AfterAgent"][1]["hooks"][0]["command"], cmd);
+        assert_eq!(s["hooks"]["AfterTool"][0]["hooks"][0]["command"], cmd);
+        // Another runtime's ctx hook in the same file is not ours to touch.
+        let claude = "/bin/ctx hook claude-code --data /d";
+        s["hooks"]["SessionEnd"][0]["hooks"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!({"type": "command", "command": claude}));
+        assert!(merge_hooks(&mut s, gemini, None, &events).unwrap());
+        assert_eq!(
+            s,
+            json!({"hooks": {
+                "AfterAgent": [{"hooks": [{"type": "command", "command": "notify"}]}],
+                "SessionEnd": [{"hooks": [{"type": "command", "command": claude}]}]
+            }})
+        );
+        let codex = Runtime::Codex.spec();
+        assert_eq!(codex.installed(false), ["Stop", "PreCompact"]);
+    }
+
+    #[test]
+    fn the_codex_feature_is_switched_on_keeping_the_rest() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(".codex/config.toml");
+        assert!(enable_codex_hooks(&path).unwrap(), "made when missing");
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            "[features]\ncodex_hooks = true\n"
+        );
+        let mine =
+            "# mine\nmodel = \"o4\"\n\n[features]\nweb_search = true # kept\ncodex_hooks = false\n";
+        std::fs::write(&path, mine).unwrap();
+        assert!(enable_codex_hooks(&path).unwrap());
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(text.starts_with("# mine\nmodel = \"o4\"\n"), "{text}");
+        assert!(text.contains("web_search = true # kept"), "{text}");
+        assert!(text.contains("codex_hooks = true"), "{text}");
+        assert!(
+            !enable_codex_hooks(&path).unwrap(),
+            "a second run changes nothing"
+        );
+        std::fs::write(&path, "features = 3\n").unwrap();
+        let e = enable_codex_hooks(&path).unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("config"));
+        std::fs::write(&path, "[features\n").unwrap();
+        let e = enable_codex_hooks(&path).unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("config"));
     }
 
     #[test]
@@ -368,7 +506,7 @@ mod tests {
             json!({"hooks": {"Stop": {}}}),
         ] {
             let mut s = bad.clone();
-            let e = merge_hooks(&mut s, Some("ctx hook claude-code"), &HOOK_EVENTS).unwrap_err();
+            let e = merge_hooks(&mut s, CLAUDE, Some("ctx hook claude-code"), &EVENTS).unwrap_err();
             assert_eq!(e.field.as_deref(), Some("settings"), "{bad}");
         }
     }

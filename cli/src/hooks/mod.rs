@@ -1,41 +1,57 @@
-//! Claude Code, hooked: `ctx hooks install|uninstall claude-code`,
-//! `ctx hook claude-code` and `ctx resume`.
+//! The runtimes' hooks: `ctx hooks install|uninstall|doctor
+//! claude-code|codex|gemini`, `ctx hook claude-code|codex|gemini` and
+//! `ctx resume`.
 //!
-//! - **install** merges one command hook per event (`Stop`, `PreCompact`,
-//!   `SessionEnd`) into a project's `.claude/settings.json`, keeping every
-//!   other key and hook; running it again changes nothing.
-//! - **hook** reads the hook's JSON from stdin and checkpoints the
-//!   transcript's complete new lines onto `claude/{project_key}/{session_id}`
-//!   (the ref the Python `CtxSessionStore` uses, so both see one session).
-//!   It remembers, per session, how far it got and the tip it left
-//!   (`<data>/hooks/claude-code/…`); when the ref moved since, it skips
-//!   the file bytes another hook of the session stored, or (another
-//!   writer's entries) drops the lines whose `uuid` the chain holds. It
-//!   never fails Claude Code: any error is a warning on stderr, exit 0, and
-//!   the lines stay pending for the next hook of any session to retry.
-//!   The next hook of any session also stores the tail of a session whose
-//!   runtime died mid-turn (its transcript grew past what its hooks stored
-//!   and has been quiet for [`ABANDONED_AFTER`]), so a crash loses no
-//!   line that reached the file.
+//! Claude Code, Codex CLI and Gemini CLI all run a command hook with a
+//! JSON object on stdin naming the session and its log file
+//! (`session_id`, `transcript_path`, `cwd`, `hook_event_name`), and all
+//! three append that log as JSONL. So one hook serves them, told apart by
+//! a [`Spec`]: where the hooks are configured, which events end a turn,
+//! compact or end the session, the log's format and how it is cut into
+//! turns (as `ctx import` cuts it), and the ref prefix.
+//!
+//! - **install** merges one command hook per event (Claude Code: `Stop`,
+//!   `PreCompact`, `SessionEnd`; Codex: `Stop`, `PreCompact`; Gemini:
+//!   `AfterAgent`, `PreCompress`, `SessionEnd`) into the project's
+//!   settings (`.claude/settings.json`, `.codex/hooks.json` with the
+//!   `codex_hooks` feature switched on in `.codex/config.toml`,
+//!   `.gemini/settings.json`), keeping every other key and hook; running
+//!   it again changes nothing.
+//! - **hook** reads the hook's JSON from stdin and checkpoints the log's
+//!   complete new lines onto `{prefix}/{project_key}/{session_id}`
+//!   (`claude/…` is the ref the Python `CtxSessionStore` uses, so both see
+//!   one session), one commit per turn. It remembers, per session, how far
+//!   it got and the tip it left (`<data>/hooks/<runtime>/…`); when the ref
+//!   moved since, it skips the file bytes another hook of the session
+//!   stored, or (another writer's entries) drops the lines whose `uuid`
+//!   the chain holds. It never fails the runtime: any error is a warning
+//!   on stderr, exit 0, and the lines stay pending for the next hook of any
+//!   session to retry. The next hook of any session (of any runtime) also
+//!   stores the tail of a session whose runtime died mid-turn (its log grew
+//!   past what its hooks stored and has been quiet for [`ABANDONED_AFTER`]),
+//!   so a crash loses no line that reached the file.
 //! - **doctor** checks what an installed hook needs (its settings, the
 //!   data directory's token, a live server that accepts it) and shows the
 //!   warnings of the newest hook run, which the hook records under
-//!   `<data>/hooks/claude-code/` since Claude Code does not show them.
-//! - **resume** writes the transcript at any commit as a new Claude Code
-//!   session file (fresh session id and entry uuids, `forkedFrom` naming
-//!   the originals, as Claude Code's own fork does), records it as a
-//!   snapshot commit whose parent is that commit, and points the new
-//!   session's ref there, so `claude --resume <id>` continues from that
-//!   point and the hook chains its next turns onto the fork.
+//!   `<data>/hooks/<runtime>/` since the runtimes do not show them.
+//! - **resume** (Claude Code) writes the transcript at any commit as a new
+//!   Claude Code session file (fresh session id and entry uuids,
+//!   `forkedFrom` naming the originals, as Claude Code's own fork does),
+//!   records it as a snapshot commit whose parent is that commit, and
+//!   points the new session's ref there, so `claude --resume <id>`
+//!   continues from that point and the hook chains its next turns onto the
+//!   fork.
 //!
 //! One file a part: `install`, `sync` (the hook itself) and `resume`;
-//! the names they share (refs, project keys) are here.
+//! the names they share (runtimes, refs, project keys) are here.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use clap::{Args, Subcommand, ValueEnum};
-use ctx_core::ArtifactRef;
+use ctx_core::format::{Segment, codex_segments, gemini_segments, segments};
+use ctx_core::wire::Trigger;
+use ctx_core::{ArtifactRef, Result};
 
 use crate::{Conn, Remote};
 
@@ -50,13 +66,6 @@ pub use current::{Current, CurrentArgs, current, run_current};
 pub use install::run_hooks;
 pub use resume::run_resume;
 pub use sync::run_hook;
-
-/// The Claude Code events whose hooks checkpoint.
-pub const HOOK_EVENTS: [&str; 3] = ["Stop", "PreCompact", "SessionEnd"];
-
-/// The event whose hook checkpoints each tool's result, with
-/// `ctx hooks install --tool-calls`.
-pub const TOOL_EVENT: &str = "PostToolUse";
 
 /// How long one server call of a hook may take: hooks must not hold
 /// Claude Code up.
@@ -80,17 +89,153 @@ const MAX_REF: usize = 200;
 const MAX_SANITIZED: usize = 200;
 
 /// The runtimes ctx installs hooks into.
-#[derive(Debug, Clone, Copy, ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Runtime {
     /// Claude Code (`.claude/settings.json`).
     ClaudeCode,
+    /// OpenAI Codex CLI (`.codex/hooks.json`).
+    Codex,
+    /// Gemini CLI (`.gemini/settings.json`).
+    Gemini,
+}
+
+/// Every runtime, in the order hooks of several are looked at.
+pub const RUNTIMES: [Runtime; 3] = [Runtime::ClaudeCode, Runtime::Codex, Runtime::Gemini];
+
+/// What the hook of one runtime needs to know about it.
+#[derive(Debug)]
+pub struct Spec {
+    /// The runtime's name: `ctx hook <name>`, its state directory under
+    /// `<data>/hooks/`, and the default principal and template.
+    pub name: &'static str,
+    /// How people call it.
+    pub label: &'static str,
+    /// The first part of its sessions' refs.
+    pub ref_root: &'static str,
+    /// The format of its session logs.
+    pub format: &'static str,
+    /// How a log is cut into one commit per turn (and per compaction).
+    pub cut: fn(&[u8]) -> Result<Vec<Segment>>,
+    /// Its hook settings file, under the project directory.
+    pub settings: &'static str,
+    /// The events the hook is installed on, with their checkpoint
+    /// triggers; the first ends a turn.
+    pub events: &'static [(&'static str, Trigger)],
+    /// The event after each tool call (`install --tool-calls`).
+    pub tool_event: &'static str,
+    /// The event that ends the session, when the runtime has one.
+    pub session_end: Option<&'static str>,
+    /// Whether the project key is the name of the directory holding the
+    /// log (Claude Code's); otherwise it is made from `cwd`.
+    pub key_from_log_dir: bool,
+}
+
+impl Spec {
+    /// The event that ends a turn (for `--every`).
+    pub fn turn_end(&self) -> &'static str {
+        self.events[0].0
+    }
+
+    /// The event names the hook is installed on (with `tool_calls`, the
+    /// tool event too).
+    pub fn installed(&self, tool_calls: bool) -> Vec<&'static str> {
+        self.events
+            .iter()
+            .map(|e| e.0)
+            .chain(tool_calls.then_some(self.tool_event))
+            .collect()
+    }
+
+    /// Every event an install may have written.
+    fn all_events(&self) -> Vec<&'static str> {
+        self.installed(true)
+    }
+
+    /// The checkpoint trigger of one of its events.
+    pub fn trigger(&self, event: &str) -> Trigger {
+        if event == self.tool_event {
+            return Trigger::ToolCall;
+        }
+        self.events
+            .iter()
+            .find(|e| e.0 == event)
+            .map_or(Trigger::TurnBoundary, |e| e.1)
+    }
+
+    /// Whether `event` ends the session.
+    pub fn ends(&self, event: &str) -> bool {
+        self.session_end == Some(event)
+    }
+}
+
+const CLAUDE_CODE: Spec = Spec {
+    name: "claude-code",
+    label: "Claude Code",
+    ref_root: "claude",
+    format: "claude-code-v1",
+    cut: segments,
+    settings: ".claude/settings.json",
+    events: &[
+        ("Stop", Trigger::TurnBoundary),
+        ("PreCompact", Trigger::Compaction),
+        ("SessionEnd", Trigger::SessionEnd),
+    ],
+    tool_event: "PostToolUse",
+    session_end: Some("SessionEnd"),
+    key_from_log_dir: true,
+};
+
+const CODEX: Spec = Spec {
+    name: "codex",
+    label: "Codex CLI",
+    ref_root: "codex",
+    format: "codex-rollout-v1",
+    cut: codex_segments,
+    settings: ".codex/hooks.json",
+    // Codex has no session-end hook: its sessions end by the idle sweep.
+    events: &[
+        ("Stop", Trigger::TurnBoundary),
+        ("PreCompact", Trigger::Compaction),
+    ],
+    tool_event: "PostToolUse",
+    session_end: None,
+    key_from_log_dir: false,
+};
+
+const GEMINI: Spec = Spec {
+    name: "gemini",
+    label: "Gemini CLI",
+    ref_root: "gemini",
+    format: "gemini-cli-v1",
+    cut: gemini_segments,
+    settings: ".gemini/settings.json",
+    events: &[
+        ("AfterAgent", Trigger::TurnBoundary),
+        ("PreCompress", Trigger::Compaction),
+        ("SessionEnd", Trigger::SessionEnd),
+    ],
+    tool_event: "AfterTool",
+    session_end: Some("SessionEnd"),
+    key_from_log_dir: false,
+};
+
+impl Runtime {
+    /// What its hook needs to know.
+    pub const fn spec(self) -> &'static Spec {
+        match self {
+            Runtime::ClaudeCode => &CLAUDE_CODE,
+            Runtime::Codex => &CODEX,
+            Runtime::Gemini => &GEMINI,
+        }
+    }
 }
 
 /// `ctx hooks …`.
 #[derive(Debug, Subcommand)]
 pub enum HooksCommand {
-    /// Add `ctx hook` to a project's hooks (Stop, PreCompact, SessionEnd),
-    /// keeping its other hooks.
+    /// Add `ctx hook` to a project's hooks (Claude Code: Stop, PreCompact,
+    /// SessionEnd; Codex: Stop, PreCompact; Gemini: AfterAgent,
+    /// PreCompress, SessionEnd), keeping its other hooks.
     Install(InstallArgs),
     /// Remove the hooks `install` added, keeping every other hook.
     Uninstall(InstallArgs),
@@ -107,7 +252,8 @@ pub struct DoctorArgs {
     /// The runtime.
     #[arg(default_value = "claude-code")]
     runtime: Runtime,
-    /// The project directory whose `.claude/settings.json` holds the hooks.
+    /// The project directory whose settings (`.claude/settings.json`,
+    /// `.codex/hooks.json`, `.gemini/settings.json`) hold the hooks.
     #[arg(long, default_value = ".")]
     project: PathBuf,
     /// Print JSON instead of text.
@@ -120,7 +266,9 @@ pub struct DoctorArgs {
 pub struct InstallArgs {
     /// The runtime.
     runtime: Runtime,
-    /// The project directory (its `.claude/settings.json` is edited).
+    /// The project directory (its `.claude/settings.json`,
+    /// `.codex/hooks.json` and `.codex/config.toml`, or
+    /// `.gemini/settings.json` is edited).
     #[arg(long, default_value = ".")]
     project: PathBuf,
     /// The server the hook checkpoints to (written into the hook command).
@@ -133,8 +281,8 @@ pub struct InstallArgs {
     /// Print JSON instead of text.
     #[arg(long)]
     json: bool,
-    /// Also checkpoint after each tool call (`PostToolUse`, trigger
-    /// `tool_call`): what the agent learned, as soon as it learned it.
+    /// Also checkpoint after each tool call (`PostToolUse`; Gemini:
+    /// `AfterTool`; trigger `tool_call`): what the agent learned, as soon as it learned it.
     #[arg(long)]
     tool_calls: bool,
     /// Written into the hook command: checkpoint at every Nth turn end.
@@ -152,6 +300,23 @@ pub enum HookCommand {
     /// Checkpoint a Claude Code session from a hook: reads the hook's JSON
     /// on stdin; always exits 0.
     ClaudeCode(HookArgs),
+    /// Checkpoint a Codex CLI session (its rollout) from a hook: reads the
+    /// hook's JSON on stdin; always exits 0.
+    Codex(HookArgs),
+    /// Checkpoint a Gemini CLI session (its session file) from a hook:
+    /// reads the hook's JSON on stdin; always exits 0.
+    Gemini(HookArgs),
+}
+
+impl HookCommand {
+    /// The runtime and the run's arguments.
+    pub fn parts(self) -> (Runtime, HookArgs) {
+        match self {
+            HookCommand::ClaudeCode(a) => (Runtime::ClaudeCode, a),
+            HookCommand::Codex(a) => (Runtime::Codex, a),
+            HookCommand::Gemini(a) => (Runtime::Gemini, a),
+        }
+    }
 }
 
 /// What a hook run needs.
@@ -178,17 +343,32 @@ pub struct HookArgs {
     remote: Remote,
 }
 
-/// Who the commits of a Claude Code session are written as: the hook's,
-/// `ctx resume`'s, `ctx current`'s and `ctx mcp`'s `current_context`
-/// (which store the same sessions, so they must agree).
+/// Who the commits of a session are written as: the hook's, `ctx
+/// resume`'s, `ctx current`'s and `ctx mcp`'s `current_context` (which
+/// store the same sessions, so they must agree). Unset, the runtime's name
+/// (`claude-code`, `codex`, `gemini`).
 #[derive(Debug, Clone, Default, Args)]
 pub struct Writes {
-    /// Who checkpoints.
-    #[arg(long, env = "CTX_PRINCIPAL", default_value = "claude-code")]
-    pub principal: String,
-    /// The context template recorded on each commit.
-    #[arg(long, env = "CTX_TEMPLATE", default_value = "claude-code")]
-    pub template: String,
+    /// Who checkpoints (default: the runtime's name, `claude-code`,
+    /// `codex` or `gemini`).
+    #[arg(long, env = "CTX_PRINCIPAL")]
+    pub principal: Option<String>,
+    /// The context template recorded on each commit (default: the
+    /// runtime's name).
+    #[arg(long, env = "CTX_TEMPLATE")]
+    pub template: Option<String>,
+}
+
+impl Writes {
+    /// The principal of `runtime`'s commits.
+    pub fn principal(&self, runtime: Runtime) -> &str {
+        self.principal.as_deref().unwrap_or(runtime.spec().name)
+    }
+
+    /// The template of `runtime`'s commits.
+    pub fn template(&self, runtime: Runtime) -> &str {
+        self.template.as_deref().unwrap_or(runtime.spec().name)
+    }
 }
 
 /// `ctx resume`.
@@ -208,18 +388,18 @@ pub struct ResumeArgs {
     conn: Conn,
 }
 
-/// The ref of a Claude Code session: `claude/{project_key}/{session_id}`,
-/// the project key shortened (kept unique by a hash) when the name would
-/// pass the ref length limit.
-pub fn session_ref(project_key: &str, session: &str) -> String {
-    let name = format!("claude/{project_key}/{session}");
+/// The ref of a session: `{root}/{project_key}/{session_id}` (`claude/…`
+/// for Claude Code), the project key shortened (kept unique by a hash)
+/// when the name would pass the ref length limit.
+pub fn session_ref(root: &str, project_key: &str, session: &str) -> String {
+    let name = format!("{root}/{project_key}/{session}");
     if name.len() <= MAX_REF {
         return name;
     }
     let hash = ArtifactRef::of(project_key.as_bytes()).hash().to_hex();
-    let keep = MAX_REF.saturating_sub("claude/".len() + 1 + session.len() + 1 + 16);
+    let keep = MAX_REF.saturating_sub(root.len() + 1 + 1 + session.len() + 1 + 16);
     let head: String = project_key.chars().take(keep).collect();
-    format!("claude/{head}-{}/{session}", &hash[..16])
+    format!("{root}/{head}-{}/{session}", &hash[..16])
 }
 
 /// Claude Code's project key for a directory: its real path with every
@@ -287,16 +467,16 @@ mod tests {
     fn session_refs_fit_the_ref_limit() {
         let sid = "5f0c9d2e-7b1a-4c3e-9f21-0a8b6c4d2e10";
         assert_eq!(
-            session_ref("-home-dev-p", sid),
+            session_ref("claude", "-home-dev-p", sid),
             format!("claude/-home-dev-p/{sid}")
         );
         let long = "-x".repeat(120);
-        let r = session_ref(&long, sid);
+        let r = session_ref("claude", &long, sid);
         assert!(r.len() <= MAX_REF, "{} bytes", r.len());
         assert!(r.parse::<RefName>().is_ok(), "{r}");
         assert_ne!(
             r,
-            session_ref(&format!("{long}y"), sid),
+            session_ref("claude", &format!("{long}y"), sid),
             "distinct keys stay distinct"
         );
     }

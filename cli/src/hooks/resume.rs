@@ -16,8 +16,8 @@ use crate::commands::{rev, wire_value};
 use crate::print_json;
 
 use super::install::write_atomically;
-use super::sync::{HookState, state_dir, state_path, transcript_request, write_state};
-use super::{ResumeArgs, project_key, session_ref};
+use super::sync::{HookState, log_request, state_dir, state_path, write_state};
+use super::{ResumeArgs, Runtime, project_key, session_ref};
 
 /// A random (version 4) UUID.
 fn uuid_v4(ids: &dyn IdSource) -> String {
@@ -63,7 +63,7 @@ pub async fn run_resume(a: ResumeArgs) -> Result<()> {
     let c = a.conn.client()?;
     let from = rev(&c, &a.rev).await?;
     let (_, bytes) = c
-        .materialize_and_download(&from, &transcript_request()?)
+        .materialize_and_download(&from, &log_request(Runtime::ClaudeCode.spec())?)
         .await?;
     let ids = OsRandom;
     let session = uuid_v4(&ids);
@@ -87,8 +87,8 @@ pub async fn run_resume(a: ResumeArgs) -> Result<()> {
     std::fs::create_dir_all(&dir)
         .map_err(|e| Error::unavailable(format!("cannot create {}: {e}", dir.display())))?;
     let path = dir.join(format!("{session}.jsonl"));
-    let name = session_ref(&project_key, &session);
-    let principal: Principal = wire_value("principal", &a.writes.principal)?;
+    let name = session_ref(Runtime::ClaudeCode.spec().ref_root, &project_key, &session);
+    let principal: Principal = wire_value("principal", a.writes.principal(Runtime::ClaudeCode))?;
     let format: FormatId = "claude-code-v1"
         .parse()
         .expect("claude-code-v1 is a format id");
@@ -101,7 +101,12 @@ pub async fn run_resume(a: ResumeArgs) -> Result<()> {
             name: name.parse()?,
             expected: None,
         }),
-        ..CheckpointRequest::new(principal, &a.writes.template, format, text.clone())
+        ..CheckpointRequest::new(
+            principal,
+            a.writes.template(Runtime::ClaudeCode),
+            format,
+            text.clone(),
+        )
     };
     let commit = c.checkpoint(&req).await?.commit.id;
     write_atomically(&path, text.as_bytes())?;
@@ -118,9 +123,15 @@ pub async fn run_resume(a: ResumeArgs) -> Result<()> {
         refused: false,
         error: None,
         stops: 0,
+        principal: Some(a.writes.principal(Runtime::ClaudeCode).to_owned()),
+        template: Some(a.writes.template(Runtime::ClaudeCode).to_owned()),
     };
     write_state(
-        &state_path(&state_dir(&a.conn.remote.data), &project_key, &session),
+        &state_path(
+            &state_dir(&a.conn.remote.data, Runtime::ClaudeCode.spec()),
+            &project_key,
+            &session,
+        ),
         &state,
     )?;
     if a.conn.json {

@@ -1,12 +1,12 @@
-//! `ctx hook claude-code`: a transcript's complete new lines
-//! checkpointed onto the session's ref, with per-session progress kept
-//! under the data directory and pending lines retried.
+//! `ctx hook claude-code|codex|gemini`: a session log's complete new
+//! lines checkpointed onto the session's ref, one commit per turn, with
+//! per-session progress kept under the data directory and pending lines
+//! retried (any runtime's, by the next hook of any).
 
 use std::collections::HashSet;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use ctx_core::format::segments;
 use ctx_core::wire::{CheckpointRequest, MaterializeRequest};
 use ctx_core::wire::{RefMove, Trigger};
 use ctx_core::{CommitId, Error, ErrorKind, Principal, RefName, Result, SessionId};
@@ -19,11 +19,12 @@ use crate::import::segment_request;
 
 use super::install::write_atomically;
 use super::{
-    ABANDONED_AFTER, HOOK_TIMEOUT, HookArgs, HookCommand, RETRY_OTHERS, Writes, project_key,
-    session_ref,
+    ABANDONED_AFTER, HOOK_TIMEOUT, HookArgs, HookCommand, RETRY_OTHERS, RUNTIMES, Runtime, Spec,
+    Writes, project_key, session_ref,
 };
 
-/// The JSON a Claude Code hook receives on stdin (the fields ctx uses).
+/// The JSON a hook receives on stdin (the fields ctx uses; Claude Code,
+/// Codex and Gemini CLI all send them).
 #[derive(Debug, Deserialize)]
 struct HookInput {
     session_id: String,
@@ -59,9 +60,16 @@ pub(super) struct HookState {
     /// other sessions' hooks leave them to this session's own.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub(super) refused: bool,
-    /// The session's `Stop` hooks so far (for `--every`).
+    /// The session's turn ends so far (for `--every`).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub(super) stops: u64,
+    /// Who the session's commits are written as (unset in the state of a
+    /// hook before codex and gemini: the writer's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) principal: Option<String>,
+    /// The template recorded on them (unset: the writer's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) template: Option<String>,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -84,18 +92,19 @@ impl HookState {
     }
 }
 
-/// Runs `ctx hook claude-code`: always `Ok` (exit 0), reporting failures
-/// as warnings on stderr (which Claude Code does not show) and recording
-/// the run's warnings in [`LAST_WARNING`] for `ctx hooks doctor`; a run
-/// without one removes that record.
+/// Runs `ctx hook claude-code|codex|gemini`: always `Ok` (exit 0), with
+/// nothing on stdout (Gemini CLI reads it as the hook's JSON answer),
+/// reporting failures as warnings on stderr (which the runtimes do not
+/// show) and recording the run's warnings in [`LAST_WARNING`] for `ctx
+/// hooks doctor`; a run without one removes that record.
 ///
 /// # Errors
-/// None: a hook must not fail Claude Code.
+/// None: a hook must not fail its runtime.
 pub async fn run_hook(cmd: HookCommand) -> Result<()> {
-    let HookCommand::ClaudeCode(a) = cmd;
-    let state_dir = state_dir(&a.remote.data);
+    let (runtime, a) = cmd.parts();
+    let state_dir = state_dir(&a.remote.data, runtime.spec());
     let mut warnings = Vec::new();
-    hook_run(&a, &state_dir, &mut warnings).await;
+    hook_run(runtime, &a, &state_dir, &mut warnings).await;
     for w in &warnings {
         eprintln!("ctx hook: warning: {w}");
     }
@@ -104,13 +113,13 @@ pub async fn run_hook(cmd: HookCommand) -> Result<()> {
 }
 
 /// The hook's run: its warnings pushed onto `warnings`.
-async fn hook_run(a: &HookArgs, state_dir: &Path, warnings: &mut Vec<String>) {
+async fn hook_run(runtime: Runtime, a: &HookArgs, state_dir: &Path, warnings: &mut Vec<String>) {
     let mut input = String::new();
     if let Err(e) = std::io::stdin().read_to_string(&mut input) {
         warnings.push(format!("cannot read the hook's input: {e}"));
         return;
     }
-    let w = match Writer::of(a) {
+    let w = match Writer::of(runtime, a) {
         Ok(w) => w,
         Err(e) => {
             warnings.push(e.message);
@@ -132,7 +141,7 @@ async fn hook_run(a: &HookArgs, state_dir: &Path, warnings: &mut Vec<String>) {
             path
         }
     };
-    retry_pending(&w, state_dir, current.as_deref(), warnings).await;
+    retry_pending(&w, &a.remote.data, current.as_deref(), warnings).await;
 }
 
 /// The file, under the hooks' state directory, holding the warnings of the
@@ -179,15 +188,17 @@ fn record_warnings(data: &Path, dir: &Path, warnings: &[String]) {
 /// Who a hook's commits are written as, and the server they go to.
 pub(crate) struct Writer {
     client: Client,
-    principal: Principal,
-    template: String,
-    /// Checkpoint at every this many `Stop`s (0: never at a `Stop`).
+    /// Who writes, for a session whose state does not say.
+    writes: Writes,
+    /// The runtime of the hook run (`ctx current`'s: Claude Code).
+    runtime: Runtime,
+    /// Checkpoint at every this many turn ends (0: never at one).
     every: u64,
 }
 
 impl Writer {
     /// The writer of a hook run.
-    fn of(a: &HookArgs) -> Result<Self> {
+    fn of(runtime: Runtime, a: &HookArgs) -> Result<Self> {
         let client = if a.server_from_data {
             let server = crate::datadir::read_server(&a.remote.data).ok_or_else(|| {
                 let file = crate::datadir::server_file(&a.remote.data);
@@ -206,15 +217,16 @@ impl Writer {
         } else {
             a.remote.client()?
         };
-        let mut w = Self::new(client, &a.writes)?;
+        let mut w = Self::new(client, &a.writes, runtime)?;
         w.every = if a.significant_only { 0 } else { a.every };
         Ok(w)
     }
 
     /// Whether this run of `state`'s hook checkpoints: every significant
-    /// event does; a turn end (`Stop`) only every [`Writer::every`]th.
+    /// event does; a turn end (`Stop`, Gemini's `AfterAgent`) only every
+    /// [`Writer::every`]th.
     fn due(&self, state: &mut HookState) -> bool {
-        if state.event != "Stop" {
+        if state.event != self.runtime.spec().turn_end() {
             return true;
         }
         state.stops += 1;
@@ -222,25 +234,62 @@ impl Writer {
     }
 
     /// Commits through `client` (each call bounded by the hook's timeout),
-    /// as `writes` says.
+    /// as `writes` says for `runtime`.
     ///
     /// # Errors
     /// `Invalid` (`principal`).
-    pub(crate) fn new(client: Client, writes: &Writes) -> Result<Self> {
+    pub(crate) fn new(client: Client, writes: &Writes, runtime: Runtime) -> Result<Self> {
+        let _: Principal = wire_value("principal", writes.principal(runtime))?;
         Ok(Writer {
             client: client
                 .with_timeout(HOOK_TIMEOUT)
                 .map_err(|e| Error::internal(format!("HTTP client: {e}")))?,
-            principal: wire_value("principal", &writes.principal)?,
-            template: writes.template.clone(),
+            writes: writes.clone(),
+            runtime,
             every: 1,
         })
     }
+
+    /// Who `state`'s commits (a session of `runtime`) are written as, and
+    /// their template: what its state recorded, else this writer's.
+    ///
+    /// # Errors
+    /// `Invalid` (`principal`).
+    fn identity(&self, runtime: Runtime, state: &HookState) -> Result<(Principal, String)> {
+        let principal = match &state.principal {
+            Some(p) => p.as_str(),
+            None => self.writes.principal(runtime),
+        };
+        let template = match &state.template {
+            Some(t) => t.clone(),
+            None => self.writes.template(runtime).to_owned(),
+        };
+        Ok((wire_value("principal", principal)?, template))
+    }
 }
 
-/// Where the hook keeps its per-session state.
-pub(super) fn state_dir(data: &Path) -> PathBuf {
-    data.join("hooks").join("claude-code")
+/// Where the hooks of `spec`'s runtime keep their per-session state.
+pub(super) fn state_dir(data: &Path, spec: &Spec) -> PathBuf {
+    data.join("hooks").join(spec.name)
+}
+
+/// Every recorded session's state file under `data`, with its runtime:
+/// each runtime's in [`RUNTIMES`] order.
+fn state_files(data: &Path) -> Vec<(Runtime, PathBuf)> {
+    let mut out = Vec::new();
+    for runtime in RUNTIMES {
+        let dir = state_dir(data, runtime.spec());
+        for project in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            for file in std::fs::read_dir(project.path())
+                .into_iter()
+                .flatten()
+                .flatten()
+            {
+                out.push((runtime, file.path()));
+            }
+        }
+    }
+    out
 }
 
 /// The state file of a session.
@@ -274,24 +323,33 @@ async fn hook_once(
             ),
         ));
     }
-    let project_key = hook
-        .transcript_path
-        .parent()
-        .and_then(Path::file_name)
-        .map(|n| n.to_string_lossy().into_owned())
-        .filter(|n| !n.is_empty())
-        .unwrap_or_else(|| project_key(hook.cwd.as_deref().unwrap_or(Path::new("."))));
+    let spec = w.runtime.spec();
+    let from_cwd = || project_key(hook.cwd.as_deref().unwrap_or(Path::new(".")));
+    let project_key = if spec.key_from_log_dir {
+        hook.transcript_path
+            .parent()
+            .and_then(Path::file_name)
+            .map(|n| n.to_string_lossy().into_owned())
+            .filter(|n| !n.is_empty())
+            .unwrap_or_else(from_cwd)
+    } else {
+        from_cwd()
+    };
     let path = state_path(dir, &project_key, &hook.session_id);
     let mut state = match read_state(&path) {
         Some(s) if s.transcript_path == hook.transcript_path => s,
         _ => HookState {
-            ref_name: session_ref(&project_key, &hook.session_id),
+            ref_name: session_ref(spec.ref_root, &project_key, &hook.session_id),
             session_id: hook.session_id.clone(),
             transcript_path: hook.transcript_path.clone(),
             ..HookState::default()
         },
     };
-    state.event = hook.hook_event_name.unwrap_or_else(|| "Stop".to_owned());
+    state.principal = Some(w.writes.principal(w.runtime).to_owned());
+    state.template = Some(w.writes.template(w.runtime).to_owned());
+    state.event = hook
+        .hook_event_name
+        .unwrap_or_else(|| spec.turn_end().to_owned());
     if !w.due(&mut state) {
         // Not this turn: the lines wait for a later hook (or `ctx current`).
         return match write_state(&path, &state) {
@@ -299,14 +357,14 @@ async fn hook_once(
             Err(e) => Err((None, e)),
         };
     }
-    let result = sync(w, &mut state).await;
+    let result = sync(w, w.runtime, &mut state).await;
     if let Err(e) = &result {
         state.failed(e);
     }
     if let Err(e) = write_state(&path, &state) {
         return Err((None, e));
     }
-    if state.event == "SessionEnd" {
+    if spec.ends(&state.event) {
         warnings.extend(end_session(w, &state.session_id).await);
     }
     result.map(|_| path.clone()).map_err(|e| (Some(path), e))
@@ -335,52 +393,48 @@ async fn end_session(w: &Writer, session: &str) -> Option<String> {
 }
 
 /// Retries other sessions whose lines are pending, and stores the tails
-/// other sessions' runtimes left when they died ([`abandoned`]), quietly
-/// but for a warning per failure.
-async fn retry_pending(w: &Writer, dir: &Path, current: Option<&Path>, warnings: &mut Vec<String>) {
-    let Ok(projects) = std::fs::read_dir(dir) else {
-        return;
-    };
+/// other sessions' runtimes left when they died ([`abandoned`]), of every
+/// runtime's hooks under `data`, quietly but for a warning per failure.
+async fn retry_pending(
+    w: &Writer,
+    data: &Path,
+    current: Option<&Path>,
+    warnings: &mut Vec<String>,
+) {
     let mut tried = 0;
-    for project in projects.flatten() {
-        let Ok(files) = std::fs::read_dir(project.path()) else {
+    for (runtime, path) in state_files(data) {
+        if tried >= RETRY_OTHERS {
+            return;
+        }
+        if Some(path.as_path()) == current {
+            continue;
+        }
+        // Lines the server refused would be refused again: they are
+        // left to their own session's hooks, not retried (and warned
+        // of) by every other session's.
+        let Some(mut state) = read_state(&path) else {
             continue;
         };
-        for file in files.flatten() {
-            let path = file.path();
-            if tried >= RETRY_OTHERS {
-                return;
+        if !state.pending && abandoned(&state) {
+            // Stored as a flush stores it: an explicit checkpoint (the
+            // runtime may yet come back; its next hook goes on from here).
+            state.event = FLUSH_EVENT.to_owned();
+        } else if !state.pending || state.refused {
+            continue;
+        }
+        tried += 1;
+        match sync(w, runtime, &mut state).await {
+            Ok(_) => {}
+            Err(e) => {
+                warnings.push(format!(
+                    "session {} still pending: {}",
+                    state.session_id, e.message
+                ));
+                state.failed(&e);
             }
-            if Some(path.as_path()) == current {
-                continue;
-            }
-            // Lines the server refused would be refused again: they are
-            // left to their own session's hooks, not retried (and warned
-            // of) by every other session's.
-            let Some(mut state) = read_state(&path) else {
-                continue;
-            };
-            if !state.pending && abandoned(&state) {
-                // Stored as a flush stores it: an explicit checkpoint (the
-                // runtime may yet come back; its next hook goes on from here).
-                state.event = FLUSH_EVENT.to_owned();
-            } else if !state.pending || state.refused {
-                continue;
-            }
-            tried += 1;
-            match sync(w, &mut state).await {
-                Ok(_) => {}
-                Err(e) => {
-                    warnings.push(format!(
-                        "session {} still pending: {}",
-                        state.session_id, e.message
-                    ));
-                    state.failed(&e);
-                }
-            }
-            if let Err(e) = write_state(&path, &state) {
-                warnings.push(e.message);
-            }
+        }
+        if let Err(e) = write_state(&path, &state) {
+            warnings.push(e.message);
         }
     }
 }
@@ -411,6 +465,8 @@ const FLUSH_SESSIONS: usize = 16;
 pub struct Flushed {
     /// The session id.
     pub session_id: String,
+    /// Its runtime (`claude-code`, `codex`, `gemini`).
+    pub runtime: &'static str,
     /// Its ref.
     #[serde(rename = "ref")]
     pub ref_name: String,
@@ -424,10 +480,10 @@ pub struct Flushed {
     pub error: Option<String>,
 }
 
-/// Stores what the hooks under `data` have not stored yet: the complete
-/// lines written to a recorded session's transcript since its last hook
-/// (Claude Code writes a turn's lines before its tools run, so a tool call
-/// that asks for the current context finds them here). With `session`,
+/// Stores what the hooks under `data` (of every runtime) have not stored
+/// yet: the complete lines written to a recorded session's log since its
+/// last hook (the runtimes write a turn's lines before its tools run, so a
+/// tool call that asks for the current context finds them here). With `session`,
 /// that session only; without, every recorded session whose transcript
 /// grew or whose lines wait, the most recently written first, at most
 /// [`FLUSH_SESSIONS`].
@@ -436,44 +492,37 @@ pub struct Flushed {
 /// None of a session's own: a session that cannot be stored reports its
 /// error in its [`Flushed`] and stays pending.
 pub async fn flush(w: &Writer, data: &Path, session: Option<&str>) -> Vec<Flushed> {
-    let dir = state_dir(data);
     let mut found = Vec::new();
-    for project in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
-        for file in std::fs::read_dir(project.path())
-            .into_iter()
-            .flatten()
-            .flatten()
-        {
-            let path = file.path();
-            let Some(state) = read_state(&path) else {
-                continue;
-            };
-            if session.is_some_and(|s| s != state.session_id) {
-                continue;
-            }
-            let written = std::fs::metadata(&state.transcript_path).ok();
-            let grown = written.as_ref().is_some_and(|m| m.len() != state.offset);
-            if session.is_none() && !grown && !state.pending {
-                continue;
-            }
-            let at = written.and_then(|m| m.modified().ok());
-            found.push((at, path, state));
+    for (runtime, path) in state_files(data) {
+        let Some(state) = read_state(&path) else {
+            continue;
+        };
+        if session.is_some_and(|s| s != state.session_id) {
+            continue;
         }
+        let written = std::fs::metadata(&state.transcript_path).ok();
+        let grown = written.as_ref().is_some_and(|m| m.len() != state.offset);
+        if session.is_none() && !grown && !state.pending {
+            continue;
+        }
+        let at = written.and_then(|m| m.modified().ok());
+        found.push((at, runtime, path, state));
     }
     found.sort_by_key(|f| std::cmp::Reverse(f.0));
     found.truncate(FLUSH_SESSIONS);
     let mut out = Vec::with_capacity(found.len());
-    for (_, path, mut state) in found {
-        if state.event != "SessionEnd" {
+    for (_, runtime, path, mut state) in found {
+        if !runtime.spec().ends(&state.event) {
             state.event = FLUSH_EVENT.to_owned();
         }
-        let made = sync(w, &mut state).await;
+        let made = sync(w, runtime, &mut state).await;
         if let Err(e) = &made {
             state.failed(e);
         }
         let written = write_state(&path, &state);
         out.push(Flushed {
             session_id: state.session_id.clone(),
+            runtime: runtime.spec().name,
             ref_name: state.ref_name.clone(),
             commits: made.as_ref().copied().unwrap_or(0),
             tip: state.tip,
@@ -495,14 +544,12 @@ pub(super) fn write_state(path: &Path, state: &HookState) -> Result<()> {
     write_atomically(path, &bytes)
 }
 
-/// The checkpoint trigger of a hook event.
-fn trigger_of(event: &str) -> Trigger {
-    match event {
-        "PreCompact" => Trigger::Compaction,
-        "SessionEnd" => Trigger::SessionEnd,
-        "PostToolUse" => Trigger::ToolCall,
-        FLUSH_EVENT => Trigger::Explicit,
-        _ => Trigger::TurnBoundary,
+/// The checkpoint trigger of a hook event of `spec`'s runtime.
+fn trigger_of(spec: &Spec, event: &str) -> Trigger {
+    if event == FLUSH_EVENT {
+        Trigger::Explicit
+    } else {
+        spec.trigger(event)
     }
 }
 
@@ -511,8 +558,9 @@ fn trigger_of(event: &str) -> Trigger {
 /// on success; the commits made. A line the format cannot read is stored
 /// as written (the server warns of it), so it never holds back the lines
 /// after it.
-async fn sync(w: &Writer, state: &mut HookState) -> Result<usize> {
-    let (mut tail, mut complete) = read_lines(state)?;
+async fn sync(w: &Writer, runtime: Runtime, state: &mut HookState) -> Result<usize> {
+    let spec = runtime.spec();
+    let (mut tail, mut complete) = read_lines(spec, state)?;
     if complete == 0 {
         state.settled();
         return Ok(0);
@@ -520,7 +568,8 @@ async fn sync(w: &Writer, state: &mut HookState) -> Result<usize> {
     let name: RefName = state.ref_name.parse()?;
     let client = &w.client;
     let session: Option<SessionId> = state.session_id.parse().ok();
-    let trigger = trigger_of(&state.event);
+    let trigger = trigger_of(spec, &state.event);
+    let (principal, template) = w.identity(runtime, state)?;
     // A writer that moved the ref since may hold some of these lines.
     for _ in 0..4 {
         let tip = match client.get_ref(&name).await {
@@ -531,10 +580,10 @@ async fn sync(w: &Writer, state: &mut HookState) -> Result<usize> {
         let mut stored = 0;
         let lines = match &tip {
             Some(t) if state.tip.as_ref() != Some(t) => {
-                let known = added_since(client, t, state.tip.as_ref()).await?;
+                let known = added_since(client, spec, t, state.tip.as_ref()).await?;
                 // Read again: the file only grows, so it now holds what any
                 // other hook of this session read before it.
-                (tail, complete) = read_lines(state)?;
+                (tail, complete) = read_lines(spec, state)?;
                 if tail.starts_with(&known) {
                     // Another hook of this session stored the file's next
                     // bytes: the rest goes after them, entries without a
@@ -558,11 +607,12 @@ async fn sync(w: &Writer, state: &mut HookState) -> Result<usize> {
         }
         match append(
             client,
+            spec,
             &lines,
             tip,
             &name,
-            &w.principal,
-            &w.template,
+            &principal,
+            &template,
             session.as_ref(),
             trigger,
         )
@@ -588,13 +638,12 @@ async fn sync(w: &Writer, state: &mut HookState) -> Result<usize> {
 /// store: its complete lines, or at `SessionEnd` (the transcript is
 /// finished) every byte, a last line without its newline included when it
 /// is whole characters.
-fn read_lines(state: &mut HookState) -> Result<(Vec<u8>, usize)> {
+fn read_lines(spec: &Spec, state: &mut HookState) -> Result<(Vec<u8>, usize)> {
     let (tail, complete) = read_tail(state)?;
     // A last line cut inside a character (a runtime killed mid-write) is
     // left out, as before the session ended: the server refuses bytes that
     // are not UTF-8, and would refuse the complete lines sent with it.
-    let complete = if state.event == "SessionEnd" && std::str::from_utf8(&tail[complete..]).is_ok()
-    {
+    let complete = if spec.ends(&state.event) && std::str::from_utf8(&tail[complete..]).is_ok() {
         tail.len()
     } else {
         complete
@@ -606,10 +655,15 @@ fn read_lines(state: &mut HookState) -> Result<(Vec<u8>, usize)> {
 /// left: our new lines come after it, so only what others added since can
 /// overlap them), or from the root when `since` is unknown or no longer an
 /// ancestor (the ref was moved elsewhere).
-async fn added_since(client: &Client, tip: &CommitId, since: Option<&CommitId>) -> Result<Vec<u8>> {
-    let from_root = transcript_request()?;
+async fn added_since(
+    client: &Client,
+    spec: &Spec,
+    tip: &CommitId,
+    since: Option<&CommitId>,
+) -> Result<Vec<u8>> {
+    let from_root = log_request(spec)?;
     let req = match since {
-        Some(s) => crate::commands::materialize::request(Some(&s.to_string()), Some(CLAUDE_CODE))?,
+        Some(s) => crate::commands::materialize::request(Some(&s.to_string()), Some(spec.format))?,
         None => from_root.clone(),
     };
     let bytes = match client.materialize_and_download(tip, &req).await {
@@ -658,12 +712,10 @@ fn read_tail(state: &mut HookState) -> Result<(Vec<u8>, usize)> {
     Ok((tail, complete))
 }
 
-/// The format of Claude Code transcripts.
-const CLAUDE_CODE: &str = "claude-code-v1";
-
-/// The whole transcript: `stop: root`, as `claude-code-v1`.
-pub(super) fn transcript_request() -> Result<MaterializeRequest> {
-    crate::commands::materialize::request(Some("root"), Some(CLAUDE_CODE))
+/// The whole log of one of `spec`'s sessions: `stop: root`, in its
+/// format.
+pub(super) fn log_request(spec: &Spec) -> Result<MaterializeRequest> {
+    crate::commands::materialize::request(Some("root"), Some(spec.format))
 }
 
 /// The lines of `lines` whose `uuid` is not in `known`.
@@ -680,13 +732,15 @@ fn drop_known(lines: &[u8], known: &HashSet<String>) -> Vec<u8> {
     out
 }
 
-/// Checkpoints `lines` after `tip`, a commit per turn and per compaction
-/// (as `ctx import` cuts them), the last one moving `name` from `tip`.
+/// Checkpoints `lines` (of a `spec` log) after `tip`, a commit per turn
+/// and per compaction (as `ctx import` cuts them), the last one moving
+/// `name` from `tip`.
 /// Each commit's time is its newest entry's, so a retry whose answer was
 /// lost finds the same commits. The new tip and the commits made.
 #[allow(clippy::too_many_arguments)]
 async fn append(
     client: &Client,
+    spec: &Spec,
     lines: &[u8],
     tip: Option<CommitId>,
     name: &RefName,
@@ -695,7 +749,8 @@ async fn append(
     session: Option<&SessionId>,
     trigger: Trigger,
 ) -> Result<(CommitId, usize)> {
-    let segs = segments(lines)?;
+    let segs = (spec.cut)(lines)?;
+    let format: ctx_core::format::FormatId = spec.format.parse()?;
     let mut parent = tip;
     for (i, seg) in segs.iter().enumerate() {
         // A line that is not UTF-8 is stored as written too (the format
@@ -709,7 +764,7 @@ async fn append(
             ..segment_request(
                 seg,
                 &lines[seg.range.clone()],
-                CLAUDE_CODE.parse().expect("claude-code-v1 is a format id"),
+                format.clone(),
                 parent,
                 trigger,
                 principal,

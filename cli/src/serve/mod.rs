@@ -212,11 +212,17 @@ pub async fn prepare_on(config: &Config, listener: tokio::net::TcpListener) -> R
         .local_addr()
         .map_err(|e| Error::unavailable(format!("cannot read the bound address: {e}")))?;
     // MCP over streamable HTTP at /mcp, behind the same bearer check; its
-    // tool calls come back to this server as the caller.
+    // tool calls come back to this server as the caller, and its
+    // `current_context` stores what the hooks under the data directory have
+    // not yet, for the caller they write as.
     let mcp = axum::Router::new()
         .nest_service(
             "/mcp",
-            crate::mcp::http_service(format!("http://{addr}"), addr.to_string()),
+            crate::mcp::http_service(
+                format!("http://{addr}"),
+                addr.to_string(),
+                config.data.clone(),
+            ),
         )
         .layer(axum::middleware::from_fn_with_state(auth, bearer_only));
     let budget = InFlightBudget::new(config.server.max_in_flight_bytes);
