@@ -1305,6 +1305,22 @@ async fn codex_and_gemini_sessions_are_recorded_live_turn_by_turn() {
         assert!(exported == full, "{runtime}: the export is the file");
     }
 
+    // An older Gemini CLI's session, one JSON document rewritten whole:
+    // the hook says it cannot follow it, and stores nothing.
+    let doc = dir.path().join("session-old.json");
+    std::fs::write(
+        &doc,
+        "{\n  \"sessionId\": \"old-one\",\n  \"messages\": []\n}\n",
+    )
+    .unwrap();
+    let mut old = payload("gemini-after-agent", &doc, &project);
+    old["session_id"] = json!("old-one");
+    let (code, out, err) = run_hook_with(&after_agent, &old);
+    assert_eq!((code, out.as_str()), (0, ""), "{err}");
+    assert!(err.contains("ctx import gemini"), "{err}");
+    assert_eq!(tip(&server, &format!("gemini/{key}/old-one")).await, None);
+    std::fs::remove_file(&doc).unwrap();
+
     // A turn in progress (its lines written, its turn not ended): `ctx
     // current` stores it and answers it.
     let codex_log = dir.path().join("codex-codex-rollout.jsonl");
@@ -1397,16 +1413,27 @@ async fn codex_and_gemini_sessions_are_recorded_live_turn_by_turn() {
         c.materialize(&recovered, "root").await == grown,
         "the dead Codex session's rollout, byte for byte"
     );
-    for runtime in ["codex", "gemini"] {
+    let doctor = |runtime: &str| {
         let out = Command::new(ctx_bin())
             .args(["hooks", "doctor", runtime, "--project"])
             .arg(&project)
             .output()
             .unwrap();
-        let said = String::from_utf8_lossy(&out.stdout);
-        assert!(out.status.success(), "{runtime}: {said}");
-        assert!(said.contains("no session has lines waiting"), "{said}");
-    }
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
+    };
+    let (ok, said) = doctor("codex");
+    assert!(ok, "{said}");
+    assert!(said.contains("no session has lines waiting"), "{said}");
+    // The document session the hook could not follow is what is wrong.
+    let (ok, said) = doctor("gemini");
+    assert!(!ok, "{said}");
+    assert!(
+        said.contains("session old-one has lines waiting") && said.contains("ctx import gemini"),
+        "{said}"
+    );
 }
 
 /// One `tools/call` of `/mcp` over streamable HTTP as `token`: its result.

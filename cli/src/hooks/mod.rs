@@ -128,6 +128,25 @@ pub struct Spec {
     /// Whether the project key is the name of the directory holding the
     /// log (Claude Code's); otherwise it is made from `cwd`.
     pub key_from_log_dir: bool,
+    /// Whether a log's first bytes say it is rewritten whole rather than
+    /// appended (so no hook can follow it line by line).
+    pub rewritten: fn(&[u8]) -> bool,
+}
+
+/// Appended logs only.
+fn appended(_: &[u8]) -> bool {
+    false
+}
+
+/// A Gemini CLI session file of the versions before its JSONL files: one
+/// JSON document (pretty-printed, or on one line with its `messages`),
+/// which the CLI rewrites whole at every change.
+fn gemini_document(bytes: &[u8]) -> bool {
+    let first = bytes.split(|&b| b == b'\n').next().unwrap_or_default();
+    match serde_json::from_slice::<serde_json::Value>(first) {
+        Ok(v) => v.get("messages").is_some(),
+        Err(_) => first.trim_ascii_start().starts_with(b"{"),
+    }
 }
 
 impl Spec {
@@ -183,6 +202,7 @@ const CLAUDE_CODE: Spec = Spec {
     tool_event: "PostToolUse",
     session_end: Some("SessionEnd"),
     key_from_log_dir: true,
+    rewritten: appended,
 };
 
 const CODEX: Spec = Spec {
@@ -200,6 +220,7 @@ const CODEX: Spec = Spec {
     tool_event: "PostToolUse",
     session_end: None,
     key_from_log_dir: false,
+    rewritten: appended,
 };
 
 const GEMINI: Spec = Spec {
@@ -217,6 +238,7 @@ const GEMINI: Spec = Spec {
     tool_event: "AfterTool",
     session_end: Some("SessionEnd"),
     key_from_log_dir: false,
+    rewritten: gemini_document,
 };
 
 impl Runtime {
@@ -461,6 +483,24 @@ mod tests {
         assert_eq!(simple_hash("a"), "2p");
         assert_eq!(simple_hash("abc"), "22ci");
         assert_eq!(simple_hash("/x/\u{e9}\u{e9}\u{e9}"), "o42in7");
+    }
+
+    #[test]
+    fn a_gemini_session_written_as_one_document_is_told_from_its_jsonl() {
+        let jsonl = std::fs::read(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../tests/data/gemini-cli-session.jsonl"
+        ))
+        .unwrap();
+        assert!(!gemini_document(&jsonl));
+        assert!(gemini_document(
+            b"{\n  \"sessionId\": \"s\",\n  \"messages\": []\n}\n"
+        ));
+        assert!(gemini_document(b"{\"sessionId\":\"s\",\"messages\":[]}"));
+        assert!(!gemini_document(
+            b"{\"sessionId\":\"s\",\"projectHash\":\"h\"}\n"
+        ));
+        assert!(!gemini_document(b"not json\n"));
     }
 
     #[test]

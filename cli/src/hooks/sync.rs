@@ -561,6 +561,17 @@ fn trigger_of(spec: &Spec, event: &str) -> Trigger {
 async fn sync(w: &Writer, runtime: Runtime, state: &mut HookState) -> Result<usize> {
     let spec = runtime.spec();
     let (mut tail, mut complete) = read_lines(spec, state)?;
+    if state.offset == 0 && (spec.rewritten)(&tail) {
+        return Err(Error::invalid(
+            "transcript_path",
+            format!(
+                "{} is a {} session written as one document, rewritten whole at every change, which a hook cannot follow line by line; nothing was stored: import it once the session is over (`ctx import {} FILE`)",
+                state.transcript_path.display(),
+                spec.label,
+                spec.name
+            ),
+        ));
+    }
     if complete == 0 {
         state.settled();
         return Ok(0);
