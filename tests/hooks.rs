@@ -37,26 +37,8 @@ fn run_hook(command: &str, session: &str, transcript: &Path, event: &str) -> (i3
         "cwd": transcript.parent().unwrap(),
         "hook_event_name": event,
     });
-    let mut child = Command::new("sh")
-        .args(["-c", command])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .env_remove("CTX_TOKEN")
-        .env_remove("CTX_SERVER")
-        .spawn()
-        .expect("sh runs");
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(input.to_string().as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().expect("the hook finishes");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    let (code, _, err) = run_hook_with(command, &input);
+    (code, err)
 }
 
 /// The ctx hook command in a project's settings, for `event`.
