@@ -226,7 +226,13 @@ pub(super) async fn check_server(
 
 /// Whether a hook command is one `install` wrote for `spec`'s runtime.
 pub(super) fn is_ours(spec: &Spec, command: &str) -> bool {
-    command.contains(&format!(" hook {}", spec.name))
+    let needle = format!(" hook {}", spec.name);
+    command.match_indices(&needle).any(|(at, _)| {
+        command[at + needle.len()..]
+            .chars()
+            .next()
+            .is_none_or(|c| c.is_whitespace() || c == '"' || c == '\'')
+    })
 }
 
 /// The Codex configuration file, under the project, whose `[features]`
@@ -320,7 +326,7 @@ fn merge_hooks(
         .or_insert_with(|| Value::Object(Map::new()))
         .as_object_mut()
         .ok_or_else(|| not_object("`hooks`"))?;
-    for event in spec.all_events() {
+    for event in spec.installed(true) {
         if !(hooks.contains_key(event) || command.is_some() && events.contains(&event)) {
             continue;
         }
@@ -390,6 +396,17 @@ mod tests {
 
     const CLAUDE: &Spec = Runtime::ClaudeCode.spec();
     const EVENTS: [&str; 3] = ["Stop", "PreCompact", "SessionEnd"];
+
+    #[test]
+    fn a_hook_is_ours_only_under_the_runtimes_own_name() {
+        let codex = Runtime::Codex.spec();
+        assert!(is_ours(codex, "ctx hook codex"));
+        assert!(is_ours(codex, "/bin/ctx hook codex --every 2"));
+        assert!(is_ours(codex, "'/my dir/ctx' hook codex\t--data /d"));
+        assert!(!is_ours(codex, "ctx hook codex-nightly --data /d"));
+        assert!(!is_ours(codex, "ctx hook codexx"));
+        assert!(!is_ours(CLAUDE, "ctx hook codex"));
+    }
 
     #[test]
     fn merging_keeps_other_hooks_and_is_idempotent() {
