@@ -1,8 +1,9 @@
 //! `ctx current` (and the MCP tool `current_context`): the commit that is
 //! an agent's context *now*, for a ticket's `context_id`. It first stores
 //! what the hooks under the data directory (Claude Code's, Codex's,
-//! Gemini's) have not stored yet (the lines of the turn in progress), then answers the session's tip, or
-//! the principal's newest commit (`GET /v1/resolve` at now).
+//! Gemini's) have not stored yet (the lines of the turn in progress),
+//! then answers the session's tip, or the principal's newest commit
+//! (`GET /v1/resolve` at now).
 
 use std::path::Path;
 

@@ -123,8 +123,6 @@ pub struct Spec {
     pub events: &'static [(&'static str, Trigger)],
     /// The event after each tool call (`install --tool-calls`).
     pub tool_event: &'static str,
-    /// The event that ends the session, when the runtime has one.
-    pub session_end: Option<&'static str>,
     /// Whether the project key is the name of the directory holding the
     /// log (Claude Code's); otherwise it is made from `cwd`.
     pub key_from_log_dir: bool,
@@ -165,11 +163,6 @@ impl Spec {
             .collect()
     }
 
-    /// Every event an install may have written.
-    fn all_events(&self) -> Vec<&'static str> {
-        self.installed(true)
-    }
-
     /// The checkpoint trigger of one of its events.
     pub fn trigger(&self, event: &str) -> Trigger {
         if event == self.tool_event {
@@ -183,7 +176,9 @@ impl Spec {
 
     /// Whether `event` ends the session.
     pub fn ends(&self, event: &str) -> bool {
-        self.session_end == Some(event)
+        self.events
+            .iter()
+            .any(|&(e, t)| e == event && t == Trigger::SessionEnd)
     }
 }
 
@@ -200,7 +195,6 @@ const CLAUDE_CODE: Spec = Spec {
         ("SessionEnd", Trigger::SessionEnd),
     ],
     tool_event: "PostToolUse",
-    session_end: Some("SessionEnd"),
     key_from_log_dir: true,
     rewritten: appended,
 };
@@ -218,7 +212,6 @@ const CODEX: Spec = Spec {
         ("PreCompact", Trigger::Compaction),
     ],
     tool_event: "PostToolUse",
-    session_end: None,
     key_from_log_dir: false,
     rewritten: appended,
 };
@@ -236,7 +229,6 @@ const GEMINI: Spec = Spec {
         ("SessionEnd", Trigger::SessionEnd),
     ],
     tool_event: "AfterTool",
-    session_end: Some("SessionEnd"),
     key_from_log_dir: false,
     rewritten: gemini_document,
 };
@@ -304,7 +296,8 @@ pub struct InstallArgs {
     #[arg(long)]
     json: bool,
     /// Also checkpoint after each tool call (`PostToolUse`; Gemini:
-    /// `AfterTool`; trigger `tool_call`): what the agent learned, as soon as it learned it.
+    /// `AfterTool`; trigger `tool_call`): what the agent learned, as soon
+    /// as it learned it.
     #[arg(long)]
     tool_calls: bool,
     /// Written into the hook command: checkpoint at every Nth turn end.
