@@ -235,6 +235,38 @@ def test_a_blob_that_cannot_be_read_back_is_an_error(data: tuple[str, bytes], sa
         serde.loads_typed(data)
 
 
+def test_a_list_value_reads_back_element_by_element() -> None:
+    # How the savers read a list stored as a chain of elements: each its
+    # own blob, read with the same checks as loads_typed.
+    serde = StrictSerializer()
+    values = [HumanMessage("h", id="1"), None, b"raw", {"k": [1, 2]}, AIMessage("a")]
+    back = serde.loads_list([serde.dumps_typed(v) for v in values])
+    assert back == values
+    assert [type(v) for v in back] == [type(v) for v in values]
+    assert serde.loads_list([]) == []
+
+
+@pytest.mark.parametrize(
+    ("bad", "says"),
+    [
+        (("msgpack", b"\x92\x01"), "cannot be decoded"),
+        (("msgpack", b""), "cannot be decoded"),
+        (("msgpack", _ext(1, ("langgraph.types", "Send", ["only the node"]))), "Send"),
+        (("msgpack", StrictSerializer().dumps_typed(Note(text="n"))[1]), "Note"),
+        (("pickle", b"cos\nsystem\n."), "'pickle'"),
+    ],
+)
+def test_one_bad_element_makes_the_list_an_error(bad: tuple[str, bytes], says: str) -> None:
+    # Never the list without it, nor its neighbours run together: a
+    # truncated element does not swallow the next one.
+    serde = StrictSerializer()
+    good = serde.dumps_typed(HumanMessage("h"))
+    with pytest.raises(CheckpointDecodeError, match=r"(?s).*" + says):
+        serde.loads_list([good, bad, ("msgpack", b"\x02"), good])
+    # The failure is not remembered by the next read.
+    assert serde.loads_list([good, good]) == [HumanMessage("h"), HumanMessage("h")]
+
+
 def test_a_method_other_than_langgraphs_is_refused() -> None:
     blob = _ext(3, ("datetime", "datetime", "x", "now"))
     with pytest.raises(DisallowedTypeError, match=r"datetime\.datetime\.now"):

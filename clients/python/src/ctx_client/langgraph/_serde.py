@@ -16,6 +16,7 @@ module is imported; a blob that cannot be decoded or rebuilt is
 from __future__ import annotations
 
 import importlib
+import sys
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -139,6 +140,21 @@ class StrictSerializer(JsonPlusSerializer):
             raise CheckpointDecodeError(
                 f"refused a {type_!r} blob: the saver reads back msgpack, null and bytes only"
             )
+        return self._unpack(blob)
+
+    def loads_list(self, elements: list[tuple[str, bytes]]) -> list[Any]:
+        """The list whose elements ``elements`` are, each read as
+        :meth:`loads_typed` reads it (each blob one value, with the same
+        checks and errors), the msgpack ones with one extension hook."""
+        unpack = self._unpacker()
+        return [unpack(d) if t == "msgpack" else self.loads_typed((t, d)) for t, d in elements]
+
+    def _unpack(self, blob: bytes) -> Any:
+        return self._unpacker()(blob)
+
+    def _unpacker(self) -> Callable[[bytes], Any]:
+        """Reads one msgpack blob: extensions checked by
+        :func:`_extension`, every failure a :class:`CheckpointDecodeError`."""
         allowed = self._allowed()
         failed: list[Exception] = []
 
@@ -149,15 +165,22 @@ class StrictSerializer(JsonPlusSerializer):
                 failed.append(e)
                 raise
 
-        try:
-            return ormsgpack.unpackb(blob, ext_hook=hook, option=_OPT)
-        except Exception as e:
-            # ormsgpack reports a failed hook as ValueError("ext_hook failed"):
-            # the first failure recorded is the innermost, the cause.
-            cause = failed[0] if failed else e
-            if isinstance(cause, CheckpointDecodeError):
-                raise cause from None
-            raise CheckpointDecodeError(f"a checkpoint blob cannot be decoded: {cause}") from cause
+        def unpack(blob: bytes) -> Any:
+            failed.clear()
+            try:
+                return ormsgpack.unpackb(blob, ext_hook=hook, option=_OPT)
+            except Exception as e:
+                # ormsgpack reports a failed hook as ValueError("ext_hook
+                # failed"): the first failure recorded is the innermost,
+                # the cause.
+                cause = failed[0] if failed else e
+                if isinstance(cause, CheckpointDecodeError):
+                    raise cause from None
+                raise CheckpointDecodeError(
+                    f"a checkpoint blob cannot be decoded: {cause}"
+                ) from cause
+
+        return unpack
 
 
 def _extension(
@@ -191,7 +214,8 @@ def _extension(
     if code == EXT_METHOD_SINGLE_ARG and (module, name, tup[3]) not in SAFE_MSGPACK_METHODS:
         raise DisallowedTypeError(module, name, str(tup[3]))
     try:
-        cls = getattr(importlib.import_module(module), name)
+        mod = sys.modules.get(module) or importlib.import_module(module)
+        cls = getattr(mod, name)
         return _rebuild(code, cls, arg, tup)
     except Exception as e:
         raise CheckpointDecodeError(

@@ -21,6 +21,7 @@ from ._document import (
 )
 from ._op import Op
 from ._refs import _Refs
+from ._serde import StrictSerializer
 
 
 def read_state(*, commit: str | None = None, ref: str | None = None) -> Any:
@@ -146,7 +147,7 @@ class _Values(_Refs):
         for ch, (typ, ref, _version) in entries.items():
             if typ == LIST_KIND:
                 elements = yield from self.link_elements(ref)
-                out[ch] = [self.serde.loads_typed(e) for e in elements]
+                out[ch] = _loads_list(self.serde, elements)
                 continue
             if ref.startswith(INLINE):
                 out[ch] = self.serde.loads_typed((typ, _unb64(ref[len(INLINE) :])))
@@ -156,6 +157,14 @@ class _Values(_Refs):
                 data = yield routes.download_artifact(ref)
             out[ch] = self.serde.loads_typed((typ, data))
         return out
+
+
+def _loads_list(serde: Any, elements: list[tuple[str, bytes]]) -> list[Any]:
+    """A list value's elements read back: in one pass by the saver's own
+    serializer, one by one by another."""
+    if isinstance(serde, StrictSerializer):
+        return serde.loads_list(elements)
+    return [serde.loads_typed(e) for e in elements]
 
 
 @dataclass
