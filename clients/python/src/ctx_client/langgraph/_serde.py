@@ -153,7 +153,8 @@ class StrictSerializer(JsonPlusSerializer):
         return self._unpacker()(blob)
 
     def _unpacker(self) -> Callable[[bytes], Any]:
-        """Reads one msgpack blob: extensions checked by
+        """Reads msgpack blobs, one at a time, until the first failure
+        (which ends the read it belongs to): extensions checked by
         :func:`_extension`, every failure a :class:`CheckpointDecodeError`."""
         allowed = self._allowed()
         failed: list[Exception] = []
@@ -166,7 +167,6 @@ class StrictSerializer(JsonPlusSerializer):
                 raise
 
         def unpack(blob: bytes) -> Any:
-            failed.clear()
             try:
                 return ormsgpack.unpackb(blob, ext_hook=hook, option=_OPT)
             except Exception as e:
