@@ -274,6 +274,40 @@ def test_a_truncated_element_does_not_swallow_the_next_one() -> None:
         serde.loads_list([("msgpack", b"\x92\x01"), ("msgpack", b"\x02\x03")])
 
 
+def _message_blob() -> bytes:
+    return StrictSerializer().dumps_typed(HumanMessage("h", id="1"))[1]
+
+
+def _payload_with(tail: bytes) -> bytes:
+    """A message's blob whose extension payload has ``tail`` after it."""
+    code, payload = ormsgpack.unpackb(_message_blob(), ext_hook=lambda c, p: (c, p))
+    return ormsgpack.packb(ormsgpack.Ext(code, payload + tail))
+
+
+@pytest.mark.parametrize(
+    "blob",
+    [
+        b"\x02\x03",  # reads as 2 to a decoder that stops after one value
+        b"\x02\xc1",  # a byte no msgpack value starts with
+        _message_blob() + b"\x00",
+        _message_blob() + _message_blob(),
+        _payload_with(b"\x00"),
+        _payload_with(ormsgpack.packb("more")),
+        # What the reader itself appends to find the end (a bin of 16 bytes).
+        b"\x02\xc4\x10" + bytes(16),
+    ],
+)
+def test_bytes_after_a_value_are_an_error(blob: bytes) -> None:
+    # Never the value with the rest dropped: one blob is one value.
+    serde = StrictSerializer()
+    with pytest.raises(CheckpointDecodeError, match="after its value"):
+        serde.loads_typed(("msgpack", blob))
+    with pytest.raises(CheckpointDecodeError, match="after its value"):
+        serde.loads_list([serde.dumps_typed(1), ("msgpack", blob)])
+    # The same value without them reads back.
+    assert serde.loads_typed(("msgpack", _message_blob())) == HumanMessage("h", id="1")
+
+
 def test_a_method_other_than_langgraphs_is_refused() -> None:
     blob = _ext(3, ("datetime", "datetime", "x", "now"))
     with pytest.raises(DisallowedTypeError, match=r"datetime\.datetime\.now"):

@@ -16,6 +16,7 @@ module is imported; a blob that cannot be decoded or rebuilt is
 from __future__ import annotations
 
 import importlib
+import secrets
 import sys
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -70,6 +71,15 @@ _LANGGRAPH = (
 )
 
 _OPT = ormsgpack.OPT_NON_STR_KEYS
+
+# ormsgpack reads the first value of its input and ignores what follows it
+# (b"\x02\x03" reads as 2). To find where a blob's value ends, the reader
+# reads the blob between a two-element array's header and a bin of 16
+# random bytes, drawn once per process: the second element is that bin
+# only when the value ends where the blob does (a blob cannot name bytes
+# it never saw).
+_END = secrets.token_bytes(16)
+_HEAD, _TAIL = b"\x92", b"\xc4\x10" + _END
 _NAMED = (
     EXT_CONSTRUCTOR_SINGLE_ARG,
     EXT_CONSTRUCTOR_POS_ARGS,
@@ -94,6 +104,11 @@ def default_allowed_types() -> frozenset[tuple[str, str]]:
 class CheckpointDecodeError(ValueError):
     """A checkpoint blob the saver does not read back: it cannot be
     decoded, or a type it names cannot be rebuilt."""
+
+
+class _TrailingBytesError(CheckpointDecodeError):
+    def __init__(self) -> None:
+        super().__init__("a checkpoint blob cannot be decoded: it holds bytes after its value")
 
 
 class DisallowedTypeError(CheckpointDecodeError):
@@ -168,7 +183,7 @@ class StrictSerializer(JsonPlusSerializer):
 
         def unpack(blob: bytes) -> Any:
             try:
-                return ormsgpack.unpackb(blob, ext_hook=hook, option=_OPT)
+                return _one(blob, hook)
             except Exception as e:
                 # ormsgpack reports a failed hook as ValueError("ext_hook
                 # failed"): the first failure recorded is the innermost,
@@ -183,6 +198,20 @@ class StrictSerializer(JsonPlusSerializer):
         return unpack
 
 
+def _one(blob: bytes, hook: Callable[[int, bytes], Any] | None) -> Any:
+    """The one msgpack value ``blob`` is (see ``_END``): bytes after it are
+    :class:`_TrailingBytesError`, and any other failure is the blob's own."""
+    try:
+        value, end = ormsgpack.unpackb(b"".join((_HEAD, blob, _TAIL)), ext_hook=hook, option=_OPT)
+    except Exception:
+        # Read alone: it fails as it is, or it is a value with more after it.
+        ormsgpack.unpackb(blob, ext_hook=hook, option=_OPT)
+        raise _TrailingBytesError() from None
+    if type(end) is not bytes or end != _END:
+        raise _TrailingBytesError()
+    return value
+
+
 def _extension(
     code: int,
     payload: bytes,
@@ -192,13 +221,13 @@ def _extension(
     """One msgpack extension as LangGraph's serializer writes them, read
     back only if the type it names is allowed."""
     if code == EXT_DELTA_SNAPSHOT:
-        return _DeltaSnapshot(ormsgpack.unpackb(payload, ext_hook=hook, option=_OPT))
+        return _DeltaSnapshot(_one(payload, hook))
     if code == EXT_NUMPY_ARRAY:
         return _numpy(payload, allowed)
     if code not in _NAMED:
         raise CheckpointDecodeError(f"a checkpoint blob holds msgpack extension {code}, unknown")
     # Decoding the tuple rebuilds what it holds first (each checked the same).
-    tup = ormsgpack.unpackb(payload, ext_hook=hook, option=_OPT)
+    tup = _one(payload, hook)
     if not (
         isinstance(tup, list | tuple)
         and len(tup) >= (4 if code == EXT_METHOD_SINGLE_ARG else 3)
@@ -249,7 +278,7 @@ def _numpy(payload: bytes, allowed: set[tuple[str, ...]]) -> Any:
         raise DisallowedTypeError("numpy", "ndarray")
     try:
         np = importlib.import_module("numpy")
-        dtype, shape, order, buf = ormsgpack.unpackb(payload, option=_OPT)
+        dtype, shape, order, buf = _one(payload, None)
         return np.frombuffer(buf, dtype=np.dtype(dtype)).reshape(shape, order=order)
     except Exception as e:
         raise CheckpointDecodeError(
