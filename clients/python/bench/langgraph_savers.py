@@ -13,10 +13,16 @@ latency of loading the latest state and an old state (turn 10) with
 
 Usage (from the repository root, in the venv tests/python/run makes):
     .venv-tests/python/bin/python clients/python/bench/langgraph_savers.py \
-        --ctx target/debug/ctx [--turns 500] [--quick] [--in-memory] [--embedded]
+        --ctx target/debug/ctx [--turns 500] [--quick] [--in-memory] [--embedded] [--cpu]
 The last column is each saver's checkpoints/s over SqliteSaver's in the
-same run. Quote numbers of a release build (`cargo build --release -p
-ctx-cli` and, in clients/python/native, `maturin develop --release`).
+same run. With --cpu, a second table splits the CPU time of the turns
+(not the loads): the saver's own calls on the threads that made them
+(`time.thread_time`, so time spent waiting for the interpreter's lock or a
+lock or the disk is not counted), ctx's own threads (those of
+`CtxSaver(Embedded)`'s runtime; the `ctx serve` process for `CtxSaver`),
+and the rest (the graph, LangGraph's threads). Linux only (`/proc`).
+Quote numbers of a release build (`cargo build --release -p ctx-cli`
+and, in clients/python/native, `maturin develop --release`).
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ import os
 import sqlite3
 import statistics
 import tempfile
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -92,7 +99,43 @@ def _ms(samples: list[float]) -> str:
     return f"{p50:.2f} / {p99:.2f}"
 
 
-def run(name: str, schema: type, make_saver: Any, turns: int, loads: int) -> dict:
+def _cpu_of(stat: Path) -> float:
+    """CPU seconds (user and system) in a /proc .../stat file; 0 if gone."""
+    try:
+        text = stat.read_text()
+    except OSError:
+        return 0.0
+    fields = text[text.rindex(")") + 2 :].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _threads_cpu(prefix: str) -> float:
+    """CPU seconds of this process's threads whose name starts with
+    ``prefix`` (ctx's runtime names its threads)."""
+    total = 0.0
+    for stat in Path(f"/proc/{os.getpid()}/task").glob("*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:
+            continue
+        if text[text.index("(") + 1 : text.rindex(")")].startswith(prefix):
+            total += _cpu_of(stat)
+    return total
+
+
+SAVER_CALLS = ("get_tuple", "put", "put_writes", "get_delta_channel_history", "list")
+
+
+def run(
+    name: str,
+    schema: type,
+    make_saver: Any,
+    turns: int,
+    loads: int,
+    ctx_cpu: Any = None,
+) -> dict:
+    """One saver's run; with ``ctx_cpu`` (a function giving the CPU seconds
+    of ctx's own threads or process so far), the turns' CPU split too."""
     saver = make_saver()
     puts = [0]
     put = saver.put
@@ -102,9 +145,15 @@ def run(name: str, schema: type, make_saver: Any, turns: int, loads: int) -> dic
         return put(*args, **kwargs)
 
     saver.put = counted_put  # count checkpoints without listing them
+    on_cpu = dict.fromkeys(SAVER_CALLS, 0.0)
+    if ctx_cpu is not None:
+        for call in SAVER_CALLS:
+            setattr(saver, call, _on_cpu(getattr(saver, call), call, on_cpu))
     graph = graph_of(schema, saver)
     thread = str(uuid.uuid4())
     old_id = None
+    cpu_start = time.process_time()
+    ctx_start = ctx_cpu() if ctx_cpu is not None else 0.0
     start = time.perf_counter()
     for i in range(turns):
         question = HumanMessage(content=f"question {i}: " + TEXT * 2)
@@ -114,6 +163,11 @@ def run(name: str, schema: type, make_saver: Any, turns: int, loads: int) -> dic
         if i == 9:
             old_id = graph.get_state(_conf(thread)).config["configurable"]["checkpoint_id"]
     elapsed = time.perf_counter() - start
+    cpu = None
+    if ctx_cpu is not None:
+        cpu = {call: on_cpu[call] / turns for call in SAVER_CALLS}
+        cpu["process"] = (time.process_time() - cpu_start) / turns
+        cpu["ctx"] = (ctx_cpu() - ctx_start) / turns
     checkpoints = puts[0]
     final = graph.get_state(_conf(thread))
     assert len(final.values["messages"]) == 2 * turns, len(final.values["messages"])
@@ -129,6 +183,7 @@ def run(name: str, schema: type, make_saver: Any, turns: int, loads: int) -> dic
     n = 2 * turns
     return {
         "name": name,
+        "cpu": cpu,
         "checkpoints": checkpoints,
         "cps": checkpoints / elapsed,
         "turns_s": turns / elapsed,
@@ -139,6 +194,54 @@ def run(name: str, schema: type, make_saver: Any, turns: int, loads: int) -> dic
         ),
         "old_cold": _ms([timed(graph_of(schema, make_saver()), old, 20) for _ in range(loads)]),
     }
+
+
+_inside = threading.local()
+
+
+def _on_cpu(f: Any, call: str, on_cpu: dict[str, float]) -> Any:
+    """``f``, adding the CPU time of its calling thread to ``on_cpu[call]``
+    (a saver call made inside another, as LangGraph's default history
+    calls ``list``, counts for the outer one)."""
+
+    def timed(*args: Any, **kwargs: Any) -> Any:
+        if getattr(_inside, "call", False):
+            return f(*args, **kwargs)
+        _inside.call = True
+        t0 = time.thread_time()
+        try:
+            return f(*args, **kwargs)
+        finally:
+            on_cpu[call] += time.thread_time() - t0
+            _inside.call = False
+
+    return timed
+
+
+def _print_cpu(rows: list[dict]) -> None:
+    print()
+    print(
+        "CPU ms a turn: the saver's calls on their calling threads, ctx's own "
+        "threads or server, the rest of this process (the graph, LangGraph's "
+        "threads, the garbage collector)"
+    )
+    print()
+    print(
+        "| saver | get_tuple | put | put_writes | history and list "
+        "| ctx's threads | the rest | all |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    for r in rows:
+        c = r["cpu"]
+        calls = sum(c[k] for k in SAVER_CALLS)
+        in_process = c["process"]
+        # ctx's threads in this process are inside process_time; a server's are not.
+        mine = c["ctx"] if r["name"].startswith("CtxSaver(Embedded)") else 0.0
+        rest = in_process - calls - mine
+        total = in_process + (0.0 if mine else c["ctx"])
+        other = c["get_delta_channel_history"] + c["list"]
+        ms = [c["get_tuple"], c["put"], c["put_writes"], other, c["ctx"], rest, total]
+        print(f"| {r['name']} | " + " | ".join(f"{v * 1000:.2f}" for v in ms) + " |")
 
 
 def main() -> None:
@@ -159,10 +262,16 @@ def main() -> None:
         action="store_true",
         help="also CtxSaver(Embedded(dir)): ctx in this process, no server",
     )
+    ap.add_argument(
+        "--cpu",
+        action="store_true",
+        help="also the turns' CPU time, split by where it is spent (Linux)",
+    )
     args = ap.parse_args()
     if args.quick:
         args.turns, args.loads = 20, 5
     rows = []
+    none_cpu = (lambda: 0.0) if args.cpu else None
     schemas = {"add_messages": Chat, "DeltaChannel": DeltaChat}
     for label in args.channels.split(","):
         schema = schemas[label]
@@ -175,13 +284,16 @@ def main() -> None:
                 functools.partial(SqliteSaver, conn),
                 args.turns,
                 args.loads,
+                none_cpu,
             )
             conn.close()  # the WAL is folded into the database on close
             row["bytes"] = _du(Path(tmp))
             rows.append(row)
         if args.in_memory:
             mem = InMemorySaver()
-            row = run(f"InMemorySaver, {label}", schema, lambda m=mem: m, args.turns, args.loads)
+            row = run(
+                f"InMemorySaver, {label}", schema, lambda m=mem: m, args.turns, args.loads, none_cpu
+            )
             row["bytes"] = 0  # nothing at rest
             rows.append(row)
         with tempfile.TemporaryDirectory() as tmp:
@@ -195,7 +307,15 @@ def main() -> None:
                 return CtxSaver(c, prefix="bench")
 
             try:
-                row = run(f"CtxSaver, {label}", schema, make, args.turns, args.loads)
+                server = Path(f"/proc/{proc.pid}/stat")
+                row = run(
+                    f"CtxSaver, {label}",
+                    schema,
+                    make,
+                    args.turns,
+                    args.loads,
+                    functools.partial(_cpu_of, server) if args.cpu else None,
+                )
             finally:
                 for c in clients:
                     c.close()
@@ -216,6 +336,7 @@ def main() -> None:
                     functools.partial(CtxSaver, db, prefix="bench"),
                     args.turns,
                     args.loads,
+                    (lambda: _threads_cpu("ctx-embedded")) if args.cpu else None,
                 )
                 db.close()
                 del db
@@ -237,6 +358,8 @@ def main() -> None:
             f"| {r['turns_s']:.1f} | {r['latest_warm']} | {r['latest_cold']} "
             f"| {r['old_warm']} | {r['old_cold']} | {ratio:.2f}x |"
         )
+    if args.cpu:
+        _print_cpu(rows)
 
 
 if __name__ == "__main__":
