@@ -11,6 +11,7 @@ import enum
 import operator
 import shlex
 import time
+import typing
 import uuid
 from collections.abc import Callable
 from datetime import datetime
@@ -306,6 +307,26 @@ def test_bytes_after_a_value_are_an_error(blob: bytes) -> None:
         serde.loads_list([serde.dumps_typed(1), ("msgpack", blob)])
     # The same value without them reads back.
     assert serde.loads_typed(("msgpack", _message_blob())) == HumanMessage("h", id="1")
+
+
+@dataclasses.dataclass
+class _Counted:
+    made: typing.ClassVar[int] = 0
+    n: int
+
+    def __post_init__(self) -> None:
+        type(self).made += 1
+
+
+def test_a_value_with_bytes_after_it_is_not_rebuilt_twice() -> None:
+    # Telling "bytes after the value" from a broken blob reads the blob's
+    # structure, not its types: an allowed constructor runs once.
+    serde = StrictSerializer(allowed_types=[_Counted])
+    blob = serde.dumps_typed(_Counted(1))[1]
+    _Counted.made = 0
+    with pytest.raises(CheckpointDecodeError, match="after its value"):
+        serde.loads_typed(("msgpack", blob + b"\xc1"))  # a byte no value starts with
+    assert _Counted.made == 1
 
 
 def test_a_method_other_than_langgraphs_is_refused() -> None:

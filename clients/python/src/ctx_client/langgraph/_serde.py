@@ -198,14 +198,21 @@ class StrictSerializer(JsonPlusSerializer):
         return unpack
 
 
+def _skip(code: int, payload: bytes) -> None:
+    return None
+
+
 def _one(blob: bytes, hook: Callable[[int, bytes], Any] | None) -> Any:
     """The one msgpack value ``blob`` is (see ``_END``): bytes after it are
     :class:`_TrailingBytesError`, and any other failure is the blob's own."""
     try:
         value, end = ormsgpack.unpackb(b"".join((_HEAD, blob, _TAIL)), ext_hook=hook, option=_OPT)
     except Exception:
-        # Read alone: it fails as it is, or it is a value with more after it.
-        ormsgpack.unpackb(blob, ext_hook=hook, option=_OPT)
+        # Read alone it fails as it is, or it is a value with more after
+        # it. Its structure tells which: extensions are skipped, so no type
+        # is rebuilt a second time (a failure of one was recorded by the
+        # hook, and is the error the reader reports).
+        ormsgpack.unpackb(blob, ext_hook=_skip, option=_OPT)
         raise _TrailingBytesError() from None
     if type(end) is not bytes or end != _END:
         raise _TrailingBytesError()
