@@ -28,6 +28,7 @@ and, in clients/python/native, `maturin develop --release`).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import functools
 import os
 import sqlite3
@@ -99,28 +100,38 @@ def _ms(samples: list[float]) -> str:
     return f"{p50:.2f} / {p99:.2f}"
 
 
-def _cpu_of(stat: Path) -> float:
-    """CPU seconds (user and system) in a /proc .../stat file; 0 if gone."""
+def _stat(path: Path) -> tuple[str, float] | None:
+    """A /proc .../stat file's name and CPU seconds (user and system); None
+    if it is gone."""
     try:
-        text = stat.read_text()
+        text = path.read_text()
     except OSError:
-        return 0.0
+        return None
     fields = text[text.rindex(")") + 2 :].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    cpu = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return text[text.index("(") + 1 : text.rindex(")")], cpu
+
+
+def _process_cpu(pid: int) -> float:
+    """CPU seconds of process ``pid`` (the ctx server)."""
+    stat = _stat(Path(f"/proc/{pid}/stat"))
+    return stat[1] if stat else 0.0
 
 
 def _threads_cpu(prefix: str) -> float:
     """CPU seconds of this process's threads whose name starts with
     ``prefix`` (ctx's runtime names its threads)."""
-    total = 0.0
-    for stat in Path(f"/proc/{os.getpid()}/task").glob("*/stat"):
-        try:
-            text = stat.read_text()
-        except OSError:
-            continue
-        if text[text.index("(") + 1 : text.rindex(")")].startswith(prefix):
-            total += _cpu_of(stat)
-    return total
+    stats = (_stat(p) for p in Path(f"/proc/{os.getpid()}/task").glob("*/stat"))
+    return sum(s[1] for s in stats if s and s[0].startswith(prefix))
+
+
+@dataclasses.dataclass
+class CpuSplit:
+    """What --cpu measures beside the saver's calls: ctx's own threads or
+    server (none for the other savers), and whether they are this process."""
+
+    ctx: Any = None
+    ctx_in_process: bool = False
 
 
 SAVER_CALLS = ("get_tuple", "put", "put_writes", "get_delta_channel_history", "list")
@@ -132,10 +143,9 @@ def run(
     make_saver: Any,
     turns: int,
     loads: int,
-    ctx_cpu: Any = None,
+    split: CpuSplit | None = None,
 ) -> dict:
-    """One saver's run; with ``ctx_cpu`` (a function giving the CPU seconds
-    of ctx's own threads or process so far), the turns' CPU split too."""
+    """One saver's run; with ``split``, the turns' CPU split too."""
     saver = make_saver()
     puts = [0]
     put = saver.put
@@ -146,14 +156,14 @@ def run(
 
     saver.put = counted_put  # count checkpoints without listing them
     on_cpu = dict.fromkeys(SAVER_CALLS, 0.0)
-    if ctx_cpu is not None:
+    if split is not None:
         for call in SAVER_CALLS:
             setattr(saver, call, _on_cpu(getattr(saver, call), call, on_cpu))
     graph = graph_of(schema, saver)
     thread = str(uuid.uuid4())
     old_id = None
-    cpu_start = time.process_time()
-    ctx_start = ctx_cpu() if ctx_cpu is not None else 0.0
+    ctx_cpu = (split.ctx if split else None) or (lambda: 0.0)
+    cpu_start, ctx_start = time.process_time(), ctx_cpu()
     start = time.perf_counter()
     for i in range(turns):
         question = HumanMessage(content=f"question {i}: " + TEXT * 2)
@@ -164,10 +174,14 @@ def run(
             old_id = graph.get_state(_conf(thread)).config["configurable"]["checkpoint_id"]
     elapsed = time.perf_counter() - start
     cpu = None
-    if ctx_cpu is not None:
+    if split is not None:
         cpu = {call: on_cpu[call] / turns for call in SAVER_CALLS}
-        cpu["process"] = (time.process_time() - cpu_start) / turns
+        process = (time.process_time() - cpu_start) / turns
         cpu["ctx"] = (ctx_cpu() - ctx_start) / turns
+        # ctx's threads in this process are inside process_time; a server's are not.
+        inside = cpu["ctx"] if split.ctx_in_process else 0.0
+        cpu["rest"] = process - sum(on_cpu.values()) / turns - inside
+        cpu["all"] = process + cpu["ctx"] - inside
     checkpoints = puts[0]
     final = graph.get_state(_conf(thread))
     assert len(final.values["messages"]) == 2 * turns, len(final.values["messages"])
@@ -233,14 +247,8 @@ def _print_cpu(rows: list[dict]) -> None:
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         c = r["cpu"]
-        calls = sum(c[k] for k in SAVER_CALLS)
-        in_process = c["process"]
-        # ctx's threads in this process are inside process_time; a server's are not.
-        mine = c["ctx"] if r["name"].startswith("CtxSaver(Embedded)") else 0.0
-        rest = in_process - calls - mine
-        total = in_process + (0.0 if mine else c["ctx"])
         other = c["get_delta_channel_history"] + c["list"]
-        ms = [c["get_tuple"], c["put"], c["put_writes"], other, c["ctx"], rest, total]
+        ms = [c["get_tuple"], c["put"], c["put_writes"], other, c["ctx"], c["rest"], c["all"]]
         print(f"| {r['name']} | " + " | ".join(f"{v * 1000:.2f}" for v in ms) + " |")
 
 
@@ -271,7 +279,7 @@ def main() -> None:
     if args.quick:
         args.turns, args.loads = 20, 5
     rows = []
-    none_cpu = (lambda: 0.0) if args.cpu else None
+    plain = CpuSplit() if args.cpu else None
     schemas = {"add_messages": Chat, "DeltaChannel": DeltaChat}
     for label in args.channels.split(","):
         schema = schemas[label]
@@ -284,7 +292,7 @@ def main() -> None:
                 functools.partial(SqliteSaver, conn),
                 args.turns,
                 args.loads,
-                none_cpu,
+                plain,
             )
             conn.close()  # the WAL is folded into the database on close
             row["bytes"] = _du(Path(tmp))
@@ -292,7 +300,7 @@ def main() -> None:
         if args.in_memory:
             mem = InMemorySaver()
             row = run(
-                f"InMemorySaver, {label}", schema, lambda m=mem: m, args.turns, args.loads, none_cpu
+                f"InMemorySaver, {label}", schema, lambda m=mem: m, args.turns, args.loads, plain
             )
             row["bytes"] = 0  # nothing at rest
             rows.append(row)
@@ -307,14 +315,14 @@ def main() -> None:
                 return CtxSaver(c, prefix="bench")
 
             try:
-                server = Path(f"/proc/{proc.pid}/stat")
+                server = CpuSplit(functools.partial(_process_cpu, proc.pid))
                 row = run(
                     f"CtxSaver, {label}",
                     schema,
                     make,
                     args.turns,
                     args.loads,
-                    functools.partial(_cpu_of, server) if args.cpu else None,
+                    server if args.cpu else None,
                 )
             finally:
                 for c in clients:
@@ -336,7 +344,9 @@ def main() -> None:
                     functools.partial(CtxSaver, db, prefix="bench"),
                     args.turns,
                     args.loads,
-                    (lambda: _threads_cpu("ctx-embedded")) if args.cpu else None,
+                    CpuSplit(functools.partial(_threads_cpu, "ctx-embedded"), True)
+                    if args.cpu
+                    else None,
                 )
                 db.close()
                 del db
