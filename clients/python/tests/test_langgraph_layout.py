@@ -11,11 +11,13 @@ import uuid
 from typing import Any
 
 import pytest
+from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.checkpoint.base import empty_checkpoint
 
 from ctx_client import Client
 from ctx_client.langgraph import MAX_SEGMENT, CtxSaver, encode_segment
 from ctx_client.langgraph._names import _escape, _unescape
+from ctx_client.langgraph._serde import StrictSerializer
 
 
 @pytest.mark.parametrize(
@@ -167,6 +169,67 @@ def test_an_appended_list_is_a_delta_on_its_parents_chain(client: Client) -> Non
         ["a", "b", "c"],
         ["z"],
     ]
+
+
+class _Counting(StrictSerializer):
+    """Counts what it serializes, by value."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.dumped: list[Any] = []
+
+    def dumps_typed(self, obj: Any) -> tuple[str, bytes]:
+        self.dumped.append(obj)
+        return super().dumps_typed(obj)
+
+
+def _grow(saver: CtxSaver, parent: Any, msgs: list[Any], version: int) -> Any:
+    cp = empty_checkpoint()
+    cp["channel_values"] = {"msgs": msgs}
+    cp["channel_versions"] = {"msgs": version}
+    return saver.put(parent, cp, {"step": version}, {"msgs": version})
+
+
+def test_a_grown_list_serializes_only_what_is_new_or_changed(client: Client) -> None:
+    serde = _Counting()
+    saver = CtxSaver(client, prefix=f"lglayout-{uuid.uuid4().hex[:8]}", serde=serde)
+    a, b = HumanMessage("a", id="1"), AIMessage("b", id="2")
+    first, _ = _put(saver, "grow", {"msgs": [a, b]})
+    # The same objects, one more: only it is serialized.
+    serde.dumped.clear()
+    c = HumanMessage("c", id="3")
+    second = _grow(saver, first, [a, b, c], 2)
+    assert [m for m in serde.dumped if isinstance(m, HumanMessage | AIMessage)] == [c]
+    # Objects read back (a new graph run's state) are known as well.
+    state = saver.get_tuple(second)
+    assert state is not None
+    read = state.checkpoint["channel_values"]["msgs"]
+    serde.dumped.clear()
+    d = AIMessage("d", id="4")
+    third = _grow(saver, second, [*read, d], 3)
+    assert [m for m in serde.dumped if isinstance(m, HumanMessage | AIMessage)] == [d]
+    # An element given a new attribute value is serialized again, and
+    # stored as it is now; so is a plain container, which may have changed
+    # inside.
+    read[0].content = "a, edited"
+    serde.dumped.clear()
+    fourth = _grow(saver, third, [*read, d], 4)
+    assert read[0] in serde.dumped and read[1] not in serde.dumped
+    fresh = CtxSaver(client, prefix=saver._core.names.prefix)
+    got = fresh.get_tuple(fourth)
+    assert got is not None
+    assert [m.content for m in got.checkpoint["channel_values"]["msgs"]] == [
+        "a, edited",
+        "b",
+        "c",
+        "d",
+    ]
+    rows = [{"n": 1}]
+    fifth = _grow(saver, fourth, rows, 5)
+    rows[0]["n"] = 2
+    sixth = _grow(saver, fifth, [*rows, {"n": 3}], 6)
+    got = fresh.get_tuple(sixth)
+    assert got is not None and got.checkpoint["channel_values"]["msgs"] == [{"n": 2}, {"n": 3}]
 
 
 @pytest.mark.parametrize("cold", [False, True])

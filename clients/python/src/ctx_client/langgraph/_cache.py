@@ -8,7 +8,8 @@ from typing import Any
 
 
 class _Cache:
-    """A bounded map of immutable things (commit → document, artifact → bytes)."""
+    """A bounded map of immutable things (commit → document, artifact → bytes),
+    and of what was seen of them (:meth:`set`)."""
 
     def __init__(self, max_bytes: int) -> None:
         self.max_bytes = max_bytes
@@ -25,9 +26,21 @@ class _Cache:
             return hit[0]
 
     def put(self, key: str, value: Any, size: int) -> None:
+        """Keeps ``value`` unless ``key`` is held already."""
+        self._put(key, value, size, replace=False)
+
+    def set(self, key: str, value: Any, size: int) -> None:
+        """Keeps ``value``, in place of what ``key`` held."""
+        self._put(key, value, size, replace=True)
+
+    def _put(self, key: str, value: Any, size: int, *, replace: bool) -> None:
         with self.lock:
-            if key in self.items:
-                return
+            held = self.items.get(key)
+            if held is not None:
+                if not replace:
+                    return
+                self.bytes -= held[1]
+                del self.items[key]
             self.items[key] = (value, size)
             self.bytes += size
             while self.bytes > self.max_bytes and self.items:

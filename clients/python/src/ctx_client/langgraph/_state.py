@@ -30,6 +30,9 @@ class _State:
         self.docs = _Cache(cache_bytes // 4)
         self.blobs = _Cache(cache_bytes)
         self.links = _Cache(cache_bytes)
+        # The objects a link's elements were serialized from or read back
+        # as (the next put of the list serializes only what is new).
+        self.link_seen = _Cache(cache_bytes // 8)
         # Commits seen in history pages (immutable): DeltaChannel's walks.
         self.commits = _Cache(cache_bytes // 8)
         self.list_deltas = list_deltas

@@ -3,6 +3,7 @@ values stored as chains of list elements."""
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -91,20 +92,26 @@ class _Values(_Refs):
         the same, else the link to commit: a delta of the new elements on
         the parent's link when the parent's list is a prefix of this one (an
         append, as add_messages does), a snapshot of every element
-        otherwise."""
-        elements = [self.serde.dumps_typed(e) for e in value]
+        otherwise. An element this saver stored or read back at the
+        parent's link, and unchanged since (:func:`_unchanged`), is not
+        serialized again."""
         parent = None
-        new = elements
-        commit_type = "snapshot"
+        before: list[tuple[str, bytes]] = []
+        seen: list[_Seen] = []
         if old is not None and old[0] == LIST_KIND:
             parent = old[1]
             before = yield from self.link_elements(parent)
+            seen = self.link_seen.get(parent) or []
+        elements, marks = _serialized(self.serde, value, before, seen)
+        new = elements
+        commit_type = "snapshot"
+        if parent is not None:
             if len(before) <= len(elements) and elements[: len(before)] == before:
                 if len(before) == len(elements):
                     return cast(str, parent)
                 new = elements[len(before) :]
                 commit_type = "delta"
-        return _NewLink(parent, commit_type, _encode_records(new), len(new), elements)
+        return _NewLink(parent, commit_type, _encode_records(new), len(new), elements, marks)
 
     def link_commit(self, thread_id: str, link: _NewLink) -> dict[str, Any]:
         """The commit of a new link (the fields of ``POST /v1/commits``)."""
@@ -125,6 +132,7 @@ class _Values(_Refs):
         """Keeps a committed link's elements, by its commit."""
         size = sum(len(t) + len(d) for t, d in link.elements)
         self.links.put(commit_id, link.elements, size)
+        self.link_seen.set(commit_id, link.seen, size)
 
     def values(self, doc: dict[str, Any]) -> Op[dict[str, Any]]:
         """The channel values of a document, the uncached ones fetched
@@ -147,7 +155,9 @@ class _Values(_Refs):
         for ch, (typ, ref, _version) in entries.items():
             if typ == LIST_KIND:
                 elements = yield from self.link_elements(ref)
-                out[ch] = _loads_list(self.serde, elements)
+                out[ch] = items = _loads_list(self.serde, elements)
+                # The next put of this list holds these objects.
+                self.link_seen.set(ref, [_Seen(e) for e in items], sum(len(d) for _, d in elements))
                 continue
             if ref.startswith(INLINE):
                 out[ch] = self.serde.loads_typed((typ, _unb64(ref[len(INLINE) :])))
@@ -167,6 +177,60 @@ def _loads_list(serde: Any, elements: list[tuple[str, bytes]]) -> list[Any]:
     return [serde.loads_typed(e) for e in elements]
 
 
+# Values that cannot change: one is what it was while it is the same object.
+_IMMUTABLE = (str, int, float, bool, bytes, type(None))
+
+
+class _Seen:
+    """A list element as this saver serialized or read it back: the object,
+    and what tells it unchanged since (:func:`_unchanged`)."""
+
+    __slots__ = ("obj", "attrs")
+
+    def __init__(self, obj: Any) -> None:
+        self.obj = obj
+        # Its attributes' values, for an object with attributes (a message);
+        # None for a container that may change inside without a trace.
+        attrs = getattr(obj, "__dict__", None)
+        self.attrs: tuple[Any, ...] | None = (
+            () if type(obj) in _IMMUTABLE else tuple(attrs.values()) if attrs is not None else None
+        )
+
+
+def _unchanged(e: Any, seen: _Seen) -> bool:
+    """Whether ``e`` is the element ``seen`` recorded, as it was: the same
+    object, of an immutable type or with each attribute still the same
+    object. A value changed in place inside an attribute (a message's
+    ``content`` list appended to) is not seen, as LangGraph's own
+    ``DeltaChannel``, which stores a node's writes only, does not see it:
+    LangGraph's state is changed by the updates a node returns."""
+    if e is not seen.obj or seen.attrs is None:
+        return False
+    if not seen.attrs:
+        return True
+    attrs = e.__dict__.values()
+    return len(attrs) == len(seen.attrs) and all(map(operator.is_, attrs, seen.attrs))
+
+
+def _serialized(
+    serde: Any, value: list[Any], before: list[tuple[str, bytes]], seen: list[_Seen]
+) -> tuple[list[tuple[str, bytes]], list[_Seen]]:
+    """The elements of ``value`` serialized, and what was seen of each: an
+    element unchanged since ``seen`` recorded it at the same place keeps
+    its serialized form in ``before``; the others are serialized."""
+    known = min(len(value), len(before), len(seen))
+    elements: list[tuple[str, bytes]] = []
+    marks: list[_Seen] = []
+    for i, e in enumerate(value):
+        if i < known and _unchanged(e, seen[i]):
+            elements.append(before[i])
+            marks.append(seen[i])
+        else:
+            elements.append(serde.dumps_typed(e))
+            marks.append(_Seen(e))
+    return elements, marks
+
+
 @dataclass
 class _NewLink:
     """A list value's link, to commit."""
@@ -176,3 +240,5 @@ class _NewLink:
     records: bytes
     count: int
     elements: list[tuple[str, bytes]]
+    # The list's elements as serialized (the next put's shortcut).
+    seen: list[_Seen]
