@@ -17,6 +17,7 @@ import threading
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
+import httpx
 import pytest
 from langchain_core.messages import AIMessage
 from langgraph.graph import END, START, StateGraph
@@ -32,7 +33,8 @@ from ctx_client import (
     NotFoundError,
 )
 from ctx_client import _generated as api
-from ctx_client.embedded import INSTALL
+from ctx_client._core import retry_after_seconds
+from ctx_client.embedded import INSTALL, _Answer
 
 README = Path(__file__).resolve().parents[3] / "README.md"
 RAW = {"template": "t", "format": "raw"}
@@ -112,6 +114,27 @@ def test_it_writes_what_the_server_reads_and_answers_its_errors(
     with pytest.raises(NotFoundError):
         db.get_commit("ctx-" + "0" * 32)
     db.close()
+
+
+@pytest.mark.parametrize("status", [200, 204, 304, 404, 429, 503])
+def test_an_answer_reads_as_an_httpx_response_does(status: int) -> None:
+    # The parsers read ctx's answer in the process as they read HTTP's.
+    headers = [("Content-Type", "application/json"), ("retry-after", "2"), ("Retry-After", "3")]
+    body = '{"ünï": [1, "cödé"]}'.encode()
+    mine, theirs = (
+        _Answer(status, headers, body),
+        httpx.Response(status, headers=headers, content=body),
+    )
+    assert (mine.status_code, mine.content, mine.text, mine.json()) == (
+        theirs.status_code,
+        theirs.content,
+        theirs.text,
+        theirs.json(),
+    )
+    assert (mine.is_success, mine.is_error) == (theirs.is_success, theirs.is_error)
+    for name in ("retry-after", "Retry-After", "content-type", "etag"):
+        assert mine.headers.get(name.lower()) == theirs.headers.get(name)
+    assert retry_after_seconds(mine) == retry_after_seconds(theirs)
 
 
 class _WriteLock:

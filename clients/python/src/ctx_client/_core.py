@@ -17,13 +17,12 @@ import email.utils
 import importlib.metadata
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 from urllib.parse import quote
 
-import httpx
 from blake3 import blake3
 
 from .errors import CtxError, error_from_response
@@ -39,13 +38,32 @@ except importlib.metadata.PackageNotFoundError:  # a source tree that was never 
 USER_AGENT = f"ctx-client-python/{VERSION}"
 
 
+class Answer(Protocol):
+    """What a call's parser reads of an answer: an ``httpx.Response`` over
+    HTTP, ctx's own answer in the process (:mod:`ctx_client.embedded`)."""
+
+    @property
+    def status_code(self) -> int: ...
+    @property
+    def headers(self) -> Mapping[str, str]: ...
+    @property
+    def content(self) -> bytes: ...
+    @property
+    def text(self) -> str: ...
+    @property
+    def is_success(self) -> bool: ...
+    @property
+    def is_error(self) -> bool: ...
+    def json(self) -> Any: ...
+
+
 @dataclass(frozen=True)
 class Call(Generic[T]):
     """One HTTP request to the API and how to read its answer."""
 
     method: str
     path: str
-    parse: Callable[[httpx.Response], T]
+    parse: Callable[[Answer], T]
     params: dict[str, str] | None = None
     json_body: Any = None
     has_json: bool = False
@@ -128,7 +146,7 @@ class RetryPolicy:
         return min(self.backoff * 2.0**attempt, self.max_delay)
 
 
-def retry_after_seconds(resp: httpx.Response) -> float | None:
+def retry_after_seconds(resp: Answer) -> float | None:
     """``Retry-After`` as seconds: delta-seconds or an HTTP date."""
     value = resp.headers.get("retry-after")
     if value is None:
@@ -145,34 +163,34 @@ def retry_after_seconds(resp: httpx.Response) -> float | None:
     return max(when.timestamp() - time.time(), 0.0)
 
 
-def check(resp: httpx.Response) -> httpx.Response:
+def check(resp: Answer) -> Answer:
     """The response if it succeeded; the error it stands for otherwise."""
     if resp.is_success:
         return resp
     raise error_from_response(resp.status_code, resp.content, retry_after_seconds(resp))
 
 
-def parse_json(resp: httpx.Response) -> Any:
+def parse_json(resp: Answer) -> Any:
     """The JSON body of a successful response."""
     return check(resp).json()
 
 
-def parse_bytes(resp: httpx.Response) -> bytes:
+def parse_bytes(resp: Answer) -> bytes:
     """The raw body of a successful response."""
     return check(resp).content
 
 
-def parse_text(resp: httpx.Response) -> str:
+def parse_text(resp: Answer) -> str:
     """The text body of a successful response."""
     return check(resp).text
 
 
-def parse_none(resp: httpx.Response) -> None:
+def parse_none(resp: Answer) -> None:
     """Nothing: only success matters."""
     check(resp)
 
 
-def retryable(resp: httpx.Response, policy: RetryPolicy) -> bool:
+def retryable(resp: Answer, policy: RetryPolicy) -> bool:
     """Whether ``resp`` says to try again later."""
     return resp.status_code in policy.statuses
 

@@ -28,6 +28,7 @@ from . import _generated as api
 from . import _routes
 from ._core import (
     DEFAULT_URL,
+    Answer,
     Call,
     RetryPolicy,
     artifact_ref_of,
@@ -104,7 +105,7 @@ def storage_request(
     return req
 
 
-def direct_upload_failed(resp: httpx.Response) -> None:
+def direct_upload_failed(resp: Answer) -> None:
     """Raises when storage refused a direct upload."""
     if resp.is_error:
         raise CtxError(

@@ -23,6 +23,7 @@ opened; the HTTP clients never need it. Without it, from a ctx checkout:
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import time
 from collections.abc import Awaitable, Callable
@@ -31,7 +32,6 @@ from typing import TYPE_CHECKING, Any, Self, TypeVar
 from urllib.parse import quote, urlencode
 
 import anyio
-import httpx
 
 from ._core import Call, RetryPolicy
 from .client import AsyncClient, Client
@@ -73,11 +73,47 @@ def _request(call: Call[Any]) -> tuple[str, list[tuple[str, str]], bytes]:
     return target, headers, kw.get("content") or b""
 
 
-def _response(status: int, headers: list[tuple[str, str]], body: bytes) -> httpx.Response:
-    """The answer as the clients' parsers read it (which read its status,
-    headers and body, never its request: making one parses a URL, a cost
-    an in-process call need not pay)."""
-    return httpx.Response(status, headers=headers, content=body)
+class _Answer:
+    """ctx's answer as the clients' parsers read it (:class:`Answer`):
+    its status, headers and body. Not an ``httpx.Response``, whose making
+    costs more than a small call in the process (it parses its headers and
+    wraps its body in a stream)."""
+
+    __slots__ = ("status_code", "_headers", "content")
+
+    def __init__(self, status: int, headers: list[tuple[str, str]], body: bytes) -> None:
+        self.status_code = status
+        self._headers = headers
+        self.content = body
+
+    @property
+    def headers(self) -> dict[str, str]:
+        """By lower-case name; a repeated header's values joined by ", "
+        (as ``httpx.Headers.get`` answers)."""
+        out: dict[str, str] = {}
+        for k, v in self._headers:
+            k = k.lower()
+            out[k] = f"{out[k]}, {v}" if k in out else v
+        return out
+
+    @property
+    def text(self) -> str:
+        """The body as text (ctx answers UTF-8)."""
+        return self.content.decode("utf-8", errors="replace")
+
+    @property
+    def is_success(self) -> bool:
+        return 200 <= self.status_code < 300
+
+    @property
+    def is_error(self) -> bool:
+        return self.status_code >= 400
+
+    def json(self) -> Any:
+        return json.loads(self.content)
+
+    def __repr__(self) -> str:
+        return f"<answer [{self.status_code}]>"
 
 
 def _open(path: str | os.PathLike[str] | None, tenant: str | None) -> Native:
@@ -162,7 +198,7 @@ class Embedded(_Opened, Client):
                 self._sleep(self.retry.delay(attempt, _retry_after(got)))
                 attempt += 1
                 continue
-            return call.parse(_response(status, got, data))
+            return call.parse(_Answer(status, got, data))
 
     def __repr__(self) -> str:
         return f"Embedded({self.data!r}, tenant={self.tenant!r})"
@@ -226,7 +262,7 @@ class AsyncEmbedded(_Opened, AsyncClient):
                 await self._sleep(self.retry.delay(attempt, _retry_after(got)))
                 attempt += 1
                 continue
-            return call.parse(_response(status, got, data))
+            return call.parse(_Answer(status, got, data))
 
     def __repr__(self) -> str:
         return f"AsyncEmbedded({self.data!r}, tenant={self.tenant!r})"
