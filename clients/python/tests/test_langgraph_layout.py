@@ -18,6 +18,7 @@ from ctx_client import Client
 from ctx_client.langgraph import MAX_SEGMENT, CtxSaver, encode_segment
 from ctx_client.langgraph._names import _escape, _unescape
 from ctx_client.langgraph._serde import StrictSerializer
+from ctx_client.langgraph._values import _Seen, _unchanged
 
 
 @pytest.mark.parametrize(
@@ -230,6 +231,34 @@ def test_a_grown_list_serializes_only_what_is_new_or_changed(client: Client) -> 
     sixth = _grow(saver, fifth, [*rows, {"n": 3}], 6)
     got = fresh.get_tuple(sixth)
     assert got is not None and got.checkpoint["channel_values"]["msgs"] == [{"n": 2}, {"n": 3}]
+
+
+def test_objects_kept_for_the_next_put_do_not_pile_up(client: Client) -> None:
+    # Each turn reads the list back as new objects; only the newest link's
+    # are kept, not every turn's (they would stay alive with the cache).
+    saver = _saver(client)
+    config, _ = _put(saver, "turns", {"msgs": [HumanMessage("q0", id="q0")]})
+    for i in range(1, 8):
+        state = saver.get_tuple(config)
+        assert state is not None
+        msgs = state.checkpoint["channel_values"]["msgs"]
+        assert [m.id for m in msgs] == [f"q{j}" for j in range(i)]
+        config = _grow(saver, config, [*msgs, HumanMessage(f"q{i}", id=f"q{i}")], i + 1)
+    assert len(saver._core.link_seen.items) == 1
+
+
+def test_what_counts_as_unchanged() -> None:
+    class Bare:
+        pass
+
+    bare, msg, text, rows = Bare(), HumanMessage("a", id="1"), "hi", [1]
+    seen = {id(o): _Seen(o) for o in (bare, msg, text, rows)}
+    assert all(_unchanged(o, seen[id(o)]) for o in (bare, msg, text))
+    assert not _unchanged(rows, seen[id(rows)])  # a container may change inside
+    assert not _unchanged(HumanMessage("a", id="1"), seen[id(msg)])  # another object
+    bare.note = "added"  # type: ignore[attr-defined]
+    msg.content = "b"
+    assert not _unchanged(bare, seen[id(bare)]) and not _unchanged(msg, seen[id(msg)])
 
 
 @pytest.mark.parametrize("cold", [False, True])

@@ -33,6 +33,15 @@ class _Cache:
         """Keeps ``value``, in place of what ``key`` held."""
         self._put(key, value, size, replace=True)
 
+    def pop(self, key: str) -> Any | None:
+        """What ``key`` held, no longer kept."""
+        with self.lock:
+            held = self.items.pop(key, None)
+            if held is None:
+                return None
+            self.bytes -= held[1]
+            return held[0]
+
     def _put(self, key: str, value: Any, size: int, *, replace: bool) -> None:
         with self.lock:
             held = self.items.get(key)

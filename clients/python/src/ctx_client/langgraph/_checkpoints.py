@@ -187,7 +187,7 @@ class _Checkpoints(_Values):
             doc = yield from self.doc_of(read)
         if doc.get("placeholder"):
             return None
-        values = yield from self.values(doc)
+        values = yield from self.values(doc, seen=True)
         return self.tuple_of(thread_id, ns, doc, values)
 
     def put(

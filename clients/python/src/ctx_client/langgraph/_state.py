@@ -31,7 +31,8 @@ class _State:
         self.blobs = _Cache(cache_bytes)
         self.links = _Cache(cache_bytes)
         # The objects a link's elements were serialized from or read back
-        # as (the next put of the list serializes only what is new).
+        # as (the next put of the list serializes only what is new), until
+        # a put on the link takes them: about one entry per thread.
         self.link_seen = _Cache(cache_bytes // 8)
         # Commits seen in history pages (immutable): DeltaChannel's walks.
         self.commits = _Cache(cache_bytes // 8)

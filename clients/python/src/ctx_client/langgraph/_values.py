@@ -101,7 +101,11 @@ class _Values(_Refs):
         if old is not None and old[0] == LIST_KIND:
             parent = old[1]
             before = yield from self.link_elements(parent)
-            seen = self.link_seen.get(parent) or []
+            # Taken, not copied: the new link's entry holds what is still
+            # needed (the objects of a whole conversation's turns, each read
+            # back anew, would otherwise stay alive, and the collector's
+            # passes grow with them).
+            seen = self.link_seen.pop(parent) or []
         elements, marks = _serialized(self.serde, value, before, seen)
         new = elements
         commit_type = "snapshot"
@@ -134,9 +138,11 @@ class _Values(_Refs):
         self.links.put(commit_id, link.elements, size)
         self.link_seen.set(commit_id, link.seen, size)
 
-    def values(self, doc: dict[str, Any]) -> Op[dict[str, Any]]:
+    def values(self, doc: dict[str, Any], *, seen: bool = False) -> Op[dict[str, Any]]:
         """The channel values of a document, the uncached ones fetched
-        concurrently."""
+        concurrently; with ``seen``, its list values' objects are kept for
+        the next put of each (a ``get_tuple``, which a graph's run puts
+        after)."""
         entries = doc["values"]
         missing = [
             e[1]
@@ -156,8 +162,9 @@ class _Values(_Refs):
             if typ == LIST_KIND:
                 elements = yield from self.link_elements(ref)
                 out[ch] = items = _loads_list(self.serde, elements)
-                # The next put of this list holds these objects.
-                self.link_seen.set(ref, [_Seen(e) for e in items], sum(len(d) for _, d in elements))
+                if seen:
+                    size = sum(len(d) for _, d in elements)
+                    self.link_seen.set(ref, [_Seen(e) for e in items], size)
                 continue
             if ref.startswith(INLINE):
                 out[ch] = self.serde.loads_typed((typ, _unb64(ref[len(INLINE) :])))
@@ -185,16 +192,15 @@ class _Seen:
     """A list element as this saver serialized or read it back: the object,
     and what tells it unchanged since (:func:`_unchanged`)."""
 
-    __slots__ = ("obj", "attrs")
+    __slots__ = ("obj", "immutable", "attrs")
 
     def __init__(self, obj: Any) -> None:
         self.obj = obj
+        self.immutable = type(obj) in _IMMUTABLE
         # Its attributes' values, for an object with attributes (a message);
         # None for a container that may change inside without a trace.
-        attrs = getattr(obj, "__dict__", None)
-        self.attrs: tuple[Any, ...] | None = (
-            () if type(obj) in _IMMUTABLE else tuple(attrs.values()) if attrs is not None else None
-        )
+        attrs = None if self.immutable else getattr(obj, "__dict__", None)
+        self.attrs: tuple[Any, ...] | None = None if attrs is None else tuple(attrs.values())
 
 
 def _unchanged(e: Any, seen: _Seen) -> bool:
@@ -204,10 +210,12 @@ def _unchanged(e: Any, seen: _Seen) -> bool:
     ``content`` list appended to) is not seen, as LangGraph's own
     ``DeltaChannel``, which stores a node's writes only, does not see it:
     LangGraph's state is changed by the updates a node returns."""
-    if e is not seen.obj or seen.attrs is None:
+    if e is not seen.obj:
         return False
-    if not seen.attrs:
+    if seen.immutable:
         return True
+    if seen.attrs is None:
+        return False
     attrs = e.__dict__.values()
     return len(attrs) == len(seen.attrs) and all(map(operator.is_, attrs, seen.attrs))
 
