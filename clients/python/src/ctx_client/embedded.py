@@ -33,7 +33,7 @@ from urllib.parse import quote, urlencode
 
 import anyio
 
-from ._core import Call, RetryPolicy
+from ._core import Call, RetryPolicy, retry_after_seconds, retryable
 from .client import AsyncClient, Client
 
 if TYPE_CHECKING:
@@ -193,25 +193,15 @@ class Embedded(_Opened, Client):
         target, headers, body = _request(call)
         attempt = 0
         while True:
-            status, got, data = self._native.call(call.method, target, headers, body)
-            if status in self.retry.statuses and attempt < self.retry.max_retries:
-                self._sleep(self.retry.delay(attempt, _retry_after(got)))
+            answer = _Answer(*self._native.call(call.method, target, headers, body))
+            if retryable(answer, self.retry) and attempt < self.retry.max_retries:
+                self._sleep(self.retry.delay(attempt, retry_after_seconds(answer)))
                 attempt += 1
                 continue
-            return call.parse(_Answer(status, got, data))
+            return call.parse(answer)
 
     def __repr__(self) -> str:
         return f"Embedded({self.data!r}, tenant={self.tenant!r})"
-
-
-def _retry_after(headers: list[tuple[str, str]]) -> float | None:
-    for k, v in headers:
-        if k.lower() == "retry-after":
-            try:
-                return max(float(v), 0.0)
-            except ValueError:
-                return None
-    return None
 
 
 def _done(
@@ -257,12 +247,12 @@ class AsyncEmbedded(_Opened, AsyncClient):
         while True:
             answer: asyncio.Future[tuple[int, list[tuple[str, str]], bytes]] = loop.create_future()
             self._native.call_async(call.method, target, headers, body, loop, _done, answer)
-            status, got, data = await answer
-            if status in self.retry.statuses and attempt < self.retry.max_retries:
-                await self._sleep(self.retry.delay(attempt, _retry_after(got)))
+            got = _Answer(*await answer)
+            if retryable(got, self.retry) and attempt < self.retry.max_retries:
+                await self._sleep(self.retry.delay(attempt, retry_after_seconds(got)))
                 attempt += 1
                 continue
-            return call.parse(_Answer(status, got, data))
+            return call.parse(got)
 
     def __repr__(self) -> str:
         return f"AsyncEmbedded({self.data!r}, tenant={self.tenant!r})"
